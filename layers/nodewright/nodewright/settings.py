@@ -1,0 +1,74 @@
+"""Settings every function reads from its environment, set by the CDK stack.
+
+One frozen object so a flow receives its configuration explicitly instead of
+reading ``os.environ`` deep inside the layer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class SettingsError(ValueError):
+    """A required setting is missing or malformed; the message names the variable."""
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r} is not a number; set it to seconds, e.g. {name}={default:g}") from exc
+
+
+@dataclass(frozen=True)
+class Settings:
+    cluster_name: str
+    region: str
+    state_table: str | None = None
+    # A kubeconfig path replaces EKS token auth (the sandbox, or a user's own API server).
+    kubeconfig: str | None = None
+    # Endpoint override for every AWS client (the sandbox's moto server).
+    aws_endpoint_url: str | None = None
+    node_role: str | None = None
+    interruption_queue_url: str | None = None
+    # "replace" (default) acts on rebalance recommendations; "event-only" only records them.
+    rebalance_mode: str = "replace"
+    poll_interval_seconds: float = 5.0
+    batch_idle_seconds: float = 1.0
+    batch_max_seconds: float = 10.0
+    idle_after_seconds: float = 600.0
+    tracing: bool = False
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        cluster = env.get("CLUSTER_NAME", "")
+        if not cluster:
+            raise SettingsError("CLUSTER_NAME is not set; the stack sets it to the EKS cluster's name")
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
+        if not region:
+            raise SettingsError("AWS_REGION is not set; Lambda sets it, locally export AWS_REGION=us-east-1")
+        rebalance_mode = env.get("REBALANCE_MODE", "replace")
+        if rebalance_mode not in ("replace", "event-only"):
+            raise SettingsError(f"REBALANCE_MODE={rebalance_mode!r}: use 'replace' or 'event-only'")
+        return cls(
+            cluster_name=cluster,
+            region=region,
+            state_table=env.get("STATE_TABLE") or None,
+            kubeconfig=env.get("NODEWRIGHT_KUBECONFIG") or None,
+            aws_endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
+            node_role=env.get("NODE_ROLE") or None,
+            interruption_queue_url=env.get("INTERRUPTION_QUEUE_URL") or None,
+            rebalance_mode=rebalance_mode,
+            poll_interval_seconds=_number(env, "POLL_INTERVAL_SECONDS", 5.0),
+            batch_idle_seconds=_number(env, "BATCH_IDLE_SECONDS", 1.0),
+            batch_max_seconds=_number(env, "BATCH_MAX_SECONDS", 10.0),
+            idle_after_seconds=_number(env, "IDLE_AFTER_SECONDS", 600.0),
+            tracing=env.get("NODEWRIGHT_TRACING", "false").lower() in ("1", "true", "yes"),
+        )
