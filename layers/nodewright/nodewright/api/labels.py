@@ -83,10 +83,63 @@ WELL_KNOWN_LABELS: frozenset[str] = frozenset(
 
 # Label domains a NodePool may not set or require (Karpenter's RestrictedLabelDomains),
 # except for the well-known labels above and the subdomains listed as allowed.
-RESTRICTED_LABEL_DOMAINS: frozenset[str] = frozenset({"kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"})
-ALLOWED_RESTRICTED_SUBDOMAINS: frozenset[str] = frozenset({"kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"})
+RESTRICTED_LABEL_DOMAINS: frozenset[str] = frozenset(
+    {"kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"}
+)
+ALLOWED_RESTRICTED_SUBDOMAINS: frozenset[str] = frozenset(
+    {"kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"}
+)
 
 # Renamed in v1 (v1alpha5/v1beta1 → v1).
 LEGACY_PROVISIONER_NAME = "karpenter.sh/provisioner-name"
 LEGACY_DO_NOT_EVICT = "karpenter.sh/do-not-evict"
 LEGACY_DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
+
+# Old label/annotation names and their v1 replacements (used by conversion and by warnings on pods).
+LEGACY_RENAMES: dict[str, str] = {
+    LEGACY_PROVISIONER_NAME: NODEPOOL,
+    LEGACY_DO_NOT_EVICT: DO_NOT_DISRUPT,
+    LEGACY_DO_NOT_CONSOLIDATE: DO_NOT_DISRUPT,
+}
+
+# Labels that exist only on nodes (never on instance types): requiring them in a NodePool is refused.
+RESTRICTED_LABELS: frozenset[str] = frozenset({HOSTNAME})
+
+# Old kubernetes.io labels Karpenter still accepts as requirement keys (aliases of the well-known ones).
+DEPRECATED_LABEL_ALIASES: dict[str, str] = {
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+    "beta.kubernetes.io/arch": ARCH,
+    "beta.kubernetes.io/os": OS,
+    "failure-domain.beta.kubernetes.io/zone": ZONE,
+    "failure-domain.beta.kubernetes.io/region": REGION,
+}
+
+# API groups and kinds.
+KARPENTER_GROUP = "karpenter.sh"
+AWS_GROUP = "karpenter.k8s.aws"
+EC2NODECLASS_KIND = "EC2NodeClass"
+
+# EC2NodeClass: AMI families and the alias family names (alias: family@version).
+AMI_FAMILIES: tuple[str, ...] = ("AL2", "AL2023", "Bottlerocket", "Custom")
+ALIAS_FAMILIES: dict[str, str] = {"al2": "AL2", "al2023": "AL2023", "bottlerocket": "Bottlerocket"}
+
+# Tags Nodewright sets itself on every instance: a user may not set them in EC2NodeClass.spec.tags.
+RESERVED_TAG_KEYS: frozenset[str] = frozenset({NODEPOOL, NODECLAIM_TAG, EC2NODECLASS, "eks:eks-cluster-name"})
+RESERVED_TAG_PREFIXES: tuple[str, ...] = ("kubernetes.io/cluster/",)
+
+
+def label_domain(key: str) -> str:
+    """The DNS prefix of a label key (``""`` when the key has none)."""
+    return key.split("/", 1)[0] if "/" in key else ""
+
+
+def is_restricted_label(key: str) -> bool:
+    """True when a NodePool may not set or require ``key`` (Karpenter's IsRestrictedNodeLabel)."""
+    if key in WELL_KNOWN_LABELS or key in DEPRECATED_LABEL_ALIASES:
+        return False
+    if key in RESTRICTED_LABELS:
+        return True
+    domain = label_domain(key)
+    if any(domain == d or domain.endswith("." + d) for d in ALLOWED_RESTRICTED_SUBDOMAINS):
+        return False
+    return any(domain == d or domain.endswith("." + d) for d in RESTRICTED_LABEL_DOMAINS)

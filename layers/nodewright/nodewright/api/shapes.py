@@ -1,0 +1,28 @@
+"""Defensive accessors for user manifests: a field of the wrong shape reads as empty.
+
+The structural check in ``api.validation`` reports the wrong shape once; the value rules and the
+converter read through these so that a malformed field never raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a mapping, else ``{}``."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else ``[]``."""
+    return value if isinstance(value, list) else []
+
+
+def dig(value: Any, *keys: str) -> Any:
+    """``value[k1][k2]...`` through mappings only; ``None`` as soon as a step is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
