@@ -1,0 +1,295 @@
+"""The AWS side of the sandbox: a moto server on 127.0.0.1 and the resources an EKS cluster has.
+
+Seeded for one cluster: an EKS cluster, a VPC with one subnet per zone and a security group
+(tagged ``karpenter.sh/discovery: <cluster>``), EKS-optimized AMIs and their public SSM
+parameters, the node IAM role with its instance profile, the DynamoDB state table
+(``pk``/``sk`` strings, TTL on ``expires_at``, made and filled by the layer's own
+``nodewright.cloud.state`` code) with the sandbox's price table, and an SQS interruption queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from nodewright.cloud.pricetable import PriceTable
+from nodewright.cloud.state import StateStore, create_state_table
+from nodewright.settings import Settings
+
+from sandbox.prices import sandbox_price_table
+
+ACCOUNT_ID = "123456789012"  # moto's default account
+DISCOVERY_TAG = "karpenter.sh/discovery"
+KUBERNETES_VERSION = "1.31"
+# SSM parameters are published for these versions so a NodeClass pinned to a neighbour version resolves too.
+AMI_KUBERNETES_VERSIONS = ("1.29", "1.30", "1.31", "1.32")
+AMI_RELEASE = "v20250101"  # the release the versioned AL2023 parameters name
+
+
+def preload_moto_ec2() -> None:
+    """Import moto's EC2 models about 1 s faster than a plain import.
+
+    At import, moto builds three fresh ``boto3.Session()`` objects just to list regions, and each
+    one parses botocore's endpoint data again; one shared session for that moment parses it once.
+    """
+    if "moto.ec2.models" in sys.modules:
+        return
+    original = boto3.Session
+    shared = original()
+
+    def session(*args: Any, **kwargs: Any) -> boto3.session.Session:
+        return shared if not args and not kwargs else original(*args, **kwargs)
+
+    boto3.Session = session
+    try:
+        import moto.ec2.models  # noqa: F401, PLC0415 (the point of this function)
+    finally:
+        boto3.Session = original
+
+
+class MotoServer:
+    """moto's ThreadedMotoServer on a free port, stopped without leaving its socket open."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        from moto.server import ThreadedMotoServer  # noqa: PLC0415 (after preload_moto_ec2)
+
+        self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        self.endpoint = ""
+
+    def start(self) -> str:
+        # werkzeug logs every request to stderr; the sandbox's callers want their own output readable.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        return self.endpoint
+
+    def reset(self) -> None:
+        """Drop every moto backend's state (moto's own reset endpoint); the next sandbox starts clean."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST", data=b"")
+        with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=5):
+            pass
+
+    def stop(self) -> None:
+        server = self._server._server  # ThreadedMotoServer.stop() shuts down but never closes the socket
+        self._server.stop()
+        if server is not None:
+            server.server_close()
+
+
+@cache
+def _session(region: str) -> boto3.session.Session:
+    """One session per region: its loader caches the endpoint and service models between clients."""
+    return boto3.session.Session(
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        aws_session_token="testing",
+        region_name=region,
+    )
+
+
+def aws_client(service: str, endpoint: str, region: str) -> Any:
+    """A boto3 client for the moto server (standard retries, test credentials)."""
+    return _session(region).client(
+        service,
+        endpoint_url=endpoint,
+        config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30),
+    )
+
+
+@dataclass
+class AwsSeed:
+    """What was created, by name, for the environment of the functions and for tests."""
+
+    cluster_name: str
+    region: str
+    kubernetes_version: str
+    vpc_id: str
+    subnets: dict[str, str]  # zone -> subnet id
+    security_group_id: str
+    node_role_name: str
+    node_role_arn: str
+    instance_profile_name: str
+    state_table: str
+    interruption_queue_url: str
+    images: dict[str, str] = field(default_factory=dict)  # "<family>/<arch>[/<variant>]" -> AMI id
+    ssm_parameters: dict[str, str] = field(default_factory=dict)
+
+
+def _tags(cluster_name: str, name: str) -> list[dict[str, str]]:
+    return [{"Key": DISCOVERY_TAG, "Value": cluster_name}, {"Key": "Name", "Value": name}]
+
+
+def _register_images(ec2: Any, region: str) -> dict[str, str]:
+    """One AMI per (family, architecture, variant), with the architecture set in moto's backend."""
+    from moto.backends import get_backend  # noqa: PLC0415 (moto loads lazily, after preload_moto_ec2)
+
+    backend = get_backend("ec2")[ACCOUNT_ID][region]
+    images: dict[str, str] = {}
+    for family in ("al2", "al2023", "bottlerocket"):
+        for arch in ("x86_64", "arm64"):
+            variants = ("standard", "nvidia") if arch == "x86_64" else ("standard",)
+            for variant in variants:
+                name = f"sandbox-eks-{family}-{arch}-{variant}-{AMI_RELEASE}"
+                image_id = ec2.register_image(
+                    Name=name, Description=f"EKS-optimized {family} ({arch}, {variant})"
+                )["ImageId"]
+                backend.amis[image_id].architecture = arch  # register_image ignores Architecture in moto
+                images[f"{family}/{arch}" + ("" if variant == "standard" else f"/{variant}")] = image_id
+    return images
+
+
+def ssm_ami_parameters(
+    images: dict[str, str], versions: tuple[str, ...] = AMI_KUBERNETES_VERSIONS
+) -> dict[str, str]:
+    """The public SSM parameter names EKS publishes, pointing at the sandbox's AMIs."""
+    parameters: dict[str, str] = {}
+    for version in versions:
+        eks = f"/aws/service/eks/optimized-ami/{version}"
+        parameters[f"{eks}/amazon-linux-2/recommended/image_id"] = images["al2/x86_64"]
+        parameters[f"{eks}/amazon-linux-2-arm64/recommended/image_id"] = images["al2/arm64"]
+        parameters[f"{eks}/amazon-linux-2-gpu/recommended/image_id"] = images["al2/x86_64/nvidia"]
+        for arch in ("x86_64", "arm64"):
+            al2023 = f"{eks}/amazon-linux-2023/{arch}/standard"
+            parameters[f"{al2023}/recommended/image_id"] = images[f"al2023/{arch}"]
+            release = f"amazon-eks-node-al2023-{arch}-standard-{version}-{AMI_RELEASE}"
+            parameters[f"{al2023}/{release}/image_id"] = images[f"al2023/{arch}"]
+            bottlerocket = f"/aws/service/bottlerocket/aws-k8s-{version}"
+            parameters[f"{bottlerocket}/{arch}/latest/image_id"] = images[f"bottlerocket/{arch}"]
+        parameters[f"{eks}/amazon-linux-2023/x86_64/nvidia/recommended/image_id"] = images[
+            "al2023/x86_64/nvidia"
+        ]
+        parameters[f"/aws/service/bottlerocket/aws-k8s-{version}-nvidia/x86_64/latest/image_id"] = images[
+            "bottlerocket/x86_64/nvidia"
+        ]
+    return parameters
+
+
+def inject_ssm_parameters(region: str, parameters: dict[str, str]) -> None:
+    """Write reserved ``/aws/...`` parameters into moto's SSM backend (its put_parameter refuses them)."""
+    from moto.backends import get_backend  # noqa: PLC0415 (moto loads lazily)
+    from moto.core.utils import utcnow  # noqa: PLC0415
+    from moto.ssm.models import Parameter  # noqa: PLC0415
+
+    backend = get_backend("ssm")[ACCOUNT_ID][region]
+    for name, value in parameters.items():
+        backend._parameters[name].append(
+            Parameter(
+                account_id=ACCOUNT_ID,
+                name=name,
+                value=value,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=utcnow(),
+                version=1,
+                data_type="aws:ec2:image",
+            )
+        )
+
+
+def seed_prices(
+    dynamodb: Any, cluster_name: str, region: str, state_table: str, zones: tuple[str, ...]
+) -> None:
+    """Store the sandbox's prices (sandbox.prices) through the layer's own state store, as pricing would."""
+    on_demand, spot = sandbox_price_table(zones)
+    settings = Settings(cluster_name=cluster_name, region=region, state_table=state_table)
+    table = PriceTable(on_demand=on_demand, spot=spot, updated_at=time.time(), source="sandbox")
+    StateStore(settings, dynamodb=dynamodb).put_price_table(table)
+
+
+def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) -> AwsSeed:
+    """Create the cluster's AWS resources in the moto server at ``endpoint``."""
+    ec2 = aws_client("ec2", endpoint, region)
+    iam = aws_client("iam", endpoint, region)
+    eks = aws_client("eks", endpoint, region)
+    dynamodb = aws_client("dynamodb", endpoint, region)
+    sqs = aws_client("sqs", endpoint, region)
+    try:
+        vpc_id = ec2.create_vpc(
+            CidrBlock="10.0.0.0/16",
+            TagSpecifications=[{"ResourceType": "vpc", "Tags": _tags(cluster_name, f"{cluster_name}-vpc")}],
+        )["Vpc"]["VpcId"]
+        subnets = {}
+        for index, zone in enumerate(zones):
+            subnets[zone] = ec2.create_subnet(
+                VpcId=vpc_id,
+                CidrBlock=f"10.0.{index * 32}.0/19",
+                AvailabilityZone=zone,
+                TagSpecifications=[
+                    {"ResourceType": "subnet", "Tags": _tags(cluster_name, f"{cluster_name}-private-{zone}")}
+                ],
+            )["Subnet"]["SubnetId"]
+        security_group_id = ec2.create_security_group(
+            GroupName=f"{cluster_name}-node",
+            Description=f"EKS nodes of {cluster_name}",
+            VpcId=vpc_id,
+            TagSpecifications=[
+                {"ResourceType": "security-group", "Tags": _tags(cluster_name, f"{cluster_name}-node")}
+            ],
+        )["GroupId"]
+
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ],
+        }
+        node_role_name = f"KarpenterNodeRole-{cluster_name}"
+        node_role_arn = iam.create_role(RoleName=node_role_name, AssumeRolePolicyDocument=json.dumps(trust))[
+            "Role"
+        ]["Arn"]
+        instance_profile_name = f"{cluster_name}-node"
+        iam.create_instance_profile(InstanceProfileName=instance_profile_name)
+        iam.add_role_to_instance_profile(InstanceProfileName=instance_profile_name, RoleName=node_role_name)
+        cluster_trust = {
+            **trust,
+            "Statement": [{**trust["Statement"][0], "Principal": {"Service": "eks.amazonaws.com"}}],
+        }
+        cluster_role_arn = iam.create_role(
+            RoleName=f"{cluster_name}-cluster", AssumeRolePolicyDocument=json.dumps(cluster_trust)
+        )["Role"]["Arn"]
+        eks.create_cluster(
+            name=cluster_name,
+            version=KUBERNETES_VERSION,
+            roleArn=cluster_role_arn,
+            resourcesVpcConfig={"subnetIds": list(subnets.values()), "securityGroupIds": [security_group_id]},
+            tags={DISCOVERY_TAG: cluster_name},
+        )
+
+        images = _register_images(ec2, region)
+        parameters = ssm_ami_parameters(images)
+        inject_ssm_parameters(region, parameters)
+
+        state_table = f"nodewright-{cluster_name}-state"
+        create_state_table(dynamodb, state_table)
+        seed_prices(dynamodb, cluster_name, region, state_table, zones)
+        queue_url = sqs.create_queue(QueueName=f"nodewright-{cluster_name}-interruption")["QueueUrl"]
+    finally:
+        for client in (ec2, iam, eks, dynamodb, sqs):
+            client.close()
+    return AwsSeed(
+        cluster_name=cluster_name,
+        region=region,
+        kubernetes_version=KUBERNETES_VERSION,
+        vpc_id=vpc_id,
+        subnets=subnets,
+        security_group_id=security_group_id,
+        node_role_name=node_role_name,
+        node_role_arn=node_role_arn,
+        instance_profile_name=instance_profile_name,
+        state_table=state_table,
+        interruption_queue_url=queue_url,
+        images=images,
+        ssm_parameters=parameters,
+    )

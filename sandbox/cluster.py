@@ -1,0 +1,287 @@
+"""The sandbox orchestrator: moto server + Kubernetes API emulator + cluster simulators, in one object.
+
+    with Sandbox(cluster_name="demo") as sb:
+        subprocess.run(["kubectl", "--kubeconfig", sb.kubeconfig_path, "get", "nodes"])
+        handler(event, context)  # with os.environ updated from sb.env()
+
+``kubeconfig=PATH`` runs the same simulators against any API server (the emulator stays off), which
+is how the sandbox's faithfulness is checked against a real kube-apiserver.
+One Sandbox runs per process at a time: moto's backends (and the fault patch) are process-global.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from sandbox import faults as faults_module
+from sandbox.apiserver import ApiServer
+from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.shared_data import REPO_ROOT
+from sandbox.simulators import ControllerManager, Kube, Kubelet, Scheduler, api_client_from_kubeconfig
+from sandbox.simulators.kube import group
+
+log = logging.getLogger("sandbox")
+CRDS_DIR = REPO_ROOT / "crds"
+_running_lock = threading.Lock()
+_running: list[Sandbox] = []  # at most one: moto's backends and the fault patch are process-global
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not start or was used wrongly; the message says what to do."""
+
+
+class Sandbox:
+    """Everything a cluster is, on 127.0.0.1; start with ``with`` or :meth:`start`, end with :meth:`stop`."""
+
+    def __init__(
+        self,
+        cluster_name: str = "demo",
+        *,
+        region: str = "us-east-1",
+        zones: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c"),
+        boot_delay: float = 1.0,
+        kubeconfig: str | Path | None = None,
+        init_delay: float = 0.5,
+        simulators: bool = True,
+    ) -> None:
+        if not zones or any(not z.startswith(region) for z in zones):
+            raise SandboxError(f"zones {zones!r} must be zones of region {region!r}, e.g. {region}a")
+        self.cluster_name = cluster_name
+        self.region = region
+        self.zones = tuple(zones)
+        self.boot_delay = boot_delay
+        self.init_delay = init_delay
+        self.run_simulators = simulators
+        self._external_kubeconfig = Path(kubeconfig) if kubeconfig else None
+        self.faults = faults_module.FaultInjector()
+        self.aws: AwsSeed | None = None
+        self.aws_endpoint = ""
+        self.kubeconfig_path = Path()
+        self.apiserver: Any = None
+        self.loops: list[Any] = []
+        self.startup_seconds = 0.0
+        self._moto: MotoServer | None = None
+        self._tmp: Path | None = None
+        self._api_clients: list[Any] = []
+        self._ec2: Any = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Sandbox:
+        with _running_lock:
+            if _running:
+                raise SandboxError(
+                    "a Sandbox is already running in this process; stop it first (moto is process-global)"
+                )
+            _running.append(self)
+        began = time.monotonic()
+        try:
+            # The API server (its TLS key) starts while moto seeds: they overlap on I/O. Every import is
+            # done by now: two threads importing the same modules at once see half-initialised modules.
+            kubernetes_error: list[BaseException] = []
+            kubernetes = threading.Thread(target=self._start_kubernetes_capturing, args=(kubernetes_error,))
+            kubernetes.start()
+            try:
+                self._start_aws()
+            finally:
+                kubernetes.join()
+            if kubernetes_error:
+                raise kubernetes_error[0]
+            if self.run_simulators:
+                self._start_simulators()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        log.info("sandbox %s up in %.2fs", self.cluster_name, self.startup_seconds)
+        return self
+
+    def _start_aws(self) -> None:
+        preload_moto_ec2()
+        self._moto = MotoServer()
+        self.aws_endpoint = self._moto.start()
+        self._moto.reset()  # a clean account even if an earlier run in this process left state behind
+        faults_module.install(self.faults)
+        self.aws = seed(self.aws_endpoint, self.cluster_name, self.region, self.zones)
+
+    def _start_kubernetes_capturing(self, errors: list[BaseException]) -> None:
+        try:
+            self._start_kubernetes()
+        except BaseException as exc:
+            errors.append(exc)
+
+    def _start_kubernetes(self) -> None:
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"nodewright-sandbox-{self.cluster_name}-"))
+        if self._external_kubeconfig is not None:
+            if not self._external_kubeconfig.is_file():
+                raise SandboxError(
+                    f"kubeconfig {self._external_kubeconfig} does not exist; pass an existing file"
+                )
+            self.kubeconfig_path = self._external_kubeconfig
+            return
+        self.apiserver = ApiServer(host="127.0.0.1", port=0)
+        self.apiserver.start()
+        self.kubeconfig_path = Path(self.apiserver.write_kubeconfig(self._tmp / "kubeconfig"))
+
+    def _start_simulators(self) -> None:
+        self._ec2 = aws_client("ec2", self.aws_endpoint, self.region)
+        kubelet = Kubelet(
+            Kube(self.api_client()),
+            self._ec2,
+            self.cluster_name,
+            self.region,
+            boot_delay=self.boot_delay,
+            init_delay=self.init_delay,
+        )
+        self.scheduler = Scheduler(Kube(self.api_client()))
+        self.kubelet = kubelet
+        self.controllers = ControllerManager(Kube(self.api_client()))
+        self.loops = [self.scheduler, *kubelet.loops, self.controllers]
+        for loop in self.loops:
+            loop.start()
+
+    def stop(self) -> None:
+        """Stop everything this sandbox started; safe to call twice."""
+        for loop in self.loops:
+            loop.signal_stop()
+        for loop in self.loops:
+            loop.stop()
+        self.loops = []
+        for api_client in self._api_clients:
+            with contextlib.suppress(Exception):
+                api_client.close()
+        self._api_clients = []
+        if self._ec2 is not None:
+            self._ec2.close()
+            self._ec2 = None
+        if self.apiserver is not None:
+            self.apiserver.stop()
+            self.apiserver = None
+        if self._moto is not None:
+            if self.aws_endpoint:
+                self._moto.reset()
+            self._moto.stop()
+            self._moto = None
+        faults_module.uninstall(self.faults)
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+        with _running_lock:
+            if self in _running:
+                _running.remove(self)
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # --- what callers use ------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        """Environment for running the real functions (and kubectl) against this sandbox."""
+        if self.aws is None:
+            raise SandboxError("the sandbox is not started; call start() or use it in a with block")
+        return {
+            "CLUSTER_NAME": self.cluster_name,
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_ENDPOINT_URL": self.aws_endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+            "NODEWRIGHT_KUBECONFIG": str(self.kubeconfig_path),
+            "KUBECONFIG": str(self.kubeconfig_path),
+            "STATE_TABLE": self.aws.state_table,
+            "NODE_ROLE": self.aws.node_role_name,
+            "INTERRUPTION_QUEUE_URL": self.aws.interruption_queue_url,
+        }
+
+    def api_client(self) -> Any:
+        """A kubernetes ``ApiClient`` on this sandbox's kubeconfig (closed when the sandbox stops)."""
+        api_client = api_client_from_kubeconfig(self.kubeconfig_path)
+        self._api_clients.append(api_client)
+        return api_client
+
+    def aws_client(self, service: str) -> Any:
+        """A boto3 client for the moto server (the caller closes it)."""
+        return aws_client(service, self.aws_endpoint, self.region)
+
+    def apply_crds(self, directory: Path = CRDS_DIR, timeout: float = 10.0) -> list[str]:
+        """Create or update every CRD in ``directory`` and wait until the API server serves it.
+
+        A malformed file is reported in the log and skipped; the others are still applied.
+        """
+        kube = Kube(self.api_client())
+        path = group("apiextensions.k8s.io/v1", "customresourcedefinitions")
+        applied: list[dict[str, Any]] = []
+        for file in sorted(directory.glob("*.yaml")):
+            try:
+                documents = [d for d in yaml.safe_load_all(file.read_text()) if d]
+            except yaml.YAMLError as exc:
+                log.error("skipping %s: not valid YAML (%s)", file, exc)
+                continue
+            for document in documents:
+                crd = document
+                if crd.get("kind") != "CustomResourceDefinition":
+                    log.error(
+                        "skipping a %s in %s: only CustomResourceDefinitions belong in crds/",
+                        crd.get("kind"),
+                        file,
+                    )
+                    continue
+                try:
+                    kube.create(path, crd)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        log.error(
+                            "CRD %s from %s rejected: %s %s",
+                            crd["metadata"]["name"],
+                            file,
+                            exc.status,
+                            exc.body,
+                        )
+                        continue
+                    current = kube.get(f"{path}/{crd['metadata']['name']}")
+                    crd = {
+                        **crd,
+                        "metadata": {
+                            **crd["metadata"],
+                            "resourceVersion": current["metadata"]["resourceVersion"],
+                        },
+                    }
+                    kube.replace(f"{path}/{crd['metadata']['name']}", crd)
+                applied.append(crd)
+        self._wait_served(kube, applied, timeout)
+        return [crd["metadata"]["name"] for crd in applied]
+
+    def _wait_served(self, kube: Any, crds: list[dict[str, Any]], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for crd in crds:
+            spec = crd["spec"]
+            version = next(v["name"] for v in spec["versions"] if v.get("served", True))
+            while True:
+                try:
+                    resources = kube.get(f"/apis/{spec['group']}/{version}").get("resources") or []
+                    if any(r.get("name") == spec["names"]["plural"] for r in resources):
+                        break
+                except ApiException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SandboxError(f"CRD {crd['metadata']['name']} not served after {timeout:.0f}s")
+                time.sleep(0.05)

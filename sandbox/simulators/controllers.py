@@ -1,0 +1,582 @@
+"""The kube-controller-manager pieces a node autoscaler relies on.
+
+* ReplicaSet: keeps ``spec.replicas`` active pods (evicted or deleted pods come back as new
+  Pending pods with a controller ownerReference); deletes extras, unscheduled and not-ready first.
+* Deployment: one ReplicaSet per pod template (``<name>-<pod-template-hash>``); a changed template
+  scales the old ReplicaSets to 0 at once (a Recreate-style roll, simpler than RollingUpdate).
+* DaemonSet: one pod per node that the pod's node affinity selects and whose taints it tolerates
+  (with the tolerations the real controller adds), pinned with a ``matchFields metadata.name``
+  node affinity as the real controller does; the scheduler binds it.
+* PodDisruptionBudget status: expectedPods, currentHealthy, desiredHealthy, disruptionsAllowed,
+  observedGeneration, the DisruptionAllowed condition; prunes ``disruptedPods``.
+* Namespace deletion: deletes a terminating namespace's objects, then finalizes it.
+* Pod garbage collection: pods bound to a node that no longer exists are force-deleted (the real
+  PodGC waits 40 s first; the sandbox does not).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from sandbox.simulators.kube import MERGE_PATCH, Kube, controller_uid, core, group, owner_reference
+from sandbox.simulators.loop import ReconcileLoop, log
+from sandbox.simulators.scheduler import (
+    match_label_selector,
+    matches_node_affinity,
+    now,
+    untolerated_taint,
+)
+
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery's rand.String alphabet
+POD_TEMPLATE_HASH = "pod-template-hash"
+DISRUPTED_POD_TIMEOUT = dt.timedelta(minutes=2)
+DAEMONSET_TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+]
+Obj = dict[str, Any]
+
+
+def random_suffix(length: int = 5) -> str:
+    return "".join(secrets.choice(NAME_ALPHABET) for _ in range(length))
+
+
+def template_hash(template: Obj) -> str:
+    """A stable short hash of a pod template (the role of the pod-template-hash label)."""
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).digest()
+    return "".join(NAME_ALPHABET[b % len(NAME_ALPHABET)] for b in digest[:10])
+
+
+def is_terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_active(pod: Obj) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and not is_terminal(pod)
+
+
+def is_ready(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def pod_from_template(owner: Obj, api_version: str, kind: str, template: Obj, name_prefix: str) -> Obj:
+    meta = template.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name_prefix}-{random_suffix()}",
+            "namespace": owner["metadata"]["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": dict(meta.get("annotations") or {}),
+            "ownerReferences": [owner_reference(owner, api_version, kind)],
+        },
+        "spec": json.loads(json.dumps(template.get("spec") or {})),
+    }
+
+
+def _changed(current: Obj, wanted: Obj) -> bool:
+    return any(current.get(k) != v for k, v in wanted.items())
+
+
+def _patch_status(kube: Kube, path: str, obj: Obj, status: Obj) -> None:
+    """Write status with the object's resourceVersion (409 → the next pass retries with fresh data)."""
+    body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": status}
+    try:
+        kube.patch(f"{path}/status", body, MERGE_PATCH)
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
+
+
+class Snapshot:
+    """One list of each kind per pass, shared by the controllers."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.pods, _ = kube.list(core("pods"))
+        self.nodes, _ = kube.list(core("nodes"))
+        self.replicasets, _ = kube.list(group("apps/v1", "replicasets"))
+        self.deployments, _ = kube.list(group("apps/v1", "deployments"))
+        self.daemonsets, _ = kube.list(group("apps/v1", "daemonsets"))
+        self.pdbs, _ = kube.list(group("policy/v1", "poddisruptionbudgets"))
+        self.namespaces, _ = kube.list(core("namespaces"))
+
+    def owned_by(self, uid: str, items: list[Obj]) -> list[Obj]:
+        return [item for item in items if controller_uid(item) == uid]
+
+
+class ReplicaSetController:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        for rs in snap.replicasets:
+            if rs["metadata"].get("deletionTimestamp"):
+                continue
+            meta, spec = rs["metadata"], rs.get("spec") or {}
+            pods = [p for p in snap.owned_by(meta["uid"], snap.pods) if is_active(p)]
+            wanted = int(spec.get("replicas", 1))
+            for _ in range(wanted - len(pods)):
+                pod = pod_from_template(rs, "apps/v1", "ReplicaSet", spec.get("template") or {}, meta["name"])
+                self.kube.create(core("pods", meta["namespace"]), pod)
+            if len(pods) > wanted:
+                ranked = sorted(
+                    pods,
+                    key=lambda p: (
+                        bool((p.get("spec") or {}).get("nodeName")),
+                        (p.get("status") or {}).get("phase") == "Running",
+                        is_ready(p),
+                        -_age_key(p),
+                    ),
+                )
+                for pod in ranked[: len(pods) - wanted]:
+                    self.kube.delete_ignoring_missing(
+                        core("pods", meta["namespace"], pod["metadata"]["name"])
+                    )
+            ready = sum(is_ready(p) for p in pods)
+            status = {
+                "replicas": len(pods),
+                "fullyLabeledReplicas": len(pods),
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "observedGeneration": meta.get("generation", 1),
+            }
+            if _changed(rs.get("status") or {}, status):
+                _patch_status(
+                    self.kube, group("apps/v1", "replicasets", meta["namespace"], meta["name"]), rs, status
+                )
+
+
+def _age_key(pod: Obj) -> float:
+    stamp = pod["metadata"].get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+class DeploymentController:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        for deployment in snap.deployments:
+            meta, spec = deployment["metadata"], deployment.get("spec") or {}
+            if meta.get("deletionTimestamp") or spec.get("paused"):
+                continue
+            namespace = meta["namespace"]
+            template = spec.get("template") or {}
+            pod_hash = template_hash(template)
+            wanted = int(spec.get("replicas", 1))
+            owned = snap.owned_by(meta["uid"], snap.replicasets)
+            current = next(
+                (
+                    rs
+                    for rs in owned
+                    if (rs["metadata"].get("labels") or {}).get(POD_TEMPLATE_HASH) == pod_hash
+                ),
+                None,
+            )
+            if current is None:
+                current = self._create_replicaset(deployment, template, pod_hash, wanted)
+                snap.replicasets.append(
+                    current
+                )  # the ReplicaSet controller creates its pods in this same pass
+            elif int((current.get("spec") or {}).get("replicas", 0)) != wanted:
+                self.kube.patch(
+                    group("apps/v1", "replicasets", namespace, current["metadata"]["name"]),
+                    {"spec": {"replicas": wanted}},
+                    MERGE_PATCH,
+                )
+            for old in owned:
+                if old is not current and int((old.get("spec") or {}).get("replicas", 0)) != 0:
+                    self.kube.patch(
+                        group("apps/v1", "replicasets", namespace, old["metadata"]["name"]),
+                        {"spec": {"replicas": 0}},
+                        MERGE_PATCH,
+                    )
+            self._update_status(deployment, owned, current, wanted)
+
+    def _create_replicaset(self, deployment: Obj, template: Obj, pod_hash: str, replicas: int) -> Obj:
+        meta, spec = deployment["metadata"], deployment.get("spec") or {}
+        labels = {**((template.get("metadata") or {}).get("labels") or {}), POD_TEMPLATE_HASH: pod_hash}
+        selector = json.loads(json.dumps(spec.get("selector") or {}))
+        selector.setdefault("matchLabels", {})[POD_TEMPLATE_HASH] = pod_hash
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": f"{meta['name']}-{pod_hash}",
+                "namespace": meta["namespace"],
+                "labels": labels,
+                "ownerReferences": [owner_reference(deployment, "apps/v1", "Deployment")],
+            },
+            "spec": {
+                "replicas": replicas,
+                "selector": selector,
+                "template": {**template, "metadata": {**(template.get("metadata") or {}), "labels": labels}},
+            },
+        }
+        try:
+            return self.kube.create(group("apps/v1", "replicasets", meta["namespace"]), body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return self.kube.get(group("apps/v1", "replicasets", meta["namespace"], body["metadata"]["name"]))
+
+    def _update_status(self, deployment: Obj, owned: list[Obj], current: Obj, wanted: int) -> None:
+        def total(field: str, items: list[Obj]) -> int:
+            return sum(int((rs.get("status") or {}).get(field, 0) or 0) for rs in items)
+
+        available = total("availableReplicas", owned)
+        status = {
+            "replicas": total("replicas", owned),
+            "updatedReplicas": int((current.get("status") or {}).get("replicas", 0) or 0),
+            "readyReplicas": total("readyReplicas", owned),
+            "availableReplicas": available,
+            "unavailableReplicas": max(0, wanted - available),
+            "observedGeneration": deployment["metadata"].get("generation", 1),
+        }
+        existing = deployment.get("status") or {}
+        is_available = "True" if available >= wanted else "False"
+        conditions = existing.get("conditions") or []
+        if not any(c.get("type") == "Available" and c.get("status") == is_available for c in conditions):
+            stamp = now()
+            status["conditions"] = [
+                {
+                    "type": "Available",
+                    "status": is_available,
+                    "reason": "MinimumReplicasAvailable"
+                    if is_available == "True"
+                    else "MinimumReplicasUnavailable",
+                    "message": "Deployment has minimum availability."
+                    if is_available == "True"
+                    else "Deployment does not have minimum availability.",
+                    "lastUpdateTime": stamp,
+                    "lastTransitionTime": stamp,
+                }
+            ]
+        if _changed(existing, status):
+            meta = deployment["metadata"]
+            _patch_status(
+                self.kube,
+                group("apps/v1", "deployments", meta["namespace"], meta["name"]),
+                deployment,
+                status,
+            )
+
+
+def daemon_pod_target(pod: Obj) -> str | None:
+    """The node a DaemonSet pod is pinned to (its nodeName, or the matchFields metadata.name value)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    for term in terms:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
+def pin_to_node(spec: Obj, node_name: str) -> Obj:
+    """The pod spec pinned to a node by ``matchFields metadata.name In [node]``, as the DS controller pins."""
+    spec = json.loads(json.dumps(spec))
+    affinity = spec.setdefault("affinity", {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+        ]
+    }
+    tolerations = spec.setdefault("tolerations", [])
+    for toleration in DAEMONSET_TOLERATIONS:
+        if toleration not in tolerations:
+            tolerations.append(dict(toleration))
+    return spec
+
+
+class DaemonSetController:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def should_run(self, daemonset: Obj, node: Obj) -> bool:
+        template = (daemonset.get("spec") or {}).get("template") or {}
+        spec = json.loads(json.dumps(template.get("spec") or {}))
+        spec["tolerations"] = [*(spec.get("tolerations") or []), *DAEMONSET_TOLERATIONS]
+        pod = {"metadata": template.get("metadata") or {}, "spec": spec}
+        return matches_node_affinity(pod, node) and untolerated_taint(pod, node) is None
+
+    def reconcile(self, snap: Snapshot) -> None:
+        for daemonset in snap.daemonsets:
+            meta = daemonset["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            namespace = meta["namespace"]
+            eligible = {n["metadata"]["name"] for n in snap.nodes if self.should_run(daemonset, n)}
+            by_node: dict[str, list[Obj]] = {}
+            pods = [p for p in snap.owned_by(meta["uid"], snap.pods) if is_active(p)]
+            for pod in pods:
+                by_node.setdefault(daemon_pod_target(pod) or "", []).append(pod)
+            template = (daemonset.get("spec") or {}).get("template") or {}
+            for node_name in sorted(eligible - by_node.keys()):
+                pod = pod_from_template(daemonset, "apps/v1", "DaemonSet", template, meta["name"])
+                pod["spec"] = pin_to_node(pod["spec"], node_name)
+                self.kube.create(core("pods", namespace), pod)
+            for node_name, node_pods in by_node.items():
+                extras = node_pods if node_name not in eligible else node_pods[1:]
+                for pod in extras:
+                    self.kube.delete_ignoring_missing(core("pods", namespace, pod["metadata"]["name"]))
+            scheduled = [p for p in pods if (p.get("spec") or {}).get("nodeName") in eligible]
+            ready = sum(is_ready(p) for p in scheduled)
+            status = {
+                "desiredNumberScheduled": len(eligible),
+                "currentNumberScheduled": len(scheduled),
+                "updatedNumberScheduled": len(scheduled),
+                "numberMisscheduled": sum(
+                    1 for p in pods if (p.get("spec") or {}).get("nodeName") not in (None, *eligible)
+                ),
+                "numberReady": ready,
+                "numberAvailable": ready,
+                "numberUnavailable": max(0, len(eligible) - ready),
+                "observedGeneration": meta.get("generation", 1),
+            }
+            if _changed(daemonset.get("status") or {}, status):
+                _patch_status(
+                    self.kube, group("apps/v1", "daemonsets", namespace, meta["name"]), daemonset, status
+                )
+
+
+def _scaled(value: int | str, total: int) -> int:
+    """An int, or a percentage of ``total`` rounded up (as the disruption controller rounds)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return math.ceil(int(value[:-1]) * total / 100)
+    return int(value)
+
+
+class DisruptionController:
+    """PodDisruptionBudget status, computed as the kube-controller-manager's disruption controller does."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def _controller_scale(self, snap: Snapshot, pods: list[Obj]) -> int:
+        scales: dict[str, int] = {}
+        replicasets = {rs["metadata"]["uid"]: rs for rs in snap.replicasets}
+        daemonsets = {ds["metadata"]["uid"]: ds for ds in snap.daemonsets}
+        loose = 0
+        for pod in pods:
+            uid = controller_uid(pod)
+            if uid in replicasets:
+                scales[uid] = int((replicasets[uid].get("spec") or {}).get("replicas", 1))
+            elif uid in daemonsets:
+                scales[uid] = int((daemonsets[uid].get("status") or {}).get("desiredNumberScheduled", 0))
+            else:
+                loose += 1
+        return sum(scales.values()) + loose
+
+    def reconcile(self, snap: Snapshot) -> None:
+        stamp = dt.datetime.now(dt.UTC)
+        for pdb in snap.pdbs:
+            meta, spec = pdb["metadata"], pdb.get("spec") or {}
+            namespace = meta["namespace"]
+            pods = [
+                p
+                for p in snap.pods
+                if p["metadata"].get("namespace") == namespace
+                and not is_terminal(p)
+                and match_label_selector(p["metadata"].get("labels") or {}, spec.get("selector"))
+            ]
+            by_name = {p["metadata"]["name"]: p for p in pods}
+            disrupted = {
+                name: when
+                for name, when in ((pdb.get("status") or {}).get("disruptedPods") or {}).items()
+                if name in by_name
+                and not by_name[name]["metadata"].get("deletionTimestamp")
+                and stamp - dt.datetime.fromisoformat(when.replace("Z", "+00:00")) < DISRUPTED_POD_TIMEOUT
+            }
+            healthy = sum(
+                1
+                for p in pods
+                if is_ready(p)
+                and not p["metadata"].get("deletionTimestamp")
+                and p["metadata"]["name"] not in disrupted
+            )
+            if "minAvailable" in spec and not str(spec["minAvailable"]).endswith("%"):
+                expected = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp"))
+                desired = int(spec["minAvailable"])
+            else:
+                expected = self._controller_scale(snap, pods)
+                if "maxUnavailable" in spec:
+                    desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
+                elif "minAvailable" in spec:
+                    desired = _scaled(spec["minAvailable"], expected)
+                else:
+                    desired = expected
+            allowed = max(0, healthy - desired)
+            status: Obj = {
+                "currentHealthy": healthy,
+                "desiredHealthy": desired,
+                "expectedPods": expected,
+                "disruptionsAllowed": allowed,
+                "observedGeneration": meta.get("generation", 1),
+                "disruptedPods": disrupted or None,
+            }
+            existing = pdb.get("status") or {}
+            condition_status = "True" if allowed > 0 else "False"
+            if not any(
+                c.get("type") == "DisruptionAllowed" and c.get("status") == condition_status
+                for c in existing.get("conditions") or []
+            ):
+                status["conditions"] = [
+                    {
+                        "type": "DisruptionAllowed",
+                        "status": condition_status,
+                        "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                        "message": "",
+                        "observedGeneration": meta.get("generation", 1),
+                        "lastTransitionTime": now(),
+                    }
+                ]
+            comparable = {k: v for k, v in status.items() if k != "disruptedPods"}
+            if (
+                _changed(existing, comparable)
+                or (existing.get("disruptedPods") or None) != status["disruptedPods"]
+            ):
+                _patch_status(
+                    self.kube,
+                    group("policy/v1", "poddisruptionbudgets", namespace, meta["name"]),
+                    pdb,
+                    status,
+                )
+
+
+NAMESPACED_KINDS: list[Callable[[str], str]] = [
+    lambda ns: group("apps/v1", "deployments", ns),
+    lambda ns: group("apps/v1", "daemonsets", ns),
+    lambda ns: group("apps/v1", "replicasets", ns),
+    lambda ns: core("pods", ns),
+    lambda ns: group("policy/v1", "poddisruptionbudgets", ns),
+    lambda ns: core("persistentvolumeclaims", ns),
+    lambda ns: group("coordination.k8s.io/v1", "leases", ns),
+    lambda ns: core("events", ns),
+]
+
+
+class NamespaceController:
+    """Empties a terminating namespace, then removes the ``kubernetes`` finalizer through ``/finalize``."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def _custom_kinds(self) -> list[Callable[[str], str]]:
+        try:
+            crds, _ = self.kube.list(group("apiextensions.k8s.io/v1", "customresourcedefinitions"))
+        except ApiException:
+            return []
+        kinds = []
+        for crd in crds:
+            spec = crd.get("spec") or {}
+            if spec.get("scope") != "Namespaced":
+                continue
+            served = [v["name"] for v in spec.get("versions") or [] if v.get("served")]
+            if served:
+                group_version = f"{spec['group']}/{served[0]}"
+                plural = spec["names"]["plural"]
+                kinds.append(lambda ns, gv=group_version, p=plural: group(gv, p, ns))
+        return kinds
+
+    def reconcile(self, snap: Snapshot) -> None:
+        for namespace in snap.namespaces:
+            meta = namespace["metadata"]
+            if not meta.get("deletionTimestamp"):
+                continue
+            remaining = 0
+            for path_of in [*NAMESPACED_KINDS, *self._custom_kinds()]:
+                path = path_of(meta["name"])
+                try:
+                    items, _ = self.kube.list(path)
+                except ApiException:
+                    continue
+                for item in items:
+                    remaining += 1
+                    if not item["metadata"].get("deletionTimestamp"):
+                        self.kube.delete_ignoring_missing(f"{path}/{item['metadata']['name']}")
+            finalizers = (namespace.get("spec") or {}).get("finalizers") or []
+            if remaining == 0 and finalizers:
+                body = {**namespace, "spec": {**(namespace.get("spec") or {}), "finalizers": []}}
+                try:
+                    self.kube.replace(core("namespaces", name=meta["name"], sub="finalize"), body)
+                except ApiException as exc:
+                    if exc.status not in (404, 409):
+                        raise
+
+
+class PodGarbageCollector:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        nodes = {n["metadata"]["name"] for n in snap.nodes}
+        for pod in snap.pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name and node_name not in nodes:
+                meta = pod["metadata"]
+                self.kube.delete_ignoring_missing(
+                    core("pods", meta["namespace"], meta["name"]), grace_period_seconds=0, uid=meta.get("uid")
+                )
+
+
+class ControllerManager(ReconcileLoop):
+    """All controllers, one pass each per change of any pod (or every ``resync`` seconds)."""
+
+    name = "controller-manager"
+    watch_paths = (
+        core("pods"),
+        core("nodes"),
+        core("namespaces"),
+        group("apps/v1", "deployments"),
+        group("apps/v1", "replicasets"),
+        group("apps/v1", "daemonsets"),
+        group("policy/v1", "poddisruptionbudgets"),
+    )
+
+    def __init__(self, kube: Kube, resync: float = 1.0) -> None:
+        super().__init__(kube, resync)
+        self.controllers = [
+            PodGarbageCollector(kube),
+            DeploymentController(kube),
+            ReplicaSetController(kube),
+            DaemonSetController(kube),
+            DisruptionController(kube),
+            NamespaceController(kube),
+        ]
+
+    def reconcile(self) -> None:
+        snap = Snapshot(self.kube)
+        for controller in self.controllers:
+            try:
+                controller.reconcile(snap)
+            except ApiException as exc:  # one controller's trouble must not stop the others
+                self.errors += 1
+                self.last_error = f"{type(controller).__name__}: {exc.status} {exc.reason}"
+                log.warning("%s failed: %s", type(controller).__name__, self.last_error)

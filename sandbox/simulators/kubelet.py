@@ -1,0 +1,515 @@
+"""A kubelet for every EC2 instance of the cluster: registers nodes, runs pods, goes away with the instance.
+
+Two loops share one registry of the nodes this kubelet owns:
+
+* :class:`NodeLifecycle` polls EC2 (the moto endpoint) for instances tagged
+  ``kubernetes.io/cluster/<cluster>=owned`` or ``eks:eks-cluster-name=<cluster>``. ``boot_delay``
+  seconds after an instance is first seen running it registers a Node named after its private DNS
+  name, with providerID ``aws:///<zone>/<instance-id>``, the well-known labels of its instance type,
+  capacity/allocatable (below) and the labels, taints and startupTaints of the NodeClaim named in the
+  instance's ``karpenter.sh/nodeclaim`` tag; marks it Ready (removing the not-ready taint) and,
+  ``init_delay`` later, removes the startupTaints. When the instance stops or terminates, the node
+  goes NotReady, then is deleted on the next poll (what the cloud node-lifecycle controller does).
+  A node deleted while its instance still runs is not registered again: the sandbox's instances
+  never reboot, and Karpenter-style termination deletes the node before the instance.
+* :class:`PodRunner` runs the pods bound to those nodes (phase Running, Initialized/Ready/
+  ContainersReady conditions, podIP, startTime, container statuses) and confirms graceful deletion
+  (a pod with a deletionTimestamp is deleted with grace 0, as the kubelet does once its containers stop).
+
+Capacity and allocatable follow the EKS AMI's bootstrap defaults, which Karpenter also assumes:
+
+* cpu = vCPUs; memory = instance MiB minus 7.5 % (the VM overhead Karpenter subtracts);
+  pods = ENIs * (IPv4 per ENI - 1) + 2; ephemeral-storage = 20 Gi (the AMI's root volume);
+  nvidia.com/gpu and aws.amazon.com/neuron from the GPU/Neuron counts.
+* allocatable = capacity - kube-reserved - eviction threshold, with kube-reserved
+  cpu = 6 % of the first core + 1 % of the second + 0.5 % of cores 3-4 + 0.25 % of the rest,
+  memory = 11 Mi * pods + 255 Mi, ephemeral-storage = 1 Gi; eviction: memory 100 Mi,
+  ephemeral-storage 10 %.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from sandbox.simulators.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, core, group
+from sandbox.simulators.loop import ReconcileLoop
+from sandbox.simulators.scheduler import now
+
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+KUBELET_VERSION = "v1.31.0-eks-sandbox"
+EPHEMERAL_STORAGE_GI = 20
+GONE_STATES = ("stopping", "stopped", "shutting-down", "terminated")
+_FAMILY = re.compile(r"^([a-z]+)(\d+)([a-z-]*)$")
+
+
+# --- the node a given instance type makes ------------------------------------------------------
+
+
+def kube_reserved_millicores(vcpus: int) -> int:
+    millicores = 0.0
+    for core_index in range(vcpus):
+        if core_index == 0:
+            millicores += 1000 * 0.06
+        elif core_index == 1:
+            millicores += 1000 * 0.01
+        elif core_index < 4:
+            millicores += 1000 * 0.005
+        else:
+            millicores += 1000 * 0.0025
+    return math.ceil(millicores)
+
+
+def max_pods(info: dict[str, Any]) -> int:
+    network = info.get("NetworkInfo") or {}
+    enis = int(network.get("MaximumNetworkInterfaces") or 1)
+    ips = int(network.get("Ipv4AddressesPerInterface") or 2)
+    return enis * (ips - 1) + 2
+
+
+def node_resources(info: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(capacity, allocatable) for an EC2 ``InstanceTypeInfo``, per the module docstring."""
+    vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
+    memory_mi = int(info["MemoryInfo"]["SizeInMiB"])
+    memory_mi -= math.ceil(memory_mi * 0.075)
+    pods = max_pods(info)
+    storage_ki = EPHEMERAL_STORAGE_GI * 1024 * 1024
+    capacity = {
+        "cpu": str(vcpus),
+        "memory": f"{memory_mi * 1024}Ki",
+        "pods": str(pods),
+        "ephemeral-storage": f"{storage_ki}Ki",
+    }
+    gpus = sum(g.get("Count", 0) for g in (info.get("GpuInfo") or {}).get("Gpus", []))
+    if gpus:
+        capacity["nvidia.com/gpu"] = str(gpus)
+    neurons = sum(d.get("Count", 0) for d in (info.get("NeuronInfo") or {}).get("NeuronDevices", []))
+    if neurons:
+        capacity["aws.amazon.com/neuron"] = str(neurons)
+    allocatable = dict(capacity)
+    allocatable["cpu"] = f"{vcpus * 1000 - kube_reserved_millicores(vcpus)}m"
+    allocatable["memory"] = f"{(memory_mi - (11 * pods + 255) - 100) * 1024}Ki"
+    allocatable["ephemeral-storage"] = f"{storage_ki - 1024 * 1024 - storage_ki // 10}Ki"
+    return capacity, allocatable
+
+
+def instance_type_labels(info: dict[str, Any]) -> dict[str, str]:
+    """The well-known labels Karpenter puts on a node of this instance type (those the catalog can give)."""
+    name = info["InstanceType"]
+    family, _, size = name.partition(".")
+    architectures = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
+    labels = {
+        "node.kubernetes.io/instance-type": name,
+        "kubernetes.io/arch": "arm64" if "arm64" in architectures else "amd64",
+        "kubernetes.io/os": "linux",
+        "karpenter.k8s.aws/instance-family": family,
+        "karpenter.k8s.aws/instance-size": size,
+        "karpenter.k8s.aws/instance-cpu": str(info["VCpuInfo"]["DefaultVCpus"]),
+        "karpenter.k8s.aws/instance-memory": str(info["MemoryInfo"]["SizeInMiB"]),
+    }
+    match = _FAMILY.match(family)
+    if match:
+        labels["karpenter.k8s.aws/instance-category"] = match.group(1)
+        labels["karpenter.k8s.aws/instance-generation"] = match.group(2)
+    manufacturer = (info.get("ProcessorInfo") or {}).get("Manufacturer")
+    if manufacturer:
+        labels["karpenter.k8s.aws/instance-cpu-manufacturer"] = manufacturer.lower()
+    if info.get("Hypervisor"):
+        labels["karpenter.k8s.aws/instance-hypervisor"] = info["Hypervisor"]
+    network = info.get("NetworkInfo") or {}
+    if "EncryptionInTransitSupported" in network:
+        labels["karpenter.k8s.aws/instance-encryption-in-transit-supported"] = str(
+            network["EncryptionInTransitSupported"]
+        ).lower()
+    cards = network.get("NetworkCards") or []
+    if cards and cards[0].get("BaselineBandwidthInGbps"):
+        labels["karpenter.k8s.aws/instance-network-bandwidth"] = str(
+            int(cards[0]["BaselineBandwidthInGbps"] * 1000)
+        )
+    ebs = ((info.get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps")
+    if ebs:
+        labels["karpenter.k8s.aws/instance-ebs-bandwidth"] = str(ebs)
+    storage = (info.get("InstanceStorageInfo") or {}).get("TotalSizeInGB")
+    if storage:
+        labels["karpenter.k8s.aws/instance-local-nvme"] = str(storage)
+    gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
+    if gpus:
+        labels["karpenter.k8s.aws/instance-gpu-name"] = gpus[0]["Name"].lower()
+        labels["karpenter.k8s.aws/instance-gpu-manufacturer"] = gpus[0]["Manufacturer"].lower()
+        labels["karpenter.k8s.aws/instance-gpu-count"] = str(sum(g.get("Count", 0) for g in gpus))
+        labels["karpenter.k8s.aws/instance-gpu-memory"] = str(
+            gpus[0].get("MemoryInfo", {}).get("SizeInMiB", 0)
+        )
+    return labels
+
+
+def _is_not_ready_taint(taint: dict[str, Any]) -> bool:
+    return taint.get("key") in (NOT_READY_TAINT, UNREACHABLE_TAINT)
+
+
+def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, Any]:
+    stamp = now()
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+
+
+def node_conditions(ready: bool) -> list[dict[str, Any]]:
+    pressure = [
+        _condition(
+            "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"
+        ),
+        _condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        _condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ]
+    if ready:
+        return [*pressure, _condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+    return [
+        _condition("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."),
+    ]
+
+
+@dataclass
+class OwnedNode:
+    instance_id: str
+    node_name: str
+    private_ip: str
+    registered_at: float
+    startup_taints: list[dict[str, Any]] = field(default_factory=list)
+    initialized: bool = False
+    not_ready_since: float | None = None
+
+
+class Registry:
+    """Nodes this kubelet registered, by instance id; shared by the two loops."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.nodes: dict[str, OwnedNode] = {}
+        self.done: set[str] = set()  # instances whose node was registered and removed (never again)
+
+    def by_node_name(self) -> dict[str, OwnedNode]:
+        with self.lock:
+            return {n.node_name: n for n in self.nodes.values()}
+
+
+class NodeLifecycle(ReconcileLoop):
+    """EC2 instance → Node; polls EC2 every ``resync`` seconds."""
+
+    name = "kubelet-nodes"
+
+    def __init__(
+        self,
+        kube: Kube,
+        ec2: Any,
+        cluster_name: str,
+        region: str,
+        registry: Registry,
+        *,
+        boot_delay: float = 1.0,
+        init_delay: float = 0.5,
+        resync: float = 0.2,
+    ) -> None:
+        super().__init__(kube, resync)
+        self.ec2 = ec2
+        self.cluster_name = cluster_name
+        self.region = region
+        self.registry = registry
+        self.boot_delay = boot_delay
+        self.init_delay = init_delay
+        self._first_running: dict[str, float] = {}
+        self._types: dict[str, dict[str, Any]] = {}
+
+    def _instances(self) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for tag_filter in (
+            {"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]},
+            {"Name": "tag:eks:eks-cluster-name", "Values": [self.cluster_name]},
+        ):
+            for page in self.ec2.get_paginator("describe_instances").paginate(Filters=[tag_filter]):
+                for reservation in page["Reservations"]:
+                    for instance in reservation["Instances"]:
+                        found[instance["InstanceId"]] = instance
+        return found
+
+    def _type_info(self, instance_type: str) -> dict[str, Any]:
+        if instance_type not in self._types:
+            self._types[instance_type] = self.ec2.describe_instance_types(InstanceTypes=[instance_type])[
+                "InstanceTypes"
+            ][0]
+        return self._types[instance_type]
+
+    def reconcile(self) -> None:
+        clock = time.monotonic()
+        for instance_id, instance in self._instances().items():
+            state = instance["State"]["Name"]
+            owned = self.registry.nodes.get(instance_id)
+            if state == "running":
+                if owned is None and instance_id not in self.registry.done:
+                    first = self._first_running.setdefault(instance_id, clock)
+                    if clock - first >= self.boot_delay:
+                        self._register(instance)
+                elif (
+                    owned is not None
+                    and not owned.initialized
+                    and clock - owned.registered_at >= self.init_delay
+                ):
+                    self._initialize(owned)
+            elif state in GONE_STATES and owned is not None:
+                self._retire(owned, clock)
+
+    # registration
+
+    def _nodeclaim(self, tags: dict[str, str]) -> dict[str, Any]:
+        name = tags.get("karpenter.sh/nodeclaim")
+        if not name:
+            return {}
+        try:
+            return self.kube.get_or_none(group("karpenter.sh/v1", "nodeclaims", name=name)) or {}
+        except ApiException:
+            return {}  # the CRD may not be installed: register with the instance's own facts
+
+    def _register(self, instance: dict[str, Any]) -> None:
+        tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
+        info = self._type_info(instance["InstanceType"])
+        zone = instance["Placement"]["AvailabilityZone"]
+        node_name = instance.get("PrivateDnsName") or instance["InstanceId"]
+        nodeclaim = self._nodeclaim(tags)
+        claim_spec = nodeclaim.get("spec") or {}
+
+        labels: dict[str, str] = {}
+        # The NodeClaim's labels, and its single-valued In requirements as labels, as Karpenter sets them.
+        for requirement in claim_spec.get("requirements") or []:
+            if requirement.get("operator") == "In" and len(requirement.get("values") or []) == 1:
+                labels[requirement["key"]] = requirement["values"][0]
+        labels.update((nodeclaim.get("metadata") or {}).get("labels") or {})
+        labels.update(instance_type_labels(info))
+        labels.update(
+            {
+                "kubernetes.io/hostname": node_name,
+                "topology.kubernetes.io/zone": zone,
+                "topology.kubernetes.io/region": self.region,
+                "karpenter.sh/capacity-type": "spot"
+                if instance.get("InstanceLifecycle") == "spot"
+                else "on-demand",
+            }
+        )
+        for tag in ("karpenter.sh/nodepool", "karpenter.k8s.aws/ec2nodeclass"):
+            if tag in tags:
+                labels[tag] = tags[tag]
+        startup_taints = list(claim_spec.get("startupTaints") or [])
+        taints = [*(claim_spec.get("taints") or []), *startup_taints]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node_name, "labels": labels},
+            "spec": {"providerID": f"aws:///{zone}/{instance['InstanceId']}", "taints": taints},
+            "status": self._status(instance, labels, ready=False),
+        }
+        try:
+            self.kube.create(core("nodes"), body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        status = self._status(instance, labels, ready=True)
+        self.kube.patch(
+            core("nodes", name=node_name, sub="status"), {"status": status}, STRATEGIC_MERGE_PATCH
+        )
+        # Owned only once Ready: a failure above is retried from the start on the next poll (create → 409).
+        with self.registry.lock:
+            self.registry.nodes[instance["InstanceId"]] = OwnedNode(
+                instance_id=instance["InstanceId"],
+                node_name=node_name,
+                private_ip=instance.get("PrivateIpAddress", ""),
+                registered_at=time.monotonic(),
+                startup_taints=startup_taints,
+            )
+        self._remove_taints(node_name, _is_not_ready_taint)
+
+    def _status(self, instance: dict[str, Any], labels: dict[str, str], ready: bool) -> dict[str, Any]:
+        capacity, allocatable = node_resources(self._type_info(instance["InstanceType"]))
+        private_ip = instance.get("PrivateIpAddress", "")
+        node_name = labels["kubernetes.io/hostname"]
+        return {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "conditions": node_conditions(ready),
+            "addresses": [
+                {"type": "InternalIP", "address": private_ip},
+                {"type": "InternalDNS", "address": node_name},
+                {"type": "Hostname", "address": node_name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "architecture": labels["kubernetes.io/arch"],
+                "bootID": instance["InstanceId"],
+                "containerRuntimeVersion": "containerd://1.7.22",
+                "kernelVersion": "6.1.112-sandbox",
+                "kubeProxyVersion": KUBELET_VERSION,
+                "kubeletVersion": KUBELET_VERSION,
+                "machineID": instance["InstanceId"],
+                "operatingSystem": "linux",
+                "osImage": "Amazon Linux 2023 (sandbox)",
+                "systemUUID": instance["InstanceId"],
+            },
+        }
+
+    def _remove_taints(self, node_name: str, unwanted: Any) -> bool:
+        """Drop matching taints with an optimistic-concurrency write (others may be tainting the node)."""
+        node = self.kube.get_or_none(core("nodes", name=node_name))
+        if node is None:
+            return True
+        taints = (node.get("spec") or {}).get("taints") or []
+        kept = [t for t in taints if not unwanted(t)]
+        if len(kept) == len(taints):
+            return True
+        patch = {
+            "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+            "spec": {"taints": kept},
+        }
+        try:
+            self.kube.patch(core("nodes", name=node_name), patch, MERGE_PATCH)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False  # try again next pass
+            raise
+        return True
+
+    def _initialize(self, owned: OwnedNode) -> None:
+        """Drop the startup taints (and a not-ready taint a conflict left behind at registration)."""
+        startup = {(t.get("key"), t.get("value"), t.get("effect")) for t in owned.startup_taints}
+        if self._remove_taints(
+            owned.node_name,
+            lambda t: _is_not_ready_taint(t) or (t.get("key"), t.get("value"), t.get("effect")) in startup,
+        ):
+            owned.initialized = True
+
+    # retirement
+
+    def _retire(self, owned: OwnedNode, clock: float) -> None:
+        if owned.not_ready_since is None:
+            patch = {"status": {"conditions": node_conditions(ready=False)}}
+            try:
+                self.kube.patch(
+                    core("nodes", name=owned.node_name, sub="status"), patch, STRATEGIC_MERGE_PATCH
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+            owned.not_ready_since = clock
+            return
+        self.kube.delete_ignoring_missing(core("nodes", name=owned.node_name))
+        with self.registry.lock:
+            self.registry.nodes.pop(owned.instance_id, None)
+            self.registry.done.add(owned.instance_id)
+
+
+class PodRunner(ReconcileLoop):
+    """Runs the pods bound to this kubelet's nodes and confirms their graceful deletion."""
+
+    name = "kubelet-pods"
+    watch_paths = (core("pods"),)
+
+    def __init__(self, kube: Kube, registry: Registry, resync: float = 1.0) -> None:
+        super().__init__(kube, resync)
+        self.registry = registry
+        self._ips = itertools.count(10)
+        self.started = 0
+
+    def _pod_ip(self) -> str:
+        n = next(self._ips)
+        return f"100.64.{(n // 250) % 256}.{n % 250 + 1}"
+
+    def reconcile(self) -> None:
+        pods, _ = self.kube.list(core("pods"))
+        owned = self.registry.by_node_name()
+        for pod in pods:
+            node = owned.get((pod.get("spec") or {}).get("nodeName") or "")
+            if node is None:
+                continue
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                self.kube.delete_ignoring_missing(
+                    core("pods", meta["namespace"], meta["name"]), grace_period_seconds=0, uid=meta.get("uid")
+                )
+            elif (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+                self._start(pod, node)
+
+    def _start(self, pod: dict[str, Any], node: OwnedNode) -> None:
+        meta = pod["metadata"]
+        stamp = now()
+        ip = self._pod_ip()
+        ready = [
+            {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
+            for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
+        ]
+        statuses = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": f"sandbox://{c.get('image', '')}",
+                "containerID": f"containerd://{meta.get('uid', '')}-{c['name']}",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": stamp}},
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        status = {
+            "phase": "Running",
+            "hostIP": node.private_ip,
+            "hostIPs": [{"ip": node.private_ip}],
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "startTime": stamp,
+            "conditions": ready,
+            "containerStatuses": statuses,
+        }
+        try:
+            self.kube.patch(
+                core("pods", meta["namespace"], meta["name"], "status"),
+                {"status": status},
+                STRATEGIC_MERGE_PATCH,
+            )
+            self.started += 1
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+class Kubelet:
+    """Both kubelet loops for one cluster, started and stopped together."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        ec2: Any,
+        cluster_name: str,
+        region: str,
+        *,
+        boot_delay: float = 1.0,
+        init_delay: float = 0.5,
+    ) -> None:
+        self.registry = Registry()
+        self.nodes = NodeLifecycle(
+            kube, ec2, cluster_name, region, self.registry, boot_delay=boot_delay, init_delay=init_delay
+        )
+        self.pods = PodRunner(kube, self.registry)
+
+    @property
+    def loops(self) -> list[ReconcileLoop]:
+        return [self.nodes, self.pods]

@@ -1,0 +1,115 @@
+"""A level-triggered reconcile loop in a thread, woken by watches.
+
+Every simulator reconciles from fresh lists (so it never drifts from the API server's truth).
+Between passes it sleeps until a watch on any resource it cares about reports an event, or
+``resync`` seconds pass. One watcher thread per watched path keeps a long watch open and only
+sets the wake-up flag; stopping shuts those streams down, so nothing lingers after :meth:`stop`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Any
+
+from sandbox.simulators.kube import Kube
+
+log = logging.getLogger("sandbox.simulators")
+WATCH_SECONDS = 30
+DEBOUNCE_SECONDS = 0.01  # let a burst of events (a deployment's 10 pods) arrive before reconciling
+
+
+class ReconcileLoop:
+    """Subclasses implement :meth:`reconcile` and list the paths whose changes wake them up."""
+
+    name = "loop"
+    watch_paths: tuple[str, ...] = ()
+
+    def __init__(self, kube: Kube, resync: float = 1.0) -> None:
+        self.kube = kube
+        self.resync = resync
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._streams: set[Any] = set()
+        self._streams_lock = threading.Lock()
+        self.passes = 0
+        self.errors = 0
+        self.last_error: str | None = None
+
+    def reconcile(self) -> None:
+        """One pass over the current state."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._threads = [threading.Thread(target=self._run, name=f"sandbox-{self.name}", daemon=True)]
+        self._threads += [
+            threading.Thread(target=self._watch, args=(path,), name=f"sandbox-{self.name}-watch", daemon=True)
+            for path in self.watch_paths
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def signal_stop(self) -> None:
+        """Ask the loop to end without waiting (stop many loops at once, then join them)."""
+        self._stop.set()
+        self._wake.set()
+        with self._streams_lock:
+            for stream in list(self._streams):
+                with contextlib.suppress(Exception):
+                    stream.shutdown()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.signal_stop()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = []
+
+    @property
+    def running(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                self.reconcile()
+                self.passes += 1
+            except Exception as exc:  # a simulator must survive anything the server answers
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("%s pass failed: %s", self.name, self.last_error)
+            if self._wake.wait(self.resync) and not self._stop.is_set():
+                self._stop.wait(DEBOUNCE_SECONDS)
+
+    def _track(self, stream: Any) -> None:
+        with self._streams_lock:
+            self._streams.add(stream)
+        if self._stop.is_set():
+            stream.shutdown()
+
+    def _watch(self, path: str) -> None:
+        while not self._stop.is_set():
+            opened: list[Any] = []
+
+            def track(stream: Any, opened: list[Any] = opened) -> None:
+                opened.append(stream)
+                self._track(stream)
+
+            try:
+                _, resource_version = self.kube.list(path, limit=1)
+                for event in self.kube.watch(path, resource_version, WATCH_SECONDS, on_open=track):
+                    if event.get("type") == "ERROR":  # e.g. 410 Gone: relist and watch again
+                        break
+                    self._wake.set()
+            except Exception as exc:  # a dropped stream, a server restart, a stop: relist or end
+                if not self._stop.is_set():
+                    log.debug("%s watch of %s ended: %s", self.name, path, exc)
+                    self._stop.wait(0.5)
+            finally:
+                with self._streams_lock:
+                    self._streams.difference_update(opened)

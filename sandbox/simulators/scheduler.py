@@ -1,0 +1,436 @@
+"""A kube-scheduler: binds pending pods to nodes where they fit, or marks them Unschedulable.
+
+Filters, as the default scheduler's plugins have them (and with its reason strings):
+NodeUnschedulable (cordoned nodes), NodeName, NodeAffinity (nodeSelector and required node
+affinity, matchExpressions and matchFields), TaintToleration (NoSchedule/NoExecute taints,
+including ``node.kubernetes.io/not-ready``), NodeResourcesFit (requests, init containers and
+overhead against allocatable minus the pods already bound, plus the pod count), PodTopologySpread
+(``DoNotSchedule`` constraints, domains from the nodes that pass the pod's node affinity) and
+InterPodAffinity (required affinity and anti-affinity on any topology key, both directions).
+Score: least allocated (the default), ties broken by node name so runs are repeatable.
+
+When no node fits, the pod gets ``PodScheduled=False``, reason ``Unschedulable`` and the real
+message shape: ``0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu.``
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils.quantity import parse_quantity
+
+from sandbox.simulators.kube import STRATEGIC_MERGE_PATCH, Kube, core
+from sandbox.simulators.loop import ReconcileLoop
+
+DEFAULT_SCHEDULER = "default-scheduler"
+HOSTNAME = "kubernetes.io/hostname"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+Pod = dict[str, Any]
+Node = dict[str, Any]
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- resources ---------------------------------------------------------------------------------
+
+
+def _container_requests(container: dict[str, Any]) -> Counter:
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("limits") or {})  # limits stand in for missing requests
+    requests.update(resources.get("requests") or {})
+    return Counter({name: parse_quantity(value) for name, value in requests.items()})
+
+
+def pod_requests(pod: Pod) -> Counter:
+    """Requests as the scheduler counts them: max(containers, largest init container) + overhead."""
+    spec = pod.get("spec") or {}
+    total: Counter = Counter()
+    for container in spec.get("containers") or []:
+        total.update(_container_requests(container))
+    for init in spec.get("initContainers") or []:
+        for name, value in _container_requests(init).items():
+            total[name] = max(total[name], value)
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] += parse_quantity(value)
+    return total
+
+
+def node_allocatable(node: Node) -> dict[str, Decimal]:
+    status = node.get("status") or {}
+    values = status.get("allocatable") or status.get("capacity") or {}
+    return {name: parse_quantity(value) for name, value in values.items()}
+
+
+def is_active(pod: Pod) -> bool:
+    """Pods that hold resources on their node (terminating ones too, until they are gone)."""
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+# --- label and field matching ----------------------------------------------------------------
+
+
+def match_expression(labels: dict[str, str], expression: dict[str, Any]) -> bool:
+    key, operator = expression.get("key", ""), expression.get("operator", "")
+    values = expression.get("values") or []
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and values:
+        try:
+            actual, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return actual > bound if operator == "Gt" else actual < bound
+    return False
+
+
+def match_label_selector(labels: dict[str, str], selector: dict[str, Any] | None) -> bool:
+    """metav1.LabelSelector semantics; an empty selector matches everything, None matches nothing."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(match_expression(labels, e) for e in selector.get("matchExpressions") or [])
+
+
+def match_node_selector_term(node: Node, term: dict[str, Any]) -> bool:
+    labels = node.get("metadata", {}).get("labels") or {}
+    fields = {"metadata.name": node.get("metadata", {}).get("name", "")}
+    expressions = term.get("matchExpressions") or []
+    field_expressions = term.get("matchFields") or []
+    if not expressions and not field_expressions:
+        return False  # an empty term matches no objects
+    return all(match_expression(labels, e) for e in expressions) and all(
+        match_expression(fields, e) for e in field_expressions
+    )
+
+
+def matches_node_affinity(pod: Pod, node: Node) -> bool:
+    """nodeSelector AND required node affinity (its terms ORed)."""
+    spec = pod.get("spec") or {}
+    labels = node.get("metadata", {}).get("labels") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if not required:
+        return True
+    return any(match_node_selector_term(node, term) for term in required.get("nodeSelectorTerms") or [])
+
+
+def tolerates(tolerations: Iterable[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        operator = toleration.get("operator") or "Equal"
+        key = toleration.get("key") or ""
+        if key == "" and operator == "Exists":
+            return True
+        if key != taint.get("key"):
+            continue
+        if operator == "Exists" or (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def untolerated_taint(pod: Pod, node: Node) -> dict[str, Any] | None:
+    """The first NoSchedule/NoExecute taint of ``node`` the pod does not tolerate."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+            return taint
+    return None
+
+
+# --- the snapshot the filters work on ----------------------------------------------------------
+
+
+@dataclass
+class ClusterState:
+    """Nodes and the pods bound to them; updated as this pass binds pods."""
+
+    nodes: list[Node]
+    bound: dict[str, list[Pod]] = field(default_factory=dict)  # node name -> active pods bound to it
+
+    @classmethod
+    def build(cls, nodes: list[Node], pods: list[Pod]) -> ClusterState:
+        names = {n["metadata"]["name"] for n in nodes}
+        bound: dict[str, list[Pod]] = {name: [] for name in names}
+        for pod in pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name in bound and is_active(pod):
+                bound[node_name].append(pod)
+        return cls(nodes=sorted(nodes, key=lambda n: n["metadata"]["name"]), bound=bound)
+
+    def used(self, node_name: str) -> Counter:
+        used: Counter = Counter()
+        for pod in self.bound.get(node_name, []):
+            used.update(pod_requests(pod))
+        return used
+
+    def assume(self, pod: Pod, node_name: str) -> None:
+        placed = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node_name}}
+        self.bound.setdefault(node_name, []).append(placed)
+
+
+def _topology_value(node: Node, key: str) -> str | None:
+    return (node.get("metadata", {}).get("labels") or {}).get(key)
+
+
+def _pod_matches(pod: Pod, selector: dict[str, Any] | None, namespaces: Iterable[str]) -> bool:
+    meta = pod.get("metadata") or {}
+    return meta.get("namespace") in namespaces and match_label_selector(meta.get("labels") or {}, selector)
+
+
+def _spread_ok(pod: Pod, node: Node, state: ClusterState) -> bool:
+    namespace = pod["metadata"].get("namespace", "default")
+    for constraint in (pod.get("spec") or {}).get("topologySpreadConstraints") or []:
+        if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        key = constraint.get("topologyKey", "")
+        value = _topology_value(node, key)
+        if value is None:
+            return False
+        selector = constraint.get("labelSelector")
+        counts: Counter = Counter()
+        for candidate in state.nodes:  # domains: nodes that pass the pod's node affinity (policy Honor)
+            domain = _topology_value(candidate, key)
+            if domain is None or not matches_node_affinity(pod, candidate):
+                continue
+            counts[domain] += sum(
+                _pod_matches(p, selector, [namespace])
+                for p in state.bound.get(candidate["metadata"]["name"], [])
+            )
+        minimum = min(counts.values()) if counts else 0
+        if counts[value] + 1 - minimum > int(constraint.get("maxSkew", 1)):
+            return False
+    return True
+
+
+def _terms(pod: Pod, kind: str) -> list[dict[str, Any]]:
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {}
+    return affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+
+
+def _term_namespaces(owner: Pod, term: dict[str, Any]) -> list[str]:
+    return term.get("namespaces") or [owner["metadata"].get("namespace", "default")]
+
+
+def _pods_in_domain(state: ClusterState, key: str, value: str) -> Iterable[Pod]:
+    for node in state.nodes:
+        if _topology_value(node, key) == value:
+            yield from state.bound.get(node["metadata"]["name"], [])
+
+
+def _anti_affinity_ok(pod: Pod, node: Node, state: ClusterState) -> bool:
+    for term in _terms(pod, "podAntiAffinity"):
+        value = _topology_value(node, term.get("topologyKey", ""))
+        if value is None:
+            continue
+        namespaces = _term_namespaces(pod, term)
+        selector = term.get("labelSelector")
+        if any(
+            _pod_matches(p, selector, namespaces) for p in _pods_in_domain(state, term["topologyKey"], value)
+        ):
+            return False
+    # Symmetry: an existing pod's anti-affinity also keeps this pod away from its domain.
+    for existing_node in state.nodes:
+        for existing in state.bound.get(existing_node["metadata"]["name"], []):
+            for term in _terms(existing, "podAntiAffinity"):
+                key = term.get("topologyKey", "")
+                if (
+                    _topology_value(existing_node, key) is not None
+                    and _topology_value(existing_node, key) == _topology_value(node, key)
+                    and _pod_matches(pod, term.get("labelSelector"), _term_namespaces(existing, term))
+                ):
+                    return False
+    return True
+
+
+def _affinity_ok(pod: Pod, node: Node, state: ClusterState) -> bool:
+    for term in _terms(pod, "podAffinity"):
+        key = term.get("topologyKey", "")
+        value = _topology_value(node, key)
+        if value is None:
+            return False
+        namespaces = _term_namespaces(pod, term)
+        selector = term.get("labelSelector")
+        if any(_pod_matches(p, selector, namespaces) for p in _pods_in_domain(state, key, value)):
+            continue
+        # The first pod of a group that selects itself may go anywhere, as in the real scheduler.
+        anywhere = any(_pod_matches(p, selector, namespaces) for pods in state.bound.values() for p in pods)
+        if anywhere or not _pod_matches(pod, selector, namespaces):
+            return False
+    return True
+
+
+def filter_node(pod: Pod, node: Node, state: ClusterState) -> list[str]:
+    """Why ``pod`` cannot go on ``node`` (the scheduler's reason strings); empty when it fits."""
+    spec = node.get("spec") or {}
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    if spec.get("unschedulable") and not tolerates(
+        tolerations, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+    ):
+        return ["node(s) were unschedulable"]
+    wanted = (pod.get("spec") or {}).get("nodeName")
+    if wanted and wanted != node["metadata"]["name"]:
+        return ["node(s) didn't match the requested node name"]
+    if not matches_node_affinity(pod, node):
+        return ["node(s) didn't match Pod's node affinity/selector"]
+    taint = untolerated_taint(pod, node)
+    if taint is not None:
+        return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"]
+    name = node["metadata"]["name"]
+    allocatable = node_allocatable(node)
+    used = state.used(name)
+    reasons = []
+    if len(state.bound.get(name, [])) + 1 > allocatable.get("pods", Decimal(110)):
+        reasons.append("Too many pods")
+    for resource, amount in sorted(pod_requests(pod).items()):
+        if amount > 0 and used[resource] + amount > allocatable.get(resource, Decimal(0)):
+            reasons.append(f"Insufficient {resource}")
+    if reasons:
+        return reasons
+    if not _spread_ok(pod, node, state):
+        return ["node(s) didn't match pod topology spread constraints"]
+    if not _affinity_ok(pod, node, state):
+        return ["node(s) didn't match pod affinity rules"]
+    if not _anti_affinity_ok(pod, node, state):
+        return ["node(s) didn't match pod anti-affinity rules"]
+    return []
+
+
+def _score(pod: Pod, node: Node, state: ClusterState) -> float:
+    """LeastAllocated: the mean free fraction of cpu and memory after placing the pod."""
+    allocatable = node_allocatable(node)
+    used = state.used(node["metadata"]["name"]) + pod_requests(pod)
+    fractions = [
+        float(1 - used[r] / allocatable[r]) for r in ("cpu", "memory") if allocatable.get(r, Decimal(0)) > 0
+    ]
+    return sum(fractions) / len(fractions) if fractions else 0.0
+
+
+def choose_node(pod: Pod, state: ClusterState) -> tuple[str | None, str]:
+    """(node name, "") when the pod fits somewhere, else (None, the FailedScheduling message)."""
+    if not state.nodes:
+        return None, "no nodes available to schedule pods"
+    feasible: list[Node] = []
+    failures: Counter = Counter()
+    for node in state.nodes:
+        reasons = filter_node(pod, node, state)
+        if reasons:
+            failures.update(reasons)
+        else:
+            feasible.append(node)
+    if feasible:
+        best = max(feasible, key=lambda n: (_score(pod, n, state), [-ord(c) for c in n["metadata"]["name"]]))
+        return best["metadata"]["name"], ""
+    detail = ", ".join(
+        sorted(f"{count} {reason}" for reason, count in failures.items())
+    )  # sorted as kube-scheduler does
+    return None, f"0/{len(state.nodes)} nodes are available: {detail}."
+
+
+def is_pending_for_us(pod: Pod) -> bool:
+    spec = pod.get("spec") or {}
+    return (
+        not spec.get("nodeName")
+        and (spec.get("schedulerName") or DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+        and not pod["metadata"].get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+    )
+
+
+def _pod_order(pod: Pod) -> tuple[int, str, str]:
+    """The scheduling queue's order: priority first, then age."""
+    return (
+        -int((pod.get("spec") or {}).get("priority") or 0),
+        pod["metadata"].get("creationTimestamp") or "",
+        pod["metadata"]["name"],
+    )
+
+
+class Scheduler(ReconcileLoop):
+    """Binds pods through the ``pods/binding`` subresource, as kube-scheduler does."""
+
+    name = "scheduler"
+    watch_paths = (core("pods"), core("nodes"))
+
+    def __init__(self, kube: Kube, resync: float = 1.0) -> None:
+        super().__init__(kube, resync)
+        self.bound_count = 0
+
+    def reconcile(self) -> None:
+        nodes, _ = self.kube.list(core("nodes"))
+        pods, _ = self.kube.list(core("pods"))
+        state = ClusterState.build(nodes, pods)
+        for pod in sorted((p for p in pods if is_pending_for_us(p)), key=_pod_order):
+            node_name, message = choose_node(pod, state)
+            if node_name:
+                if self._bind(pod, node_name):
+                    state.assume(pod, node_name)
+            else:
+                self._mark_unschedulable(pod, message)
+
+    def _bind(self, pod: Pod, node_name: str) -> bool:
+        meta = pod["metadata"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid")},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        try:
+            self.kube.create(core("pods", meta["namespace"], meta["name"], "binding"), body)
+        except ApiException as exc:
+            if exc.status in (404, 409):  # deleted meanwhile, or bound by someone else
+                return False
+            raise
+        self.bound_count += 1
+        return True
+
+    def _mark_unschedulable(self, pod: Pod, message: str) -> None:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if (
+                condition.get("type") == "PodScheduled"
+                and condition.get("reason") == "Unschedulable"
+                and condition.get("message") == message
+            ):
+                return  # already said; writing it again would only wake every watcher
+        meta = pod["metadata"]
+        patch = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": now(),
+                    }
+                ]
+            }
+        }
+        try:
+            self.kube.patch(
+                core("pods", meta["namespace"], meta["name"], "status"), patch, STRATEGIC_MERGE_PATCH
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise

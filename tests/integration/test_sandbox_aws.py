@@ -1,0 +1,213 @@
+"""The sandbox's AWS side: seeded resources and CreateFleet fault injection, over HTTP to the moto server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from sandbox import faults
+from sandbox.aws import AwsSeed, MotoServer, aws_client, seed
+
+CLUSTER = "faults"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[tuple[str, AwsSeed, faults.FaultInjector]]:
+    server = MotoServer()
+    endpoint = server.start()
+    server.reset()
+    injector = faults.FaultInjector()
+    faults.install(injector)
+    try:
+        yield endpoint, seed(endpoint, CLUSTER, "us-east-1", ZONES), injector
+    finally:
+        faults.uninstall(injector)
+        server.reset()
+        server.stop()
+
+
+@pytest.fixture
+def ec2(moto) -> Iterator[Any]:
+    endpoint, _, injector = moto
+    client = aws_client("ec2", endpoint, "us-east-1")
+    yield client
+    client.close()
+    injector.clear()
+
+
+@pytest.fixture(scope="module")
+def launch_template(moto) -> str:
+    endpoint, aws, _ = moto
+    client = aws_client("ec2", endpoint, "us-east-1")
+    try:
+        return client.create_launch_template(
+            LaunchTemplateName="faults-lt", LaunchTemplateData={"ImageId": aws.images["al2023/x86_64"]}
+        )["LaunchTemplate"]["LaunchTemplateId"]
+    finally:
+        client.close()
+
+
+def fleet(ec2: Any, template: str, overrides: list[dict[str, str]], capacity_type: str = "on-demand") -> dict:
+    return ec2.create_fleet(
+        Type="instant",
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": "$Latest"},
+                "Overrides": overrides,
+            }
+        ],
+    )
+
+
+def test_seeded_cluster_resources_are_discoverable_by_tag(moto, ec2) -> None:
+    endpoint, aws, _ = moto
+    tag = [{"Name": "tag:karpenter.sh/discovery", "Values": [CLUSTER]}]
+    subnets = ec2.describe_subnets(Filters=tag)["Subnets"]
+    assert sorted(s["AvailabilityZone"] for s in subnets) == list(ZONES)
+    assert [g["GroupId"] for g in ec2.describe_security_groups(Filters=tag)["SecurityGroups"]] == [
+        aws.security_group_id
+    ]
+    eks = aws_client("eks", endpoint, "us-east-1")
+    dynamodb = aws_client("dynamodb", endpoint, "us-east-1")
+    try:
+        assert eks.describe_cluster(name=CLUSTER)["cluster"]["version"] == aws.kubernetes_version
+        table = dynamodb.describe_table(TableName=aws.state_table)["Table"]
+        assert {k["AttributeName"]: k["KeyType"] for k in table["KeySchema"]} == {"pk": "HASH", "sk": "RANGE"}
+        ttl = dynamodb.describe_time_to_live(TableName=aws.state_table)["TimeToLiveDescription"]
+        assert ttl["AttributeName"] == "expires_at"
+    finally:
+        eks.close()
+        dynamodb.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "arch"),
+    [
+        ("/aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id", "x86_64"),
+        ("/aws/service/eks/optimized-ami/1.31/amazon-linux-2-arm64/recommended/image_id", "arm64"),
+        (
+            "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id",
+            "arm64",
+        ),
+        ("/aws/service/bottlerocket/aws-k8s-1.30/x86_64/latest/image_id", "x86_64"),
+    ],
+)
+def test_eks_optimized_ami_parameters_resolve_to_registered_images(moto, ec2, name: str, arch: str) -> None:
+    endpoint = moto[0]
+    ssm = aws_client("ssm", endpoint, "us-east-1")
+    try:
+        image_id = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+    finally:
+        ssm.close()
+    assert ec2.describe_images(ImageIds=[image_id])["Images"][0]["Architecture"] == arch
+
+
+def test_ice_on_the_first_override_launches_the_second_and_reports_the_first(
+    moto, ec2, launch_template
+) -> None:
+    aws, injector = moto[1], moto[2]
+    injector.insufficient_capacity("m5.large", "us-east-1a", "on-demand")
+    overrides = [
+        {"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1a"]},
+        {"InstanceType": "c5.large", "SubnetId": aws.subnets["us-east-1b"]},
+    ]
+    result = fleet(ec2, launch_template, overrides)
+    assert [i["InstanceType"] for i in result["Instances"]] == ["c5.large"]
+    instance_id = result["Instances"][0]["InstanceIds"][0]
+    placement = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0][
+        "Placement"
+    ]
+    assert placement["AvailabilityZone"] == "us-east-1b"
+    [error] = result["Errors"]
+    assert error["ErrorCode"] == "InsufficientInstanceCapacity"
+    assert error["Lifecycle"] == "on-demand"
+    assert error["LaunchTemplateAndOverrides"]["Overrides"] == overrides[0]
+    assert "m5.large" in error["ErrorMessage"]
+    assert "us-east-1a" in error["ErrorMessage"]
+
+
+def test_ice_is_per_capacity_type_and_zone(moto, ec2, launch_template) -> None:
+    aws, injector = moto[1], moto[2]
+    injector.insufficient_capacity("m5.large", "us-east-1a", "spot")
+    on_demand = fleet(
+        ec2, launch_template, [{"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1a"]}]
+    )
+    assert "Errors" not in on_demand or not on_demand["Errors"]
+    other_zone = fleet(
+        ec2, launch_template, [{"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1b"]}], "spot"
+    )
+    assert other_zone["Instances"][0]["Lifecycle"] == "spot"
+
+
+def test_every_override_out_of_capacity_launches_nothing(moto, ec2, launch_template) -> None:
+    aws, injector = moto[1], moto[2]
+    for zone in ("us-east-1a", "us-east-1b"):
+        injector.insufficient_capacity("m5.large", zone, "spot")
+    overrides = [
+        {"InstanceType": "m5.large", "SubnetId": aws.subnets[z]} for z in ("us-east-1a", "us-east-1b")
+    ]
+    result = fleet(ec2, launch_template, overrides, "spot")
+    assert result.get("Instances", []) == []
+    assert [e["LaunchTemplateAndOverrides"]["Overrides"]["SubnetId"] for e in result["Errors"]] == [
+        aws.subnets["us-east-1a"],
+        aws.subnets["us-east-1b"],
+    ]
+    injector.clear()
+    assert fleet(ec2, launch_template, overrides, "spot")["Instances"]
+
+
+def test_throttling_is_retried_by_botocore_then_succeeds(moto, ec2, launch_template) -> None:
+    aws, injector = moto[1], moto[2]
+    injector.throttle("CreateFleet", times=1)
+    result = fleet(
+        ec2, launch_template, [{"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1c"]}]
+    )
+    assert result["ResponseMetadata"]["RetryAttempts"] == 1
+    assert injector.throttled == 1
+    assert result["Instances"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "standard"])  # adaptive classifies errors as standard does
+def test_throttling_answers_503_request_limit_exceeded_in_every_retry_mode(
+    moto, launch_template, mode: str
+) -> None:
+    endpoint, aws, injector = moto
+    injector.throttle("CreateFleet", times=10)
+    client = boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    ).client("ec2", endpoint_url=endpoint, config=Config(retries={"mode": mode, "max_attempts": 1}))
+    try:
+        with pytest.raises(ClientError) as raised:
+            fleet(
+                client, launch_template, [{"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1a"]}]
+            )
+    finally:
+        client.close()
+        injector.clear()
+    response = raised.value.response
+    assert response["Error"]["Code"] == "RequestLimitExceeded"
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == 503
+    assert response["ResponseMetadata"]["RetryAttempts"] == 1  # botocore judged it retryable and retried once
+
+
+def test_state_table_holds_the_sandbox_prices_in_the_layers_format(moto) -> None:
+    from nodewright.cloud.state import StateStore
+    from nodewright.settings import Settings
+
+    endpoint, aws, _ = moto
+    dynamodb = aws_client("dynamodb", endpoint, "us-east-1")
+    try:
+        settings = Settings(cluster_name=CLUSTER, region="us-east-1", state_table=aws.state_table)
+        table = StateStore(settings, dynamodb=dynamodb).price_table()
+    finally:
+        dynamodb.close()
+    assert table.source == "sandbox"
+    assert table.on_demand_price("m5.large") is not None
+    assert 0 < table.spot_price("m5.large", "us-east-1a") < table.on_demand_price("m5.large")

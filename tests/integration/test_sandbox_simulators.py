@@ -1,0 +1,298 @@
+"""The cluster simulators against the API emulator and the moto server (one sandbox for the module)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from sandbox import Sandbox
+from sandbox.simulators.kube import Kube, core, group
+
+pytestmark = pytest.mark.xdist_group("sandbox")  # one sandbox per process: keep them on one worker
+CLUSTER = "sims"
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Sandbox]:
+    with Sandbox(cluster_name=CLUSTER, boot_delay=0.2, init_delay=0.3) as sandbox:
+        sandbox.apply_crds()
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def kube(sb: Sandbox) -> Kube:
+    return Kube(sb.api_client())
+
+
+@pytest.fixture(scope="module")
+def ec2(sb: Sandbox) -> Iterator[Any]:
+    client = sb.aws_client("ec2")
+    yield client
+    client.close()
+
+
+def launch(
+    sb: Sandbox, ec2: Any, instance_type: str = "m5.large", zone: str = "us-east-1a", **extra: Any
+) -> str:
+    tags = [{"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"}, *extra.pop("tags", [])]
+    return ec2.run_instances(
+        ImageId=sb.aws.images["al2023/x86_64"],
+        MinCount=1,
+        MaxCount=1,
+        InstanceType=instance_type,
+        SubnetId=sb.aws.subnets[zone],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        **extra,
+    )["Instances"][0]["InstanceId"]
+
+
+def node_of(kube: Kube, instance_id: str) -> dict | None:
+    nodes, _ = kube.list(core("nodes"))
+    return next((n for n in nodes if n["spec"].get("providerID", "").endswith(f"/{instance_id}")), None)
+
+
+def ready(node: dict | None) -> bool:
+    return bool(node) and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or []
+    )
+
+
+def deployment(name: str, replicas: int, cpu: str = "100m", namespace: str = "default", **spec: Any) -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {"name": "app", "image": "pause:3.9", "resources": {"requests": {"cpu": cpu}}}
+                    ],
+                    **spec,
+                },
+            },
+        },
+    }
+
+
+def pods_of(kube: Kube, app: str, namespace: str = "default") -> list[dict]:
+    pods, _ = kube.list(core("pods", namespace), labelSelector=f"app={app}")
+    return pods
+
+
+def test_node_carries_the_nodeclaims_labels_and_taints_and_loses_its_startup_taints(sb, kube, ec2) -> None:
+    kube.create(
+        group("karpenter.sh/v1", "nodeclaims"),
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": "claim-1", "labels": {"team": "blue", "karpenter.sh/nodepool": "general"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "workload", "operator": "In", "values": ["batch"]}],
+                "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
+                "startupTaints": [{"key": "cni.example/not-ready", "effect": "NoSchedule"}],
+            },
+        },
+    )
+    instance_id = launch(
+        sb,
+        ec2,
+        "m6g.large",
+        "us-east-1b",
+        tags=[
+            {"Key": "karpenter.sh/nodeclaim", "Value": "claim-1"},
+            {"Key": "karpenter.sh/nodepool", "Value": "general"},
+        ],
+    )
+    node = wait_for(
+        "the node to register Ready", lambda: (n := node_of(kube, instance_id)) and ready(n) and n
+    )
+    labels = node["metadata"]["labels"]
+    assert node["spec"]["providerID"] == f"aws:///us-east-1b/{instance_id}"
+    assert node["metadata"]["name"].endswith(".ec2.internal")
+    assert labels["team"] == "blue"
+    assert labels["workload"] == "batch"
+    assert labels["karpenter.sh/nodepool"] == "general"
+    assert labels["kubernetes.io/arch"] == "arm64"
+    assert labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    assert labels["karpenter.sh/capacity-type"] == "on-demand"
+    assert node["status"]["allocatable"]["cpu"] == "1930m"
+    taint_keys = lambda: {t["key"] for t in (node_of(kube, instance_id)["spec"].get("taints") or [])}  # noqa: E731
+    wait_for("the startup taint to go", lambda: taint_keys() == {"dedicated"})
+
+
+def test_spot_instance_gets_the_spot_capacity_type(sb, kube, ec2) -> None:
+    instance_id = launch(sb, ec2, "c5.large", "us-east-1c", InstanceMarketOptions={"MarketType": "spot"})
+    node = wait_for("the spot node", lambda: node_of(kube, instance_id))
+    assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
+
+
+def test_stopped_instance_node_goes_not_ready_then_away(sb, kube, ec2) -> None:
+    instance_id = launch(sb, ec2, "t3.medium", "us-east-1a")
+    wait_for("the node", lambda: ready(node_of(kube, instance_id)))
+    ec2.stop_instances(InstanceIds=[instance_id])
+    wait_for("the node to be deleted", lambda: node_of(kube, instance_id) is None)
+
+
+def test_pod_too_big_for_every_node_is_marked_unschedulable(sb, kube) -> None:
+    kube.create(
+        core("pods", "default"),
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "huge"},
+            "spec": {
+                "containers": [
+                    {"name": "app", "image": "pause:3.9", "resources": {"requests": {"cpu": "64"}}}
+                ]
+            },
+        },
+    )
+
+    def condition() -> dict | None:
+        pod = kube.get(core("pods", "default", "huge"))
+        return next((c for c in pod["status"].get("conditions") or [] if c["type"] == "PodScheduled"), None)
+
+    scheduled = wait_for("PodScheduled=False", condition)
+    assert scheduled["status"] == "False"
+    assert scheduled["reason"] == "Unschedulable"
+    assert scheduled["message"].startswith("0/")
+    assert "Insufficient cpu" in scheduled["message"]
+    kube.delete(core("pods", "default", "huge"))
+
+
+def test_daemonset_runs_one_pinned_pod_per_node(sb, kube, ec2) -> None:
+    launch(sb, ec2, "m5.large", "us-east-1a")
+    wait_for("two ready nodes", lambda: sum(ready(n) for n in kube.list(core("nodes"))[0]) >= 2)
+    kube.create(
+        group("apps/v1", "daemonsets", "kube-system"),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": "kube-system"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [{"name": "agent", "image": "agent:1"}],
+                    },
+                },
+            },
+        },
+    )
+
+    def all_running() -> list[dict] | None:
+        nodes = {n["metadata"]["name"] for n in kube.list(core("nodes"))[0] if ready(n)}
+        pods = [p for p in pods_of(kube, "agent", "kube-system") if p["status"].get("phase") == "Running"]
+        return pods if {p["spec"]["nodeName"] for p in pods} == nodes and len(pods) == len(nodes) else None
+
+    pods = wait_for("one running agent per node", all_running)
+    for pod in pods:
+        terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert terms == [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [pod["spec"]["nodeName"]]}]}
+        ]
+    status = wait_for(
+        "the daemonset status",
+        lambda: (
+            (s := kube.get(group("apps/v1", "daemonsets", "kube-system", "agent")).get("status") or {}).get(
+                "numberReady"
+            )
+            == len(pods)
+            and s
+        ),
+    )
+    assert status["desiredNumberScheduled"] == len(pods)
+
+
+def test_pdb_status_and_evicted_pods_come_back(sb, kube) -> None:
+    kube.create(group("apps/v1", "deployments", "default"), deployment("web", 3))
+    kube.create(
+        group("policy/v1", "poddisruptionbudgets", "default"),
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    status = wait_for(
+        "the PDB to see 3 healthy pods",
+        lambda: (
+            (
+                s := kube.get(group("policy/v1", "poddisruptionbudgets", "default", "web")).get("status")
+                or {}
+            ).get("currentHealthy")
+            == 3
+            and s
+        ),
+    )
+    assert (status["desiredHealthy"], status["expectedPods"], status["disruptionsAllowed"]) == (2, 3, 1)
+    victim = pods_of(kube, "web")[0]
+    name = victim["metadata"]["name"]
+    kube.create(
+        core("pods", "default", name, "eviction"),
+        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}},
+    )
+
+    def replaced() -> bool:
+        pods = [p for p in pods_of(kube, "web") if not p["metadata"].get("deletionTimestamp")]
+        names = {p["metadata"]["name"] for p in pods}
+        return (
+            len(pods) == 3 and name not in names and all(p["status"].get("phase") == "Running" for p in pods)
+        )
+
+    wait_for("the evicted pod to be replaced and the old one gone", replaced)
+    new = pods_of(kube, "web")[0]
+    [owner] = new["metadata"]["ownerReferences"]
+    assert owner["kind"] == "ReplicaSet"
+    assert owner["controller"] is True
+
+
+def test_scaling_a_deployment_down_removes_pods(sb, kube) -> None:
+    kube.create(group("apps/v1", "deployments", "default"), deployment("scale", 4))
+    wait_for("4 pods", lambda: len(pods_of(kube, "scale")) == 4)
+    kube.patch(group("apps/v1", "deployments", "default", "scale"), {"spec": {"replicas": 1}})
+    wait_for(
+        "1 pod",
+        lambda: len([p for p in pods_of(kube, "scale") if not p["metadata"].get("deletionTimestamp")]) == 1,
+    )
+
+
+def test_deleting_a_namespace_removes_its_objects_then_the_namespace(sb, kube) -> None:
+    kube.create(core("namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})
+    kube.create(group("apps/v1", "deployments", "doomed"), deployment("inside", 2, namespace="doomed"))
+    wait_for("its pods", lambda: len(pods_of(kube, "inside", "doomed")) == 2)
+    kube.delete(core("namespaces", name="doomed"))
+
+    def gone() -> bool:
+        try:
+            kube.get(core("namespaces", name="doomed"))
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for("the namespace to go", gone)

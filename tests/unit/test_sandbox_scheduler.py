@@ -1,0 +1,208 @@
+"""The sandbox scheduler's placement rules and messages, on plain dicts (no API server)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from sandbox.simulators.scheduler import (
+    ClusterState,
+    choose_node,
+    filter_node,
+    is_pending_for_us,
+    pod_requests,
+)
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def node(name: str, zone: str = "us-east-1a", cpu: str = "2", memory: str = "4Gi", **extra: Any) -> dict:
+    labels = {"kubernetes.io/hostname": name, ZONE: zone, **extra.pop("labels", {})}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": extra.pop("spec", {}),
+        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": extra.pop("pods", "110")}},
+    }
+
+
+def pod(name: str, cpu: str = "1", memory: str = "1Gi", labels: dict | None = None, **spec: Any) -> dict:
+    container = {"name": "app", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+    return {
+        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+        "spec": {"containers": [container], **spec},
+        "status": {"phase": "Pending"},
+    }
+
+
+def bound(p: dict, node_name: str) -> dict:
+    return {**p, "spec": {**p["spec"], "nodeName": node_name}, "status": {"phase": "Running"}}
+
+
+def test_pod_that_fits_nowhere_gets_the_real_schedulers_message() -> None:
+    state = ClusterState.build([node("a"), node("b"), node("c")], [])
+    assert choose_node(pod("big", cpu="3"), state) == (None, "0/3 nodes are available: 3 Insufficient cpu.")
+
+
+def test_reasons_are_counted_and_sorted_like_kube_scheduler() -> None:
+    cordoned = node("a", spec={"unschedulable": True})
+    tainted = node("b", spec={"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]})
+    full = node("c", cpu="500m")
+    _, message = choose_node(pod("p"), ClusterState.build([cordoned, tainted, full], []))
+    assert message == (
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint "
+        "{node.kubernetes.io/not-ready: }, 1 node(s) were unschedulable."
+    )
+
+
+def test_no_nodes_at_all() -> None:
+    assert choose_node(pod("p"), ClusterState.build([], [])) == (None, "no nodes available to schedule pods")
+
+
+def test_bound_pods_consume_allocatable() -> None:
+    state = ClusterState.build([node("a")], [bound(pod("x", cpu="1500m"), "a")])
+    assert filter_node(pod("p"), node("a"), state) == ["Insufficient cpu"]
+
+
+def test_terminal_pods_release_their_resources() -> None:
+    done = {**bound(pod("x", cpu="2"), "a"), "status": {"phase": "Succeeded"}}
+    assert filter_node(pod("p"), node("a"), ClusterState.build([node("a")], [done])) == []
+
+
+def test_pod_count_limit() -> None:
+    state = ClusterState.build([node("a", pods="1")], [bound(pod("x", cpu="0", memory="0"), "a")])
+    assert filter_node(pod("p", cpu="0", memory="0"), node("a", pods="1"), state) == ["Too many pods"]
+
+
+def test_requests_take_limits_init_containers_and_overhead_into_account() -> None:
+    p = pod("p", cpu="100m")
+    p["spec"]["containers"].append({"name": "side", "resources": {"limits": {"cpu": "200m"}}})
+    p["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "1"}}}]
+    p["spec"]["overhead"] = {"cpu": "50m"}
+    assert pod_requests(p)["cpu"] == Decimal("1.05")
+
+
+def test_node_selector_and_required_node_affinity() -> None:
+    arm = node("arm", labels={"kubernetes.io/arch": "arm64"})
+    amd = node("amd", labels={"kubernetes.io/arch": "amd64"})
+    state = ClusterState.build([arm, amd], [])
+    assert choose_node(pod("p", nodeSelector={"kubernetes.io/arch": "arm64"}), state)[0] == "arm"
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/arch", "operator": "NotIn", "values": ["arm64"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    assert choose_node(pod("q", affinity=affinity), state)[0] == "amd"
+
+
+def test_match_fields_pin_a_pod_to_one_node_as_daemonsets_do() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}
+                ]
+            }
+        }
+    }
+    assert choose_node(pod("ds", affinity=affinity), ClusterState.build([node("a"), node("b")], []))[0] == "b"
+
+
+def test_tolerations_allow_tainted_nodes() -> None:
+    tainted = node(
+        "gpu", spec={"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}
+    )
+    state = ClusterState.build([tainted], [])
+    assert choose_node(pod("p"), state)[0] is None
+    tolerant = pod(
+        "q",
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+    )
+    assert choose_node(tolerant, state)[0] == "gpu"
+    prefer = node("soft", spec={"taints": [{"key": "x", "effect": "PreferNoSchedule"}]})
+    assert choose_node(pod("r"), ClusterState.build([prefer], []))[0] == "soft"
+
+
+def test_cordoned_node_is_skipped_unless_tolerated() -> None:
+    cordoned = node("a", spec={"unschedulable": True})
+    state = ClusterState.build([cordoned], [])
+    assert choose_node(pod("p"), state)[1] == "0/1 nodes are available: 1 node(s) were unschedulable."
+    tolerant = pod("q", tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
+    assert choose_node(tolerant, state)[0] == "a"
+
+
+def test_zone_topology_spread_sends_the_next_pod_to_the_emptier_zone() -> None:
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    a, b = node("a", zone="us-east-1a", cpu="8"), node("b", zone="us-east-1b", cpu="1")
+    running = [bound(pod("w1", cpu="100m", labels={"app": "web"}), "a")]
+    state = ClusterState.build([a, b], running)
+    new = pod("w2", cpu="100m", labels={"app": "web"}, topologySpreadConstraints=spread)
+    assert filter_node(new, a, state) == ["node(s) didn't match pod topology spread constraints"]
+    assert choose_node(new, state)[0] == "b"
+
+
+def test_hostname_anti_affinity_keeps_replicas_apart() -> None:
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}}
+            ]
+        }
+    }
+    state = ClusterState.build(
+        [node("a", cpu="8"), node("b", cpu="1")], [bound(pod("db1", cpu="100m", labels={"app": "db"}), "a")]
+    )
+    new = pod("db2", cpu="100m", labels={"app": "db"}, affinity=anti)
+    assert choose_node(new, state)[0] == "b"
+    # and the existing pod's own anti-affinity repels a matching newcomer (symmetry)
+    state = ClusterState.build(
+        [node("a", cpu="8")], [bound(pod("db1", cpu="100m", labels={"app": "db"}, affinity=anti), "a")]
+    )
+    assert choose_node(pod("db3", cpu="100m", labels={"app": "db"}), state)[1] == (
+        "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
+    )
+
+
+def test_pod_affinity_requires_a_matching_pod_in_the_domain() -> None:
+    affinity = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "cache"}}}
+            ]
+        }
+    }
+    a, b = node("a", zone="us-east-1a", cpu="1"), node("b", zone="us-east-1b", cpu="8")
+    state = ClusterState.build([a, b], [bound(pod("c1", cpu="100m", labels={"app": "cache"}), "a")])
+    assert choose_node(pod("web", cpu="100m", affinity=affinity), state)[0] == "a"
+
+
+def test_least_allocated_node_wins_and_pass_accounts_for_its_own_bindings() -> None:
+    state = ClusterState.build([node("a", cpu="4"), node("b", cpu="4")], [bound(pod("x", cpu="2"), "a")])
+    first = choose_node(pod("p1"), state)[0]
+    assert first == "b"
+    state.assume(pod("p1"), first)
+    state.assume(pod("p2"), "b")
+    assert choose_node(pod("p3"), state)[0] == "a"
+
+
+def test_only_unbound_default_scheduler_pods_are_ours() -> None:
+    assert is_pending_for_us(pod("p"))
+    assert not is_pending_for_us(pod("p", schedulerName="other"))
+    assert not is_pending_for_us(bound(pod("p"), "a"))
+    terminating = pod("p")
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert not is_pending_for_us(terminating)
