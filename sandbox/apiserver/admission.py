@@ -1,0 +1,660 @@
+"""Server-side defaults, admission and validation of the built-in kinds (kube-apiserver's strategies).
+
+Clients rely on these: a created Pod comes back with restartPolicy, tolerations and qosClass; a Node
+gains the not-ready taint; a Namespace its ``kubernetes.io/metadata.name`` label; a Deployment its
+rolling-update strategy. Validation covers what callers get wrong in practice and answers 422.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from .errors import FieldError
+from .resources import ResourceType
+from .selectors import match_selector_object, valid_label_key, valid_label_value
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+    "and "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_LABEL_KEY_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used "
+    "for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+_QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+
+def now() -> str:
+    """RFC 3339 in UTC with second precision, as metav1.Time serialises."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def random_suffix(length: int = 5) -> str:
+    """generateName's suffix alphabet (no vowels, no look-alikes), as apimachinery's rand.String."""
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    raw = uuid.uuid4().int
+    out = []
+    for _ in range(length):
+        raw, idx = divmod(raw, len(alphabet))
+        out.append(alphabet[idx])
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------- defaults
+
+
+def _image_pull_policy(image: str) -> str:
+    if "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _default_probe(probe: dict[str, Any] | None) -> None:
+    if isinstance(probe, dict):
+        probe.setdefault("timeoutSeconds", 1)
+        probe.setdefault("periodSeconds", 10)
+        probe.setdefault("successThreshold", 1)
+        probe.setdefault("failureThreshold", 3)
+
+
+def _default_container(container: dict[str, Any]) -> None:
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    if isinstance(container.get("image"), str):
+        container.setdefault("imagePullPolicy", _image_pull_policy(container["image"]))
+    container.setdefault("resources", {})
+    for port in container.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        _default_probe(container.get(probe))
+
+
+def default_pod_spec(spec: dict[str, Any]) -> None:
+    """SetDefaults_PodSpec: what a pod template gets too."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    for field in ("containers", "initContainers"):
+        for container in spec.get(field) or []:
+            if isinstance(container, dict):
+                _default_container(container)
+
+
+def _qos_class(spec: dict[str, Any]) -> str:
+    """v1qos.GetPodQOS over cpu and memory of every (init) container."""
+    requests: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    guaranteed = True
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    for container in containers:
+        res = (container or {}).get("resources") or {}
+        req = {k: v for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}
+        lim = {k: v for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
+        requests.update({k: v for k, v in req.items() if _positive(v)})
+        limits.update({k: v for k, v in lim.items() if _positive(v)})
+        if set(lim) != {"cpu", "memory"}:
+            guaranteed = False
+        for k, v in req.items():
+            if k in lim and _quantity(v) != _quantity(lim[k]):
+                guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _quantity(value: Any) -> Any:
+    try:
+        return parse_quantity(value)
+    except (ValueError, TypeError):
+        return None
+
+
+def _positive(value: Any) -> bool:
+    q = _quantity(value)
+    return q is not None and q > 0
+
+
+def default_pod(pod: dict[str, Any]) -> None:
+    spec = pod.setdefault("spec", {})
+    default_pod_spec(spec)
+    for container in spec.get("containers") or []:
+        if not isinstance(container, dict):
+            continue
+        res = container.setdefault("resources", {})
+        limits = res.get("limits") or {}
+        if limits:
+            requests = res.setdefault("requests", {})
+            for name, value in limits.items():
+                requests.setdefault(name, value)
+    # Admission: Priority and DefaultTolerationSeconds.
+    spec.setdefault("priority", PRIORITY_CLASSES.get(spec.get("priorityClassName", ""), 0))
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    tolerations = spec.setdefault("tolerations", [])
+    for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
+        if not any(
+            isinstance(t, dict)
+            and (t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists"))
+            and t.get("effect") in (None, "", "NoExecute")
+            for t in tolerations
+        ):
+            tolerations.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            )
+
+
+def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Scheme defaults plus the admission plugins a stock kube-apiserver runs."""
+    key = (rt.group, rt.plural)
+    if key == ("", "pods"):
+        default_pod(obj)
+    elif key == ("", "namespaces"):
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    elif key == ("", "nodes"):
+        pass
+    elif key == ("", "persistentvolumes"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+        spec.setdefault("volumeMode", "Filesystem")
+    elif key == ("", "persistentvolumeclaims"):
+        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+    elif key == ("storage.k8s.io", "storageclasses"):
+        obj.setdefault("reclaimPolicy", "Delete")
+        obj.setdefault("volumeBindingMode", "Immediate")
+    elif key == ("apps", "deployments"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        strategy = spec.setdefault("strategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            rolling.setdefault("maxUnavailable", "25%")
+            rolling.setdefault("maxSurge", "25%")
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        _default_template(spec)
+    elif key == ("apps", "replicasets"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        _default_template(spec)
+    elif key == ("apps", "statefulsets"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+        if strategy.get("type") == "RollingUpdate":
+            strategy.setdefault("rollingUpdate", {"partition": 0})
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault(
+            "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
+        )
+        _default_template(spec)
+    elif key == ("apps", "daemonsets"):
+        spec = obj.setdefault("spec", {})
+        strategy = spec.setdefault("updateStrategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            rolling.setdefault("maxUnavailable", 1)
+            rolling.setdefault("maxSurge", 0)
+        spec.setdefault("revisionHistoryLimit", 10)
+        _default_template(spec)
+    elif key == ("", "services"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                port.setdefault("targetPort", port.get("port"))
+
+
+def _default_template(spec: dict[str, Any]) -> None:
+    template = spec.get("template")
+    if isinstance(template, dict):
+        default_pod_spec(template.setdefault("spec", {}))
+
+
+def reset_status_on_create(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """PrepareForCreate: resources with a status subresource ignore the status a client sends."""
+    key = (rt.group, rt.plural)
+    if key == ("", "pods"):
+        obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj.get("spec") or {})}
+    elif key == ("", "namespaces"):
+        obj["status"] = {"phase": "Active"}
+    elif key in (("", "persistentvolumes"), ("", "persistentvolumeclaims")):
+        obj["status"] = {"phase": "Pending"}
+    elif key == ("policy", "poddisruptionbudgets") or rt.group == "apps":
+        obj["status"] = {}  # the zero counts are filled in by fill_zero_values
+    elif key == ("", "services"):
+        obj["status"] = {"loadBalancer": {}}
+    elif rt.custom and "status" in rt.subresources:
+        obj.pop("status", None)
+
+
+# Status integers Go serialises even when zero (no omitempty): clients' models require them.
+_ZERO_STATUS_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("apps", "replicasets"): ("replicas",),
+    ("apps", "statefulsets"): ("replicas", "availableReplicas"),
+    ("apps", "daemonsets"): (
+        "currentNumberScheduled",
+        "desiredNumberScheduled",
+        "numberMisscheduled",
+        "numberReady",
+    ),
+    ("policy", "poddisruptionbudgets"): (
+        "disruptionsAllowed",
+        "currentHealthy",
+        "desiredHealthy",
+        "expectedPods",
+    ),
+}
+
+
+def fill_zero_values(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Give every stored object the zero-valued fields the real API server always serialises."""
+    fields = _ZERO_STATUS_FIELDS.get((rt.group, rt.plural))
+    if fields:
+        status = obj.setdefault("status", {})
+        for name in fields:
+            status.setdefault(name, 0)
+
+
+def admit_node_create(node: dict[str, Any]) -> None:
+    """TaintNodesByCondition: a new node is not ready until the kubelet says so."""
+    taints = node.setdefault("spec", {}).setdefault("taints", [])
+    if not any(t.get("key") == NOT_READY_TAINT and t.get("effect") == "NoSchedule" for t in taints):
+        taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
+
+
+def default_crd(crd: dict[str, Any]) -> None:
+    spec = crd.setdefault("spec", {})
+    names = spec.setdefault("names", {})
+    if names.get("kind"):
+        names.setdefault("singular", names["kind"].lower())
+        names.setdefault("listKind", names["kind"] + "List")
+    spec.setdefault("conversion", {"strategy": "None"})
+    for version in spec.get("versions") or []:
+        if isinstance(version, dict):
+            version.setdefault("served", True)
+            version.setdefault("storage", False)
+
+
+def crd_status(crd: dict[str, Any], old_status: dict[str, Any] | None) -> dict[str, Any]:
+    spec = crd["spec"]
+    stamp = now()
+    stored = list((old_status or {}).get("storedVersions") or [])
+    for v in spec.get("versions") or []:
+        if v.get("storage") and v["name"] not in stored:
+            stored.append(v["name"])
+    conditions = [
+        {
+            "type": "NamesAccepted",
+            "status": "True",
+            "reason": "NoConflicts",
+            "message": "no conflicts found",
+            "lastTransitionTime": stamp,
+        },
+        {
+            "type": "Established",
+            "status": "True",
+            "reason": "InitialNamesAccepted",
+            "message": "the initial names have been accepted",
+            "lastTransitionTime": stamp,
+        },
+    ]
+    for old in (old_status or {}).get("conditions") or []:
+        for cond in conditions:
+            if cond["type"] == old.get("type") and old.get("status") == cond["status"]:
+                cond["lastTransitionTime"] = old.get("lastTransitionTime", stamp)
+    return {
+        "acceptedNames": copy.deepcopy(spec.get("names") or {}),
+        "conditions": conditions,
+        "storedVersions": stored,
+    }
+
+
+# -------------------------------------------------------------------------------- validation
+
+
+def validate_name(rt: ResourceType, name: str) -> list[FieldError]:
+    if not name:
+        return [FieldError.required("metadata.name", "name or generateName is required")]
+    if rt.plural == "namespaces":
+        if not _LABEL.match(name) or len(name) > 63:
+            return [FieldError.invalid("metadata.name", name, _LABEL_MSG)]
+        return []
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        return [FieldError.invalid("metadata.name", name, _SUBDOMAIN_MSG)]
+    return []
+
+
+def validate_metadata(obj: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    meta = obj.get("metadata") or {}
+    for key, value in (meta.get("labels") or {}).items():
+        if not valid_label_key(key):
+            errors.append(
+                FieldError.invalid(
+                    "metadata.labels",
+                    key,
+                    _LABEL_KEY_MSG,
+                )
+            )
+        elif not isinstance(value, str) or not valid_label_value(value):
+            errors.append(
+                FieldError.invalid(
+                    "metadata.labels",
+                    value,
+                    _LABEL_VALUE_MSG,
+                )
+            )
+    for key, value in (meta.get("annotations") or {}).items():
+        if not isinstance(value, str):
+            errors.append(FieldError.invalid(f"metadata.annotations[{key}]", value, "must be a string"))
+    return errors
+
+
+def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+    """Per-kind validation for create and update (the checks that matter to this project)."""
+    errors = validate_metadata(obj)
+    key = (rt.group, rt.plural)
+    if key == ("", "pods"):
+        errors += _validate_pod_spec(obj.get("spec") or {}, "spec")
+    elif key == ("", "nodes"):
+        errors += _validate_taints((obj.get("spec") or {}).get("taints") or [], "spec.taints")
+    elif key in (
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "daemonsets"),
+        ("apps", "statefulsets"),
+    ):
+        errors += _validate_workload(obj.get("spec") or {})
+    elif key == ("policy", "poddisruptionbudgets"):
+        spec = obj.get("spec") or {}
+        if "minAvailable" in spec and "maxUnavailable" in spec:
+            errors.append(
+                FieldError.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
+            )
+    elif key == ("storage.k8s.io", "storageclasses"):
+        if not obj.get("provisioner"):
+            errors.append(FieldError.required("provisioner"))
+    elif key == ("coordination.k8s.io", "leases"):
+        duration = (obj.get("spec") or {}).get("leaseDurationSeconds")
+        if duration is not None and (not isinstance(duration, int) or duration <= 0):
+            errors.append(FieldError.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+    elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        errors += _validate_crd(obj)
+    return errors
+
+
+def _validate_taints(taints: list[Any], path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    seen: set[tuple[str, str]] = set()
+    for i, taint in enumerate(taints):
+        if not isinstance(taint, dict):
+            errors.append(FieldError.invalid(f"{path}[{i}]", taint, "must be an object"))
+            continue
+        if not taint.get("key"):
+            errors.append(FieldError.required(f"{path}[{i}].key"))
+        if taint.get("effect") not in TAINT_EFFECTS:
+            if not taint.get("effect"):
+                errors.append(FieldError.required(f"{path}[{i}].effect"))
+            else:
+                errors.append(
+                    FieldError.unsupported(f"{path}[{i}].effect", taint.get("effect"), TAINT_EFFECTS)
+                )
+        ident = (taint.get("key", ""), taint.get("effect", ""))
+        if ident in seen:
+            errors.append(FieldError.duplicate(f"{path}[{i}]", f"{ident[0]}:{ident[1]}"))
+        seen.add(ident)
+    return errors
+
+
+def _validate_pod_spec(spec: dict[str, Any], path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    containers = spec.get("containers")
+    if not containers:
+        errors.append(FieldError.required(f"{path}.containers"))
+    names: set[str] = set()
+    for field in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(field) or []):
+            where = f"{path}.{field}[{i}]"
+            if not isinstance(c, dict):
+                errors.append(FieldError.invalid(where, c, "must be an object"))
+                continue
+            name = c.get("name")
+            if not name:
+                errors.append(FieldError.required(f"{where}.name"))
+            elif name in names:
+                errors.append(FieldError.duplicate(f"{where}.name", name))
+            names.add(name or "")
+            if not c.get("image"):
+                errors.append(FieldError.required(f"{where}.image"))
+            errors += _validate_resources(c.get("resources") or {}, f"{where}.resources")
+    restart = spec.get("restartPolicy")
+    if restart not in (None, "Always", "OnFailure", "Never"):
+        errors.append(
+            FieldError.unsupported(f"{path}.restartPolicy", restart, ["Always", "OnFailure", "Never"])
+        )
+    for i, tol in enumerate(spec.get("tolerations") or []):
+        if not isinstance(tol, dict):
+            continue
+        op = tol.get("operator", "Equal")
+        if op not in ("Equal", "Exists"):
+            errors.append(
+                FieldError.unsupported(f"{path}.tolerations[{i}].operator", op, ["Equal", "Exists"])
+            )
+        if op == "Exists" and tol.get("value"):
+            errors.append(
+                FieldError.invalid(
+                    f"{path}.tolerations[{i}].operator",
+                    tol.get("value"),
+                    "value must be empty when `operator` is 'Exists'",
+                )
+            )
+        effect = tol.get("effect")
+        if effect not in (None, "", *TAINT_EFFECTS):
+            errors.append(FieldError.unsupported(f"{path}.tolerations[{i}].effect", effect, TAINT_EFFECTS))
+    return errors
+
+
+def _validate_resources(resources: dict[str, Any], path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    parsed: dict[str, dict[str, Any]] = {}
+    for part in ("requests", "limits"):
+        for name, value in (resources.get(part) or {}).items():
+            q = _quantity(value)
+            if q is None:
+                errors.append(
+                    FieldError.invalid(
+                        f"{path}.{part}[{name}]",
+                        value,
+                        _QUANTITY_MSG,
+                    )
+                )
+            elif q < 0:
+                errors.append(
+                    FieldError.invalid(f"{path}.{part}[{name}]", value, "must be greater than or equal to 0")
+                )
+            else:
+                parsed.setdefault(part, {})[name] = q
+    for name, req in parsed.get("requests", {}).items():
+        lim = parsed.get("limits", {}).get(name)
+        if lim is not None and req > lim:
+            errors.append(
+                FieldError.invalid(
+                    f"{path}.requests",
+                    resources["requests"][name],
+                    f"must be less than or equal to {name} limit of {resources['limits'][name]}",
+                )
+            )
+    return errors
+
+
+def _validate_workload(spec: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    selector = spec.get("selector")
+    if not selector:
+        errors.append(FieldError.required("spec.selector"))
+    template = spec.get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if selector and not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        errors.append(
+            FieldError.invalid("spec.selector", selector, "empty selector is invalid for deployment")
+        )
+    elif selector and not match_selector_object(selector, labels):
+        errors.append(
+            FieldError.invalid(
+                "spec.template.metadata.labels", labels, "`selector` does not match template `labels`"
+            )
+        )
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and replicas < 0:
+        errors.append(FieldError.invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+    errors += _validate_pod_spec(template.get("spec") or {}, "spec.template.spec")
+    return errors
+
+
+def _validate_crd(crd: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    group = spec.get("group") or ""
+    if not group:
+        errors.append(FieldError.required("spec.group"))
+    elif "." not in group:
+        errors.append(FieldError.invalid("spec.group", group, "should be a domain with at least one dot"))
+    if not names.get("plural"):
+        errors.append(FieldError.required("spec.names.plural"))
+    if not names.get("kind"):
+        errors.append(FieldError.required("spec.names.kind"))
+    name = crd.get("metadata", {}).get("name")
+    if names.get("plural") and group and name != f"{names['plural']}.{group}":
+        errors.append(FieldError.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group'))
+    if spec.get("scope") not in ("Cluster", "Namespaced"):
+        errors.append(FieldError.unsupported("spec.scope", spec.get("scope"), ["Cluster", "Namespaced"]))
+    versions = spec.get("versions") or []
+    if not versions:
+        errors.append(
+            FieldError.required("spec.versions", "must have exactly one version marked as storage version")
+        )
+    elif sum(1 for v in versions if v.get("storage")) != 1:
+        errors.append(
+            FieldError.invalid(
+                "spec.versions",
+                [v.get("name") for v in versions],
+                "must have exactly one version marked as storage version",
+            )
+        )
+    for i, v in enumerate(versions):
+        schema = (v.get("schema") or {}).get("openAPIV3Schema")
+        if not schema:
+            errors.append(
+                FieldError.required(f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required")
+            )
+        elif schema.get("type") != "object":
+            errors.append(
+                FieldError.invalid(
+                    f"spec.versions[{i}].schema.openAPIV3Schema.type",
+                    schema.get("type"),
+                    "must be object at the root",
+                )
+            )
+    strategy = (spec.get("conversion") or {}).get("strategy", "None")
+    if strategy not in ("None", "Webhook"):
+        errors.append(FieldError.unsupported("spec.conversion.strategy", strategy, ["None", "Webhook"]))
+    return errors
+
+
+_POD_MUTABLE_MSG = (
+    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+    "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
+def validate_pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    """Pod specs are immutable apart from images, activeDeadlineSeconds and added tolerations."""
+
+    def masked(spec: dict[str, Any]) -> dict[str, Any]:
+        spec = copy.deepcopy(spec)
+        for field in ("containers", "initContainers"):
+            for c in spec.get(field) or []:
+                if isinstance(c, dict):
+                    c.pop("image", None)
+        spec.pop("activeDeadlineSeconds", None)
+        spec.pop("tolerations", None)
+        spec.pop("schedulingGates", None)
+        return spec
+
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    errors: list[FieldError] = []
+    if masked(new_spec) != masked(old_spec):
+        errors.append(FieldError.forbidden("spec", _POD_MUTABLE_MSG))
+    old_tols = old_spec.get("tolerations") or []
+    new_tols = new_spec.get("tolerations") or []
+    if any(t not in new_tols for t in old_tols):
+        errors.append(
+            FieldError.forbidden(
+                "spec.tolerations", "existing toleration can not be modified except its tolerationSeconds"
+            )
+        )
+    if len(new_spec.get("schedulingGates") or []) > len(old_spec.get("schedulingGates") or []):
+        errors.append(
+            FieldError.forbidden(
+                "spec.schedulingGates", "only deletion is allowed, but found new scheduling gate"
+            )
+        )
+    return errors
+
+
+def validate_immutable(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    """Fields kube-apiserver refuses to change after create (workload selectors, a node's providerID)."""
+    errors: list[FieldError] = []
+    key = (rt.group, rt.plural)
+    if rt.group == "apps":
+        new_selector = (new.get("spec") or {}).get("selector")
+        if new_selector != (old.get("spec") or {}).get("selector"):
+            errors.append(FieldError.invalid("spec.selector", new_selector, "field is immutable"))
+    if key == ("", "nodes"):
+        before = (old.get("spec") or {}).get("providerID")
+        after = (new.get("spec") or {}).get("providerID")
+        if before and after != before:
+            errors.append(
+                FieldError.forbidden(
+                    "spec.providerID", 'node updates may not change providerID except from "" to valid'
+                )
+            )
+    return errors

@@ -1,0 +1,106 @@
+"""Discovery documents: /version, /api, /apis, and the per group-version resource lists kubectl reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .resources import Registry, ResourceType
+
+VERSION_INFO = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.4",
+    "gitCommit": "59526cd4867447956156ae3a602fcbac10a2c335",
+    "gitTreeState": "clean",
+    "buildDate": "2025-04-22T16:02:27Z",
+    "goVersion": "go1.23.6",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+# Extra entries discovery shows under a resource (name, kind, verbs, group/version override).
+_SUBRESOURCE_ENTRIES: dict[str, tuple[str, list[str], str, str]] = {
+    "status": ("", ["get", "patch", "update"], "", ""),
+    "scale": ("Scale", ["get", "patch", "update"], "autoscaling", "v1"),
+    "binding": ("Binding", ["create"], "", ""),
+    "eviction": ("Eviction", ["create"], "policy", "v1"),
+    "finalize": ("", ["update"], "", ""),
+}
+
+
+def api_versions(server_address: str) -> dict[str, Any]:
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    }
+
+
+def _group(name: str, versions: list[str]) -> dict[str, Any]:
+    entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": entries, "preferredVersion": entries[0]}
+
+
+def api_group_list(registry: Registry) -> dict[str, Any]:
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [_group(g, vs) for g, vs in registry.group_versions()],
+    }
+
+
+def api_group(registry: Registry, group: str) -> dict[str, Any] | None:
+    for name, versions in registry.group_versions():
+        if name == group:
+            return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)}
+    return None
+
+
+def _entry(rt: ResourceType) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": rt.plural,
+        "singularName": rt.singular,
+        "namespaced": rt.namespaced,
+        "kind": rt.kind,
+        "verbs": rt.verbs,
+    }
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    return entry
+
+
+def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any]:
+    resources: list[dict[str, Any]] = []
+    for rt in registry.resources_of(group, version):
+        resources.append(_entry(rt))
+        for sub in sorted(rt.subresources):
+            kind, verbs, sub_group, sub_version = _SUBRESOURCE_ENTRIES[sub]
+            entry: dict[str, Any] = {
+                "name": f"{rt.plural}/{sub}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": kind or rt.kind,
+                "verbs": verbs,
+            }
+            if sub_group:
+                entry["group"] = sub_group
+                entry["version"] = sub_version
+            resources.append(entry)
+    if group == "" and version == "v1":
+        resources.append(
+            {
+                "name": "bindings",
+                "singularName": "binding",
+                "namespaced": True,
+                "kind": "Binding",
+                "verbs": ["create"],
+            }
+        )
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": resources,
+    }

@@ -1,0 +1,739 @@
+"""The REST verbs on resources: get, list, create, update, patch, delete, deletecollection.
+
+Each write is a read-check-write under the store lock, then the object semantics kube-apiserver's
+generic registry applies: preconditions and resourceVersion conflicts, defaults and validation,
+status/spec separation between the main resource and ``/status``, generation bumps, finalizers and
+graceful pod deletion.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import yaml
+
+from . import admission, errors, patching, protobuf, schema
+from .errors import ApiError, FieldError
+from .resources import CRD_KEY, Registry, ResourceType
+from .selectors import SelectorError, parse_field_selector, parse_label_selector
+from .storage import Store
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+
+@dataclass
+class Response:
+    code: int
+    body: Any = None  # dict -> JSON; str/bytes -> raw
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+    stream: Iterator[bytes] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Target:
+    """A resolved resource path."""
+
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+class Context:
+    """Per-request options and the warnings to return as ``Warning`` headers."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.warnings: list[str] = []
+        self.dry_run = request.query.get("dryRun") == "All"
+        self.field_validation = request.query.get("fieldValidation", "Warn")
+
+
+def success_status(code: int, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+    if details:
+        body["details"] = details
+    body["code"] = code
+    return body
+
+
+def decode_body(request: Request, *, allow_yaml: bool = False) -> Any:
+    """JSON by default (the Python client sends no Content-Type); YAML only where the API accepts it."""
+    if not request.body:
+        raise errors.bad_request("the request body is empty: send a JSON object")
+    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
+        # kubectl's imperative generators send protobuf; only a few simple kinds are decoded.
+        try:
+            return protobuf.decode(request.body)
+        except protobuf.Unsupported as exc:
+            error = errors.unsupported_media_type(content_type, ["application/json", "application/yaml"])
+            error.message += (
+                f" (this API emulator decodes protobuf only for Namespace and ConfigMap, not {exc}: "
+                "use kubectl apply -f or create -f)"
+            )
+            raise error from exc
+    try:
+        if allow_yaml and content_type.endswith("yaml"):
+            return yaml.safe_load(request.body)
+        return json.loads(request.body)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise errors.bad_request(f"json: cannot unmarshal the request body: {exc}") from exc
+
+
+def _pod_bound_and_active(pod: dict[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+class ResourceHandlers:
+    def __init__(self, store: Store, registry: Registry) -> None:
+        self.store = store
+        self.registry = registry
+
+    # ------------------------------------------------------------------ helpers
+
+    def _present(self, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False) -> dict[str, Any]:
+        """The object as the client sees it through ``rt``'s version (a copy when it must change)."""
+        if rt.custom:
+            if obj.get("apiVersion") != rt.api_version:
+                obj = {**obj, "apiVersion": rt.api_version}
+            return obj
+        if in_list:
+            return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+        return obj
+
+    def _ns_check(self, rt: ResourceType, namespace: str, name: str) -> None:
+        """Creating in a missing namespace is 404; in a terminating one, 403."""
+        if not rt.namespaced:
+            return
+        ns = self.store.peek(("", "namespaces"), "", namespace)
+        if ns is None:
+            raise errors.not_found("namespaces", "", namespace)
+        if (ns.get("metadata") or {}).get("deletionTimestamp"):
+            raise errors.forbidden(
+                rt.plural,
+                rt.group,
+                name,
+                f"unable to create new content in namespace {namespace} because it is being terminated",
+            )
+
+    def _unknown_fields(self, ctx: Context, rt: ResourceType, obj: dict[str, Any], op: str) -> None:
+        if ctx.field_validation == "Ignore":
+            self._prune(rt, obj)
+            return
+        unknown = self._prune(rt, obj)
+        if not unknown:
+            return
+        if ctx.field_validation == "Strict":
+            fields = ", ".join(f'unknown field "{u}"' for u in unknown)
+            if op == "patch":
+                raise errors.bad_request(f"strict decoding error: {fields}")
+            raise errors.bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {fields}"
+            )
+        ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
+
+    def _prune(self, rt: ResourceType, obj: dict[str, Any]) -> list[str]:
+        if rt.custom:
+            unknown = schema.prune_custom(obj, rt.schema)
+            if rt.storage_schema is not rt.schema:
+                # conversion strategy None: fields the storage version lacks are lost at write
+                schema.prune_custom(obj, rt.storage_schema)
+            return unknown
+        return schema.prune_builtin(obj, rt.group, rt.kind)
+
+    def _type_meta(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        kind = obj.get("kind")
+        api_version = obj.get("apiVersion")
+        if kind and kind != rt.kind:
+            raise errors.bad_request(
+                f"the server could not find the requested resource: {kind} is not {rt.kind} "
+                f"(the body's kind must match the resource posted to)"
+            )
+        if api_version and api_version != rt.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({rt.api_version})"
+            )
+        obj["kind"] = rt.kind
+        obj["apiVersion"] = rt.api_version
+
+    def _storage_version(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """Custom objects are stored as the CRD's storage version (conversion None: apiVersion only)."""
+        if rt.custom:
+            crd = self.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
+            storage = next(
+                (v["name"] for v in (crd or {}).get("spec", {}).get("versions", []) if v.get("storage")),
+                rt.version,
+            )
+            obj["apiVersion"] = f"{rt.group}/{storage}"
+
+    # ------------------------------------------------------------------ read
+
+    def get(self, t: Target) -> Response:
+        obj = self.store.peek(t.rt.key, t.namespace or "", t.name or "")
+        if obj is None:
+            raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
+        return Response(200, self._present(t.rt, obj))
+
+    def list(self, t: Target, request: Request) -> Response:
+        items, rv = self.select(t, request.query)
+        try:
+            limit = int(request.query.get("limit") or 0)
+        except ValueError as exc:
+            raise errors.bad_request(f"limit must be an integer: {exc}") from exc
+        token = request.query.get("continue")
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if token:
+            try:
+                after = json.loads(base64.urlsafe_b64decode(token.encode()))["start"]
+            except (ValueError, KeyError) as exc:
+                raise errors.bad_request(f"continue key is not valid: {exc}") from exc
+            items = [o for o in items if self._sort_key(o) > tuple(after)]
+        if limit and len(items) > limit:
+            last = self._sort_key(items[limit - 1])
+            meta["continue"] = base64.urlsafe_b64encode(
+                json.dumps({"start": list(last), "rv": rv}).encode()
+            ).decode()
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        body = {
+            "kind": t.rt.list_kind,
+            "apiVersion": t.rt.api_version,
+            "metadata": meta,
+            "items": [self._present(t.rt, o, in_list=True) for o in items],
+        }
+        return Response(200, body)
+
+    @staticmethod
+    def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:
+        meta = obj["metadata"]
+        return (meta.get("namespace") or "", meta["name"])
+
+    def select(self, t: Target, query: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+        """Objects of ``t`` matching the query's label and field selectors (400 on a bad selector)."""
+        labels, fields = self.parse_selectors(t.rt, query)
+        items, rv = self.store.list(t.rt.key, t.namespace)
+        matched = [o for o in items if labels.matches(o["metadata"].get("labels")) and fields.matches(o)]
+        return matched, rv
+
+    def parse_selectors(self, rt: ResourceType, query: dict[str, str]) -> tuple[Any, Any]:
+        try:
+            labels = parse_label_selector(query.get("labelSelector"))
+            fields = parse_field_selector(query.get("fieldSelector"), rt.key, rt.selectable_fields)
+        except SelectorError as exc:
+            raise errors.bad_request(str(exc)) from exc
+        return labels, fields
+
+    # ------------------------------------------------------------------ create
+
+    def create(self, t: Target, ctx: Context, obj: Any | None = None) -> Response:
+        rt = t.rt
+        if obj is None:
+            obj = decode_body(ctx.request)
+        if not isinstance(obj, dict):
+            raise errors.bad_request(f"the body of a create must be a {rt.kind} object")
+        self._type_meta(rt, obj)
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            meta = obj["metadata"] = {}
+        if rt.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and t.namespace and body_ns != t.namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = t.namespace or body_ns or "default"
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + admission.random_suffix()
+        self._unknown_fields(ctx, rt, obj, "create")
+        if meta.get("resourceVersion"):
+            raise errors.internal("resourceVersion should not be set on objects to be created")
+        name = meta.get("name") or ""
+        problems = admission.validate_name(rt, name)
+        if problems:
+            raise errors.invalid(rt.kind, rt.group, name, problems)
+        self._apply_defaults(rt, obj)
+        admission.reset_status_on_create(rt, obj)
+        admission.fill_zero_values(rt, obj)
+        if (rt.group, rt.plural) == ("", "nodes"):
+            admission.admit_node_create(obj)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = admission.now()
+        for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(transient, None)
+        if rt.has_generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        if rt.key == CRD_KEY:
+            obj["status"] = admission.crd_status(obj, None)
+        problems = admission.validate_object(rt, obj)
+        if rt.custom:
+            problems += schema.validate_custom(obj, rt.schema)
+        if problems:
+            raise errors.invalid(rt.kind, rt.group, name, problems)
+        self._storage_version(rt, obj)
+        with self.store.lock:
+            self._ns_check(rt, meta.get("namespace", ""), name)
+            if self.store.peek(rt.key, meta.get("namespace", ""), name) is not None:
+                raise errors.already_exists(rt.plural, rt.group, name)
+            if rt.key == CRD_KEY:
+                self._check_crd_names(obj)
+            if ctx.dry_run:
+                stored = copy.deepcopy(obj)
+            else:
+                stored = self.store.write(rt.key, obj)
+                if rt.key == CRD_KEY:
+                    self.registry.install_crd(stored)
+        return Response(201, self._present(rt, stored))
+
+    def _apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        if rt.custom:
+            schema.apply_defaults(obj, rt.schema)
+        elif rt.key == CRD_KEY:
+            admission.default_crd(obj)
+        else:
+            admission.default_object(rt, obj)
+
+    def _check_crd_names(self, crd: dict[str, Any]) -> None:
+        """Another CRD already serving the same group and plural cannot be accepted."""
+        spec = crd["spec"]
+        for version in spec.get("versions") or []:
+            existing = self.registry.lookup(spec["group"], version["name"], spec["names"]["plural"])
+            if existing is not None and not existing.custom:
+                raise errors.invalid(
+                    "CustomResourceDefinition",
+                    "apiextensions.k8s.io",
+                    crd["metadata"]["name"],
+                    [
+                        FieldError.invalid(
+                            "spec.names.plural",
+                            spec["names"]["plural"],
+                            "is already served by a built-in resource",
+                        )
+                    ],
+                )
+
+    # ------------------------------------------------------------------ update / patch
+
+    def update(self, t: Target, ctx: Context) -> Response:
+        obj = decode_body(ctx.request)
+        if not isinstance(obj, dict):
+            raise errors.bad_request(f"the body of an update must be a {t.rt.kind} object")
+        name = (obj.get("metadata") or {}).get("name")
+        if name and name != t.name:
+            raise errors.bad_request(
+                f"the name of the object ({name}) does not match the name on the URL ({t.name})"
+            )
+        with self.store.lock:
+            old = self.store.get(t.rt.key, t.namespace or "", t.name or "")
+            if old is None:
+                raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
+            return self._commit_update(t, ctx, obj, old, "update")
+
+    def patch(self, t: Target, ctx: Context) -> Response:
+        rt = t.rt
+        content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
+        accepted = [patching.JSON_PATCH, patching.MERGE_PATCH]
+        if not rt.custom:
+            accepted.append(patching.STRATEGIC_MERGE_PATCH)
+        accepted.append(patching.APPLY_PATCH)
+        if content_type not in accepted:
+            raise errors.unsupported_media_type(content_type, accepted)
+        body = decode_body(ctx.request, allow_yaml=content_type == patching.APPLY_PATCH)
+        with self.store.lock:
+            old = self.store.get(rt.key, t.namespace or "", t.name or "")
+            if content_type == patching.APPLY_PATCH:
+                return self._server_side_apply(t, ctx, body, old)
+            if old is None:
+                raise errors.not_found(rt.plural, rt.group, t.name or "")
+            current = self._present(rt, old)
+            try:
+                if content_type == patching.JSON_PATCH:
+                    patched = patching.json_patch(current, body)
+                elif content_type == patching.MERGE_PATCH:
+                    if not isinstance(body, dict):
+                        raise patching.PatchError("merge patch must be a JSON object", bad_request=True)
+                    patched = patching.merge_patch(current, body)
+                else:
+                    patched = patching.strategic_merge_patch(current, body)
+            except patching.PatchError as exc:
+                if exc.bad_request:
+                    raise errors.bad_request(str(exc)) from exc
+                raise ApiError(422, "Invalid", str(exc), {}) from exc
+            if not isinstance(patched, dict):
+                raise ApiError(422, "Invalid", "the patched document is not an object", {})
+            return self._commit_update(t, ctx, patched, old, "patch")
+
+    def _server_side_apply(self, t: Target, ctx: Context, body: Any, old: dict[str, Any] | None) -> Response:
+        """A simplified server-side apply: the applied configuration is merged into the live object.
+
+        PLACEHOLDER: no managedFields or field ownership; conflicts between managers are not detected.
+        """
+        if not isinstance(body, dict):
+            raise errors.bad_request("an apply patch must be an object")
+        if old is None:
+            body.setdefault("metadata", {})["name"] = t.name
+            if t.rt.namespaced:
+                body["metadata"].setdefault("namespace", t.namespace)
+            return self.create(t, ctx, body)
+        patched = patching.merge_patch(self._present(t.rt, old), body)
+        return self._commit_update(t, ctx, patched, old, "patch")
+
+    def _commit_update(
+        self, t: Target, ctx: Context, new: dict[str, Any], old: dict[str, Any], op: str
+    ) -> Response:
+        """Validate and store ``new`` over ``old`` (caller holds the store lock)."""
+        rt = t.rt
+        self._type_meta(rt, new)
+        meta = new.get("metadata")
+        if not isinstance(meta, dict):
+            meta = new["metadata"] = {}
+        old_meta = old["metadata"]
+        if meta.get("name") not in (None, old_meta["name"]):
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL "
+                f"({old_meta['name']})"
+            )
+        if rt.namespaced and meta.get("namespace") not in (None, "", old_meta.get("namespace")):
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        rv = meta.get("resourceVersion")
+        if not rv:
+            if not rt.allow_unconditional_update:
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    old_meta["name"],
+                    [
+                        FieldError.invalid(
+                            "metadata.resourceVersion", "0x0", "must be specified for an update"
+                        )
+                    ],
+                )
+        elif rv != old_meta["resourceVersion"]:
+            raise errors.stale(rt.plural, rt.group, old_meta["name"])
+        uid = meta.get("uid")
+        if uid and uid != old_meta.get("uid"):
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                old_meta["name"],
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old_meta.get('uid')}",
+            )
+        self._unknown_fields(ctx, rt, new, op)
+        meta = new["metadata"]
+        self._apply_defaults(rt, new)
+        if t.subresource == "status":
+            new = self._prepare_status_update(rt, new, old)
+            meta = new["metadata"]
+        elif "status" in rt.subresources or rt.key == CRD_KEY:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        if rt.key == ("", "namespaces"):
+            # spec.finalizers change only through /finalize (what the namespace controller calls).
+            finalizers = (new.get("spec") or {}).get("finalizers") if t.subresource == "finalize" else None
+            new["spec"] = copy.deepcopy(old.get("spec") or {})
+            if t.subresource == "finalize":
+                new["spec"]["finalizers"] = finalizers or []
+                if not new["spec"]["finalizers"]:
+                    del new["spec"]["finalizers"]
+        # Fields only the server sets.
+        meta["name"] = old_meta["name"]
+        if rt.namespaced:
+            meta["namespace"] = old_meta.get("namespace")
+        for kept in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
+            if kept in old_meta:
+                meta[kept] = old_meta[kept]
+            else:
+                meta.pop(kept, None)
+        if old_meta.get("deletionTimestamp"):
+            added = [f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])]
+            if added:
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    old_meta["name"],
+                    [
+                        FieldError.forbidden(
+                            "metadata.finalizers",
+                            "no new finalizers can be added if the object is being deleted, "
+                            "found new finalizers " + "[]string{" + ", ".join(f'"{f}"' for f in added) + "}",
+                        )
+                    ],
+                )
+        if not meta.get("finalizers"):
+            meta.pop("finalizers", None)
+        if rt.has_generation and self._spec_changed(rt, new, old):
+            meta["generation"] = int(old_meta.get("generation") or 0) + 1
+        problems = admission.validate_object(rt, new)
+        if rt.key == ("", "pods") and t.subresource is None:
+            problems += admission.validate_pod_update(new, old)
+        problems += admission.validate_immutable(rt, new, old)
+        if rt.custom:
+            problems += schema.validate_custom(new, rt.schema)
+        if rt.key == CRD_KEY:
+            problems += self._validate_crd_update(new, old)
+            new["status"] = admission.crd_status(new, old.get("status"))
+        if problems:
+            raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
+        admission.fill_zero_values(rt, new)
+        self._storage_version(rt, new)
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        if new == old or ctx.dry_run:
+            return Response(200, self._present(rt, new))
+        if self._ready_to_go(rt, new):
+            gone = self.store.remove(rt.key, meta.get("namespace") or "", meta["name"])
+            self._after_remove(rt, gone)
+            return Response(200, self._present(rt, gone or new))
+        stored = self.store.write(rt.key, new)
+        if rt.key == CRD_KEY:
+            self.registry.install_crd(stored)
+        return Response(200, self._present(rt, stored))
+
+    def _validate_crd_update(self, new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+        problems = []
+        for field_name in ("group",):
+            if new["spec"].get(field_name) != old["spec"].get(field_name):
+                problems.append(
+                    FieldError.invalid(
+                        f"spec.{field_name}", new["spec"].get(field_name), "field is immutable"
+                    )
+                )
+        if new["spec"].get("names", {}).get("plural") != old["spec"].get("names", {}).get("plural"):
+            problems.append(
+                FieldError.invalid(
+                    "status.acceptedNames.plural", new["spec"]["names"].get("plural"), "field is immutable"
+                )
+            )
+        return problems
+
+    @staticmethod
+    def _prepare_status_update(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+        """A /status write changes status only (built-ins also take metadata changes, as their strategy)."""
+        if rt.custom:
+            result = copy.deepcopy(old)
+            if "status" in new:
+                result["status"] = new["status"]
+            else:
+                result.pop("status", None)
+            result["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
+            return result
+        result = copy.deepcopy(new)
+        for key, value in old.items():
+            if key not in ("metadata", "status", "kind", "apiVersion"):
+                result[key] = copy.deepcopy(value)
+        for key in list(result):
+            if key not in old and key not in ("metadata", "status", "kind", "apiVersion"):
+                del result[key]
+        if rt.key == ("", "pods"):
+            owners = old["metadata"].get("ownerReferences")
+            if owners is None:
+                result["metadata"].pop("ownerReferences", None)
+            else:
+                result["metadata"]["ownerReferences"] = copy.deepcopy(owners)
+        return result
+
+    @staticmethod
+    def _spec_changed(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+        if rt.custom:
+            ignore = {"metadata", "status", "apiVersion", "kind"}
+            return {k: v for k, v in new.items() if k not in ignore} != {
+                k: v for k, v in old.items() if k not in ignore
+            }
+        return new.get("spec") != old.get("spec")
+
+    def _ready_to_go(self, rt: ResourceType, obj: dict[str, Any]) -> bool:
+        """A terminating object whose last finalizer is gone is deleted (pods: once the grace period is 0)."""
+        meta = obj["metadata"]
+        if not meta.get("deletionTimestamp") or meta.get("finalizers"):
+            return False
+        if rt.key == ("", "pods"):
+            return not meta.get("deletionGracePeriodSeconds")
+        if rt.key == ("", "namespaces"):
+            return not (obj.get("spec") or {}).get("finalizers")
+        return True
+
+    # ------------------------------------------------------------------ delete
+
+    def delete_options(self, ctx: Context) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if ctx.request.body:
+            try:
+                parsed = json.loads(ctx.request.body)
+            except ValueError as exc:
+                raise errors.bad_request(f"invalid DeleteOptions: {exc}") from exc
+            if isinstance(parsed, dict):
+                options = parsed
+        query = ctx.request.query
+        if "gracePeriodSeconds" in query:
+            try:
+                options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            except ValueError as exc:
+                raise errors.bad_request(f"gracePeriodSeconds must be an integer: {exc}") from exc
+        if "propagationPolicy" in query:
+            options["propagationPolicy"] = query["propagationPolicy"]
+        if (options.get("dryRun") or []) == ["All"]:
+            ctx.dry_run = True
+        return options
+
+    def delete(self, t: Target, ctx: Context, options: dict[str, Any] | None = None) -> Response:
+        if options is None:
+            options = self.delete_options(ctx)
+        with self.store.lock:
+            obj = self.store.get(t.rt.key, t.namespace or "", t.name or "")
+            if obj is None:
+                raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
+            return self.delete_locked(t.rt, obj, options, ctx.dry_run)
+
+    def delete_locked(
+        self, rt: ResourceType, obj: dict[str, Any], options: dict[str, Any], dry_run: bool = False
+    ) -> Response:
+        """Delete ``obj`` (a private copy of the stored one) honouring finalizers and pod grace periods."""
+        meta = obj["metadata"]
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                meta["name"],
+                f"Precondition failed: UID in precondition: {pre['uid']}, "
+                f"UID in object meta: {meta.get('uid')}",
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                meta["name"],
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+            )
+        namespace = meta.get("namespace") or ""
+        grace = self._grace_period(rt, obj, options)
+        if rt.key == ("", "namespaces"):
+            if not meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] = admission.now()
+                meta["deletionGracePeriodSeconds"] = 0
+                obj.setdefault("status", {})["phase"] = "Terminating"
+                if dry_run:
+                    return Response(200, obj)
+                if self._ready_to_go(rt, obj):
+                    gone = self.store.remove(rt.key, "", meta["name"])
+                    return Response(200, gone)
+                return Response(200, self.store.write(rt.key, obj))
+            return Response(200, obj)
+        if grace > 0 or meta.get("finalizers"):
+            current = meta.get("deletionGracePeriodSeconds")
+            if meta.get("deletionTimestamp") and current is not None and current <= grace:
+                return Response(200, self._present(rt, obj))  # already terminating, no sooner
+            stamp = datetime.now(UTC) + timedelta(seconds=grace)
+            if not meta.get("deletionTimestamp") or grace < (current or 0):
+                meta["deletionTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["deletionGracePeriodSeconds"] = grace
+            if meta.get("generation"):
+                meta["generation"] = int(meta["generation"]) + 1
+            if dry_run:
+                return Response(200, self._present(rt, obj))
+            if grace == 0 and not meta.get("finalizers"):
+                gone = self.store.remove(rt.key, namespace, meta["name"])
+                self._after_remove(rt, gone)
+                return Response(200, self._deleted_body(rt, gone))
+            return Response(200, self._present(rt, self.store.write(rt.key, obj)))
+        if dry_run:
+            return Response(200, self._deleted_body(rt, obj))
+        if rt.key == ("", "pods") and meta.get("deletionGracePeriodSeconds") != 0:
+            # Pod deletion is always "graceful" in the registry: watchers see MODIFIED (deletionTimestamp,
+            # grace 0) and then DELETED, even for a grace-0 delete.
+            meta.setdefault("deletionTimestamp", admission.now())
+            meta["deletionGracePeriodSeconds"] = 0
+            self.store.write(rt.key, obj)
+        gone = self.store.remove(rt.key, namespace, meta["name"])
+        self._after_remove(rt, gone)
+        return Response(200, self._deleted_body(rt, gone))
+
+    def _grace_period(self, rt: ResourceType, obj: dict[str, Any], options: dict[str, Any]) -> int:
+        requested = options.get("gracePeriodSeconds")
+        if rt.key != ("", "pods"):
+            return 0
+        if not _pod_bound_and_active(obj):
+            return 0
+        if requested is None:
+            requested = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        return max(int(requested), 0)
+
+    def _deleted_body(self, rt: ResourceType, gone: dict[str, Any] | None) -> dict[str, Any]:
+        if gone is None:
+            return success_status(200)
+        if rt.key in (("", "pods"), CRD_KEY) or rt.custom:
+            return self._present(rt, gone)
+        meta = gone["metadata"]
+        details = {"name": meta["name"], "kind": rt.plural, "uid": meta.get("uid")}
+        if rt.group:
+            details["group"] = rt.group
+        return success_status(200, details)
+
+    def _after_remove(self, rt: ResourceType, gone: dict[str, Any] | None) -> None:
+        """Removing a CRD removes its custom objects and its API paths."""
+        if gone is None or rt.key != CRD_KEY:
+            return
+        spec = gone["spec"]
+        key = (spec["group"], spec["names"]["plural"])
+        items, _ = self.store.list(key)
+        for item in list(items):
+            self.store.remove(key, item["metadata"].get("namespace") or "", item["metadata"]["name"])
+        self.registry.remove_crd(gone["metadata"]["name"])
+
+    def delete_collection(self, t: Target, ctx: Context) -> Response:
+        options = self.delete_options(ctx)
+        with self.store.lock:
+            items, rv = self.select(t, ctx.request.query)
+            deleted = []
+            for item in list(items):
+                current = self.store.get(
+                    t.rt.key, item["metadata"].get("namespace") or "", item["metadata"]["name"]
+                )
+                if current is not None:
+                    body = self.delete_locked(t.rt, current, options, ctx.dry_run).body
+                    if isinstance(body, dict) and body.get("kind") != "Status":
+                        deleted.append(self._present(t.rt, body, in_list=True))
+        return Response(
+            200,
+            {
+                "kind": t.rt.list_kind,
+                "apiVersion": t.rt.api_version,
+                "metadata": {"resourceVersion": str(rv)},
+                "items": deleted,
+            },
+        )

@@ -1,0 +1,255 @@
+"""Path routing: discovery documents, then ``/api/v1/...`` and ``/apis/<group>/<version>/...`` resources.
+
+Unknown resources in a built-in group version answer a JSON ``Status`` 404; paths of groups nobody
+serves (e.g. after the last CRD of a group is deleted) answer Go's plain-text ``404 page not found``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+from . import discovery, errors, eviction, openapi, patching, tables, watch
+from .errors import ApiError
+from .handlers import Context, Request, ResourceHandlers, Response, Target, decode_body
+from .resources import Registry
+from .storage import Store
+
+_PUBLIC = {"/version", "/healthz", "/livez", "/readyz"}
+
+
+class Router:
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        token: str,
+        address: Callable[[], str],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.token = token
+        self.address = address
+        self.stopping = stopping
+        self.handlers = ResourceHandlers(store, registry)
+
+    def handle(self, request: Request) -> Response:
+        try:
+            self._authenticate(request)
+            response = self._dispatch(request)
+        except ApiError as exc:
+            if exc.plain:
+                return Response(exc.code, exc.message, content_type="text/plain; charset=utf-8")
+            return Response(exc.code, exc.status(), headers=dict(exc.headers))
+        return response
+
+    def _authenticate(self, request: Request) -> None:
+        if request.path in _PUBLIC:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            raise errors.unauthorized()
+
+    def _dispatch(self, request: Request) -> Response:
+        path = request.path.rstrip("/") or "/"
+        if path == "/version":
+            return Response(200, dict(discovery.VERSION_INFO))
+        if path in ("/healthz", "/livez", "/readyz"):
+            return Response(200, "ok", content_type="text/plain; charset=utf-8")
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return Response(
+                200, {"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]}
+            )
+        if parts[0] == "openapi":
+            return self._openapi(request, parts[1:])
+        if parts[0] == "api":
+            if len(parts) == 1:
+                return self._get_only(request, lambda: discovery.api_versions(self.address()))
+            if parts[1] != "v1":
+                raise errors.page_not_found()
+            if len(parts) == 2:
+                return self._get_only(request, lambda: discovery.resource_list(self.registry, "", "v1"))
+            return self._resource(request, "", "v1", parts[2:])
+        if parts[0] == "apis":
+            if len(parts) == 1:
+                return self._get_only(request, lambda: discovery.api_group_list(self.registry))
+            group = parts[1]
+            if len(parts) == 2:
+                found = discovery.api_group(self.registry, group)
+                if found is None:
+                    raise errors.page_not_found()
+                return self._get_only(request, lambda: found)
+            version = parts[2]
+            if not self.registry.serves_group_version(group, version):
+                raise errors.page_not_found()
+            if len(parts) == 3:
+                return self._get_only(request, lambda: discovery.resource_list(self.registry, group, version))
+            return self._resource(request, group, version, parts[3:])
+        raise errors.page_not_found()
+
+    def _openapi(self, request: Request, rest: list[str]) -> Response:
+        """/openapi/v3 and its group-version documents; /openapi/v2 (protobuf) is not served."""
+        if not rest or rest[0] != "v3":
+            raise errors.page_not_found()
+        if len(rest) == 1:
+            return self._get_only(request, lambda: openapi.index(self.registry))
+        if rest[1] == "api" and len(rest) == 3:
+            group, version = "", rest[2]
+        elif rest[1] == "apis" and len(rest) == 4:
+            group, version = rest[2], rest[3]
+        else:
+            raise errors.page_not_found()
+        doc = openapi.group_version_document(self.registry, group, version)
+        if doc is None:
+            raise errors.page_not_found()
+        return self._get_only(request, lambda: doc)
+
+    @staticmethod
+    def _get_only(request: Request, body: Callable[[], object]) -> Response:
+        if request.method != "GET":
+            raise errors.method_not_allowed()
+        return Response(200, body())
+
+    def _not_found(self, group: str, version: str) -> ApiError:
+        if self.registry.is_builtin_group(group, version):
+            return errors.resource_not_found()
+        return errors.page_not_found()
+
+    def _resource(self, request: Request, group: str, version: str, rest: list[str]) -> Response:
+        namespace: str | None = None
+        if (
+            rest[0] == "namespaces"
+            and len(rest) >= 3
+            and not (group == "" and len(rest) == 3 and rest[2] in ("status", "finalize"))
+        ):
+            namespace = rest[1]
+            rest = rest[2:]
+        if len(rest) > 3:
+            raise self._not_found(group, version)
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        ctx = Context(request)
+        if group == "" and plural == "bindings" and namespace and name is None and request.method == "POST":
+            pods = self.registry.lookup("", "v1", "pods")
+            assert pods is not None
+            return eviction.bind(self.handlers, Target(pods, namespace, None, "binding"), ctx)
+        rt = self.registry.lookup(group, version, plural)
+        if rt is None:
+            raise self._not_found(group, version)
+        if rt.namespaced is False and namespace is not None:
+            raise self._not_found(group, version)
+        if rt.namespaced and name is not None and namespace is None:
+            raise self._not_found(group, version)
+        if sub is not None and sub not in rt.subresources:
+            raise self._not_found(group, version)
+        t = Target(rt, namespace, name, sub)
+        method = request.method
+        if name is None:
+            if method == "GET":
+                if request.query.get("watch") in ("true", "1"):
+                    return watch.watch(self.handlers, t, request, self.stopping)
+                response = self.handlers.list(t, request)
+                return tables.maybe_table(request, rt, response)
+            if method == "POST":
+                if namespace is None and rt.namespaced:
+                    raise errors.method_not_allowed()
+                return self._with_warnings(ctx, self.handlers.create(t, ctx))
+            if method == "DELETE":
+                return self.handlers.delete_collection(t, ctx)
+            raise errors.method_not_allowed()
+        if sub == "binding":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return eviction.bind(self.handlers, t, ctx, pod_name=name)
+        if sub == "eviction":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return eviction.evict(self.handlers, t, ctx)
+        if sub == "scale":
+            return self._scale(t, ctx)
+        if method == "GET":
+            if request.query.get("watch") in ("true", "1"):
+                return watch.watch(self.handlers, t, request, self.stopping)
+            return tables.maybe_table(request, rt, self.handlers.get(t))
+        if method == "PUT":
+            return self._with_warnings(ctx, self.handlers.update(t, ctx))
+        if method == "PATCH":
+            return self._with_warnings(ctx, self.handlers.patch(t, ctx))
+        if method == "DELETE" and sub is None:
+            return self.handlers.delete(t, ctx)
+        raise errors.method_not_allowed()
+
+    def _scale(self, t: Target, ctx: Context) -> Response:
+        """The autoscaling/v1 Scale view of a workload (``kubectl scale`` patches it)."""
+        method = ctx.request.method
+        if method == "GET":
+            return Response(200, scale_of(self.handlers.get(t).body))
+        if method not in ("PUT", "PATCH"):
+            raise errors.method_not_allowed()
+        with self.store.lock:
+            current = self.store.get(t.rt.key, t.namespace or "", t.name or "")
+            if current is None:
+                raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
+            scale = scale_of(current)
+            body = decode_body(ctx.request)
+            if method == "PUT":
+                wanted = body
+            else:
+                content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
+                try:
+                    wanted = (
+                        patching.json_patch(scale, body)
+                        if content_type == patching.JSON_PATCH
+                        else patching.merge_patch(scale, body)
+                    )
+                except patching.PatchError as exc:
+                    raise ApiError(422, "Invalid", str(exc), {}) from exc
+            replicas = ((wanted or {}).get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise errors.invalid(
+                    "Scale",
+                    "autoscaling",
+                    t.name or "",
+                    [
+                        errors.FieldError.invalid(
+                            "spec.replicas", replicas, "must be greater than or equal to 0"
+                        )
+                    ],
+                )
+            rv = ((wanted.get("metadata") or {}).get("resourceVersion")) if method == "PUT" else None
+            if rv and rv != current["metadata"]["resourceVersion"]:
+                raise errors.stale(t.rt.plural, t.rt.group, t.name or "")
+            if current["spec"].get("replicas") != replicas:
+                current["spec"]["replicas"] = replicas
+                current["metadata"]["generation"] = int(current["metadata"].get("generation") or 0) + 1
+                current = self.store.write(t.rt.key, current)
+        return Response(200, scale_of(current))
+
+    @staticmethod
+    def _with_warnings(ctx: Context, response: Response) -> Response:
+        response.warnings.extend(ctx.warnings)
+        return response
+
+
+def scale_of(workload: dict[str, Any]) -> dict[str, Any]:
+    meta = workload["metadata"]
+    selector = (workload.get("spec") or {}).get("selector") or {}
+    labels = ",".join(f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items()))
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "creationTimestamp": meta.get("creationTimestamp"),
+        },
+        "spec": {"replicas": (workload.get("spec") or {}).get("replicas", 0)},
+        "status": {"replicas": (workload.get("status") or {}).get("replicas", 0), "selector": labels},
+    }

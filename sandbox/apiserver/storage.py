@@ -1,0 +1,137 @@
+"""Thread-safe object storage with one global, monotonic resourceVersion (etcd's revision).
+
+Handlers do read-check-write under :attr:`Store.lock` so a conflict check and the write it guards are
+atomic. Stored dicts are never mutated in place: a write replaces the object, so readers that only
+serialise may use the references :meth:`Store.list` returns, and every change is kept in a bounded
+history that watches replay from a resourceVersion.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import itertools
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+Key = tuple[str, str]  # (group, plural)
+ObjKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped
+
+
+@dataclass(frozen=True)
+class Change:
+    """One committed write, as a watch sees it."""
+
+    rv: int
+    key: Key
+    type: str  # ADDED, MODIFIED or DELETED
+    obj: dict[str, Any]
+    old: dict[str, Any] | None
+
+
+class TooOld(Exception):
+    """The requested resourceVersion is older than the kept history (a watch answers 410 Expired)."""
+
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+
+
+def obj_key(obj: dict[str, Any]) -> ObjKey:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+class Store:
+    def __init__(self, history: int = 50_000, first_rv: int = 1000) -> None:
+        self.lock = threading.RLock()
+        self._changed = threading.Condition(self.lock)
+        self._rv = first_rv
+        self._data: dict[Key, dict[ObjKey, dict[str, Any]]] = {}
+        self._history: deque[Change] = deque(maxlen=history)
+        self._history_rvs: deque[int] = deque(maxlen=history)
+        self._closed = False
+
+    @property
+    def resource_version(self) -> int:
+        with self.lock:
+            return self._rv
+
+    def get(self, key: Key, namespace: str, name: str) -> dict[str, Any] | None:
+        """A private deep copy of the stored object (callers may modify it)."""
+        with self.lock:
+            found = self._data.get(key, {}).get((namespace, name))
+            return copy.deepcopy(found) if found is not None else None
+
+    def peek(self, key: Key, namespace: str, name: str) -> dict[str, Any] | None:
+        """The stored object itself: read-only."""
+        with self.lock:
+            return self._data.get(key, {}).get((namespace, name))
+
+    def list(self, key: Key, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Read-only references to the objects (sorted by namespace/name) and the list's resourceVersion."""
+        with self.lock:
+            bucket = self._data.get(key, {})
+            items = [bucket[k] for k in sorted(bucket) if namespace is None or k[0] == namespace]
+            return items, self._rv
+
+    def write(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace ``obj``, stamping a new resourceVersion; returns a copy of what was stored."""
+        with self.lock:
+            self._rv += 1
+            obj["metadata"]["resourceVersion"] = str(self._rv)
+            bucket = self._data.setdefault(key, {})
+            k = obj_key(obj)
+            old = bucket.get(k)
+            bucket[k] = obj
+            self._record(Change(self._rv, key, "MODIFIED" if old is not None else "ADDED", obj, old))
+            return copy.deepcopy(obj)
+
+    def remove(self, key: Key, namespace: str, name: str) -> dict[str, Any] | None:
+        """Delete the object; the DELETED event carries it with the deletion's resourceVersion."""
+        with self.lock:
+            old = self._data.get(key, {}).pop((namespace, name), None)
+            if old is None:
+                return None
+            self._rv += 1
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = str(self._rv)
+            self._record(Change(self._rv, key, "DELETED", gone, old))
+            return copy.deepcopy(gone)
+
+    def _record(self, change: Change) -> None:
+        self._history.append(change)
+        self._history_rvs.append(change.rv)
+        self._changed.notify_all()
+
+    def changes_after(self, rv: int) -> list[Change]:
+        """Every change newer than ``rv``; raises :class:`TooOld` when history no longer reaches back."""
+        with self.lock:
+            if rv >= self._rv:
+                return []
+            if (
+                self._history_rvs
+                and rv < self._history_rvs[0] - 1
+                and len(self._history) == self._history.maxlen
+            ):
+                raise TooOld(rv, self._history_rvs[0])
+            start = bisect.bisect_right(self._history_rvs, rv)
+            return list(itertools.islice(self._history, start, None))
+
+    def wait_for_change(self, after_rv: int, timeout: float) -> bool:
+        """Block until something newer than ``after_rv`` is written, the store closes, or ``timeout``."""
+        with self.lock:
+            if self._rv > after_rv or self._closed:
+                return True
+            return self._changed.wait_for(lambda: self._rv > after_rv or self._closed, timeout)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Wake every waiting watch so it can end (server shutdown)."""
+        with self.lock:
+            self._closed = True
+            self._changed.notify_all()

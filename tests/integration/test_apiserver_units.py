@@ -1,0 +1,161 @@
+"""The emulator's pure pieces (selectors, patches, storage history, printer columns), without HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox.apiserver.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sandbox.apiserver.selectors import (
+    SelectorError,
+    match_selector_object,
+    parse_field_selector,
+    parse_label_selector,
+)
+from sandbox.apiserver.storage import Store, TooOld
+from sandbox.apiserver.tables import _jsonpath
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ("a=b", {"a": "b"}, True),
+        ("a==b", {"a": "c"}, False),
+        ("a!=b", {}, True),
+        ("a in (x, y),b", {"a": "y", "b": ""}, True),
+        ("a notin (x)", {"a": "x"}, False),
+        ("!a", {"b": "1"}, True),
+        ("example.com/role=web", {"example.com/role": "web"}, True),
+        ("n>3", {"n": "5"}, True),
+        ("n<3", {"n": "5"}, False),
+        ("", {"anything": "1"}, True),
+    ],
+)
+def test_label_selector_matches_as_the_api_server(
+    selector: str, labels: dict[str, str], expected: bool
+) -> None:
+    assert parse_label_selector(selector).matches(labels) is expected
+
+
+@pytest.mark.parametrize("bad", ["a in (x", "a=b=c", "=b", "a,", "-a=b", "a=b c", "a in x", "a=" + "v" * 64])
+def test_invalid_label_selectors_raise(bad: str) -> None:
+    with pytest.raises(SelectorError):
+        parse_label_selector(bad)
+
+
+def test_field_selector_support_is_per_resource() -> None:
+    pods = parse_field_selector("spec.nodeName=n1,status.phase!=Failed", ("", "pods"))
+    assert pods.matches(
+        {"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    )
+    assert pods.value_of("spec.nodeName") == "n1"
+    with pytest.raises(SelectorError, match=r"field label not supported: spec\.nodeName"):
+        parse_field_selector("spec.nodeName=n1", ("", "nodes"))
+    assert parse_field_selector("spec.unschedulable=true", ("", "nodes")).matches(
+        {"spec": {"unschedulable": True}}
+    )
+
+
+def test_selector_objects_null_matches_nothing_and_empty_everything() -> None:
+    assert match_selector_object(None, {"a": "b"}) is False
+    assert match_selector_object({}, {"a": "b"}) is True
+    expr = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}
+    assert match_selector_object(expr, {"zone": "b"}) is True
+    assert match_selector_object(expr, {}) is False
+
+
+def test_merge_patch_null_deletes_and_lists_replace() -> None:
+    target = {"a": {"b": 1, "c": 2}, "l": [1, 2]}
+    assert merge_patch(target, {"a": {"b": None}, "l": [3]}) == {"a": {"c": 2}, "l": [3]}
+    assert target == {"a": {"b": 1, "c": 2}, "l": [1, 2]}  # not mutated
+
+
+def test_strategic_merge_directives_kubectl_emits() -> None:
+    pod = {
+        "metadata": {"finalizers": ["a", "b"]},
+        "spec": {
+            "containers": [{"name": "x", "image": "1"}, {"name": "y", "image": "2"}],
+            "tolerations": [{"key": "t"}],
+        },
+    }
+    patch = {
+        "metadata": {"$deleteFromPrimitiveList/finalizers": ["a"], "finalizers": ["c"]},
+        "spec": {
+            "$setElementOrder/containers": [{"name": "y"}, {"name": "x"}, {"name": "z"}],
+            "containers": [{"name": "x", "$patch": "delete"}, {"name": "z", "image": "3"}],
+            "tolerations": [{"key": "u"}],
+        },
+    }
+    out = strategic_merge_patch(pod, patch)
+    assert out["metadata"]["finalizers"] == ["b", "c"]
+    assert [c["name"] for c in out["spec"]["containers"]] == ["y", "z"]
+    assert out["spec"]["tolerations"] == [{"key": "u"}]
+    conditions = {
+        "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "A", "status": "True"}]}
+    }
+    merged = strategic_merge_patch(
+        conditions, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    )
+    assert merged["status"]["conditions"] == [
+        {"type": "Ready", "status": "True"},
+        {"type": "A", "status": "True"},
+    ]
+    retained = strategic_merge_patch(
+        {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}},
+        {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}},
+    )
+    assert retained == {"strategy": {"type": "Recreate"}}
+
+
+def test_json_patch_operations_and_errors() -> None:
+    doc = {"a": [1, 2], "b": {"c": 1}}
+    out = json_patch(
+        doc,
+        [
+            {"op": "add", "path": "/a/-", "value": 3},
+            {"op": "move", "from": "/b/c", "path": "/d"},
+            {"op": "copy", "from": "/d", "path": "/e"},
+            {
+                "op": "replace",
+                "path": "/b/new",
+                "value": True,
+            },  # evanphx/json-patch: replace adds a missing key
+            {"op": "test", "path": "/a/2", "value": 3},
+        ],
+    )
+    assert out == {"a": [1, 2, 3], "b": {"new": True}, "d": 1, "e": 1}
+    for ops in (
+        [{"op": "remove", "path": "/zz"}],
+        [{"op": "test", "path": "/a/0", "value": 9}],
+        [{"op": "nope", "path": "/a"}],
+    ):
+        with pytest.raises(PatchError):
+            json_patch(doc, ops)
+
+
+def test_store_history_too_old_and_monotonic_versions() -> None:
+    store = Store(history=3)
+    key = ("", "configmaps")
+    versions = [
+        int(
+            store.write(key, {"metadata": {"name": f"c{i}", "namespace": "d"}})["metadata"]["resourceVersion"]
+        )
+        for i in range(5)
+    ]
+    assert versions == sorted(versions)
+    assert len(set(versions)) == 5
+    assert [c.obj["metadata"]["name"] for c in store.changes_after(versions[2])] == ["c3", "c4"]
+    with pytest.raises(TooOld):
+        store.changes_after(versions[0])
+    removed = store.remove(key, "d", "c4")
+    assert removed is not None
+    assert int(removed["metadata"]["resourceVersion"]) > versions[-1]
+
+
+def test_printer_column_paths_with_escaped_dots_and_filters() -> None:
+    obj = {
+        "metadata": {"labels": {"node.kubernetes.io/instance-type": "m5.large"}},
+        "status": {"conditions": [{"type": "Other", "status": "False"}, {"type": "Ready", "status": "True"}]},
+    }
+    assert _jsonpath(r".metadata.labels.node\.kubernetes\.io/instance-type")(obj) == "m5.large"
+    assert _jsonpath('.status.conditions[?(@.type=="Ready")].status')(obj) == "True"
+    assert _jsonpath(".status.missing")(obj) is None
