@@ -1,0 +1,78 @@
+"""Pure scheduling simulation: requirements, instance types, pod → node placement and bin-packing.
+
+No I/O, no boto3, no kubernetes client (only its quantity parser). Input a ``Snapshot``,
+output a ``Plan``: ``plan(snapshot)``.
+"""
+
+from __future__ import annotations
+
+from nodewright.scheduling.instancetypes import (
+    InstanceType,
+    KubeletSettings,
+    Offering,
+    instance_type_from_ec2,
+)
+from nodewright.scheduling.model import (
+    DaemonSetInput,
+    Node,
+    NodePoolInput,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodSpec,
+    Snapshot,
+    StorageClass,
+    Taint,
+    Toleration,
+    daemonset_from_k8s,
+    is_provisionable,
+    node_from_k8s,
+    pod_from_k8s,
+    pods_from_k8s,
+    pv_from_k8s,
+    pvc_from_k8s,
+    storage_class_from_k8s,
+)
+from nodewright.scheduling.requirements import Requirement, Requirements
+from nodewright.scheduling.scheduler import (
+    MAX_CANDIDATE_TYPES,
+    CandidateType,
+    NewClaim,
+    Plan,
+    Scheduler,
+    plan,
+)
+
+__all__ = [
+    "MAX_CANDIDATE_TYPES",
+    "CandidateType",
+    "DaemonSetInput",
+    "InstanceType",
+    "KubeletSettings",
+    "NewClaim",
+    "Node",
+    "NodePoolInput",
+    "Offering",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Plan",
+    "Pod",
+    "PodSpec",
+    "Requirement",
+    "Requirements",
+    "Scheduler",
+    "Snapshot",
+    "StorageClass",
+    "Taint",
+    "Toleration",
+    "daemonset_from_k8s",
+    "instance_type_from_ec2",
+    "is_provisionable",
+    "node_from_k8s",
+    "plan",
+    "pod_from_k8s",
+    "pods_from_k8s",
+    "pv_from_k8s",
+    "pvc_from_k8s",
+    "storage_class_from_k8s",
+]

@@ -1,0 +1,245 @@
+"""Scheduling core: plan N pending pods against the real EC2 catalog; cost vs the assignment-LP bound.
+
+Prints pods, classes, nodes, seconds, pods/s, plan $/h, the assignment-LP lower bound $/h, the
+ratio plan/bound and a first-fit-decreasing baseline on one fixed type (the cheapest of a few
+common node-group types). Single-shape mixes (inflate) also get the exact integral optimum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+MIXES = (
+    "generic",
+    "diverse",
+    "inflate",
+    "zonal-spread",
+    "hostname-spread",
+    "zonal-affinity",
+    "hostname-anti-affinity",
+)
+KARPENTER_KINDS = ("generic", "zonal-spread", "hostname-spread", "zonal-affinity", "hostname-anti-affinity")
+CPU_CHOICES = (100, 250, 500, 1000, 1500)  # millicores, as Karpenter's benchmark draws them
+MEMORY_CHOICES = tuple(m * 1024 * 1024 for m in (100, 256, 512, 1024, 2048, 4096))
+FFD_TYPES = (
+    "m5.large",
+    "m5.xlarge",
+    "m5.2xlarge",
+    "m5.4xlarge",
+    "c5.xlarge",
+    "c5.2xlarge",
+    "r5.xlarge",
+    "m6i.xlarge",
+)
+CAPPED_KINDS = {"hostname-spread": 1, "hostname-anti-affinity": 1}
+DEFAULT_NODEPOOL = {
+    "apiVersion": "karpenter.sh/v1",
+    "kind": "NodePool",
+    "metadata": {"name": "default"},
+    "spec": {
+        "template": {
+            "spec": {
+                "requirements": [
+                    {
+                        "key": "karpenter.k8s.aws/instance-category",
+                        "operator": "In",
+                        "values": ["c", "m", "r"],
+                    },
+                    {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["2"]},
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
+                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                ]
+            }
+        },
+    },
+}  # Karpenter's getting-started NodePool without `limits: {cpu: 1000}`: this measures packing, not limits
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pods", type=int, default=10_000, help="number of pending pods (default 10000)")
+    parser.add_argument("--mix", choices=MIXES, default="diverse", help="workload (default diverse)")
+    parser.add_argument(
+        "--nodepool", type=Path, help="a karpenter.sh/v1 NodePool (YAML or JSON); default: getting-started"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="random seed of the workload (default 1)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--dump-pods", type=Path, help="write the workload as JSON [{cpu, memory, count}, ...]"
+    )
+    parser.add_argument("--no-bound", action="store_true", help="skip the LP bound and the FFD baseline")
+
+
+def workload(mix: str, pods: int, seed: int) -> list[tuple[str, int, int, int]]:
+    """(kind, cpu millicores, memory bytes, count) rows, deterministic for a seed."""
+    rng = random.Random(seed)
+    if mix == "inflate":
+        return [("inflate", 1000, 0, pods)]
+    counts: dict[tuple[str, int, int], int] = {}
+    for index in range(pods):
+        kind = KARPENTER_KINDS[index % 5] if mix == "diverse" else mix
+        key = (kind, rng.choice(CPU_CHOICES), rng.choice(MEMORY_CHOICES))
+        counts[key] = counts.get(key, 0) + 1
+    return [(kind, cpu, memory, n) for (kind, cpu, memory), n in sorted(counts.items())]
+
+
+def _pod_spec(kind: str, cpu: int, memory: int):  # -> PodSpec
+    from nodewright.api import labels as wk  # noqa: PLC0415
+    from nodewright.scheduling.model import (  # noqa: PLC0415
+        DO_NOT_SCHEDULE,
+        LabelSelector,
+        PodAffinityTerm,
+        PodSpec,
+        TopologySpread,
+    )
+
+    requests = {"cpu": cpu, "pods": 1}
+    if memory:
+        requests["memory"] = memory
+    selector = LabelSelector((("kind", kind),))
+    spreads: tuple = ()
+    affinity: tuple = ()
+    if kind == "zonal-spread":
+        spreads = (TopologySpread(1, wk.ZONE, DO_NOT_SCHEDULE, selector),)
+    elif kind == "hostname-spread":
+        spreads = (TopologySpread(1, wk.HOSTNAME, DO_NOT_SCHEDULE, selector),)
+    elif kind == "zonal-affinity":
+        affinity = (PodAffinityTerm(selector, wk.ZONE),)
+    elif kind == "hostname-anti-affinity":
+        affinity = (PodAffinityTerm(selector, wk.HOSTNAME, anti=True),)
+    return PodSpec(
+        namespace="default",
+        requests=tuple(sorted(requests.items())),
+        labels=(("kind", kind),),
+        spreads=spreads,
+        affinity=affinity,
+    )
+
+
+def nodepool_input(manifest: dict, instance_types):  # -> NodePoolInput
+    """A NodePool manifest → the scheduler's NodePoolInput (bench-side, no API models)."""
+    from nodewright.scheduling import NodePoolInput, Requirements  # noqa: PLC0415
+    from nodewright.scheduling.model import taint_from_k8s  # noqa: PLC0415
+    from nodewright.scheduling.resources import parse_resources  # noqa: PLC0415
+
+    spec = manifest.get("spec") or {}
+    template = (spec.get("template") or {}).get("spec") or {}
+    return NodePoolInput(
+        name=(manifest.get("metadata") or {}).get("name", "default"),
+        requirements=Requirements.from_k8s(template.get("requirements")),
+        instance_types=list(instance_types),
+        weight=int(spec.get("weight") or 0),
+        labels=dict(((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}),
+        taints=tuple(taint_from_k8s(t) for t in template.get("taints") or ()),
+        startup_taints=tuple(taint_from_k8s(t) for t in template.get("startupTaints") or ()),
+        limits=parse_resources(spec.get("limits")),
+    )
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """Build the workload, plan it, and compute the yardsticks; returns the figures."""
+    import time  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+    from nodewright.scheduling import Pod, Snapshot, plan  # noqa: PLC0415
+
+    from bench._bounds import Bin, Shape, assignment_lp_bound, ffd_cost, single_shape_optimum  # noqa: PLC0415
+    from bench._catalog import catalog, prices  # noqa: PLC0415
+
+    rows = workload(args.mix, args.pods, args.seed)
+    if args.dump_pods:
+        args.dump_pods.write_text(
+            json.dumps(
+                [{"cpu": cpu, "memory": memory, "count": n, "kind": kind} for kind, cpu, memory, n in rows]
+            )
+        )
+    manifest = yaml.safe_load(args.nodepool.read_text()) if args.nodepool else DEFAULT_NODEPOOL
+    pool = nodepool_input(manifest, catalog())
+    pods = []
+    for kind, cpu, memory, n in rows:
+        spec = _pod_spec(kind, cpu, memory)
+        pods.extend(Pod("default", f"{kind}-{cpu}m-{memory >> 20}mi-{i}", spec) for i in range(n))
+    snapshot = Snapshot(pods=pods, nodepools=[pool])
+    started, cpu_started = time.perf_counter(), time.process_time()
+    result = plan(snapshot)
+    seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu_started  # honest on a shared machine: wall time includes waiting
+    figures: dict = {
+        "mix": args.mix,
+        "pods": len(pods),
+        "classes": result.classes,
+        "nodes": len(result.new_claims),
+        "unschedulable": len(result.unschedulable),
+        "seconds": round(seconds, 3),
+        "cpu_seconds": round(cpu_seconds, 3),
+        "pods_per_second": round(len(pods) / seconds) if seconds else None,
+        "plan_per_hour": round(result.cost_per_hour, 4),
+        "prices": prices()[1],
+    }
+    if args.no_bound:
+        return figures
+    allowed = [
+        t
+        for t in pool.instance_types
+        if pool.requirements.matches_labels({**t.labels, "karpenter.sh/capacity-type": "on-demand"})
+        and t.cheapest_price(pool.requirements) is not None
+    ]
+    bins = [
+        Bin(
+            t.name,
+            t.cheapest_price(pool.requirements) or 0.0,
+            t.allocatable["cpu"],
+            t.allocatable["memory"],
+            t.allocatable["pods"],
+        )
+        for t in allowed
+    ]
+    shapes: dict[tuple[int, int], int] = {}
+    for _, cpu, memory, n in rows:
+        shapes[(cpu, memory)] = shapes.get((cpu, memory), 0) + n
+    bound = assignment_lp_bound([Shape(c, m, n) for (c, m), n in sorted(shapes.items())], bins)
+    figures["lp_bound_per_hour"] = round(bound, 4)
+    figures["ratio"] = round(result.cost_per_hour / bound, 4) if bound else None
+    ffd = []
+    by_name = {b.name: b for b in bins}
+    for name in FFD_TYPES:
+        if name in by_name:
+            cost = ffd_cost(
+                [
+                    (Shape(c, m, n), kind if kind in CAPPED_KINDS else None, CAPPED_KINDS.get(kind, 0))
+                    for kind, c, m, n in rows
+                ],
+                by_name[name],
+            )
+            if cost is not None:
+                ffd.append((cost, name))
+    if ffd:
+        cost, name = min(ffd)
+        figures["ffd_per_hour"] = round(cost, 4)
+        figures["ffd_type"] = name
+    if len(shapes) == 1:
+        (cpu, memory), n = next(iter(shapes.items()))
+        optimum, _ = single_shape_optimum(Shape(cpu, memory, n), bins)
+        figures["optimum_per_hour"] = round(optimum, 4)
+    return figures
+
+
+def run(args: argparse.Namespace) -> int:
+    figures = measure(args)
+    if args.json:
+        print(json.dumps(figures, sort_keys=True))
+        return 0
+    width = max(len(k) for k in figures)
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {value}")
+    return 0 if not figures["unschedulable"] else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(description=__doc__)
+    configure(parser)
+    sys.exit(run(parser.parse_args()))

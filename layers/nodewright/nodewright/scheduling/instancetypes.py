@@ -1,0 +1,274 @@
+"""The instance type model: labels, capacity and allocatable as EKS nodes really have them.
+
+``instance_type_from_ec2`` turns one DescribeInstanceTypes item (the AWS JSON shape) plus its
+offerings into an ``InstanceType``, deriving Karpenter's well-known labels and the kubelet's
+reservations:
+
+- memory capacity: the VM loses ``VM_MEMORY_OVERHEAD`` (7.5 %) to the hypervisor/firmware until
+  a node of the type is observed;
+- pods: ENIs x (IPv4 addresses per ENI - 1) + 2, or the kubelet's ``maxPods``, capped by
+  ``podsPerCore`` x vCPUs;
+- kube-reserved: memory 11 MiB x pods + 255 MiB; cpu 6 % of the first core, 1 % of the second,
+  0.5 % of the next two, 0.25 % of the rest; ephemeral-storage 1 GiB;
+- eviction threshold: memory.available 100 MiB, nodefs.available 10 %;
+- the NodeClass kubelet settings override maxPods, podsPerCore, systemReserved, kubeReserved and
+  evictionHard.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nodewright.api import labels as wk
+from nodewright.scheduling.requirements import Requirement, Requirements
+from nodewright.scheduling.resources import (
+    AMD_GPU,
+    CPU,
+    EFA,
+    EPHEMERAL_STORAGE,
+    GIB,
+    MEMORY,
+    MIB,
+    NEURON,
+    NVIDIA_GPU,
+    PODS,
+    Resources,
+    parse_resource,
+)
+
+VM_MEMORY_OVERHEAD = 0.075
+DEFAULT_EPHEMERAL_STORAGE = 20 * GIB  # the AMI families' default root volume
+_CPU_RESERVATION_LADDER = ((0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 40, 0.0025))
+_NAME = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.([a-z0-9-]+)$")
+_ARCH = {"x86_64": "amd64", "x86_64_mac": "amd64", "arm64": "arm64", "arm64_mac": "arm64"}
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    """Where and how a type can be bought: one zone, one capacity type, its price per hour."""
+
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletSettings:
+    """The NodeClass ``kubelet`` block, as far as it changes allocatable (quantities as strings)."""
+
+    max_pods: int | None = None
+    pods_per_core: int | None = None
+    system_reserved: Mapping[str, str] = field(default_factory=dict)
+    kube_reserved: Mapping[str, str] = field(default_factory=dict)
+    eviction_hard: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    kube_reserved: Resources
+    system_reserved: Resources
+    eviction_threshold: Resources
+
+    def total(self) -> Resources:
+        result: Resources = {}
+        for part in (self.kube_reserved, self.system_reserved, self.eviction_threshold):
+            for name, value in part.items():
+                result[name] = result.get(name, 0) + value
+        return result
+
+
+@dataclass(eq=False, slots=True)
+class InstanceType:
+    """One EC2 instance type as the scheduler sees it."""
+
+    name: str
+    labels: dict[str, str]
+    capacity: Resources
+    overhead: Overhead
+    offerings: tuple[Offering, ...]
+    allocatable: Resources = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.allocatable:
+            reserved = self.overhead.total()
+            self.allocatable = {k: max(0, v - reserved.get(k, 0)) for k, v in self.capacity.items()}
+
+    @property
+    def requirements(self) -> Requirements:
+        """Its labels plus the zones and capacity types it is offered in (available ones)."""
+        zones = {o.zone for o in self.offerings if o.available}
+        capacity_types = {o.capacity_type for o in self.offerings if o.available}
+        return Requirements.from_labels(self.labels).intersect(
+            Requirements(
+                [
+                    Requirement(wk.ZONE, False, frozenset(zones)),
+                    Requirement(wk.CAPACITY_TYPE, False, frozenset(capacity_types)),
+                ]
+            )
+        )
+
+    def available_offerings(self, requirements: Requirements | None = None) -> list[Offering]:
+        """Available offerings whose zone and capacity type the requirements allow, cheapest first."""
+        zone = requirements.get(wk.ZONE) if requirements else None
+        capacity_type = requirements.get(wk.CAPACITY_TYPE) if requirements else None
+        found = [
+            o
+            for o in self.offerings
+            if o.available
+            and (zone is None or zone.has(o.zone))
+            and (capacity_type is None or capacity_type.has(o.capacity_type))
+        ]
+        return sorted(found, key=lambda o: (o.price, o.zone, o.capacity_type))
+
+    def cheapest_price(self, requirements: Requirements | None = None) -> float | None:
+        offerings = self.available_offerings(requirements)
+        return offerings[0].price if offerings else None
+
+
+def _quantities(values: Mapping[str, str]) -> Resources:
+    return {name: parse_resource(name, value) for name, value in values.items()}
+
+
+def _eviction(values: Mapping[str, str], capacity: Resources) -> Resources:
+    """evictionHard signals (``memory.available``, ``nodefs.available``) as reserved amounts."""
+    signal_to_resource = {"memory.available": MEMORY, "nodefs.available": EPHEMERAL_STORAGE}
+    result: Resources = {}
+    for signal, value in values.items():
+        resource = signal_to_resource.get(signal)
+        if resource is None:
+            continue
+        if value.endswith("%"):
+            result[resource] = math.ceil(capacity.get(resource, 0) * float(value[:-1]) / 100)
+        else:
+            result[resource] = parse_resource(resource, value)
+    return result
+
+
+def kube_reserved_cpu(millicores: int) -> int:
+    """The EKS AMI's CPU reservation ladder, in millicores (rounded up)."""
+    reserved = 0.0
+    for start, end, share in _CPU_RESERVATION_LADDER:
+        if millicores > start:
+            reserved += (min(millicores, end) - start) * share
+    return math.ceil(reserved)
+
+
+def eni_limited_pods(info: Mapping) -> int:
+    network = info.get("NetworkInfo") or {}
+    enis = int(network.get("MaximumNetworkInterfaces") or 0)
+    ips = int(network.get("Ipv4AddressesPerInterface") or 0)
+    return max(enis * (ips - 1) + 2, 1) if enis and ips else 110
+
+
+def _lower(value: object) -> str:
+    return str(value).lower().replace(" ", "-")
+
+
+def _labels(info: Mapping, vcpus: int, memory_mib: int, arch: str) -> dict[str, str]:
+    name = str(info["InstanceType"])
+    result = {
+        wk.INSTANCE_TYPE: name,
+        wk.ARCH: arch,
+        wk.OS: "linux",
+        wk.INSTANCE_CPU: str(vcpus),
+        wk.INSTANCE_MEMORY: str(memory_mib),
+        wk.INSTANCE_FAMILY: name.split(".", maxsplit=1)[0],
+        wk.INSTANCE_SIZE: name.rsplit(".", maxsplit=1)[-1],
+    }
+    match = _NAME.match(name)
+    if match:
+        result[wk.INSTANCE_CATEGORY] = match.group(1)
+        result[wk.INSTANCE_GENERATION] = match.group(2)
+    processor = info.get("ProcessorInfo") or {}
+    if processor.get("Manufacturer"):
+        result[wk.INSTANCE_CPU_MANUFACTURER] = _lower(processor["Manufacturer"])
+    if info.get("Hypervisor"):
+        result[wk.INSTANCE_HYPERVISOR] = str(info["Hypervisor"])
+    network = info.get("NetworkInfo") or {}
+    result[wk.INSTANCE_ENCRYPTION_IN_TRANSIT] = str(bool(network.get("EncryptionInTransitSupported"))).lower()
+    cards = network.get("NetworkCards") or []
+    if cards and cards[0].get("BaselineBandwidthInGbps"):
+        result[wk.INSTANCE_NETWORK_BANDWIDTH] = str(
+            round(sum(c.get("BaselineBandwidthInGbps", 0) for c in cards) * 1000)
+        )
+    ebs = ((info.get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps")
+    if ebs:
+        result[wk.INSTANCE_EBS_BANDWIDTH] = str(ebs)
+    storage = info.get("InstanceStorageInfo") or {}
+    if storage.get("NvmeSupport") in ("required", "supported") and storage.get("TotalSizeInGB"):
+        result[wk.INSTANCE_LOCAL_NVME] = str(storage["TotalSizeInGB"])
+    gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
+    if gpus:
+        gpu = gpus[0]
+        result[wk.INSTANCE_GPU_NAME] = _lower(gpu.get("Name", ""))
+        result[wk.INSTANCE_GPU_MANUFACTURER] = _lower(gpu.get("Manufacturer", ""))
+        result[wk.INSTANCE_GPU_COUNT] = str(sum(int(g.get("Count", 0)) for g in gpus))
+        result[wk.INSTANCE_GPU_MEMORY] = str((gpu.get("MemoryInfo") or {}).get("SizeInMiB", 0))
+    accelerators = (info.get("NeuronInfo") or {}).get("NeuronDevices") or (
+        (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or []
+    )
+    if accelerators:
+        accelerator = accelerators[0]
+        result[wk.INSTANCE_ACCELERATOR_NAME] = _lower(accelerator.get("Name", ""))
+        result[wk.INSTANCE_ACCELERATOR_MANUFACTURER] = _lower(accelerator.get("Manufacturer", "aws"))
+        result[wk.INSTANCE_ACCELERATOR_COUNT] = str(sum(int(a.get("Count", 0)) for a in accelerators))
+    return result
+
+
+def _extended_resources(info: Mapping) -> Resources:
+    result: Resources = {}
+    for gpu in (info.get("GpuInfo") or {}).get("Gpus") or []:
+        manufacturer = str(gpu.get("Manufacturer", "")).lower()
+        resource = NVIDIA_GPU if manufacturer == "nvidia" else AMD_GPU if manufacturer == "amd" else None
+        if resource:
+            result[resource] = result.get(resource, 0) + int(gpu.get("Count", 0))
+    neuron = (info.get("NeuronInfo") or {}).get("NeuronDevices") or []
+    inferentia = (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or []
+    count = sum(int(d.get("Count", 0)) for d in neuron or inferentia)
+    if count:
+        result[NEURON] = count
+    network = info.get("NetworkInfo") or {}
+    efa = (network.get("EfaInfo") or {}).get("MaximumEfaInterfaces")
+    if network.get("EfaSupported") and efa:
+        result[EFA] = int(efa)
+    return result
+
+
+def instance_type_from_ec2(
+    info: Mapping, offerings: Sequence[Offering], kubelet: KubeletSettings | None = None
+) -> InstanceType:
+    """One DescribeInstanceTypes item (AWS JSON shape) → ``InstanceType``; see the module doc."""
+    kubelet = kubelet or KubeletSettings()
+    vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
+    memory_mib = int(info["MemoryInfo"]["SizeInMiB"])
+    architectures = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
+    arch = _ARCH.get(architectures[0], str(architectures[0]))
+    pods = kubelet.max_pods if kubelet.max_pods is not None else eni_limited_pods(info)
+    if kubelet.pods_per_core:
+        pods = min(pods, kubelet.pods_per_core * vcpus)
+    capacity: Resources = {
+        CPU: vcpus * 1000,
+        MEMORY: (memory_mib - math.ceil(memory_mib * VM_MEMORY_OVERHEAD)) * MIB,
+        EPHEMERAL_STORAGE: DEFAULT_EPHEMERAL_STORAGE,
+        PODS: pods,
+        **_extended_resources(info),
+    }
+    kube_reserved: Resources = {
+        CPU: kube_reserved_cpu(vcpus * 1000),
+        MEMORY: (11 * pods + 255) * MIB,
+        EPHEMERAL_STORAGE: GIB,
+    }
+    kube_reserved.update(_quantities(kubelet.kube_reserved))
+    eviction = _eviction(
+        {"memory.available": "100Mi", "nodefs.available": "10%", **kubelet.eviction_hard}, capacity
+    )
+    overhead = Overhead(kube_reserved, _quantities(kubelet.system_reserved), eviction)
+    zones = sorted({o.zone for o in offerings})
+    type_labels = _labels(info, vcpus, memory_mib, arch)
+    if zones:
+        type_labels[wk.REGION] = zones[0][:-1] if zones[0][-1].isalpha() else zones[0]
+    return InstanceType(str(info["InstanceType"]), type_labels, capacity, overhead, tuple(offerings))

@@ -1,0 +1,454 @@
+"""The scheduling snapshot: plain, hashable dataclasses, and parsers from Kubernetes JSON.
+
+Parsers take the camelCase dicts the API server returns (``pod_from_k8s(d)``...). Everything a
+scheduling decision depends on lives in ``PodSpec`` (hashable), so identical pods share one
+equivalence class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nodewright.api import labels as wk
+from nodewright.scheduling.instancetypes import InstanceType
+from nodewright.scheduling.requirements import IN, Requirement, Requirements
+from nodewright.scheduling.resources import PODS, Resources, add, parse_resources, pod_requests
+
+NO_SCHEDULE = "NoSchedule"
+NO_EXECUTE = "NoExecute"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = NO_SCHEDULE
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+def untolerated(
+    taints: Iterable[Taint], tolerations: Iterable[Toleration], prefer: bool = False
+) -> Taint | None:
+    """The first taint that blocks (NoSchedule/NoExecute; PreferNoSchedule too when ``prefer``)."""
+    tolerations = tuple(tolerations)
+    for taint in taints:
+        if taint.effect == PREFER_NO_SCHEDULE and not prefer:
+            continue
+        if not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector; ``None`` selectors are represented by ``matches_nothing``."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    matches_nothing: bool = False
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.matches_nothing:
+            return False
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for key, operator, values in self.match_expressions:
+            present = key in labels
+            if operator == "In" and (not present or labels[key] not in values):
+                return False
+            if operator == "NotIn" and present and labels[key] in values:
+                return False
+            if operator == "Exists" and not present:
+                return False
+            if operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpread:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector
+    min_domains: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A (anti-)affinity term; ``weight`` 0 means required, else preferred with that weight."""
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    anti: bool = False
+    weight: int = 0
+
+    def selects(self, own_namespace: str, namespace: str, labels: Mapping[str, str]) -> bool:
+        namespaces = self.namespaces or (own_namespace,)
+        return namespace in namespaces and self.selector.matches(labels)
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = "0.0.0.0"
+
+    def conflicts(self, other: HostPort) -> bool:
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        return "0.0.0.0" in (self.host_ip, other.host_ip) or self.host_ip == other.host_ip
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpec:
+    """Everything that decides where a pod may go; equal specs form one equivalence class."""
+
+    namespace: str
+    requests: tuple[tuple[str, int], ...]
+    labels: tuple[tuple[str, str], ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_terms: tuple[Requirements, ...] = ()  # node affinity, ORed
+    preferred_terms: tuple[tuple[int, Requirements], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    spreads: tuple[TopologySpread, ...] = ()
+    affinity: tuple[PodAffinityTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    claims: tuple[str, ...] = ()  # PVC names, for volume topology
+    is_daemonset: bool = False
+
+    @property
+    def request_map(self) -> Resources:
+        return dict(self.requests)
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    spec: PodSpec
+    node_name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class Node:
+    """A registered node, or an in-flight NodeClaim (``in_flight``) that counts as capacity."""
+
+    name: str
+    labels: dict[str, str]
+    allocatable: Resources
+    taints: tuple[Taint, ...] = ()
+    pods: list[Pod] = field(default_factory=list)
+    in_flight: bool = False
+    unschedulable: bool = False  # cordoned or being deleted
+
+    @property
+    def nodepool(self) -> str | None:
+        return self.labels.get(wk.NODEPOOL)
+
+
+@dataclass(slots=True)
+class NodePoolInput:
+    """A NodePool as the scheduler sees it (the provisioning flow adapts the API object)."""
+
+    name: str
+    requirements: Requirements = field(default_factory=Requirements)
+    instance_types: list[InstanceType] = field(default_factory=list)
+    weight: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    limits: Resources = field(default_factory=dict)
+    in_use: Resources = field(default_factory=dict)  # registered + in-flight capacity already charged
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSetInput:
+    name: str
+    spec: PodSpec
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    volume_name: str | None = None
+    storage_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    node_affinity: tuple[Requirements, ...] = ()  # ORed terms
+    storage_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClass:
+    name: str
+    wait_for_first_consumer: bool = False
+    allowed_topologies: tuple[Requirements, ...] = ()
+
+
+@dataclass(slots=True)
+class Snapshot:
+    pods: Sequence[Pod]
+    nodepools: Sequence[NodePoolInput]
+    nodes: Sequence[Node] = ()
+    daemonsets: Sequence[DaemonSetInput] = ()
+    claims: Sequence[PersistentVolumeClaim] = ()
+    volumes: Sequence[PersistentVolume] = ()
+    storage_classes: Sequence[StorageClass] = ()
+
+
+# --- parsers from Kubernetes JSON -------------------------------------------------------------
+
+
+def _selector(d: Mapping | None) -> LabelSelector:
+    if d is None:
+        return LabelSelector(matches_nothing=True)
+    return LabelSelector(
+        tuple(sorted((d.get("matchLabels") or {}).items())),
+        tuple(
+            (e["key"], e["operator"], tuple(sorted(e.get("values") or ())))
+            for e in d.get("matchExpressions") or ()
+        ),
+    )
+
+
+def _node_selector_terms(terms: Iterable[Mapping] | None) -> tuple[Requirements, ...]:
+    return tuple(Requirements.from_k8s(t.get("matchExpressions")) for t in terms or ())
+
+
+def taint_from_k8s(d: Mapping) -> Taint:
+    return Taint(d["key"], d.get("value") or "", d.get("effect") or NO_SCHEDULE)
+
+
+def _container_requests(container: Mapping) -> Resources:
+    resources = container.get("resources") or {}
+    # As the API server defaults them: limits stand in for missing requests.
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return parse_resources(merged)
+
+
+def _pod_affinity_terms(affinity: Mapping, anti: bool) -> list[PodAffinityTerm]:
+    section = affinity.get("podAntiAffinity" if anti else "podAffinity") or {}
+    terms = [
+        PodAffinityTerm(
+            _selector(t.get("labelSelector")), t["topologyKey"], tuple(t.get("namespaces") or ()), anti
+        )
+        for t in section.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+    ]
+    for weighted in section.get("preferredDuringSchedulingIgnoredDuringExecution") or ():
+        t = weighted["podAffinityTerm"]
+        terms.append(
+            PodAffinityTerm(
+                _selector(t.get("labelSelector")),
+                t["topologyKey"],
+                tuple(t.get("namespaces") or ()),
+                anti,
+                int(weighted.get("weight", 1)),
+            )
+        )
+    return terms
+
+
+def pod_spec_from_k8s(metadata: Mapping, spec: Mapping, is_daemonset: bool = False) -> PodSpec:
+    """The scheduling-relevant part of a pod (or a DaemonSet's pod template)."""
+    containers = spec.get("containers") or []
+    init = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") != "Always"]
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    requests = pod_requests(
+        [_container_requests(c) for c in containers],
+        [_container_requests(c) for c in init],
+        parse_resources(spec.get("overhead")),
+        [_container_requests(c) for c in sidecars],
+    )
+    affinity = spec.get("affinity") or {}
+    node_affinity = affinity.get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    preferred = tuple(
+        (int(p.get("weight", 1)), Requirements.from_k8s((p.get("preference") or {}).get("matchExpressions")))
+        for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+    )
+    spreads = tuple(
+        TopologySpread(
+            int(c.get("maxSkew", 1)),
+            c["topologyKey"],
+            c.get("whenUnsatisfiable", DO_NOT_SCHEDULE),
+            _selector(c.get("labelSelector")),
+            c.get("minDomains"),
+        )
+        for c in spec.get("topologySpreadConstraints") or ()
+    )
+    ports = tuple(
+        HostPort(int(p["hostPort"]), p.get("protocol", "TCP"), p.get("hostIP") or "0.0.0.0")
+        for c in containers
+        for p in c.get("ports") or ()
+        if p.get("hostPort")
+    )
+    claims = tuple(
+        v["persistentVolumeClaim"]["claimName"]
+        for v in spec.get("volumes") or ()
+        if v.get("persistentVolumeClaim")
+    )
+    return PodSpec(
+        namespace=metadata.get("namespace") or "default",
+        requests=tuple(sorted(requests.items())),
+        labels=tuple(sorted((metadata.get("labels") or {}).items())),
+        node_selector=tuple(sorted((spec.get("nodeSelector") or {}).items())),
+        required_terms=_node_selector_terms(required.get("nodeSelectorTerms")),
+        preferred_terms=preferred,
+        tolerations=tuple(
+            Toleration(
+                t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or ""
+            )
+            for t in spec.get("tolerations") or ()
+        ),
+        spreads=spreads,
+        affinity=(*_pod_affinity_terms(affinity, False), *_pod_affinity_terms(affinity, True)),
+        host_ports=ports,
+        claims=claims,
+        is_daemonset=is_daemonset,
+    )
+
+
+def _is_daemonset_pod(d: Mapping) -> bool:
+    return any(o.get("kind") == "DaemonSet" for o in (d.get("metadata") or {}).get("ownerReferences") or ())
+
+
+def is_provisionable(d: Mapping) -> bool:
+    """Whether a pod (Kubernetes JSON) is one the autoscaler should provision for.
+
+    Pending, not bound, not being deleted, not a DaemonSet pod, and marked
+    ``PodScheduled=False, reason=Unschedulable`` by kube-scheduler.
+    """
+    metadata = d.get("metadata") or {}
+    status = d.get("status") or {}
+    if metadata.get("deletionTimestamp") or (d.get("spec") or {}).get("nodeName") or _is_daemonset_pod(d):
+        return False
+    if status.get("phase", "Pending") != "Pending":
+        return False
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        for c in status.get("conditions") or ()
+    )
+
+
+def pod_from_k8s(d: Mapping) -> Pod:
+    metadata = d.get("metadata") or {}
+    spec = d.get("spec") or {}
+    return Pod(
+        metadata.get("namespace") or "default",
+        metadata["name"],
+        pod_spec_from_k8s(metadata, spec, _is_daemonset_pod(d)),
+        spec.get("nodeName"),
+    )
+
+
+def pods_from_k8s(items: Iterable[Mapping]) -> tuple[list[Pod], dict[str, str]]:
+    """Parse many pods; a malformed one is reported (``namespace/name`` → error) and skipped."""
+    parsed: list[Pod] = []
+    errors: dict[str, str] = {}
+    for item in items:
+        metadata = item.get("metadata") or {}
+        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '?')}"
+        try:
+            parsed.append(pod_from_k8s(item))
+        except (KeyError, TypeError, ValueError) as err:
+            errors[key] = f"cannot read pod spec: {err}; fix the manifest (the other pods are still planned)"
+    return parsed, errors
+
+
+def node_from_k8s(d: Mapping, pods: Iterable[Pod] = ()) -> Node:
+    """A registered node and the pods bound to it that still hold resources (not Succeeded/Failed)."""
+    metadata = d.get("metadata") or {}
+    spec = d.get("spec") or {}
+    status = d.get("status") or {}
+    return Node(
+        metadata["name"],
+        dict(metadata.get("labels") or {}),
+        {PODS: 110, **parse_resources(status.get("allocatable"))},  # kubelet default when absent
+        tuple(taint_from_k8s(t) for t in spec.get("taints") or ()),
+        list(pods),
+        unschedulable=bool(spec.get("unschedulable")) or bool(metadata.get("deletionTimestamp")),
+    )
+
+
+def daemonset_from_k8s(d: Mapping) -> DaemonSetInput:
+    template = ((d.get("spec") or {}).get("template")) or {}
+    metadata = {**(template.get("metadata") or {}), "namespace": (d.get("metadata") or {}).get("namespace")}
+    return DaemonSetInput(
+        d["metadata"]["name"], pod_spec_from_k8s(metadata, template.get("spec") or {}, True)
+    )
+
+
+def pvc_from_k8s(d: Mapping) -> PersistentVolumeClaim:
+    spec = d.get("spec") or {}
+    return PersistentVolumeClaim(
+        d["metadata"].get("namespace") or "default",
+        d["metadata"]["name"],
+        spec.get("volumeName"),
+        spec.get("storageClassName"),
+    )
+
+
+def pv_from_k8s(d: Mapping) -> PersistentVolume:
+    spec = d.get("spec") or {}
+    required = ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")
+    return PersistentVolume(
+        d["metadata"]["name"], _node_selector_terms(required), spec.get("storageClassName")
+    )
+
+
+def storage_class_from_k8s(d: Mapping) -> StorageClass:
+    topologies = tuple(
+        Requirements(
+            Requirement.create(e["key"], IN, e.get("values") or ())
+            for e in t.get("matchLabelExpressions") or ()
+        )
+        for t in d.get("allowedTopologies") or ()
+    )
+    return StorageClass(
+        d["metadata"]["name"], d.get("volumeBindingMode") == "WaitForFirstConsumer", topologies
+    )
+
+
+def pod_usage(pods: Iterable[Pod]) -> Resources:
+    total: Resources = {}
+    for pod in pods:
+        add(total, dict(pod.spec.requests))
+    return total

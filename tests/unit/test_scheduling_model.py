@@ -1,0 +1,265 @@
+"""Requirements algebra, quantities, the instance type model and the Kubernetes JSON parsers."""
+
+from __future__ import annotations
+
+import pytest
+from nodewright.api import labels as wk
+from nodewright.scheduling import KubeletSettings, Offering, Requirement, Requirements, instance_type_from_ec2
+from nodewright.scheduling.instancetypes import kube_reserved_cpu
+from nodewright.scheduling.model import is_provisionable, node_from_k8s, pod_from_k8s, pods_from_k8s
+from nodewright.scheduling.resources import MIB, parse_resource, pod_requests
+
+M5_LARGE = {
+    "InstanceType": "m5.large",
+    "VCpuInfo": {"DefaultVCpus": 2},
+    "MemoryInfo": {"SizeInMiB": 8192},
+    "ProcessorInfo": {"Manufacturer": "Intel", "SupportedArchitectures": ["x86_64"]},
+    "Hypervisor": "nitro",
+    "NetworkInfo": {
+        "MaximumNetworkInterfaces": 3,
+        "Ipv4AddressesPerInterface": 10,
+        "EncryptionInTransitSupported": False,
+        "NetworkCards": [{"BaselineBandwidthInGbps": 0.75}],
+    },
+    "EbsInfo": {"EbsOptimizedInfo": {"MaximumBandwidthInMbps": 4750}},
+}
+G4DN = {
+    "InstanceType": "g4dn.xlarge",
+    "VCpuInfo": {"DefaultVCpus": 4},
+    "MemoryInfo": {"SizeInMiB": 16384},
+    "ProcessorInfo": {"Manufacturer": "Intel", "SupportedArchitectures": ["x86_64"]},
+    "NetworkInfo": {"MaximumNetworkInterfaces": 3, "Ipv4AddressesPerInterface": 10, "EfaSupported": False},
+    "GpuInfo": {
+        "Gpus": [{"Name": "T4", "Manufacturer": "NVIDIA", "Count": 1, "MemoryInfo": {"SizeInMiB": 16384}}]
+    },
+    "InstanceStorageInfo": {"TotalSizeInGB": 125, "NvmeSupport": "required"},
+}
+
+
+@pytest.mark.parametrize(
+    ("requirement", "value", "expected"),
+    [
+        (Requirement.create("k", "In", ["a", "b"]), "a", True),
+        (Requirement.create("k", "In", ["a", "b"]), "c", False),
+        (Requirement.create("k", "NotIn", ["a"]), "a", False),
+        (Requirement.create("k", "NotIn", ["a"]), "b", True),
+        (Requirement.create("k", "Exists"), "anything", True),
+        (Requirement.create("k", "DoesNotExist"), "anything", False),
+        (Requirement.create("k", "Gt", ["2"]), "3", True),
+        (Requirement.create("k", "Gt", ["2"]), "2", False),
+        (Requirement.create("k", "Lt", ["8"]), "7", True),
+        (Requirement.create("k", "Lt", ["8"]), "x", False),
+    ],
+)
+def test_requirement_membership_follows_operator(
+    requirement: Requirement, value: str, expected: bool
+) -> None:
+    assert requirement.has(value) is expected
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "allowed", "refused"),
+    [
+        (("In", ["a", "b"]), ("In", ["b", "c"]), ["b"], ["a", "c"]),
+        (("In", ["a", "b"]), ("NotIn", ["a"]), ["b"], ["a"]),
+        (("NotIn", ["a"]), ("NotIn", ["b"]), ["c"], ["a", "b"]),
+        (("Gt", ["2"]), ("Lt", ["5"]), ["3", "4"], ["2", "5"]),
+        (("Exists", []), ("In", ["x"]), ["x"], ["y"]),
+    ],
+)
+def test_intersection_keeps_only_values_both_allow(left, right, allowed, refused) -> None:
+    both = Requirement.create("k", *left).intersect(Requirement.create("k", *right))
+    assert all(both.has(v) for v in allowed)
+    assert not any(both.has(v) for v in refused)
+
+
+def test_intersection_of_disjoint_sets_is_empty_and_gt_lt_gap_is_empty() -> None:
+    assert Requirement.create("k", "In", ["a"]).intersect(Requirement.create("k", "In", ["b"])).is_empty()
+    assert Requirement.create("k", "Gt", ["3"]).intersect(Requirement.create("k", "Lt", ["4"])).is_empty()
+
+
+def test_min_values_survive_intersection_and_serialise() -> None:
+    merged = Requirement.create("k", "In", ["a", "b", "c"], 2).intersect(Requirement.create("k", "Exists"))
+    assert merged.min_values == 2
+    assert merged.to_k8s() == {"key": "k", "operator": "In", "values": ["a", "b", "c"], "minValues": 2}
+
+
+def test_unknown_operator_and_bad_gt_value_are_reported() -> None:
+    with pytest.raises(ValueError, match="unknown operator"):
+        Requirement.create("k", "Like", ["a"])
+    with pytest.raises(ValueError, match="one integer"):
+        Requirement.create("k", "Gt", ["x"])
+
+
+@pytest.mark.parametrize(
+    ("node", "pod", "conflict"),
+    [
+        ({"team": ("In", ["a"])}, {"team": ("In", ["a"])}, None),
+        ({"team": ("In", ["a"])}, {"team": ("In", ["b"])}, "conflicts"),
+        ({}, {"team": ("In", ["a"])}, "not defined"),
+        ({}, {"team": ("NotIn", ["a"])}, None),
+        ({}, {wk.ZONE: ("In", ["us-east-1a"])}, None),  # well-known labels come from the instance type
+        ({"team": ("NotIn", ["a"])}, {"team": ("DoesNotExist", [])}, None),
+    ],
+)
+def test_compatibility_as_karpenter(node: dict, pod: dict, conflict: str | None) -> None:
+    node_requirements = Requirements(Requirement.create(k, *v) for k, v in node.items())
+    pod_requirements = Requirements(Requirement.create(k, *v) for k, v in pod.items())
+    found = node_requirements.conflict(pod_requirements, wk.WELL_KNOWN_LABELS)
+    assert (found is None) if conflict is None else (conflict in found)
+
+
+def test_quantities_use_kubernetes_parsing_and_round_up() -> None:
+    assert parse_resource("cpu", "100m") == 100
+    assert parse_resource("cpu", "1.5") == 1500
+    assert parse_resource("memory", "1Gi") == 1024 * MIB
+    with pytest.raises(ValueError, match="memory"):
+        parse_resource("memory", "lots")
+
+
+def test_pod_requests_take_max_of_init_and_sum_of_containers_plus_overhead() -> None:
+    requests = pod_requests(
+        [{"cpu": 100, "memory": 10}, {"cpu": 200}], [{"cpu": 500}, {"memory": 5}], overhead={"cpu": 10}
+    )
+    assert requests == {"cpu": 510, "memory": 10, "pods": 1}
+
+
+def test_m5_large_allocatable_matches_eks() -> None:
+    it = instance_type_from_ec2(M5_LARGE, [Offering("us-east-1a", "on-demand", 0.096)])
+    assert it.capacity["pods"] == 3 * (10 - 1) + 2 == 29
+    assert it.capacity["memory"] == (8192 - 615) * MIB  # 7.5 % VM overhead, rounded up
+    assert it.overhead.kube_reserved["memory"] == (11 * 29 + 255) * MIB
+    assert it.overhead.kube_reserved["cpu"] == 70  # 6 % of the first core + 1 % of the second
+    assert it.overhead.eviction_threshold["memory"] == 100 * MIB
+    assert it.allocatable["cpu"] == 1930
+    assert it.allocatable["memory"] == (8192 - 615 - 574 - 100) * MIB
+    assert it.labels[wk.INSTANCE_CATEGORY] == "m"
+    assert it.labels[wk.INSTANCE_FAMILY] == "m5"
+    assert it.labels[wk.INSTANCE_GENERATION] == "5"
+    assert it.labels[wk.INSTANCE_SIZE] == "large"
+    assert it.labels[wk.ARCH] == "amd64"
+    assert it.labels[wk.REGION] == "us-east-1"
+    assert it.labels[wk.INSTANCE_NETWORK_BANDWIDTH] == "750"
+
+
+@pytest.mark.parametrize(
+    ("millicores", "reserved"), [(1000, 60), (2000, 70), (4000, 80), (8000, 90), (96000, 310)]
+)
+def test_cpu_reservation_ladder(millicores: int, reserved: int) -> None:
+    assert kube_reserved_cpu(millicores) == reserved
+
+
+def test_gpu_type_gets_extended_resource_and_gpu_labels() -> None:
+    it = instance_type_from_ec2(G4DN, [])
+    assert it.capacity["nvidia.com/gpu"] == 1
+    assert it.labels[wk.INSTANCE_GPU_NAME] == "t4"
+    assert it.labels[wk.INSTANCE_GPU_MANUFACTURER] == "nvidia"
+    assert it.labels[wk.INSTANCE_GPU_MEMORY] == "16384"
+    assert it.labels[wk.INSTANCE_LOCAL_NVME] == "125"
+
+
+def test_kubelet_overrides_change_pods_and_reservations() -> None:
+    kubelet = KubeletSettings(
+        max_pods=110,
+        pods_per_core=10,
+        system_reserved={"cpu": "100m"},
+        kube_reserved={"memory": "1Gi"},
+        eviction_hard={"memory.available": "5%"},
+    )
+    it = instance_type_from_ec2(M5_LARGE, [], kubelet)
+    assert it.capacity["pods"] == 20  # podsPerCore x vCPUs caps maxPods
+    assert it.overhead.kube_reserved["memory"] == 1024 * MIB
+    assert it.overhead.system_reserved["cpu"] == 100
+    assert it.overhead.eviction_threshold["memory"] == -(-it.capacity["memory"] * 5 // 100)
+
+
+def test_pod_from_k8s_reads_constraints() -> None:
+    pod = pod_from_k8s(
+        {
+            "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
+                        "ports": [{"containerPort": 80, "hostPort": 8080}],
+                    }
+                ],
+                "nodeSelector": {"kubernetes.io/arch": "arm64"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": wk.ZONE,
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                    }
+                ],
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": wk.HOSTNAME, "labelSelector": {"matchLabels": {"app": "web"}}}
+                        ]
+                    }
+                },
+            },
+        }
+    )
+    assert pod.key == "shop/web-1"
+    assert pod.spec.request_map == {"cpu": 250, "memory": 256 * MIB, "pods": 1}
+    assert pod.spec.host_ports[0].port == 8080
+    assert pod.spec.spreads[0].selector.matches({"app": "web"})
+    assert pod.spec.affinity[0].anti
+
+
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        ({"metadata": {"name": "a"}, "status": {"phase": "Pending", "conditions": [UNSCHEDULABLE]}}, True),
+        ({"metadata": {"name": "a"}, "status": {"phase": "Pending", "conditions": []}}, False),
+        (
+            {"metadata": {"name": "a"}, "spec": {"nodeName": "n"}, "status": {"conditions": [UNSCHEDULABLE]}},
+            False,
+        ),
+        (
+            {
+                "metadata": {"name": "a", "ownerReferences": [{"kind": "DaemonSet", "name": "ds"}]},
+                "status": {"conditions": [UNSCHEDULABLE]},
+            },
+            False,
+        ),
+        (
+            {"metadata": {"name": "a", "deletionTimestamp": "x"}, "status": {"conditions": [UNSCHEDULABLE]}},
+            False,
+        ),
+    ],
+)
+def test_only_unschedulable_pending_pods_are_provisionable(pod: dict, expected: bool) -> None:
+    assert is_provisionable(pod) is expected
+
+
+def test_malformed_pod_is_reported_and_the_rest_parsed() -> None:
+    good = {"metadata": {"name": "ok"}, "spec": {"containers": [{"name": "c"}]}}
+    bad = {
+        "metadata": {"name": "bad", "namespace": "x"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]},
+    }
+    parsed, errors = pods_from_k8s([bad, good])
+    assert [p.key for p in parsed] == ["default/ok"]
+    assert "cpu: 'lots' is not a Kubernetes quantity" in errors["x/bad"]
+
+
+def test_node_from_k8s_reads_allocatable_taints_and_cordon() -> None:
+    parsed = node_from_k8s(
+        {
+            "metadata": {"name": "n1", "labels": {wk.ZONE: "us-east-1a"}},
+            "spec": {"unschedulable": True, "taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]},
+            "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}},
+        }
+    )
+    assert parsed.allocatable == {"cpu": 1930, "memory": 7 * 1024 * MIB, "pods": 29}
+    assert parsed.unschedulable
+    assert str(parsed.taints[0]) == "k=v:NoExecute"
