@@ -1,0 +1,1 @@
+"""One construct per capability; ``infra.autoscaler.NodewrightAutoscaler`` composes them."""

@@ -1,0 +1,27 @@
+"""Acknowledge a cdk-nag or checkov finding on one construct, with the reason next to it.
+
+cdk-nag 3 runs as a CDK validation plugin: an unacknowledged finding fails synth.
+checkov reads ``Metadata.checkov.skip`` on each CloudFormation resource, so its
+acknowledgments live in the template too, each with a comment.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, CfnResource, Validations
+from constructs import IConstruct
+
+
+def nag(scope: IConstruct, rule: str, reason: str) -> None:
+    """Acknowledge cdk-nag rule ``rule`` (e.g. ``AwsSolutions-IAM5``) on scope and its children."""
+    pack = rule.split("-", 1)[0]
+    Validations.of(scope).acknowledge(Acknowledgment(id=f"{pack}::{rule}", reason=reason))
+
+
+def checkov(resource: IConstruct, check_id: str, reason: str) -> None:
+    """Acknowledge checkov check ``check_id`` on the CloudFormation resource behind ``resource``."""
+    cfn = resource if isinstance(resource, CfnResource) else resource.node.default_child
+    if not isinstance(cfn, CfnResource):
+        raise TypeError(f"{resource.node.path} has no CloudFormation resource to annotate")
+    metadata = cfn.get_metadata("checkov") or {"skip": []}
+    metadata["skip"].append({"id": check_id, "comment": reason})
+    cfn.add_metadata("checkov", metadata)

@@ -1,0 +1,229 @@
+"""The Lambda functions, their shared role, log groups and failure queue.
+
+Sizing (Graviton/arm64: ~20 % cheaper per GB-second than x86_64 for the same work; the
+layer is built for aarch64). Lambda gives CPU in proportion to memory (1,769 MB = one
+vCPU), and every function imports the same ~1.5 s of libraries on a cold start.
+
+The provisioner runs every minute for most of the minute, so its memory is the main
+running cost (512 MB x 55 s x 43,200 runs ≈ 1.19 M GB-s/month ≈ $16 before the free
+tier); see docs/deploy.md. The other functions run for seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.capabilities import acknowledge
+from infra.capabilities.layer import ARCHITECTURES, RUNTIME
+from infra.capabilities.permissions import wildcard_resources_for_nag
+from infra.capabilities.queues import encrypted_queue
+from infra.config import NodewrightConfig
+from infra.metrics import NAMESPACE, service_name
+
+DEFAULT_FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    name: str
+    memory_mb: int
+    timeout: Duration
+    # Reserved concurrency; None = unreserved.
+    reserved_concurrency: int | None
+    description: str
+
+
+FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
+    # Every minute; inside one invocation it polls every POLL_INTERVAL_SECONDS until the
+    # remaining time runs short, so a pending pod waits seconds, not a minute. 55 s keeps
+    # one run inside its minute so the next tick finds it finished; reserved concurrency
+    # 1 makes the rare overlap (a tick a few seconds early) a throttle that Lambda retries,
+    # never two planners at once. 512 MB: planning a few hundred pods is milliseconds of
+    # CPU; more memory mostly raises the cost of a function that runs all the time.
+    FunctionSpec("provisioner", 512, Duration.seconds(55), 1, "plans and launches capacity for pending pods"),
+    # Every minute; consolidation simulates removing each candidate node, the most CPU of
+    # all the flows, so it gets 1 GB (~0.6 vCPU). It runs for seconds, so the cost is small.
+    FunctionSpec("disruption", 1024, Duration.seconds(55), None, "emptiness, expiry, drift, consolidation"),
+    # One SQS batch (up to 10 messages): cordon, launch a replacement, drain. 60 s is half
+    # of a spot warning's two minutes; the queue's visibility timeout (90 s) exceeds it.
+    FunctionSpec("interruption", 512, Duration.seconds(60), None, "handles interruption queue messages"),
+    FunctionSpec("spot_events", 512, Duration.seconds(60), None, "low-latency path for spot warnings"),
+    # Paginates the Pricing API for the region's EC2 offers (thousands of products): minutes.
+    FunctionSpec("pricing", 512, Duration.minutes(5), None, "refreshes on-demand and spot prices"),
+)
+
+
+def function_asset_dir(functions_dir: Path, name: str) -> Path:
+    """The folder of one function; a clear error if it is missing (synth would fail anyway)."""
+    folder = functions_dir / name
+    if not (folder / "app.py").is_file():
+        raise FileNotFoundError(
+            f"{folder / 'app.py'} is missing: the stack deploys one Lambda per folder "
+            f"functions/<name>/ with app.py defining handler(event, context) ({name!r} is wired "
+            "in infra/capabilities/functions.py FUNCTION_SPECS)"
+        )
+    return folder
+
+
+class NodewrightFunctions(Construct):
+    """All functions share one role: the EKS access entry maps that role to one Kubernetes group."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: NodewrightConfig,
+        layer: lambda_.ILayerVersion,
+        environment: dict[str, str],
+        policy_statements: list[iam.PolicyStatement],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        functions_dir = config.functions_dir or DEFAULT_FUNCTIONS_DIR
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Nodewright functions of cluster {config.cluster_name}",
+        )
+        policy = iam.Policy(self, "Policy", statements=policy_statements)
+        policy.attach_to_role(self.role)
+        self._policy = policy
+        # Where an asynchronous invocation (schedule, direct EventBridge rule) ends up when
+        # it fails or cannot be delivered; alarmed on by the monitoring construct.
+        self.failure_queue = encrypted_queue(self, "FailedInvocations", retention=Duration.days(14))
+        for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+            acknowledge.nag(
+                self.failure_queue,
+                rule,
+                "this queue is itself the dead-letter target (Lambda on-failure destination and "
+                "EventBridge target DLQ); cdk-nag only recognises DLQs set by an SQS redrive policy",
+            )
+        base_environment = {
+            **environment,
+            "CLUSTER_NAME": config.cluster_name,
+            "REBALANCE_MODE": config.rebalance_mode,
+            "POLL_INTERVAL_SECONDS": f"{config.poll_interval_seconds:g}",
+            "POWERTOOLS_SERVICE_NAME": service_name(config.cluster_name),
+            "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+            "NODEWRIGHT_TRACING": "true" if config.tracing else "false",
+        }
+        self.functions: dict[str, lambda_.Function] = {}
+        self.log_groups: dict[str, logs.LogGroup] = {}
+        for spec in FUNCTION_SPECS:
+            log_group = logs.LogGroup(
+                self,
+                f"{spec.name}Logs",
+                retention=logs.RetentionDays.ONE_MONTH,
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+            acknowledge.checkov(
+                log_group,
+                "CKV_AWS_158",
+                "CloudWatch Logs encrypts at rest by default; a customer-managed KMS key adds cost "
+                "and a key policy, and the logs hold no secrets",
+            )
+            asynchronous = spec.name != "interruption"  # interruption is polled from SQS
+            function = lambda_.Function(
+                self,
+                spec.name,
+                description=f"Nodewright ({config.cluster_name}): {spec.description}",
+                runtime=RUNTIME,
+                architecture=ARCHITECTURES[config.architecture],
+                handler="app.handler",
+                code=lambda_.Code.from_asset(
+                    str(function_asset_dir(functions_dir, spec.name)), exclude=["__pycache__", "*.pyc"]
+                ),
+                layers=[layer],
+                role=self.role,
+                memory_size=spec.memory_mb,
+                timeout=spec.timeout,
+                reserved_concurrent_executions=spec.reserved_concurrency,
+                environment=base_environment,
+                log_group=log_group,
+                tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,
+                # A failed scheduled run is not retried: the next tick runs a minute later
+                # with fresh state. The direct spot path retries twice (idempotent handling).
+                retry_attempts=(2 if spec.name == "spot_events" else 0) if asynchronous else None,
+                max_event_age=Duration.minutes(2) if asynchronous else None,
+                on_failure=destinations.SqsDestination(self.failure_queue) if asynchronous else None,
+            )
+            log_group.grant_write(self.role)
+            self.functions[spec.name] = function
+            self.log_groups[spec.name] = log_group
+            for check, reason in (
+                (
+                    "CKV_AWS_117",
+                    "the functions call only public AWS and EKS endpoints; a VPC would add "
+                    "NAT or endpoint costs and its own failure modes for no isolation gain",
+                ),
+                (
+                    "CKV_AWS_173",
+                    "the environment holds names and URLs only, no secrets; the default AWS "
+                    "key encrypts it at rest",
+                ),
+            ):
+                acknowledge.checkov(function, check, reason)
+            if spec.reserved_concurrency is None:
+                acknowledge.checkov(
+                    function,
+                    "CKV_AWS_115",
+                    "event-driven and idempotent; the provisioner, the one that must never run "
+                    "twice at once, has reserved concurrency 1",
+                )
+            self._acknowledge_function(function, asynchronous, config)
+        self._depend_on_policies_not_role()
+        self._acknowledge_role(config)
+
+    def _depend_on_policies_not_role(self) -> None:
+        """Functions must not start before their policies exist. CDK adds DependsOn on the role
+        too, which its GetAtt already implies (cfn-lint W3005): keep only the policies."""
+        stack = Stack.of(self)
+        default_policy = self.role.node.find_child("DefaultPolicy").node.default_child
+        policies = [stack.get_logical_id(p) for p in (default_policy, self._policy.node.default_child)]
+        for function in self.functions.values():
+            function.node.default_child.add_override("DependsOn", policies)
+
+    @staticmethod
+    def _acknowledge_function(
+        function: lambda_.Function, asynchronous: bool, config: NodewrightConfig
+    ) -> None:
+        runtime_reason = (
+            f"{RUNTIME.name}: the layer's bytecode and pinned wheels are built and "
+            "tested for this version; moving on means changing RUNTIME_PYTHON in infra/layer_build.py too"
+        )
+        acknowledge.nag(function, "AwsSolutions-L1", runtime_reason)
+        acknowledge.nag(function, "Serverless-LambdaLatestVersion", runtime_reason)
+        dlq_reason = (
+            "failed asynchronous invocations go to the FailedInvocations queue through an on-failure "
+            "destination, which carries the error (a DLQ does not)"
+            if asynchronous
+            else "invoked by an SQS event source mapping, whose failed messages go to the "
+            "interruption queue's DLQ by its redrive policy; a function DLQ applies only to async invocations"
+        )
+        acknowledge.nag(function, "Serverless-LambdaDLQ", dlq_reason)
+        acknowledge.checkov(function, "CKV_AWS_116", dlq_reason)
+        if not config.tracing:
+            acknowledge.nag(
+                function,
+                "Serverless-LambdaTracing",
+                "X-Ray is opt-in (-c tracing=true): traces of a poll every minute cost more than they tell",
+            )
+
+    def _acknowledge_role(self, config: NodewrightConfig) -> None:
+        for resource, reason in wildcard_resources_for_nag().items():
+            acknowledge.nag(self._policy, f"AwsSolutions-IAM5[Resource::{resource}]", reason)
+        if config.tracing:
+            acknowledge.nag(
+                self.role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "X-Ray PutTraceSegments/PutTelemetryRecords have no resources",
+            )

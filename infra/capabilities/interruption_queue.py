@@ -1,0 +1,141 @@
+"""The interruption queue and the EventBridge rules that feed it (as Karpenter's).
+
+EventBridge → SQS decouples the event from its handling: a burst of interruptions
+waits in the queue instead of being dropped, and a message that keeps failing lands
+in the DLQ where an alarm sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.capabilities import acknowledge
+from infra.capabilities.queues import encrypted_queue
+
+SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
+REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
+STATE_CHANGE = "EC2 Instance State-change Notification"
+CAPACITY_RESERVATION_INTERRUPTION = "EC2 Capacity Reservation Instance Interruption Warning"
+
+# rule id → event pattern; every one of them feeds the queue.
+QUEUE_RULES: dict[str, dict[str, Any]] = {
+    "SpotInterruption": {"source": ["aws.ec2"], "detail_type": [SPOT_INTERRUPTION]},
+    "Rebalance": {"source": ["aws.ec2"], "detail_type": [REBALANCE_RECOMMENDATION]},
+    "StateChange": {"source": ["aws.ec2"], "detail_type": [STATE_CHANGE]},
+    # Only EC2 scheduled changes (retirements, maintenance); other Health events are noise.
+    "ScheduledChange": {
+        "source": ["aws.health"],
+        "detail_type": ["AWS Health Event"],
+        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+    },
+    "CapacityReservationInterruption": {
+        "source": ["aws.ec2"],
+        "detail_type": [CAPACITY_RESERVATION_INTERRUPTION],
+    },
+}
+# The low-latency direct path to the spot_events function: the two spot events only.
+DIRECT_SPOT_PATTERN: dict[str, Any] = {
+    "source": ["aws.ec2"],
+    "detail_type": [SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION],
+}
+
+# A spot warning gives two minutes; a message older than five is about an instance that
+# is gone, so the queue drops it (Karpenter uses the same 300 s).
+MESSAGE_RETENTION = Duration.seconds(300)
+# Must be at least the interruption function's timeout (60 s); three receives of 90 s fit
+# in the 300 s retention, so a failing message reaches the DLQ before it would expire.
+VISIBILITY_TIMEOUT = Duration.seconds(90)
+MAX_RECEIVE_COUNT = 3
+
+
+class InterruptionQueue(Construct):
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letter_queue = encrypted_queue(self, "DeadLetterQueue", retention=Duration.days(14))
+        self.queue = encrypted_queue(
+            self,
+            "Queue",
+            retention=MESSAGE_RETENTION,
+            visibility_timeout=VISIBILITY_TIMEOUT,
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVE_COUNT
+            ),
+        )
+        # Only EventBridge (per rule, added by each target) and SQS itself may send.
+        self.queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowSqsServiceToSend",
+                principals=[iam.ServicePrincipal("sqs.amazonaws.com")],
+                actions=["sqs:SendMessage"],
+                resources=[self.queue.queue_arn],
+            )
+        )
+        self.rules: dict[str, events.Rule] = {}
+        for rule_id, pattern in QUEUE_RULES.items():
+            rule = events.Rule(
+                self,
+                f"{rule_id}Rule",
+                description=f"Nodewright: {rule_id} events to the interruption queue",
+                event_pattern=events.EventPattern(**pattern),
+                # A message EventBridge cannot deliver lands in the DLQ (and its alarm fires).
+                targets=[targets.SqsQueue(self.queue, dead_letter_queue=self.dead_letter_queue)],
+            )
+            self.rules[rule_id] = rule
+        acknowledge.nag(
+            self.dead_letter_queue,
+            "Serverless-SQSRedrivePolicy",
+            "this is the dead-letter queue: a redrive policy on it would have nowhere better to go",
+        )
+
+    def add_consumer(self, function: lambda_.IFunction) -> None:
+        """The interruption function reads the queue in batches of 10 and reports per-item failures,
+        so one bad message is retried (then dead-lettered) without re-running the other nine."""
+        source = sources.SqsEventSource(self.queue, batch_size=10, report_batch_item_failures=True)
+        function.add_event_source(source)
+        acknowledge.nag(
+            function,
+            "Serverless-LambdaEventSourceMappingDestination",
+            "SQS event sources take no on-failure destination: the queue's redrive policy sends a "
+            f"message that failed {MAX_RECEIVE_COUNT} times to the DLQ",
+        )
+
+
+class SpotEventsRoute(Construct):
+    """The direct rule: spot warning + rebalance straight to ``spot_events`` (no queue hop).
+
+    The same events also reach the queue; the two paths deduplicate through the
+    idempotency records in the state table.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        function: lambda_.IFunction,
+        dead_letter_queue: sqs.IQueue,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.rule = events.Rule(
+            self,
+            "Rule",
+            description="Nodewright: spot interruption warnings and rebalance recommendations, direct",
+            event_pattern=events.EventPattern(**DIRECT_SPOT_PATTERN),
+            targets=[
+                targets.LambdaFunction(
+                    function,
+                    retry_attempts=2,
+                    max_event_age=Duration.minutes(2),  # the warning's whole notice
+                    dead_letter_queue=dead_letter_queue,
+                )
+            ],
+        )

