@@ -1,0 +1,182 @@
+"""``nodewright catalog --region R [--requirements FILE] [--json]``: the instance types a NodePool allows.
+
+What the provider sees, cheapest first: each type with its cheapest allowed offering (price,
+capacity type, zone) and its capacity and allocatable as the scheduler computes them. This is
+how to answer "why did Nodewright pick this type?".
+
+Prices come from the state table when ``STATE_TABLE`` is set (what the functions read), else
+from ``--prices FILE`` (a ``{"prices": {type: usd}}`` document), else live from the Pricing API
+and spot price history. A type with no price is ranked by the documented estimate, marked ``~``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "catalog",
+        help="list the instance types a NodePool allows, with price and allocatable, cheapest first",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--region", required=True, help="AWS region, e.g. us-east-1")
+    parser.add_argument(
+        "--requirements",
+        metavar="FILE",
+        help="a NodePool manifest (YAML/JSON) or a list of {key, operator, values} requirements",
+    )
+    parser.add_argument("--prices", metavar="FILE", help='on-demand prices as {"prices": {type: usd}}')
+    parser.add_argument("--limit", type=int, default=40, help="rows to print (0 = all; default 40)")
+    parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    parser.set_defaults(func=run)
+
+
+class RequirementsFileError(ValueError):
+    """The --requirements file is not a NodePool or a list of requirements; the message says why."""
+
+
+def load_requirements(path: str) -> list[dict[str, Any]]:
+    """Requirement terms from a NodePool manifest (first NodePool in the file) or a bare list."""
+    import yaml  # noqa: PLC0415 - keep `nodewright --help` fast
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            documents = [d for d in yaml.safe_load_all(handle) if d is not None]
+    except OSError as exc:
+        raise RequirementsFileError(f"cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise RequirementsFileError(f"{path} is not valid YAML/JSON: {exc}") from exc
+    for document in documents:
+        if isinstance(document, list):
+            return [dict(term) for term in document]
+        if isinstance(document, dict) and document.get("kind") == "NodePool":
+            spec = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
+            return [dict(term) for term in spec.get("requirements") or []]
+        if isinstance(document, dict) and "requirements" in document:
+            return [dict(term) for term in document["requirements"] or []]
+    raise RequirementsFileError(
+        f"{path} holds no NodePool and no requirements list; give a NodePool manifest or "
+        "a YAML list of {key, operator, values} terms"
+    )
+
+
+def _price_store(args: argparse.Namespace, settings: Any) -> Any:
+    from nodewright.cloud import aws  # noqa: PLC0415
+    from nodewright.cloud.pricetable import PriceTable  # noqa: PLC0415
+    from nodewright.cloud.pricing import fetch_on_demand_prices, fetch_spot_prices  # noqa: PLC0415
+    from nodewright.cloud.state import InMemoryStateStore, StateStore  # noqa: PLC0415
+
+    if settings.state_table:
+        return StateStore(settings)
+    store = InMemoryStateStore()
+    if args.prices:
+        store.put_price_table(PriceTable.from_ondemand_file(args.prices))
+        return store
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
+
+    try:
+        on_demand = fetch_on_demand_prices(
+            aws.client("pricing", settings, aws.PRICING_API_REGION), args.region
+        )
+        spot = fetch_spot_prices(aws.client("ec2", settings))
+        store.put_price_table(PriceTable(on_demand=on_demand, spot=spot, source="live"))
+    except (BotoCoreError, ClientError) as exc:
+        print(f"warning: live prices unavailable ({exc}); ranking by estimates", file=sys.stderr)
+    return store
+
+
+def rows(instance_types: list[Any], terms: list[dict[str, Any]], estimated: set[str]) -> list[dict[str, Any]]:
+    """One row per type the requirements allow that has an available offering, cheapest first."""
+    from nodewright.scheduling.requirements import Requirements  # noqa: PLC0415
+    from nodewright.scheduling.resources import format_resource  # noqa: PLC0415
+
+    def formatted(resources: dict[str, int]) -> dict[str, str]:
+        return {name: format_resource(name, value) for name, value in sorted(resources.items())}
+
+    pool = Requirements.from_k8s(terms)
+    found = []
+    for instance_type in instance_types:
+        own = instance_type.requirements
+        if any(key in own and own[key].intersect(pool[key]).is_empty() for key in pool):
+            continue
+        offerings = instance_type.available_offerings(pool)
+        if not offerings:
+            continue
+        best = offerings[0]
+        found.append(
+            {
+                "instanceType": instance_type.name,
+                "price": best.price,
+                "priceEstimated": instance_type.name in estimated,
+                "capacityType": best.capacity_type,
+                "zone": best.zone,
+                "zones": sorted({o.zone for o in offerings}),
+                "arch": instance_type.labels.get("kubernetes.io/arch", ""),
+                "capacity": formatted(instance_type.capacity),
+                "allocatable": formatted(instance_type.allocatable),
+            }
+        )
+    found.sort(key=lambda r: (r["price"], r["instanceType"]))
+    return found
+
+
+def _table(found: list[dict[str, Any]]) -> str:
+    header = ("TYPE", "ARCH", "PRICE/H", "CAPACITY", "ZONE", "ALLOC CPU", "ALLOC MEMORY", "PODS")
+    lines = [header]
+    for row in found:
+        price = f"{'~' if row['priceEstimated'] else ''}{row['price']:.4f}"
+        lines.append(
+            (
+                row["instanceType"],
+                row["arch"],
+                price,
+                row["capacityType"],
+                row["zone"],
+                row["allocatable"].get("cpu", "0"),
+                row["allocatable"].get("memory", "0"),
+                row["allocatable"].get("pods", "0"),
+            )
+        )
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from nodewright.cloud import aws  # noqa: PLC0415
+    from nodewright.cloud.catalog import Catalog  # noqa: PLC0415
+    from nodewright.settings import Settings  # noqa: PLC0415
+
+    try:
+        terms = load_requirements(args.requirements) if args.requirements else []
+    except RequirementsFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    settings = Settings(
+        cluster_name=os.environ.get("CLUSTER_NAME") or "catalog",
+        region=args.region,
+        state_table=os.environ.get("STATE_TABLE") or None,
+        aws_endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
+    )
+    store = _price_store(args, settings)
+    catalog = Catalog(aws.client("ec2", settings), store, (settings.region, settings.aws_endpoint_url))
+    prices = catalog.prices()
+    estimated = {name for name in catalog.data().types if prices.on_demand_price(name) is None}
+    found = rows(catalog.instance_types(), terms, estimated)
+    shown = found if args.limit <= 0 else found[: args.limit]
+    if args.json:
+        print(json.dumps(shown, indent=2))
+    else:
+        print(_table(shown))
+        if len(found) > len(shown):
+            print(f"... {len(found) - len(shown)} more (--limit 0 shows all)")
+        if any(r["priceEstimated"] for r in shown):
+            print("~ price estimated from vCPU/memory/GPUs: no price known for the type")
+    return 0

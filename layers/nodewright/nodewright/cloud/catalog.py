@@ -1,0 +1,211 @@
+"""The instance catalog: what EC2 offers in the region, priced and marked available or not.
+
+DescribeInstanceTypes (~1,400 items, several pages) and DescribeInstanceTypeOfferings
+(location type availability-zone) are fetched once per warm container and kept 5 minutes,
+so an invocation never pages through them twice. Prices come from the state store's price
+table (kept a minute), unavailable offerings from the state store on every call (they are
+the one part that changes between plans). The scheduling core turns each item into its
+instance-type model (``instance_type_from_ec2``): the cloud fetches, the scheduler interprets.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from nodewright.cloud.cache import TTLCache
+from nodewright.cloud.pricetable import PriceTable, estimate_on_demand_price, estimate_spot_price
+from nodewright.observability import logger, metrics
+
+CATALOG_TTL_SECONDS = 300.0
+PRICE_TABLE_TTL_SECONDS = 60.0
+SPOT = "spot"
+ON_DEMAND = "on-demand"
+
+
+@dataclass(frozen=True)
+class RawOffering:
+    """One (zone, capacity type) of a type before it becomes the scheduler's ``Offering``."""
+
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool
+    estimated: bool = False
+
+
+@dataclass(frozen=True)
+class CatalogData:
+    types: Mapping[str, Mapping[str, Any]]  # name → DescribeInstanceTypes item
+    zones: Mapping[str, frozenset[str]]  # name → zones that offer it
+    fetched_at: float
+
+
+# Per warm container, keyed by (region, endpoint): every CloudProvider in the container shares it.
+_CATALOGS: TTLCache[CatalogData] = TTLCache(CATALOG_TTL_SECONDS)
+_PRICES: TTLCache[PriceTable] = TTLCache(PRICE_TABLE_TTL_SECONDS)
+_ESTIMATE_WARNED: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def fetch_catalog(ec2: Any) -> CatalogData:
+    """Page through DescribeInstanceTypes and DescribeInstanceTypeOfferings once."""
+    types: dict[str, Mapping[str, Any]] = {}
+    for page in ec2.get_paginator("describe_instance_types").paginate():
+        for item in page.get("InstanceTypes", []):
+            types[item["InstanceType"]] = item
+    zones: dict[str, set[str]] = {}
+    offerings = ec2.get_paginator("describe_instance_type_offerings")
+    for page in offerings.paginate(LocationType="availability-zone"):
+        for offering in page.get("InstanceTypeOfferings", []):
+            zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
+    return CatalogData(types=types, zones={k: frozenset(v) for k, v in zones.items()}, fetched_at=time.time())
+
+
+def prime_catalog(key: tuple[str, str | None], data: CatalogData) -> None:
+    """Install catalog data for (region, endpoint) — tests and the sandbox load moto's list once."""
+    _CATALOGS.put(key, data)
+
+
+def clear_caches() -> None:
+    _CATALOGS.clear()
+    _PRICES.clear()
+    with _warn_lock:
+        _ESTIMATE_WARNED.clear()
+
+
+def _warn_estimated(instance_types: Iterable[str]) -> None:
+    """Log and count types ranked by an estimate: once per type per container, one line per batch.
+
+    A region whose price table is missing (first deployment, Pricing API down) would otherwise
+    log a line per type per plan.
+    """
+    with _warn_lock:
+        fresh = sorted(set(instance_types) - _ESTIMATE_WARNED)
+        _ESTIMATE_WARNED.update(fresh)
+    if not fresh:
+        return
+    logger().warning(
+        "no on-demand price for some instance types; ranking them by an estimate from vCPU/memory/GPUs",
+        count=len(fresh),
+        instance_types=fresh[:20],
+    )
+    metrics().add_metric(name="PriceEstimated", unit=MetricUnit.Count, value=len(fresh))
+
+
+class Catalog:
+    """Instance types with offerings for one region, from the caches above."""
+
+    def __init__(
+        self,
+        ec2: Any,
+        store: Any,
+        cache_key: tuple[str, str | None],
+        loader: Callable[[Any], CatalogData] = fetch_catalog,
+    ) -> None:
+        self._ec2 = ec2
+        self._store = store
+        self._key = cache_key
+        self._loader = loader
+
+    def data(self) -> CatalogData:
+        return _CATALOGS.get_or_load(self._key, lambda: self._loader(self._ec2))
+
+    def info(self, instance_type: str) -> Mapping[str, Any] | None:
+        return self.data().types.get(instance_type)
+
+    def prices(self) -> PriceTable:
+        return _PRICES.get_or_load(self._key, self._store.price_table)
+
+    def on_demand_price(self, instance_type: str) -> tuple[float, bool]:
+        """(price, estimated?): the real price, or the documented estimate (warned once per type)."""
+        price = self.prices().on_demand_price(instance_type)
+        if price is not None:
+            return price, False
+        _warn_estimated([instance_type])
+        return estimate_on_demand_price(self.info(instance_type) or {}), True
+
+    def offerings(
+        self,
+        instance_type: str,
+        zones: Iterable[str] | None = None,
+        unavailable: set[tuple[str, str, str]] | None = None,
+    ) -> list[RawOffering]:
+        """Every (zone, capacity type) the type is sold in, restricted to ``zones``, priced."""
+        data = self.data()
+        info = data.types.get(instance_type)
+        if info is None:
+            return []
+        allowed = set(zones) if zones is not None else None
+        usage = set(info.get("SupportedUsageClasses") or [ON_DEMAND])
+        unavailable = unavailable if unavailable is not None else set()
+        od_price, od_estimated = self.on_demand_price(instance_type)
+        table = self.prices()
+        found: list[RawOffering] = []
+        for zone in sorted(data.zones.get(instance_type, ())):
+            if allowed is not None and zone not in allowed:
+                continue
+            if SPOT in usage:
+                spot = table.spot_price(instance_type, zone)
+                found.append(
+                    RawOffering(
+                        zone=zone,
+                        capacity_type=SPOT,
+                        price=spot if spot is not None else estimate_spot_price(od_price),
+                        available=(instance_type, zone, SPOT) not in unavailable,
+                        estimated=spot is None,
+                    )
+                )
+            if ON_DEMAND in usage:
+                found.append(
+                    RawOffering(
+                        zone=zone,
+                        capacity_type=ON_DEMAND,
+                        price=od_price,
+                        available=(instance_type, zone, ON_DEMAND) not in unavailable,
+                        estimated=od_estimated,
+                    )
+                )
+        return found
+
+    def instance_types(self, zones: Iterable[str] | None = None, kubelet: Any = None) -> list[Any]:
+        """The scheduler's InstanceType for every type offered in ``zones``.
+
+        ``kubelet`` is the NodeClass's v1 ``kubelet`` dict (or the scheduler's KubeletSettings);
+        it changes allocatable (maxPods, podsPerCore, reserved, evictionHard).
+        """
+        # Imported here: the catalog is also used by the CLI, whose --help must stay fast.
+        from nodewright.scheduling.instancetypes import (  # noqa: PLC0415
+            KubeletSettings,
+            Offering,
+            instance_type_from_ec2,
+        )
+
+        if isinstance(kubelet, Mapping):
+            kubelet = KubeletSettings(
+                max_pods=kubelet.get("maxPods"),
+                pods_per_core=kubelet.get("podsPerCore"),
+                system_reserved={k: str(v) for k, v in (kubelet.get("systemReserved") or {}).items()},
+                kube_reserved={k: str(v) for k, v in (kubelet.get("kubeReserved") or {}).items()},
+                eviction_hard={k: str(v) for k, v in (kubelet.get("evictionHard") or {}).items()},
+            )
+        zone_list = list(zones) if zones is not None else None
+        unavailable = self._store.unavailable_offerings()
+        prices = self.prices()
+        _warn_estimated(name for name in self.data().types if prices.on_demand_price(name) is None)
+        result = []
+        for name, info in sorted(self.data().types.items()):
+            raw = self.offerings(name, zone_list, unavailable)
+            if not raw:
+                continue
+            offerings = [Offering(o.zone, o.capacity_type, o.price, o.available) for o in raw]
+            try:
+                result.append(instance_type_from_ec2(info, offerings, kubelet=kubelet))
+            except (KeyError, TypeError, ValueError) as exc:  # one odd item never hides the others
+                logger().warning("skipping a malformed instance type", instance_type=name, error=str(exc))
+        return result

@@ -1,0 +1,75 @@
+"""Typed errors of the cloud package, so flows can react by kind rather than by message."""
+
+from __future__ import annotations
+
+# CreateFleet error codes that mean "this offering (type, zone, capacity type) cannot be had now".
+# They mark the offering unavailable for a few minutes; the launch moves on to the next offering.
+INSUFFICIENT_CAPACITY_CODES: frozenset[str] = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "UnfulfillableCapacity",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+    }
+)
+
+
+class CloudError(Exception):
+    """Base of every error the cloud package raises on purpose."""
+
+
+class SelectorNoMatchError(CloudError):
+    """A NodeClass selector (subnets, security groups, AMIs) matched nothing; the message names it."""
+
+    def __init__(self, kind: str, nodeclass: str, terms: object) -> None:
+        self.kind = kind
+        self.nodeclass = nodeclass
+        self.terms = terms
+        super().__init__(
+            f"EC2NodeClass {nodeclass!r}: no {kind} matched {kind}SelectorTerms {terms!r}; "
+            f"check the tags/ids/names in spec.{kind}SelectorTerms"
+        )
+
+
+class NoSubnetError(SelectorNoMatchError):
+    """No subnet matched the NodeClass's subnetSelectorTerms (or none in an allowed zone)."""
+
+    def __init__(self, nodeclass: str, terms: object, zones: object = None, detail: str = "") -> None:
+        super().__init__("subnet", nodeclass, terms)
+        message = str(self.args[0])
+        if zones:
+            message += f" in the allowed zones {sorted(zones)!r}"
+        self.args = (f"{message}{'; ' + detail if detail else ''}",)
+
+
+class InvalidNodeClassError(CloudError):
+    """The EC2NodeClass cannot be turned into a launch (e.g. Custom family without amiSelectorTerms)."""
+
+
+class InsufficientCapacityError(CloudError):
+    """Every candidate offering failed with a capacity error; ``errors`` holds the (code, offering) list."""
+
+    def __init__(self, nodeclaim: str, errors: list[tuple[str, str, str, str, str]]) -> None:
+        self.nodeclaim = nodeclaim
+        self.errors = errors
+        codes = sorted({code for code, *_ in errors}) or ["no offering left"]
+        super().__init__(
+            f"NodeClaim {nodeclaim!r}: insufficient capacity ({', '.join(codes)}) for every candidate "
+            "offering; they are marked unavailable for 3 minutes and the next plan will choose others"
+        )
+
+
+class LaunchError(CloudError):
+    """CreateFleet failed for a reason that is not a capacity error (code kept for metrics)."""
+
+    def __init__(self, nodeclaim: str, code: str, message: str, retryable: bool = False) -> None:
+        self.nodeclaim = nodeclaim
+        self.code = code
+        self.retryable = retryable
+        super().__init__(f"NodeClaim {nodeclaim!r}: launch failed: {code}: {message}")
+
+
+class InstanceNotFoundError(CloudError):
+    """The instance does not exist (or is terminated); delete treats it as done."""

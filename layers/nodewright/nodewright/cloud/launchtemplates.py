@@ -1,0 +1,281 @@
+"""Launch templates (one per configuration hash, reused) and instance profiles.
+
+A template's name is ``nodewright/<cluster>/<hash>`` where the hash covers everything
+in it: the NodeClass, AMI, user data, block devices, metadata options, security groups
+and instance profile. The same configuration therefore always maps to the same template,
+whichever function or container launches, and a changed NodeClass gets a new one.
+Templates no live instance uses are deleted by ``cleanup``; a launch recreates any it needs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from nodewright.cloud.amis import Image
+from nodewright.cloud.cache import TTLCache
+from nodewright.cloud.errors import CloudError, InvalidNodeClassError
+from nodewright.cloud.nodeclass import NodeClass
+
+TEMPLATE_CACHE_SECONDS = 300.0
+NAME_PREFIX = "nodewright"
+LAUNCH_TEMPLATE_TAG = "karpenter.k8s.aws/launch-template"  # on instances: which template launched them
+CLUSTER_TAG = "karpenter.k8s.aws/cluster"
+
+
+def _gib(size: Any) -> int:
+    """``volumeSize`` (a Kubernetes quantity such as ``20Gi``/``100G``, or an int of GiB) in whole GiB."""
+    if isinstance(size, int | float):
+        return int(size)
+    from kubernetes.utils.quantity import parse_quantity  # noqa: PLC0415 - heavy import, rarely needed
+
+    return max(1, math.ceil(parse_quantity(str(size)) / (1 << 30)))
+
+
+def default_block_devices(family: str) -> list[dict[str, Any]]:
+    """Karpenter's defaults: a 20 GiB encrypted gp3 root (Bottlerocket: 4 GiB OS + 20 GiB data)."""
+
+    def gp3(device: str, size: str) -> dict[str, Any]:
+        return {"deviceName": device, "ebs": {"volumeSize": size, "volumeType": "gp3", "encrypted": True}}
+
+    if family == "Bottlerocket":
+        return [gp3("/dev/xvda", "4Gi"), gp3("/dev/xvdb", "20Gi")]
+    if family in ("AL2", "AL2023"):
+        return [gp3("/dev/xvda", "20Gi")]
+    return []
+
+
+def block_device_mappings(devices: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """EC2NodeClass ``blockDeviceMappings`` (camelCase) → the launch template's shape."""
+    mappings = []
+    for device in devices:
+        ebs_in = device.get("ebs") or {}
+        ebs: dict[str, Any] = {"DeleteOnTermination": bool(ebs_in.get("deleteOnTermination", True))}
+        if ebs_in.get("volumeSize") is not None:
+            ebs["VolumeSize"] = _gib(ebs_in["volumeSize"])
+        strings = (("volumeType", "VolumeType"), ("kmsKeyID", "KmsKeyId"), ("snapshotID", "SnapshotId"))
+        for key, out in strings:
+            if ebs_in.get(key):
+                ebs[out] = ebs_in[key]
+        for key, out in (("iops", "Iops"), ("throughput", "Throughput")):
+            if ebs_in.get(key) is not None:
+                ebs[out] = int(ebs_in[key])
+        if ebs_in.get("encrypted") is not None:
+            ebs["Encrypted"] = bool(ebs_in["encrypted"])
+        mappings.append({"DeviceName": device["deviceName"], "Ebs": ebs})
+    return mappings
+
+
+@dataclass(frozen=True)
+class TemplateSpec:
+    nodeclass: NodeClass
+    image: Image
+    user_data: str
+    security_groups: tuple[str, ...]
+    instance_profile: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def data(self, name: str) -> dict[str, Any]:
+        nodeclass = self.nodeclass
+        devices = nodeclass.block_device_mappings or default_block_devices(nodeclass.ami_family)
+        metadata = nodeclass.metadata_options
+        instance_tags = {**self.tags, LAUNCH_TEMPLATE_TAG: name}
+        data: dict[str, Any] = {
+            "ImageId": self.image.id,
+            "IamInstanceProfile": {"Name": self.instance_profile},
+            "UserData": base64.b64encode(self.user_data.encode()).decode(),
+            "MetadataOptions": {
+                "HttpEndpoint": metadata["httpEndpoint"],
+                "HttpProtocolIpv6": metadata["httpProtocolIPv6"],
+                "HttpPutResponseHopLimit": int(metadata["httpPutResponseHopLimit"]),
+                "HttpTokens": metadata["httpTokens"],
+            },
+            "Monitoring": {"Enabled": nodeclass.detailed_monitoring},
+            "TagSpecifications": [
+                {"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}
+                for kind, tags in (("instance", instance_tags), ("volume", self.tags))
+            ],
+        }
+        mappings = block_device_mappings(devices)
+        if mappings:
+            data["BlockDeviceMappings"] = mappings
+        if nodeclass.associate_public_ip is not None:
+            data["NetworkInterfaces"] = [
+                {
+                    "DeviceIndex": 0,
+                    "AssociatePublicIpAddress": nodeclass.associate_public_ip,
+                    "Groups": list(self.security_groups),
+                }
+            ]
+        else:
+            data["SecurityGroupIds"] = list(self.security_groups)
+        return data
+
+    def digest(self) -> str:
+        parts = {
+            "nodeclass": self.nodeclass.name,
+            "image": self.image.id,
+            "userData": self.user_data,
+            "blockDevices": self.nodeclass.block_device_mappings,
+            "metadata": self.nodeclass.metadata_options,
+            "securityGroups": sorted(self.security_groups),
+            "instanceProfile": self.instance_profile,
+            "publicIp": self.nodeclass.associate_public_ip,
+            "monitoring": self.nodeclass.detailed_monitoring,
+            "tags": dict(sorted(self.tags.items())),
+        }
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+class LaunchTemplates:
+    """Creates, reuses and cleans up this cluster's launch templates and instance profiles."""
+
+    def __init__(self, ec2: Any, iam: Any, cluster_name: str, region: str) -> None:
+        self._ec2 = ec2
+        self._iam = iam
+        self.cluster_name = cluster_name
+        self.region = region
+        self._known: TTLCache[str] = TTLCache(TEMPLATE_CACHE_SECONDS)
+        self._profiles: TTLCache[str] = TTLCache(TEMPLATE_CACHE_SECONDS)
+
+    def name_for(self, spec: TemplateSpec) -> str:
+        return f"{NAME_PREFIX}/{self.cluster_name}/{spec.digest()}"
+
+    def ensure(self, spec: TemplateSpec) -> str:
+        """The template's name, creating it when this configuration has none yet."""
+        name = self.name_for(spec)
+        if self._known.get(name):
+            return name
+        try:
+            self._ec2.describe_launch_templates(LaunchTemplateNames=[name])
+        except ClientError as exc:
+            if "NotFound" not in exc.response["Error"]["Code"]:
+                raise
+            self._create(name, spec)
+        self._known.put(name, name)
+        return name
+
+    def _create(self, name: str, spec: TemplateSpec) -> None:
+        tags = {**spec.tags, CLUSTER_TAG: self.cluster_name}
+        try:
+            self._ec2.create_launch_template(
+                LaunchTemplateName=name,
+                LaunchTemplateData=spec.data(name),
+                TagSpecifications=[
+                    {
+                        "ResourceType": "launch-template",
+                        "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())],
+                    }
+                ],
+            )
+        except ClientError as exc:
+            # Another invocation created the same configuration first: same name, same content.
+            if exc.response["Error"]["Code"] not in (
+                "InvalidLaunchTemplateName.AlreadyExistsException",
+                "AlreadyExistsException",
+            ):
+                raise
+
+    def instance_profile(self, nodeclass: NodeClass) -> str:
+        """The NodeClass's ``instanceProfile``, or one made for its ``role`` (created once, reused)."""
+        if nodeclass.instance_profile:
+            return nodeclass.instance_profile
+        role = nodeclass.role
+        if not role:
+            raise InvalidNodeClassError(
+                f"EC2NodeClass {nodeclass.name!r}: set spec.role (the node IAM role) or spec.instanceProfile"
+            )
+        role_name = role.rsplit("/", 1)[-1]
+        digest = hashlib.sha256(f"{self.region}/{self.cluster_name}/{role_name}".encode()).hexdigest()[:12]
+        profile = f"{self.cluster_name}_{digest}"[:128]
+        if self._profiles.get(profile):
+            return profile
+        try:
+            existing = self._iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "NoSuchEntity":
+                raise
+            existing = self._create_profile(profile)
+        if role_name not in {r["RoleName"] for r in existing.get("Roles", [])}:
+            for stale in existing.get("Roles", []):  # a profile holds one role: the NodeClass's
+                self._iam.remove_role_from_instance_profile(
+                    InstanceProfileName=profile, RoleName=stale["RoleName"]
+                )
+            try:
+                self._iam.add_role_to_instance_profile(InstanceProfileName=profile, RoleName=role_name)
+            except ClientError as exc:
+                raise CloudError(
+                    f"EC2NodeClass {nodeclass.name!r}: cannot add role {role_name!r} to instance profile "
+                    f"{profile!r}: {exc.response['Error']['Message']}"
+                ) from exc
+        return self._profiles.put(profile, profile)
+
+    def _create_profile(self, profile: str) -> dict[str, Any]:
+        try:
+            return self._iam.create_instance_profile(
+                InstanceProfileName=profile,
+                Path=f"/nodewright/{self.region}/{self.cluster_name}/",
+                Tags=[
+                    {"Key": "eks:eks-cluster-name", "Value": self.cluster_name},
+                    {"Key": f"kubernetes.io/cluster/{self.cluster_name}", "Value": "owned"},
+                ],
+            )["InstanceProfile"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "EntityAlreadyExists":
+                raise
+            return self._iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]
+
+    def cleanup(
+        self,
+        in_use: Iterable[str] = (),
+        min_age: timedelta = timedelta(hours=1),
+        now: datetime | None = None,
+    ) -> list[str]:
+        """Delete this cluster's templates that no live instance uses and that are older than ``min_age``.
+
+        ``in_use`` adds names the caller knows are needed (e.g. a launch in progress). The
+        age guard keeps a template another invocation has just created for its launch.
+        """
+        now = now or datetime.now(UTC)
+        keep = set(in_use) | self._used_by_instances()
+        deleted = []
+        paginator = self._ec2.get_paginator("describe_launch_templates")
+        mine = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [self.cluster_name]}]
+        for page in paginator.paginate(Filters=mine):
+            for template in page.get("LaunchTemplates", []):
+                name, template_id = template["LaunchTemplateName"], template["LaunchTemplateId"]
+                created = template.get("CreateTime") or now
+                if name in keep or template_id in keep or now - created < min_age:
+                    continue
+                try:
+                    self._ec2.delete_launch_template(LaunchTemplateId=template_id)
+                except ClientError as exc:
+                    if "NotFound" not in exc.response["Error"]["Code"]:
+                        raise
+                self._known.put(name, "")
+                deleted.append(name)
+        return deleted
+
+    def _used_by_instances(self) -> set[str]:
+        used: set[str] = set()
+        paginator = self._ec2.get_paginator("describe_instances")
+        for page in paginator.paginate(
+            Filters=[
+                {"Name": "tag:eks:eks-cluster-name", "Values": [self.cluster_name]},
+                {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]},
+            ]
+        ):
+            for reservation in page.get("Reservations", []):
+                for instance in reservation.get("Instances", []):
+                    for tag in instance.get("Tags", []):
+                        if tag["Key"] in (LAUNCH_TEMPLATE_TAG, "aws:ec2launchtemplate:id"):
+                            used.add(tag["Value"])
+        return used

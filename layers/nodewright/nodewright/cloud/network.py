@@ -1,0 +1,131 @@
+"""Subnets and security groups by EC2NodeClass selector terms.
+
+A term is ``{"id": ...}``, ``{"tags": {...}}`` (value ``"*"`` = any value) or, for security
+groups, ``{"name": ...}``; fields of one term are ANDed, terms are ORed (Karpenter's rule).
+One subnet per zone is chosen for a launch: the one with the most free IPs, minus the IPs
+that launches from this container have taken since the subnets were last described.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nodewright.cloud.cache import TTLCache
+from nodewright.cloud.errors import NoSubnetError, SelectorNoMatchError
+
+SELECTOR_CACHE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Subnet:
+    id: str
+    zone: str
+    zone_id: str
+    available_ips: int
+    vpc_id: str
+
+
+def term_filters(
+    term: Mapping[str, Any], id_filter: str, name_filter: str | None = None
+) -> list[dict[str, Any]]:
+    """EC2 Describe* filters for one selector term (fields ANDed)."""
+    filters: list[dict[str, Any]] = []
+    if term.get("id"):
+        filters.append({"Name": id_filter, "Values": [str(term["id"])]})
+    if term.get("name") and name_filter:
+        filters.append({"Name": name_filter, "Values": [str(term["name"])]})
+    for key, value in (term.get("tags") or {}).items():
+        if value in ("*", "", None):
+            filters.append({"Name": "tag-key", "Values": [str(key)]})
+        else:
+            filters.append({"Name": f"tag:{key}", "Values": [str(value)]})
+    return filters
+
+
+def _freeze(terms: Iterable[Mapping[str, Any]]) -> str:
+    return json.dumps(list(terms), sort_keys=True, default=str)
+
+
+class NetworkResolver:
+    """Resolves subnets and security groups; caches them per warm container for a minute."""
+
+    def __init__(self, ec2: Any) -> None:
+        self._ec2 = ec2
+        self._subnets: TTLCache[list[Subnet]] = TTLCache(SELECTOR_CACHE_SECONDS)
+        self._groups: TTLCache[list[str]] = TTLCache(SELECTOR_CACHE_SECONDS)
+        self._inflight: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def subnets(self, nodeclass_name: str, terms: list[dict[str, Any]]) -> list[Subnet]:
+        """Every subnet matching the terms; raises NoSubnetError naming the selector when none does."""
+        if not terms:
+            raise NoSubnetError(nodeclass_name, terms)
+        key = _freeze(terms)
+        cached = self._subnets.get(key)
+        if cached is None:
+            found: dict[str, Subnet] = {}
+            for term in terms:
+                filters = term_filters(term, "subnet-id")
+                if not filters:
+                    continue
+                for page in self._ec2.get_paginator("describe_subnets").paginate(Filters=filters):
+                    for raw in page.get("Subnets", []):
+                        found[raw["SubnetId"]] = Subnet(
+                            id=raw["SubnetId"],
+                            zone=raw["AvailabilityZone"],
+                            zone_id=raw.get("AvailabilityZoneId", ""),
+                            available_ips=int(raw.get("AvailableIpAddressCount", 0)),
+                            vpc_id=raw.get("VpcId", ""),
+                        )
+            cached = sorted(found.values(), key=lambda s: s.id)
+            with self._lock:  # a fresh description already counts the IPs launches took
+                for subnet in cached:
+                    self._inflight.pop(subnet.id, None)
+            self._subnets.put(key, cached)
+        if not cached:
+            raise NoSubnetError(nodeclass_name, terms)
+        return cached
+
+    def zonal_subnets(
+        self, nodeclass_name: str, terms: list[dict[str, Any]], zones: Iterable[str] | None = None
+    ) -> dict[str, Subnet]:
+        """One subnet per zone (most free IPs after in-flight launches), restricted to ``zones``."""
+        allowed = set(zones) if zones is not None else None
+        best: dict[str, tuple[int, Subnet]] = {}
+        with self._lock:
+            inflight = dict(self._inflight)
+        in_zones = [s for s in self.subnets(nodeclass_name, terms) if allowed is None or s.zone in allowed]
+        for subnet in in_zones:
+            free = subnet.available_ips - inflight.get(subnet.id, 0)
+            if free > 0 and (subnet.zone not in best or free > best[subnet.zone][0]):
+                best[subnet.zone] = (free, subnet)
+        if not best:
+            full = f"every matching subnet is out of free IPs: {[s.id for s in in_zones]}" if in_zones else ""
+            raise NoSubnetError(nodeclass_name, terms, allowed, detail=full)
+        return {zone: subnet for zone, (_, subnet) in best.items()}
+
+    def take_ips(self, subnet_id: str, count: int = 1) -> None:
+        """Record IPs used by a launch until the next DescribeSubnets reflects them."""
+        with self._lock:
+            self._inflight[subnet_id] = self._inflight.get(subnet_id, 0) + count
+
+    def security_groups(self, nodeclass_name: str, terms: list[dict[str, Any]]) -> list[str]:
+        """Ids of every security group matching the terms; raises naming the selector when none does."""
+        key = _freeze(terms)
+        cached = self._groups.get(key)
+        if cached is None:
+            found: set[str] = set()
+            for term in terms:
+                filters = term_filters(term, "group-id", "group-name")
+                if not filters:
+                    continue
+                for page in self._ec2.get_paginator("describe_security_groups").paginate(Filters=filters):
+                    found.update(group["GroupId"] for group in page.get("SecurityGroups", []))
+            cached = self._groups.put(key, sorted(found))
+        if not cached:
+            raise SelectorNoMatchError("securityGroup", nodeclass_name, terms)
+        return cached

@@ -1,0 +1,131 @@
+"""A defensive read-only view of an EC2NodeClass (karpenter.k8s.aws/v1), given as a dict or a model.
+
+The provider accepts the v1 object as the API server returns it (camelCase dict, with or
+without ``metadata``) or an ``nodewright.api`` model that can dump itself to that dict, and
+reads only the fields it needs, with Karpenter's defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from nodewright.cloud.errors import InvalidNodeClassError
+
+FAMILY_BY_ALIAS = {
+    "al2": "AL2",
+    "al2023": "AL2023",
+    "bottlerocket": "Bottlerocket",
+    "windows2019": "Windows2019",
+    "windows2022": "Windows2022",
+}
+DEFAULT_METADATA_OPTIONS = {
+    "httpEndpoint": "enabled",
+    "httpProtocolIPv6": "disabled",
+    "httpPutResponseHopLimit": 1,
+    "httpTokens": "required",
+}
+
+
+def _as_dict(nodeclass: Any) -> dict[str, Any]:
+    if isinstance(nodeclass, Mapping):
+        return dict(nodeclass)
+    for method in ("to_dict", "as_dict", "model_dump"):
+        dump = getattr(nodeclass, method, None)
+        if callable(dump):
+            try:
+                return dict(dump(by_alias=True)) if method == "model_dump" else dict(dump())
+            except TypeError:
+                return dict(dump())
+    raise InvalidNodeClassError(
+        f"cannot read an EC2NodeClass from {type(nodeclass).__name__}; pass the karpenter.k8s.aws/v1 dict"
+    )
+
+
+class NodeClass:
+    """What the provider needs from an EC2NodeClass."""
+
+    def __init__(self, nodeclass: Any) -> None:
+        document = _as_dict(nodeclass)
+        self.raw = document
+        metadata = document.get("metadata") or {}
+        self.spec: dict[str, Any] = dict(document.get("spec") or ({} if "metadata" in document else document))
+        self.name: str = str(metadata.get("name") or document.get("name") or "default")
+        self.uid: str = str(metadata.get("uid") or "")
+
+    @property
+    def ami_selector_terms(self) -> list[dict[str, Any]]:
+        return [dict(t) for t in self.spec.get("amiSelectorTerms") or []]
+
+    @property
+    def alias(self) -> str | None:
+        for term in self.ami_selector_terms:
+            if term.get("alias"):
+                return str(term["alias"])
+        return None
+
+    @property
+    def ami_family(self) -> str:
+        """AL2/AL2023/Bottlerocket/Custom: from the alias (v1) or the explicit amiFamily."""
+        alias = self.alias
+        if alias:
+            family = FAMILY_BY_ALIAS.get(alias.split("@", 1)[0].lower())
+            if family is None:
+                raise InvalidNodeClassError(
+                    f"EC2NodeClass {self.name!r}: unknown AMI alias {alias!r}; use al2, al2023 or "
+                    "bottlerocket followed by @latest or @<version>"
+                )
+            return family
+        family = self.spec.get("amiFamily") or ("Custom" if self.ami_selector_terms else "AL2023")
+        return str(family)
+
+    @property
+    def subnet_selector_terms(self) -> list[dict[str, Any]]:
+        return [dict(t) for t in self.spec.get("subnetSelectorTerms") or []]
+
+    @property
+    def security_group_selector_terms(self) -> list[dict[str, Any]]:
+        return [dict(t) for t in self.spec.get("securityGroupSelectorTerms") or []]
+
+    @property
+    def role(self) -> str | None:
+        return self.spec.get("role") or None
+
+    @property
+    def instance_profile(self) -> str | None:
+        return self.spec.get("instanceProfile") or None
+
+    @property
+    def user_data(self) -> str | None:
+        return self.spec.get("userData") or None
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (self.spec.get("tags") or {}).items()}
+
+    @property
+    def kubelet(self) -> dict[str, Any]:
+        return dict(self.spec.get("kubelet") or {})
+
+    @property
+    def block_device_mappings(self) -> list[dict[str, Any]]:
+        return [dict(b) for b in self.spec.get("blockDeviceMappings") or []]
+
+    @property
+    def metadata_options(self) -> dict[str, Any]:
+        return {**DEFAULT_METADATA_OPTIONS, **(self.spec.get("metadataOptions") or {})}
+
+    @property
+    def associate_public_ip(self) -> bool | None:
+        value = self.spec.get("associatePublicIPAddress")
+        return None if value is None else bool(value)
+
+    @property
+    def detailed_monitoring(self) -> bool:
+        return bool(self.spec.get("detailedMonitoring", False))
+
+    def hash(self) -> str:
+        """A stable hash of the spec: drift input (``karpenter.k8s.aws/ec2nodeclass-hash``)."""
+        return hashlib.sha256(json.dumps(self.spec, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -1,0 +1,69 @@
+"""The price table every function reads, and the documented estimate used when a price is missing.
+
+Kept free of AWS calls so the scheduling-facing code, the state store and the CLI can
+all use it; ``cloud.pricing`` fills it from the Pricing API and spot price history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Fallback estimate, USD per instance-hour, for a type with no known on-demand price (new
+# type, Pricing API unreachable). Fitted on us-east-1 general-purpose Linux prices:
+# m5.large (2 vCPU, 8 GiB) $0.096, c5.large (2 vCPU, 4 GiB) $0.085 → $0.037/vCPU + $0.00275/GiB;
+# accelerators are priced by count because they dominate the bill (g4dn.xlarge ≈ $0.53).
+ESTIMATE_PER_VCPU = 0.037
+ESTIMATE_PER_GIB = 0.00275
+ESTIMATE_PER_GPU = 0.45
+# Spot with no history for (type, zone): assume the typical discount of ~60 % off on-demand.
+ESTIMATE_SPOT_FRACTION = 0.4
+
+
+def estimate_on_demand_price(info: Mapping[str, Any]) -> float:
+    """A rough on-demand price from a DescribeInstanceTypes item (vCPU, memory, GPUs).
+
+    Only used to rank types that have no real price; the launch still goes ahead.
+    """
+    vcpus = float((info.get("VCpuInfo") or {}).get("DefaultVCpus") or 0)
+    gib = float((info.get("MemoryInfo") or {}).get("SizeInMiB") or 0) / 1024.0
+    gpus = sum(int(g.get("Count") or 0) for g in (info.get("GpuInfo") or {}).get("Gpus") or [])
+    accelerators = (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or []
+    gpus += sum(int(a.get("Count") or 0) for a in accelerators)
+    return round(vcpus * ESTIMATE_PER_VCPU + gib * ESTIMATE_PER_GIB + gpus * ESTIMATE_PER_GPU, 6)
+
+
+def estimate_spot_price(on_demand_price: float) -> float:
+    """A spot price for a (type, zone) with no price history: a fraction of on-demand."""
+    return round(on_demand_price * ESTIMATE_SPOT_FRACTION, 6)
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """On-demand price per type and spot price per (type, zone), USD per hour."""
+
+    on_demand: Mapping[str, float] = field(default_factory=dict)
+    spot: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    updated_at: float | None = None
+    source: str = ""
+
+    def on_demand_price(self, instance_type: str) -> float | None:
+        return self.on_demand.get(instance_type)
+
+    def spot_price(self, instance_type: str, zone: str) -> float | None:
+        return self.spot.get((instance_type, zone))
+
+    @classmethod
+    def from_ondemand_file(cls, path: Any) -> PriceTable:
+        """Read a ``{"prices": {type: usd}}`` JSON document (the shared reference price file)."""
+        document = json.loads(Path(path).read_text())
+        prices = document.get("prices", document)
+        return cls(
+            on_demand={str(k): float(v) for k, v in prices.items()},
+            updated_at=time.time(),
+            source=str(document.get("source", path)),
+        )

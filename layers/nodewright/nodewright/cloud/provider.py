@@ -1,0 +1,609 @@
+"""The EC2 cloud provider: everything the flows ask of EC2, behind one small interface.
+
+In the spirit of Karpenter's CloudProvider: ``instance_types(nodeclass)``, ``create(request)``,
+``delete(instance_id)``, ``get``, ``list``, and drift inputs. One ``create`` is one NodeClaim:
+a CreateFleet call of type ``instant`` for one instance whose overrides are the cheapest
+candidate types times one subnet per allowed zone. Capacity errors mark the offering unavailable
+in the shared state store and the launch goes on with the offerings that remain.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import ClientError
+
+from nodewright.cloud import aws
+from nodewright.cloud.amis import AmiResolver, Image
+from nodewright.cloud.catalog import ON_DEMAND, SPOT, Catalog, RawOffering
+from nodewright.cloud.eks import cluster_info
+from nodewright.cloud.errors import (
+    INSUFFICIENT_CAPACITY_CODES,
+    CloudError,
+    InstanceNotFoundError,
+    InsufficientCapacityError,
+    InvalidNodeClassError,
+    LaunchError,
+)
+from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec
+from nodewright.cloud.network import NetworkResolver, Subnet
+from nodewright.cloud.nodeclass import NodeClass
+from nodewright.cloud.state import state_store
+from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
+from nodewright.observability import logger, metrics
+from nodewright.settings import Settings
+
+MAX_INSTANCE_TYPES = 60  # Karpenter's cap on types per CreateFleet
+MAX_LAUNCH_ATTEMPTS = 6  # CreateFleet calls per NodeClaim before giving up (each marks what failed)
+LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+
+TAG_NODEPOOL = "karpenter.sh/nodepool"
+TAG_NODECLAIM = "karpenter.sh/nodeclaim"
+TAG_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
+TAG_NODECLASS_HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
+TAG_CLUSTER_NAME = "eks:eks-cluster-name"
+LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """One NodeClaim to launch.
+
+    ``instance_types`` are the scheduler's candidates, cheapest first: InstanceType models
+    (with ``name`` and ``offerings``) or plain type names (offerings then come from the
+    catalog). ``zones``/``capacity_types`` are what the NodeClaim's requirements allow.
+    """
+
+    nodeclaim_name: str
+    nodeclaim_uid: str
+    nodepool_name: str
+    nodeclass: Any
+    instance_types: Sequence[Any]
+    zones: frozenset[str] | None = None
+    capacity_types: frozenset[str] = frozenset({ON_DEMAND})
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Mapping[str, Any]] = ()
+    startup_taints: Sequence[Mapping[str, Any]] = ()
+    kubelet: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    provider_id: str
+    image_id: str
+    subnet_id: str = ""
+    launch_template: str = ""
+    price: float | None = None
+
+    @classmethod
+    def from_instance(cls, instance: Instance) -> LaunchResult:
+        """An instance found by its NodeClaim tag (a retried launch), shaped like a launch's result."""
+        return cls(
+            instance_id=instance.id,
+            instance_type=instance.instance_type,
+            zone=instance.zone,
+            capacity_type=instance.capacity_type,
+            provider_id=instance.provider_id,
+            image_id=instance.image_id,
+            subnet_id=instance.subnet_id,
+        )
+
+
+@dataclass(frozen=True)
+class Instance:
+    """An instance of this cluster as DescribeInstances shows it (also the drift inputs)."""
+
+    id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    state: str
+    image_id: str
+    subnet_id: str
+    security_groups: frozenset[str]
+    launch_time: datetime | None
+    tags: Mapping[str, str]
+
+    @property
+    def provider_id(self) -> str:
+        return f"aws:///{self.zone}/{self.id}"
+
+    @property
+    def nodeclaim(self) -> str | None:
+        return self.tags.get(TAG_NODECLAIM)
+
+    @property
+    def nodepool(self) -> str | None:
+        return self.tags.get(TAG_NODEPOOL)
+
+    @property
+    def nodeclass(self) -> str | None:
+        return self.tags.get(TAG_NODECLASS)
+
+    @property
+    def nodeclass_hash(self) -> str | None:
+        return self.tags.get(TAG_NODECLASS_HASH)
+
+
+@dataclass(frozen=True)
+class DriftInputs:
+    """What a launch for the NodeClass would use now; an instance that differs has drifted."""
+
+    image_ids: frozenset[str]
+    subnet_ids: frozenset[str]
+    security_groups: frozenset[str]
+    nodeclass_hash: str
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What one NodeClaim's launch resolved before its CreateFleet attempts."""
+
+    request: LaunchRequest
+    nodeclass: NodeClass
+    subnets: Mapping[str, Subnet]
+    security_groups: tuple[str, ...]
+    images: tuple[Image, ...]
+    instance_profile: str
+
+
+def parse_provider_id(provider_id: str) -> tuple[str, str]:
+    """(zone, instance id) from ``aws:///<zone>/<instance id>``."""
+    parts = provider_id.removeprefix("aws://").strip("/").split("/")
+    if len(parts) != 2 or not parts[1].startswith("i-"):
+        raise ValueError(f"not an EC2 providerID: {provider_id!r} (expected aws:///<zone>/i-...)")
+    return parts[0], parts[1]
+
+
+def _instance(raw: Mapping[str, Any]) -> Instance:
+    return Instance(
+        id=raw["InstanceId"],
+        instance_type=raw.get("InstanceType", ""),
+        zone=(raw.get("Placement") or {}).get("AvailabilityZone", ""),
+        capacity_type=SPOT if raw.get("InstanceLifecycle") == "spot" else ON_DEMAND,
+        state=(raw.get("State") or {}).get("Name", ""),
+        image_id=raw.get("ImageId", ""),
+        subnet_id=raw.get("SubnetId", ""),
+        security_groups=frozenset(g["GroupId"] for g in raw.get("SecurityGroups", [])),
+        launch_time=raw.get("LaunchTime"),
+        tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
+    )
+
+
+def _type_name(candidate: Any) -> str:
+    return candidate if isinstance(candidate, str) else str(candidate.name)
+
+
+def _model_offerings(candidate: Any) -> list[RawOffering] | None:
+    offerings = None if isinstance(candidate, str) else getattr(candidate, "offerings", None)
+    if offerings is None:
+        return None
+    return [RawOffering(o.zone, o.capacity_type, float(o.price), bool(o.available)) for o in offerings]
+
+
+def _image_for(info: Mapping[str, Any] | None, images: Sequence[Image]) -> Image | None:
+    """The AMI for a type: its architecture, the GPU variant for NVIDIA types when there is one."""
+    if not info:
+        return None
+    arches = {"x86_64": "amd64", "arm64": "arm64"}
+    processor = info.get("ProcessorInfo") or {}
+    supported = [arches[a] for a in processor.get("SupportedArchitectures", []) if a in arches]
+    gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
+    gpu = any((g.get("Manufacturer") or "").upper() == "NVIDIA" for g in gpus)
+    for arch in supported:
+        matching = [i for i in images if i.arch == arch]
+        exact = [i for i in matching if i.gpu == gpu]
+        if exact or matching:
+            return (exact or matching)[0]
+    return None
+
+
+class CloudProvider:
+    """EC2 for one cluster. Keep one per warm container (``CloudProvider.shared``) to reuse caches."""
+
+    _shared: dict[tuple[str, str, str | None, str | None], CloudProvider] = {}
+    _shared_lock = threading.Lock()
+
+    def __init__(self, settings: Settings, store: Any = None) -> None:
+        self.settings = settings
+        self.cluster_name = settings.cluster_name
+        self.store = store if store is not None else state_store(settings)
+        self.ec2 = aws.client("ec2", settings)
+        self.catalog = Catalog(self.ec2, self.store, (settings.region, settings.aws_endpoint_url))
+        self.network = NetworkResolver(self.ec2)
+        self.amis = AmiResolver(self.ec2, aws.client("ssm", settings), lambda: cluster_info(settings))
+        iam = aws.client("iam", settings)
+        self.templates = LaunchTemplates(self.ec2, iam, settings.cluster_name, settings.region)
+
+    @classmethod
+    def shared(cls, settings: Settings) -> CloudProvider:
+        key = (settings.cluster_name, settings.region, settings.aws_endpoint_url, settings.state_table)
+        with cls._shared_lock:
+            if key not in cls._shared:
+                cls._shared[key] = cls(settings)
+            return cls._shared[key]
+
+    # -- catalog -------------------------------------------------------------------------------
+    def instance_types(self, nodeclass: Any) -> list[Any]:
+        """The scheduler's InstanceTypes for the NodeClass: zones its subnets cover, arches its AMIs cover."""
+        nc = NodeClass(nodeclass)
+        zones = {s.zone for s in self.network.subnets(nc.name, nc.subnet_selector_terms)}
+        images = self.amis.images(nc)
+        return [
+            instance_type
+            for instance_type in self.catalog.instance_types(zones=zones, kubelet=nc.kubelet or None)
+            if _image_for(self.catalog.info(instance_type.name), images) is not None  # an AMI for its arch
+        ]
+
+    def nodeclass_status(self, nodeclass: Any) -> dict[str, Any]:
+        """What the NodeClass resolves to, in the v1 ``status`` shape (subnets, groups, AMIs, profile).
+
+        Raises the selector's typed error when one matches nothing, for the caller's condition.
+        """
+        nc = NodeClass(nodeclass)
+        subnets = self.network.subnets(nc.name, nc.subnet_selector_terms)
+        groups = self.network.security_groups(nc.name, nc.security_group_selector_terms)
+        amis = []
+        for image in self.amis.images(nc):
+            requirements = [{"key": "kubernetes.io/arch", "operator": "In", "values": [image.arch]}]
+            if image.gpu:
+                requirements.append({"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Exists"})
+            amis.append({"id": image.id, "name": image.name, "requirements": requirements})
+        return {
+            "subnets": [{"id": s.id, "zone": s.zone, "zoneID": s.zone_id} for s in subnets],
+            "securityGroups": [{"id": group} for group in groups],
+            "amis": amis,
+            "instanceProfile": self.templates.instance_profile(nc),
+        }
+
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
+        """Keep (type, zone, capacity type) out of plans for 3 minutes (ICE, spot interruption)."""
+        self.store.mark_unavailable(instance_type, zone, capacity_type, reason=reason)
+
+    # -- launch --------------------------------------------------------------------------------
+    def create(self, request: LaunchRequest) -> LaunchResult:
+        """Launch one instance for the NodeClaim; typed errors say why not.
+
+        Raises NoSubnetError/SelectorNoMatchError (nodeclass selectors), InvalidNodeClassError,
+        InsufficientCapacityError (every offering failed or is marked) or LaunchError.
+        """
+        existing = self.find_by_nodeclaim(request.nodeclaim_name)
+        if existing is not None:  # a retried invocation: never launch a NodeClaim twice
+            return LaunchResult.from_instance(existing)
+        nc = NodeClass(request.nodeclass)
+        launch = _Launch(
+            request=request,
+            nodeclass=nc,
+            subnets=self.network.zonal_subnets(nc.name, nc.subnet_selector_terms, request.zones),
+            security_groups=tuple(self.network.security_groups(nc.name, nc.security_group_selector_terms)),
+            images=tuple(self.amis.images(nc)),
+            instance_profile=self.templates.instance_profile(nc),
+        )
+        allowed_types = set(request.capacity_types) & {SPOT, ON_DEMAND}
+        if not allowed_types:
+            raise InvalidNodeClassError(
+                f"NodeClaim {request.nodeclaim_name!r}: capacity types {sorted(request.capacity_types)} "
+                "include neither spot nor on-demand"
+            )
+        failures: list[tuple[str, str, str, str, str]] = []
+        for attempt in range(MAX_LAUNCH_ATTEMPTS):
+            unavailable = self.store.unavailable_offerings()
+            candidates = self._candidates(launch, unavailable)
+            capacity_type = self._capacity_type(allowed_types, candidates)
+            if capacity_type is None:
+                break
+            result, errors = self._create_fleet(launch, capacity_type, candidates[capacity_type], attempt)
+            if result is not None:
+                self.network.take_ips(result.subnet_id)
+                logger().info(
+                    "launched",
+                    nodeclaim=request.nodeclaim_name,
+                    instance_id=result.instance_id,
+                    instance_type=result.instance_type,
+                    zone=result.zone,
+                    capacity_type=result.capacity_type,
+                )
+                return result
+            capacity = [e for e in errors if e[0] in INSUFFICIENT_CAPACITY_CODES]
+            for code, instance_type, zone, ct, _ in capacity:
+                self.mark_unavailable(instance_type, zone, ct, reason=code)
+            failures.extend(errors)
+            # Launches by type/zone and errors by code are the provisioning flow's metrics; this one
+            # counts what CreateFleet refused inside a launch, retried ones included.
+            self._count("CreateFleetErrors", len(errors))
+            other = [e for e in errors if e[0] not in INSUFFICIENT_CAPACITY_CODES]
+            if other and not capacity:
+                code, *_rest, message = other[0]
+                raise LaunchError(request.nodeclaim_name, code, message)
+            if not errors:
+                raise LaunchError(
+                    request.nodeclaim_name, "NoInstance", "CreateFleet returned no instance, no error"
+                )
+            if {(t, z, ct) for _, t, z, ct, _ in capacity} <= unavailable:
+                break  # nothing new was ruled out: another call would fail the same way
+        raise InsufficientCapacityError(request.nodeclaim_name, failures)
+
+    def _candidates(
+        self, launch: _Launch, unavailable: set[tuple[str, str, str]]
+    ) -> dict[str, list[tuple[str, list[RawOffering]]]]:
+        """Per capacity type: (type, its launchable offerings) cheapest first, at most 60 types."""
+        request, subnets, images = launch.request, launch.subnets, launch.images
+        by_capacity: dict[str, list[tuple[float, int, str, list[RawOffering]]]] = {SPOT: [], ON_DEMAND: []}
+        for order, candidate in enumerate(request.instance_types):
+            name = _type_name(candidate)
+            if _image_for(self.catalog.info(name), images) is None:
+                continue  # no AMI for its architecture
+            offerings = _model_offerings(candidate)
+            if offerings is None:
+                offerings = self.catalog.offerings(name, subnets.keys(), unavailable)
+            for capacity_type in (SPOT, ON_DEMAND):
+                usable = [
+                    o
+                    for o in offerings
+                    if o.capacity_type == capacity_type
+                    and o.zone in subnets
+                    and o.available
+                    and (name, o.zone, capacity_type) not in unavailable
+                    and (request.zones is None or o.zone in request.zones)
+                ]
+                if usable:
+                    by_capacity[capacity_type].append((min(o.price for o in usable), order, name, usable))
+        return {
+            ct: [(name, usable) for _, _, name, usable in sorted(entries)[:MAX_INSTANCE_TYPES]]
+            for ct, entries in by_capacity.items()
+        }
+
+    @staticmethod
+    def _capacity_type(allowed: set[str], candidates: Mapping[str, list[Any]]) -> str | None:
+        """Spot first when the NodeClaim allows it and a spot offering is left, else on-demand."""
+        for capacity_type in (SPOT, ON_DEMAND):
+            if capacity_type in allowed and candidates.get(capacity_type):
+                return capacity_type
+        return None
+
+    def _create_fleet(
+        self,
+        launch: _Launch,
+        capacity_type: str,
+        candidates: Sequence[tuple[str, list[RawOffering]]],
+        attempt: int,
+    ) -> tuple[LaunchResult | None, list[tuple[str, str, str, str, str]]]:
+        """One CreateFleet call: (result or None, errors as (code, type, zone, capacity type, message))."""
+        request, nc, subnets = launch.request, launch.nodeclass, launch.subnets
+        tags = self._tags(request, nc)
+        cluster = cluster_info(self.settings)
+        labels = {
+            key: value
+            for key, value in {
+                **request.labels,
+                TAG_NODEPOOL: request.nodepool_name,
+                LABEL_CAPACITY_TYPE: capacity_type,
+            }.items()
+            if kubelet_may_set(key)
+        }
+        bootstrap = NodeBootstrap(
+            cluster=cluster,
+            labels=labels,
+            taints=[*request.taints, *request.startup_taints],
+            kubelet={**nc.kubelet, **(request.kubelet or {})},
+            custom_user_data=nc.user_data,
+            nodeclass_name=nc.name,
+        )
+        user_data = render(nc.ami_family, bootstrap)
+        configs: dict[str, dict[str, Any]] = {}
+        image_by_template: dict[str, Image] = {}
+        prices: dict[tuple[str, str], float] = {}
+        for name, offerings in candidates:
+            image = _image_for(self.catalog.info(name), launch.images)
+            if image is None:
+                continue
+            spec = TemplateSpec(nc, image, user_data, launch.security_groups, launch.instance_profile, tags)
+            template = self.templates.ensure(spec)
+            image_by_template[template] = image
+            template_spec = {"LaunchTemplateName": template, "Version": "$Latest"}
+            config = configs.setdefault(
+                template, {"LaunchTemplateSpecification": template_spec, "Overrides": []}
+            )
+            for offering in offerings:
+                prices[(name, offering.zone)] = offering.price
+                config["Overrides"].append({"InstanceType": name, "SubnetId": subnets[offering.zone].id})
+        instance_tags = {
+            **tags,
+            TAG_NODECLAIM: request.nodeclaim_name,
+            "Name": f"{request.nodepool_name}/{request.nodeclaim_name}",
+        }
+        tag_list = [{"Key": k, "Value": v} for k, v in sorted(instance_tags.items())]
+        params: dict[str, Any] = {
+            "Type": "instant",
+            "ClientToken": f"{request.nodeclaim_uid}-{attempt}"[:64],
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": 1,
+                "DefaultTargetCapacityType": capacity_type,
+            },
+            "LaunchTemplateConfigs": list(configs.values()),
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": tag_list},
+                {"ResourceType": "volume", "Tags": tag_list},
+            ],
+        }
+        if capacity_type == SPOT:
+            params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+        else:
+            params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        zone_of_subnet = {s.id: s.zone for s in subnets.values()}
+        try:
+            response = self.ec2.create_fleet(**params)
+        except ClientError as exc:
+            error = exc.response["Error"]
+            code = error.get("Code", "Unknown")
+            if code == "IdempotentParameterMismatch":
+                message = "an earlier attempt used this client token with other overrides; retry later"
+                raise LaunchError(request.nodeclaim_name, code, message, retryable=True) from exc
+            raise LaunchError(request.nodeclaim_name, code, error.get("Message", "")) from exc
+        errors = []
+        for error in response.get("Errors", []):
+            override = (error.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+            zone = override.get("AvailabilityZone") or zone_of_subnet.get(override.get("SubnetId", ""), "")
+            errors.append(
+                (
+                    error.get("ErrorCode", "Unknown"),
+                    override.get("InstanceType", ""),
+                    zone,
+                    error.get("Lifecycle") or capacity_type,
+                    error.get("ErrorMessage", ""),
+                )
+            )
+        for launched in response.get("Instances", []):
+            ids = launched.get("InstanceIds") or []
+            if not ids:
+                continue
+            spec = launched.get("LaunchTemplateAndOverrides") or {}
+            override = spec.get("Overrides") or {}
+            template = (spec.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateName", "")
+            subnet_id = override.get("SubnetId", "")
+            zone = override.get("AvailabilityZone") or zone_of_subnet.get(subnet_id, "")
+            instance_type = launched.get("InstanceType") or override.get("InstanceType", "")
+            image = image_by_template.get(template)
+            if not zone or image is None:  # the response lacks what we need: ask EC2 directly
+                described = self.get(ids[0])
+                zone, subnet_id = described.zone, described.subnet_id
+                image_id = described.image_id
+            else:
+                image_id = image.id
+            lifecycle = launched.get("Lifecycle") or capacity_type
+            return (
+                LaunchResult(
+                    instance_id=ids[0],
+                    instance_type=instance_type,
+                    zone=zone,
+                    capacity_type=SPOT if lifecycle == SPOT else ON_DEMAND,
+                    provider_id=f"aws:///{zone}/{ids[0]}",
+                    image_id=image_id,
+                    subnet_id=subnet_id,
+                    launch_template=template,
+                    price=prices.get((instance_type, zone)),
+                ),
+                errors,
+            )
+        return None, errors
+
+    def _tags(self, request: LaunchRequest, nc: NodeClass) -> dict[str, str]:
+        """NodeClass tags, then the tags Nodewright owns (they win: IAM conditions key on them)."""
+        return {
+            **nc.tags,
+            TAG_NODEPOOL: request.nodepool_name,
+            TAG_NODECLASS: nc.name,
+            TAG_NODECLASS_HASH: nc.hash(),
+            TAG_CLUSTER_NAME: self.cluster_name,
+            f"kubernetes.io/cluster/{self.cluster_name}": "owned",
+        }
+
+    # -- instances -----------------------------------------------------------------------------
+    def get(self, instance_id: str) -> Instance:
+        try:
+            response = self.ec2.describe_instances(InstanceIds=[instance_id])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"):
+                raise InstanceNotFoundError(f"instance {instance_id} not found") from exc
+            raise
+        for reservation in response.get("Reservations", []):
+            for raw in reservation.get("Instances", []):
+                return _instance(raw)
+        raise InstanceNotFoundError(f"instance {instance_id} not found")
+
+    def list(self, extra_filters: Sequence[Mapping[str, Any]] = ()) -> list[Instance]:
+        """Live instances Nodewright launched for this cluster (tagged with a NodeClaim)."""
+        filters = [
+            {"Name": f"tag:{TAG_CLUSTER_NAME}", "Values": [self.cluster_name]},
+            {"Name": "tag-key", "Values": [TAG_NODECLAIM]},
+            {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            *extra_filters,
+        ]
+        found = []
+        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page.get("Reservations", []):
+                found.extend(_instance(raw) for raw in reservation.get("Instances", []))
+        return sorted(found, key=lambda i: i.id)
+
+    def find_by_nodeclaim(self, nodeclaim_name: str) -> Instance | None:
+        matches = self.list([{"Name": f"tag:{TAG_NODECLAIM}", "Values": [nodeclaim_name]}])
+        live = [i for i in matches if i.state != "shutting-down"]
+        return live[0] if live else None
+
+    def delete(self, instance_id: str) -> bool:
+        """Terminate; True when a termination was requested, False when it was already gone."""
+        try:
+            current = self.get(instance_id)
+        except InstanceNotFoundError:
+            return False
+        if current.state in ("shutting-down", "terminated"):
+            return False
+        try:
+            self.ec2.terminate_instances(InstanceIds=[instance_id])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "InvalidInstanceID.NotFound":
+                return False
+            raise
+        return True
+
+    def delete_by_nodeclaim(self, nodeclaim_name: str) -> list[str]:
+        """Terminate every live instance tagged with the NodeClaim (idempotent); their ids."""
+        terminated = []
+        for instance in self.list([{"Name": f"tag:{TAG_NODECLAIM}", "Values": [nodeclaim_name]}]):
+            if self.delete(instance.id):
+                terminated.append(instance.id)
+        return terminated
+
+    # -- drift ---------------------------------------------------------------------------------
+    def drift_inputs(self, nodeclass: Any) -> DriftInputs:
+        nc = NodeClass(nodeclass)
+        subnets = self.network.subnets(nc.name, nc.subnet_selector_terms)
+        groups = self.network.security_groups(nc.name, nc.security_group_selector_terms)
+        return DriftInputs(
+            image_ids=frozenset(i.id for i in self.amis.images(nc)),
+            subnet_ids=frozenset(s.id for s in subnets),
+            security_groups=frozenset(groups),
+            nodeclass_hash=nc.hash(),
+        )
+
+    def drift_reason(self, instance: Instance, nodeclass: Any) -> str | None:
+        """Why an instance no longer matches its NodeClass (AMI, subnet, security groups, spec), or None."""
+        expected = self.drift_inputs(nodeclass)
+        if instance.nodeclass_hash and instance.nodeclass_hash != expected.nodeclass_hash:
+            return "NodeClassDrift"
+        if instance.image_id and instance.image_id not in expected.image_ids:
+            return "AMIDrift"
+        if instance.subnet_id and instance.subnet_id not in expected.subnet_ids:
+            return "SubnetDrift"
+        if instance.security_groups and instance.security_groups != expected.security_groups:
+            return "SecurityGroupDrift"
+        return None
+
+    # -- launch templates ------------------------------------------------------------------------
+    def cleanup_launch_templates(self) -> list[str]:
+        """Delete this cluster's launch templates that no live instance uses (older than an hour)."""
+        return self.templates.cleanup()
+
+    @staticmethod
+    def _count(name: str, value: float = 1) -> None:
+        metrics().add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+__all__ = [
+    "CloudError",
+    "CloudProvider",
+    "DriftInputs",
+    "Instance",
+    "LaunchRequest",
+    "LaunchResult",
+    "parse_provider_id",
+]

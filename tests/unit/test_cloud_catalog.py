@@ -1,0 +1,206 @@
+"""The catalog (offerings, prices, estimates) and ``nodewright catalog`` on a primed, offline catalog."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nodewright.cli import main
+from nodewright.cloud import aws
+from nodewright.cloud.catalog import Catalog, CatalogData, clear_caches, prime_catalog
+from nodewright.cloud.pricetable import PriceTable, estimate_on_demand_price
+from nodewright.cloud.state import InMemoryStateStore
+
+REGION = "us-west-2"
+ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
+
+
+def ec2_item(
+    name: str, vcpus: int, mib: int, arch: str, *, enis: int = 3, ips: int = 10, **extra: Any
+) -> dict[str, Any]:
+    """A DescribeInstanceTypes item, trimmed to the fields EC2 always returns."""
+    return {
+        "InstanceType": name,
+        "CurrentGeneration": True,
+        "SupportedUsageClasses": ["on-demand", "spot"],
+        "SupportedRootDeviceTypes": ["ebs"],
+        "SupportedVirtualizationTypes": ["hvm"],
+        "BareMetal": False,
+        "Hypervisor": "nitro",
+        "ProcessorInfo": {
+            "SupportedArchitectures": [arch],
+            "Manufacturer": "Intel" if arch == "x86_64" else "AWS",
+        },
+        "VCpuInfo": {"DefaultVCpus": vcpus},
+        "MemoryInfo": {"SizeInMiB": mib},
+        "InstanceStorageSupported": False,
+        "NetworkInfo": {
+            "NetworkPerformance": "Up to 10 Gigabit",
+            "MaximumNetworkInterfaces": enis,
+            "Ipv4AddressesPerInterface": ips,
+            "EncryptionInTransitSupported": False,
+        },
+        **extra,
+    }
+
+
+ITEMS = {
+    "m5.large": ec2_item("m5.large", 2, 8192, "x86_64"),
+    "c5.large": ec2_item("c5.large", 2, 4096, "x86_64"),
+    "m6g.large": ec2_item("m6g.large", 2, 8192, "arm64"),
+    "g4dn.xlarge": ec2_item(
+        "g4dn.xlarge",
+        4,
+        16384,
+        "x86_64",
+        GpuInfo={
+            "Gpus": [{"Name": "T4", "Manufacturer": "NVIDIA", "Count": 1, "MemoryInfo": {"SizeInMiB": 16384}}]
+        },
+    ),
+    "t2.micro": {
+        **ec2_item("t2.micro", 1, 1024, "x86_64", enis=2, ips=2),
+        "SupportedUsageClasses": ["on-demand"],
+        "Hypervisor": "xen",
+    },
+}
+OFFERED = {name: frozenset(ZONES[:2] if name == "g4dn.xlarge" else ZONES) for name in ITEMS}
+
+
+@pytest.fixture
+def primed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("STATE_TABLE", raising=False)
+    clear_caches()
+    aws.reset_clients()
+    prime_catalog((REGION, None), CatalogData(types=ITEMS, zones=OFFERED, fetched_at=0))
+    yield
+    clear_caches()
+
+
+def catalog(store: InMemoryStateStore) -> Catalog:
+    def no_fetch(_: Any) -> CatalogData:
+        raise AssertionError("the primed catalog must be used, not DescribeInstanceTypes")
+
+    return Catalog(ec2=None, store=store, cache_key=(REGION, None), loader=no_fetch)
+
+
+def test_offerings_are_priced_per_zone_and_marked_unavailable(primed: None) -> None:
+    store = InMemoryStateStore()
+    store.put_price_table(PriceTable(on_demand={"m5.large": 0.096}, spot={("m5.large", "us-west-2a"): 0.031}))
+    store.mark_unavailable("m5.large", "us-west-2b", "spot")
+    offerings = {
+        (o.zone, o.capacity_type): o
+        for o in catalog(store).offerings("m5.large", unavailable=store.unavailable_offerings())
+    }
+    assert len(offerings) == 6
+    assert offerings[("us-west-2a", "spot")].price == 0.031
+    assert not offerings[("us-west-2a", "spot")].estimated
+    assert offerings[("us-west-2b", "spot")].available is False
+    assert offerings[("us-west-2c", "spot")].price == pytest.approx(0.096 * 0.4)  # no history: estimate
+    assert offerings[("us-west-2c", "spot")].estimated
+    assert offerings[("us-west-2c", "on-demand")].price == 0.096
+
+
+def test_on_demand_only_type_has_no_spot_offerings_and_zones_restrict(primed: None) -> None:
+    offerings = catalog(InMemoryStateStore()).offerings("t2.micro", zones=["us-west-2a"])
+    assert [(o.zone, o.capacity_type) for o in offerings] == [("us-west-2a", "on-demand")]
+    assert catalog(InMemoryStateStore()).offerings("x9.unknown") == []
+
+
+def test_missing_price_is_estimated_with_a_warning_and_a_metric(
+    primed: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    from nodewright.observability import metrics
+
+    metrics().clear_metrics()
+    price, estimated = catalog(InMemoryStateStore()).on_demand_price("g4dn.xlarge")
+    assert estimated
+    assert price == estimate_on_demand_price(ITEMS["g4dn.xlarge"])
+    assert "no on-demand price" in caplog.text
+    assert metrics().metric_set["PriceEstimated"]["Value"] == [1.0]
+    catalog(InMemoryStateStore()).on_demand_price("g4dn.xlarge")  # warned once per type per container
+    assert metrics().metric_set["PriceEstimated"]["Value"] == [1.0]
+    caplog.clear()
+    catalog(InMemoryStateStore()).instance_types()  # the other four: one line, one metric value
+    assert caplog.text.count("no on-demand price") == 1
+    assert metrics().metric_set["PriceEstimated"]["Value"] == [1.0, 4.0]
+    metrics().clear_metrics()
+
+
+def test_instance_types_reach_the_scheduler_model_with_kubelet_settings(primed: None) -> None:
+    store = InMemoryStateStore()
+    store.put_price_table(PriceTable(on_demand={"m5.large": 0.096}))
+    types = {t.name: t for t in catalog(store).instance_types(zones=["us-west-2a"], kubelet={"maxPods": 20})}
+    assert set(types) == set(ITEMS)
+    m5 = types["m5.large"]
+    assert m5.capacity["pods"] == 20
+    assert {o.zone for o in m5.offerings} == {"us-west-2a"}
+    assert m5.labels["kubernetes.io/arch"] == "amd64"
+
+
+def write_prices(tmp_path: Path) -> Path:
+    path = tmp_path / "prices.json"
+    path.write_text(
+        json.dumps({"prices": {"m5.large": 0.096, "c5.large": 0.085, "m6g.large": 0.077, "t2.micro": 0.0116}})
+    )
+    return path
+
+
+def test_cli_lists_allowed_types_cheapest_first_with_allocatable(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodepool = tmp_path / "nodepool.yaml"
+    nodepool.write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\n"
+        "spec:\n  template:\n    spec:\n"
+        "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n"
+        "      requirements:\n"
+        "      - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n"
+        "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n"
+        "      - {key: topology.kubernetes.io/zone, operator: In, values: [us-west-2b]}\n"
+    )
+    code = main(
+        [
+            "catalog",
+            "--region",
+            REGION,
+            "--requirements",
+            str(nodepool),
+            "--prices",
+            str(write_prices(tmp_path)),
+            "--json",
+        ]
+    )
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["instanceType"] for r in rows] == ["t2.micro", "c5.large", "m5.large", "g4dn.xlarge"]
+    assert {r["capacityType"] for r in rows} == {"on-demand"}
+    assert {r["zone"] for r in rows} == {"us-west-2b"}
+    assert rows[0]["price"] == 0.0116
+    assert rows[-1]["priceEstimated"] is True
+    assert rows[2]["allocatable"]["pods"] == "29"  # 3 ENIs x (10 - 1) + 2
+    assert "m6g.large" not in {r["instanceType"] for r in rows}
+
+
+def test_cli_table_marks_estimated_prices(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["catalog", "--region", REGION, "--prices", str(write_prices(tmp_path)), "--limit", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:3] == ["TYPE", "ARCH", "PRICE/H"]
+    assert out[1].split()[0] == "t2.micro"
+    assert out[-1].startswith("... ")
+
+
+def test_cli_reports_a_requirements_file_that_is_not_a_nodepool(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Deployment\nmetadata: {name: x}\n")
+    assert main(["catalog", "--region", REGION, "--requirements", str(bad)]) == 2
+    assert "no NodePool" in capsys.readouterr().err
+    assert main(["catalog", "--region", REGION, "--requirements", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
