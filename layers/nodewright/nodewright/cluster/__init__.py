@@ -1,0 +1,119 @@
+"""Kubernetes behind one small interface: every Kubernetes call of the project lives in this package.
+
+Nothing outside ``nodewright.cluster`` imports the ``kubernetes`` client. Objects go in and come out
+as plain dicts shaped exactly like the API's JSON (``obj["metadata"]["name"]``, ``pod["spec"]["nodeName"]``).
+
+Connecting::
+
+    from nodewright.cluster import connect
+    cluster = connect(settings)          # cached per container; kubeconfig if settings.kubeconfig, else EKS
+
+Auth (``nodewright.cluster.auth``): with ``settings.kubeconfig`` the kubeconfig's server/token; otherwise
+endpoint + CA from ``eks:DescribeCluster`` (via ``nodewright.cloud.eks.describe_cluster``) and an EKS
+token (presigned STS GetCallerIdentity, ``x-k8s-aws-id`` header, ``k8s-aws-v1.`` prefix) re-signed by the
+client's ``refresh_api_key_hook`` every 10 minutes, well inside EKS's 15-minute window.
+
+``Cluster`` methods (``nodewright.cluster.client``):
+
+* reads — ``list_pods(namespace=None, label_selector=, field_selector=)``, ``list_pending_pods()``
+  (PodScheduled=False/Unschedulable), ``list_pods_on_node(node)``, ``list_nodes()``, ``list_daemonsets()``,
+  ``list_pdbs()``, ``list_persistent_volumes()``, ``list_persistent_volume_claims()``,
+  ``list_storage_classes()``, ``list_nodepools()``, ``list_ec2nodeclasses()``, ``list_nodeclaims()``,
+  ``snapshot(pending_only=False) -> ClusterSnapshot`` (capacity read before pods, in parallel);
+* nodes — ``get_node``/``find_node`` (None if absent), ``patch_node(name, merge_patch)``,
+  ``taint_node(name, taints, cordon=False)`` / ``untaint_node(name, key, uncordon=False)`` (idempotent,
+  resourceVersion-guarded), ``delete_node``;
+* NodeClaims — ``create_nodeclaim(body)``, ``get_nodeclaim``/``find_nodeclaim``, ``patch_nodeclaim``,
+  ``patch_nodeclaim_status(name, status_dict)``, ``delete_nodeclaim``;
+  any custom object — ``add_finalizer(resource, name, f)``, ``remove_finalizer(...)``,
+  ``set_condition(resource, name, type, status, reason=, message=)``;
+* pods — ``evict(pod) -> EvictionResult`` (``outcome``: EVICTED / BLOCKED (429, ``retry_after_seconds``)
+  / GONE (404) / FAILED), ``delete_pod(namespace, name, grace_period_seconds=None)``;
+* ``record_event(involved_obj, reason, message, event_type="Normal")`` — best effort, never raises;
+* ``writer_lease(identity, name=, namespace=, duration_seconds=, wait_seconds=) -> WriterLease``
+  (``with`` raises ``LeaseUnavailable``; ``renew()`` raises ``LeaseLost``);
+* generic verbs for anything else — ``list/get/find/create/replace/patch/delete(resource, ...)`` and
+  ``update_with_retry(resource, name, mutate)`` with the ``Resource`` constants of
+  ``nodewright.cluster.resources`` (PODS, NODES, NODECLAIMS, NODEPOOLS, EC2NODECLASSES, LEASES, ...).
+
+Errors (``nodewright.cluster.errors``): ``NotFound``, ``Conflict`` (``already_exists``), ``Invalid``,
+``ApiError`` (``status``, ``reason``, ``message``), ``ApiUnavailable``; ``err.transient`` says whether
+waiting and retrying can help (5xx, 429, unreachable, lease held by another writer).
+
+Pure helpers on the dicts (``nodewright.cluster.objects``): ``instance_id_from_provider_id``,
+``nodeclaim_instance_id``, ``node_instance_id``, ``condition``, ``has_taint``, ``is_deleting``, ...
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from nodewright.cluster import auth
+from nodewright.cluster.client import (
+    Cluster,
+    ClusterSnapshot,
+    EvictionOutcome,
+    EvictionResult,
+    is_unschedulable,
+)
+from nodewright.cluster.errors import (
+    ApiError,
+    ApiUnavailable,
+    ClusterConfigError,
+    ClusterError,
+    Conflict,
+    Invalid,
+    NotFound,
+)
+from nodewright.cluster.lease import LeaseLost, LeaseUnavailable, WriterLease
+
+if TYPE_CHECKING:
+    from nodewright.settings import Settings
+
+__all__ = [
+    "ApiError",
+    "ApiUnavailable",
+    "Cluster",
+    "ClusterConfigError",
+    "ClusterError",
+    "ClusterSnapshot",
+    "Conflict",
+    "EvictionOutcome",
+    "EvictionResult",
+    "Invalid",
+    "LeaseLost",
+    "LeaseUnavailable",
+    "NotFound",
+    "WriterLease",
+    "connect",
+    "is_unschedulable",
+    "reset_connections",
+]
+
+_connections: dict[tuple[str, ...], Cluster] = {}
+_lock = threading.Lock()
+
+
+def connect(settings: Settings) -> Cluster:
+    """The ``Cluster`` for ``settings``, built once per container (DescribeCluster is not repeated)."""
+    key = (settings.cluster_name, settings.kubeconfig or "", settings.region, settings.aws_endpoint_url or "")
+    with _lock:
+        cluster = _connections.get(key)
+        if cluster is None:
+            from kubernetes.client import ApiClient  # noqa: PLC0415 (lazy import)
+
+            if settings.kubeconfig:
+                configuration = auth.kubeconfig_configuration(settings.kubeconfig)
+            else:
+                configuration = auth.eks_configuration(settings)
+            cluster = _connections[key] = Cluster(ApiClient(configuration))
+        return cluster
+
+
+def reset_connections() -> None:
+    """Forget cached clients (tests, or after the sandbox restarts on a new port)."""
+    with _lock:
+        for cluster in _connections.values():
+            cluster.api_client.close()
+        _connections.clear()

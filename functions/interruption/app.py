@@ -1,0 +1,39 @@
+"""Interruption queue consumer: spot warnings, rebalance, state changes, AWS Health, capacity reservations.
+
+Triggered by SQS in batches of up to 10 with ``ReportBatchItemFailures``: a message that fails for a
+transient reason (API server unreachable, throttling, the same event in progress in ``spot_events``)
+is the only one returned to the queue; malformed or foreign messages are logged, counted and
+acknowledged (see ``nodewright.interruption.processing``). After the batch, the drains it started —
+and any an earlier invocation left half-done — run until done or the invocation's time is nearly up.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from nodewright import observability
+from nodewright.interruption.processing import remaining_seconds, shared_processor
+
+logger = observability.logger()
+metrics = observability.metrics()
+# Return every failed message as an item failure, even when all failed, instead of erroring the invocation.
+batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@observability.trace
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    processor = shared_processor()
+
+    def handle_record(record: SQSRecord) -> dict[str, Any]:
+        return processor.handle(record.body, received_at=time.monotonic(), lambda_context=context).as_dict()
+
+    response = process_partial_response(
+        event=event, record_handler=handle_record, processor=batch, context=context
+    )
+    processor.drive(budget_seconds=remaining_seconds(context))
+    return response

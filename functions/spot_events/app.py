@@ -1,0 +1,32 @@
+"""The low-latency path: spot interruption warnings and rebalance recommendations straight from EventBridge.
+
+The same events also reach the interruption queue; the idempotency record keyed on the event id
+(shared with the ``interruption`` function) makes whichever path comes first act, and the other
+replay the stored outcome. When the other path is handling the same event right now, this one
+returns at once: the queue copy is retried later and resumes anything left undone.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nodewright import observability
+from nodewright.interruption.processing import EventInProgress, remaining_seconds, shared_processor
+
+logger = observability.logger()
+metrics = observability.metrics()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@observability.trace
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    processor = shared_processor()
+    try:
+        result = processor.handle(event, received_at=time.monotonic(), lambda_context=context)
+    except EventInProgress as exc:
+        logger.info("event in progress in the queue path; leaving it to that path", extra={"error": str(exc)})
+        return {"disposition": "in-progress-elsewhere"}
+    processor.drive(budget_seconds=remaining_seconds(context))
+    return result.as_dict()

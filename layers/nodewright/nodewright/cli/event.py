@@ -1,0 +1,78 @@
+"""``nodewright event FILE... [--json]``: what the interruption functions would do with a message.
+
+The file holds one message exactly as SQS or EventBridge delivers it (an EventBridge event, an
+Auto Scaling lifecycle message, or either wrapped in an SNS notification); it is parsed by the
+same code as the functions. Nothing is contacted: which instances this cluster owns is only known
+in the cluster, so the output says what happens *if* it owns them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "event",
+        help="show how an interruption message is understood and what it makes happen",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="a message as delivered ('-' for stdin)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per file")
+    parser.add_argument(
+        "--rebalance-mode",
+        choices=("replace", "event-only"),
+        default=os.environ.get("REBALANCE_MODE", "replace"),
+        help="the cluster's REBALANCE_MODE (default: $REBALANCE_MODE or replace)",
+    )
+    parser.set_defaults(func=run)
+
+
+ACTION_TEXT = {
+    "replace-and-drain": "launch a replacement, taint karpenter.sh/disrupted:NoSchedule and cordon, drain "
+    "(PDB-aware), then delete the NodeClaim and node",
+    "record-only": "record a Kubernetes event on the node; nothing else",
+    "ignore": "acknowledge and log; nothing else",
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    from nodewright.interruption.events import MalformedMessage, parse_message  # noqa: PLC0415 (fast --help)
+
+    failures = 0
+    for name in args.files:
+        try:
+            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+        except OSError as exc:
+            print(f"{name}: cannot read: {exc.strerror}", file=sys.stderr)
+            failures += 1
+            continue
+        try:
+            event = parse_message(text, rebalance_mode=args.rebalance_mode)
+        except MalformedMessage as exc:
+            failures += 1
+            if args.json:
+                print(json.dumps({"file": name, "malformed": str(exc)}))
+            else:
+                print(f"{name}: malformed: {exc}\n  the functions acknowledge it and count MalformedMessages")
+            continue
+        summary = event.summary()
+        if args.json:
+            print(json.dumps({"file": name, **summary}))
+            continue
+        print(f"{name}:")
+        print(f"  kind:      {summary['kind']}")
+        print(f"  event id:  {summary['eventId']}")
+        print(f"  instances: {', '.join(summary['instanceIds']) or '(none)'}")
+        if summary["deadline"]:
+            print(f"  deadline:  {summary['deadline']}")
+        print(f"  action:    {summary['action']}: {ACTION_TEXT[summary['action']]}")
+        print(f"  why:       {summary['reason']}")
+        if summary["action"] != "ignore":
+            print("  instances without a NodeClaim in the cluster are not ours: acknowledged and counted")
+    return 1 if failures else 0

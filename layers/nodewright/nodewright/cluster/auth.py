@@ -1,0 +1,145 @@
+"""How the functions authenticate to the API server: an EKS token made in-process, or a kubeconfig.
+
+An EKS bearer token is a presigned STS ``GetCallerIdentity`` URL whose signature covers the header
+``x-k8s-aws-id: <cluster>``; EKS accepts it for 15 minutes from its signing time (``X-Amz-Expires``
+is 60 as aws-iam-authenticator sets it, but EKS applies its own 15-minute window). Presigning is
+local (no network call), so a token costs microseconds; the client's ``refresh_api_key_hook`` runs
+before every request and re-signs when the token is older than ``TOKEN_REFRESH_SECONDS``.
+
+Endpoint and CA come from ``eks:DescribeCluster`` (through ``nodewright.cloud``, which owns every
+AWS call). The resulting ``Configuration`` is cached per container and per cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nodewright.cluster.errors import ClusterConfigError
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
+
+    from nodewright.settings import Settings
+
+TOKEN_PREFIX = "k8s-aws-v1."
+CLUSTER_ID_HEADER = "x-k8s-aws-id"
+PRESIGN_EXPIRES_SECONDS = 60
+TOKEN_LIFETIME_SECONDS = 15 * 60
+# Re-sign well before EKS's 15-minute window closes: a request in flight at 14:59 must not fail.
+TOKEN_REFRESH_SECONDS = 10 * 60
+
+
+@dataclass(frozen=True)
+class ClusterEndpoint:
+    """What ``eks:DescribeCluster`` tells us: the API server URL and its CA (base64 PEM, as EKS has it)."""
+
+    endpoint: str
+    certificate_authority_data: str
+
+
+def eks_token(cluster_name: str, sts_client: Any) -> str:
+    """A bearer token for ``cluster_name`` signed with ``sts_client``'s credentials (no network call)."""
+
+    def add_cluster_header(request: Any, **_: Any) -> None:
+        request.headers[CLUSTER_ID_HEADER] = cluster_name
+
+    event = "before-sign.sts.GetCallerIdentity"
+    sts_client.meta.events.register(event, add_cluster_header)
+    try:
+        url = sts_client.generate_presigned_url(
+            "get_caller_identity", Params={}, ExpiresIn=PRESIGN_EXPIRES_SECONDS, HttpMethod="GET"
+        )
+    finally:
+        sts_client.meta.events.unregister(event, add_cluster_header)
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+def sts_client_for(settings: Settings) -> Any:
+    """The STS client of ``nodewright.cloud``: presigning calls nothing, but clients are built there."""
+    from nodewright.cloud.aws import client  # noqa: PLC0415 (lazy: the kubeconfig path never needs boto3)
+
+    return client("sts", settings)
+
+
+class TokenRefresher:
+    """``refresh_api_key_hook`` for the kubernetes client: keeps ``api_key['authorization']`` fresh."""
+
+    def __init__(
+        self,
+        cluster_name: str,
+        make_token: Callable[[], str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cluster_name = cluster_name
+        self._make_token = make_token
+        self._clock = clock
+        self._signed_at: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, configuration: Configuration) -> None:
+        with self._lock:
+            now = self._clock()
+            if self._signed_at is not None and now - self._signed_at < TOKEN_REFRESH_SECONDS:
+                return
+            configuration.api_key["authorization"] = self._make_token()
+            configuration.api_key_prefix["authorization"] = "Bearer"
+            self._signed_at = now
+
+
+def _describe_cluster(settings: Settings) -> ClusterEndpoint:
+    """Endpoint and CA through nodewright.cloud, the only package that calls AWS."""
+    from nodewright.cloud import eks  # noqa: PLC0415 (lazy: the kubeconfig path never needs it)
+
+    described = eks.describe_cluster(settings)
+    if isinstance(described, ClusterEndpoint):
+        return described
+    return ClusterEndpoint(
+        endpoint=described["endpoint"], certificate_authority_data=described["certificateAuthority"]["data"]
+    )
+
+
+def eks_configuration(
+    settings: Settings,
+    describe: Callable[[Settings], ClusterEndpoint] = _describe_cluster,
+    sts_client: Any | None = None,
+) -> Configuration:
+    """A client configuration for EKS: endpoint + CA from DescribeCluster, a self-refreshing token."""
+    from kubernetes.client import Configuration  # noqa: PLC0415 (lazy import)
+
+    target = describe(settings)
+    if not target.endpoint:
+        raise ClusterConfigError(
+            f"eks:DescribeCluster returned no endpoint for {settings.cluster_name!r}; is the cluster ACTIVE?"
+        )
+    configuration = Configuration(host=target.endpoint)
+    # The CA must be a file for urllib3; /tmp is the only writable place in Lambda.
+    with tempfile.NamedTemporaryFile("wb", prefix="eks-ca-", suffix=".pem", delete=False) as ca_file:
+        ca_file.write(base64.b64decode(target.certificate_authority_data))
+    configuration.ssl_ca_cert = ca_file.name
+    sts = sts_client if sts_client is not None else sts_client_for(settings)
+    refresher = TokenRefresher(settings.cluster_name, lambda: eks_token(settings.cluster_name, sts))
+    # The client only consults the hook when a key is already present: sign the first token now.
+    refresher(configuration)
+    configuration.refresh_api_key_hook = refresher
+    return configuration
+
+
+def kubeconfig_configuration(path: str) -> Configuration:
+    """A client configuration from a kubeconfig file (the sandbox, or a user's own API server)."""
+    from kubernetes import config  # noqa: PLC0415 (lazy import)
+    from kubernetes.client import Configuration  # noqa: PLC0415 (lazy import)
+
+    configuration = Configuration()
+    try:
+        config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
+    except (OSError, config.ConfigException) as exc:
+        raise ClusterConfigError(
+            f"cannot load kubeconfig {path!r}: {exc}; point NODEWRIGHT_KUBECONFIG at a readable kubeconfig"
+        ) from exc
+    return configuration

@@ -1,0 +1,581 @@
+"""``Cluster``: every Kubernetes call of the project, answering plain dicts.
+
+Requests go through the kubernetes client's ``ApiClient`` (its auth, TLS and token-refresh hook) at
+the raw level — ``call_api`` with unparsed bodies decoded by ``json`` — because the client's
+pydantic models validate every field of every object, which costs seconds on thousands of pods and
+fails on fields a newer API server adds. The typed API classes are not used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from nodewright.cluster import objects
+from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, error_for
+from nodewright.cluster.lease import WriterLease
+from nodewright.cluster.resources import (
+    DAEMONSETS,
+    EC2NODECLASSES,
+    EVENTS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PDBS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    STORAGE_CLASSES,
+    Resource,
+)
+from nodewright.observability import logger
+
+PATCH_CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+# (connect, read) seconds: a Lambda must fail fast and leave the message for a retry, not hang.
+DEFAULT_TIMEOUT = (5.0, 30.0)
+LIST_PAGE_SIZE = 500
+CONFLICT_ATTEMPTS = 5
+EVENT_COMPONENT = "nodewright"
+
+
+class EvictionOutcome(StrEnum):
+    EVICTED = "evicted"  # 200/201: the pod is being deleted gracefully
+    BLOCKED = "blocked"  # 429: a PodDisruptionBudget (or the server) says not now; retry after retry_after
+    GONE = "gone"  # 404: the pod no longer exists
+    FAILED = "failed"  # anything else (e.g. 500 for a pod matched by two PDBs, 403)
+
+
+@dataclass(frozen=True)
+class EvictionResult:
+    outcome: EvictionOutcome
+    status: int
+    message: str = ""
+    retry_after_seconds: float | None = None
+
+
+@dataclass
+class ClusterSnapshot:
+    """What a planner reads in one pass; nodes and NodeClaims are read before pods (``Cluster.snapshot``)."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    nodeclaims: list[dict[str, Any]] = field(default_factory=list)
+    nodepools: list[dict[str, Any]] = field(default_factory=list)
+    ec2nodeclasses: list[dict[str, Any]] = field(default_factory=list)
+    daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
+    persistent_volumes: list[dict[str, Any]] = field(default_factory=list)
+    persistent_volume_claims: list[dict[str, Any]] = field(default_factory=list)
+    storage_classes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+
+
+def is_unschedulable(pod: dict[str, Any]) -> bool:
+    """Pending, unbound, and marked ``PodScheduled=False/Unschedulable`` by the scheduler."""
+    if (pod.get("status") or {}).get("phase") != "Pending" or (pod.get("spec") or {}).get("nodeName"):
+        return False
+    if objects.is_deleting(pod):
+        return False
+    cond = objects.condition(pod, "PodScheduled")
+    return bool(cond and cond.get("status") == "False" and cond.get("reason") == "Unschedulable")
+
+
+class Cluster:
+    """One API server. Thread-safe (urllib3 pools); build it with ``nodewright.cluster.connect``."""
+
+    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+
+    @property
+    def host(self) -> str:
+        return self.api_client.configuration.host
+
+    # ------------------------------------------------------------------ raw transport
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        """One call; the decoded JSON answer. Raises ``ApiError`` subclasses or ``ApiUnavailable``."""
+        import urllib3  # noqa: PLC0415 (lazy: kubernetes costs ~0.5 s of import, paid only when used)
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 (lazy, as above)
+
+        query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        method_, url, header_params, body_, _ = self.api_client.param_serialize(
+            method,
+            path,
+            query_params=query_params or None,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(
+                method_, url, header_params, body_, _request_timeout=self.timeout
+            )
+            try:
+                raw = response.read()
+            finally:
+                # Unpreloaded responses keep their connection checked out: hand it back to the pool
+                # so the next call reuses it (no new TCP/TLS handshake) and close() can shut it.
+                response.response.release_conn()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiUnavailable(f"{method} {path}: API server unreachable at {self.host}: {exc}") from exc
+        except ApiException as exc:  # TLS failures arrive as status 0
+            if exc.status == 0:
+                raise ApiUnavailable(f"{method} {path}: {exc.reason}") from exc
+            raise
+        decoded = _decode(raw)
+        if not 200 <= response.status <= 299:
+            error = error_for(response.status, decoded, f"{method} {path}: {raw[:200]!r}")
+            retry_after = response.headers.get("Retry-After")
+            if retry_after and "details" not in error.body:
+                error.body["details"] = {"retryAfterSeconds": _to_number(retry_after)}
+            raise error
+        return decoded
+
+    # ------------------------------------------------------------------ generic verbs
+    def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every object, following ``continue`` tokens; each item gets its apiVersion/kind back."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            answer = self.request(
+                "GET",
+                resource.path(namespace),
+                query={
+                    "labelSelector": label_selector,
+                    "fieldSelector": field_selector,
+                    "limit": LIST_PAGE_SIZE,
+                    "continue": token,
+                },
+            )
+            for item in answer.get("items") or []:
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+                items.append(item)
+            token = (answer.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self.request("GET", resource.path(namespace, name))
+
+    def find(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """Like ``get`` but None when the object does not exist."""
+        try:
+            return self.get(resource, name, namespace)
+        except NotFound:
+            return None
+
+    def create(
+        self, resource: Resource, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        body = {"apiVersion": resource.api_version, "kind": resource.kind, **body}
+        namespace = namespace or (body.get("metadata") or {}).get("namespace")
+        return self.request("POST", resource.path(namespace), body=body)
+
+    def replace(
+        self, resource: Resource, body: dict[str, Any], *, subresource: str | None = None
+    ) -> dict[str, Any]:
+        """PUT; ``body.metadata.resourceVersion`` makes it conditional (409 ``Conflict`` when stale)."""
+        meta = body.get("metadata") or {}
+        return self.request("PUT", resource.path(meta.get("namespace"), meta["name"], subresource), body=body)
+
+    def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: str = "merge",
+    ) -> dict[str, Any]:
+        """PATCH (merge by default; custom objects take merge or json, not strategic)."""
+        return self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=patch,
+            content_type=PATCH_CONTENT_TYPES[patch_type],
+        )
+
+    def delete(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Delete; None when it was already gone. An object with finalizers only gets a deletionTimestamp."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        try:
+            return self.request("DELETE", resource.path(namespace, name), body=options)
+        except NotFound:
+            return None
+
+    def update_with_retry(
+        self,
+        resource: Resource,
+        name: str,
+        mutate: Callable[[dict[str, Any]], dict[str, Any] | None],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Read-modify-write guarded by resourceVersion, retried on 409.
+
+        ``mutate(obj)`` returns a merge patch (without resourceVersion) or None when nothing needs to
+        change. The patch carries the read resourceVersion so a concurrent writer makes it fail with
+        409 instead of being overwritten. Returns the updated object (or the unchanged one).
+        """
+        for attempt in range(CONFLICT_ATTEMPTS):
+            current = self.get(resource, name, namespace)
+            patch = mutate(current)
+            if patch is None:
+                return current
+            metadata = {
+                **patch.get("metadata", {}),
+                "resourceVersion": current["metadata"]["resourceVersion"],
+            }
+            try:
+                return self.patch(
+                    resource,
+                    name,
+                    {**patch, "metadata": metadata},
+                    namespace=namespace,
+                    subresource=subresource,
+                )
+            except Conflict:
+                if attempt == CONFLICT_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        return None  # unreachable
+
+    # ------------------------------------------------------------------ reads
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.list(
+            PODS, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+        )
+
+    def list_pending_pods(self) -> list[dict[str, Any]]:
+        """Pods the scheduler marked Unschedulable (not merely not yet looked at)."""
+        return [p for p in self.list(PODS, field_selector="status.phase=Pending") if is_unschedulable(p)]
+
+    def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
+        return self.list(PODS, field_selector=f"spec.nodeName={node_name}")
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.list(NODES, label_selector=label_selector)
+
+    def list_daemonsets(self) -> list[dict[str, Any]]:
+        return self.list(DAEMONSETS)
+
+    def list_pdbs(self) -> list[dict[str, Any]]:
+        return self.list(PDBS)
+
+    def list_persistent_volumes(self) -> list[dict[str, Any]]:
+        return self.list(PERSISTENT_VOLUMES)
+
+    def list_persistent_volume_claims(self) -> list[dict[str, Any]]:
+        return self.list(PERSISTENT_VOLUME_CLAIMS)
+
+    def list_storage_classes(self) -> list[dict[str, Any]]:
+        return self.list(STORAGE_CLASSES)
+
+    def list_nodepools(self) -> list[dict[str, Any]]:
+        return self.list(NODEPOOLS)
+
+    def list_ec2nodeclasses(self) -> list[dict[str, Any]]:
+        return self.list(EC2NODECLASSES)
+
+    def list_nodeclaims(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.list(NODECLAIMS, label_selector=label_selector)
+
+    def snapshot(self, *, pending_only: bool = False) -> ClusterSnapshot:
+        """Everything a planner reads, in two parallel rounds: capacity first, then pods.
+
+        Reading nodes and NodeClaims before pods means a pod bound to a node created in between is
+        seen as pending on capacity we did not see: the plan may undershoot, never double-count.
+        ``pending_only`` lists only unschedulable pods (the provisioner's fast path).
+        """
+        readers: dict[str, Callable[[], list[dict[str, Any]]]] = {
+            "nodes": self.list_nodes,
+            "nodeclaims": self.list_nodeclaims,
+            "nodepools": self.list_nodepools,
+            "ec2nodeclasses": self.list_ec2nodeclasses,
+            "daemonsets": self.list_daemonsets,
+            "pdbs": self.list_pdbs,
+            "persistent_volumes": self.list_persistent_volumes,
+            "persistent_volume_claims": self.list_persistent_volume_claims,
+            "storage_classes": self.list_storage_classes,
+        }
+        with ThreadPoolExecutor(max_workers=len(readers)) as pool:
+            futures = {name: pool.submit(read) for name, read in readers.items()}
+            capacity = {name: future.result() for name, future in futures.items()}
+        pods = self.list_pending_pods() if pending_only else self.list_pods()
+        return ClusterSnapshot(**capacity, pods=pods)
+
+    # ------------------------------------------------------------------ nodes
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self.get(NODES, name)
+
+    def find_node(self, name: str) -> dict[str, Any] | None:
+        return self.find(NODES, name)
+
+    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge patch (labels, annotations, spec.unschedulable); for taints use ``taint_node``."""
+        return self.patch(NODES, name, patch)
+
+    def taint_node(
+        self, name: str, taints: Iterable[dict[str, Any]], *, cordon: bool = False
+    ) -> dict[str, Any]:
+        """Add taints (idempotent by key+effect), optionally cordon; a concurrent writer's taints survive."""
+        wanted = list(taints)
+
+        def mutate(node: dict[str, Any]) -> dict[str, Any] | None:
+            spec = node.get("spec") or {}
+            current = list(spec.get("taints") or [])
+            missing = [t for t in wanted if not objects.has_taint(node, t["key"], t.get("effect"))]
+            if not missing and (not cordon or spec.get("unschedulable")):
+                return None
+            patch_spec: dict[str, Any] = {
+                "taints": current + [{**t, "timeAdded": objects.now_rfc3339()} for t in missing]
+            }
+            if cordon:
+                patch_spec["unschedulable"] = True
+            return {"spec": patch_spec}
+
+        return self.update_with_retry(NODES, name, mutate) or {}
+
+    def untaint_node(self, name: str, key: str, *, uncordon: bool = False) -> dict[str, Any]:
+        """Remove every taint with ``key`` (and optionally uncordon): the undo of ``taint_node``."""
+
+        def mutate(node: dict[str, Any]) -> dict[str, Any] | None:
+            spec = node.get("spec") or {}
+            current = list(spec.get("taints") or [])
+            kept = [t for t in current if t.get("key") != key]
+            if len(kept) == len(current) and not (uncordon and spec.get("unschedulable")):
+                return None
+            patch_spec: dict[str, Any] = {"taints": kept}
+            if uncordon:
+                patch_spec["unschedulable"] = False
+            return {"spec": patch_spec}
+
+        return self.update_with_retry(NODES, name, mutate) or {}
+
+    def delete_node(self, name: str) -> dict[str, Any] | None:
+        return self.delete(NODES, name)
+
+    # ------------------------------------------------------------------ NodeClaims and other custom objects
+    def get_nodeclaim(self, name: str) -> dict[str, Any]:
+        return self.get(NODECLAIMS, name)
+
+    def find_nodeclaim(self, name: str) -> dict[str, Any] | None:
+        return self.find(NODECLAIMS, name)
+
+    def create_nodeclaim(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.create(NODECLAIMS, body)
+
+    def patch_nodeclaim(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self.patch(NODECLAIMS, name, patch)
+
+    def patch_nodeclaim_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``status`` into the NodeClaim's status subresource (conditions: use ``set_condition``)."""
+        return self.patch(NODECLAIMS, name, {"status": status}, subresource="status")
+
+    def delete_nodeclaim(self, name: str) -> dict[str, Any] | None:
+        return self.delete(NODECLAIMS, name)
+
+    def add_finalizer(
+        self, resource: Resource, name: str, finalizer: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """Idempotent; None when the object is gone. 422 ``Invalid`` if the object is being deleted."""
+
+        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            finalizers = list(obj["metadata"].get("finalizers") or [])
+            return None if finalizer in finalizers else {"metadata": {"finalizers": [*finalizers, finalizer]}}
+
+        try:
+            return self.update_with_retry(resource, name, mutate, namespace=namespace)
+        except NotFound:
+            return None
+
+    def remove_finalizer(
+        self, resource: Resource, name: str, finalizer: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """Idempotent; None when gone. Removing the last finalizer of a deleted object deletes it."""
+
+        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            finalizers = list(obj["metadata"].get("finalizers") or [])
+            if finalizer not in finalizers:
+                return None
+            return {"metadata": {"finalizers": [f for f in finalizers if f != finalizer]}}
+
+        try:
+            return self.update_with_retry(resource, name, mutate, namespace=namespace)
+        except NotFound:
+            return None
+
+    def set_condition(
+        self,
+        resource: Resource,
+        name: str,
+        condition_type: str,
+        status: str,
+        *,
+        reason: str,
+        message: str = "",
+        namespace: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Upsert one status condition (NodePool Ready, NodeClaim Launched, …); no write when unchanged."""
+        new = {"type": condition_type, "status": status, "reason": reason, "message": message}
+
+        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            old = objects.condition(obj, condition_type)
+            if old and all(old.get(k) == v for k, v in new.items()):
+                return None
+            generation = obj["metadata"].get("generation")
+            with_generation = {**new, "observedGeneration": generation} if generation else new
+            conditions = objects.upsert_condition(
+                list((obj.get("status") or {}).get("conditions") or []), with_generation
+            )
+            return {"status": {"conditions": conditions}}
+
+        try:
+            return self.update_with_retry(resource, name, mutate, namespace=namespace, subresource="status")
+        except NotFound:
+            return None
+
+    # ------------------------------------------------------------------ pods
+    def evict(self, pod: dict[str, Any], *, grace_period_seconds: int | None = None) -> EvictionResult:
+        """POST the Eviction subresource, so PodDisruptionBudgets are honoured by the API server."""
+        meta = pod["metadata"]
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        }
+        if grace_period_seconds is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+        if meta.get("uid"):  # never evict a namesake that replaced the pod we decided about
+            body.setdefault("deleteOptions", {})["preconditions"] = {"uid": meta["uid"]}
+        try:
+            self.request("POST", PODS.path(meta["namespace"], meta["name"], "eviction"), body=body)
+        except NotFound as exc:
+            return EvictionResult(EvictionOutcome.GONE, 404, exc.message)
+        except ApiError as exc:
+            if exc.status == 429:
+                return EvictionResult(EvictionOutcome.BLOCKED, 429, exc.message, exc.retry_after_seconds)
+            if exc.status == 409 and "precondition" in exc.message.lower():
+                return EvictionResult(EvictionOutcome.GONE, 409, exc.message)
+            return EvictionResult(EvictionOutcome.FAILED, exc.status, exc.message)
+        return EvictionResult(EvictionOutcome.EVICTED, 201)
+
+    def delete_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None
+    ) -> dict[str, Any] | None:
+        """Delete without the Eviction API (PDBs ignored): only past a deadline. None when already gone."""
+        return self.delete(PODS, name, namespace=namespace, grace_period_seconds=grace_period_seconds)
+
+    # ------------------------------------------------------------------ events
+    def record_event(
+        self,
+        involved: dict[str, Any],
+        reason: str,
+        message: str,
+        *,
+        event_type: str = "Normal",
+    ) -> dict[str, Any] | None:
+        """A core/v1 Event on ``involved`` (``kubectl describe`` shows it); best effort, never raises."""
+        meta = involved.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"  # cluster-scoped objects' events live in default
+        now = objects.now_rfc3339()
+        event = {
+            "metadata": {"name": f"{meta.get('name', 'unknown')}.{time.time_ns():x}", "namespace": namespace},
+            "involvedObject": {
+                k: v
+                for k, v in {
+                    "apiVersion": involved.get("apiVersion"),
+                    "kind": involved.get("kind"),
+                    "name": meta.get("name"),
+                    "namespace": meta.get("namespace"),
+                    "uid": meta.get("uid"),
+                    "resourceVersion": meta.get("resourceVersion"),
+                }.items()
+                if v
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": event_type,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": EVENT_COMPONENT},
+            "reportingComponent": EVENT_COMPONENT,
+            "reportingInstance": os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or socket.gethostname(),
+        }
+        try:
+            return self.create(EVENTS, event, namespace=namespace)
+        except (ApiError, ApiUnavailable) as exc:
+            logger().warning("could not record event", extra={"reason": reason, "error": str(exc)})
+            return None
+
+    # ------------------------------------------------------------------ writers' lease
+    def writer_lease(self, identity: str, **kwargs: Any) -> WriterLease:
+        """A ``WriterLease`` on this cluster (see ``nodewright.cluster.lease``)."""
+        return WriterLease(self, identity, **kwargs)
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return {"message": raw[:500].decode("utf-8", "replace")}
+    return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+
+def _to_number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None

@@ -1,0 +1,75 @@
+"""Errors of the Kubernetes API, classified so callers decide retry vs. give up without parsing bodies.
+
+``transient`` errors (API server unreachable, 5xx, throttling 429 outside eviction) are worth
+retrying later — a Lambda handler lets the message go back to its queue; the others will not
+succeed by waiting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ClusterError(Exception):
+    """Base of every error raised by ``nodewright.cluster``."""
+
+    transient = False
+
+
+class ClusterConfigError(ClusterError):
+    """The cluster cannot be reached as configured (no kubeconfig, no endpoint); fix the settings."""
+
+
+class ApiError(ClusterError):
+    """A non-2xx answer of the API server, with its ``Status`` body when it sent one."""
+
+    def __init__(
+        self, status: int, message: str, *, reason: str = "", body: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+    @property
+    def transient(self) -> bool:  # type: ignore[override]
+        return self.status == 429 or self.status >= 500
+
+    @property
+    def retry_after_seconds(self) -> float | None:
+        """``details.retryAfterSeconds`` of the Status body, when the server gave a positive one."""
+        value = (self.body.get("details") or {}).get("retryAfterSeconds")
+        # 0 is what the API server sends when it has no hint (a PDB-blocked eviction).
+        return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+class NotFound(ApiError):
+    """404: the object (or its resource type) does not exist."""
+
+
+class Conflict(ApiError):
+    """409: a stale resourceVersion, or the object already exists (``reason == 'AlreadyExists'``)."""
+
+    @property
+    def already_exists(self) -> bool:
+        return self.reason == "AlreadyExists"
+
+
+class Invalid(ApiError):
+    """422: the object or patch is invalid (or a finalizer was added to an object being deleted)."""
+
+
+class ApiUnavailable(ClusterError):
+    """The API server could not be reached (connection refused, timeout, TLS failure)."""
+
+    transient = True
+
+
+def error_for(status: int, body: dict[str, Any] | None, fallback_message: str) -> ApiError:
+    """Build the right ``ApiError`` subclass from a response's status and decoded body."""
+    body = body or {}
+    message = str(body.get("message") or fallback_message)
+    reason = str(body.get("reason") or "")
+    cls: type[ApiError] = {404: NotFound, 409: Conflict, 422: Invalid}.get(status, ApiError)
+    return cls(status, message, reason=reason, body=body)

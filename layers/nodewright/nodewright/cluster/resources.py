@@ -1,0 +1,71 @@
+"""The resource types Nodewright reads and writes, and how their REST paths are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One API resource type: enough to build its REST path and an object's apiVersion/kind."""
+
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        elif self.namespaced and name:
+            raise ValueError(f"{self.kind} {name!r} is namespaced: pass its namespace")
+        path = f"{base}/{self.plural}"
+        if name:
+            path += f"/{name}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
+PERSISTENT_VOLUME_CLAIMS = Resource(
+    "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True
+)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False)
+NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False)
+EC2NODECLASSES = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False)
+
+BY_KIND: dict[str, Resource] = {
+    r.kind: r
+    for r in (
+        PODS,
+        NODES,
+        EVENTS,
+        NAMESPACES,
+        PERSISTENT_VOLUMES,
+        PERSISTENT_VOLUME_CLAIMS,
+        DAEMONSETS,
+        PDBS,
+        STORAGE_CLASSES,
+        LEASES,
+        NODEPOOLS,
+        NODECLAIMS,
+        EC2NODECLASSES,
+    )
+}

@@ -1,0 +1,403 @@
+"""Every interruption message shape, parsed into one typed ``InterruptionEvent``.
+
+Shapes (EventBridge ``source`` / ``detail-type`` unless noted):
+
+* ``aws.ec2`` / EC2 Spot Instance Interruption Warning — the instance goes two minutes after ``time``;
+* ``aws.ec2`` / EC2 Instance Rebalance Recommendation — elevated risk, no deadline;
+* ``aws.ec2`` / EC2 Instance State-change Notification — stopping, stopped, shutting-down and
+  terminated act; pending, running and anything else are ignored;
+* ``aws.health`` / AWS Health Event, service EC2, category scheduledChange — the affected entities
+  (instance ids or ARNs) go at ``startTime`` (RFC 3339 or RFC 1123, may be empty);
+* ``aws.ec2`` / EC2 Capacity Reservation Instance Interruption Warning — the instance goes at
+  ``instance-termination-time`` (two minutes when absent);
+* ``aws.autoscaling`` lifecycle actions, and the same sent straight to SQS by a lifecycle hook
+  (no envelope: ``LifecycleTransition`` at the top), including ``autoscaling:TEST_NOTIFICATION``:
+  Auto Scaling groups are not ours, so they are acknowledged with the reason;
+* any of the above wrapped in an SNS notification (``Type: Notification``, ``Message``: the JSON).
+
+Fields are looked up by name, so field order does not matter; unknown fields are kept and ignored;
+optional fields may be missing. Instance ids come from ``detail`` first, then from ``resources``
+ARNs (``arn:aws:ec2:<region>:<account>:instance/i-…``, with or without account). A message that is
+not JSON, not an object, or not one of these shapes raises ``MalformedMessage``: it can never succeed,
+so callers acknowledge it and count it instead of retrying it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from aws_lambda_powertools.utilities.parser import parse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+M = TypeVar("M", bound=BaseModel)
+SPOT_NOTICE = timedelta(minutes=2)
+INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
+
+SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
+REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
+STATE_CHANGE = "EC2 Instance State-change Notification"
+HEALTH_EVENT = "AWS Health Event"
+CAPACITY_RESERVATION_INTERRUPTION = "EC2 Capacity Reservation Instance Interruption Warning"
+ASG_TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
+
+ACTING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+
+
+class MalformedMessage(ValueError):
+    """The message is not JSON, not an object, or not a shape we know: acknowledge and count it."""
+
+
+class EventKind(StrEnum):
+    SPOT_INTERRUPTION = "SpotInterruption"
+    REBALANCE_RECOMMENDATION = "RebalanceRecommendation"
+    STATE_CHANGE = "StateChange"
+    SCHEDULED_CHANGE = "ScheduledChange"
+    CAPACITY_RESERVATION_INTERRUPTION = "CapacityReservationInterruption"
+    AUTOSCALING_LIFECYCLE = "AutoScalingLifecycle"
+
+
+class Action(StrEnum):
+    REPLACE_AND_DRAIN = "replace-and-drain"  # launch a replacement, cordon, drain, terminate, clean up
+    RECORD_ONLY = "record-only"  # a Kubernetes event on the node, nothing else (rebalance, event-only mode)
+    IGNORE = "ignore"  # not ours to act on; acknowledged with the reason
+
+
+class InterruptionEvent(BaseModel):
+    """What a message means for us, whatever its shape."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_id: str
+    kind: EventKind
+    action: Action
+    instance_ids: tuple[str, ...] = ()
+    time: datetime | None = None  # when AWS emitted it
+    deadline: datetime | None = None  # when the instance goes (None: no hard deadline)
+    instance_going: bool = False  # EC2 stops/terminates it itself: no TerminateInstances needed
+    state: str | None = None  # instance state (state-change) or instance-action (spot)
+    reason: str = ""  # why it is ignored or recorded only; what it is otherwise
+    region: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON ``nodewright event`` prints and the handlers log."""
+        return {
+            "eventId": self.event_id,
+            "kind": self.kind.value,
+            "action": self.action.value,
+            "instanceIds": list(self.instance_ids),
+            "time": _iso(self.time),
+            "deadline": _iso(self.deadline),
+            "instanceGoing": self.instance_going,
+            "state": self.state,
+            "reason": self.reason,
+        }
+
+
+# ---------------------------------------------------------------------------- raw shapes
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class EventBridgeEnvelope(_Shape):
+    id: str = Field(min_length=1)
+    source: str
+    detail_type: str = Field(alias="detail-type")
+    time: datetime | None = None
+    region: str | None = None
+    account: str | None = None
+    resources: list[str] = Field(default_factory=list)
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _empty_time(cls, value: Any) -> Any:
+        return value or None
+
+    @field_validator("resources", "detail", mode="before")
+    @classmethod
+    def _null_as_empty(cls, value: Any, info: Any) -> Any:
+        if value is None:
+            return [] if info.field_name == "resources" else {}
+        return value
+
+
+class Ec2InstanceDetail(_Shape):
+    """The detail of the aws.ec2 events: spot warning, rebalance, state change, capacity reservation."""
+
+    instance_id: str | None = Field(None, alias="instance-id")
+    instance_action: str | None = Field(None, alias="instance-action")
+    state: str | None = None
+    instance_termination_time: datetime | None = Field(None, alias="instance-termination-time")
+
+    @field_validator("instance_termination_time", mode="before")
+    @classmethod
+    def _empty_time(cls, value: Any) -> Any:
+        return value or None
+
+
+class AffectedEntity(_Shape):
+    entity_value: str = Field("", alias="entityValue")
+
+
+class HealthDetail(_Shape):
+    service: str | None = None
+    event_type_category: str | None = Field(None, alias="eventTypeCategory")
+    event_type_code: str | None = Field(None, alias="eventTypeCode")
+    start_time: str | None = Field(None, alias="startTime")
+    affected_entities: list[AffectedEntity] = Field(default_factory=list, alias="affectedEntities")
+
+    @field_validator("affected_entities", mode="before")
+    @classmethod
+    def _null_as_empty(cls, value: Any) -> Any:
+        return value or []
+
+
+class AutoScalingLifecycle(_Shape):
+    """An Auto Scaling lifecycle message: the EventBridge ``detail``, or the direct-to-SQS body."""
+
+    lifecycle_transition: str | None = Field(None, alias="LifecycleTransition")
+    event: str | None = Field(None, alias="Event")
+    instance_id: str | None = Field(None, alias="EC2InstanceId")
+    group: str | None = Field(None, alias="AutoScalingGroupName")
+    request_id: str | None = Field(None, alias="RequestId")
+    token: str | None = Field(None, alias="LifecycleActionToken")
+    time: datetime | None = Field(None, alias="Time")
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _empty_time(cls, value: Any) -> Any:
+        return value or None
+
+    @property
+    def is_test(self) -> bool:
+        return ASG_TEST_NOTIFICATION in (self.event, self.lifecycle_transition)
+
+
+# ---------------------------------------------------------------------------- parsing
+def parse_message(
+    message: str | bytes | dict[str, Any], *, rebalance_mode: str = "replace"
+) -> InterruptionEvent:
+    """One message (an SQS body, or an EventBridge event handed to Lambda) → ``InterruptionEvent``.
+
+    ``rebalance_mode`` is the cluster's setting: ``replace`` acts on rebalance recommendations,
+    ``event-only`` records them. Raises ``MalformedMessage``.
+    """
+    body = _as_object(message)
+    if body.get("Type") == "Notification" and isinstance(body.get("Message"), str):
+        body = _as_object(body["Message"])  # SNS → SQS subscription
+    if "detail-type" not in body and ("LifecycleTransition" in body or "Event" in body):
+        return _autoscaling(_validate(body, AutoScalingLifecycle), event_id=None, envelope=None)
+    envelope = _validate(body, EventBridgeEnvelope)
+    detail_type = envelope.detail_type
+    if envelope.source == "aws.autoscaling":
+        return _autoscaling(_validate(envelope.detail, AutoScalingLifecycle), envelope.id, envelope)
+    if envelope.source == "aws.health" and detail_type == HEALTH_EVENT:
+        return _health(envelope, _validate(envelope.detail, HealthDetail))
+    if envelope.source == "aws.ec2":
+        detail = _validate(envelope.detail, Ec2InstanceDetail)
+        if detail_type == SPOT_INTERRUPTION:
+            return _spot(envelope, detail)
+        if detail_type == REBALANCE_RECOMMENDATION:
+            return _rebalance(envelope, detail, rebalance_mode)
+        if detail_type == STATE_CHANGE:
+            return _state_change(envelope, detail)
+        if detail_type == CAPACITY_RESERVATION_INTERRUPTION:
+            return _capacity_reservation(envelope, detail)
+    raise MalformedMessage(
+        f"unknown event: source {envelope.source!r}, detail-type {detail_type!r}; expected the EC2 spot, "
+        "rebalance, state-change, capacity-reservation, AWS Health or Auto Scaling events the stack routes"
+    )
+
+
+def _spot(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail) -> InterruptionEvent:
+    action = detail.instance_action or "terminate"
+    return InterruptionEvent(
+        event_id=envelope.id,
+        kind=EventKind.SPOT_INTERRUPTION,
+        action=Action.REPLACE_AND_DRAIN,
+        instance_ids=_instance_ids(envelope, detail.instance_id),
+        time=envelope.time,
+        deadline=envelope.time + SPOT_NOTICE if envelope.time else None,
+        instance_going=True,
+        state=action,
+        reason=f"spot interruption: EC2 will {action} the instance two minutes after the notice",
+        region=envelope.region,
+    )
+
+
+def _rebalance(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail, mode: str) -> InterruptionEvent:
+    record_only = mode == "event-only"
+    return InterruptionEvent(
+        event_id=envelope.id,
+        kind=EventKind.REBALANCE_RECOMMENDATION,
+        action=Action.RECORD_ONLY if record_only else Action.REPLACE_AND_DRAIN,
+        instance_ids=_instance_ids(envelope, detail.instance_id),
+        time=envelope.time,
+        reason=(
+            "rebalance recommendation recorded only (REBALANCE_MODE=event-only)"
+            if record_only
+            else "rebalance recommendation: the spot instance is at elevated risk; replacing it proactively"
+        ),
+        region=envelope.region,
+    )
+
+
+def _state_change(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail) -> InterruptionEvent:
+    state = (detail.state or "").lower()
+    ids = _instance_ids(envelope, detail.instance_id)
+    if state not in ACTING_STATES:
+        return InterruptionEvent(
+            event_id=envelope.id,
+            kind=EventKind.STATE_CHANGE,
+            action=Action.IGNORE,
+            instance_ids=ids,
+            time=envelope.time,
+            state=state or None,
+            reason=f"instance state {state or '(missing)'!r} needs no action; "
+            f"only {', '.join(sorted(ACTING_STATES))} do",
+            region=envelope.region,
+        )
+    return InterruptionEvent(
+        event_id=envelope.id,
+        kind=EventKind.STATE_CHANGE,
+        action=Action.REPLACE_AND_DRAIN,
+        instance_ids=ids,
+        time=envelope.time,
+        deadline=envelope.time,  # the instance is already going: its pods are deleted, not waited for
+        instance_going=True,
+        state=state,
+        reason=f"instance is {state}: replacing it and cleaning up its node and NodeClaim",
+        region=envelope.region,
+    )
+
+
+def _health(envelope: EventBridgeEnvelope, detail: HealthDetail) -> InterruptionEvent:
+    category = detail.event_type_category or ""
+    service = (detail.service or "").upper()
+    entities = [e.entity_value for e in detail.affected_entities if e.entity_value]
+    ids = tuple(dict.fromkeys(i for value in entities for i in INSTANCE_ID.findall(value))) or _resource_ids(
+        envelope.resources
+    )
+    if service != "EC2" or category != "scheduledChange":
+        return InterruptionEvent(
+            event_id=envelope.id,
+            kind=EventKind.SCHEDULED_CHANGE,
+            action=Action.IGNORE,
+            instance_ids=ids,
+            time=envelope.time,
+            reason=f"AWS Health event for service {service or '?'} category {category or '?'}: only EC2 "
+            "scheduledChange needs action",
+            region=envelope.region,
+        )
+    if not ids:
+        raise MalformedMessage(
+            "AWS Health scheduledChange without an instance id in affectedEntities or resources"
+        )
+    start = _health_time(detail.start_time)
+    return InterruptionEvent(
+        event_id=envelope.id,
+        kind=EventKind.SCHEDULED_CHANGE,
+        action=Action.REPLACE_AND_DRAIN,
+        instance_ids=ids,
+        time=envelope.time,
+        deadline=start,
+        reason=f"scheduled EC2 maintenance {detail.event_type_code or ''}".strip()
+        + (f" at {_iso(start)}" if start else " (start time not given)"),
+        region=envelope.region,
+    )
+
+
+def _capacity_reservation(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail) -> InterruptionEvent:
+    deadline = detail.instance_termination_time or (envelope.time + SPOT_NOTICE if envelope.time else None)
+    return InterruptionEvent(
+        event_id=envelope.id,
+        kind=EventKind.CAPACITY_RESERVATION_INTERRUPTION,
+        action=Action.REPLACE_AND_DRAIN,
+        instance_ids=_instance_ids(envelope, detail.instance_id),
+        time=envelope.time,
+        deadline=deadline,
+        instance_going=True,
+        state=detail.instance_action,
+        reason="capacity reservation ends: EC2 will reclaim the instance",
+        region=envelope.region,
+    )
+
+
+def _autoscaling(
+    message: AutoScalingLifecycle, event_id: str | None, envelope: EventBridgeEnvelope | None
+) -> InterruptionEvent:
+    ids = (message.instance_id,) if message.instance_id else ()
+    reason = (
+        "Auto Scaling test notification: acknowledged"
+        if message.is_test
+        else f"Auto Scaling lifecycle action {message.lifecycle_transition or '?'} for group "
+        f"{message.group or '?'}: Auto Scaling groups are not managed by Nodewright"
+    )
+    return InterruptionEvent(
+        event_id=event_id or message.request_id or message.token or "autoscaling-unknown",
+        kind=EventKind.AUTOSCALING_LIFECYCLE,
+        action=Action.IGNORE,
+        instance_ids=ids,
+        time=envelope.time if envelope else message.time,
+        state=message.lifecycle_transition,
+        reason=reason,
+        region=envelope.region if envelope else None,
+    )
+
+
+# ---------------------------------------------------------------------------- helpers
+def _as_object(message: str | bytes | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(message, dict):
+        return message
+    try:
+        decoded = json.loads(message)
+    except (TypeError, ValueError) as exc:
+        raise MalformedMessage(f"message is not JSON: {exc}") from exc
+    if not isinstance(decoded, dict):
+        raise MalformedMessage(f"message is JSON {type(decoded).__name__}, not an object")
+    return decoded
+
+
+def _validate(data: Any, model: type[M]) -> M:
+    try:
+        return parse(event=data, model=model)
+    except (ValidationError, ValueError, TypeError) as exc:
+        errors = exc.errors() if isinstance(exc, ValidationError) else None
+        where = ", ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors or []) or str(exc)
+        raise MalformedMessage(f"not a valid {model.__name__}: {where}") from exc
+
+
+def _resource_ids(resources: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(i for arn in resources for i in INSTANCE_ID.findall(arn.rsplit("/", 1)[-1])))
+
+
+def _instance_ids(envelope: EventBridgeEnvelope, detail_id: str | None) -> tuple[str, ...]:
+    ids = tuple(INSTANCE_ID.findall(detail_id or "")) or _resource_ids(envelope.resources)
+    if not ids:
+        raise MalformedMessage(
+            f"{envelope.detail_type!r} names no instance (detail.instance-id or resources)"
+        )
+    return ids
+
+
+def _health_time(value: str | None) -> datetime | None:
+    """AWS Health times come as RFC 3339 or RFC 1123 (``Sat, 05 Jun 2016 15:10:09 GMT``), or empty."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        try:
+            moment = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment else None

@@ -1,0 +1,210 @@
+"""What an interruption event makes happen in the cluster.
+
+For ``replace-and-drain`` events, per instance this cluster owns (matched by instance id against
+NodeClaim ``status.instanceID``/``providerID`` and Node ``spec.providerID``, never by DNS name):
+
+1. spot interruption: mark the (type, zone, spot) offering unavailable, so the replacement and
+   the next plans avoid it;
+2. ``termination.begin``: taint ``karpenter.sh/disrupted:NoSchedule``, cordon, mark the NodeClaim
+   (first, so nothing new lands on the node while the replacement is planned);
+3. launch replacement capacity for the node's reschedulable pods *before* any eviction, under the
+   writers' lease (when the provisioner holds it, the displaced pods become pending as they are
+   evicted and the running provisioner places them — no double launch either way);
+4. a first drain pass, so every eviction is issued within the first second or two.
+
+The caller then drives the drains (``termination.run``) within the invocation's time; anything
+unfinished is resumed by the next invocation (``termination.resume_all``) or the provisioning
+lifecycle. A NodeClaim already being deleted is resumed, not replaced a second time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from nodewright import termination
+from nodewright.api import labels
+from nodewright.cluster import objects
+from nodewright.interruption.events import Action, EventKind, InterruptionEvent
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+
+
+class ReplacementReport(Protocol):
+    def summary(self) -> dict[str, Any]: ...
+
+
+# provisioning.replace_for_displaced(ctx, node_names) -> PassReport
+Replacer = Callable[["Context", list[str]], ReplacementReport]
+REPLACEMENT_LEASE_WAIT_SECONDS = 2.0
+REPLACEMENT_LEASE_SECONDS = 60
+
+
+@dataclass
+class Target:
+    instance_id: str
+    nodeclaim: dict[str, Any] | None
+    node: dict[str, Any] | None
+
+    @property
+    def owned(self) -> bool:
+        return self.nodeclaim is not None
+
+
+@dataclass
+class EventOutcome:
+    """What handling one event did; ``as_dict`` is what the idempotency record stores."""
+
+    event: InterruptionEvent
+    not_owned: list[str] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)
+    terminations: list[termination.Termination] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    replacement: dict[str, Any] | None = None
+    marked_unavailable: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.event.summary(),
+            "notOwned": self.not_owned,
+            "recorded": self.recorded,
+            "resumed": self.resumed,
+            "terminating": [t.summary() for t in self.terminations],
+            "replacement": self.replacement,
+            "markedUnavailable": self.marked_unavailable,
+        }
+
+
+@dataclass
+class OwnershipIndex:
+    """Instance id → NodeClaim and Node, read in two list calls; shared by the messages of a batch."""
+
+    claims: dict[str | None, dict[str, Any]]
+    nodes: dict[str | None, dict[str, Any]]
+    read_at: float
+
+    @classmethod
+    def read(cls, ctx: Context) -> OwnershipIndex:
+        return cls(
+            claims={objects.nodeclaim_instance_id(c): c for c in ctx.cluster.list_nodeclaims()},
+            nodes={objects.node_instance_id(n): n for n in ctx.cluster.list_nodes()},
+            read_at=ctx.clock.monotonic(),
+        )
+
+    def owns_any(self, instance_ids: tuple[str, ...]) -> bool:
+        return any(i in self.claims for i in instance_ids)
+
+
+def find_targets(
+    ctx: Context, instance_ids: tuple[str, ...], index: OwnershipIndex | None = None
+) -> list[Target]:
+    """Each instance with its NodeClaim and Node (either may be missing), from a fresh read by default."""
+    index = index or OwnershipIndex.read(ctx)
+    targets = []
+    for instance_id in instance_ids:
+        claim = index.claims.get(instance_id)
+        node = index.nodes.get(instance_id)
+        if node is None and claim is not None:
+            node_name = (claim.get("status") or {}).get("nodeName")
+            node = ctx.cluster.find_node(node_name) if node_name else None
+        targets.append(Target(instance_id, claim, node))
+    return targets
+
+
+def handle_event(ctx: Context, event: InterruptionEvent, *, replace: Replacer | None = None) -> EventOutcome:
+    """Act on one parsed event (see the module docstring); ignored events do nothing here."""
+    outcome = EventOutcome(event)
+    if event.action is Action.IGNORE:
+        return outcome
+    targets = find_targets(ctx, event.instance_ids)
+    for target in targets:
+        if not target.owned:
+            outcome.not_owned.append(target.instance_id)
+            ctx.logger.info(
+                "instance not owned by this cluster (no NodeClaim); acknowledged",
+                extra={"instance": target.instance_id, "kind": event.kind.value},
+            )
+    owned = [t for t in targets if t.owned]
+    if event.action is Action.RECORD_ONLY:
+        for target in owned:
+            involved = target.node or target.nodeclaim or {}
+            ctx.cluster.record_event(involved, event.kind.value, event.reason, event_type="Warning")
+            outcome.recorded.append(target.instance_id)
+        return outcome
+
+    fresh = [t for t in owned if not objects.is_deleting(t.nodeclaim or {})]
+    for target in owned:
+        if target not in fresh:  # a termination already under way: resume it, don't replace again
+            term = termination.from_nodeclaim(target.nodeclaim or {}, target.node, ctx.clock.now())
+            outcome.terminations.append(termination.step(ctx, term))
+            outcome.resumed.append(target.instance_id)
+    if not fresh:
+        return outcome
+
+    if event.kind is EventKind.SPOT_INTERRUPTION:
+        for target in fresh:
+            offering = _offering(target)
+            if offering and offering[2] == labels.CAPACITY_TYPE_SPOT:
+                ctx.cloud.mark_unavailable(*offering, reason="SpotInterruption")
+                outcome.marked_unavailable.append("/".join(offering))
+
+    terms = [
+        termination.begin(
+            ctx,
+            nodeclaim=target.nodeclaim,
+            node=target.node,
+            instance_id=target.instance_id,
+            deadline=event.deadline,
+            reason=f"{event.kind.value}: {event.reason}",
+            involuntary=True,
+            instance_going=event.instance_going,
+        )
+        for target in fresh
+    ]
+    node_names = [objects.name_of(t.node) for t in fresh if t.node]
+    if node_names:
+        outcome.replacement = _replace(ctx, node_names, event, replace)
+    outcome.terminations.extend(termination.step(ctx, term) for term in terms)
+    return outcome
+
+
+def _offering(target: Target) -> tuple[str, str, str] | None:
+    """(instance type, zone, capacity type) from the node's labels, else the NodeClaim's."""
+    for obj in (target.node, target.nodeclaim):
+        found = objects.labels_of(obj or {})
+        keys = (labels.INSTANCE_TYPE, labels.ZONE, labels.CAPACITY_TYPE)
+        if all(found.get(k) for k in keys):
+            return found[keys[0]], found[keys[1]], found[keys[2]]
+    return None
+
+
+def _replace(
+    ctx: Context, node_names: list[str], event: InterruptionEvent, replace: Replacer | None
+) -> dict[str, Any]:
+    """Replacement capacity under the writers' lease; never blocks the drain when it cannot run."""
+    if replace is None:
+        from nodewright.provisioning import replace_for_displaced  # noqa: PLC0415 (lazy: the planner is heavy)
+
+        replace = replace_for_displaced
+    lease = ctx.cluster.writer_lease(
+        f"interruption-{uuid.uuid4().hex[:12]}",
+        duration_seconds=REPLACEMENT_LEASE_SECONDS,
+        wait_seconds=REPLACEMENT_LEASE_WAIT_SECONDS,
+    )
+    if not lease.acquire():
+        ctx.logger.info(
+            "another writer holds the lease: the displaced pods will be provisioned as they are evicted",
+            extra={"nodes": node_names, "eventId": event.event_id},
+        )
+        return {"skipped": "writers' lease held by another invocation"}
+    try:
+        report = replace(ctx, node_names)
+    except Exception as exc:  # the drain must go on: evicted pods go pending and get capacity anyway
+        ctx.logger.exception("replacement launch failed; draining anyway", extra={"nodes": node_names})
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        lease.release()
+    return report.summary()

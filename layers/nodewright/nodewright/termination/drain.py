@@ -1,0 +1,114 @@
+"""One drain pass over one node: evict the current tier, delete what the deadline no longer allows.
+
+A pass never waits: it reads the node's pods, acts, and reports what is left and when the next
+pass is worth making. The caller (``terminate.run``) loops passes within its time budget, so a
+pass interrupted by a Lambda timeout is simply made again by the next invocation.
+
+Eviction goes through the Eviction API, so PodDisruptionBudgets are honoured; a 429 leaves the pod
+for the next pass. A pod is deleted directly (PDBs ignored) only once ``deadline - its grace
+period`` has passed, so its own graceful shutdown can still finish before the instance goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nodewright.cluster import Cluster, EvictionOutcome
+from nodewright.termination import pods as podrules
+
+
+@dataclass
+class DrainPass:
+    """What one pass did and what is left."""
+
+    remaining: int = 0  # pods that must still leave (terminating ones included)
+    evicted: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    waiting_do_not_disrupt: list[str] = field(default_factory=list)
+    retry_after_seconds: float | None = None  # the server's hint for blocked evictions
+    next_deletion_in_seconds: float | None = None  # when the deadline forces the next deletion
+
+    @property
+    def drained(self) -> bool:
+        return self.remaining == 0
+
+
+def drain_pass(
+    cluster: Cluster,
+    node_name: str,
+    *,
+    now: datetime,
+    deadline: datetime | None,
+    involuntary: bool,
+    logger: Any,
+) -> DrainPass:
+    """Evict or delete what may go now; see the module docstring."""
+    result = DrainPass()
+    tiers = podrules.drain_tiers(cluster.list_pods_on_node(node_name))
+    result.remaining = sum(len(tier) for tier in tiers)
+    if not tiers:
+        return result
+
+    # The deadline applies to every tier: a pod whose grace period no longer fits is deleted now.
+    forced: set[str] = set()
+    for tier in tiers:
+        for pod in tier:
+            seconds_left = (deadline - now).total_seconds() if deadline else None
+            if seconds_left is None:
+                continue
+            delete_in = seconds_left - podrules.grace_seconds(pod)
+            if delete_in > 0:
+                if result.next_deletion_in_seconds is None or delete_in < result.next_deletion_in_seconds:
+                    result.next_deletion_in_seconds = delete_in
+                continue
+            if podrules.is_terminating(pod) and seconds_left > 0:
+                continue  # already shutting down with time to finish
+            forced.add(podrules.pod_ref(pod))
+            _delete(cluster, pod, max(0, int(seconds_left)), result, logger)
+
+    # Evictions only for the first tier that still has pods: critical pods wait for the rest.
+    for pod in tiers[0]:
+        ref = podrules.pod_ref(pod)
+        if ref in forced or podrules.is_terminating(pod):
+            continue
+        if podrules.has_do_not_disrupt(pod):
+            if not involuntary:
+                result.waiting_do_not_disrupt.append(ref)
+                continue
+            logger.info(
+                "evicting a karpenter.sh/do-not-disrupt pod: the node is going away regardless",
+                extra={"pod": ref, "node": node_name},
+            )
+        _evict(cluster, pod, result)
+    return result
+
+
+def _evict(cluster: Cluster, pod: dict[str, Any], result: DrainPass) -> None:
+    ref = podrules.pod_ref(pod)
+    outcome = cluster.evict(pod)
+    if outcome.outcome is EvictionOutcome.EVICTED:
+        result.evicted.append(ref)
+    elif outcome.outcome is EvictionOutcome.GONE:
+        result.remaining -= 1
+    elif outcome.outcome is EvictionOutcome.BLOCKED:
+        result.blocked.append(ref)
+        hint = outcome.retry_after_seconds
+        if hint is not None and (result.retry_after_seconds is None or hint < result.retry_after_seconds):
+            result.retry_after_seconds = hint
+    else:
+        result.failed.append(f"{ref}: {outcome.status} {outcome.message}")
+
+
+def _delete(cluster: Cluster, pod: dict[str, Any], grace: int, result: DrainPass, logger: Any) -> None:
+    ref = podrules.pod_ref(pod)
+    grace = min(grace, podrules.grace_seconds(pod))
+    meta = pod["metadata"]
+    if cluster.delete_pod(meta["namespace"], meta["name"], grace_period_seconds=grace) is None:
+        result.remaining -= 1
+        return
+    result.deleted.append(ref)
+    logger.info("deadline reached: pod deleted without the Eviction API", extra={"pod": ref, "grace": grace})

@@ -1,0 +1,264 @@
+"""Node termination, shared by the interruption and disruption flows (Karpenter's termination controller).
+
+    begin:  taint karpenter.sh/disrupted:NoSchedule + cordon; record the deadline, reason and
+            whether EC2 is taking the instance itself as NodeClaim annotations; delete the NodeClaim
+            (its karpenter.sh/termination finalizer keeps it, marked, until we are done)
+    step:   one drain pass; once drained: delete the Node, terminate the instance (unless EC2 is
+            already taking it), remove the Node's and then the NodeClaim's finalizer
+    run:    steps for many nodes at once until all are done or the time budget is spent
+
+Everything a step needs is read back from the cluster, so a termination cut short (a Lambda
+timeout mid-drain) is resumed by the next invocation of any flow — ``resume_all`` finds the
+NodeClaims marked for deletion that still carry the finalizer — and nothing is done twice:
+every write is idempotent (taints by key, finalizers by name, deletes of missing objects).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from nodewright.api import labels
+from nodewright.api.durations import DurationError, parse_duration
+from nodewright.cluster import objects
+from nodewright.cluster.resources import NODECLAIMS, NODES
+from nodewright.termination.drain import DrainPass, drain_pass
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+
+DEADLINE_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
+REASON_ANNOTATION = "nodewright.io/termination-reason"
+INVOLUNTARY_ANNOTATION = "nodewright.io/termination-involuntary"
+INSTANCE_GOING_ANNOTATION = "nodewright.io/instance-going"
+DISRUPTED_TAINT = {"key": labels.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+
+MIN_WAIT_SECONDS = 0.25
+MAX_WAIT_SECONDS = 2.0
+SAFETY_MARGIN_SECONDS = 3.0  # stop before the Lambda is killed mid-call
+
+
+@dataclass
+class Termination:
+    """One node on its way out; everything here is also recorded on the NodeClaim."""
+
+    nodeclaim: str | None
+    node: str | None
+    instance_id: str | None
+    deadline: datetime | None = None
+    involuntary: bool = False
+    instance_going: bool = False
+    reason: str = ""
+    done: bool = False
+    last_pass: DrainPass | None = None
+    passes: int = 0
+    history: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        last = self.last_pass
+        return {
+            "nodeclaim": self.nodeclaim,
+            "node": self.node,
+            "instance": self.instance_id,
+            "deadline": self.deadline.isoformat() if self.deadline else None,
+            "done": self.done,
+            "passes": self.passes,
+            "remainingPods": last.remaining if last else 0,
+            "blocked": list(last.blocked) if last else [],
+            "steps": self.history,
+        }
+
+
+def begin(
+    ctx: Context,
+    *,
+    nodeclaim: dict[str, Any] | None,
+    node: dict[str, Any] | None,
+    instance_id: str | None,
+    deadline: datetime | None,
+    reason: str,
+    involuntary: bool,
+    instance_going: bool,
+) -> Termination:
+    """Cordon and taint the node and mark the NodeClaim for deletion; see the module docstring."""
+    claim_name = objects.name_of(nodeclaim) if nodeclaim else None
+    node_name = objects.name_of(node) if node else None
+    deadline = _earliest(deadline, _grace_deadline(nodeclaim, ctx.clock.now()))
+    term = Termination(claim_name, node_name, instance_id, deadline, involuntary, instance_going, reason)
+    if node_name:
+        ctx.cluster.taint_node(node_name, [DISRUPTED_TAINT], cordon=True)
+        term.history.append("cordoned")
+    annotations = {
+        REASON_ANNOTATION: reason,
+        INVOLUNTARY_ANNOTATION: "true" if involuntary else "false",
+        INSTANCE_GOING_ANNOTATION: "true" if instance_going else "false",
+    }
+    if deadline:
+        annotations[DEADLINE_ANNOTATION] = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if claim_name:
+        if not objects.is_deleting(nodeclaim or {}):
+            # A NodeClaim without our finalizer would vanish at delete and take the record with it.
+            ctx.cluster.add_finalizer(NODECLAIMS, claim_name, labels.TERMINATION_FINALIZER)
+            ctx.cluster.patch_nodeclaim(claim_name, {"metadata": {"annotations": annotations}})
+            ctx.cluster.delete_nodeclaim(claim_name)
+        term.history.append("nodeclaim-deleting")
+    elif node_name:
+        ctx.cluster.patch_node(node_name, {"metadata": {"annotations": annotations}})
+    if node:
+        ctx.cluster.record_event(node, "Disrupting", f"{reason}; draining the node", event_type="Warning")
+    return term
+
+
+def from_nodeclaim(nodeclaim: dict[str, Any], node: dict[str, Any] | None, now: datetime) -> Termination:
+    """Rebuild a termination from what ``begin`` recorded (the resume path)."""
+    annotations = objects.annotations_of(nodeclaim)
+    deadline = objects.parse_time(annotations.get(DEADLINE_ANNOTATION)) or _grace_deadline(nodeclaim, now)
+    return Termination(
+        nodeclaim=objects.name_of(nodeclaim),
+        node=objects.name_of(node) if node else (nodeclaim.get("status") or {}).get("nodeName"),
+        instance_id=objects.nodeclaim_instance_id(nodeclaim),
+        deadline=deadline,
+        involuntary=annotations.get(INVOLUNTARY_ANNOTATION) == "true",
+        instance_going=annotations.get(INSTANCE_GOING_ANNOTATION) == "true",
+        reason=annotations.get(REASON_ANNOTATION, "NodeClaim deleted"),
+    )
+
+
+def step(ctx: Context, term: Termination) -> Termination:
+    """One non-blocking pass: drain, and when drained, delete the node and finish the NodeClaim."""
+    if term.done:
+        return term
+    term.passes += 1
+    node = ctx.cluster.find_node(term.node) if term.node else None
+    if node is not None:
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        if not cordoned or not objects.has_taint(node, labels.DISRUPTED_TAINT_KEY, "NoSchedule"):
+            ctx.cluster.taint_node(term.node or "", [DISRUPTED_TAINT], cordon=True)  # resumed before cordon
+        term.last_pass = drain_pass(
+            ctx.cluster,
+            term.node or "",
+            now=ctx.clock.now(),
+            deadline=term.deadline,
+            involuntary=term.involuntary,
+            logger=ctx.logger,
+        )
+        if not term.last_pass.drained:
+            return term
+        term.history.append("drained")
+        ctx.cluster.delete_node(term.node or "")
+    _finish(ctx, term)
+    return term
+
+
+def _finish(ctx: Context, term: Termination) -> None:
+    """Drained: terminate the instance, then let the Node and NodeClaim go (in that order)."""
+    if not term.instance_going:
+        if term.instance_id:
+            ctx.cloud.delete(term.instance_id)
+        elif term.nodeclaim:  # launched but never recorded (a crash): find it by its NodeClaim tag
+            ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
+        term.history.append("instance-terminated")
+    if term.node:
+        ctx.cluster.remove_finalizer(NODES, term.node, labels.TERMINATION_FINALIZER)
+        ctx.cluster.delete_node(term.node)
+    if term.nodeclaim:
+        ctx.cluster.delete_nodeclaim(term.nodeclaim)  # idempotent; marks it if a resume found it unmarked
+        ctx.cluster.remove_finalizer(NODECLAIMS, term.nodeclaim, labels.TERMINATION_FINALIZER)
+    term.history.append("removed")
+    term.done = True
+
+
+def run(ctx: Context, terms: list[Termination], *, budget_seconds: float) -> list[Termination]:
+    """Step every termination until all are done or ``budget_seconds`` (minus a margin) are spent.
+
+    Between passes it backs off exponentially (0.25 s → 2 s, longer only when the server's
+    retry-after for a blocked eviction asks so) but never past the next deadline-forced deletion,
+    so a PDB that starts allowing evictions is noticed within two seconds.
+    """
+    clock = ctx.clock
+    stop_at = clock.monotonic() + max(0.0, budget_seconds - SAFETY_MARGIN_SECONDS)
+    backoff = MIN_WAIT_SECONDS
+    while True:
+        for term in terms:
+            step(ctx, term)
+        pending = [t for t in terms if not t.done]
+        left = stop_at - clock.monotonic()
+        if not pending or left <= 0:
+            return terms
+        wait = min(
+            max(backoff, *(_retry_after(t) for t in pending)), *(_next_deletion(t) for t in pending), left
+        )
+        clock.sleep(max(0.0, wait))
+        backoff = min(backoff * 2, MAX_WAIT_SECONDS)
+
+
+def pending_terminations(ctx: Context) -> list[Termination]:
+    """Terminations an earlier invocation left half-done: NodeClaims marked for deletion, finalizer kept."""
+    now = ctx.clock.now()
+    nodes = {objects.node_instance_id(n): n for n in ctx.cluster.list_nodes()}
+    terms = []
+    for claim in ctx.cluster.list_nodeclaims():
+        meta = claim.get("metadata") or {}
+        if meta.get("deletionTimestamp") and labels.TERMINATION_FINALIZER in (meta.get("finalizers") or []):
+            terms.append(from_nodeclaim(claim, nodes.get(objects.nodeclaim_instance_id(claim)), now))
+    return terms
+
+
+def resume_all(ctx: Context, *, budget_seconds: float = 0.0) -> list[Termination]:
+    """Finish what earlier invocations left half-done: one pass each, or passes for ``budget_seconds``."""
+    terms = pending_terminations(ctx)
+    if terms:
+        ctx.logger.info("resuming half-done terminations", extra={"nodeclaims": [t.nodeclaim for t in terms]})
+        if budget_seconds > 0:
+            run(ctx, terms, budget_seconds=budget_seconds)
+        else:
+            for term in terms:
+                step(ctx, term)
+    return terms
+
+
+def drain_and_delete_node(ctx: Context, node: dict[str, Any], nodeclaim: dict[str, Any]) -> bool:
+    """One pass for the node of a NodeClaim being deleted (the provisioning lifecycle's finalizer step).
+
+    True once the node is drained and gone (instance terminated unless EC2 is taking it); the caller
+    then terminates the instance (idempotent) and removes the NodeClaim's finalizer.
+    """
+    term = from_nodeclaim(nodeclaim, node, ctx.clock.now())
+    term.nodeclaim = None  # the caller finishes the NodeClaim itself
+    step(ctx, term)
+    return term.done
+
+
+def _retry_after(term: Termination) -> float:
+    """The server's "not before" for a blocked eviction (0 when it gave none)."""
+    last = term.last_pass
+    return last.retry_after_seconds if last and last.retry_after_seconds else 0.0
+
+
+def _next_deletion(term: Termination) -> float:
+    """Seconds until the deadline forces the next pod deletion (never later than the cap)."""
+    last = term.last_pass
+    if last is None or last.next_deletion_in_seconds is None:
+        return MAX_WAIT_SECONDS
+    return max(MIN_WAIT_SECONDS, last.next_deletion_in_seconds)
+
+
+def _grace_deadline(nodeclaim: dict[str, Any] | None, now: datetime) -> datetime | None:
+    """deletion time + ``spec.terminationGracePeriod``; None when the NodeClaim sets none (wait for PDBs)."""
+    if not nodeclaim:
+        return None
+    raw = (nodeclaim.get("spec") or {}).get("terminationGracePeriod")
+    try:
+        seconds = parse_duration(raw) if raw else None
+    except DurationError:
+        return None
+    if seconds is None:
+        return None
+    start = objects.parse_time((nodeclaim.get("metadata") or {}).get("deletionTimestamp")) or now
+    return start + timedelta(seconds=seconds)
+
+
+def _earliest(*moments: datetime | None) -> datetime | None:
+    known = [m for m in moments if m is not None]
+    return min(known) if known else None

@@ -1,0 +1,241 @@
+"""A spot interruption end to end in the sandbox, through both real handlers.
+
+The provisioner handler gives ``inflate`` a spot node; a spot interruption warning for that node's
+instance then arrives on the direct EventBridge path (``spot_events``) and, as the same event, on the
+queue (``interruption``), twice. It must: launch a replacement at once, cordon and drain the node
+without the PodDisruptionBudget ever being exceeded, get every pod running on the replacement,
+remove the NodeClaim and node — well within the two-minute notice — and act only once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import load_function
+from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
+
+from bench.interruption import eventbridge_event, sqs_batches
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+REPLICAS = 4
+NOTICE_SECONDS = 120
+
+
+class LambdaContext:
+    def __init__(self, seconds: float, function_name: str) -> None:
+        self.function_name = function_name
+        self.memory_limit_in_mb = 512
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
+        self.aws_request_id = str(uuid.uuid4())
+        self._deadline = time.monotonic() + seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self._deadline - time.monotonic()) * 1000)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Any]:
+    from sandbox import Sandbox
+
+    with Sandbox(cluster_name="e2e-interruption", boot_delay=0.2, init_delay=0.2) as sb:
+        sb.apply_crds()
+        yield sb
+
+
+@pytest.fixture
+def cluster(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from nodewright.cluster import connect, reset_connections
+    from nodewright.interruption import processing
+    from nodewright.settings import Settings
+
+    for key, value in sandbox.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
+    processing.use_processor(None)  # built from this environment on first use
+    kube = connect(Settings.from_env())
+    yield kube
+    processing.use_processor(None)
+    reset_connections()
+
+
+def _apply_workload(kube: Any, sb: Any) -> None:
+    selector = [{"tags": {"karpenter.sh/discovery": sb.cluster_name}}]
+    kube.create(
+        EC2NODECLASSES,
+        {
+            "metadata": {"name": "default"},
+            "spec": {
+                "amiFamily": "AL2023",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "role": sb.aws.node_role_name,
+                "subnetSelectorTerms": selector,
+                "securityGroupSelectorTerms": selector,
+            },
+        },
+    )
+    kube.create(
+        NODEPOOLS,
+        {
+            "metadata": {"name": "spot"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {
+                            "group": "karpenter.k8s.aws",
+                            "kind": "EC2NodeClass",
+                            "name": "default",
+                        },
+                        "requirements": [
+                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                            {
+                                "key": "karpenter.k8s.aws/instance-category",
+                                "operator": "In",
+                                "values": ["c", "m"],
+                            },
+                            {
+                                "key": "karpenter.k8s.aws/instance-generation",
+                                "operator": "Gt",
+                                "values": ["4"],
+                            },
+                        ],
+                    }
+                }
+            },
+        },
+    )
+    kube.create(
+        PDBS,
+        {
+            "metadata": {"name": "inflate", "namespace": "default"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "inflate"}}},
+        },
+        namespace="default",
+    )
+    kube.create(
+        DEPLOYMENTS,
+        {
+            "metadata": {"name": "inflate", "namespace": "default"},
+            "spec": {
+                "replicas": REPLICAS,
+                "selector": {"matchLabels": {"app": "inflate"}},
+                "template": {
+                    "metadata": {"labels": {"app": "inflate"}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "inflate",
+                                "image": "public.ecr.aws/amazonlinux/amazonlinux:latest",
+                                "command": ["sleep", "3600"],
+                                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+        namespace="default",
+    )
+
+
+def _ready_inflate(kube: Any) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in kube.list(PODS, namespace="default", label_selector="app=inflate")
+        if not p["metadata"].get("deletionTimestamp")
+        and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (p.get("status") or {}).get("conditions", [])
+        )
+    ]
+
+
+def _wait(what: str, check: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: Any, sandbox: Any) -> None:
+    _apply_workload(cluster, sandbox)
+    provisioner = load_function("provisioner")
+    provisioner.handler(
+        {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}},
+        LambdaContext(14, "nodewright-provisioner"),
+    )
+    _wait(f"{REPLICAS} inflate pods ready", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=60)
+
+    by_node: dict[str, int] = {}
+    for pod in _ready_inflate(cluster):
+        by_node[pod["spec"]["nodeName"]] = by_node.get(pod["spec"]["nodeName"], 0) + 1
+    victim = cluster.get_node(max(by_node, key=by_node.__getitem__))
+    victim_name = victim["metadata"]["name"]
+    instance_id = victim["spec"]["providerID"].rsplit("/", 1)[-1]
+    claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
+    victim_claim = next(
+        c["metadata"]["name"]
+        for c in cluster.list(NODECLAIMS)
+        if c["status"].get("providerID", "").endswith(instance_id)
+    )
+
+    # Watch the budget from outside while the drain runs: never fewer than REPLICAS - 1 ready.
+    lowest = [REPLICAS]
+    watching = threading.Event()
+
+    def watch() -> None:
+        while not watching.is_set():
+            lowest[0] = min(lowest[0], len(_ready_inflate(cluster)))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    event = eventbridge_event(
+        "EC2 Spot Instance Interruption Warning", instance_id, **{"instance-action": "terminate"}
+    )
+    started = time.monotonic()
+    direct = load_function("spot_events").handler(event, LambdaContext(100, "nodewright-spot-events"))
+    elapsed = time.monotonic() - started
+    watching.set()
+    watcher.join()
+
+    assert direct["disposition"] == "acted", direct
+    outcome = direct["outcome"]
+    assert outcome["markedUnavailable"], "the spot offering is marked unavailable"
+    created = outcome["replacement"].get("nodeClaimsCreated") or []
+    assert created, f"a replacement was launched at once: {outcome['replacement']}"
+    assert set(created).isdisjoint(claims_before)
+    assert elapsed < NOTICE_SECONDS, f"drained in {elapsed:.1f}s"
+    assert cluster.find_node(victim_name) is None
+    assert cluster.find(NODECLAIMS, victim_claim) is None
+    assert lowest[0] >= REPLICAS - 1, "the PodDisruptionBudget (maxUnavailable 1) was honoured"
+    _wait("every inflate pod ready again", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=30)
+    # The replacement's node (matched by providerID: its registration is the provisioner's next pass).
+    replacement_ids = {
+        (cluster.find(NODECLAIMS, name) or {}).get("status", {}).get("providerID") for name in created
+    }
+    replacement_nodes = {
+        n["metadata"]["name"] for n in cluster.list_nodes() if n["spec"].get("providerID") in replacement_ids
+    }
+    assert replacement_nodes, "the replacement registered"
+    assert {p["spec"]["nodeName"] for p in _ready_inflate(cluster)} & replacement_nodes, (
+        "pods run on the replacement"
+    )
+
+    # The same event on the queue (twice): acknowledged, nothing done again.
+    queue = load_function("interruption")
+    for _ in range(2):
+        assert queue.handler(
+            sqs_batches([json.dumps(event)])[0], LambdaContext(30, "nodewright-interruption")
+        ) == {"batchItemFailures": []}
+    assert {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == (
+        claims_before - {victim_claim}
+    ) | set(created)

@@ -1,0 +1,1 @@
+"""Cluster, termination and interruption tests on the API emulator (a package: its conftest is its own)."""

@@ -1,0 +1,292 @@
+"""Fixtures for the cluster, termination and interruption tests: a fresh API emulator per test.
+
+The emulator is a bare API server (no scheduler, kubelet or controllers), so the tests play those
+parts explicitly: ``World`` creates bound Running pods, sets PodDisruptionBudget status as the PDB
+controller would, and ``kubelet_confirm`` finishes graceful deletions as a kubelet does. The
+``FakeClock`` runs those "controller" callbacks when the code under test sleeps, so drains that
+wait for a PDB run in milliseconds without real sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import yaml
+from nodewright import observability
+from nodewright.cluster import Cluster, auth
+from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS, PODS
+from nodewright.context import Context
+from nodewright.settings import Settings
+
+from sandbox.shared_data import REPO_ROOT
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+class FakeClock:
+    """Time that moves only when the code sleeps; each sleep runs the registered controller ticks."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime.now(UTC)
+        self._mono = 1000.0
+        self.ticks: list[Callable[[], None]] = []
+        self.slept: list[float] = []
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.advance(seconds)
+        for tick in list(self.ticks):
+            tick()
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+        self._mono += seconds
+
+
+class FakeCloud:
+    """What the flows ask of EC2, recorded."""
+
+    def __init__(self) -> None:
+        self.unavailable: list[tuple[str, str, str, str]] = []
+        self.terminated: list[str] = []
+
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
+        self.unavailable.append((instance_type, zone, capacity_type, reason))
+
+    def delete(self, instance_id: str) -> bool:
+        first = instance_id not in self.terminated
+        self.terminated.append(instance_id)
+        return first
+
+    def delete_by_nodeclaim(self, nodeclaim_name: str) -> list[str]:
+        self.terminated.append(f"nodeclaim:{nodeclaim_name}")
+        return []
+
+
+class World:
+    """Builders for the objects a drain meets, created through the real client."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def node(
+        self,
+        name: str,
+        instance_id: str,
+        *,
+        zone: str = "us-west-2a",
+        instance_type: str = "m5.large",
+        capacity_type: str = "spot",
+    ) -> dict[str, Any]:
+        self.cluster.create(
+            NODES,
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "karpenter.sh/nodepool": "default",
+                        "node.kubernetes.io/instance-type": instance_type,
+                        "topology.kubernetes.io/zone": zone,
+                        "karpenter.sh/capacity-type": capacity_type,
+                    },
+                    "finalizers": ["karpenter.sh/termination"],
+                },
+                "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
+            },
+        )
+        return self.cluster.get_node(name)
+
+    def nodeclaim(
+        self, name: str, instance_id: str, node_name: str | None, *, zone: str = "us-west-2a", **spec: Any
+    ) -> dict[str, Any]:
+        self.cluster.create_nodeclaim(
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": {"karpenter.sh/nodepool": "default"},
+                    "finalizers": ["karpenter.sh/termination"],
+                },
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+                    ],
+                    **spec,
+                },
+            }
+        )
+        status: dict[str, Any] = {"providerID": f"aws:///{zone}/{instance_id}"}
+        if node_name:
+            status["nodeName"] = node_name
+        return self.cluster.patch_nodeclaim_status(name, status)
+
+    def pod(
+        self,
+        name: str,
+        node: str,
+        *,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        owner_kind: str = "ReplicaSet",
+        priority_class: str | None = None,
+        tolerations: list[dict[str, Any]] | None = None,
+        grace: int = 30,
+        namespace: str = "default",
+    ) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": grace,
+            "containers": [{"name": "app", "image": "public.ecr.aws/docker/library/busybox:1.36"}],
+        }
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        if tolerations:
+            spec["tolerations"] = tolerations
+        self.cluster.create(
+            PODS,
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": labels or {"app": name},
+                    "annotations": annotations or {},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": owner_kind,
+                            "name": f"{name}-owner",
+                            "uid": f"uid-{name}",
+                        }
+                    ],
+                },
+                "spec": spec,
+            },
+        )
+        return self.cluster.patch(
+            PODS,
+            name,
+            {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+            namespace=namespace,
+            subresource="status",
+        )
+
+    def pdb(self, name: str, match_labels: dict[str, str], allowed: int, namespace: str = "default") -> None:
+        created = self.cluster.create(
+            PDBS,
+            {
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"selector": {"matchLabels": match_labels}, "maxUnavailable": 1},
+            },
+        )
+        self.set_pdb_allowed(
+            name, allowed, generation=created["metadata"].get("generation", 1), namespace=namespace
+        )
+
+    def set_pdb_allowed(
+        self, name: str, allowed: int, *, generation: int = 1, namespace: str = "default"
+    ) -> None:
+        """What the PDB controller would write."""
+        self.cluster.patch(
+            PDBS,
+            name,
+            {
+                "status": {
+                    "observedGeneration": generation,
+                    "disruptionsAllowed": allowed,
+                    "currentHealthy": 1 + allowed,
+                    "desiredHealthy": 1,
+                    "expectedPods": 1 + allowed,
+                }
+            },
+            namespace=namespace,
+            subresource="status",
+        )
+
+    def kubelet_confirm(self) -> None:
+        """Finish every graceful pod deletion, as the kubelet does once containers stopped."""
+        for pod in self.cluster.list_pods():
+            if pod["metadata"].get("deletionTimestamp"):
+                self.cluster.delete_pod(
+                    pod["metadata"]["namespace"], pod["metadata"]["name"], grace_period_seconds=0
+                )
+
+    def pod_names(self, node: str | None = None) -> list[str]:
+        pods = self.cluster.list_pods_on_node(node) if node else self.cluster.list_pods()
+        return sorted(p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp"))
+
+
+@pytest.fixture
+def apiserver() -> Iterator[Any]:
+    from sandbox.apiserver import ApiServer
+
+    server = ApiServer("127.0.0.1", port=0).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def kubeconfig(apiserver: Any, tmp_path: Any) -> str:
+    return str(apiserver.write_kubeconfig(tmp_path / "kubeconfig"))
+
+
+@pytest.fixture
+def cluster(kubeconfig: str) -> Iterator[Cluster]:
+    from kubernetes.client import ApiClient
+
+    api = ApiClient(auth.kubeconfig_configuration(kubeconfig))
+    yield Cluster(api)
+    api.close()
+
+
+@pytest.fixture
+def crds(cluster: Cluster) -> None:
+    """The project's CRDs (NodePool, NodeClaim, EC2NodeClass), served before the test starts."""
+    for file in sorted((REPO_ROOT / "crds").glob("*.yaml")):
+        for crd in yaml.safe_load_all(file.read_text()):
+            if crd:
+                cluster.request("POST", CRD_PATH, body=crd)
+    cluster.list(NODECLAIMS)  # served (raises NotFound otherwise)
+
+
+@pytest.fixture
+def world(cluster: Cluster, crds: None) -> World:
+    return World(cluster)
+
+
+@pytest.fixture
+def clock(world: World) -> FakeClock:
+    fake = FakeClock()
+    fake.ticks.append(world.kubelet_confirm)
+    return fake
+
+
+@pytest.fixture
+def cloud() -> FakeCloud:
+    return FakeCloud()
+
+
+@pytest.fixture
+def settings(kubeconfig: str) -> Settings:
+    return Settings(cluster_name="sandbox", region="us-west-2", kubeconfig=kubeconfig)
+
+
+@pytest.fixture
+def ctx(settings: Settings, cluster: Cluster, cloud: FakeCloud, clock: FakeClock) -> Context:
+    return Context(
+        settings=settings,
+        cluster=cluster,
+        cloud=cloud,
+        state=None,
+        logger=observability.logger(),
+        metrics=observability.metrics(),
+        clock=clock,
+    )

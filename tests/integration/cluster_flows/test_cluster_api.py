@@ -1,0 +1,216 @@
+"""The Cluster interface against the API emulator: CRUD, selectors, taints, finalizers, eviction, lease."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from nodewright.cluster import ApiUnavailable, Cluster, Conflict, EvictionOutcome, NotFound
+from nodewright.cluster.lease import LeaseLost, LeaseUnavailable, WriterLease
+from nodewright.cluster.resources import LEASES, NODECLAIMS, NODES, PODS
+
+
+def test_lists_and_field_selector_on_node(world) -> None:
+    world.node("node-a", "i-0aaaaaaaaaaaaaaa1")
+    world.node("node-b", "i-0bbbbbbbbbbbbbbb2")
+    world.pod("web-1", "node-a")
+    world.pod("web-2", "node-b")
+
+    assert {n["metadata"]["name"] for n in world.cluster.list_nodes()} == {"node-a", "node-b"}
+    on_a = world.cluster.list_pods_on_node("node-a")
+    assert [p["metadata"]["name"] for p in on_a] == ["web-1"]
+    assert on_a[0]["kind"] == "Pod"  # items get their kind back, as the typed client would show
+
+
+def test_pending_pods_are_those_the_scheduler_marked_unschedulable(world) -> None:
+    cluster: Cluster = world.cluster
+    for name in ("waiting", "unschedulable"):
+        cluster.create(
+            PODS,
+            {
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+            },
+        )
+    cluster.patch(
+        PODS,
+        "unschedulable",
+        {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}},
+        namespace="default",
+        subresource="status",
+    )
+    assert [p["metadata"]["name"] for p in cluster.list_pending_pods()] == ["unschedulable"]
+
+
+def test_taint_and_cordon_is_idempotent_and_keeps_other_taints(world) -> None:
+    cluster: Cluster = world.cluster
+    world.node("node-a", "i-0aaaaaaaaaaaaaaa1")
+    cluster.patch_node(
+        "node-a", {"spec": {"taints": [{"key": "team", "value": "x", "effect": "NoSchedule"}]}}
+    )
+    taint = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+
+    first = cluster.taint_node("node-a", [taint], cordon=True)
+    second = cluster.taint_node("node-a", [taint], cordon=True)
+
+    keys = [t["key"] for t in second["spec"]["taints"]]
+    assert sorted(keys) == ["karpenter.sh/disrupted", "team"]
+    assert second["spec"]["unschedulable"] is True
+    assert first["metadata"]["resourceVersion"] == second["metadata"]["resourceVersion"], (
+        "no write when unchanged"
+    )
+    undone = cluster.untaint_node("node-a", "karpenter.sh/disrupted", uncordon=True)
+    assert [t["key"] for t in undone["spec"]["taints"]] == ["team"]
+    assert not undone["spec"].get("unschedulable")
+
+
+def test_stale_update_is_a_conflict(world) -> None:
+    cluster: Cluster = world.cluster
+    node = world.node("node-a", "i-0aaaaaaaaaaaaaaa1")
+    cluster.patch_node("node-a", {"metadata": {"labels": {"x": "1"}}})
+    with pytest.raises(Conflict):
+        cluster.patch(
+            NODES,
+            "node-a",
+            {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"], "labels": {"x": "2"}}},
+        )
+
+
+def test_nodeclaim_status_conditions_and_finalizers(world) -> None:
+    cluster: Cluster = world.cluster
+    world.nodeclaim("default-abc", "i-0aaaaaaaaaaaaaaa1", None)
+
+    cluster.set_condition(NODECLAIMS, "default-abc", "Launched", "True", reason="Launched")
+    cluster.set_condition(
+        NODECLAIMS, "default-abc", "Registered", "False", reason="Waiting", message="no node"
+    )
+    claim = cluster.get_nodeclaim("default-abc")
+    conditions = {c["type"]: c for c in claim["status"]["conditions"]}
+    assert conditions["Launched"]["status"] == "True"
+    assert conditions["Registered"]["message"] == "no node"
+    assert claim["status"]["providerID"] == "aws:///us-west-2a/i-0aaaaaaaaaaaaaaa1", (
+        "status patch kept fields"
+    )
+
+    cluster.add_finalizer(NODECLAIMS, "default-abc", "example.com/extra")
+    cluster.delete_nodeclaim("default-abc")
+    marked = cluster.get_nodeclaim("default-abc")
+    assert marked["metadata"]["deletionTimestamp"]
+    cluster.remove_finalizer(NODECLAIMS, "default-abc", "karpenter.sh/termination")
+    assert cluster.find_nodeclaim("default-abc") is not None, "one finalizer left"
+    cluster.remove_finalizer(NODECLAIMS, "default-abc", "example.com/extra")
+    assert cluster.find_nodeclaim("default-abc") is None
+    assert cluster.remove_finalizer(NODECLAIMS, "default-abc", "example.com/extra") is None, "gone is fine"
+
+
+def test_eviction_outcomes_blocked_by_pdb_then_allowed_then_gone(world) -> None:
+    cluster: Cluster = world.cluster
+    world.node("node-a", "i-0aaaaaaaaaaaaaaa1")
+    pod = world.pod("web-1", "node-a", labels={"app": "web"})
+    world.pdb("web", {"app": "web"}, allowed=0)
+
+    blocked = cluster.evict(pod)
+    assert blocked.outcome is EvictionOutcome.BLOCKED
+    assert blocked.status == 429
+    assert "disruption budget" in blocked.message
+
+    world.set_pdb_allowed("web", 1)
+    assert cluster.evict(pod).outcome is EvictionOutcome.EVICTED
+    world.kubelet_confirm()
+    assert cluster.evict(pod).outcome is EvictionOutcome.GONE
+
+
+def test_pod_matched_by_two_pdbs_is_a_failed_eviction_not_an_exception(world) -> None:
+    world.node("node-a", "i-0aaaaaaaaaaaaaaa1")
+    pod = world.pod("web-1", "node-a", labels={"app": "web", "tier": "front"})
+    world.pdb("by-app", {"app": "web"}, allowed=1)
+    world.pdb("by-tier", {"tier": "front"}, allowed=1)
+    result = world.cluster.evict(pod)
+    assert result.outcome is EvictionOutcome.FAILED
+    assert result.status == 500
+
+
+def test_record_event_on_a_cluster_scoped_object(world) -> None:
+    node = world.node("node-a", "i-0aaaaaaaaaaaaaaa1")
+    event = world.cluster.record_event(node, "Disrupting", "spot interruption", event_type="Warning")
+    assert event is not None
+    assert event["metadata"]["namespace"] == "default"
+    assert event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "node-a",
+        "uid": node["metadata"]["uid"],
+        "resourceVersion": node["metadata"]["resourceVersion"],
+    }
+
+
+def test_snapshot_reads_capacity_and_pods(world) -> None:
+    world.node("node-a", "i-0aaaaaaaaaaaaaaa1")
+    world.nodeclaim("default-abc", "i-0aaaaaaaaaaaaaaa1", "node-a")
+    world.pod("web-1", "node-a")
+    snap = world.cluster.snapshot()
+    assert [n["metadata"]["name"] for n in snap.nodes] == ["node-a"]
+    assert [c["metadata"]["name"] for c in snap.nodeclaims] == ["default-abc"]
+    assert [p["metadata"]["name"] for p in snap.pods] == ["web-1"]
+    assert snap.nodepools == []
+    assert snap.pdbs == []
+
+
+def test_missing_object_is_not_found_and_delete_of_missing_is_none(world) -> None:
+    with pytest.raises(NotFound):
+        world.cluster.get_node("absent")
+    assert world.cluster.delete_node("absent") is None
+
+
+def test_unreachable_api_server_is_transient(cluster, apiserver) -> None:
+    apiserver.stop()
+    with pytest.raises(ApiUnavailable) as caught:
+        cluster.list_nodes()
+    assert caught.value.transient
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_writer_lease_excludes_a_second_writer_until_release(cluster) -> None:
+    first = WriterLease(cluster, "provisioner", duration_seconds=30)
+    second = WriterLease(cluster, "interruption-1", duration_seconds=30)
+    assert first.acquire()
+    assert not second.acquire()
+    with pytest.raises(LeaseUnavailable, match="provisioner"):
+        second.__enter__()
+    first.renew()
+    first.release()
+    with second:
+        lease = cluster.get(LEASES, "nodewright-writer", "kube-system")
+        assert lease["spec"]["holderIdentity"] == "interruption-1"
+        assert lease["spec"]["leaseTransitions"] == 1
+    assert not cluster.get(LEASES, "nodewright-writer", "kube-system")["spec"].get("holderIdentity")
+
+
+def test_expired_lease_is_taken_over_and_the_old_holder_learns_it(cluster) -> None:
+    clock = _Clock()
+    old = WriterLease(cluster, "old", duration_seconds=10, clock=clock)
+    assert old.acquire()
+    clock.now += timedelta(seconds=11)
+    new = WriterLease(cluster, "new", duration_seconds=10, clock=clock)
+    assert new.acquire(), "the holder let it expire"
+    with pytest.raises(LeaseLost):
+        old.renew()
+
+
+def test_racing_acquirers_one_wins(cluster) -> None:
+    """Both read the free lease; the second write carries a stale resourceVersion and gets 409."""
+    a = WriterLease(cluster, "a", duration_seconds=30)
+    b = WriterLease(cluster, "b", duration_seconds=30)
+    assert a.acquire()
+    a.release()
+    stale = cluster.get(LEASES, "nodewright-writer", "kube-system")
+    assert b.acquire()
+    with pytest.raises(Conflict):
+        cluster.replace(LEASES, {**stale, "spec": {**stale["spec"], "holderIdentity": "a"}})

@@ -1,0 +1,183 @@
+"""The interruption flow against the API emulator: owned or foreign instances, replace, drain, resume."""
+
+from __future__ import annotations
+
+import pytest
+from nodewright import termination
+from nodewright.cluster.resources import EVENTS
+from nodewright.interruption.events import Action, parse_message
+from nodewright.interruption.flow import handle_event
+
+INSTANCE = "i-0aaaaaaaaaaaaaaa1"
+
+
+class FakeReplacement:
+    """Stands in for provisioning.replace_for_displaced; notes what the node looked like when called."""
+
+    def __init__(self, cluster, fail: bool = False) -> None:
+        self.cluster = cluster
+        self.fail = fail
+        self.calls: list[tuple[list[str], bool]] = []
+        self.pods_at_call: list[str] = []
+
+    def __call__(self, ctx, node_names):
+        cordoned = bool(self.cluster.get_node(node_names[0])["spec"].get("unschedulable"))
+        self.calls.append((list(node_names), cordoned))
+        self.pods_at_call = sorted(
+            p["metadata"]["name"]
+            for p in self.cluster.list_pods_on_node(node_names[0])
+            if not p["metadata"].get("deletionTimestamp")
+        )
+        if self.fail:
+            raise RuntimeError("no capacity anywhere")
+        return self
+
+    def summary(self):
+        return {"created": ["default-replacement"]}
+
+
+@pytest.fixture
+def replacement(cluster) -> FakeReplacement:
+    return FakeReplacement(cluster)
+
+
+def _message(clock, detail_type="EC2 Spot Instance Interruption Warning", instance=INSTANCE, **detail):
+    return {
+        "id": f"evt-{detail_type[:10]}-{instance}",
+        "source": "aws.ec2",
+        "detail-type": detail_type,
+        "time": clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "us-west-2",
+        "resources": [f"arn:aws:ec2:us-west-2:111122223333:instance/{instance}"],
+        "detail": {"instance-id": instance, **detail},
+    }
+
+
+def _owned_node_with_pods(world):
+    world.node("node-a", INSTANCE)
+    world.nodeclaim("default-a", INSTANCE, "node-a")
+    world.pod("web-1", "node-a", labels={"app": "web"})
+    world.pod("web-2", "node-a", labels={"app": "web"})
+    world.pod("agent", "node-a", owner_kind="DaemonSet")
+
+
+def test_spot_warning_cordons_replaces_before_evicting_then_drains_and_cleans_up(
+    world, ctx, clock, cloud, replacement
+) -> None:
+    _owned_node_with_pods(world)
+    event = parse_message(_message(clock, **{"instance-action": "terminate"}))
+
+    outcome = handle_event(ctx, event, replace=replacement)
+
+    assert cloud.unavailable == [("m5.large", "us-west-2a", "spot", "SpotInterruption")]
+    assert replacement.calls == [(["node-a"], True)], "cordoned, then the replacement"
+    assert replacement.pods_at_call == ["agent", "web-1", "web-2"], "no eviction before the replacement"
+    assert outcome.replacement == {"created": ["default-replacement"]}
+    [term] = outcome.terminations
+    assert sorted(term.last_pass.evicted) == ["default/web-1", "default/web-2"], "all evictions at once"
+    assert term.deadline == event.deadline
+    assert world.cluster.get_node("node-a")["spec"]["unschedulable"] is True
+
+    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    assert term.done
+    assert world.cluster.find_node("node-a") is None
+    assert world.cluster.find_nodeclaim("default-a") is None
+    assert cloud.terminated == [], "EC2 reclaims a spot instance itself"
+    assert clock.now() < event.deadline, "drained inside the two-minute notice"
+
+
+def test_instance_without_nodeclaim_is_not_ours(world, ctx, clock, cloud, replacement) -> None:
+    world.node("managed-node-group-node", "i-0ccccccccccccccc3")  # a Node, but no NodeClaim: not ours
+    event = parse_message(_message(clock, instance="i-0ccccccccccccccc3"))
+    outcome = handle_event(ctx, event, replace=replacement)
+    assert outcome.not_owned == ["i-0ccccccccccccccc3"]
+    assert outcome.terminations == []
+    assert replacement.calls == []
+    assert cloud.unavailable == []
+    assert not world.cluster.get_node("managed-node-group-node")["spec"].get("unschedulable")
+
+
+def test_rebalance_in_event_only_mode_records_an_event_and_touches_nothing(
+    world, ctx, clock, replacement
+) -> None:
+    _owned_node_with_pods(world)
+    event = parse_message(
+        _message(clock, "EC2 Instance Rebalance Recommendation"), rebalance_mode="event-only"
+    )
+    assert event.action is Action.RECORD_ONLY
+    outcome = handle_event(ctx, event, replace=replacement)
+    assert outcome.recorded == [INSTANCE]
+    assert replacement.calls == []
+    reasons = [e["reason"] for e in world.cluster.list(EVENTS)]
+    assert reasons == ["RebalanceRecommendation"]
+    assert not world.cluster.get_node("node-a")["spec"].get("unschedulable")
+
+
+def test_rebalance_replace_mode_terminates_the_instance_itself(world, ctx, clock, cloud, replacement) -> None:
+    _owned_node_with_pods(world)
+    outcome = handle_event(
+        ctx, parse_message(_message(clock, "EC2 Instance Rebalance Recommendation")), replace=replacement
+    )
+    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    assert outcome.terminations[0].done
+    assert cloud.terminated == [INSTANCE], "no one else will terminate it"
+    assert cloud.unavailable == [], "only a spot interruption marks the offering"
+
+
+def test_terminated_instance_pods_are_deleted_not_waited_for(world, ctx, clock, cloud, replacement) -> None:
+    _owned_node_with_pods(world)
+    world.pdb("web", {"app": "web"}, allowed=0)  # a PDB cannot protect pods of a dead instance
+    message = _message(clock, "EC2 Instance State-change Notification", state="terminated")
+    clock.advance(5)
+    outcome = handle_event(ctx, parse_message(message), replace=replacement)
+    [term] = outcome.terminations
+    assert sorted(term.last_pass.deleted) == ["default/web-1", "default/web-2"]
+    termination.run(ctx, outcome.terminations, budget_seconds=30)
+    assert term.done
+    assert world.pod_names() == ["agent"]  # the DaemonSet pod goes with the node (pod GC in a real cluster)
+
+
+def test_second_event_for_a_node_already_terminating_resumes_without_another_replacement(
+    world, ctx, clock, replacement
+) -> None:
+    _owned_node_with_pods(world)
+    world.pdb("web", {"app": "web"}, allowed=0)
+    first = handle_event(
+        ctx, parse_message(_message(clock, **{"instance-action": "terminate"})), replace=replacement
+    )
+    assert not first.terminations[0].done
+    clock.advance(1)
+    health = {
+        "id": "health-1",
+        "source": "aws.health",
+        "detail-type": "AWS Health Event",
+        "detail": {
+            "service": "EC2",
+            "eventTypeCategory": "scheduledChange",
+            "affectedEntities": [{"entityValue": INSTANCE}],
+        },
+    }
+    second = handle_event(ctx, parse_message(health), replace=replacement)
+    assert second.resumed == [INSTANCE]
+    assert len(replacement.calls) == 1
+    assert second.terminations[0].deadline == first.terminations[0].deadline.replace(microsecond=0)
+
+
+def test_failed_replacement_does_not_stop_the_drain(world, ctx, clock, cluster) -> None:
+    _owned_node_with_pods(world)
+    failing = FakeReplacement(cluster, fail=True)
+    outcome = handle_event(ctx, parse_message(_message(clock)), replace=failing)
+    assert outcome.replacement == {"error": "RuntimeError: no capacity anywhere"}
+    assert outcome.terminations[0].last_pass.evicted
+
+
+def test_lease_held_by_the_provisioner_skips_the_replacement_not_the_drain(
+    world, ctx, clock, replacement
+) -> None:
+    _owned_node_with_pods(world)
+    provisioner = world.cluster.writer_lease("provisioner", duration_seconds=60)
+    assert provisioner.acquire()
+    outcome = handle_event(ctx, parse_message(_message(clock)), replace=replacement)
+    assert replacement.calls == []
+    assert "lease" in outcome.replacement["skipped"]
+    assert outcome.terminations[0].last_pass.evicted

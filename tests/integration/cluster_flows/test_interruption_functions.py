@@ -1,0 +1,228 @@
+"""Both interruption functions end to end on the emulator: partial batch failures and act-once idempotency.
+
+The handlers are loaded as Lambda loads them; the processor they share is pointed at the test's
+cluster, a recording cloud and a fake replacement. Idempotency runs on a moto DynamoDB state table
+with the stack's schema (pk/sk/expires_at).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from conftest import load_function
+from moto import mock_aws
+from nodewright.cloud.aws import reset_clients
+from nodewright.cluster import ApiUnavailable
+from nodewright.interruption import flow, processing
+from nodewright.interruption.processing import InterruptionProcessor
+
+INSTANCE = "i-0aaaaaaaaaaaaaaa1"
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str = "nodewright-interruption"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-west-2:111122223333:function:nodewright-interruption"
+    aws_request_id: str = "request-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+class CountingReplacement:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.during: Any = None  # run while "in progress" (to deliver the same event on the other path)
+
+    def __call__(self, ctx, node_names):
+        self.calls.append(list(node_names))
+        if self.during:
+            self.during()
+        return self
+
+    def summary(self) -> dict[str, Any]:
+        return {"created": [f"replacement-{len(self.calls)}"]}
+
+
+def spot_event(event_id: str = "spot-1", instance: str = INSTANCE) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "EC2 Spot Instance Interruption Warning",
+        "source": "aws.ec2",
+        "account": "111122223333",
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),  # the notice was just given
+        "region": "us-west-2",
+        "resources": [f"arn:aws:ec2:us-west-2:111122223333:instance/{instance}"],
+        "detail": {"instance-id": instance, "instance-action": "terminate"},
+    }
+
+
+def sqs_batch(*bodies: str) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": f"m-{index}",
+                "receiptHandle": f"r-{index}",
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1768910400000"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-west-2:111122223333:nodewright-interruption",
+                "awsRegion": "us-west-2",
+            }
+            for index, body in enumerate(bodies)
+        ]
+    }
+
+
+@pytest.fixture
+def owned_node(world) -> None:
+    world.node("node-a", INSTANCE)
+    world.nodeclaim("default-a", INSTANCE, "node-a")
+    world.pod("web-1", "node-a", labels={"app": "web"})
+
+
+@pytest.fixture
+def state_table(monkeypatch) -> Any:
+    with mock_aws():
+        reset_clients()
+        ddb = boto3.client("dynamodb", region_name="us-west-2")
+        ddb.create_table(
+            TableName="nodewright-state",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield ddb
+        reset_clients()
+
+
+@pytest.fixture
+def make_processor(ctx, settings):
+    """A processor like the container's, on the test's cluster (``state``: idempotency on the table)."""
+
+    def build(replacement, *, state: bool) -> InterruptionProcessor:
+        configured = replace(settings, state_table="nodewright-state" if state else None)
+        return InterruptionProcessor(configured, context_factory=lambda: ctx, replace=replacement)
+
+    return build
+
+
+@pytest.fixture
+def functions():
+    yield load_function("interruption"), load_function("spot_events")
+    processing.use_processor(None)
+
+
+@pytest.mark.usefixtures("owned_node")
+def test_partial_batch_failure_retries_only_the_transient_message(
+    world, make_processor, functions, monkeypatch, capsys
+) -> None:
+    interruption, _ = functions
+    replacement = CountingReplacement()
+    processing.use_processor(make_processor(replacement, state=False))
+    real_owns_any = flow.OwnershipIndex.owns_any
+
+    def flaky_owns_any(index, instance_ids):
+        if "i-0dddddddddddddddd" in instance_ids:
+            raise ApiUnavailable("API server unreachable (injected)")
+        return real_owns_any(index, instance_ids)
+
+    monkeypatch.setattr(flow.OwnershipIndex, "owns_any", flaky_owns_any)
+    batch = sqs_batch(
+        "this is not json",
+        json.dumps({"Event": "autoscaling:TEST_NOTIFICATION", "RequestId": "t-1"}),
+        json.dumps(spot_event("spot-owned")),
+        json.dumps(spot_event("spot-flaky", instance="i-0dddddddddddddddd")),
+        json.dumps(spot_event("spot-foreign", instance="i-0eeeeeeeeeeeeeeee")),
+    )
+
+    response = interruption.handler(batch, FakeLambdaContext())
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-3"}]}
+    assert replacement.calls == [["node-a"]]
+    assert world.cluster.find_node("node-a") is None, "the drain ran to the end after the batch"
+    emitted = capsys.readouterr().out
+    for metric in (
+        "MalformedMessages",
+        "IgnoredMessages",
+        "InterruptionsHandled",
+        "InterruptionHandlingSeconds",
+    ):
+        assert f'"{metric}"' in emitted, metric
+    assert '"Kind":"SpotInterruption"' in emitted
+
+
+@pytest.mark.usefixtures("owned_node")
+def test_same_event_twice_on_the_queue_acts_once(make_processor, functions, state_table, cloud) -> None:
+    interruption, _ = functions
+    replacement = CountingReplacement()
+    processing.use_processor(make_processor(replacement, state=True))
+    body = json.dumps(spot_event("spot-twice"))
+
+    assert interruption.handler(sqs_batch(body), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert interruption.handler(sqs_batch(body), FakeLambdaContext()) == {"batchItemFailures": []}
+
+    assert replacement.calls == [["node-a"]]
+    assert cloud.unavailable == [("m5.large", "us-west-2a", "spot", "SpotInterruption")]
+    items = state_table.scan(TableName="nodewright-state")["Items"]
+    assert [i["pk"]["S"] for i in items] == ["idempotency#nodewright-interruption"]
+    assert items[0]["status"]["S"] == "COMPLETED"
+    assert int(items[0]["expires_at"]["N"]) > 0
+
+
+@pytest.mark.usefixtures("owned_node", "state_table")
+def test_direct_path_first_then_queue_acts_once(world, make_processor, functions) -> None:
+    interruption, spot_events = functions
+    replacement = CountingReplacement()
+    direct = make_processor(replacement, state=True)
+    queue = make_processor(replacement, state=True)  # another container, another function
+
+    processing.use_processor(direct)
+    first = spot_events.handler(
+        spot_event("spot-both"), FakeLambdaContext(function_name="nodewright-spot-events")
+    )
+    processing.use_processor(queue)
+    second = interruption.handler(sqs_batch(json.dumps(spot_event("spot-both"))), FakeLambdaContext())
+
+    assert first["disposition"] == "acted"
+    assert second == {"batchItemFailures": []}
+    assert replacement.calls == [["node-a"]]
+    assert world.cluster.find_nodeclaim("default-a") is None
+
+
+@pytest.mark.usefixtures("owned_node", "state_table")
+def test_event_in_progress_on_one_path_is_retried_later_on_the_queue(make_processor, functions) -> None:
+    interruption, spot_events = functions
+    replacement = CountingReplacement()
+    direct = make_processor(replacement, state=True)
+    queue = make_processor(replacement, state=True)
+    seen: dict[str, Any] = {}
+
+    def queue_delivers_meanwhile() -> None:
+        processing.use_processor(queue)
+        seen["queue"] = interruption.handler(
+            sqs_batch(json.dumps(spot_event("spot-race"))), FakeLambdaContext()
+        )
+        processing.use_processor(direct)
+
+    replacement.during = queue_delivers_meanwhile
+    processing.use_processor(direct)
+    spot_events.handler(spot_event("spot-race"), FakeLambdaContext(function_name="nodewright-spot-events"))
+
+    assert seen["queue"] == {"batchItemFailures": [{"itemIdentifier": "m-0"}]}, "back to the queue, not lost"
+    assert replacement.calls == [["node-a"]]

@@ -1,0 +1,181 @@
+"""Termination against the API emulator: tiers, PDBs (429 then allowed), deadlines, do-not-disrupt, resume."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from nodewright import termination
+from nodewright.cluster import objects
+
+CRITICAL = "system-cluster-critical"
+
+
+@pytest.fixture
+def evictions(ctx, monkeypatch) -> list[str]:
+    """The order in which pods were evicted (the real call still goes to the API server)."""
+    order: list[str] = []
+    real = ctx.cluster.evict
+
+    def recording(pod, **kwargs):
+        result = real(pod, **kwargs)
+        order.append(f"{pod['metadata']['name']}:{result.outcome.value}")
+        return result
+
+    monkeypatch.setattr(ctx.cluster, "evict", recording)
+    return order
+
+
+def _node_with_claim(world, name="node-a", instance="i-0aaaaaaaaaaaaaaa1", **claim_spec):
+    node = world.node(name, instance)
+    claim = world.nodeclaim(f"claim-{name}", instance, name, **claim_spec)
+    return node, claim
+
+
+def _begin(ctx, node, claim, *, deadline=None, involuntary=True, instance_going=False):
+    return termination.begin(
+        ctx,
+        nodeclaim=claim,
+        node=node,
+        instance_id=objects.nodeclaim_instance_id(claim),
+        deadline=deadline,
+        reason="test",
+        involuntary=involuntary,
+        instance_going=instance_going,
+    )
+
+
+def test_drain_in_tiers_waits_for_the_pdb_then_removes_everything(
+    world, ctx, clock, cloud, evictions
+) -> None:
+    node, claim = _node_with_claim(world)
+    world.pod("web-1", "node-a", labels={"app": "web"})
+    world.pod("batch-1", "node-a", labels={"app": "batch"})
+    world.pod("dns-1", "node-a", priority_class=CRITICAL)
+    world.pod("agent-1", "node-a", owner_kind="DaemonSet")
+    world.pod(
+        "stays-1",
+        "node-a",
+        tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists", "effect": "NoSchedule"}],
+    )
+    world.pdb("web", {"app": "web"}, allowed=0)
+    passes = {"n": 0}
+
+    def pdb_controller() -> None:  # the budget allows a disruption after a few seconds
+        passes["n"] += 1
+        if passes["n"] == 3:
+            world.set_pdb_allowed("web", 1)
+
+    clock.ticks.append(pdb_controller)
+
+    term = _begin(ctx, node, claim)
+    cordoned = world.cluster.get_node("node-a")
+    assert cordoned["spec"]["unschedulable"] is True
+    assert objects.has_taint(cordoned, "karpenter.sh/disrupted", "NoSchedule")
+    assert world.cluster.get_nodeclaim("claim-node-a")["metadata"]["deletionTimestamp"]
+
+    termination.run(ctx, [term], budget_seconds=120)
+
+    assert term.done, term.summary()
+    assert sorted(evictions[0:2]) == ["batch-1:evicted", "web-1:blocked"], "first pass: the whole first tier"
+    assert "web-1:evicted" in evictions
+    assert evictions.index("web-1:evicted") < evictions.index("dns-1:evicted"), "critical pods go last"
+    assert not any(e.startswith(("agent-1", "stays-1")) for e in evictions), "DaemonSet/tolerating pods stay"
+    assert world.cluster.find_node("node-a") is None
+    assert world.cluster.find_nodeclaim("claim-node-a") is None
+    assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
+    assert max(clock.slept) <= termination.terminate.MAX_WAIT_SECONDS
+
+
+def test_deadline_deletes_blocked_pods_early_enough_for_their_grace_period(world, ctx, clock, cloud) -> None:
+    node, claim = _node_with_claim(world)
+    world.pod("web-1", "node-a", labels={"app": "web"}, grace=20)
+    world.pdb("web", {"app": "web"}, allowed=0)  # never allows
+    deadline = clock.now() + timedelta(seconds=120)
+    deleted_at = []
+    real_delete = ctx.cluster.delete_pod
+
+    def recording_delete(namespace, name, **kwargs):
+        deleted_at.append((clock.now(), kwargs.get("grace_period_seconds")))
+        return real_delete(namespace, name, **kwargs)
+
+    ctx.cluster.delete_pod = recording_delete
+    term = _begin(ctx, node, claim, deadline=deadline, instance_going=True)
+    termination.run(ctx, [term], budget_seconds=300)
+
+    assert term.done
+    moment, grace = deleted_at[0]
+    assert deadline - timedelta(seconds=20) <= moment < deadline, "deleted once its grace no longer fits"
+    assert grace == 20
+    assert cloud.terminated == [], "EC2 is taking the instance itself"
+
+
+def test_do_not_disrupt_waits_for_the_deadline_unless_the_node_goes_regardless(world, ctx, clock) -> None:
+    node, claim = _node_with_claim(world, terminationGracePeriod="60s")
+    world.pod("careful", "node-a", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    term = _begin(ctx, node, claim, involuntary=False)
+    assert term.deadline is not None
+    termination.step(ctx, term)
+    assert term.last_pass.waiting_do_not_disrupt == ["default/careful"]
+    assert world.pod_names("node-a") == ["careful"]
+
+    node_b, claim_b = _node_with_claim(world, name="node-b", instance="i-0bbbbbbbbbbbbbbb2")
+    world.pod("careful-b", "node-b", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    term_b = _begin(ctx, node_b, claim_b, involuntary=True)
+    termination.step(ctx, term_b)
+    assert term_b.last_pass.evicted == ["default/careful-b"]
+
+
+def test_a_termination_cut_short_is_resumed_from_the_cluster_and_nothing_is_done_twice(
+    world, ctx, clock, cloud, evictions
+) -> None:
+    node, claim = _node_with_claim(world)
+    world.pod("web-1", "node-a", labels={"app": "web"})
+    world.pdb("web", {"app": "web"}, allowed=0)
+    first = _begin(ctx, node, claim, deadline=clock.now() + timedelta(seconds=600))
+    termination.step(ctx, first)  # the invocation dies here: the PDB still blocks
+    assert not first.done
+
+    world.set_pdb_allowed("web", 1)
+    found = termination.pending_terminations(ctx)  # a new invocation knows only the cluster
+    assert [t.nodeclaim for t in found] == ["claim-node-a"]
+    resumed = found[0]
+    assert resumed.deadline == first.deadline.replace(microsecond=0)
+    assert resumed.involuntary
+    termination.run(ctx, found, budget_seconds=60)
+
+    assert resumed.done
+    assert evictions.count("web-1:evicted") == 1
+    assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
+    assert termination.pending_terminations(ctx) == []
+    assert termination.resume_all(ctx) == []
+
+
+def test_drain_and_delete_node_is_one_pass_for_the_provisioning_lifecycle(world, ctx, clock, cloud) -> None:
+    node, claim = _node_with_claim(world)
+    world.pod("web-1", "node-a")
+    world.cluster.delete_nodeclaim("claim-node-a")
+    claim = world.cluster.get_nodeclaim("claim-node-a")
+
+    assert termination.drain_and_delete_node(ctx, node, claim) is False  # eviction issued, pod terminating
+    world.kubelet_confirm()
+    assert termination.drain_and_delete_node(ctx, world.cluster.get_node("node-a"), claim) is True
+    assert world.cluster.find_node("node-a") is None
+    assert world.cluster.find_nodeclaim("claim-node-a") is not None, "the caller finishes the NodeClaim"
+
+
+def test_nodeclaim_without_instance_id_terminates_by_its_tag(world, ctx, cloud) -> None:
+    """A launch that crashed before recording the instance: the instance is found by its NodeClaim tag."""
+    world.cluster.create_nodeclaim(
+        {
+            "metadata": {"name": "unrecorded", "finalizers": ["karpenter.sh/termination"]},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+            },
+        }
+    )
+    world.cluster.delete_nodeclaim("unrecorded")
+    termination.resume_all(ctx)
+    assert cloud.terminated == ["nodeclaim:unrecorded"]
+    assert world.cluster.find_nodeclaim("unrecorded") is None
