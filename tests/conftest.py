@@ -36,7 +36,8 @@ def load_function(name: str) -> ModuleType:
     """Import ``functions/<name>/app.py`` as Lambda would, without putting functions/ on sys.path."""
     path = REPO_ROOT / "functions" / name / "app.py"
     spec = importlib.util.spec_from_file_location(f"nodewright_function_{name}", path)
-    assert spec and spec.loader, f"no handler at {path}"
+    assert spec is not None, f"no handler at {path}"
+    assert spec.loader is not None, f"no loader for {path}"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

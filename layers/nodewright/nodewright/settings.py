@@ -22,7 +22,9 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
     try:
         return float(raw)
     except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r} is not a number; set it to seconds, e.g. {name}={default:g}") from exc
+        raise SettingsError(
+            f"{name}={raw!r} is not a number; set it to seconds, e.g. {name}={default:g}"
+        ) from exc
 
 
 @dataclass(frozen=True)
