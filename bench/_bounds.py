@@ -60,9 +60,9 @@ def assignment_lp_bound(shapes: Sequence[Shape], bins: Sequence[Bin]) -> float:
     Unlike the plain resource LP, z_st ties each pod to one type, so the LP cannot buy cpu on one
     type and memory on another for the same pod.
     """
-    import numpy as np  # noqa: PLC0415  (dev-side dependency, loaded only when the bound is computed)
-    from scipy.optimize import linprog  # noqa: PLC0415
-    from scipy.sparse import coo_matrix  # noqa: PLC0415
+    import numpy as np
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
 
     bins = [b for b in bins if any(b.holds(s) > 0 for s in shapes)]
     n_types = len(bins)

@@ -133,7 +133,7 @@ def _environment(values: dict[str, str]) -> Any:
 
 def _owned_nodes(sb: Any, cluster: Any, nodes: int, pods: int) -> list[str]:
     """``nodes`` running instances with NodeClaims, registered by the kubelet, each running ``pods`` pods."""
-    from nodewright.cluster.resources import PODS  # noqa: PLC0415 (bench-only imports stay in run)
+    from nodewright.cluster.resources import PODS
 
     ec2 = sb.aws_client("ec2")
     zone, subnet = next(iter(sb.aws.subnets.items()))
@@ -220,9 +220,9 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def _load_handler() -> Any:
     """``functions/interruption/app.py`` as Lambda loads it."""
-    import importlib.util  # noqa: PLC0415
+    import importlib.util
 
-    from sandbox.shared_data import REPO_ROOT  # noqa: PLC0415
+    from sandbox.shared_data import REPO_ROOT
 
     spec = importlib.util.spec_from_file_location(
         "bench_interruption_app", REPO_ROOT / "functions/interruption/app.py"
@@ -270,7 +270,7 @@ def _measure(app: Any, processor: Any, instance_ids: list[str], messages: int) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from sandbox import Sandbox  # noqa: PLC0415 (heavy: moto + the emulator)
+    from sandbox import Sandbox
 
     quiet = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
     with (
@@ -278,9 +278,9 @@ def run(args: argparse.Namespace) -> int:
         _environment({**sb.env(), **quiet}),
     ):
         sb.apply_crds()
-        from nodewright.cluster import connect, reset_connections  # noqa: PLC0415
-        from nodewright.interruption import processing  # noqa: PLC0415
-        from nodewright.settings import Settings  # noqa: PLC0415
+        from nodewright.cluster import connect, reset_connections
+        from nodewright.interruption import processing
+        from nodewright.settings import Settings
 
         app = _load_handler()
         settings = Settings.from_env()

@@ -88,8 +88,8 @@ def workload(mix: str, pods: int, seed: int) -> list[tuple[str, int, int, int]]:
 
 
 def _pod_spec(kind: str, cpu: int, memory: int):  # -> PodSpec
-    from nodewright.api import labels as wk  # noqa: PLC0415
-    from nodewright.scheduling.model import (  # noqa: PLC0415
+    from nodewright.api import labels as wk
+    from nodewright.scheduling.model import (
         DO_NOT_SCHEDULE,
         LabelSelector,
         PodAffinityTerm,
@@ -122,9 +122,9 @@ def _pod_spec(kind: str, cpu: int, memory: int):  # -> PodSpec
 
 def nodepool_input(manifest: dict, instance_types):  # -> NodePoolInput
     """A NodePool manifest → the scheduler's NodePoolInput (bench-side, no API models)."""
-    from nodewright.scheduling import NodePoolInput, Requirements  # noqa: PLC0415
-    from nodewright.scheduling.model import taint_from_k8s  # noqa: PLC0415
-    from nodewright.scheduling.resources import parse_resources  # noqa: PLC0415
+    from nodewright.scheduling import NodePoolInput, Requirements
+    from nodewright.scheduling.model import taint_from_k8s
+    from nodewright.scheduling.resources import parse_resources
 
     spec = manifest.get("spec") or {}
     template = (spec.get("template") or {}).get("spec") or {}
@@ -142,13 +142,13 @@ def nodepool_input(manifest: dict, instance_types):  # -> NodePoolInput
 
 def measure(args: argparse.Namespace) -> dict:
     """Build the workload, plan it, and compute the yardsticks; returns the figures."""
-    import time  # noqa: PLC0415
+    import time
 
-    import yaml  # noqa: PLC0415
-    from nodewright.scheduling import Pod, Snapshot, plan  # noqa: PLC0415
+    import yaml
+    from nodewright.scheduling import Pod, Snapshot, plan
 
-    from bench._bounds import Bin, Shape, assignment_lp_bound, ffd_cost, single_shape_optimum  # noqa: PLC0415
-    from bench._catalog import catalog, prices  # noqa: PLC0415
+    from bench._bounds import Bin, Shape, assignment_lp_bound, ffd_cost, single_shape_optimum
+    from bench._catalog import catalog, prices
 
     rows = workload(args.mix, args.pods, args.seed)
     if args.dump_pods:

@@ -16,7 +16,7 @@ __all__ = ["Sandbox"]
 
 def __getattr__(name: str) -> Any:
     if name == "Sandbox":
-        from sandbox.cluster import Sandbox  # noqa: PLC0415 (lazy: importing `sandbox` stays cheap)
+        from sandbox.cluster import Sandbox
 
         return Sandbox
     raise AttributeError(f"module 'sandbox' has no attribute {name!r}")

@@ -51,7 +51,7 @@ def preload_moto_ec2() -> None:
 
     boto3.Session = session
     try:
-        import moto.ec2.models  # noqa: F401, PLC0415 (the point of this function)
+        import moto.ec2.models  # noqa: F401 (the point of this function)
     finally:
         boto3.Session = original
 
@@ -60,7 +60,7 @@ class MotoServer:
     """moto's ThreadedMotoServer on a free port, stopped without leaving its socket open."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        from moto.server import ThreadedMotoServer  # noqa: PLC0415 (after preload_moto_ec2)
+        from moto.server import ThreadedMotoServer
 
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.endpoint = ""
@@ -131,7 +131,7 @@ def _tags(cluster_name: str, name: str) -> list[dict[str, str]]:
 
 def _register_images(ec2: Any, region: str) -> dict[str, str]:
     """One AMI per (family, architecture, variant), with the architecture set in moto's backend."""
-    from moto.backends import get_backend  # noqa: PLC0415 (moto loads lazily, after preload_moto_ec2)
+    from moto.backends import get_backend
 
     backend = get_backend("ec2")[ACCOUNT_ID][region]
     images: dict[str, str] = {}
@@ -176,9 +176,9 @@ def ssm_ami_parameters(
 
 def inject_ssm_parameters(region: str, parameters: dict[str, str]) -> None:
     """Write reserved ``/aws/...`` parameters into moto's SSM backend (its put_parameter refuses them)."""
-    from moto.backends import get_backend  # noqa: PLC0415 (moto loads lazily)
-    from moto.core.utils import utcnow  # noqa: PLC0415
-    from moto.ssm.models import Parameter  # noqa: PLC0415
+    from moto.backends import get_backend
+    from moto.core.utils import utcnow
+    from moto.ssm.models import Parameter
 
     backend = get_backend("ssm")[ACCOUNT_ID][region]
     for name, value in parameters.items():

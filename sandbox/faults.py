@@ -207,8 +207,8 @@ def _patched_response_create_fleet(self: Any) -> Any:
 
 def install(injector: FaultInjector) -> None:
     """Patch moto so that ``injector`` decides CreateFleet's faults; one injector per process."""
-    from moto.ec2.models import EC2Backend  # noqa: PLC0415 (moto loads lazily, after preload_moto_ec2)
-    from moto.ec2.responses.fleets import Fleets  # noqa: PLC0415
+    from moto.ec2.models import EC2Backend
+    from moto.ec2.responses.fleets import Fleets
 
     with _install_lock:
         if _Installed.injector is not None and _Installed.injector is not injector:
@@ -224,8 +224,8 @@ def install(injector: FaultInjector) -> None:
 
 def uninstall(injector: FaultInjector) -> None:
     """Undo :func:`install` (a no-op when ``injector`` is not the active one)."""
-    from moto.ec2.models import EC2Backend  # noqa: PLC0415
-    from moto.ec2.responses.fleets import Fleets  # noqa: PLC0415
+    from moto.ec2.models import EC2Backend
+    from moto.ec2.responses.fleets import Fleets
 
     with _install_lock:
         if _Installed.injector is not injector:

@@ -66,10 +66,10 @@ def on_demand_prices() -> dict[str, float]:
     if path is not None:
         document = json.loads(path.read_text())
         return {name: float(price) for name, price in document["prices"].items() if float(price) > 0}
-    from sandbox.aws import preload_moto_ec2  # noqa: PLC0415 (only without the reference file)
+    from sandbox.aws import preload_moto_ec2
 
     preload_moto_ec2()
-    from moto.ec2.models.instance_types import INSTANCE_TYPES  # noqa: PLC0415
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
 
     return {name: estimate_on_demand(info) for name, info in INSTANCE_TYPES.items()}
 

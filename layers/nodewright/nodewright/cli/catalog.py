@@ -43,7 +43,7 @@ class RequirementsFileError(ValueError):
 
 def load_requirements(path: str) -> list[dict[str, Any]]:
     """Requirement terms from a NodePool manifest (first NodePool in the file) or a bare list."""
-    import yaml  # noqa: PLC0415 - keep `nodewright --help` fast
+    import yaml
 
     try:
         with open(path, encoding="utf-8") as handle:
@@ -67,10 +67,10 @@ def load_requirements(path: str) -> list[dict[str, Any]]:
 
 
 def _price_store(args: argparse.Namespace, settings: Any) -> Any:
-    from nodewright.cloud import aws  # noqa: PLC0415
-    from nodewright.cloud.pricetable import PriceTable  # noqa: PLC0415
-    from nodewright.cloud.pricing import fetch_on_demand_prices, fetch_spot_prices  # noqa: PLC0415
-    from nodewright.cloud.state import InMemoryStateStore, StateStore  # noqa: PLC0415
+    from nodewright.cloud import aws
+    from nodewright.cloud.pricetable import PriceTable
+    from nodewright.cloud.pricing import fetch_on_demand_prices, fetch_spot_prices
+    from nodewright.cloud.state import InMemoryStateStore, StateStore
 
     if settings.state_table:
         return StateStore(settings)
@@ -78,7 +78,7 @@ def _price_store(args: argparse.Namespace, settings: Any) -> Any:
     if args.prices:
         store.put_price_table(PriceTable.from_ondemand_file(args.prices))
         return store
-    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         on_demand = fetch_on_demand_prices(
@@ -93,8 +93,8 @@ def _price_store(args: argparse.Namespace, settings: Any) -> Any:
 
 def rows(instance_types: list[Any], terms: list[dict[str, Any]], estimated: set[str]) -> list[dict[str, Any]]:
     """One row per type the requirements allow that has an available offering, cheapest first."""
-    from nodewright.scheduling.requirements import Requirements  # noqa: PLC0415
-    from nodewright.scheduling.resources import format_resource  # noqa: PLC0415
+    from nodewright.scheduling.requirements import Requirements
+    from nodewright.scheduling.resources import format_resource
 
     def formatted(resources: dict[str, int]) -> dict[str, str]:
         return {name: format_resource(name, value) for name, value in sorted(resources.items())}
@@ -150,9 +150,9 @@ def _table(found: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nodewright.cloud import aws  # noqa: PLC0415
-    from nodewright.cloud.catalog import Catalog  # noqa: PLC0415
-    from nodewright.settings import Settings  # noqa: PLC0415
+    from nodewright.cloud import aws
+    from nodewright.cloud.catalog import Catalog
+    from nodewright.settings import Settings
 
     try:
         terms = load_requirements(args.requirements) if args.requirements else []

@@ -27,12 +27,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collections import Counter  # noqa: PLC0415
+    from collections import Counter
 
-    import yaml  # noqa: PLC0415
+    import yaml
 
-    from nodewright.api.convert import Conversion, merge_kubelet_pieces  # noqa: PLC0415
-    from nodewright.api.manifests import load_files, validate_loaded  # noqa: PLC0415
+    from nodewright.api.convert import Conversion, merge_kubelet_pieces
+    from nodewright.api.manifests import load_files, validate_loaded
 
     combined = Conversion()
     failed = False

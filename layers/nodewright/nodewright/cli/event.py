@@ -42,7 +42,7 @@ ACTION_TEXT = {
 
 
 def run(args: argparse.Namespace) -> int:
-    from nodewright.interruption.events import MalformedMessage, parse_message  # noqa: PLC0415 (fast --help)
+    from nodewright.interruption.events import MalformedMessage, parse_message
 
     failures = 0
     for name in args.files:

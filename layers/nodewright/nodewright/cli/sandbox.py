@@ -40,8 +40,8 @@ def _zones(region: str, spec: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sandbox import Sandbox  # noqa: PLC0415 (heavy: kept out of `nodewright --help`)
-    from sandbox.cluster import SandboxError  # noqa: PLC0415
+    from sandbox import Sandbox
+    from sandbox.cluster import SandboxError
 
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -29,11 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml  # noqa: PLC0415
+    import yaml
 
-    from nodewright.api.manifests import validate_files  # noqa: PLC0415
-    from nodewright.api.models import load_object  # noqa: PLC0415
-    from nodewright.api.validation import is_v1_kind  # noqa: PLC0415
+    from nodewright.api.manifests import validate_files
+    from nodewright.api.models import load_object
+    from nodewright.api.validation import is_v1_kind
 
     report = validate_files(args.files)
     out = sys.stdout

@@ -180,7 +180,7 @@ class Catalog:
         it changes allocatable (maxPods, podsPerCore, reserved, evictionHard).
         """
         # Imported here: the catalog is also used by the CLI, whose --help must stay fast.
-        from nodewright.scheduling.instancetypes import (  # noqa: PLC0415
+        from nodewright.scheduling.instancetypes import (
             KubeletSettings,
             Offering,
             instance_type_from_ec2,

@@ -35,7 +35,7 @@ def _gib(size: Any) -> int:
     """``volumeSize`` (a Kubernetes quantity such as ``20Gi``/``100G``, or an int of GiB) in whole GiB."""
     if isinstance(size, int | float):
         return int(size)
-    from kubernetes.utils.quantity import parse_quantity  # noqa: PLC0415 - heavy import, rarely needed
+    from kubernetes.utils.quantity import parse_quantity
 
     return max(1, math.ceil(parse_quantity(str(size)) / (1 << 30)))
 

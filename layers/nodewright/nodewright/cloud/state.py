@@ -251,7 +251,7 @@ def state_store(settings: Settings) -> AnyStateStore:
 def idempotency_persistence(settings: Settings) -> Any:
     """Powertools Idempotency on the same state table (``pk``/``sk``/``expires_at``)."""
     # Only the interruption functions use idempotency: keep its import off everyone's cold start.
-    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer  # noqa: PLC0415
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     if not settings.state_table:
         raise ValueError("STATE_TABLE is not set; idempotency needs the state table")

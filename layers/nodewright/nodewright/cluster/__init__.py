@@ -101,7 +101,7 @@ def connect(settings: Settings) -> Cluster:
     with _lock:
         cluster = _connections.get(key)
         if cluster is None:
-            from kubernetes.client import ApiClient  # noqa: PLC0415 (lazy import)
+            from kubernetes.client import ApiClient
 
             if settings.kubeconfig:
                 configuration = auth.kubeconfig_configuration(settings.kubeconfig)

@@ -62,7 +62,7 @@ def eks_token(cluster_name: str, sts_client: Any) -> str:
 
 def sts_client_for(settings: Settings) -> Any:
     """The STS client of ``nodewright.cloud``: presigning calls nothing, but clients are built there."""
-    from nodewright.cloud.aws import client  # noqa: PLC0415 (lazy: the kubeconfig path never needs boto3)
+    from nodewright.cloud.aws import client
 
     return client("sts", settings)
 
@@ -94,7 +94,7 @@ class TokenRefresher:
 
 def _describe_cluster(settings: Settings) -> ClusterEndpoint:
     """Endpoint and CA through nodewright.cloud, the only package that calls AWS."""
-    from nodewright.cloud import eks  # noqa: PLC0415 (lazy: the kubeconfig path never needs it)
+    from nodewright.cloud import eks
 
     described = eks.describe_cluster(settings)
     if isinstance(described, ClusterEndpoint):
@@ -110,7 +110,7 @@ def eks_configuration(
     sts_client: Any | None = None,
 ) -> Configuration:
     """A client configuration for EKS: endpoint + CA from DescribeCluster, a self-refreshing token."""
-    from kubernetes.client import Configuration  # noqa: PLC0415 (lazy import)
+    from kubernetes.client import Configuration
 
     target = describe(settings)
     if not target.endpoint:
@@ -132,8 +132,8 @@ def eks_configuration(
 
 def kubeconfig_configuration(path: str) -> Configuration:
     """A client configuration from a kubeconfig file (the sandbox, or a user's own API server)."""
-    from kubernetes import config  # noqa: PLC0415 (lazy import)
-    from kubernetes.client import Configuration  # noqa: PLC0415 (lazy import)
+    from kubernetes import config
+    from kubernetes.client import Configuration
 
     configuration = Configuration()
     try:

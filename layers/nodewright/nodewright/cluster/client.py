@@ -112,8 +112,8 @@ class Cluster:
         content_type: str = "application/json",
     ) -> dict[str, Any]:
         """One call; the decoded JSON answer. Raises ``ApiError`` subclasses or ``ApiUnavailable``."""
-        import urllib3  # noqa: PLC0415 (lazy: kubernetes costs ~0.5 s of import, paid only when used)
-        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 (lazy, as above)
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
 
         query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json"}

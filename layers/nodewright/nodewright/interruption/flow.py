@@ -186,7 +186,7 @@ def _replace(
 ) -> dict[str, Any]:
     """Replacement capacity under the writers' lease; never blocks the drain when it cannot run."""
     if replace is None:
-        from nodewright.provisioning import replace_for_displaced  # noqa: PLC0415 (lazy: the planner is heavy)
+        from nodewright.provisioning import replace_for_displaced
 
         replace = replace_for_displaced
     lease = ctx.cluster.writer_lease(

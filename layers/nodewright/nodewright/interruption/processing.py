@@ -115,7 +115,7 @@ class InterruptionProcessor:
     def ctx(self) -> Context:
         if self._ctx is None:
             if self._context_factory is None:
-                from nodewright.context import Context  # noqa: PLC0415 (lazy: connects to EKS and AWS)
+                from nodewright.context import Context
 
                 self._ctx = Context.connect(self.settings)
             else:
@@ -195,7 +195,7 @@ class InterruptionProcessor:
         act = self._idempotent_act()
         if act is None:  # no state table (CLI, offline): nothing to deduplicate against
             return self._act_fresh(payload=payload, event=event), True
-        from aws_lambda_powertools.utilities.idempotency.exceptions import (  # noqa: PLC0415 (lazy)
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (
             IdempotencyAlreadyInProgressError,
         )
 
@@ -219,12 +219,12 @@ class InterruptionProcessor:
             return self._act_once
         persistence = self._persistence
         if persistence is None and self.settings.state_table:
-            from nodewright.cloud.state import idempotency_persistence  # noqa: PLC0415 (lazy: boto3)
+            from nodewright.cloud.state import idempotency_persistence
 
             persistence = idempotency_persistence(self.settings)
         if persistence is None:
             return None
-        from aws_lambda_powertools.utilities.idempotency import (  # noqa: PLC0415 (lazy: only when acting)
+        from aws_lambda_powertools.utilities.idempotency import (
             IdempotencyConfig,
             idempotent_function,
         )
@@ -290,7 +290,7 @@ def shared_processor() -> InterruptionProcessor:
     """The container's processor (settings from the environment); both functions use it."""
     global _shared  # noqa: PLW0603 (one per warm container, like the clients it holds)
     if _shared is None:
-        from nodewright.settings import Settings  # noqa: PLC0415 (lazy: keeps this module import-light)
+        from nodewright.settings import Settings
 
         _shared = InterruptionProcessor(Settings.from_env())
     return _shared
