@@ -1,0 +1,186 @@
+"""Pending pod → CreateFleet request latency of the real provisioner handler in the sandbox (p50/p99).
+
+Each burst creates ``--pods`` pods (1 CPU / 1 GiB, nothing fits them), records when each was
+created and when the CreateFleet request for the NodeClaim it was nominated to left the process
+(a botocore hook on the provider's own EC2 client), then deletes the pods and NodeClaims and waits
+until the cluster is empty again. Bursts start at staggered moments, so they sample every phase of
+the provisioner's poll. One warm-up burst (the first catalog load) is not counted.
+
+The handler runs with the settings from the environment: ``POLL_INTERVAL_SECONDS`` (default 5 s) is
+what decides the figure, plus the 1 s batching quiet time. Goal: p50 ≤ 3 s, p99 ≤ 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+# Lambda prices (us-east-1): per GB-second of duration, and per request.
+GB_SECOND_PRICE = {"arm64": 0.0000133334, "x86_64": 0.0000166667}
+REQUEST_PRICE = 0.20 / 1_000_000
+INVOCATIONS_PER_MONTH = 60 * 24 * 30  # the EventBridge schedule: once a minute
+IMPORT_PROBE = (
+    "import importlib.util, sys, time; t = time.perf_counter(); "
+    "s = importlib.util.spec_from_file_location('app', sys.argv[1]); "
+    "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(time.perf_counter() - t)"
+)
+
+POD_TEMPLATE: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "spec": {
+        "containers": [
+            {"name": "work", "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+        ]
+    },
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bursts", type=int, default=10, help="measured bursts (after one warm-up)")
+    parser.add_argument("--pods", type=int, default=5, help="pods per burst")
+    parser.add_argument("--memory-mb", type=int, default=512, help="Lambda memory size for the cost figures")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from nodewright.cli.demo import SandboxRun, percentile, quiet_functions, seed_objects
+    from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
+
+    quiet_functions()
+    import_seconds = handler_import_seconds()
+    latencies: list[float] = []
+    with SandboxRun(quiet=True, boot_delay=0.5) as story:
+        objects, _notes = seed_objects(story)
+        for obj in objects:
+            if obj["kind"] == "EC2NodeClass" or obj["metadata"]["name"] == "default":
+                story.cluster.create(EC2NODECLASSES if obj["kind"] == "EC2NodeClass" else NODEPOOLS, obj)
+        idle = idle_invocation_seconds(story, 6)
+        story.start_provisioner()
+        poll = story.settings.poll_interval_seconds
+        burst(story, "warmup", args.pods)
+        for index in range(args.bursts):
+            time.sleep((index * 0.37 * poll) % poll)  # stagger against the poll phase
+            latencies += burst(story, f"b{index}", args.pods)
+    warm_idle = statistics.median(idle[1:])
+    figures = {
+        "bursts": args.bursts,
+        "podsPerBurst": args.pods,
+        "samples": len(latencies),
+        "pollIntervalSeconds": poll,
+        "p50Seconds": round(percentile(latencies, 50), 3),
+        "p99Seconds": round(percentile(latencies, 99), 3),
+        "maxSeconds": round(max(latencies, default=float("nan")), 3),
+        "handlerImportSeconds": round(import_seconds, 3),
+        "idleInvocationSeconds": {"cold": round(idle[0], 3), "warmMedian": round(warm_idle, 3)},
+        "monthlyCostUSD": monthly_cost(warm_idle, args.memory_mb),
+    }
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        cost = figures["monthlyCostUSD"]
+        print(
+            f"pending pod → CreateFleet over {figures['samples']} pods in {args.bursts} bursts "
+            f"(poll {poll:g}s): p50 {figures['p50Seconds']}s, p99 {figures['p99Seconds']}s, "
+            f"max {figures['maxSeconds']}s\n"
+            f"handler import {import_seconds:.3f}s; "
+            f"idle invocation {idle[0]:.3f}s cold, {warm_idle:.3f}s warm\n"
+            f"monthly Lambda cost at {args.memory_mb} MB: idle ${cost['idle']['arm64']:.3f} arm64 / "
+            f"${cost['idle']['x86_64']:.3f} x86; busy ${cost['busy']['arm64']:.2f} arm64 / "
+            f"${cost['busy']['x86_64']:.2f} x86"
+        )
+    return 0
+
+
+def handler_import_seconds(runs: int = 5) -> float:
+    """Median import time of the provisioner handler in fresh processes (what a cold start pays)."""
+    from sandbox.shared_data import REPO_ROOT
+
+    handler = str(REPO_ROOT / "functions" / "provisioner" / "app.py")
+    times = []
+    for _ in range(runs):
+        command = [sys.executable, "-c", IMPORT_PROBE, handler]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        times.append(float(done.stdout.strip().splitlines()[-1]))
+    return statistics.median(times)
+
+
+def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
+    """Durations of handler invocations on a cluster with nothing pending (the first one is cold).
+
+    Each includes the leaked-instance check (DescribeInstances), as a real invocation a minute
+    after the previous one would."""
+    from nodewright.cli.demo import SCHEDULED_EVENT, LambdaContext, load_handler
+    from nodewright.provisioning import lifecycle
+
+    app = load_handler()
+    durations = []
+    for index in range(runs):
+        lifecycle.reset_gc_clock()  # invocations come a minute apart: each one lists EC2 for leaks
+        started = time.monotonic()
+        report = app.handler(dict(SCHEDULED_EVENT, id=f"idle-{index}"), LambdaContext(70))
+        durations.append(time.monotonic() - started)
+        if not report["idle"]:
+            raise RuntimeError(f"the invocation did not run in idle mode: {report}")
+    return durations
+
+
+def monthly_cost(idle_seconds: float, memory_mb: int) -> dict[str, dict[str, float]]:
+    """Lambda cost per 30-day month of the once-a-minute schedule, idle and busy (looping 55 s)."""
+    from nodewright.provisioning.loop import LOOP_BUDGET_SECONDS
+
+    gb = memory_mb / 1024
+    requests = INVOCATIONS_PER_MONTH * REQUEST_PRICE
+    return {
+        mode: {
+            arch: round(INVOCATIONS_PER_MONTH * seconds * gb * price + requests, 3)
+            for arch, price in GB_SECOND_PRICE.items()
+        }
+        for mode, seconds in (("idle", idle_seconds), ("busy", LOOP_BUDGET_SECONDS))
+    }
+
+
+def burst(story: Any, name: str, count: int) -> list[float]:
+    """Create ``count`` pods, wait for their CreateFleet requests, clean up; the latencies."""
+    from nodewright.cluster.resources import EVENTS, NODECLAIMS, NODES, PODS
+
+    cluster = story.cluster
+    created: dict[str, float] = {}
+    for i in range(count):
+        pod = {**POD_TEMPLATE, "metadata": {"name": f"{name}-{i}", "namespace": "default"}}
+        cluster.create(PODS, pod, namespace="default")
+        created[pod["metadata"]["name"]] = time.monotonic()
+
+    def nominated() -> dict[str, str]:
+        found = {}
+        for event in cluster.list(EVENTS, namespace="default"):
+            pod = event["involvedObject"]["name"]
+            if pod in created and event.get("reason") == "Nominated" and "nodeclaim/" in event["message"]:
+                found[pod] = event["message"].rsplit("nodeclaim/", 1)[1]
+        return found
+
+    def launched() -> bool:
+        claims = nominated()
+        fleets = {claim for _, claim in story.fleet_calls}
+        return len(claims) == count and set(claims.values()) <= fleets
+
+    story.wait_for(f"burst {name} launched", launched, timeout=120)
+    fleet_at: dict[str, float] = {}
+    for moment, claim in story.fleet_calls:
+        fleet_at.setdefault(claim, moment)
+    latencies = [fleet_at[claim] - created[pod] for pod, claim in nominated().items() if claim in fleet_at]
+    for pod in created:
+        cluster.delete(PODS, pod, namespace="default", grace_period_seconds=0)
+    for claim in cluster.list(NODECLAIMS):
+        cluster.delete(NODECLAIMS, claim["metadata"]["name"])
+    story.wait_for(
+        f"burst {name} cleaned up",
+        lambda: not cluster.list(NODECLAIMS) and not cluster.list(NODES),
+        timeout=120,
+    )
+    return latencies

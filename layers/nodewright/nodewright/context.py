@@ -1,0 +1,73 @@
+"""What every flow needs, bundled once per container: settings, cluster, cloud, state, telemetry, clock.
+
+A flow (provisioning, interruption, disruption) receives one ``Context`` instead of
+reaching for globals, so tests hand it fakes and the sandbox hands it the real
+clients pointed at the emulator and moto. Building it is lazy about imports: the
+kubernetes client and boto3 are only imported when ``Context.connect`` runs, so a
+handler module that merely imports this file stays cheap.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from nodewright.settings import Settings
+
+
+class Clock(Protocol):
+    """Time as the flows see it; tests substitute a clock they can advance."""
+
+    def now(self) -> datetime: ...
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+@dataclass
+class Context:
+    """One container's handles on the world. ``cluster``/``cloud``/``state`` are the layer's own
+    interfaces (``nodewright.cluster.Cluster``, ``nodewright.cloud.CloudProvider``,
+    ``nodewright.cloud.StateStore``); nothing here calls boto3 or kubernetes directly."""
+
+    settings: Settings
+    cluster: Any
+    cloud: Any
+    state: Any | None
+    logger: Any
+    metrics: Any
+    clock: Clock = field(default_factory=SystemClock)
+
+    @classmethod
+    def connect(cls, settings: Settings, *, logger: Any = None, metrics: Any = None) -> Context:
+        """Build the real clients from settings (EKS token or kubeconfig; boto3 with adaptive retries)."""
+        from nodewright import cluster, observability
+        from nodewright.cloud.provider import CloudProvider
+
+        provider = CloudProvider.shared(settings)
+        return cls(
+            settings=settings,
+            cluster=cluster.connect(settings),
+            cloud=provider,
+            state=provider.store,
+            logger=logger or observability.logger(),
+            metrics=metrics or observability.metrics(),
+        )

@@ -1,0 +1,203 @@
+"""One provisioning pass, top to bottom.
+
+    observe → lifecycle → NodePools → plan → NodeClaims created → launch → status → events → metrics
+
+The NodeClaims are created before anything is launched: the object is the record of
+intent, and the next pass finishes whatever a crash interrupted (see ``launch``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from nodewright.cluster.errors import Conflict
+from nodewright.provisioning import lifecycle, nodeclaims, nodepools, planning
+from nodewright.provisioning.launch import Launched, LaunchFailure, launch_claim
+from nodewright.provisioning.world import World, observe, pending_since, pod_key
+from nodewright.scheduling.model import is_provisionable
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+
+
+@dataclass
+class PassReport:
+    """What one pass saw and did (logged, returned by the handler, shown by the demo)."""
+
+    pending_pods: int = 0
+    oldest_pending_seconds: float = 0.0
+    youngest_pending_seconds: float | None = None
+    plan_seconds: float = 0.0
+    created: list[str] = field(default_factory=list)
+    launched: list[Launched] = field(default_factory=list)
+    failures: list[LaunchFailure] = field(default_factory=list)
+    nominated: dict[str, str] = field(default_factory=dict)
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    skipped_nodepools: dict[str, str] = field(default_factory=dict)
+    lifecycle: lifecycle.LifecycleReport = field(default_factory=lifecycle.LifecycleReport)
+    cost_per_hour: float = 0.0
+    pending_keys: frozenset[str] = frozenset()
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "pendingPods": self.pending_pods,
+            "nodeClaimsCreated": self.created,
+            "launched": [
+                f"{x.nodeclaim}={x.instance_type}/{x.zone}/{x.capacity_type}" for x in self.launched
+            ],
+            "failures": [f"{x.nodeclaim}: {x.code}" for x in self.failures],
+            "unschedulable": len(self.unschedulable),
+            "skippedNodePools": sorted(self.skipped_nodepools),
+            "registered": self.lifecycle.registered,
+            "initialized": self.lifecycle.initialized,
+            "planSeconds": round(self.plan_seconds, 4),
+        }
+
+
+def provision(ctx: Context) -> PassReport:
+    """Run one pass: see the module docstring. Safe to repeat; never launches twice for one NodeClaim."""
+    report = PassReport()
+    world = observe(ctx)
+
+    lifecycle.reconcile(ctx, world, report.lifecycle)
+    lifecycle.delete_orphans(ctx, nodepools.orphaned_claims(world), report.lifecycle)
+    lifecycle.collect_garbage(ctx, world, report.lifecycle)
+
+    pools = nodepools.triage(world, planning.validation_errors)
+    nodepools.record(ctx, world, pools)
+    report.skipped_nodepools = pools.skipped
+    catalog = planning.Catalog(ctx, world)
+
+    pending = [pod for pod in world.pods if is_provisionable(pod)]
+    _measure_pending(report, world, pending)
+
+    plan = planning.PlanView()
+    if pending:
+        plan = planning.plan(world, pending, pools.usable, catalog)
+        report.plan_seconds = plan.seconds
+        report.nominated = plan.nominated
+        report.unschedulable = plan.unschedulable
+
+    # Left by a pass that crashed before recording its launch: adopt the instance or launch now.
+    to_launch = [(c, False) for c in world.nodeclaims if _awaiting_launch(c)]
+    for claim_plan in plan.new_claims:
+        claim = create_nodeclaim(ctx, world, claim_plan)
+        report.created.append(nodeclaims.name_of(claim))
+        to_launch.append((claim, True))
+        for pod in claim_plan.pods:
+            report.nominated[pod_key(pod)] = f"nodeclaim/{nodeclaims.name_of(claim)}"
+
+    for claim, fresh in to_launch:
+        candidates = catalog.candidates_for(claim)
+        nodeclass = world.nodeclass(_nodeclass_name(claim)) or {}
+        outcome = launch_claim(ctx, claim, nodeclass, candidates, fresh=fresh)
+        if isinstance(outcome, Launched):
+            report.launched.append(outcome)
+        else:
+            report.failures.append(outcome)
+
+    record_pod_events(ctx, world, pending, report)
+    report.cost_per_hour = catalog.cluster_cost_per_hour(world.nodeclaims, report.launched)
+    publish_metrics(ctx, report)
+    ctx.logger.info("provisioning pass", extra=report.summary())
+    return report
+
+
+def _measure_pending(report: PassReport, world: World, pending: list[dict[str, Any]]) -> None:
+    report.pending_pods = len(pending)
+    report.pending_keys = frozenset(pod_key(p) for p in pending)
+    ages = [(world.taken_at - since).total_seconds() for p in pending if (since := pending_since(p))]
+    report.oldest_pending_seconds = max(ages, default=0.0)
+    report.youngest_pending_seconds = min(ages, default=0.0 if pending else None)
+
+
+def _awaiting_launch(claim: dict[str, Any]) -> bool:
+    return not nodeclaims.is_deleting(claim) and not nodeclaims.is_true(claim, nodeclaims.LAUNCHED)
+
+
+def _nodeclass_name(claim: dict[str, Any]) -> str:
+    return str(((claim.get("spec") or {}).get("nodeClassRef") or {}).get("name", ""))
+
+
+def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan) -> dict[str, Any]:
+    """Create the NodeClaim for one planned node (a fresh random name on the rare name collision)."""
+    pool = world.nodepool(claim_plan.nodepool) or {"metadata": {"name": claim_plan.nodepool}}
+    for _attempt in range(5):
+        body = nodeclaims.build(
+            name=nodeclaims.new_name(claim_plan.nodepool),
+            nodepool=pool,
+            requirements=claim_plan.requirements,
+            requests=claim_plan.requests,
+        )
+        try:
+            return ctx.cluster.create_nodeclaim(body)
+        except Conflict as exc:
+            if not exc.already_exists:
+                raise
+    raise RuntimeError(f"could not find a free NodeClaim name for NodePool {claim_plan.nodepool}")
+
+
+# Events are deduplicated per container for a while: a pod pending for a minute must not get
+# twelve identical events. Losing this memory costs one repeated event, nothing more.
+EVENT_REPEAT_SECONDS = 300.0
+_recent_events: dict[tuple[str, str, str], float] = {}
+
+
+def record_pod_events(ctx: Context, world: World, pending: list[dict[str, Any]], report: PassReport) -> None:
+    """``Nominated`` for pods given capacity, ``FailedScheduling`` with the reason for the others."""
+    now = time.monotonic()
+    for key, stamp in list(_recent_events.items()):
+        if now - stamp > EVENT_REPEAT_SECONDS:
+            del _recent_events[key]
+    for pod in pending:
+        key = pod_key(pod)
+        if key in report.nominated:
+            reason, message, kind = "Nominated", f"Pod should schedule on: {report.nominated[key]}", "Normal"
+        elif key in report.unschedulable:
+            reason, message, kind = (
+                "FailedScheduling",
+                f"Failed to schedule pod, {report.unschedulable[key]}",
+                "Warning",
+            )
+        else:
+            continue
+        dedup = (key, reason, message)
+        if dedup in _recent_events:
+            continue
+        _recent_events[dedup] = now
+        ctx.cluster.record_event(pod, reason, message, event_type=kind)
+        if kind == "Warning":
+            ctx.logger.info("pod cannot be placed", extra={"pod": key, "reason": report.unschedulable[key]})
+
+
+def publish_metrics(ctx: Context, report: PassReport) -> None:
+    """EMF: pending pods and age, launches by type/zone/capacity type, errors by code, plan time, $/h."""
+    metrics = ctx.metrics
+    metrics.add_metric(name="PendingPods", unit=MetricUnit.Count, value=report.pending_pods)
+    metrics.add_metric(
+        name="OldestPendingPodAgeSeconds", unit=MetricUnit.Seconds, value=report.oldest_pending_seconds
+    )
+    metrics.add_metric(
+        name="ClusterCostPerHour", unit=MetricUnit.NoUnit, value=round(report.cost_per_hour, 4)
+    )
+    if report.plan_seconds:
+        metrics.add_metric(name="PlanSeconds", unit=MetricUnit.Seconds, value=report.plan_seconds)
+    namespace = getattr(metrics, "namespace", None)
+    launched = Counter((x.instance_type, x.zone, x.capacity_type) for x in report.launched if not x.adopted)
+    for (instance_type, zone, capacity_type), count in sorted(launched.items()):
+        with single_metric(
+            name="NodeClaimsLaunched", unit=MetricUnit.Count, value=count, namespace=namespace
+        ) as metric:
+            metric.add_dimension(name="InstanceType", value=instance_type)
+            metric.add_dimension(name="Zone", value=zone)
+            metric.add_dimension(name="CapacityType", value=capacity_type)
+    for code, count in sorted(Counter(f.code for f in report.failures).items()):
+        with single_metric(
+            name="LaunchErrors", unit=MetricUnit.Count, value=count, namespace=namespace
+        ) as metric:
+            metric.add_dimension(name="ErrorCode", value=code)

@@ -1,0 +1,211 @@
+"""Launch NodeClaims through the cloud provider and record the result on them.
+
+A NodeClaim without ``Launched`` is either fresh from this pass or left by a pass that
+crashed. Before launching, the instance tagged with the NodeClaim's name is looked up:
+if a crash came after CreateFleet but before the status write, that instance is
+adopted instead of launching a second one (CreateFleet's ClientToken, derived from the
+NodeClaim's uid, is the second guard).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nodewright.api import labels
+from nodewright.cluster.resources import NODECLAIMS
+from nodewright.provisioning import nodeclaims
+from nodewright.provisioning.nodeclaims import LAUNCHED
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+
+
+@dataclass(frozen=True)
+class Launched:
+    """One NodeClaim's instance, as recorded on the NodeClaim."""
+
+    nodeclaim: str
+    nodepool: str
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float | None
+    adopted: bool = False
+
+
+@dataclass(frozen=True)
+class LaunchFailure:
+    nodeclaim: str
+    nodepool: str
+    code: str
+    message: str
+
+
+def launch_claim(
+    ctx: Context,
+    claim: dict[str, Any],
+    nodeclass: dict[str, Any],
+    candidates: Sequence[Any],
+    *,
+    fresh: bool = False,
+) -> Launched | LaunchFailure:
+    """Adopt the NodeClaim's instance if one exists, else launch one; then write the status.
+
+    ``fresh``: created by this pass, so no instance can exist yet and the lookup is skipped.
+    """
+    from nodewright.cloud import errors as cloud_errors
+
+    name = nodeclaims.name_of(claim)
+    pool = nodeclaims.nodepool_of(claim) or ""
+    existing = None if fresh else ctx.cloud.find_by_nodeclaim(name)
+    if existing is not None:
+        result, adopted = _adopted(existing), True
+    else:
+        if not candidates:
+            return _fail(
+                ctx,
+                claim,
+                "NoInstanceTypes",
+                f"NodeClaim {name}: none of its instance types is offered by its EC2NodeClass any more",
+            )
+        try:
+            result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates))
+        except cloud_errors.InsufficientCapacityError as exc:
+            codes = sorted({code for code, *_ in exc.errors}) or ["InsufficientInstanceCapacity"]
+            return _fail(ctx, claim, codes[0], str(exc))
+        except cloud_errors.LaunchError as exc:
+            return _fail(ctx, claim, exc.code, str(exc))
+        except cloud_errors.CloudError as exc:
+            return _fail(ctx, claim, type(exc).__name__, str(exc))
+        adopted = False
+    record_launch(ctx, claim, result, candidates)
+    return Launched(
+        nodeclaim=name,
+        nodepool=pool,
+        instance_id=result.instance_id,
+        instance_type=result.instance_type,
+        zone=result.zone,
+        capacity_type=result.capacity_type,
+        price=getattr(result, "price", None),
+        adopted=adopted,
+    )
+
+
+def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates: Sequence[Any]) -> Any:
+    """The cloud provider's LaunchRequest: candidates, the zones and capacity types the claim allows."""
+    from nodewright.cloud.provider import LaunchRequest
+
+    meta = claim.get("metadata") or {}
+    spec = claim.get("spec") or {}
+    requirements = spec.get("requirements") or []
+    capacity_types = allowed_values(
+        requirements, labels.CAPACITY_TYPE, {labels.CAPACITY_TYPE_SPOT, labels.CAPACITY_TYPE_ON_DEMAND}
+    )
+    zones = allowed_values(requirements, labels.ZONE, None)
+    return LaunchRequest(
+        nodeclaim_name=meta["name"],
+        nodeclaim_uid=str(meta.get("uid") or meta["name"]),
+        nodepool_name=nodeclaims.nodepool_of(claim) or "",
+        nodeclass=nodeclass,
+        instance_types=list(candidates),
+        zones=frozenset(zones) if zones is not None else None,
+        # Karpenter's default when a NodePool says nothing about capacity type: on-demand.
+        capacity_types=frozenset(capacity_types or {labels.CAPACITY_TYPE_ON_DEMAND}),
+        labels=dict(meta.get("labels") or {}),
+        taints=list(spec.get("taints") or []),
+        startup_taints=list(spec.get("startupTaints") or []),
+    )
+
+
+def allowed_values(
+    requirements: Sequence[dict[str, Any]], key: str, universe: set[str] | None
+) -> set[str] | None:
+    """Values the requirements allow for ``key``; None when unconstrained (or NotIn with no universe)."""
+    allowed = set(universe) if universe is not None else None
+    constrained = False
+    for requirement in requirements:
+        if requirement.get("key") != key:
+            continue
+        values = {str(v) for v in requirement.get("values") or []}
+        operator = requirement.get("operator")
+        if operator == "In":
+            allowed = values if allowed is None else allowed & values
+            constrained = True
+        elif operator == "NotIn" and allowed is not None:
+            allowed -= values
+            constrained = True
+    return allowed if constrained else None
+
+
+def _adopted(instance: Any) -> Any:
+    """An instance found by its NodeClaim tag, shaped like a launch result."""
+    from nodewright.cloud.provider import LaunchResult
+
+    return LaunchResult(
+        instance_id=instance.id,
+        instance_type=instance.instance_type,
+        zone=instance.zone,
+        capacity_type=instance.capacity_type,
+        provider_id=instance.provider_id,
+        image_id=instance.image_id,
+        subnet_id=instance.subnet_id,
+    )
+
+
+def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: Sequence[Any]) -> None:
+    """Labels for the chosen type/zone/capacity type; status: providerID, instanceID, capacity, Launched."""
+    name = nodeclaims.name_of(claim)
+    chosen = next((t for t in candidates if getattr(t, "name", None) == result.instance_type), None)
+    type_labels = dict(getattr(chosen, "labels", {}) or {}) if chosen is not None else {}
+    new_labels = {
+        **{k: str(v) for k, v in type_labels.items() if k in labels.WELL_KNOWN_LABELS},
+        labels.INSTANCE_TYPE: result.instance_type,
+        labels.ZONE: result.zone,
+        labels.CAPACITY_TYPE: result.capacity_type,
+    }
+    ctx.cluster.patch(NODECLAIMS, name, {"metadata": {"labels": new_labels}})
+    status = dict(claim.get("status") or {})
+    status.update(
+        {
+            "providerID": nodeclaims.make_provider_id(result.zone, result.instance_id),
+            "instanceID": result.instance_id,
+        }
+    )
+    if getattr(result, "image_id", None):
+        status["imageID"] = result.image_id
+    if chosen is not None:
+        status["capacity"] = _quantities(chosen.capacity)
+        status["allocatable"] = _quantities(chosen.allocatable)
+    status["conditions"] = nodeclaims.set_condition(
+        status.get("conditions") or [],
+        LAUNCHED,
+        True,
+        reason="Launched",
+        message=f"{result.instance_type} {result.capacity_type} in {result.zone}: {result.instance_id}",
+        now=ctx.clock.now(),
+    )
+    ctx.cluster.patch_nodeclaim_status(name, status)
+
+
+def _quantities(resources: Mapping[str, Any]) -> dict[str, str]:
+    """The scheduler's canonical integers (cpu in millicores) as Kubernetes quantities."""
+    from nodewright.scheduling.resources import format_resource
+
+    return {
+        str(k): v if isinstance(v, str) else format_resource(str(k), int(v)) for k, v in resources.items()
+    }
+
+
+def _fail(ctx: Context, claim: dict[str, Any], code: str, message: str) -> LaunchFailure:
+    """A launch that cannot succeed: event, log, and the NodeClaim goes (no instance exists)."""
+    name = nodeclaims.name_of(claim)
+    ctx.cluster.record_event(claim, "LaunchFailed", message, event_type="Warning")
+    ctx.logger.warning("launch failed", extra={"nodeclaim": name, "code": code, "error": message})
+    ctx.cluster.delete_nodeclaim(name)
+    ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
+    return LaunchFailure(
+        nodeclaim=name, nodepool=nodeclaims.nodepool_of(claim) or "", code=code, message=message
+    )

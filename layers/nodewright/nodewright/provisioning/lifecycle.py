@@ -1,0 +1,234 @@
+"""The NodeClaim lifecycle after launch: Registered → Initialized, timeouts, deletions, leaks.
+
+Every step reads the state it needs from the cluster and EC2 and is safe to repeat:
+a pass that dies half-way is finished by the next one.
+
+- Launched, and a Node with the same providerID appeared → Registered: the NodeClaim's
+  labels and taints are synced onto the Node, which gets the ``karpenter.sh/termination``
+  finalizer and the ``karpenter.sh/registered`` label; the unregistered taint goes.
+- Registered, the Node Ready, its startupTaints gone and the requested extended resources
+  reported → Initialized (``karpenter.sh/initialized`` on the Node; capacity and
+  allocatable copied to the NodeClaim).
+- Launched but not registered within ``REGISTRATION_TTL`` → the instance is terminated and
+  the NodeClaim deleted, with an event.
+- A NodeClaim being deleted (by a user, by a flow, or because its NodePool went) → its
+  Node is drained and deleted, the instance terminated, then the finalizer removed.
+- An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
+  → terminated once it is older than ``LEAK_GRACE``. A launched NodeClaim whose instance
+  is gone → deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from nodewright.api import labels
+from nodewright.cluster.resources import NODECLAIMS, NODES
+from nodewright.provisioning import nodeclaims
+from nodewright.provisioning.nodeclaims import INITIALIZED, LAUNCHED, REGISTERED
+from nodewright.provisioning.world import World
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+
+REGISTRATION_TTL = timedelta(minutes=15)
+# An instance younger than this may belong to a NodeClaim whose status write is in flight.
+LEAK_GRACE = timedelta(minutes=2)
+# DescribeInstances for garbage collection at most this often per container.
+GC_INTERVAL = timedelta(seconds=60)
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+
+
+@dataclass
+class LifecycleReport:
+    registered: list[str] = field(default_factory=list)
+    initialized: list[str] = field(default_factory=list)
+    timed_out: list[str] = field(default_factory=list)
+    finalized: list[str] = field(default_factory=list)
+    orphans_deleted: list[str] = field(default_factory=list)
+    leaked_terminated: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+
+
+_last_gc: dict[str, datetime] = {}
+
+
+def reset_gc_clock() -> None:
+    """Forget when leaks were last looked for (tests and benchmarks emulating invocations a minute apart)."""
+    _last_gc.clear()
+
+
+def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None) -> LifecycleReport:
+    """Move every NodeClaim one step along its lifecycle; see the module docstring."""
+    report = report or LifecycleReport()
+    nodes = world.nodes_by_provider_id()
+    for claim in world.nodeclaims:
+        name = nodeclaims.name_of(claim)
+        node = nodes.get(nodeclaims.provider_id(claim) or "")
+        if nodeclaims.is_deleting(claim):
+            finalize(ctx, claim, node)
+            report.finalized.append(name)
+        elif not nodeclaims.is_true(claim, LAUNCHED):
+            continue  # the launch step owns it (launch, or adopt the instance a crash left)
+        elif not nodeclaims.is_true(claim, REGISTERED):
+            if node is not None:
+                register(ctx, claim, node, world.taken_at)
+                report.registered.append(name)
+            elif _launched_before(claim, world.taken_at - REGISTRATION_TTL):
+                _give_up_registration(ctx, claim)
+                report.timed_out.append(name)
+        elif not nodeclaims.is_true(claim, INITIALIZED) and node is not None and _initialized(claim, node):
+            initialize(ctx, claim, node, world.taken_at)
+            report.initialized.append(name)
+    return report
+
+
+def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: datetime) -> None:
+    """Sync the NodeClaim's labels and taints onto its Node and mark both registered."""
+    node_name = nodeclaims.name_of(node)
+    claim_meta = claim.get("metadata") or {}
+    spec = claim.get("spec") or {}
+    node_labels = {**(claim_meta.get("labels") or {}), labels.NODE_REGISTERED: "true"}
+
+    def sync(current: dict[str, Any]) -> dict[str, Any]:
+        """From the Node as it is now (guarded by its resourceVersion): the kubelet may be lifting a
+        startup taint at this very moment, and a stale list written back would restore it."""
+        taints = [
+            t
+            for t in (current.get("spec") or {}).get("taints") or []
+            if t.get("key") != labels.UNREGISTERED_TAINT_KEY
+        ]
+        present = {(t.get("key"), t.get("effect")) for t in taints}
+        taints += [t for t in spec.get("taints") or [] if (t.get("key"), t.get("effect")) not in present]
+        finalizers = list((current.get("metadata") or {}).get("finalizers") or [])
+        if labels.TERMINATION_FINALIZER not in finalizers and not nodeclaims.is_deleting(current):
+            finalizers.append(labels.TERMINATION_FINALIZER)  # (the API server refuses it on a deleting node)
+        return {"metadata": {"labels": node_labels, "finalizers": finalizers}, "spec": {"taints": taints}}
+
+    ctx.cluster.update_with_retry(NODES, node_name, sync)
+    status = dict(claim.get("status") or {})
+    status["nodeName"] = node_name
+    status["conditions"] = nodeclaims.set_condition(
+        status.get("conditions") or [], REGISTERED, True, reason="Registered", now=now
+    )
+    ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
+    ctx.logger.info("NodeClaim registered", extra={"nodeclaim": nodeclaims.name_of(claim), "node": node_name})
+
+
+def _initialized(claim: dict[str, Any], node: dict[str, Any]) -> bool:
+    """Ready, no startupTaint (nor not-ready taint) left, and every requested extended resource reported."""
+    node_status = node.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in node_status.get("conditions") or []
+    )
+    if not ready:
+        return False
+    startup = {(t.get("key"), t.get("effect")) for t in (claim.get("spec") or {}).get("startupTaints") or []}
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if (taint.get("key"), taint.get("effect")) in startup or taint.get("key") == NOT_READY_TAINT:
+            return False
+    allocatable = node_status.get("allocatable") or {}
+    requests = ((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    extended = [r for r in requests if "/" in r]
+    return all(str(allocatable.get(r, "0")) not in ("0", "") for r in extended)
+
+
+def initialize(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: datetime) -> None:
+    node_status = node.get("status") or {}
+    ctx.cluster.patch_node(
+        nodeclaims.name_of(node), {"metadata": {"labels": {labels.NODE_INITIALIZED: "true"}}}
+    )
+    status = dict(claim.get("status") or {})
+    status["capacity"] = dict(node_status.get("capacity") or status.get("capacity") or {})
+    status["allocatable"] = dict(node_status.get("allocatable") or status.get("allocatable") or {})
+    status["conditions"] = nodeclaims.set_condition(
+        status.get("conditions") or [], INITIALIZED, True, reason="Initialized", now=now
+    )
+    ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
+
+
+def _launched_before(claim: dict[str, Any], moment: datetime) -> bool:
+    cond = nodeclaims.condition(claim, LAUNCHED) or {}
+    launched = nodeclaims.timestamp(cond.get("lastTransitionTime")) or nodeclaims.created_at(claim)
+    return bool(launched and launched < moment)
+
+
+def _give_up_registration(ctx: Context, claim: dict[str, Any]) -> None:
+    name = nodeclaims.name_of(claim)
+    message = (
+        f"NodeClaim {name}: no Node registered within {int(REGISTRATION_TTL.total_seconds() // 60)} minutes "
+        "of the launch; the instance is terminated (check the node role's access entry, user data, subnets)"
+    )
+    ctx.cluster.record_event(claim, "RegistrationTimeout", message, event_type="Warning")
+    ctx.logger.warning("NodeClaim registration timed out", extra={"nodeclaim": name})
+    ctx.cluster.delete_nodeclaim(name)  # the finalizer step below terminates the instance
+
+
+def finalize(ctx: Context, claim: dict[str, Any], node: dict[str, Any] | None) -> None:
+    """A NodeClaim being deleted: drain and delete its Node, terminate the instance, drop the finalizer."""
+    name = nodeclaims.name_of(claim)
+    if node is not None:
+        from nodewright import termination
+
+        if not termination.drain_and_delete_node(ctx, node, claim):
+            return  # still draining; the next pass continues where this one stopped
+    instance_id = nodeclaims.instance_id(claim)
+    terminated = [instance_id] if instance_id and ctx.cloud.delete(instance_id) else []
+    # A crash may have left an instance whose id never reached the status: find it by its tag.
+    terminated += ctx.cloud.delete_by_nodeclaim(name)
+    ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
+    ctx.logger.info("NodeClaim finalized", extra={"nodeclaim": name, "terminated": terminated})
+
+
+def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: LifecycleReport) -> None:
+    """NodeClaims of a deleted NodePool: delete them (their finalizer drains and terminates)."""
+    for claim in orphans:
+        name = nodeclaims.name_of(claim)
+        ctx.cluster.record_event(
+            claim, "NodePoolDeleted", f"NodePool {nodeclaims.nodepool_of(claim)} was deleted"
+        )
+        ctx.cluster.delete_nodeclaim(name)
+        report.orphans_deleted.append(name)
+
+
+def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, force: bool = False) -> None:
+    """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL)."""
+    key = ctx.settings.cluster_name
+    last = _last_gc.get(key)
+    if not force and last is not None and world.taken_at - last < GC_INTERVAL:
+        return
+    _last_gc[key] = world.taken_at
+    instances = ctx.cloud.list()
+    claim_names = {nodeclaims.name_of(c) for c in world.nodeclaims}
+    live_instance_ids = set()
+    for instance in instances:
+        live_instance_ids.add(instance.id)
+        if instance.nodeclaim in claim_names:
+            continue
+        if instance.launch_time and world.taken_at - instance.launch_time < LEAK_GRACE:
+            continue
+        ctx.logger.warning(
+            "terminating leaked instance",
+            extra={"instance": instance.id, "nodeclaim": instance.nodeclaim},
+        )
+        ctx.cloud.delete(instance.id)
+        report.leaked_terminated.append(instance.id)
+    for claim in world.nodeclaims:
+        instance_id = nodeclaims.instance_id(claim)
+        if (
+            instance_id
+            and instance_id not in live_instance_ids
+            and not nodeclaims.is_deleting(claim)
+            and _launched_before(claim, world.taken_at - LEAK_GRACE)
+        ):
+            name = nodeclaims.name_of(claim)
+            ctx.cluster.record_event(
+                claim,
+                "InstanceTerminated",
+                f"instance {instance_id} of NodeClaim {name} is gone",
+                event_type="Warning",
+            )
+            ctx.cluster.delete_nodeclaim(name)
+            report.vanished.append(name)

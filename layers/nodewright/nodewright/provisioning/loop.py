@@ -1,0 +1,198 @@
+"""One invocation of the provisioner: passes in a loop until shortly before the next schedule.
+
+EventBridge starts the function once a minute; a pod must not wait a minute, so while
+there is work the invocation polls every ``poll_interval_seconds`` and runs a pass when a
+new pending pod appears. New pods are batched as Karpenter batches them: the pass starts
+after ``batch_idle_seconds`` without another new pod, or ``batch_max_seconds`` after the
+first, so a burst is planned together.
+
+Every second of a looping function is billed, so the loop is adaptive: when no pod has
+been pending for ``idle_after_seconds`` (and no NodeClaim is still on its way), the
+invocation makes one pass and returns. A pod that no NodePool can place stops counting as
+activity after ``idle_after_seconds`` (it is retried every minute, never looped on forever).
+The moment of the last activity is kept in the
+state store (DynamoDB) when there is one, so a fresh container knows it too; without a
+store the newest NodeClaim's age stands in for it.
+
+The writers' lease is taken for each pass and given back after it, so the interruption and
+disruption writers get their turn between passes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from nodewright.provisioning import nodeclaims
+from nodewright.provisioning.flow import PassReport, provision
+from nodewright.provisioning.world import pending_since, pod_key
+from nodewright.scheduling.model import is_provisionable
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+
+# The invocation stops looping this long after it started: the next scheduled invocation
+# (every 60 s) takes over, and reserved concurrency 1 never sees two overlap.
+LOOP_BUDGET_SECONDS = 55.0
+# Stop when less than this is left before the Lambda timeout (a pass plus a launch must fit).
+SAFETY_MARGIN_SECONDS = 8.0
+# While a batch is open, look for new pods this often (a cheap list of pending pods).
+BATCH_POLL_SECONDS = 0.25
+TIMESTAMP_RESOLUTION = 1.0  # metav1.Time has whole seconds
+LEASE_IDENTITY = "provisioner"
+# A pass takes seconds; a holder that died mid-pass frees the lease after this long.
+LEASE_SECONDS = 30
+ACTIVITY_KEY = "provisioner#last-active"
+
+
+@dataclass
+class InvocationReport:
+    passes: list[PassReport] = field(default_factory=list)
+    idle: bool = False
+    lease_held: bool = True  # at least one pass ran under the writers' lease
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "passes": len(self.passes),
+            "idle": self.idle,
+            "leaseHeld": self.lease_held,
+            "seconds": round(self.seconds, 3),
+            "launched": sum(len(p.launched) for p in self.passes),
+            "nodeClaimsCreated": [c for p in self.passes for c in p.created],
+            "failures": sum(len(p.failures) for p in self.passes),
+            "pendingPods": self.passes[-1].pending_pods if self.passes else 0,
+        }
+
+
+def run(ctx: Context, remaining_seconds: float) -> InvocationReport:
+    """Passes until the loop budget or the Lambda's remaining time runs out (see the module docstring)."""
+    clock = ctx.clock
+    started = clock.monotonic()
+    deadline = started + min(LOOP_BUDGET_SECONDS, remaining_seconds - SAFETY_MARGIN_SECONDS)
+    report = InvocationReport(lease_held=False)
+    # Held for one pass at a time, never while waiting: an interruption replacement must not wait
+    # for a whole provisioner loop. A fresh identity per invocation: two overlapping invocations
+    # (reserved concurrency 1 should prevent it) can never both believe they hold it.
+    lease = ctx.cluster.writer_lease(
+        f"{LEASE_IDENTITY}/{uuid.uuid4().hex[:8]}", duration_seconds=LEASE_SECONDS
+    )
+    last_active = _last_active(ctx)
+    handled: frozenset[str] = frozenset()
+    while True:
+        arriving = [p for p in ctx.cluster.list_pending_pods() if is_provisionable(p)]
+        if arriving:  # a burst may be arriving right now: let it finish, then plan it in one pass
+            _wait_for_quiet(ctx, arriving, deadline)
+        if lease.acquire():
+            report.lease_held = True
+            try:
+                result = provision(ctx)
+            finally:
+                lease.release()
+            report.passes.append(result)
+            handled = result.pending_keys
+            if _active(result, ctx.settings.idle_after_seconds):
+                last_active = ctx.clock.now()
+                _store_last_active(ctx, last_active)
+        else:
+            ctx.logger.info("another writer holds the lease; this pass is skipped")
+        idle_for = (ctx.clock.now() - last_active).total_seconds() if last_active else float("inf")
+        if idle_for >= ctx.settings.idle_after_seconds:
+            report.idle = True
+            break
+        if not _wait_for_work(ctx, handled, deadline):
+            break
+    report.seconds = clock.monotonic() - started
+    return report
+
+
+def _active(result: PassReport, idle_after: float) -> bool:
+    """Whether this pass counts as activity that keeps the loop awake.
+
+    New capacity and its lifecycle count, and so does a pod pending for less than ``idle_after``.
+    A pod that has stayed unplaceable for longer (no NodePool fits it) does not: it is still
+    retried once a minute, but it cannot keep the function looping, and billed, forever.
+    """
+    life = result.lifecycle
+    moving = result.created or result.launched or life.registered or life.finalized or life.orphans_deleted
+    young = result.youngest_pending_seconds is not None and result.youngest_pending_seconds < idle_after
+    return bool(moving or young)
+
+
+def _wait_for_work(ctx: Context, handled: frozenset[str], deadline: float) -> bool:
+    """Sleep until a poll finds new pending pods or the poll interval ends; False at the deadline.
+
+    Returns True also when a plain poll interval passed, so in-flight NodeClaims keep moving
+    through their lifecycle while the loop is awake.
+    """
+    clock, settings = ctx.clock, ctx.settings
+    next_pass = clock.monotonic() + settings.poll_interval_seconds
+    while True:
+        now = clock.monotonic()
+        if now >= deadline:
+            return False
+        pods = [p for p in ctx.cluster.list_pending_pods() if is_provisionable(p)]
+        fresh = [p for p in pods if pod_key(p) not in handled]
+        if fresh:
+            return True  # the batch window opens before the pass (see run)
+        if now >= next_pass:
+            return True
+        clock.sleep(min(settings.poll_interval_seconds, next_pass - now, deadline - now))
+
+
+def _wait_for_quiet(ctx: Context, fresh: list[dict[str, Any]], deadline: float) -> None:
+    """Karpenter's batching: ``batch_idle_seconds`` without a new pod, at most ``batch_max_seconds``.
+
+    Quiet is measured from the newest pod's own pending time, so a burst that already went
+    quiet before we looked is planned at once.
+    """
+    clock, settings = ctx.clock, ctx.settings
+    opened = clock.monotonic()
+    seen = {pod_key(p) for p in fresh}
+    last_arrival = opened - _age_of_newest(ctx, fresh)
+    while True:
+        now = clock.monotonic()
+        if now - last_arrival >= settings.batch_idle_seconds or now - opened >= settings.batch_max_seconds:
+            return
+        if now >= deadline:
+            return
+        clock.sleep(min(BATCH_POLL_SECONDS, settings.batch_idle_seconds - (now - last_arrival)))
+        pods = [p for p in ctx.cluster.list_pending_pods() if is_provisionable(p)]
+        new = [p for p in pods if pod_key(p) not in seen]
+        if new:
+            seen.update(pod_key(p) for p in new)
+            last_arrival = clock.monotonic() - _age_of_newest(ctx, new)
+
+
+def _age_of_newest(ctx: Context, pods: list[dict[str, Any]]) -> float:
+    """Seconds since the most recent of ``pods`` surely became pending (0 when unknown).
+
+    API timestamps have whole seconds, truncated: a pod stamped ``:10`` may have become pending
+    at ``:10.99``, so a second is taken off, lest a burst still arriving look quiet already.
+    """
+    now = ctx.clock.now()
+    ages = [(now - since).total_seconds() - TIMESTAMP_RESOLUTION for p in pods if (since := pending_since(p))]
+    return max(0.0, min(ages, default=0.0))
+
+
+def _last_active(ctx: Context) -> datetime | None:
+    """When a pod was last pending: the state store's record, else the newest NodeClaim's creation."""
+    stored = None
+    if ctx.state is not None:
+        stored = nodeclaims.timestamp(ctx.state.get_marker(ACTIVITY_KEY))
+    claims = [nodeclaims.created_at(c) for c in ctx.cluster.list_nodeclaims()]
+    newest_claim = max((c for c in claims if c), default=None)
+    candidates = [t for t in (stored, newest_claim, _memory.get(ctx.settings.cluster_name)) if t]
+    return max(candidates, default=None)
+
+
+_memory: dict[str, datetime] = {}
+
+
+def _store_last_active(ctx: Context, moment: datetime) -> None:
+    _memory[ctx.settings.cluster_name] = moment
+    if ctx.state is not None:
+        # Kept a day: after that the cluster counts as idle anyway.
+        ctx.state.put_marker(ACTIVITY_KEY, nodeclaims.format_time(moment), ttl=86400)

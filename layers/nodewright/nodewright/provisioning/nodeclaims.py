@@ -1,0 +1,170 @@
+"""NodeClaim objects as the provisioner writes and reads them (plain karpenter.sh/v1 dicts).
+
+The provisioner creates a NodeClaim *before* it launches anything, so the object is the
+durable record of intent: a crash after the create is finished by the next pass (the
+claim is launched, or its instance adopted by tag), never launched twice.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from nodewright.api import labels
+from nodewright.cluster.objects import condition, is_deleting, name_of
+from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
+from nodewright.cluster.objects import parse_time as timestamp
+
+# The reading helpers are shared with the other flows (``nodewright.cluster.objects``) and
+# re-exported here under the names this package reads best with.
+__all__ = [
+    "build",
+    "condition",
+    "created_at",
+    "format_time",
+    "instance_id",
+    "is_deleting",
+    "is_true",
+    "make_provider_id",
+    "name_of",
+    "new_name",
+    "nodepool_of",
+    "provider_id",
+    "set_condition",
+    "timestamp",
+]
+
+API_VERSION = "karpenter.sh/v1"
+KIND = "NodeClaim"
+# Conditions of Karpenter v1's NodeClaim lifecycle, in the order they become true.
+LAUNCHED = "Launched"
+REGISTERED = "Registered"
+INITIALIZED = "Initialized"
+_SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def new_name(nodepool: str) -> str:
+    """``<nodepool>-<5 random chars>``, as Karpenter's generateName produces."""
+    return f"{nodepool}-{''.join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))}"
+
+
+def build(
+    *,
+    name: str,
+    nodepool: Mapping[str, Any],
+    requirements: list[dict[str, Any]],
+    requests: Mapping[str, str],
+) -> dict[str, Any]:
+    """A NodeClaim for ``nodepool`` (its v1 dict) with the plan's requirements and resource requests.
+
+    Labels: the template's labels plus ``karpenter.sh/nodepool``; every requirement that
+    pins a single value (``In`` with one value) becomes a label too, as Karpenter does, so
+    the node the kubelet registers carries it from the start.
+    """
+    pool_meta = nodepool.get("metadata") or {}
+    template = (nodepool.get("spec") or {}).get("template") or {}
+    template_meta = template.get("metadata") or {}
+    template_spec = template.get("spec") or {}
+    claim_labels: dict[str, str] = dict(template_meta.get("labels") or {})
+    for requirement in requirements:
+        values = requirement.get("values") or []
+        if requirement.get("operator") == "In" and len(values) == 1:
+            claim_labels[requirement["key"]] = str(values[0])
+    claim_labels[labels.NODEPOOL] = pool_meta["name"]
+    spec: dict[str, Any] = {
+        "nodeClassRef": dict(template_spec.get("nodeClassRef") or {}),
+        "requirements": requirements,
+        "resources": {"requests": dict(requests)},
+    }
+    for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
+        if template_spec.get(key) is not None:
+            spec[key] = template_spec[key]
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": claim_labels,
+        "annotations": dict(template_meta.get("annotations") or {}),
+        "finalizers": [labels.TERMINATION_FINALIZER],
+    }
+    if pool_meta.get("uid"):
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": API_VERSION,
+                "kind": "NodePool",
+                "name": pool_meta["name"],
+                "uid": pool_meta["uid"],
+                "blockOwnerDeletion": True,
+            }
+        ]
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def nodepool_of(claim: Mapping[str, Any]) -> str | None:
+    return ((claim.get("metadata") or {}).get("labels") or {}).get(labels.NODEPOOL)
+
+
+def is_true(obj: Mapping[str, Any], kind: str) -> bool:
+    cond = condition(obj, kind)
+    return bool(cond and cond.get("status") == "True")
+
+
+def provider_id(claim: Mapping[str, Any]) -> str | None:
+    return (claim.get("status") or {}).get("providerID") or None
+
+
+def make_provider_id(zone: str, instance_id: str) -> str:
+    return f"aws:///{zone}/{instance_id}"
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def created_at(obj: Mapping[str, Any]) -> datetime | None:
+    return timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+def set_condition(
+    conditions: Iterable[Mapping[str, Any]],
+    kind: str,
+    status: bool,
+    *,
+    reason: str,
+    message: str = "",
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """Conditions with ``kind`` set; ``lastTransitionTime`` moves only when the status changes."""
+    wanted = "True" if status else "False"
+    result: list[dict[str, Any]] = []
+    found = False
+    for cond in conditions:
+        if cond.get("type") != kind:
+            result.append(dict(cond))
+            continue
+        found = True
+        transition = cond.get("lastTransitionTime") if cond.get("status") == wanted else format_time(now)
+        result.append(
+            {
+                "type": kind,
+                "status": wanted,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": transition,
+            }
+        )
+    if not found:
+        result.append(
+            {
+                "type": kind,
+                "status": wanted,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": format_time(now),
+            }
+        )
+    return result

@@ -1,0 +1,338 @@
+"""The real provisioner handler, invoked with a real scheduled-event payload, against the sandbox.
+
+One sandbox (Kubernetes API emulator + simulated scheduler/kubelet/controllers + moto server) serves
+the module; every test starts from an empty cluster (no workloads, NodeClaims, nodes or instances).
+The handler's loop length is steered the way Lambda steers it: through the context's remaining time.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from conftest import load_function
+from nodewright.api import labels
+from nodewright.cli.demo import SCHEDULED_EVENT, LambdaContext
+from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
+from nodewright.provisioning import loop
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-e2e")]
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Any]:
+    from sandbox import Sandbox
+
+    with Sandbox(cluster_name="e2e-provisioner", boot_delay=0.2, init_delay=0.2) as sb:
+        sb.apply_crds()
+        yield sb
+
+
+@pytest.fixture
+def env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    for key, value in sandbox.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
+    monkeypatch.setenv("POLL_INTERVAL_SECONDS", "1")  # the tests' invocations loop for seconds, not a minute
+    return sandbox
+
+
+@pytest.fixture
+def cluster(env: Any) -> Iterator[Any]:
+    """The project's own Kubernetes client on the sandbox; the cluster is emptied after the test."""
+    from nodewright.cluster import connect, reset_connections
+    from nodewright.settings import Settings
+
+    kube = connect(Settings.from_env())
+    kube.create(EC2NODECLASSES, nodeclass(env))
+    yield kube
+    _empty(kube, env)
+    reset_connections()
+
+
+def nodeclass(sb: Any) -> dict[str, Any]:
+    selector = [{"tags": {"karpenter.sh/discovery": sb.cluster_name}}]
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "amiFamily": "AL2023",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "role": sb.aws.node_role_name,
+            "subnetSelectorTerms": selector,
+            "securityGroupSelectorTerms": selector,
+        },
+    }
+
+
+def nodepool(name: str, requirements: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": requirements,
+                }
+            },
+            **spec,
+        },
+    }
+
+
+GENERAL = [
+    {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+    {"key": labels.INSTANCE_CATEGORY, "operator": "In", "values": ["c", "m", "r"]},
+    {"key": labels.INSTANCE_GENERATION, "operator": "Gt", "values": ["4"]},
+]
+
+
+def inflate(replicas: int, cpu: str = "1", memory: str = "1Gi") -> dict[str, Any]:
+    """The seeds' ``inflate`` deployment."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "inflate", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "inflate"}},
+            "template": {
+                "metadata": {"labels": {"app": "inflate"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "inflate",
+                            "image": "public.ecr.aws/amazonlinux/amazonlinux:latest",
+                            "command": ["sleep", "3600"],
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def invoke(seconds: float) -> dict[str, Any]:
+    """One scheduled invocation of the real handler that may loop for ``seconds``."""
+    app = load_function("provisioner")
+    event = {**SCHEDULED_EVENT, "id": str(uuid.uuid4())}
+    return app.handler(event, LambdaContext(loop.SAFETY_MARGIN_SECONDS + seconds))
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def pods(kube: Any) -> list[dict[str, Any]]:
+    return kube.list(PODS, namespace="default")
+
+
+def running(kube: Any) -> int:
+    return sum(1 for p in pods(kube) if (p.get("status") or {}).get("phase") == "Running")
+
+
+def unschedulable(kube: Any) -> int:
+    return len(kube.list_pending_pods())
+
+
+def instances(sb: Any) -> list[dict[str, Any]]:
+    """Live instances tagged for the sandbox cluster, straight from EC2 (moto)."""
+    ec2 = sb.aws_client("ec2")
+    try:
+        pages = ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "tag:eks:eks-cluster-name", "Values": [sb.cluster_name]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+    finally:
+        ec2.close()
+
+
+def _empty(kube: Any, sb: Any) -> None:
+    """Back to an empty cluster: workloads, instances, NodeClaims (finalizers dropped), nodes, NodePools."""
+    kube.delete(DEPLOYMENTS, "inflate", namespace="default")
+    for replicaset in kube.list(REPLICASETS, namespace="default"):
+        kube.delete(REPLICASETS, replicaset["metadata"]["name"], namespace="default")
+    ids = [i["InstanceId"] for i in instances(sb)]
+    if ids:
+        ec2 = sb.aws_client("ec2")
+        ec2.terminate_instances(InstanceIds=ids)
+        ec2.close()
+    for claim in kube.list(NODECLAIMS):
+        kube.patch(NODECLAIMS, claim["metadata"]["name"], {"metadata": {"finalizers": None}})
+        kube.delete(NODECLAIMS, claim["metadata"]["name"])
+    for pool in kube.list(NODEPOOLS):
+        kube.delete(NODEPOOLS, pool["metadata"]["name"])
+    kube.delete(EC2NODECLASSES, "default")
+    sb.faults.clear()
+
+    def emptied() -> bool:
+        for pod in pods(kube):
+            kube.delete(PODS, pod["metadata"]["name"], namespace="default", grace_period_seconds=0)
+        for node in kube.list(NODES):
+            kube.patch(NODES, node["metadata"]["name"], {"metadata": {"finalizers": None}})
+            kube.delete(NODES, node["metadata"]["name"])
+        return not pods(kube) and not kube.list(NODES)
+
+    wait_for("the cluster to empty", emptied, timeout=15)
+
+
+def claims_by_instance(kube: Any) -> dict[str, str]:
+    return {
+        (c.get("status") or {}).get("instanceID", ""): c["metadata"]["name"] for c in kube.list(NODECLAIMS)
+    }
+
+
+# --- the scenarios -----------------------------------------------------------------------------
+
+
+def test_inflate_gets_capacity_all_pods_run_and_a_second_invocation_launches_nothing(
+    cluster: Any, env: Any
+) -> None:
+    cluster.create(NODEPOOLS, nodepool("general", GENERAL))
+    cluster.create(DEPLOYMENTS, inflate(10), namespace="default")
+    wait_for("10 unschedulable inflate pods", lambda: unschedulable(cluster) == 10)
+
+    first = invoke(seconds=6)
+
+    assert first["leaseHeld"] is True
+    assert first["launched"] >= 1
+    wait_for("all 10 inflate pods Running", lambda: running(cluster) == 10)
+    launched = instances(env)
+    assert len(launched) == first["launched"]
+    claims = cluster.list(NODECLAIMS)
+    assert all(c["status"]["providerID"].endswith(c["status"]["instanceID"]) for c in claims)
+    assert sorted(claims_by_instance(cluster)) == sorted(i["InstanceId"] for i in launched)
+    events = cluster.list(EVENTS, namespace="default")
+    assert any(e["reason"] == "Nominated" and e["involvedObject"]["kind"] == "Pod" for e in events)
+
+    second = invoke(seconds=3)
+
+    assert second["launched"] == 0
+    assert second["nodeClaimsCreated"] == []
+    assert len(instances(env)) == len(launched)
+    for claim in cluster.list(NODECLAIMS):
+        true = {c["type"] for c in claim["status"]["conditions"] if c["status"] == "True"}
+        assert true >= {"Launched", "Registered", "Initialized"}, claim["status"]["conditions"]
+        node = cluster.get(NODES, claim["status"]["nodeName"])
+        assert node["metadata"]["labels"][labels.NODE_INITIALIZED] == "true"
+        assert labels.TERMINATION_FINALIZER in node["metadata"]["finalizers"]
+
+
+def test_nodepool_limits_are_respected_and_the_rest_stay_pending_with_a_reason(
+    cluster: Any, env: Any
+) -> None:
+    cluster.create(NODEPOOLS, nodepool("small", GENERAL, limits={"cpu": "4"}))
+    cluster.create(DEPLOYMENTS, inflate(10), namespace="default")
+    wait_for("10 unschedulable inflate pods", lambda: unschedulable(cluster) == 10)
+
+    invoke(seconds=3)
+
+    launched = instances(env)
+    assert launched, "some capacity within the limit is launched"
+    total_vcpus = sum(_vcpus(env, i["InstanceType"]) for i in launched)
+    assert total_vcpus <= 4
+    wait_for("the pods that fit to run", lambda: running(cluster) >= 1)
+    warnings = [e for e in cluster.list(EVENTS, namespace="default") if e["reason"] == "FailedScheduling"]
+    assert any("limit" in e["message"] for e in warnings), [e["message"] for e in warnings]
+
+
+@pytest.mark.parametrize("moment", ["before-launch", "after-launch"])
+def test_a_crash_around_the_launch_converges_to_one_instance_per_nodeclaim(
+    cluster: Any, env: Any, moment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodewright.cloud.provider import CloudProvider
+
+    cluster.create(NODEPOOLS, nodepool("general", GENERAL))
+    cluster.create(DEPLOYMENTS, inflate(2), namespace="default")
+    wait_for("2 unschedulable inflate pods", lambda: unschedulable(cluster) == 2)
+    real_create = CloudProvider.create
+
+    def dying(self: CloudProvider, request: Any) -> Any:
+        monkeypatch.setattr(CloudProvider, "create", real_create)
+        if moment == "after-launch":
+            real_create(self, request)  # the instance exists; the status write never happens
+        raise RuntimeError(f"injected crash {moment}")
+
+    monkeypatch.setattr(CloudProvider, "create", dying)
+    with pytest.raises(RuntimeError, match="injected crash"):
+        invoke(seconds=2)
+    assert len(cluster.list(NODECLAIMS)) >= 1
+    assert len(instances(env)) == (1 if moment == "after-launch" else 0)
+
+    invoke(seconds=3)
+
+    claims = cluster.list(NODECLAIMS)
+    launched = instances(env)
+    assert len(launched) == len(claims)
+    assert sorted(claims_by_instance(cluster)) == sorted(i["InstanceId"] for i in launched)
+    wait_for("both inflate pods Running", lambda: running(cluster) == 2)
+
+
+def test_insufficient_capacity_on_the_cheapest_offering_falls_back_to_the_next(
+    cluster: Any, env: Any
+) -> None:
+    only_m5 = [
+        {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+        {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large", "m5.xlarge"]},
+    ]
+    cluster.create(NODEPOOLS, nodepool("m5", only_m5))
+    for zone in env.zones:
+        env.faults.insufficient_capacity("m5.large", zone, "on-demand")
+    cluster.create(DEPLOYMENTS, inflate(1), namespace="default")
+    wait_for("1 unschedulable inflate pod", lambda: unschedulable(cluster) == 1)
+
+    result = invoke(seconds=3)
+
+    assert result["failures"] == 0
+    assert [i["InstanceType"] for i in instances(env)] == ["m5.xlarge"]
+    assert env.faults.ice_reported >= 1
+    wait_for("the inflate pod Running", lambda: running(cluster) == 1)
+
+
+def test_an_invalid_nodepool_is_skipped_with_a_condition_and_an_event_while_the_others_work(
+    cluster: Any, env: Any
+) -> None:
+    broken = nodepool("broken", [{"key": "karpenter.sh/team", "operator": "In", "values": ["a"]}], weight=100)
+    cluster.create(NODEPOOLS, broken)
+    cluster.create(NODEPOOLS, nodepool("general", GENERAL))
+    cluster.create(DEPLOYMENTS, inflate(1), namespace="default")
+    wait_for("1 unschedulable inflate pod", lambda: unschedulable(cluster) == 1)
+
+    invoke(seconds=2)
+
+    stored = cluster.get(NODEPOOLS, "broken")
+    conditions = {c["type"]: c for c in stored["status"]["conditions"]}
+    assert conditions["Ready"]["status"] == "False"
+    assert conditions["ValidationSucceeded"]["status"] == "False"
+    assert "requirements[0].key" in conditions["ValidationSucceeded"]["message"]
+    assert "restricted" in conditions["ValidationSucceeded"]["message"]
+    events = [e for e in cluster.list(EVENTS, namespace="default") if e["involvedObject"]["name"] == "broken"]
+    assert [e["reason"] for e in events] == ["InvalidNodePool"]
+    assert {c["metadata"]["labels"][labels.NODEPOOL] for c in cluster.list(NODECLAIMS)} == {"general"}
+    wait_for("the inflate pod Running", lambda: running(cluster) == 1)
+
+
+def _vcpus(sb: Any, instance_type: str) -> int:
+    ec2 = sb.aws_client("ec2")
+    try:
+        info = ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
+    finally:
+        ec2.close()
+    return int(info["VCpuInfo"]["DefaultVCpus"])

@@ -1,0 +1,829 @@
+"""The provisioning pass and lifecycle against in-memory doubles of the cluster and the cloud.
+
+The doubles implement only what ``nodewright.cluster.Cluster`` and the cloud provider expose
+and keep the API server's rules that matter here (finalizers hold a deleted object, names are
+unique); the sandbox end-to-end tests run the same flow against the real clients.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from nodewright.api import labels
+from nodewright.cloud.pricetable import PriceTable
+from nodewright.cloud.provider import LaunchResult
+from nodewright.cluster.errors import Conflict
+from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS
+from nodewright.context import Context
+from nodewright.provisioning import flow, lifecycle, nodeclaims, planning
+from nodewright.settings import Settings
+
+T0 = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.moment = T0
+        self.mono = 1000.0
+
+    def now(self) -> datetime:
+        return self.moment
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.mono += seconds
+        self.moment += timedelta(seconds=seconds)
+
+
+@dataclass
+class Snapshot:
+    nodes: list[dict[str, Any]]
+    nodeclaims: list[dict[str, Any]]
+    nodepools: list[dict[str, Any]]
+    ec2nodeclasses: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
+    persistent_volumes: list[dict[str, Any]] = field(default_factory=list)
+    persistent_volume_claims: list[dict[str, Any]] = field(default_factory=list)
+    storage_classes: list[dict[str, Any]] = field(default_factory=list)
+
+
+class FakeLease:
+    held_elsewhere = False
+
+    def acquire(self) -> bool:
+        return not self.held_elsewhere
+
+    def renew(self) -> None:
+        return None
+
+    def release(self) -> None:
+        return None
+
+
+class FakeCluster:
+    """Objects by kind and name; deletes honour finalizers as the API server does."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {
+            "NodeClaim": {},
+            "Node": {},
+            "Pod": {},
+            "NodePool": {},
+        }
+        self.objects["EC2NodeClass"] = {}
+        self.events: list[tuple[str, str, str, str]] = []
+        self.calls: list[str] = []
+        self.lease = FakeLease()
+        self.lease_identities: list[str] = []
+        self._uids = itertools.count(1)
+
+    def add(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-{next(self._uids)}")
+        meta.setdefault("creationTimestamp", nodeclaims.format_time(self.clock.now()))
+        obj["kind"] = kind
+        self.objects[kind][meta["name"]] = obj
+        return copy.deepcopy(obj)
+
+    def _list(self, kind: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(o) for o in self.objects[kind].values()]
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            nodes=self._list("Node"),
+            nodeclaims=self._list("NodeClaim"),
+            nodepools=self._list("NodePool"),
+            ec2nodeclasses=self._list("EC2NodeClass"),
+            pods=self._list("Pod"),
+        )
+
+    def list_pending_pods(self) -> list[dict[str, Any]]:
+        return self._list("Pod")
+
+    def list_nodeclaims(self) -> list[dict[str, Any]]:
+        return self._list("NodeClaim")
+
+    def create_nodeclaim(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body["metadata"]["name"] in self.objects["NodeClaim"]:
+            raise Conflict(409, "exists", reason="AlreadyExists")
+        self.calls.append(f"create {body['metadata']['name']}")
+        return self.add("NodeClaim", body)
+
+    def patch(
+        self, resource: Any, name: str, patch: dict[str, Any], *, subresource: str | None = None
+    ) -> Any:
+        kind = {NODECLAIMS.plural: "NodeClaim", NODEPOOLS.plural: "NodePool"}[resource.plural]
+        self.calls.append(f"patch {kind} {name} {subresource or ''}".strip())
+        _merge(self.objects[kind][name], patch)
+        return copy.deepcopy(self.objects[kind][name])
+
+    def patch_nodeclaim_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(f"status {name}")
+        _merge(self.objects["NodeClaim"][name], {"status": status})
+        return copy.deepcopy(self.objects["NodeClaim"][name])
+
+    def update_with_retry(self, resource: Any, name: str, mutate: Any) -> dict[str, Any] | None:
+        assert resource.plural == "nodes"
+        patch = mutate(copy.deepcopy(self.objects["Node"][name]))
+        if patch is not None:
+            _merge(self.objects["Node"][name], patch)
+        return copy.deepcopy(self.objects["Node"][name])
+
+    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        _merge(self.objects["Node"][name], patch)
+        return copy.deepcopy(self.objects["Node"][name])
+
+    def delete_node(self, name: str) -> None:
+        self.objects["Node"].pop(name, None)
+
+    def delete_nodeclaim(self, name: str) -> None:
+        obj = self.objects["NodeClaim"].get(name)
+        if obj is None:
+            return
+        if obj["metadata"].get("finalizers"):
+            obj["metadata"].setdefault("deletionTimestamp", nodeclaims.format_time(self.clock.now()))
+        else:
+            del self.objects["NodeClaim"][name]
+
+    def remove_finalizer(self, resource: Any, name: str, finalizer: str) -> None:
+        obj = self.objects["NodeClaim"].get(name)
+        if obj is None:
+            return
+        obj["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers", []) if f != finalizer]
+        if not obj["metadata"]["finalizers"] and obj["metadata"].get("deletionTimestamp"):
+            del self.objects["NodeClaim"][name]
+
+    def record_event(
+        self, involved: dict[str, Any], reason: str, message: str, *, event_type: str = "Normal"
+    ) -> None:
+        self.events.append((involved.get("kind", ""), involved["metadata"]["name"], reason, message))
+
+    def writer_lease(self, identity: str, **_: Any) -> FakeLease:
+        self.lease_identities.append(identity)
+        return self.lease
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        elif value is None:
+            target.pop(key, None)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+@dataclass
+class Offering:
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool = True
+
+
+@dataclass
+class InstanceType:
+    name: str
+    offerings: list[Offering]
+    capacity: dict[str, int] = field(default_factory=lambda: {"cpu": 4000, "memory": 16 * 2**30, "pods": 58})
+    allocatable: dict[str, int] = field(
+        default_factory=lambda: {"cpu": 3920, "memory": 14 * 2**30, "pods": 58}
+    )
+    labels: dict[str, str] = field(default_factory=lambda: {labels.ARCH: "amd64"})
+
+
+@dataclass
+class Instance:
+    """The fields of ``nodewright.cloud.provider.Instance`` the flow reads."""
+
+    id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    nodeclaim: str
+    launch_time: datetime
+    image_id: str = "ami-1"
+    subnet_id: str = "subnet-1"
+
+    @property
+    def provider_id(self) -> str:
+        return f"aws:///{self.zone}/{self.id}"
+
+
+class FakeCloud:
+    """The CloudProvider's interface over a dict of instances."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.instances: dict[str, Instance] = {}
+        self.terminated: list[str] = []
+        self.requests: list[Any] = []
+        self.fail_with: Exception | None = None
+        self._ids = itertools.count(1)
+        self.types = [
+            InstanceType("m5.large", [Offering("us-west-2a", "on-demand", 0.096)]),
+            InstanceType("m5.xlarge", [Offering("us-west-2a", "on-demand", 0.192)]),
+        ]
+
+    @property
+    def catalog(self) -> Any:
+        """The price table the flow reads for the cluster's $/h: what the fake's offerings say."""
+        on_demand = {
+            t.name: o.price for t in self.types for o in t.offerings if o.capacity_type == "on-demand"
+        }
+        spot = {
+            (t.name, o.zone): o.price for t in self.types for o in t.offerings if o.capacity_type == "spot"
+        }
+        table = PriceTable(on_demand=on_demand, spot=spot)
+        return type("FakeCatalog", (), {"prices": staticmethod(lambda: table)})()
+
+    @property
+    def creates(self) -> int:
+        return len(self.requests)
+
+    def instance_types(self, nodeclass: dict[str, Any]) -> list[InstanceType]:
+        return self.types
+
+    def find_by_nodeclaim(self, name: str) -> Instance | None:
+        return next((i for i in self.instances.values() if i.nodeclaim == name), None)
+
+    def create(self, request: Any) -> LaunchResult:
+        self.requests.append(request)
+        if self.fail_with:
+            raise self.fail_with
+        chosen = request.instance_types[0]
+        offering = chosen.offerings[0]
+        instance = Instance(
+            f"i-{next(self._ids):017x}",
+            chosen.name,
+            offering.zone,
+            offering.capacity_type,
+            request.nodeclaim_name,
+            self.clock.now(),
+        )
+        self.instances[instance.id] = instance
+        return LaunchResult(
+            instance_id=instance.id,
+            instance_type=instance.instance_type,
+            zone=instance.zone,
+            capacity_type=instance.capacity_type,
+            provider_id=instance.provider_id,
+            image_id=instance.image_id,
+            price=offering.price,
+        )
+
+    def list(self) -> list[Instance]:
+        return list(self.instances.values())
+
+    def delete(self, instance_id: str) -> bool:
+        if self.instances.pop(instance_id, None):
+            self.terminated.append(instance_id)
+            return True
+        return False
+
+    def delete_by_nodeclaim(self, name: str) -> list[str]:
+        return [i.id for i in list(self.instances.values()) if i.nodeclaim == name and self.delete(i.id)]
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.values: list[tuple[str, float]] = []
+        self.namespace = "Test"
+
+    def add_metric(self, name: str, unit: Any, value: float) -> None:
+        self.values.append((name, value))
+
+
+class Logger:
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str]] = []
+
+    def info(self, msg: str, **_: Any) -> None:
+        self.records.append(("info", msg))
+
+    def warning(self, msg: str, **_: Any) -> None:
+        self.records.append(("warning", msg))
+
+
+def pending_pod(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"pod-{name}"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+
+
+NODEPOOL = {
+    "apiVersion": "karpenter.sh/v1",
+    "metadata": {"name": "default"},
+    "spec": {
+        "template": {
+            "metadata": {"labels": {"team": "a"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+                "startupTaints": [{"key": "startup", "effect": "NoSchedule"}],
+            },
+        }
+    },
+}
+NODECLASS = {"apiVersion": "karpenter.k8s.aws/v1", "metadata": {"name": "default"}, "spec": {"role": "r"}}
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> tuple[Context, FakeCluster, FakeCloud]:
+    clock = FakeClock()
+    cluster, cloud = FakeCluster(clock), FakeCloud(clock)
+    cluster.add("NodePool", NODEPOOL)
+    cluster.add("EC2NodeClass", NODECLASS)
+    settings = Settings(cluster_name="test", region="us-west-2")
+    ctx = Context(settings, cluster, cloud, None, Logger(), Metrics(), clock=clock)
+    monkeypatch.setattr(planning, "validation_errors", lambda doc: list(doc.get("errors", [])))
+    monkeypatch.setattr(planning, "_schedule", StandInPlanner())
+    lifecycle.reset_gc_clock()
+    monkeypatch.setattr(flow, "_recent_events", {})
+    return ctx, cluster, cloud
+
+
+class StandInPlanner:
+    """Stands in for the scheduling core: pods given a NodeClaim once stay covered by it (in flight)."""
+
+    def __init__(self) -> None:
+        self.covered: set[str] = set()
+
+    def __call__(self, world: Any, pending: list[dict[str, Any]], pools: list[Any], *_: Any) -> Any:
+        fresh = [p for p in pending if p["metadata"]["name"] not in self.covered]
+        view = planning.PlanView()
+        if fresh and pools:
+            requirements = [
+                {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large", "m5.xlarge"]}
+            ]
+            view.new_claims.append(
+                planning.ClaimPlan(pools[0]["metadata"]["name"], requirements, {"cpu": "1"}, fresh)
+            )
+            self.covered.update(p["metadata"]["name"] for p in fresh)
+        elif fresh:
+            view.unschedulable = {f"default/{p['metadata']['name']}": "no NodePool is usable" for p in fresh}
+        return view
+
+
+def test_a_pass_creates_the_nodeclaim_before_it_launches_and_records_the_instance(world: Any) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    report = flow.provision(ctx)
+
+    assert len(report.created) == 1
+    assert len(report.launched) == 1
+    name = report.created[0]
+    assert cluster.calls.index(f"create {name}") < cluster.calls.index(f"status {name}")
+    claim = cluster.objects["NodeClaim"][name]
+    instance = next(iter(cloud.instances.values()))
+    assert claim["status"]["providerID"] == f"aws:///us-west-2a/{instance.id}"
+    assert claim["status"]["instanceID"] == instance.id
+    assert nodeclaims.is_true(claim, "Launched")
+    assert claim["metadata"]["labels"][labels.INSTANCE_TYPE] == "m5.large"
+    assert claim["metadata"]["labels"][labels.NODEPOOL] == "default"
+    assert claim["metadata"]["labels"]["team"] == "a"
+    assert claim["metadata"]["finalizers"] == [labels.TERMINATION_FINALIZER]
+    assert claim["status"]["capacity"] == {"cpu": "4", "memory": "16Gi", "pods": "58"}
+    assert claim["status"]["allocatable"] == {"cpu": "3920m", "memory": "14Gi", "pods": "58"}
+    assert claim["spec"]["startupTaints"] == [{"key": "startup", "effect": "NoSchedule"}]
+    assert ("Pod", "inflate-1", "Nominated", f"Pod should schedule on: nodeclaim/{name}") in cluster.events
+    assert ("ClusterCostPerHour", pytest.approx(0.096)) in ctx.metrics.values
+
+
+def test_the_cluster_cost_counts_every_launched_nodeclaim_from_the_price_table(world: Any) -> None:
+    ctx, cluster, _cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    flow.provision(ctx)
+    ctx.metrics.values.clear()
+
+    flow.provision(ctx)  # nothing new: the cost is the launched NodeClaim's, priced from the table
+
+    assert ("ClusterCostPerHour", pytest.approx(0.096)) in ctx.metrics.values
+
+
+def crash_around_create(cloud: FakeCloud, *, before: bool) -> None:
+    """The function dies once, just before CreateFleet or just after it returned (before the status write)."""
+    real = cloud.create
+
+    def dying(request: Any) -> LaunchResult:
+        cloud.create = real  # type: ignore[method-assign]
+        if not before:
+            real(request)
+        raise RuntimeError("injected crash")
+
+    cloud.create = dying  # type: ignore[method-assign]
+
+
+def test_crash_between_create_and_launch_is_finished_by_the_next_pass_with_one_instance(world: Any) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    crash_around_create(cloud, before=True)
+
+    with pytest.raises(RuntimeError, match="injected crash"):
+        flow.provision(ctx)
+    assert len(cluster.objects["NodeClaim"]) == 1
+    assert not cloud.instances
+
+    report = flow.provision(ctx)
+
+    assert report.created == []
+    assert len(report.launched) == 1
+    assert len(cloud.instances) == 1
+    assert cloud.creates == 1
+    assert nodeclaims.is_true(next(iter(cluster.objects["NodeClaim"].values())), "Launched")
+
+
+def test_crash_between_launch_and_status_write_adopts_the_instance_instead_of_launching_again(
+    world: Any,
+) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    crash_around_create(cloud, before=False)
+
+    with pytest.raises(RuntimeError, match="injected crash"):
+        flow.provision(ctx)
+    assert len(cloud.instances) == 1
+
+    report = flow.provision(ctx)
+
+    assert [x.adopted for x in report.launched] == [True]
+    assert cloud.creates == 1
+    assert len(cloud.instances) == 1
+    claim = next(iter(cluster.objects["NodeClaim"].values()))
+    assert claim["status"]["instanceID"] == next(iter(cloud.instances))
+
+
+def test_a_launch_that_fails_deletes_the_nodeclaim_with_an_event_and_counts_the_error(world: Any) -> None:
+    from nodewright.cloud import errors as cloud_errors
+
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    cloud.fail_with = cloud_errors.InsufficientCapacityError(
+        "x", [("InsufficientInstanceCapacity", "m5.large", "us-west-2a", "on-demand", "")]
+    )
+
+    report = flow.provision(ctx)
+
+    assert [f.code for f in report.failures] == ["InsufficientInstanceCapacity"]
+    assert cluster.objects["NodeClaim"] == {}
+    assert any(reason == "LaunchFailed" for _k, _n, reason, _m in cluster.events)
+
+
+def test_registration_syncs_labels_taints_and_finalizer_then_initialization_follows_readiness(
+    world: Any,
+) -> None:
+    ctx, cluster, _cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    name = flow.provision(ctx).created[0]
+    claim = cluster.objects["NodeClaim"][name]
+    node = cluster.add(
+        "Node",
+        {
+            "metadata": {"name": "ip-10-0-0-1", "labels": {}},
+            "spec": {
+                "providerID": claim["status"]["providerID"],
+                "taints": [
+                    {"key": labels.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"},
+                    {"key": "startup", "effect": "NoSchedule"},
+                ],
+            },
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "3920m"}},
+        },
+    )
+
+    report = flow.provision(ctx)
+
+    assert report.lifecycle.registered == [name]
+    assert report.lifecycle.initialized == []
+    node = cluster.objects["Node"]["ip-10-0-0-1"]
+    assert node["metadata"]["labels"][labels.NODE_REGISTERED] == "true"
+    assert node["metadata"]["labels"]["team"] == "a"
+    assert labels.TERMINATION_FINALIZER in node["metadata"]["finalizers"]
+    assert all(t["key"] != labels.UNREGISTERED_TAINT_KEY for t in node["spec"]["taints"])
+    assert cluster.objects["NodeClaim"][name]["status"]["nodeName"] == "ip-10-0-0-1"
+
+    node["spec"]["taints"] = []  # the startup taint is lifted by the node's own agent
+    report = flow.provision(ctx)
+
+    assert report.lifecycle.initialized == [name]
+    assert nodeclaims.is_true(cluster.objects["NodeClaim"][name], "Initialized")
+    assert node["metadata"]["labels"][labels.NODE_INITIALIZED] == "true"
+
+
+def test_an_instance_that_never_registers_is_terminated_after_fifteen_minutes(world: Any) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    name = flow.provision(ctx).created[0]
+    ctx.clock.advance(14 * 60)
+    assert flow.provision(ctx).lifecycle.timed_out == []
+
+    ctx.clock.advance(2 * 60)
+    report = flow.provision(ctx)
+    assert report.lifecycle.timed_out == [name]
+    flow.provision(ctx)  # the finalizer step: terminate, then drop the finalizer
+
+    assert cloud.instances == {}
+    assert len(cloud.terminated) == 1
+    assert name not in cluster.objects["NodeClaim"]
+    assert any(reason == "RegistrationTimeout" for _k, _n, reason, _m in cluster.events)
+
+
+def test_leaked_instances_are_terminated_after_the_grace_period_only(world: Any) -> None:
+    ctx, _cluster, cloud = world
+    young = Instance("i-young", "m5.large", "us-west-2a", "on-demand", "gone-1", T0)
+    old = Instance("i-old", "m5.large", "us-west-2a", "on-demand", "gone-2", T0 - timedelta(minutes=10))
+    cloud.instances = {"i-young": young, "i-old": old}
+
+    report = flow.provision(ctx)
+
+    assert report.lifecycle.leaked_terminated == ["i-old"]
+    assert set(cloud.instances) == {"i-young"}
+
+
+def test_deleting_a_nodepool_deletes_its_nodeclaims_which_terminate_their_instances(world: Any) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    name = flow.provision(ctx).created[0]
+    cluster.objects["Pod"].clear()
+    del cluster.objects["NodePool"]["default"]
+
+    assert flow.provision(ctx).lifecycle.orphans_deleted == [name]
+    assert flow.provision(ctx).lifecycle.finalized == [name]
+    assert cluster.objects["NodeClaim"] == {}
+    assert cloud.instances == {}
+
+
+def test_an_invalid_nodepool_is_skipped_with_a_condition_and_one_event_while_others_work(world: Any) -> None:
+    ctx, cluster, _cloud = world
+    broken = copy.deepcopy(NODEPOOL)
+    broken["metadata"]["name"] = "broken"
+    broken["spec"]["weight"] = 100  # tried first, if it were usable
+    broken["errors"] = ["spec.template.spec.requirements[0].weight: unknown field"]
+    cluster.add("NodePool", broken)
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    report = flow.provision(ctx)
+    flow.provision(ctx)
+
+    assert "broken" in report.skipped_nodepools
+    assert [c["metadata"]["labels"][labels.NODEPOOL] for c in cluster.objects["NodeClaim"].values()] == [
+        "default"
+    ]
+    conditions = {c["type"]: c for c in cluster.objects["NodePool"]["broken"]["status"]["conditions"]}
+    assert conditions["ValidationSucceeded"]["status"] == "False"
+    assert "weight: unknown field" in conditions["ValidationSucceeded"]["message"]
+    assert conditions["Ready"]["status"] == "False"
+    invalid_events = [e for e in cluster.events if e[2] == "InvalidNodePool"]
+    assert len(invalid_events) == 1
+    assert invalid_events[0][1] == "broken"
+    good = {c["type"]: c["status"] for c in cluster.objects["NodePool"]["default"]["status"]["conditions"]}
+    assert good == {"ValidationSucceeded": "True", "NodeClassReady": "True", "Ready": "True"}
+
+
+def test_a_nodepool_whose_nodeclass_is_missing_says_so(world: Any) -> None:
+    ctx, cluster, _cloud = world
+    cluster.objects["EC2NodeClass"].clear()
+
+    report = flow.provision(ctx)
+
+    assert "EC2NodeClass 'default' not found" in report.skipped_nodepools["default"]
+
+
+# --- the invocation loop: adaptive idle mode and batching -------------------------------------
+
+
+class ScriptedClock(FakeClock):
+    """A fake clock that runs scripted cluster changes when time passes them (pods arriving)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.script: list[tuple[float, Any]] = []
+
+    def advance(self, seconds: float) -> None:
+        target = self.mono + seconds
+        while self.script and self.script[0][0] <= target:
+            at, action = self.script.pop(0)
+            super().advance(max(0.0, at - self.mono))
+            action()
+        super().advance(target - self.mono)
+
+
+@pytest.fixture
+def looping(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Context, FakeCluster, ScriptedClock, list[float]]:
+    ctx, cluster, _cloud = world
+    clock = ScriptedClock()
+    cluster.clock = clock
+    ctx.clock = clock
+    ctx.cloud.clock = clock
+    pass_times: list[float] = []
+    real_provision = flow.provision
+
+    def timed(c: Context) -> Any:
+        pass_times.append(clock.mono - 1000.0)
+        return real_provision(c)
+
+    from nodewright.provisioning import loop
+
+    monkeypatch.setattr(loop, "provision", timed)
+    monkeypatch.setattr(loop, "_memory", {})
+    return ctx, cluster, clock, pass_times
+
+
+def add_settled_claim(cluster: FakeCluster) -> None:
+    """A NodeClaim created just now and already registered: recent activity, nothing to launch."""
+    cluster.add("NodeClaim", {"metadata": {"name": "default-old", "labels": {labels.NODEPOOL: "default"}}})
+    cluster.objects["NodeClaim"]["default-old"]["status"] = {
+        "conditions": [{"type": "Launched", "status": "True"}, {"type": "Registered", "status": "True"}]
+    }
+
+
+def test_an_idle_cluster_gets_one_pass_and_the_invocation_returns_at_once(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, _cluster, clock, pass_times = looping
+
+    report = loop.run(ctx, remaining_seconds=90)
+
+    assert report.idle
+    assert pass_times == [0.0]
+    assert clock.mono - 1000.0 < 1.0
+
+
+def test_recent_activity_keeps_the_loop_polling_until_the_budget_ends(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    add_settled_claim(cluster)
+
+    report = loop.run(ctx, remaining_seconds=90)
+
+    assert not report.idle
+    assert pass_times[:3] == [0.0, 5.0, 10.0]
+    assert 54.0 <= clock.mono - 1000.0 <= loop.LOOP_BUDGET_SECONDS + 1
+
+
+def test_a_pod_no_nodepool_can_place_does_not_keep_the_loop_awake_forever(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, _clock, pass_times = looping
+    cluster.objects["NodePool"].clear()
+    stuck = pending_pod("stuck")
+    stuck["status"]["conditions"][0]["lastTransitionTime"] = nodeclaims.format_time(
+        T0 - timedelta(minutes=20)
+    )
+    cluster.add("Pod", stuck)
+
+    report = loop.run(ctx, remaining_seconds=90)
+
+    assert report.idle
+    assert pass_times == [0.0]
+    assert report.passes[0].unschedulable == {"default/stuck": "no NodePool is usable"}
+
+
+def test_a_pod_that_just_became_pending_keeps_the_loop_awake(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, _clock, pass_times = looping
+    cluster.objects["NodePool"].clear()
+    cluster.add("Pod", pending_pod("new"))
+
+    report = loop.run(ctx, remaining_seconds=30)
+
+    assert not report.idle
+    assert len(pass_times) > 1
+
+
+def test_no_pass_runs_while_another_writer_holds_the_lease(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, _clock, pass_times = looping
+    cluster.add("Pod", pending_pod("p"))
+    cluster.lease.held_elsewhere = True
+
+    report = loop.run(ctx, remaining_seconds=20)
+
+    assert pass_times == []
+    assert report.lease_held is False
+    assert cluster.objects["NodeClaim"] == {}
+    assert cluster.lease_identities[0].startswith("provisioner/")
+
+
+def test_the_loop_stops_early_when_the_lambda_has_little_time_left(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, _pass_times = looping
+    cluster.add("Pod", pending_pod("p"))
+
+    loop.run(ctx, remaining_seconds=20)
+
+    assert clock.mono - 1000.0 <= 20 - loop.SAFETY_MARGIN_SECONDS + 0.5
+
+
+def test_a_burst_that_already_went_quiet_is_planned_together_at_the_next_poll(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    add_settled_claim(cluster)
+    for i, at in enumerate((1002.0, 1002.5, 1003.0)):
+        clock.script.append((at, lambda i=i: cluster.add("Pod", pending_pod(f"burst-{i}"))))
+
+    loop.run(ctx, remaining_seconds=30)
+
+    fresh_claims = [c for n, c in cluster.objects["NodeClaim"].items() if n != "default-old"]
+    assert len(fresh_claims) == 1
+    assert pass_times[1] == 5.0  # the first poll after the burst; its newest pod was 2 s quiet
+
+
+def test_a_steady_stream_of_pods_is_batched_for_at_most_ten_seconds(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    add_settled_claim(cluster)
+    for i in range(60):  # one new pod every 0.5 s from t=4.5 s on: never 1 s of quiet
+        clock.script.append((1004.5 + i * 0.5, lambda i=i: cluster.add("Pod", pending_pod(f"stream-{i}"))))
+
+    loop.run(ctx, remaining_seconds=40)
+
+    assert pass_times[1] == pytest.approx(15.0, abs=0.3)  # opened at the 5 s poll, closed 10 s later
+
+
+# --- replacement capacity for displaced nodes (the interruption flow's call) ---------------------
+
+
+def test_replacement_capacity_is_launched_for_the_reschedulable_pods_of_a_node_about_to_go(
+    world: Any,
+) -> None:
+    from nodewright.provisioning import replace_for_displaced
+
+    ctx, cluster, cloud = world
+    seen: list[Any] = []
+    planner = planning._schedule
+
+    def recording(w: Any, pending: list[dict[str, Any]], *rest: Any) -> Any:
+        seen.append((w, pending))
+        return planner(w, pending, *rest)
+
+    planning._schedule = recording  # the fixture's monkeypatch restores the original
+    node = cluster.add(
+        "Node",
+        {"metadata": {"name": "doomed", "labels": {labels.NODEPOOL: "default"}}, "spec": {"providerID": "p"}},
+    )
+    app = pending_pod("app-1")
+    app["spec"]["nodeName"] = "doomed"
+    app["status"] = {"phase": "Running"}
+    daemon = pending_pod("agent-1")
+    daemon["spec"]["nodeName"] = "doomed"
+    daemon["status"] = {"phase": "Running"}
+    daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent"}]
+    cluster.add("Pod", app)
+    cluster.add("Pod", daemon)
+
+    report = replace_for_displaced(ctx, [node["metadata"]["name"]])
+
+    assert len(report.created) == 1
+    assert len(report.launched) == 1
+    (planned_world, pending) = seen[0]
+    assert [p["metadata"]["name"] for p in pending] == ["app-1"]
+    assert "nodeName" not in pending[0]["spec"]
+    assert all(n["metadata"]["name"] != "doomed" for n in planned_world.nodes)
+    assert len(cloud.instances) == 1
+
+
+def test_nothing_is_launched_when_the_displaced_node_runs_only_daemonset_pods(world: Any) -> None:
+    from nodewright.provisioning import replace_for_displaced
+
+    ctx, cluster, cloud = world
+    cluster.add("Node", {"metadata": {"name": "doomed"}, "spec": {"providerID": "p"}})
+    daemon = pending_pod("agent-1")
+    daemon["spec"]["nodeName"] = "doomed"
+    daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent"}]
+    cluster.add("Pod", daemon)
+
+    report = replace_for_displaced(ctx, ["doomed"])
+
+    assert report.created == []
+    assert cloud.instances == {}
