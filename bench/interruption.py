@@ -218,22 +218,6 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def _load_handler() -> Any:
-    """``functions/interruption/app.py`` as Lambda loads it."""
-    import importlib.util
-
-    from sandbox.shared_data import REPO_ROOT
-
-    spec = importlib.util.spec_from_file_location(
-        "bench_interruption_app", REPO_ROOT / "functions/interruption/app.py"
-    )
-    if spec is None or spec.loader is None:
-        raise RuntimeError("functions/interruption/app.py is missing")
-    app = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(app)
-    return app
-
-
 def _measure(app: Any, processor: Any, instance_ids: list[str], messages: int) -> dict[str, Any]:
     """Throughput over the foreign mix, then one spot warning per owned node; per-message latencies."""
     latencies: list[float] = []
@@ -282,7 +266,9 @@ def run(args: argparse.Namespace) -> int:
         from nodewright.interruption import processing
         from nodewright.settings import Settings
 
-        app = _load_handler()
+        from sandbox.lambdas import load_function
+
+        app = load_function("interruption")
         settings = Settings.from_env()
         cluster = connect(settings)
         instance_ids = _owned_nodes(sb, cluster, args.nodes, args.pods)

@@ -115,15 +115,16 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
 
     Each includes the leaked-instance check (DescribeInstances), as a real invocation a minute
     after the previous one would."""
-    from nodewright.cli.demo import SCHEDULED_EVENT, LambdaContext, load_handler
     from nodewright.provisioning import lifecycle
 
-    app = load_handler()
+    from sandbox.lambdas import LambdaContext, load_function, scheduled_event
+
+    app = load_function("provisioner")
     durations = []
     for index in range(runs):
         lifecycle.reset_gc_clock()  # invocations come a minute apart: each one lists EC2 for leaks
         started = time.monotonic()
-        report = app.handler(dict(SCHEDULED_EVENT, id=f"idle-{index}"), LambdaContext(70))
+        report = app.handler(scheduled_event(f"idle-{index}"), LambdaContext(70))
         durations.append(time.monotonic() - started)
         if not report["idle"]:
             raise RuntimeError(f"the invocation did not run in idle mode: {report}")

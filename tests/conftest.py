@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from sandbox.shared_data import REPO_ROOT, shared_data_dir
+from sandbox.shared_data import shared_data_dir
 
 # No test may reach a real AWS endpoint or pick up a developer's credentials.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -30,14 +28,3 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("../shared/data is absent: this case needs the reference data (real prices/events)")
     return path
-
-
-def load_function(name: str) -> ModuleType:
-    """Import ``functions/<name>/app.py`` as Lambda would, without putting functions/ on sys.path."""
-    path = REPO_ROOT / "functions" / name / "app.py"
-    spec = importlib.util.spec_from_file_location(f"nodewright_function_{name}", path)
-    assert spec is not None, f"no handler at {path}"
-    assert spec.loader is not None, f"no loader for {path}"
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -17,28 +17,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import load_function
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
 
 from bench.interruption import eventbridge_event, sqs_batches
+from sandbox.lambdas import LambdaContext, load_function
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 REPLICAS = 4
 NOTICE_SECONDS = 120
-
-
-class LambdaContext:
-    def __init__(self, seconds: float, function_name: str) -> None:
-        self.function_name = function_name
-        self.memory_limit_in_mb = 512
-        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
-        self.aws_request_id = str(uuid.uuid4())
-        self._deadline = time.monotonic() + seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int((self._deadline - time.monotonic()) * 1000)
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import load_function
 from nodewright.api import labels
-from nodewright.cli.demo import SCHEDULED_EVENT, LambdaContext
 from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
 from nodewright.provisioning import loop
+
+from sandbox.lambdas import SCHEDULED_EVENT, LambdaContext, load_function
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-e2e")]
 

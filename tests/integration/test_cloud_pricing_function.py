@@ -9,11 +9,12 @@ from types import SimpleNamespace
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
-from conftest import load_function
 from moto import mock_aws
 from nodewright.cloud import aws
 from nodewright.cloud.state import StateStore, create_state_table
 from nodewright.settings import Settings
+
+from sandbox.lambdas import load_function
 
 TABLE = "nodewright-state"
 

@@ -14,12 +14,13 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import load_function
 from moto import mock_aws
 from nodewright.cloud.aws import reset_clients
 from nodewright.cluster import ApiUnavailable
 from nodewright.interruption import flow, processing
 from nodewright.interruption.processing import InterruptionProcessor
+
+from sandbox.lambdas import load_function
 
 INSTANCE = "i-0aaaaaaaaaaaaaaa1"
 

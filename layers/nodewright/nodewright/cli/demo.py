@@ -142,14 +142,13 @@ class SandboxRun:
 
     def _invoke_forever(self) -> None:
         from nodewright.provisioning import loop
+        from sandbox.lambdas import LambdaContext, load_function, scheduled_event
 
-        app = load_handler()
+        app = load_function("provisioner")
         while not self._stop.is_set():
             context = LambdaContext(loop.SAFETY_MARGIN_SECONDS + INVOCATION_SECONDS)
             try:
-                self.invocations.append(
-                    app.handler(dict(SCHEDULED_EVENT, id=str(len(self.invocations))), context)
-                )
+                self.invocations.append(app.handler(scheduled_event(str(len(self.invocations))), context))
             except Exception as exc:  # a failed invocation is retried by the next schedule, as in Lambda
                 self.say(f"provisioner invocation failed: {exc}")
                 time.sleep(1)
@@ -174,49 +173,6 @@ class SandboxRun:
             time.sleep(0.2)
         self.say(f"gave up waiting for {what} after {timeout:.0f}s")
         return False
-
-
-def load_handler() -> Any:
-    """``functions/provisioner/app.py`` imported as Lambda imports it."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[4] / "functions" / "provisioner" / "app.py"
-    spec = importlib.util.spec_from_file_location("nodewright_demo_provisioner", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"no provisioner handler at {path}")
-    app = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(app)
-    return app
-
-
-# AWS's example of what an EventBridge schedule delivers (EventBridge User Guide, "Creating a rule
-# that runs on a schedule"); only ``id`` changes per invocation.
-SCHEDULED_EVENT: dict[str, Any] = {
-    "version": "0",
-    "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
-    "detail-type": "Scheduled Event",
-    "source": "aws.events",
-    "account": "123456789012",
-    "time": "2015-10-08T16:53:06Z",
-    "region": "us-east-1",
-    "resources": ["arn:aws:events:us-east-1:123456789012:rule/my-scheduled-rule"],
-    "detail": {},
-}
-
-
-class LambdaContext:
-    """What Lambda passes as ``context``; the handler sizes its loop from the remaining time."""
-
-    function_name = "nodewright-provisioner"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:nodewright-provisioner"
-    aws_request_id = "local"
-
-    def __init__(self, seconds: float) -> None:
-        self._deadline = time.monotonic() + seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int((self._deadline - time.monotonic()) * 1000)
 
 
 # --- the story ------------------------------------------------------------------------------------
