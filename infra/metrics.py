@@ -1,9 +1,16 @@
 """The CloudWatch metrics the functions emit (EMF, namespace ``Nodewright``) and the dashboard reads.
 
 This is the contract between the flows (which emit) and the stack (which graphs and
-alarms). A flow that emits a metric not listed here is not on the dashboard; a name
-changed on one side only leaves an empty graph and an alarm that never fires. Keep the
-names in sync with the emitting code; the dimension names are part of the contract too.
+alarms), reconciled with the code: ``emitted_by`` names the call site, and
+tests/infra/test_infra_metrics.py scans the layer and the functions for every emitted name
+and runs the emitters to compare their dimension sets with ``dimensions``.
+
+CloudWatch matches a metric query on its *exact* dimension set. Powertools adds the
+dimension ``service`` (POWERTOOLS_SERVICE_NAME) to every metric, also to ``single_metric``
+ones, so a metric emitted with ``InstanceType``/``Zone``/``CapacityType`` exists only as
+{InstanceType, Zone, CapacityType, service}: the dashboard reaches such metrics with SEARCH
+expressions over that full schema, and plain metric queries are used only for metrics whose
+one dimension is ``service``.
 """
 
 from __future__ import annotations
@@ -27,66 +34,158 @@ class MetricSpec:
     name: str
     unit: str
     statistic: str  # how the dashboard aggregates it
-    dimension: str | None  # the one dimension the flows add, if any
+    dimensions: tuple[str, ...]  # what the emitter adds besides ``service``, in emission order
     meaning: str
+    emitted_by: str | None  # the call site; None: PLACEHOLDER, no flow emits it yet
 
+    @property
+    def schema(self) -> str:
+        """The SEARCH schema of the metric's exact dimension set."""
+        return "{" + ",".join([NAMESPACE, *sorted({*self.dimensions, SERVICE_DIMENSION})]) + "}"
+
+
+PROVISIONING = "nodewright/provisioning/flow.py publish_metrics"
+INTERRUPTION = "nodewright/interruption/processing.py InterruptionProcessor"
+PRICING = "nodewright/cloud/pricing.py refresh"
 
 PENDING_PODS = MetricSpec(
-    "PendingPods", "Count", "Maximum", None, "unschedulable pods seen by the provisioner"
+    "PendingPods", "Count", "Maximum", (), "unschedulable pods seen by the provisioner", PROVISIONING
 )
 OLDEST_PENDING_POD_AGE = MetricSpec(
-    "OldestPendingPodAgeSeconds", "Seconds", "Maximum", None, "age of the oldest pod still pending"
+    "OldestPendingPodAgeSeconds",
+    "Seconds",
+    "Maximum",
+    (),
+    "age of the oldest pod still pending",
+    PROVISIONING,
 )
 NODECLAIMS_LAUNCHED = MetricSpec(
-    "NodeClaimsLaunched", "Count", "Sum", "CapacityType", "instances launched (spot / on-demand / reserved)"
+    "NodeClaimsLaunched",
+    "Count",
+    "Sum",
+    ("InstanceType", "Zone", "CapacityType"),
+    "instances launched, per type, zone and capacity type",
+    PROVISIONING,
 )
-LAUNCH_ERRORS = MetricSpec("LaunchErrors", "Count", "Sum", "ErrorCode", "failed launches by EC2 error code")
-INSUFFICIENT_CAPACITY_ERRORS = MetricSpec(
-    "InsufficientCapacityErrors", "Count", "Sum", None, "offerings that answered insufficient capacity (ICE)"
-)
-INTERRUPTIONS_HANDLED = MetricSpec(
-    "InterruptionsHandled", "Count", "Sum", "Kind", "interruption events acted on, by kind"
-)
-INTERRUPTION_HANDLING_SECONDS = MetricSpec(
-    "InterruptionHandlingSeconds", "Seconds", "Maximum", None, "event time to node drained"
-)
-MALFORMED_MESSAGES = MetricSpec(
-    "MalformedMessages", "Count", "Sum", None, "queue messages that could not be parsed"
-)
-CONSOLIDATION_ACTIONS = MetricSpec(
-    "ConsolidationActions", "Count", "Sum", None, "nodes deleted or replaced by disruption"
-)
-CONSOLIDATION_SAVINGS = MetricSpec(
-    "ConsolidationSavingsPerHour", "None", "Sum", None, "$/h saved by the consolidation actions"
+LAUNCH_ERRORS = MetricSpec(
+    "LaunchErrors",
+    "Count",
+    "Sum",
+    ("ErrorCode",),
+    "NodeClaims whose launch failed, by error code",
+    PROVISIONING,
 )
 CLUSTER_COST = MetricSpec(
-    "ClusterCostPerHour", "None", "Maximum", None, "$/h of the nodes Nodewright manages"
+    "ClusterCostPerHour", "None", "Maximum", (), "$/h of the nodes Nodewright manages", PROVISIONING
 )
-PLAN_SECONDS = MetricSpec("PlanSeconds", "Seconds", "Maximum", None, "time to compute one scheduling plan")
+PLAN_SECONDS = MetricSpec(
+    "PlanSeconds", "Seconds", "Maximum", (), "time to compute one scheduling plan", PROVISIONING
+)
+CREATE_FLEET_ERRORS = MetricSpec(
+    "CreateFleetErrors",
+    "Count",
+    "Sum",
+    (),
+    "errors CreateFleet answered inside launches (ICE included, retried ones too)",
+    "nodewright/cloud/provider.py CloudProvider.create",
+)
+PRICE_ESTIMATED = MetricSpec(
+    "PriceEstimated",
+    "Count",
+    "Sum",
+    (),
+    "instance types priced by estimate (no price in the table)",
+    "nodewright/cloud/catalog.py",
+)
+INTERRUPTIONS_HANDLED = MetricSpec(
+    "InterruptionsHandled", "Count", "Sum", ("Kind",), "interruption events acted on, by kind", INTERRUPTION
+)
+INTERRUPTION_HANDLING_SECONDS = MetricSpec(
+    "InterruptionHandlingSeconds",
+    "Seconds",
+    "Maximum",
+    (),
+    "message received to handled (node tainted, drain started)",
+    INTERRUPTION,
+)
+NODE_DRAINED_SECONDS = MetricSpec(
+    "NodeDrainedSeconds",
+    "Seconds",
+    "Maximum",
+    (),
+    "message received to the interrupted node drained and its instance terminated",
+    INTERRUPTION,
+)
+MALFORMED_MESSAGES = MetricSpec(
+    "MalformedMessages", "Count", "Sum", (), "queue messages that could not be parsed", INTERRUPTION
+)
+IGNORED_MESSAGES = MetricSpec(
+    "IgnoredMessages", "Count", "Sum", (), "events about instances this cluster does not own", INTERRUPTION
+)
+DUPLICATE_MESSAGES = MetricSpec(
+    "DuplicateMessages", "Count", "Sum", (), "events already handled (by the other path)", INTERRUPTION
+)
+PRICE_REFRESH_ERRORS = MetricSpec(
+    "PriceRefreshErrors", "Count", "Sum", (), "price sources that failed (old prices kept)", PRICING
+)
+ON_DEMAND_PRICES = MetricSpec(
+    "OnDemandPrices", "Count", "Maximum", (), "on-demand prices in the refreshed table", PRICING
+)
+SPOT_PRICES = MetricSpec("SpotPrices", "Count", "Maximum", (), "spot prices in the refreshed table", PRICING)
+DISRUPTION_PLACEHOLDER_RUNS = MetricSpec(
+    "DisruptionPlaceholderRuns",
+    "Count",
+    "Sum",
+    (),
+    "ticks of the PLACEHOLDER disruption function (it does nothing yet)",
+    "functions/disruption/app.py",
+)
+# PLACEHOLDER: the issue's dashboard wants consolidation figures, but the disruption flow has
+# not landed (functions/disruption is a placeholder), so nothing emits these. Their panel says so.
+CONSOLIDATION_ACTIONS = MetricSpec(
+    "ConsolidationActions", "Count", "Sum", (), "nodes deleted or replaced by disruption", None
+)
+CONSOLIDATION_SAVINGS = MetricSpec(
+    "ConsolidationSavingsPerHour", "None", "Sum", (), "$/h saved by the consolidation actions", None
+)
 
 ALL_METRICS: tuple[MetricSpec, ...] = (
     PENDING_PODS,
     OLDEST_PENDING_POD_AGE,
     NODECLAIMS_LAUNCHED,
     LAUNCH_ERRORS,
-    INSUFFICIENT_CAPACITY_ERRORS,
-    INTERRUPTIONS_HANDLED,
-    INTERRUPTION_HANDLING_SECONDS,
-    MALFORMED_MESSAGES,
-    CONSOLIDATION_ACTIONS,
-    CONSOLIDATION_SAVINGS,
     CLUSTER_COST,
     PLAN_SECONDS,
+    CREATE_FLEET_ERRORS,
+    PRICE_ESTIMATED,
+    INTERRUPTIONS_HANDLED,
+    INTERRUPTION_HANDLING_SECONDS,
+    NODE_DRAINED_SECONDS,
+    MALFORMED_MESSAGES,
+    IGNORED_MESSAGES,
+    DUPLICATE_MESSAGES,
+    PRICE_REFRESH_ERRORS,
+    ON_DEMAND_PRICES,
+    SPOT_PRICES,
+    DISRUPTION_PLACEHOLDER_RUNS,
+    CONSOLIDATION_ACTIONS,
+    CONSOLIDATION_SAVINGS,
 )
 METRIC_NAMES: frozenset[str] = frozenset(m.name for m in ALL_METRICS)
+EMITTED: tuple[MetricSpec, ...] = tuple(m for m in ALL_METRICS if m.emitted_by)
+NOT_EMITTED: tuple[MetricSpec, ...] = tuple(m for m in ALL_METRICS if not m.emitted_by)
 
-# Values of the dimensions, for the dashboard's per-dimension lines. The flows may emit
-# others; those show up in CloudWatch but not on the fixed dashboard.
-CAPACITY_TYPES = ("spot", "on-demand", "reserved")
-INTERRUPTION_KINDS = (
-    "SpotInterruption",
-    "Rebalance",
-    "StateChange",
-    "ScheduledChange",
-    "CapacityReservation",
+# Values of the dimensions, for the dashboard's per-value lines: the capacity types the cloud
+# provider reports (nodewright/cloud/catalog.py SPOT, ON_DEMAND).
+CAPACITY_TYPES = ("spot", "on-demand")
+# The LaunchErrors codes that mean "no capacity" (nodewright/cloud/errors.py
+# INSUFFICIENT_CAPACITY_CODES; a test keeps the two equal). The ICE alarm sums LaunchErrors
+# over these codes: an alarm cannot use SEARCH, so each code is its own metric.
+INSUFFICIENT_CAPACITY_CODES = (
+    "InsufficientFreeAddressesInSubnet",
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "UnfulfillableCapacity",
+    "Unsupported",
+    "VcpuLimitExceeded",
 )

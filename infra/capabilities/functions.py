@@ -4,9 +4,11 @@ Sizing (Graviton/arm64: ~20 % cheaper per GB-second than x86_64 for the same wor
 layer is built for aarch64). Lambda gives CPU in proportion to memory (1,769 MB = one
 vCPU), and every function imports the same ~1.5 s of libraries on a cold start.
 
-The provisioner runs every minute for most of the minute, so its memory is the main
-running cost (512 MB x 55 s x 43,200 runs ≈ 1.19 M GB-s/month ≈ $16 before the free
-tier); see docs/deploy.md. The other functions run for seconds.
+The provisioner runs every minute; while pods keep arriving it loops for most of the minute,
+so its memory is the main running cost when busy (512 MB x 55 s x 43,200 runs ≈ 1.19 M
+GB-s/month ≈ $15.85), while an idle cluster costs one short pass per tick (measured 0.073 s
+warm: ≈ $0.03/month); see docs/deploy.md. The other functions run for seconds, or as long
+as a drain they drive.
 """
 
 from __future__ import annotations
@@ -41,21 +43,58 @@ class FunctionSpec:
     description: str
 
 
+# A spot instance is reclaimed two minutes after its warning (nodewright/interruption/events.py
+# SPOT_NOTICE); the drain's deadline is that moment.
+SPOT_NOTICE_SECONDS = 120
+# The drain loop stops this long before the invocation's end (nodewright/termination/terminate.py
+# SAFETY_MARGIN_SECONDS), so a call is never cut off mid-way.
+DRAIN_SAFETY_MARGIN_SECONDS = 3
+# The interruption functions handle their event(s), then drive the drains they started with the
+# whole remaining time as budget (functions/*/app.py: processor.drive(remaining_seconds(context))).
+# 125 s = the 120 s notice + the 3 s margin + 2 s of headroom: one invocation, started when the
+# warning arrives, can see its drain through to the instance's end instead of leaving it to the
+# next invocation or the provisioner's lifecycle pass. It is billed only while a drain is left.
+INTERRUPTION_TIMEOUT_SECONDS = SPOT_NOTICE_SECONDS + DRAIN_SAFETY_MARGIN_SECONDS + 2
+# The provisioner's loop (nodewright/provisioning/loop.py) stops starting passes at
+# min(LOOP_BUDGET_SECONDS 55, remaining - SAFETY_MARGIN_SECONDS 8) = 47 s with this timeout, and
+# its last pass has those 8 s to finish: the invocation is over by 55 s, before the next tick.
+PROVISIONER_TIMEOUT_SECONDS = 55
+
 FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     # Every minute; inside one invocation it polls every POLL_INTERVAL_SECONDS until the
-    # remaining time runs short, so a pending pod waits seconds, not a minute. 55 s keeps
-    # one run inside its minute so the next tick finds it finished; reserved concurrency
-    # 1 makes the rare overlap (a tick a few seconds early) a throttle that Lambda retries,
-    # never two planners at once. 512 MB: planning a few hundred pods is milliseconds of
-    # CPU; more memory mostly raises the cost of a function that runs all the time.
-    FunctionSpec("provisioner", 512, Duration.seconds(55), 1, "plans and launches capacity for pending pods"),
-    # Every minute; consolidation simulates removing each candidate node, the most CPU of
-    # all the flows, so it gets 1 GB (~0.6 vCPU). It runs for seconds, so the cost is small.
+    # loop deadline above, so a pending pod waits seconds, not a minute; when nothing has been
+    # pending for a while it makes one pass and returns (idle: ~0.07 s warm). Reserved
+    # concurrency 1 makes the rare overlap (a tick a few seconds early) a throttle that Lambda
+    # retries, never two planners at once. 512 MB: planning a few hundred pods is milliseconds
+    # of CPU; more memory mostly raises the cost of a function that may run all minute.
+    FunctionSpec(
+        "provisioner",
+        512,
+        Duration.seconds(PROVISIONER_TIMEOUT_SECONDS),
+        1,
+        "plans and launches capacity for pending pods",
+    ),
+    # PLACEHOLDER handler until the disruption flow lands. Every minute; consolidation will
+    # simulate removing each candidate node, the most CPU of all the flows, so it gets 1 GB
+    # (~0.6 vCPU); 55 s ends it before the next tick.
     FunctionSpec("disruption", 1024, Duration.seconds(55), None, "emptiness, expiry, drift, consolidation"),
-    # One SQS batch (up to 10 messages): cordon, launch a replacement, drain. 60 s is half
-    # of a spot warning's two minutes; the queue's visibility timeout (90 s) exceeds it.
-    FunctionSpec("interruption", 512, Duration.seconds(60), None, "handles interruption queue messages"),
-    FunctionSpec("spot_events", 512, Duration.seconds(60), None, "low-latency path for spot warnings"),
+    # One SQS batch (up to 10 messages), then the drains (see INTERRUPTION_TIMEOUT_SECONDS). The
+    # queue's visibility timeout is longer (infra/capabilities/interruption_queue.py).
+    FunctionSpec(
+        "interruption",
+        512,
+        Duration.seconds(INTERRUPTION_TIMEOUT_SECONDS),
+        None,
+        "handles interruption queue messages",
+    ),
+    # The direct EventBridge path for the same spot warnings: the same budget.
+    FunctionSpec(
+        "spot_events",
+        512,
+        Duration.seconds(INTERRUPTION_TIMEOUT_SECONDS),
+        None,
+        "low-latency path for spot warnings",
+    ),
     # Paginates the Pricing API for the region's EC2 offers (thousands of products): minutes.
     FunctionSpec("pricing", 512, Duration.minutes(5), None, "refreshes on-demand and spot prices"),
 )
@@ -219,7 +258,7 @@ class NodewrightFunctions(Construct):
             )
 
     def _acknowledge_role(self, config: NodewrightConfig) -> None:
-        for resource, reason in wildcard_resources_for_nag().items():
+        for resource, reason in wildcard_resources_for_nag(config.cluster_name).items():
             acknowledge.nag(self._policy, f"AwsSolutions-IAM5[Resource::{resource}]", reason)
         if config.tracing:
             acknowledge.nag(

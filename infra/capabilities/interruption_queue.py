@@ -19,6 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.capabilities import acknowledge
+from infra.capabilities.functions import INTERRUPTION_TIMEOUT_SECONDS
 from infra.capabilities.queues import encrypted_queue
 
 SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
@@ -51,10 +52,16 @@ DIRECT_SPOT_PATTERN: dict[str, Any] = {
 # A spot warning gives two minutes; a message older than five is about an instance that
 # is gone, so the queue drops it (Karpenter uses the same 300 s).
 MESSAGE_RETENTION = Duration.seconds(300)
-# Must be at least the interruption function's timeout (60 s); three receives of 90 s fit
-# in the 300 s retention, so a failing message reaches the DLQ before it would expire.
-VISIBILITY_TIMEOUT = Duration.seconds(90)
-MAX_RECEIVE_COUNT = 3
+# Lambda refuses an SQS event source whose queue's visibility timeout is shorter than the
+# function's timeout; 5 s more, so the message is not handed to another poller while the
+# invocation holding it is still finishing.
+VISIBILITY_TIMEOUT = Duration.seconds(INTERRUPTION_TIMEOUT_SECONDS + 5)
+# A failed message is received again after each visibility timeout, and moved to the DLQ on the
+# receive after the last allowed one: at 2 x 130 s = 260 s, inside the 300 s retention (with 3,
+# at 390 s, it would silently expire instead). One retry is all a spot warning can use anyway:
+# its instance is gone 120 s after the event; the drains of an earlier attempt are resumed by
+# the next invocation and by the provisioner's lifecycle pass.
+MAX_RECEIVE_COUNT = 2
 
 
 class InterruptionQueue(Construct):

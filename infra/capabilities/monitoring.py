@@ -1,5 +1,10 @@
 """Dashboard and alarms over the metrics in ``infra.metrics`` and the AWS resources.
 
+Queries match what the flows emit: plain metric queries (and alarms) only for metrics whose
+one dimension is ``service``; SEARCH over the exact dimension schema for the others (launches
+by type/zone/capacity type, errors by code, interruptions by kind). A panel of metrics no flow
+emits yet is titled ``PLACEHOLDER:``.
+
 Alarms notify an SNS topic when one is given: ``alarmEmail`` creates a topic with that
 subscription, ``alarmTopicArn`` uses an existing topic.
 """
@@ -19,7 +24,8 @@ from infra import metrics as m
 from infra.capabilities import acknowledge
 
 PENDING_POD_ALARM_MINUTES = 10
-INTERRUPTION_LATENCY_ALARM_SECONDS = 60  # a spot warning gives 120 s; drained by half of it
+INTERRUPTION_LATENCY_ALARM_SECONDS = 60  # a spot warning gives 120 s; acting after half of it is late
+# NodeClaims failed for lack of capacity in 15 minutes (a stuck pod's NodeClaim fails every pass).
 ICE_ALARM_PER_15_MINUTES = 10
 # Functions that run every minute alarm on repeated errors; one failed tick is retried by
 # the next one. The others alarm on any error.
@@ -74,12 +80,13 @@ class Monitoring(Construct):
             self._metric(m.INTERRUPTION_HANDLING_SECONDS),
             threshold=INTERRUPTION_LATENCY_ALARM_SECONDS,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            description=f"Nodewright {cluster_name}: an interrupted node took over "
-            f"{INTERRUPTION_LATENCY_ALARM_SECONDS} s to drain",
+            description=f"Nodewright {cluster_name}: an interruption took over "
+            f"{INTERRUPTION_LATENCY_ALARM_SECONDS} s from its message to being acted on (node "
+            "tainted, drain started); a spot warning gives 120 s in all",
         )
         self._alarm(
             "InsufficientCapacityRate",
-            self._metric(m.INSUFFICIENT_CAPACITY_ERRORS, period=Duration.minutes(15)),
+            self._insufficient_capacity(Duration.minutes(15)),
             threshold=ICE_ALARM_PER_15_MINUTES,
             description=f"Nodewright {cluster_name}: {ICE_ALARM_PER_15_MINUTES}+ insufficient-capacity "
             "errors in 15 minutes; widen the NodePools' instance requirements",
@@ -107,24 +114,66 @@ class Monitoring(Construct):
         acknowledge.checkov(topic, "CKV_AWS_26", reason)
         return topic
 
-    def _metric(self, spec: m.MetricSpec, period: Duration | None = None) -> cloudwatch.Metric:
+    def _metric(
+        self,
+        spec: m.MetricSpec,
+        period: Duration | None = None,
+        dimensions: dict[str, str] | None = None,
+    ) -> cloudwatch.Metric:
+        """One metric; ``dimensions`` must name every dimension the emitter adds (exact match)."""
+        extra = dimensions or {}
+        assert set(extra) == set(spec.dimensions), f"{spec.name} is emitted with {spec.dimensions}"
         return cloudwatch.Metric(
             namespace=m.NAMESPACE,
             metric_name=spec.name,
-            dimensions_map={m.SERVICE_DIMENSION: self._service},
+            dimensions_map={**extra, m.SERVICE_DIMENSION: self._service},
             statistic=spec.statistic,
             period=period or Duration.minutes(1),
         )
 
-    def _by_dimension(self, spec: m.MetricSpec, label: str) -> cloudwatch.MathExpression:
-        """Every value of the metric's dimension (error codes are not known in advance)."""
-        assert spec.dimension, f"{spec.name} has no dimension"
-        query = (
-            f"SEARCH('{{{m.NAMESPACE},{m.SERVICE_DIMENSION},{spec.dimension}}} "
-            f'MetricName="{spec.name}" {m.SERVICE_DIMENSION}="{self._service}"\', '
-            f"'{spec.statistic}', 300)"
+    def _search(self, spec: m.MetricSpec, filters: str = "") -> str:
+        """SEARCH over the metric's exact dimension schema, this cluster's service only."""
+        return (
+            f'SEARCH(\'{spec.schema} MetricName="{spec.name}" '
+            f"{m.SERVICE_DIMENSION}=\"{self._service}\"{filters}', '{spec.statistic}', 300)"
         )
-        return cloudwatch.MathExpression(expression=query, label=label, period=Duration.minutes(5))
+
+    def _by_dimension(self, spec: m.MetricSpec) -> cloudwatch.MathExpression:
+        """One line per value of the metric's only dimension (error codes are not known in advance)."""
+        (dimension,) = spec.dimensions
+        return cloudwatch.MathExpression(
+            expression=self._search(spec), label=f"${{PROP('Dim.{dimension}')}}", period=Duration.minutes(5)
+        )
+
+    def _summed_by(
+        self, spec: m.MetricSpec, dimension: str, values: tuple[str, ...]
+    ) -> list[cloudwatch.IMetric]:
+        """One line per value of ``dimension``, summed over the metric's other dimensions."""
+        assert dimension in spec.dimensions, f"{spec.name} has no dimension {dimension}"
+        lines: list[cloudwatch.IMetric] = []
+        for value in values:
+            only_this_value = f' {dimension}="{value}"'
+            lines.append(
+                cloudwatch.MathExpression(
+                    expression=f"SUM({self._search(spec, only_this_value)})",
+                    label=value,
+                    period=Duration.minutes(5),
+                )
+            )
+        return lines
+
+    def _insufficient_capacity(self, period: Duration) -> cloudwatch.MathExpression:
+        """LaunchErrors summed over the no-capacity codes: alarms cannot use SEARCH."""
+        by_code = {
+            f"ice{index}": self._metric(m.LAUNCH_ERRORS, period, {"ErrorCode": code})
+            for index, code in enumerate(m.INSUFFICIENT_CAPACITY_CODES)
+        }
+        return cloudwatch.MathExpression(
+            expression=" + ".join(f"FILL({name}, 0)" for name in by_code),
+            using_metrics=by_code,
+            label="NodeClaims failed for lack of capacity",
+            period=period,
+        )
 
     def _alarm(
         self,
@@ -170,26 +219,36 @@ class Monitoring(Construct):
         dashboard.add_widgets(
             graph("Pending pods", [self._metric(m.PENDING_PODS)]),
             graph("Oldest pending pod (s)", [self._metric(m.OLDEST_PENDING_POD_AGE)]),
-            graph("NodeClaims launched by capacity type", [self._by_dimension(m.NODECLAIMS_LAUNCHED, "")]),
+            graph(
+                "NodeClaims launched by capacity type",
+                self._summed_by(m.NODECLAIMS_LAUNCHED, "CapacityType", m.CAPACITY_TYPES),
+            ),
         )
         dashboard.add_widgets(
             graph(
-                "Launch errors by code / ICE",
-                [self._by_dimension(m.LAUNCH_ERRORS, "")],
-                right=[self._metric(m.INSUFFICIENT_CAPACITY_ERRORS, five)],
+                "Launch errors by code / CreateFleet errors",
+                [self._by_dimension(m.LAUNCH_ERRORS)],
+                right=[self._metric(m.CREATE_FLEET_ERRORS, five), self._insufficient_capacity(five)],
             ),
             graph(
-                "Interruptions by kind",
-                [self._by_dimension(m.INTERRUPTIONS_HANDLED, "")],
-                right=[self._metric(m.MALFORMED_MESSAGES, five)],
+                "Interruptions by kind / messages not acted on",
+                [self._by_dimension(m.INTERRUPTIONS_HANDLED)],
+                right=[
+                    self._metric(spec, five)
+                    for spec in (m.MALFORMED_MESSAGES, m.IGNORED_MESSAGES, m.DUPLICATE_MESSAGES)
+                ],
             ),
-            graph("Interruption handling (s)", [self._metric(m.INTERRUPTION_HANDLING_SECONDS)]),
+            graph(
+                "Interruption: handled / node drained (s)",
+                [self._metric(m.INTERRUPTION_HANDLING_SECONDS), self._metric(m.NODE_DRAINED_SECONDS)],
+            ),
         )
         dashboard.add_widgets(
             graph(
-                "Consolidation actions / savings $/h",
-                [self._metric(m.CONSOLIDATION_ACTIONS, five)],
-                right=[self._metric(m.CONSOLIDATION_SAVINGS, five)],
+                "PLACEHOLDER: consolidation actions / savings $/h (no flow emits these yet; "
+                "right: placeholder disruption runs)",
+                [self._metric(m.CONSOLIDATION_ACTIONS, five), self._metric(m.CONSOLIDATION_SAVINGS, five)],
+                right=[self._metric(m.DISRUPTION_PLACEHOLDER_RUNS, five)],
             ),
             graph("Cluster cost $/h", [self._metric(m.CLUSTER_COST, five)]),
             graph("Plan time (s)", [self._metric(m.PLAN_SECONDS)]),
@@ -213,6 +272,11 @@ class Monitoring(Construct):
                     q.metric_approximate_number_of_messages_visible(period=five, label=n)
                     for n, q in dead_letter_queues.items()
                 ],
+            ),
+            graph(
+                "Prices: table size / refresh errors / estimated",
+                [self._metric(m.ON_DEMAND_PRICES, five), self._metric(m.SPOT_PRICES, five)],
+                right=[self._metric(m.PRICE_REFRESH_ERRORS, five), self._metric(m.PRICE_ESTIMATED, five)],
             ),
         )
         return dashboard

@@ -13,7 +13,7 @@ import yaml
 from infra_synth import Synth, cfn_tool
 
 from infra.capabilities.cluster_access import KUBERNETES_GROUP
-from infra.capabilities.permissions import READ_ACTIONS
+from infra.capabilities.permissions import READ_ACTIONS, TAGGED_AT_CREATION, UNTAGGED_LAUNCH_RESOURCES
 from sandbox.shared_data import REPO_ROOT
 
 RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
@@ -56,38 +56,106 @@ def test_resource_star_is_only_for_reads_without_resource_level_permissions(
                 assert set(as_list(statement["Action"])) <= allowed | extra, statement
 
 
+def _resource_kinds(statement: dict[str, Any]) -> set[str]:
+    """EC2/IAM resource types of a statement's ARNs ("instance", "instance-profile", ...)."""
+    kinds = set()
+    for resource in as_list(statement["Resource"]):
+        text = resource if isinstance(resource, str) else json.dumps(resource)
+        kinds.add(text.rsplit(":", 1)[-1].split("/", 1)[0])
+    return kinds
+
+
 def test_ec2_creation_requires_this_clusters_request_tags(default_synth: Synth) -> None:
+    create = statement_for(default_synth, "CreateOnlyTaggedForThisCluster")
+    assert set(create["Action"]) == {"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"}
+    assert _resource_kinds(create) == set(TAGGED_AT_CREATION) == {"instance", "volume", "launch-template"}
+    assert create["Condition"] == {
+        "StringEquals": {
+            "aws:RequestTag/kubernetes.io/cluster/demo": "owned",
+            "aws:RequestTag/eks:eks-cluster-name": "demo",
+        },
+        "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+    }
+    # Every other statement that launches or creates names no resource the code creates tagged,
+    # except the owned launch templates a launch uses (gated on their resource tags).
     for statement in statements(default_synth):
-        actions = set(as_list(statement["Action"]))
-        creates_resources = any(
-            "launch-template" in json.dumps(r) or "instance/" in json.dumps(r)
-            for r in as_list(statement["Resource"])
-        )
-        if not (actions & TAG_GATED_EC2) or not creates_resources:
+        if statement is create or not set(as_list(statement["Action"])) & TAG_GATED_EC2:
             continue
-        conditions = statement["Condition"]
-        if statement["Sid"] in ("LaunchFromOwnedLaunchTemplates", "RetagOwnedInstances"):
-            assert conditions["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/demo"] == "owned"
-            continue
-        assert conditions["StringEquals"]["aws:RequestTag/kubernetes.io/cluster/demo"] == "owned", statement
-        assert conditions["StringEquals"]["aws:RequestTag/eks:eks-cluster-name"] == "demo"
-        assert conditions["StringLike"]["aws:RequestTag/karpenter.sh/nodepool"] == "*"
+        kinds = _resource_kinds(statement)
+        if statement["Sid"] == "LaunchFromOwnedLaunchTemplates":
+            assert kinds == {"launch-template"}
+            assert statement["Condition"]["StringEquals"] == {
+                "aws:ResourceTag/kubernetes.io/cluster/demo": "owned"
+            }
+        elif statement["Sid"] != "TagOnlyOnCreate":
+            assert not kinds & {"instance", "volume", "launch-template"}, statement
 
 
-def test_create_tags_on_creation_is_limited_to_the_launch_calls(default_synth: Synth) -> None:
+def test_untagged_launch_side_resources_are_only_launchable(default_synth: Synth) -> None:
+    side = statement_for(default_synth, "LaunchSideResources")
+    assert set(side["Action"]) == {"ec2:RunInstances", "ec2:CreateFleet"}  # not CreateLaunchTemplate/Tags
+    assert _resource_kinds(side) == set(UNTAGGED_LAUNCH_RESOURCES)
+    assert "Condition" not in side
+
+
+def test_create_tags_only_as_part_of_a_creation(default_synth: Synth) -> None:
     statement = statement_for(default_synth, "TagOnlyOnCreate")
     assert statement["Action"] == "ec2:CreateTags"
     assert statement["Condition"]["StringEquals"]["ec2:CreateAction"] == [
-        "RunInstances",
         "CreateFleet",
+        "RunInstances",
         "CreateLaunchTemplate",
     ]
-    retag = statement_for(default_synth, "RetagOwnedInstances")
-    assert retag["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"] == [
-        "eks:eks-cluster-name",
-        "karpenter.sh/nodeclaim",
-        "Name",
-    ]
+    assert statement["Condition"]["StringEquals"]["aws:RequestTag/kubernetes.io/cluster/demo"] == "owned"
+    assert _resource_kinds(statement) == set(TAGGED_AT_CREATION)
+    tagging = [s for s in statements(default_synth) if "ec2:CreateTags" in as_list(s["Action"])]
+    assert tagging == [statement]  # the code never tags after creation: no retag statement
+
+
+def test_instance_profiles_are_read_anywhere_but_changed_only_on_this_clusters_path(
+    variant_synth: Synth,
+) -> None:
+    read = statement_for(variant_synth, "ReadInstanceProfiles")
+    assert read["Action"] == "iam:GetInstanceProfile"
+    account = '":iam::", {"Ref": "AWS::AccountId"}, '
+    assert json.dumps(read["Resource"]).endswith(account + '":instance-profile/*"]]}')
+    own = account + '":instance-profile/nodewright/", {"Ref": "AWS::Region"}, "/demo/*"]]}'
+    create = statement_for(variant_synth, "CreateOwnInstanceProfiles")
+    assert create["Action"] == "iam:CreateInstanceProfile"
+    assert json.dumps(create["Resource"]).endswith(own)
+    assert create["Condition"] == {
+        "StringEquals": {
+            "aws:RequestTag/kubernetes.io/cluster/demo": "owned",
+            "aws:RequestTag/eks:eks-cluster-name": "demo",
+        }
+    }
+    tag = statement_for(variant_synth, "TagOwnInstanceProfiles")
+    assert tag["Action"] == "iam:TagInstanceProfile"
+    assert tag["Condition"]["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/demo"] == "owned"
+    assert tag["Condition"]["StringEquals"]["aws:RequestTag/eks:eks-cluster-name"] == "demo"
+    roles = statement_for(variant_synth, "SetTheRoleOfOwnInstanceProfiles")
+    assert set(roles["Action"]) == {"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"}
+    assert json.dumps(roles["Resource"]).endswith(own)
+    assert roles["Condition"] == {
+        "StringEquals": {
+            "aws:ResourceTag/kubernetes.io/cluster/demo": "owned",
+            "aws:ResourceTag/eks:eks-cluster-name": "demo",
+        }
+    }
+    iam_actions = {
+        action
+        for s in statements(variant_synth)
+        for action in as_list(s["Action"])
+        if action.startswith("iam:")
+    }
+    assert iam_actions == {
+        "iam:GetInstanceProfile",
+        "iam:CreateInstanceProfile",
+        "iam:TagInstanceProfile",
+        "iam:AddRoleToInstanceProfile",
+        "iam:RemoveRoleFromInstanceProfile",
+        "iam:PassRole",
+    }  # no DeleteInstanceProfile: the code never deletes one
 
 
 def test_terminate_and_delete_only_resources_tagged_for_this_cluster(default_synth: Synth) -> None:
@@ -160,44 +228,6 @@ def test_access_entry_maps_the_functions_role_to_the_rbac_group(default_synth: S
         assert binding["subjects"] == [
             {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": KUBERNETES_GROUP}
         ]
-
-
-def _verbs(documents: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
-    granted: dict[tuple[str, str], set[str]] = {}
-    for doc in documents:
-        if doc["kind"] not in ("ClusterRole", "Role"):
-            continue
-        for rule in doc["rules"]:
-            for group in rule["apiGroups"]:
-                for resource in rule["resources"]:
-                    granted.setdefault((group, resource), set()).update(rule["verbs"])
-    return granted
-
-
-def test_rbac_grants_the_minimal_verbs_and_nothing_dangerous() -> None:
-    documents = rbac_documents()
-    granted = _verbs(documents)
-    assert granted[("", "pods")] == {"get", "list", "watch"}
-    assert granted[("", "pods/eviction")] == {"create"}
-    assert granted[("", "nodes")] == {"get", "list", "watch", "patch", "update", "delete"}
-    assert granted[("", "events")] == {"create", "patch"}
-    for read_only in [("apps", "daemonsets"), ("policy", "poddisruptionbudgets"), ("", "persistentvolumes"),
-                      ("", "persistentvolumeclaims"), ("storage.k8s.io", "storageclasses")]:  # fmt: skip
-        assert granted[read_only] == {"get", "list", "watch"}, read_only
-    for status in ("nodeclaims/status", "nodepools/status"):
-        assert ("karpenter.sh", status) in granted
-    assert ("karpenter.k8s.aws", "ec2nodeclasses/status") in granted
-    for (group, resource), verbs in granted.items():
-        assert "*" not in verbs
-        assert "*" not in (group, resource)
-        assert resource not in ("secrets", "configmaps", "serviceaccounts/token")
-    lease_role = next(d for d in documents if d["kind"] == "Role")
-    assert lease_role["metadata"]["namespace"] == "kube-system"
-    named = [r for r in lease_role["rules"] if "resourceNames" in r]
-    assert named[0]["resourceNames"] == ["nodewright-writer"]
-    for doc in documents:
-        if "roleRef" in doc:
-            assert doc["roleRef"]["name"] != "cluster-admin"
 
 
 def test_construct_works_in_another_cdk_app_with_an_existing_topic(

@@ -82,13 +82,18 @@ def test_interruption_queue_keeps_messages_300s_with_sse_and_a_redrive_to_its_dl
     main = queues[next(k for k in queues if k.startswith("AutoscalerInterruptionsQueue"))]["Properties"]
     dlq_id = next(k for k in queues if k.startswith("AutoscalerInterruptionsDeadLetterQueue"))
     assert main["MessageRetentionPeriod"] == 300
-    assert main["VisibilityTimeout"] >= 60  # at least the interruption function's timeout
+    interruption = function_named(default_synth, "interruption")[1]["Properties"]
+    # Lambda refuses an SQS event source whose visibility timeout is below the function's timeout.
+    assert main["VisibilityTimeout"] >= interruption["Timeout"]
     assert main["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
-        "maxReceiveCount": 3,
+        "maxReceiveCount": 2,
     }
-    # three receives of one visibility timeout fit in the retention: failures reach the DLQ
-    assert main["VisibilityTimeout"] * 3 <= main["MessageRetentionPeriod"]
+    # The DLQ move happens on the receive after the last allowed one, at maxReceiveCount
+    # visibility timeouts: it must come before the retention drops the message.
+    assert (
+        main["VisibilityTimeout"] * main["RedrivePolicy"]["maxReceiveCount"] < main["MessageRetentionPeriod"]
+    )
     for queue in queues.values():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True
 
@@ -259,7 +264,7 @@ def test_alarms_cover_dlqs_errors_pending_pods_latency_and_ice(default_synth: Sy
     alarms = _alarms(default_synth)
     by_metric: dict[str, list[dict[str, Any]]] = {}
     for alarm in alarms:
-        by_metric.setdefault(alarm["MetricName"], []).append(alarm)
+        by_metric.setdefault(alarm.get("MetricName", "(math)"), []).append(alarm)
     assert len(by_metric["ApproximateNumberOfMessagesVisible"]) == 2
     for alarm in by_metric["ApproximateNumberOfMessagesVisible"]:
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
@@ -268,9 +273,18 @@ def test_alarms_cover_dlqs_errors_pending_pods_latency_and_ice(default_synth: Sy
     assert pending["Threshold"] == 600
     (latency,) = by_metric[metrics.INTERRUPTION_HANDLING_SECONDS.name]
     assert (latency["Threshold"], latency["ComparisonOperator"]) == (60, "GreaterThanThreshold")
-    assert metrics.INSUFFICIENT_CAPACITY_ERRORS.name in by_metric
+    # ICE: LaunchErrors summed over the no-capacity codes (an alarm cannot use SEARCH).
+    (ice,) = by_metric["(math)"]
+    (expression,) = [q for q in ice["Metrics"] if "Expression" in q]
+    codes = [q["MetricStat"]["Metric"] for q in ice["Metrics"] if "MetricStat" in q]
+    assert {c["MetricName"] for c in codes} == {metrics.LAUNCH_ERRORS.name}
+    assert sorted(d["Value"] for c in codes for d in c["Dimensions"] if d["Name"] == "ErrorCode") == sorted(
+        metrics.INSUFFICIENT_CAPACITY_CODES
+    )
+    assert expression["Expression"].count("FILL(") == len(metrics.INSUFFICIENT_CAPACITY_CODES)
+    assert ice["Threshold"] == 10
     for alarm in alarms:
-        if alarm["Namespace"] == metrics.NAMESPACE:
+        if alarm.get("Namespace") == metrics.NAMESPACE:
             assert alarm["MetricName"] in metrics.METRIC_NAMES
             assert alarm["Dimensions"] == [{"Name": "service", "Value": "nodewright-demo"}]
         assert alarm["TreatMissingData"] == "notBreaching"

@@ -1,0 +1,188 @@
+"""The metric contract (infra/metrics.py) matches what the code emits, names and dimension sets.
+
+Names: every literal metric name in the layer and the functions (``add_metric(name=...)``,
+``single_metric(name=...)`` and the flows' ``_count("...")``/``_timing("...")`` helpers).
+Dimensions: the real emitters run and their EMF output is read back, because CloudWatch
+matches a query on the exact dimension set (Powertools adds ``service`` to every metric).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from infra_synth import Synth
+
+from infra import metrics
+from sandbox.shared_data import REPO_ROOT
+
+EMITS = re.compile(r'(?:add_metric|single_metric)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*"(\w+)"')
+SERVICE = "nodewright-demo"
+
+
+def emitted_names() -> set[str]:
+    sources = [*(REPO_ROOT / "layers" / "nodewright" / "nodewright").rglob("*.py")]
+    sources += (REPO_ROOT / "functions").rglob("*.py")
+    names = set()
+    for path in sources:
+        if "cli" in path.parts:  # the CLI prints, it does not emit
+            continue
+        for match in EMITS.finditer(path.read_text()):
+            names.add(match[1] or match[2])
+    return names
+
+
+def test_contract_lists_exactly_the_metrics_the_code_emits() -> None:
+    emitted = emitted_names()
+    assert emitted, "no metric found: did the layer move?"
+    declared = {spec.name for spec in metrics.EMITTED}
+    assert emitted - declared == set(), "emitted but not in infra/metrics.py (not on the dashboard)"
+    assert declared - emitted == set(), "declared as emitted, but no code emits it (an empty graph)"
+    # PLACEHOLDER metrics are the ones no flow emits yet, and they stay labelled as such.
+    assert {spec.name for spec in metrics.NOT_EMITTED} == {
+        "ConsolidationActions",
+        "ConsolidationSavingsPerHour",
+    }
+    assert not {spec.name for spec in metrics.NOT_EMITTED} & emitted
+
+
+def _emf_documents(text: str) -> dict[str, set[str]]:
+    """Metric name → its dimension set, from EMF lines printed by Powertools."""
+    found: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        document = json.loads(line)
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            (dimensions,) = directive["Dimensions"]
+            for metric in directive["Metrics"]:
+                found[metric["Name"]] = set(dimensions)
+    return found
+
+
+@pytest.fixture
+def emf(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", SERVICE)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", metrics.NAMESPACE)
+
+    def read() -> dict[str, set[str]]:
+        return _emf_documents(capsys.readouterr().out)
+
+    return read
+
+
+def test_the_provisioner_emits_the_declared_dimension_sets(emf: Any) -> None:
+    from types import SimpleNamespace
+
+    from aws_lambda_powertools import Metrics
+    from nodewright.provisioning.flow import PassReport, publish_metrics
+    from nodewright.provisioning.launch import Launched, LaunchFailure
+
+    emitter = Metrics(namespace=metrics.NAMESPACE)
+    report = PassReport(
+        pending_pods=3,
+        oldest_pending_seconds=42.0,
+        plan_seconds=0.2,
+        cost_per_hour=1.5,
+        launched=[Launched("a", "default", "i-1", "m5.large", "us-east-1a", "spot", 0.03)],
+        failures=[LaunchFailure("b", "default", "InsufficientInstanceCapacity", "no capacity")],
+    )
+    publish_metrics(SimpleNamespace(metrics=emitter), report)
+    emitter.flush_metrics()
+    seen = emf()
+    for spec in (
+        metrics.PENDING_PODS,
+        metrics.OLDEST_PENDING_POD_AGE,
+        metrics.CLUSTER_COST,
+        metrics.PLAN_SECONDS,
+        metrics.NODECLAIMS_LAUNCHED,
+        metrics.LAUNCH_ERRORS,
+    ):
+        assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name
+
+
+def test_the_interruption_path_emits_the_declared_dimension_sets(emf: Any) -> None:
+    from nodewright import observability
+    from nodewright.interruption.processing import InterruptionProcessor
+
+    processor = object.__new__(InterruptionProcessor)  # _count/_timing use no instance state
+    processor._count("InterruptionsHandled", kind="SpotInterruption")
+    processor._count("MalformedMessages")
+    processor._timing("InterruptionHandlingSeconds", 1.5)
+    observability.metrics().flush_metrics()
+    seen = emf()
+    for spec in (
+        metrics.INTERRUPTIONS_HANDLED,
+        metrics.MALFORMED_MESSAGES,
+        metrics.INTERRUPTION_HANDLING_SECONDS,
+    ):
+        assert seen[spec.name] - {"service"} == set(spec.dimensions), spec.name
+    assert seen[metrics.INTERRUPTIONS_HANDLED.name] == {"Kind", "service"}
+
+
+def test_ice_codes_are_the_cloud_layers() -> None:
+    from nodewright.cloud.errors import INSUFFICIENT_CAPACITY_CODES
+
+    assert set(metrics.INSUFFICIENT_CAPACITY_CODES) == set(INSUFFICIENT_CAPACITY_CODES)
+
+
+def test_capacity_types_are_the_ones_the_provider_reports() -> None:
+    from nodewright.cloud.catalog import ON_DEMAND, SPOT
+
+    assert set(metrics.CAPACITY_TYPES) == {SPOT, ON_DEMAND}
+
+
+def _dashboard(synth: Synth) -> dict[str, Any]:
+    _, resource = synth.one("AWS::CloudWatch::Dashboard")
+    parts = resource["Properties"]["DashboardBody"]["Fn::Join"][1]
+    return json.loads("".join(p if isinstance(p, str) else "REF" for p in parts))
+
+
+def test_dashboard_queries_match_the_emitted_dimension_sets(default_synth: Synth) -> None:
+    by_name = {spec.name: spec for spec in metrics.ALL_METRICS}
+    graphed = set()
+    for widget in _dashboard(default_synth)["widgets"]:
+        props = widget["properties"]
+        for line in props.get("metrics", []):
+            if isinstance(line[0], dict):  # an expression: SEARCH over the exact schema, or math
+                expression = line[0]["expression"]
+                for schema, name in re.findall(r"SEARCH\('(\{[^}]+\}) MetricName=\"(\w+)\"", expression):
+                    assert schema == by_name[name].schema, (name, schema)
+                    assert f'service="{SERVICE}"' in expression
+                    graphed.add(name)
+                continue
+            namespace, name, *dims = [p for p in line if not isinstance(p, dict)]
+            if namespace != metrics.NAMESPACE:
+                continue
+            dimension_names = set(dims[0::2])
+            assert dimension_names == {*by_name[name].dimensions, "service"}, (name, dims)
+            assert dict(zip(dims[0::2], dims[1::2], strict=True))["service"] == SERVICE
+            graphed.add(name)
+    assert graphed == metrics.METRIC_NAMES, f"not on the dashboard: {metrics.METRIC_NAMES - graphed}"
+
+
+def test_placeholder_metrics_are_on_a_panel_labelled_placeholder(default_synth: Synth) -> None:
+    for widget in _dashboard(default_synth)["widgets"]:
+        props = widget["properties"]
+        names = {p for line in props.get("metrics", []) for p in line if isinstance(p, str)}
+        if names & {spec.name for spec in metrics.NOT_EMITTED}:
+            assert props["title"].startswith("PLACEHOLDER:"), props["title"]
+
+
+def test_alarms_query_exactly_the_emitted_dimension_sets(default_synth: Synth) -> None:
+    by_name = {spec.name: spec for spec in metrics.ALL_METRICS}
+    alarm_metrics = []
+    for alarm in default_synth.resources("AWS::CloudWatch::Alarm").values():
+        props = alarm["Properties"]
+        if props.get("Namespace") == metrics.NAMESPACE:
+            alarm_metrics.append((props["MetricName"], props["Dimensions"]))
+        for query in props.get("Metrics", []):
+            if "MetricStat" in query:
+                metric = query["MetricStat"]["Metric"]
+                alarm_metrics.append((metric["MetricName"], metric["Dimensions"]))
+    assert alarm_metrics
+    for name, dimensions in alarm_metrics:
+        assert by_name[name].emitted_by, f"alarm on {name}, which no flow emits"
+        assert {d["Name"] for d in dimensions} == {*by_name[name].dimensions, "service"}, name

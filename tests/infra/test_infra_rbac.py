@@ -1,0 +1,287 @@
+"""deploy/rbac.yaml grants exactly the Kubernetes requests the Lambda code makes.
+
+How the used set is derived, so a new call in a flow cannot slip past:
+
+1. ``flow_calls()`` scans the flows (every module of the layer outside ``cluster/`` and ``cli/``;
+   the CLI runs with the user's own kubeconfig, not the functions' role) for ``cluster.<method>(``
+   and, for the generic verbs, the Resource constant passed first.
+2. ``EXERCISES`` holds one exercise per such call: it runs the real ``Cluster`` method against a
+   recording transport, so the HTTP requests (method, path) are the ones the code really sends.
+   A flow call without an exercise fails ``test_every_cluster_call_of_the_flows_is_exercised``.
+3. Each request becomes an RBAC check (apiGroup, resource[/subresource], verb, namespace, name)
+   that must be allowed by rbac.yaml, and every grant in rbac.yaml must be used by some request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from sandbox.shared_data import REPO_ROOT
+
+RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
+LAYER = REPO_ROOT / "layers" / "nodewright" / "nodewright"
+# Not the functions' role: the cluster package itself, and the CLI (the user's kubeconfig).
+NOT_FLOWS = ("cluster", "cli")
+CALL = re.compile(r"\bcluster\.(\w+)\(\s*([A-Z][A-Z_]+\b)?")
+GENERIC_VERBS = {"list", "get", "find", "create", "replace", "patch", "delete", "update_with_retry",
+                 "add_finalizer", "remove_finalizer", "set_condition"}  # fmt: skip
+VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+PATH = re.compile(
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
+    r"/(?P<resource>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One RBAC authorization check, as the API server makes it for a request."""
+
+    group: str
+    resource: str  # "pods/eviction" for a subresource
+    verb: str
+    namespace: str | None
+    name: str | None
+
+
+def flow_calls() -> set[tuple[str, str | None]]:
+    """(Cluster method, Resource constant for the generic verbs) called by the Lambda code."""
+    found: set[tuple[str, str | None]] = set()
+    sources = [p for p in LAYER.rglob("*.py") if p.relative_to(LAYER).parts[0] not in NOT_FLOWS]
+    sources += list((REPO_ROOT / "functions").rglob("*.py"))
+    for path in sources:
+        for method, resource in CALL.findall(path.read_text()):
+            if method == "connect":  # nodewright.cluster.connect: the module, not a request
+                continue
+            found.add((method, resource if method in GENERIC_VERBS and resource else None))
+    return found
+
+
+class Recorder:
+    """A transport for ``Cluster.request``: records each request, answers like an API server would."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+        self.missing: set[str] = set()  # paths that answer 404
+
+    def __call__(self, method: str, path: str, *, query: Any = None, body: Any = None, **_: Any) -> Any:
+        from nodewright.cluster.errors import NotFound
+
+        self.requests.append((method, path))
+        if path in self.missing:
+            self.missing.discard(path)  # created by the next request
+            raise NotFound(404, f"{path} not found")
+        parts = PATH.match(path)
+        if method == "GET" and not parts["name"]:
+            return {"items": [], "metadata": {}}
+        if method == "GET":
+            meta = {"name": parts["name"], "namespace": parts["namespace"], "resourceVersion": "7"}
+            return {
+                "metadata": {**meta, "finalizers": ["x"]},
+                "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True},
+                "status": {},
+            }
+        return body if isinstance(body, dict) else {}
+
+
+def _lease(cluster: Any, recorder: Recorder) -> None:
+    from nodewright.cluster.lease import DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE
+    from nodewright.cluster.resources import LEASES
+
+    recorder.missing.add(LEASES.path(DEFAULT_LEASE_NAMESPACE, DEFAULT_LEASE_NAME))
+    with cluster.writer_lease("provisioner/test") as lease:  # absent: created
+        lease.renew()
+    second = cluster.writer_lease("interruption-test")  # present and free: taken over
+    assert second.acquire()
+    second.release()
+
+
+POD = {"metadata": {"name": "web-1", "namespace": "shop", "uid": "u1"}}
+CLAIM = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "default-x"}}
+TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+# One exercise per (Cluster method, Resource) the flows call; the call sites are in the comments.
+EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
+    # provisioning/world.py
+    ("snapshot", None): lambda c, r: c.snapshot(),
+    # provisioning/loop.py
+    ("list_pending_pods", None): lambda c, r: c.list_pending_pods(),
+    # provisioning/loop.py, termination/terminate.py, interruption/flow.py
+    ("list_nodeclaims", None): lambda c, r: c.list_nodeclaims(),
+    # termination/terminate.py, interruption/flow.py
+    ("list_nodes", None): lambda c, r: c.list_nodes(),
+    ("find_node", None): lambda c, r: c.find_node("ip-10-0-0-1"),
+    ("record_event", None): lambda c, r: (
+        c.record_event(POD, "Nominated", "m"),
+        c.record_event(CLAIM, "X", "m"),
+    ),
+    # provisioning/loop.py, interruption/flow.py
+    ("writer_lease", None): _lease,
+    # provisioning/flow.py
+    ("create_nodeclaim", None): lambda c, r: c.create_nodeclaim(CLAIM),
+    # provisioning/launch.py (labels)
+    ("patch", "NODECLAIMS"): lambda c, r: c.patch(_r("NODECLAIMS"), "default-x", {"metadata": {}}),
+    # provisioning/nodepools.py (status conditions)
+    ("patch", "NODEPOOLS"): lambda c, r: c.patch(
+        _r("NODEPOOLS"), "default", {"status": {}}, subresource="status"
+    ),
+    # provisioning/launch.py, provisioning/lifecycle.py
+    ("patch_nodeclaim_status", None): lambda c, r: c.patch_nodeclaim_status("default-x", {"nodeName": "n"}),
+    ("delete_nodeclaim", None): lambda c, r: c.delete_nodeclaim("default-x"),
+    ("remove_finalizer", "NODECLAIMS"): lambda c, r: c.remove_finalizer(_r("NODECLAIMS"), "default-x", "x"),
+    # provisioning/lifecycle.py (registration: labels, taints, finalizer on the Node)
+    ("update_with_retry", "NODES"): lambda c, r: c.update_with_retry(
+        _r("NODES"), "n", lambda o: {"spec": {}}
+    ),
+    ("patch_node", None): lambda c, r: c.patch_node("n", {"metadata": {"labels": {}}}),
+    # termination/terminate.py
+    ("taint_node", None): lambda c, r: c.taint_node("n", [{**TAINT, "key": "new"}], cordon=True),
+    ("add_finalizer", "NODECLAIMS"): lambda c, r: c.add_finalizer(_r("NODECLAIMS"), "default-x", "y"),
+    ("patch_nodeclaim", None): lambda c, r: c.patch_nodeclaim("default-x", {"metadata": {}}),
+    ("delete_node", None): lambda c, r: c.delete_node("n"),
+    ("remove_finalizer", "NODES"): lambda c, r: c.remove_finalizer(_r("NODES"), "n", "x"),
+    # termination/drain.py
+    ("list_pods_on_node", None): lambda c, r: c.list_pods_on_node("n"),
+    ("evict", None): lambda c, r: c.evict(POD),
+    ("delete_pod", None): lambda c, r: c.delete_pod("shop", "web-1", grace_period_seconds=0),
+}
+
+
+def _r(name: str) -> Any:
+    from nodewright.cluster import resources
+
+    return getattr(resources, name)
+
+
+def _check(method: str, path: str) -> Check:
+    match = PATH.match(path.split("?", 1)[0])
+    assert match, f"unexpected request path {path}"
+    resource = match["resource"] + (f"/{match['sub']}" if match["sub"] else "")
+    verb = ("get" if match["name"] else "list") if method == "GET" else VERB_BY_METHOD[method]
+    return Check(match["group"] or "", resource, verb, match["namespace"], match["name"])
+
+
+@pytest.fixture(scope="module")
+def used_checks() -> dict[Check, set[tuple[str, str | None]]]:
+    """Every RBAC check the exercised calls need → which calls need it."""
+    from nodewright.cluster.client import Cluster
+
+    needed: dict[Check, set[tuple[str, str | None]]] = {}
+    for call, exercise in EXERCISES.items():
+        recorder = Recorder()
+        cluster = Cluster(api_client=None)
+        cluster.request = recorder  # type: ignore[method-assign]
+        exercise(cluster, recorder)
+        assert recorder.requests, f"{call} sent no request"
+        for method, path in recorder.requests:
+            needed.setdefault(_check(method, path), set()).add(call)
+    return needed
+
+
+@dataclass(frozen=True)
+class Rule:
+    groups: frozenset[str]
+    resources: frozenset[str]
+    verbs: frozenset[str]
+    names: frozenset[str]  # empty: any name
+    namespace: str | None  # None: a ClusterRole (every namespace and cluster-scoped objects)
+
+    def allows(self, check: Check) -> bool:
+        return (
+            check.group in self.groups
+            and check.resource in self.resources
+            and check.verb in self.verbs
+            and (not self.names or check.name in self.names)
+            and (self.namespace is None or check.namespace == self.namespace)
+        )
+
+
+def rbac_documents() -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(RBAC.read_text()) if doc]
+
+
+def granted_rules() -> list[Rule]:
+    rules = []
+    for doc in rbac_documents():
+        if doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        namespace = doc["metadata"].get("namespace") if doc["kind"] == "Role" else None
+        for rule in doc["rules"]:
+            rules.append(
+                Rule(
+                    frozenset(rule["apiGroups"]),
+                    frozenset(rule["resources"]),
+                    frozenset(rule["verbs"]),
+                    frozenset(rule.get("resourceNames") or ()),
+                    namespace,
+                )
+            )
+    return rules
+
+
+def test_every_cluster_call_of_the_flows_is_exercised() -> None:
+    calls = flow_calls()
+    assert calls, "no cluster call found: did the layer move?"
+    missing = calls - EXERCISES.keys()
+    assert not missing, f"add an exercise (and the RBAC it needs) for {sorted(missing, key=str)}"
+    stale = EXERCISES.keys() - calls
+    assert not stale, f"no flow makes these calls any more; drop them (and their grants): {stale}"
+
+
+def test_rbac_allows_every_request_the_code_makes(used_checks: dict[Check, set[Any]]) -> None:
+    rules = granted_rules()
+    denied = {check: calls for check, calls in used_checks.items() if not any(r.allows(check) for r in rules)}
+    assert not denied, f"deploy/rbac.yaml refuses these requests: {denied}"
+
+
+def test_rbac_grants_nothing_the_code_does_not_use(used_checks: dict[Check, set[Any]]) -> None:
+    for rule in granted_rules():
+        for group in rule.groups:
+            for resource in rule.resources:
+                for verb in rule.verbs:
+                    used = [
+                        c
+                        for c in used_checks
+                        if (c.group, c.resource, c.verb) == (group, resource, verb) and rule.allows(c)
+                    ]
+                    assert used, f"unused grant: {verb} {group or 'core'}/{resource} ({rule})"
+
+
+def test_the_writer_lease_is_limited_to_its_namespace_and_name(used_checks: dict[Check, set[Any]]) -> None:
+    from nodewright.cluster.lease import DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE
+
+    lease_checks = {c for c in used_checks if c.resource == "leases"}
+    assert {c.verb for c in lease_checks} == {"get", "create", "update"}
+    assert {c.namespace for c in lease_checks} == {DEFAULT_LEASE_NAMESPACE}
+    lease_rules = [r for r in granted_rules() if "leases" in r.resources]
+    assert all(r.namespace == DEFAULT_LEASE_NAMESPACE for r in lease_rules)
+    # Only create is unnamed (RBAC cannot name an object that does not exist yet).
+    for rule in lease_rules:
+        assert rule.names == {DEFAULT_LEASE_NAME} or rule.verbs == {"create"}, rule
+    other = Check("coordination.k8s.io", "leases", "update", DEFAULT_LEASE_NAMESPACE, "kube-scheduler")
+    assert not any(r.allows(other) for r in granted_rules())
+
+
+def test_rbac_grants_no_secrets_wildcards_watch_or_cluster_admin() -> None:
+    for rule in granted_rules():
+        for values in (rule.groups, rule.resources, rule.verbs):
+            assert not any("*" in v for v in values), rule
+        assert not rule.resources & {"secrets", "configmaps", "serviceaccounts", "serviceaccounts/token"}
+        assert not rule.verbs & {"escalate", "bind", "impersonate", "watch"}, rule
+    for doc in rbac_documents():
+        if "roleRef" in doc:
+            assert doc["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")
+
+
+def test_the_recorder_sees_the_paths_the_api_server_would(used_checks: dict[Check, set[Any]]) -> None:
+    """Guards the derivation itself: a few requests the code must make, spelled out."""
+    assert Check("", "pods/eviction", "create", "shop", "web-1") in used_checks
+    assert Check("", "pods", "delete", "shop", "web-1") in used_checks
+    assert Check("karpenter.sh", "nodeclaims/status", "patch", None, "default-x") in used_checks
+    assert Check("karpenter.sh", "nodepools/status", "patch", None, "default") in used_checks
+    assert Check("", "events", "create", "default", None) in used_checks  # cluster-scoped objects
+    assert not any(c.verb == "update" and c.resource == "nodes" for c in used_checks)  # merge patches
