@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
+from nodewright.scheduling.model import is_provisionable
 
 from bench.interruption import eventbridge_event, sqs_batches
 from sandbox.lambdas import LambdaContext, load_function
@@ -155,6 +156,14 @@ def _wait(what: str, check: Any, timeout: float) -> None:
 
 def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: Any, sandbox: Any) -> None:
     _apply_workload(cluster, sandbox)
+    # The deployment controller and the scheduler run on their own: on a busy machine the pods may
+    # not be pending yet, and a pass that sees no pending pod ends the invocation (the next
+    # scheduled one, a minute later, would place them). Invoke once they are what the poll finds.
+    _wait(
+        f"{REPLICAS} unschedulable inflate pods",
+        lambda: sum(1 for p in cluster.list_pending_pods() if is_provisionable(p)) == REPLICAS,
+        timeout=30,
+    )
     provisioner = load_function("provisioner")
     provisioner.handler(
         {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}},

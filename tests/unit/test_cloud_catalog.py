@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,11 @@ def test_on_demand_only_type_has_no_spot_offerings_and_zones_restrict(primed: No
 def test_missing_price_is_estimated_with_a_warning_and_a_metric(
     primed: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from nodewright.observability import metrics
+    from nodewright.observability import logger, metrics
 
+    # The warning must be emitted whatever level an earlier test in this process left the shared
+    # Logger at; caplog gives the level back after the test.
+    caplog.set_level(logging.WARNING, logger=logger().name)
     metrics().clear_metrics()
     price, estimated = catalog(InMemoryStateStore()).on_demand_price("g4dn.xlarge")
     assert estimated

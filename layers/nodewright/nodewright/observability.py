@@ -7,8 +7,11 @@ decorator that is a no-op otherwise.
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, TypeVar
 
@@ -18,9 +21,44 @@ NAMESPACE = "Nodewright"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _CurrentStdout(io.TextIOBase):
+    """Whatever ``sys.stdout`` is at write time.
+
+    Powertools' handler keeps the stream it was given, and the cached Logger outlives any
+    temporary stdout: ``contextlib.redirect_stdout`` (the benchmarks, ``nodewright demo``) and
+    pytest's per-test capture, which closes its stream when the test ends. In Lambda
+    ``sys.stdout`` never changes, so this is the same stream there.
+    """
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
 @cache
 def logger() -> Logger:
-    return Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "nodewright"))
+    return Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "nodewright"), stream=_CurrentStdout())
+
+
+@contextmanager
+def logger_level(level: str | int) -> Iterator[None]:
+    """The shared Logger at ``level`` for a block, then as it was.
+
+    For CLI commands whose own output is on stdout: the functions' JSON log lines would garble
+    it. The level is given back because ``nodewright.cli.main`` also runs inside other processes
+    (tests, the demo), whose logging it must not change.
+    """
+    previous = logger().log_level
+    logger().setLevel(level)
+    try:
+        yield
+    finally:
+        logger().setLevel(previous)
 
 
 @cache

@@ -152,6 +152,7 @@ def _table(found: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> int:
     from nodewright.cloud import aws
     from nodewright.cloud.catalog import Catalog
+    from nodewright.observability import logger_level
     from nodewright.settings import Settings
 
     try:
@@ -167,9 +168,12 @@ def run(args: argparse.Namespace) -> int:
     )
     store = _price_store(args, settings)
     catalog = Catalog(aws.client("ec2", settings), store, (settings.region, settings.aws_endpoint_url))
-    prices = catalog.prices()
-    estimated = {name for name in catalog.data().types if prices.on_demand_price(name) is None}
-    found = rows(catalog.instance_types(), terms, estimated)
+    # The functions' JSON log lines (e.g. the estimated-price warning, shown here as "~") would
+    # garble the table or the JSON on stdout.
+    with logger_level("ERROR"):
+        prices = catalog.prices()
+        estimated = {name for name in catalog.data().types if prices.on_demand_price(name) is None}
+        found = rows(catalog.instance_types(), terms, estimated)
     shown = found if args.limit <= 0 else found[: args.limit]
     if args.json:
         print(json.dumps(shown, indent=2))

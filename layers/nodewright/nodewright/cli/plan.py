@@ -102,10 +102,8 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from nodewright.observability import logger
+    from nodewright.observability import logger_level
     from nodewright.provisioning.whatif import what_if
-
-    logger().setLevel("ERROR")  # the function's JSON logs would garble the plan on stdout
 
     paths = manifest_paths(args.manifests)
     missing = [str(p) for p in paths if not p.exists()]
@@ -115,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    result = what_if(paths, offline_instance_types(args.region))
+    with logger_level("ERROR"):  # the function's JSON logs would garble the plan on stdout
+        result = what_if(paths, offline_instance_types(args.region))
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 0
