@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from unittest import mock
 
 import pytest
@@ -39,3 +40,24 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
     assert "Cluster cost: $" in summary
     assert "Pending → CreateFleet: p50" in summary
     assert "nan" not in summary
+
+    # Part two: the spot interruption, narrated from the cluster's real state as it changed.
+    story = out[out.index("Part two: EC2 reclaims a spot node") :]
+    assert "EC2 Spot Instance Interruption Warning received for i-" in story
+    assert "/spot marked unavailable" in story
+    assert re.search(r"replacement NodeClaim default-\S+ launched: \S+ (spot|on-demand) in us-west-2", story)
+    assert "tainted karpenter.sh/disrupted:NoSchedule" in story
+    assert " cordoned" in story
+    assert "(replacement)" in story, "an inflate pod runs on the replacement node"
+    assert re.search(r"node \S+ gone", story)
+    assert re.search(r"NodeClaim \S+ gone", story)
+    evicted = re.search(r"pods evicted: (\d+)/(\d+)", story)
+    assert evicted
+    assert evicted.group(1) == evicted.group(2) != "0"
+    drained = re.search(r"node and NodeClaim gone:\s+([\d.]+)s of the 120s notice", story)
+    assert drained
+    assert float(drained.group(1)) < 120
+    assert "never fewer than 9/10 inflate pods ready" in story
+    assert "batchItemFailures []" in story
+    assert "NodeClaims unchanged, no CreateFleet" in story
+    assert "consolidation is NOT implemented yet" in story

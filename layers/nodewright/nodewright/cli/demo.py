@@ -6,6 +6,11 @@ the seeds' EC2NodeClass and NodePools converted to v1 (``nodewright convert``) a
 ``inflate`` deployment (10 x 1 CPU / 1 GiB); the plan and the CreateFleet launches; nodes
 registering; pods Running; then ``web-pod``, ``gpu-pod`` and ``batch-pod`` landing on their pools'
 nodes; a summary of pods, nodes by type/zone/capacity type, $/h and pending → launch latency.
+Then a spot interruption: an EC2 Spot Instance Interruption Warning for a node running ``inflate``
+pods goes through the real ``spot_events`` handler (and, as the same event, through the queue's
+``interruption`` handler, which acknowledges it without acting again), with a timeline of the
+replacement, the cordon, the drain under a PodDisruptionBudget and the node's removal, against
+the two-minute notice. Last, ``inflate`` scales down — and nothing consolidates yet, said plainly.
 
 ``--kubeconfig PATH`` runs the same story against another API server (the emulator stays off;
 the simulators and moto still run here). Without the sandbox (a layer-only install) the command
@@ -15,10 +20,17 @@ validates the seeds' manifests instead and says so.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import io
+import json
 import os
+import secrets
 import sys
 import threading
 import time
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +41,12 @@ ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
 SEED_NODEPOOLS = ("default", "web-app", "gpu-workload", "batch-jobs")
 SEED_PODS = ("web-pod", "gpu-pod", "batch-pod")
 INVOCATION_SECONDS = 10.0  # each demo invocation loops this long (the real schedule: every minute)
+ACCOUNT = "123456789012"
+NOTICE_SECONDS = 120.0  # EC2 reclaims a spot instance two minutes after its interruption warning
+SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
+FUNCTION_SECONDS = 60.0  # the interruption functions' Lambda timeout in this story
+INFLATE = "inflate-"
+SCALED_DOWN_REPLICAS = 3
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         return _validate_only(str(exc))
     quiet_functions()
     story = SandboxRun(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
-    with story:
+    with contextlib.redirect_stdout(WithoutMetricLines(sys.stdout)), story:
         return tell_the_story(story)
 
 
@@ -65,6 +83,27 @@ def quiet_functions() -> None:
     from nodewright.observability import logger
 
     logger().setLevel("WARNING")
+
+
+class WithoutMetricLines(io.TextIOBase):
+    """stdout minus the functions' EMF metric lines: Powertools' ``single_metric`` prints them even
+    with ``POWERTOOLS_METRICS_DISABLED`` (3.37), and they would drown the story."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            *lines, self._partial = (self._partial + text).split("\n")
+            for line in lines:
+                if not line.startswith('{"_aws":'):
+                    self.out.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def _validate_only(reason: str) -> int:
@@ -250,7 +289,350 @@ def tell_the_story(story: SandboxRun) -> int:
     watcher.tick()
     print()
     print(watcher.summary())
-    return 0
+    print()
+    interrupted = interrupt_a_spot_node(story, watcher)
+    print()
+    scale_down(story, watcher)
+    return 0 if interrupted else 1
+
+
+# --- part two: a spot interruption -------------------------------------------------------------
+
+
+def spot_warning(instance_id: str) -> dict[str, Any]:
+    """An EC2 Spot Instance Interruption Warning for ``instance_id`` exactly as EventBridge
+    delivers it (AWS's documented example, in this story's region), stamped now."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": SPOT_WARNING,
+        "source": "aws.ec2",
+        "account": ACCOUNT,
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": REGION,
+        "resources": [f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{instance_id}"],
+        "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+    }
+
+
+def sqs_event(body: str, queue_url: str) -> dict[str, Any]:
+    """One message of ``queue_url`` as the Lambda event source mapping delivers it."""
+    sent_ms = str(int(time.time() * 1000))
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": "AQEB" + secrets.token_urlsafe(48),
+                "body": body,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": sent_ms,
+                    "SenderId": "AIDAIENQZJOLO23YVJ4VO",
+                    "ApproximateFirstReceiveTimestamp": sent_ms,
+                },
+                "messageAttributes": {},
+                "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_url.rsplit('/', 1)[-1]}",
+                "awsRegion": REGION,
+            }
+        ]
+    }
+
+
+def _is_ready(pod: dict[str, Any]) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions", [])
+    )
+
+
+def _inflate_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p["metadata"]["name"].startswith(INFLATE)]
+
+
+def _instance_id(node: dict[str, Any]) -> str:
+    return (node.get("spec") or {}).get("providerID", "").rsplit("/", 1)[-1]
+
+
+def pick_spot_node(watcher: Watcher) -> dict[str, Any] | None:
+    """The spot node running the most ``inflate`` pods (the one whose loss hurts most)."""
+    spot = {
+        n["metadata"]["name"]: n
+        for n in watcher.nodes
+        if (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type") == "spot"
+    }
+    counts: dict[str, int] = {}
+    for pod in _inflate_pods(watcher.pods):
+        node = pod["spec"].get("nodeName")
+        if node in spot and _is_ready(pod):
+            counts[node] = counts.get(node, 0) + 1
+    return spot[max(counts, key=counts.__getitem__)] if counts else None
+
+
+class InterruptionTimeline:
+    """Watches the cluster from a thread while the handler runs and narrates each change once,
+    with the seconds since the warning was delivered: all of it read from the API server and the
+    state table, none of it from the handler's own report."""
+
+    def __init__(self, story: SandboxRun, node: dict[str, Any], claim: dict[str, Any]) -> None:
+        from nodewright.cloud.provider import CloudProvider
+        from nodewright.cluster.resources import NODECLAIMS, PODS
+
+        self.story = story
+        self.store = CloudProvider.shared(story.settings).store
+        self.node = node["metadata"]["name"]
+        self.claim = claim["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        self.offering = tuple(
+            labels.get(k, "?")
+            for k in (
+                "node.kubernetes.io/instance-type",
+                "topology.kubernetes.io/zone",
+                "karpenter.sh/capacity-type",
+            )
+        )
+        self.claims_before = {c["metadata"]["name"] for c in story.cluster.list(NODECLAIMS)}
+        pods = _inflate_pods(story.cluster.list(PODS, namespace="default"))
+        self.on_victim = {p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") == self.node}
+        self.replicas = len(pods)
+        self.fewest_ready = sum(1 for p in pods if _is_ready(p))
+        self.ready = self.fewest_ready
+        self.on_replacement: frozenset[str] = frozenset()  # ready inflate pods on a replacement node
+        self.replacements: dict[str, str] = {}  # NodeClaim → node name once registered
+        self.evicted: list[str] = []
+        self.node_gone_at: float | None = None
+        self.claim_gone_at: float | None = None
+        self.warned_at = 0.0
+        self._seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def say(self, message: str) -> None:
+        self.story.say(f"T+{time.monotonic() - self.warned_at:5.2f}s  {message}")
+
+    def once(self, key: str) -> bool:
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+    def start(self) -> None:
+        self.warned_at = time.monotonic()
+        self._thread = threading.Thread(target=self._watch, name="interruption-timeline", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.tick()  # whatever changed since the thread's last look
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception as exc:  # a failed read is retried on the next tick
+                self.story.say(f"timeline: could not read the cluster ({exc})")
+            time.sleep(0.1)
+
+    @property
+    def done(self) -> bool:
+        """Old node and NodeClaim gone, every inflate pod ready again, some on a replacement."""
+        return (
+            self.node_gone_at is not None
+            and self.claim_gone_at is not None
+            and self.ready == self.replicas
+            and bool(self.on_replacement)
+        )
+
+    def tick(self) -> None:
+        from nodewright.cluster.resources import NODECLAIMS, PODS
+
+        cluster = self.story.cluster
+        kind, zone, capacity = self.offering
+        if capacity == "spot" and self.store.is_unavailable(kind, zone, capacity) and self.once("offering"):
+            self.say(
+                f"offering {kind}/{zone}/spot marked unavailable: the replacement and the next plans avoid it"
+            )
+        claims = {c["metadata"]["name"]: c for c in cluster.list(NODECLAIMS)}
+        for name, claim in claims.items():
+            if name in self.claims_before:
+                continue
+            status, labels = claim.get("status") or {}, claim["metadata"].get("labels") or {}
+            if status.get("instanceID") and self.once(f"launched-{name}"):
+                kind = labels.get("node.kubernetes.io/instance-type")
+                capacity_type = labels.get("karpenter.sh/capacity-type")
+                where = f"{capacity_type} in {labels.get('topology.kubernetes.io/zone')}"
+                self.say(f"replacement NodeClaim {name} launched: {kind} {where} ({status['instanceID']})")
+            if status.get("nodeName") and self.once(f"registered-{name}"):
+                self.replacements[name] = status["nodeName"]
+                self.say(f"replacement node {status['nodeName']} registered for {name}")
+        node = cluster.find_node(self.node)
+        if node is not None:
+            taints = (node.get("spec") or {}).get("taints") or []
+            if any(t.get("key") == "karpenter.sh/disrupted" for t in taints) and self.once("tainted"):
+                self.say(f"node {self.node} tainted karpenter.sh/disrupted:NoSchedule")
+            if (node.get("spec") or {}).get("unschedulable") and self.once("cordoned"):
+                self.say(f"node {self.node} cordoned")
+        elif self.once("node-gone"):
+            self.node_gone_at = time.monotonic()
+            self.say(f"node {self.node} gone")
+        claim = claims.get(self.claim)
+        if claim is not None and claim["metadata"].get("deletionTimestamp") and self.once("claim-deleting"):
+            self.say(f"NodeClaim {self.claim} deleting (its termination finalizer holds it until drained)")
+        if claim is None and self.once("claim-gone"):
+            self.claim_gone_at = time.monotonic()
+            self.say(f"NodeClaim {self.claim} gone")
+        pods = _inflate_pods(cluster.list(PODS, namespace="default"))
+        by_name = {p["metadata"]["name"]: p for p in pods}
+        for name in sorted(self.on_victim):
+            pod = by_name.get(name)
+            if (pod is None or pod["metadata"].get("deletionTimestamp")) and self.once(f"evicted-{name}"):
+                self.evicted.append(name)
+                self.say(f"pod {name} evicted ({len(self.evicted)}/{len(self.on_victim)})")
+        ready = [p for p in pods if _is_ready(p)]
+        self.ready = len(ready)
+        self.fewest_ready = min(self.fewest_ready, len(ready))
+        replacement_nodes = set(self.replacements.values())
+        on_replacement = {
+            p["metadata"]["name"] for p in ready if p["spec"].get("nodeName") in replacement_nodes
+        }
+        self.on_replacement = frozenset(on_replacement)
+        for pod in ready:
+            name, where = pod["metadata"]["name"], pod["spec"].get("nodeName")
+            if name not in self.on_victim and self.once(f"running-{name}"):
+                self.say(
+                    f"pod {name} Running on {where}{' (replacement)' if where in replacement_nodes else ''}"
+                )
+
+
+def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
+    """Part two of the story; True when the interruption was handled end to end, once."""
+    from nodewright.cluster.resources import NODECLAIMS, PDBS
+    from sandbox.lambdas import LambdaContext, load_function
+
+    cluster = story.cluster
+    story.say("Part two: EC2 reclaims a spot node")
+    cluster.create(
+        PDBS,
+        {
+            "metadata": {"name": "inflate", "namespace": "default"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "inflate"}}},
+        },
+        namespace="default",
+    )
+    story.say("applied PodDisruptionBudget inflate: maxUnavailable 1")
+    watcher.tick()
+    node = pick_spot_node(watcher)
+    if node is None:
+        story.say("no spot node runs inflate pods: nothing to interrupt")
+        return False
+    instance_id = _instance_id(node)
+    claim = next(c for c in watcher.claims if (c.get("status") or {}).get("instanceID") == instance_id)
+    timeline = InterruptionTimeline(story, node, claim)
+    event = spot_warning(instance_id)
+    kind, zone, capacity = timeline.offering
+    story.say(
+        f"node {timeline.node} ({kind} {capacity} in {zone}, {instance_id}) runs "
+        f"{len(timeline.on_victim)} inflate pod(s); NodeClaim {timeline.claim}"
+    )
+    spot_events = load_function("spot_events")
+    timeline.start()
+    timeline.say(f"{SPOT_WARNING} received for {instance_id} (event {event['id']}) → spot_events")
+    result = spot_events.handler(event, LambdaContext(FUNCTION_SECONDS, "nodewright-spot-events"))
+    handled = time.monotonic() - timeline.warned_at
+    outcome = result.get("outcome") or {}
+    replacement = outcome.get("replacement") or {}
+    steps = [s for t in outcome.get("terminating", []) for s in t.get("steps", [])]
+    timeline.say(
+        f"spot_events returned: {result.get('disposition')}; marked unavailable "
+        f"{', '.join(outcome.get('markedUnavailable', [])) or 'nothing'}; launched before any eviction: "
+        f"{', '.join(replacement.get('launched', [])) or replacement}; first pass: {', '.join(steps) or '-'}"
+    )
+    story.wait_for("the drain to finish and inflate to run on the replacement", lambda: timeline.done, 60)
+    timeline.stop()
+    finished = max(timeline.node_gone_at or 0.0, timeline.claim_gone_at or 0.0) - timeline.warned_at
+
+    claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
+    launches_before = len(story.fleet_calls)
+    queue = load_function("interruption")
+    queue_url = story.sandbox.aws.interruption_queue_url
+    response = queue.handler(
+        sqs_event(json.dumps(event), queue_url), LambdaContext(FUNCTION_SECONDS, "nodewright-interruption")
+    )
+    again = spot_events.handler(event, LambdaContext(FUNCTION_SECONDS, "nodewright-spot-events"))
+    unchanged = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == claims_before
+    no_launch = len(story.fleet_calls) == launches_before
+    timeline.say(
+        f"the same event via the queue (interruption function): batchItemFailures "
+        f"{response.get('batchItemFailures')}; redelivered to spot_events: {again.get('disposition')}; "
+        f"NodeClaims {'unchanged' if unchanged else 'CHANGED'}, {'no' if no_launch else 'a NEW'} CreateFleet"
+    )
+
+    print()
+    print("Interruption timeline")
+    print(f"  warning → spot_events returned:   {handled:6.2f}s")
+    if timeline.node_gone_at and timeline.claim_gone_at:
+        print(
+            f"  warning → node and NodeClaim gone: {finished:6.2f}s of the {NOTICE_SECONDS:.0f}s notice "
+            f"({NOTICE_SECONDS - finished:.0f}s to spare)"
+        )
+    else:
+        print(f"  node or NodeClaim NOT gone after {time.monotonic() - timeline.warned_at:.0f}s")
+    print(
+        f"  pods evicted: {len(timeline.evicted)}/{len(timeline.on_victim)}; now on the replacement: "
+        f"{len(timeline.on_replacement)}"
+    )
+    print(
+        f"  PodDisruptionBudget: never fewer than {timeline.fewest_ready}/{timeline.replicas} inflate pods "
+        f"ready (maxUnavailable 1 allows {timeline.replicas - 1})"
+    )
+    return (
+        timeline.done
+        and result.get("disposition") == "acted"
+        and unchanged
+        and no_launch
+        and again.get("disposition") in ("duplicate", "not-owned")
+        and not response.get("batchItemFailures")
+        and timeline.fewest_ready >= timeline.replicas - 1
+    )
+
+
+def scale_down(story: SandboxRun, watcher: Watcher) -> None:
+    """Epilogue: fewer inflate pods leave capacity idle, and (honestly) nothing consolidates it yet."""
+    from nodewright.cluster.resources import Resource
+    from sandbox.lambdas import LambdaContext, load_function, scheduled_event
+
+    deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+    story.cluster.patch(
+        deployments, "inflate", {"spec": {"replicas": SCALED_DOWN_REPLICAS}}, namespace="default"
+    )
+    story.say(f"scaled deployment inflate down to {SCALED_DOWN_REPLICAS} replicas")
+
+    def scaled() -> bool:
+        watcher.tick()
+        return len(_inflate_pods(watcher.pods)) == SCALED_DOWN_REPLICAS
+
+    story.wait_for("inflate to scale down", scaled, 30)
+    for node in sorted(watcher.nodes, key=lambda n: n["metadata"]["name"]):
+        labels = node["metadata"].get("labels") or {}
+        if labels.get("karpenter.sh/nodepool") != "default":
+            continue
+        name = node["metadata"]["name"]
+        count = sum(1 for p in watcher.pods if p["spec"].get("nodeName") == name)
+        story.say(
+            f"node {name} ({labels.get('node.kubernetes.io/instance-type')} "
+            f"{labels.get('karpenter.sh/capacity-type')}): {count} pod(s){' — empty' if not count else ''}"
+        )
+    result = load_function("disruption").handler(
+        scheduled_event(), LambdaContext(FUNCTION_SECONDS, "nodewright-disruption")
+    )
+    story.say(
+        f"disruption function: {result} — consolidation is NOT implemented yet (the function is a "
+        "placeholder), so these nodes keep running; Karpenter would remove empty ones (NodePool default: "
+        "WhenEmpty after 30s)"
+    )
 
 
 class Watcher:
