@@ -30,6 +30,7 @@ Method, cheapest first:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import ge
@@ -193,6 +194,10 @@ class Packer:
                 result.unplaced[cls] = remaining.pop(cls)
         if not remaining:
             return result
+        if len(remaining) == 1 and not self.caps and not self.conflicts:
+            ((cls, count),) = remaining.items()
+            result.nodes = self._single_class_optimum(cls, count)
+            return result
         self._set_values(remaining)
         nodes = self._deal_capped(remaining, biggest)
         self._fill_residual(nodes, remaining)
@@ -202,6 +207,47 @@ class Packer:
                 result.unplaced[cls] = result.unplaced.get(cls, 0) + n
         result.nodes = self._improve(nodes)
         return result
+
+    def _single_class_optimum(self, cls: int, count: int) -> list[PackedNode]:
+        """The exact cheapest set of nodes for ``count`` identical, unconstrained pods.
+
+        A covering knapsack: dp[k] is the cheapest set of nodes holding at least k pods, each type
+        holding ``h_t`` pods. Types that hold no more pods for no less money are dropped. Exchange
+        argument keeping it fast: among any ``h_b`` nodes not of the best price-per-pod type b, some
+        subset holds a multiple m·h_b of pods (pigeonhole on prefix sums mod h_b), and m nodes of b
+        cost no more; so some optimum has fewer than ``h_b`` other nodes, holding fewer than
+        ``h_b · max_t h_t`` pods. Beyond that, pods go onto type b nodes directly and only the
+        remainder is solved by the DP.
+        """
+        options: list[tuple[float, int, int]] = []  # price, pods held, type index
+        for index, option in enumerate(self.types):  # sorted by (price, name)
+            held = min((option.alloc[d] // v for d, v in self._nonzero[cls]), default=count)
+            if held > 0 and all(held > h for _, h, _ in options):
+                options.append((option.price, held, index))
+        _, best_held, best_index = min(options, key=lambda o: (o[0] / o[1], o[0], o[2]))
+        reach = best_held * max(h for _, h, _ in options)
+        bulk = max(0, -(-(count - reach) // best_held))
+        rest = max(0, count - bulk * best_held)
+        cost = [0.0] + [math.inf] * rest
+        choice = [-1] * (rest + 1)
+        for k in range(1, rest + 1):
+            for position, (price, held, _) in enumerate(options):
+                candidate = cost[max(0, k - held)] + price
+                if candidate < cost[k] - 1e-12:
+                    cost[k], choice[k] = candidate, position
+        held_by_node = [(best_index, best_held)] * bulk
+        k = rest
+        while k > 0:
+            _, held, index = options[choice[k]]
+            held_by_node.append((index, held))
+            k = max(0, k - held)
+        nodes: list[PackedNode] = []
+        left = count
+        for index, held in sorted(held_by_node, key=lambda node: (-node[1], node[0])):
+            placed = min(held, left)
+            left -= placed
+            nodes.append(PackedNode(index, {cls: placed}, self._load({cls: placed})))
+        return nodes
 
     def _load(self, counts: dict[int, int]) -> list[int]:
         load = [0] * self.dims
