@@ -57,12 +57,13 @@ def launch_claim(
     ``fresh``: created by this pass, so no instance can exist yet and the lookup is skipped.
     """
     from nodewright.cloud import errors as cloud_errors
+    from nodewright.cloud.provider import LaunchResult
 
     name = nodeclaims.name_of(claim)
     pool = nodeclaims.nodepool_of(claim) or ""
     existing = None if fresh else ctx.cloud.find_by_nodeclaim(name)
     if existing is not None:
-        result, adopted = _adopted(existing), True
+        result, adopted = LaunchResult.from_instance(existing), True
     else:
         if not candidates:
             return _fail(
@@ -138,21 +139,6 @@ def allowed_values(
             allowed -= values
             constrained = True
     return allowed if constrained else None
-
-
-def _adopted(instance: Any) -> Any:
-    """An instance found by its NodeClaim tag, shaped like a launch result."""
-    from nodewright.cloud.provider import LaunchResult
-
-    return LaunchResult(
-        instance_id=instance.id,
-        instance_type=instance.instance_type,
-        zone=instance.zone,
-        capacity_type=instance.capacity_type,
-        provider_id=instance.provider_id,
-        image_id=instance.image_id,
-        subnet_id=instance.subnet_id,
-    )
 
 
 def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: Sequence[Any]) -> None:
