@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from sandbox.cluster import SandboxError
 
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    previous_term = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    previous_int = signal.getsignal(signal.SIGINT)
     try:
         sandbox = Sandbox(
             cluster_name=args.cluster_name,
@@ -56,22 +57,23 @@ def run(args: argparse.Namespace) -> int:
         with sandbox:
             if not args.no_crds:
                 sandbox.apply_crds()
+            # From here Ctrl-C means "stop cleanly": an event, not a KeyboardInterrupt that could land
+            # between two statements (before start-up it still interrupts, and `with` tears down).
+            signal.signal(signal.SIGINT, lambda *_: stop.set())
             print(f"kubeconfig:    {sandbox.kubeconfig_path}")
             print(f"moto endpoint: {sandbox.aws_endpoint}")
             print(f"started in {sandbox.startup_seconds:.1f}s; environment for the functions:")
             for name, value in sandbox.env().items():
                 print(f"  export {name}={shlex.quote(value)}")
             print("Ctrl-C to stop.", flush=True)
-            try:
-                while not stop.wait(0.5):
-                    pass
-            except KeyboardInterrupt:
+            while not stop.wait(0.5):
                 pass
             print("stopping...", flush=True)
     except SandboxError as exc:
         print(f"nodewright sandbox: {exc}", file=sys.stderr)
         return 2
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
     print("stopped.")
     return 0
