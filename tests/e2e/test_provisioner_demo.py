@@ -45,10 +45,20 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
     story = out[out.index("Part two: EC2 reclaims a spot node") :]
     assert "EC2 Spot Instance Interruption Warning received for i-" in story
     assert "/spot marked unavailable" in story
-    assert re.search(r"replacement NodeClaim default-\S+ launched: \S+ (spot|on-demand) in us-west-2", story)
     assert "tainted karpenter.sh/disrupted:NoSchedule" in story
     assert " cordoned" in story
-    assert "(replacement)" in story, "an inflate pod runs on the replacement node"
+    # The seeds leave room for one inflate pod on the web-app node, so the scheduling core may place
+    # the evicted pod there instead of launching (the launch path is pinned by
+    # tests/e2e/test_interruption_sandbox.py); either way the story must say which, consistently.
+    if "launched before any eviction: NodeClaim default-" in story:
+        launched = r"replacement NodeClaim default-\S+ launched: \S+ (spot|on-demand) in us-west-2"
+        assert re.search(launched, story)
+        assert re.search(r"pod inflate-\S+ Running on \S+ \(replacement\)", story)
+    else:
+        assert "before any eviction: nothing: the scheduling core placed the node's 1 pod(s)" in story
+        assert "replacement NodeClaim" not in story
+        assert re.search(r"pod inflate-\S+ Running on \S+ \(existing capacity\)", story)
+    assert "ready: 10/10" in story
     assert re.search(r"node \S+ gone", story)
     assert re.search(r"NodeClaim \S+ gone", story)
     evicted = re.search(r"pods evicted: (\d+)/(\d+)", story)

@@ -9,8 +9,9 @@ nodes; a summary of pods, nodes by type/zone/capacity type, $/h and pending → 
 Then a spot interruption: an EC2 Spot Instance Interruption Warning for a node running ``inflate``
 pods goes through the real ``spot_events`` handler (and, as the same event, through the queue's
 ``interruption`` handler, which acknowledges it without acting again), with a timeline of the
-replacement, the cordon, the drain under a PodDisruptionBudget and the node's removal, against
-the two-minute notice. Last, ``inflate`` scales down — and nothing consolidates yet, said plainly.
+replacement (or of the pods moving to existing capacity, when they fit there), the cordon, the
+drain under a PodDisruptionBudget and the node's removal, against the two-minute notice. Last,
+``inflate`` scales down — and nothing consolidates yet, said plainly.
 
 ``--kubeconfig PATH`` runs the same story against another API server (the emulator stays off;
 the simulators and moto still run here). Without the sandbox (a layer-only install) the command
@@ -404,7 +405,11 @@ class InterruptionTimeline:
         self.node_gone_at: float | None = None
         self.claim_gone_at: float | None = None
         self.warned_at = 0.0
-        self._seen: set[str] = set()
+        # Whether the spot_events pass launched capacity; None until it returns. When the scheduling
+        # core found room for the node's pods on existing nodes it launches nothing (as Karpenter would).
+        self.replacement_launched: bool | None = None
+        # Pods already running elsewhere are not news: the timeline narrates only what moves.
+        self._seen: set[str] = {f"running-{p['metadata']['name']}" for p in pods if _is_ready(p)}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -438,12 +443,13 @@ class InterruptionTimeline:
 
     @property
     def done(self) -> bool:
-        """Old node and NodeClaim gone, every inflate pod ready again, some on a replacement."""
+        """Old node and NodeClaim gone, every inflate pod ready (on the replacement, if one launched)."""
         return (
             self.node_gone_at is not None
             and self.claim_gone_at is not None
             and self.ready == self.replicas
-            and bool(self.on_replacement)
+            and self.replacement_launched is not None
+            and (bool(self.on_replacement) or not self.replacement_launched)
         )
 
     def tick(self) -> None:
@@ -503,7 +509,8 @@ class InterruptionTimeline:
             name, where = pod["metadata"]["name"], pod["spec"].get("nodeName")
             if name not in self.on_victim and self.once(f"running-{name}"):
                 self.say(
-                    f"pod {name} Running on {where}{' (replacement)' if where in replacement_nodes else ''}"
+                    f"pod {name} Running on {where} "
+                    f"({'replacement' if where in replacement_nodes else 'existing capacity'})"
                 )
 
 
@@ -544,13 +551,22 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     handled = time.monotonic() - timeline.warned_at
     outcome = result.get("outcome") or {}
     replacement = outcome.get("replacement") or {}
+    created = replacement.get("nodeClaimsCreated") or []
+    timeline.replacement_launched = bool(created)
     steps = [s for t in outcome.get("terminating", []) for s in t.get("steps", [])]
+    launched = (
+        f"NodeClaim {', '.join(created)}"
+        if created
+        else f"nothing: the scheduling core placed the node's {replacement.get('pendingPods', 0)} pod(s) "
+        "on existing capacity"
+    )
     timeline.say(
         f"spot_events returned: {result.get('disposition')}; marked unavailable "
         f"{', '.join(outcome.get('markedUnavailable', [])) or 'nothing'}; launched before any eviction: "
-        f"{', '.join(replacement.get('launched', [])) or replacement}; first pass: {', '.join(steps) or '-'}"
+        f"{launched}; first pass: {', '.join(steps) or '-'}"
     )
-    story.wait_for("the drain to finish and inflate to run on the replacement", lambda: timeline.done, 60)
+    where = "the replacement" if created else "existing capacity"
+    story.wait_for(f"the drain to finish and inflate to run on {where}", lambda: timeline.done, 60)
     timeline.stop()
     finished = max(timeline.node_gone_at or 0.0, timeline.claim_gone_at or 0.0) - timeline.warned_at
 
@@ -581,8 +597,8 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     else:
         print(f"  node or NodeClaim NOT gone after {time.monotonic() - timeline.warned_at:.0f}s")
     print(
-        f"  pods evicted: {len(timeline.evicted)}/{len(timeline.on_victim)}; now on the replacement: "
-        f"{len(timeline.on_replacement)}"
+        f"  pods evicted: {len(timeline.evicted)}/{len(timeline.on_victim)}; inflate pods on a replacement "
+        f"node: {len(timeline.on_replacement)}; ready: {timeline.ready}/{timeline.replicas}"
     )
     print(
         f"  PodDisruptionBudget: never fewer than {timeline.fewest_ready}/{timeline.replicas} inflate pods "
