@@ -71,3 +71,5 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
     assert "batchItemFailures []" in story
     assert "NodeClaims unchanged, no CreateFleet" in story
     assert "consolidation is NOT implemented yet" in story
+    epilogue = story[story.index("scaled deployment inflate down") :]
+    assert " Running on " not in epilogue, "the epilogue retells what the interruption timeline told"

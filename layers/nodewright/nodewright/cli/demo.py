@@ -400,7 +400,7 @@ class InterruptionTimeline:
         self.fewest_ready = sum(1 for p in pods if _is_ready(p))
         self.ready = self.fewest_ready
         self.on_replacement: frozenset[str] = frozenset()  # ready inflate pods on a replacement node
-        self.replacements: dict[str, str] = {}  # NodeClaim → node name once registered
+        self.replacement_instances: set[str] = set()  # instance ids of NodeClaims launched since
         self.evicted: list[str] = []
         self.node_gone_at: float | None = None
         self.claim_gone_at: float | None = None
@@ -453,7 +453,7 @@ class InterruptionTimeline:
         )
 
     def tick(self) -> None:
-        from nodewright.cluster.resources import NODECLAIMS, PODS
+        from nodewright.cluster.resources import NODECLAIMS, NODES, PODS
 
         cluster = self.story.cluster
         kind, zone, capacity = self.offering
@@ -467,14 +467,19 @@ class InterruptionTimeline:
                 continue
             status, labels = claim.get("status") or {}, claim["metadata"].get("labels") or {}
             if status.get("instanceID") and self.once(f"launched-{name}"):
+                self.replacement_instances.add(status["instanceID"])
                 kind = labels.get("node.kubernetes.io/instance-type")
                 capacity_type = labels.get("karpenter.sh/capacity-type")
                 where = f"{capacity_type} in {labels.get('topology.kubernetes.io/zone')}"
                 self.say(f"replacement NodeClaim {name} launched: {kind} {where} ({status['instanceID']})")
             if status.get("nodeName") and self.once(f"registered-{name}"):
-                self.replacements[name] = status["nodeName"]
                 self.say(f"replacement node {status['nodeName']} registered for {name}")
-        node = cluster.find_node(self.node)
+        nodes = {n["metadata"]["name"]: n for n in cluster.list(NODES)}
+        # A node is the replacement by its providerID (as Karpenter matches them): pods may run on it
+        # before the provisioner's lifecycle pass marks its NodeClaim Registered.
+        launched = self.replacement_instances
+        replacement_nodes = {name for name, n in nodes.items() if _instance_id(n) in launched}
+        node = nodes.get(self.node)
         if node is not None:
             taints = (node.get("spec") or {}).get("taints") or []
             if any(t.get("key") == "karpenter.sh/disrupted" for t in taints) and self.once("tainted"):
@@ -500,7 +505,6 @@ class InterruptionTimeline:
         ready = [p for p in pods if _is_ready(p)]
         self.ready = len(ready)
         self.fewest_ready = min(self.fewest_ready, len(ready))
-        replacement_nodes = set(self.replacements.values())
         on_replacement = {
             p["metadata"]["name"] for p in ready if p["spec"].get("nodeName") in replacement_nodes
         }
@@ -568,6 +572,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     where = "the replacement" if created else "existing capacity"
     story.wait_for(f"the drain to finish and inflate to run on {where}", lambda: timeline.done, 60)
     timeline.stop()
+    watcher.tick(narrate=False)  # the timeline told part two; the epilogue must not retell it
     finished = max(timeline.node_gone_at or 0.0, timeline.claim_gone_at or 0.0) - timeline.warned_at
 
     claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
@@ -675,10 +680,12 @@ class Watcher:
             if p["metadata"]["name"].startswith(prefix) and (p.get("status") or {}).get("phase") == "Running"
         )
 
-    def tick(self) -> None:
+    def tick(self, *, narrate: bool = True) -> None:
+        """Read the cluster; say what changed, or (``narrate=False``) only note it as told."""
         from nodewright.cluster.resources import NODECLAIMS, NODES, PODS
 
-        cluster, say = self.story.cluster, self.story.say
+        cluster = self.story.cluster
+        say = self.story.say if narrate else (lambda _message: None)
         self.pods = cluster.list(PODS, namespace="default")
         self.claims = cluster.list(NODECLAIMS)
         self.nodes = cluster.list(NODES)
