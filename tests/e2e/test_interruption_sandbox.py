@@ -22,6 +22,7 @@ from nodewright.scheduling.model import is_provisionable
 
 from bench.interruption import eventbridge_event, sqs_batches
 from sandbox.lambdas import LambdaContext, load_function
+from sandbox.workloads import inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -56,50 +57,13 @@ def cluster(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 def _apply_workload(kube: Any, sb: Any) -> None:
-    selector = [{"tags": {"karpenter.sh/discovery": sb.cluster_name}}]
-    kube.create(
-        EC2NODECLASSES,
-        {
-            "metadata": {"name": "default"},
-            "spec": {
-                "amiFamily": "AL2023",
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "role": sb.aws.node_role_name,
-                "subnetSelectorTerms": selector,
-                "securityGroupSelectorTerms": selector,
-            },
-        },
-    )
-    kube.create(
-        NODEPOOLS,
-        {
-            "metadata": {"name": "spot"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.k8s.aws",
-                            "kind": "EC2NodeClass",
-                            "name": "default",
-                        },
-                        "requirements": [
-                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
-                            {
-                                "key": "karpenter.k8s.aws/instance-category",
-                                "operator": "In",
-                                "values": ["c", "m"],
-                            },
-                            {
-                                "key": "karpenter.k8s.aws/instance-generation",
-                                "operator": "Gt",
-                                "values": ["4"],
-                            },
-                        ],
-                    }
-                }
-            },
-        },
-    )
+    kube.create(EC2NODECLASSES, nodeclass(sb))
+    spot = [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
+        {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
+    ]
+    kube.create(NODEPOOLS, nodepool("spot", spot))
     kube.create(
         PDBS,
         {
@@ -108,30 +72,7 @@ def _apply_workload(kube: Any, sb: Any) -> None:
         },
         namespace="default",
     )
-    kube.create(
-        DEPLOYMENTS,
-        {
-            "metadata": {"name": "inflate", "namespace": "default"},
-            "spec": {
-                "replicas": REPLICAS,
-                "selector": {"matchLabels": {"app": "inflate"}},
-                "template": {
-                    "metadata": {"labels": {"app": "inflate"}},
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "inflate",
-                                "image": "public.ecr.aws/amazonlinux/amazonlinux:latest",
-                                "command": ["sleep", "3600"],
-                                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-                            }
-                        ]
-                    },
-                },
-            },
-        },
-        namespace="default",
-    )
+    kube.create(DEPLOYMENTS, inflate(REPLICAS), namespace="default")
 
 
 def _ready_inflate(kube: Any) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NOD
 from nodewright.provisioning import loop
 
 from sandbox.lambdas import SCHEDULED_EVENT, LambdaContext, load_function
+from sandbox.workloads import inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-e2e")]
 
@@ -56,70 +57,11 @@ def cluster(env: Any) -> Iterator[Any]:
     reset_connections()
 
 
-def nodeclass(sb: Any) -> dict[str, Any]:
-    selector = [{"tags": {"karpenter.sh/discovery": sb.cluster_name}}]
-    return {
-        "apiVersion": "karpenter.k8s.aws/v1",
-        "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {
-            "amiFamily": "AL2023",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "role": sb.aws.node_role_name,
-            "subnetSelectorTerms": selector,
-            "securityGroupSelectorTerms": selector,
-        },
-    }
-
-
-def nodepool(name: str, requirements: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                    "requirements": requirements,
-                }
-            },
-            **spec,
-        },
-    }
-
-
 GENERAL = [
     {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
     {"key": labels.INSTANCE_CATEGORY, "operator": "In", "values": ["c", "m", "r"]},
     {"key": labels.INSTANCE_GENERATION, "operator": "Gt", "values": ["4"]},
 ]
-
-
-def inflate(replicas: int, cpu: str = "1", memory: str = "1Gi") -> dict[str, Any]:
-    """The seeds' ``inflate`` deployment."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "inflate", "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "inflate"}},
-            "template": {
-                "metadata": {"labels": {"app": "inflate"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "inflate",
-                            "image": "public.ecr.aws/amazonlinux/amazonlinux:latest",
-                            "command": ["sleep", "3600"],
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                        }
-                    ]
-                },
-            },
-        },
-    }
 
 
 def invoke(seconds: float) -> dict[str, Any]:

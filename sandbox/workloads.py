@@ -1,0 +1,67 @@
+"""The manifests the end-to-end scenarios apply to a sandbox: one EC2NodeClass that resolves in it,
+NodePools on that class, and the seeds' ``inflate`` deployment at any size."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.cluster import Sandbox
+
+NODECLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+
+
+def nodeclass(sb: Sandbox) -> dict[str, Any]:
+    """EC2NodeClass ``default``: AL2023, the sandbox's node role, its discovery-tagged subnets and SGs."""
+    selector = [{"tags": {"karpenter.sh/discovery": sb.cluster_name}}]
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "amiFamily": "AL2023",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "role": sb.aws.node_role_name,
+            "subnetSelectorTerms": selector,
+            "securityGroupSelectorTerms": selector,
+        },
+    }
+
+
+def nodepool(name: str, requirements: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    """A v1 NodePool on ``nodeclass``; ``spec`` adds top-level fields (limits, weight, disruption)."""
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {"spec": {"nodeClassRef": dict(NODECLASS_REF), "requirements": requirements}},
+            **spec,
+        },
+    }
+
+
+def inflate(replicas: int, cpu: str = "1", memory: str = "1Gi") -> dict[str, Any]:
+    """The seeds' ``inflate`` deployment (events/manifests/deployment-inflate.yaml) at ``replicas``."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "inflate", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "inflate"}},
+            "template": {
+                "metadata": {"labels": {"app": "inflate"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "inflate",
+                            "image": "public.ecr.aws/amazonlinux/amazonlinux:latest",
+                            "command": ["sleep", "3600"],
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
