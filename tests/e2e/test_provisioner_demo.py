@@ -69,6 +69,7 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
     assert float(drained.group(1)) < 120
     assert "never fewer than 9/10 inflate pods ready" in story
     assert "batchItemFailures []" in story
+    assert "redelivered to spot_events: duplicate;" in story
     assert "NodeClaims unchanged, no CreateFleet" in story
     assert "consolidation is NOT implemented yet" in story
     epilogue = story[story.index("scaled deployment inflate down") :]

@@ -207,6 +207,25 @@ def test_direct_path_first_then_queue_acts_once(world, make_processor, functions
 
 
 @pytest.mark.usefixtures("owned_node", "state_table")
+def test_redelivery_after_the_node_is_gone_is_a_duplicate(world, make_processor, functions) -> None:
+    _, spot_events = functions
+    replacement = CountingReplacement()
+    processing.use_processor(make_processor(replacement, state=True))
+    context = FakeLambdaContext(function_name="nodewright-spot-events")
+
+    first = spot_events.handler(spot_event("spot-again"), context)
+    assert world.cluster.find_nodeclaim("default-a") is None, "the node is gone: nothing owns the instance"
+    again = spot_events.handler(spot_event("spot-again"), context)
+    other = spot_events.handler(spot_event("spot-other"), context)
+
+    assert first["disposition"] == "acted"
+    assert again["disposition"] == "duplicate"
+    assert again["outcome"] == first["outcome"]
+    assert other["disposition"] == "not-owned", "another event for the same instance is not a duplicate"
+    assert replacement.calls == [["node-a"]]
+
+
+@pytest.mark.usefixtures("owned_node", "state_table")
 def test_event_in_progress_on_one_path_is_retried_later_on_the_queue(make_processor, functions) -> None:
     interruption, spot_events = functions
     replacement = CountingReplacement()

@@ -614,7 +614,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
         and result.get("disposition") == "acted"
         and unchanged
         and no_launch
-        and again.get("disposition") in ("duplicate", "not-owned")
+        and again.get("disposition") == "duplicate"
         and not response.get("batchItemFailures")
         and timeline.fewest_ready >= timeline.replicas - 1
     )

@@ -21,6 +21,7 @@ half-done, until they finish or the time is spent.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -43,6 +44,9 @@ OWNERSHIP_TTL_SECONDS = 2.0
 # How often a warm container looks for terminations an earlier invocation left half-done (the
 # provisioning lifecycle also finishes them every minute).
 RESUME_SCAN_SECONDS = 10.0
+# Event ids this warm container has handled, newest last: a redelivery after the node is gone (no
+# NodeClaim left to own it) is still told apart as a duplicate, without a DynamoDB read.
+RECENT_EVENTS = 512
 IDEMPOTENCY_PARTITION = "idempotency#nodewright-interruption"
 IDEMPOTENCY_TTL_SECONDS = (
     6 * 3600
@@ -108,6 +112,7 @@ class InterruptionProcessor:
         self._index: OwnershipIndex | None = None
         self._last_resume_scan = float("-inf")
         self._received_at = 0.0
+        self._recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.logger = observability.logger()
 
     # ------------------------------------------------------------------ public
@@ -145,6 +150,8 @@ class InterruptionProcessor:
             )
             self._count("IgnoredMessages")
             return MessageResult(Disposition.IGNORED, event)
+        if event.event_id in self._recent:
+            return self._duplicate(event, self._recent[event.event_id])
         if not self._owned(event):
             self.logger.info(
                 "instances not owned by this cluster (no NodeClaim); acknowledged",
@@ -155,10 +162,11 @@ class InterruptionProcessor:
         self._received_at = received_at
         stored, fresh = self._act(event, lambda_context)
         self._index = None  # this event changed what the cluster owns
+        self._recent[event.event_id] = stored
+        while len(self._recent) > RECENT_EVENTS:
+            self._recent.popitem(last=False)
         if not fresh:
-            self.logger.info("event already handled; nothing done again", extra={"eventId": event.event_id})
-            self._count("DuplicateMessages")
-            return MessageResult(Disposition.DUPLICATE, event, stored)
+            return self._duplicate(event, stored)
         return self._report(event, stored, received_at)
 
     def drive(self, budget_seconds: float) -> list[dict[str, Any]]:
@@ -188,6 +196,11 @@ class InterruptionProcessor:
         return summaries
 
     # ------------------------------------------------------------------ internals
+    def _duplicate(self, event: InterruptionEvent, stored: dict[str, Any]) -> MessageResult:
+        self.logger.info("event already handled; nothing done again", extra={"eventId": event.event_id})
+        self._count("DuplicateMessages")
+        return MessageResult(Disposition.DUPLICATE, event, stored)
+
     def _act(self, event: InterruptionEvent, lambda_context: Any) -> tuple[dict[str, Any], bool]:
         """``flow.handle_event`` once per event id; the outcome and whether this call ran it."""
         self._fresh_event = None
