@@ -1,26 +1,47 @@
-"""PLACEHOLDER: the disruption function, until the disruption flow lands.
+"""Disruption: EventBridge schedule (every minute) → remove expired and empty nodes within budgets.
 
-The stack schedules it every minute so the wiring (schedule, role, layer, alarms) is
-deployed and tested now. It only logs that it ran and emits ``DisruptionPlaceholderRuns``;
-it does not look at the cluster, and never deletes or replaces a node.
+Thin on purpose: parse the scheduled event, build the per-container context, call
+``nodewright.disruption.run``. Consolidation of underutilized nodes and drift are not built yet
+(see ``nodewright.disruption``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nodewright import observability
+from nodewright.observability import logger, metrics, trace
+from nodewright.settings import Settings
 
-logger = observability.logger()
-metrics = observability.metrics()
+log = logger()
+emf = metrics()
+_context: Any = None
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+def _get_context() -> Any:
+    """One Context per warm container: the EKS endpoint/token and boto3 clients are reused."""
+    global _context  # noqa: PLW0603 - the per-container cache Lambda recommends
+    if _context is None:
+        from nodewright.context import Context
+
+        _context = Context.connect(Settings.from_env(), logger=log, metrics=emf)
+    return _context
+
+
+@log.inject_lambda_context(correlation_id_path="id", clear_state=True)
+@emf.log_metrics
+@trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """PLACEHOLDER: record the tick and do nothing (no emptiness, expiry, drift or consolidation yet)."""
-    logger.info(
-        "disruption placeholder ran: no disruption logic deployed yet", extra={"event_id": event.get("id")}
-    )
-    metrics.add_metric(name="DisruptionPlaceholderRuns", unit="Count", value=1)
-    return {"placeholder": True, "actions": 0}
+    """One pass, or passes while drains and budgets have something to follow; what was done."""
+    from aws_lambda_powertools.utilities.parser import ValidationError, parse
+    from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+    from nodewright import disruption
+
+    try:
+        parse(event=event, model=EventBridgeModel)
+    except ValidationError as exc:
+        # The payload carries nothing the pass needs: a malformed one is logged, and the pass still runs.
+        log.warning("not an EventBridge scheduled event; running a pass anyway", extra={"error": str(exc)})
+
+    remaining = context.get_remaining_time_in_millis() / 1000 if context is not None else 60.0
+    report = disruption.run(_get_context(), remaining)
+    return report.summary()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from nodewright import observability
+from nodewright.cloud.pricetable import PriceTable
 from nodewright.cluster import Cluster, auth
 from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS, PODS
 from nodewright.context import Context
@@ -52,12 +53,20 @@ class FakeClock:
         self._mono += seconds
 
 
+class FakeCatalog:
+    """The shared price table, as the price-refresh function would have stored it."""
+
+    def prices(self) -> PriceTable:
+        return PriceTable(on_demand={"m5.large": 0.096}, spot={("m5.large", "us-west-2a"): 0.0341})
+
+
 class FakeCloud:
     """What the flows ask of EC2, recorded."""
 
     def __init__(self) -> None:
         self.unavailable: list[tuple[str, str, str, str]] = []
         self.terminated: list[str] = []
+        self.catalog = FakeCatalog()
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
         self.unavailable.append((instance_type, zone, capacity_type, reason))

@@ -1,0 +1,239 @@
+"""Which nodes a disruption pass removes now, and why the others stay (pure: dicts and a time in).
+
+Karpenter v1's rules for the two methods built so far, in the order they run:
+
+* **Expiration** (forceful): a NodeClaim older than its ``spec.expireAfter`` (default 720h; ``Never``
+  turns it off) goes whatever the budgets say and whatever ``karpenter.sh/do-not-disrupt`` the
+  node carries, as in Karpenter v1. Its pods still leave through the Eviction API: PDBs and
+  do-not-disrupt pods hold the drain until the NodeClaim's ``terminationGracePeriod``.
+* **Emptiness** (graceful): in a NodePool whose ``consolidationPolicy`` is WhenEmpty or
+  WhenEmptyOrUnderutilized and whose ``consolidateAfter`` is not Never, an initialized node with no
+  pod to move (DaemonSet, mirror, finished and disrupted-taint-tolerating pods do not count), no
+  ``karpenter.sh/do-not-disrupt: "true"`` annotation, and no pod event for ``consolidateAfter`` —
+  and for at least ``NOMINATION_SECONDS`` since it was initialized, so pods the provisioner planned
+  onto a new node have time to bind — is removed, as many per NodePool as its budgets allow.
+
+**Budgets** (``spec.disruption.budgets``): each one's ``nodes`` (a count, or a percentage of the
+NodePool's nodes, rounded up) applies while its schedule window is open (``schedule`` cron in UTC
+plus ``duration``; no schedule: always) and to its ``reasons`` (none listed: all). The most
+restrictive active budget wins; when none is active, the NodePool is unbounded. Nodes already being
+disrupted (NodeClaim deleting) or not ready count against the allowance, as Karpenter counts them.
+
+Not built yet (and so never decided here): consolidation of underutilized nodes (delete, or replace
+with a cheaper one) and drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from croniter import croniter
+
+from nodewright.api import labels
+from nodewright.api.durations import DurationError, parse_duration
+from nodewright.api.models import Budget, NodePool
+from nodewright.cluster import objects
+from nodewright.termination.pods import is_terminating, needs_drain
+
+EXPIRED = "Expired"
+EMPTY = "Empty"
+CONSOLIDATING_POLICIES = frozenset({"WhenEmpty", "WhenEmptyOrUnderutilized"})
+NOMINATION_SECONDS = 20.0
+DEFAULT_EXPIRE_AFTER = "720h"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A node to remove: its NodeClaim (and Node, once registered), NodePool and reason."""
+
+    nodeclaim: dict[str, Any]
+    node: dict[str, Any] | None
+    nodepool: str
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return objects.name_of(self.nodeclaim)
+
+
+@dataclass
+class Decision:
+    """``disrupt`` in order; ``held``: NodeClaim → why it stays for now; ``next_check``: the
+    earliest moment a waiting empty node becomes eligible (None when nothing is waiting)."""
+
+    disrupt: list[Candidate] = field(default_factory=list)
+    held: dict[str, str] = field(default_factory=dict)
+    next_check: datetime | None = None
+
+    @property
+    def budget_blocked(self) -> bool:
+        return any(reason.startswith("budget") for reason in self.held.values())
+
+
+def pods_fingerprint(pods: Iterable[Mapping[str, Any]]) -> str:
+    """A short digest of the pods a node would have to move: it changes on every pod event
+    that matters to emptiness (a pod bound to the node, or gone from it)."""
+    uids = sorted(str((p.get("metadata") or {}).get("uid") or objects.name_of(dict(p))) for p in pods)
+    return hashlib.sha256("\n".join(uids).encode()).hexdigest()[:16]
+
+
+def movable_pods_by_node(pods: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Pods a drain would have to move, by the node they are bound to. A terminating pod is
+    already leaving (as Karpenter counts reschedulable pods): its going is the pod event that
+    starts consolidateAfter, and a drain still waits for it to finish."""
+    by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and needs_drain(pod) and not is_terminating(pod):
+            by_node[node].append(pod)
+    return by_node
+
+
+def allowed_disruptions(
+    budgets: Iterable[Budget], reason: str, total_nodes: int, now: datetime
+) -> int | None:
+    """Nodes of a NodePool that may be disrupting at once for ``reason``; None when unbounded."""
+    limits = [
+        budget.allowed(total_nodes)
+        for budget in budgets
+        if budget.applies_to(reason) and budget_active(budget, now)
+    ]
+    return min(limits) if limits else None
+
+
+def budget_active(budget: Budget, now: datetime) -> bool:
+    """No schedule: always. Else from the schedule's latest firing (UTC) for ``duration``."""
+    if not budget.schedule:
+        return True
+    duration = parse_duration(budget.duration or "0s", allow_never=False) or 0.0
+    fired: datetime = croniter(budget.schedule, now).get_prev(datetime)
+    return now < fired + timedelta(seconds=duration)
+
+
+def decide(
+    *,
+    nodeclaims: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    nodepools: list[dict[str, Any]],
+    last_pod_event: Mapping[str, datetime],
+    now: datetime,
+) -> Decision:
+    """The expired NodeClaims, then the empty nodes each NodePool's budget allows (see the module).
+
+    ``nodepools`` must be valid ones (the caller drops what validation refuses); ``last_pod_event``
+    maps a NodeClaim to the last time a pod came to or left its node, as far as anyone observed.
+    """
+    decision = Decision()
+    pools = {objects.name_of(p): NodePool.from_dict(p) for p in nodepools if not objects.is_deleting(p)}
+    nodes_by_instance = {objects.node_instance_id(n): n for n in nodes}
+    movable = movable_pods_by_node(pods)
+    live = [c for c in nodeclaims if not objects.is_deleting(c)]
+
+    expired = set()
+    for claim in sorted(live, key=_created_order):
+        seconds = _expire_after_seconds(claim)
+        created = objects.parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
+        if seconds is not None and created is not None and now >= created + timedelta(seconds=seconds):
+            node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
+            decision.disrupt.append(Candidate(claim, node, _pool_of(claim), EXPIRED))
+            expired.add(objects.name_of(claim))
+
+    empty_by_pool: dict[str, list[tuple[datetime, Candidate]]] = defaultdict(list)
+    for claim in live:
+        name, pool_name = objects.name_of(claim), _pool_of(claim)
+        pool = pools.get(pool_name)
+        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
+        if name in expired or pool is None or node is None or movable.get(objects.name_of(node)):
+            continue
+        policy = pool.spec.disruption.consolidation_policy
+        after = pool.spec.disruption.consolidate_after_seconds
+        if policy not in CONSOLIDATING_POLICIES or after is None:
+            continue
+        initialized = _initialized_at(claim)
+        if initialized is None:
+            continue  # not initialized yet: never empty "already"
+        if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
+            decision.held[name] = f"node {objects.name_of(node)} has {labels.DO_NOT_DISRUPT}"
+            continue
+        quiet_since = max(initialized, last_pod_event.get(name, initialized))
+        eligible_at = max(
+            quiet_since + timedelta(seconds=after), initialized + timedelta(seconds=NOMINATION_SECONDS)
+        )
+        if now < eligible_at:
+            decision.held[name] = f"empty; eligible at {eligible_at.isoformat()}"
+            decision.next_check = min(filter(None, (decision.next_check, eligible_at)))
+            continue
+        empty_by_pool[pool_name].append((quiet_since, Candidate(claim, node, pool_name, EMPTY)))
+
+    counts = _pool_counts(nodeclaims, nodes_by_instance, expired)
+    for pool_name in sorted(empty_by_pool):
+        total, disrupting = counts.get(pool_name, (0, 0))
+        allowed = allowed_disruptions(pools[pool_name].spec.disruption.budgets, EMPTY, total, now)
+        room = None if allowed is None else max(0, allowed - disrupting)
+        for _, candidate in sorted(empty_by_pool[pool_name], key=lambda item: (item[0], item[1].name)):
+            if room is not None and room <= 0:
+                decision.held[candidate.name] = (
+                    f"budget: NodePool {pool_name} allows {allowed} of its {total} node(s) to be "
+                    f"disrupting at once for {EMPTY}, and that many already are"
+                )
+                continue
+            decision.disrupt.append(candidate)
+            if room is not None:
+                room -= 1
+    return decision
+
+
+def _pool_counts(
+    nodeclaims: list[dict[str, Any]],
+    nodes_by_instance: Mapping[str | None, dict[str, Any]],
+    expired: set[str],
+) -> dict[str, tuple[int, int]]:
+    """Per NodePool: (nodes, nodes disrupting) — deleting, expiring now, or not Ready."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for claim in nodeclaims:
+        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
+        if node is None:
+            continue  # not a node yet: neither counted nor disrupting
+        entry = totals[_pool_of(claim)]
+        entry[0] += 1
+        if objects.is_deleting(claim) or objects.name_of(claim) in expired or not _node_ready(node):
+            entry[1] += 1
+    return {pool: (total, disrupting) for pool, (total, disrupting) in totals.items()}
+
+
+def _pool_of(claim: Mapping[str, Any]) -> str:
+    return objects.labels_of(dict(claim)).get(labels.NODEPOOL, "")
+
+
+def _created_order(claim: Mapping[str, Any]) -> tuple[str, str]:
+    return (str((claim.get("metadata") or {}).get("creationTimestamp") or ""), objects.name_of(dict(claim)))
+
+
+def _expire_after_seconds(claim: Mapping[str, Any]) -> float | None:
+    raw = (claim.get("spec") or {}).get("expireAfter") or DEFAULT_EXPIRE_AFTER
+    try:
+        return parse_duration(raw)
+    except DurationError:
+        return None  # the API server's schema refuses it; never expire on a value we cannot read
+
+
+def _initialized_at(claim: dict[str, Any]) -> datetime | None:
+    cond = objects.condition(claim, "Initialized")
+    if not cond or cond.get("status") != "True":
+        return None
+    return objects.parse_time(cond.get("lastTransitionTime")) or objects.parse_time(
+        (claim.get("metadata") or {}).get("creationTimestamp")
+    )
+
+
+def _node_ready(node: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )

@@ -1,0 +1,177 @@
+"""The disruption flow against the API emulator: pod events recorded, empty and expired nodes removed
+through the shared termination, budgets paced across passes, the writers' lease respected."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from nodewright.cluster.resources import EVENTS, NODEPOOLS, NODES
+from nodewright.disruption import run
+from nodewright.disruption.flow import FINGERPRINT_ANNOTATION
+from nodewright.provisioning import nodeclaims
+
+INSTANCES = {name: f"i-0{index:016x}" for index, name in enumerate(["a", "b", "c", "d"], start=10)}
+
+
+def nodepool(world: Any, *, budgets: list[dict[str, Any]] | None = None, after: str = "30s") -> None:
+    disruption: dict[str, Any] = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": after}
+    if budgets is not None:
+        disruption["budgets"] = budgets
+    world.cluster.create(
+        NODEPOOLS,
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {
+                            "group": "karpenter.k8s.aws",
+                            "kind": "EC2NodeClass",
+                            "name": "default",
+                        },
+                        "requirements": [
+                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+                        ],
+                    }
+                },
+                "disruption": disruption,
+            },
+        },
+    )
+
+
+def ready_node(world: Any, clock: Any, name: str, *, initialized_ago: float = 600, **spec: Any) -> None:
+    """A registered, Ready, initialized m5.large spot node and its NodeClaim, as the lifecycle leaves them."""
+    instance = INSTANCES[name]
+    world.node(f"node-{name}", instance)
+    world.cluster.patch(
+        NODES,
+        f"node-{name}",
+        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        subresource="status",
+    )
+    world.nodeclaim(name, instance, f"node-{name}", **spec)
+    world.cluster.patch_nodeclaim(
+        name,
+        {
+            "metadata": {
+                "labels": {
+                    "node.kubernetes.io/instance-type": "m5.large",
+                    "topology.kubernetes.io/zone": "us-west-2a",
+                    "karpenter.sh/capacity-type": "spot",
+                }
+            }
+        },
+    )
+    initialized = nodeclaims.format_time(clock.now() - timedelta(seconds=initialized_ago))
+    world.cluster.patch_nodeclaim_status(
+        name,
+        {
+            "instanceID": instance,
+            "conditions": [
+                {
+                    "type": "Initialized",
+                    "status": "True",
+                    "reason": "Initialized",
+                    "lastTransitionTime": initialized,
+                }
+            ],
+        },
+    )
+
+
+def gone(world: Any, name: str) -> bool:
+    return world.cluster.find_nodeclaim(name) is None and world.cluster.find_node(f"node-{name}") is None
+
+
+def test_an_empty_node_is_removed_after_consolidate_after_and_a_busy_one_stays(
+    world, ctx, clock, cloud
+) -> None:
+    nodepool(world)
+    ready_node(world, clock, "a")
+    ready_node(world, clock, "b")
+    world.pod("web", "node-b")
+    world.pod("agent", "node-a", owner_kind="DaemonSet")
+
+    report = run(ctx, remaining_seconds=60)
+
+    assert [(d["nodeclaim"], d["reason"]) for d in report.disrupted] == [("a", "Empty")]
+    assert report.passes >= 2, "the first pass starts consolidateAfter; a later one acts"
+    assert 30 <= sum(clock.slept) < 52
+    assert gone(world, "a")
+    assert cloud.terminated[0] == INSTANCES["a"]
+    assert report.savings_per_hour == 0.0341
+    busy = world.cluster.get_nodeclaim("b")
+    assert busy["status"]["lastPodEventTime"], "the pod event on the busy node is recorded"
+    assert busy["metadata"]["annotations"][FINGERPRINT_ANNOTATION]
+    assert world.cluster.find_node("node-b") is not None
+    reasons = [e["reason"] for e in world.cluster.list(EVENTS, namespace="default")]
+    assert "Disrupting" in reasons
+
+
+def test_a_pod_leaving_restarts_the_wait(world, ctx, clock) -> None:
+    nodepool(world, after="5m")
+    ready_node(world, clock, "a")
+    world.pod("web", "node-a")
+    first = run(ctx, remaining_seconds=60)
+    assert first.disrupted == []
+    assert first.passes == 1, "busy: one pass and return"
+
+    world.cluster.delete_pod("default", "web", grace_period_seconds=0)
+    second = run(ctx, remaining_seconds=60)
+    assert second.disrupted == []
+    assert second.passes == 1, "5 minutes to wait: not worth looping for"
+    assert second.held["a"].startswith("empty; eligible at")
+
+    clock.advance(300)
+    third = run(ctx, remaining_seconds=60)
+    assert [d["nodeclaim"] for d in third.disrupted] == ["a"]
+
+
+def test_a_budget_of_one_removes_empty_nodes_one_at_a_time_within_one_invocation(world, ctx, clock) -> None:
+    nodepool(world, budgets=[{"nodes": "1"}], after="0s")
+    for name in ("a", "b", "c"):
+        ready_node(world, clock, name)
+    deleting_at_once: list[int] = []
+    clock.ticks.append(
+        lambda: deleting_at_once.append(
+            sum(1 for c in world.cluster.list_nodeclaims() if c["metadata"].get("deletionTimestamp"))
+        )
+    )
+
+    report = run(ctx, remaining_seconds=60)
+
+    assert sorted(d["nodeclaim"] for d in report.disrupted) == ["a", "b", "c"]
+    assert report.passes >= 3, "one node per pass: the budget's room comes back as each one goes"
+    assert max(deleting_at_once, default=0) <= 1
+    assert all(gone(world, name) for name in ("a", "b", "c"))
+
+
+def test_an_expired_node_is_drained_through_evictions_and_removed(world, ctx, clock, cloud) -> None:
+    nodepool(world, budgets=[{"nodes": "0"}])
+    ready_node(world, clock, "a", expireAfter="1h")
+    world.pod("web", "node-a")
+    clock.advance(3601)  # the emulator stamps creation with real time; the flow reads the fake one
+
+    report = run(ctx, remaining_seconds=60)
+
+    assert [(d["nodeclaim"], d["reason"]) for d in report.disrupted] == [("a", "Expired")]
+    assert gone(world, "a")
+    assert "web" not in world.pod_names(), "evicted through the Eviction API, then gone"
+    assert INSTANCES["a"] in cloud.terminated
+
+
+def test_nothing_is_disrupted_while_another_writer_holds_the_lease(world, ctx, clock) -> None:
+    nodepool(world, after="0s")
+    ready_node(world, clock, "a")
+    provisioner = world.cluster.writer_lease("provisioner", duration_seconds=60)
+    assert provisioner.acquire()
+
+    report = run(ctx, remaining_seconds=20)
+
+    assert report.disrupted == []
+    assert report.lease_skipped >= 2, "tried again a few seconds later, not only at the next schedule"
+    assert world.cluster.find_nodeclaim("a") is not None
