@@ -47,6 +47,7 @@ class MetricSpec:
 PROVISIONING = "nodewright/provisioning/flow.py publish_metrics"
 INTERRUPTION = "nodewright/interruption/processing.py InterruptionProcessor"
 PRICING = "nodewright/cloud/pricing.py refresh"
+DISRUPTION = "nodewright/disruption/flow.py publish_metrics"
 
 PENDING_PODS = MetricSpec(
     "PendingPods", "Count", "Maximum", (), "unschedulable pods seen by the provisioner", PROVISIONING
@@ -132,21 +133,16 @@ ON_DEMAND_PRICES = MetricSpec(
     "OnDemandPrices", "Count", "Maximum", (), "on-demand prices in the refreshed table", PRICING
 )
 SPOT_PRICES = MetricSpec("SpotPrices", "Count", "Maximum", (), "spot prices in the refreshed table", PRICING)
-DISRUPTION_PLACEHOLDER_RUNS = MetricSpec(
-    "DisruptionPlaceholderRuns",
+DISRUPTION_ACTIONS = MetricSpec(
+    "DisruptionActions",
     "Count",
     "Sum",
-    (),
-    "ticks of the PLACEHOLDER disruption function (it does nothing yet)",
-    "functions/disruption/app.py",
+    ("Reason",),
+    "nodes the disruption flow removed, by reason (Empty, Expired)",
+    DISRUPTION,
 )
-# PLACEHOLDER: the dashboard wants consolidation figures, but the disruption flow has
-# not landed (functions/disruption is a placeholder), so nothing emits these. Their panel says so.
-CONSOLIDATION_ACTIONS = MetricSpec(
-    "ConsolidationActions", "Count", "Sum", (), "nodes deleted or replaced by disruption", None
-)
-CONSOLIDATION_SAVINGS = MetricSpec(
-    "ConsolidationSavingsPerHour", "None", "Sum", (), "$/h saved by the consolidation actions", None
+DISRUPTION_SAVINGS = MetricSpec(
+    "DisruptionSavingsPerHour", "None", "Sum", (), "$/h of the nodes the disruption flow removed", DISRUPTION
 )
 
 ALL_METRICS: tuple[MetricSpec, ...] = (
@@ -167,9 +163,8 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     PRICE_REFRESH_ERRORS,
     ON_DEMAND_PRICES,
     SPOT_PRICES,
-    DISRUPTION_PLACEHOLDER_RUNS,
-    CONSOLIDATION_ACTIONS,
-    CONSOLIDATION_SAVINGS,
+    DISRUPTION_ACTIONS,
+    DISRUPTION_SAVINGS,
 )
 METRIC_NAMES: frozenset[str] = frozenset(m.name for m in ALL_METRICS)
 EMITTED: tuple[MetricSpec, ...] = tuple(m for m in ALL_METRICS if m.emitted_by)

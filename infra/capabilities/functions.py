@@ -74,10 +74,14 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         1,
         "plans and launches capacity for pending pods",
     ),
-    # PLACEHOLDER handler until the disruption flow lands. Every minute; consolidation will
-    # simulate removing each candidate node, the most CPU of all the flows, so it gets 1 GB
-    # (~0.6 vCPU); 55 s ends it before the next tick.
-    FunctionSpec("disruption", 1024, Duration.seconds(55), None, "emptiness, expiry, drift, consolidation"),
+    # Every minute: removes expired and empty nodes within the budgets and drives their drains
+    # (nodewright/disruption/flow.py: passes stop at min(50 s, remaining - 8 s) = 47 s, so 55 s
+    # ends it before the next tick); an idle cluster costs one short pass. Consolidation of
+    # underutilized nodes (not built yet) will simulate removing each candidate, the most CPU of
+    # all the flows, hence 1 GB (~0.6 vCPU) already.
+    FunctionSpec(
+        "disruption", 1024, Duration.seconds(55), None, "removes expired and empty nodes within budgets"
+    ),
     # One SQS batch (up to 10 messages), then the drains (see INTERRUPTION_TIMEOUT_SECONDS). The
     # queue's visibility timeout is longer (infra/capabilities/interruption_queue.py).
     FunctionSpec(

@@ -2,8 +2,8 @@
 
 Queries match what the flows emit: plain metric queries (and alarms) only for metrics whose
 one dimension is ``service``; SEARCH over the exact dimension schema for the others (launches
-by type/zone/capacity type, errors by code, interruptions by kind). A panel of metrics no flow
-emits yet is titled ``PLACEHOLDER:``.
+by type/zone/capacity type, errors by code, interruptions by kind, disruptions by reason). A
+panel of metrics no flow emits yet would be titled ``PLACEHOLDER:`` (none today).
 
 Alarms notify an SNS topic when one is given: ``alarmEmail`` creates a topic with that
 subscription, ``alarmTopicArn`` uses an existing topic.
@@ -245,10 +245,9 @@ class Monitoring(Construct):
         )
         dashboard.add_widgets(
             graph(
-                "PLACEHOLDER: consolidation actions / savings $/h (no flow emits these yet; "
-                "right: placeholder disruption runs)",
-                [self._metric(m.CONSOLIDATION_ACTIONS, five), self._metric(m.CONSOLIDATION_SAVINGS, five)],
-                right=[self._metric(m.DISRUPTION_PLACEHOLDER_RUNS, five)],
+                "Disruption: nodes removed by reason / $/h saved (right)",
+                [self._by_dimension(m.DISRUPTION_ACTIONS)],
+                right=[self._metric(m.DISRUPTION_SAVINGS, five)],
             ),
             graph("Cluster cost $/h", [self._metric(m.CLUSTER_COST, five)]),
             graph("Plan time (s)", [self._metric(m.PLAN_SECONDS)]),
