@@ -67,10 +67,25 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
     drained = re.search(r"node and NodeClaim gone:\s+([\d.]+)s of the 120s notice", story)
     assert drained
     assert float(drained.group(1)) < 120
-    assert "never fewer than 9/10 inflate pods ready" in story
+    pdb = re.search(r"never fewer than (\d+)/(\d+) inflate pods ready", story)
+    assert pdb, "the timeline reports the PodDisruptionBudget"
+    fewest, replicas = int(pdb.group(1)), int(pdb.group(2))
+    assert replicas == 10, story
+    # maxUnavailable 1 allows 9; the timeline samples every 0.1 s, so a pod evicted and running
+    # again elsewhere between two samples is never seen missing (10/10 is then what it observed).
+    assert 9 <= fewest <= replicas, story
     assert "batchItemFailures []" in story
     assert "redelivered to spot_events: duplicate;" in story
     assert "NodeClaims unchanged, no CreateFleet" in story
-    assert "consolidation is NOT implemented yet" in story
-    epilogue = story[story.index("scaled deployment inflate down") :]
-    assert " Running on " not in epilogue, "the epilogue retells what the interruption timeline told"
+    # Part three: scale down, and the real disruption handler removes exactly the empty nodes.
+    part_three = out[out.index("Part three: deployment inflate scaled down to 3 replicas") :]
+    assert " Running on " not in part_three, "part three retells what the interruption timeline told"
+    empty = set(re.findall(r"node (\S+) \([^)]*\): 0 pod\(s\) — empty", part_three))
+    assert empty, "scaling 10 pods down to 3 leaves nodes empty"
+    removed = set(re.findall(r"removed node (\S+) \(Empty, NodePool [\w-]+", part_three))
+    assert removed == empty, part_three
+    done = re.search(r"(\d+) empty node\(s\) removed one at a time, \$([\d.]+)/h saved", part_three)
+    assert done
+    assert int(done.group(1)) == len(empty)
+    assert float(done.group(2)) > 0
+    assert "Consolidation of underutilized nodes (and drift) is not built yet" in part_three

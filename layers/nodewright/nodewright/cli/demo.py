@@ -11,7 +11,9 @@ pods goes through the real ``spot_events`` handler (and, as the same event, thro
 ``interruption`` handler, which acknowledges it without acting again), with a timeline of the
 replacement (or of the pods moving to existing capacity, when they fit there), the cordon, the
 drain under a PodDisruptionBudget and the node's removal, against the two-minute notice. Last,
-``inflate`` scales down — and nothing consolidates yet, said plainly.
+``inflate`` scales down and the real ``disruption`` handler removes the nodes left empty, one at
+a time as the NodePool's budget allows (consolidation of underutilized nodes is not built yet,
+said plainly).
 
 ``--kubeconfig PATH`` runs the same story against another API server (the emulator stays off;
 the simulators and moto still run here). Without the sandbox (a layer-only install) the command
@@ -293,8 +295,8 @@ def tell_the_story(story: SandboxRun) -> int:
     print()
     interrupted = interrupt_a_spot_node(story, watcher)
     print()
-    scale_down(story, watcher)
-    return 0 if interrupted else 1
+    emptied = scale_down(story, watcher)
+    return 0 if interrupted and emptied else 1
 
 
 # --- part two: a spot interruption -------------------------------------------------------------
@@ -572,7 +574,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     where = "the replacement" if created else "existing capacity"
     story.wait_for(f"the drain to finish and inflate to run on {where}", lambda: timeline.done, 60)
     timeline.stop()
-    watcher.tick(narrate=False)  # the timeline told part two; the epilogue must not retell it
+    watcher.tick(narrate=False)  # the timeline told part two; part three must not retell it
     finished = max(timeline.node_gone_at or 0.0, timeline.claim_gone_at or 0.0) - timeline.warned_at
 
     claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
@@ -620,40 +622,61 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     )
 
 
-def scale_down(story: SandboxRun, watcher: Watcher) -> None:
-    """Epilogue: fewer inflate pods leave capacity idle, and (honestly) nothing consolidates it yet."""
-    from nodewright.cluster.resources import Resource
+def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
+    """Part three: fewer inflate pods leave nodes empty, and the real disruption handler removes
+    them within the NodePool's budget; True when exactly the empty nodes went."""
+    from nodewright.cluster.resources import NODES, Resource
+    from nodewright.disruption.decide import movable_pods_by_node
     from sandbox.lambdas import LambdaContext, load_function, scheduled_event
 
     deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
     story.cluster.patch(
         deployments, "inflate", {"spec": {"replicas": SCALED_DOWN_REPLICAS}}, namespace="default"
     )
-    story.say(f"scaled deployment inflate down to {SCALED_DOWN_REPLICAS} replicas")
+    story.say(f"Part three: deployment inflate scaled down to {SCALED_DOWN_REPLICAS} replicas")
 
     def scaled() -> bool:
-        watcher.tick()
+        watcher.tick(narrate=False)
         return len(_inflate_pods(watcher.pods)) == SCALED_DOWN_REPLICAS
 
     story.wait_for("inflate to scale down", scaled, 30)
+    movable = movable_pods_by_node(story.cluster.list_pods())  # the pods emptiness counts
+    empty: list[str] = []
     for node in sorted(watcher.nodes, key=lambda n: n["metadata"]["name"]):
         labels = node["metadata"].get("labels") or {}
-        if labels.get("karpenter.sh/nodepool") != "default":
-            continue
         name = node["metadata"]["name"]
-        count = sum(1 for p in watcher.pods if p["spec"].get("nodeName") == name)
+        count = len(movable.get(name, []))
+        if not count:
+            empty.append(name)
         story.say(
             f"node {name} ({labels.get('node.kubernetes.io/instance-type')} "
-            f"{labels.get('karpenter.sh/capacity-type')}): {count} pod(s){' — empty' if not count else ''}"
+            f"{labels.get('karpenter.sh/capacity-type')}, NodePool {labels.get('karpenter.sh/nodepool')}): "
+            f"{count} pod(s){' — empty' if not count else ''}"
         )
+    story.say(
+        "disruption: the real handler (every minute on AWS); NodePool default removes a node empty for "
+        "consolidateAfter 30s, at most 10% of its nodes at once (its default budget)"
+    )
+    started = time.monotonic()
     result = load_function("disruption").handler(
         scheduled_event(), LambdaContext(FUNCTION_SECONDS, "nodewright-disruption")
     )
+    for action in result.get("disrupted", []):
+        price = action.get("pricePerHour")
+        story.say(
+            f"removed node {action['node']} ({action['reason']}, NodePool {action['nodepool']}"
+            f"{f', ${price:.4f}/h' if price else ''})"
+        )
+    remaining = {n["metadata"]["name"] for n in story.cluster.list(NODES)}
+    removed = sorted(a["node"] for a in result.get("disrupted", []))
+    saved = result.get("savingsPerHour", 0.0)
     story.say(
-        f"disruption function: {result} — consolidation is NOT implemented yet (the function is a "
-        "placeholder), so these nodes keep running; Karpenter would remove empty ones (NodePool default: "
-        "WhenEmpty after 30s)"
+        f"disruption function returned after {time.monotonic() - started:.1f}s and {result.get('passes')} "
+        f"pass(es): {len(removed)} empty node(s) removed one at a time, ${saved:.4f}/h saved; "
+        f"{len(remaining)} node(s) left. Consolidation of underutilized nodes (and drift) is not built "
+        "yet: the nodes still running pods stay as they are"
     )
+    return removed == sorted(empty) and not remaining & set(empty)
 
 
 class Watcher:
