@@ -24,6 +24,7 @@ from typing import Any
 GB_SECOND_PRICE = {"arm64": 0.0000133334, "x86_64": 0.0000166667}
 REQUEST_PRICE = 0.20 / 1_000_000
 INVOCATIONS_PER_MONTH = 60 * 24 * 30  # the EventBridge schedule: once a minute
+DISRUPTION_MEMORY_MB = 1024  # infra/capabilities/functions.py FUNCTION_SPECS
 IMPORT_PROBE = (
     "import importlib.util, sys, time; t = time.perf_counter(); "
     "s = importlib.util.spec_from_file_location('app', sys.argv[1]); "
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             if obj["kind"] == "EC2NodeClass" or obj["metadata"]["name"] == "default":
                 story.cluster.create(EC2NODECLASSES if obj["kind"] == "EC2NodeClass" else NODEPOOLS, obj)
         idle = idle_invocation_seconds(story, 6)
+        idle_disruption = idle_disruption_seconds(story, 6)
         story.start_provisioner()
         poll = story.settings.poll_interval_seconds
         burst(story, "warmup", args.pods)
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
             time.sleep((index * 0.37 * poll) % poll)  # stagger against the poll phase
             latencies += burst(story, f"b{index}", args.pods)
     warm_idle = statistics.median(idle[1:])
+    warm_idle_disruption = statistics.median(idle_disruption[1:])
     figures = {
         "bursts": args.bursts,
         "podsPerBurst": args.pods,
@@ -79,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
         "handlerImportSeconds": round(import_seconds, 3),
         "idleInvocationSeconds": {"cold": round(idle[0], 3), "warmMedian": round(warm_idle, 3)},
         "monthlyCostUSD": monthly_cost(warm_idle, args.memory_mb),
+        "disruptionIdleInvocationSeconds": {
+            "cold": round(idle_disruption[0], 3),
+            "warmMedian": round(warm_idle_disruption, 3),
+        },
+        "disruptionIdleMonthlyCostUSD": monthly_cost(warm_idle_disruption, DISRUPTION_MEMORY_MB)["idle"],
     }
     if args.json:
         print(json.dumps(figures, indent=2))
@@ -92,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
             f"idle invocation {idle[0]:.3f}s cold, {warm_idle:.3f}s warm\n"
             f"monthly Lambda cost at {args.memory_mb} MB: idle ${cost['idle']['arm64']:.3f} arm64 / "
             f"${cost['idle']['x86_64']:.3f} x86; busy ${cost['busy']['arm64']:.2f} arm64 / "
-            f"${cost['busy']['x86_64']:.2f} x86"
+            f"${cost['busy']['x86_64']:.2f} x86\n"
+            f"disruption idle invocation {idle_disruption[0]:.3f}s cold, {warm_idle_disruption:.3f}s warm: "
+            f"${figures['disruptionIdleMonthlyCostUSD']['arm64']:.3f}/month arm64 "
+            f"at {DISRUPTION_MEMORY_MB} MB"
         )
     return 0
 
@@ -128,6 +139,21 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
         durations.append(time.monotonic() - started)
         if not report["idle"]:
             raise RuntimeError(f"the invocation did not run in idle mode: {report}")
+    return durations
+
+
+def idle_disruption_seconds(story: Any, runs: int) -> list[float]:
+    """Durations of disruption handler invocations with nothing to remove (the first one is cold)."""
+    from sandbox.lambdas import LambdaContext, load_function, scheduled_event
+
+    app = load_function("disruption")
+    durations = []
+    for index in range(runs):
+        started = time.monotonic()
+        report = app.handler(scheduled_event(f"idle-disruption-{index}"), LambdaContext(55))
+        durations.append(time.monotonic() - started)
+        if report["passes"] != 1 or report["disrupted"]:
+            raise RuntimeError(f"the disruption invocation was not idle: {report}")
     return durations
 
 
