@@ -173,7 +173,10 @@ def test_nodes_not_initialized_or_without_a_node_or_nodepool_are_not_candidates(
         nodeclaim("orphan", pool="gone"),
     ]
     nodes = [node("uninitialized"), node("orphan")]
-    assert removed(run(claims, nodes=nodes)) == []
+    decision = run(claims, nodes=nodes)
+    assert removed(decision) == []
+    assert decision.held == {"uninitialized": "empty, but not initialized yet"}
+    assert decision.next_check is None, "the next scheduled run looks again"
 
 
 def test_the_node_do_not_disrupt_annotation_holds_an_empty_node() -> None:

@@ -156,8 +156,9 @@ def decide(
         if policy not in CONSOLIDATING_POLICIES or after is None:
             continue
         initialized = _initialized_at(claim)
-        if initialized is None:
-            continue  # not initialized yet: never empty "already"
+        if initialized is None:  # the provisioner's lifecycle has not seen it ready yet
+            decision.held[name] = "empty, but not initialized yet"
+            continue
         if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
             decision.held[name] = f"node {objects.name_of(node)} has {labels.DO_NOT_DISRUPT}"
             continue
