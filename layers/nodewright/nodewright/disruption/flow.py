@@ -30,8 +30,14 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from nodewright import termination
 from nodewright.api import labels
 from nodewright.cluster import objects
-from nodewright.disruption.decide import EMPTY, Candidate, Decision, decide, pods_fingerprint
-from nodewright.disruption.decide import movable_pods_by_node as movable_by_node
+from nodewright.disruption.decide import (
+    EMPTY,
+    Candidate,
+    Decision,
+    decide,
+    movable_pods_by_node,
+    pods_fingerprint,
+)
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.planning import Catalog, validation_errors
 from nodewright.provisioning.world import World, observe
@@ -134,7 +140,7 @@ def disruption_pass(
 
 def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
     """NodeClaim → its last pod event (see the module docstring), writing the ones that changed."""
-    movable = movable_by_node(world.pods)
+    movable = movable_pods_by_node(world.pods)
     nodes = {objects.node_instance_id(n): n for n in world.nodes}
     last: dict[str, datetime] = {}
     for claim in world.nodeclaims:
