@@ -1,6 +1,6 @@
 """Disruption: EventBridge schedule (every minute) → remove expired and empty nodes within budgets.
 
-Thin on purpose: parse the scheduled event, build the per-container context, call
+Thin on purpose: check the scheduled event, reuse the per-container context, call
 ``nodewright.disruption.run``. Consolidation of underutilized nodes and drift are not built yet
 (see ``nodewright.disruption``).
 """
@@ -9,22 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodewright.context import ContainerContext, check_scheduled_event, remaining_seconds
 from nodewright.observability import logger, metrics, trace
-from nodewright.settings import Settings
 
 log = logger()
 emf = metrics()
-_context: Any = None
-
-
-def _get_context() -> Any:
-    """One Context per warm container: the EKS endpoint/token and boto3 clients are reused."""
-    global _context  # noqa: PLW0603 - the per-container cache Lambda recommends
-    if _context is None:
-        from nodewright.context import Context
-
-        _context = Context.connect(Settings.from_env(), logger=log, metrics=emf)
-    return _context
+container = ContainerContext(logger=log, metrics=emf)
 
 
 @log.inject_lambda_context(correlation_id_path="id", clear_state=True)
@@ -32,16 +22,7 @@ def _get_context() -> Any:
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """One pass, or passes while drains and budgets have something to follow; what was done."""
-    from aws_lambda_powertools.utilities.parser import ValidationError, parse
-    from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
     from nodewright import disruption
 
-    try:
-        parse(event=event, model=EventBridgeModel)
-    except ValidationError as exc:
-        # The payload carries nothing the pass needs: a malformed one is logged, and the pass still runs.
-        log.warning("not an EventBridge scheduled event; running a pass anyway", extra={"error": str(exc)})
-
-    remaining = context.get_remaining_time_in_millis() / 1000 if context is not None else 60.0
-    report = disruption.run(_get_context(), remaining)
-    return report.summary()
+    check_scheduled_event(event, log)
+    return disruption.run(container.get(), remaining_seconds(context)).summary()

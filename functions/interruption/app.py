@@ -15,7 +15,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from nodewright import observability
-from nodewright.interruption.processing import remaining_seconds, shared_processor
+from nodewright.context import remaining_seconds
+from nodewright.interruption.processing import shared_processor
 
 logger = observability.logger()
 metrics = observability.metrics()

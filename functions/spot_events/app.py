@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from nodewright import observability
-from nodewright.interruption.processing import EventInProgress, remaining_seconds, shared_processor
+from nodewright.context import remaining_seconds
+from nodewright.interruption.processing import EventInProgress, shared_processor
 
 logger = observability.logger()
 metrics = observability.metrics()

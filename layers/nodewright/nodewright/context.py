@@ -71,3 +71,44 @@ class Context:
             logger=logger or observability.logger(),
             metrics=metrics or observability.metrics(),
         )
+
+
+DEFAULT_INVOCATION_SECONDS = 60.0  # outside Lambda (CLI, sandbox) when no context says otherwise
+
+
+def remaining_seconds(lambda_context: Any) -> float:
+    """Time left in this invocation (Lambda's clock), or a default outside Lambda."""
+    if lambda_context is None or not hasattr(lambda_context, "get_remaining_time_in_millis"):
+        return DEFAULT_INVOCATION_SECONDS
+    return lambda_context.get_remaining_time_in_millis() / 1000.0
+
+
+class ContainerContext:
+    """The Context a function builds on its first invocation and keeps for the warm container's
+    life (EKS endpoint and token, boto3 clients): the per-container cache Lambda recommends."""
+
+    def __init__(self, *, logger: Any, metrics: Any) -> None:
+        self._logger = logger
+        self._metrics = metrics
+        self._context: Context | None = None
+
+    def get(self) -> Context:
+        if self._context is None:
+            from nodewright.settings import Settings
+
+            self._context = Context.connect(Settings.from_env(), logger=self._logger, metrics=self._metrics)
+        return self._context
+
+
+def check_scheduled_event(event: Any, logger: Any) -> None:
+    """Log the EventBridge scheduled event; a malformed one is logged as such and the pass still
+    runs (it carries nothing a pass needs)."""
+    from aws_lambda_powertools.utilities.parser import ValidationError, parse
+    from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+
+    try:
+        scheduled = parse(event=event, model=EventBridgeModel)
+    except ValidationError as exc:
+        logger.warning("not an EventBridge scheduled event; running a pass anyway", extra={"error": str(exc)})
+        return
+    logger.debug("scheduled event", extra={"detailType": scheduled.detail_type, "time": str(scheduled.time)})

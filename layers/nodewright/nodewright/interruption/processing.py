@@ -296,7 +296,6 @@ class InterruptionProcessor:
 
 
 _shared: InterruptionProcessor | None = None
-DEFAULT_BUDGET_SECONDS = 60.0  # outside Lambda (CLI, sandbox) when no context says otherwise
 
 
 def shared_processor() -> InterruptionProcessor:
@@ -313,10 +312,3 @@ def use_processor(processor: InterruptionProcessor | None) -> None:
     """Install the processor the functions use (the sandbox and tests point it at their own world)."""
     global _shared  # noqa: PLW0603
     _shared = processor
-
-
-def remaining_seconds(lambda_context: Any) -> float:
-    """Time left in this invocation (Lambda's clock), or a default outside Lambda."""
-    if lambda_context is None or not hasattr(lambda_context, "get_remaining_time_in_millis"):
-        return DEFAULT_BUDGET_SECONDS
-    return lambda_context.get_remaining_time_in_millis() / 1000.0
