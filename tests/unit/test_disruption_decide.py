@@ -179,6 +179,16 @@ def test_nodes_not_initialized_or_without_a_node_or_nodepool_are_not_candidates(
     assert decision.next_check is None, "the next scheduled run looks again"
 
 
+def test_a_nodeclaim_not_launched_yet_matches_no_node_without_a_provider_id() -> None:
+    unlaunched = nodeclaim("new")
+    unlaunched["status"] = {"conditions": unlaunched["status"]["conditions"]}  # no providerID yet
+    joining = node("joining")
+    joining["spec"] = {}  # the kubelet has not set its providerID yet
+    decision = run([unlaunched], nodes=[joining])
+    assert decision.disrupt == []
+    assert decision.held == {}
+
+
 def test_the_node_do_not_disrupt_annotation_holds_an_empty_node() -> None:
     nodes = [node("a", annotations={"karpenter.sh/do-not-disrupt": "true"})]
     decision = run([nodeclaim("a")], nodes=nodes)

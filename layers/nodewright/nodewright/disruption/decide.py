@@ -94,6 +94,12 @@ def movable_pods_by_node(pods: Iterable[dict[str, Any]]) -> dict[str, list[dict[
     return by_node
 
 
+def nodes_by_instance_id(nodes: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Nodes by the EC2 instance in their providerID; nodes without one (not yet set by the
+    kubelet, or not EC2) match no NodeClaim, in particular none that has not launched yet."""
+    return {instance: node for node in nodes if (instance := objects.node_instance_id(node))}
+
+
 def allowed_disruptions(
     budgets: Iterable[Budget], reason: str, total_nodes: int, now: datetime
 ) -> int | None:
@@ -131,7 +137,7 @@ def decide(
     """
     decision = Decision()
     pools = {objects.name_of(p): NodePool.from_dict(p) for p in nodepools if not objects.is_deleting(p)}
-    nodes_by_instance = {objects.node_instance_id(n): n for n in nodes}
+    nodes_by_instance = nodes_by_instance_id(nodes)
     movable = movable_pods_by_node(pods)
     live = [c for c in nodeclaims if not objects.is_deleting(c)]
 
@@ -192,7 +198,7 @@ def decide(
 
 def _pool_counts(
     nodeclaims: list[dict[str, Any]],
-    nodes_by_instance: Mapping[str | None, dict[str, Any]],
+    nodes_by_instance: Mapping[str, dict[str, Any]],
     expired: set[str],
 ) -> dict[str, tuple[int, int]]:
     """Per NodePool: (nodes, nodes disrupting) — deleting, expiring now, or not Ready."""

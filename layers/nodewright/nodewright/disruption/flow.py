@@ -36,6 +36,7 @@ from nodewright.disruption.decide import (
     Decision,
     decide,
     movable_pods_by_node,
+    nodes_by_instance_id,
     pods_fingerprint,
 )
 from nodewright.provisioning import nodeclaims
@@ -141,7 +142,7 @@ def disruption_pass(
 def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
     """NodeClaim → its last pod event (see the module docstring), writing the ones that changed."""
     movable = movable_pods_by_node(world.pods)
-    nodes = {objects.node_instance_id(n): n for n in world.nodes}
+    nodes = nodes_by_instance_id(world.nodes)
     last: dict[str, datetime] = {}
     for claim in world.nodeclaims:
         node = nodes.get(objects.nodeclaim_instance_id(claim))
