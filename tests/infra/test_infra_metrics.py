@@ -126,7 +126,11 @@ def test_the_disruption_flow_emits_the_declared_dimension_sets(emf: Any) -> None
 
     emitter = Metrics(namespace=metrics.NAMESPACE)
     report = DisruptionReport(
-        disrupted=[{"reason": "Empty"}, {"reason": "Expired"}, {"reason": "Empty"}], savings_per_hour=0.1
+        disrupted=[
+            {"reason": "Empty", "pricePerHour": 0.05},
+            {"reason": "Expired", "pricePerHour": 0.05},
+            {"reason": "Empty", "pricePerHour": None},
+        ]
     )
     publish_metrics(SimpleNamespace(metrics=emitter), report)
     emitter.flush_metrics()

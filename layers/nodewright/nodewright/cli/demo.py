@@ -662,11 +662,13 @@ def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
     started = time.monotonic()
     handler = load_function("disruption").handler
     disrupted: list[dict[str, Any]] = []
+    saved = 0.0
     invocations = 0
     while True:  # back to back, as the every-minute schedule would invoke it
         result = handler(scheduled_event(), LambdaContext(FUNCTION_SECONDS, "nodewright-disruption"))
         invocations += 1
         disrupted += result.get("disrupted", [])
+        saved += result.get("savingsPerHour", 0.0)
         for action in result.get("disrupted", []):
             price = action.get("pricePerHour")
             story.say(
@@ -684,7 +686,6 @@ def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
         )
         time.sleep(DISRUPTION_TICK_SECONDS)
     removed = sorted(a["node"] for a in disrupted)
-    saved = sum(a.get("pricePerHour") or 0.0 for a in disrupted)
     story.say(
         f"disruption: {invocations} invocation(s), {time.monotonic() - started:.1f}s: {len(removed)} empty "
         f"node(s) removed one at a time, ${saved:.4f}/h saved; {len(remaining)} node(s) left. "

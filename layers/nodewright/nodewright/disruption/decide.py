@@ -82,14 +82,19 @@ def pods_fingerprint(pods: Iterable[Mapping[str, Any]]) -> str:
     return hashlib.sha256("\n".join(uids).encode()).hexdigest()[:16]
 
 
+def keeps_node_busy(pod: Mapping[str, Any]) -> bool:
+    """A pod a drain would have to move. A terminating pod is already leaving (as Karpenter counts
+    reschedulable pods): its going is the pod event that starts consolidateAfter, and a drain
+    still waits for it to finish."""
+    return needs_drain(dict(pod)) and not is_terminating(dict(pod))
+
+
 def movable_pods_by_node(pods: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Pods a drain would have to move, by the node they are bound to. A terminating pod is
-    already leaving (as Karpenter counts reschedulable pods): its going is the pod event that
-    starts consolidateAfter, and a drain still waits for it to finish."""
+    """The pods that keep each node busy (``keeps_node_busy``), by the node they are bound to."""
     by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and needs_drain(pod) and not is_terminating(pod):
+        if node and keeps_node_busy(pod):
             by_node[node].append(pod)
     return by_node
 
@@ -239,8 +244,5 @@ def _initialized_at(claim: dict[str, Any]) -> datetime | None:
     )
 
 
-def _node_ready(node: Mapping[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (node.get("status") or {}).get("conditions") or []
-    )
+def _node_ready(node: dict[str, Any]) -> bool:
+    return (objects.condition(node, "Ready") or {}).get("status") == "True"

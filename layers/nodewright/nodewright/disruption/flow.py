@@ -35,6 +35,7 @@ from nodewright.disruption.decide import (
     Candidate,
     Decision,
     decide,
+    keeps_node_busy,
     movable_pods_by_node,
     nodes_by_instance_id,
     pods_fingerprint,
@@ -42,7 +43,6 @@ from nodewright.disruption.decide import (
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.planning import Catalog, validation_errors
 from nodewright.provisioning.world import World, observe
-from nodewright.termination.pods import needs_drain
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -63,9 +63,13 @@ class DisruptionReport:
     passes: int = 0
     disrupted: list[dict[str, Any]] = field(default_factory=list)
     held: dict[str, str] = field(default_factory=dict)
-    savings_per_hour: float = 0.0
     lease_skipped: int = 0
     terminations: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def savings_per_hour(self) -> float:
+        """$/h of the nodes removed (a node whose price is unknown counts 0)."""
+        return sum(d.get("pricePerHour") or 0.0 for d in self.disrupted)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -164,11 +168,11 @@ def _disrupt(
     ctx: Context, catalog: Catalog, candidate: Candidate, decision: Decision, report: DisruptionReport
 ) -> None:
     node_name = objects.name_of(candidate.node) if candidate.node else None
-    if candidate.reason == EMPTY and node_name:
-        arrived = [p for p in ctx.cluster.list_pods_on_node(node_name) if needs_drain(p)]
-        if arrived:  # a pod bound since the snapshot: the node is not empty any more
-            decision.held[candidate.name] = f"a pod arrived on {node_name}"
-            return
+    # A pod bound since the snapshot: the node is not empty any more.
+    recheck = candidate.reason == EMPTY and node_name is not None
+    if recheck and any(keeps_node_busy(p) for p in ctx.cluster.list_pods_on_node(node_name or "")):
+        decision.held[candidate.name] = f"a pod arrived on {node_name}"
+        return
     claim_labels = objects.labels_of(candidate.nodeclaim)
     price = catalog.price(
         claim_labels.get(labels.INSTANCE_TYPE, ""),
@@ -185,7 +189,6 @@ def _disrupt(
         involuntary=False,
         instance_going=False,
     )
-    report.savings_per_hour += price or 0.0
     report.disrupted.append(
         {
             "nodeclaim": candidate.name,
