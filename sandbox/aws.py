@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from functools import cache
@@ -21,11 +20,11 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.state import StateStore, create_state_table
 from nodewright.settings import Settings
 
-from sandbox.prices import sandbox_price_table
+from sandbox.catalog import bundled_catalog
+from sandbox.prices import price_table
 
 ACCOUNT_ID = "123456789012"  # moto's default account
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -198,14 +197,10 @@ def inject_ssm_parameters(region: str, parameters: dict[str, str]) -> None:
         )
 
 
-def seed_prices(
-    dynamodb: Any, cluster_name: str, region: str, state_table: str, zones: tuple[str, ...]
-) -> None:
+def seed_prices(dynamodb: Any, cluster_name: str, region: str, state_table: str) -> None:
     """Store the sandbox's prices (sandbox.prices) through the layer's own state store, as pricing would."""
-    on_demand, spot = sandbox_price_table(zones)
     settings = Settings(cluster_name=cluster_name, region=region, state_table=state_table)
-    table = PriceTable(on_demand=on_demand, spot=spot, updated_at=time.time(), source="sandbox")
-    StateStore(settings, dynamodb=dynamodb).put_price_table(table)
+    StateStore(settings, dynamodb=dynamodb).put_price_table(price_table(bundled_catalog(region)))
 
 
 def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) -> AwsSeed:
@@ -273,7 +268,7 @@ def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) 
 
         state_table = f"nodewright-{cluster_name}-state"
         create_state_table(dynamodb, state_table)
-        seed_prices(dynamodb, cluster_name, region, state_table, zones)
+        seed_prices(dynamodb, cluster_name, region, state_table)
         queue_url = sqs.create_queue(QueueName=f"nodewright-{cluster_name}-interruption")["QueueUrl"]
     finally:
         for client in (ec2, iam, eks, dynamodb, sqs):

@@ -218,6 +218,12 @@ class Sandbox:
         self._api_clients.append(api_client)
         return api_client
 
+    def admin_cluster(self) -> Any:
+        """The layer's ``Cluster`` with the administrator's kubeconfig (the user's side of a scenario)."""
+        from nodewright.cluster import Cluster
+
+        return Cluster(self.api_client())
+
     def aws_client(self, service: str) -> Any:
         """A boto3 client for the moto server (the caller closes it)."""
         return aws_client(service, self.aws_endpoint, self.region)

@@ -20,7 +20,7 @@ import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
 from nodewright.scheduling.model import is_provisionable
 
-from bench.interruption import eventbridge_event, sqs_batches
+from sandbox import events
 from sandbox.lambdas import LambdaContext, load_function
 from sandbox.workloads import inflate, nodeclass, nodepool
 
@@ -136,9 +136,7 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    event = eventbridge_event(
-        "EC2 Spot Instance Interruption Warning", instance_id, **{"instance-action": "terminate"}
-    )
+    event = events.spot_warning(instance_id)
     started = time.monotonic()
     direct = load_function("spot_events").handler(event, LambdaContext(100, "nodewright-spot-events"))
     elapsed = time.monotonic() - started
@@ -172,7 +170,7 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     queue = load_function("interruption")
     for _ in range(2):
         assert queue.handler(
-            sqs_batches([json.dumps(event)])[0], LambdaContext(30, "nodewright-interruption")
+            events.sqs_batches([json.dumps(event)])[0], LambdaContext(30, "nodewright-interruption")
         ) == {"batchItemFailures": []}
     assert {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == (
         claims_before - {victim_claim}

@@ -8,7 +8,6 @@ The handler's loop length is steered the way Lambda steers it: through the conte
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,7 +16,8 @@ from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
 from nodewright.provisioning import loop
 
-from sandbox.lambdas import SCHEDULED_EVENT, LambdaContext, load_function
+from sandbox.events import scheduled_event
+from sandbox.lambdas import LambdaContext, load_function
 from sandbox.workloads import inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-e2e")]
@@ -67,7 +67,7 @@ GENERAL = [
 def invoke(seconds: float) -> dict[str, Any]:
     """One scheduled invocation of the real handler that may loop for ``seconds``."""
     app = load_function("provisioner")
-    event = {**SCHEDULED_EVENT, "id": str(uuid.uuid4())}
+    event = scheduled_event()
     return app.handler(event, LambdaContext(loop.SAFETY_MARGIN_SECONDS + seconds))
 
 

@@ -3,11 +3,12 @@
 Pods/Deployments + NodePools + EC2NodeClasses in (any Karpenter version: old ones are converted
 as ``nodewright convert`` converts them), the NodeClaims the provisioner would create out (NodePool,
 candidate instance types cheapest first, zones, capacity types, $/h), and a reason for every pod
-that would stay pending. No cluster and no AWS account: the catalog is the project's own catalog
-code (``nodewright.cloud.catalog``) over moto's bundled EC2 catalog (the DescribeInstanceTypes items
-and per-zone offerings moto ships for every region), priced by the sandbox's price source (real
-on-demand prices when ../shared/data has them, a documented estimate otherwise; spot as a
-documented discount). The planning path is the provisioner's own.
+that would stay pending. No cluster is needed. The catalog is the project's own catalog code
+(``nodewright.cloud.catalog``) over an offline copy of the EC2 catalog when one is installed (the
+development install registers moto's bundled copy, priced as the sandbox is, through the
+``nodewright.offline_catalog`` entry point), else over EC2 itself (read-only calls with your AWS
+credentials; ``--live`` forces that); ``--prices FILE`` sets on-demand prices, the rest are the
+documented estimate. The planning path is the provisioner's own.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+OFFLINE_CATALOG_GROUP = "nodewright.offline_catalog"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--region", default="us-west-2", help="region whose catalog and zones to use")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="ask EC2 for the catalog (read-only, your AWS credentials) even if an offline one is installed",
+    )
+    parser.add_argument("--prices", metavar="FILE", help='on-demand prices as {"prices": {type: usd}}')
     parser.set_defaults(func=run)
 
 
@@ -46,56 +54,53 @@ def manifest_paths(items: list[str]) -> list[Path]:
     return paths
 
 
-def offline_instance_types(region: str) -> Any:
-    """``instance_types(nodeclass)`` from the project's catalog code over moto's bundled EC2 catalog.
+def instance_types_source(region: str, prices_file: str | None, live: bool) -> Any:
+    """``instance_types(nodeclass)`` over the production catalog code (``nodewright.cloud.catalog``).
 
-    moto ships the DescribeInstanceTypes items and the per-zone offerings of every region as data
-    files; reading them directly takes a fraction of a second, where asking moto's emulated EC2
-    for the same items takes half a minute on a busy 2-core machine. Prices come from the
-    sandbox's price source. moto and the sandbox are development-side packages (``.[dev]``).
+    The catalog comes from an installed offline source (an entry point of the group
+    ``nodewright.offline_catalog``, as the development install registers for moto's bundled copy of
+    the real EC2 catalog) unless ``live``; otherwise from EC2 itself (DescribeInstanceTypes and
+    DescribeInstanceTypeOfferings: read-only calls with the caller's AWS credentials). Prices: the
+    offline source's, then ``--prices FILE``, else the production estimate.
     """
-    import gzip
-    import importlib.util
-    import json
-    import time
-
-    spec = importlib.util.find_spec("moto")
-    try:
-        from sandbox.prices import sandbox_price_table
-    except ImportError:
-        spec = None
-    if spec is None or spec.origin is None:
-        raise SystemExit(
-            "nodewright plan needs moto's catalog and the sandbox: pip install -e '.[dev]' (make does it)"
-        )
-    from nodewright.cloud.catalog import Catalog, CatalogData
+    from nodewright.cloud.catalog import Catalog
     from nodewright.cloud.pricetable import PriceTable
     from nodewright.cloud.state import InMemoryStateStore
 
-    resources = Path(spec.origin).parent / "ec2" / "resources"
-    offerings_file = resources / "instance_type_offerings" / "availability-zone" / f"{region}.json.gz"
-    if not offerings_file.is_file():
-        raise SystemExit(
-            f"nodewright plan: no instance catalog for region {region!r}; use a region such as us-west-2"
-        )
-    types = json.loads(gzip.decompress((resources / "instance_types.json.gz").read_bytes()))
-    zones: dict[str, set[str]] = {}
-    for offering in json.loads(gzip.decompress(offerings_file.read_bytes())):
-        zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
-    data = CatalogData(
-        types={name: info for name, info in types.items() if name in zones},
-        zones={name: frozenset(found) for name, found in zones.items()},
-        fetched_at=time.time(),
-    )
     store = InMemoryStateStore()
-    on_demand, spot = sandbox_price_table(sorted({z for found in zones.values() for z in found}))
-    store.put_price_table(PriceTable(on_demand=on_demand, spot=spot, source="sandbox"))
-    catalog = Catalog(None, store, (region, "nodewright-plan"), loader=lambda _ec2: data)
+    offline = None if live else _offline_source()
+    if offline is not None:
+        try:
+            data, table = offline(region)
+        except LookupError as exc:
+            raise SystemExit(f"nodewright plan: {exc}") from exc
+        store.put_price_table(table)
+        catalog = Catalog(None, store, (region, "nodewright-plan"), loader=lambda _ec2: data)
+    else:
+        from nodewright.cloud import aws
+        from nodewright.settings import Settings
+
+        settings = Settings(cluster_name="plan", region=region)
+        catalog = Catalog(aws.client("ec2", settings), store, (region, settings.aws_endpoint_url))
+    if prices_file:
+        store.put_price_table(PriceTable.from_ondemand_file(prices_file))
 
     def instance_types(nodeclass: Any) -> list[Any]:
         return catalog.instance_types(zones=None, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
 
     return instance_types
+
+
+def _offline_source() -> Any:
+    """The first installed ``nodewright.offline_catalog`` entry point, or None."""
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=OFFLINE_CATALOG_GROUP), key=lambda e: e.name):
+        try:
+            return entry.load()
+        except ModuleNotFoundError:
+            continue  # its package is not installed here
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,6 +119,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     with logger_level("ERROR"):  # the function's JSON logs would garble the plan on stdout
-        result = what_if(paths, offline_instance_types(args.region))
+        result = what_if(paths, instance_types_source(args.region, args.prices, args.live))
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 0

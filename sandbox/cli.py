@@ -1,4 +1,8 @@
-"""``nodewright sandbox up``: run the local sandbox (moto + API emulator + simulators) until Ctrl-C."""
+"""The development side's ``nodewright`` subcommands: ``demo`` and ``sandbox``.
+
+Registered through the ``nodewright.cli`` entry points (pyproject.toml); module top levels import
+only the standard library so ``nodewright --help`` stays fast.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,26 @@ import sys
 import threading
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register_demo(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="the seeds' story in the sandbox: NodePools, inflate, launches, pods Running, a summary",
+        description="The seeds' story in the sandbox (see sandbox/demo.py): what `make demo` runs.",
+    )
+    parser.add_argument("--kubeconfig", help="run against this API server instead of the built-in emulator")
+    parser.add_argument(
+        "--boot-delay", type=float, default=1.0, help="seconds a simulated instance takes to boot"
+    )
+    parser.set_defaults(func=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from sandbox import demo
+
+    return demo.main(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
+
+
+def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sandbox", help="run a local cluster and AWS (moto) to try Nodewright without AWS"
     )
