@@ -33,6 +33,18 @@ from sandbox.simulators.kube import group
 
 log = logging.getLogger("sandbox")
 CRDS_DIR = REPO_ROOT / "crds"
+RBAC_FILE = REPO_ROOT / "deploy" / "rbac.yaml"
+# The functions' identity, as EKS maps their role through the access entry of the CDK stack:
+# the group is infra/capabilities/cluster_access.py KUBERNETES_GROUP (a test holds them equal),
+# the user name EKS's default for an assumed role.
+AUTOSCALER_GROUP = "nodewright:autoscaler"
+RBAC_PLURALS = {
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+}
+AUTOSCALER_USER = "arn:aws:sts::123456789012:assumed-role/nodewright-functions/{{SessionName}}"
 _running_lock = threading.Lock()
 _running: list[Sandbox] = []  # at most one: moto's backends and the fault patch are process-global
 
@@ -67,7 +79,8 @@ class Sandbox:
         self.faults = faults_module.FaultInjector()
         self.aws: AwsSeed | None = None
         self.aws_endpoint = ""
-        self.kubeconfig_path = Path()
+        self.kubeconfig_path = Path()  # the administrator's (kubectl, tests, simulators)
+        self.functions_kubeconfig_path = Path()  # the functions' identity, held to deploy/rbac.yaml
         self.apiserver: Any = None
         self.loops: list[Any] = []
         self.startup_seconds = 0.0
@@ -98,6 +111,7 @@ class Sandbox:
                 kubernetes.join()
             if kubernetes_error:
                 raise kubernetes_error[0]
+            self.apply_rbac()
             if self.run_simulators:
                 self._start_simulators()
         except BaseException:
@@ -128,11 +142,16 @@ class Sandbox:
                 raise SandboxError(
                     f"kubeconfig {self._external_kubeconfig} does not exist; pass an existing file"
                 )
-            self.kubeconfig_path = self._external_kubeconfig
+            # Against another API server the functions use the kubeconfig given (its identity).
+            self.kubeconfig_path = self.functions_kubeconfig_path = self._external_kubeconfig
             return
         self.apiserver = ApiServer(host="127.0.0.1", port=0)
         self.apiserver.start()
         self.kubeconfig_path = Path(self.apiserver.write_kubeconfig(self._tmp / "kubeconfig"))
+        token = self.apiserver.add_identity(AUTOSCALER_USER, (AUTOSCALER_GROUP,))
+        self.functions_kubeconfig_path = Path(
+            self.apiserver.write_kubeconfig(self._tmp / "functions-kubeconfig", token=token)
+        )
 
     def _start_simulators(self) -> None:
         self._ec2 = aws_client("ec2", self.aws_endpoint, self.region)
@@ -205,7 +224,7 @@ class Sandbox:
             "AWS_SESSION_TOKEN": "testing",
             "AWS_EC2_METADATA_DISABLED": "true",
             "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-            "NODEWRIGHT_KUBECONFIG": str(self.kubeconfig_path),
+            "NODEWRIGHT_KUBECONFIG": str(self.functions_kubeconfig_path),
             "KUBECONFIG": str(self.kubeconfig_path),
             "STATE_TABLE": self.aws.state_table,
             "NODE_ROLE": self.aws.node_role_name,
@@ -227,6 +246,10 @@ class Sandbox:
     def aws_client(self, service: str) -> Any:
         """A boto3 client for the moto server (the caller closes it)."""
         return aws_client(service, self.aws_endpoint, self.region)
+
+    def apply_rbac(self, path: Path = RBAC_FILE) -> list[str]:
+        """Apply ``deploy/rbac.yaml`` as it is; see :func:`apply_rbac`."""
+        return apply_rbac(Kube(self.api_client()), path)
 
     def apply_crds(self, directory: Path = CRDS_DIR, timeout: float = 10.0) -> list[str]:
         """Create or update every CRD in ``directory`` and wait until the API server serves it.
@@ -291,3 +314,28 @@ class Sandbox:
                 if time.monotonic() > deadline:
                     raise SandboxError(f"CRD {crd['metadata']['name']} not served after {timeout:.0f}s")
                 time.sleep(0.05)
+
+
+def apply_rbac(kube: Kube, path: Path = RBAC_FILE) -> list[str]:
+    """Apply an RBAC manifest as it is (as ``kubectl apply -f`` would), creating every namespace it
+    names first; returns ``Kind/name`` of what was applied."""
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for namespace in sorted({(d.get("metadata") or {}).get("namespace") for d in documents} - {None}):
+        if kube.get_or_none(f"/api/v1/namespaces/{namespace}") is None:
+            kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    applied = []
+    for document in documents:
+        kind, meta = document["kind"], document["metadata"]
+        plural = RBAC_PLURALS[kind]
+        collection = group(document["apiVersion"], plural, meta.get("namespace"))
+        current = kube.get_or_none(f"{collection}/{meta['name']}")
+        if current is None:
+            kube.create(collection, document)
+        else:
+            body = {
+                **document,
+                "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]},
+            }
+            kube.replace(f"{collection}/{meta['name']}", body)
+        applied.append(f"{kind}/{meta['name']}")
+    return applied

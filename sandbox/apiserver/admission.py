@@ -230,6 +230,17 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
             rolling.setdefault("maxSurge", 0)
         spec.setdefault("revisionHistoryLimit", 10)
         _default_template(spec)
+    elif key == ("batch", "jobs"):
+        _default_job(obj)
+    elif key == ("batch", "cronjobs"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("concurrencyPolicy", "Allow")
+        spec.setdefault("suspend", False)
+        spec.setdefault("successfulJobsHistoryLimit", 3)
+        spec.setdefault("failedJobsHistoryLimit", 1)
+        job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
+        job_spec.setdefault("backoffLimit", 6)
+        _default_template(job_spec)
     elif key == ("", "services"):
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
@@ -238,6 +249,30 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
             if isinstance(port, dict):
                 port.setdefault("protocol", "TCP")
                 port.setdefault("targetPort", port.get("port"))
+
+
+def _default_job(job: dict[str, Any]) -> None:
+    """SetDefaults_Job and the job strategy's generated selector (batch.kubernetes.io/controller-uid)."""
+    spec = job.setdefault("spec", {})
+    parallelism = spec.setdefault("parallelism", 1)
+    spec.setdefault("completions", parallelism)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    if not spec.get("manualSelector") and not spec.get("selector"):
+        uid = job["metadata"].get("uid", "")
+        name = job["metadata"].get("name", "")
+        generated = {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
+        }
+        spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
+        template_meta["labels"] = {**(template_meta.get("labels") or {}), **generated}
+    _default_template(spec)
 
 
 def _default_template(spec: dict[str, Any]) -> None:
@@ -255,7 +290,7 @@ def reset_status_on_create(rt: ResourceType, obj: dict[str, Any]) -> None:
         obj["status"] = {"phase": "Active"}
     elif key in (("", "persistentvolumes"), ("", "persistentvolumeclaims")):
         obj["status"] = {"phase": "Pending"}
-    elif key == ("policy", "poddisruptionbudgets") or rt.group == "apps":
+    elif key == ("policy", "poddisruptionbudgets") or rt.group in ("apps", "batch"):
         obj["status"] = {}  # the zero counts are filled in by fill_zero_values
     elif key == ("", "services"):
         obj["status"] = {"loadBalancer": {}}
@@ -416,6 +451,10 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
             errors.append(FieldError.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
     elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
         errors += _validate_crd(obj)
+    elif rt.group == "rbac.authorization.k8s.io":
+        from .rbac import validate as validate_rbac
+
+        errors += validate_rbac(key, obj)
     return errors
 
 
@@ -648,6 +687,13 @@ def validate_immutable(rt: ResourceType, new: dict[str, Any], old: dict[str, Any
         new_selector = (new.get("spec") or {}).get("selector")
         if new_selector != (old.get("spec") or {}).get("selector"):
             errors.append(FieldError.invalid("spec.selector", new_selector, "field is immutable"))
+    if key in (
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        ("rbac.authorization.k8s.io", "clusterrolebindings"),
+    ):
+        from .rbac import validate_binding_update
+
+        errors += validate_binding_update(new, old)
     if key == ("", "nodes"):
         before = (old.get("spec") or {}).get("providerID")
         after = (new.get("spec") or {}).get("providerID")

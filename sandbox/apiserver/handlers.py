@@ -33,6 +33,7 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]  # lower-cased names
     body: bytes
+    identity: Any = None  # rbac.Identity of the caller, once authenticated
 
 
 @dataclass
@@ -79,15 +80,12 @@ def decode_body(request: Request, *, allow_yaml: bool = False) -> Any:
         raise errors.bad_request("the request body is empty: send a JSON object")
     content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
     if content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
-        # kubectl's imperative generators send protobuf; only a few simple kinds are decoded.
+        # kubectl sends protobuf for built-in kinds (create generators, run, auth can-i).
         try:
             return protobuf.decode(request.body)
         except protobuf.Unsupported as exc:
             error = errors.unsupported_media_type(content_type, ["application/json", "application/yaml"])
-            error.message += (
-                f" (this API emulator decodes protobuf only for Namespace and ConfigMap, not {exc}: "
-                "use kubectl apply -f or create -f)"
-            )
+            error.message += f" (this API emulator cannot decode the protobuf {exc}: send JSON or YAML)"
             raise error from exc
     try:
         if allow_yaml and content_type.endswith("yaml"):
@@ -275,12 +273,12 @@ class ResourceHandlers:
         problems = admission.validate_name(rt, name)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
+        meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
         self._apply_defaults(rt, obj)
         admission.reset_status_on_create(rt, obj)
         admission.fill_zero_values(rt, obj)
         if (rt.group, rt.plural) == ("", "nodes"):
             admission.admit_node_create(obj)
-        meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = admission.now()
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)

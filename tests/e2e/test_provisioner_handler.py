@@ -46,11 +46,11 @@ def env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @pytest.fixture
 def cluster(env: Any) -> Iterator[Any]:
-    """The project's own Kubernetes client on the sandbox; the cluster is emptied after the test."""
-    from nodewright.cluster import connect, reset_connections
-    from nodewright.settings import Settings
+    """The project's own Kubernetes client with the administrator's kubeconfig (the user's side: the
+    handler acts with the functions' identity, held to deploy/rbac.yaml); emptied after the test."""
+    from nodewright.cluster import reset_connections
 
-    kube = connect(Settings.from_env())
+    kube = env.admin_cluster()
     kube.create(EC2NODECLASSES, nodeclass(env))
     yield kube
     _empty(kube, env)
