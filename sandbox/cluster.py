@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from sandbox import faults as faults_module
 from sandbox.apiserver import ApiServer
 from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.prices import SpotHistory
 from sandbox.shared_data import REPO_ROOT
 from sandbox.simulators import ControllerManager, Kube, Kubelet, Scheduler, api_client_from_kubeconfig
 from sandbox.simulators.kube import group
@@ -66,6 +67,7 @@ class Sandbox:
         kubeconfig: str | Path | None = None,
         init_delay: float = 0.5,
         simulators: bool = True,
+        state_dir: str | Path | None = None,
     ) -> None:
         if not zones or any(not z.startswith(region) for z in zones):
             raise SandboxError(f"zones {zones!r} must be zones of region {region!r}, e.g. {region}a")
@@ -76,6 +78,7 @@ class Sandbox:
         self.init_delay = init_delay
         self.run_simulators = simulators
         self._external_kubeconfig = Path(kubeconfig) if kubeconfig else None
+        self._state_dir = Path(state_dir) if state_dir else None
         self.faults = faults_module.FaultInjector()
         self.aws: AwsSeed | None = None
         self.aws_endpoint = ""
@@ -127,6 +130,7 @@ class Sandbox:
         self.aws_endpoint = self._moto.start()
         self._moto.reset()  # a clean account even if an earlier run in this process left state behind
         faults_module.install(self.faults)
+        SpotHistory.install()
         self.aws = seed(self.aws_endpoint, self.cluster_name, self.region, self.zones)
 
     def _start_kubernetes_capturing(self, errors: list[BaseException]) -> None:
@@ -136,7 +140,16 @@ class Sandbox:
             errors.append(exc)
 
     def _start_kubernetes(self) -> None:
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"nodewright-sandbox-{self.cluster_name}-"))
+        if self._state_dir is not None:
+            if (self._state_dir / "sandbox.json").exists():
+                raise SandboxError(
+                    f"{self._state_dir} belongs to a running sandbox (or one that was killed): stop it, "
+                    "or remove the folder if it is gone"
+                )
+            self._state_dir.mkdir(parents=True, exist_ok=True)
+            self._tmp = self._state_dir
+        else:
+            self._tmp = Path(tempfile.mkdtemp(prefix=f"nodewright-sandbox-{self.cluster_name}-"))
         if self._external_kubeconfig is not None:
             if not self._external_kubeconfig.is_file():
                 raise SandboxError(
@@ -193,6 +206,7 @@ class Sandbox:
             self._moto.stop()
             self._moto = None
         faults_module.uninstall(self.faults)
+        SpotHistory.uninstall()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -230,6 +244,13 @@ class Sandbox:
             "NODE_ROLE": self.aws.node_role_name,
             "INTERRUPTION_QUEUE_URL": self.aws.interruption_queue_url,
         }
+
+    @property
+    def state_dir(self) -> Path:
+        """The folder of this sandbox's kubeconfigs and the functions' logs (removed at stop)."""
+        if self._tmp is None:
+            raise SandboxError("the sandbox is not started; call start() or use it in a with block")
+        return self._tmp
 
     def api_client(self) -> Any:
         """A kubernetes ``ApiClient`` on this sandbox's kubeconfig (closed when the sandbox stops)."""

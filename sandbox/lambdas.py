@@ -10,14 +10,15 @@ from __future__ import annotations
 import importlib.util
 import time
 import uuid
+from pathlib import Path
 from types import ModuleType
 
 from sandbox.shared_data import REPO_ROOT
 
 
-def load_function(name: str) -> ModuleType:
-    """Import ``functions/<name>/app.py`` as Lambda would, without putting functions/ on sys.path."""
-    path = REPO_ROOT / "functions" / name / "app.py"
+def load_function(name: str, path: str | Path | None = None) -> ModuleType:
+    """Import ``functions/<name>/app.py`` (or ``path``) as Lambda would, without touching sys.path."""
+    path = Path(path) if path else REPO_ROOT / "functions" / name / "app.py"
     spec = importlib.util.spec_from_file_location(f"nodewright_function_{name}", path)
     if spec is None or spec.loader is None:
         raise FileNotFoundError(f"no Lambda handler at {path}")

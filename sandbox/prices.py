@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import time
 import zlib
+from typing import Any
 
 from nodewright.cloud.catalog import CatalogData
 from nodewright.cloud.pricetable import PriceTable, estimate_on_demand_price
@@ -58,3 +59,45 @@ def price_table(catalog: CatalogData) -> PriceTable:
         "sandbox: reference on-demand prices" if on_demand else "sandbox: no on-demand prices (estimated)"
     )
     return PriceTable(on_demand=dict(on_demand), spot=spot, updated_at=time.time(), source=source)
+
+
+class SpotHistory:
+    """moto's DescribeSpotPriceHistory answering the sandbox's spot market instead of its constant
+    placeholder (0.00001), so the pricing function, when it runs, stores the same spot prices the
+    sandbox was seeded with. Installed by a running Sandbox (moto is process-global)."""
+
+    _original: Any = None
+
+    @classmethod
+    def install(cls) -> None:
+        from moto.ec2.responses.spot_instances import SpotInstances
+
+        if cls._original is not None:
+            return
+        cls._original = SpotInstances.describe_spot_price_history
+
+        def describe_spot_price_history(response: Any) -> Any:
+            answer = cls._original(response)
+            table = _region_table(response.region)
+            for item in answer.result.get("SpotPriceHistory", []):
+                price = table.spot_price(item["InstanceType"], item["AvailabilityZone"])
+                if price is not None:
+                    item["SpotPrice"] = f"{price:.6f}"
+            return answer
+
+        SpotInstances.describe_spot_price_history = describe_spot_price_history
+
+    @classmethod
+    def uninstall(cls) -> None:
+        from moto.ec2.responses.spot_instances import SpotInstances
+
+        if cls._original is not None:
+            SpotInstances.describe_spot_price_history = cls._original
+            cls._original = None
+
+
+@functools.cache
+def _region_table(region: str) -> PriceTable:
+    from sandbox.catalog import bundled_catalog
+
+    return price_table(bundled_catalog(region))
