@@ -85,6 +85,9 @@ def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
     interrupt.set_defaults(func=run_interrupt)
     kubeconfig = actions.add_parser("kubeconfig", help="print the path of the running sandbox's kubeconfig")
     _cluster_options(kubeconfig)
+    kubeconfig.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for the sandbox to be up"
+    )
     kubeconfig.set_defaults(func=run_kubeconfig)
 
 
@@ -122,6 +125,11 @@ def _running(args: argparse.Namespace) -> dict[str, str] | None:
 
 
 def run_kubeconfig(args: argparse.Namespace) -> int:
+    import time
+
+    deadline = time.monotonic() + args.wait
+    while not (_state_dir(args) / "sandbox.json").is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
     running = _running(args)
     if running is None:
         return 2

@@ -397,6 +397,7 @@ class Runtime:
         self.sqs: Any = None
         self.ec2: Any = None
         self._lock = threading.Lock()
+        self._stopping = False
 
     def say(self, source: str, text: str) -> None:
         self._say(source, text)
@@ -449,6 +450,8 @@ class Runtime:
         return done
 
     def _record(self, done: Invocation) -> None:
+        if self._stopping:
+            return  # containers killed by the sandbox's own stop are not the function's failures
         self.invocations.append(done)
         if not done.ok:
             self.say(done.function, f"invocation failed after {done.seconds:.1f}s: {done.error}")
@@ -470,6 +473,7 @@ class Runtime:
         return self
 
     def stop(self) -> None:
+        self._stopping = True
         for trigger in self.triggers:
             if isinstance(trigger, _Loop):
                 trigger._stop.set()
