@@ -109,6 +109,9 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
         for container in spec.get(field) or []:
             if isinstance(container, dict):
                 _default_container(container)
+    for volume in spec.get("volumes") or []:
+        if isinstance(volume, dict) and isinstance(volume.get("hostPath"), dict):
+            volume["hostPath"].setdefault("type", "")  # SetDefaults_HostPathVolumeSource: HostPathUnset
 
 
 def _qos_class(spec: dict[str, Any]) -> str:
@@ -182,9 +185,18 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
     elif key == ("", "nodes"):
-        pass
+        _default_node_status(obj)
+    elif key == ("", "events"):
+        # Fields without omitempty in core/v1 Event: always serialised.
+        for name in ("reportingComponent", "reportingInstance"):
+            obj.setdefault(name, "")
+        for name in ("firstTimestamp", "lastTimestamp", "eventTime"):
+            obj.setdefault(name, None)
+        obj.setdefault("source", {})
     elif key == ("", "persistentvolumes"):
         spec = obj.setdefault("spec", {})
+        if isinstance(spec.get("hostPath"), dict):
+            spec["hostPath"].setdefault("type", "")
         spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
         spec.setdefault("volumeMode", "Filesystem")
     elif key == ("", "persistentvolumeclaims"):
@@ -249,6 +261,30 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
             if isinstance(port, dict):
                 port.setdefault("protocol", "TCP")
                 port.setdefault("targetPort", port.get("port"))
+
+
+NODE_INFO_FIELDS = (
+    "machineID",
+    "systemUUID",
+    "bootID",
+    "kernelVersion",
+    "osImage",
+    "containerRuntimeVersion",
+    "kubeletVersion",
+    "kubeProxyVersion",
+    "operatingSystem",
+    "architecture",
+)
+
+
+def _default_node_status(node: dict[str, Any]) -> None:
+    """NodeStatus fields Go always serialises: ``daemonEndpoints`` (Port 0) and every ``nodeInfo`` string."""
+    status = node.setdefault("status", {})
+    endpoint = status.setdefault("daemonEndpoints", {}).setdefault("kubeletEndpoint", {})
+    endpoint.setdefault("Port", 0)
+    info = status.setdefault("nodeInfo", {})
+    for name in NODE_INFO_FIELDS:
+        info.setdefault(name, "")
 
 
 def _default_job(job: dict[str, Any]) -> None:
@@ -442,6 +478,8 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
             errors.append(
                 FieldError.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
             )
+    elif key == ("", "events"):
+        errors += _validate_event(obj)
     elif key == ("storage.k8s.io", "storageclasses"):
         if not obj.get("provisioner"):
             errors.append(FieldError.required("provisioner"))
@@ -456,6 +494,16 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
 
         errors += validate_rbac(key, obj)
     return errors
+
+
+def _validate_event(event: dict[str, Any]) -> list[FieldError]:
+    """ValidateEventCreate: the event's namespace and its involved object's must agree (a cluster-scoped
+    object's events live in "default" or no namespace)."""
+    involved = (event.get("involvedObject") or {}).get("namespace") or ""
+    namespace = (event.get("metadata") or {}).get("namespace") or ""
+    if (not involved and namespace not in ("", "default")) or (involved and involved != namespace):
+        return [FieldError.invalid("involvedObject.namespace", involved, "does not match event.namespace")]
+    return []
 
 
 def _validate_taints(taints: list[Any], path: str) -> list[FieldError]:

@@ -102,6 +102,15 @@ def _pod_bound_and_active(pod: dict[str, Any]) -> bool:
     )
 
 
+# Registries with ReturnDeletedObject: a delete answers with the object, not a Status.
+RETURNS_DELETED_OBJECT = {
+    ("", "pods"),
+    ("", "serviceaccounts"),
+    ("storage.k8s.io", "storageclasses"),
+    CRD_KEY,
+}
+
+
 class ResourceHandlers:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
@@ -423,13 +432,16 @@ class ResourceHandlers:
         rv = meta.get("resourceVersion")
         if not rv:
             if not rt.allow_unconditional_update:
+                # Store.Update names the resource, not the kind, in this one error.
                 raise errors.invalid(
-                    rt.kind,
+                    rt.plural,
                     rt.group,
                     old_meta["name"],
                     [
                         FieldError.invalid(
-                            "metadata.resourceVersion", "0x0", "must be specified for an update"
+                            "metadata.resourceVersion",
+                            errors.GoLiteral("0x0"),
+                            "must be specified for an update",
                         )
                     ],
                 )
@@ -513,9 +525,11 @@ class ResourceHandlers:
         if new == old or ctx.dry_run:
             return Response(200, self._present(rt, new))
         if self._ready_to_go(rt, new):
+            # Store.deleteWithoutFinalizers: "clients are expecting an updated object if a PUT
+            # succeeded": the answer is the object of the request (finalizers gone), not a Status.
             gone = self.store.remove(rt.key, meta.get("namespace") or "", meta["name"])
             self._after_remove(rt, gone)
-            return Response(200, self._present(rt, gone or new))
+            return Response(200, self._present(rt, new))
         stored = self.store.write(rt.key, new)
         if rt.key == CRD_KEY:
             self.registry.install_crd(stored)
@@ -694,7 +708,7 @@ class ResourceHandlers:
     def _deleted_body(self, rt: ResourceType, gone: dict[str, Any] | None) -> dict[str, Any]:
         if gone is None:
             return success_status(200)
-        if rt.key in (("", "pods"), CRD_KEY) or rt.custom:
+        if rt.key in RETURNS_DELETED_OBJECT or rt.custom:
             return self._present(rt, gone)
         meta = gone["metadata"]
         details = {"name": meta["name"], "kind": rt.plural, "uid": meta.get("uid")}

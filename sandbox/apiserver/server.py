@@ -221,13 +221,15 @@ class ApiServer:
 
     ADMIN = rbac.Identity("kubernetes-admin", (rbac.MASTERS, rbac.AUTHENTICATED))
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, token: str | None = None, watch_history: int = 1000
+    ) -> None:
         self.host = host
         self.port = port
         self.token = token or secrets.token_urlsafe(24)
         # kube-apiserver's static token file: bearer token -> identity (the first is the administrator's).
         self.identities: dict[str, rbac.Identity] = {self.token: self.ADMIN}
-        self.store = Store()
+        self.store = Store(history=watch_history)
         self.registry = Registry()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -1,0 +1,229 @@
+"""kube-apiserver behaviours the emulator reproduces, one test each (the source of each is named)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from sandbox.apiserver import ApiServer
+from sandbox.apiserver.testing import KUBECTL, kubectl
+from sandbox.simulators import Kube
+
+pytestmark = pytest.mark.timeout(60)
+needs_kubectl = pytest.mark.skipif(not shutil.which(KUBECTL), reason="kubectl is not installed")
+POD = {"containers": [{"name": "c", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7"}]}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiServer, Path]]:
+    with ApiServer(watch_history=20) as srv:
+        yield srv, srv.write_kubeconfig(tmp_path_factory.mktemp("fidelity") / "kubeconfig")
+
+
+@pytest.fixture
+def kube(server) -> Iterator[Kube]:
+    api = config.new_client_from_config(config_file=str(server[1]))
+    yield Kube(api)
+    api.close()
+
+
+@pytest.fixture
+def ns(kube: Kube) -> str:
+    name = f"f-{uuid.uuid4().hex[:8]}"
+    kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+    return name
+
+
+def status_of(error: ApiException) -> dict[str, Any]:
+    return json.loads(error.body)
+
+
+def test_a_binding_named_differently_from_its_pod_is_a_bad_request(kube: Kube, ns: str) -> None:
+    kube.create(f"/api/v1/namespaces/{ns}/pods", {"metadata": {"name": "p"}, "spec": POD})
+    with pytest.raises(ApiException) as refused:
+        kube.create(
+            f"/api/v1/namespaces/{ns}/pods/p/binding",
+            {"metadata": {"name": "other"}, "target": {"kind": "Node", "name": "n1"}},
+        )
+    assert refused.value.status == 400
+    assert status_of(refused.value)["message"] == "name in URL does not match name in Binding object"
+
+
+def test_an_event_in_another_namespace_than_its_object_is_invalid(kube: Kube, ns: str) -> None:
+    event = {
+        "metadata": {"name": "e1"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "reason": "Test",
+        "message": "m",
+    }
+    with pytest.raises(ApiException) as refused:
+        kube.create(f"/api/v1/namespaces/{ns}/events", event)
+    assert refused.value.status == 422
+    cause = status_of(refused.value)["details"]["causes"][0]
+    assert cause == {
+        "reason": "FieldValueInvalid",
+        "message": 'Invalid value: "default": does not match event.namespace',
+        "field": "involvedObject.namespace",
+    }
+    created = kube.create(
+        f"/api/v1/namespaces/{ns}/events",
+        {**event, "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns}},
+    )
+    # Fields core/v1 Event serialises without omitempty.
+    assert (created["reportingComponent"], created["reportingInstance"], created["eventTime"]) == (
+        "",
+        "",
+        None,
+    )
+
+
+def test_an_update_without_resource_version_names_the_resource_in_details(kube: Kube) -> None:
+    lease = {"metadata": {"name": "l1"}, "spec": {"holderIdentity": "a"}}
+    kube.create("/apis/coordination.k8s.io/v1/namespaces/default/leases", lease)
+    with pytest.raises(ApiException) as refused:
+        kube.replace("/apis/coordination.k8s.io/v1/namespaces/default/leases/l1", lease)
+    body = status_of(refused.value)
+    assert refused.value.status == 422
+    assert body["message"] == (
+        'leases.coordination.k8s.io "l1" is invalid: metadata.resourceVersion: Invalid value: 0x0: '
+        "must be specified for an update"
+    )
+    assert body["details"]["kind"] == "leases"
+
+
+def test_removing_the_last_finalizer_answers_with_the_object_of_the_request(kube: Kube, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    kube.create(path, {"metadata": {"name": "cm", "finalizers": ["example.com/hold"]}, "data": {"a": "b"}})
+    terminating = kube._call("DELETE", f"{path}/cm")
+    assert terminating["metadata"]["deletionTimestamp"]
+    answer = kube.patch(f"{path}/cm", {"metadata": {"finalizers": None}})
+    assert answer["kind"] == "ConfigMap"  # not a Status
+    assert "finalizers" not in answer["metadata"]
+    assert answer["data"] == {"a": "b"}
+    assert kube.get_or_none(f"{path}/cm") is None
+
+
+def test_a_node_and_a_host_path_get_the_fields_go_always_serialises(kube: Kube, ns: str) -> None:
+    node = kube.create("/api/v1/nodes", {"metadata": {"name": f"n-{ns}"}})
+    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == ""
+    assert set(node["status"]["nodeInfo"]) >= {
+        "machineID",
+        "osImage",
+        "architecture",
+        "containerRuntimeVersion",
+    }
+    spec = {**POD, "volumes": [{"name": "h", "hostPath": {"path": "/var/log"}}]}
+    pod = kube.create(f"/api/v1/namespaces/{ns}/pods", {"metadata": {"name": "h"}, "spec": spec})
+    assert pod["spec"]["volumes"][0]["hostPath"] == {"path": "/var/log", "type": ""}
+
+
+def test_a_watch_sees_deleted_with_the_previous_object_when_it_stops_matching(server, ns: str) -> None:
+    api = config.new_client_from_config(config_file=str(server[1]))
+    core = client.CoreV1Api(api)
+    try:
+        core.create_namespaced_config_map(
+            ns, {"metadata": {"name": "w", "labels": {"team": "a"}}, "data": {"v": "1"}}
+        )
+        rv = core.list_namespaced_config_map(ns).metadata.resource_version
+        core.patch_namespaced_config_map("w", ns, {"metadata": {"labels": {"team": "b"}}, "data": {"v": "2"}})
+        stream = watch.Watch().stream(
+            core.list_namespaced_config_map,
+            ns,
+            resource_version=rv,
+            label_selector="team=a",
+            timeout_seconds=1,
+        )
+        events = [(e["type"], e["raw_object"]) for e in stream]
+        now = core.read_namespaced_config_map("w", ns).metadata.resource_version
+    finally:
+        api.close()
+    assert [kind for kind, _ in events] == ["DELETED"]
+    gone = events[0][1]
+    assert gone["metadata"]["labels"] == {"team": "a"}  # as it last matched
+    assert gone["data"] == {"v": "1"}
+    assert gone["metadata"]["resourceVersion"] == now  # with the event's resourceVersion
+
+
+def test_a_watch_from_before_the_kept_history_gets_410_and_an_informer_relists(server, ns: str) -> None:
+    """The watch cache keeps a bounded history per resource (20 changes here): older resource
+    versions get 410 Gone, and the kubernetes client's informer pattern (relist, watch again) recovers."""
+    api = config.new_client_from_config(config_file=str(server[1]))
+    core = client.CoreV1Api(api)
+    try:
+        core.create_namespaced_config_map(ns, {"metadata": {"name": "first"}})
+        old = core.list_namespaced_config_map(ns).metadata.resource_version
+        for i in range(25):
+            core.create_namespaced_config_map(ns, {"metadata": {"name": f"c{i}"}})
+        with pytest.raises(ApiException) as expired:
+            for _ in watch.Watch().stream(
+                core.list_namespaced_config_map, ns, resource_version=old, timeout_seconds=2
+            ):
+                pass
+        assert expired.value.status == 410
+        # The informer's answer to 410: relist, then watch from the list's resourceVersion.
+        listed = core.list_namespaced_config_map(ns)
+        assert len(listed.items) == 26
+        seen: list[str] = []
+
+        def add_one() -> None:
+            time.sleep(0.3)
+            core.create_namespaced_config_map(ns, {"metadata": {"name": "after"}})
+
+        threading.Thread(target=add_one).start()
+        for event in watch.Watch().stream(
+            core.list_namespaced_config_map,
+            ns,
+            resource_version=listed.metadata.resource_version,
+            timeout_seconds=2,
+        ):
+            seen.append(f"{event['type']} {event['object'].metadata.name}")
+        assert seen == ["ADDED after"]
+    finally:
+        api.close()
+
+
+@needs_kubectl
+def test_tables_have_the_real_wide_columns_and_honour_include_object(server, kube: Kube, ns: str) -> None:
+    _, kubeconfig = server
+    kube.create(f"/api/v1/namespaces/{ns}/pods", {"metadata": {"name": "b"}, "spec": POD})
+    kube.create(f"/api/v1/namespaces/{ns}/pods", {"metadata": {"name": "a"}, "spec": POD})
+    wide = kubectl(kubeconfig, "get", "pods", "-n", ns, "-o", "wide").stdout.splitlines()[0]
+    assert wide.split() == [
+        "NAME",
+        "READY",
+        "STATUS",
+        "RESTARTS",
+        "AGE",
+        "IP",
+        "NODE",
+        "NOMINATED",
+        "NODE",
+        "READINESS",
+        "GATES",
+    ]
+    nodes = kubectl(kubeconfig, "get", "nodes", "-o", "wide").stdout.splitlines()
+    assert nodes[0].split()[5:] == [
+        "INTERNAL-IP",
+        "EXTERNAL-IP",
+        "OS-IMAGE",
+        "KERNEL-VERSION",
+        "CONTAINER-RUNTIME",
+    ]
+    # --sort-by asks for includeObject=Object: sorting by a field outside the metadata works.
+    by_image = kubectl(kubeconfig, "get", "pods", "-n", ns, "--sort-by=.spec.containers[0].image")
+    assert by_image.returncode == 0, by_image.stderr
+    table = kube._call(
+        "GET", f"/api/v1/namespaces/{ns}/pods", query={"includeObject": "Object"}
+    )  # plain JSON without the Table accept header
+    assert table["kind"] == "PodList"
