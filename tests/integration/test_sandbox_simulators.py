@@ -282,6 +282,63 @@ def test_scaling_a_deployment_down_removes_pods(sb, kube) -> None:
     )
 
 
+def test_the_simulated_components_write_the_events_the_real_ones_do(sb, kube) -> None:
+    """kube-scheduler (Scheduled, FailedScheduling), the replicaset and deployment controllers
+    (SuccessfulCreate, ScalingReplicaSet) and the kubelet (Pulled/Created/Started; Starting and
+    NodeReady on the node) report through core/v1 Events, as kubectl describe shows them."""
+    kube.create(group("apps/v1", "deployments", "default"), deployment("evented", 1))
+    wait_for(
+        "evented running",
+        lambda: any(p["status"].get("phase") == "Running" for p in pods_of(kube, "evented")),
+    )
+
+    def reasons() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for event in kube.list(core("events", "default"))[0]:
+            found.setdefault(event["reason"], set()).add(event["source"]["component"])
+        return found
+
+    wanted = {
+        "Scheduled": "default-scheduler",
+        "SuccessfulCreate": "replicaset-controller",
+        "ScalingReplicaSet": "deployment-controller",
+        "Pulled": "kubelet",
+        "Created": "kubelet",
+        "Started": "kubelet",
+        "Starting": "kubelet",
+        "NodeReady": "kubelet",
+        "FailedScheduling": "default-scheduler",  # the huge pod of an earlier test
+    }
+    found = wait_for("the events", lambda: (r := reasons()) and all(k in r for k in wanted) and r)
+    for reason, component in wanted.items():
+        assert component in found[reason], (reason, found[reason])
+    [pod] = pods_of(kube, "evented")
+    scheduled = [
+        e
+        for e in kube.list(core("events", "default"))[0]
+        if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == pod["metadata"]["name"]
+    ]
+    assert (
+        scheduled[0]["message"]
+        == f"Successfully assigned default/{pod['metadata']['name']} to {pod['spec']['nodeName']}"
+    )
+    assert scheduled[0]["involvedObject"]["namespace"] == "default"
+
+
+def test_a_cordoned_node_gets_the_unschedulable_taint_and_loses_it_when_uncordoned(sb, kube) -> None:
+    name = next(n["metadata"]["name"] for n in kube.list(core("nodes"))[0])
+    taint = ("node.kubernetes.io/unschedulable", "NoSchedule")
+
+    def taints() -> set[tuple[str, str]]:
+        node = kube.get(core("nodes", name=name))
+        return {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
+
+    kube.patch(core("nodes", name=name), {"spec": {"unschedulable": True}})
+    wait_for("the unschedulable taint", lambda: taint in taints())
+    kube.patch(core("nodes", name=name), {"spec": {"unschedulable": None}})
+    wait_for("the taint to go", lambda: taint not in taints())
+
+
 def test_deleting_a_namespace_removes_its_objects_then_the_namespace(sb, kube) -> None:
     kube.create(core("namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})
     kube.create(group("apps/v1", "deployments", "doomed"), deployment("inside", 2, namespace="doomed"))
