@@ -30,6 +30,7 @@ from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
 from sandbox.prices import SpotHistory
 from sandbox.shared_data import REPO_ROOT
 from sandbox.simulators import ControllerManager, Kube, Kubelet, Scheduler, api_client_from_kubeconfig
+from sandbox.simulators.garbage import GarbageCollector
 from sandbox.simulators.kube import group
 
 log = logging.getLogger("sandbox")
@@ -179,7 +180,8 @@ class Sandbox:
         self.scheduler = Scheduler(Kube(self.api_client()))
         self.kubelet = kubelet
         self.controllers = ControllerManager(Kube(self.api_client()))
-        self.loops = [self.scheduler, *kubelet.loops, self.controllers]
+        self.garbage_collector = GarbageCollector(Kube(self.api_client()), resync=2.0)
+        self.loops = [self.scheduler, *kubelet.loops, self.controllers, self.garbage_collector]
         for loop in self.loops:
             loop.start()
 

@@ -111,6 +111,34 @@ RETURNS_DELETED_OBJECT = {
 }
 
 
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+PROPAGATION_POLICIES = ["Foreground", "Background", "Orphan"]
+
+
+def gc_finalizers(existing: list[str], options: dict[str, Any]) -> list[str]:
+    """The finalizers a delete leaves for the garbage collector (registry Store
+    deletionFinalizersForGarbageCollection): ``orphan`` for Orphan, ``foregroundDeletion`` for
+    Foreground, neither for Background (the default of every resource served here)."""
+    policy = options.get("propagationPolicy")
+    orphan_dependents = options.get("orphanDependents")
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        raise errors.invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            [FieldError.unsupported("propagationPolicy", policy, PROPAGATION_POLICIES)],
+        )
+    if orphan_dependents is not None:
+        orphan, foreground = bool(orphan_dependents), False
+    elif policy is not None:
+        orphan, foreground = policy == "Orphan", policy == "Foreground"
+    else:
+        orphan, foreground = ORPHAN_FINALIZER in existing, FOREGROUND_FINALIZER in existing
+    kept = [f for f in existing if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+    return kept + [ORPHAN_FINALIZER] * orphan + [FOREGROUND_FINALIZER] * foreground
+
+
 class ResourceHandlers:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
@@ -654,6 +682,10 @@ class ResourceHandlers:
             )
         namespace = meta.get("namespace") or ""
         grace = self._grace_period(rt, obj, options)
+        if rt.key != ("", "namespaces"):
+            finalizers = gc_finalizers(meta.get("finalizers") or [], options)
+            if finalizers:
+                meta["finalizers"] = finalizers
         if rt.key == ("", "namespaces"):
             if not meta.get("deletionTimestamp"):
                 meta["deletionTimestamp"] = admission.now()

@@ -127,13 +127,19 @@ class Kube:
         return self._call("PATCH", path, body=body, content_type=content_type)
 
     def delete(
-        self, path: str, grace_period_seconds: int | None = None, uid: str | None = None
+        self,
+        path: str,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+        propagation_policy: str | None = None,
     ) -> dict[str, Any]:
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         if uid:
             options["preconditions"] = {"uid": uid}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
         return self._call("DELETE", path, body=options)
 
     def delete_ignoring_missing(self, path: str, **kwargs: Any) -> None:

@@ -339,6 +339,86 @@ def test_a_cordoned_node_gets_the_unschedulable_taint_and_loses_it_when_uncordon
     wait_for("the taint to go", lambda: taint not in taints())
 
 
+def _replicasets(kube: Kube, app: str) -> list[dict]:
+    return kube.list(group("apps/v1", "replicasets", "default"), labelSelector=f"app={app}")[0]
+
+
+@pytest.mark.parametrize("policy", ["Background", "Foreground", "Orphan"])
+def test_deleting_a_deployment_cascades_as_its_propagation_policy_says(sb, kube, policy) -> None:
+    """The API server leaves the GC finalizer (foregroundDeletion, orphan); the garbage collector
+    deletes or orphans the ReplicaSet and its pods through their ownerReferences."""
+    app = f"gc-{policy.lower()}"
+    path = group("apps/v1", "deployments", "default", app)
+    kube.create(group("apps/v1", "deployments", "default"), deployment(app, 2))
+    wait_for("2 pods", lambda: len(pods_of(kube, app)) == 2)
+    kube._call(
+        "DELETE", path, body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": policy}
+    )
+    if policy == "Foreground":
+        deleting = kube.get_or_none(path)
+        assert deleting is not None
+        assert deleting["metadata"]["deletionTimestamp"]
+        assert "foregroundDeletion" in deleting["metadata"]["finalizers"]
+    wait_for("the deployment to go", lambda: kube.get_or_none(path) is None, timeout=20)
+    if policy == "Orphan":
+        [replicaset] = _replicasets(kube, app)
+        assert "ownerReferences" not in replicaset["metadata"]
+        assert len(pods_of(kube, app)) == 2  # still owned by the orphaned ReplicaSet
+        kube.delete(group("apps/v1", "replicasets", "default", replicaset["metadata"]["name"]))
+    wait_for(
+        "its ReplicaSets and pods to go", lambda: not _replicasets(kube, app) and not pods_of(kube, app), 20
+    )
+
+
+def test_deleting_a_nodepool_reaches_its_nodeclaims_through_their_owner_references(sb, kube) -> None:
+    nodepool = kube.create(
+        group("karpenter.sh/v1", "nodepools"),
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "gc-pool"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "x"},
+                        "requirements": [],
+                    }
+                }
+            },
+        },
+    )
+    owner = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "name": "gc-pool",
+        "uid": nodepool["metadata"]["uid"],
+        "blockOwnerDeletion": True,
+    }
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": "gc-claim",
+            "ownerReferences": [owner],
+            "finalizers": ["karpenter.sh/termination"],
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "x"},
+            "requirements": [],
+        },
+    }
+    kube.create(group("karpenter.sh/v1", "nodeclaims"), claim)
+    kube.delete(group("karpenter.sh/v1", "nodepools", name="gc-pool"))
+    claim_path = group("karpenter.sh/v1", "nodeclaims", name="gc-claim")
+    # The NodeClaim is deleted; its termination finalizer (Nodewright's drain) holds it meanwhile.
+    wait_for(
+        "the NodeClaim to be deleting",
+        lambda: (kube.get_or_none(claim_path) or {}).get("metadata", {}).get("deletionTimestamp"),
+    )
+    kube.patch(claim_path, {"metadata": {"finalizers": None}})
+    wait_for("the NodeClaim to go", lambda: kube.get_or_none(claim_path) is None)
+
+
 def test_deleting_a_namespace_removes_its_objects_then_the_namespace(sb, kube) -> None:
     kube.create(core("namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})
     kube.create(group("apps/v1", "deployments", "doomed"), deployment("inside", 2, namespace="doomed"))
