@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         _environment({**sb.env(), **quiet}),
     ):
         sb.apply_crds()
-        from nodewright.cluster import connect, reset_connections
+        from nodewright.cluster import reset_connections
         from nodewright.interruption import processing
         from nodewright.settings import Settings
 
@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
 
         app = load_function("interruption")
         settings = Settings.from_env()
-        cluster = connect(settings)
+        cluster = sb.admin_cluster()  # the setup is the user's; the handler acts as the functions' identity
         instance_ids = _owned_nodes(sb, cluster, args.nodes, args.pods)
         processor = processing.InterruptionProcessor(settings, replace=_NoReplacement())
         processing.use_processor(processor)

@@ -362,6 +362,21 @@ def fill_zero_values(rt: ResourceType, obj: dict[str, Any]) -> None:
             status.setdefault(name, 0)
 
 
+STORAGE_PROTECTION = {
+    ("", "persistentvolumes"): "kubernetes.io/pv-protection",
+    ("", "persistentvolumeclaims"): "kubernetes.io/pvc-protection",
+}
+
+
+def admit_storage_protection(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """StorageObjectInUseProtection: a PV or PVC stays until its protection controller lets it go."""
+    finalizer = STORAGE_PROTECTION.get((rt.group, rt.plural))
+    if finalizer:
+        finalizers = obj["metadata"].setdefault("finalizers", [])
+        if finalizer not in finalizers:
+            finalizers.append(finalizer)
+
+
 def admit_node_create(node: dict[str, Any]) -> None:
     """TaintNodesByCondition: a new node is not ready until the kubelet says so."""
     taints = node.setdefault("spec", {}).setdefault("taints", [])
@@ -380,6 +395,23 @@ def default_crd(crd: dict[str, Any]) -> None:
         if isinstance(version, dict):
             version.setdefault("served", True)
             version.setdefault("storage", False)
+
+
+def set_crd_terminating(crd: dict[str, Any]) -> None:
+    """The condition the CRD finalizer controller sets while it deletes the custom objects."""
+    conditions = [
+        c for c in (crd.get("status") or {}).get("conditions") or [] if c.get("type") != "Terminating"
+    ]
+    conditions.append(
+        {
+            "type": "Terminating",
+            "status": "True",
+            "reason": "InstanceDeletionInProgress",
+            "message": "CustomResource deletion is in progress",
+            "lastTransitionTime": now(),
+        }
+    )
+    crd.setdefault("status", {})["conditions"] = conditions
 
 
 def crd_status(crd: dict[str, Any], old_status: dict[str, Any] | None) -> dict[str, Any]:

@@ -111,6 +111,7 @@ RETURNS_DELETED_OBJECT = {
 }
 
 
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 ORPHAN_FINALIZER = "orphan"
 FOREGROUND_FINALIZER = "foregroundDeletion"
 PROPAGATION_POLICIES = ["Foreground", "Background", "Orphan"]
@@ -289,6 +290,10 @@ class ResourceHandlers:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of a create must be a {rt.kind} object")
         self._type_meta(rt, obj)
+        if rt.custom and self.crd_terminating(rt):
+            error = errors.method_not_allowed()
+            error.message = "create not allowed while custom resource definition is terminating"
+            raise error
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             meta = obj["metadata"] = {}
@@ -316,6 +321,7 @@ class ResourceHandlers:
         admission.fill_zero_values(rt, obj)
         if (rt.group, rt.plural) == ("", "nodes"):
             admission.admit_node_create(obj)
+        admission.admit_storage_protection(rt, obj)
         meta["creationTimestamp"] = admission.now()
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
@@ -684,6 +690,10 @@ class ResourceHandlers:
         grace = self._grace_period(rt, obj, options)
         if rt.key != ("", "namespaces"):
             finalizers = gc_finalizers(meta.get("finalizers") or [], options)
+            if rt.key == CRD_KEY and CRD_CLEANUP_FINALIZER not in finalizers:
+                # apiextensions-apiserver deletes a CRD in the background: its custom objects first.
+                finalizers.append(CRD_CLEANUP_FINALIZER)
+                admission.set_crd_terminating(obj)
             if finalizers:
                 meta["finalizers"] = finalizers
         if rt.key == ("", "namespaces"):
@@ -747,6 +757,41 @@ class ResourceHandlers:
         if rt.group:
             details["group"] = rt.group
         return success_status(200, details)
+
+    def crd_terminating(self, rt: ResourceType) -> bool:
+        crd = self.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
+        return bool(crd and crd["metadata"].get("deletionTimestamp"))
+
+    def clean_up_deleted_crds(self) -> None:
+        """The CRD finalizer controller: delete a terminating CRD's custom objects (their finalizers
+        honoured), then drop its cleanup finalizer, which removes the CRD and its paths."""
+        with self.store.lock:
+            crds, _ = self.store.list(CRD_KEY)
+            for crd in [c for c in crds if c["metadata"].get("deletionTimestamp")]:
+                if CRD_CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or []):
+                    continue
+                spec = crd["spec"]
+                key = (spec["group"], spec["names"]["plural"])
+                items, _ = self.store.list(key)
+                rt = next((r for r in self.registry.resources_of_crd(crd["metadata"]["name"])), None)
+                for item in list(items):
+                    if rt is not None and not item["metadata"].get("deletionTimestamp"):
+                        current = self.store.get(
+                            key, item["metadata"].get("namespace") or "", item["metadata"]["name"]
+                        )
+                        if current is not None:
+                            self.delete_locked(rt, current, {})
+                if self.store.list(key)[0]:
+                    continue  # objects held by their own finalizers: wait for them
+                updated = copy.deepcopy(crd)
+                updated["metadata"]["finalizers"] = [
+                    f for f in updated["metadata"]["finalizers"] if f != CRD_CLEANUP_FINALIZER
+                ]
+                if updated["metadata"]["finalizers"]:
+                    self.store.write(CRD_KEY, updated)
+                    continue
+                gone = self.store.remove(CRD_KEY, "", crd["metadata"]["name"])
+                self._after_remove(self.registry.crd_type, gone)
 
     def _after_remove(self, rt: ResourceType, gone: dict[str, Any] | None) -> None:
         """Removing a CRD removes its custom objects and its API paths."""

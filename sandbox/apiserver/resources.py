@@ -212,6 +212,14 @@ class Registry:
         self._by_crd: dict[str, list[tuple[str, str, str]]] = {}
         self._custom_groups: dict[str, list[str]] = {}  # group -> served versions, preferred first
 
+    @property
+    def crd_type(self) -> ResourceType:
+        return self._builtin[("apiextensions.k8s.io", "v1", "customresourcedefinitions")]
+
+    def resources_of_crd(self, name: str) -> list[ResourceType]:
+        with self._lock:
+            return [self._custom[key] for key in self._by_crd.get(name, []) if key in self._custom]
+
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         key = (group, version, plural)
         return self._builtin.get(key) or self._custom.get(key)

@@ -233,6 +233,7 @@ class ApiServer:
         self.registry = Registry()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._cleaner: threading.Thread | None = None
         self._cert: ServingCert | None = None
         self._seed()
 
@@ -296,7 +297,25 @@ class ApiServer:
             daemon=True,
         )
         self._thread.start()
+        self._cleaner = threading.Thread(
+            target=self._clean_up_crds,
+            args=(router,),
+            name=f"apiserver-{self.port}-crd-finalizer",
+            daemon=True,
+        )
+        self._cleaner.start()
         return self
+
+    def _clean_up_crds(self, router: Router) -> None:
+        """apiextensions-apiserver's CRD finalizer controller, woken by every write."""
+        seen = 0
+        while not self._stopping():
+            if self.store.wait_for_change(seen, 0.5):
+                seen = self.store.resource_version
+            try:
+                router.handlers.clean_up_deleted_crds()
+            except Exception:  # a bug here must not stop the server; the next write retries
+                log.exception("CRD cleanup failed")
 
     def _stopping(self) -> bool:
         return self._httpd is None or self._httpd.stopping.is_set()
@@ -313,6 +332,9 @@ class ApiServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self._cleaner is not None:
+            self._cleaner.join(timeout=5)
+            self._cleaner = None
         # a stopped server can be started again with its data
         self.store = _reopen(self.store)
 

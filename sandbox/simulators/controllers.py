@@ -10,6 +10,7 @@
 * PodDisruptionBudget status: expectedPods, currentHealthy, desiredHealthy, disruptionsAllowed,
   observedGeneration, the DisruptionAllowed condition; prunes ``disruptedPods``.
 * Namespace deletion: deletes a terminating namespace's objects, then finalizes it.
+* Storage protection: a deleting PVC waits for the pods using it, a deleting PV for its claim.
 * Node lifecycle: the ``node.kubernetes.io/unschedulable:NoSchedule`` taint follows the cordon.
 * Pod garbage collection: pods bound to a node that no longer exists are force-deleted (the real
   PodGC waits 40 s first; the sandbox does not).
@@ -571,6 +572,49 @@ class NamespaceController:
                         raise
 
 
+class StorageProtectionController:
+    """The pvc-protection and pv-protection controllers: a deleting PVC keeps its finalizer while a
+    pod that is not terminated uses it; a deleting PV keeps its finalizer while it is Bound."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        claims, _ = self.kube.list(core("persistentvolumeclaims"))
+        in_use = {
+            (pod["metadata"]["namespace"], volume["persistentVolumeClaim"]["claimName"])
+            for pod in snap.pods
+            if not is_terminal(pod)
+            for volume in (pod.get("spec") or {}).get("volumes") or []
+            if volume.get("persistentVolumeClaim")
+        }
+        for claim in claims:
+            meta = claim["metadata"]
+            if meta.get("deletionTimestamp") and (meta["namespace"], meta["name"]) not in in_use:
+                self._release(core("persistentvolumeclaims", meta["namespace"], meta["name"]), claim, "pvc")
+        volumes, _ = self.kube.list(core("persistentvolumes"))
+        for volume in volumes:
+            meta = volume["metadata"]
+            if meta.get("deletionTimestamp") and (volume.get("status") or {}).get("phase") != "Bound":
+                self._release(core("persistentvolumes", name=meta["name"]), volume, "pv")
+
+    def _release(self, path: str, obj: Obj, kind: str) -> None:
+        finalizer = f"kubernetes.io/{kind}-protection"
+        finalizers = obj["metadata"].get("finalizers") or []
+        if finalizer not in finalizers:
+            return
+        kept = [f for f in finalizers if f != finalizer]
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]},
+            {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+        ]
+        try:
+            self.kube.patch(path, patch, "application/json-patch+json")
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+
+
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
@@ -641,6 +685,7 @@ class ControllerManager(ReconcileLoop):
         self.controllers = [
             PodGarbageCollector(kube),
             NodeLifecycleController(kube),
+            StorageProtectionController(kube),
             DeploymentController(kube),
             ReplicaSetController(kube),
             DaemonSetController(kube),

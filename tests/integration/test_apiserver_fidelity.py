@@ -227,3 +227,93 @@ def test_tables_have_the_real_wide_columns_and_honour_include_object(server, kub
         "GET", f"/api/v1/namespaces/{ns}/pods", query={"includeObject": "Object"}
     )  # plain JSON without the Table accept header
     assert table["kind"] == "PodList"
+
+
+GIZMO_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gizmos.fidelity.nodewright.dev"},
+    "spec": {
+        "group": "fidelity.nodewright.dev",
+        "scope": "Cluster",
+        "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+def wait_until(check: Any, timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    return result
+
+
+def test_a_crd_is_deleted_in_the_background_after_its_objects(kube: Kube) -> None:
+    """apiextensions-apiserver: the customresourcecleanup finalizer and a Terminating condition hold
+    the CRD while its objects are deleted (their own finalizers honoured); no new object meanwhile."""
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    gizmos = "/apis/fidelity.nodewright.dev/v1/gizmos"
+    kube.create(crds, GIZMO_CRD)
+    wait_until(lambda: kube.get_or_none(gizmos) is not None)
+    kube.create(
+        gizmos, {"apiVersion": "fidelity.nodewright.dev/v1", "kind": "Gizmo", "metadata": {"name": "free"}}
+    )
+    held = {"name": "held", "finalizers": ["fidelity.nodewright.dev/hold"]}
+    kube.create(gizmos, {"apiVersion": "fidelity.nodewright.dev/v1", "kind": "Gizmo", "metadata": held})
+    deleting = kube._call("DELETE", f"{crds}/{GIZMO_CRD['metadata']['name']}")
+    assert "customresourcecleanup.apiextensions.k8s.io" in deleting["metadata"]["finalizers"]
+    terminating = {c["type"]: c for c in deleting["status"]["conditions"]}["Terminating"]
+    assert (terminating["status"], terminating["reason"]) == ("True", "InstanceDeletionInProgress")
+    wait_until(lambda: kube.get_or_none(f"{gizmos}/free") is None)
+    assert kube.get(f"{gizmos}/held")["metadata"]["deletionTimestamp"]
+    with pytest.raises(ApiException) as refused:
+        kube.create(
+            gizmos,
+            {"apiVersion": "fidelity.nodewright.dev/v1", "kind": "Gizmo", "metadata": {"name": "late"}},
+        )
+    assert refused.value.status == 405
+    assert (
+        status_of(refused.value)["message"]
+        == "create not allowed while custom resource definition is terminating"
+    )
+    assert kube.get_or_none(f"{crds}/{GIZMO_CRD['metadata']['name']}") is not None
+    kube.patch(
+        f"{gizmos}/held", [{"op": "remove", "path": "/metadata/finalizers"}], "application/json-patch+json"
+    )
+    wait_until(lambda: kube.get_or_none(f"{crds}/{GIZMO_CRD['metadata']['name']}") is None)
+
+
+def test_pvs_and_pvcs_get_their_protection_finalizers_and_a_delete_returns_the_terminating_object(
+    kube: Kube, ns: str
+) -> None:
+    claim = {
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    created = kube.create(f"/api/v1/namespaces/{ns}/persistentvolumeclaims", claim)
+    assert created["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+    deleted = kube._call("DELETE", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/data")
+    assert deleted["kind"] == "PersistentVolumeClaim"
+    assert deleted["metadata"]["deletionTimestamp"]
+    volume = {
+        "metadata": {"name": f"pv-{ns}"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": "/d"},
+        },
+    }
+    assert kube.create("/api/v1/persistentvolumes", volume)["metadata"]["finalizers"] == [
+        "kubernetes.io/pv-protection"
+    ]

@@ -419,6 +419,29 @@ def test_deleting_a_nodepool_reaches_its_nodeclaims_through_their_owner_referenc
     wait_for("the NodeClaim to go", lambda: kube.get_or_none(claim_path) is None)
 
 
+def test_a_deleted_claim_waits_for_the_pod_that_uses_it(sb, kube) -> None:
+    """The pvc-protection controller keeps the claim's finalizer while a pod uses it."""
+    claim = {
+        "metadata": {"name": "in-use"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    kube.create(core("persistentvolumeclaims", "default"), claim)
+    pod = {
+        "metadata": {"name": "uses-claim"},
+        "spec": {
+            "containers": [{"name": "app", "image": "pause:3.9"}],
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "in-use"}}],
+        },
+    }
+    kube.create(core("pods", "default"), pod)
+    path = core("persistentvolumeclaims", "default", "in-use")
+    kube.delete(path)
+    time.sleep(2)  # a few controller passes
+    assert kube.get(path)["metadata"]["deletionTimestamp"]
+    kube.delete(core("pods", "default", "uses-claim"), grace_period_seconds=0)
+    wait_for("the claim to go once unused", lambda: kube.get_or_none(path) is None)
+
+
 def test_deleting_a_namespace_removes_its_objects_then_the_namespace(sb, kube) -> None:
     kube.create(core("namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})
     kube.create(group("apps/v1", "deployments", "doomed"), deployment("inside", 2, namespace="doomed"))
