@@ -127,7 +127,11 @@ class Router:
         raise errors.page_not_found()
 
     def _openapi(self, request: Request, rest: list[str]) -> Response:
-        """/openapi/v3 and its group-version documents; /openapi/v2 (protobuf) is not served."""
+        """/openapi/v3 and its group-version documents; /openapi/v2 as JSON (not as protobuf)."""
+        if rest == ["v2"]:
+            if "protobuf" in request.headers.get("accept", ""):
+                raise errors.page_not_found()
+            return self._get_only(request, lambda: openapi.swagger(self.registry))
         if not rest or rest[0] != "v3":
             raise errors.page_not_found()
         if len(rest) == 1:

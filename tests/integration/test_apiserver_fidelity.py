@@ -198,6 +198,7 @@ def test_tables_have_the_real_wide_columns_and_honour_include_object(server, kub
     _, kubeconfig = server
     kube.create(f"/api/v1/namespaces/{ns}/pods", {"metadata": {"name": "b"}, "spec": POD})
     kube.create(f"/api/v1/namespaces/{ns}/pods", {"metadata": {"name": "a"}, "spec": POD})
+    kube.create("/api/v1/nodes", {"metadata": {"name": f"wide-{ns}"}})
     wide = kubectl(kubeconfig, "get", "pods", "-n", ns, "-o", "wide").stdout.splitlines()[0]
     assert wide.split() == [
         "NAME",
@@ -317,3 +318,63 @@ def test_pvs_and_pvcs_get_their_protection_finalizers_and_a_delete_returns_the_t
     assert kube.create("/api/v1/persistentvolumes", volume)["metadata"]["finalizers"] == [
         "kubernetes.io/pv-protection"
     ]
+
+
+@needs_kubectl
+def test_kubectl_explain_walks_the_openapi_v3_schemas_of_builtins_and_crds(server, kube: Kube) -> None:
+    _, kubeconfig = server
+    explained = kubectl(kubeconfig, "explain", "pod.spec.containers.resources")
+    assert explained.returncode == 0, explained.stderr
+    assert "FIELD: resources <ResourceRequirements>" in explained.stdout
+    assert "limits\t<map[string]string>" in explained.stdout
+    kube.create(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        {
+            **GIZMO_CRD,
+            "metadata": {"name": "widgets.explain.nodewright.dev"},
+            "spec": {
+                **GIZMO_CRD["spec"],
+                "group": "explain.nodewright.dev",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "properties": {
+                                    "spec": {
+                                        "type": "object",
+                                        "description": "What the widget should be.",
+                                        "properties": {
+                                            "size": {"type": "integer", "description": "How big, in cubits."}
+                                        },
+                                    }
+                                },
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    wait_until(lambda: kube.get_or_none("/apis/explain.nodewright.dev/v1/widgets") is not None)
+    explained = wait_until(lambda: (r := kubectl(kubeconfig, "explain", "widget.spec")).returncode == 0 and r)
+    assert "What the widget should be." in explained.stdout
+    assert "size\t<integer>" in explained.stdout
+    assert "How big, in cubits." in explained.stdout
+
+
+def test_openapi_v2_is_served_as_json(kube: Kube) -> None:
+    document = kube.get("/openapi/v2")
+    assert document["swagger"] == "2.0"
+    pod = document["definitions"]["io.k8s.api.core.v1.Pod"]
+    assert pod["x-kubernetes-group-version-kind"] == [{"group": "", "version": "v1", "kind": "Pod"}]
+    spec = pod["properties"]["spec"]
+    assert (
+        spec.get("$ref", (spec.get("allOf") or [{}])[0].get("$ref"))
+        == "#/definitions/io.k8s.api.core.v1.PodSpec"
+    )
+    assert "containers" in document["definitions"]["io.k8s.api.core.v1.PodSpec"]["required"]
