@@ -334,6 +334,7 @@ class ResourceHandlers:
         problems = admission.validate_object(rt, obj)
         if rt.custom:
             problems += schema.validate_custom(obj, rt.schema)
+            problems += schema.validate_cel(obj, rt.schema, None)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         self._storage_version(rt, obj)
@@ -548,6 +549,7 @@ class ResourceHandlers:
         problems += admission.validate_immutable(rt, new, old)
         if rt.custom:
             problems += schema.validate_custom(new, rt.schema)
+            problems += schema.validate_cel(new, rt.schema, old)
         if rt.key == CRD_KEY:
             problems += self._validate_crd_update(new, old)
             new["status"] = admission.crd_status(new, old.get("status"))

@@ -378,3 +378,102 @@ def test_openapi_v2_is_served_as_json(kube: Kube) -> None:
         == "#/definitions/io.k8s.api.core.v1.PodSpec"
     )
     assert "containers" in document["definitions"]["io.k8s.api.core.v1.PodSpec"]["required"]
+
+
+CEL_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "pools.cel.nodewright.dev"},
+    "spec": {
+        "group": "cel.nodewright.dev",
+        "scope": "Cluster",
+        "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                # Rules in the style of Karpenter's NodePool CRD.
+                                "x-kubernetes-validations": [
+                                    {
+                                        "rule": "!has(self.minValues) || self.minValues <= self.values.size()",
+                                        "message": "minValues must be at most the number of values",
+                                    }
+                                ],
+                                "properties": {
+                                    "nodeClassRef": {
+                                        "type": "object",
+                                        "x-kubernetes-validations": [
+                                            {
+                                                "rule": "self == oldSelf",
+                                                "message": "nodeClassRef is immutable",
+                                            }
+                                        ],
+                                        "properties": {"name": {"type": "string"}},
+                                    },
+                                    "minValues": {"type": "integer"},
+                                    "values": {"type": "array", "items": {"type": "string"}},
+                                    "requirements": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "x-kubernetes-validations": [
+                                                {
+                                                    "rule": "self.key != 'karpenter.sh/nodepool'",
+                                                    "message": 'label "karpenter.sh/nodepool" is restricted',
+                                                }
+                                            ],
+                                            "properties": {"key": {"type": "string"}},
+                                        },
+                                    },
+                                },
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def test_crd_cel_rules_are_evaluated_with_self_and_old_self(kube: Kube) -> None:
+    kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CEL_CRD)
+    pools = "/apis/cel.nodewright.dev/v1/pools"
+    wait_until(lambda: kube.get_or_none(pools) is not None)
+
+    def pool(name: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "cel.nodewright.dev/v1",
+            "kind": "Pool",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+
+    with pytest.raises(ApiException) as refused:
+        kube.create(
+            pools, pool("p1", requirements=[{"key": "karpenter.sh/nodepool"}], minValues=3, values=["a"])
+        )
+    body = status_of(refused.value)
+    assert refused.value.status == 422
+    fields = {cause["field"]: cause["message"] for cause in body["details"]["causes"]}
+    assert fields == {
+        "spec": 'Invalid value: "object": minValues must be at most the number of values',
+        "spec.requirements[0]": 'Invalid value: "object": label "karpenter.sh/nodepool" is restricted',
+    }
+    created = kube.create(pools, pool("p1", nodeClassRef={"name": "a"}, minValues=1, values=["a"]))
+    with pytest.raises(ApiException) as refused:  # a transition rule: only on update, against the old value
+        kube.patch(f"{pools}/p1", {"spec": {"nodeClassRef": {"name": "b"}}})
+    assert status_of(refused.value)["details"]["causes"][0] == {
+        "reason": "FieldValueInvalid",
+        "message": 'Invalid value: "object": nodeClassRef is immutable',
+        "field": "spec.nodeClassRef",
+    }
+    assert kube.patch(f"{pools}/p1", {"spec": {"values": ["a", "b"]}})["metadata"]["generation"] == 2
+    assert created["spec"]["nodeClassRef"] == {"name": "a"}
