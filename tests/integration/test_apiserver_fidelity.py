@@ -380,6 +380,7 @@ def test_openapi_v2_is_served_as_json(kube: Kube) -> None:
     assert "containers" in document["definitions"]["io.k8s.api.core.v1.PodSpec"]["required"]
 
 
+MIN_VALUES_RULE = "!has(self.minValues) || self.minValues <= self.values.size()"
 CEL_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
@@ -402,7 +403,7 @@ CEL_CRD = {
                                 # Rules in the style of Karpenter's NodePool CRD.
                                 "x-kubernetes-validations": [
                                     {
-                                        "rule": "!has(self.minValues) || self.minValues <= self.values.size()",
+                                        "rule": MIN_VALUES_RULE,
                                         "message": "minValues must be at most the number of values",
                                     }
                                 ],
