@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, errors, patching, protobuf, schema
+from . import admission, errors, managedfields, patching, protobuf, schema
 from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -283,7 +283,10 @@ class ResourceHandlers:
 
     # ------------------------------------------------------------------ create
 
-    def create(self, t: Target, ctx: Context, obj: Any | None = None) -> Response:
+    def create(
+        self, t: Target, ctx: Context, obj: Any | None = None, managed: list[dict[str, Any]] | None = None
+    ) -> Response:
+        """``managed``: the managedFields an apply computed (else the creator owns what it sent)."""
         rt = t.rt
         if obj is None:
             obj = decode_body(ctx.request)
@@ -309,6 +312,7 @@ class ResourceHandlers:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + admission.random_suffix()
         self._unknown_fields(ctx, rt, obj, "create")
+        submitted = copy.deepcopy(obj)  # what the creator set, before defaults: the fields it owns
         if meta.get("resourceVersion"):
             raise errors.internal("resourceVersion should not be set on objects to be created")
         name = meta.get("name") or ""
@@ -338,6 +342,14 @@ class ResourceHandlers:
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         self._storage_version(rt, obj)
+        if managed is None:
+            managed = managedfields.record_update(
+                None, submitted, self._manager(ctx), rt.api_version, rt.schema, now=admission.now()
+            )
+        if managed:
+            meta["managedFields"] = managed
+        else:
+            meta.pop("managedFields", None)
         with self.store.lock:
             self._ns_check(rt, meta.get("namespace", ""), name)
             if self.store.peek(rt.key, meta.get("namespace", ""), name) is not None:
@@ -431,22 +443,57 @@ class ResourceHandlers:
             return self._commit_update(t, ctx, patched, old, "patch")
 
     def _server_side_apply(self, t: Target, ctx: Context, body: Any, old: dict[str, Any] | None) -> Response:
-        """A simplified server-side apply: the applied configuration is merged into the live object.
-
-        PLACEHOLDER: no managedFields or field ownership; conflicts between managers are not detected.
-        """
+        """Server-side apply: field ownership, conflicts (``force``), removal of fields no longer applied."""
         if not isinstance(body, dict):
             raise errors.bad_request("an apply patch must be an object")
+        manager = ctx.request.query.get("fieldManager")
+        if not manager:
+            raise errors.invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                [FieldError.required("fieldManager", "is required for apply patch")],
+            )
+        rt = t.rt
+        self._type_meta(rt, body)
+        force = ctx.request.query.get("force") in ("true", "1")
+        live = None if old is None else self._present(rt, old)
+        try:
+            merged, managed = managedfields.apply(
+                live,
+                body,
+                manager,
+                rt.api_version,
+                rt.schema,
+                now=admission.now(),
+                force=force,
+                subresource=t.subresource or "",
+            )
+        except managedfields.Conflict as conflict:
+            details = {"name": t.name or "", "kind": rt.plural, "causes": conflict.causes()}
+            if rt.group:
+                details["group"] = rt.group
+            raise ApiError(409, "Conflict", conflict.message(), details) from conflict
         if old is None:
-            body.setdefault("metadata", {})["name"] = t.name
-            if t.rt.namespaced:
-                body["metadata"].setdefault("namespace", t.namespace)
-            return self.create(t, ctx, body)
-        patched = patching.merge_patch(self._present(t.rt, old), body)
-        return self._commit_update(t, ctx, patched, old, "patch")
+            merged.setdefault("metadata", {})["name"] = t.name
+            if rt.namespaced:
+                merged["metadata"].setdefault("namespace", t.namespace)
+            return self.create(t, ctx, merged, managed=managed)
+        return self._commit_update(t, ctx, merged, old, "patch", managed=managed)
+
+    @staticmethod
+    def _manager(ctx: Context) -> str:
+        return managedfields.manager_of(ctx.request.query, ctx.request.headers.get("user-agent", ""))
 
     def _commit_update(
-        self, t: Target, ctx: Context, new: dict[str, Any], old: dict[str, Any], op: str
+        self,
+        t: Target,
+        ctx: Context,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        op: str,
+        *,
+        managed: list[dict[str, Any]] | None = None,
     ) -> Response:
         """Validate and store ``new`` over ``old`` (caller holds the store lock)."""
         rt = t.rt
@@ -557,6 +604,20 @@ class ResourceHandlers:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
         admission.fill_zero_values(rt, new)
         self._storage_version(rt, new)
+        if managed is None:
+            managed = managedfields.record_update(
+                old,
+                new,
+                self._manager(ctx),
+                rt.api_version,
+                rt.schema,
+                now=admission.now(),
+                subresource=t.subresource or "",
+            )
+        if managed:
+            meta["managedFields"] = managed
+        else:
+            meta.pop("managedFields", None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if new == old or ctx.dry_run:
             return Response(200, self._present(rt, new))

@@ -249,8 +249,9 @@ def group_version_document(registry: Registry, group: str, version: str) -> dict
     prefix = "#/components/schemas/"
     paths: dict[str, Any] = {}
     for rt in resources:
-        if not rt.virtual:
-            paths.update(_paths(rt, _kind_ref(rt, prefix)))
+        # The reviews get a PATCH too, unlike kube-apiserver's: kubectl looks for fieldValidation on
+        # a kind's PATCH, and without one falls back to /openapi/v2 as protobuf, not served here.
+        paths.update(_paths(rt, _kind_ref(rt, prefix)))
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.32.4"},

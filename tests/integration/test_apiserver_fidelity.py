@@ -478,3 +478,87 @@ def test_crd_cel_rules_are_evaluated_with_self_and_old_self(kube: Kube) -> None:
     }
     assert kube.patch(f"{pools}/p1", {"spec": {"values": ["a", "b"]}})["metadata"]["generation"] == 2
     assert created["spec"]["nodeClassRef"] == {"name": "a"}
+
+
+def _deployment_yaml(name: str, replicas: int | None, image: str, env: bool = True) -> str:
+    lines = [
+        "apiVersion: apps/v1",
+        "kind: Deployment",
+        f"metadata: {{name: {name}, namespace: default}}",
+        "spec:",
+        f"  selector: {{matchLabels: {{app: {name}}}}}",
+        "  template:",
+        f"    metadata: {{labels: {{app: {name}}}}}",
+        "    spec:",
+        "      containers:",
+        f"      - name: c\n        image: {image}",
+    ]
+    if env:
+        lines.append("        env: [{name: MODE, value: fast}]")
+    if replicas is not None:
+        lines.insert(4, f"  replicas: {replicas}")
+    return "\n".join(lines) + "\n"
+
+
+@needs_kubectl
+def test_server_side_apply_owns_fields_detects_conflicts_and_removes_what_is_no_longer_applied(
+    server, kube: Kube
+) -> None:
+    _, kubeconfig = server
+    image = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+    path = "/apis/apps/v1/namespaces/default/deployments/ssa"
+    applied = kubectl(
+        kubeconfig, "apply", "--server-side", "-f", "-", stdin=_deployment_yaml("ssa", 2, image)
+    )
+    assert applied.returncode == 0, applied.stderr
+    entries = kube.get(path)["metadata"]["managedFields"]
+    [mine] = [e for e in entries if e["manager"] == "kubectl"]
+    assert (mine["operation"], mine["apiVersion"], mine["fieldsType"]) == ("Apply", "apps/v1", "FieldsV1")
+    spec = mine["fieldsV1"]["f:spec"]
+    assert "f:replicas" in spec
+    assert spec["f:selector"] == {}  # a label selector is atomic
+    container = spec["f:template"]["f:spec"]["f:containers"]['k:{"name":"c"}']
+    assert {"f:image", "f:name", "f:env", "."} <= set(container)
+
+    # Another manager changes replicas with a plain update: it owns the field now.
+    kube.patch(f"{path}?fieldManager=autoscaler", {"spec": {"replicas": 5}})
+    owners = {e["manager"]: e for e in kube.get(path)["metadata"]["managedFields"]}
+    assert "f:replicas" in owners["autoscaler"]["fieldsV1"]["f:spec"]
+    assert "f:replicas" not in owners["kubectl"]["fieldsV1"]["f:spec"]
+
+    # Applying replicas again conflicts with that manager...
+    conflicted = kubectl(
+        kubeconfig, "apply", "--server-side", "-f", "-", stdin=_deployment_yaml("ssa", 3, image)
+    )
+    assert conflicted.returncode != 0
+    assert 'conflict with "autoscaler" using apps/v1: .spec.replicas' in conflicted.stderr
+    # ...unless forced, which takes the field over.
+    forced = kubectl(
+        kubeconfig,
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        "-",
+        stdin=_deployment_yaml("ssa", 3, image),
+    )
+    assert forced.returncode == 0, forced.stderr
+    live = kube.get(path)
+    assert live["spec"]["replicas"] == 3
+    assert "autoscaler" not in {e["manager"] for e in live["metadata"]["managedFields"]}
+
+    # A field dropped from the applied configuration is removed (nobody else owns it).
+    dropped = kubectl(
+        kubeconfig, "apply", "--server-side", "-f", "-", stdin=_deployment_yaml("ssa", 3, image, env=False)
+    )
+    assert dropped.returncode == 0, dropped.stderr
+    assert "env" not in kube.get(path)["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_an_apply_without_a_field_manager_is_invalid(kube: Kube) -> None:
+    with pytest.raises(ApiException) as refused:
+        kube.patch(
+            "/api/v1/namespaces/default/configmaps/x", {"data": {"a": "b"}}, "application/apply-patch+yaml"
+        )
+    assert refused.value.status == 422
+    assert "fieldManager: Required value: is required for apply patch" in status_of(refused.value)["message"]
