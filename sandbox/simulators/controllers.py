@@ -579,19 +579,28 @@ class StorageProtectionController:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 
-    def reconcile(self, snap: Snapshot) -> None:
-        claims, _ = self.kube.list(core("persistentvolumeclaims"))
-        in_use = {
+    @staticmethod
+    def _claims_in_use(pods: list[Obj]) -> set[tuple[str, str]]:
+        return {
             (pod["metadata"]["namespace"], volume["persistentVolumeClaim"]["claimName"])
-            for pod in snap.pods
+            for pod in pods
             if not is_terminal(pod)
             for volume in (pod.get("spec") or {}).get("volumes") or []
             if volume.get("persistentVolumeClaim")
         }
-        for claim in claims:
-            meta = claim["metadata"]
-            if meta.get("deletionTimestamp") and (meta["namespace"], meta["name"]) not in in_use:
-                self._release(core("persistentvolumeclaims", meta["namespace"], meta["name"]), claim, "pvc")
+
+    def reconcile(self, snap: Snapshot) -> None:
+        claims, _ = self.kube.list(core("persistentvolumeclaims"))
+        deleting = [c for c in claims if c["metadata"].get("deletionTimestamp")]
+        if deleting:
+            # As the real controller asks the API server before releasing: the pass's snapshot may
+            # predate a pod that started using the claim.
+            in_use = self._claims_in_use(self.kube.list(core("pods"))[0])
+            for claim in deleting:
+                meta = claim["metadata"]
+                if (meta["namespace"], meta["name"]) not in in_use:
+                    path = core("persistentvolumeclaims", meta["namespace"], meta["name"])
+                    self._release(path, claim, "pvc")
         volumes, _ = self.kube.list(core("persistentvolumes"))
         for volume in volumes:
             meta = volume["metadata"]

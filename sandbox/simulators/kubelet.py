@@ -491,10 +491,14 @@ class PodRunner(ReconcileLoop):
             "conditions": ready,
             "containerStatuses": statuses,
         }
+        # The kubelet's status manager sends a two-way strategic merge patch, which names the order
+        # of every condition; PodScheduled (the scheduler's) stays last, as on a real node.
+        order = [{"type": c["type"]} for c in ready] + [{"type": "PodScheduled"}]
+        patch = {"status": {**status, "$setElementOrder/conditions": order}}
         try:
             self.kube.patch(
                 core("pods", meta["namespace"], meta["name"], "status"),
-                {"status": status},
+                patch,
                 STRATEGIC_MERGE_PATCH,
             )
             self.started += 1

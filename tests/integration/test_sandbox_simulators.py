@@ -323,6 +323,17 @@ def test_the_simulated_components_write_the_events_the_real_ones_do(sb, kube) ->
         == f"Successfully assigned default/{pod['metadata']['name']} to {pod['spec']['nodeName']}"
     )
     assert scheduled[0]["involvedObject"]["namespace"] == "default"
+    # The kubelet's strategic merge patch orders the conditions as a real node shows them.
+    conditions = [
+        c["type"] for c in kube.get(core("pods", "default", pod["metadata"]["name"]))["status"]["conditions"]
+    ]
+    assert conditions == [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
 
 
 def test_a_cordoned_node_gets_the_unschedulable_taint_and_loses_it_when_uncordoned(sb, kube) -> None:
