@@ -103,6 +103,8 @@ class Router:
             return self._openapi(request, parts[1:])
         if parts[0] == "api":
             if len(parts) == 1:
+                if discovery.wants_aggregated(request.headers.get("accept", "")):
+                    return self._aggregated(request, core=True)
                 return self._get_only(request, lambda: discovery.api_versions(self.address()))
             if parts[1] != "v1":
                 raise errors.page_not_found()
@@ -111,6 +113,8 @@ class Router:
             return self._resource(request, "", "v1", parts[2:])
         if parts[0] == "apis":
             if len(parts) == 1:
+                if discovery.wants_aggregated(request.headers.get("accept", "")):
+                    return self._aggregated(request, core=False)
                 return self._get_only(request, lambda: discovery.api_group_list(self.registry))
             group = parts[1]
             if len(parts) == 2:
@@ -146,6 +150,11 @@ class Router:
         if doc is None:
             raise errors.page_not_found()
         return self._get_only(request, lambda: doc)
+
+    def _aggregated(self, request: Request, *, core: bool) -> Response:
+        if request.method != "GET":
+            raise errors.method_not_allowed()
+        return Response(200, discovery.aggregated(self.registry, core), content_type=discovery.AGGREGATED)
 
     @staticmethod
     def _get_only(request: Request, body: Callable[[], object]) -> Response:

@@ -562,3 +562,20 @@ def test_an_apply_without_a_field_manager_is_invalid(kube: Kube) -> None:
         )
     assert refused.value.status == 422
     assert "fieldManager: Required value: is required for apply patch" in status_of(refused.value)["message"]
+
+
+@needs_kubectl
+def test_kubectl_discovers_everything_from_the_aggregated_documents(server, tmp_path: Path) -> None:
+    """kubectl (1.30+) asks /api and /apis for apidiscovery.k8s.io/v2 and needs no per-group request."""
+    _, kubeconfig = server
+    done = kubectl(kubeconfig, "get", "roles", "-A", "-v=6", "--cache-dir", str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stderr
+    requested = [
+        line.split("GET ", 1)[1].split("?")[0] for line in done.stderr.splitlines() if " GET " in line
+    ]
+    paths = [p.split("/", 3)[3] if p.startswith("https://") else p for p in requested]
+    assert paths[:2] == ["api", "apis"]
+    assert not [p for p in paths if p.startswith(("api/v1", "apis/")) and "roles" not in p]
+    answer = Kube(config.new_client_from_config(config_file=str(kubeconfig)))
+    raw = answer._call("GET", "/apis", query={})
+    assert raw["kind"] == "APIGroupList"  # without the Accept header: the legacy form
