@@ -63,12 +63,19 @@ def _entry(rt: ResourceType) -> dict[str, Any]:
         "namespaced": rt.namespaced,
         "kind": rt.kind,
         "verbs": rt.verbs,
+        **_names(rt),
     }
-    if rt.short_names:
-        entry["shortNames"] = list(rt.short_names)
-    if rt.categories:
-        entry["categories"] = list(rt.categories)
     return entry
+
+
+def _names(rt: ResourceType) -> dict[str, list[str]]:
+    """shortNames and categories, present only when the resource has any (as discovery serialises)."""
+    names: dict[str, list[str]] = {}
+    if rt.short_names:
+        names["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        names["categories"] = list(rt.categories)
+    return names
 
 
 def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any]:
@@ -127,11 +134,8 @@ def _aggregated_resource(rt: ResourceType) -> dict[str, Any]:
         "scope": "Namespaced" if rt.namespaced else "Cluster",
         "singularResource": rt.singular,
         "verbs": rt.verbs,
+        **_names(rt),
     }
-    if rt.short_names:
-        entry["shortNames"] = list(rt.short_names)
-    if rt.categories:
-        entry["categories"] = list(rt.categories)
     subresources = []
     for sub in sorted(rt.subresources):
         kind, verbs, sub_group, sub_version = _SUBRESOURCE_ENTRIES[sub]

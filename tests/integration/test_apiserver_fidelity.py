@@ -230,26 +230,26 @@ def test_tables_have_the_real_wide_columns_and_honour_include_object(server, kub
     assert table["kind"] == "PodList"
 
 
-GIZMO_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "gizmos.fidelity.nodewright.dev"},
-    "spec": {
-        "group": "fidelity.nodewright.dev",
-        "scope": "Cluster",
-        "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+def crd(group: str, kind: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A cluster-scoped CRD serving (and storing) v1 with ``schema``."""
+    plural = f"{kind.lower()}s"
+    version = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Cluster",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+            "versions": [version],
+        },
+    }
+
+
+GIZMO_CRD = crd(
+    "fidelity.nodewright.dev", "Gizmo", {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+)
 
 
 def wait_until(check: Any, timeout: float = 5.0) -> Any:
@@ -327,39 +327,10 @@ def test_kubectl_explain_walks_the_openapi_v3_schemas_of_builtins_and_crds(serve
     assert explained.returncode == 0, explained.stderr
     assert "FIELD: resources <ResourceRequirements>" in explained.stdout
     assert "limits\t<map[string]string>" in explained.stdout
-    kube.create(
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        {
-            **GIZMO_CRD,
-            "metadata": {"name": "widgets.explain.nodewright.dev"},
-            "spec": {
-                **GIZMO_CRD["spec"],
-                "group": "explain.nodewright.dev",
-                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-                "versions": [
-                    {
-                        "name": "v1",
-                        "served": True,
-                        "storage": True,
-                        "schema": {
-                            "openAPIV3Schema": {
-                                "type": "object",
-                                "properties": {
-                                    "spec": {
-                                        "type": "object",
-                                        "description": "What the widget should be.",
-                                        "properties": {
-                                            "size": {"type": "integer", "description": "How big, in cubits."}
-                                        },
-                                    }
-                                },
-                            }
-                        },
-                    }
-                ],
-            },
-        },
-    )
+    size = {"type": "integer", "description": "How big, in cubits."}
+    spec = {"type": "object", "description": "What the widget should be.", "properties": {"size": size}}
+    widget = crd("explain.nodewright.dev", "Widget", {"type": "object", "properties": {"spec": spec}})
+    kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", widget)
     wait_until(lambda: kube.get_or_none("/apis/explain.nodewright.dev/v1/widgets") is not None)
     explained = wait_until(lambda: (r := kubectl(kubeconfig, "explain", "widget.spec")).returncode == 0 and r)
     assert "What the widget should be." in explained.stdout
@@ -381,67 +352,52 @@ def test_openapi_v2_is_served_as_json(kube: Kube) -> None:
 
 
 MIN_VALUES_RULE = "!has(self.minValues) || self.minValues <= self.values.size()"
-CEL_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "pools.cel.nodewright.dev"},
-    "spec": {
-        "group": "cel.nodewright.dev",
-        "scope": "Cluster",
-        "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                # Rules in the style of Karpenter's NodePool CRD.
-                                "x-kubernetes-validations": [
-                                    {
-                                        "rule": MIN_VALUES_RULE,
-                                        "message": "minValues must be at most the number of values",
-                                    }
-                                ],
-                                "properties": {
-                                    "nodeClassRef": {
-                                        "type": "object",
-                                        "x-kubernetes-validations": [
-                                            {
-                                                "rule": "self == oldSelf",
-                                                "message": "nodeClassRef is immutable",
-                                            }
-                                        ],
-                                        "properties": {"name": {"type": "string"}},
-                                    },
-                                    "minValues": {"type": "integer"},
-                                    "values": {"type": "array", "items": {"type": "string"}},
-                                    "requirements": {
-                                        "type": "array",
-                                        "items": {
-                                            "type": "object",
-                                            "x-kubernetes-validations": [
-                                                {
-                                                    "rule": "self.key != 'karpenter.sh/nodepool'",
-                                                    "message": 'label "karpenter.sh/nodepool" is restricted',
-                                                }
-                                            ],
-                                            "properties": {"key": {"type": "string"}},
-                                        },
-                                    },
-                                },
-                            }
-                        },
+CEL_CRD = crd(
+    "cel.nodewright.dev",
+    "Pool",
+    {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                # Rules in the style of Karpenter's NodePool CRD.
+                "x-kubernetes-validations": [
+                    {
+                        "rule": MIN_VALUES_RULE,
+                        "message": "minValues must be at most the number of values",
                     }
+                ],
+                "properties": {
+                    "nodeClassRef": {
+                        "type": "object",
+                        "x-kubernetes-validations": [
+                            {
+                                "rule": "self == oldSelf",
+                                "message": "nodeClassRef is immutable",
+                            }
+                        ],
+                        "properties": {"name": {"type": "string"}},
+                    },
+                    "minValues": {"type": "integer"},
+                    "values": {"type": "array", "items": {"type": "string"}},
+                    "requirements": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "x-kubernetes-validations": [
+                                {
+                                    "rule": "self.key != 'karpenter.sh/nodepool'",
+                                    "message": 'label "karpenter.sh/nodepool" is restricted',
+                                }
+                            ],
+                            "properties": {"key": {"type": "string"}},
+                        },
+                    },
                 },
             }
-        ],
+        },
     },
-}
+)
 
 
 def test_crd_cel_rules_are_evaluated_with_self_and_old_self(kube: Kube) -> None:
