@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
-from nodewright.scheduling.model import is_provisionable
+from nodewright.state.pods import is_provisionable
 
 from bench.interruption import eventbridge_event, sqs_batches
 from sandbox.lambdas import LambdaContext, load_function

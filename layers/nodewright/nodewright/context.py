@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from nodewright.settings import Settings
+    from nodewright.state.interfaces import CloudProvider, Cluster, MarkerStore
 
 
 class Clock(Protocol):
@@ -44,14 +45,15 @@ class SystemClock:
 
 @dataclass
 class Context:
-    """One container's handles on the world. ``cluster``/``cloud``/``state`` are the layer's own
-    interfaces (``nodewright.cluster.Cluster``, ``nodewright.cloud.CloudProvider``,
-    ``nodewright.cloud.StateStore``); nothing here calls boto3 or kubernetes directly."""
+    """One container's handles on the world: ``cluster`` and ``cloud`` are the protocols of
+    ``nodewright.state.interfaces`` (the real ones talk to the API server and EC2; tests hand in
+    the fakes of ``tests/fakes.py``); ``store`` keeps the markers a flow needs between invocations
+    (the DynamoDB state table), or is None. Nothing here calls boto3 or kubernetes directly."""
 
     settings: Settings
-    cluster: Any
-    cloud: Any
-    state: Any | None
+    cluster: Cluster
+    cloud: CloudProvider
+    store: MarkerStore | None
     logger: Any
     metrics: Any
     clock: Clock = field(default_factory=SystemClock)
@@ -67,7 +69,7 @@ class Context:
             settings=settings,
             cluster=cluster.connect(settings),
             cloud=provider,
-            state=provider.store,
+            store=provider.store,
             logger=logger or observability.logger(),
             metrics=metrics or observability.metrics(),
         )

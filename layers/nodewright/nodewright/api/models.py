@@ -30,6 +30,9 @@ from nodewright.api.durations import parse_duration
 
 KARPENTER_V1 = "karpenter.sh/v1"
 AWS_V1 = "karpenter.k8s.aws/v1"
+# Karpenter v1's default lifetime of a node; the one place it is written (readers of raw NodeClaim
+# dicts use this constant, the models their field default).
+DEFAULT_EXPIRE_AFTER = "720h"
 
 
 def _json(name: str, **kwargs: Any) -> Any:
@@ -209,7 +212,7 @@ class NodeClaimTemplateSpec(Model):
     node_class_ref: NodeClassRef = field(default_factory=NodeClassRef)
     taints: list[Taint] = field(default_factory=list)
     startup_taints: list[Taint] = field(default_factory=list)
-    expire_after: str = "720h"
+    expire_after: str = DEFAULT_EXPIRE_AFTER
     termination_grace_period: str | None = None
 
     @property

@@ -33,6 +33,7 @@ from nodewright.cloud.errors import (
 from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec
 from nodewright.cloud.network import NetworkResolver, Subnet
 from nodewright.cloud.nodeclass import NodeClass
+from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.state import state_store
 from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
@@ -243,6 +244,10 @@ class CloudProvider:
             for instance_type in self.catalog.instance_types(zones=zones, kubelet=nc.kubelet or None)
             if _image_for(self.catalog.info(instance_type.name), images) is not None  # an AMI for its arch
         ]
+
+    def prices(self) -> PriceTable:
+        """The shared price table (the state store's, cached a minute per container)."""
+        return self.catalog.prices()
 
     def nodeclass_status(self, nodeclass: Any) -> dict[str, Any]:
         """What the NodeClass resolves to, in the v1 ``status`` shape (subnets, groups, AMIs, profile).

@@ -17,6 +17,7 @@ from nodewright.api import labels
 from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import LAUNCHED
+from nodewright.state.world import nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -60,7 +61,7 @@ def launch_claim(
     from nodewright.cloud.provider import LaunchResult
 
     name = nodeclaims.name_of(claim)
-    pool = nodeclaims.nodepool_of(claim) or ""
+    pool = nodepool_name(claim)
     existing = None if fresh else ctx.cloud.find_by_nodeclaim(name)
     if existing is not None:
         result, adopted = LaunchResult.from_instance(existing), True
@@ -109,7 +110,7 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
     return LaunchRequest(
         nodeclaim_name=meta["name"],
         nodeclaim_uid=str(meta.get("uid") or meta["name"]),
-        nodepool_name=nodeclaims.nodepool_of(claim) or "",
+        nodepool_name=nodepool_name(claim),
         nodeclass=nodeclass,
         instance_types=list(candidates),
         zones=frozenset(zones) if zones is not None else None,
@@ -152,7 +153,7 @@ def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: 
         labels.ZONE: result.zone,
         labels.CAPACITY_TYPE: result.capacity_type,
     }
-    ctx.cluster.patch(NODECLAIMS, name, {"metadata": {"labels": new_labels}})
+    ctx.cluster.patch_nodeclaim(name, {"metadata": {"labels": new_labels}})
     status = dict(claim.get("status") or {})
     status.update(
         {
@@ -192,6 +193,4 @@ def _fail(ctx: Context, claim: dict[str, Any], code: str, message: str) -> Launc
     ctx.logger.warning("launch failed", extra={"nodeclaim": name, "code": code, "error": message})
     ctx.cluster.delete_nodeclaim(name)
     ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
-    return LaunchFailure(
-        nodeclaim=name, nodepool=nodeclaims.nodepool_of(claim) or "", code=code, message=message
-    )
+    return LaunchFailure(nodeclaim=name, nodepool=nodepool_name(claim), code=code, message=message)

@@ -25,10 +25,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.cluster.resources import NODECLAIMS, NODES
+from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import INITIALIZED, LAUNCHED, REGISTERED
-from nodewright.provisioning.world import World
+from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -107,7 +107,7 @@ def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: dat
             finalizers.append(labels.TERMINATION_FINALIZER)  # (the API server refuses it on a deleting node)
         return {"metadata": {"labels": node_labels, "finalizers": finalizers}, "spec": {"taints": taints}}
 
-    ctx.cluster.update_with_retry(NODES, node_name, sync)
+    ctx.cluster.update_node(node_name, sync)
     status = dict(claim.get("status") or {})
     status["nodeName"] = node_name
     status["conditions"] = nodeclaims.set_condition(
@@ -186,9 +186,7 @@ def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: Lifecycl
     """NodeClaims of a deleted NodePool: delete them (their finalizer drains and terminates)."""
     for claim in orphans:
         name = nodeclaims.name_of(claim)
-        ctx.cluster.record_event(
-            claim, "NodePoolDeleted", f"NodePool {nodeclaims.nodepool_of(claim)} was deleted"
-        )
+        ctx.cluster.record_event(claim, "NodePoolDeleted", f"NodePool {nodepool_name(claim)} was deleted")
         ctx.cluster.delete_nodeclaim(name)
         report.orphans_deleted.append(name)
 
