@@ -192,7 +192,7 @@ def test_a_launch_that_fails_deletes_the_nodeclaim_with_an_event_and_counts_the_
     ctx, cluster, cloud = world
     cluster.add("Pod", pending_pod("inflate-1"))
     cloud.fail_with = cloud_errors.InsufficientCapacityError(
-        "x", [("InsufficientInstanceCapacity", "m5.large", "us-west-2a", "on-demand", "")]
+        "x", [cloud_errors.FleetError("InsufficientInstanceCapacity", "m5.large", "us-west-2a", "on-demand")]
     )
 
     report = flow.provision(ctx)

@@ -76,7 +76,7 @@ def launch_claim(
         try:
             result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates))
         except cloud_errors.InsufficientCapacityError as exc:
-            codes = sorted({code for code, *_ in exc.errors}) or ["InsufficientInstanceCapacity"]
+            codes = sorted({e.code for e in exc.errors}) or ["InsufficientInstanceCapacity"]
             return _fail(ctx, claim, codes[0], str(exc))
         except cloud_errors.LaunchError as exc:
             return _fail(ctx, claim, exc.code, str(exc))
