@@ -9,12 +9,13 @@ is adopted by its tag. Tests that need the real API server's behaviour run again
 
 from __future__ import annotations
 
+import builtins
 import copy
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.cloud.pricetable import PriceTable
@@ -23,6 +24,9 @@ from nodewright.cluster.client import EvictionOutcome, EvictionResult
 from nodewright.cluster.errors import Conflict
 from nodewright.cluster.objects import format_time
 from nodewright.cluster.resources import Resource
+
+if TYPE_CHECKING:
+    from nodewright.state.interfaces import CloudProvider, Cluster, Lease
 
 Obj = dict[str, Any]
 T0 = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
@@ -364,7 +368,7 @@ class FakeCloudProvider:
     def find_by_nodeclaim(self, nodeclaim_name: str) -> Instance | None:
         return next((i for i in self.instances.values() if i.nodeclaim == nodeclaim_name), None)
 
-    def list(self) -> list[Instance]:
+    def list(self) -> builtins.list[Instance]:
         return list(self.instances.values())
 
     def delete(self, instance_id: str) -> bool:
@@ -374,7 +378,7 @@ class FakeCloudProvider:
         self.terminated.append(instance_id)
         return True
 
-    def delete_by_nodeclaim(self, nodeclaim_name: str) -> list[str]:
+    def delete_by_nodeclaim(self, nodeclaim_name: str) -> builtins.list[str]:
         self.deleted_by_nodeclaim.append(nodeclaim_name)
         return [
             i.id for i in list(self.instances.values()) if i.nodeclaim == nodeclaim_name and self.delete(i.id)
@@ -383,7 +387,7 @@ class FakeCloudProvider:
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
         self.unavailable.append((instance_type, zone, capacity_type, reason))
 
-    def cleanup_launch_templates(self) -> list[str]:
+    def cleanup_launch_templates(self) -> builtins.list[str]:
         self.template_cleanups += 1
         deleted, self.unused_templates = self.unused_templates, []
         return deleted
@@ -419,3 +423,9 @@ class RecordingLogger:
 
     def exception(self, msg: str, **_: Any) -> None:
         self.records.append(("exception", msg))
+
+
+if TYPE_CHECKING:  # mypy (make test) holds the fakes to the protocols the flows use
+
+    def _conforms(clock: FakeClock) -> tuple[Cluster, CloudProvider, Lease]:
+        return FakeCluster(clock), FakeCloudProvider(clock), FakeLease()

@@ -23,7 +23,7 @@ import typing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, ClassVar, Self, Union
+from typing import Any, ClassVar, Self, Union, cast
 
 from nodewright.api import labels
 from nodewright.api.durations import parse_duration
@@ -93,7 +93,7 @@ class Model:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Self:
         data = data or {}
-        hints = _hints(cls)
+        hints = _hints(cast(type, cls))
         kwargs: dict[str, Any] = {}
         for attr, key in cls.json_names().items():
             if key in data and data[key] is not None:

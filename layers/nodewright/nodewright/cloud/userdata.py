@@ -128,8 +128,9 @@ def _user_parts(user_data: str | None, default_type: str) -> list[MIMEText]:
             if part.is_multipart():
                 continue
             subtype = part.get_content_subtype()
-            payload = part.get_payload(decode=True) or b""
-            parts.append(MIMEText(payload.decode(), subtype, "us-ascii"))
+            payload = part.get_payload(decode=True)
+            text = payload.decode() if isinstance(payload, bytes) else ""
+            parts.append(MIMEText(text, subtype, "us-ascii"))
             parts[-1].replace_header("Content-Type", part.get_content_type() + '; charset="us-ascii"')
         return parts
     if user_data.lstrip().startswith("#!"):

@@ -8,6 +8,7 @@ fails on fields a newer API server adds. The typed API classes are not used.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import socket
@@ -133,9 +134,9 @@ class Cluster:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         """Every object, following ``continue`` tokens; each item gets its apiVersion/kind back."""
-        items: list[dict[str, Any]] = []
+        items: builtins.list[dict[str, Any]] = []
         token: str | None = None
         while True:
             answer = self.request(
@@ -263,44 +264,44 @@ class Cluster:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         return self.list(
             PODS, namespace=namespace, label_selector=label_selector, field_selector=field_selector
         )
 
-    def list_pending_pods(self) -> list[dict[str, Any]]:
+    def list_pending_pods(self) -> builtins.list[dict[str, Any]]:
         """Pods in phase Pending (filtered by the API server); which of them need capacity is
         ``state.pods.is_provisionable``."""
         return self.list(PODS, field_selector="status.phase=Pending")
 
-    def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
+    def list_pods_on_node(self, node_name: str) -> builtins.list[dict[str, Any]]:
         return self.list(PODS, field_selector=f"spec.nodeName={node_name}")
 
-    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list_nodes(self, label_selector: str | None = None) -> builtins.list[dict[str, Any]]:
         return self.list(NODES, label_selector=label_selector)
 
-    def list_daemonsets(self) -> list[dict[str, Any]]:
+    def list_daemonsets(self) -> builtins.list[dict[str, Any]]:
         return self.list(DAEMONSETS)
 
-    def list_pdbs(self) -> list[dict[str, Any]]:
+    def list_pdbs(self) -> builtins.list[dict[str, Any]]:
         return self.list(PDBS)
 
-    def list_persistent_volumes(self) -> list[dict[str, Any]]:
+    def list_persistent_volumes(self) -> builtins.list[dict[str, Any]]:
         return self.list(PERSISTENT_VOLUMES)
 
-    def list_persistent_volume_claims(self) -> list[dict[str, Any]]:
+    def list_persistent_volume_claims(self) -> builtins.list[dict[str, Any]]:
         return self.list(PERSISTENT_VOLUME_CLAIMS)
 
-    def list_storage_classes(self) -> list[dict[str, Any]]:
+    def list_storage_classes(self) -> builtins.list[dict[str, Any]]:
         return self.list(STORAGE_CLASSES)
 
-    def list_nodepools(self) -> list[dict[str, Any]]:
+    def list_nodepools(self) -> builtins.list[dict[str, Any]]:
         return self.list(NODEPOOLS)
 
-    def list_ec2nodeclasses(self) -> list[dict[str, Any]]:
+    def list_ec2nodeclasses(self) -> builtins.list[dict[str, Any]]:
         return self.list(EC2NODECLASSES)
 
-    def list_nodeclaims(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list_nodeclaims(self, label_selector: str | None = None) -> builtins.list[dict[str, Any]]:
         return self.list(NODECLAIMS, label_selector=label_selector)
 
     # ------------------------------------------------------------------ nodes

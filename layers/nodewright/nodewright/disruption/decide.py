@@ -135,7 +135,7 @@ def decide(
         seconds = _expire_after_seconds(claim)
         created = objects.parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
         if seconds is not None and created is not None and now >= created + timedelta(seconds=seconds):
-            node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
+            node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
             decision.disrupt.append(Candidate(claim, node, nodepool_name(claim), EXPIRED))
             expired.add(objects.name_of(claim))
 
@@ -143,7 +143,7 @@ def decide(
     for claim in live:
         name, pool_name = objects.name_of(claim), nodepool_name(claim)
         pool = pools.get(pool_name)
-        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
+        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
         if name in expired or pool is None or node is None or movable.get(objects.name_of(node)):
             continue
         policy = pool.spec.disruption.consolidation_policy
@@ -193,7 +193,7 @@ def _pool_counts(
     """Per NodePool: (nodes, nodes disrupting) — deleting, expiring now, or not Ready."""
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for claim in nodeclaims:
-        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
+        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
         if node is None:
             continue  # not a node yet: neither counted nor disrupting
         entry = totals[nodepool_name(claim)]

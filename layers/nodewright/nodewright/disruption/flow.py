@@ -145,7 +145,7 @@ def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
     nodes = nodes_by_instance_id(world.nodes)
     last: dict[str, datetime] = {}
     for claim in world.nodeclaims:
-        node = nodes.get(objects.nodeclaim_instance_id(claim))
+        node = nodes.get(objects.nodeclaim_instance_id(claim) or "")
         if node is None or objects.is_deleting(claim):
             continue
         name = objects.name_of(claim)

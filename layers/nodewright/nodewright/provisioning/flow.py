@@ -162,9 +162,9 @@ _recent_events: dict[tuple[str, str, str], float] = {}
 def record_pod_events(ctx: Context, world: World, pending: list[dict[str, Any]], report: PassReport) -> None:
     """``Nominated`` for pods given capacity, ``FailedScheduling`` with the reason for the others."""
     now = time.monotonic()
-    for key, stamp in list(_recent_events.items()):
+    for seen, stamp in list(_recent_events.items()):
         if now - stamp > EVENT_REPEAT_SECONDS:
-            del _recent_events[key]
+            del _recent_events[seen]
     for pod in pending:
         key = pod_key(pod)
         if key in report.nominated:

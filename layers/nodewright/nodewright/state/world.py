@@ -51,7 +51,7 @@ class World:
     storage_classes: list[Obj] = field(default_factory=list)
     cloud: CloudView | None = None
     # Instance types per EC2NodeClass name, shared with worlds derived from this one.
-    _instance_types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
+    _instance_types: dict[str, list[InstanceType]] = field(default_factory=dict, init=False, repr=False)
 
     # -- objects by name -------------------------------------------------------------------------------
     def nodepool(self, name: str) -> Obj | None:
@@ -128,7 +128,7 @@ class World:
         gone_provider_ids = {
             (n.get("spec") or {}).get("providerID") for n in self.nodes if name_of(n) in names
         }
-        return replace(
+        derived = replace(
             self,
             nodeclaims=[
                 c
@@ -139,6 +139,8 @@ class World:
             nodes=[n for n in self.nodes if name_of(n) not in names],
             pods=[p for p in self.pods if (p.get("spec") or {}).get("nodeName") not in names],
         )
+        derived._instance_types = self._instance_types  # the cloud is asked once per pass
+        return derived
 
     # -- indexes -------------------------------------------------------------------------------------
     @cached_property
