@@ -68,7 +68,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> tuple[Context, FakeCluster, FakeCl
     ctx = Context(settings, cluster, cloud, None, RecordingLogger(), RecordingMetrics(), clock=clock)
     monkeypatch.setattr(nodepools, "validation_errors", lambda doc: list(doc.get("errors", [])))
     monkeypatch.setattr(planning, "plan", StandInPlanner())
-    lifecycle.reset_gc_clock()
+    lifecycle.reset_gc_clock(templates=True)
     monkeypatch.setattr(flow, "_recent_events", {})
     return ctx, cluster, cloud
 
@@ -537,3 +537,37 @@ def test_nothing_is_launched_when_the_displaced_node_runs_only_daemonset_pods(wo
 
     assert report.created == []
     assert cloud.instances == {}
+
+
+def test_unused_launch_templates_are_deleted_by_a_pass_at_most_every_ten_minutes(world: Any) -> None:
+    ctx, _cluster, cloud = world
+    cloud.unused_templates = ["nodewright-old"]
+
+    first = flow.provision(ctx)
+    assert first.lifecycle.templates_deleted == ["nodewright-old"]
+    assert cloud.template_cleanups == 1
+
+    cloud.unused_templates = ["nodewright-newer"]
+    ctx.clock.advance(5 * 60)
+    lifecycle.reset_gc_clock()  # invocations a minute apart: leaks are looked for, templates wait
+    assert flow.provision(ctx).lifecycle.templates_deleted == []
+    assert cloud.template_cleanups == 1
+
+    ctx.clock.advance(5 * 60)
+    assert flow.provision(ctx).lifecycle.templates_deleted == ["nodewright-newer"]
+    assert cloud.template_cleanups == 2
+
+
+def test_a_failing_launch_template_cleanup_does_not_stop_the_pass(world: Any) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    def throttled() -> list[str]:
+        raise RuntimeError("Throttling: Rate exceeded")
+
+    cloud.cleanup_launch_templates = throttled
+
+    report = flow.provision(ctx)
+
+    assert len(report.launched) == 1
+    assert ("warning", "launch template cleanup failed") in ctx.logger.records

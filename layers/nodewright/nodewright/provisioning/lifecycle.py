@@ -16,6 +16,8 @@ a pass that dies half-way is finished by the next one.
 - An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
   → terminated once it is older than ``LEAK_GRACE``. A launched NodeClaim whose instance
   is gone → deleted.
+- Launch templates of this cluster that no live instance uses (and older than an hour) → deleted,
+  at most every ``TEMPLATE_GC_INTERVAL``: every AMI or user-data change leaves one behind.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ REGISTRATION_TTL = timedelta(minutes=15)
 LEAK_GRACE = timedelta(minutes=2)
 # DescribeInstances for garbage collection at most this often per container.
 GC_INTERVAL = timedelta(seconds=60)
+# Unused launch templates are looked for this often (DescribeLaunchTemplates + DescribeInstances).
+TEMPLATE_GC_INTERVAL = timedelta(minutes=10)
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
@@ -50,14 +54,19 @@ class LifecycleReport:
     orphans_deleted: list[str] = field(default_factory=list)
     leaked_terminated: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
+    templates_deleted: list[str] = field(default_factory=list)
 
 
 _last_gc: dict[str, datetime] = {}
+_last_template_gc: dict[str, datetime] = {}
 
 
-def reset_gc_clock() -> None:
-    """Forget when leaks were last looked for (tests and benchmarks emulating invocations a minute apart)."""
+def reset_gc_clock(*, templates: bool = False) -> None:
+    """Forget when leaks were last looked for (tests and benchmarks emulating invocations a minute
+    apart); ``templates``: the launch-template clock too (tests starting from a fresh container)."""
     _last_gc.clear()
+    if templates:
+        _last_template_gc.clear()
 
 
 def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None) -> LifecycleReport:
@@ -192,7 +201,9 @@ def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: Lifecycl
 
 
 def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, force: bool = False) -> None:
-    """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL)."""
+    """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL);
+    delete unused launch templates (at most every TEMPLATE_GC_INTERVAL)."""
+    _collect_launch_templates(ctx, world.taken_at, report, force=force)
     key = ctx.settings.cluster_name
     last = _last_gc.get(key)
     if not force and last is not None and world.taken_at - last < GC_INTERVAL:
@@ -230,3 +241,18 @@ def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, forc
             )
             ctx.cluster.delete_nodeclaim(name)
             report.vanished.append(name)
+
+
+def _collect_launch_templates(ctx: Context, now: datetime, report: LifecycleReport, *, force: bool) -> None:
+    key = ctx.settings.cluster_name
+    last = _last_template_gc.get(key)
+    if not force and last is not None and now - last < TEMPLATE_GC_INTERVAL:
+        return
+    _last_template_gc[key] = now
+    try:
+        report.templates_deleted = ctx.cloud.cleanup_launch_templates()
+    except Exception as exc:  # best effort: the next interval tries again, the pass goes on
+        ctx.logger.warning("launch template cleanup failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+        return
+    if report.templates_deleted:
+        ctx.logger.info("unused launch templates deleted", extra={"templates": report.templates_deleted})
