@@ -13,7 +13,7 @@ import builtins
 import copy
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -355,15 +355,7 @@ class FakeCloudProvider:
             launch_time=self.clock.now(),
         )
         self.instances[launched.id] = launched
-        return LaunchResult(
-            instance_id=launched.id,
-            instance_type=launched.instance_type,
-            zone=launched.zone,
-            capacity_type=launched.capacity_type,
-            provider_id=launched.provider_id,
-            image_id=launched.image_id,
-            price=offering.price,
-        )
+        return replace(LaunchResult.from_instance(launched), price=offering.price)
 
     def find_by_nodeclaim(self, nodeclaim_name: str) -> Instance | None:
         return next((i for i in self.instances.values() if i.nodeclaim == nodeclaim_name), None)

@@ -40,7 +40,7 @@ from nodewright.api.durations import DurationError, parse_duration
 from nodewright.api.models import DEFAULT_EXPIRE_AFTER, Budget, NodePool
 from nodewright.cluster import objects
 from nodewright.state.pods import reschedulable_by_node
-from nodewright.state.world import nodepool_name
+from nodewright.state.world import nodepool_name, nodes_by_instance_id
 
 EXPIRED = "Expired"
 EMPTY = "Empty"
@@ -81,12 +81,6 @@ def pods_fingerprint(pods: Iterable[Mapping[str, Any]]) -> str:
     that matters to emptiness (a pod bound to the node, or gone from it)."""
     uids = sorted(str((p.get("metadata") or {}).get("uid") or objects.name_of(dict(p))) for p in pods)
     return hashlib.sha256("\n".join(uids).encode()).hexdigest()[:16]
-
-
-def nodes_by_instance_id(nodes: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Nodes by the EC2 instance in their providerID; nodes without one (not yet set by the
-    kubelet, or not EC2) match no NodeClaim, in particular none that has not launched yet."""
-    return {instance: node for node in nodes if (instance := objects.node_instance_id(node))}
 
 
 def allowed_disruptions(

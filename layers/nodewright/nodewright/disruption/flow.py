@@ -34,11 +34,10 @@ from nodewright.disruption.decide import (
     Candidate,
     Decision,
     decide,
-    nodes_by_instance_id,
     pods_fingerprint,
 )
 from nodewright.state import nodepools
-from nodewright.state.pods import is_reschedulable, reschedulable_by_node
+from nodewright.state.pods import is_reschedulable
 from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
@@ -141,15 +140,13 @@ def disruption_pass(
 
 def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
     """NodeClaim → its last pod event (see the module docstring), writing the ones that changed."""
-    movable = reschedulable_by_node(world.pods)
-    nodes = nodes_by_instance_id(world.nodes)
     last: dict[str, datetime] = {}
     for claim in world.nodeclaims:
-        node = nodes.get(objects.nodeclaim_instance_id(claim) or "")
+        node = world.node_of(claim)
         if node is None or objects.is_deleting(claim):
             continue
         name = objects.name_of(claim)
-        digest = pods_fingerprint(movable.get(objects.name_of(node), []))
+        digest = pods_fingerprint(p for p in world.pods_on(node) if is_reschedulable(p))
         recorded = objects.parse_time((claim.get("status") or {}).get("lastPodEventTime"))
         if objects.annotations_of(claim).get(FINGERPRINT_ANNOTATION) != digest:
             recorded = world.taken_at

@@ -72,10 +72,9 @@ def reset_gc_clock(*, templates: bool = False) -> None:
 def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None) -> LifecycleReport:
     """Move every NodeClaim one step along its lifecycle; see the module docstring."""
     report = report or LifecycleReport()
-    nodes = world.nodes_by_provider_id()
     for claim in world.nodeclaims:
         name = nodeclaims.name_of(claim)
-        node = nodes.get(nodeclaims.provider_id(claim) or "")
+        node = world.node_of(claim)
         if nodeclaims.is_deleting(claim):
             finalize(ctx, claim, node)
             report.finalized.append(name)

@@ -76,13 +76,8 @@ def build_snapshot(
         if node_name and not is_terminal(pod):
             bound.setdefault(node_name, []).append(model.pod_from_k8s(pod))
     nodes = [model.node_from_k8s(node, bound.get(nodeclaims.name_of(node), ())) for node in world.nodes]
-    registered = set(world.nodes_by_provider_id())
     live_claims = [c for c in world.nodeclaims if not nodeclaims.is_deleting(c)]
-    nodes += [
-        in_flight_node(claim, world)
-        for claim in live_claims
-        if not nodeclaims.provider_id(claim) or nodeclaims.provider_id(claim) not in registered
-    ]
+    nodes += [in_flight_node(claim, world) for claim in live_claims if world.node_of(claim) is None]
     usage = nodepools.usage(world, MAX_CANDIDATES)
     pending_pods, unreadable = model.pods_from_k8s(pending)
     snapshot = model.Snapshot(

@@ -10,7 +10,8 @@ disruption pass that removes nothing never asks.
 
 Every lookup that crosses objects is written here once: the NodePool of a NodeClaim or Node
 (``nodepool_of``), the EC2NodeClass of a NodePool or NodeClaim (``nodeclass_of``, null-safe: an
-object without ``nodeClassRef`` has none), the Node of a NodeClaim (``node_of``, by providerID),
+object without ``nodeClassRef`` has none), the Node of a NodeClaim (``node_of``, by the EC2
+instance both name),
 the pods bound to a node (``pods_on``), the $/h of a NodeClaim (``price_of``).
 """
 
@@ -25,7 +26,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.cluster.objects import name_of
+from nodewright.cluster.objects import name_of, node_instance_id, nodeclaim_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
@@ -72,13 +73,10 @@ class World:
         return self.nodeclass(name) if name else None
 
     # -- nodes, NodeClaims, pods ---------------------------------------------------------------------
-    def nodes_by_provider_id(self) -> dict[str, Obj]:
-        return dict(self._nodes_by_provider_id)
-
     def node_of(self, claim: Mapping[str, Any]) -> Obj | None:
-        """The registered Node of a NodeClaim (same providerID); None before it registers."""
-        provider_id = (claim.get("status") or {}).get("providerID")
-        return self._nodes_by_provider_id.get(provider_id) if provider_id else None
+        """The registered Node of a NodeClaim (the same EC2 instance); None before it registers."""
+        instance = nodeclaim_instance_id(claim)
+        return self._nodes_by_instance_id.get(instance) if instance else None
 
     def pods_on(self, node: Mapping[str, Any] | str) -> list[Obj]:
         """Every pod bound to the node (a Node object or its name), whatever its phase."""
@@ -125,16 +123,14 @@ class World:
     def without_nodes(self, going: Iterable[str]) -> World:
         """The world after the ``going`` nodes, their NodeClaims and their pods are gone."""
         names = set(going)
-        gone_provider_ids = {
-            (n.get("spec") or {}).get("providerID") for n in self.nodes if name_of(n) in names
-        }
+        gone_instances = {node_instance_id(n) for n in self.nodes if name_of(n) in names} - {None}
         derived = replace(
             self,
             nodeclaims=[
                 c
                 for c in self.nodeclaims
                 if (c.get("status") or {}).get("nodeName") not in names
-                and (c.get("status") or {}).get("providerID") not in gone_provider_ids - {None}
+                and nodeclaim_instance_id(c) not in gone_instances
             ],
             nodes=[n for n in self.nodes if name_of(n) not in names],
             pods=[p for p in self.pods if (p.get("spec") or {}).get("nodeName") not in names],
@@ -152,12 +148,8 @@ class World:
         return {name_of(c): c for c in self.nodeclasses}
 
     @cached_property
-    def _nodes_by_provider_id(self) -> dict[str, Obj]:
-        return {
-            str(provider_id): node
-            for node in self.nodes
-            if (provider_id := (node.get("spec") or {}).get("providerID"))
-        }
+    def _nodes_by_instance_id(self) -> dict[str, Obj]:
+        return nodes_by_instance_id(self.nodes)
 
     @cached_property
     def _pods_by_node(self) -> dict[str, list[Obj]]:
@@ -167,6 +159,12 @@ class World:
             if bound:
                 by_node[str(bound)].append(pod)
         return by_node
+
+
+def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
+    """Nodes by the EC2 instance in their providerID; nodes without one (not yet set by the
+    kubelet, or not EC2) match no NodeClaim, in particular none that has not launched yet."""
+    return {instance: node for node in nodes if (instance := node_instance_id(node))}
 
 
 def nodepool_name(obj: Mapping[str, Any]) -> str:
