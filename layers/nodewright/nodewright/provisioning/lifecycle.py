@@ -71,7 +71,12 @@ def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None)
             finalize(ctx, claim, node)
             report.finalized.append(name)
         elif not nodeclaims.is_true(claim, LAUNCHED):
-            continue  # the launch step owns it (launch, or adopt the instance a crash left)
+            # The launch step owns it (launch, or adopt the instance a crash left) until the
+            # registration timeout: a NodeClaim whose launch keeps failing must not hold its
+            # pods' place for ever.
+            if _created_before(claim, world.taken_at - REGISTRATION_TTL):
+                _give_up_registration(ctx, claim, launched=False)
+                report.timed_out.append(name)
         elif not nodeclaims.is_true(claim, REGISTERED):
             if node is not None:
                 register(ctx, claim, node, world.taken_at)
@@ -155,12 +160,23 @@ def _launched_before(claim: dict[str, Any], moment: datetime) -> bool:
     return bool(launched and launched < moment)
 
 
-def _give_up_registration(ctx: Context, claim: dict[str, Any]) -> None:
+def _created_before(claim: dict[str, Any], moment: datetime) -> bool:
+    created = nodeclaims.created_at(claim)
+    return bool(created and created < moment)
+
+
+def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool = True) -> None:
     name = nodeclaims.name_of(claim)
-    message = (
-        f"NodeClaim {name}: no Node registered within {int(REGISTRATION_TTL.total_seconds() // 60)} minutes "
-        "of the launch; the instance is terminated (check the node role's access entry, user data, subnets)"
-    )
+    minutes = int(REGISTRATION_TTL.total_seconds() // 60)
+    if launched:
+        message = (
+            f"NodeClaim {name}: no Node registered within {minutes} minutes of the launch; the instance "
+            "is terminated (check the node role's access entry, user data, subnets)"
+        )
+    else:
+        cond = nodeclaims.condition(claim, LAUNCHED) or {}
+        why = cond.get("message") or "no launch succeeded"
+        message = f"NodeClaim {name}: not launched within {minutes} minutes of its creation ({why}); deleted"
     ctx.cluster.record_event(claim, "RegistrationTimeout", message, event_type="Warning")
     ctx.logger.warning("NodeClaim registration timed out", extra={"nodeclaim": name})
     ctx.cluster.delete_nodeclaim(name)  # the finalizer step below terminates the instance
