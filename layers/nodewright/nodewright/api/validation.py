@@ -217,6 +217,11 @@ def _check_duration(value: Any, path: str, out: list[Finding], *, allow_never: b
                 f"Invalid value: {value!r}: give a duration with units h, m, s (e.g. 720h, 1m30s){never}",
             )
         )
+        return
+    try:
+        parse_duration(value, allow_never=allow_never)
+    except DurationError as exc:
+        out.append(error(path, f"Invalid value: {exc}"))
 
 
 def _restricted_key_error(key: str, where: str | None) -> str | None:
