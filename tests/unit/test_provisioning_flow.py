@@ -569,6 +569,37 @@ def test_leaked_instances_are_terminated_after_the_grace_period_only(world: Any)
     assert set(cloud.instances) == {"i-young"}
 
 
+def test_a_second_instance_tagged_with_a_live_nodeclaim_is_a_leak_once_registration_would_have_failed(
+    world: Any,
+) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    name = flow.provision(ctx).created[0]
+    claim = cluster.objects["NodeClaim"][name]
+    recorded = claim["status"]["instanceID"]
+    cluster.add(
+        "Node",
+        {
+            "metadata": {"name": "ip-10-0-0-1", "labels": {}},
+            "spec": {"providerID": claim["status"]["providerID"]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    twin = Instance("i-twin", "m5.large", "us-west-2a", "on-demand", name, ctx.clock.now())
+    cloud.instances["i-twin"] = twin
+
+    lifecycle.reset_gc_clock()
+    assert flow.provision(ctx).lifecycle.leaked_terminated == []  # young: it might still be adopted
+
+    ctx.clock.advance(lifecycle.REGISTRATION_TTL.total_seconds() + 60)
+    lifecycle.reset_gc_clock()
+    report = flow.provision(ctx)
+
+    assert report.lifecycle.leaked_terminated == ["i-twin"]
+    assert name in cluster.objects["NodeClaim"]
+    assert recorded in cloud.instances
+
+
 def test_deleting_a_nodepool_deletes_its_nodeclaims_which_terminate_their_instances(world: Any) -> None:
     ctx, cluster, cloud = world
     cluster.add("Pod", pending_pod("inflate-1"))

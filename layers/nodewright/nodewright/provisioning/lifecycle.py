@@ -14,8 +14,9 @@ a pass that dies half-way is finished by the next one.
 - A NodeClaim being deleted (by a user, by a flow, or because its NodePool went) → its
   Node is drained and deleted, the instance terminated, then the finalizer removed.
 - An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
-  → terminated once it is older than ``LEAK_GRACE``. A launched NodeClaim whose instance
-  is gone → deleted.
+  → terminated once it is older than ``LEAK_GRACE``; one tagged with a live NodeClaim whose
+  recorded instance is another one (a second launch for the same NodeClaim) → terminated once
+  it is older than ``REGISTRATION_TTL``. A launched NodeClaim whose instance is gone → deleted.
 """
 
 from __future__ import annotations
@@ -209,6 +210,20 @@ def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: Lifecycl
         report.orphans_deleted.append(name)
 
 
+def _leaked(instance: Any, claim: dict[str, Any] | None, now: datetime) -> bool:
+    """Whether an instance tagged for this cluster belongs to no NodeClaim.
+
+    Checks: its NodeClaim is gone (after ``LEAK_GRACE``: the create may still be in flight), or
+    its NodeClaim records another instance (after ``REGISTRATION_TTL``: a NodeClaim that has
+    recorded none yet may still adopt this one by its tag).
+    """
+    age = now - instance.launch_time if instance.launch_time else None
+    if claim is None:
+        return age is None or age >= LEAK_GRACE
+    recorded = nodeclaims.instance_id(claim)
+    return bool(recorded) and recorded != instance.id and (age is None or age >= REGISTRATION_TTL)
+
+
 def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, force: bool = False) -> None:
     """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL)."""
     key = ctx.settings.cluster_name
@@ -217,13 +232,11 @@ def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, forc
         return
     _last_gc[key] = world.taken_at
     instances = ctx.cloud.list()
-    claim_names = {nodeclaims.name_of(c) for c in world.nodeclaims}
+    claims = {nodeclaims.name_of(c): c for c in world.nodeclaims}
     live_instance_ids = set()
     for instance in instances:
         live_instance_ids.add(instance.id)
-        if instance.nodeclaim in claim_names:
-            continue
-        if instance.launch_time and world.taken_at - instance.launch_time < LEAK_GRACE:
+        if not _leaked(instance, claims.get(instance.nodeclaim), world.taken_at):
             continue
         ctx.logger.warning(
             "terminating leaked instance",
