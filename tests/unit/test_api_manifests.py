@@ -128,3 +128,15 @@ def test_convert_reports_hostile_files_on_stderr_and_converts_the_rest(
     out, err = capsys.readouterr()
     assert "bomb.yaml#0" in err
     assert "name: fine" in out
+
+
+def test_convert_fills_the_node_role_given_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed = Path(__file__).resolve().parents[2] / "events" / "manifests" / "v1beta1-ec2nodeclass-default.yaml"
+    assert main(["convert", str(seed)]) == 1  # v1 needs a role: an error without one
+    capsys.readouterr()
+    assert main(["convert", "--role", "KarpenterNodeRole-demo", str(seed)]) == 0
+    out, err = capsys.readouterr()
+    assert "role: KarpenterNodeRole-demo" in out
+    assert "using node role 'KarpenterNodeRole-demo'" in err

@@ -967,3 +967,20 @@ def test_a_nodeclaim_never_launched_is_deleted_after_the_registration_timeout(wo
     assert report.lifecycle.timed_out == ["stuck"]
     assert "stuck" not in cluster.objects["NodeClaim"]
     assert cloud.requests == []
+
+
+def test_a_converted_v1beta1_nodepools_kubelet_reaches_the_launch(world: Any) -> None:
+    from nodewright.api.conversion_review import KUBELET_ANNOTATION
+
+    ctx, cluster, cloud = world
+    pool = cluster.objects["NodePool"]["default"]
+    pool["metadata"]["annotations"] = {
+        KUBELET_ANNOTATION: '{"containerRuntime": "containerd", "maxPods": 20}'
+    }
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    flow.provision(ctx)
+
+    assert cloud.requests[0].kubelet == {"maxPods": 20}  # in v1's form: the runtime setting is gone
+    claim = next(iter(cluster.objects["NodeClaim"].values()))
+    assert claim["metadata"]["annotations"][KUBELET_ANNOTATION]

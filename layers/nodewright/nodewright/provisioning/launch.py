@@ -121,7 +121,17 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
         labels=dict(meta.get("labels") or {}),
         taints=list(spec.get("taints") or []),
         startup_taints=list(spec.get("startupTaints") or []),
+        kubelet=_kubelet_overrides(claim) or None,
     )
+
+
+def _kubelet_overrides(claim: dict[str, Any]) -> dict[str, Any]:
+    """A v1beta1 NodePool's kubelet (converted by the webhook), in v1's form, over the EC2NodeClass's."""
+    from nodewright.api.conversion_review import kubelet_overrides
+    from nodewright.api.convert import convert_kubelet
+
+    overrides = kubelet_overrides(claim)
+    return convert_kubelet(overrides, "", []) if overrides else {}
 
 
 def allowed_values(
