@@ -32,7 +32,6 @@ __all__ = [
     "make_provider_id",
     "name_of",
     "new_name",
-    "provider_id",
     "set_condition",
     "timestamp",
 ]
@@ -111,10 +110,6 @@ def build(
 def is_true(obj: Mapping[str, Any], kind: str) -> bool:
     cond = condition(obj, kind)
     return bool(cond and cond.get("status") == "True")
-
-
-def provider_id(claim: Mapping[str, Any]) -> str | None:
-    return (claim.get("status") or {}).get("providerID") or None
 
 
 def make_provider_id(zone: str, instance_id: str) -> str:
