@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
-from nodewright.scheduling.model import is_provisionable
+from nodewright.state.pods import is_provisionable
 
 from sandbox import events
 from sandbox.lambdas import LambdaContext, load_function
@@ -44,15 +44,12 @@ def sandbox() -> Iterator[Any]:
 def cluster(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The administrator's client (the user's side); the handlers act with the functions' identity."""
     from nodewright.cluster import reset_connections
-    from nodewright.interruption import processing
 
     for key, value in sandbox.env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
-    processing.use_processor(None)  # built from this environment on first use
     kube = sandbox.admin_cluster()
     yield kube
-    processing.use_processor(None)
     reset_connections()
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from nodewright.settings import Settings
+    from nodewright.state.interfaces import CloudProvider, Cluster, MarkerStore
 
 
 class Clock(Protocol):
@@ -44,14 +45,15 @@ class SystemClock:
 
 @dataclass
 class Context:
-    """One container's handles on the world. ``cluster``/``cloud``/``state`` are the layer's own
-    interfaces (``nodewright.cluster.Cluster``, ``nodewright.cloud.CloudProvider``,
-    ``nodewright.cloud.StateStore``); nothing here calls boto3 or kubernetes directly."""
+    """One container's handles on the world: ``cluster`` and ``cloud`` are the protocols of
+    ``nodewright.state.interfaces`` (the real ones talk to the API server and EC2; tests hand in
+    the fakes of ``tests/fakes.py``); ``store`` keeps the markers a flow needs between invocations
+    (the DynamoDB state table), or is None. Nothing here calls boto3 or kubernetes directly."""
 
     settings: Settings
-    cluster: Any
-    cloud: Any
-    state: Any | None
+    cluster: Cluster
+    cloud: CloudProvider
+    store: MarkerStore | None
     logger: Any
     metrics: Any
     clock: Clock = field(default_factory=SystemClock)
@@ -67,13 +69,15 @@ class Context:
             settings=settings,
             cluster=cluster.connect(settings),
             cloud=provider,
-            state=provider.store,
+            store=provider.store,
             logger=logger or observability.logger(),
             metrics=metrics or observability.metrics(),
         )
 
 
 DEFAULT_INVOCATION_SECONDS = 60.0  # outside Lambda (CLI, sandbox) when no context says otherwise
+# Kept back from every invocation's API-server calls: the time to log and report what happened.
+REPORT_MARGIN_SECONDS = 2.0
 
 
 def remaining_seconds(lambda_context: Any) -> float:
@@ -84,20 +88,67 @@ def remaining_seconds(lambda_context: Any) -> float:
 
 
 class ContainerContext:
-    """The Context a function builds on its first invocation and keeps for the warm container's
-    life (EKS endpoint and token, boto3 clients): the per-container cache Lambda recommends."""
+    """What a function keeps for its warm container's life, built on first use: the settings (read
+    from the environment once), then the ``Context`` (EKS endpoint and token, boto3 clients) — the
+    per-container cache Lambda recommends. Every handler module holds one; tests and the sandbox
+    hand in their own settings or Context instead of the environment's."""
 
-    def __init__(self, *, logger: Any, metrics: Any) -> None:
+    def __init__(
+        self,
+        *,
+        logger: Any,
+        metrics: Any,
+        settings: Settings | None = None,
+        context: Context | None = None,
+    ) -> None:
         self._logger = logger
         self._metrics = metrics
-        self._context: Context | None = None
+        self._settings = settings if settings is not None else (context.settings if context else None)
+        self._context = context
+        self._call_deadline: float | None = None
+
+    def start_invocation(self, lambda_context: Any) -> float:
+        """Note this invocation's time; returns the seconds left. Every API-server call made
+        through ``get()`` from now on ends before the invocation does (less a reporting margin)."""
+        left = remaining_seconds(lambda_context)
+        self._call_deadline = time.monotonic() + left - REPORT_MARGIN_SECONDS
+        if self._context is not None:
+            self._context.cluster.set_call_deadline(self._call_deadline)
+        return left
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from nodewright.settings import Settings
+
+            self._settings = Settings.from_env()
+        return self._settings
+
+    @property
+    def connected(self) -> bool:
+        """Whether ``get`` has built (or was handed) the Context already."""
+        return self._context is not None
 
     def get(self) -> Context:
         if self._context is None:
-            from nodewright.settings import Settings
-
-            self._context = Context.connect(Settings.from_env(), logger=self._logger, metrics=self._metrics)
+            self._context = Context.connect(self.settings, logger=self._logger, metrics=self._metrics)
+            self._context.cluster.set_call_deadline(self._call_deadline)
         return self._context
+
+
+def report_api_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[str, Any]:
+    """One log line and one metric (an alarm watches it) when the API server cannot be reached.
+
+    The invocation then ends normally: a scheduled one would only be retried into the same outage,
+    and the next tick (or the SQS redelivery) tries again anyway.
+    """
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    logger.error(
+        "Kubernetes API server unavailable; nothing more this invocation", extra={"error": str(error)}
+    )
+    metrics.add_metric(name="ApiServerUnavailable", unit=MetricUnit.Count, value=1)
+    return {"error": "ApiServerUnavailable", "message": str(error)}
 
 
 def check_scheduled_event(event: Any, logger: Any) -> None:
