@@ -92,6 +92,7 @@ class Sandbox:
         self._tmp: Path | None = None
         self._api_clients: list[Any] = []
         self._ec2: Any = None
+        self._catalog: Any = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -259,6 +260,21 @@ class Sandbox:
         api_client = api_client_from_kubeconfig(self.kubeconfig_path)
         self._api_clients.append(api_client)
         return api_client
+
+    def warm_catalog(self) -> None:
+        """Put this sandbox's EC2 catalog in this process's catalog cache, as a warm Lambda container
+        has it (5 minutes). Fetched once, through the production path (DescribeInstanceTypes and
+        DescribeInstanceTypeOfferings on moto): moto answers in several seconds where EC2 takes
+        about one, which would otherwise eat the budget of a short invocation under test."""
+        from nodewright.cloud.catalog import fetch_catalog, prime_catalog
+
+        if self._catalog is None:
+            ec2 = self.aws_client("ec2")
+            try:
+                self._catalog = fetch_catalog(ec2)
+            finally:
+                ec2.close()
+        prime_catalog((self.region, self.aws_endpoint), self._catalog)
 
     def admin_cluster(self) -> Any:
         """The layer's ``Cluster`` with the administrator's kubeconfig (the user's side of a scenario)."""

@@ -48,6 +48,7 @@ def cluster(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     for key, value in sandbox.env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
+    sandbox.warm_catalog()  # the invocations under test are warm: they get seconds, not a cold catalog
     kube = sandbox.admin_cluster()
     yield kube
     reset_connections()

@@ -41,6 +41,7 @@ def env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
     monkeypatch.setenv("POLL_INTERVAL_SECONDS", "1")  # the tests' invocations loop for seconds, not a minute
+    sandbox.warm_catalog()  # the invocations under test are warm: they get seconds, not a cold catalog
     return sandbox
 
 

