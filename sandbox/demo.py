@@ -325,12 +325,17 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     created = replacement.get("nodeClaimsCreated") or []
     timeline.replacement_launched = bool(created)
     steps = [s for t in outcome.get("terminating", []) for s in t.get("steps", [])]
-    launched = (
-        f"NodeClaim {', '.join(created)}"
-        if created
-        else f"nothing: the scheduling core placed the node's {replacement.get('pendingPods', 0)} pod(s) "
-        "on existing capacity"
-    )
+    if created:
+        launched = f"NodeClaim {', '.join(created)}"
+    elif replacement.get("stoppedEarly"):
+        # The replacement pass ran out of the invocation's time (a loaded machine): say so, rather than
+        # claim the pods fit elsewhere; the provisioner's next pass places them.
+        launched = f"nothing yet: the replacement pass stopped early ({replacement['stoppedEarly']})"
+    else:
+        launched = (
+            f"nothing: the scheduling core placed the node's {replacement.get('pendingPods', 0)} pod(s) "
+            "on existing capacity"
+        )
     timeline.say(
         f"spot_events returned: {result.get('disposition')}; marked unavailable "
         f"{', '.join(outcome.get('markedUnavailable', [])) or 'nothing'}; launched before any eviction: "
