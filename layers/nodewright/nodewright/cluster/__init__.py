@@ -11,7 +11,8 @@ Connecting::
 Auth (``nodewright.cluster.auth``): with ``settings.kubeconfig`` the kubeconfig's server/token; otherwise
 endpoint + CA from ``eks:DescribeCluster`` (via ``nodewright.cloud.eks.describe_cluster``) and an EKS
 token (presigned STS GetCallerIdentity, ``x-k8s-aws-id`` header, ``k8s-aws-v1.`` prefix) re-signed by the
-client's ``refresh_api_key_hook`` every 10 minutes, well inside EKS's 15-minute window.
+client's ``refresh_api_key_hook`` every 10 minutes by the wall clock (a frozen container's monotonic
+clock may not advance), well inside EKS's 15-minute window, and once more after a 401.
 
 ``Cluster`` methods (``nodewright.cluster.client``):
 
