@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodewright.context import ContainerContext, check_scheduled_event, remaining_seconds
-from nodewright.observability import logger, metrics, trace
+from nodewright.observability import logger, metrics, record_pass_completed, trace
 
 log = logger()
 emf = metrics()
@@ -25,4 +25,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from nodewright import disruption
 
     check_scheduled_event(event, log)
-    return disruption.run(container.get(), remaining_seconds(context)).summary()
+    report = disruption.run(container.get(), remaining_seconds(context))
+    record_pass_completed("disruption")
+    return report.summary()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodewright.context import ContainerContext, check_scheduled_event, remaining_seconds
-from nodewright.observability import logger, metrics, trace
+from nodewright.observability import logger, metrics, record_pass_completed, trace
 
 log = logger()
 emf = metrics()
@@ -27,6 +27,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     check_scheduled_event(event, log)
     report = provisioning.run(container.get(), remaining_seconds(context))
+    record_pass_completed("provisioner")
     summary = report.summary()
     log.info("provisioner invocation done", extra=summary)
     return summary
