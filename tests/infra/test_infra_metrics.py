@@ -139,7 +139,9 @@ def test_the_disruption_flow_emits_the_declared_dimension_sets(emf: Any) -> None
         assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name
 
 
-@pytest.mark.parametrize(("function", "flow"), [("provisioner", "provisioning"), ("disruption", "disruption")])
+@pytest.mark.parametrize(
+    ("function", "flow"), [("provisioner", "provisioning"), ("disruption", "disruption")]
+)
 def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_idle_or_not(
     emf: Any, monkeypatch: pytest.MonkeyPatch, function: str, flow: str
 ) -> None:
@@ -151,7 +153,7 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
     from sandbox.lambdas import LambdaContext, load_function, scheduled_event
 
     module = load_function(function)
-    monkeypatch.setattr(module.container, "get", lambda: SimpleNamespace())
+    monkeypatch.setattr(module.container, "get", SimpleNamespace)  # no AWS, no cluster
     idle = SimpleNamespace(summary=lambda: {"passes": 1})
     layer_flow = importlib.import_module(f"nodewright.{flow}")
     monkeypatch.setattr(layer_flow, "run", lambda ctx, seconds: idle)
