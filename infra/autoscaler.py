@@ -11,6 +11,7 @@ from typing import Any
 from aws_cdk import ArnFormat, CfnResource, Stack
 from constructs import Construct
 
+from infra.capabilities import outputs as out
 from infra.capabilities.cluster_access import ClusterAccess
 from infra.capabilities.functions import NodewrightFunctions
 from infra.capabilities.interruption_queue import InterruptionQueue, SpotEventsRoute
@@ -98,6 +99,7 @@ class NodewrightAutoscaler(Construct):
         # ... and the created node role only after it: a role still in a profile cannot be deleted.
         if self.node_role.created is not None:
             self.removal.resource.node.add_dependency(self.node_role.created)
+        self._outputs()
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -111,3 +113,37 @@ class NodewrightAutoscaler(Construct):
             alarm_email=config.alarm_email,
             alarm_topic_arn=config.alarm_topic_arn,
         )
+
+    def _outputs(self) -> None:
+        """What the stack made, under fixed keys (``nodewright doctor`` reads them)."""
+        cluster_roles = [role.role_arn for role in self.functions.cluster_roles.values()]
+        placement = self.placement
+        for key, value, description in (
+            (
+                out.NODE_ROLE_NAME,
+                self.node_role.role_name,
+                "the node IAM role: name it in EC2NodeClass spec.role",
+            ),
+            (
+                out.NODE_ROLE_ARN,
+                self.node_role.role_arn,
+                "the node IAM role's ARN (the only role PassRole allows)",
+            ),
+            (
+                out.CLUSTER_ACCESS_ROLES,
+                out.joined(cluster_roles),
+                "roles with an access entry in the cluster",
+            ),
+            (
+                out.FUNCTION_SUBNETS,
+                out.joined(list(self.config.subnet_ids)),
+                "subnets of the functions that call the cluster (none: outside any VPC)",
+            ),
+            (
+                out.FUNCTION_SECURITY_GROUPS,
+                out.joined(placement.security_group_ids if placement else []),
+                "their security groups",
+            ),
+            (out.INTERRUPTION_QUEUE, self.interruptions.queue.queue_url, "the interruption queue"),
+        ):
+            out.output(self, key, value, description)

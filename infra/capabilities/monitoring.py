@@ -31,6 +31,7 @@ from constructs import Construct
 
 from infra import metrics as m
 from infra.capabilities import acknowledge
+from infra.capabilities import outputs as out
 
 PENDING_POD_ALARM_MINUTES = 10
 INTERRUPTION_LATENCY_ALARM_SECONDS = 60  # a spot warning gives 120 s; acting after half of it is late
@@ -145,6 +146,12 @@ class Monitoring(Construct):
             "errors in 15 minutes; widen the NodePools' instance requirements",
         )
         self.dashboard = self._dashboard(cluster_name, functions, interruption_queue, dead_letter_queues)
+        out.output(
+            self,
+            out.ALARM_TOPIC,
+            self.topic.topic_arn if self.topic is not None else out.NONE,
+            "the SNS topic the alarms notify (none: nobody)",
+        )
 
     def _topic(self, email: str | None, topic_arn: str | None) -> sns.ITopic | None:
         if topic_arn:

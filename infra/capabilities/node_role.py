@@ -5,7 +5,7 @@ assume, with the four AWS-managed policies EKS documents for nodes (the same as 
 ``KarpenterNodeRole``), and an ``EC2_LINUX`` access entry so its nodes can join. Its name is
 ``NodewrightNode-<cluster>-<region>`` (account-wide names: the region keeps two stacks apart),
 or left to CloudFormation when that would pass IAM's 64 characters; the stack output
-``NodeRoleName`` says which, for the EC2NodeClasses' ``spec.role``.
+``NodewrightNodeRoleName`` says which, for the EC2NodeClasses' ``spec.role``.
 
 Existing: by name (path ``/``) or by ARN (any IAM path). The stack creates nothing for it; its
 access entry is the operator's (``nodewright doctor`` checks it), as with Karpenter.
@@ -13,7 +13,7 @@ access entry is the operator's (``nodewright doctor`` checks it), as with Karpen
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Fn, Stack
+from aws_cdk import Fn, Stack
 from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -66,9 +66,3 @@ class NodeRole(Construct):
             self.created = role
             self.role_name = role.role_name
             self.role_arn = role.role_arn
-        CfnOutput(
-            self,
-            "NodeRoleName",
-            value=self.role_name,
-            description="the node IAM role: name it in your EC2NodeClasses' spec.role",
-        )

@@ -302,7 +302,7 @@ def test_the_created_node_role_is_ec2s_with_the_node_policies_and_an_ec2_linux_a
     assert node_entry["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
     assert "KubernetesGroups" not in node_entry  # EKS maps EC2_LINUX to system:nodes itself
     outputs = default_synth.template["Outputs"]
-    assert any(o["Value"] == {"Ref": role_id} for o in outputs.values())
+    assert outputs["NodewrightNodeRoleName"]["Value"] == {"Ref": role_id}
     # An existing role (the variant names one by ARN) is referenced, never created nor given an entry.
     assert not [k for k in variant_synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerNodeRole")]
     assert all(

@@ -460,3 +460,27 @@ def test_without_an_alarm_target_synth_warns_that_nobody_will_be_told(default_sy
     Annotations.from_stack(stack).has_warning("*", Match.string_like_regexp("notify nobody"))
     outputs = [o["Value"] for o in default_synth.template["Outputs"].values()]
     assert "NONE: " + NO_ALARM_TARGET_WARNING in outputs
+
+
+def test_the_stack_outputs_what_nodewright_doctor_reads(default_synth: Synth, variant_synth: Synth) -> None:
+    from nodewright.cloud import readiness
+
+    from infra.capabilities import outputs
+
+    written = {v for k, v in vars(outputs).items() if k.isupper() and k != "NONE"}
+    assert written == set(readiness.STACK_OUTPUTS)
+    assert outputs.NONE == readiness.NONE
+    default, variant = default_synth.template["Outputs"], variant_synth.template["Outputs"]
+    assert set(readiness.STACK_OUTPUTS) <= set(default)
+    assert set(readiness.STACK_OUTPUTS) <= set(variant)
+    assert default[readiness.OUTPUT_FUNCTION_SUBNETS]["Value"] == "none"  # outside any VPC
+    assert default[readiness.OUTPUT_ALARM_TOPIC]["Value"] == "none"
+    assert (
+        variant[readiness.OUTPUT_FUNCTION_SUBNETS]["Value"]
+        == "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2"
+    )
+    (topic_id, _) = variant_synth.one("AWS::SNS::Topic")
+    assert variant[readiness.OUTPUT_ALARM_TOPIC]["Value"] == {"Ref": topic_id}
+    roles = json.dumps(default[readiness.OUTPUT_CLUSTER_ACCESS_ROLES]["Value"])
+    assert roles.count("AutoscalerFunctions") == 4
+    assert "pricing" not in roles
