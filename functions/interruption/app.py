@@ -10,6 +10,7 @@ and any an earlier invocation left half-done — run until done or the invocatio
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -31,10 +32,20 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     processor = shared_processor()
 
     def handle_record(record: SQSRecord) -> dict[str, Any]:
-        return processor.handle(record.body, received_at=time.monotonic(), lambda_context=context).as_dict()
+        return processor.handle(
+            record.body, received_at=time.monotonic(), sent=_sent(record), lambda_context=context
+        ).as_dict()
 
     response = process_partial_response(
         event=event, record_handler=handle_record, processor=batch, context=context
     )
     processor.drive(budget_seconds=remaining_seconds(context))
     return response
+
+
+def _sent(record: SQSRecord) -> datetime | None:
+    """When the message entered the queue (SentTimestamp, epoch milliseconds), if SQS said."""
+    try:
+        return datetime.fromtimestamp(int(record.attributes.sent_timestamp) / 1000, tz=UTC)
+    except (TypeError, ValueError, OverflowError, KeyError):
+        return None

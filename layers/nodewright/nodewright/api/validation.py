@@ -217,6 +217,11 @@ def _check_duration(value: Any, path: str, out: list[Finding], *, allow_never: b
                 f"Invalid value: {value!r}: give a duration with units h, m, s (e.g. 720h, 1m30s){never}",
             )
         )
+        return
+    try:
+        parse_duration(value, allow_never=allow_never)
+    except DurationError as exc:
+        out.append(error(path, f"Invalid value: {exc}"))
 
 
 def _restricted_key_error(key: str, where: str | None) -> str | None:
@@ -404,11 +409,14 @@ def _check_budgets(budgets: Any, path: str, out: list[Finding]) -> None:
             )
 
 
-def _check_labels(mapping: Any, path: str, out: list[Finding]) -> None:
+def _check_labels(
+    mapping: Any, path: str, out: list[Finding], where: str | None = "the template labels"
+) -> None:
+    """Key and value syntax, and restricted domains (``where`` None: a NodeClaim's own labels)."""
     if not isinstance(mapping, dict):
         return
     for key, value in mapping.items():
-        problem = _label_key_error(key) or _restricted_key_error(key, "the template labels")
+        problem = _label_key_error(key) or _restricted_key_error(key, where)
         if problem:
             out.append(error(f"{path}[{key}]", f"Invalid value: {problem}"))
         value_problem = _label_value_error(value)
@@ -445,7 +453,10 @@ def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
 
 
 def _nodeclaim_rules(doc: dict[str, Any], out: list[Finding]) -> None:
+    """A NodePool template's rules, applied to a NodeClaim: its labels, requirements and taints."""
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    _check_labels(meta.get("labels"), "metadata.labels", out, where=None)
     _check_requirements(spec.get("requirements"), "spec.requirements", out, {}, in_nodepool=False)
     _check_taints(spec.get("taints"), "spec.taints", out)
     _check_taints(spec.get("startupTaints"), "spec.startupTaints", out)
@@ -708,3 +719,21 @@ def validate_conversion(conversion: Conversion) -> list[Finding]:
 def validate_document(doc: Any) -> list[Finding]:
     """Findings for any manifest: conversion notes plus the problems of its v1 form."""
     return validate_conversion(convert_document(doc))
+
+
+def nodeclaim_launch_problems(claim: dict[str, Any]) -> list[Finding]:
+    """Why a NodeClaim must not be launched: the errors a NodePool template's rules find in it.
+
+    Run on every NodeClaim before its launch, whoever wrote it: its labels, taints and kubelet
+    settings reach the node's user data, so a hand-made NodeClaim gets the same checks as a
+    NodePool (the CRD's patterns, and the value rules above). Status and server-set metadata
+    are not the launch's business and are left out.
+    """
+    meta = claim.get("metadata") if isinstance(claim.get("metadata"), dict) else {}
+    document = {
+        "apiVersion": claim.get("apiVersion") or "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "spec": claim.get("spec"),
+    }
+    return [finding for finding in validate_v1(document) if finding.is_error]

@@ -11,6 +11,9 @@ Dispositions and what the SQS handler does with them:
 * ``acted`` / ``recorded`` — done; ``ignored`` (not ours, with the reason) / ``not-owned``
   (no NodeClaim for the instance) / ``duplicate`` — acknowledged;
 * ``malformed`` — can never succeed: logged, counted (``MalformedMessages``), acknowledged;
+* a message acted on although a field was unusable (a placeholder ``time``, ``resources`` as a
+  string) is logged as a warning and counted (``MessagesTolerated``); one older than its kind's
+  maximum age is ignored as stale and counted (``StaleMessages``, see ``events.MAX_AGE``);
 * exceptions — transient trouble (API server unreachable, throttling, the same event in progress
   in the other function): the SQS handler lets only that message return to the queue.
 
@@ -24,6 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -98,12 +102,14 @@ class InterruptionProcessor:
         persistence: Any = None,
         replace: Replacer | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.settings = settings
         self._context_factory = context_factory
         self._ctx: Context | None = None
         self._replace = replace
         self._clock = clock
+        self._wall_clock = wall_clock
         self._persistence = persistence
         self._act_once: Callable[..., dict[str, Any]] | None = None
         self._started: list[tuple[termination.Termination, float]] = []
@@ -132,18 +138,31 @@ class InterruptionProcessor:
         message: str | bytes | dict[str, Any],
         *,
         received_at: float | None = None,
+        sent: datetime | None = None,
         lambda_context: Any = None,
     ) -> MessageResult:
-        """Parse and act on one message; raises only for transient trouble (see the module docstring)."""
+        """Parse and act on one message; raises only for transient trouble (see the module docstring).
+
+        ``sent``: when the message entered the queue (SQS ``SentTimestamp``); stands in for an
+        unusable event ``time``, as does the time of this call when it is not given.
+        """
         received_at = self._clock() if received_at is None else received_at
         self.logger.set_correlation_id(None)  # never leave the previous message's id on this one
+        now = self._wall_clock()
         try:
-            event = parse_message(message, rebalance_mode=self.settings.rebalance_mode)
+            event = parse_message(
+                message, rebalance_mode=self.settings.rebalance_mode, received=sent or now, now=now
+            )
         except MalformedMessage as exc:
             self.logger.warning("malformed interruption message acknowledged", extra={"error": str(exc)})
             self._count("MalformedMessages")
             return MessageResult(Disposition.MALFORMED, error=str(exc))
         self.logger.set_correlation_id(event.event_id)
+        if event.notes:
+            self.logger.warning("interruption message tolerated", extra={"notes": list(event.notes)})
+            self._count("MessagesTolerated")
+        if event.action is Action.IGNORE and event.reason.startswith("stale"):
+            self._count("StaleMessages")
         if event.action is Action.IGNORE:
             self.logger.info(
                 "interruption message ignored", extra={"reason": event.reason, **event.summary()}

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from nodewright.provisioning import nodeclaims, nodepools, planning
-from nodewright.provisioning.flow import PassReport, create_nodeclaim, publish_metrics
-from nodewright.provisioning.launch import Launched, launch_claim
+from nodewright.provisioning.flow import PassReport, create_nodeclaim, launch_one, publish_metrics
+from nodewright.provisioning.launch import Launched
 from nodewright.provisioning.world import World, observe, pod_key
 from nodewright.termination import pods as pod_rules
 
@@ -64,9 +64,11 @@ def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport
     for claim_plan in plan.new_claims:
         claim = create_nodeclaim(ctx, remaining, claim_plan)
         report.created.append(nodeclaims.name_of(claim))
-        nodeclass = remaining.nodeclass(str(claim["spec"]["nodeClassRef"].get("name", ""))) or {}
-        outcome = launch_claim(ctx, claim, nodeclass, catalog.candidates_for(claim), fresh=True)
-        (report.launched if isinstance(outcome, Launched) else report.failures).append(outcome)  # type: ignore[arg-type]
+        outcome = launch_one(ctx, remaining, catalog, claim, fresh=True)
+        if isinstance(outcome, Launched):
+            report.launched.append(outcome)
+        elif outcome is not None:
+            report.failures.append(outcome)
     publish_metrics(ctx, report)
     ctx.logger.info(
         "replacement capacity for displaced nodes", extra={"nodes": sorted(going), **report.summary()}

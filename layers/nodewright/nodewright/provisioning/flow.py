@@ -15,9 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
+from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.cluster.errors import Conflict
 from nodewright.provisioning import lifecycle, nodeclaims, nodepools, planning
-from nodewright.provisioning.launch import Launched, LaunchFailure, launch_claim
+from nodewright.provisioning.launch import (
+    Launched,
+    LaunchFailure,
+    fail_unexpectedly,
+    launch_claim,
+    refuse_invalid,
+)
 from nodewright.provisioning.world import World, observe, pending_since, pod_key
 from nodewright.scheduling.model import is_provisionable
 
@@ -93,12 +100,10 @@ def provision(ctx: Context) -> PassReport:
             report.nominated[pod_key(pod)] = f"nodeclaim/{nodeclaims.name_of(claim)}"
 
     for claim, fresh in to_launch:
-        candidates = catalog.candidates_for(claim)
-        nodeclass = world.nodeclass(_nodeclass_name(claim)) or {}
-        outcome = launch_claim(ctx, claim, nodeclass, candidates, fresh=fresh)
+        outcome = launch_one(ctx, world, catalog, claim, fresh=fresh)
         if isinstance(outcome, Launched):
             report.launched.append(outcome)
-        else:
+        elif outcome is not None:
             report.failures.append(outcome)
 
     record_pod_events(ctx, world, pending, report)
@@ -106,6 +111,24 @@ def provision(ctx: Context) -> PassReport:
     publish_metrics(ctx, report)
     ctx.logger.info("provisioning pass", extra=report.summary())
     return report
+
+
+def launch_one(
+    ctx: Context, world: World, catalog: planning.Catalog, claim: dict[str, Any], *, fresh: bool
+) -> Launched | LaunchFailure | None:
+    """Validate, then launch one NodeClaim; whatever goes wrong fails this NodeClaim, never the pass.
+
+    None: an invalid NodeClaim already refused by an earlier pass (nothing new to report).
+    """
+    problems = nodeclaim_launch_problems(claim)
+    if problems:
+        return refuse_invalid(ctx, claim, problems)
+    try:
+        candidates = catalog.candidates_for(claim)
+        nodeclass = world.nodeclass(_nodeclass_name(claim)) or {}
+        return launch_claim(ctx, claim, nodeclass, candidates, fresh=fresh)
+    except Exception as exc:  # isolation: one NodeClaim's failure must not stop the others
+        return fail_unexpectedly(ctx, claim, exc)
 
 
 def _measure_pending(report: PassReport, world: World, pending: list[dict[str, Any]]) -> None:

@@ -21,6 +21,9 @@ from nodewright.provisioning.nodeclaims import LAUNCHED
 if TYPE_CHECKING:
     from nodewright.context import Context
 
+# The Launched condition's reason (and the event's) for a NodeClaim that fails validation.
+INVALID = "InvalidNodeClaim"
+
 
 @dataclass(frozen=True)
 class Launched:
@@ -118,7 +121,17 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
         labels=dict(meta.get("labels") or {}),
         taints=list(spec.get("taints") or []),
         startup_taints=list(spec.get("startupTaints") or []),
+        kubelet=_kubelet_overrides(claim) or None,
     )
+
+
+def _kubelet_overrides(claim: dict[str, Any]) -> dict[str, Any]:
+    """A v1beta1 NodePool's kubelet (converted by the webhook), in v1's form, over the EC2NodeClass's."""
+    from nodewright.api.conversion_review import kubelet_overrides
+    from nodewright.api.convert import convert_kubelet
+
+    overrides = kubelet_overrides(claim)
+    return convert_kubelet(overrides, "", []) if overrides else {}
 
 
 def allowed_values(
@@ -183,6 +196,58 @@ def _quantities(resources: Mapping[str, Any]) -> dict[str, str]:
     return {
         str(k): v if isinstance(v, str) else format_resource(str(k), int(v)) for k, v in resources.items()
     }
+
+
+def refuse_invalid(ctx: Context, claim: dict[str, Any], problems: Sequence[object]) -> LaunchFailure | None:
+    """A NodeClaim that fails validation is never launched: condition, event, and it is left as is.
+
+    The object may be someone's hand-made NodeClaim; it stays for them to fix or delete (the
+    lifecycle removes it once the registration timeout has passed). Only the first refusal of
+    a given problem is reported, so a pass a minute does not repeat the event and the metric.
+    """
+    name = nodeclaims.name_of(claim)
+    message = f"NodeClaim {name} is not launched: " + "; ".join(str(p) for p in problems)
+    current = nodeclaims.condition(claim, LAUNCHED) or {}
+    if current.get("reason") == INVALID and current.get("message") == message:
+        return None
+    _mark_not_launched(ctx, claim, INVALID, message)
+    ctx.cluster.record_event(claim, INVALID, message, event_type="Warning")
+    ctx.logger.warning("NodeClaim refused", extra={"nodeclaim": name, "problems": [str(p) for p in problems]})
+    return LaunchFailure(
+        nodeclaim=name, nodepool=nodeclaims.nodepool_of(claim) or "", code=INVALID, message=message
+    )
+
+
+def fail_unexpectedly(ctx: Context, claim: dict[str, Any], exc: Exception) -> LaunchFailure:
+    """Anything else that went wrong launching one NodeClaim fails that NodeClaim alone.
+
+    The NodeClaim is kept with ``Launched=False``: if CreateFleet went through before the
+    error, the next pass adopts the instance by its tag; if not, the next pass tries again,
+    until the registration timeout removes the NodeClaim.
+    """
+    name = nodeclaims.name_of(claim)
+    code = type(exc).__name__
+    message = f"NodeClaim {name}: launch failed unexpectedly ({code}: {exc}); it is retried on the next pass"
+    ctx.logger.exception("launch failed unexpectedly", extra={"nodeclaim": name, "code": code})
+    for step in (
+        lambda: _mark_not_launched(ctx, claim, "LaunchFailed", message),
+        lambda: ctx.cluster.record_event(claim, "LaunchFailed", message, event_type="Warning"),
+    ):
+        try:
+            step()
+        except Exception:  # the API server may be what failed; the log line above still says it
+            ctx.logger.exception("could not record the failed launch", extra={"nodeclaim": name})
+    return LaunchFailure(
+        nodeclaim=name, nodepool=nodeclaims.nodepool_of(claim) or "", code=code, message=message
+    )
+
+
+def _mark_not_launched(ctx: Context, claim: dict[str, Any], reason: str, message: str) -> None:
+    status = dict(claim.get("status") or {})
+    status["conditions"] = nodeclaims.set_condition(
+        status.get("conditions") or [], LAUNCHED, False, reason=reason, message=message, now=ctx.clock.now()
+    )
+    ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
 
 
 def _fail(ctx: Context, claim: dict[str, Any], code: str, message: str) -> LaunchFailure:

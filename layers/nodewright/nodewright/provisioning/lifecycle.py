@@ -14,8 +14,9 @@ a pass that dies half-way is finished by the next one.
 - A NodeClaim being deleted (by a user, by a flow, or because its NodePool went) → its
   Node is drained and deleted, the instance terminated, then the finalizer removed.
 - An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
-  → terminated once it is older than ``LEAK_GRACE``. A launched NodeClaim whose instance
-  is gone → deleted.
+  → terminated once it is older than ``LEAK_GRACE``; one tagged with a live NodeClaim whose
+  recorded instance is another one (a second launch for the same NodeClaim) → terminated once
+  it is older than ``REGISTRATION_TTL``. A launched NodeClaim whose instance is gone → deleted.
 """
 
 from __future__ import annotations
@@ -71,7 +72,12 @@ def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None)
             finalize(ctx, claim, node)
             report.finalized.append(name)
         elif not nodeclaims.is_true(claim, LAUNCHED):
-            continue  # the launch step owns it (launch, or adopt the instance a crash left)
+            # The launch step owns it (launch, or adopt the instance a crash left) until the
+            # registration timeout: a NodeClaim whose launch keeps failing must not hold its
+            # pods' place for ever.
+            if _created_before(claim, world.taken_at - REGISTRATION_TTL):
+                _give_up_registration(ctx, claim, launched=False)
+                report.timed_out.append(name)
         elif not nodeclaims.is_true(claim, REGISTERED):
             if node is not None:
                 register(ctx, claim, node, world.taken_at)
@@ -155,12 +161,23 @@ def _launched_before(claim: dict[str, Any], moment: datetime) -> bool:
     return bool(launched and launched < moment)
 
 
-def _give_up_registration(ctx: Context, claim: dict[str, Any]) -> None:
+def _created_before(claim: dict[str, Any], moment: datetime) -> bool:
+    created = nodeclaims.created_at(claim)
+    return bool(created and created < moment)
+
+
+def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool = True) -> None:
     name = nodeclaims.name_of(claim)
-    message = (
-        f"NodeClaim {name}: no Node registered within {int(REGISTRATION_TTL.total_seconds() // 60)} minutes "
-        "of the launch; the instance is terminated (check the node role's access entry, user data, subnets)"
-    )
+    minutes = int(REGISTRATION_TTL.total_seconds() // 60)
+    if launched:
+        message = (
+            f"NodeClaim {name}: no Node registered within {minutes} minutes of the launch; the instance "
+            "is terminated (check the node role's access entry, user data, subnets)"
+        )
+    else:
+        cond = nodeclaims.condition(claim, LAUNCHED) or {}
+        why = cond.get("message") or "no launch succeeded"
+        message = f"NodeClaim {name}: not launched within {minutes} minutes of its creation ({why}); deleted"
     ctx.cluster.record_event(claim, "RegistrationTimeout", message, event_type="Warning")
     ctx.logger.warning("NodeClaim registration timed out", extra={"nodeclaim": name})
     ctx.cluster.delete_nodeclaim(name)  # the finalizer step below terminates the instance
@@ -193,6 +210,20 @@ def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: Lifecycl
         report.orphans_deleted.append(name)
 
 
+def _leaked(instance: Any, claim: dict[str, Any] | None, now: datetime) -> bool:
+    """Whether an instance tagged for this cluster belongs to no NodeClaim.
+
+    Checks: its NodeClaim is gone (after ``LEAK_GRACE``: the create may still be in flight), or
+    its NodeClaim records another instance (after ``REGISTRATION_TTL``: a NodeClaim that has
+    recorded none yet may still adopt this one by its tag).
+    """
+    age = now - instance.launch_time if instance.launch_time else None
+    if claim is None:
+        return age is None or age >= LEAK_GRACE
+    recorded = nodeclaims.instance_id(claim)
+    return bool(recorded) and recorded != instance.id and (age is None or age >= REGISTRATION_TTL)
+
+
 def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, force: bool = False) -> None:
     """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL)."""
     key = ctx.settings.cluster_name
@@ -201,13 +232,11 @@ def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, forc
         return
     _last_gc[key] = world.taken_at
     instances = ctx.cloud.list()
-    claim_names = {nodeclaims.name_of(c) for c in world.nodeclaims}
+    claims = {nodeclaims.name_of(c): c for c in world.nodeclaims}
     live_instance_ids = set()
     for instance in instances:
         live_instance_ids.add(instance.id)
-        if instance.nodeclaim in claim_names:
-            continue
-        if instance.launch_time and world.taken_at - instance.launch_time < LEAK_GRACE:
+        if not _leaked(instance, claims.get(instance.nodeclaim), world.taken_at):
             continue
         ctx.logger.warning(
             "terminating leaked instance",

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodewright.api import labels
+from nodewright.api.conversion_review import KUBELET_ANNOTATION
 from nodewright.cluster.objects import condition, is_deleting, name_of
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
 from nodewright.cluster.objects import parse_time as timestamp
@@ -82,10 +83,14 @@ def build(
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if template_spec.get(key) is not None:
             spec[key] = template_spec[key]
+    annotations = dict(template_meta.get("annotations") or {})
+    kubelet = (pool_meta.get("annotations") or {}).get(KUBELET_ANNOTATION)
+    if kubelet:
+        annotations[KUBELET_ANNOTATION] = kubelet  # a v1beta1 NodePool's kubelet, applied at launch
     metadata: dict[str, Any] = {
         "name": name,
         "labels": claim_labels,
-        "annotations": dict(template_meta.get("annotations") or {}),
+        "annotations": annotations,
         "finalizers": [labels.TERMINATION_FINALIZER],
     }
     if pool_meta.get("uid"):
