@@ -34,11 +34,6 @@ NODE_ROLE_PREFIX = "NodewrightNode-"
 LONGEST_REGION = len("ap-southeast-5")
 
 
-def default_node_role_name(cluster_name: str) -> str:
-    """Karpenter's getting-started node role name, for ``nodeRoleName`` users migrating from it."""
-    return f"KarpenterNodeRole-{cluster_name}"
-
-
 def created_node_role_name(cluster_name: str) -> str | None:
     """The created node role's name without its region suffix, or None (CloudFormation names it)."""
     name = f"{NODE_ROLE_PREFIX}{cluster_name}-"
@@ -56,14 +51,6 @@ class NodeRoleRef:
 
     name: str
     arn: str | None = None
-
-    @property
-    def path(self) -> str:
-        if not self.arn:
-            return "/"
-        match = _ROLE_ARN.match(self.arn)
-        assert match, self.arn
-        return match["path"]
 
 
 def _split(value: Any) -> tuple[str, ...]:

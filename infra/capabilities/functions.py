@@ -166,15 +166,13 @@ class NodewrightFunctions(Construct):
         for spec in FUNCTION_SPECS:
             in_vpc = config.in_vpc and spec.name in CLUSTER_CLIENTS
             grants = (*FUNCTION_GRANTS[spec.name], *(("vpc",) if in_vpc else ()))
-            role = iam.Role(
+            role, policy = function_role(
                 self,
-                f"{spec.name}Role",
-                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                description=f"Nodewright {spec.name} function of cluster {config.cluster_name}",
+                spec.name,
+                f"Nodewright {spec.name} function of cluster {config.cluster_name}",
+                grants,
+                policy_inputs,
             )
-            policy = iam.Policy(self, f"{spec.name}Policy", statements=statements_for(grants, policy_inputs))
-            policy.attach_to_role(role)
-            self._acknowledge_policy(policy, grants, config)
             if in_vpc:
                 acknowledge.checkov(
                     policy,
@@ -183,19 +181,7 @@ class NodewrightFunctions(Construct):
                     "them on '*' before attaching it (AWS Lambda Developer Guide), so they take no narrower "
                     "resource or condition. Every other write of this policy is tag- or ARN-scoped",
                 )
-            log_group = logs.LogGroup(
-                self,
-                f"{spec.name}Logs",
-                log_group_name=log_group_name(config.cluster_name, spec.name),
-                retention=logs.RetentionDays.ONE_MONTH,
-                removal_policy=RemovalPolicy.DESTROY,
-            )
-            acknowledge.checkov(
-                log_group,
-                "CKV_AWS_158",
-                "CloudWatch Logs encrypts at rest by default; a customer-managed KMS key adds cost "
-                "and a key policy, and the logs hold no secrets",
-            )
+            log_group = function_log_group(self, spec.name, config.cluster_name)
             asynchronous = spec.name != "interruption"  # interruption is polled from SQS
             function = lambda_.Function(
                 self,
@@ -301,11 +287,6 @@ class NodewrightFunctions(Construct):
                 "X-Ray is opt-in (-c tracing=true): traces of a poll every minute cost more than they tell",
             )
 
-    @staticmethod
-    def _acknowledge_policy(policy: iam.Policy, grants: tuple[str, ...], config: NodewrightConfig) -> None:
-        for resource, reason in wildcard_resources_for_nag(grants, config.cluster_name).items():
-            acknowledge.nag(policy, f"AwsSolutions-IAM5[Resource::{resource}]", reason)
-
     def _acknowledge_tracing(self, config: NodewrightConfig) -> None:
         """X-Ray's statements land on each role's default policy (added by Lambda's tracing)."""
         if not config.tracing:
@@ -321,6 +302,41 @@ class NodewrightFunctions(Construct):
 def log_group_name(cluster_name: str, function: str) -> str:
     """The function's log group: named, so docs and runbooks can point at it."""
     return f"/nodewright/{cluster_name}/{function}"
+
+
+def function_log_group(scope: Construct, function: str, cluster_name: str) -> logs.LogGroup:
+    """A function's named log group, kept 30 days, deleted with the stack."""
+    log_group = logs.LogGroup(
+        scope,
+        f"{function}Logs",
+        log_group_name=log_group_name(cluster_name, function),
+        retention=logs.RetentionDays.ONE_MONTH,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+    acknowledge.checkov(
+        log_group,
+        "CKV_AWS_158",
+        "CloudWatch Logs encrypts at rest by default; a customer-managed KMS key adds cost "
+        "and a key policy, and the logs hold no secrets",
+    )
+    return log_group
+
+
+def function_role(
+    scope: Construct, function: str, description: str, grants: tuple[str, ...], inputs: PolicyInputs
+) -> tuple[iam.Role, iam.Policy]:
+    """A role Lambda assumes, with one policy of ``grants``; each wildcard acknowledged with its reason."""
+    role = iam.Role(
+        scope,
+        f"{function}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=description,
+    )
+    policy = iam.Policy(scope, f"{function}Policy", statements=statements_for(grants, inputs))
+    policy.attach_to_role(role)
+    for resource, reason in wildcard_resources_for_nag(grants, inputs.cluster_name).items():
+        acknowledge.nag(policy, f"AwsSolutions-IAM5[Resource::{resource}]", reason)
+    return role, policy
 
 
 def _outside_vpc_reason(function: str, config: NodewrightConfig) -> str:

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
-from aws_cdk import aws_iam as iam
+from aws_cdk import CustomResource, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.capabilities import acknowledge
-from infra.capabilities.functions import DEFAULT_FUNCTIONS_DIR, function_asset_dir, log_group_name
+from infra.capabilities.functions import (
+    DEFAULT_FUNCTIONS_DIR,
+    function_asset_dir,
+    function_log_group,
+    function_role,
+)
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME
-from infra.capabilities.permissions import PolicyInputs, statements_for, wildcard_resources_for_nag
+from infra.capabilities.permissions import PolicyInputs
 from infra.config import NodewrightConfig
 from infra.metrics import NAMESPACE, service_name
 
@@ -34,26 +37,14 @@ class Removal(Construct):
         functions_dir: Path | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.role = iam.Role(
+        self.role, policy = function_role(
             self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"Nodewright: removes cluster {config.cluster_name}'s launch templates and profiles",
+            CLEANUP,
+            f"Nodewright: removes cluster {config.cluster_name}'s launch templates and profiles",
+            (CLEANUP,),
+            policy_inputs,
         )
-        policy = iam.Policy(self, "Policy", statements=statements_for((CLEANUP,), policy_inputs))
-        policy.attach_to_role(self.role)
-        for resource, reason in wildcard_resources_for_nag((CLEANUP,), config.cluster_name).items():
-            acknowledge.nag(policy, f"AwsSolutions-IAM5[Resource::{resource}]", reason)
-        log_group = logs.LogGroup(
-            self,
-            "Logs",
-            log_group_name=log_group_name(config.cluster_name, CLEANUP),
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        acknowledge.checkov(
-            log_group, "CKV_AWS_158", "CloudWatch Logs encrypts at rest by default; the logs hold no secrets"
-        )
+        log_group = function_log_group(self, CLEANUP, config.cluster_name)
         self.function = lambda_.Function(
             self,
             "Function",

@@ -36,7 +36,7 @@ def roles(synth: Synth) -> dict[str, list[dict[str, Any]]]:
         for name in [*FUNCTIONS, "cleanup"]:
             prefix = f"AutoscalerFunctions{name.replace('_', '')}Role"
             if logical_id.startswith(prefix) or (
-                name == "cleanup" and logical_id.startswith("AutoscalerRemovalRole")
+                name == "cleanup" and logical_id.startswith("AutoscalerRemovalcleanupRole")
             ):
                 found[name] = template.role_statements(logical_id)
     assert sorted(found) == sorted([*FUNCTIONS, "cleanup"]), sorted(found)
