@@ -177,7 +177,8 @@ def test_nodeclaim_without_instance_id_terminates_by_its_tag(world, ctx, cloud) 
     )
     world.cluster.delete_nodeclaim("unrecorded")
     termination.resume_all(ctx)
-    assert cloud.terminated == ["nodeclaim:unrecorded"]
+    assert cloud.deleted_by_nodeclaim == ["unrecorded"]
+    assert cloud.terminated == []
     assert world.cluster.find_nodeclaim("unrecorded") is None
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from nodewright.api import labels
 from nodewright.api.convert import convert_document, fill_node_role
 from nodewright.api.models import KARPENTER_V1
+from nodewright.api.shapes import as_dict, as_list
 
 Doc = dict[str, Any]
 
@@ -62,7 +63,7 @@ def review(body: Any, *, node_role: str | None = None) -> Doc:
     if not isinstance(request, dict) or not isinstance(request.get("desiredAPIVersion"), str):
         return _answer(uid, [], "not a ConversionReview request with desiredAPIVersion")
     desired = request["desiredAPIVersion"]
-    objects = request.get("objects") if isinstance(request.get("objects"), list) else []
+    objects = as_list(request.get("objects"))
     try:
         converted = [convert(obj, desired, node_role=node_role) for obj in objects]
     except ConversionError as exc:
@@ -129,7 +130,7 @@ def _carry_nodepool_extras(v1beta1: Doc, out: Doc) -> None:
 def _nodeclaim_to_v1(v1beta1: Doc) -> Doc:
     out = copy.deepcopy(v1beta1)
     out["apiVersion"] = KARPENTER_V1
-    spec = out.get("spec") if isinstance(out.get("spec"), dict) else {}
+    spec = as_dict(out.get("spec"))
     if "kubelet" in spec:
         _annotate(out, KUBELET_ANNOTATION, json.dumps(spec.pop("kubelet"), sort_keys=True))
     ref = spec.get("nodeClassRef")
@@ -184,7 +185,7 @@ def _to_v1beta1(obj: Doc) -> Doc:
 
 
 def _nodepool_to_v1beta1(out: Doc, spec: Doc) -> None:
-    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    template = as_dict(spec.get("template"))
     tspec = template.get("spec") if isinstance(template.get("spec"), dict) else None
     disruption = spec.get("disruption") if isinstance(spec.get("disruption"), dict) else None
     if tspec is not None:

@@ -121,7 +121,7 @@ def _walk(schema: Schema, value: Any, path: str, out: list[Finding], partial: bo
         if isinstance(value, bool) or not isinstance(value, int | str):
             out.append(error(path, f"Invalid value: {value!r}: must be an integer or a string"))
         return
-    expected = schema.get("type")
+    expected = str(schema.get("type") or "")
     ok = {
         "object": isinstance(value, dict),
         "array": isinstance(value, list),
@@ -425,11 +425,11 @@ def _check_labels(
 
 
 def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
-    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
-    tspec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
-    template_labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    spec = as_dict(doc.get("spec"))
+    template = as_dict(spec.get("template"))
+    meta = as_dict(template.get("metadata"))
+    tspec = as_dict(template.get("spec"))
+    template_labels = as_dict(meta.get("labels"))
     _check_labels(template_labels, "spec.template.metadata.labels", out)
     _check_requirements(
         tspec.get("requirements"), "spec.template.spec.requirements", out, template_labels, in_nodepool=True
@@ -444,7 +444,7 @@ def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
         out,
         allow_never=False,
     )
-    disruption = spec.get("disruption") if isinstance(spec.get("disruption"), dict) else {}
+    disruption = as_dict(spec.get("disruption"))
     _check_duration(
         disruption.get("consolidateAfter"), "spec.disruption.consolidateAfter", out, allow_never=True
     )
@@ -454,8 +454,8 @@ def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
 
 def _nodeclaim_rules(doc: dict[str, Any], out: list[Finding]) -> None:
     """A NodePool template's rules, applied to a NodeClaim: its labels, requirements and taints."""
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    spec = as_dict(doc.get("spec"))
+    meta = as_dict(doc.get("metadata"))
     _check_labels(meta.get("labels"), "metadata.labels", out, where=None)
     _check_requirements(spec.get("requirements"), "spec.requirements", out, {}, in_nodepool=False)
     _check_taints(spec.get("taints"), "spec.taints", out)
@@ -463,7 +463,7 @@ def _nodeclaim_rules(doc: dict[str, Any], out: list[Finding]) -> None:
     _check_node_class_ref(spec.get("nodeClassRef"), "spec.nodeClassRef", out)
     _check_duration(spec.get("expireAfter"), "spec.expireAfter", out, allow_never=True)
     _check_duration(spec.get("terminationGracePeriod"), "spec.terminationGracePeriod", out, allow_never=False)
-    resources = spec.get("resources") if isinstance(spec.get("resources"), dict) else {}
+    resources = as_dict(spec.get("resources"))
     _check_resources(resources.get("requests"), "spec.resources.requests", out)
 
 
@@ -645,7 +645,7 @@ def _check_kubelet(kubelet: Any, out: list[Finding]) -> None:
 
 
 def _ec2nodeclass_rules(doc: dict[str, Any], out: list[Finding], partial: bool) -> None:
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    spec = as_dict(doc.get("spec"))
     _check_kubelet(spec.get("kubelet"), out)
     if partial:
         return
@@ -729,7 +729,7 @@ def nodeclaim_launch_problems(claim: dict[str, Any]) -> list[Finding]:
     NodePool (the CRD's patterns, and the value rules above). Status and server-set metadata
     are not the launch's business and are left out.
     """
-    meta = claim.get("metadata") if isinstance(claim.get("metadata"), dict) else {}
+    meta = as_dict(claim.get("metadata"))
     document = {
         "apiVersion": claim.get("apiVersion") or "karpenter.sh/v1",
         "kind": "NodeClaim",

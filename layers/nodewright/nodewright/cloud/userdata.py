@@ -221,7 +221,8 @@ def _user_parts(user_data: str | None, default_type: str, nodeclass: str) -> lis
         for part in message.walk():
             if part.is_multipart():
                 continue
-            payload = part.get_payload(decode=True) or b""
+            payload = part.get_payload(decode=True)
+            payload = payload if isinstance(payload, bytes) else b""
             charset = part.get_content_charset() or "utf-8"
             try:
                 text = payload.decode(charset)

@@ -17,6 +17,7 @@ from nodewright.api import labels
 from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import LAUNCHED
+from nodewright.state.world import nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -63,7 +64,7 @@ def launch_claim(
     from nodewright.cloud.provider import LaunchResult
 
     name = nodeclaims.name_of(claim)
-    pool = nodeclaims.nodepool_of(claim) or ""
+    pool = nodepool_name(claim)
     existing = None if fresh else ctx.cloud.find_by_nodeclaim(name)
     if existing is not None:
         result, adopted = LaunchResult.from_instance(existing), True
@@ -78,7 +79,7 @@ def launch_claim(
         try:
             result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates))
         except cloud_errors.InsufficientCapacityError as exc:
-            codes = sorted({code for code, *_ in exc.errors}) or ["InsufficientInstanceCapacity"]
+            codes = sorted({e.code for e in exc.errors}) or ["InsufficientInstanceCapacity"]
             return _fail(ctx, claim, codes[0], str(exc))
         except cloud_errors.LaunchError as exc:
             return _fail(ctx, claim, exc.code, str(exc))
@@ -112,7 +113,7 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
     return LaunchRequest(
         nodeclaim_name=meta["name"],
         nodeclaim_uid=str(meta.get("uid") or meta["name"]),
-        nodepool_name=nodeclaims.nodepool_of(claim) or "",
+        nodepool_name=nodepool_name(claim),
         nodeclass=nodeclass,
         instance_types=list(candidates),
         zones=frozenset(zones) if zones is not None else None,
@@ -165,7 +166,7 @@ def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: 
         labels.ZONE: result.zone,
         labels.CAPACITY_TYPE: result.capacity_type,
     }
-    ctx.cluster.patch(NODECLAIMS, name, {"metadata": {"labels": new_labels}})
+    ctx.cluster.patch_nodeclaim(name, {"metadata": {"labels": new_labels}})
     status = dict(claim.get("status") or {})
     status.update(
         {
@@ -214,7 +215,7 @@ def refuse_invalid(ctx: Context, claim: dict[str, Any], problems: Sequence[objec
     ctx.cluster.record_event(claim, INVALID, message, event_type="Warning")
     ctx.logger.warning("NodeClaim refused", extra={"nodeclaim": name, "problems": [str(p) for p in problems]})
     return LaunchFailure(
-        nodeclaim=name, nodepool=nodeclaims.nodepool_of(claim) or "", code=INVALID, message=message
+        nodeclaim=name, nodepool=nodepool_name(claim), code=INVALID, message=message
     )
 
 
@@ -238,7 +239,7 @@ def fail_unexpectedly(ctx: Context, claim: dict[str, Any], exc: Exception) -> La
         except Exception:  # the API server may be what failed; the log line above still says it
             ctx.logger.exception("could not record the failed launch", extra={"nodeclaim": name})
     return LaunchFailure(
-        nodeclaim=name, nodepool=nodeclaims.nodepool_of(claim) or "", code=code, message=message
+        nodeclaim=name, nodepool=nodepool_name(claim), code=code, message=message
     )
 
 
@@ -257,6 +258,4 @@ def _fail(ctx: Context, claim: dict[str, Any], code: str, message: str) -> Launc
     ctx.logger.warning("launch failed", extra={"nodeclaim": name, "code": code, "error": message})
     ctx.cluster.delete_nodeclaim(name)
     ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
-    return LaunchFailure(
-        nodeclaim=name, nodepool=nodeclaims.nodepool_of(claim) or "", code=code, message=message
-    )
+    return LaunchFailure(nodeclaim=name, nodepool=nodepool_name(claim), code=code, message=message)

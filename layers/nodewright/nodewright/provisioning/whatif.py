@@ -15,8 +15,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodewright.provisioning import nodeclaims, nodepools, planning
-from nodewright.provisioning.world import World, pod_key
+from nodewright.cloud.pricetable import PriceTable
+from nodewright.provisioning import nodeclaims, planning
+from nodewright.state import nodepools
+from nodewright.state.pods import key as pod_key
+from nodewright.state.world import World
 
 PENDING_STATUS = {
     "phase": "Pending",
@@ -85,15 +88,17 @@ class WhatIf:
 
 
 class _OfflineCloud:
-    """The one thing planning asks of the cloud provider: instance types for an EC2NodeClass."""
+    """What a plan observes of the cloud, offline: the instance types of an EC2NodeClass (the catalog
+    handed in, already priced); no price table, since nothing is running to cost anything."""
 
     def __init__(self, instance_types: Callable[[Mapping[str, Any]], list[Any]]) -> None:
-        self.instance_types = instance_types
+        self._instance_types = instance_types
 
+    def instance_types(self, nodeclass: Mapping[str, Any]) -> list[Any]:
+        return self._instance_types(nodeclass)
 
-@dataclass
-class _OfflineContext:
-    cloud: _OfflineCloud
+    def prices(self) -> PriceTable:
+        return PriceTable()
 
 
 def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -174,11 +179,11 @@ def what_if(paths: Iterable[str | Path], instance_types: Callable[[Mapping[str, 
         pods=pending,
         nodepools=list(pools.values()),
         nodeclasses=list(classes.values()),
+        cloud=_OfflineCloud(instance_types),
     )
     verdicts = nodepools.triage(world, _pool_errors_only)
     result.skipped_nodepools = verdicts.skipped
-    catalog = planning.Catalog(_OfflineContext(_OfflineCloud(instance_types)), world)  # type: ignore[arg-type]
-    view = planning.plan(world, pending, verdicts.usable, catalog)
+    view = planning.plan(world, pending, verdicts.usable)
     result.claims = view.new_claims
     result.pending = view.unschedulable
     return result
@@ -189,7 +194,7 @@ WORKLOAD_KINDS = ("Pod", *TEMPLATED_KINDS)
 
 def _pool_errors_only(document: Mapping[str, Any]) -> list[str]:
     """NodePools are judged as the provisioner judges them; EC2NodeClass gaps were reported above."""
-    return [] if document.get("kind") == "EC2NodeClass" else planning.validation_errors(document)
+    return [] if document.get("kind") == "EC2NodeClass" else nodepools.validation_errors(document)
 
 
 def _keep_last(by_name: dict[str, dict[str, Any]], doc: dict[str, Any], result: WhatIf) -> None:
