@@ -38,7 +38,7 @@ from nodewright.interruption.events import Action, InterruptionEvent, MalformedM
 from nodewright.interruption.flow import EventOutcome, OwnershipIndex, Replacer, handle_event
 
 if TYPE_CHECKING:
-    from nodewright.context import Context
+    from nodewright.context import ContainerContext, Context
     from nodewright.settings import Settings
 
 IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
@@ -91,22 +91,20 @@ class MessageResult:
 
 
 class InterruptionProcessor:
-    """One per warm container. ``context_factory`` builds the flows' Context on first need (not for
-    messages that are ignored or malformed, so those cost no cluster or AWS call)."""
+    """One per warm container, beside its ``ContainerContext`` (both functions' handler modules hold
+    one each). The container builds the flows' Context on first need: not for messages that are
+    ignored or malformed, so those cost no cluster or AWS call."""
 
     def __init__(
         self,
-        settings: Settings,
+        container: ContainerContext,
         *,
-        context_factory: Callable[[], Context] | None = None,
         persistence: Any = None,
         replace: Replacer | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.settings = settings
-        self._context_factory = context_factory
-        self._ctx: Context | None = None
+        self._container = container
         self._replace = replace
         self._clock = clock
         self._wall_clock = wall_clock
@@ -123,15 +121,12 @@ class InterruptionProcessor:
 
     # ------------------------------------------------------------------ public
     @property
-    def ctx(self) -> Context:
-        if self._ctx is None:
-            if self._context_factory is None:
-                from nodewright.context import Context
+    def settings(self) -> Settings:
+        return self._container.settings
 
-                self._ctx = Context.connect(self.settings)
-            else:
-                self._ctx = self._context_factory()
-        return self._ctx
+    @property
+    def ctx(self) -> Context:
+        return self._container.get()
 
     def handle(
         self,
@@ -193,7 +188,7 @@ class InterruptionProcessor:
         started = {t.nodeclaim: t for t, _ in self._started}
         received = {t.nodeclaim: at for t, at in self._started}
         self._started = []
-        if self._ctx is None and not started:
+        if not self._container.connected and not started:
             return []  # nothing needed the cluster in this invocation: no need to connect just to look
         terms = [t for t in started.values() if not t.done]
         now = self._clock()
@@ -251,8 +246,6 @@ class InterruptionProcessor:
             return self._act_once
         persistence = self._persistence
         if persistence is None and self.settings.state_table:
-            from nodewright.cloud.state import idempotency_persistence
-
             persistence = idempotency_persistence(self.settings)
         if persistence is None:
             return None
@@ -261,8 +254,6 @@ class InterruptionProcessor:
             idempotent_function,
         )
 
-        # One key space for both functions: the default partition key is per Lambda function name.
-        persistence.static_pk_value = IDEMPOTENCY_PARTITION
         self._config = IdempotencyConfig(
             event_key_jmespath="event_id",
             raise_on_no_idempotency_key=True,
@@ -280,9 +271,11 @@ class InterruptionProcessor:
     def _owned(self, event: InterruptionEvent) -> bool:
         """Whether any instance of the event has a NodeClaim here, from an index at most
         ``OWNERSHIP_TTL_SECONDS`` old: a queue mostly carries other clusters' instances, and those
-        must cost no API or DynamoDB call each. Acting re-reads everything fresh."""
-        now = self.ctx.clock.monotonic()
-        if self._index is None or now - self._index.read_at > OWNERSHIP_TTL_SECONDS:
+        must cost no API or DynamoDB call each. Acting re-reads everything fresh. The age is
+        measured on the wall clock: a frozen container's monotonic clock may not advance, and an
+        index kept across an hour-long freeze would not know the instances launched meanwhile."""
+        now = self.ctx.clock.now().timestamp()
+        if self._index is None or not 0 <= now - self._index.read_at <= OWNERSHIP_TTL_SECONDS:
             self._index = OwnershipIndex.read(self.ctx)
         return self._index.owns_any(event.instance_ids)
 
@@ -314,20 +307,9 @@ class InterruptionProcessor:
         observability.metrics().add_metric(name=name, unit=MetricUnit.Seconds, value=round(seconds, 3))
 
 
-_shared: InterruptionProcessor | None = None
+def idempotency_persistence(settings: Settings) -> Any:
+    """Powertools Idempotency on the state table, with one key space for both functions: the
+    static partition key replaces the default one (the Lambda function's name)."""
+    from nodewright.cloud.state import idempotency_persistence as on_state_table
 
-
-def shared_processor() -> InterruptionProcessor:
-    """The container's processor (settings from the environment); both functions use it."""
-    global _shared  # noqa: PLW0603 (one per warm container, like the clients it holds)
-    if _shared is None:
-        from nodewright.settings import Settings
-
-        _shared = InterruptionProcessor(Settings.from_env())
-    return _shared
-
-
-def use_processor(processor: InterruptionProcessor | None) -> None:
-    """Install the processor the functions use (the sandbox and tests point it at their own world)."""
-    global _shared  # noqa: PLW0603
-    _shared = processor
+    return on_state_table(settings, static_pk_value=IDEMPOTENCY_PARTITION)
