@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, Resource
-from nodewright.scheduling.model import is_provisionable
+from nodewright.state.pods import is_provisionable
 
 from bench.interruption import eventbridge_event, sqs_batches
 from sandbox.lambdas import LambdaContext, load_function, scheduled_event
@@ -69,14 +69,14 @@ class Recorder:
 
 
 def fresh_container() -> None:
-    """What a function's own container would start with: no client, cache, processor or
-    connection left by another function run in this process (each function runs alone in
-    Lambda). Only the instance catalog is kept: moto's DescribeInstanceTypes takes 5-7 s, and
-    every function that reads it holds the same Describe* grant."""
+    """What a function's own container would start with (each runs alone in Lambda): no cache,
+    provider or connection left by another function run in this process (each handler module,
+    loaded afresh, holds its own container and processor). Only the instance catalog is kept:
+    moto's DescribeInstanceTypes takes 5-7 s, and every function that reads it holds the same
+    Describe* grant."""
     from nodewright.cloud import catalog, eks
     from nodewright.cloud.provider import CloudProvider
     from nodewright.cluster import reset_connections
-    from nodewright.interruption import processing
     from nodewright.settings import Settings
 
     settings = Settings.from_env()
@@ -87,7 +87,6 @@ def fresh_container() -> None:
         catalog.prime_catalog(key, known)
     eks.clear_cache()
     CloudProvider._shared.clear()
-    processing.use_processor(None)
     reset_connections()
 
 
@@ -104,13 +103,11 @@ def sandbox() -> Iterator[Any]:
 def recorder(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
     from nodewright.cloud import aws
     from nodewright.cluster import reset_connections
-    from nodewright.interruption import processing
 
     for key, value in sandbox.env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
     aws.reset_clients()
-    processing.use_processor(None)
     recording = Recorder()
 
     class RecordingSession(boto3.session.Session):
@@ -121,7 +118,6 @@ def recorder(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder
 
     monkeypatch.setattr(aws, "_session", RecordingSession())
     yield recording
-    processing.use_processor(None)
     reset_connections()
     aws.reset_clients()
 
