@@ -146,7 +146,8 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
     emf: Any, monkeypatch: pytest.MonkeyPatch, function: str, flow: str
 ) -> None:
     """The real handler, with its flow's ``run`` stubbed: one PassesCompleted {Function, service}
-    when the passes return (an idle one too), none when they raise."""
+    when the passes return (an idle one too), none when they raise or the API server is
+    unreachable (which the handler reports and returns: the heartbeat alarm is what sees it)."""
     import importlib
     from types import SimpleNamespace
 
@@ -167,6 +168,15 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
     monkeypatch.setattr(layer_flow, "run", broken)
     with pytest.raises(RuntimeError):
         module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
+    assert metrics.PASSES_COMPLETED.name not in emf()
+
+    def unreachable(ctx: Any, seconds: float) -> Any:
+        from nodewright.cluster.errors import ApiUnavailable
+
+        raise ApiUnavailable("GET /api/v1/nodes: API server unreachable")
+
+    monkeypatch.setattr(layer_flow, "run", unreachable)  # reported and returned, but no pass completed
+    module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
     assert metrics.PASSES_COMPLETED.name not in emf()
 
 
