@@ -186,7 +186,7 @@ def test_every_call_of_every_function_is_granted_to_its_own_role(sandbox: Any, r
     )
 
     # provisioner: a spot launch
-    recorder.run("provisioner", load_function("provisioner").handler, scheduled_event(), 12)
+    recorder.run("provisioner", load_function("provisioner").handler, scheduled_event(), 30)
     first = _launched_instance(kube, set())
     # spot_events: a spot warning → a replacement launch and a drain (EC2 ends the instance itself)
     warning = eventbridge_event(
