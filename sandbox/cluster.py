@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from sandbox import faults as faults_module
 from sandbox.apiserver import ApiServer
 from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.install import rbac_namespaces
 from sandbox.prices import SpotHistory
 from sandbox.shared_data import REPO_ROOT
 from sandbox.simulators import ControllerManager, Kube, Kubelet, Scheduler, api_client_from_kubeconfig
@@ -358,11 +359,15 @@ class Sandbox:
 def apply_rbac(kube: Kube, path: Path = RBAC_FILE) -> list[str]:
     """Apply an RBAC manifest as it is (as ``kubectl apply -f`` would), creating every namespace it
     names first; returns ``Kind/name`` of what was applied."""
-    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
-    for namespace in sorted({(d.get("metadata") or {}).get("namespace") for d in documents} - {None}):
-        if kube.get_or_none(f"/api/v1/namespaces/{namespace}") is None:
-            kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") != "Namespace"]
     applied = []
+    declared = {n["metadata"]["name"]: n for n in rbac_namespaces(path)}
+    named = {(d.get("metadata") or {}).get("namespace") for d in documents} - {None}
+    for namespace in sorted(set(declared) | named):
+        if kube.get_or_none(f"/api/v1/namespaces/{namespace}") is None:
+            kube.create("/api/v1/namespaces", declared.get(namespace) or {"metadata": {"name": namespace}})
+        if namespace in declared:
+            applied.append(f"Namespace/{namespace}")
     for document in documents:
         kind, meta = document["kind"], document["metadata"]
         plural = RBAC_PLURALS[kind]
