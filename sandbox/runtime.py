@@ -161,25 +161,27 @@ class Worker:
                 self._discard()
                 self._start()
             timeout = self.spec.timeout_seconds
-            self._conn.send((event, timeout, self.spec.memory_mb))
-            # A cold start's imports count against the timeout, as in Lambda; a little slack for the pipe.
-            if not self._conn.poll(timeout + 2):
-                self._discard()
-                return Invocation(
-                    self.spec.name,
-                    False,
-                    time.monotonic() - started,
-                    error=f"Task timed out after {timeout} seconds",
-                )
+            conn = self._conn  # stop() may discard the container meanwhile: keep this one's pipe
             try:
-                status, payload = self._conn.recv()
-            except (EOFError, OSError):
+                conn.send((event, timeout, self.spec.memory_mb))
+                # A cold start's imports count against the timeout, as in Lambda; a little slack.
+                answered = conn.poll(timeout + 2)
+                status, payload = conn.recv() if answered else ("timeout", None)
+            except (EOFError, OSError):  # the container crashed (or the sandbox is stopping)
                 self._discard()
                 return Invocation(
                     self.spec.name,
                     False,
                     time.monotonic() - started,
                     error="Runtime exited without providing a reason",
+                )
+            if status == "timeout":
+                self._discard()
+                return Invocation(
+                    self.spec.name,
+                    False,
+                    time.monotonic() - started,
+                    error=f"Task timed out after {timeout} seconds",
                 )
             seconds = time.monotonic() - started
             if status == "ok":
