@@ -23,6 +23,7 @@ MIXES = (
     "hostname-anti-affinity",
 )
 KARPENTER_KINDS = ("generic", "zonal-spread", "hostname-spread", "zonal-affinity", "hostname-anti-affinity")
+REGION = "us-east-1"
 CPU_CHOICES = (100, 250, 500, 1000, 1500)  # millicores, as Karpenter's benchmark draws them
 MEMORY_CHOICES = tuple(m * 1024 * 1024 for m in (100, 256, 512, 1024, 2048, 4096))
 FFD_TYPES = (
@@ -140,6 +141,24 @@ def nodepool_input(manifest: dict, instance_types):  # -> NodePoolInput
     )
 
 
+def catalog() -> tuple[list, str]:  # -> (list[InstanceType], where the prices came from)
+    """The us-east-1 catalog exactly as a provisioning pass sees it: moto's copy of EC2's answers read by
+    the production catalog code, on-demand prices from ../shared/data when present (types the file
+    lacks, or every type without it, are ranked by the production estimate)."""
+    from nodewright.cli._offline import offline_catalog
+    from nodewright.cloud.pricetable import PriceTable
+
+    from sandbox.shared_data import ondemand_prices_file
+
+    path = ondemand_prices_file()
+    prices = PriceTable.from_ondemand_file(path) if path else PriceTable(source="estimate")
+    from nodewright.observability import logger_level
+
+    with logger_level("ERROR"):  # the estimate warning would garble --json; prices() names the source
+        instance_types = offline_catalog(REGION, prices).instance_types()
+    return instance_types, str(path) if path else "estimate_on_demand_price()"
+
+
 def measure(args: argparse.Namespace) -> dict:
     """Build the workload, plan it, and compute the yardsticks; returns the figures."""
     import time
@@ -148,7 +167,6 @@ def measure(args: argparse.Namespace) -> dict:
     from nodewright.scheduling import Pod, Snapshot, plan
 
     from bench._bounds import Bin, Shape, assignment_lp_bound, ffd_cost, single_shape_optimum
-    from bench._catalog import catalog, prices
 
     rows = workload(args.mix, args.pods, args.seed)
     if args.dump_pods:
@@ -158,7 +176,8 @@ def measure(args: argparse.Namespace) -> dict:
             )
         )
     manifest = yaml.safe_load(args.nodepool.read_text()) if args.nodepool else DEFAULT_NODEPOOL
-    pool = nodepool_input(manifest, catalog())
+    instance_types, price_source = catalog()
+    pool = nodepool_input(manifest, instance_types)
     pods = []
     for kind, cpu, memory, n in rows:
         spec = _pod_spec(kind, cpu, memory)
@@ -178,7 +197,7 @@ def measure(args: argparse.Namespace) -> dict:
         "cpu_seconds": round(cpu_seconds, 3),
         "pods_per_second": round(len(pods) / seconds) if seconds else None,
         "plan_per_hour": round(result.cost_per_hour, 4),
-        "prices": prices()[1],
+        "prices": price_source,
     }
     if args.no_bound:
         return figures

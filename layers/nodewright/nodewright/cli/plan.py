@@ -54,43 +54,19 @@ def offline_instance_types(region: str) -> Any:
     for the same items takes half a minute on a busy 2-core machine. Prices come from the
     sandbox's price source. moto and the sandbox are development-side packages (``.[dev]``).
     """
-    import gzip
-    import importlib.util
-    import json
-    import time
+    from nodewright.cli._offline import NoOfflineCatalog, catalog_data, offline_catalog
+    from nodewright.cloud.pricetable import PriceTable
 
-    spec = importlib.util.find_spec("moto")
     try:
         from sandbox.prices import sandbox_price_table
-    except ImportError:
-        spec = None
-    if spec is None or spec.origin is None:
-        raise SystemExit(
-            "nodewright plan needs moto's catalog and the sandbox: pip install -e '.[dev]' (make does it)"
-        )
-    from nodewright.cloud.catalog import Catalog, CatalogData
-    from nodewright.cloud.pricetable import PriceTable
-    from nodewright.cloud.state import InMemoryStateStore
 
-    resources = Path(spec.origin).parent / "ec2" / "resources"
-    offerings_file = resources / "instance_type_offerings" / "availability-zone" / f"{region}.json.gz"
-    if not offerings_file.is_file():
-        raise SystemExit(
-            f"nodewright plan: no instance catalog for region {region!r}; use a region such as us-west-2"
-        )
-    types = json.loads(gzip.decompress((resources / "instance_types.json.gz").read_bytes()))
-    zones: dict[str, set[str]] = {}
-    for offering in json.loads(gzip.decompress(offerings_file.read_bytes())):
-        zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
-    data = CatalogData(
-        types={name: info for name, info in types.items() if name in zones},
-        zones={name: frozenset(found) for name, found in zones.items()},
-        fetched_at=time.time(),
-    )
-    store = InMemoryStateStore()
-    on_demand, spot = sandbox_price_table(sorted({z for found in zones.values() for z in found}))
-    store.put_price_table(PriceTable(on_demand=on_demand, spot=spot, source="sandbox"))
-    catalog = Catalog(None, store, (region, "nodewright-plan"), loader=lambda _ec2: data)
+        zones = sorted({z for found in catalog_data(region).zones.values() for z in found})
+    except ImportError:
+        raise SystemExit("nodewright plan needs the sandbox's prices: pip install -e '.[dev]'") from None
+    except NoOfflineCatalog as exc:
+        raise SystemExit(f"nodewright plan: {exc}") from None
+    on_demand, spot = sandbox_price_table(zones)
+    catalog = offline_catalog(region, PriceTable(on_demand=on_demand, spot=spot, source="sandbox"))
 
     def instance_types(nodeclass: Any) -> list[Any]:
         return catalog.instance_types(zones=None, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))

@@ -53,18 +53,29 @@ _ESTIMATE_WARNED: set[str] = set()
 _warn_lock = threading.Lock()
 
 
+def catalog_data(types: Iterable[Mapping[str, Any]], offerings: Iterable[Mapping[str, Any]]) -> CatalogData:
+    """DescribeInstanceTypes items and DescribeInstanceTypeOfferings (availability-zone) rows as one
+    catalog: the one way the API's answers, or a saved copy of them, become ``CatalogData``."""
+    zones: dict[str, set[str]] = {}
+    for offering in offerings:
+        zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
+    return CatalogData(
+        types={item["InstanceType"]: item for item in types},
+        zones={k: frozenset(v) for k, v in zones.items()},
+        fetched_at=time.time(),
+    )
+
+
 def fetch_catalog(ec2: Any) -> CatalogData:
     """Page through DescribeInstanceTypes and DescribeInstanceTypeOfferings once."""
-    types: dict[str, Mapping[str, Any]] = {}
-    for page in ec2.get_paginator("describe_instance_types").paginate():
-        for item in page.get("InstanceTypes", []):
-            types[item["InstanceType"]] = item
-    zones: dict[str, set[str]] = {}
-    offerings = ec2.get_paginator("describe_instance_type_offerings")
-    for page in offerings.paginate(LocationType="availability-zone"):
-        for offering in page.get("InstanceTypeOfferings", []):
-            zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
-    return CatalogData(types=types, zones={k: frozenset(v) for k, v in zones.items()}, fetched_at=time.time())
+    types = [
+        item
+        for page in ec2.get_paginator("describe_instance_types").paginate()
+        for item in page.get("InstanceTypes", [])
+    ]
+    pages = ec2.get_paginator("describe_instance_type_offerings").paginate(LocationType="availability-zone")
+    offerings = [offering for page in pages for offering in page.get("InstanceTypeOfferings", [])]
+    return catalog_data(types, offerings)
 
 
 def prime_catalog(key: tuple[str, str | None], data: CatalogData) -> None:

@@ -38,7 +38,6 @@ from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
 from nodewright.settings import Settings
 
-MAX_INSTANCE_TYPES = 60  # Karpenter's cap on types per CreateFleet
 MAX_LAUNCH_ATTEMPTS = 6  # CreateFleet calls per NodeClaim before giving up (each marks what failed)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 
@@ -336,6 +335,8 @@ class CloudProvider:
         self, launch: _Launch, unavailable: set[tuple[str, str, str]]
     ) -> dict[str, list[tuple[str, list[RawOffering]]]]:
         """Per capacity type: (type, its launchable offerings) cheapest first, at most 60 types."""
+        from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
+
         request, subnets, images = launch.request, launch.subnets, launch.images
         by_capacity: dict[str, list[tuple[float, int, str, list[RawOffering]]]] = {SPOT: [], ON_DEMAND: []}
         for order, candidate in enumerate(request.instance_types):
@@ -358,7 +359,7 @@ class CloudProvider:
                 if usable:
                     by_capacity[capacity_type].append((min(o.price for o in usable), order, name, usable))
         return {
-            ct: [(name, usable) for _, _, name, usable in sorted(entries)[:MAX_INSTANCE_TYPES]]
+            ct: [(name, usable) for _, _, name, usable in sorted(entries)[:MAX_CANDIDATE_TYPES]]
             for ct, entries in by_capacity.items()
         }
 

@@ -23,9 +23,6 @@ from nodewright.provisioning.world import World, pod_key
 if TYPE_CHECKING:
     from nodewright.context import Context
 
-# CreateFleet takes at most this many candidate types per NodeClaim (Karpenter's limit too).
-MAX_CANDIDATES = 60
-
 
 @dataclass
 class ClaimPlan:
@@ -78,6 +75,8 @@ class Catalog:
 
     def candidates_for(self, claim: Mapping[str, Any]) -> list[Any]:
         """The NodeClaim's ``node.kubernetes.io/instance-type In`` list, in its order (cheapest first)."""
+        from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
+
         spec = claim.get("spec") or {}
         allowed: list[str] = []
         for requirement in spec.get("requirements") or []:
@@ -87,8 +86,8 @@ class Catalog:
             t.name: t for t in self.instance_types(str((spec.get("nodeClassRef") or {}).get("name", "")))
         }
         if not allowed:
-            return list(by_name.values())[:MAX_CANDIDATES]
-        return [by_name[name] for name in allowed if name in by_name][:MAX_CANDIDATES]
+            return list(by_name.values())[:MAX_CANDIDATE_TYPES]
+        return [by_name[name] for name in allowed if name in by_name][:MAX_CANDIDATE_TYPES]
 
     def price(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
         """From the shared price table (one cached state-store read), not the catalog: an idle pass
@@ -240,6 +239,7 @@ def _schedule(
     """Run the scheduling core and translate its ``Plan`` into what the flow creates and reports."""
     from nodewright import scheduling
     from nodewright.scheduling.resources import format_resource
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
     started = time.perf_counter()
     result = scheduling.plan(snapshot)
@@ -250,7 +250,7 @@ def _schedule(
     view.unschedulable.update(result.unschedulable)
     by_key = {pod_key(p): p for p in pending}
     for claim in result.new_claims:
-        names = [c.name for c in claim.instance_types][:MAX_CANDIDATES]
+        names = [c.name for c in claim.instance_types][:MAX_CANDIDATE_TYPES]
         requirements = [r for r in claim.requirements.to_k8s() if r.get("key") != labels.INSTANCE_TYPE]
         # The candidates in the scheduler's order (cheapest first): the launcher and a resumed
         # launch after a crash read them back from here.

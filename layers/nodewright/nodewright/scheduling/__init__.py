@@ -34,14 +34,8 @@ from nodewright.scheduling.model import (
     storage_class_from_k8s,
 )
 from nodewright.scheduling.requirements import Requirement, Requirements
-from nodewright.scheduling.scheduler import (
-    MAX_CANDIDATE_TYPES,
-    CandidateType,
-    NewClaim,
-    Plan,
-    Scheduler,
-    plan,
-)
+from nodewright.scheduling.results import MAX_CANDIDATE_TYPES, CandidateType, NewClaim, Plan
+from nodewright.scheduling.scheduler import Scheduler, plan
 
 __all__ = [
     "MAX_CANDIDATE_TYPES",

@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodewright.api import labels as wk
 from nodewright.scheduling.requirements import Requirement, Requirements
@@ -157,7 +158,7 @@ def kube_reserved_cpu(millicores: int) -> int:
     return math.ceil(reserved)
 
 
-def eni_limited_pods(info: Mapping) -> int:
+def eni_limited_pods(info: Mapping[str, Any]) -> int:
     network = info.get("NetworkInfo") or {}
     enis = int(network.get("MaximumNetworkInterfaces") or 0)
     ips = int(network.get("Ipv4AddressesPerInterface") or 0)
@@ -168,7 +169,7 @@ def _lower(value: object) -> str:
     return str(value).lower().replace(" ", "-")
 
 
-def _labels(info: Mapping, vcpus: int, memory_mib: int, arch: str) -> dict[str, str]:
+def _labels(info: Mapping[str, Any], vcpus: int, memory_mib: int, arch: str) -> dict[str, str]:
     name = str(info["InstanceType"])
     result = {
         wk.INSTANCE_TYPE: name,
@@ -219,7 +220,7 @@ def _labels(info: Mapping, vcpus: int, memory_mib: int, arch: str) -> dict[str, 
     return result
 
 
-def _extended_resources(info: Mapping) -> Resources:
+def _extended_resources(info: Mapping[str, Any]) -> Resources:
     result: Resources = {}
     for gpu in (info.get("GpuInfo") or {}).get("Gpus") or []:
         manufacturer = str(gpu.get("Manufacturer", "")).lower()
@@ -239,7 +240,7 @@ def _extended_resources(info: Mapping) -> Resources:
 
 
 def instance_type_from_ec2(
-    info: Mapping, offerings: Sequence[Offering], kubelet: KubeletSettings | None = None
+    info: Mapping[str, Any], offerings: Sequence[Offering], kubelet: KubeletSettings | None = None
 ) -> InstanceType:
     """One DescribeInstanceTypes item (AWS JSON shape) → ``InstanceType``; see the module doc."""
     kubelet = kubelet or KubeletSettings()

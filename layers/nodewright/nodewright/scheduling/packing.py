@@ -422,11 +422,11 @@ class Packer:
             if best is None:
                 # Nothing fits the efficient candidates: fall back to the cheapest type per class.
                 cls = min(c for c, n in remaining.items() if n)
-                index = self.cheapest_fitting(self.items[cls].vec)
-                if index is None:
+                fallback = self.cheapest_fitting(self.items[cls].vec)
+                if fallback is None:
                     break
-                counts, _ = self._fill(self.types[index], {cls: remaining[cls]})
-                best = (0.0, 0.0, "", index, counts)
+                counts, _ = self._fill(self.types[fallback], {cls: remaining[cls]})
+                best = (0.0, 0.0, "", fallback, counts)
             counts = best[4]
             previous = (best[3], -best[0]) if best[0] < 0 else None
             repeat = min(remaining[c] // n for c, n in counts.items())
