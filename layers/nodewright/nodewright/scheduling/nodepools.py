@@ -78,6 +78,7 @@ class NodePools:
             tuple[list[PoolOption], list[str]],
         ] = {}
         self._candidates: dict[tuple[str, Requirements], CandidateType] = {}
+        self._offered: dict[tuple[tuple[Toleration, ...], Requirements], frozenset[str]] = {}
 
     def __len__(self) -> int:
         return len(self.pools)
@@ -181,6 +182,26 @@ class NodePools:
             return f"pod affinity on {wk.HOSTNAME}: all {len(cls.pods)} pods do not fit on one node"
         detail = self.describe(cls.requests, pool_index, types)
         return f"no instance type in NodePool {self.pools[pool_index].name} has {detail}"
+
+    def offered_zones(self, tolerations: tuple[Toleration, ...], required: Requirements) -> frozenset[str]:
+        """Zones any NodePool the pod tolerates offers under its required node affinity, limits and
+        sizes aside: the topology-spread domains, as Karpenter counts them."""
+        key = (tolerations, required)
+        cached = self._offered.get(key)
+        if cached is not None:
+            return cached
+        zones: set[str] = set()
+        for index, pool in enumerate(self.pools):
+            if untolerated(pool.taints, tolerations) is not None:
+                continue
+            if self.requirements[index].conflict(required, ALLOW_UNDEFINED) is not None:
+                continue
+            requirements = self.requirements[index].intersect(required)
+            for instance_type, _ in self.types(index, requirements):
+                zones.update(o.zone for o in instance_type.available_offerings(requirements))
+        found = frozenset(zones)
+        self._offered[key] = found
+        return found
 
     # --- which NodePools a class may use ------------------------------------------------------------
 

@@ -21,6 +21,8 @@ zone affinity to planned pods pins those pods' claims to the chosen zone.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nodewright.api import labels as wk
 from nodewright.scheduling.claims import ClaimPacker, Demand, Follower
 from nodewright.scheduling.existing import ExistingNodes
@@ -35,6 +37,17 @@ from nodewright.scheduling.topology import Topology, TopologyGroup
 
 def _single_value(requirement: Requirement | None) -> bool:
     return requirement is not None and not requirement.complement and len(requirement.values) == 1
+
+
+def _decided_zone(options: list[PoolOption]) -> str | None:
+    """The one zone every option pins (a nodeSelector, a volume...), else None."""
+    zones: set[str] = set()
+    for _, requirements in options:
+        zone = requirements.get(wk.ZONE)
+        if zone is None or not _single_value(zone):
+            return None
+        zones |= zone.values
+    return next(iter(zones)) if len(zones) == 1 else None
 
 
 class Scheduler:
@@ -70,7 +83,8 @@ class Scheduler:
         """Place the class level by level until every pod is placed or planned; else record why not."""
         remaining = len(cls.pods)
         reason = None
-        for level in levels(cls.spec, cls.volume):
+        for strict_level in levels(cls.spec, cls.volume):
+            level, repelled = self._repelled(cls, strict_level)
             options, pool_reasons = self.pools.options(cls, level)
             slices, topology_reason = self.topology.slices(
                 cls,
@@ -78,9 +92,12 @@ class Scheduler:
                 remaining,
                 self.domains(level, options, wk.ZONE),
                 self.domains(level, options, wk.CAPACITY_TYPE),
+                spread_zones=self.spread_zones(cls, level),
                 pin_planned=self._pin_planned,
             )
-            if not slices and topology_reason is None and options:
+            if repelled and not slices:
+                topology_reason = repelled
+            elif not slices and topology_reason is None and options:
                 topology_reason = (
                     "no zone where the NodePools offer capacity satisfies the pod's zone requirement"
                 )
@@ -99,6 +116,8 @@ class Scheduler:
             if remaining <= 0:
                 return
             reason = "; ".join(filter(None, [topology_reason, *pool_reasons])) or "no NodePool can host it"
+            if repelled and not slices:  # the NodePools' refusals only echo the closed zones
+                reason = repelled
             if not options and not pool_reasons:
                 reason = "no NodePool exists"
         # Pods neither placed nor demanded stay at the end of the class's list and are reported.
@@ -137,8 +156,33 @@ class Scheduler:
         if blocker or not pinned:
             return 0, blocker
         self.demands.append(Demand(cls, count, level, pinned, colocate=self.existing.colocate(cls, level)))
-        self.topology.record(cls, zone, capacity_type, None, count)
+        decided = zone or _decided_zone(pinned)
+        possible = () if decided else self.domains(level, pinned, wk.ZONE)
+        self.topology.record(cls, decided, capacity_type, None, count, possible_zones=possible)
         return count, None
+
+    def _repelled(self, cls: PodClass, level: Level) -> tuple[Level, str | None]:
+        """The level with the zones running or planned pods' anti-affinity closes to the class taken out,
+        and the reason to give if that leaves no zone."""
+        repelled = self.topology.repelled_zones(cls)
+        if not repelled:
+            return level, None
+        # An explicit In list (not NotIn), so a claim left with one zone is pinned to it.
+        open_zones = frozenset(self.spread_zones(cls, level)) - repelled
+        requirement = Requirement(wk.ZONE, False, open_zones)
+        narrowed = replace(level, requirements=level.requirements.with_requirement(requirement))
+        return narrowed, (
+            f"pod anti-affinity on {wk.ZONE} of running or planned pods: "
+            f"{', '.join(sorted(repelled))} closed to this pod"
+        )
+
+    def spread_zones(self, cls: PodClass, level: Level) -> list[str]:
+        """Topology-spread domains on the zone: offered by a NodePool the class tolerates (limits and
+        sizes aside) or held by a node, under the class's required node affinity only."""
+        zones = set(self.pools.offered_zones(cls.spec.tolerations, level.required))
+        zones |= self.existing.domains(level.required, wk.ZONE)
+        requirement = level.required.get(wk.ZONE)
+        return sorted(z for z in zones if requirement is None or requirement.has(z))
 
     # --- domains and planned pods --------------------------------------------------------------------
 
