@@ -21,7 +21,7 @@ from nodewright.scheduling.packing import Item, Packer, TypeOption
 from nodewright.scheduling.podclass import PodClass
 from nodewright.scheduling.preferences import Level
 from nodewright.scheduling.requirements import Requirement, Requirements
-from nodewright.scheduling.resources import CPU, MEMORY, PODS, Resources
+from nodewright.scheduling.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
 from nodewright.scheduling.results import MAX_CANDIDATE_TYPES, CandidateType, NewClaim, Plan
 from nodewright.scheduling.topology import Topology, TopologyGroup
 
@@ -139,7 +139,16 @@ class ClaimPacker:
             failed.update(group.counts)
             return self._reroute(pool_index, requirements, demands, failed, None)
         caps, conflicts = self._caps(group)
-        packer = Packer(items, options, dims.index(CPU), dims.index(MEMORY), caps=caps, conflicts=conflicts)
+        extended = [i for i, name in enumerate(dims) if name not in (CPU, MEMORY, PODS, EPHEMERAL_STORAGE)]
+        packer = Packer(
+            items,
+            options,
+            dims.index(CPU),
+            dims.index(MEMORY),
+            caps=caps,
+            conflicts=conflicts,
+            extended=extended,
+        )
         nodes = self._packed_nodes(packer, items, colocate, failed)
         limit_reason = self._cut_claims(
             pool_index,

@@ -16,7 +16,7 @@ from nodewright.scheduling.model import NodePoolInput, PodSpec, Snapshot, Taint,
 from nodewright.scheduling.podclass import PodClass
 from nodewright.scheduling.preferences import Level
 from nodewright.scheduling.requirements import Requirement, Requirements
-from nodewright.scheduling.resources import PODS, Resources, format_resource
+from nodewright.scheduling.resources import NODES, PODS, Resources, format_resource
 from nodewright.scheduling.results import CandidateType
 
 # Labels a pod may require although no NodePool requirement names them: every node carries them.
@@ -42,7 +42,7 @@ class Limits:
         pool = self._pools[pool_index]
         in_use = self._in_use[pool_index]
         for resource, limit in sorted(pool.limits.items()):
-            if in_use.get(resource, 0) + instance_type.capacity.get(resource, 0) > limit:
+            if in_use.get(resource, 0) + _charged(instance_type, resource) > limit:
                 return f"NodePool {pool.name}: {resource} limit {format_resource(resource, limit)} reached"
         return None
 
@@ -51,8 +51,13 @@ class Limits:
         charges a NodeClaim that may launch as any of them."""
         in_use = self._in_use[pool_index]
         for resource in self._pools[pool_index].limits:
-            largest = max(t.capacity.get(resource, 0) for t in candidates)
+            largest = max(_charged(t, resource) for t in candidates)
             in_use[resource] = in_use.get(resource, 0) + largest
+
+
+def _charged(instance_type: InstanceType, resource: str) -> int:
+    """What one node of the type counts against a limit on the resource (``nodes``: one)."""
+    return 1 if resource == NODES else instance_type.capacity.get(resource, 0)
 
 
 def daemonset_tolerates(spec: PodSpec, taints: Sequence[Taint]) -> bool:

@@ -20,6 +20,7 @@ CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
+NODES = "nodes"  # a NodePool limit only: counts NodeClaims
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 NEURON = "aws.amazon.com/neuron"
