@@ -185,7 +185,8 @@ class Catalog:
         return found
 
     def instance_types(self, zones: Iterable[str] | None = None, kubelet: Any = None) -> list[Any]:
-        """The scheduler's InstanceType for every type offered in ``zones``.
+        """The scheduler's InstanceType for every type offered in ``zones`` that Karpenter's AWS provider
+        offers (HVM, x86_64 or arm64: no mac types).
 
         ``kubelet`` is the NodeClass's v1 ``kubelet`` dict (or the scheduler's KubeletSettings);
         it changes allocatable (maxPods, podsPerCore, reserved, evictionHard).
@@ -195,6 +196,7 @@ class Catalog:
             KubeletSettings,
             Offering,
             instance_type_from_ec2,
+            unsupported_reason,
         )
 
         if isinstance(kubelet, Mapping):
@@ -211,6 +213,8 @@ class Catalog:
         _warn_estimated(name for name in self.data().types if prices.on_demand_price(name) is None)
         result = []
         for name, info in sorted(self.data().types.items()):
+            if unsupported_reason(info) is not None:  # as the AWS provider's DescribeInstanceTypes filters
+                continue
             raw = self.offerings(name, zone_list, unavailable)
             if not raw:
                 continue

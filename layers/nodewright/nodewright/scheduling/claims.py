@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from operator import ge
 
 from nodewright.api import labels as wk
-from nodewright.scheduling.instancetypes import InstanceType
+from nodewright.scheduling.instancetypes import InstanceType, is_exotic
 from nodewright.scheduling.model import untolerated
 from nodewright.scheduling.nodepools import ALLOW_UNDEFINED, NodePools, PoolOption
 from nodewright.scheduling.packing import Item, Packer, TypeOption
@@ -294,6 +294,7 @@ class ClaimPacker:
             found.append(self.pools.candidate(instance_type, option.price, requirements))
             if len(found) >= MAX_CANDIDATE_TYPES:
                 break
+        found = _prefer_generic(found, by_name)
         short = self._min_values_short(pool_index, requirements, found, by_name)
         if short:
             return [], short
@@ -409,6 +410,13 @@ class ClaimPacker:
         ]
         take = min(left, fits_in[0] if fits_in and fits_in[0] > 0 else max(fits_in, default=0))
         return take, [c for (c, _), n in zip(free, fits_in, strict=True) if n >= take]
+
+
+def _prefer_generic(found: list[CandidateType], by_name: dict[str, InstanceType]) -> list[CandidateType]:
+    """Drop metal and accelerator types when generic ones hold the pods too, as Karpenter's AWS
+    provider does before CreateFleet: they cost more for what the pods use, or need a host."""
+    generic = [c for c in found if not is_exotic(by_name[c.name])]
+    return generic if generic and len(generic) < len(found) else found
 
 
 def _minus(allocatable: Resources, requests: Resources) -> Resources:

@@ -24,6 +24,7 @@ NODES = "nodes"  # a NodePool limit only: counts NodeClaims
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 NEURON = "aws.amazon.com/neuron"
+HABANA_GAUDI = "habana.ai/gaudi"
 EFA = "vpc.amazonaws.com/efa"
 
 MIB = 1024 * 1024
