@@ -73,6 +73,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--dump-pods", type=Path, help="write the workload as JSON [{cpu, memory, count}, ...]"
     )
     parser.add_argument("--no-bound", action="store_true", help="skip the LP bound and the FFD baseline")
+    parser.add_argument(
+        "--no-ebs", action="store_true", help="price nodes by their instance only (no EBS root volume)"
+    )
 
 
 def workload(mix: str, pods: int, seed: int) -> list[tuple[str, int, int, int]]:
@@ -159,6 +162,14 @@ def catalog() -> tuple[list, str]:  # -> (list[InstanceType], where the prices c
     return instance_types, str(path) if path else "estimate_on_demand_price()"
 
 
+def node_storage_price() -> float:
+    """$/h of a node's EBS volumes with the bench NodePool's NodeClass: the AL2023 default root
+    volume (20 GiB gp3), priced by the production table (``nodewright.cloud.ebs``)."""
+    from nodewright.cloud.ebs import node_storage
+
+    return node_storage({"spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}]}}, REGION).per_hour
+
+
 def measure(args: argparse.Namespace) -> dict:
     """Build the workload, plan it, and compute the yardsticks; returns the figures."""
     import time
@@ -178,6 +189,7 @@ def measure(args: argparse.Namespace) -> dict:
     manifest = yaml.safe_load(args.nodepool.read_text()) if args.nodepool else DEFAULT_NODEPOOL
     instance_types, price_source = catalog()
     pool = nodepool_input(manifest, instance_types)
+    pool.node_price = 0.0 if args.no_ebs else node_storage_price()
     pods = []
     for kind, cpu, memory, n in rows:
         spec = _pod_spec(kind, cpu, memory)
@@ -198,6 +210,8 @@ def measure(args: argparse.Namespace) -> dict:
         "pods_per_second": round(len(pods) / seconds) if seconds else None,
         "plan_per_hour": round(result.cost_per_hour, 4),
         "prices": price_source,
+        "ebs_per_node_per_hour": round(pool.node_price, 6),
+        "ebs_per_hour": round(sum(c.volume_price for c in result.new_claims), 4),
     }
     if args.no_bound:
         return figures
@@ -210,7 +224,7 @@ def measure(args: argparse.Namespace) -> dict:
     bins = [
         Bin(
             t.name,
-            t.cheapest_price(pool.requirements) or 0.0,
+            (t.cheapest_price(pool.requirements) or 0.0) + pool.node_price,  # a node pays its EBS too
             t.allocatable["cpu"],
             t.allocatable["memory"],
             t.allocatable["pods"],

@@ -34,9 +34,13 @@ class ClaimPlan:
     requests: dict[str, str]
     pods: list[dict[str, Any]]
     instance_types: list[str] = field(default_factory=list)
-    price: float = 0.0  # the cheapest candidate offering's $/h
+    price: float = 0.0  # $/h: the cheapest candidate offering plus the node's EBS volumes
     zones: list[str] = field(default_factory=list)
     capacity_types: list[str] = field(default_factory=list)
+    volume_price: float = 0.0  # the EBS part of ``price``
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    startup_taints: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -72,6 +76,14 @@ class Catalog:
                 list(self._ctx.cloud.instance_types(nodeclass)) if nodeclass else []
             )
         return self._by_class[nodeclass_name]
+
+    def node_price(self, nodeclass_name: str) -> float:
+        """$/h every node of the EC2NodeClass costs beyond its instance: its EBS volumes."""
+        from nodewright.cloud import ebs
+
+        nodeclass = self._world.nodeclass(nodeclass_name)
+        region = getattr(getattr(self._ctx, "settings", None), "region", None)
+        return ebs.node_storage(nodeclass, region).per_hour if nodeclass else 0.0
 
     def candidates_for(self, claim: Mapping[str, Any]) -> list[Any]:
         """The NodeClaim's ``node.kubernetes.io/instance-type In`` list, in its order (cheapest first)."""
@@ -179,10 +191,12 @@ def nodepool_input(pool: Mapping[str, Any], catalog: Catalog, in_use: Mapping[st
     template = spec.get("template") or {}
     template_spec = template.get("spec") or {}
     name = nodeclaims.name_of(pool)
+    nodeclass = str((template_spec.get("nodeClassRef") or {}).get("name", ""))
     return model.NodePoolInput(
         name=name,
         requirements=Requirements.from_k8s(template_spec.get("requirements")),
-        instance_types=catalog.instance_types(str((template_spec.get("nodeClassRef") or {}).get("name", ""))),
+        instance_types=catalog.instance_types(nodeclass),
+        node_price=catalog.node_price(nodeclass),
         weight=int(spec.get("weight") or 0),
         labels={**((template.get("metadata") or {}).get("labels") or {}), labels.NODEPOOL: name},
         taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("taints") or ()),
@@ -265,6 +279,18 @@ def _schedule(
                 price=claim.price,
                 zones=sorted({o.zone for c in claim.instance_types for o in c.offerings}),
                 capacity_types=sorted({o.capacity_type for c in claim.instance_types for o in c.offerings}),
+                volume_price=claim.volume_price,
+                labels={**claim.labels, **claim.requirements.labels()},
+                taints=[_taint(t) for t in claim.taints],
+                startup_taints=[_taint(t) for t in claim.startup_taints],
             )
         )
     return view
+
+
+def _taint(taint: Any) -> dict[str, str]:
+    """A scheduling-core Taint in the Kubernetes shape."""
+    shaped = {"key": taint.key, "effect": taint.effect}
+    if taint.value:
+        shaped["value"] = taint.value
+    return shaped

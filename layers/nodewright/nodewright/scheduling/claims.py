@@ -127,7 +127,12 @@ class ClaimPacker:
             for t, price in self.pools.types(pool_index, requirements)
             if limits.blocked(pool_index, t) is None
         ]
-        options = [TypeOption(t.name, price, tuple(a.get(d, 0) for d in dims)) for t, price, a in types]
+        # The packer minimises what a node costs: the instance and its EBS volumes.
+        node_price = self.pools.pools[pool_index].node_price
+        options = [
+            TypeOption(t.name, price + node_price, tuple(a.get(d, 0) for d in dims)) for t, price, a in types
+        ]
+        instance_prices = {t.name: price for t, price, _ in types}
         by_name = {t.name: t for t, _, _ in types}
         self.by_name.update(by_name)
         items = [
@@ -156,6 +161,7 @@ class ClaimPacker:
             nodes,
             options=packer.types,
             by_name=by_name,
+            instance_prices=instance_prices,
             group=group,
             dims=dims,
             failed=failed,
@@ -191,6 +197,7 @@ class ClaimPacker:
         *,
         options: list[TypeOption],
         by_name: dict[str, InstanceType],
+        instance_prices: dict[str, float],
         group: _Group,
         dims: list[str],
         failed: dict[int, int],
@@ -206,7 +213,13 @@ class ClaimPacker:
         for _, node_counts, load, copies in nodes:
             for _ in range(copies):
                 candidates, reason = self._candidates(
-                    pool_index, requirements, options, tuple(load), by_name=by_name, memo=memo
+                    pool_index,
+                    requirements,
+                    options,
+                    tuple(load),
+                    by_name=by_name,
+                    instance_prices=instance_prices,
+                    memo=memo,
                 )
                 if not candidates:
                     limit_reason = reason
@@ -237,6 +250,7 @@ class ClaimPacker:
                         pool.taints,
                         pool.startup_taints,
                         dict(zip(dims, load, strict=True)),
+                        pool.node_price,
                     )
                 )
         return limit_reason
@@ -274,6 +288,7 @@ class ClaimPacker:
         load: tuple[int, ...],
         *,
         by_name: dict[str, InstanceType],
+        instance_prices: dict[str, float],
         memo: dict[tuple[int, ...], list[CandidateType]],
     ) -> tuple[list[CandidateType], str | None]:
         """Types holding the node's pods within the remaining limits, cheapest first, at most 60."""
@@ -291,7 +306,7 @@ class ClaimPacker:
             if blocked:
                 reason = reason or blocked
                 continue
-            found.append(self.pools.candidate(instance_type, option.price, requirements))
+            found.append(self.pools.candidate(instance_type, instance_prices[option.name], requirements))
             if len(found) >= MAX_CANDIDATE_TYPES:
                 break
         found = _prefer_generic(found, by_name)

@@ -194,6 +194,7 @@ class NodePoolInput:
     startup_taints: tuple[Taint, ...] = ()
     limits: Resources = field(default_factory=dict)
     in_use: Resources = field(default_factory=dict)  # registered + in-flight capacity already charged
+    node_price: float = 0.0  # $/h every node costs beyond its instance (its EBS volumes)
 
 
 @dataclass(frozen=True, slots=True)

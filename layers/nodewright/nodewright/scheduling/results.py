@@ -33,6 +33,7 @@ class NewClaim:
     taints: tuple[Taint, ...] = ()
     startup_taints: tuple[Taint, ...] = ()
     requests: Resources = field(default_factory=dict)
+    volume_price: float = 0.0  # $/h of the node's EBS volumes, on top of the instance
 
     def label_values(self) -> dict[str, list[str]]:
         """label → allowed values of its ``In`` requirements (the full form: ``requirements.to_k8s()``)."""
@@ -43,9 +44,14 @@ class NewClaim:
         }
 
     @property
-    def price(self) -> float:
+    def instance_price(self) -> float:
         """The cheapest candidate's price: what the launcher will most likely pay per hour."""
         return self.instance_types[0].price if self.instance_types else 0.0
+
+    @property
+    def price(self) -> float:
+        """What the node costs per hour: its instance and its EBS volumes (what the plan minimises)."""
+        return self.instance_price + self.volume_price if self.instance_types else 0.0
 
 
 @dataclass(slots=True)
