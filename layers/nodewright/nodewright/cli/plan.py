@@ -101,7 +101,11 @@ def offline_instance_types(region: str) -> Any:
     catalog = offline_catalog(region, PriceTable(on_demand=on_demand, spot=spot, source="sandbox"))
 
     def instance_types(nodeclass: Any) -> list[Any]:
-        return catalog.instance_types(zones=None, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
+        # A NodeClass whose status lists its subnets (Karpenter's controller writes them) launches only
+        # in their zones; without a status every zone of the region is possible.
+        subnets = (nodeclass.get("status") or {}).get("subnets") or []
+        zones = {s["zone"] for s in subnets if s.get("zone")} or None
+        return catalog.instance_types(zones=zones, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
 
     return instance_types
 
