@@ -70,6 +70,12 @@ def zone_pinned(zone: str, prefix: str, **fields: object) -> list[Pod]:
     return pods(1, spec(cpu=2000, node_selector=((wk.ZONE, zone),), **fields), prefix)
 
 
+def repelling_nodes(zones: tuple[str, ...], weight: int = 0) -> list:
+    """One full node per zone running a pod with zone anti-affinity to S2 (required, or preferred)."""
+    anti = spec(affinity=(term(wk.ZONE, anti=True, weight=weight, **S2),))
+    return [node(f"n-{z}", z, cpu=0, bound=[Pod("default", f"anti-{z}", anti, f"n-{z}")]) for z in zones]
+
+
 def all_placed(result: Plan) -> bool:
     return not result.unschedulable
 
@@ -197,19 +203,7 @@ CASES: dict[str, Case] = {
         lambda: Snapshot(
             pods(1, spec(labels=S2), "s2"),
             [nodepool()],
-            [
-                node(
-                    f"n-{z}",
-                    z,
-                    cpu=0,
-                    bound=[
-                        Pod(
-                            "default", f"anti-{z}", spec(affinity=(term(wk.ZONE, anti=True, **S2),)), f"n-{z}"
-                        )
-                    ],
-                )
-                for z in ZONES
-            ],
+            repelling_nodes(ZONES),
         ),
         lambda r: (
             set(r.unschedulable) == {"default/s2-0000"},
@@ -221,22 +215,7 @@ CASES: dict[str, Case] = {
         lambda: Snapshot(
             pods(1, spec(labels=S2), "s2"),
             [nodepool()],
-            [
-                node(
-                    f"n-{z}",
-                    z,
-                    cpu=0,
-                    bound=[
-                        Pod(
-                            "default",
-                            f"anti-{z}",
-                            spec(affinity=(term(wk.ZONE, anti=True, weight=10, **S2),)),
-                            f"n-{z}",
-                        )
-                    ],
-                )
-                for z in ZONES
-            ],
+            repelling_nodes(ZONES, weight=10),
         ),
         all_placed,
     ),
@@ -246,19 +225,7 @@ CASES: dict[str, Case] = {
         lambda: Snapshot(
             pods(2, spec(labels=S2), "s2"),
             [nodepool()],
-            [
-                node(
-                    f"n-{z}",
-                    z,
-                    cpu=0,
-                    bound=[
-                        Pod(
-                            "default", f"anti-{z}", spec(affinity=(term(wk.ZONE, anti=True, **S2),)), f"n-{z}"
-                        )
-                    ],
-                )
-                for z in ZONES[:2]
-            ],
+            repelling_nodes(ZONES[:2]),
         ),
         lambda r: (all_placed(r), set(zones_of_pods(r, "s2")) == {ZONES[2]}),
     ),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nodewright.provisioning import nodeclaims, nodepools, planning
-from nodewright.provisioning.world import World, pod_key
+from nodewright.provisioning.world import World, from_snapshot, pod_key
 
 PENDING_STATUS = {
     "phase": "Pending",
@@ -204,20 +204,7 @@ def what_if_live(cluster: Any, instance_types: InstanceTypes, region: str) -> Wh
     provisioning pass takes it (capacity first, then pods); nothing is written."""
     from nodewright.scheduling.model import is_provisionable
 
-    snap = cluster.snapshot()
-    world = World(
-        taken_at=datetime.now(UTC),
-        nodeclaims=snap.nodeclaims,
-        nodes=snap.nodes,
-        pods=snap.pods,
-        nodepools=snap.nodepools,
-        nodeclasses=snap.ec2nodeclasses,
-        daemonsets=snap.daemonsets,
-        pdbs=snap.pdbs,
-        persistent_volumes=snap.persistent_volumes,
-        persistent_volume_claims=snap.persistent_volume_claims,
-        storage_classes=snap.storage_classes,
-    )
+    world = from_snapshot(cluster.snapshot(), datetime.now(UTC))
     result = WhatIf(source=f"live cluster at {cluster.host} (read-only)")
     pending = [p for p in world.pods if is_provisionable(p)]
     return plan_world(world, pending, instance_types, region, result)

@@ -49,9 +49,13 @@ class World:
 
 def observe(ctx: Context) -> World:
     """Read everything a pass needs: capacity (NodeClaims, nodes, ...) first, then pods."""
-    snap = ctx.cluster.snapshot()
+    return from_snapshot(ctx.cluster.snapshot(), ctx.clock.now())
+
+
+def from_snapshot(snap: Any, taken_at: datetime) -> World:
+    """The World of one ``Cluster.snapshot()``."""
     return World(
-        taken_at=ctx.clock.now(),
+        taken_at=taken_at,
         nodeclaims=snap.nodeclaims,
         nodes=snap.nodes,
         pods=snap.pods,
