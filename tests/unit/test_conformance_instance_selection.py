@@ -146,3 +146,23 @@ def test_gpu_type_is_chosen_only_when_the_pod_needs_it() -> None:
     gpu = plan(Snapshot(one(extra={"nvidia.com/gpu": 1}), [pool()]))
     assert [c.name for c in gpu.new_claims[0].instance_types] == ["p3.2xlarge"]
     assert {t.name for t in catalog()} >= EVERY_GENERIC
+
+
+@pytest.mark.parametrize(
+    ("gpus", "nodes", "types"),
+    [
+        # aws/karpenter-provider-aws instancetype suite: "should launch instances for Nvidia GPU resource
+        # requests": 1 and 2 GPUs share a 4-GPU p3.8xlarge, 4 take another.
+        ((1, 2, 4), 2, {"p3.8xlarge"}),
+        # Issue 17: 5, 2 and 5 GPUs on 8-GPU types take two nodes (5+2 together), not three.
+        ((5, 2, 5), 2, {"p3.16xlarge"}),
+    ],
+)
+def test_gpu_pods_pack_by_gpus(gpus: tuple[int, ...], nodes: int, types: set[str]) -> None:
+    requests = [pods(1, spec(extra={"nvidia.com/gpu": n}), f"gpu{i}") for i, n in enumerate(gpus)]
+    result = plan(
+        Snapshot([p for group in requests for p in group], [nodepool(instance_types=catalog(gpus=True))])
+    )
+    assert not result.unschedulable, result.unschedulable
+    assert len(result.new_claims) == nodes
+    assert {c.instance_types[0].name for c in result.new_claims} == types
