@@ -83,8 +83,8 @@ class Scheduler:
         """Place the class level by level until every pod is placed or planned; else record why not."""
         remaining = len(cls.pods)
         reason = None
-        for strict_level in levels(cls.spec, cls.volume):
-            level, repelled = self._repelled(cls, strict_level)
+        for tried in levels(cls.spec, cls.volume):
+            level, repelled = self._repelled(cls, tried)
             options, pool_reasons = self.pools.options(cls, level)
             slices, topology_reason = self.topology.slices(
                 cls,
