@@ -24,6 +24,7 @@ demo: $(STAMP)
 
 test: $(STAMP) kubectl
 	$(BIN)/ruff check .
+	$(BIN)/mypy layers/nodewright/nodewright functions/*/app.py tests/fakes.py
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)

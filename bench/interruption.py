@@ -263,7 +263,9 @@ def run(args: argparse.Namespace) -> int:
     ):
         sb.apply_crds()
         from nodewright.cluster import connect, reset_connections
-        from nodewright.interruption import processing
+        from nodewright.context import ContainerContext
+        from nodewright.interruption.processing import InterruptionProcessor
+        from nodewright.observability import logger, metrics
         from nodewright.settings import Settings
 
         from sandbox.lambdas import load_function
@@ -272,15 +274,14 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings.from_env()
         cluster = connect(settings)
         instance_ids = _owned_nodes(sb, cluster, args.nodes, args.pods)
-        processor = processing.InterruptionProcessor(settings, replace=_NoReplacement())
-        processing.use_processor(processor)
+        container = ContainerContext(logger=logger(), metrics=metrics(), settings=settings)
+        processor = app.processor = InterruptionProcessor(container, replace=_NoReplacement())
         try:
             # The handler logs and emits EMF on stdout, as in Lambda: keep that out of the figures.
             with contextlib.redirect_stdout(io.StringIO()):
                 measured = _measure(app, processor, instance_ids, args.messages)
             left = len(cluster.list_nodeclaims(label_selector="karpenter.sh/nodepool=bench"))
         finally:
-            processing.use_processor(None)
             reset_connections()
 
     latencies = measured["latencies"]

@@ -123,6 +123,22 @@ MALFORMED_MESSAGES = MetricSpec(
 IGNORED_MESSAGES = MetricSpec(
     "IgnoredMessages", "Count", "Sum", (), "events about instances this cluster does not own", INTERRUPTION
 )
+MESSAGES_TOLERATED = MetricSpec(
+    "MessagesTolerated",
+    "Count",
+    "Sum",
+    (),
+    "events acted on although a field was unusable (placeholder time, resources not a list)",
+    INTERRUPTION,
+)
+STALE_MESSAGES = MetricSpec(
+    "StaleMessages",
+    "Count",
+    "Sum",
+    (),
+    "events older than their kind's maximum age, not acted on",
+    INTERRUPTION,
+)
 DUPLICATE_MESSAGES = MetricSpec(
     "DuplicateMessages", "Count", "Sum", (), "events already handled (by the other path)", INTERRUPTION
 )
@@ -159,6 +175,8 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     NODE_DRAINED_SECONDS,
     MALFORMED_MESSAGES,
     IGNORED_MESSAGES,
+    MESSAGES_TOLERATED,
+    STALE_MESSAGES,
     DUPLICATE_MESSAGES,
     PRICE_REFRESH_ERRORS,
     ON_DEMAND_PRICES,

@@ -10,31 +10,42 @@ and any an earlier invocation left half-done — run until done or the invocatio
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from nodewright import observability
-from nodewright.context import remaining_seconds
-from nodewright.interruption.processing import shared_processor
+from nodewright.context import ContainerContext, remaining_seconds
+from nodewright.interruption.processing import InterruptionProcessor
+from nodewright.observability import logger, metrics, trace
 
-logger = observability.logger()
-metrics = observability.metrics()
+log = logger()
+emf = metrics()
+container = ContainerContext(logger=log, metrics=emf)
+processor = InterruptionProcessor(container)
 # Return every failed message as an item failure, even when all failed, instead of erroring the invocation.
 batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
-@observability.trace
+@log.inject_lambda_context(clear_state=True)
+@emf.log_metrics
+@trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    processor = shared_processor()
-
     def handle_record(record: SQSRecord) -> dict[str, Any]:
-        return processor.handle(record.body, received_at=time.monotonic(), lambda_context=context).as_dict()
+        return processor.handle(
+            record.body, received_at=time.monotonic(), sent=_sent(record), lambda_context=context
+        ).as_dict()
 
     response = process_partial_response(
         event=event, record_handler=handle_record, processor=batch, context=context
     )
     processor.drive(budget_seconds=remaining_seconds(context))
-    return response
+    return dict(response)
+
+
+def _sent(record: SQSRecord) -> datetime | None:
+    """When the message entered the queue (SentTimestamp, epoch milliseconds), if SQS said."""
+    try:
+        return datetime.fromtimestamp(int(record.attributes.sent_timestamp) / 1000, tz=UTC)
+    except (TypeError, ValueError, OverflowError, KeyError):
+        return None

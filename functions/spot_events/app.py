@@ -11,23 +11,24 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from nodewright import observability
-from nodewright.context import remaining_seconds
-from nodewright.interruption.processing import EventInProgress, shared_processor
+from nodewright.context import ContainerContext, remaining_seconds
+from nodewright.interruption.processing import EventInProgress, InterruptionProcessor
+from nodewright.observability import logger, metrics, trace
 
-logger = observability.logger()
-metrics = observability.metrics()
+log = logger()
+emf = metrics()
+container = ContainerContext(logger=log, metrics=emf)
+processor = InterruptionProcessor(container)
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
-@observability.trace
+@log.inject_lambda_context(clear_state=True)
+@emf.log_metrics
+@trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    processor = shared_processor()
     try:
         result = processor.handle(event, received_at=time.monotonic(), lambda_context=context)
     except EventInProgress as exc:
-        logger.info("event in progress in the queue path; leaving it to that path", extra={"error": str(exc)})
+        log.info("event in progress in the queue path; leaving it to that path", extra={"error": str(exc)})
         return {"disposition": "in-progress-elsewhere"}
     processor.drive(budget_seconds=remaining_seconds(context))
     return result.as_dict()

@@ -235,7 +235,13 @@ class Monitoring(Construct):
                 [self._by_dimension(m.INTERRUPTIONS_HANDLED)],
                 right=[
                     self._metric(spec, five)
-                    for spec in (m.MALFORMED_MESSAGES, m.IGNORED_MESSAGES, m.DUPLICATE_MESSAGES)
+                    for spec in (
+                        m.MALFORMED_MESSAGES,
+                        m.IGNORED_MESSAGES,
+                        m.DUPLICATE_MESSAGES,
+                        m.STALE_MESSAGES,
+                        m.MESSAGES_TOLERATED,
+                    )
                 ],
             ),
             graph(

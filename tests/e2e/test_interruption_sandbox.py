@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
-from nodewright.scheduling.model import is_provisionable
+from nodewright.state.pods import is_provisionable
 
 from bench.interruption import eventbridge_event, sqs_batches
 from sandbox.lambdas import LambdaContext, load_function
@@ -43,16 +43,13 @@ def sandbox() -> Iterator[Any]:
 @pytest.fixture
 def cluster(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from nodewright.cluster import connect, reset_connections
-    from nodewright.interruption import processing
     from nodewright.settings import Settings
 
     for key, value in sandbox.env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
-    processing.use_processor(None)  # built from this environment on first use
     kube = connect(Settings.from_env())
     yield kube
-    processing.use_processor(None)
     reset_connections()
 
 

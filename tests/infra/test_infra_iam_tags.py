@@ -135,9 +135,10 @@ def recorded(monkeypatch_module: pytest.MonkeyPatch) -> Recorded:
         instance_profile=cloud.templates.instance_profile(nc),
     )
     offering = RawOffering(f"{REGION}a", "spot", 0.03, True)
-    launched, errors = cloud._create_fleet(launch, "spot", [("m5.large", [offering])], 0)
-    assert launched is not None
-    assert errors == []
+    fleet = cloud._fleet_request(launch, "spot", [("m5.large", [offering])], 0)
+    outcome = cloud._create_fleet(request.nodeclaim_name, fleet)
+    assert outcome.launched is not None
+    assert outcome.errors == ()
     return result
 
 

@@ -29,8 +29,10 @@ LAYER = REPO_ROOT / "layers" / "nodewright" / "nodewright"
 # Not the functions' role: the cluster package itself, and the CLI (the user's kubeconfig).
 NOT_FLOWS = ("cluster", "cli")
 CALL = re.compile(r"\bcluster\.(\w+)\(\s*([A-Z][A-Z_]+\b)?")
+# A read handed on rather than called (``{"nodes": cluster.list_nodes, ...}`` in state/world.py).
+READER = re.compile(r"\bcluster\.(list_\w+),")
 GENERIC_VERBS = {"list", "get", "find", "create", "replace", "patch", "delete", "update_with_retry",
-                 "add_finalizer", "remove_finalizer", "set_condition"}  # fmt: skip
+                 "add_finalizer", "remove_finalizer"}  # fmt: skip
 VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
@@ -59,6 +61,7 @@ def flow_calls() -> set[tuple[str, str | None]]:
             if method == "connect":  # nodewright.cluster.connect: the module, not a request
                 continue
             found.add((method, resource if method in GENERIC_VERBS and resource else None))
+        found.update((method, None) for method in READER.findall(path.read_text()))
     return found
 
 
@@ -106,13 +109,20 @@ CLAIM = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"nam
 TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 # One exercise per (Cluster method, Resource) the flows call; the call sites are in the comments.
 EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
-    # provisioning/world.py
-    ("snapshot", None): lambda c, r: c.snapshot(),
+    # state/world.py (observe)
+    ("list_pods", None): lambda c, r: c.list_pods(),
+    ("list_nodepools", None): lambda c, r: c.list_nodepools(),
+    ("list_ec2nodeclasses", None): lambda c, r: c.list_ec2nodeclasses(),
+    ("list_daemonsets", None): lambda c, r: c.list_daemonsets(),
+    ("list_pdbs", None): lambda c, r: c.list_pdbs(),
+    ("list_persistent_volumes", None): lambda c, r: c.list_persistent_volumes(),
+    ("list_persistent_volume_claims", None): lambda c, r: c.list_persistent_volume_claims(),
+    ("list_storage_classes", None): lambda c, r: c.list_storage_classes(),
     # provisioning/loop.py
     ("list_pending_pods", None): lambda c, r: c.list_pending_pods(),
-    # provisioning/loop.py, termination/terminate.py, interruption/flow.py
+    # state/world.py, provisioning/loop.py, termination/terminate.py, interruption/flow.py
     ("list_nodeclaims", None): lambda c, r: c.list_nodeclaims(),
-    # termination/terminate.py, interruption/flow.py
+    # state/world.py, termination/terminate.py, interruption/flow.py
     ("list_nodes", None): lambda c, r: c.list_nodes(),
     ("find_node", None): lambda c, r: c.find_node("ip-10-0-0-1"),
     ("record_event", None): lambda c, r: (
@@ -123,24 +133,19 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     ("writer_lease", None): _lease,
     # provisioning/flow.py
     ("create_nodeclaim", None): lambda c, r: c.create_nodeclaim(CLAIM),
-    # provisioning/launch.py (labels)
-    ("patch", "NODECLAIMS"): lambda c, r: c.patch(_r("NODECLAIMS"), "default-x", {"metadata": {}}),
-    # provisioning/nodepools.py (status conditions)
-    ("patch", "NODEPOOLS"): lambda c, r: c.patch(
-        _r("NODEPOOLS"), "default", {"status": {}}, subresource="status"
-    ),
+    # state/nodepools.py (status conditions)
+    ("patch_nodepool_status", None): lambda c, r: c.patch_nodepool_status("default", {"conditions": []}),
     # provisioning/launch.py, provisioning/lifecycle.py
     ("patch_nodeclaim_status", None): lambda c, r: c.patch_nodeclaim_status("default-x", {"nodeName": "n"}),
     ("delete_nodeclaim", None): lambda c, r: c.delete_nodeclaim("default-x"),
     ("remove_finalizer", "NODECLAIMS"): lambda c, r: c.remove_finalizer(_r("NODECLAIMS"), "default-x", "x"),
     # provisioning/lifecycle.py (registration: labels, taints, finalizer on the Node)
-    ("update_with_retry", "NODES"): lambda c, r: c.update_with_retry(
-        _r("NODES"), "n", lambda o: {"spec": {}}
-    ),
+    ("update_node", None): lambda c, r: c.update_node("n", lambda o: {"spec": {}}),
     ("patch_node", None): lambda c, r: c.patch_node("n", {"metadata": {"labels": {}}}),
     # termination/terminate.py
     ("taint_node", None): lambda c, r: c.taint_node("n", [{**TAINT, "key": "new"}], cordon=True),
     ("add_finalizer", "NODECLAIMS"): lambda c, r: c.add_finalizer(_r("NODECLAIMS"), "default-x", "y"),
+    # termination/terminate.py (annotations), provisioning/launch.py (labels), disruption/flow.py
     ("patch_nodeclaim", None): lambda c, r: c.patch_nodeclaim("default-x", {"metadata": {}}),
     ("delete_node", None): lambda c, r: c.delete_node("n"),
     ("remove_finalizer", "NODES"): lambda c, r: c.remove_finalizer(_r("NODES"), "n", "x"),

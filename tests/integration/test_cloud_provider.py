@@ -530,3 +530,19 @@ def test_instance_types_come_priced_with_offerings_for_the_nodeclass_zones(env: 
     assert spot_b.available is False
     od = next(o for o in m5.offerings if o.capacity_type == "on-demand")
     assert od.price == pytest.approx(0.096)
+
+
+def test_a_nodeclass_script_with_non_ascii_text_launches_with_utf8_user_data(env: Env) -> None:
+    script = "#!/bin/bash\n# Cache warm-up — naïve but safe ✓\necho ready\n"
+    provider = CloudProvider(env.settings)
+
+    provider.create(request("utf8-1", nodeclass=nodeclass(userData=script)))
+
+    template = env.ec2.describe_launch_templates()["LaunchTemplates"][0]
+    data = env.ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    user_data = email.message_from_bytes(base64.b64decode(data["UserData"]))
+    first = next(p for p in user_data.walk() if not p.is_multipart())
+    assert first.get_content_charset() == "utf-8"
+    assert first.get_payload(decode=True).decode("utf-8") == script

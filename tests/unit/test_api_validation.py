@@ -605,3 +605,41 @@ def test_validation_never_crashes_on_malformed_input(base: str, path: tuple[str,
     carrier = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "p"}}
     carrier["spec"] = {"providerRef": {"name": "nc"}, "kubeletConfiguration": {"maxPods": 1}}
     assert convert_documents([carrier, doc]).documents
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("spec.template.spec.expireAfter", "80000000h"),
+        ("spec.template.spec.terminationGracePeriod", "80000000h"),
+        ("spec.disruption.consolidateAfter", "99999999999s"),
+    ],
+)
+def test_a_duration_longer_than_kubernetes_accepts_is_rejected(path: str, value: str) -> None:
+    pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "p"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"},
+                    "requirements": [],
+                }
+            },
+            "disruption": {},
+        },
+    }
+    *parents, leaf = path.split(".")
+    target = pool
+    for part in parents:
+        target = target.setdefault(part, {})
+    target[leaf] = value
+    messages = [str(f) for f in validate_v1(pool) if f.is_error]
+    assert any(m.startswith(path) and "longest duration Kubernetes accepts" in m for m in messages), messages
+
+
+def test_the_longest_duration_kubernetes_accepts_is_valid() -> None:
+    from nodewright.api.durations import parse_duration
+
+    assert parse_duration("2562047h") == 2562047 * 3600

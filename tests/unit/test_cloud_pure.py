@@ -177,3 +177,45 @@ def test_clients_are_built_once_with_adaptive_retries_and_the_sandbox_endpoint()
     assert ec2.meta.config.retries["mode"] == "adaptive"
     assert aws.client("pricing", settings, region=aws.PRICING_API_REGION).meta.region_name == "us-east-1"
     aws.reset_clients()
+
+
+def test_a_fleet_answer_is_read_into_the_instance_and_the_refused_offerings() -> None:
+    from nodewright.cloud.amis import Image
+    from nodewright.cloud.errors import FleetError
+    from nodewright.cloud.provider import FleetRequest, parse_fleet_response
+
+    image = Image(id="ami-1", name="al2023", arch="amd64", gpu=False)
+    fleet = FleetRequest(
+        params={},
+        capacity_type="spot",
+        image_by_template={"lt-a": image},
+        prices={("m5.large", "us-east-1b"): 0.04},
+        zone_of_subnet={"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"},
+    )
+    refused = {
+        "LaunchTemplateAndOverrides": {"Overrides": {"InstanceType": "c5.large", "SubnetId": "subnet-a"}},
+        "ErrorCode": "InsufficientInstanceCapacity",
+        "ErrorMessage": "none left",
+    }
+    other = {"LaunchTemplateAndOverrides": {"Overrides": {}}, "ErrorCode": "UnauthorizedOperation"}
+    launched = {
+        "InstanceIds": ["i-0123456789abcdef0"],
+        "InstanceType": "m5.large",
+        "Lifecycle": "spot",
+        "LaunchTemplateAndOverrides": {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt-a"},
+            "Overrides": {"InstanceType": "m5.large", "SubnetId": "subnet-b"},
+        },
+    }
+
+    outcome = parse_fleet_response({"Errors": [refused, other], "Instances": [launched]}, fleet)
+
+    assert outcome.errors == (
+        FleetError("InsufficientInstanceCapacity", "c5.large", "us-east-1a", "spot", "none left"),
+        FleetError("UnauthorizedOperation", "", "", "spot", ""),
+    )
+    assert [e.insufficient_capacity for e in outcome.errors] == [True, False]
+    assert outcome.launched is not None
+    assert outcome.launched.provider_id == "aws:///us-east-1b/i-0123456789abcdef0"
+    assert (outcome.launched.image_id, outcome.launched.price) == ("ami-1", 0.04)
+    assert parse_fleet_response({"Instances": [{"InstanceIds": []}]}, fleet).launched is None

@@ -61,11 +61,10 @@ def test_al2_runs_bootstrap_with_kubelet_flags_after_the_nodeclass_script() -> N
     assert "echo custom" in rendered[0][1]
     script = rendered[1][1]
     assert (
-        "/etc/eks/bootstrap.sh 'c1' --apiserver-endpoint 'https://ABC.gr7.us-east-1.eks.amazonaws.com'"
-        in script
+        "/etc/eks/bootstrap.sh c1 --apiserver-endpoint https://ABC.gr7.us-east-1.eks.amazonaws.com" in script
     )
-    assert "--b64-cluster-ca 'Q0VSVA=='" in script
-    assert "--dns-cluster-ip '10.100.0.10'" in script
+    assert "--b64-cluster-ca Q0VSVA==" in script
+    assert "--dns-cluster-ip 10.100.0.10" in script
     assert "--use-max-pods false" in script
     for flag in (
         '--node-labels="karpenter.sh/capacity-type=spot,karpenter.sh/nodepool=default"',
@@ -192,3 +191,142 @@ def test_toml_writer_round_trips_nested_tables_and_quoted_keys() -> None:
 )
 def test_only_labels_the_kubelet_may_set_go_into_node_labels(label: str, allowed: bool) -> None:
     assert kubelet_may_set(label) is allowed
+
+
+# --- hostile values: nothing that reaches user data may become code on the node ---------------
+
+HOSTILE = [
+    "x'; touch /tmp/pwned; echo '",
+    'x"; touch /tmp/pwned; echo "',
+    "$(touch /tmp/pwned)",
+    "`touch /tmp/pwned`",
+    "a\nExecStartPre=/bin/touch /tmp/pwned",
+    "a b",
+    "a,b=c",
+    "a:NoSchedule",
+    "é",
+]
+FAMILIES = ["AL2", "AL2023", "Bottlerocket"]
+
+
+def _hostile_specs(value: str) -> dict[str, NodeBootstrap]:
+    base = {"cluster": CLUSTER, "nodeclass_name": "default", "kubelet": {}}
+    return {
+        "label key": NodeBootstrap(**base, labels={f"example.com/{value}": "v"}),
+        "label value": NodeBootstrap(**base, labels={"example.com/team": value}),
+        "taint key": NodeBootstrap(**base, taints=[{"key": value, "effect": "NoSchedule"}]),
+        "taint value": NodeBootstrap(**base, taints=[{"key": "k", "value": value, "effect": "NoSchedule"}]),
+        "taint effect": NodeBootstrap(**base, taints=[{"key": "k", "effect": value}]),
+        "kubelet reserved value": NodeBootstrap(
+            cluster=CLUSTER, nodeclass_name="default", kubelet={"systemReserved": {"cpu": value}}
+        ),
+        "kubelet eviction signal": NodeBootstrap(
+            cluster=CLUSTER, nodeclass_name="default", kubelet={"evictionHard": {value: "5%"}}
+        ),
+    }
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_labels_and_taints_are_refused_before_they_reach_user_data(family: str, value: str) -> None:
+    from nodewright.cloud.userdata import UnsafeNodeValueError
+
+    for field_name, hostile in _hostile_specs(value).items():
+        if family != "AL2" and field_name.startswith("kubelet"):
+            continue  # AL2023 and Bottlerocket write kubelet settings as YAML/TOML values (tested below)
+        with pytest.raises(UnsafeNodeValueError, match=r"not|cannot"):
+            render(family, hostile)
+
+
+def _bootstrap_arguments(document: str, tmp_path: Any) -> list[str]:
+    """Run AL2's bootstrap line in bash with bootstrap.sh replaced by a printer of its arguments."""
+    import subprocess
+
+    script = parts(document)[-1][1]
+    command = script.split("\n", 2)[2].replace("/etc/eks/bootstrap.sh", "printf '%s\\n'", 1)
+    result = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, check=True, timeout=10
+    )
+    return result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("value", [v for v in HOSTILE if "\n" not in v])
+def test_al2_bootstrap_arguments_reach_bootstrap_sh_intact_whatever_the_cluster_facts(
+    value: str, tmp_path: Any
+) -> None:
+    canary = tmp_path / "pwned"
+    hostile = value.replace("/tmp/pwned", str(canary))
+    cluster = ClusterInfo(
+        name=hostile,
+        endpoint=hostile,
+        certificate_authority=hostile,
+        version="1.31",
+        service_cidr="10.0.0.0/16",
+    )
+    document = render("AL2", NodeBootstrap(cluster=cluster, labels=LABELS, taints=TAINTS, kubelet=KUBELET))
+    args = _bootstrap_arguments(document, tmp_path)
+    assert args[:5] == [hostile, "--apiserver-endpoint", hostile, "--b64-cluster-ca", hostile]
+    assert args[args.index("--kubelet-extra-args") + 1].startswith(
+        '--node-labels="karpenter.sh/capacity-type=spot'
+    )
+    assert not canary.exists()
+
+
+def test_al2023_and_bottlerocket_write_hostile_cluster_facts_and_kubelet_values_as_data() -> None:
+    hostile = "x\n  injected: true\n[settings.host-containers.admin]\nenabled = true\n\"'"
+    cluster = ClusterInfo(
+        name=hostile,
+        endpoint=hostile,
+        certificate_authority="Q0E=",
+        version="1.31",
+        service_cidr="10.0.0.0/16",
+    )
+    kubelet = {"evictionHard": {"memory.available": hostile}}
+    spec_ = NodeBootstrap(cluster=cluster, kubelet=kubelet, nodeclass_name="default")
+    config = yaml.safe_load(parts(render("AL2023", spec_))[-1][1])
+    assert config["spec"]["cluster"]["name"] == hostile
+    assert config["spec"]["kubelet"]["config"]["evictionHard"] == {"memory.available": hostile}
+    assert set(config["spec"]) == {"cluster", "kubelet"}
+    settings = tomllib.loads(render("Bottlerocket", spec_))["settings"]
+    assert settings["kubernetes"]["cluster-name"] == hostile
+    assert settings["kubernetes"]["eviction-hard"] == {"memory.available": hostile}
+    assert set(settings) == {"kubernetes"}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_valid_labels_and_taints_still_render_for_every_family(family: str) -> None:
+    rendered = render(family, spec(None, kubelet={}))
+    assert "dedicated" in rendered
+    assert "karpenter.sh/nodepool" in rendered
+
+
+# --- user data is UTF-8 -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["AL2", "AL2023"])
+def test_non_ascii_nodeclass_user_data_renders_as_a_utf8_part(family: str) -> None:
+    script = "#!/bin/bash\n# setup — naïve café ✓\necho done\n"
+    document = render(family, spec(script))
+    message = email.message_from_bytes(document.encode("utf-8"))
+    first = next(p for p in message.walk() if not p.is_multipart())
+    assert first.get_content_charset() == "utf-8"
+    assert first.get_payload(decode=True).decode("utf-8") == script
+    bootstrap = [p for p in message.walk() if not p.is_multipart()][-1]
+    assert bootstrap.get_content_charset() == "us-ascii"
+
+
+def test_non_ascii_mime_user_data_keeps_its_text() -> None:
+    mime = (
+        'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="B"\n\n--B\n'
+        'Content-Type: text/x-shellscript; charset="utf-8"\n\n#!/bin/bash\necho "zürich — ok"\n--B--\n'
+    )
+    message = email.message_from_bytes(render("AL2", spec(mime)).encode("utf-8"))
+    first = next(p for p in message.walk() if not p.is_multipart())
+    assert first.get_payload(decode=True).decode("utf-8") == '#!/bin/bash\necho "zürich — ok"'
+
+
+def test_non_ascii_bottlerocket_settings_round_trip() -> None:
+    toml = '[settings.motd]\nmessage = "naïve — ✓ 😀"\n'
+    assert tomllib.loads(render("Bottlerocket", spec(toml)))["settings"]["motd"] == {
+        "message": "naïve — ✓ 😀"
+    }

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from nodewright.cluster import errors, objects
-from nodewright.cluster.client import is_unschedulable
 from nodewright.cluster.resources import LEASES, NODECLAIMS, NODES, PODS
 
 
@@ -51,16 +52,25 @@ def test_nodeclaim_instance_id_prefers_status_instance_id_then_provider_id() -> 
     assert objects.nodeclaim_instance_id({"metadata": {"name": "x"}}) is None
 
 
-def test_upsert_condition_keeps_transition_time_when_status_unchanged() -> None:
+def test_set_condition_moves_the_transition_time_only_when_the_status_changes() -> None:
     old = [{"type": "Ready", "status": "False", "reason": "A", "lastTransitionTime": "2020-01-01T00:00:00Z"}]
-    same = objects.upsert_condition(old, {"type": "Ready", "status": "False", "reason": "B"})
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    same = objects.set_condition(old, "Ready", False, reason="B", now=now)
     assert same == [
-        {"type": "Ready", "status": "False", "reason": "B", "lastTransitionTime": "2020-01-01T00:00:00Z"}
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "B",
+            "message": "",
+            "lastTransitionTime": "2020-01-01T00:00:00Z",
+        }
     ]
-    flipped = objects.upsert_condition(old, {"type": "Ready", "status": "True", "reason": "Ok"})
-    assert flipped[0]["lastTransitionTime"] != "2020-01-01T00:00:00Z"
-    added = objects.upsert_condition(old, {"type": "Launched", "status": "True", "reason": "Ok"})
+    flipped = objects.set_condition(old, "Ready", True, reason="Ok", now=now)
+    assert flipped[0]["lastTransitionTime"] == "2026-01-02T03:04:05Z"
+    added = objects.set_condition(old, "Launched", True, reason="Ok", now=now, observed_generation=3)
     assert [c["type"] for c in added] == ["Ready", "Launched"]
+    assert added[1]["observedGeneration"] == 3
+    assert old[0]["reason"] == "A", "the input is not modified"
 
 
 def test_error_classes_and_transience() -> None:
@@ -76,20 +86,3 @@ def test_error_classes_and_transience() -> None:
     assert errors.error_for(503, None, "fallback").transient
     assert errors.error_for(503, None, "fallback").message == "fallback"
     assert errors.ApiUnavailable("down").transient
-
-
-def test_is_unschedulable_needs_the_scheduler_verdict() -> None:
-    pending = {
-        "metadata": {"name": "p"},
-        "spec": {},
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        },
-    }
-    assert is_unschedulable(pending)
-    assert not is_unschedulable({**pending, "spec": {"nodeName": "n"}})
-    assert not is_unschedulable({**pending, "status": {"phase": "Pending"}})
-    assert not is_unschedulable(
-        {**pending, "metadata": {"name": "p", "deletionTimestamp": "2020-01-01T00:00:00Z"}}
-    )

@@ -280,3 +280,12 @@ def test_the_pods_fingerprint_changes_with_the_set_of_pods_not_their_order() -> 
     assert pods_fingerprint([a, b]) == pods_fingerprint([b, a])
     assert pods_fingerprint([a]) != pods_fingerprint([a, b])
     assert pods_fingerprint([]) == pods_fingerprint([])
+
+
+def test_an_expire_after_beyond_what_kubernetes_accepts_never_expires_and_never_crashes() -> None:
+    claims = [
+        nodeclaim("huge", age=timedelta(hours=800), expireAfter="80000000h"),
+        nodeclaim("old", age=timedelta(hours=800)),
+    ]
+    decision = run(claims, pods=[pod("web", "huge"), pod("db", "old")])
+    assert removed(decision) == [("old", EXPIRED)]

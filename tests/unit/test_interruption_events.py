@@ -185,17 +185,151 @@ def test_autoscaling_direct_message_without_envelope_is_acknowledged() -> None:
 
 @pytest.mark.parametrize(
     ("message", "complaint"),
-    [
+    ids=lambda v: str(v)[:40],
+    argvalues=[
         ("not json", "not JSON"),
         ("[1, 2]", "not an object"),
         (json.dumps({"hello": "world"}), "EventBridgeEnvelope"),
         (json.dumps(_spot(source="aws.s3")), "unknown event"),
         (json.dumps(_spot(resources=[], detail={})), "names no instance"),
-        (json.dumps(_spot(id="")), "id"),
-        (json.dumps(_spot(time="yesterday")), "time"),
-        (json.dumps(_spot(detail="oops")), "detail"),
+        (json.dumps(_spot(resources="[instance arn]", detail="oops")), "names no instance"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        (
+            json.dumps(_spot(detail={})).replace('"detail": {}', '"detail": ' + "9" * 5000),
+            "not JSON.*4300 digits",
+        ),
     ],
 )
 def test_malformed_messages_say_what_is_wrong(message, complaint) -> None:
     with pytest.raises(MalformedMessage, match=complaint):
         parse_message(message)
+
+
+# --- AWS's documented samples: placeholders must not lose a spot warning -------------------------
+
+RECEIVED = datetime(2026, 1, 20, 12, 0, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "placeholder", ["yyyy-mm-ddThh:mm:ssZ", "[Current time]", "", None, 17, "9999-12-31T23:59:59Z"]
+)
+def test_a_spot_warning_with_an_unusable_time_acts_from_the_time_it_was_received(placeholder) -> None:
+    event = parse_message(_spot(time=placeholder), received=RECEIVED)
+    assert event.action is Action.REPLACE_AND_DRAIN
+    assert event.time == RECEIVED
+    assert event.deadline == RECEIVED + timedelta(minutes=2)
+    if placeholder not in ("", None):
+        assert event.notes
+        assert "used the time the message was received" in event.notes[0]
+
+
+def test_awss_documented_spot_sample_with_placeholders_acts_on_the_detail_instance() -> None:
+    sample = {
+        "version": "0",
+        "id": "12345678-1234-1234-1234-123456789012",
+        "detail-type": "EC2 Spot Instance Interruption Warning",
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": "yyyy-mm-ddThh:mm:ssZ",
+        "region": "us-east-2",
+        "resources": "[instance arn]",
+        "detail": {"instance-id": "i-1234567890abcdef0", "instance-action": "action"},
+    }
+    event = parse_message(json.dumps(sample), received=RECEIVED)
+    assert (event.action, event.instance_ids) == (Action.REPLACE_AND_DRAIN, ("i-1234567890abcdef0",))
+    assert any("resources is a string" in note for note in event.notes)
+
+
+def test_awss_documented_rebalance_and_capacity_samples_with_current_time_act() -> None:
+    for detail_type, detail in (
+        ("EC2 Instance Rebalance Recommendation", {"instance-id": "i-1234567890abcdef0"}),
+        (
+            "EC2 Capacity Reservation Instance Interruption Warning",
+            {"instance-id": "i-1234567890abcdef0", "instance-action": "terminate"},
+        ),
+    ):
+        message = _spot(
+            **{"detail-type": detail_type, "time": "[Current time]", "resources": ["[instance arn]"]}
+        )
+        message["detail"] = detail
+        event = parse_message(message, received=RECEIVED)
+        assert event.action is Action.REPLACE_AND_DRAIN, detail_type
+        assert event.instance_ids == ("i-1234567890abcdef0",)
+
+
+def test_a_zone_less_time_is_read_as_utc() -> None:
+    event = parse_message(_spot(time="2026-01-20T12:00:00"))
+    assert event.time == datetime(2026, 1, 20, 12, 0, tzinfo=UTC)
+    assert event.deadline is not None
+    assert event.deadline.tzinfo is not None
+
+
+def test_a_message_without_an_id_gets_one_derived_from_its_content() -> None:
+    first = parse_message(_spot(id=None))
+    again = parse_message(_spot(id=None))
+    other = parse_message(_spot(id=None, region="eu-west-1"))
+    assert first.event_id.startswith("derived-")
+    assert first.event_id == again.event_id != other.event_id
+
+
+def test_a_far_future_capacity_reservation_deadline_does_not_overflow() -> None:
+    message = _spot(**{"detail-type": "EC2 Capacity Reservation Instance Interruption Warning"})
+    message["detail"] = {
+        "instance-id": "i-0f1e2d3c4b5a69788",
+        "instance-termination-time": "9999-12-31T23:59:59Z",
+    }
+    event = parse_message(message, now=datetime(2026, 1, 20, 12, 1, tzinfo=UTC))
+    assert event.action is Action.REPLACE_AND_DRAIN
+
+
+# --- maximum age per kind ------------------------------------------------------------------------
+
+NOTICE = datetime(2026, 1, 20, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("detail_type", "detail", "fresh_after", "stale_after"),
+    [
+        ("EC2 Spot Instance Interruption Warning", {}, timedelta(minutes=9), timedelta(minutes=11)),
+        ("EC2 Instance Rebalance Recommendation", {}, timedelta(minutes=9), timedelta(days=3)),
+        (
+            "EC2 Instance State-change Notification",
+            {"state": "terminated"},
+            timedelta(minutes=50),
+            timedelta(hours=2),
+        ),
+        (
+            "EC2 Capacity Reservation Instance Interruption Warning",
+            {"instance-termination-time": "2026-01-20T12:30:00Z"},
+            timedelta(minutes=35),
+            timedelta(minutes=45),
+        ),
+    ],
+)
+def test_each_kind_acts_until_its_maximum_age_then_is_acknowledged_as_stale(
+    detail_type, detail, fresh_after, stale_after
+) -> None:
+    message = _spot(**{"detail-type": detail_type})
+    message["detail"] = {"instance-id": "i-0f1e2d3c4b5a69788", **detail}
+    assert parse_message(message, now=NOTICE + fresh_after).action is Action.REPLACE_AND_DRAIN
+    stale = parse_message(message, now=NOTICE + stale_after)
+    assert stale.action is Action.IGNORE
+    assert stale.reason.startswith("stale")
+
+
+def test_a_health_scheduled_change_acts_until_an_hour_after_its_start() -> None:
+    health = {
+        "id": "h-1",
+        "source": "aws.health",
+        "detail-type": "AWS Health Event",
+        "time": "2026-01-01T00:00:00Z",
+        "detail": {
+            "service": "EC2",
+            "eventTypeCategory": "scheduledChange",
+            "startTime": "2026-01-20T12:00:00Z",
+            "affectedEntities": [{"entityValue": "i-0f1e2d3c4b5a69788"}],
+        },
+    }
+    assert parse_message(health, now=NOTICE - timedelta(days=5)).action is Action.REPLACE_AND_DRAIN
+    assert parse_message(health, now=NOTICE + timedelta(minutes=30)).action is Action.REPLACE_AND_DRAIN
+    assert parse_message(health, now=NOTICE + timedelta(hours=2)).action is Action.IGNORE

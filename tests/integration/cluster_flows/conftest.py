@@ -2,19 +2,21 @@
 
 The emulator is a bare API server (no scheduler, kubelet or controllers), so the tests play those
 parts explicitly: ``World`` creates bound Running pods, sets PodDisruptionBudget status as the PDB
-controller would, and ``kubelet_confirm`` finishes graceful deletions as a kubelet does. The
-``FakeClock`` runs those "controller" callbacks when the code under test sleeps, so drains that
-wait for a PDB run in milliseconds without real sleeps.
+controller would, and ``kubelet_confirm`` finishes graceful deletions as a kubelet does. The shared
+``FakeClock`` (``tests/fakes.py``) runs those "controller" callbacks when the code under test
+sleeps, so drains that wait for a PDB run in milliseconds without real sleeps. EC2 is the shared
+``FakeCloudProvider``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import yaml
+from fakes import FakeClock, FakeCloudProvider
 from nodewright import observability
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.cluster import Cluster, auth
@@ -25,60 +27,6 @@ from nodewright.settings import Settings
 from sandbox.shared_data import REPO_ROOT
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-
-
-class FakeClock:
-    """Time that moves only when the code sleeps; each sleep runs the registered controller ticks."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime.now(UTC)
-        self._mono = 1000.0
-        self.ticks: list[Callable[[], None]] = []
-        self.slept: list[float] = []
-
-    def now(self) -> datetime:
-        return self._now
-
-    def monotonic(self) -> float:
-        return self._mono
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.advance(seconds)
-        for tick in list(self.ticks):
-            tick()
-
-    def advance(self, seconds: float) -> None:
-        self._now += timedelta(seconds=seconds)
-        self._mono += seconds
-
-
-class FakeCatalog:
-    """The shared price table, as the price-refresh function would have stored it."""
-
-    def prices(self) -> PriceTable:
-        return PriceTable(on_demand={"m5.large": 0.096}, spot={("m5.large", "us-west-2a"): 0.0341})
-
-
-class FakeCloud:
-    """What the flows ask of EC2, recorded."""
-
-    def __init__(self) -> None:
-        self.unavailable: list[tuple[str, str, str, str]] = []
-        self.terminated: list[str] = []
-        self.catalog = FakeCatalog()
-
-    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
-        self.unavailable.append((instance_type, zone, capacity_type, reason))
-
-    def delete(self, instance_id: str) -> bool:
-        first = instance_id not in self.terminated
-        self.terminated.append(instance_id)
-        return first
-
-    def delete_by_nodeclaim(self, nodeclaim_name: str) -> list[str]:
-        self.terminated.append(f"nodeclaim:{nodeclaim_name}")
-        return []
 
 
 class World:
@@ -273,14 +221,16 @@ def world(cluster: Cluster, crds: None) -> World:
 
 @pytest.fixture
 def clock(world: World) -> FakeClock:
-    fake = FakeClock()
+    fake = FakeClock(datetime.now(UTC))  # the emulator stamps objects with the real time
     fake.ticks.append(world.kubelet_confirm)
     return fake
 
 
 @pytest.fixture
-def cloud() -> FakeCloud:
-    return FakeCloud()
+def cloud(clock: FakeClock) -> FakeCloudProvider:
+    """The shared price table holds what the price-refresh function would have stored."""
+    prices = PriceTable(on_demand={"m5.large": 0.096}, spot={("m5.large", "us-west-2a"): 0.0341})
+    return FakeCloudProvider(clock, prices=prices)
 
 
 @pytest.fixture
@@ -289,12 +239,12 @@ def settings(kubeconfig: str) -> Settings:
 
 
 @pytest.fixture
-def ctx(settings: Settings, cluster: Cluster, cloud: FakeCloud, clock: FakeClock) -> Context:
+def ctx(settings: Settings, cluster: Cluster, cloud: FakeCloudProvider, clock: FakeClock) -> Context:
     return Context(
         settings=settings,
         cluster=cluster,
         cloud=cloud,
-        state=None,
+        store=None,
         logger=observability.logger(),
         metrics=observability.metrics(),
         clock=clock,

@@ -7,7 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from nodewright.cluster import ApiUnavailable, Cluster, Conflict, EvictionOutcome, NotFound
 from nodewright.cluster.lease import LeaseLost, LeaseUnavailable, WriterLease
+from nodewright.cluster.objects import set_condition
 from nodewright.cluster.resources import LEASES, NODECLAIMS, NODES, PODS
+from nodewright.state.pods import is_provisionable
+from nodewright.state.world import observe
 
 
 def test_lists_and_field_selector_on_node(world) -> None:
@@ -22,7 +25,7 @@ def test_lists_and_field_selector_on_node(world) -> None:
     assert on_a[0]["kind"] == "Pod"  # items get their kind back, as the typed client would show
 
 
-def test_pending_pods_are_those_the_scheduler_marked_unschedulable(world) -> None:
+def test_pending_pods_are_listed_by_phase_and_the_provisionable_ones_are_the_unschedulable(world) -> None:
     cluster: Cluster = world.cluster
     for name in ("waiting", "unschedulable"):
         cluster.create(
@@ -39,7 +42,10 @@ def test_pending_pods_are_those_the_scheduler_marked_unschedulable(world) -> Non
         namespace="default",
         subresource="status",
     )
-    assert [p["metadata"]["name"] for p in cluster.list_pending_pods()] == ["unschedulable"]
+    world.pod("running", "node-a")  # phase Running: the API server leaves it out
+    pending = cluster.list_pending_pods()
+    assert sorted(p["metadata"]["name"] for p in pending) == ["unschedulable", "waiting"]
+    assert [p["metadata"]["name"] for p in pending if is_provisionable(p)] == ["unschedulable"]
 
 
 def test_taint_and_cordon_is_idempotent_and_keeps_other_taints(world) -> None:
@@ -59,9 +65,6 @@ def test_taint_and_cordon_is_idempotent_and_keeps_other_taints(world) -> None:
     assert first["metadata"]["resourceVersion"] == second["metadata"]["resourceVersion"], (
         "no write when unchanged"
     )
-    undone = cluster.untaint_node("node-a", "karpenter.sh/disrupted", uncordon=True)
-    assert [t["key"] for t in undone["spec"]["taints"]] == ["team"]
-    assert not undone["spec"].get("unschedulable")
 
 
 def test_stale_update_is_a_conflict(world) -> None:
@@ -80,10 +83,10 @@ def test_nodeclaim_status_conditions_and_finalizers(world) -> None:
     cluster: Cluster = world.cluster
     world.nodeclaim("default-abc", "i-0aaaaaaaaaaaaaaa1", None)
 
-    cluster.set_condition(NODECLAIMS, "default-abc", "Launched", "True", reason="Launched")
-    cluster.set_condition(
-        NODECLAIMS, "default-abc", "Registered", "False", reason="Waiting", message="no node"
-    )
+    now = datetime.now(UTC)
+    conditions = set_condition([], "Launched", True, reason="Launched", now=now)
+    conditions = set_condition(conditions, "Registered", False, reason="Waiting", message="no node", now=now)
+    cluster.patch_nodeclaim_status("default-abc", {"conditions": conditions})
     claim = cluster.get_nodeclaim("default-abc")
     conditions = {c["type"]: c for c in claim["status"]["conditions"]}
     assert conditions["Launched"]["status"] == "True"
@@ -144,16 +147,16 @@ def test_record_event_on_a_cluster_scoped_object(world) -> None:
     }
 
 
-def test_snapshot_reads_capacity_and_pods(world) -> None:
+def test_observe_reads_capacity_and_pods_into_one_world(world, ctx) -> None:
     world.node("node-a", "i-0aaaaaaaaaaaaaaa1")
-    world.nodeclaim("default-abc", "i-0aaaaaaaaaaaaaaa1", "node-a")
+    claim = world.nodeclaim("default-abc", "i-0aaaaaaaaaaaaaaa1", "node-a")
     world.pod("web-1", "node-a")
-    snap = world.cluster.snapshot()
-    assert [n["metadata"]["name"] for n in snap.nodes] == ["node-a"]
-    assert [c["metadata"]["name"] for c in snap.nodeclaims] == ["default-abc"]
-    assert [p["metadata"]["name"] for p in snap.pods] == ["web-1"]
-    assert snap.nodepools == []
-    assert snap.pdbs == []
+    seen = observe(ctx)
+    assert [n["metadata"]["name"] for n in seen.nodes] == ["node-a"]
+    assert [c["metadata"]["name"] for c in seen.nodeclaims] == ["default-abc"]
+    assert [p["metadata"]["name"] for p in seen.pods_on(seen.node_of(claim) or "")] == ["web-1"]
+    assert seen.nodepools == []
+    assert seen.pdbs == []
 
 
 def test_missing_object_is_not_found_and_delete_of_missing_is_none(world) -> None:

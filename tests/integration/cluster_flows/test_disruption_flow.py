@@ -6,15 +6,33 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from nodewright.cluster.resources import EVENTS, NODEPOOLS, NODES
+from nodewright.cluster.objects import format_time
+from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODEPOOLS, NODES
 from nodewright.disruption import run
 from nodewright.disruption.flow import FINGERPRINT_ANNOTATION
-from nodewright.provisioning import nodeclaims
 
 INSTANCES = {name: f"i-0{index:016x}" for index, name in enumerate(["a", "b", "c", "d"], start=10)}
 
 
-def nodepool(world: Any, *, budgets: list[dict[str, Any]] | None = None, after: str = "30s") -> None:
+NODECLASS = {
+    "apiVersion": "karpenter.k8s.aws/v1",
+    "kind": "EC2NodeClass",
+    "metadata": {"name": "default"},
+    "spec": {
+        "role": "KarpenterNodeRole-sandbox",
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sandbox"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sandbox"}}],
+    },
+}
+
+
+def nodepool(
+    world: Any, *, budgets: list[dict[str, Any]] | None = None, after: str = "30s", nodeclass: bool = True
+) -> None:
+    """NodePool ``default`` (WhenEmpty after ``after``) and, unless told otherwise, its EC2NodeClass."""
+    if nodeclass:
+        world.cluster.create(EC2NODECLASSES, NODECLASS)
     disruption: dict[str, Any] = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": after}
     if budgets is not None:
         disruption["budgets"] = budgets
@@ -66,7 +84,7 @@ def ready_node(world: Any, clock: Any, name: str, *, initialized_ago: float = 60
             }
         },
     )
-    initialized = nodeclaims.format_time(clock.now() - timedelta(seconds=initialized_ago))
+    initialized = format_time(clock.now() - timedelta(seconds=initialized_ago))
     world.cluster.patch_nodeclaim_status(
         name,
         {
@@ -175,3 +193,14 @@ def test_nothing_is_disrupted_while_another_writer_holds_the_lease(world, ctx, c
     assert report.disrupted == []
     assert report.lease_skipped >= 2, "tried again a few seconds later, not only at the next schedule"
     assert world.cluster.find_nodeclaim("a") is not None
+
+
+def test_a_nodepool_whose_ec2nodeclass_is_missing_is_not_disrupted_within(world, clock, ctx) -> None:
+    """The same NodePool triage as provisioning: an unusable NodePool's empty nodes stay."""
+    nodepool(world, nodeclass=False)
+    ready_node(world, clock, "a")
+
+    report = run(ctx, remaining_seconds=60)
+
+    assert report.disrupted == []
+    assert world.cluster.find_node("node-a") is not None

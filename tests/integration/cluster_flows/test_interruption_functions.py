@@ -17,7 +17,8 @@ import pytest
 from moto import mock_aws
 from nodewright.cloud.aws import reset_clients
 from nodewright.cluster import ApiUnavailable
-from nodewright.interruption import flow, processing
+from nodewright.context import ContainerContext
+from nodewright.interruption import flow
 from nodewright.interruption.processing import InterruptionProcessor
 
 from sandbox.lambdas import load_function
@@ -72,7 +73,10 @@ def sqs_batch(*bodies: str) -> dict[str, Any]:
                 "messageId": f"m-{index}",
                 "receiptHandle": f"r-{index}",
                 "body": body,
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1768910400000"},
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": str(int(datetime.now(UTC).timestamp() * 1000)),  # just now
+                },
                 "messageAttributes": {},
                 "md5OfBody": "",
                 "eventSource": "aws:sqs",
@@ -118,15 +122,16 @@ def make_processor(ctx, settings):
 
     def build(replacement, *, state: bool) -> InterruptionProcessor:
         configured = replace(settings, state_table="nodewright-state" if state else None)
-        return InterruptionProcessor(configured, context_factory=lambda: ctx, replace=replacement)
+        container = ContainerContext(logger=ctx.logger, metrics=ctx.metrics, settings=configured, context=ctx)
+        return InterruptionProcessor(container, replace=replacement)
 
     return build
 
 
 @pytest.fixture
 def functions():
-    yield load_function("interruption"), load_function("spot_events")
-    processing.use_processor(None)
+    """Both handler modules, fresh: each holds its own container and processor, as in Lambda."""
+    return load_function("interruption"), load_function("spot_events")
 
 
 @pytest.mark.usefixtures("owned_node")
@@ -135,7 +140,7 @@ def test_partial_batch_failure_retries_only_the_transient_message(
 ) -> None:
     interruption, _ = functions
     replacement = CountingReplacement()
-    processing.use_processor(make_processor(replacement, state=False))
+    interruption.processor = make_processor(replacement, state=False)
     real_owns_any = flow.OwnershipIndex.owns_any
 
     def flaky_owns_any(index, instance_ids):
@@ -172,7 +177,7 @@ def test_partial_batch_failure_retries_only_the_transient_message(
 def test_same_event_twice_on_the_queue_acts_once(make_processor, functions, state_table, cloud) -> None:
     interruption, _ = functions
     replacement = CountingReplacement()
-    processing.use_processor(make_processor(replacement, state=True))
+    interruption.processor = make_processor(replacement, state=True)
     body = json.dumps(spot_event("spot-twice"))
 
     assert interruption.handler(sqs_batch(body), FakeLambdaContext()) == {"batchItemFailures": []}
@@ -192,12 +197,11 @@ def test_direct_path_first_then_queue_acts_once(world, make_processor, functions
     replacement = CountingReplacement()
     direct = make_processor(replacement, state=True)
     queue = make_processor(replacement, state=True)  # another container, another function
+    spot_events.processor, interruption.processor = direct, queue
 
-    processing.use_processor(direct)
     first = spot_events.handler(
         spot_event("spot-both"), FakeLambdaContext(function_name="nodewright-spot-events")
     )
-    processing.use_processor(queue)
     second = interruption.handler(sqs_batch(json.dumps(spot_event("spot-both"))), FakeLambdaContext())
 
     assert first["disposition"] == "acted"
@@ -210,7 +214,7 @@ def test_direct_path_first_then_queue_acts_once(world, make_processor, functions
 def test_redelivery_after_the_node_is_gone_is_a_duplicate(world, make_processor, functions) -> None:
     _, spot_events = functions
     replacement = CountingReplacement()
-    processing.use_processor(make_processor(replacement, state=True))
+    spot_events.processor = make_processor(replacement, state=True)
     context = FakeLambdaContext(function_name="nodewright-spot-events")
 
     first = spot_events.handler(spot_event("spot-again"), context)
@@ -231,17 +235,15 @@ def test_event_in_progress_on_one_path_is_retried_later_on_the_queue(make_proces
     replacement = CountingReplacement()
     direct = make_processor(replacement, state=True)
     queue = make_processor(replacement, state=True)
+    spot_events.processor, interruption.processor = direct, queue
     seen: dict[str, Any] = {}
 
     def queue_delivers_meanwhile() -> None:
-        processing.use_processor(queue)
         seen["queue"] = interruption.handler(
             sqs_batch(json.dumps(spot_event("spot-race"))), FakeLambdaContext()
         )
-        processing.use_processor(direct)
 
     replacement.during = queue_delivers_meanwhile
-    processing.use_processor(direct)
     spot_events.handler(spot_event("spot-race"), FakeLambdaContext(function_name="nodewright-spot-events"))
 
     assert seen["queue"] == {"batchItemFailures": [{"itemIdentifier": "m-0"}]}, "back to the queue, not lost"

@@ -177,5 +177,13 @@ def test_nodeclaim_without_instance_id_terminates_by_its_tag(world, ctx, cloud) 
     )
     world.cluster.delete_nodeclaim("unrecorded")
     termination.resume_all(ctx)
-    assert cloud.terminated == ["nodeclaim:unrecorded"]
+    assert cloud.deleted_by_nodeclaim == ["unrecorded"]
+    assert cloud.terminated == []
     assert world.cluster.find_nodeclaim("unrecorded") is None
+
+
+def test_a_termination_grace_period_beyond_what_kubernetes_accepts_sets_no_deadline(world, ctx) -> None:
+    node, claim = _node_with_claim(world, terminationGracePeriod="80000000h")
+    term = _begin(ctx, node, claim, involuntary=False)
+    assert term.deadline is None
+    termination.step(ctx, term)

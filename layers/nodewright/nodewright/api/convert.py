@@ -84,7 +84,7 @@ def _kubelet_carrier(class_name: str, kubelet: Doc) -> Doc:
     }
 
 
-def _convert_kubelet(kubelet: Any, path: str, findings: list[Finding]) -> Any:
+def convert_kubelet(kubelet: Any, path: str, findings: list[Finding]) -> Any:
     """v1alpha5/v1beta1 kubelet settings → v1 EC2NodeClass ``kubelet``."""
     if not isinstance(kubelet, dict):
         return kubelet
@@ -151,7 +151,7 @@ def _nodepool_v1beta1(doc: Doc) -> Conversion:
         if "nodeClassRef" in tspec:
             tspec["nodeClassRef"] = _class_ref_from_v1beta1(tspec["nodeClassRef"])
         if "kubelet" in tspec:
-            kubelet = _convert_kubelet(tspec.pop("kubelet"), "spec.template.spec.kubelet", findings)
+            kubelet = convert_kubelet(tspec.pop("kubelet"), "spec.template.spec.kubelet", findings)
     disruption = spec.get("disruption")
     if isinstance(disruption, dict):
         if "expireAfter" in disruption:
@@ -292,7 +292,7 @@ def _provisioner_v1alpha5(doc: Doc) -> Conversion:
         _add_kubelet_carrier(
             result,
             nodepool,
-            _convert_kubelet(kubelet, "spec.kubeletConfiguration", findings),
+            convert_kubelet(kubelet, "spec.kubeletConfiguration", findings),
             "spec.kubeletConfiguration",
         )
     return result
@@ -385,6 +385,33 @@ def _nodetemplate_v1alpha1(doc: Doc) -> Conversion:
     )
     _hop_limit_note(out_spec, result.findings)
     return result
+
+
+NODECLASS_KINDS = {
+    (AWS_V1, labels.EC2NODECLASS_KIND),
+    ("karpenter.k8s.aws/v1beta1", labels.EC2NODECLASS_KIND),
+    ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate"),
+}
+
+
+def fill_node_role(doc: Any, role: str | None) -> bool:
+    """Give a node class with neither ``role`` nor ``instanceProfile`` the node role ``role``.
+
+    The seeds' EC2NodeClasses name neither (v1beta1 clusters set a default elsewhere); v1 needs
+    one. The webhook fills in the stack's node role, ``nodewright convert --role`` the one given;
+    each says so. Returns whether it filled it in.
+    """
+    if (
+        not role
+        or not isinstance(doc, dict)
+        or (doc.get("apiVersion"), doc.get("kind")) not in NODECLASS_KINDS
+    ):
+        return False
+    spec = doc.get("spec")
+    if not isinstance(spec, dict) or spec.get("role") or spec.get("instanceProfile"):
+        return False
+    spec["role"] = role
+    return True
 
 
 def _hop_limit_note(spec: Doc, findings: list[Finding]) -> None:

@@ -23,6 +23,11 @@ _UNIT_SECONDS: dict[str, float] = {
 }
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 DURATION_UNITS_STRICT = re.compile(r"^([0-9]+(s|m|h))+$")
+# Go's time.Duration is int64 nanoseconds: Karpenter (and every Kubernetes component) refuses a
+# longer duration. Anything past it is an error here too, which also keeps ``now + duration``
+# inside Python's datetime range (a 80000000h expireAfter used to raise OverflowError).
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+MAX_DURATION_TEXT = "2562047h47m16s"
 
 
 class DurationError(ValueError):
@@ -54,6 +59,11 @@ def parse_duration(text: str | int | float | None, *, allow_never: bool = True) 
         hint = " or Never" if allow_never else ""
         raise DurationError(
             f"{text!r} is not a duration: use numbers with units h, m, s (e.g. 720h, 1m30s){hint}"
+        )
+    if total > MAX_DURATION_SECONDS:
+        raise DurationError(
+            f"{text!r} is longer than the longest duration Kubernetes accepts ({MAX_DURATION_TEXT}, about "
+            f"292 years){'; use Never for no limit' if allow_never else ''}"
         )
     return total
 

@@ -2,7 +2,13 @@
 
 - ``load_files(paths) -> list[LoadedDocument]``: every YAML document of every file (multi-document
   files allowed). A file that cannot be read or parsed gives one ``LoadedDocument`` with ``doc=None``
-  and the error as a finding; the other files still load. Empty documents are skipped.
+  and the error as a finding; the other files still load. Empty documents are skipped; a file with
+  no document at all is reported as such.
+
+Loading is bounded, because a manifest is untrusted input: YAML aliases may expand to at most
+``MAX_EXPANDED_NODES`` values (a "billion laughs" document is refused instead of filling memory),
+nesting deeper than Python can walk is refused, and so is a number too long to convert (Python's
+4,300-digit limit); each is one finding naming the file.
 - ``validate_files(paths) -> Report``: for each document, its findings and its v1 form
   (``DocumentReport.v1``: the converted documents, the document itself when it is not a Karpenter kind).
   ``Report.ok`` is False when any document has an error.
@@ -81,24 +87,102 @@ def _describe_yaml_error(exc: yaml.YAMLError) -> str:
     return f"not valid YAML{where}: {problem}; fix the syntax (the other documents were still checked)"
 
 
+# How many values a document may hold once its aliases are expanded. Karpenter manifests hold a
+# few hundred; a thousand times that is still instant, and a billion laughs is refused early.
+MAX_EXPANDED_NODES = 200_000
+
+
+class ManifestTooLarge(ValueError):
+    """A document whose aliases expand beyond ``MAX_EXPANDED_NODES`` values."""
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Values the node stands for once every alias is expanded (shared nodes counted each time)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = 1  # a recursive alias counts once: the constructor refuses it anyway
+    if isinstance(node, yaml.SequenceNode):
+        total = 1 + sum(_expanded_size(child, sizes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    else:
+        total = 1
+    sizes[id(node)] = min(total, MAX_EXPANDED_NODES + 1)
+    return sizes[id(node)]
+
+
+def safe_load_documents(text: str) -> list[Any]:
+    """Every document of a YAML stream, like ``yaml.safe_load_all`` with the bounds of this module."""
+    documents = []
+    loader = yaml.SafeLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None and _expanded_size(node, {}) > MAX_EXPANDED_NODES:
+                raise ManifestTooLarge(
+                    f"YAML aliases expand to more than {MAX_EXPANDED_NODES:,} values; write the document "
+                    "out without aliases (manifests never need that many)"
+                )
+            documents.append(loader.construct_document(node) if node is not None else None)
+    finally:
+        loader.dispose()
+    return documents
+
+
+def _load_problem(exc: Exception) -> str:
+    if isinstance(exc, yaml.YAMLError):
+        return _describe_yaml_error(exc)
+    if isinstance(exc, RecursionError):
+        return "the YAML is nested too deeply to read; no manifest needs that depth"
+    if isinstance(exc, ManifestTooLarge):
+        return str(exc)
+    if "integer string conversion" in str(exc):
+        return "a number in it has more than 4,300 digits; no manifest field takes such a number"
+    return f"cannot read the YAML: {exc}"
+
+
+def manifest_paths(paths: Iterable[str | Path]) -> list[Path | str]:
+    """The files to read: a directory stands for its *.yaml/*.yml files (sorted)."""
+    out: list[Path | str] = []
+    for path in paths:
+        folder = Path(path)
+        files = (
+            sorted(f for f in folder.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
+            if folder.is_dir()
+            else []
+        )
+        out.extend(files or [path])  # an empty directory stays, to be reported as such
+    return out
+
+
 def load_files(paths: Iterable[str | Path]) -> list[LoadedDocument]:
     """Every document of every file; unreadable files and YAML errors become findings, not exceptions."""
     loaded: list[LoadedDocument] = []
     for path in paths:
         name = str(path)
+        if Path(path).is_dir():
+            loaded.append(
+                LoadedDocument(
+                    name, 0, None, [error("", "is a directory with no *.yaml or *.yml file in it")]
+                )
+            )
+            continue
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             loaded.append(LoadedDocument(name, 0, None, [error("", f"cannot read the file: {exc}")]))
             continue
-        index = 0
         try:
-            for doc in yaml.safe_load_all(text):
-                if doc is not None:
-                    loaded.append(LoadedDocument(name, index, doc))
-                index += 1
-        except yaml.YAMLError as exc:
-            loaded.append(LoadedDocument(name, index, None, [error("", _describe_yaml_error(exc))]))
+            documents = safe_load_documents(text)
+        except (yaml.YAMLError, RecursionError, MemoryError, ValueError) as exc:
+            # ValueError: ManifestTooLarge, and int() past Python's 4,300-digit limit.
+            loaded.append(LoadedDocument(name, 0, None, [error("", _load_problem(exc))]))
+            continue
+        found = [LoadedDocument(name, index, doc) for index, doc in enumerate(documents) if doc is not None]
+        if not found:
+            found = [LoadedDocument(name, 0, None, [error("", "holds no YAML document: nothing to check")])]
+        loaded.extend(found)
     return loaded
 
 
@@ -106,11 +190,16 @@ def validate_loaded(document: LoadedDocument) -> DocumentReport:
     """Findings and v1 form of one loaded document."""
     if document.doc is None:
         return DocumentReport(document, [], list(document.findings))
-    conversion = convert_document(document.doc)
-    findings = list(document.findings) + validate_conversion(conversion)
+    try:
+        conversion = convert_document(document.doc)
+        findings = list(document.findings) + validate_conversion(conversion)
+    except RecursionError:
+        problem = "the document is nested too deeply to check; no manifest needs that depth"
+        return DocumentReport(document, [], [*document.findings, error("", problem)])
     return DocumentReport(document, conversion.documents, findings, list(conversion.partial))
 
 
 def validate_files(paths: Iterable[str | Path]) -> Report:
-    """Validate every document of ``paths``; one bad document never stops the others."""
-    return Report([validate_loaded(d) for d in load_files(paths)])
+    """Validate every document of ``paths`` (directories: their YAML files); one bad document never
+    stops the others."""
+    return Report([validate_loaded(d) for d in load_files(manifest_paths(paths))])

@@ -23,13 +23,16 @@ import typing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, ClassVar, Self, Union
+from typing import Any, ClassVar, Self, Union, cast
 
 from nodewright.api import labels
 from nodewright.api.durations import parse_duration
 
 KARPENTER_V1 = "karpenter.sh/v1"
 AWS_V1 = "karpenter.k8s.aws/v1"
+# Karpenter v1's default lifetime of a node; the one place it is written (readers of raw NodeClaim
+# dicts use this constant, the models their field default).
+DEFAULT_EXPIRE_AFTER = "720h"
 
 
 def _json(name: str, **kwargs: Any) -> Any:
@@ -90,7 +93,7 @@ class Model:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Self:
         data = data or {}
-        hints = _hints(cls)
+        hints = _hints(cast(type, cls))
         kwargs: dict[str, Any] = {}
         for attr, key in cls.json_names().items():
             if key in data and data[key] is not None:
@@ -209,7 +212,7 @@ class NodeClaimTemplateSpec(Model):
     node_class_ref: NodeClassRef = field(default_factory=NodeClassRef)
     taints: list[Taint] = field(default_factory=list)
     startup_taints: list[Taint] = field(default_factory=list)
-    expire_after: str = "720h"
+    expire_after: str = DEFAULT_EXPIRE_AFTER
     termination_grace_period: str | None = None
 
     @property

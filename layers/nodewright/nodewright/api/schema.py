@@ -22,6 +22,13 @@ DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
 DURATION_OR_NEVER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
 BUDGET_DURATION_PATTERN = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"
 BUDGET_NODES_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
+# What Kubernetes enforces on label keys (qualified names) and values; Karpenter's CRDs give taint
+# keys the same key pattern. Taint values follow Kubernetes' own rule for them (a label value).
+QUALIFIED_NAME_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?"
+    r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
     r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -69,8 +76,8 @@ def resource_list() -> Schema:
 
 TAINT = obj(
     {
-        "key": string(minLength=1),
-        "value": string(),
+        "key": string(minLength=1, maxLength=316, pattern=QUALIFIED_NAME_PATTERN),
+        "value": string(maxLength=63, pattern=LABEL_VALUE_PATTERN),
         "effect": string(enum=["NoSchedule", "PreferNoSchedule", "NoExecute"]),
         "timeAdded": string(format="date-time"),
     },
@@ -123,7 +130,11 @@ NODEPOOL_TEMPLATE = obj(
     {
         "metadata": obj(
             {
-                "labels": string_map(maxProperties=100),
+                "labels": {
+                    "type": "object",
+                    "additionalProperties": string(maxLength=63, pattern=LABEL_VALUE_PATTERN),
+                    "maxProperties": 100,
+                },
                 "annotations": string_map(),
             }
         ),

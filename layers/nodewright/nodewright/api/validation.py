@@ -121,7 +121,7 @@ def _walk(schema: Schema, value: Any, path: str, out: list[Finding], partial: bo
         if isinstance(value, bool) or not isinstance(value, int | str):
             out.append(error(path, f"Invalid value: {value!r}: must be an integer or a string"))
         return
-    expected = schema.get("type")
+    expected = str(schema.get("type") or "")
     ok = {
         "object": isinstance(value, dict),
         "array": isinstance(value, list),
@@ -217,6 +217,11 @@ def _check_duration(value: Any, path: str, out: list[Finding], *, allow_never: b
                 f"Invalid value: {value!r}: give a duration with units h, m, s (e.g. 720h, 1m30s){never}",
             )
         )
+        return
+    try:
+        parse_duration(value, allow_never=allow_never)
+    except DurationError as exc:
+        out.append(error(path, f"Invalid value: {exc}"))
 
 
 def _restricted_key_error(key: str, where: str | None) -> str | None:
@@ -404,11 +409,14 @@ def _check_budgets(budgets: Any, path: str, out: list[Finding]) -> None:
             )
 
 
-def _check_labels(mapping: Any, path: str, out: list[Finding]) -> None:
+def _check_labels(
+    mapping: Any, path: str, out: list[Finding], where: str | None = "the template labels"
+) -> None:
+    """Key and value syntax, and restricted domains (``where`` None: a NodeClaim's own labels)."""
     if not isinstance(mapping, dict):
         return
     for key, value in mapping.items():
-        problem = _label_key_error(key) or _restricted_key_error(key, "the template labels")
+        problem = _label_key_error(key) or _restricted_key_error(key, where)
         if problem:
             out.append(error(f"{path}[{key}]", f"Invalid value: {problem}"))
         value_problem = _label_value_error(value)
@@ -417,11 +425,11 @@ def _check_labels(mapping: Any, path: str, out: list[Finding]) -> None:
 
 
 def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
-    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
-    tspec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
-    template_labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    spec = as_dict(doc.get("spec"))
+    template = as_dict(spec.get("template"))
+    meta = as_dict(template.get("metadata"))
+    tspec = as_dict(template.get("spec"))
+    template_labels = as_dict(meta.get("labels"))
     _check_labels(template_labels, "spec.template.metadata.labels", out)
     _check_requirements(
         tspec.get("requirements"), "spec.template.spec.requirements", out, template_labels, in_nodepool=True
@@ -436,7 +444,7 @@ def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
         out,
         allow_never=False,
     )
-    disruption = spec.get("disruption") if isinstance(spec.get("disruption"), dict) else {}
+    disruption = as_dict(spec.get("disruption"))
     _check_duration(
         disruption.get("consolidateAfter"), "spec.disruption.consolidateAfter", out, allow_never=True
     )
@@ -445,14 +453,17 @@ def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
 
 
 def _nodeclaim_rules(doc: dict[str, Any], out: list[Finding]) -> None:
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    """A NodePool template's rules, applied to a NodeClaim: its labels, requirements and taints."""
+    spec = as_dict(doc.get("spec"))
+    meta = as_dict(doc.get("metadata"))
+    _check_labels(meta.get("labels"), "metadata.labels", out, where=None)
     _check_requirements(spec.get("requirements"), "spec.requirements", out, {}, in_nodepool=False)
     _check_taints(spec.get("taints"), "spec.taints", out)
     _check_taints(spec.get("startupTaints"), "spec.startupTaints", out)
     _check_node_class_ref(spec.get("nodeClassRef"), "spec.nodeClassRef", out)
     _check_duration(spec.get("expireAfter"), "spec.expireAfter", out, allow_never=True)
     _check_duration(spec.get("terminationGracePeriod"), "spec.terminationGracePeriod", out, allow_never=False)
-    resources = spec.get("resources") if isinstance(spec.get("resources"), dict) else {}
+    resources = as_dict(spec.get("resources"))
     _check_resources(resources.get("requests"), "spec.resources.requests", out)
 
 
@@ -634,7 +645,7 @@ def _check_kubelet(kubelet: Any, out: list[Finding]) -> None:
 
 
 def _ec2nodeclass_rules(doc: dict[str, Any], out: list[Finding], partial: bool) -> None:
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    spec = as_dict(doc.get("spec"))
     _check_kubelet(spec.get("kubelet"), out)
     if partial:
         return
@@ -708,3 +719,21 @@ def validate_conversion(conversion: Conversion) -> list[Finding]:
 def validate_document(doc: Any) -> list[Finding]:
     """Findings for any manifest: conversion notes plus the problems of its v1 form."""
     return validate_conversion(convert_document(doc))
+
+
+def nodeclaim_launch_problems(claim: dict[str, Any]) -> list[Finding]:
+    """Why a NodeClaim must not be launched: the errors a NodePool template's rules find in it.
+
+    Run on every NodeClaim before its launch, whoever wrote it: its labels, taints and kubelet
+    settings reach the node's user data, so a hand-made NodeClaim gets the same checks as a
+    NodePool (the CRD's patterns, and the value rules above). Status and server-set metadata
+    are not the launch's business and are left out.
+    """
+    meta = as_dict(claim.get("metadata"))
+    document = {
+        "apiVersion": claim.get("apiVersion") or "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "spec": claim.get("spec"),
+    }
+    return [finding for finding in validate_v1(document) if finding.is_error]

@@ -10,6 +10,7 @@ document is still printed).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -23,6 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "files", nargs="+", metavar="FILE", help="YAML manifest files (multi-document allowed)"
     )
+    parser.add_argument(
+        "--role",
+        default=os.environ.get("NODEWRIGHT_NODE_ROLE"),
+        metavar="NAME",
+        help="node IAM role for EC2NodeClasses that name neither role nor instanceProfile (the seeds "
+        "name none); default $NODEWRIGHT_NODE_ROLE; without it such a class is an error",
+    )
     parser.set_defaults(func=run)
 
 
@@ -31,12 +39,20 @@ def run(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from nodewright.api.convert import Conversion, merge_kubelet_pieces
+    from nodewright.api.convert import Conversion, fill_node_role, merge_kubelet_pieces
     from nodewright.api.manifests import load_files, validate_loaded
 
     combined = Conversion()
     failed = False
-    for report in (validate_loaded(d) for d in load_files(args.files)):
+    loaded = load_files(args.files)
+    for document in loaded:
+        if fill_node_role(document.doc, args.role):
+            print(
+                f"warning: {document.label}: spec.role: neither role nor instanceProfile was set; "
+                f"using node role {args.role!r} (--role)",
+                file=sys.stderr,
+            )
+    for report in (validate_loaded(d) for d in loaded):
         offset = len(combined.documents)
         combined.documents.extend(report.v1)
         combined.partial.extend(offset + i for i in report.partial)

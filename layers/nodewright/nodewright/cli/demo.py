@@ -628,7 +628,7 @@ def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
     """Part three: fewer inflate pods leave nodes empty, and the real disruption handler removes
     them within the NodePool's budget; True when exactly the empty nodes went."""
     from nodewright.cluster.resources import NODES, Resource
-    from nodewright.disruption.decide import movable_pods_by_node
+    from nodewright.state.pods import reschedulable_by_node
     from sandbox.lambdas import LambdaContext, load_function, scheduled_event
 
     deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
@@ -642,7 +642,7 @@ def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
         return len(_inflate_pods(watcher.pods)) == SCALED_DOWN_REPLICAS
 
     story.wait_for("inflate to scale down", scaled, 30)
-    movable = movable_pods_by_node(story.cluster.list_pods())  # the pods emptiness counts
+    movable = reschedulable_by_node(story.cluster.list_pods())  # the pods emptiness counts
     empty: list[str] = []
     for node in sorted(watcher.nodes, key=lambda n: n["metadata"]["name"]):
         labels = node["metadata"].get("labels") or {}

@@ -3,7 +3,10 @@
 The file holds one message exactly as SQS or EventBridge delivers it (an EventBridge event, an
 Auto Scaling lifecycle message, or either wrapped in an SNS notification); it is parsed by the
 same code as the functions. Nothing is contacted: which instances this cluster owns is only known
-in the cluster, so the output says what happens *if* it owns them.
+in the cluster, so the output says what happens *if* it owns them. The functions also refuse
+messages older than their kind's maximum age; ``--now`` judges that against the current time
+(otherwise the message is taken as received the moment it was sent, so samples with old dates
+still show what they would do).
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=os.environ.get("REBALANCE_MODE", "replace"),
         help="the cluster's REBALANCE_MODE (default: $REBALANCE_MODE or replace)",
     )
+    parser.add_argument(
+        "--now",
+        action="store_true",
+        help="judge the message's age against the current time, as the functions do on arrival",
+    )
     parser.set_defaults(func=run)
 
 
@@ -42,6 +50,8 @@ ACTION_TEXT = {
 
 
 def run(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
     from nodewright.interruption.events import MalformedMessage, parse_message
 
     failures = 0
@@ -53,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
             failures += 1
             continue
         try:
-            event = parse_message(text, rebalance_mode=args.rebalance_mode)
+            now = datetime.now(UTC) if args.now else None
+            event = parse_message(text, rebalance_mode=args.rebalance_mode, received=now, now=now)
         except MalformedMessage as exc:
             failures += 1
             if args.json:
@@ -73,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  deadline:  {summary['deadline']}")
         print(f"  action:    {summary['action']}: {ACTION_TEXT[summary['action']]}")
         print(f"  why:       {summary['reason']}")
+        for note in summary.get("notes", []):
+            print(f"  tolerated: {note}")
         if summary["action"] != "ignore":
             print("  instances without a NodeClaim in the cluster are not ours: acknowledged and counted")
     return 1 if failures else 0

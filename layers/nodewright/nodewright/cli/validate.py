@@ -2,8 +2,8 @@
 
 For each document it prints OK (or INVALID) with every error and warning as ``file#doc: path: message``,
 and for valid Karpenter documents their v1 form with Karpenter's defaults filled in, as the cluster
-would store it (``--quiet`` leaves it out). Exit status 1 when any
-document is invalid, 0 otherwise.
+would store it (``--quiet`` leaves it out). A directory stands for its *.yaml/*.yml files. Exit status 1
+when any document is invalid or a file holds no document, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -46,12 +46,14 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"  {finding.severity}: {document.source.file}#{document.source.index}: {finding}", file=out
             )
+        if not document.ok or args.quiet:
+            continue  # an invalid document has no v1 form to show (and may not even have its shape)
         v1 = [
             d if i in document.partial else load_object(d).to_dict()
             for i, d in enumerate(document.v1)
             if is_v1_kind(d)
         ]
-        if document.ok and v1 and not args.quiet:
+        if v1:
             text = yaml.safe_dump_all(v1, sort_keys=False, explicit_start=True)
             print("    " + text.rstrip("\n").replace("\n", "\n    "), file=out)
     invalid = sum(1 for d in report.documents if not d.ok)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
 # CreateFleet error codes that mean "this offering (type, zone, capacity type) cannot be had now".
 # They mark the offering unavailable for a few minutes; the launch moves on to the next offering.
 INSUFFICIENT_CAPACITY_CODES: frozenset[str] = frozenset(
@@ -14,6 +17,26 @@ INSUFFICIENT_CAPACITY_CODES: frozenset[str] = frozenset(
         "InsufficientFreeAddressesInSubnet",
     }
 )
+
+
+@dataclass(frozen=True)
+class FleetError:
+    """One offering CreateFleet refused: the error code and the (type, zone, capacity type)."""
+
+    code: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    message: str = ""
+
+    @property
+    def offering(self) -> tuple[str, str, str]:
+        return (self.instance_type, self.zone, self.capacity_type)
+
+    @property
+    def insufficient_capacity(self) -> bool:
+        """The offering cannot be had now: it is marked unavailable and the launch goes on."""
+        return self.code in INSUFFICIENT_CAPACITY_CODES
 
 
 class CloudError(Exception):
@@ -36,7 +59,9 @@ class SelectorNoMatchError(CloudError):
 class NoSubnetError(SelectorNoMatchError):
     """No subnet matched the NodeClass's subnetSelectorTerms (or none in an allowed zone)."""
 
-    def __init__(self, nodeclass: str, terms: object, zones: object = None, detail: str = "") -> None:
+    def __init__(
+        self, nodeclass: str, terms: object, zones: Iterable[str] | None = None, detail: str = ""
+    ) -> None:
         super().__init__("subnet", nodeclass, terms)
         message = str(self.args[0])
         if zones:
@@ -49,12 +74,12 @@ class InvalidNodeClassError(CloudError):
 
 
 class InsufficientCapacityError(CloudError):
-    """Every candidate offering failed with a capacity error; ``errors`` holds the (code, offering) list."""
+    """Every candidate offering failed with a capacity error; ``errors`` says which and why."""
 
-    def __init__(self, nodeclaim: str, errors: list[tuple[str, str, str, str, str]]) -> None:
+    def __init__(self, nodeclaim: str, errors: Sequence[FleetError]) -> None:
         self.nodeclaim = nodeclaim
-        self.errors = errors
-        codes = sorted({code for code, *_ in errors}) or ["no offering left"]
+        self.errors = list(errors)
+        codes = sorted({e.code for e in errors}) or ["no offering left"]
         super().__init__(
             f"NodeClaim {nodeclaim!r}: insufficient capacity ({', '.join(codes)}) for every candidate "
             "offering; they are marked unavailable for 3 minutes and the next plan will choose others"

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from nodewright.api.models import MetadataOptions
 from nodewright.cloud.errors import InvalidNodeClassError
 
 FAMILY_BY_ALIAS = {
@@ -20,12 +21,6 @@ FAMILY_BY_ALIAS = {
     "bottlerocket": "Bottlerocket",
     "windows2019": "Windows2019",
     "windows2022": "Windows2022",
-}
-DEFAULT_METADATA_OPTIONS = {
-    "httpEndpoint": "enabled",
-    "httpProtocolIPv6": "disabled",
-    "httpPutResponseHopLimit": 1,
-    "httpTokens": "required",
 }
 
 
@@ -115,7 +110,7 @@ class NodeClass:
 
     @property
     def metadata_options(self) -> dict[str, Any]:
-        return {**DEFAULT_METADATA_OPTIONS, **(self.spec.get("metadataOptions") or {})}
+        return {**MetadataOptions().to_dict(), **(self.spec.get("metadataOptions") or {})}
 
     @property
     def associate_public_ip(self) -> bool | None:

@@ -54,7 +54,7 @@ def parse_price_list_item(document: str | Mapping[str, Any]) -> tuple[str, float
         for dimension in (term.get("priceDimensions") or {}).values():
             if dimension.get("unit") not in ("Hrs", "Hours", None):
                 continue
-            usd = (dimension.get("pricePerUnit") or {}).get("USD")
+            usd: Any = (dimension.get("pricePerUnit") or {}).get("USD")
             try:
                 price = float(usd)
             except (TypeError, ValueError):

@@ -9,9 +9,10 @@ in the shared state store and the launch goes on with the offerings that remain.
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -23,8 +24,8 @@ from nodewright.cloud.amis import AmiResolver, Image
 from nodewright.cloud.catalog import ON_DEMAND, SPOT, Catalog, RawOffering
 from nodewright.cloud.eks import cluster_info
 from nodewright.cloud.errors import (
-    INSUFFICIENT_CAPACITY_CODES,
     CloudError,
+    FleetError,
     InstanceNotFoundError,
     InsufficientCapacityError,
     InvalidNodeClassError,
@@ -33,6 +34,7 @@ from nodewright.cloud.errors import (
 from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec
 from nodewright.cloud.network import NetworkResolver, Subnet
 from nodewright.cloud.nodeclass import NodeClass
+from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.state import state_store
 from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
@@ -155,6 +157,69 @@ class _Launch:
     instance_profile: str
 
 
+@dataclass(frozen=True)
+class FleetRequest:
+    """One CreateFleet call, built and not yet sent: its parameters, and what reading the answer
+    needs (the AMI behind each launch template, the price of each (type, zone), subnet zones)."""
+
+    params: dict[str, Any]
+    capacity_type: str
+    image_by_template: Mapping[str, Image]
+    prices: Mapping[tuple[str, str], float]
+    zone_of_subnet: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class FleetOutcome:
+    """What one CreateFleet answered: the instance launched (if any) and the offerings refused."""
+
+    launched: LaunchResult | None
+    errors: tuple[FleetError, ...]
+
+
+def parse_fleet_response(response: Mapping[str, Any], fleet: FleetRequest) -> FleetOutcome:
+    """Read an instant fleet's answer (pure). ``launched`` has an empty zone or image id when the
+    answer does not say them; the caller describes the instance for those."""
+    errors = []
+    for error in response.get("Errors", []):
+        override = (error.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        zone = override.get("AvailabilityZone") or fleet.zone_of_subnet.get(override.get("SubnetId", ""), "")
+        errors.append(
+            FleetError(
+                code=error.get("ErrorCode", "Unknown"),
+                instance_type=override.get("InstanceType", ""),
+                zone=zone,
+                capacity_type=error.get("Lifecycle") or fleet.capacity_type,
+                message=error.get("ErrorMessage", ""),
+            )
+        )
+    for launched in response.get("Instances", []):
+        ids = launched.get("InstanceIds") or []
+        if not ids:
+            continue
+        spec = launched.get("LaunchTemplateAndOverrides") or {}
+        override = spec.get("Overrides") or {}
+        template = (spec.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateName", "")
+        subnet_id = override.get("SubnetId", "")
+        zone = override.get("AvailabilityZone") or fleet.zone_of_subnet.get(subnet_id, "")
+        instance_type = launched.get("InstanceType") or override.get("InstanceType", "")
+        image = fleet.image_by_template.get(template)
+        lifecycle = launched.get("Lifecycle") or fleet.capacity_type
+        result = LaunchResult(
+            instance_id=ids[0],
+            instance_type=instance_type,
+            zone=zone,
+            capacity_type=SPOT if lifecycle == SPOT else ON_DEMAND,
+            provider_id=f"aws:///{zone}/{ids[0]}",
+            image_id=image.id if image else "",
+            subnet_id=subnet_id,
+            launch_template=template,
+            price=fleet.prices.get((instance_type, zone)),
+        )
+        return FleetOutcome(result, tuple(errors))
+    return FleetOutcome(None, tuple(errors))
+
+
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
     """(zone, instance id) from ``aws:///<zone>/<instance id>``."""
     parts = provider_id.removeprefix("aws://").strip("/").split("/")
@@ -243,6 +308,16 @@ class CloudProvider:
             if _image_for(self.catalog.info(instance_type.name), images) is not None  # an AMI for its arch
         ]
 
+    def prices(self) -> PriceTable:
+        """The shared price table (the state store's, cached a minute per container)."""
+        return self.catalog.prices()
+
+    def node_price(self, nodeclass: Any) -> float:
+        """$/h every node of the NodeClass pays beyond its instance: its EBS volumes (``cloud.ebs``)."""
+        from nodewright.cloud.ebs import node_storage
+
+        return node_storage(nodeclass, self.settings.region).per_hour
+
     def nodeclass_status(self, nodeclass: Any) -> dict[str, Any]:
         """What the NodeClass resolves to, in the v1 ``status`` shape (subnets, groups, AMIs, profile).
 
@@ -293,14 +368,16 @@ class CloudProvider:
                 f"NodeClaim {request.nodeclaim_name!r}: capacity types {sorted(request.capacity_types)} "
                 "include neither spot nor on-demand"
             )
-        failures: list[tuple[str, str, str, str, str]] = []
+        failures: list[FleetError] = []
         for attempt in range(MAX_LAUNCH_ATTEMPTS):
             unavailable = self.store.unavailable_offerings()
             candidates = self._candidates(launch, unavailable)
             capacity_type = self._capacity_type(allowed_types, candidates)
             if capacity_type is None:
                 break
-            result, errors = self._create_fleet(launch, capacity_type, candidates[capacity_type], attempt)
+            fleet = self._fleet_request(launch, capacity_type, candidates[capacity_type], attempt)
+            outcome = self._create_fleet(request.nodeclaim_name, fleet)
+            result, errors = outcome.launched, outcome.errors
             if result is not None:
                 self.network.take_ips(result.subnet_id)
                 logger().info(
@@ -312,22 +389,21 @@ class CloudProvider:
                     capacity_type=result.capacity_type,
                 )
                 return result
-            capacity = [e for e in errors if e[0] in INSUFFICIENT_CAPACITY_CODES]
-            for code, instance_type, zone, ct, _ in capacity:
-                self.mark_unavailable(instance_type, zone, ct, reason=code)
+            capacity = [e for e in errors if e.insufficient_capacity]
+            for error in capacity:
+                self.mark_unavailable(*error.offering, reason=error.code)
             failures.extend(errors)
             # Launches by type/zone and errors by code are the provisioning flow's metrics; this one
             # counts what CreateFleet refused inside a launch, retried ones included.
             self._count("CreateFleetErrors", len(errors))
-            other = [e for e in errors if e[0] not in INSUFFICIENT_CAPACITY_CODES]
+            other = [e for e in errors if not e.insufficient_capacity]
             if other and not capacity:
-                code, *_rest, message = other[0]
-                raise LaunchError(request.nodeclaim_name, code, message)
+                raise LaunchError(request.nodeclaim_name, other[0].code, other[0].message)
             if not errors:
                 raise LaunchError(
                     request.nodeclaim_name, "NoInstance", "CreateFleet returned no instance, no error"
                 )
-            if {(t, z, ct) for _, t, z, ct, _ in capacity} <= unavailable:
+            if {e.offering for e in capacity} <= unavailable:
                 break  # nothing new was ruled out: another call would fail the same way
         raise InsufficientCapacityError(request.nodeclaim_name, failures)
 
@@ -371,35 +447,18 @@ class CloudProvider:
                 return capacity_type
         return None
 
-    def _create_fleet(
+    def _fleet_request(
         self,
         launch: _Launch,
         capacity_type: str,
         candidates: Sequence[tuple[str, list[RawOffering]]],
         attempt: int,
-    ) -> tuple[LaunchResult | None, list[tuple[str, str, str, str, str]]]:
-        """One CreateFleet call: (result or None, errors as (code, type, zone, capacity type, message))."""
+    ) -> FleetRequest:
+        """The CreateFleet call for one attempt: a launch template per AMI (ensured), one override
+        per (type, subnet), the tags; and what reading its answer needs."""
         request, nc, subnets = launch.request, launch.nodeclass, launch.subnets
         tags = self._tags(request, nc)
-        cluster = cluster_info(self.settings)
-        labels = {
-            key: value
-            for key, value in {
-                **request.labels,
-                TAG_NODEPOOL: request.nodepool_name,
-                LABEL_CAPACITY_TYPE: capacity_type,
-            }.items()
-            if kubelet_may_set(key)
-        }
-        bootstrap = NodeBootstrap(
-            cluster=cluster,
-            labels=labels,
-            taints=[*request.taints, *request.startup_taints],
-            kubelet={**nc.kubelet, **(request.kubelet or {})},
-            custom_user_data=nc.user_data,
-            nodeclass_name=nc.name,
-        )
-        user_data = render(nc.ami_family, bootstrap)
+        user_data = self._user_data(request, nc, capacity_type)
         configs: dict[str, dict[str, Any]] = {}
         image_by_template: dict[str, Image] = {}
         prices: dict[tuple[str, str], float] = {}
@@ -440,62 +499,61 @@ class CloudProvider:
             params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
         else:
             params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
-        zone_of_subnet = {s.id: s.zone for s in subnets.values()}
+        return FleetRequest(
+            params=params,
+            capacity_type=capacity_type,
+            image_by_template=image_by_template,
+            prices=prices,
+            zone_of_subnet={s.id: s.zone for s in subnets.values()},
+        )
+
+    def _user_data(self, request: LaunchRequest, nc: NodeClass, capacity_type: str) -> str:
+        """The node's bootstrap for its AMI family: cluster endpoint, labels, taints, kubelet."""
+        labels = {
+            key: value
+            for key, value in {
+                **request.labels,
+                TAG_NODEPOOL: request.nodepool_name,
+                LABEL_CAPACITY_TYPE: capacity_type,
+            }.items()
+            if kubelet_may_set(key)
+        }
+        bootstrap = NodeBootstrap(
+            cluster=cluster_info(self.settings),
+            labels=labels,
+            taints=[*request.taints, *request.startup_taints],
+            kubelet={**nc.kubelet, **(request.kubelet or {})},
+            custom_user_data=nc.user_data,
+            nodeclass_name=nc.name,
+        )
+        return render(nc.ami_family, bootstrap)
+
+    def _create_fleet(self, nodeclaim_name: str, fleet: FleetRequest) -> FleetOutcome:
+        """Send one CreateFleet; a refused call raises LaunchError, an answer is parsed
+        (``parse_fleet_response``). An instance whose zone or AMI the answer lacks is described."""
         try:
-            response = self.ec2.create_fleet(**params)
+            response = self.ec2.create_fleet(**fleet.params)
         except ClientError as exc:
             error = exc.response["Error"]
             code = error.get("Code", "Unknown")
             if code == "IdempotentParameterMismatch":
                 message = "an earlier attempt used this client token with other overrides; retry later"
-                raise LaunchError(request.nodeclaim_name, code, message, retryable=True) from exc
-            raise LaunchError(request.nodeclaim_name, code, error.get("Message", "")) from exc
-        errors = []
-        for error in response.get("Errors", []):
-            override = (error.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
-            zone = override.get("AvailabilityZone") or zone_of_subnet.get(override.get("SubnetId", ""), "")
-            errors.append(
-                (
-                    error.get("ErrorCode", "Unknown"),
-                    override.get("InstanceType", ""),
-                    zone,
-                    error.get("Lifecycle") or capacity_type,
-                    error.get("ErrorMessage", ""),
-                )
+                raise LaunchError(nodeclaim_name, code, message, retryable=True) from exc
+            raise LaunchError(nodeclaim_name, code, error.get("Message", "")) from exc
+        outcome = parse_fleet_response(response, fleet)
+        launched = outcome.launched
+        if launched is not None and not (launched.zone and launched.image_id):
+            described = self.get(launched.instance_id)
+            launched = replace(
+                launched,
+                zone=described.zone,
+                subnet_id=described.subnet_id,
+                image_id=described.image_id,
+                provider_id=described.provider_id,
+                price=fleet.prices.get((launched.instance_type, described.zone)),
             )
-        for launched in response.get("Instances", []):
-            ids = launched.get("InstanceIds") or []
-            if not ids:
-                continue
-            spec = launched.get("LaunchTemplateAndOverrides") or {}
-            override = spec.get("Overrides") or {}
-            template = (spec.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateName", "")
-            subnet_id = override.get("SubnetId", "")
-            zone = override.get("AvailabilityZone") or zone_of_subnet.get(subnet_id, "")
-            instance_type = launched.get("InstanceType") or override.get("InstanceType", "")
-            image = image_by_template.get(template)
-            if not zone or image is None:  # the response lacks what we need: ask EC2 directly
-                described = self.get(ids[0])
-                zone, subnet_id = described.zone, described.subnet_id
-                image_id = described.image_id
-            else:
-                image_id = image.id
-            lifecycle = launched.get("Lifecycle") or capacity_type
-            return (
-                LaunchResult(
-                    instance_id=ids[0],
-                    instance_type=instance_type,
-                    zone=zone,
-                    capacity_type=SPOT if lifecycle == SPOT else ON_DEMAND,
-                    provider_id=f"aws:///{zone}/{ids[0]}",
-                    image_id=image_id,
-                    subnet_id=subnet_id,
-                    launch_template=template,
-                    price=prices.get((instance_type, zone)),
-                ),
-                errors,
-            )
-        return None, errors
+            outcome = FleetOutcome(launched, outcome.errors)
+        return outcome
 
     def _tags(self, request: LaunchRequest, nc: NodeClass) -> dict[str, str]:
         """NodeClass tags, then the tags Nodewright owns (they win: IAM conditions key on them)."""
@@ -521,7 +579,7 @@ class CloudProvider:
                 return _instance(raw)
         raise InstanceNotFoundError(f"instance {instance_id} not found")
 
-    def list(self, extra_filters: Sequence[Mapping[str, Any]] = ()) -> list[Instance]:
+    def list(self, extra_filters: Sequence[Mapping[str, Any]] = ()) -> builtins.list[Instance]:
         """Live instances Nodewright launched for this cluster (tagged with a NodeClaim)."""
         filters = [
             {"Name": f"tag:{TAG_CLUSTER_NAME}", "Values": [self.cluster_name]},
@@ -529,7 +587,7 @@ class CloudProvider:
             {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
             *extra_filters,
         ]
-        found = []
+        found: builtins.list[Instance] = []
         for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
             for reservation in page.get("Reservations", []):
                 found.extend(_instance(raw) for raw in reservation.get("Instances", []))
@@ -556,7 +614,7 @@ class CloudProvider:
             raise
         return True
 
-    def delete_by_nodeclaim(self, nodeclaim_name: str) -> list[str]:
+    def delete_by_nodeclaim(self, nodeclaim_name: str) -> builtins.list[str]:
         """Terminate every live instance tagged with the NodeClaim (idempotent); their ids."""
         terminated = []
         for instance in self.list([{"Name": f"tag:{TAG_NODECLAIM}", "Values": [nodeclaim_name]}]):
@@ -590,7 +648,7 @@ class CloudProvider:
         return None
 
     # -- launch templates ------------------------------------------------------------------------
-    def cleanup_launch_templates(self) -> list[str]:
+    def cleanup_launch_templates(self) -> builtins.list[str]:
         """Delete this cluster's launch templates that no live instance uses (older than an hour)."""
         return self.templates.cleanup()
 
@@ -603,8 +661,11 @@ __all__ = [
     "CloudError",
     "CloudProvider",
     "DriftInputs",
+    "FleetOutcome",
+    "FleetRequest",
     "Instance",
     "LaunchRequest",
     "LaunchResult",
+    "parse_fleet_response",
     "parse_provider_id",
 ]

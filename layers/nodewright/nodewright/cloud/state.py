@@ -248,8 +248,9 @@ def state_store(settings: Settings) -> AnyStateStore:
     return StateStore(settings) if settings.state_table else InMemoryStateStore()
 
 
-def idempotency_persistence(settings: Settings) -> Any:
-    """Powertools Idempotency on the same state table (``pk``/``sk``/``expires_at``)."""
+def idempotency_persistence(settings: Settings, *, static_pk_value: str | None = None) -> Any:
+    """Powertools Idempotency on the same state table (``pk``/``sk``/``expires_at``); a
+    ``static_pk_value`` shares one key space between functions (else it is per function name)."""
     # Only the interruption functions use idempotency: keep its import off everyone's cold start.
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
@@ -260,5 +261,6 @@ def idempotency_persistence(settings: Settings) -> Any:
         key_attr="pk",
         sort_key_attr="sk",
         expiry_attr="expires_at",
+        static_pk_value=static_pk_value,
         boto3_client=client("dynamodb", settings),
     )

@@ -10,21 +10,31 @@
 Kubelet settings are only passed when the NodePool/NodeClass sets them; otherwise the AMI
 computes its own defaults (max pods from the ENI limits, kube-reserved from the size), which
 is what the scheduling core's allocatable model assumes.
+
+User data runs as root on the node, and labels, taints and kubelet settings may come from a
+NodeClaim that someone wrote by hand. So nothing is pasted into a script as it is:
+- every value that reaches the node is checked here against the pattern Kubernetes itself
+  enforces (label keys/values, taint effects) or, for kubelet settings, a conservative set of
+  characters, whatever validated it before (the flows validate too; this is the last guard);
+- every argument of AL2's bootstrap.sh line is quoted with ``shlex.quote``;
+- YAML is written by PyYAML and TOML by tomli-w, never by string formatting.
+User data is UTF-8: a NodeClass script with non-ASCII text goes in an 8bit UTF-8 part.
 """
 
 from __future__ import annotations
 
 import email
-import json
 import re
+import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from email.message import Message
 from email.mime.multipart import MIMEMultipart
-from email.mime.text import MIMEText
 from email.policy import SMTP
 from typing import Any
 
+import tomli_w
 import yaml
 
 from nodewright.cloud.eks import ClusterInfo
@@ -73,13 +83,84 @@ class NodeBootstrap:
     nodeclass_name: str = ""
 
 
-def _taint(taint: Mapping[str, Any]) -> str:
-    value = taint.get("value")
-    return f"{taint['key']}={value}:{taint['effect']}" if value else f"{taint['key']}:{taint['effect']}"
+# What Kubernetes accepts (apimachinery's IsQualifiedName / IsValidLabelValue), and the kubelet
+# settings' characters (quantities, percentages, signals, durations, "<"): nothing a shell, a
+# systemd drop-in or nodeadm's environment file would read as syntax.
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+_KUBELET_TOKEN = re.compile(r"[A-Za-z0-9._%+\-]+")
 
 
-def _pairs(mapping: Mapping[str, Any], sep: str = "=") -> str:
-    return ",".join(f"{k}{sep}{v}" for k, v in sorted(mapping.items()))
+class UnsafeNodeValueError(InvalidNodeClassError):
+    """A label, taint or kubelet setting that is not valid Kubernetes syntax reached user data."""
+
+
+def _qualified_name(key: object, what: str) -> str:
+    text = str(key)
+    prefix, _, name = text.rpartition("/")
+    prefix_ok = not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix))
+    if not prefix_ok or len(name) > 63 or not _NAME.fullmatch(name):
+        raise UnsafeNodeValueError(
+            f"{what} {text!r} is not a valid Kubernetes key (optional DNS prefix/, then up to 63 "
+            "letters, digits, '-', '_', '.'); the node is not launched with it"
+        )
+    return text
+
+
+def _label_value(value: object, what: str) -> str:
+    text = "" if value is None else str(value)
+    if len(text) > 63 or not _LABEL_VALUE.fullmatch(text):
+        raise UnsafeNodeValueError(
+            f"{what} value {text!r} is not a valid Kubernetes label value (up to 63 letters, digits, "
+            "'-', '_', '.'); the node is not launched with it"
+        )
+    return text
+
+
+def _kubelet_token(value: object, what: str) -> str:
+    text = str(value)
+    if not _KUBELET_TOKEN.fullmatch(text):
+        raise UnsafeNodeValueError(
+            f"kubelet setting {what} = {text!r} holds characters a kubelet flag cannot take; give a "
+            "quantity, a percentage or a duration"
+        )
+    return text
+
+
+def safe_labels(spec: NodeBootstrap) -> dict[str, str]:
+    """The bootstrap's labels, each key and value checked against Kubernetes' own rules."""
+    return {
+        _qualified_name(key, "label"): _label_value(value, f"label {key}")
+        for key, value in sorted(spec.labels.items())
+    }
+
+
+def safe_taints(spec: NodeBootstrap) -> list[tuple[str, str, str]]:
+    """The bootstrap's taints as checked (key, value, effect) triples."""
+    out = []
+    for taint in spec.taints:
+        key = _qualified_name(taint.get("key"), "taint key")
+        value = _label_value(taint.get("value"), f"taint {key}")
+        effect = str(taint.get("effect"))
+        if effect not in _TAINT_EFFECTS:
+            raise UnsafeNodeValueError(
+                f"taint {key} effect {effect!r} is not one of {', '.join(sorted(_TAINT_EFFECTS))}"
+            )
+        out.append((key, value, effect))
+    return out
+
+
+def _taint(key: str, value: str, effect: str) -> str:
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+
+
+def _pairs(mapping: Mapping[str, Any], what: str, sep: str = "=") -> str:
+    return ",".join(
+        f"{_kubelet_token(k, what)}{sep}{_kubelet_token(v, f'{what}[{k}]')}"
+        for k, v in sorted(mapping.items())
+    )
 
 
 def _cluster_dns(spec: NodeBootstrap) -> list[str]:
@@ -90,22 +171,25 @@ def kubelet_flags(spec: NodeBootstrap) -> list[str]:
     """Kubelet command-line flags for labels, taints and the kubelet settings (AL2's format)."""
     kubelet = spec.kubelet
     flags: list[str] = []
-    if spec.labels:
-        flags.append(f'--node-labels="{_pairs(spec.labels)}"')
-    if spec.taints:
-        flags.append(f'--register-with-taints="{",".join(_taint(t) for t in spec.taints)}"')
+    labels = safe_labels(spec)
+    if labels:
+        flags.append(f'--node-labels="{",".join(f"{k}={v}" for k, v in labels.items())}"')
+    taints = safe_taints(spec)
+    if taints:
+        flags.append(f'--register-with-taints="{",".join(_taint(*t) for t in taints)}"')
     if kubelet.get("maxPods") is not None:
         flags.append(f"--max-pods={int(kubelet['maxPods'])}")
     if kubelet.get("podsPerCore") is not None:
         flags.append(f"--pods-per-core={int(kubelet['podsPerCore'])}")
     for key, flag in (("systemReserved", "system-reserved"), ("kubeReserved", "kube-reserved")):
         if kubelet.get(key):
-            flags.append(f"--{flag}={_pairs(kubelet[key])}")
+            flags.append(f"--{flag}={_pairs(kubelet[key], key)}")
     for key, flag in (("evictionHard", "eviction-hard"), ("evictionSoft", "eviction-soft")):
         if kubelet.get(key):
-            flags.append(f'--{flag}="{_pairs(kubelet[key], "<")}"')
+            flags.append(f'--{flag}="{_pairs(kubelet[key], key, "<")}"')
     if kubelet.get("evictionSoftGracePeriod"):
-        flags.append(f'--eviction-soft-grace-period="{_pairs(kubelet["evictionSoftGracePeriod"])}"')
+        grace = _pairs(kubelet["evictionSoftGracePeriod"], "evictionSoftGracePeriod")
+        flags.append(f'--eviction-soft-grace-period="{grace}"')
     if kubelet.get("evictionMaxPodGracePeriod") is not None:
         flags.append(f"--eviction-max-pod-grace-period={int(kubelet['evictionMaxPodGracePeriod'])}")
     if kubelet.get("imageGCHighThresholdPercent") is not None:
@@ -117,20 +201,37 @@ def kubelet_flags(spec: NodeBootstrap) -> list[str]:
     return flags
 
 
-def _user_parts(user_data: str | None, default_type: str) -> list[MIMEText]:
+def _text_part(text: str, content_type: str) -> Message:
+    """One MIME part: 7bit US-ASCII when the text is ASCII, else 8bit UTF-8 (user data is UTF-8)."""
+    part = Message()
+    charset = "us-ascii" if text.isascii() else "utf-8"
+    part["Content-Type"] = f'{content_type}; charset="{charset}"'
+    part["Content-Transfer-Encoding"] = "7bit" if text.isascii() else "8bit"
+    part.set_payload(text)
+    return part
+
+
+def _user_parts(user_data: str | None, default_type: str, nodeclass: str) -> list[Message]:
     """The NodeClass's userData as MIME parts: its own parts if it is MIME, else one part."""
     if not user_data or not user_data.strip():
         return []
     if user_data.lstrip().startswith("MIME-Version"):
-        message = email.message_from_string(user_data)
+        message = email.message_from_bytes(user_data.encode("utf-8"))
         parts = []
         for part in message.walk():
             if part.is_multipart():
                 continue
-            subtype = part.get_content_subtype()
-            payload = part.get_payload(decode=True) or b""
-            parts.append(MIMEText(payload.decode(), subtype, "us-ascii"))
-            parts[-1].replace_header("Content-Type", part.get_content_type() + '; charset="us-ascii"')
+            payload = part.get_payload(decode=True)
+            payload = payload if isinstance(payload, bytes) else b""
+            charset = part.get_content_charset() or "utf-8"
+            try:
+                text = payload.decode(charset)
+            except (LookupError, UnicodeDecodeError) as exc:
+                raise InvalidNodeClassError(
+                    f"EC2NodeClass {nodeclass!r}: a userData MIME part is not valid {charset} text ({exc}); "
+                    "write user data as UTF-8"
+                ) from exc
+            parts.append(_text_part(text, part.get_content_type()))
         return parts
     if user_data.lstrip().startswith("#!"):
         content_type = "text/x-shellscript"
@@ -138,35 +239,31 @@ def _user_parts(user_data: str | None, default_type: str) -> list[MIMEText]:
         content_type = NODECONFIG_CONTENT_TYPE
     else:
         content_type = default_type
-    part = MIMEText(user_data, "plain", "us-ascii")
-    part.replace_header("Content-Type", f'{content_type}; charset="us-ascii"')
-    return [part]
+    return [_text_part(user_data, content_type)]
 
 
-def _mime(parts: Sequence[MIMEText]) -> str:
+def _mime(parts: Sequence[Message]) -> str:
     message = MIMEMultipart("mixed", boundary=MIME_BOUNDARY)
     for part in parts:
-        del part["MIME-Version"]
-        del part["Content-Transfer-Encoding"]
-        part.add_header("Content-Transfer-Encoding", "7bit")
         message.attach(part)
     return message.as_string(policy=SMTP.clone(linesep="\n"))
 
 
 def al2(spec: NodeBootstrap) -> str:
     cluster = spec.cluster
+    q = shlex.quote
     lines = [
         "#!/bin/bash -xe",
         "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1",
-        f"/etc/eks/bootstrap.sh '{cluster.name}' --apiserver-endpoint '{cluster.endpoint}' "
-        f"--b64-cluster-ca '{cluster.certificate_authority}' \\",
-        f"--dns-cluster-ip '{_cluster_dns(spec)[0]}' \\",
+        f"/etc/eks/bootstrap.sh {q(cluster.name)} --apiserver-endpoint {q(cluster.endpoint)} "
+        f"--b64-cluster-ca {q(cluster.certificate_authority)} \\",
+        f"--dns-cluster-ip {q(_cluster_dns(spec)[0])} \\",
     ]
     if spec.kubelet.get("maxPods") is not None:
         lines.append("--use-max-pods false \\")
-    lines.append(f"--kubelet-extra-args '{' '.join(kubelet_flags(spec))}'")
-    bootstrap = MIMEText("\n".join(lines) + "\n", "x-shellscript", "us-ascii")
-    return _mime([*_user_parts(spec.custom_user_data, "text/x-shellscript"), bootstrap])
+    lines.append(f"--kubelet-extra-args {q(' '.join(kubelet_flags(spec)))}")
+    bootstrap = _text_part("\n".join(lines) + "\n", "text/x-shellscript")
+    return _mime([*_user_parts(spec.custom_user_data, "text/x-shellscript", spec.nodeclass_name), bootstrap])
 
 
 def nodeconfig(spec: NodeBootstrap) -> dict[str, Any]:
@@ -189,10 +286,12 @@ def nodeconfig(spec: NodeBootstrap) -> dict[str, Any]:
         if kubelet.get(key) is not None:
             config[key] = kubelet[key]
     flags = []
-    if spec.labels:
-        flags.append(f"--node-labels={_pairs(spec.labels)}")
-    if spec.taints:
-        flags.append(f"--register-with-taints={','.join(_taint(t) for t in spec.taints)}")
+    labels = safe_labels(spec)
+    if labels:
+        flags.append(f"--node-labels={','.join(f'{k}={v}' for k, v in labels.items())}")
+    taints = safe_taints(spec)
+    if taints:
+        flags.append(f"--register-with-taints={','.join(_taint(*t) for t in taints)}")
     body: dict[str, Any] = {"config": config}
     if flags:
         body["flags"] = flags
@@ -212,40 +311,13 @@ def nodeconfig(spec: NodeBootstrap) -> dict[str, Any]:
 
 
 def al2023(spec: NodeBootstrap) -> str:
-    part = MIMEText(yaml.safe_dump(nodeconfig(spec), sort_keys=False), "plain", "us-ascii")
-    part.replace_header("Content-Type", f'{NODECONFIG_CONTENT_TYPE}; charset="us-ascii"')
-    return _mime([*_user_parts(spec.custom_user_data, NODECONFIG_CONTENT_TYPE), part])
+    part = _text_part(yaml.safe_dump(nodeconfig(spec), sort_keys=False), NODECONFIG_CONTENT_TYPE)
+    return _mime([*_user_parts(spec.custom_user_data, NODECONFIG_CONTENT_TYPE, spec.nodeclass_name), part])
 
 
-def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
-    return json.dumps(str(value))
-
-
-def dump_toml(document: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> str:
-    """A TOML writer for Bottlerocket settings (tables, strings, numbers, booleans, lists)."""
-    scalars = [(k, v) for k, v in document.items() if not isinstance(v, Mapping)]
-    tables = [(k, v) for k, v in document.items() if isinstance(v, Mapping)]
-    out: list[str] = []
-    if prefix and (scalars or not tables):
-        out.append("[" + ".".join(_toml_key(p) for p in prefix) + "]")
-    out.extend(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in scalars)
-    text = "\n".join(out)
-    for key, table in tables:
-        child = dump_toml(table, (*prefix, key))
-        text = f"{text}\n\n{child}" if text else child
-    return text
+def dump_toml(document: Mapping[str, Any]) -> str:
+    """Bottlerocket settings as TOML, written by tomli-w (every string escaped by the library)."""
+    return tomli_w.dumps(document)
 
 
 def bottlerocket(spec: NodeBootstrap) -> str:
@@ -283,15 +355,17 @@ def bottlerocket(spec: NodeBootstrap) -> str:
             k8s[setting] = int(kubelet[key])
     if kubelet.get("cpuCFSQuota") is not None:
         k8s["cpu-cfs-quota-enforced"] = bool(kubelet["cpuCFSQuota"])
-    if spec.labels:
-        k8s["node-labels"] = {**k8s.get("node-labels", {}), **dict(spec.labels)}
-    if spec.taints:
+    labels = safe_labels(spec)
+    if labels:
+        k8s["node-labels"] = {**k8s.get("node-labels", {}), **labels}
+    checked_taints = safe_taints(spec)
+    if checked_taints:
         taints: dict[str, list[str]] = {key: list(v) for key, v in k8s.get("node-taints", {}).items()}
-        for taint in spec.taints:
-            entry = f"{taint.get('value') or ''}:{taint['effect']}"
-            taints.setdefault(str(taint["key"]), [])
-            if entry not in taints[str(taint["key"])]:
-                taints[str(taint["key"])].append(entry)
+        for key, value, effect in checked_taints:
+            entry = f"{value}:{effect}"
+            taints.setdefault(key, [])
+            if entry not in taints[key]:
+                taints[key].append(entry)
         k8s["node-taints"] = taints
     return dump_toml(document) + "\n"
 

@@ -16,17 +16,17 @@ client's ``refresh_api_key_hook`` every 10 minutes, well inside EKS's 15-minute 
 ``Cluster`` methods (``nodewright.cluster.client``):
 
 * reads — ``list_pods(namespace=None, label_selector=, field_selector=)``, ``list_pending_pods()``
-  (PodScheduled=False/Unschedulable), ``list_pods_on_node(node)``, ``list_nodes()``, ``list_daemonsets()``,
+  (phase Pending), ``list_pods_on_node(node)``, ``list_nodes()``, ``list_daemonsets()``,
   ``list_pdbs()``, ``list_persistent_volumes()``, ``list_persistent_volume_claims()``,
-  ``list_storage_classes()``, ``list_nodepools()``, ``list_ec2nodeclasses()``, ``list_nodeclaims()``,
-  ``snapshot(pending_only=False) -> ClusterSnapshot`` (capacity read before pods, in parallel);
+  ``list_storage_classes()``, ``list_nodepools()``, ``list_ec2nodeclasses()``, ``list_nodeclaims()``
+  (``state.world.observe`` reads them into one ``World``, capacity before pods);
 * nodes — ``get_node``/``find_node`` (None if absent), ``patch_node(name, merge_patch)``,
-  ``taint_node(name, taints, cordon=False)`` / ``untaint_node(name, key, uncordon=False)`` (idempotent,
+  ``update_node(name, mutate)`` and ``taint_node(name, taints, cordon=False)`` (idempotent,
   resourceVersion-guarded), ``delete_node``;
-* NodeClaims — ``create_nodeclaim(body)``, ``get_nodeclaim``/``find_nodeclaim``, ``patch_nodeclaim``,
-  ``patch_nodeclaim_status(name, status_dict)``, ``delete_nodeclaim``;
-  any custom object — ``add_finalizer(resource, name, f)``, ``remove_finalizer(...)``,
-  ``set_condition(resource, name, type, status, reason=, message=)``;
+* NodeClaims and NodePools — ``create_nodeclaim(body)``, ``get_nodeclaim``/``find_nodeclaim``,
+  ``patch_nodeclaim``, ``patch_nodeclaim_status(name, status_dict)``, ``delete_nodeclaim``,
+  ``patch_nodepool_status(name, status_dict)``; any custom object —
+  ``add_finalizer(resource, name, f)``, ``remove_finalizer(...)``;
 * pods — ``evict(pod) -> EvictionResult`` (``outcome``: EVICTED / BLOCKED (429, ``retry_after_seconds``)
   / GONE (404) / FAILED), ``delete_pod(namespace, name, grace_period_seconds=None)``;
 * ``record_event(involved_obj, reason, message, event_type="Normal")`` — best effort, never raises;
@@ -41,7 +41,8 @@ Errors (``nodewright.cluster.errors``): ``NotFound``, ``Conflict`` (``already_ex
 waiting and retrying can help (5xx, 429, unreachable, lease held by another writer).
 
 Pure helpers on the dicts (``nodewright.cluster.objects``): ``instance_id_from_provider_id``,
-``nodeclaim_instance_id``, ``node_instance_id``, ``condition``, ``has_taint``, ``is_deleting``, ...
+``nodeclaim_instance_id``, ``node_instance_id``, ``condition``, ``set_condition`` (the one condition
+upsert), ``has_taint``, ``is_deleting``, ...
 """
 
 from __future__ import annotations
@@ -50,13 +51,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from nodewright.cluster import auth
-from nodewright.cluster.client import (
-    Cluster,
-    ClusterSnapshot,
-    EvictionOutcome,
-    EvictionResult,
-    is_unschedulable,
-)
+from nodewright.cluster.client import Cluster, EvictionOutcome, EvictionResult
 from nodewright.cluster.errors import (
     ApiError,
     ApiUnavailable,
@@ -77,7 +72,6 @@ __all__ = [
     "Cluster",
     "ClusterConfigError",
     "ClusterError",
-    "ClusterSnapshot",
     "Conflict",
     "EvictionOutcome",
     "EvictionResult",
@@ -87,7 +81,6 @@ __all__ = [
     "NotFound",
     "WriterLease",
     "connect",
-    "is_unschedulable",
     "reset_connections",
 ]
 

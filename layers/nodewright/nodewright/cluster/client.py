@@ -8,19 +8,19 @@ fails on fields a newer API server adds. The typed API classes are not used.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import socket
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from nodewright.cluster import objects
 from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, error_for
-from nodewright.cluster.lease import WriterLease
+from nodewright.cluster.lease import DEFAULT_DURATION_SECONDS, WriterLease
 from nodewright.cluster.resources import (
     DAEMONSETS,
     EC2NODECLASSES,
@@ -62,32 +62,6 @@ class EvictionResult:
     status: int
     message: str = ""
     retry_after_seconds: float | None = None
-
-
-@dataclass
-class ClusterSnapshot:
-    """What a planner reads in one pass; nodes and NodeClaims are read before pods (``Cluster.snapshot``)."""
-
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    nodeclaims: list[dict[str, Any]] = field(default_factory=list)
-    nodepools: list[dict[str, Any]] = field(default_factory=list)
-    ec2nodeclasses: list[dict[str, Any]] = field(default_factory=list)
-    daemonsets: list[dict[str, Any]] = field(default_factory=list)
-    pdbs: list[dict[str, Any]] = field(default_factory=list)
-    persistent_volumes: list[dict[str, Any]] = field(default_factory=list)
-    persistent_volume_claims: list[dict[str, Any]] = field(default_factory=list)
-    storage_classes: list[dict[str, Any]] = field(default_factory=list)
-    pods: list[dict[str, Any]] = field(default_factory=list)
-
-
-def is_unschedulable(pod: dict[str, Any]) -> bool:
-    """Pending, unbound, and marked ``PodScheduled=False/Unschedulable`` by the scheduler."""
-    if (pod.get("status") or {}).get("phase") != "Pending" or (pod.get("spec") or {}).get("nodeName"):
-        return False
-    if objects.is_deleting(pod):
-        return False
-    cond = objects.condition(pod, "PodScheduled")
-    return bool(cond and cond.get("status") == "False" and cond.get("reason") == "Unschedulable")
 
 
 class Cluster:
@@ -160,9 +134,9 @@ class Cluster:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         """Every object, following ``continue`` tokens; each item gets its apiVersion/kind back."""
-        items: list[dict[str, Any]] = []
+        items: builtins.list[dict[str, Any]] = []
         token: str | None = None
         while True:
             answer = self.request(
@@ -290,68 +264,45 @@ class Cluster:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         return self.list(
             PODS, namespace=namespace, label_selector=label_selector, field_selector=field_selector
         )
 
-    def list_pending_pods(self) -> list[dict[str, Any]]:
-        """Pods the scheduler marked Unschedulable (not merely not yet looked at)."""
-        return [p for p in self.list(PODS, field_selector="status.phase=Pending") if is_unschedulable(p)]
+    def list_pending_pods(self) -> builtins.list[dict[str, Any]]:
+        """Pods in phase Pending (filtered by the API server); which of them need capacity is
+        ``state.pods.is_provisionable``."""
+        return self.list(PODS, field_selector="status.phase=Pending")
 
-    def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
+    def list_pods_on_node(self, node_name: str) -> builtins.list[dict[str, Any]]:
         return self.list(PODS, field_selector=f"spec.nodeName={node_name}")
 
-    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list_nodes(self, label_selector: str | None = None) -> builtins.list[dict[str, Any]]:
         return self.list(NODES, label_selector=label_selector)
 
-    def list_daemonsets(self) -> list[dict[str, Any]]:
+    def list_daemonsets(self) -> builtins.list[dict[str, Any]]:
         return self.list(DAEMONSETS)
 
-    def list_pdbs(self) -> list[dict[str, Any]]:
+    def list_pdbs(self) -> builtins.list[dict[str, Any]]:
         return self.list(PDBS)
 
-    def list_persistent_volumes(self) -> list[dict[str, Any]]:
+    def list_persistent_volumes(self) -> builtins.list[dict[str, Any]]:
         return self.list(PERSISTENT_VOLUMES)
 
-    def list_persistent_volume_claims(self) -> list[dict[str, Any]]:
+    def list_persistent_volume_claims(self) -> builtins.list[dict[str, Any]]:
         return self.list(PERSISTENT_VOLUME_CLAIMS)
 
-    def list_storage_classes(self) -> list[dict[str, Any]]:
+    def list_storage_classes(self) -> builtins.list[dict[str, Any]]:
         return self.list(STORAGE_CLASSES)
 
-    def list_nodepools(self) -> list[dict[str, Any]]:
+    def list_nodepools(self) -> builtins.list[dict[str, Any]]:
         return self.list(NODEPOOLS)
 
-    def list_ec2nodeclasses(self) -> list[dict[str, Any]]:
+    def list_ec2nodeclasses(self) -> builtins.list[dict[str, Any]]:
         return self.list(EC2NODECLASSES)
 
-    def list_nodeclaims(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list_nodeclaims(self, label_selector: str | None = None) -> builtins.list[dict[str, Any]]:
         return self.list(NODECLAIMS, label_selector=label_selector)
-
-    def snapshot(self, *, pending_only: bool = False) -> ClusterSnapshot:
-        """Everything a planner reads, in two parallel rounds: capacity first, then pods.
-
-        Reading nodes and NodeClaims before pods means a pod bound to a node created in between is
-        seen as pending on capacity we did not see: the plan may undershoot, never double-count.
-        ``pending_only`` lists only unschedulable pods (the provisioner's fast path).
-        """
-        readers: dict[str, Callable[[], list[dict[str, Any]]]] = {
-            "nodes": self.list_nodes,
-            "nodeclaims": self.list_nodeclaims,
-            "nodepools": self.list_nodepools,
-            "ec2nodeclasses": self.list_ec2nodeclasses,
-            "daemonsets": self.list_daemonsets,
-            "pdbs": self.list_pdbs,
-            "persistent_volumes": self.list_persistent_volumes,
-            "persistent_volume_claims": self.list_persistent_volume_claims,
-            "storage_classes": self.list_storage_classes,
-        }
-        with ThreadPoolExecutor(max_workers=len(readers)) as pool:
-            futures = {name: pool.submit(read) for name, read in readers.items()}
-            capacity = {name: future.result() for name, future in futures.items()}
-        pods = self.list_pending_pods() if pending_only else self.list_pods()
-        return ClusterSnapshot(**capacity, pods=pods)
 
     # ------------------------------------------------------------------ nodes
     def get_node(self, name: str) -> dict[str, Any]:
@@ -385,21 +336,11 @@ class Cluster:
 
         return self.update_with_retry(NODES, name, mutate) or {}
 
-    def untaint_node(self, name: str, key: str, *, uncordon: bool = False) -> dict[str, Any]:
-        """Remove every taint with ``key`` (and optionally uncordon): the undo of ``taint_node``."""
-
-        def mutate(node: dict[str, Any]) -> dict[str, Any] | None:
-            spec = node.get("spec") or {}
-            current = list(spec.get("taints") or [])
-            kept = [t for t in current if t.get("key") != key]
-            if len(kept) == len(current) and not (uncordon and spec.get("unschedulable")):
-                return None
-            patch_spec: dict[str, Any] = {"taints": kept}
-            if uncordon:
-                patch_spec["unschedulable"] = False
-            return {"spec": patch_spec}
-
-        return self.update_with_retry(NODES, name, mutate) or {}
+    def update_node(
+        self, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any] | None:
+        """Read-modify-write of a Node guarded by its resourceVersion (``update_with_retry``)."""
+        return self.update_with_retry(NODES, name, mutate)
 
     def delete_node(self, name: str) -> dict[str, Any] | None:
         return self.delete(NODES, name)
@@ -418,11 +359,16 @@ class Cluster:
         return self.patch(NODECLAIMS, name, patch)
 
     def patch_nodeclaim_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        """Merge ``status`` into the NodeClaim's status subresource (conditions: use ``set_condition``)."""
+        """Merge ``status`` into the NodeClaim's status subresource (a merge patch replaces lists:
+        send the whole ``conditions``, built with ``objects.set_condition``)."""
         return self.patch(NODECLAIMS, name, {"status": status}, subresource="status")
 
     def delete_nodeclaim(self, name: str) -> dict[str, Any] | None:
         return self.delete(NODECLAIMS, name)
+
+    def patch_nodepool_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``status`` into the NodePool's status subresource (its conditions, as a whole list)."""
+        return self.patch(NODEPOOLS, name, {"status": status}, subresource="status")
 
     def add_finalizer(
         self, resource: Resource, name: str, finalizer: str, namespace: str | None = None
@@ -451,36 +397,6 @@ class Cluster:
 
         try:
             return self.update_with_retry(resource, name, mutate, namespace=namespace)
-        except NotFound:
-            return None
-
-    def set_condition(
-        self,
-        resource: Resource,
-        name: str,
-        condition_type: str,
-        status: str,
-        *,
-        reason: str,
-        message: str = "",
-        namespace: str | None = None,
-    ) -> dict[str, Any] | None:
-        """Upsert one status condition (NodePool Ready, NodeClaim Launched, …); no write when unchanged."""
-        new = {"type": condition_type, "status": status, "reason": reason, "message": message}
-
-        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
-            old = objects.condition(obj, condition_type)
-            if old and all(old.get(k) == v for k, v in new.items()):
-                return None
-            generation = obj["metadata"].get("generation")
-            with_generation = {**new, "observedGeneration": generation} if generation else new
-            conditions = objects.upsert_condition(
-                list((obj.get("status") or {}).get("conditions") or []), with_generation
-            )
-            return {"status": {"conditions": conditions}}
-
-        try:
-            return self.update_with_retry(resource, name, mutate, namespace=namespace, subresource="status")
         except NotFound:
             return None
 
@@ -559,9 +475,18 @@ class Cluster:
             return None
 
     # ------------------------------------------------------------------ writers' lease
-    def writer_lease(self, identity: str, **kwargs: Any) -> WriterLease:
+    def writer_lease(
+        self,
+        identity: str,
+        *,
+        duration_seconds: int = DEFAULT_DURATION_SECONDS,
+        wait_seconds: float = 0.0,
+        **kwargs: Any,
+    ) -> WriterLease:
         """A ``WriterLease`` on this cluster (see ``nodewright.cluster.lease``)."""
-        return WriterLease(self, identity, **kwargs)
+        return WriterLease(
+            self, identity, duration_seconds=duration_seconds, wait_seconds=wait_seconds, **kwargs
+        )
 
 
 def _decode(raw: bytes) -> dict[str, Any]:

@@ -153,7 +153,7 @@ class WriterLease:
             return False
         same_holder = holder == self.identity
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if same_holder else 1)
-        acquired = spec.get("acquireTime") if same_holder and spec.get("acquireTime") else now
+        acquired = str(spec["acquireTime"]) if same_holder and spec.get("acquireTime") else now
         updated = {**current, "spec": self._spec(now, transitions=transitions, acquired=acquired)}
         try:
             self._lease = self.cluster.replace(LEASES, updated)

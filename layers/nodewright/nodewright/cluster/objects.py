@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +12,12 @@ _INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 
 def now_rfc3339() -> str:
     """``metav1.Time``: second precision, UTC, ``Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.now(UTC))
+
+
+def format_time(moment: datetime) -> str:
+    """``metav1.Time`` of ``moment``: second precision, UTC, ``Z``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_micro() -> str:
@@ -37,65 +43,77 @@ def instance_id_from_provider_id(provider_id: str | None) -> str | None:
     return match.group(0) if match else None
 
 
-def nodeclaim_instance_id(nodeclaim: dict[str, Any]) -> str | None:
+def nodeclaim_instance_id(nodeclaim: Mapping[str, Any]) -> str | None:
     """The NodeClaim's instance: ``status.instanceID`` when recorded, else from ``status.providerID``."""
     status = nodeclaim.get("status") or {}
     return status.get("instanceID") or instance_id_from_provider_id(status.get("providerID"))
 
 
-def node_instance_id(node: dict[str, Any]) -> str | None:
+def node_instance_id(node: Mapping[str, Any]) -> str | None:
     return instance_id_from_provider_id((node.get("spec") or {}).get("providerID"))
 
 
-def name_of(obj: dict[str, Any]) -> str:
+def name_of(obj: Mapping[str, Any]) -> str:
     return (obj.get("metadata") or {}).get("name", "")
 
 
-def namespace_of(obj: dict[str, Any]) -> str | None:
+def namespace_of(obj: Mapping[str, Any]) -> str | None:
     return (obj.get("metadata") or {}).get("namespace")
 
 
-def labels_of(obj: dict[str, Any]) -> dict[str, str]:
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
+def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
-def is_deleting(obj: dict[str, Any]) -> bool:
+def is_deleting(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def has_taint(node: dict[str, Any], key: str, effect: str | None = None) -> bool:
+def has_taint(node: Mapping[str, Any], key: str, effect: str | None = None) -> bool:
     return any(
         t.get("key") == key and (effect is None or t.get("effect") == effect)
         for t in (node.get("spec") or {}).get("taints") or []
     )
 
 
-def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
+def condition(obj: Mapping[str, Any], condition_type: str) -> dict[str, Any] | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == condition_type:
             return cond
     return None
 
 
-def upsert_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
-    """Conditions with ``new`` merged by type; ``lastTransitionTime`` moves only when the status changes."""
+def set_condition(
+    conditions: Iterable[Mapping[str, Any]],
+    condition_type: str,
+    status: bool,
+    *,
+    reason: str,
+    message: str = "",
+    now: datetime,
+    observed_generation: int | None = None,
+) -> list[dict[str, Any]]:
+    """Conditions with ``condition_type`` set (added, or replaced in place); its ``lastTransitionTime``
+    moves only when the status changes. The one condition upsert: NodeClaims, NodePools, any object."""
+    wanted = "True" if status else "False"
+    new: dict[str, Any] = {"type": condition_type, "status": wanted, "reason": reason, "message": message}
+    if observed_generation is not None:
+        new["observedGeneration"] = observed_generation
     result: list[dict[str, Any]] = []
-    replaced = False
+    found = False
     for cond in conditions:
-        if cond.get("type") != new["type"]:
-            result.append(cond)
+        if cond.get("type") != condition_type:
+            result.append(dict(cond))
             continue
-        merged = {**cond, **new}
-        if cond.get("status") == new.get("status") and cond.get("lastTransitionTime"):
-            merged["lastTransitionTime"] = cond["lastTransitionTime"]
-        else:
-            merged["lastTransitionTime"] = new.get("lastTransitionTime") or now_rfc3339()
-        result.append(merged)
-        replaced = True
-    if not replaced:
-        result.append({"lastTransitionTime": now_rfc3339(), **new})
+        found = True
+        unchanged = cond.get("status") == wanted and cond.get("lastTransitionTime")
+        result.append(
+            {**new, "lastTransitionTime": cond["lastTransitionTime"] if unchanged else format_time(now)}
+        )
+    if not found:
+        result.append({**new, "lastTransitionTime": format_time(now)})
     return result

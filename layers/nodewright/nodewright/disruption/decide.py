@@ -8,7 +8,8 @@ Karpenter v1's rules for the two methods built so far, in the order they run:
   do-not-disrupt pods hold the drain until the NodeClaim's ``terminationGracePeriod``.
 * **Emptiness** (graceful): in a NodePool whose ``consolidationPolicy`` is WhenEmpty or
   WhenEmptyOrUnderutilized and whose ``consolidateAfter`` is not Never, an initialized node with no
-  pod to move (DaemonSet, mirror, finished and disrupted-taint-tolerating pods do not count), no
+  reschedulable pod (``state.pods.is_reschedulable``: DaemonSet, mirror, finished and terminating
+  pods do not count; a pod that tolerates the disrupted taint does, as in Karpenter), no
   ``karpenter.sh/do-not-disrupt: "true"`` annotation, and no pod event for ``consolidateAfter`` —
   and for at least ``NOMINATION_SECONDS`` since it was initialized, so pods the provisioner planned
   onto a new node have time to bind — is removed, as many per NodePool as its budgets allow.
@@ -36,15 +37,15 @@ from croniter import croniter
 
 from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
-from nodewright.api.models import Budget, NodePool
+from nodewright.api.models import DEFAULT_EXPIRE_AFTER, Budget, NodePool
 from nodewright.cluster import objects
-from nodewright.termination.pods import is_terminating, needs_drain
+from nodewright.state.pods import reschedulable_by_node
+from nodewright.state.world import nodepool_name, nodes_by_instance_id
 
 EXPIRED = "Expired"
 EMPTY = "Empty"
 CONSOLIDATING_POLICIES = frozenset({"WhenEmpty", "WhenEmptyOrUnderutilized"})
 NOMINATION_SECONDS = 20.0
-DEFAULT_EXPIRE_AFTER = "720h"
 
 
 @dataclass(frozen=True)
@@ -80,29 +81,6 @@ def pods_fingerprint(pods: Iterable[Mapping[str, Any]]) -> str:
     that matters to emptiness (a pod bound to the node, or gone from it)."""
     uids = sorted(str((p.get("metadata") or {}).get("uid") or objects.name_of(dict(p))) for p in pods)
     return hashlib.sha256("\n".join(uids).encode()).hexdigest()[:16]
-
-
-def keeps_node_busy(pod: Mapping[str, Any]) -> bool:
-    """A pod a drain would have to move. A terminating pod is already leaving (as Karpenter counts
-    reschedulable pods): its going is the pod event that starts consolidateAfter, and a drain
-    still waits for it to finish."""
-    return needs_drain(dict(pod)) and not is_terminating(dict(pod))
-
-
-def movable_pods_by_node(pods: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The pods that keep each node busy (``keeps_node_busy``), by the node they are bound to."""
-    by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and keeps_node_busy(pod):
-            by_node[node].append(pod)
-    return by_node
-
-
-def nodes_by_instance_id(nodes: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Nodes by the EC2 instance in their providerID; nodes without one (not yet set by the
-    kubelet, or not EC2) match no NodeClaim, in particular none that has not launched yet."""
-    return {instance: node for node in nodes if (instance := objects.node_instance_id(node))}
 
 
 def allowed_disruptions(
@@ -143,7 +121,7 @@ def decide(
     decision = Decision()
     pools = {objects.name_of(p): NodePool.from_dict(p) for p in nodepools if not objects.is_deleting(p)}
     nodes_by_instance = nodes_by_instance_id(nodes)
-    movable = movable_pods_by_node(pods)
+    movable = reschedulable_by_node(pods)
     live = [c for c in nodeclaims if not objects.is_deleting(c)]
 
     expired = set()
@@ -151,15 +129,15 @@ def decide(
         seconds = _expire_after_seconds(claim)
         created = objects.parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
         if seconds is not None and created is not None and now >= created + timedelta(seconds=seconds):
-            node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
-            decision.disrupt.append(Candidate(claim, node, _pool_of(claim), EXPIRED))
+            node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
+            decision.disrupt.append(Candidate(claim, node, nodepool_name(claim), EXPIRED))
             expired.add(objects.name_of(claim))
 
     empty_by_pool: dict[str, list[tuple[datetime, Candidate]]] = defaultdict(list)
     for claim in live:
-        name, pool_name = objects.name_of(claim), _pool_of(claim)
+        name, pool_name = objects.name_of(claim), nodepool_name(claim)
         pool = pools.get(pool_name)
-        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
+        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
         if name in expired or pool is None or node is None or movable.get(objects.name_of(node)):
             continue
         policy = pool.spec.disruption.consolidation_policy
@@ -209,18 +187,14 @@ def _pool_counts(
     """Per NodePool: (nodes, nodes disrupting) — deleting, expiring now, or not Ready."""
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for claim in nodeclaims:
-        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim))
+        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
         if node is None:
             continue  # not a node yet: neither counted nor disrupting
-        entry = totals[_pool_of(claim)]
+        entry = totals[nodepool_name(claim)]
         entry[0] += 1
         if objects.is_deleting(claim) or objects.name_of(claim) in expired or not _node_ready(node):
             entry[1] += 1
     return {pool: (total, disrupting) for pool, (total, disrupting) in totals.items()}
-
-
-def _pool_of(claim: Mapping[str, Any]) -> str:
-    return objects.labels_of(dict(claim)).get(labels.NODEPOOL, "")
 
 
 def _created_order(claim: Mapping[str, Any]) -> tuple[str, str]:

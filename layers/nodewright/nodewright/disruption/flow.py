@@ -28,21 +28,17 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import termination
-from nodewright.api import labels
 from nodewright.cluster import objects
 from nodewright.disruption.decide import (
     EMPTY,
     Candidate,
     Decision,
     decide,
-    keeps_node_busy,
-    movable_pods_by_node,
-    nodes_by_instance_id,
     pods_fingerprint,
 )
-from nodewright.provisioning import nodeclaims
-from nodewright.provisioning.planning import Catalog, validation_errors
-from nodewright.provisioning.world import World, observe
+from nodewright.state import nodepools
+from nodewright.state.pods import is_reschedulable
+from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -125,16 +121,15 @@ def disruption_pass(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
         pods=world.pods,
-        nodepools=[p for p in world.nodepools if not validation_errors(p)],
+        nodepools=nodepools.triage(world).usable,
         last_pod_event=last_events,
         now=world.taken_at,
     )
     if decision.disrupt:
         if lease.acquire():
             try:
-                catalog = Catalog(ctx, world)
                 for candidate in decision.disrupt:
-                    _disrupt(ctx, catalog, candidate, decision, report)
+                    _disrupt(ctx, world, candidate, decision, report)
             finally:
                 lease.release()
         else:
@@ -145,40 +140,33 @@ def disruption_pass(
 
 def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
     """NodeClaim → its last pod event (see the module docstring), writing the ones that changed."""
-    movable = movable_pods_by_node(world.pods)
-    nodes = nodes_by_instance_id(world.nodes)
     last: dict[str, datetime] = {}
     for claim in world.nodeclaims:
-        node = nodes.get(objects.nodeclaim_instance_id(claim))
+        node = world.node_of(claim)
         if node is None or objects.is_deleting(claim):
             continue
         name = objects.name_of(claim)
-        digest = pods_fingerprint(movable.get(objects.name_of(node), []))
+        digest = pods_fingerprint(p for p in world.pods_on(node) if is_reschedulable(p))
         recorded = objects.parse_time((claim.get("status") or {}).get("lastPodEventTime"))
         if objects.annotations_of(claim).get(FINGERPRINT_ANNOTATION) != digest:
             recorded = world.taken_at
             ctx.cluster.patch_nodeclaim(name, {"metadata": {"annotations": {FINGERPRINT_ANNOTATION: digest}}})
-            ctx.cluster.patch_nodeclaim_status(name, {"lastPodEventTime": nodeclaims.format_time(recorded)})
+            ctx.cluster.patch_nodeclaim_status(name, {"lastPodEventTime": objects.format_time(recorded)})
         if recorded is not None:
             last[name] = recorded
     return last
 
 
 def _disrupt(
-    ctx: Context, catalog: Catalog, candidate: Candidate, decision: Decision, report: DisruptionReport
+    ctx: Context, world: World, candidate: Candidate, decision: Decision, report: DisruptionReport
 ) -> None:
     node_name = objects.name_of(candidate.node) if candidate.node else None
     # A pod bound since the snapshot: the node is not empty any more.
     recheck = candidate.reason == EMPTY and node_name is not None
-    if recheck and any(keeps_node_busy(p) for p in ctx.cluster.list_pods_on_node(node_name or "")):
+    if recheck and any(is_reschedulable(p) for p in ctx.cluster.list_pods_on_node(node_name or "")):
         decision.held[candidate.name] = f"a pod arrived on {node_name}"
         return
-    claim_labels = objects.labels_of(candidate.nodeclaim)
-    price = catalog.price(
-        claim_labels.get(labels.INSTANCE_TYPE, ""),
-        claim_labels.get(labels.ZONE, ""),
-        claim_labels.get(labels.CAPACITY_TYPE, ""),
-    )
+    price = world.price_of(candidate.nodeclaim)
     termination.begin(
         ctx,
         nodeclaim=candidate.nodeclaim,

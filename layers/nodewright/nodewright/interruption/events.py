@@ -17,13 +17,35 @@ Shapes (EventBridge ``source`` / ``detail-type`` unless noted):
 
 Fields are looked up by name, so field order does not matter; unknown fields are kept and ignored;
 optional fields may be missing. Instance ids come from ``detail`` first, then from ``resources``
-ARNs (``arn:aws:ec2:<region>:<account>:instance/i-…``, with or without account). A message that is
-not JSON, not an object, or not one of these shapes raises ``MalformedMessage``: it can never succeed,
-so callers acknowledge it and count it instead of retrying it.
+ARNs (``arn:aws:ec2:<region>:<account>:instance/i-…``, with or without account).
+
+A spot warning must never be lost for a cosmetic reason. AWS's own samples carry placeholders
+(``"time": "yyyy-mm-ddThh:mm:ssZ"`` or ``"[Current time]"``, ``"resources": "[instance arn]"``), so:
+a ``time`` that is not a timestamp, lies more than ``FUTURE_SKEW`` after the message was received,
+or has no zone is replaced by the time the message was received (a zone-less time is read as UTC,
+as EventBridge writes them), with a note the caller logs and counts; ``resources`` may be a string;
+a missing ``id`` is derived from the message's content (so redeliveries still deduplicate). Only a
+message without any usable instance identity, or one that is not JSON, not an object, or not one of
+these shapes, raises ``MalformedMessage``: it can never succeed, so callers acknowledge it and count
+it instead of retrying it. Parsing is pure, so any error it raises is permanent and is reported as
+malformed too (deep nesting, huge numbers).
+
+Maximum age (``MAX_AGE``, measured from the event's ``time`` to ``now`` when the caller gives it):
+an older message is acknowledged as stale instead of acted on, because what it announced has
+happened or passed and the instance may be healthy now:
+
+* spot interruption warning, 10 minutes: EC2 reclaims the instance two minutes after the notice;
+  later, the state-change event and the lifecycle's garbage collection clean up what is left;
+* rebalance recommendation, 10 minutes: advice about the capacity pool at that moment;
+* capacity-reservation interruption, 10 minutes after the termination time it announces;
+* instance state change (stopping, stopped, shutting-down, terminated), 1 hour;
+* AWS Health scheduled change, 1 hour after its ``startTime`` (these come days ahead; without a
+  start time, 7 days after the event).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -32,10 +54,12 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from aws_lambda_powertools.utilities.parser import parse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 M = TypeVar("M", bound=BaseModel)
 SPOT_NOTICE = timedelta(minutes=2)
+# A ``time`` later than this after the message was received is not believed (a placeholder year).
+FUTURE_SKEW = timedelta(minutes=15)
 INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 
 SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
@@ -82,6 +106,7 @@ class InterruptionEvent(BaseModel):
     state: str | None = None  # instance state (state-change) or instance-action (spot)
     reason: str = ""  # why it is ignored or recorded only; what it is otherwise
     region: str | None = None
+    notes: tuple[str, ...] = ()  # what was tolerated (a placeholder time, resources as a string)
 
     def summary(self) -> dict[str, Any]:
         """The JSON ``nodewright event`` prints and the handlers log."""
@@ -95,6 +120,7 @@ class InterruptionEvent(BaseModel):
             "instanceGoing": self.instance_going,
             "state": self.state,
             "reason": self.reason,
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 
@@ -104,26 +130,53 @@ class _Shape(BaseModel):
 
 
 class EventBridgeEnvelope(_Shape):
-    id: str = Field(min_length=1)
+    """The EventBridge envelope. ``time`` is the usable event time, filled in by ``parse_message``."""
+
+    id: str = ""
     source: str
     detail_type: str = Field(alias="detail-type")
-    time: datetime | None = None
+    raw_time: Any = Field(None, alias="time")
     region: str | None = None
     account: str | None = None
     resources: list[str] = Field(default_factory=list)
     detail: dict[str, Any] = Field(default_factory=dict)
+    _time: datetime | None = PrivateAttr(None)
+    _notes: list[str] = PrivateAttr(default_factory=list)
 
-    @field_validator("time", mode="before")
-    @classmethod
-    def _empty_time(cls, value: Any) -> Any:
-        return value or None
+    @property
+    def time(self) -> datetime | None:
+        """The usable event time (see ``_event_time``), set once by ``parse_message``."""
+        return self._time
 
-    @field_validator("resources", "detail", mode="before")
+    @property
+    def notes(self) -> list[str]:
+        return self._notes
+
+    @field_validator("resources", mode="before")
     @classmethod
-    def _null_as_empty(cls, value: Any, info: Any) -> Any:
+    def _resources(cls, value: Any) -> Any:
         if value is None:
-            return [] if info.field_name == "resources" else {}
-        return value
+            return []
+        if isinstance(value, str):
+            return [value]  # AWS's sample shows "resources": "[instance arn]"
+        if isinstance(value, list):
+            return [str(v) for v in value if isinstance(v, str | int | float)]
+        return []
+
+    @field_validator("detail", mode="before")
+    @classmethod
+    def _detail(cls, value: Any) -> Any:
+        return value if isinstance(value, dict) else {}
+
+    @field_validator("region", "account", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return value if isinstance(value, str) else None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value: Any) -> Any:
+        return value if isinstance(value, str) else ""
 
 
 class Ec2InstanceDetail(_Shape):
@@ -134,10 +187,15 @@ class Ec2InstanceDetail(_Shape):
     state: str | None = None
     instance_termination_time: datetime | None = Field(None, alias="instance-termination-time")
 
+    @field_validator("instance_id", "instance_action", "state", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return value if isinstance(value, str) else None
+
     @field_validator("instance_termination_time", mode="before")
     @classmethod
-    def _empty_time(cls, value: Any) -> Any:
-        return value or None
+    def _time(cls, value: Any) -> Any:
+        return _timestamp(value)
 
 
 class AffectedEntity(_Shape):
@@ -170,8 +228,8 @@ class AutoScalingLifecycle(_Shape):
 
     @field_validator("time", mode="before")
     @classmethod
-    def _empty_time(cls, value: Any) -> Any:
-        return value or None
+    def _time(cls, value: Any) -> Any:
+        return _timestamp(value)
 
     @property
     def is_test(self) -> bool:
@@ -180,19 +238,50 @@ class AutoScalingLifecycle(_Shape):
 
 # ---------------------------------------------------------------------------- parsing
 def parse_message(
-    message: str | bytes | dict[str, Any], *, rebalance_mode: str = "replace"
+    message: str | bytes | dict[str, Any],
+    *,
+    rebalance_mode: str = "replace",
+    received: datetime | None = None,
+    now: datetime | None = None,
 ) -> InterruptionEvent:
     """One message (an SQS body, or an EventBridge event handed to Lambda) → ``InterruptionEvent``.
 
     ``rebalance_mode`` is the cluster's setting: ``replace`` acts on rebalance recommendations,
-    ``event-only`` records them. Raises ``MalformedMessage``.
+    ``event-only`` records them. ``received``: when the message arrived (SQS ``SentTimestamp``, or
+    the invocation's time), used where its own ``time`` is unusable. ``now``: judge the message's age
+    against ``MAX_AGE`` (not judged when None). Raises ``MalformedMessage``, and nothing else.
     """
+    try:
+        event = _parse(message, rebalance_mode, received)
+    except MalformedMessage:
+        raise
+    except (RecursionError, MemoryError) as exc:
+        raise MalformedMessage(
+            f"message is nested too deeply or too large to parse ({type(exc).__name__})"
+        ) from exc
+    except Exception as exc:  # parsing is pure: whatever fails now fails on every redelivery
+        raise MalformedMessage(f"message could not be parsed: {type(exc).__name__}: {exc}") from exc
+    return _judge_age(event, now) if now is not None else event
+
+
+def _parse(
+    message: str | bytes | dict[str, Any], rebalance_mode: str, received: datetime | None
+) -> InterruptionEvent:
     body = _as_object(message)
     if body.get("Type") == "Notification" and isinstance(body.get("Message"), str):
         body = _as_object(body["Message"])  # SNS → SQS subscription
     if "detail-type" not in body and ("LifecycleTransition" in body or "Event" in body):
         return _autoscaling(_validate(body, AutoScalingLifecycle), event_id=None, envelope=None)
     envelope = _validate(body, EventBridgeEnvelope)
+    envelope._time, time_note = _event_time(envelope.raw_time, received)
+    envelope.notes.extend([time_note] if time_note else [])
+    if isinstance(body.get("resources"), str):
+        envelope.notes.append("resources is a string, not a list; the instance is taken from detail")
+    if not envelope.id:
+        envelope.id = (
+            "derived-"
+            + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
+        )
     detail_type = envelope.detail_type
     if envelope.source == "aws.autoscaling":
         return _autoscaling(_validate(envelope.detail, AutoScalingLifecycle), envelope.id, envelope)
@@ -214,6 +303,51 @@ def parse_message(
     )
 
 
+# How long after its ``time`` each kind of message is still acted on (see the module docstring).
+MAX_AGE: dict[EventKind, timedelta] = {
+    EventKind.SPOT_INTERRUPTION: timedelta(minutes=10),
+    EventKind.REBALANCE_RECOMMENDATION: timedelta(minutes=10),
+    EventKind.CAPACITY_RESERVATION_INTERRUPTION: timedelta(minutes=10),
+    EventKind.STATE_CHANGE: timedelta(hours=1),
+    EventKind.SCHEDULED_CHANGE: timedelta(hours=1),
+}
+HEALTH_EVENT_MAX_AGE = timedelta(days=7)
+
+
+def _judge_age(event: InterruptionEvent, now: datetime) -> InterruptionEvent:
+    """The event, or the same event to be ignored as stale when what it announced is long past."""
+    if event.action is Action.IGNORE or event.kind not in MAX_AGE or event.time is None:
+        return event
+    limit, since, what = MAX_AGE[event.kind], event.time, "its time"
+    if event.kind is EventKind.SCHEDULED_CHANGE:
+        if event.deadline:
+            since, what = event.deadline, "its start time"
+        else:
+            limit = HEALTH_EVENT_MAX_AGE
+    elif event.kind is EventKind.CAPACITY_RESERVATION_INTERRUPTION and event.deadline:
+        since, what = event.deadline, "the termination time it announced"
+    try:
+        stale = now - since > limit
+    except OverflowError:
+        stale = False
+    if not stale:
+        return event
+    return event.model_copy(
+        update={
+            "action": Action.IGNORE,
+            "reason": f"stale: a {event.kind.value} message is acted on for {_span(limit)} after {what} "
+            f"({_iso(since)}); acknowledged without acting",
+        }
+    )
+
+
+def _span(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    if minutes % (24 * 60) == 0:
+        return f"{minutes // (24 * 60)} days"
+    return f"{minutes // 60} hour(s)" if minutes % 60 == 0 else f"{minutes} minutes"
+
+
 def _spot(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail) -> InterruptionEvent:
     action = detail.instance_action or "terminate"
     return InterruptionEvent(
@@ -222,11 +356,12 @@ def _spot(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail) -> Interrupt
         action=Action.REPLACE_AND_DRAIN,
         instance_ids=_instance_ids(envelope, detail.instance_id),
         time=envelope.time,
-        deadline=envelope.time + SPOT_NOTICE if envelope.time else None,
+        deadline=_after_notice(envelope.time),
         instance_going=True,
         state=action,
         reason=f"spot interruption: EC2 will {action} the instance two minutes after the notice",
         region=envelope.region,
+        notes=tuple(envelope.notes),
     )
 
 
@@ -244,6 +379,7 @@ def _rebalance(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail, mode: s
             else "rebalance recommendation: the spot instance is at elevated risk; replacing it proactively"
         ),
         region=envelope.region,
+        notes=tuple(envelope.notes),
     )
 
 
@@ -273,6 +409,7 @@ def _state_change(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail) -> I
         state=state,
         reason=f"instance is {state}: replacing it and cleaning up its node and NodeClaim",
         region=envelope.region,
+        notes=tuple(envelope.notes),
     )
 
 
@@ -309,11 +446,12 @@ def _health(envelope: EventBridgeEnvelope, detail: HealthDetail) -> Interruption
         reason=f"scheduled EC2 maintenance {detail.event_type_code or ''}".strip()
         + (f" at {_iso(start)}" if start else " (start time not given)"),
         region=envelope.region,
+        notes=tuple(envelope.notes),
     )
 
 
 def _capacity_reservation(envelope: EventBridgeEnvelope, detail: Ec2InstanceDetail) -> InterruptionEvent:
-    deadline = detail.instance_termination_time or (envelope.time + SPOT_NOTICE if envelope.time else None)
+    deadline = detail.instance_termination_time or _after_notice(envelope.time)
     return InterruptionEvent(
         event_id=envelope.id,
         kind=EventKind.CAPACITY_RESERVATION_INTERRUPTION,
@@ -325,6 +463,7 @@ def _capacity_reservation(envelope: EventBridgeEnvelope, detail: Ec2InstanceDeta
         state=detail.instance_action,
         reason="capacity reservation ends: EC2 will reclaim the instance",
         region=envelope.region,
+        notes=tuple(envelope.notes),
     )
 
 
@@ -383,6 +522,38 @@ def _instance_ids(envelope: EventBridgeEnvelope, detail_id: str | None) -> tuple
             f"{envelope.detail_type!r} names no instance (detail.instance-id or resources)"
         )
     return ids
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """An RFC 3339 time as a zone-aware datetime (a zone-less one read as UTC); None when unusable."""
+    if not isinstance(value, str) or not value.strip():
+        return value if isinstance(value, datetime) else None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _event_time(raw: Any, received: datetime | None) -> tuple[datetime | None, str | None]:
+    """The event's time, or the time it was received when its own is unusable (and a note saying so)."""
+    moment = _timestamp(raw)
+    if moment is not None and (received is None or moment <= received + FUTURE_SKEW):
+        return moment, None
+    if raw in (None, ""):
+        return received, None
+    why = "is not a timestamp" if moment is None else "lies in the future"
+    fallback = f"the time the message was received ({_iso(received)})" if received else "no time"
+    return received, f"time {str(raw)[:40]!r} {why}; used {fallback} instead"
+
+
+def _after_notice(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    try:
+        return moment + SPOT_NOTICE
+    except OverflowError:
+        return moment
 
 
 def _health_time(value: str | None) -> datetime | None:

@@ -11,6 +11,9 @@ Dispositions and what the SQS handler does with them:
 * ``acted`` / ``recorded`` — done; ``ignored`` (not ours, with the reason) / ``not-owned``
   (no NodeClaim for the instance) / ``duplicate`` — acknowledged;
 * ``malformed`` — can never succeed: logged, counted (``MalformedMessages``), acknowledged;
+* a message acted on although a field was unusable (a placeholder ``time``, ``resources`` as a
+  string) is logged as a warning and counted (``MessagesTolerated``); one older than its kind's
+  maximum age is ignored as stale and counted (``StaleMessages``, see ``events.MAX_AGE``);
 * exceptions — transient trouble (API server unreachable, throttling, the same event in progress
   in the other function): the SQS handler lets only that message return to the queue.
 
@@ -24,6 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +38,7 @@ from nodewright.interruption.events import Action, InterruptionEvent, MalformedM
 from nodewright.interruption.flow import EventOutcome, OwnershipIndex, Replacer, handle_event
 
 if TYPE_CHECKING:
-    from nodewright.context import Context
+    from nodewright.context import ContainerContext, Context
     from nodewright.settings import Settings
 
 IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
@@ -87,23 +91,23 @@ class MessageResult:
 
 
 class InterruptionProcessor:
-    """One per warm container. ``context_factory`` builds the flows' Context on first need (not for
-    messages that are ignored or malformed, so those cost no cluster or AWS call)."""
+    """One per warm container, beside its ``ContainerContext`` (both functions' handler modules hold
+    one each). The container builds the flows' Context on first need: not for messages that are
+    ignored or malformed, so those cost no cluster or AWS call."""
 
     def __init__(
         self,
-        settings: Settings,
+        container: ContainerContext,
         *,
-        context_factory: Callable[[], Context] | None = None,
         persistence: Any = None,
         replace: Replacer | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.settings = settings
-        self._context_factory = context_factory
-        self._ctx: Context | None = None
+        self._container = container
         self._replace = replace
         self._clock = clock
+        self._wall_clock = wall_clock
         self._persistence = persistence
         self._act_once: Callable[..., dict[str, Any]] | None = None
         self._started: list[tuple[termination.Termination, float]] = []
@@ -117,33 +121,43 @@ class InterruptionProcessor:
 
     # ------------------------------------------------------------------ public
     @property
-    def ctx(self) -> Context:
-        if self._ctx is None:
-            if self._context_factory is None:
-                from nodewright.context import Context
+    def settings(self) -> Settings:
+        return self._container.settings
 
-                self._ctx = Context.connect(self.settings)
-            else:
-                self._ctx = self._context_factory()
-        return self._ctx
+    @property
+    def ctx(self) -> Context:
+        return self._container.get()
 
     def handle(
         self,
         message: str | bytes | dict[str, Any],
         *,
         received_at: float | None = None,
+        sent: datetime | None = None,
         lambda_context: Any = None,
     ) -> MessageResult:
-        """Parse and act on one message; raises only for transient trouble (see the module docstring)."""
+        """Parse and act on one message; raises only for transient trouble (see the module docstring).
+
+        ``sent``: when the message entered the queue (SQS ``SentTimestamp``); stands in for an
+        unusable event ``time``, as does the time of this call when it is not given.
+        """
         received_at = self._clock() if received_at is None else received_at
         self.logger.set_correlation_id(None)  # never leave the previous message's id on this one
+        now = self._wall_clock()
         try:
-            event = parse_message(message, rebalance_mode=self.settings.rebalance_mode)
+            event = parse_message(
+                message, rebalance_mode=self.settings.rebalance_mode, received=sent or now, now=now
+            )
         except MalformedMessage as exc:
             self.logger.warning("malformed interruption message acknowledged", extra={"error": str(exc)})
             self._count("MalformedMessages")
             return MessageResult(Disposition.MALFORMED, error=str(exc))
         self.logger.set_correlation_id(event.event_id)
+        if event.notes:
+            self.logger.warning("interruption message tolerated", extra={"notes": list(event.notes)})
+            self._count("MessagesTolerated")
+        if event.action is Action.IGNORE and event.reason.startswith("stale"):
+            self._count("StaleMessages")
         if event.action is Action.IGNORE:
             self.logger.info(
                 "interruption message ignored", extra={"reason": event.reason, **event.summary()}
@@ -174,7 +188,7 @@ class InterruptionProcessor:
         started = {t.nodeclaim: t for t, _ in self._started}
         received = {t.nodeclaim: at for t, at in self._started}
         self._started = []
-        if self._ctx is None and not started:
+        if not self._container.connected and not started:
             return []  # nothing needed the cluster in this invocation: no need to connect just to look
         terms = [t for t in started.values() if not t.done]
         now = self._clock()
@@ -232,8 +246,6 @@ class InterruptionProcessor:
             return self._act_once
         persistence = self._persistence
         if persistence is None and self.settings.state_table:
-            from nodewright.cloud.state import idempotency_persistence
-
             persistence = idempotency_persistence(self.settings)
         if persistence is None:
             return None
@@ -242,8 +254,6 @@ class InterruptionProcessor:
             idempotent_function,
         )
 
-        # One key space for both functions: the default partition key is per Lambda function name.
-        persistence.static_pk_value = IDEMPOTENCY_PARTITION
         self._config = IdempotencyConfig(
             event_key_jmespath="event_id",
             raise_on_no_idempotency_key=True,
@@ -295,20 +305,9 @@ class InterruptionProcessor:
         observability.metrics().add_metric(name=name, unit=MetricUnit.Seconds, value=round(seconds, 3))
 
 
-_shared: InterruptionProcessor | None = None
+def idempotency_persistence(settings: Settings) -> Any:
+    """Powertools Idempotency on the state table, with one key space for both functions: the
+    static partition key replaces the default one (the Lambda function's name)."""
+    from nodewright.cloud.state import idempotency_persistence as on_state_table
 
-
-def shared_processor() -> InterruptionProcessor:
-    """The container's processor (settings from the environment); both functions use it."""
-    global _shared  # noqa: PLW0603 (one per warm container, like the clients it holds)
-    if _shared is None:
-        from nodewright.settings import Settings
-
-        _shared = InterruptionProcessor(Settings.from_env())
-    return _shared
-
-
-def use_processor(processor: InterruptionProcessor | None) -> None:
-    """Install the processor the functions use (the sandbox and tests point it at their own world)."""
-    global _shared  # noqa: PLW0603
-    _shared = processor
+    return on_state_table(settings, static_pk_value=IDEMPOTENCY_PARTITION)

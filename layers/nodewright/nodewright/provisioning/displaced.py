@@ -13,19 +13,16 @@ import copy
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from nodewright.provisioning import nodeclaims, nodepools, planning
-from nodewright.provisioning.flow import PassReport, create_nodeclaim, publish_metrics
-from nodewright.provisioning.launch import Launched, launch_claim
-from nodewright.provisioning.world import World, observe, pod_key
-from nodewright.termination import pods as pod_rules
+from nodewright.provisioning import nodeclaims, planning
+from nodewright.provisioning.flow import PassReport, create_nodeclaim, launch_one, publish_metrics
+from nodewright.provisioning.launch import Launched
+from nodewright.state import nodepools
+from nodewright.state.pods import is_reschedulable, node_name
+from nodewright.state.pods import key as pod_key
+from nodewright.state.world import observe
 
 if TYPE_CHECKING:
     from nodewright.context import Context
-
-
-def reschedulable(pod: dict[str, Any]) -> bool:
-    """Pods that come back elsewhere when their node goes: not DaemonSet, not static/mirror, not finished."""
-    return not (pod_rules.is_daemonset_pod(pod) or pod_rules.is_mirror_pod(pod) or pod_rules.is_terminal(pod))
 
 
 def as_pending(pod: dict[str, Any]) -> dict[str, Any]:
@@ -40,60 +37,33 @@ def as_pending(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport:
-    """Plan, create and launch NodeClaims for the reschedulable pods of ``node_names``.
+    """Plan, create and launch NodeClaims for the reschedulable pods (``state.pods.is_reschedulable``)
+    of ``node_names``.
 
     Returns the pass report (``created``, ``launched``, ``unschedulable`` with reasons). Pods that
     fit on the remaining nodes or on NodeClaims already in flight get no new capacity.
     """
     going = set(node_names)
     world = observe(ctx)
-    displaced = [
-        as_pending(p)
-        for p in world.pods
-        if (p.get("spec") or {}).get("nodeName") in going and reschedulable(p)
-    ]
-    remaining = _without_nodes(world, going)
+    displaced = [as_pending(p) for p in world.pods if node_name(p) in going and is_reschedulable(p)]
+    remaining = world.without_nodes(going)
     report = PassReport(pending_pods=len(displaced), pending_keys=frozenset(pod_key(p) for p in displaced))
     if not displaced:
         return report
-    pools = nodepools.triage(remaining, planning.validation_errors)
-    catalog = planning.Catalog(ctx, remaining)
-    plan = planning.plan(remaining, displaced, pools.usable, catalog)
+    pools = nodepools.triage(remaining)
+    plan = planning.plan(remaining, displaced, pools.usable)
     report.unschedulable = plan.unschedulable
     report.nominated = plan.nominated
     for claim_plan in plan.new_claims:
         claim = create_nodeclaim(ctx, remaining, claim_plan)
         report.created.append(nodeclaims.name_of(claim))
-        nodeclass = remaining.nodeclass(str(claim["spec"]["nodeClassRef"].get("name", ""))) or {}
-        outcome = launch_claim(ctx, claim, nodeclass, catalog.candidates_for(claim), fresh=True)
-        (report.launched if isinstance(outcome, Launched) else report.failures).append(outcome)  # type: ignore[arg-type]
+        outcome = launch_one(ctx, remaining, claim, fresh=True)
+        if isinstance(outcome, Launched):
+            report.launched.append(outcome)
+        elif outcome is not None:
+            report.failures.append(outcome)
     publish_metrics(ctx, report)
     ctx.logger.info(
         "replacement capacity for displaced nodes", extra={"nodes": sorted(going), **report.summary()}
     )
     return report
-
-
-def _without_nodes(world: World, going: set[str]) -> World:
-    """The world after ``going`` nodes (and their NodeClaims and pods) are gone."""
-    gone_provider_ids = {
-        (n.get("spec") or {}).get("providerID") for n in world.nodes if nodeclaims.name_of(n) in going
-    }
-    return World(
-        taken_at=world.taken_at,
-        nodeclaims=[
-            c
-            for c in world.nodeclaims
-            if (c.get("status") or {}).get("nodeName") not in going
-            and nodeclaims.provider_id(c) not in gone_provider_ids
-        ],
-        nodes=[n for n in world.nodes if nodeclaims.name_of(n) not in going],
-        pods=[p for p in world.pods if (p.get("spec") or {}).get("nodeName") not in going],
-        nodepools=world.nodepools,
-        nodeclasses=world.nodeclasses,
-        daemonsets=world.daemonsets,
-        pdbs=world.pdbs,
-        persistent_volumes=world.persistent_volumes,
-        persistent_volume_claims=world.persistent_volume_claims,
-        storage_classes=world.storage_classes,
-    )

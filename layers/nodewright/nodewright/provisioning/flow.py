@@ -15,11 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
+from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.cluster.errors import Conflict
-from nodewright.provisioning import lifecycle, nodeclaims, nodepools, planning
-from nodewright.provisioning.launch import Launched, LaunchFailure, launch_claim
-from nodewright.provisioning.world import World, observe, pending_since, pod_key
-from nodewright.scheduling.model import is_provisionable
+from nodewright.provisioning import lifecycle, nodeclaims, planning
+from nodewright.provisioning.launch import (
+    Launched,
+    LaunchFailure,
+    fail_unexpectedly,
+    launch_claim,
+    refuse_invalid,
+)
+from nodewright.state import nodepools
+from nodewright.state.pods import is_provisionable, pending_since
+from nodewright.state.pods import key as pod_key
+from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -68,17 +77,16 @@ def provision(ctx: Context) -> PassReport:
     lifecycle.delete_orphans(ctx, nodepools.orphaned_claims(world), report.lifecycle)
     lifecycle.collect_garbage(ctx, world, report.lifecycle)
 
-    pools = nodepools.triage(world, planning.validation_errors)
+    pools = nodepools.triage(world)
     nodepools.record(ctx, world, pools)
     report.skipped_nodepools = pools.skipped
-    catalog = planning.Catalog(ctx, world)
 
     pending = [pod for pod in world.pods if is_provisionable(pod)]
     _measure_pending(report, world, pending)
 
     plan = planning.PlanView()
     if pending:
-        plan = planning.plan(world, pending, pools.usable, catalog)
+        plan = planning.plan(world, pending, pools.usable)
         report.plan_seconds = plan.seconds
         report.nominated = plan.nominated
         report.unschedulable = plan.unschedulable
@@ -93,19 +101,34 @@ def provision(ctx: Context) -> PassReport:
             report.nominated[pod_key(pod)] = f"nodeclaim/{nodeclaims.name_of(claim)}"
 
     for claim, fresh in to_launch:
-        candidates = catalog.candidates_for(claim)
-        nodeclass = world.nodeclass(_nodeclass_name(claim)) or {}
-        outcome = launch_claim(ctx, claim, nodeclass, candidates, fresh=fresh)
+        outcome = launch_one(ctx, world, claim, fresh=fresh)
         if isinstance(outcome, Launched):
             report.launched.append(outcome)
-        else:
+        elif outcome is not None:
             report.failures.append(outcome)
 
     record_pod_events(ctx, world, pending, report)
-    report.cost_per_hour = catalog.cluster_cost_per_hour(world.nodeclaims, report.launched)
+    report.cost_per_hour = cluster_cost_per_hour(world, report.launched)
     publish_metrics(ctx, report)
     ctx.logger.info("provisioning pass", extra=report.summary())
     return report
+
+
+def launch_one(
+    ctx: Context, world: World, claim: dict[str, Any], *, fresh: bool
+) -> Launched | LaunchFailure | None:
+    """Validate, then launch one NodeClaim; whatever goes wrong fails this NodeClaim, never the pass.
+
+    None: an invalid NodeClaim already refused by an earlier pass (nothing new to report).
+    """
+    problems = nodeclaim_launch_problems(claim)
+    if problems:
+        return refuse_invalid(ctx, claim, problems)
+    try:
+        candidates = planning.candidates_for(world, claim)
+        return launch_claim(ctx, claim, world.nodeclass_of(claim) or {}, candidates, fresh=fresh)
+    except Exception as exc:  # isolation: one NodeClaim's failure must not stop the others
+        return fail_unexpectedly(ctx, claim, exc)
 
 
 def _measure_pending(report: PassReport, world: World, pending: list[dict[str, Any]]) -> None:
@@ -120,8 +143,19 @@ def _awaiting_launch(claim: dict[str, Any]) -> bool:
     return not nodeclaims.is_deleting(claim) and not nodeclaims.is_true(claim, nodeclaims.LAUNCHED)
 
 
-def _nodeclass_name(claim: dict[str, Any]) -> str:
-    return str(((claim.get("spec") or {}).get("nodeClassRef") or {}).get("name", ""))
+def cluster_cost_per_hour(world: World, launched: list[Launched]) -> float:
+    """Sum of the hourly prices of every launched NodeClaim (this pass's launches included)."""
+    seen = {item.nodeclaim for item in launched}
+    total = sum(item.price or 0.0 for item in launched)
+    for claim in world.nodeclaims:
+        if (
+            nodeclaims.name_of(claim) in seen
+            or not nodeclaims.is_true(claim, nodeclaims.LAUNCHED)
+            or nodeclaims.is_deleting(claim)
+        ):
+            continue
+        total += world.price_of(claim) or 0.0
+    return total
 
 
 def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan) -> dict[str, Any]:
@@ -151,9 +185,9 @@ _recent_events: dict[tuple[str, str, str], float] = {}
 def record_pod_events(ctx: Context, world: World, pending: list[dict[str, Any]], report: PassReport) -> None:
     """``Nominated`` for pods given capacity, ``FailedScheduling`` with the reason for the others."""
     now = time.monotonic()
-    for key, stamp in list(_recent_events.items()):
+    for seen, stamp in list(_recent_events.items()):
         if now - stamp > EVENT_REPEAT_SECONDS:
-            del _recent_events[key]
+            del _recent_events[seen]
     for pod in pending:
         key = pod_key(pod)
         if key in report.nominated:

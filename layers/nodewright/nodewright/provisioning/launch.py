@@ -17,9 +17,13 @@ from nodewright.api import labels
 from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import LAUNCHED
+from nodewright.state.world import nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.context import Context
+
+# The Launched condition's reason (and the event's) for a NodeClaim that fails validation.
+INVALID = "InvalidNodeClaim"
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ def launch_claim(
     from nodewright.cloud.provider import LaunchResult
 
     name = nodeclaims.name_of(claim)
-    pool = nodeclaims.nodepool_of(claim) or ""
+    pool = nodepool_name(claim)
     existing = None if fresh else ctx.cloud.find_by_nodeclaim(name)
     if existing is not None:
         result, adopted = LaunchResult.from_instance(existing), True
@@ -75,7 +79,7 @@ def launch_claim(
         try:
             result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates))
         except cloud_errors.InsufficientCapacityError as exc:
-            codes = sorted({code for code, *_ in exc.errors}) or ["InsufficientInstanceCapacity"]
+            codes = sorted({e.code for e in exc.errors}) or ["InsufficientInstanceCapacity"]
             return _fail(ctx, claim, codes[0], str(exc))
         except cloud_errors.LaunchError as exc:
             return _fail(ctx, claim, exc.code, str(exc))
@@ -109,7 +113,7 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
     return LaunchRequest(
         nodeclaim_name=meta["name"],
         nodeclaim_uid=str(meta.get("uid") or meta["name"]),
-        nodepool_name=nodeclaims.nodepool_of(claim) or "",
+        nodepool_name=nodepool_name(claim),
         nodeclass=nodeclass,
         instance_types=list(candidates),
         zones=frozenset(zones) if zones is not None else None,
@@ -118,7 +122,17 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
         labels=dict(meta.get("labels") or {}),
         taints=list(spec.get("taints") or []),
         startup_taints=list(spec.get("startupTaints") or []),
+        kubelet=_kubelet_overrides(claim) or None,
     )
+
+
+def _kubelet_overrides(claim: dict[str, Any]) -> dict[str, Any]:
+    """A v1beta1 NodePool's kubelet (converted by the webhook), in v1's form, over the EC2NodeClass's."""
+    from nodewright.api.conversion_review import kubelet_overrides
+    from nodewright.api.convert import convert_kubelet
+
+    overrides = kubelet_overrides(claim)
+    return convert_kubelet(overrides, "", []) if overrides else {}
 
 
 def allowed_values(
@@ -152,7 +166,7 @@ def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: 
         labels.ZONE: result.zone,
         labels.CAPACITY_TYPE: result.capacity_type,
     }
-    ctx.cluster.patch(NODECLAIMS, name, {"metadata": {"labels": new_labels}})
+    ctx.cluster.patch_nodeclaim(name, {"metadata": {"labels": new_labels}})
     status = dict(claim.get("status") or {})
     status.update(
         {
@@ -185,6 +199,54 @@ def _quantities(resources: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def refuse_invalid(ctx: Context, claim: dict[str, Any], problems: Sequence[object]) -> LaunchFailure | None:
+    """A NodeClaim that fails validation is never launched: condition, event, and it is left as is.
+
+    The object may be someone's hand-made NodeClaim; it stays for them to fix or delete (the
+    lifecycle removes it once the registration timeout has passed). Only the first refusal of
+    a given problem is reported, so a pass a minute does not repeat the event and the metric.
+    """
+    name = nodeclaims.name_of(claim)
+    message = f"NodeClaim {name} is not launched: " + "; ".join(str(p) for p in problems)
+    current = nodeclaims.condition(claim, LAUNCHED) or {}
+    if current.get("reason") == INVALID and current.get("message") == message:
+        return None
+    _mark_not_launched(ctx, claim, INVALID, message)
+    ctx.cluster.record_event(claim, INVALID, message, event_type="Warning")
+    ctx.logger.warning("NodeClaim refused", extra={"nodeclaim": name, "problems": [str(p) for p in problems]})
+    return LaunchFailure(nodeclaim=name, nodepool=nodepool_name(claim), code=INVALID, message=message)
+
+
+def fail_unexpectedly(ctx: Context, claim: dict[str, Any], exc: Exception) -> LaunchFailure:
+    """Anything else that went wrong launching one NodeClaim fails that NodeClaim alone.
+
+    The NodeClaim is kept with ``Launched=False``: if CreateFleet went through before the
+    error, the next pass adopts the instance by its tag; if not, the next pass tries again,
+    until the registration timeout removes the NodeClaim.
+    """
+    name = nodeclaims.name_of(claim)
+    code = type(exc).__name__
+    message = f"NodeClaim {name}: launch failed unexpectedly ({code}: {exc}); it is retried on the next pass"
+    ctx.logger.exception("launch failed unexpectedly", extra={"nodeclaim": name, "code": code})
+    for step in (
+        lambda: _mark_not_launched(ctx, claim, "LaunchFailed", message),
+        lambda: ctx.cluster.record_event(claim, "LaunchFailed", message, event_type="Warning"),
+    ):
+        try:
+            step()
+        except Exception:  # the API server may be what failed; the log line above still says it
+            ctx.logger.exception("could not record the failed launch", extra={"nodeclaim": name})
+    return LaunchFailure(nodeclaim=name, nodepool=nodepool_name(claim), code=code, message=message)
+
+
+def _mark_not_launched(ctx: Context, claim: dict[str, Any], reason: str, message: str) -> None:
+    status = dict(claim.get("status") or {})
+    status["conditions"] = nodeclaims.set_condition(
+        status.get("conditions") or [], LAUNCHED, False, reason=reason, message=message, now=ctx.clock.now()
+    )
+    ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
+
+
 def _fail(ctx: Context, claim: dict[str, Any], code: str, message: str) -> LaunchFailure:
     """A launch that cannot succeed: event, log, and the NodeClaim goes (no instance exists)."""
     name = nodeclaims.name_of(claim)
@@ -192,6 +254,4 @@ def _fail(ctx: Context, claim: dict[str, Any], code: str, message: str) -> Launc
     ctx.logger.warning("launch failed", extra={"nodeclaim": name, "code": code, "error": message})
     ctx.cluster.delete_nodeclaim(name)
     ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
-    return LaunchFailure(
-        nodeclaim=name, nodepool=nodeclaims.nodepool_of(claim) or "", code=code, message=message
-    )
+    return LaunchFailure(nodeclaim=name, nodepool=nodepool_name(claim), code=code, message=message)

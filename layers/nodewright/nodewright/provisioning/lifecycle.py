@@ -14,8 +14,11 @@ a pass that dies half-way is finished by the next one.
 - A NodeClaim being deleted (by a user, by a flow, or because its NodePool went) → its
   Node is drained and deleted, the instance terminated, then the finalizer removed.
 - An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
-  → terminated once it is older than ``LEAK_GRACE``. A launched NodeClaim whose instance
-  is gone → deleted.
+  → terminated once it is older than ``LEAK_GRACE``; one tagged with a live NodeClaim whose
+  recorded instance is another one (a second launch for the same NodeClaim) → terminated once
+  it is older than ``REGISTRATION_TTL``. A launched NodeClaim whose instance is gone → deleted.
+- Launch templates of this cluster that no live instance uses (and older than an hour) → deleted,
+  at most every ``TEMPLATE_GC_INTERVAL``: every AMI or user-data change leaves one behind.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.cluster.resources import NODECLAIMS, NODES
+from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import INITIALIZED, LAUNCHED, REGISTERED
-from nodewright.provisioning.world import World
+from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -38,6 +41,8 @@ REGISTRATION_TTL = timedelta(minutes=15)
 LEAK_GRACE = timedelta(minutes=2)
 # DescribeInstances for garbage collection at most this often per container.
 GC_INTERVAL = timedelta(seconds=60)
+# Unused launch templates are looked for this often (DescribeLaunchTemplates + DescribeInstances).
+TEMPLATE_GC_INTERVAL = timedelta(minutes=10)
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
@@ -50,28 +55,37 @@ class LifecycleReport:
     orphans_deleted: list[str] = field(default_factory=list)
     leaked_terminated: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
+    templates_deleted: list[str] = field(default_factory=list)
 
 
 _last_gc: dict[str, datetime] = {}
+_last_template_gc: dict[str, datetime] = {}
 
 
-def reset_gc_clock() -> None:
-    """Forget when leaks were last looked for (tests and benchmarks emulating invocations a minute apart)."""
+def reset_gc_clock(*, templates: bool = False) -> None:
+    """Forget when leaks were last looked for (tests and benchmarks emulating invocations a minute
+    apart); ``templates``: the launch-template clock too (tests starting from a fresh container)."""
     _last_gc.clear()
+    if templates:
+        _last_template_gc.clear()
 
 
 def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None) -> LifecycleReport:
     """Move every NodeClaim one step along its lifecycle; see the module docstring."""
     report = report or LifecycleReport()
-    nodes = world.nodes_by_provider_id()
     for claim in world.nodeclaims:
         name = nodeclaims.name_of(claim)
-        node = nodes.get(nodeclaims.provider_id(claim) or "")
+        node = world.node_of(claim)
         if nodeclaims.is_deleting(claim):
             finalize(ctx, claim, node)
             report.finalized.append(name)
         elif not nodeclaims.is_true(claim, LAUNCHED):
-            continue  # the launch step owns it (launch, or adopt the instance a crash left)
+            # The launch step owns it (launch, or adopt the instance a crash left) until the
+            # registration timeout: a NodeClaim whose launch keeps failing must not hold its
+            # pods' place for ever.
+            if _created_before(claim, world.taken_at - REGISTRATION_TTL):
+                _give_up_registration(ctx, claim, launched=False)
+                report.timed_out.append(name)
         elif not nodeclaims.is_true(claim, REGISTERED):
             if node is not None:
                 register(ctx, claim, node, world.taken_at)
@@ -107,7 +121,7 @@ def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: dat
             finalizers.append(labels.TERMINATION_FINALIZER)  # (the API server refuses it on a deleting node)
         return {"metadata": {"labels": node_labels, "finalizers": finalizers}, "spec": {"taints": taints}}
 
-    ctx.cluster.update_with_retry(NODES, node_name, sync)
+    ctx.cluster.update_node(node_name, sync)
     status = dict(claim.get("status") or {})
     status["nodeName"] = node_name
     status["conditions"] = nodeclaims.set_condition(
@@ -155,12 +169,23 @@ def _launched_before(claim: dict[str, Any], moment: datetime) -> bool:
     return bool(launched and launched < moment)
 
 
-def _give_up_registration(ctx: Context, claim: dict[str, Any]) -> None:
+def _created_before(claim: dict[str, Any], moment: datetime) -> bool:
+    created = nodeclaims.created_at(claim)
+    return bool(created and created < moment)
+
+
+def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool = True) -> None:
     name = nodeclaims.name_of(claim)
-    message = (
-        f"NodeClaim {name}: no Node registered within {int(REGISTRATION_TTL.total_seconds() // 60)} minutes "
-        "of the launch; the instance is terminated (check the node role's access entry, user data, subnets)"
-    )
+    minutes = int(REGISTRATION_TTL.total_seconds() // 60)
+    if launched:
+        message = (
+            f"NodeClaim {name}: no Node registered within {minutes} minutes of the launch; the instance "
+            "is terminated (check the node role's access entry, user data, subnets)"
+        )
+    else:
+        cond = nodeclaims.condition(claim, LAUNCHED) or {}
+        why = cond.get("message") or "no launch succeeded"
+        message = f"NodeClaim {name}: not launched within {minutes} minutes of its creation ({why}); deleted"
     ctx.cluster.record_event(claim, "RegistrationTimeout", message, event_type="Warning")
     ctx.logger.warning("NodeClaim registration timed out", extra={"nodeclaim": name})
     ctx.cluster.delete_nodeclaim(name)  # the finalizer step below terminates the instance
@@ -186,28 +211,40 @@ def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: Lifecycl
     """NodeClaims of a deleted NodePool: delete them (their finalizer drains and terminates)."""
     for claim in orphans:
         name = nodeclaims.name_of(claim)
-        ctx.cluster.record_event(
-            claim, "NodePoolDeleted", f"NodePool {nodeclaims.nodepool_of(claim)} was deleted"
-        )
+        ctx.cluster.record_event(claim, "NodePoolDeleted", f"NodePool {nodepool_name(claim)} was deleted")
         ctx.cluster.delete_nodeclaim(name)
         report.orphans_deleted.append(name)
 
 
+def _leaked(instance: Any, claim: dict[str, Any] | None, now: datetime) -> bool:
+    """Whether an instance tagged for this cluster belongs to no NodeClaim.
+
+    Checks: its NodeClaim is gone (after ``LEAK_GRACE``: the create may still be in flight), or
+    its NodeClaim records another instance (after ``REGISTRATION_TTL``: a NodeClaim that has
+    recorded none yet may still adopt this one by its tag).
+    """
+    age = now - instance.launch_time if instance.launch_time else None
+    if claim is None:
+        return age is None or age >= LEAK_GRACE
+    recorded = nodeclaims.instance_id(claim)
+    return bool(recorded) and recorded != instance.id and (age is None or age >= REGISTRATION_TTL)
+
+
 def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, force: bool = False) -> None:
-    """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL)."""
+    """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL);
+    delete unused launch templates (at most every TEMPLATE_GC_INTERVAL)."""
+    _collect_launch_templates(ctx, world.taken_at, report, force=force)
     key = ctx.settings.cluster_name
     last = _last_gc.get(key)
     if not force and last is not None and world.taken_at - last < GC_INTERVAL:
         return
     _last_gc[key] = world.taken_at
     instances = ctx.cloud.list()
-    claim_names = {nodeclaims.name_of(c) for c in world.nodeclaims}
+    claims = {nodeclaims.name_of(c): c for c in world.nodeclaims}
     live_instance_ids = set()
     for instance in instances:
         live_instance_ids.add(instance.id)
-        if instance.nodeclaim in claim_names:
-            continue
-        if instance.launch_time and world.taken_at - instance.launch_time < LEAK_GRACE:
+        if not _leaked(instance, claims.get(instance.nodeclaim or ""), world.taken_at):
             continue
         ctx.logger.warning(
             "terminating leaked instance",
@@ -232,3 +269,18 @@ def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, forc
             )
             ctx.cluster.delete_nodeclaim(name)
             report.vanished.append(name)
+
+
+def _collect_launch_templates(ctx: Context, now: datetime, report: LifecycleReport, *, force: bool) -> None:
+    key = ctx.settings.cluster_name
+    last = _last_template_gc.get(key)
+    if not force and last is not None and now - last < TEMPLATE_GC_INTERVAL:
+        return
+    _last_template_gc[key] = now
+    try:
+        report.templates_deleted = ctx.cloud.cleanup_launch_templates()
+    except Exception as exc:  # best effort: the next interval tries again, the pass goes on
+        ctx.logger.warning("launch template cleanup failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+        return
+    if report.templates_deleted:
+        ctx.logger.info("unused launch templates deleted", extra={"templates": report.templates_deleted})

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.flow import PassReport, provision
-from nodewright.provisioning.world import pending_since, pod_key
-from nodewright.scheduling.model import is_provisionable
+from nodewright.state.pods import is_provisionable, pending_since
+from nodewright.state.pods import key as pod_key
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -180,8 +180,8 @@ def _age_of_newest(ctx: Context, pods: list[dict[str, Any]]) -> float:
 def _last_active(ctx: Context) -> datetime | None:
     """When a pod was last pending: the state store's record, else the newest NodeClaim's creation."""
     stored = None
-    if ctx.state is not None:
-        stored = nodeclaims.timestamp(ctx.state.get_marker(ACTIVITY_KEY))
+    if ctx.store is not None:
+        stored = nodeclaims.timestamp(ctx.store.get_marker(ACTIVITY_KEY))
     claims = [nodeclaims.created_at(c) for c in ctx.cluster.list_nodeclaims()]
     newest_claim = max((c for c in claims if c), default=None)
     candidates = [t for t in (stored, newest_claim, _memory.get(ctx.settings.cluster_name)) if t]
@@ -193,6 +193,6 @@ _memory: dict[str, datetime] = {}
 
 def _store_last_active(ctx: Context, moment: datetime) -> None:
     _memory[ctx.settings.cluster_name] = moment
-    if ctx.state is not None:
+    if ctx.store is not None:
         # Kept a day: after that the cluster counts as idle anyway.
-        ctx.state.put_marker(ACTIVITY_KEY, nodeclaims.format_time(moment), ttl=86400)
+        ctx.store.put_marker(ACTIVITY_KEY, nodeclaims.format_time(moment), ttl=86400)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import secrets
 import string
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from nodewright.api import labels
-from nodewright.cluster.objects import condition, is_deleting, name_of
+from nodewright.api.conversion_review import KUBELET_ANNOTATION
+from nodewright.cluster.objects import condition, format_time, is_deleting, name_of, set_condition
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
 from nodewright.cluster.objects import parse_time as timestamp
 
@@ -31,8 +32,6 @@ __all__ = [
     "make_provider_id",
     "name_of",
     "new_name",
-    "nodepool_of",
-    "provider_id",
     "set_condition",
     "timestamp",
 ]
@@ -82,10 +81,14 @@ def build(
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if template_spec.get(key) is not None:
             spec[key] = template_spec[key]
+    annotations = dict(template_meta.get("annotations") or {})
+    kubelet = (pool_meta.get("annotations") or {}).get(KUBELET_ANNOTATION)
+    if kubelet:
+        annotations[KUBELET_ANNOTATION] = kubelet  # a v1beta1 NodePool's kubelet, applied at launch
     metadata: dict[str, Any] = {
         "name": name,
         "labels": claim_labels,
-        "annotations": dict(template_meta.get("annotations") or {}),
+        "annotations": annotations,
         "finalizers": [labels.TERMINATION_FINALIZER],
     }
     if pool_meta.get("uid"):
@@ -104,67 +107,14 @@ def build(
 # --- reading -------------------------------------------------------------------------------------
 
 
-def nodepool_of(claim: Mapping[str, Any]) -> str | None:
-    return ((claim.get("metadata") or {}).get("labels") or {}).get(labels.NODEPOOL)
-
-
 def is_true(obj: Mapping[str, Any], kind: str) -> bool:
     cond = condition(obj, kind)
     return bool(cond and cond.get("status") == "True")
-
-
-def provider_id(claim: Mapping[str, Any]) -> str | None:
-    return (claim.get("status") or {}).get("providerID") or None
 
 
 def make_provider_id(zone: str, instance_id: str) -> str:
     return f"aws:///{zone}/{instance_id}"
 
 
-def format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def created_at(obj: Mapping[str, Any]) -> datetime | None:
     return timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
-
-
-def set_condition(
-    conditions: Iterable[Mapping[str, Any]],
-    kind: str,
-    status: bool,
-    *,
-    reason: str,
-    message: str = "",
-    now: datetime,
-) -> list[dict[str, Any]]:
-    """Conditions with ``kind`` set; ``lastTransitionTime`` moves only when the status changes."""
-    wanted = "True" if status else "False"
-    result: list[dict[str, Any]] = []
-    found = False
-    for cond in conditions:
-        if cond.get("type") != kind:
-            result.append(dict(cond))
-            continue
-        found = True
-        transition = cond.get("lastTransitionTime") if cond.get("status") == wanted else format_time(now)
-        result.append(
-            {
-                "type": kind,
-                "status": wanted,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": transition,
-            }
-        )
-    if not found:
-        result.append(
-            {
-                "type": kind,
-                "status": wanted,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": format_time(now),
-            }
-        )
-    return result

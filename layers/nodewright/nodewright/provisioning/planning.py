@@ -11,17 +11,19 @@ nominated to capacity that exists or is in flight, and a reason for every other 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.provisioning import nodeclaims, nodepools
-from nodewright.provisioning.launch import Launched
-from nodewright.provisioning.world import World, pod_key
+from nodewright.provisioning import nodeclaims
+from nodewright.state import nodepools
+from nodewright.state.pods import is_terminal
+from nodewright.state.pods import key as pod_key
+from nodewright.state.world import World, nodeclass_name
 
 if TYPE_CHECKING:
-    from nodewright.context import Context
+    from nodewright.scheduling import InstanceType
 
 
 @dataclass
@@ -53,125 +55,36 @@ class PlanView:
     seconds: float = 0.0
 
 
-def validation_errors(document: Mapping[str, Any]) -> list[str]:
-    """Error messages (not warnings) of ``nodewright.api`` validation for one stored object."""
-    from nodewright import api
-
-    findings = api.validate_document(dict(document))
-    return [str(f) for f in findings if getattr(f, "is_error", True)]
-
-
-class Catalog:
-    """Instance types per EC2NodeClass for one pass, asked of the cloud provider at most once each."""
-
-    def __init__(self, ctx: Context, world: World) -> None:
-        self._ctx = ctx
-        self._world = world
-        self._by_class: dict[str, list[Any]] = {}
-
-    def instance_types(self, nodeclass_name: str) -> list[Any]:
-        if nodeclass_name not in self._by_class:
-            nodeclass = self._world.nodeclass(nodeclass_name)
-            self._by_class[nodeclass_name] = (
-                list(self._ctx.cloud.instance_types(nodeclass)) if nodeclass else []
-            )
-        return self._by_class[nodeclass_name]
-
-    def node_price(self, nodeclass_name: str) -> float:
-        """$/h every node of the EC2NodeClass costs beyond its instance: its EBS volumes."""
-        from nodewright.cloud import ebs
-
-        nodeclass = self._world.nodeclass(nodeclass_name)
-        region = getattr(getattr(self._ctx, "settings", None), "region", None)
-        return ebs.node_storage(nodeclass, region).per_hour if nodeclass else 0.0
-
-    def candidates_for(self, claim: Mapping[str, Any]) -> list[Any]:
-        """The NodeClaim's ``node.kubernetes.io/instance-type In`` list, in its order (cheapest first)."""
-        from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
-
-        spec = claim.get("spec") or {}
-        allowed: list[str] = []
-        for requirement in spec.get("requirements") or []:
-            if requirement.get("key") == labels.INSTANCE_TYPE and requirement.get("operator") == "In":
-                allowed = [str(v) for v in requirement.get("values") or []]
-        by_name = {
-            t.name: t for t in self.instance_types(str((spec.get("nodeClassRef") or {}).get("name", "")))
-        }
-        if not allowed:
-            return list(by_name.values())[:MAX_CANDIDATE_TYPES]
-        return [by_name[name] for name in allowed if name in by_name][:MAX_CANDIDATE_TYPES]
-
-    def price(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
-        """From the shared price table (one cached state-store read), not the catalog: an idle pass
-        over a cluster full of nodes must not page through DescribeInstanceTypes for a metric."""
-        table = self._ctx.cloud.catalog.prices()
-        if capacity_type == labels.CAPACITY_TYPE_SPOT:
-            return table.spot_price(instance_type, zone)
-        return table.on_demand_price(instance_type)
-
-    def cluster_cost_per_hour(
-        self, claims: Iterable[Mapping[str, Any]], launched: Sequence[Launched]
-    ) -> float:
-        """Sum of the hourly prices of every launched NodeClaim (this pass's launches included)."""
-        seen: set[str] = set()
-        total = 0.0
-        for item in launched:
-            seen.add(item.nodeclaim)
-            total += item.price or 0.0
-        for claim in claims:
-            name = nodeclaims.name_of(claim)
-            claim_labels = (claim.get("metadata") or {}).get("labels") or {}
-            if (
-                name in seen
-                or not nodeclaims.is_true(claim, nodeclaims.LAUNCHED)
-                or nodeclaims.is_deleting(claim)
-            ):
-                continue
-            price = self.price(
-                claim_labels.get(labels.INSTANCE_TYPE, ""),
-                claim_labels.get(labels.ZONE, ""),
-                claim_labels.get(labels.CAPACITY_TYPE, ""),
-            )
-            total += price or 0.0
-        return total
-
-
-def plan(
-    world: World, pending: list[dict[str, Any]], pools: list[dict[str, Any]], catalog: Catalog
-) -> PlanView:
+def plan(world: World, pending: list[dict[str, Any]], pools: list[dict[str, Any]]) -> PlanView:
     """The scheduling core's plan for ``pending`` pods, against everything the world already holds."""
-    snapshot, unreadable = build_snapshot(world, pending, pools, catalog)
-    view = _schedule(world, pending, pools, catalog, snapshot)
+    snapshot, unreadable = build_snapshot(world, pending, pools)
+    view = _schedule(world, pending, snapshot)
     view.unschedulable.update(unreadable)
     return view
 
 
 def build_snapshot(
-    world: World, pending: list[dict[str, Any]], pools: list[dict[str, Any]], catalog: Catalog
+    world: World, pending: list[dict[str, Any]], pools: list[dict[str, Any]]
 ) -> tuple[Any, dict[str, str]]:
     """The scheduling core's ``Snapshot`` (pending pods, nodes with their pods, in-flight NodeClaims
     as nodes, usable NodePools with instance types, limits and usage, DaemonSets, volumes), and
     the pods that could not be read, each with the reason."""
     from nodewright.scheduling import model
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
     bound: dict[str, list[Any]] = {}
     for pod in world.pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
-        if node_name and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if node_name and not is_terminal(pod):
             bound.setdefault(node_name, []).append(model.pod_from_k8s(pod))
     nodes = [model.node_from_k8s(node, bound.get(nodeclaims.name_of(node), ())) for node in world.nodes]
-    registered = set(world.nodes_by_provider_id())
     live_claims = [c for c in world.nodeclaims if not nodeclaims.is_deleting(c)]
-    nodes += [
-        in_flight_node(claim, catalog)
-        for claim in live_claims
-        if not nodeclaims.provider_id(claim) or nodeclaims.provider_id(claim) not in registered
-    ]
-    usage = nodepools.usage_by_nodepool(live_claims, lambda c: charged_capacity(c, catalog))
+    nodes += [in_flight_node(claim, world) for claim in live_claims if world.node_of(claim) is None]
+    usage = nodepools.usage(world, MAX_CANDIDATE_TYPES)
     pending_pods, unreadable = model.pods_from_k8s(pending)
     snapshot = model.Snapshot(
         pods=pending_pods,
-        nodepools=[nodepool_input(pool, catalog, usage.get(nodeclaims.name_of(pool), {})) for pool in pools],
+        nodepools=[nodepool_input(pool, world, usage.get(nodeclaims.name_of(pool), {})) for pool in pools],
         nodes=nodes,
         daemonsets=[model.daemonset_from_k8s(d) for d in world.daemonsets],
         claims=[model.pvc_from_k8s(c) for c in world.persistent_volume_claims],
@@ -181,7 +94,7 @@ def build_snapshot(
     return snapshot, unreadable
 
 
-def nodepool_input(pool: Mapping[str, Any], catalog: Catalog, in_use: Mapping[str, float]) -> Any:
+def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, float]) -> Any:
     """A v1 NodePool as the scheduler's ``NodePoolInput`` (limits and usage in canonical units)."""
     from nodewright.scheduling import model
     from nodewright.scheduling.requirements import Requirements
@@ -191,12 +104,12 @@ def nodepool_input(pool: Mapping[str, Any], catalog: Catalog, in_use: Mapping[st
     template = spec.get("template") or {}
     template_spec = template.get("spec") or {}
     name = nodeclaims.name_of(pool)
-    nodeclass = str((template_spec.get("nodeClassRef") or {}).get("name", ""))
+    nodeclass = world.nodeclass(nodeclass_name(pool))
     return model.NodePoolInput(
         name=name,
         requirements=Requirements.from_k8s(template_spec.get("requirements")),
-        instance_types=catalog.instance_types(nodeclass),
-        node_price=catalog.node_price(nodeclass),
+        instance_types=world.instance_types(nodeclass_name(pool)),
+        node_price=world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0,
         weight=int(spec.get("weight") or 0),
         labels={**((template.get("metadata") or {}).get("labels") or {}), labels.NODEPOOL: name},
         taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("taints") or ()),
@@ -206,7 +119,14 @@ def nodepool_input(pool: Mapping[str, Any], catalog: Catalog, in_use: Mapping[st
     )
 
 
-def in_flight_node(claim: Mapping[str, Any], catalog: Catalog) -> Any:
+def candidates_for(world: World, claim: Mapping[str, Any]) -> list[InstanceType]:
+    """The NodeClaim's candidate types, cheapest first, at most ``MAX_CANDIDATE_TYPES``."""
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
+
+    return world.candidates_for(claim, MAX_CANDIDATE_TYPES)
+
+
+def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
     """A NodeClaim without a registered Node, as capacity: its recorded allocatable once launched,
     before that the least any of its candidate types would give (what every candidate can hold)."""
     from nodewright.scheduling import model
@@ -218,7 +138,7 @@ def in_flight_node(claim: Mapping[str, Any], catalog: Catalog) -> Any:
     if recorded:
         allocatable = parse_resources(recorded)
     else:
-        candidates = catalog.candidates_for(claim)
+        candidates = candidates_for(world, claim)
         keys = set().union(*(c.allocatable for c in candidates)) if candidates else set()
         allocatable = {k: min(c.allocatable.get(k, 0) for c in candidates) for k in keys}
     node_labels = {
@@ -234,22 +154,7 @@ def in_flight_node(claim: Mapping[str, Any], catalog: Catalog) -> Any:
     )
 
 
-def charged_capacity(claim: Mapping[str, Any], catalog: Catalog) -> dict[str, float]:
-    """What a NodeClaim counts against its NodePool's limits: its capacity once launched, before
-    that the largest candidate's (Karpenter charges in-flight claims with the largest type)."""
-    from nodewright.scheduling.resources import parse_resources
-
-    recorded = (claim.get("status") or {}).get("capacity")
-    if recorded:
-        return dict(parse_resources(recorded))
-    candidates = catalog.candidates_for(claim)
-    keys = set().union(*(c.capacity for c in candidates)) if candidates else set()
-    return {k: max(c.capacity.get(k, 0) for c in candidates) for k in keys}
-
-
-def _schedule(
-    world: World, pending: list[dict[str, Any]], pools: list[dict[str, Any]], catalog: Catalog, snapshot: Any
-) -> PlanView:
+def _schedule(world: World, pending: list[dict[str, Any]], snapshot: Any) -> PlanView:
     """Run the scheduling core and translate its ``Plan`` into what the flow creates and reports."""
     from nodewright import scheduling
     from nodewright.scheduling.resources import format_resource

@@ -20,8 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodewright.provisioning import nodeclaims, nodepools, planning
-from nodewright.provisioning.world import World, from_snapshot, pod_key
+from nodewright.cloud.pricetable import PriceTable
+from nodewright.provisioning import nodeclaims, planning
+from nodewright.state import nodepools
+from nodewright.state.pods import is_provisionable
+from nodewright.state.pods import key as pod_key
+from nodewright.state.world import World, observe
 
 PENDING_STATUS = {
     "phase": "Pending",
@@ -133,21 +137,38 @@ def _taint_text(taint: Mapping[str, str]) -> str:
 
 
 class _OfflineCloud:
-    """The one thing planning asks of the cloud provider: instance types for an EC2NodeClass."""
+    """What a plan observes of the cloud, offline: the instance types of an EC2NodeClass (the catalog
+    handed in, already priced), what a node's EBS volumes cost in the region; no price table, since
+    nothing is running to cost anything."""
 
-    def __init__(self, instance_types: Callable[[Mapping[str, Any]], list[Any]]) -> None:
-        self.instance_types = instance_types
+    def __init__(self, instance_types: Callable[[Mapping[str, Any]], list[Any]], region: str) -> None:
+        self._instance_types = instance_types
+        self.region = region
+
+    def instance_types(self, nodeclass: Mapping[str, Any]) -> list[Any]:
+        return self._instance_types(nodeclass)
+
+    def prices(self) -> PriceTable:
+        return PriceTable()
+
+    def node_price(self, nodeclass: Mapping[str, Any]) -> float:
+        from nodewright.cloud.ebs import node_storage
+
+        return node_storage(nodeclass, self.region).per_hour
+
+
+class _WallClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
 
 
 @dataclass
-class _OfflineSettings:
-    region: str
+class _ReadOnlyPass:
+    """What ``state.world.observe`` reads through: the cluster (only its list calls), the clock, the cloud."""
 
-
-@dataclass
-class _OfflineContext:
+    cluster: Any
     cloud: _OfflineCloud
-    settings: _OfflineSettings
+    clock: _WallClock = field(default_factory=_WallClock)
 
 
 def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -195,32 +216,27 @@ def what_if(paths: Iterable[str | Path], instance_types: InstanceTypes, region: 
     files = list(paths)
     result = WhatIf(source=f"{len(files)} manifest file(s)")
     world = _world_of_manifests(files, result)
+    world.cloud = _OfflineCloud(instance_types, region)
     pending = [p for p in world.pods if not (p.get("spec") or {}).get("nodeName")]
-    return plan_world(world, pending, instance_types, region, result)
+    return plan_world(world, pending, region, result)
 
 
 def what_if_live(cluster: Any, instance_types: InstanceTypes, region: str) -> WhatIf:
-    """Plan a live cluster's pending pods against its current objects: one read-only snapshot, as a
-    provisioning pass takes it (capacity first, then pods); nothing is written."""
-    from nodewright.scheduling.model import is_provisionable
-
-    world = from_snapshot(cluster.snapshot(), datetime.now(UTC))
+    """Plan a live cluster's pending pods against its current objects: the World a provisioning pass
+    observes (capacity first, then pods), read through list calls only; nothing is written."""
+    world = observe(_ReadOnlyPass(cluster, _OfflineCloud(instance_types, region)))  # type: ignore[arg-type]
     result = WhatIf(source=f"live cluster at {cluster.host} (read-only)")
     pending = [p for p in world.pods if is_provisionable(p)]
-    return plan_world(world, pending, instance_types, region, result)
+    return plan_world(world, pending, region, result)
 
 
-def plan_world(
-    world: World, pending: list[dict[str, Any]], instance_types: InstanceTypes, region: str, result: WhatIf
-) -> WhatIf:
+def plan_world(world: World, pending: list[dict[str, Any]], region: str, result: WhatIf) -> WhatIf:
     """The provisioner's triage and planning over the world, filled into ``result``."""
     result.pods = len(pending)
     result.region = result.region or region
     verdicts = nodepools.triage(world, _pool_errors_only)
     result.skipped_nodepools = verdicts.skipped
-    context = _OfflineContext(_OfflineCloud(instance_types), _OfflineSettings(region))
-    catalog = planning.Catalog(context, world)  # type: ignore[arg-type]
-    view = planning.plan(world, pending, verdicts.usable, catalog)
+    view = planning.plan(world, pending, verdicts.usable)
     result.claims = view.new_claims
     result.pending.update(view.unschedulable)
     result.placements = view.nominated
@@ -323,7 +339,7 @@ WORKLOAD_KINDS = ("Pod", *TEMPLATED_KINDS)
 
 def _pool_errors_only(document: Mapping[str, Any]) -> list[str]:
     """NodePools are judged as the provisioner judges them; EC2NodeClass gaps were reported above."""
-    return [] if document.get("kind") == "EC2NodeClass" else planning.validation_errors(document)
+    return [] if document.get("kind") == "EC2NodeClass" else nodepools.validation_errors(document)
 
 
 def _keep_last(by_name: dict[str, dict[str, Any]], doc: dict[str, Any], result: WhatIf) -> None:

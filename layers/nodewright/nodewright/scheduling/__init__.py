@@ -6,6 +6,7 @@ output a ``Plan``: ``plan(snapshot)``.
 
 from __future__ import annotations
 
+from nodewright.api.tolerations import Toleration
 from nodewright.scheduling.instancetypes import (
     InstanceType,
     KubeletSettings,
@@ -23,9 +24,7 @@ from nodewright.scheduling.model import (
     Snapshot,
     StorageClass,
     Taint,
-    Toleration,
     daemonset_from_k8s,
-    is_provisionable,
     node_from_k8s,
     pod_from_k8s,
     pods_from_k8s,
@@ -61,7 +60,6 @@ __all__ = [
     "Toleration",
     "daemonset_from_k8s",
     "instance_type_from_ec2",
-    "is_provisionable",
     "node_from_k8s",
     "plan",
     "pod_from_k8s",

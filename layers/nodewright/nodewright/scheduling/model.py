@@ -3,6 +3,9 @@
 Parsers take the camelCase dicts the API server returns (``pod_from_k8s(d)``...). Everything a
 scheduling decision depends on lives in ``PodSpec`` (hashable), so identical pods share one
 equivalence class.
+
+The parsers are structural: which pods to plan for (provisionable, reschedulable, not a DaemonSet's)
+is the caller's rule (``nodewright.state.pods``); the core places whatever pods it is given.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodewright.api import labels as wk
+from nodewright.api.tolerations import Toleration
 from nodewright.scheduling.instancetypes import InstanceType
 from nodewright.scheduling.requirements import IN, Requirement, Requirements
 from nodewright.scheduling.resources import PODS, Resources, add, parse_resources, pod_requests
@@ -31,23 +35,6 @@ class Taint:
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-
-    def tolerates(self, taint: Taint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if not self.key:
-            return self.operator == "Exists"
-        if self.key != taint.key:
-            return False
-        return self.operator == "Exists" or self.value == taint.value
 
 
 def untolerated(
@@ -336,39 +323,12 @@ def pod_spec_from_k8s(
         node_selector=tuple(sorted((spec.get("nodeSelector") or {}).items())),
         required_terms=_node_selector_terms(required.get("nodeSelectorTerms")),
         preferred_terms=preferred,
-        tolerations=tuple(
-            Toleration(
-                t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or ""
-            )
-            for t in spec.get("tolerations") or ()
-        ),
+        tolerations=tuple(Toleration.from_k8s(t) for t in spec.get("tolerations") or ()),
         spreads=spreads,
         affinity=(*_pod_affinity_terms(affinity, False), *_pod_affinity_terms(affinity, True)),
         host_ports=ports,
         claims=claims,
         is_daemonset=is_daemonset,
-    )
-
-
-def _is_daemonset_pod(d: Mapping[str, Any]) -> bool:
-    return any(o.get("kind") == "DaemonSet" for o in (d.get("metadata") or {}).get("ownerReferences") or ())
-
-
-def is_provisionable(d: Mapping[str, Any]) -> bool:
-    """Whether a pod (Kubernetes JSON) is one the autoscaler should provision for.
-
-    Pending, not bound, not being deleted, not a DaemonSet pod, and marked
-    ``PodScheduled=False, reason=Unschedulable`` by kube-scheduler.
-    """
-    metadata = d.get("metadata") or {}
-    status = d.get("status") or {}
-    if metadata.get("deletionTimestamp") or (d.get("spec") or {}).get("nodeName") or _is_daemonset_pod(d):
-        return False
-    if status.get("phase", "Pending") != "Pending":
-        return False
-    return any(
-        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-        for c in status.get("conditions") or ()
     )
 
 
@@ -378,7 +338,7 @@ def pod_from_k8s(d: Mapping[str, Any]) -> Pod:
     return Pod(
         metadata.get("namespace") or "default",
         metadata["name"],
-        pod_spec_from_k8s(metadata, spec, _is_daemonset_pod(d)),
+        pod_spec_from_k8s(metadata, spec),
         spec.get("nodeName"),
     )
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nodewright.api import labels as wk
+from nodewright.api.tolerations import Toleration
 from nodewright.scheduling.instancetypes import InstanceType
-from nodewright.scheduling.model import NodePoolInput, PodSpec, Snapshot, Taint, Toleration, untolerated
+from nodewright.scheduling.model import NodePoolInput, PodSpec, Snapshot, Taint, untolerated
 from nodewright.scheduling.podclass import PodClass
 from nodewright.scheduling.preferences import Level
 from nodewright.scheduling.requirements import Requirement, Requirements

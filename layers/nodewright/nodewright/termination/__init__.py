@@ -11,7 +11,7 @@ Shared by the interruption flow and (later) the disruption flow:
 * ``drain_and_delete_node(ctx, node, nodeclaim) -> bool``: one pass for the provisioning lifecycle's
   finalizer step (True when the node is drained and gone).
 
-Pod rules (what is drained, in which tiers, do-not-disrupt) are in ``termination.pods``.
+Which pods a drain waits for and may evict are ``state.pods`` rules; the tiers are in ``termination.drain``.
 """
 
 from __future__ import annotations

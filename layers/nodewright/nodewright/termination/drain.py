@@ -1,5 +1,12 @@
 """One drain pass over one node: evict the current tier, delete what the deadline no longer allows.
 
+Which pods a drain waits for, and which it may evict, are ``state.pods`` rules
+(``is_waiting_eviction``, ``is_evictable``); the order is Karpenter's: non-critical pods first,
+then critical ones (``system-cluster-critical`` / ``system-node-critical``), so cluster services
+keep running while the workload moves. A ``karpenter.sh/do-not-disrupt`` pod is not evicted by a
+voluntary termination before its deadline; when the node is going away regardless (an
+interruption) it is evicted like the rest.
+
 A pass never waits: it reads the node's pods, acts, and reports what is left and when the next
 pass is worth making. The caller (``terminate.run``) loops passes within its time budget, so a
 pass interrupted by a Lambda timeout is simply made again by the next invocation.
@@ -13,10 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodewright.cluster import Cluster, EvictionOutcome
-from nodewright.termination import pods as podrules
+from nodewright.cluster import EvictionOutcome
+from nodewright.state import pods as podrules
+
+if TYPE_CHECKING:
+    from nodewright.state.interfaces import Cluster
 
 
 @dataclass
@@ -48,7 +58,7 @@ def drain_pass(
 ) -> DrainPass:
     """Evict or delete what may go now; see the module docstring."""
     result = DrainPass()
-    tiers = podrules.drain_tiers(cluster.list_pods_on_node(node_name))
+    tiers = drain_tiers(cluster.list_pods_on_node(node_name), now)
     result.remaining = sum(len(tier) for tier in tiers)
     if not tiers:
         return result
@@ -67,15 +77,15 @@ def drain_pass(
                 continue
             if podrules.is_terminating(pod) and seconds_left > 0:
                 continue  # already shutting down with time to finish
-            forced.add(podrules.pod_ref(pod))
+            forced.add(podrules.key(pod))
             _delete(cluster, pod, max(0, int(seconds_left)), result, logger)
 
     # Evictions only for the first tier that still has pods: critical pods wait for the rest.
     for pod in tiers[0]:
-        ref = podrules.pod_ref(pod)
-        if ref in forced or podrules.is_terminating(pod):
+        ref = podrules.key(pod)
+        if ref in forced or not podrules.is_active(pod):
             continue
-        if podrules.has_do_not_disrupt(pod):
+        if not podrules.is_evictable(pod):  # active and waiting eviction: only do-not-disrupt is left
             if not involuntary:
                 result.waiting_do_not_disrupt.append(ref)
                 continue
@@ -87,8 +97,19 @@ def drain_pass(
     return result
 
 
+def drain_tiers(pods: list[dict[str, Any]], now: datetime) -> list[list[dict[str, Any]]]:
+    """The pods the node must be rid of (``is_waiting_eviction``), in eviction order: non-critical,
+    then critical. Empty tiers are dropped."""
+    waiting = [p for p in pods if podrules.is_waiting_eviction(p, now)]
+    tiers = [
+        [p for p in waiting if not podrules.is_critical(p)],
+        [p for p in waiting if podrules.is_critical(p)],
+    ]
+    return [tier for tier in tiers if tier]
+
+
 def _evict(cluster: Cluster, pod: dict[str, Any], result: DrainPass) -> None:
-    ref = podrules.pod_ref(pod)
+    ref = podrules.key(pod)
     outcome = cluster.evict(pod)
     if outcome.outcome is EvictionOutcome.EVICTED:
         result.evicted.append(ref)
@@ -104,7 +125,7 @@ def _evict(cluster: Cluster, pod: dict[str, Any], result: DrainPass) -> None:
 
 
 def _delete(cluster: Cluster, pod: dict[str, Any], grace: int, result: DrainPass, logger: Any) -> None:
-    ref = podrules.pod_ref(pod)
+    ref = podrules.key(pod)
     grace = min(grace, podrules.grace_seconds(pod))
     meta = pod["metadata"]
     if cluster.delete_pod(meta["namespace"], meta["name"], grace_period_seconds=grace) is None:

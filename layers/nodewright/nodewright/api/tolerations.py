@@ -1,0 +1,52 @@
+"""Whether a toleration tolerates a taint: the Kubernetes rule, written once.
+
+The scheduling core (placement) and the pod predicates (``state.pods``: does a pod tolerate the
+``karpenter.sh/disrupted`` taint?) both ask it, so it lives here, beneath both. Pure and cheap to
+import: no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class TaintLike(Protocol):
+    """Anything with a taint's three fields (the scheduling core's ``Taint``, for one)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def effect(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def from_k8s(cls, d: Mapping[str, Any]) -> Toleration:
+        return cls(
+            d.get("key") or "", d.get("operator") or "Equal", d.get("value") or "", d.get("effect") or ""
+        )
+
+    def tolerates(self, taint: TaintLike) -> bool:
+        return self.matches(taint.key, taint.value, taint.effect)
+
+    def matches(self, key: str, value: str, effect: str) -> bool:
+        """An empty effect matches every effect; an empty key with ``Exists`` matches every taint."""
+        if self.effect and self.effect != effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != key:
+            return False
+        return self.operator == "Exists" or self.value == value

@@ -1,0 +1,171 @@
+"""Which NodePools a pass may use, and what each one already holds against its limits: one triage
+for every flow (provisioning plans only onto usable NodePools; disruption only disrupts within them).
+
+A NodePool is usable when it is not being deleted, it is valid, and its EC2NodeClass exists and is
+valid. An unusable one is skipped with a reason and status conditions saying what is wrong
+(``ValidationSucceeded``, ``NodeClassReady``, ``Ready``); the others keep working. ``record``
+writes the conditions only when they change, so an idle pass writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nodewright.cluster.objects import is_deleting, name_of, set_condition
+from nodewright.state.world import World, nodeclass_name, nodepool_name
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+    from nodewright.state.interfaces import Obj
+
+VALIDATION_SUCCEEDED = "ValidationSucceeded"
+NODECLASS_READY = "NodeClassReady"
+READY = "Ready"
+
+Validator = Callable[[Mapping[str, Any]], list[str]]
+
+
+@dataclass
+class PoolTriage:
+    """NodePools split into those a pass may use (highest weight first) and those skipped (each with
+    its reason), and the status conditions each NodePool should carry (``changed``: the ones whose
+    conditions differ from what the cluster holds)."""
+
+    usable: list[Obj] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    conditions: dict[str, list[Obj]] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)
+
+    def is_usable(self, name: str) -> bool:
+        return any(name_of(pool) == name for pool in self.usable)
+
+
+def validation_errors(document: Mapping[str, Any]) -> list[str]:
+    """Error messages (not warnings) of ``nodewright.api`` validation for one stored object."""
+    from nodewright.api.validation import validate_document
+
+    return [str(f) for f in validate_document(dict(document)) if f.is_error]
+
+
+def triage(world: World, validate: Validator | None = None) -> PoolTriage:
+    """Validate every NodePool and its EC2NodeClass (pure: ``record`` writes the verdicts).
+
+    ``validate(doc)`` returns the error messages for one document (empty when valid); by default
+    ``validation_errors``.
+    """
+    validate = validate or validation_errors
+    result = PoolTriage()
+    nodeclass_errors = {name_of(c): validate(c) for c in world.nodeclasses}
+    now = world.taken_at
+    for pool in sorted(world.nodepools, key=_weight_order):
+        name = name_of(pool)
+        if is_deleting(pool):
+            result.skipped[name] = f"NodePool {name} is being deleted"
+            continue
+        errors = validate(pool)
+        class_name = nodeclass_name(pool)
+        class_problem = ""
+        if class_name not in nodeclass_errors:
+            class_problem = (
+                f"EC2NodeClass {class_name!r} not found; apply it or fix spec.template.spec.nodeClassRef"
+            )
+        elif nodeclass_errors[class_name]:
+            class_problem = f"EC2NodeClass {class_name!r} is invalid: " + "; ".join(
+                nodeclass_errors[class_name]
+            )
+        conditions = list((pool.get("status") or {}).get("conditions") or [])
+        if errors:
+            message = "; ".join(errors)
+            conditions = set_condition(
+                conditions, VALIDATION_SUCCEEDED, False, reason="ValidationFailed", message=message, now=now
+            )
+            result.skipped[name] = f"NodePool {name} is invalid: {message}"
+        else:
+            conditions = set_condition(conditions, VALIDATION_SUCCEEDED, True, reason="Valid", now=now)
+        conditions = set_condition(
+            conditions,
+            NODECLASS_READY,
+            not class_problem,
+            reason="NodeClassNotReady" if class_problem else "Ready",
+            message=class_problem,
+            now=now,
+        )
+        if class_problem and name not in result.skipped:
+            result.skipped[name] = f"NodePool {name}: {class_problem}"
+        ready = name not in result.skipped
+        conditions = set_condition(
+            conditions,
+            READY,
+            ready,
+            reason="Ready" if ready else "NotReady",
+            message="" if ready else result.skipped[name],
+            now=now,
+        )
+        result.conditions[name] = conditions
+        if _changed(pool, conditions):
+            result.changed.append(name)
+        if ready:
+            result.usable.append(pool)
+    return result
+
+
+def record(ctx: Context, world: World, verdicts: PoolTriage) -> None:
+    """Write changed conditions to the NodePools' status; an event when a NodePool becomes unusable."""
+    for name in verdicts.changed:
+        ctx.cluster.patch_nodepool_status(name, {"conditions": verdicts.conditions[name]})
+        if name in verdicts.skipped:
+            pool = world.nodepool(name) or {"kind": "NodePool", "metadata": {"name": name}}
+            ctx.cluster.record_event(pool, "InvalidNodePool", verdicts.skipped[name], event_type="Warning")
+            ctx.logger.warning("NodePool skipped", extra={"nodepool": name, "reason": verdicts.skipped[name]})
+
+
+def usage(world: World, candidate_limit: int) -> dict[str, dict[str, float]]:
+    """Resources each NodePool already holds: every live NodeClaim counts, launched or in flight
+    (``charged_capacity``), and one ``nodes`` each."""
+    by_pool: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for claim in world.nodeclaims:
+        pool = nodepool_name(claim)
+        if not pool or is_deleting(claim):
+            continue
+        for resource, amount in charged_capacity(world, claim, candidate_limit).items():
+            by_pool[pool][resource] += amount
+        by_pool[pool]["nodes"] += 1
+    return {pool: dict(resources) for pool, resources in by_pool.items()}
+
+
+def charged_capacity(world: World, claim: Mapping[str, Any], candidate_limit: int) -> dict[str, float]:
+    """What a NodeClaim counts against its NodePool's limits: its capacity once launched, before
+    that the largest candidate's (Karpenter charges in-flight claims with the largest type)."""
+    from nodewright.scheduling.resources import parse_resources
+
+    recorded = (claim.get("status") or {}).get("capacity")
+    if recorded:
+        return {k: float(v) for k, v in parse_resources(recorded).items()}
+    candidates = world.candidates_for(claim, candidate_limit)
+    keys: set[str] = set().union(*(c.capacity for c in candidates)) if candidates else set()
+    return {k: float(max(c.capacity.get(k, 0) for c in candidates)) for k in keys}
+
+
+def orphaned_claims(world: World) -> list[Obj]:
+    """NodeClaims whose NodePool is gone or being deleted: they are deleted gracefully."""
+    live = {name_of(p) for p in world.nodepools if not is_deleting(p)}
+    return [
+        claim
+        for claim in world.nodeclaims
+        if not is_deleting(claim) and (pool := nodepool_name(claim)) and pool not in live
+    ]
+
+
+def _weight_order(pool: Mapping[str, Any]) -> tuple[int, str]:
+    """Higher ``spec.weight`` first, then by name, so plans are deterministic."""
+    return (-int((pool.get("spec") or {}).get("weight") or 0), name_of(dict(pool)))
+
+
+def _changed(pool: Mapping[str, Any], conditions: Iterable[Mapping[str, Any]]) -> bool:
+    def essence(conds: Iterable[Mapping[str, Any]]) -> set[tuple[Any, ...]]:
+        return {(c.get("type"), c.get("status"), c.get("reason"), c.get("message") or "") for c in conds}
+
+    return essence((pool.get("status") or {}).get("conditions") or []) != essence(conditions)

@@ -1,0 +1,253 @@
+"""Pod rules, each defined once and named, as Karpenter's ``pkg/utils/pod/scheduling.go`` names them.
+
+Every flow asks these questions of a pod (a plain Kubernetes dict as the API server returns it); none
+writes its own version. Each predicate is a composition of the small checks below it, listed in its
+docstring. Where Nodewright departs from Karpenter, the docstring says so and why.
+
+Which flow asks which question:
+
+* provisioning: ``is_provisionable`` (a pending pod that needs capacity);
+* replacement capacity before a drain (``provisioning.replace_for_displaced``) and emptiness
+  (disruption): ``is_reschedulable`` (a pod that will need a place elsewhere when its node goes);
+* termination: ``is_waiting_eviction`` (a pod the node must be rid of before it goes),
+  ``is_evictable`` (one the drain may evict now), ``is_critical`` (its tier).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from nodewright.api import labels
+from nodewright.api.tolerations import Toleration
+from nodewright.cluster.objects import parse_time
+
+Pod = Mapping[str, Any]
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+DEFAULT_GRACE_SECONDS = 30
+# Karpenter stops waiting for a pod this long past its deletionTimestamp (deletion + grace period):
+# its kubelet is gone or stuck, and the node must not wait for it for ever.
+STUCK_TERMINATING = timedelta(minutes=1)
+
+
+# --- the questions the flows ask ---------------------------------------------------------------------
+
+
+def is_active(pod: Pod) -> bool:
+    """Running or about to: not ``is_terminal``, not ``is_terminating``."""
+    return not is_terminal(pod) and not is_terminating(pod)
+
+
+def is_provisionable(pod: Pod) -> bool:
+    """A pod that needs new capacity:
+
+    * ``failed_to_schedule``: kube-scheduler marked it ``PodScheduled=False/Unschedulable``;
+    * not ``is_bound`` to a node;
+    * not ``is_preempting``: it has ``status.nominatedNodeName`` (it preempted pods there and will bind);
+    * not ``is_daemon``, not ``is_mirror`` (their node is given);
+    * ``is_active`` (Nodewright's addition: a finished or deleted pod needs nothing).
+    """
+    return (
+        failed_to_schedule(pod)
+        and not is_bound(pod)
+        and not is_preempting(pod)
+        and not is_daemon(pod)
+        and not is_mirror(pod)
+        and is_active(pod)
+    )
+
+
+def is_reschedulable(pod: Pod) -> bool:
+    """A pod that will need a place elsewhere when its node goes:
+
+    * ``is_active``, or a terminating StatefulSet pod (``is_owned_by_statefulset``: its successor is
+      only created once it is gone, so it still needs the room);
+    * not ``is_daemon`` (it goes with its node), not ``is_mirror`` (the kubelet owns it).
+
+    A pod that tolerates the disrupted taint is reschedulable (it is not evicted, but it dies with
+    the node and comes back elsewhere); a completed Job pod is not.
+    """
+    return (
+        (is_active(pod) or (is_owned_by_statefulset(pod) and is_terminating(pod)))
+        and not is_daemon(pod)
+        and not is_mirror(pod)
+    )
+
+
+def is_evictable(pod: Pod) -> bool:
+    """A pod a voluntary drain may evict now:
+
+    * ``is_active`` (a terminating pod is already leaving);
+    * not ``tolerates_disrupted_taint`` (it chose to stay to the end);
+    * not ``is_mirror`` (the API server cannot delete it);
+    * not ``has_do_not_disrupt`` (it holds the drain until the deadline; an involuntary
+      termination, where the instance goes anyway, evicts it regardless).
+    """
+    return (
+        is_active(pod)
+        and not tolerates_disrupted_taint(pod)
+        and not is_mirror(pod)
+        and not has_do_not_disrupt(pod)
+    )
+
+
+def is_drainable(pod: Pod, now: datetime) -> bool:
+    """A pod a drain waits for:
+
+    * not ``tolerates_disrupted_taint``;
+    * not ``is_stuck_terminating`` (terminating a minute past its deletionTimestamp);
+    * not ``is_mirror``;
+    * not ``is_daemon`` — Nodewright's departure: Karpenter evicts DaemonSet pods in a last tier;
+      Nodewright leaves them to go with the node (as the original drain did).
+
+    ``has_do_not_disrupt`` pods are drainable: the drain waits for them even though it does not
+    evict them before the deadline.
+    """
+    return (
+        not tolerates_disrupted_taint(pod)
+        and not is_stuck_terminating(pod, now)
+        and not is_mirror(pod)
+        and not is_daemon(pod)
+    )
+
+
+def is_waiting_eviction(pod: Pod, now: datetime) -> bool:
+    """A pod the node must be rid of before it goes: not ``is_terminal`` and ``is_drainable``."""
+    return not is_terminal(pod) and is_drainable(pod, now)
+
+
+def is_disruptable(pod: Pod) -> bool:
+    """A pod that does not veto a voluntary disruption: not (``is_active`` and ``has_do_not_disrupt``)."""
+    return not (is_active(pod) and has_do_not_disrupt(pod))
+
+
+def reschedulable_by_node(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
+    """The ``is_reschedulable`` pods bound to each node: what keeps a node from being empty."""
+    by_node: dict[str, list[Pod]] = defaultdict(list)
+    for pod in pods:
+        bound = node_name(pod)
+        if bound and is_reschedulable(pod):
+            by_node[bound].append(pod)
+    return dict(by_node)
+
+
+# --- the small checks ---------------------------------------------------------------------------------
+
+
+def failed_to_schedule(pod: Pod) -> bool:
+    """kube-scheduler looked and gave up: condition ``PodScheduled`` False with reason ``Unschedulable``."""
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        for c in _status(pod).get("conditions") or ()
+    )
+
+
+def is_bound(pod: Pod) -> bool:
+    return bool(_spec(pod).get("nodeName"))
+
+
+def is_preempting(pod: Pod) -> bool:
+    """``status.nominatedNodeName`` set: it preempted lower-priority pods and waits for their room."""
+    return bool(_status(pod).get("nominatedNodeName"))
+
+
+def is_terminal(pod: Pod) -> bool:
+    """Succeeded or Failed (a completed Job pod, for one): it holds no resources any more."""
+    return _status(pod).get("phase") in TERMINAL_PHASES
+
+
+def is_terminating(pod: Pod) -> bool:
+    return bool(_meta(pod).get("deletionTimestamp"))
+
+
+def is_stuck_terminating(pod: Pod, now: datetime) -> bool:
+    """Terminating more than ``STUCK_TERMINATING`` past its deletionTimestamp (which already adds the
+    pod's grace period)."""
+    deleted = parse_time(_meta(pod).get("deletionTimestamp"))
+    return deleted is not None and now - deleted > STUCK_TERMINATING
+
+
+def is_owned_by(pod: Pod, kind: str, api_version: str) -> bool:
+    """An ownerReference of this kind and apiVersion (a CRD's own ``DaemonSet`` kind is not apps/v1's)."""
+    return any(
+        ref.get("kind") == kind and ref.get("apiVersion", api_version) == api_version
+        for ref in _meta(pod).get("ownerReferences") or ()
+    )
+
+
+def is_daemon(pod: Pod) -> bool:
+    """Owned by an apps/v1 DaemonSet."""
+    return is_owned_by(pod, "DaemonSet", "apps/v1")
+
+
+def is_owned_by_statefulset(pod: Pod) -> bool:
+    return is_owned_by(pod, "StatefulSet", "apps/v1")
+
+
+def is_mirror(pod: Pod) -> bool:
+    """A static pod's mirror: owned by its v1 Node, or annotated ``kubernetes.io/config.mirror``."""
+    return is_owned_by(pod, "Node", "v1") or MIRROR_ANNOTATION in (_meta(pod).get("annotations") or {})
+
+
+def has_do_not_disrupt(pod: Pod) -> bool:
+    """``karpenter.sh/do-not-disrupt: "true"``."""
+    return (_meta(pod).get("annotations") or {}).get(labels.DO_NOT_DISRUPT) == "true"
+
+
+def tolerates_disrupted_taint(pod: Pod) -> bool:
+    """A toleration of ``karpenter.sh/disrupted:NoSchedule`` (by key, or an empty key with Exists)."""
+    return any(
+        Toleration.from_k8s(t).matches(labels.DISRUPTED_TAINT_KEY, "", "NoSchedule")
+        for t in _spec(pod).get("tolerations") or ()
+    )
+
+
+def is_critical(pod: Pod) -> bool:
+    """``system-cluster-critical`` / ``system-node-critical``: drained after the others."""
+    return _spec(pod).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
+
+
+# --- facts about a pod ----------------------------------------------------------------------------------
+
+
+def key(pod: Pod) -> str:
+    """``namespace/name``: how every flow and the scheduling core name a pod."""
+    meta = _meta(pod)
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '?')}"
+
+
+def node_name(pod: Pod) -> str | None:
+    return _spec(pod).get("nodeName") or None
+
+
+def grace_seconds(pod: Pod) -> int:
+    """``spec.terminationGracePeriodSeconds`` (the API server's default 30 when absent)."""
+    value = _spec(pod).get("terminationGracePeriodSeconds")
+    return int(value) if isinstance(value, int | float) else DEFAULT_GRACE_SECONDS
+
+
+def pending_since(pod: Pod) -> datetime | None:
+    """When the scheduler gave up on the pod (the Unschedulable transition), else its creation."""
+    for cond in _status(pod).get("conditions") or ():
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            moment = parse_time(cond.get("lastTransitionTime"))
+            if moment:
+                return moment
+    return parse_time(_meta(pod).get("creationTimestamp"))
+
+
+def _meta(pod: Pod) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def _spec(pod: Pod) -> Mapping[str, Any]:
+    return pod.get("spec") or {}
+
+
+def _status(pod: Pod) -> Mapping[str, Any]:
+    return pod.get("status") or {}

@@ -1,0 +1,202 @@
+"""The World: what one pass of any flow observes, read once and looked up through typed accessors.
+
+Reading order undershoots: capacity first (NodeClaims, nodes, NodePools, ... in parallel; a writer
+holds the writers' lease, so no NodeClaim appears behind its back), then pods. A pod that binds in
+between shows up bound or not pending, never as a pending pod launched for twice.
+
+What a pass asks of the cloud is observed lazily and at most once per pass: the instance types an
+EC2NodeClass allows (``instance_types``), and the shared price table (``price_of``). An idle
+disruption pass that removes nothing never asks.
+
+Every lookup that crosses objects is written here once: the NodePool of a NodeClaim or Node
+(``nodepool_of``), the EC2NodeClass of a NodePool or NodeClaim (``nodeclass_of``, null-safe: an
+object without ``nodeClassRef`` has none), the Node of a NodeClaim (``node_of``, by the EC2
+instance both name),
+the pods bound to a node (``pods_on``), the $/h of a NodeClaim (``price_of``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from nodewright.api import labels
+from nodewright.cluster.objects import name_of, node_instance_id, nodeclaim_instance_id
+
+if TYPE_CHECKING:
+    from nodewright.cloud.pricetable import PriceTable
+    from nodewright.context import Context
+    from nodewright.scheduling import InstanceType
+    from nodewright.state.interfaces import CloudView, Obj
+
+
+@dataclass
+class World:
+    """Plain Kubernetes dicts exactly as the API server returned them, plus lazy cloud facts."""
+
+    taken_at: datetime
+    nodeclaims: list[Obj]
+    nodes: list[Obj]
+    pods: list[Obj]
+    nodepools: list[Obj]
+    nodeclasses: list[Obj]
+    daemonsets: list[Obj] = field(default_factory=list)
+    pdbs: list[Obj] = field(default_factory=list)
+    persistent_volumes: list[Obj] = field(default_factory=list)
+    persistent_volume_claims: list[Obj] = field(default_factory=list)
+    storage_classes: list[Obj] = field(default_factory=list)
+    cloud: CloudView | None = None
+    # Instance types per EC2NodeClass name, shared with worlds derived from this one.
+    _instance_types: dict[str, list[InstanceType]] = field(default_factory=dict, init=False, repr=False)
+
+    # -- objects by name -------------------------------------------------------------------------------
+    def nodepool(self, name: str) -> Obj | None:
+        return self._nodepools_by_name.get(name)
+
+    def nodeclass(self, name: str) -> Obj | None:
+        return self._nodeclasses_by_name.get(name)
+
+    def nodepool_of(self, obj: Mapping[str, Any]) -> Obj | None:
+        """The NodePool a NodeClaim or Node belongs to (its ``karpenter.sh/nodepool`` label)."""
+        name = nodepool_name(obj)
+        return self.nodepool(name) if name else None
+
+    def nodeclass_of(self, obj: Mapping[str, Any]) -> Obj | None:
+        """The EC2NodeClass a NodePool or NodeClaim refers to; None when it has no reference or the
+        EC2NodeClass does not exist."""
+        name = nodeclass_name(obj)
+        return self.nodeclass(name) if name else None
+
+    # -- nodes, NodeClaims, pods ---------------------------------------------------------------------
+    def node_of(self, claim: Mapping[str, Any]) -> Obj | None:
+        """The registered Node of a NodeClaim (the same EC2 instance); None before it registers."""
+        instance = nodeclaim_instance_id(claim)
+        return self._nodes_by_instance_id.get(instance) if instance else None
+
+    def pods_on(self, node: Mapping[str, Any] | str) -> list[Obj]:
+        """Every pod bound to the node (a Node object or its name), whatever its phase."""
+        return list(self._pods_by_node.get(node if isinstance(node, str) else name_of(dict(node)), ()))
+
+    # -- what the cloud offers ------------------------------------------------------------------------
+    def instance_types(self, nodeclass_name: str) -> list[InstanceType]:
+        """The scheduler's instance types the EC2NodeClass allows, asked of the cloud once per pass."""
+        if nodeclass_name not in self._instance_types:
+            nodeclass = self.nodeclass(nodeclass_name)
+            self._instance_types[nodeclass_name] = (
+                list(self.cloud.instance_types(nodeclass)) if nodeclass and self.cloud else []
+            )
+        return self._instance_types[nodeclass_name]
+
+    def candidates_for(self, claim: Mapping[str, Any], limit: int) -> list[InstanceType]:
+        """A NodeClaim's candidate types: its ``node.kubernetes.io/instance-type In`` list in its
+        order (cheapest first), those its EC2NodeClass still offers, at most ``limit``."""
+        by_name = {t.name: t for t in self.instance_types(nodeclass_name(claim))}
+        allowed: list[str] = []
+        for requirement in (claim.get("spec") or {}).get("requirements") or []:
+            if requirement.get("key") == labels.INSTANCE_TYPE and requirement.get("operator") == "In":
+                allowed = [str(v) for v in requirement.get("values") or []]
+        if not allowed:
+            return list(by_name.values())[:limit]
+        return [by_name[name] for name in allowed if name in by_name][:limit]
+
+    def price_of(self, claim: Mapping[str, Any]) -> float | None:
+        """$/h of a launched NodeClaim (or Node) from its type, zone and capacity-type labels, read
+        from the shared price table (one cached state-store read, never the instance catalog)."""
+        found = (claim.get("metadata") or {}).get("labels") or {}
+        instance_type, zone = found.get(labels.INSTANCE_TYPE, ""), found.get(labels.ZONE, "")
+        if not instance_type or self.prices is None:
+            return None
+        if found.get(labels.CAPACITY_TYPE) == labels.CAPACITY_TYPE_SPOT:
+            return self.prices.spot_price(instance_type, zone)
+        return self.prices.on_demand_price(instance_type)
+
+    @cached_property
+    def prices(self) -> PriceTable | None:
+        return self.cloud.prices() if self.cloud is not None else None
+
+    # -- derived worlds --------------------------------------------------------------------------------
+    def without_nodes(self, going: Iterable[str]) -> World:
+        """The world after the ``going`` nodes, their NodeClaims and their pods are gone."""
+        names = set(going)
+        gone_instances = {node_instance_id(n) for n in self.nodes if name_of(n) in names} - {None}
+        derived = replace(
+            self,
+            nodeclaims=[
+                c
+                for c in self.nodeclaims
+                if (c.get("status") or {}).get("nodeName") not in names
+                and nodeclaim_instance_id(c) not in gone_instances
+            ],
+            nodes=[n for n in self.nodes if name_of(n) not in names],
+            pods=[p for p in self.pods if (p.get("spec") or {}).get("nodeName") not in names],
+        )
+        derived._instance_types = self._instance_types  # the cloud is asked once per pass
+        return derived
+
+    # -- indexes -------------------------------------------------------------------------------------
+    @cached_property
+    def _nodepools_by_name(self) -> dict[str, Obj]:
+        return {name_of(p): p for p in self.nodepools}
+
+    @cached_property
+    def _nodeclasses_by_name(self) -> dict[str, Obj]:
+        return {name_of(c): c for c in self.nodeclasses}
+
+    @cached_property
+    def _nodes_by_instance_id(self) -> dict[str, Obj]:
+        return nodes_by_instance_id(self.nodes)
+
+    @cached_property
+    def _pods_by_node(self) -> dict[str, list[Obj]]:
+        by_node: dict[str, list[Obj]] = defaultdict(list)
+        for pod in self.pods:
+            bound = (pod.get("spec") or {}).get("nodeName")
+            if bound:
+                by_node[str(bound)].append(pod)
+        return by_node
+
+
+def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
+    """Nodes by the EC2 instance in their providerID; nodes without one (not yet set by the
+    kubelet, or not EC2) match no NodeClaim, in particular none that has not launched yet."""
+    return {instance: node for node in nodes if (instance := node_instance_id(node))}
+
+
+def nodepool_name(obj: Mapping[str, Any]) -> str:
+    """The ``karpenter.sh/nodepool`` label of a NodeClaim or Node ('' when absent)."""
+    return str(((obj.get("metadata") or {}).get("labels") or {}).get(labels.NODEPOOL) or "")
+
+
+def nodeclass_name(obj: Mapping[str, Any]) -> str:
+    """The EC2NodeClass name a NodeClaim (``spec.nodeClassRef``) or a NodePool
+    (``spec.template.spec.nodeClassRef``) refers to; '' when the reference is missing."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "NodePool" or "template" in spec:
+        spec = (spec.get("template") or {}).get("spec") or {}
+    return str((spec.get("nodeClassRef") or {}).get("name") or "")
+
+
+def observe(ctx: Context) -> World:
+    """Read everything a pass needs: capacity first (in parallel), then pods (see the module)."""
+    cluster = ctx.cluster
+    readers: dict[str, Callable[[], list[Obj]]] = {
+        "nodeclaims": cluster.list_nodeclaims,
+        "nodes": cluster.list_nodes,
+        "nodepools": cluster.list_nodepools,
+        "nodeclasses": cluster.list_ec2nodeclasses,
+        "daemonsets": cluster.list_daemonsets,
+        "pdbs": cluster.list_pdbs,
+        "persistent_volumes": cluster.list_persistent_volumes,
+        "persistent_volume_claims": cluster.list_persistent_volume_claims,
+        "storage_classes": cluster.list_storage_classes,
+    }
+    with ThreadPoolExecutor(max_workers=len(readers)) as pool:
+        futures = {name: pool.submit(read) for name, read in readers.items()}
+        capacity = {name: future.result() for name, future in futures.items()}
+    pods = cluster.list_pods()
+    return World(taken_at=ctx.clock.now(), pods=pods, cloud=ctx.cloud, **capacity)

@@ -1,0 +1,132 @@
+"""The layer's dependency direction, checked on its imports (every import, lazy ones included).
+
+* the scheduling core imports nothing of Nodewright but itself and ``api`` (and of the kubernetes
+  package only its quantity parser; never boto3): it stays a pure simulation;
+* a flow (provisioning, disruption, interruption) never imports another flow — what two flows
+  share lives in ``state`` or ``termination`` — except the one entry point
+  ``provisioning.replace_for_displaced`` that interruption calls;
+* ``state`` and ``termination``, which the flows share, import no flow.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LAYER = Path(__file__).resolve().parents[2] / "layers" / "nodewright" / "nodewright"
+FLOWS = ("provisioning", "disruption", "interruption")
+SHARED = ("state", "termination")
+# (importing flow, imported module, imported name): the explicit exceptions.
+ALLOWED = {("interruption", "nodewright.provisioning", "replace_for_displaced")}
+SCHEDULING_THIRD_PARTY = ("kubernetes.utils.quantity",)
+
+
+def imports(source: str, module: str, *, is_package: bool = False) -> Iterator[tuple[str, str | None]]:
+    """(imported module, imported name or None) for every import in ``source`` (``module``'s)."""
+    package = module if is_package else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                yield base, alias.name
+
+
+def part_of(module: str) -> str | None:
+    """The top-level package of the layer a module belongs to (``nodewright.state.pods`` → state)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "nodewright" else None
+
+
+def violations(source: str, module: str, *, is_package: bool = False) -> list[str]:
+    """What ``module`` (its ``source``) imports against the rules of this file's docstring."""
+    owner = part_of(module)
+    found = []
+    for imported, name in imports(source, module, is_package=is_package):
+        # ``from nodewright import provisioning`` imports the package ``nodewright.provisioning``.
+        target = f"{imported}.{name}" if imported == "nodewright" and name else imported
+        target_part = part_of(target)
+        if owner == "scheduling":
+            if target.startswith("nodewright.") and target_part not in ("scheduling", "api"):
+                found.append(f"{module} imports {target}: the scheduling core imports only itself and api")
+            top = target.split(".")[0]
+            if top in ("boto3", "botocore") or (
+                top == "kubernetes" and not target.startswith(SCHEDULING_THIRD_PARTY)
+            ):
+                found.append(f"{module} imports {target}: the scheduling core does no I/O")
+        crossing = owner in FLOWS + SHARED and target_part in FLOWS and target_part != owner
+        if crossing and (owner, imported, name) not in ALLOWED:
+            found.append(f"{module} imports {target}{'.' + name if name else ''}: flows share via state")
+    return found
+
+
+def layer_modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(LAYER.rglob("*.py")):
+        relative = path.relative_to(LAYER.parent).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        yield ".".join(parts), path
+
+
+def test_the_layer_keeps_its_dependency_direction() -> None:
+    modules = list(layer_modules())
+    assert any(m.startswith("nodewright.scheduling.") for m, _ in modules), "did the layer move?"
+    problems = [
+        v
+        for module, path in modules
+        for v in violations(path.read_text(), module, is_package=path.name == "__init__.py")
+    ]
+    assert problems == []
+
+
+def test_interruption_reaches_provisioning_only_through_replace_for_displaced() -> None:
+    source = (LAYER / "interruption" / "flow.py").read_text()
+    assert ("nodewright.provisioning", "replace_for_displaced") in set(
+        imports(source, "nodewright.interruption.flow")
+    ), "the one allowed crossing is still where this test expects it"
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("nodewright.scheduling.model", "from nodewright.state import pods", "imports only itself and api"),
+        ("nodewright.scheduling.model", "def f():\n    import boto3\n", "does no I/O"),
+        ("nodewright.scheduling.model", "from kubernetes import client", "does no I/O"),
+        ("nodewright.scheduling.model", "from ..cluster import objects", "imports only itself and api"),
+        ("nodewright.disruption.flow", "from nodewright.provisioning import planning", "share via state"),
+        ("nodewright.disruption.flow", "from nodewright import provisioning", "share via state"),
+        ("nodewright.provisioning.flow", "import nodewright.interruption.events", "share via state"),
+        ("nodewright.state.world", "from nodewright.disruption import decide", "share via state"),
+        (
+            "nodewright.disruption.flow",
+            "from nodewright.provisioning import replace_for_displaced",
+            "share via state",
+        ),
+    ],
+)
+def test_the_check_catches_a_crossing(module: str, source: str, expected: str) -> None:
+    found = violations(source, module)
+    assert len(found) == 1
+    assert expected in found[0]
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("nodewright.scheduling.model", "from nodewright.api.tolerations import Toleration"),
+        ("nodewright.scheduling.resources", "from kubernetes.utils.quantity import parse_quantity"),
+        ("nodewright.scheduling.scheduler", "from .model import Pod"),
+        ("nodewright.interruption.flow", "from nodewright.provisioning import replace_for_displaced"),
+        ("nodewright.disruption.flow", "from nodewright.state import pods"),
+        ("nodewright.disruption.flow", "from nodewright import termination"),
+    ],
+)
+def test_the_check_lets_the_allowed_imports_pass(module: str, source: str) -> None:
+    assert violations(source, module) == []

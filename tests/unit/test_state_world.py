@@ -1,0 +1,142 @@
+"""The World's lookups: each written once, null-safe, and the cloud asked at most once per pass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fakes import T0, FakeClock, FakeCloudProvider
+from nodewright.cloud.pricetable import PriceTable
+from nodewright.state.world import World
+
+REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+
+
+def nodeclaim(name: str, *, instance: str | None = None, **spec: Any) -> dict[str, Any]:
+    claim: dict[str, Any] = {
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "karpenter.sh/nodepool": "default",
+                "node.kubernetes.io/instance-type": "m5.large",
+                "topology.kubernetes.io/zone": "us-west-2a",
+                "karpenter.sh/capacity-type": "spot",
+            },
+        },
+        "spec": spec,
+        "status": {},
+    }
+    if instance:
+        claim["status"] = {"providerID": f"aws:///us-west-2a/{instance}", "nodeName": f"node-{name}"}
+    return claim
+
+
+def node(name: str, instance: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"providerID": f"aws:///us-west-2a/{instance}"}}
+
+
+def pod(name: str, on: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"nodeName": on}}
+
+
+class CountingCloud(FakeCloudProvider):
+    def __init__(self) -> None:
+        super().__init__(FakeClock(), prices=PriceTable(on_demand={"m5.large": 0.096}, spot={}))
+        self.asked: list[str] = []
+        self.priced = 0
+
+    def instance_types(self, nodeclass: Any) -> list[Any]:
+        self.asked.append(nodeclass["metadata"]["name"])
+        return super().instance_types(nodeclass)
+
+    def prices(self) -> PriceTable:
+        self.priced += 1
+        return PriceTable(on_demand={"m5.large": 0.096}, spot={("m5.large", "us-west-2a"): 0.03})
+
+
+def world(**kwargs: Any) -> World:
+    pool = {
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"nodeClassRef": REF}}},
+    }
+    defaults: dict[str, Any] = {
+        "taken_at": T0,
+        "nodeclaims": [],
+        "nodes": [],
+        "pods": [],
+        "nodepools": [pool],
+        "nodeclasses": [{"metadata": {"name": "default"}}],
+    }
+    return World(**{**defaults, **kwargs})
+
+
+def test_nodeclass_of_reads_a_nodepool_or_a_nodeclaim_and_is_none_without_a_reference() -> None:
+    seen = world()
+    assert seen.nodeclass_of(seen.nodepools[0]) == {"metadata": {"name": "default"}}
+    assert seen.nodeclass_of(nodeclaim("a", nodeClassRef=REF)) == {"metadata": {"name": "default"}}
+    assert seen.nodeclass_of(nodeclaim("b")) is None, "a NodeClaim without nodeClassRef has none"
+    assert seen.nodeclass_of(nodeclaim("c", nodeClassRef={**REF, "name": "gone"})) is None
+    assert seen.nodeclass_of({"spec": None}) is None
+    assert seen.nodepool_of(nodeclaim("a")) == seen.nodepools[0]
+    assert seen.nodepool_of({"metadata": {"name": "x"}}) is None
+
+
+def test_the_node_of_a_nodeclaim_is_the_one_running_its_instance_and_pods_on_it_are_its_own() -> None:
+    claim = nodeclaim("a", instance="i-0aaaaaaaaaaaaaaa1")
+    running = node("node-a", "i-0aaaaaaaaaaaaaaa1")
+    seen = world(
+        nodeclaims=[claim, nodeclaim("in-flight")],
+        nodes=[running, {"metadata": {"name": "no-provider-id"}, "spec": {}}],
+        pods=[pod("web", "node-a"), pod("other", "node-b"), {"metadata": {"name": "pending"}, "spec": {}}],
+    )
+    assert seen.node_of(claim) is running
+    assert seen.node_of(nodeclaim("in-flight")) is None
+    assert [p["metadata"]["name"] for p in seen.pods_on(running)] == ["web"]
+    assert [p["metadata"]["name"] for p in seen.pods_on("node-b")] == ["other"]
+    assert seen.pods_on("nowhere") == []
+
+
+def test_without_nodes_drops_the_nodes_their_nodeclaims_and_their_pods() -> None:
+    claim = nodeclaim("a", instance="i-0aaaaaaaaaaaaaaa1")
+    kept = nodeclaim("b", instance="i-0bbbbbbbbbbbbbbb2")
+    seen = world(
+        nodeclaims=[claim, kept, nodeclaim("in-flight")],
+        nodes=[node("node-a", "i-0aaaaaaaaaaaaaaa1"), node("node-b", "i-0bbbbbbbbbbbbbbb2")],
+        pods=[pod("web", "node-a"), pod("api", "node-b")],
+    )
+    left = seen.without_nodes(["node-a"])
+    assert [c["metadata"]["name"] for c in left.nodeclaims] == ["b", "in-flight"]
+    assert [n["metadata"]["name"] for n in left.nodes] == ["node-b"]
+    assert [p["metadata"]["name"] for p in left.pods] == ["api"]
+    assert len(seen.nodes) == 2, "the observed world is unchanged"
+
+
+def test_the_cloud_is_asked_once_per_pass_for_types_and_prices() -> None:
+    cloud = CountingCloud()
+    seen = world(cloud=cloud)
+    claim = nodeclaim(
+        "a",
+        nodeClassRef=REF,
+        requirements=[
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge", "m5.large"]}
+        ],
+    )
+    assert [t.name for t in seen.candidates_for(claim, limit=60)] == ["m5.xlarge", "m5.large"]
+    assert [t.name for t in seen.candidates_for(claim, limit=1)] == ["m5.xlarge"]
+    assert [t.name for t in seen.without_nodes([]).instance_types("default")] == ["m5.large", "m5.xlarge"]
+    assert cloud.asked == ["default"], "derived worlds share what this pass already asked"
+    assert seen.instance_types("gone") == []
+
+    assert seen.price_of(claim) == 0.03  # spot: the (type, zone) price
+    on_demand = nodeclaim("b")
+    on_demand["metadata"]["labels"]["karpenter.sh/capacity-type"] = "on-demand"
+    assert seen.price_of(on_demand) == 0.096
+    assert seen.price_of({"metadata": {"labels": {}}}) is None, "not launched: no type, no price"
+    assert cloud.priced == 1
+
+
+def test_an_idle_world_never_asks_the_cloud() -> None:
+    cloud = CountingCloud()
+    world(cloud=cloud).nodeclass_of({"spec": {}})
+    assert (cloud.asked, cloud.priced) == ([], 0)
