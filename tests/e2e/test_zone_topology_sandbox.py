@@ -1,10 +1,10 @@
 """Zone topology end to end: what the plan places, the simulated kube-scheduler binds.
 
-Pods with zone affinity to a pod pinned to one zone, zone anti-affinity to it, and a DoNotSchedule
-zone spread with a preferred zone, all pending at once in the sandbox (API emulator, simulated
-scheduler/kubelet, moto). ``nodewright plan --kubeconfig`` reads the cluster first and must change
-nothing; then one provisioner invocation launches capacity, and every pod must bind, in the zones
-the rules allow, on the nodes the plan meant for them.
+In the sandbox (API emulator, simulated scheduler/kubelet, moto), two phases: pods with zone
+affinity to a pod pinned to one zone and zone anti-affinity to it; then a DoNotSchedule zone
+spread with a preferred zone. Each time ``nodewright plan --kubeconfig`` reads the cluster first
+(only GETs), then one provisioner invocation launches capacity and every pod must bind, in the
+zones the rules allow.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def kube(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     reset_connections()
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 45.0) -> None:
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -81,7 +81,7 @@ def pod(name: str, app: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def deployment(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
+def deployment(name: str, replicas: int, cpu: str = "500m", **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -91,17 +91,17 @@ def deployment(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [_container()], **spec},
+                "spec": {"containers": [_container(cpu)], **spec},
             },
         },
     }
 
 
-def _container() -> dict[str, Any]:
+def _container(cpu: str = "500m") -> dict[str, Any]:
     return {
         "name": "c",
         "image": "public.ecr.aws/docker/library/busybox",
-        "resources": {"requests": {"cpu": "500m"}},
+        "resources": {"requests": {"cpu": cpu}},
     }
 
 
@@ -120,35 +120,75 @@ def pods_by_app(kube: Any) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def versions(kube: Any) -> dict[str, str]:
-    objects = [*kube.list(PODS, namespace="default"), *kube.list(NODES), *kube.list(NODECLAIMS)]
-    return {f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"] for o in objects}
+def plan_read_only(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """``nodewright plan --kubeconfig`` on the sandbox, checking that it sends nothing but GETs."""
+    from nodewright.cli import main
+    from nodewright.cluster.client import Cluster
+
+    verbs: list[str] = []
+    request = Cluster.request
+
+    def recorded(self: Cluster, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        verbs.append(method)
+        return request(self, method, path, **kwargs)
+
+    printed = io.StringIO()
+    with monkeypatch.context() as patched, contextlib.redirect_stdout(printed):
+        patched.setattr(Cluster, "request", recorded)
+        assert main(["plan", "--kubeconfig", str(sandbox.kubeconfig_path), "--json"]) == 0
+    assert verbs, "plan read nothing"
+    assert set(verbs) == {"GET"}, "plan --kubeconfig must only read"
+    planned: dict[str, Any] = json.loads(printed.getvalue())
+    assert planned["region"] == {"name": sandbox.region, "from": "AWS_REGION"}
+    return planned
 
 
-def test_zone_rules_plan_and_bind_end_to_end(kube: Any, sandbox: Any) -> None:
+def provision_and_bind(kube: Any, expected_running: int) -> None:
+    """One provisioner invocation, then every pod bound by the simulated kube-scheduler and Running."""
+    app = load_function("provisioner")
+    result = app.handler(
+        {**SCHEDULED_EVENT, "id": str(uuid.uuid4())}, LambdaContext(loop.SAFETY_MARGIN_SECONDS + 8)
+    )
+    assert result["launched"] >= 1
+
+    def all_running() -> bool:
+        pods = kube.list(PODS, namespace="default")
+        return sum(1 for p in pods if p["status"].get("phase") == "Running") == expected_running
+
+    wait_for(f"{expected_running} pods bound and Running", all_running)
+
+
+def test_zone_rules_plan_and_bind_end_to_end(
+    kube: Any, sandbox: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Phase 1: zone affinity to a pod pinned to one zone, and zone anti-affinity to it.
     first_zone = sandbox.zones[0]
     pinned = {"nodeAffinity": _required_zone(first_zone)}
     kube.create(PODS, pod("db", "db", affinity=pinned), namespace="default")
-    kube.create(
-        DEPLOYMENTS,
-        deployment(
-            "web",
-            3,
-            affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [zone_term("db")]}},
-        ),
-        namespace="default",
-    )
-    kube.create(
-        PODS,
-        pod(
-            "lonely",
-            "lonely",
-            affinity={
-                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [zone_term("db")]}
-            },
-        ),
-        namespace="default",
-    )
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    web = deployment("web", 3, affinity={"podAffinity": {required: [zone_term("db")]}})
+    kube.create(DEPLOYMENTS, web, namespace="default")
+    lonely = pod("lonely", "lonely", affinity={"podAntiAffinity": {required: [zone_term("db")]}})
+    kube.create(PODS, lonely, namespace="default")
+    wait_for("5 unschedulable pods", lambda: len(kube.list_pending_pods()) == 5)
+
+    planned = plan_read_only(sandbox, monkeypatch)
+    assert planned["pods"] == 5
+    assert planned["pending"] == {}
+    assert not kube.list(NODECLAIMS)
+    planned_zone = {pod: c["zones"] for c in planned["nodeClaims"] for pod in c["pods"]}
+    assert all(planned_zone[p] == [first_zone] for p in planned_zone if "/web-" in p or p == "default/db")
+    assert first_zone not in planned_zone["default/lonely"]
+
+    provision_and_bind(kube, 5)
+    zones = node_zones(kube)
+    zone_of = {app: [zones[p["spec"]["nodeName"]] for p in items] for app, items in pods_by_app(kube).items()}
+    assert zone_of["db"] == [first_zone]
+    assert set(zone_of["web"]) == {first_zone}  # affinity followed the constrained target
+    assert zone_of["lonely"][0] != first_zone  # anti-affinity kept it out of db's zone
+
+    # Phase 2: a DoNotSchedule zone spread with a preferred zone.
+    preferred = {"matchExpressions": [{"key": labels.ZONE, "operator": "In", "values": [first_zone]}]}
     spread = {
         "topologySpreadConstraints": [
             {
@@ -160,61 +200,27 @@ def test_zone_rules_plan_and_bind_end_to_end(kube: Any, sandbox: Any) -> None:
         ],
         "affinity": {
             "nodeAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 50,
-                        "preference": {
-                            "matchExpressions": [
-                                {"key": labels.ZONE, "operator": "In", "values": [first_zone]}
-                            ]
-                        },
-                    }
-                ]
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "preference": preferred}]
             }
         },
     }
-    kube.create(DEPLOYMENTS, deployment("spread", 6, **spread), namespace="default")
-    wait_for("11 unschedulable pods", lambda: len(kube.list_pending_pods()) == 11)
+    # 2 CPUs each: more than phase 1's nodes have left, so the spread needs new nodes.
+    kube.create(DEPLOYMENTS, deployment("spread", 6, cpu="2", **spread), namespace="default")
+    wait_for("6 unschedulable spread pods", lambda: len(kube.list_pending_pods()) == 6)
 
-    before = versions(kube)
-    printed = io.StringIO()
-    from nodewright.cli import main
-
-    with contextlib.redirect_stdout(printed):
-        assert main(["plan", "--kubeconfig", str(sandbox.kubeconfig_path), "--json"]) == 0
-    planned = json.loads(printed.getvalue())
-    assert planned["pods"] == 11
+    planned = plan_read_only(sandbox, monkeypatch)
+    assert planned["pods"] == 6
     assert planned["pending"] == {}
-    assert planned["region"] == {"name": sandbox.region, "from": "AWS_REGION"}
-    assert versions(kube) == before, "plan --kubeconfig wrote to the cluster"
-    planned_zone = {pod: c["zones"] for c in planned["nodeClaims"] for pod in c["pods"]}
-    spread_zones = Counter(z for pod, zs in planned_zone.items() if "/spread-" in pod for z in zs)
-    assert spread_zones == dict.fromkeys(sandbox.zones, 2)  # 2/2/2: the preference narrows no domain
-    assert all(planned_zone[p] == [first_zone] for p in planned_zone if "/web-" in p or p == "default/db")
-    assert first_zone not in planned_zone["default/lonely"]
-
-    app = load_function("provisioner")
-    result = app.handler(
-        {**SCHEDULED_EVENT, "id": str(uuid.uuid4())}, LambdaContext(loop.SAFETY_MARGIN_SECONDS + 8)
-    )
-    assert result["launched"] >= 1
-
-    def all_running() -> bool:
-        return (
-            sum(1 for p in kube.list(PODS, namespace="default") if p["status"].get("phase") == "Running")
-            == 11
-        )
-
-    wait_for("every planned pod bound and Running", all_running)
     zones = node_zones(kube)
-    apps = pods_by_app(kube)
-    zone_of = {app: [zones[p["spec"]["nodeName"]] for p in items] for app, items in apps.items()}
-    assert zone_of["db"] == [first_zone]
-    assert set(zone_of["web"]) == {first_zone}  # affinity followed the constrained target
-    assert zone_of["lonely"][0] != first_zone  # anti-affinity kept it out of db's zone
+    per_zone = Counter(zones[node.split("/", 1)[1]] for node in planned["existingCapacity"].values())
+    for claim in planned["nodeClaims"]:
+        (zone,) = claim["zones"]  # every new claim is pinned to the zone the spread chose
+        per_zone[zone] += len(claim["pods"])
+    assert per_zone == dict.fromkeys(sandbox.zones, 2)  # 2/2/2: the preference narrows no domain
+
+    provision_and_bind(kube, 11)
     # Where the spread pods bind is kube-scheduler's choice among the nodes registered so far (its
     # domains are the nodes'): the plan's 2/2/2 above is the part this product decides.
-    assert len(zone_of["spread"]) == 6
 
 
 def _required_zone(zone: str) -> dict[str, Any]:
