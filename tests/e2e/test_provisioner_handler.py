@@ -68,7 +68,14 @@ def invoke(seconds: float) -> dict[str, Any]:
     """One scheduled invocation of the real handler that may loop for ``seconds``."""
     app = load_function("provisioner")
     event = {**SCHEDULED_EVENT, "id": str(uuid.uuid4())}
-    return app.handler(event, LambdaContext(loop.SAFETY_MARGIN_SECONDS + seconds))
+    answer = app.handler(event, LambdaContext(loop.SAFETY_MARGIN_SECONDS + seconds))
+    # A handler bounds the container's shared API client to its invocation (calls past its deadline
+    # are refused); the test goes on using that client after the invocation has ended.
+    from nodewright.cluster import connect
+    from nodewright.settings import Settings
+
+    connect(Settings.from_env()).set_call_deadline(None)
+    return answer
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:

@@ -147,9 +147,15 @@ def provision_and_bind(kube: Any, expected_running: int) -> None:
     """One provisioner invocation, then every pod bound by the simulated kube-scheduler and Running."""
     app = load_function("provisioner")
     result = app.handler(
-        {**SCHEDULED_EVENT, "id": str(uuid.uuid4())}, LambdaContext(loop.SAFETY_MARGIN_SECONDS + 8)
+        # 20 s: a first pass pages moto's whole DescribeInstanceTypes (5-7 s, more on a busy machine)
+        # before it may write, and a pass stops writing at its deadline.
+        {**SCHEDULED_EVENT, "id": str(uuid.uuid4())},
+        LambdaContext(loop.SAFETY_MARGIN_SECONDS + 20),
     )
     assert result["launched"] >= 1
+    # A handler bounds the container's shared API client to its invocation (calls past its deadline
+    # are refused); the test goes on using that client after the invocation has ended.
+    kube.set_call_deadline(None)
 
     def all_running() -> bool:
         pods = kube.list(PODS, namespace="default")

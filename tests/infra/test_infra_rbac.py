@@ -131,6 +131,8 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     ),
     # provisioning/loop.py, interruption/flow.py
     ("writer_lease", None): _lease,
+    # context.py (ContainerContext: calls end before the invocation does); sends no request
+    ("set_call_deadline", None): lambda c, r: c.set_call_deadline(None),
     # provisioning/flow.py
     ("create_nodeclaim", None): lambda c, r: c.create_nodeclaim(CLAIM),
     # state/nodepools.py (status conditions)
