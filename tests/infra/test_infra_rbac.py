@@ -58,7 +58,7 @@ def flow_calls() -> set[tuple[str, str | None]]:
     sources += list((REPO_ROOT / "functions").rglob("*.py"))
     for path in sources:
         for method, resource in CALL.findall(path.read_text()):
-            if method == "connect":  # nodewright.cluster.connect: the module, not a request
+            if method in ("connect", "set_call_deadline"):  # the module, and a client setting: no request
                 continue
             found.add((method, resource if method in GENERIC_VERBS and resource else None))
         found.update((method, None) for method in READER.findall(path.read_text()))
@@ -131,8 +131,6 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     ),
     # provisioning/loop.py, interruption/flow.py
     ("writer_lease", None): _lease,
-    # context.py (ContainerContext: calls end before the invocation does); sends no request
-    ("set_call_deadline", None): lambda c, r: c.set_call_deadline(None),
     # provisioning/flow.py
     ("create_nodeclaim", None): lambda c, r: c.create_nodeclaim(CLAIM),
     # state/nodepools.py (status conditions)
