@@ -105,7 +105,9 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     provisioner = load_function("provisioner")
     provisioner.handler(
         {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}},
-        LambdaContext(14, "nodewright-provisioner"),
+        # 25 s: this process's first pass pages moto's whole catalog before it may write (a pass
+        # stops writing at its deadline).
+        LambdaContext(25, "nodewright-provisioner"),
     )
     # A handler bounds the container's shared API client to its invocation (calls past its deadline
     # are refused); the test goes on using that client after the invocation has ended.
