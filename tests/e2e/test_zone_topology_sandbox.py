@@ -210,8 +210,14 @@ def test_zone_rules_plan_and_bind_end_to_end(
             }
         },
     }
-    # 2 CPUs each: more than phase 1's nodes have left, so the spread needs new nodes.
-    kube.create(DEPLOYMENTS, deployment("spread", 6, cpu="2", **spread), namespace="default")
+    # Their own NodePool (a label they select): phase 1's nodes may have room left, where
+    # kube-scheduler would bind some of them before the plan reads the cluster.
+    pool = nodepool("spread", GENERAL)
+    pool["spec"]["template"]["metadata"] = {"labels": {"role": "spread"}}
+    kube.create(NODEPOOLS, pool)
+    kube.create(
+        DEPLOYMENTS, deployment("spread", 6, nodeSelector={"role": "spread"}, **spread), namespace="default"
+    )
     wait_for("6 unschedulable spread pods", lambda: len(kube.list_pending_pods()) == 6)
 
     planned = plan_read_only(sandbox, monkeypatch)
