@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from sandbox import faults as faults_module
 from sandbox.apiserver import ApiServer
 from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.install import rbac_namespaces
 from sandbox.shared_data import REPO_ROOT
 from sandbox.simulators import ControllerManager, Kube, Kubelet, Scheduler, api_client_from_kubeconfig
 from sandbox.simulators.kube import group
@@ -133,6 +134,9 @@ class Sandbox:
         self.apiserver = ApiServer(host="127.0.0.1", port=0)
         self.apiserver.start()
         self.kubeconfig_path = Path(self.apiserver.write_kubeconfig(self._tmp / "kubeconfig"))
+        kube = Kube(self.api_client())
+        for namespace in rbac_namespaces():  # what `kubectl apply -f deploy/rbac.yaml` creates first
+            kube.create("/api/v1/namespaces", namespace)
 
     def _start_simulators(self) -> None:
         self._ec2 = aws_client("ec2", self.aws_endpoint, self.region)

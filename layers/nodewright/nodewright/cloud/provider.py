@@ -490,9 +490,12 @@ class CloudProvider:
                 "DefaultTargetCapacityType": capacity_type,
             },
             "LaunchTemplateConfigs": list(configs.values()),
+            # The instant fleet is tagged too (as Karpenter does), so the IAM policy can require this
+            # cluster's tags on fleet/* like on instance/* (infra/capabilities/permissions.py). Network
+            # interfaces are tagged by the launch template; EC2 offers no way to tag the spot request
+            # of a fleet launch (aws/karpenter-provider-aws#4550).
             "TagSpecifications": [
-                {"ResourceType": "instance", "Tags": tag_list},
-                {"ResourceType": "volume", "Tags": tag_list},
+                {"ResourceType": kind, "Tags": tag_list} for kind in ("instance", "volume", "fleet")
             ],
         }
         if capacity_type == SPOT:
