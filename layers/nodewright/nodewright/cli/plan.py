@@ -1,9 +1,16 @@
-"""``nodewright plan --manifests DIR_OR_FILES [--region R] [--json]``: an offline what-if.
+"""``nodewright plan (--manifests DIR_OR_FILES | --kubeconfig PATH) [--region R] [--json]``: a what-if.
 
 Pods/Deployments + NodePools + EC2NodeClasses in (any Karpenter version: old ones are converted
-as ``nodewright convert`` converts them), the NodeClaims the provisioner would create out (NodePool,
-candidate instance types cheapest first, zones, capacity types, $/h), and a reason for every pod
-that would stay pending. No cluster and no AWS account: the catalog is the project's own catalog
+as ``nodewright convert`` converts them), with the cluster they land in: Nodes and bound Pods,
+NodeClaims, DaemonSets, PersistentVolumeClaims/Volumes, StorageClasses, RuntimeClasses (any other
+kind is listed as ignored). Or ``--kubeconfig``: a live cluster's current objects, read once and
+never written. Out: the NodeClaims the provisioner would create (NodePool, candidate instance types
+cheapest first, zones, capacity types, labels, taints, $/h with the EBS volumes' share), the pods
+that fit on existing capacity, and a reason for every pod that would stay pending.
+
+The region is ``--region``, else AWS_REGION, else AWS_DEFAULT_REGION or the shared config's
+(``AWS_PROFILE``) region, else us-west-2; the plan says which it used and why. No AWS account is
+needed: the catalog is the project's own catalog
 code (``nodewright.cloud.catalog``) over moto's bundled EC2 catalog (the DescribeInstanceTypes items
 and per-zone offerings moto ships for every region), priced by the sandbox's price source (real
 on-demand prices when ../shared/data has them, a documented estimate otherwise; spot as a
@@ -26,12 +33,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--manifests", nargs="+", required=True, metavar="DIR_OR_FILE", help="manifest files or directories"
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--manifests", nargs="+", metavar="DIR_OR_FILE", help="manifest files or directories")
+    source.add_argument(
+        "--kubeconfig", metavar="PATH", help="plan against this cluster's objects (read-only)"
     )
-    parser.add_argument("--region", default="us-west-2", help="region whose catalog and zones to use")
+    parser.add_argument(
+        "--region",
+        help="region whose catalog and zones to use (default: AWS_REGION, AWS_DEFAULT_REGION, ...)",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.set_defaults(func=run)
+
+
+FALLBACK_REGION = "us-west-2"
+
+
+def default_region() -> tuple[str, str]:
+    """(region, where it came from), as the AWS CLI and SDKs resolve it: AWS_REGION, then botocore's
+    AWS_DEFAULT_REGION and shared config (the AWS_PROFILE's ``region``), else a named fallback."""
+    import os
+
+    if os.environ.get("AWS_REGION"):
+        return os.environ["AWS_REGION"], "AWS_REGION"
+    if os.environ.get("AWS_DEFAULT_REGION"):
+        return os.environ["AWS_DEFAULT_REGION"], "AWS_DEFAULT_REGION"
+    import botocore.session
+
+    configured = botocore.session.Session().get_config_variable("region")
+    if configured:
+        return str(configured), f"the shared config, profile {os.environ.get('AWS_PROFILE') or 'default'}"
+    return FALLBACK_REGION, "no region configured: the fallback"
 
 
 def manifest_paths(items: list[str]) -> list[Path]:
@@ -54,46 +86,26 @@ def offline_instance_types(region: str) -> Any:
     for the same items takes half a minute on a busy 2-core machine. Prices come from the
     sandbox's price source. moto and the sandbox are development-side packages (``.[dev]``).
     """
-    import gzip
-    import importlib.util
-    import json
-    import time
+    from nodewright.cli._offline import NoOfflineCatalog, catalog_data, offline_catalog
+    from nodewright.cloud.pricetable import PriceTable
 
-    spec = importlib.util.find_spec("moto")
     try:
         from sandbox.prices import sandbox_price_table
-    except ImportError:
-        spec = None
-    if spec is None or spec.origin is None:
-        raise SystemExit(
-            "nodewright plan needs moto's catalog and the sandbox: pip install -e '.[dev]' (make does it)"
-        )
-    from nodewright.cloud.catalog import Catalog, CatalogData
-    from nodewright.cloud.pricetable import PriceTable
-    from nodewright.cloud.state import InMemoryStateStore
 
-    resources = Path(spec.origin).parent / "ec2" / "resources"
-    offerings_file = resources / "instance_type_offerings" / "availability-zone" / f"{region}.json.gz"
-    if not offerings_file.is_file():
-        raise SystemExit(
-            f"nodewright plan: no instance catalog for region {region!r}; use a region such as us-west-2"
-        )
-    types = json.loads(gzip.decompress((resources / "instance_types.json.gz").read_bytes()))
-    zones: dict[str, set[str]] = {}
-    for offering in json.loads(gzip.decompress(offerings_file.read_bytes())):
-        zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
-    data = CatalogData(
-        types={name: info for name, info in types.items() if name in zones},
-        zones={name: frozenset(found) for name, found in zones.items()},
-        fetched_at=time.time(),
-    )
-    store = InMemoryStateStore()
-    on_demand, spot = sandbox_price_table(sorted({z for found in zones.values() for z in found}))
-    store.put_price_table(PriceTable(on_demand=on_demand, spot=spot, source="sandbox"))
-    catalog = Catalog(None, store, (region, "nodewright-plan"), loader=lambda _ec2: data)
+        zones = sorted({z for found in catalog_data(region).zones.values() for z in found})
+    except ImportError:
+        raise SystemExit("nodewright plan needs the sandbox's prices: pip install -e '.[dev]'") from None
+    except NoOfflineCatalog as exc:
+        raise SystemExit(f"nodewright plan: {exc}") from None
+    on_demand, spot = sandbox_price_table(zones)
+    catalog = offline_catalog(region, PriceTable(on_demand=on_demand, spot=spot, source="sandbox"))
 
     def instance_types(nodeclass: Any) -> list[Any]:
-        return catalog.instance_types(zones=None, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
+        # A NodeClass whose status lists its subnets (Karpenter's controller writes them) launches only
+        # in their zones; without a status every zone of the region is possible.
+        subnets = (nodeclass.get("status") or {}).get("subnets") or []
+        zones = {s["zone"] for s in subnets if s.get("zone")} or None
+        return catalog.instance_types(zones=zones, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
 
     return instance_types
 
@@ -103,17 +115,50 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from nodewright.observability import logger_level
-    from nodewright.provisioning.whatif import what_if
+    from nodewright.provisioning.whatif import what_if, what_if_live
 
-    paths = manifest_paths(args.manifests)
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing or not paths:
-        print(
-            f"nodewright plan: no such file or directory: {', '.join(missing) or args.manifests}",
-            file=sys.stderr,
-        )
-        return 2
+    region, region_source = (args.region, "--region") if args.region else default_region()
+    if args.manifests:
+        paths = manifest_paths(args.manifests)
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing or not paths:
+            print(
+                f"nodewright plan: no such file or directory: {', '.join(missing) or args.manifests}",
+                file=sys.stderr,
+            )
+            return 2
     with logger_level("ERROR"):  # the function's JSON logs would garble the plan on stdout
-        result = what_if(paths, offline_instance_types(args.region))
+        instance_types = offline_instance_types(region)
+        if args.manifests:
+            result = what_if(paths, instance_types, region)
+        else:
+            from nodewright.cluster.errors import ApiError, ApiUnavailable
+
+            cluster = live_cluster(args.kubeconfig)
+            if cluster is None:
+                return 2
+            try:
+                result = what_if_live(cluster, instance_types, region)
+            except (ApiError, ApiUnavailable) as exc:
+                print(f"nodewright plan: reading the cluster failed: {exc}", file=sys.stderr)
+                return 1
+    result.region_source = region_source
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 0
+
+
+def live_cluster(kubeconfig: str) -> Any:
+    """A read-only use of the cluster client for the kubeconfig; None (with a message) when unusable."""
+    import sys
+
+    from kubernetes.client import ApiClient
+
+    from nodewright.cluster.auth import kubeconfig_configuration
+    from nodewright.cluster.client import Cluster
+    from nodewright.cluster.errors import ClusterConfigError
+
+    try:
+        return Cluster(ApiClient(kubeconfig_configuration(kubeconfig)))
+    except ClusterConfigError as exc:
+        print(f"nodewright plan: {exc}", file=sys.stderr)
+        return None
