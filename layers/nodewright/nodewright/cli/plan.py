@@ -20,10 +20,7 @@ documented discount). The planning path is the provisioner's own.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
-
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,18 +63,6 @@ def default_region() -> tuple[str, str]:
     return FALLBACK_REGION, "no region configured: the fallback"
 
 
-def manifest_paths(items: list[str]) -> list[Path]:
-    """Files as given; directories expanded to their YAML/JSON files (sorted, not recursive)."""
-    paths: list[Path] = []
-    for item in items:
-        path = Path(item)
-        if path.is_dir():
-            paths.extend(sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES))
-        else:
-            paths.append(path)
-    return paths
-
-
 def offline_instance_types(region: str) -> Any:
     """``instance_types(nodeclass)`` from the project's catalog code over moto's bundled EC2 catalog.
 
@@ -114,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
+    from nodewright.api.manifests import manifest_paths
     from nodewright.observability import logger_level
     from nodewright.provisioning.whatif import what_if, what_if_live
 
@@ -144,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 return 1
     result.region_source = region_source
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
-    return 0
+    return 1 if result.rejected else 0  # the plan covers what was valid; the exit status says not all was
 
 
 def live_cluster(kubeconfig: str) -> Any:

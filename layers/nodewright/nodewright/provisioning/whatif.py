@@ -55,6 +55,7 @@ class WhatIf:
     placements: dict[str, str] = field(default_factory=dict)  # pod → node/NAME or nodeclaim/NAME
     skipped_nodepools: dict[str, str] = field(default_factory=dict)
     manifest_problems: list[str] = field(default_factory=list)
+    rejected: int = 0  # documents left out of the plan because they are invalid
     ignored: list[str] = field(default_factory=list)  # documents of kinds a plan does not use
     pods: int = 0
     region: str = ""
@@ -171,20 +172,54 @@ class _ReadOnlyPass:
     clock: _WallClock = field(default_factory=_WallClock)
 
 
+# A plan simulates at most this many pods per workload: a typo'd replicas must not exhaust memory.
+MAX_WORKLOAD_PODS = 100_000
+
+
+class WorkloadProblem(ValueError):
+    """A workload whose shape a plan cannot read; the message names the field (``spec.replicas: …``)."""
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise WorkloadProblem(f"{path}: must be an object, not {type(value).__name__}")
+    return value
+
+
+def _pod_count(spec: Mapping[str, Any], kind: str) -> int:
+    field_name = "parallelism" if kind == "Job" else "replicas"
+    value = spec.get(field_name, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise WorkloadProblem(f"spec.{field_name}: must be a whole number of pods, got {value!r:.40}")
+    if value > MAX_WORKLOAD_PODS:
+        raise WorkloadProblem(
+            f"spec.{field_name}: {value:,} pods is more than a plan simulates ({MAX_WORKLOAD_PODS:,} per "
+            "workload); plan a smaller copy"
+        )
+    return value
+
+
 def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The pods a workload would create, as the scheduler would see them: unbound and Unschedulable."""
-    kind = workload.get("kind")
-    meta = workload.get("metadata") or {}
+    """The pods a workload would create, as the scheduler would see them: unbound and Unschedulable.
+
+    Raises ``WorkloadProblem`` for a shape no API server would accept (``replicas: "ten"``,
+    ``template: [1]``) or a pod count past ``MAX_WORKLOAD_PODS``.
+    """
+    kind = str(workload.get("kind"))
+    meta = _mapping(workload.get("metadata"), "metadata")
     namespace = meta.get("namespace") or "default"
     if kind == "Pod":
-        return [_pending_pod(meta.get("name", "pod"), namespace, meta, workload.get("spec") or {}, None)]
-    spec = workload.get("spec") or {}
-    template = spec.get("template") or {}
-    replicas = int(spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1))
-    owner = {"kind": TEMPLATED_KINDS[str(kind)], "name": meta.get("name", "workload")}
-    name = meta.get("name", "workload")
-    pod_meta = template.get("metadata") or {}
-    pod_spec = template.get("spec") or {}
+        spec = _mapping(workload.get("spec"), "spec")
+        return [_pending_pod(str(meta.get("name", "pod")), namespace, meta, spec, None)]
+    spec = _mapping(workload.get("spec"), "spec")
+    template = _mapping(spec.get("template"), "spec.template")
+    replicas = _pod_count(spec, kind)
+    name = str(meta.get("name", "workload"))
+    owner = {"kind": TEMPLATED_KINDS[kind], "name": name}
+    pod_meta = _mapping(template.get("metadata"), "spec.template.metadata")
+    pod_spec = _mapping(template.get("spec"), "spec.template.spec")
     return [_pending_pod(f"{name}-{i}", namespace, pod_meta, pod_spec, owner) for i in range(replicas)]
 
 
@@ -258,6 +293,7 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
         kinds = {doc.get("kind") for doc in report.v1}
         if errors and kinds != {"EC2NodeClass"}:
             result.manifest_problems.append(f"{report.source.label}: " + "; ".join(errors))
+            result.rejected += 1
             continue
         if errors:  # what an EC2NodeClass lacks (role, selectors) matters to launching, not to a plan
             result.manifest_problems.append(
@@ -275,7 +311,11 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
             elif kind == "Pod" and (doc.get("spec") or {}).get("nodeName"):
                 pods.append(doc)  # bound: it holds its node's resources and topology
             elif kind in WORKLOAD_KINDS:
-                pods.extend(pods_of(doc))
+                try:
+                    pods.extend(pods_of(doc))
+                except WorkloadProblem as exc:
+                    result.manifest_problems.append(f"{report.source.label}: {exc}")
+                    result.rejected += 1
             elif kind in CLUSTER_KINDS:
                 objects[CLUSTER_KINDS[kind]].append(doc)
             elif kind == "RuntimeClass":
