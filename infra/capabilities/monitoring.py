@@ -39,6 +39,8 @@ INTERRUPTION_LATENCY_ALARM_SECONDS = 60  # a spot warning gives 120 s; acting af
 QUEUE_AGE_ALARM_SECONDS = 60
 # NodeClaims failed for lack of capacity in 15 minutes (a stuck pod's NodeClaim fails every pass).
 ICE_ALARM_PER_15_MINUTES = 10
+# Every invocation that cannot reach the API server counts once; a few in 5 minutes is an outage.
+API_SERVER_UNAVAILABLE_PER_5_MINUTES = 3
 # Functions that run every minute alarm on repeated errors; one failed tick is retried by
 # the next one. The others alarm on any error.
 REPEATED_ERRORS_ONLY = {"provisioner": 3, "disruption": 3}
@@ -137,6 +139,14 @@ class Monitoring(Construct):
             description=f"Nodewright {cluster_name}: an interruption took over "
             f"{INTERRUPTION_LATENCY_ALARM_SECONDS} s from its message to being acted on (node "
             "tainted, drain started); a spot warning gives 120 s in all",
+        )
+        self._alarm(
+            "ApiServerUnreachable",
+            self._metric(m.API_SERVER_UNAVAILABLE, Duration.minutes(5)),
+            threshold=API_SERVER_UNAVAILABLE_PER_5_MINUTES,
+            description=f"Nodewright {cluster_name}: the functions could not reach the Kubernetes API "
+            f"server {API_SERVER_UNAVAILABLE_PER_5_MINUTES}+ times in 5 minutes (endpoint access, "
+            "private endpoint without VPC placement, access entry, or an outage); see `nodewright doctor`",
         )
         self._alarm(
             "InsufficientCapacityRate",

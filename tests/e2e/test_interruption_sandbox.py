@@ -106,8 +106,13 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     provisioner = load_function("provisioner")
     provisioner.handler(
         {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}},
-        LambdaContext(14, "nodewright-provisioner"),
+        # 25 s: this process's first pass pages moto's whole catalog before it may write (a pass
+        # stops writing at its deadline).
+        LambdaContext(25, "nodewright-provisioner"),
     )
+    # A handler bounds the container's shared API client to its invocation (calls past its deadline
+    # are refused); the test goes on using that client after the invocation has ended.
+    cluster.set_call_deadline(None)
     _wait(f"{REPLICAS} inflate pods ready", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=60)
 
     by_node: dict[str, int] = {}
@@ -138,6 +143,7 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     started = time.monotonic()
     direct = load_function("spot_events").handler(event, LambdaContext(100, "nodewright-spot-events"))
     elapsed = time.monotonic() - started
+    cluster.set_call_deadline(None)
     watching.set()
     watcher.join()
 
@@ -170,6 +176,7 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
         assert queue.handler(
             events.sqs_batches([json.dumps(event)])[0], LambdaContext(30, "nodewright-interruption")
         ) == {"batchItemFailures": []}
+        cluster.set_call_deadline(None)
     assert {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == (
         claims_before - {victim_claim}
     ) | set(created)

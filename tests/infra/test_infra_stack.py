@@ -42,8 +42,9 @@ def test_resource_counts_match_the_design(default_synth: Synth) -> None:
         "AWS::DynamoDB::Table": 1,
         "AWS::EKS::AccessEntry": 5,  # 4 functions that call Kubernetes + the created node role
         "AWS::CloudWatch::Dashboard": 1,
-        # 2 DLQs, 5 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE
-        "AWS::CloudWatch::Alarm": 18,
+        # 2 DLQs, 5 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE,
+        # API server unreachable
+        "AWS::CloudWatch::Alarm": 19,
         "AWS::IAM::Role": 7,  # one per function, the removal's, the node role
         "AWS::CloudFormation::CustomResource": 1,
         "AWS::SNS::Topic": 0,  # only with alarmEmail
@@ -346,6 +347,8 @@ def test_alarms_cover_dlqs_errors_throttles_heartbeats_pending_pods_queue_latenc
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert len(by_metric["Errors"]) == 5
     assert len(by_metric["Throttles"]) == 5
+    (unreachable,) = by_metric[metrics.API_SERVER_UNAVAILABLE.name]
+    assert (unreachable["Threshold"], unreachable["Period"], unreachable["Statistic"]) == (3, 300, "Sum")
     (latency,) = by_metric[metrics.INTERRUPTION_HANDLING_SECONDS.name]
     assert (latency["Threshold"], latency["ComparisonOperator"]) == (60, "GreaterThanThreshold")
     (queue_age,) = by_metric["ApproximateAgeOfOldestMessage"]

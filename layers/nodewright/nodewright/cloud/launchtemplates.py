@@ -31,7 +31,7 @@ LAUNCH_TEMPLATE_TAG = "karpenter.k8s.aws/launch-template"  # on instances: which
 CLUSTER_TAG = "karpenter.k8s.aws/cluster"
 
 
-def _gib(size: Any) -> int:
+def volume_gib(size: Any) -> int:
     """``volumeSize`` (a Kubernetes quantity such as ``20Gi``/``100G``, or an int of GiB) in whole GiB."""
     if isinstance(size, int | float):
         return int(size)
@@ -60,7 +60,7 @@ def block_device_mappings(devices: Iterable[Mapping[str, Any]]) -> list[dict[str
         ebs_in = device.get("ebs") or {}
         ebs: dict[str, Any] = {"DeleteOnTermination": bool(ebs_in.get("deleteOnTermination", True))}
         if ebs_in.get("volumeSize") is not None:
-            ebs["VolumeSize"] = _gib(ebs_in["volumeSize"])
+            ebs["VolumeSize"] = volume_gib(ebs_in["volumeSize"])
         strings = (("volumeType", "VolumeType"), ("kmsKeyID", "KmsKeyId"), ("snapshotID", "SnapshotId"))
         for key, out in strings:
             if ebs_in.get(key):

@@ -25,9 +25,6 @@ from nodewright.state.world import World, nodeclass_name
 if TYPE_CHECKING:
     from nodewright.scheduling import InstanceType
 
-# CreateFleet takes at most this many candidate types per NodeClaim (Karpenter's limit too).
-MAX_CANDIDATES = 60
-
 
 @dataclass
 class ClaimPlan:
@@ -39,9 +36,13 @@ class ClaimPlan:
     requests: dict[str, str]
     pods: list[dict[str, Any]]
     instance_types: list[str] = field(default_factory=list)
-    price: float = 0.0  # the cheapest candidate offering's $/h
+    price: float = 0.0  # $/h: the cheapest candidate offering plus the node's EBS volumes
     zones: list[str] = field(default_factory=list)
     capacity_types: list[str] = field(default_factory=list)
+    volume_price: float = 0.0  # the EBS part of ``price``
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    startup_taints: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -69,6 +70,7 @@ def build_snapshot(
     as nodes, usable NodePools with instance types, limits and usage, DaemonSets, volumes), and
     the pods that could not be read, each with the reason."""
     from nodewright.scheduling import model
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
     bound: dict[str, list[Any]] = {}
     for pod in world.pods:
@@ -78,7 +80,7 @@ def build_snapshot(
     nodes = [model.node_from_k8s(node, bound.get(nodeclaims.name_of(node), ())) for node in world.nodes]
     live_claims = [c for c in world.nodeclaims if not nodeclaims.is_deleting(c)]
     nodes += [in_flight_node(claim, world) for claim in live_claims if world.node_of(claim) is None]
-    usage = nodepools.usage(world, MAX_CANDIDATES)
+    usage = nodepools.usage(world, MAX_CANDIDATE_TYPES)
     pending_pods, unreadable = model.pods_from_k8s(pending)
     snapshot = model.Snapshot(
         pods=pending_pods,
@@ -102,10 +104,12 @@ def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, f
     template = spec.get("template") or {}
     template_spec = template.get("spec") or {}
     name = nodeclaims.name_of(pool)
+    nodeclass = world.nodeclass(nodeclass_name(pool))
     return model.NodePoolInput(
         name=name,
         requirements=Requirements.from_k8s(template_spec.get("requirements")),
         instance_types=world.instance_types(nodeclass_name(pool)),
+        node_price=world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0,
         weight=int(spec.get("weight") or 0),
         labels={**((template.get("metadata") or {}).get("labels") or {}), labels.NODEPOOL: name},
         taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("taints") or ()),
@@ -116,8 +120,10 @@ def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, f
 
 
 def candidates_for(world: World, claim: Mapping[str, Any]) -> list[InstanceType]:
-    """The NodeClaim's candidate types, cheapest first, at most ``MAX_CANDIDATES``."""
-    return world.candidates_for(claim, MAX_CANDIDATES)
+    """The NodeClaim's candidate types, cheapest first, at most ``MAX_CANDIDATE_TYPES``."""
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
+
+    return world.candidates_for(claim, MAX_CANDIDATE_TYPES)
 
 
 def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
@@ -152,6 +158,7 @@ def _schedule(world: World, pending: list[dict[str, Any]], snapshot: Any) -> Pla
     """Run the scheduling core and translate its ``Plan`` into what the flow creates and reports."""
     from nodewright import scheduling
     from nodewright.scheduling.resources import format_resource
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
     started = time.perf_counter()
     result = scheduling.plan(snapshot)
@@ -162,7 +169,7 @@ def _schedule(world: World, pending: list[dict[str, Any]], snapshot: Any) -> Pla
     view.unschedulable.update(result.unschedulable)
     by_key = {pod_key(p): p for p in pending}
     for claim in result.new_claims:
-        names = [c.name for c in claim.instance_types][:MAX_CANDIDATES]
+        names = [c.name for c in claim.instance_types][:MAX_CANDIDATE_TYPES]
         requirements = [r for r in claim.requirements.to_k8s() if r.get("key") != labels.INSTANCE_TYPE]
         # The candidates in the scheduler's order (cheapest first): the launcher and a resumed
         # launch after a crash read them back from here.
@@ -177,6 +184,18 @@ def _schedule(world: World, pending: list[dict[str, Any]], snapshot: Any) -> Pla
                 price=claim.price,
                 zones=sorted({o.zone for c in claim.instance_types for o in c.offerings}),
                 capacity_types=sorted({o.capacity_type for c in claim.instance_types for o in c.offerings}),
+                volume_price=claim.volume_price,
+                labels={**claim.labels, **claim.requirements.labels()},
+                taints=[_taint(t) for t in claim.taints],
+                startup_taints=[_taint(t) for t in claim.startup_taints],
             )
         )
     return view
+
+
+def _taint(taint: Any) -> dict[str, str]:
+    """A scheduling-core Taint in the Kubernetes shape."""
+    shaped = {"key": taint.key, "effect": taint.effect}
+    if taint.value:
+        shaped["value"] = taint.value
+    return shaped
