@@ -23,8 +23,9 @@ import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, Resource
 from nodewright.state.pods import is_provisionable
 
-from bench.interruption import eventbridge_event, sqs_batches
-from sandbox.lambdas import LambdaContext, load_function, scheduled_event
+from sandbox import events
+from sandbox.events import scheduled_event
+from sandbox.lambdas import LambdaContext, load_function
 from sandbox.workloads import inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -168,10 +169,9 @@ def _claim_of(kube: Any, instance_id: str) -> dict[str, Any]:
 def test_every_call_of_every_function_is_granted_to_its_own_role(sandbox: Any, recorder: Recorder) -> None:
     from botocore.stub import Stubber
     from nodewright.cloud import aws
-    from nodewright.cluster import connect
     from nodewright.settings import Settings
 
-    kube = connect(Settings.from_env())
+    kube = sandbox.admin_cluster()  # the user's side; the handlers act as the functions' identity
     kube.create(EC2NODECLASSES, nodeclass(sandbox))
     spot = [
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
@@ -189,15 +189,13 @@ def test_every_call_of_every_function_is_granted_to_its_own_role(sandbox: Any, r
     recorder.run("provisioner", load_function("provisioner").handler, scheduled_event(), 30)
     first = _launched_instance(kube, set())
     # spot_events: a spot warning → a replacement launch and a drain (EC2 ends the instance itself)
-    warning = eventbridge_event(
-        "EC2 Spot Instance Interruption Warning", first, **{"instance-action": "terminate"}
-    )
+    warning = events.spot_warning(first)
     direct = recorder.run("spot_events", load_function("spot_events").handler, warning, 60)
     assert direct["disposition"] == "acted", direct
     second = _launched_instance(kube, {first})
     # interruption: a rebalance recommendation on the queue → a replacement, a drain, a termination
-    rebalance = eventbridge_event("EC2 Instance Rebalance Recommendation", second)
-    batch = sqs_batches([json.dumps(rebalance)])[0]
+    rebalance = events.rebalance_recommendation(second)
+    batch = events.sqs_batches([json.dumps(rebalance)])[0]
     assert recorder.run("interruption", load_function("interruption").handler, batch, 60) == {
         "batchItemFailures": []
     }

@@ -13,7 +13,6 @@ import contextlib
 import io
 import json
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,7 +22,8 @@ from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
 from nodewright.provisioning import loop
 
-from sandbox.lambdas import SCHEDULED_EVENT, LambdaContext, load_function
+from sandbox.events import scheduled_event
+from sandbox.lambdas import LambdaContext, load_function
 from sandbox.workloads import nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("zone-topology-e2e")]
@@ -47,14 +47,13 @@ def sandbox() -> Iterator[Any]:
 
 @pytest.fixture
 def kube(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from nodewright.cluster import connect, reset_connections
-    from nodewright.settings import Settings
+    from nodewright.cluster import reset_connections
 
     for key, value in sandbox.env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
     monkeypatch.setenv("POLL_INTERVAL_SECONDS", "1")
-    client = connect(Settings.from_env())
+    client = sandbox.admin_cluster()  # the user's side; the handler acts as the functions' identity
     client.create(EC2NODECLASSES, nodeclass(sandbox))
     # As Karpenter's NodeClass controller resolves it: the subnets (and so the zones) it launches in.
     subnets = [{"id": subnet, "zone": zone} for zone, subnet in sorted(sandbox.aws.subnets.items())]
@@ -149,7 +148,7 @@ def provision_and_bind(kube: Any, expected_running: int) -> None:
     result = app.handler(
         # 20 s: a first pass pages moto's whole DescribeInstanceTypes (5-7 s, more on a busy machine)
         # before it may write, and a pass stops writing at its deadline.
-        {**SCHEDULED_EVENT, "id": str(uuid.uuid4())},
+        scheduled_event(),
         LambdaContext(loop.SAFETY_MARGIN_SECONDS + 20),
     )
     assert result["launched"] >= 1

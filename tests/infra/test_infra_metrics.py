@@ -151,7 +151,8 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
     import importlib
     from types import SimpleNamespace
 
-    from sandbox.lambdas import LambdaContext, load_function, scheduled_event
+    from sandbox.events import scheduled_event
+    from sandbox.lambdas import LambdaContext, load_function
 
     module = load_function(function)
     monkeypatch.setattr(module.container, "get", SimpleNamespace)  # no AWS, no cluster

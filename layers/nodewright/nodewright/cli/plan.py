@@ -9,12 +9,14 @@ cheapest first, zones, capacity types, labels, taints, $/h with the EBS volumes'
 that fit on existing capacity, and a reason for every pod that would stay pending.
 
 The region is ``--region``, else AWS_REGION, else AWS_DEFAULT_REGION or the shared config's
-(``AWS_PROFILE``) region, else us-west-2; the plan says which it used and why. No AWS account is
-needed: the catalog is the project's own catalog
-code (``nodewright.cloud.catalog``) over moto's bundled EC2 catalog (the DescribeInstanceTypes items
-and per-zone offerings moto ships for every region), priced by the sandbox's price source (real
-on-demand prices when ../shared/data has them, a documented estimate otherwise; spot as a
-documented discount). The planning path is the provisioner's own.
+(``AWS_PROFILE``) region, else us-west-2; the plan says which it used and why. The catalog is the
+project's own catalog code (``nodewright.cloud.catalog``): over moto's bundled copy of EC2's
+answers when moto is installed (``nodewright.cli._offline``; no AWS account needed), else, or with
+``--live``, over EC2 itself (read-only DescribeInstanceTypes/DescribeInstanceTypeOfferings with
+your credentials). On-demand prices come from ``--prices FILE``, else from an installed
+``nodewright.offline_prices`` entry point (the development install registers the sandbox's: real
+prices when ../shared/data has them, and its spot market), else the documented estimate. The
+planning path is the provisioner's own.
 """
 
 from __future__ import annotations
@@ -40,7 +42,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="region whose catalog and zones to use (default: AWS_REGION, AWS_DEFAULT_REGION, ...)",
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="ask EC2 for the catalog (read-only, your AWS credentials) even if moto's copy is installed",
+    )
+    parser.add_argument("--prices", metavar="FILE", help='on-demand prices as {"prices": {type: usd}}')
     parser.set_defaults(func=run)
+
+
+OFFLINE_PRICES_GROUP = "nodewright.offline_prices"
 
 
 FALLBACK_REGION = "us-west-2"
@@ -63,27 +74,35 @@ def default_region() -> tuple[str, str]:
     return FALLBACK_REGION, "no region configured: the fallback"
 
 
-def offline_instance_types(region: str) -> Any:
-    """``instance_types(nodeclass)`` from the project's catalog code over moto's bundled EC2 catalog.
-
-    moto ships the DescribeInstanceTypes items and the per-zone offerings of every region as data
-    files; reading them directly takes a fraction of a second, where asking moto's emulated EC2
-    for the same items takes half a minute on a busy 2-core machine. Prices come from the
-    sandbox's price source. moto and the sandbox are development-side packages (``.[dev]``).
-    """
+def offline_instance_types(region: str, prices_file: str | None = None, live: bool = False) -> Any:
+    """``instance_types(nodeclass)`` through the production catalog code (see the module docstring)."""
     from nodewright.cli._offline import NoOfflineCatalog, catalog_data, offline_catalog
+    from nodewright.cloud.catalog import Catalog
     from nodewright.cloud.pricetable import PriceTable
+    from nodewright.cloud.state import InMemoryStateStore
 
-    try:
-        from sandbox.prices import sandbox_price_table
+    data = None
+    if not live:
+        try:
+            data = catalog_data(region)
+        except NoOfflineCatalog as exc:
+            import sys
 
-        zones = sorted({z for found in catalog_data(region).zones.values() for z in found})
-    except ImportError:
-        raise SystemExit("nodewright plan needs the sandbox's prices: pip install -e '.[dev]'") from None
-    except NoOfflineCatalog as exc:
-        raise SystemExit(f"nodewright plan: {exc}") from None
-    on_demand, spot = sandbox_price_table(zones)
-    catalog = offline_catalog(region, PriceTable(on_demand=on_demand, spot=spot, source="sandbox"))
+            print(f"nodewright plan: {exc}; asking EC2 for the catalog instead", file=sys.stderr)
+    if prices_file:
+        prices = PriceTable.from_ondemand_file(prices_file)
+    else:
+        prices = _installed_prices(region, data) or PriceTable(source="estimate")
+    if data is not None:
+        catalog = offline_catalog(region, prices)
+    else:
+        from nodewright.cloud import aws
+        from nodewright.settings import Settings
+
+        settings = Settings(cluster_name="plan", region=region)
+        store = InMemoryStateStore()
+        store.put_price_table(prices)
+        catalog = Catalog(aws.client("ec2", settings), store, (region, settings.aws_endpoint_url))
 
     def instance_types(nodeclass: Any) -> list[Any]:
         # A NodeClass whose status lists its subnets (Karpenter's controller writes them) launches only
@@ -93,6 +112,21 @@ def offline_instance_types(region: str) -> Any:
         return catalog.instance_types(zones=zones, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
 
     return instance_types
+
+
+def _installed_prices(region: str, data: Any) -> Any:
+    """The first installed ``nodewright.offline_prices`` entry point's PriceTable for the catalog, or None."""
+    if data is None:
+        return None
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=OFFLINE_PRICES_GROUP), key=lambda e: e.name):
+        try:
+            source = entry.load()
+        except ModuleNotFoundError:
+            continue  # its package is not installed here
+        return source(data)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
     with logger_level("ERROR"):  # the function's JSON logs would garble the plan on stdout
-        instance_types = offline_instance_types(region)
+        instance_types = offline_instance_types(region, args.prices, args.live)
         if args.manifests:
             result = what_if(paths, instance_types, region)
         else:
