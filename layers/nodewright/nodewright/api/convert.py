@@ -28,7 +28,7 @@ from nodewright.api import labels
 from nodewright.api.durations import DurationError, format_duration, parse_duration
 from nodewright.api.findings import Finding, error, warning
 from nodewright.api.models import AWS_V1, KARPENTER_V1
-from nodewright.api.shapes import as_dict, dig
+from nodewright.api.shapes import as_dict, dig, kind_of
 
 Doc = dict[str, Any]
 
@@ -404,7 +404,7 @@ def fill_node_role(doc: Any, role: str | None) -> bool:
     if (
         not role
         or not isinstance(doc, dict)
-        or (doc.get("apiVersion"), doc.get("kind")) not in NODECLASS_KINDS
+        or kind_of(doc) not in NODECLASS_KINDS
     ):
         return False
     spec = doc.get("spec")
@@ -535,8 +535,8 @@ def merge_kubelet_pieces(conversion: Conversion) -> Conversion:
         dig(d, "metadata", "name"): d
         for i, d in enumerate(conversion.documents)
         if i not in conversion.partial
-        and d.get("apiVersion") == AWS_V1
-        and d.get("kind") == labels.EC2NODECLASS_KIND
+        and kind_of(d) == (AWS_V1, labels.EC2NODECLASS_KIND)
+        and isinstance(dig(d, "metadata", "name"), str)
     }
     documents: list[Doc] = []
     partial: list[int] = []
