@@ -13,6 +13,7 @@ what decides the figure, plus the 1 s batching quiet time. Goal: p50 ≤ 3 s, p9
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -57,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     quiet_functions()
     import_seconds = handler_import_seconds()
     latencies: list[float] = []
-    with SandboxRun(quiet=True, boot_delay=0.5) as story:
+    # The functions print their JSON logs and EMF metrics on stdout, as in Lambda (from the
+    # provisioner's thread too): to stderr here, so stdout holds only the figures (--json).
+    with contextlib.redirect_stdout(sys.stderr), SandboxRun(quiet=True, boot_delay=0.5) as story:
         objects, _notes = seed_objects(story)
         for obj in objects:
             if obj["kind"] == "EC2NodeClass" or obj["metadata"]["name"] == "default":
