@@ -32,6 +32,7 @@ from typing import Any
 
 from nodewright.cluster.resources import Resource
 
+from sandbox import workloads
 from sandbox.faults import ApiFault
 
 # What the chaos run draws from, with weights: workload changes most, every fault kind regularly.
@@ -377,16 +378,7 @@ def deployment(name: str, kind: str, replicas: int, cpu: str, memory: str) -> di
                 ]
             }
         }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": match},
-            "template": {"metadata": {"labels": match}, "spec": spec},
-        },
-    }
+    return workloads.deployment(name, replicas, spec)
 
 
 def run_chaos(steps: int, seed: int, *, minutes: float | None = None, progress: Any = None) -> ChaosReport:
