@@ -401,11 +401,7 @@ def fill_node_role(doc: Any, role: str | None) -> bool:
     one. The webhook fills in the stack's node role, ``nodewright convert --role`` the one given;
     each says so. Returns whether it filled it in.
     """
-    if (
-        not role
-        or not isinstance(doc, dict)
-        or kind_of(doc) not in NODECLASS_KINDS
-    ):
+    if not role or not isinstance(doc, dict) or kind_of(doc) not in NODECLASS_KINDS:
         return False
     spec = doc.get("spec")
     if not isinstance(spec, dict) or spec.get("role") or spec.get("instanceProfile"):
