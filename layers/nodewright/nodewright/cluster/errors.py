@@ -66,7 +66,7 @@ class ApiUnavailable(ClusterError):
     transient = True
 
 
-class ServerBusy(ApiError, ApiUnavailable):
+class ServerBusy(ApiError, ApiUnavailable):  # type: ignore[override]  # both say transient: True for 429/5xx
     """429 or 5xx: the server is there but cannot serve now (API Priority and Fairness, overload,
     etcd trouble). An ``ApiError`` (status, ``Retry-After``) and an ``ApiUnavailable``, so a handler
     that ends cleanly with one log line and a metric when the server is unreachable ends the same way
