@@ -306,18 +306,23 @@ def check(seen: Observation, tracker: Tracker | None = None, *, settled: bool = 
             why = "no NodeClaim" if claim is None else f"NodeClaim {name} records {recorded}"
             out.append(Violation("leaked-instance", f"{instance_id} ({why}) for {age:.0f}s"))
 
-    # No NodeClaim without an instance for longer than the registration timeout.
+    # No NodeClaim without an instance for longer than the registration timeout: since its creation
+    # when it never had one, since it was first seen without it when its instance went away (a
+    # NodeClaim hours old whose instance was reclaimed a minute ago is not a violation).
     live_ids = {i["InstanceId"] for i in seen.instances}
+    allowance = REGISTRATION_TIMEOUT.total_seconds() + GC_INTERVAL.total_seconds() * 2
     for name, claim in claims.items():
-        created = _time((claim.get("metadata") or {}).get("creationTimestamp"))
         instance_id = _instance_id(claim)
-        without = instance_id is None or instance_id not in live_ids
-        age = (now - created).total_seconds() if created else 0.0
-        if without and age > REGISTRATION_TIMEOUT.total_seconds() + GC_INTERVAL.total_seconds() * 2:
-            state = "no instance launched" if instance_id is None else f"instance {instance_id} gone"
-            out.append(
-                Violation("nodeclaim-without-instance", f"{name}: {state}, NodeClaim {age / 60:.0f} min old")
-            )
+        gone = instance_id is not None and instance_id not in live_ids
+        since_gone = tracker.age("instance-gone", name, now, gone)
+        if instance_id is None:
+            created = _time((claim.get("metadata") or {}).get("creationTimestamp"))
+            age = (now - created).total_seconds() if created else 0.0
+            state = "no instance launched"
+        else:
+            age, state = since_gone, f"instance {instance_id} gone"
+        if age > allowance:
+            out.append(Violation("nodeclaim-without-instance", f"{name}: {state} for {age / 60:.0f} min"))
 
     # NodeClaims ↔ instances ↔ nodes: a Node of a live instance, once settled, has a NodeClaim.
     node_ids = {_provider_instance(n): n["metadata"]["name"] for n in seen.nodes}
