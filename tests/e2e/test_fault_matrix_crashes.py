@@ -90,8 +90,9 @@ def test_two_overlapping_provisioner_invocations_launch_once(rig: Rig) -> None:
     for thread in threads:
         thread.join()
     created = [c for r in results for c in r.get("nodeClaimsCreated", [])]
-    claims = rig.admin.list(NODECLAIMS)
+    # Live NodeClaims: one whose launch failed (a slow CreateFleet on a loaded machine) is being
+    # deleted and does not hold capacity.
+    live = [c for c in rig.admin.list(NODECLAIMS) if not c["metadata"].get("deletionTimestamp")]
     assert len(created) == len(set(created))
-    assert len(claims) <= 4, ("the lease kept the second plan from doubling the first", results)
-    settle(rig, 4)
-    assert len(instances(rig)) == 4
+    assert len(live) <= 4, ("the lease kept the second plan from doubling the first", results)
+    settle(rig, 4)  # and the invariants: no leak, never two instances for one NodeClaim
