@@ -13,7 +13,7 @@ from nodewright.checkpoints import POINTS
 from nodewright.cluster.resources import NODECLAIMS, NODES
 
 from sandbox.events import scheduled_event
-from sandbox.lambdas import load_function, provisioner_invocation
+from sandbox.lambdas import PROVISIONER_TIMEOUT_SECONDS, LambdaContext, load_function, provisioner_invocation
 from sandbox.reliability import Rig, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-crashes")]
@@ -81,14 +81,17 @@ def test_two_overlapping_provisioner_invocations_launch_once(rig: Rig) -> None:
 
     def invoke(module: Any) -> None:
         barrier.wait()
-        with provisioner_invocation(3.0) as context:
-            results.append(module.handler(scheduled_event(rule="provisioner"), context))
+        context = LambdaContext(PROVISIONER_TIMEOUT_SECONDS, "nodewright-provisioner")
+        results.append(module.handler(scheduled_event(rule="provisioner"), context))
 
-    threads = [threading.Thread(target=invoke, args=(m,)) for m in twins]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    # The loop's budget is process-wide: set once here, never from the twins' threads (two threads
+    # saving and restoring it would leave it shortened for the rest of the worker's tests).
+    with provisioner_invocation(3.0):
+        threads = [threading.Thread(target=invoke, args=(m,)) for m in twins]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     created = [c for r in results for c in r.get("nodeClaimsCreated", [])]
     # Live NodeClaims: one whose launch failed (a slow CreateFleet on a loaded machine) is being
     # deleted and does not hold capacity.
