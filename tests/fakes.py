@@ -312,6 +312,7 @@ class FakeCloudProvider:
         self.unavailable: list[tuple[str, str, str, str]] = []
         self.requests: list[LaunchRequest] = []
         self.fail_with: Exception | None = None
+        self.gone: set[str] = set()  # instances terminated out of band (EC2 no longer has them)
         self.unused_templates: list[str] = []
         self.template_cleanups = 0
         self._ids = itertools.count(1)
@@ -369,6 +370,9 @@ class FakeCloudProvider:
         self.instances.pop(instance_id, None)
         self.terminated.append(instance_id)
         return True
+
+    def instance_gone(self, instance_id: str) -> bool:
+        return instance_id in self.gone or instance_id in self.terminated
 
     def delete_by_nodeclaim(self, nodeclaim_name: str) -> builtins.list[str]:
         self.deleted_by_nodeclaim.append(nodeclaim_name)

@@ -607,6 +607,13 @@ class CloudProvider:
             raise
         return True
 
+    def instance_gone(self, instance_id: str) -> bool:
+        """True when EC2 no longer runs the instance: not found, shutting down or terminated."""
+        try:
+            return self.get(instance_id).state in ("shutting-down", "terminated")
+        except InstanceNotFoundError:
+            return True
+
     def delete_by_nodeclaim(self, nodeclaim_name: str) -> builtins.list[str]:
         """Terminate every live instance tagged with the NodeClaim (idempotent); their ids."""
         terminated = []
