@@ -313,6 +313,7 @@ class FakeCloudProvider:
         self.requests: list[LaunchRequest] = []
         self.fail_with: Exception | None = None
         self.gone: set[str] = set()  # instances terminated out of band (EC2 no longer has them)
+        self.images: set[str] = {"ami-1"}  # what the EC2NodeClass selects now
         self.unused_templates: list[str] = []
         self.template_cleanups = 0
         self._ids = itertools.count(1)
@@ -392,9 +393,10 @@ class FakeCloudProvider:
         return {"subnets": [], "securityGroups": [], "amis": [], "instanceProfile": ""}
 
     def drift_inputs(self, nodeclass: Mapping[str, Any]) -> DriftInputs:
-        return DriftInputs(frozenset({"ami-1"}), frozenset({"subnet-1"}), frozenset({"sg-1"}), "hash")
+        return DriftInputs(frozenset(self.images), frozenset({"subnet-1"}), frozenset({"sg-1"}))
 
     def drift_reason(self, instance: Instance, nodeclass: Mapping[str, Any]) -> str | None:
+        """AMI drift only: the AMIs the NodeClass selects are ``images`` (a test changes them)."""
         return None if instance.image_id in self.drift_inputs(nodeclass).image_ids else "AMIDrift"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from nodewright.api import labels
 from nodewright.api.conversion_review import KUBELET_ANNOTATION
+from nodewright.api.hashing import nodeclaim_annotations
 from nodewright.cluster.objects import condition, format_time, is_deleting, name_of, set_condition
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
 from nodewright.cluster.objects import parse_time as timestamp
@@ -56,8 +57,11 @@ def build(
     nodepool: Mapping[str, Any],
     requirements: list[dict[str, Any]],
     requests: Mapping[str, str],
+    nodeclass: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A NodeClaim for ``nodepool`` (its v1 dict) with the plan's requirements and resource requests.
+
+    Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``).
 
     Labels: the template's labels plus ``karpenter.sh/nodepool``; every requirement that
     pins a single value (``In`` with one value) becomes a label too, as Karpenter does, so
@@ -81,7 +85,10 @@ def build(
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if template_spec.get(key) is not None:
             spec[key] = template_spec[key]
-    annotations = dict(template_meta.get("annotations") or {})
+    annotations = {
+        **dict(template_meta.get("annotations") or {}),
+        **nodeclaim_annotations(nodepool, nodeclass),
+    }
     kubelet = (pool_meta.get("annotations") or {}).get(KUBELET_ANNOTATION)
     if kubelet:
         annotations[KUBELET_ANNOTATION] = kubelet  # a v1beta1 NodePool's kubelet, applied at launch
