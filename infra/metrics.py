@@ -139,6 +139,14 @@ STALE_MESSAGES = MetricSpec(
     "events older than their kind's maximum age, not acted on",
     INTERRUPTION,
 )
+API_SERVER_UNAVAILABLE = MetricSpec(
+    "ApiServerUnavailable",
+    "Count",
+    "Sum",
+    (),
+    "invocations that ended because the Kubernetes API server could not be reached",
+    "nodewright/context.py report_api_unavailable",
+)
 DUPLICATE_MESSAGES = MetricSpec(
     "DuplicateMessages", "Count", "Sum", (), "events already handled (by the other path)", INTERRUPTION
 )
@@ -177,6 +185,7 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     IGNORED_MESSAGES,
     MESSAGES_TOLERATED,
     STALE_MESSAGES,
+    API_SERVER_UNAVAILABLE,
     DUPLICATE_MESSAGES,
     PRICE_REFRESH_ERRORS,
     ON_DEMAND_PRICES,

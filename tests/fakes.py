@@ -61,9 +61,16 @@ class FakeClock:
 
 class FakeLease:
     held_elsewhere = False
+    lost = False  # renew fails: another writer took the lease over
+    renewals = 0
 
     def acquire(self) -> bool:
         return not self.held_elsewhere
+
+    def renew(self) -> None:
+        if self.lost:
+            raise RuntimeError("lease taken over by another writer")
+        self.renewals += 1
 
     def release(self) -> None:
         return None
@@ -83,6 +90,7 @@ class FakeCluster:
         self.evicted: list[str] = []
         self.lease = FakeLease()
         self.lease_identities: list[str] = []
+        self.call_deadline: float | None = None
         self._uids = itertools.count(1)
 
     def add(self, kind: str, obj: Obj) -> Obj:
@@ -230,6 +238,9 @@ class FakeCluster:
     ) -> FakeLease:
         self.lease_identities.append(identity)
         return self.lease
+
+    def set_call_deadline(self, deadline: float | None) -> None:
+        self.call_deadline = deadline
 
     def _delete(self, kind: str, name: str) -> Obj | None:
         obj = self.objects[kind].get(name)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodewright.context import ContainerContext, check_scheduled_event, remaining_seconds
+from nodewright.cluster.errors import ApiUnavailable
+from nodewright.context import ContainerContext, check_scheduled_event, report_api_unavailable
 from nodewright.observability import logger, metrics, trace
 
 log = logger()
@@ -25,4 +26,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from nodewright import disruption
 
     check_scheduled_event(event, log)
-    return disruption.run(container.get(), remaining_seconds(context)).summary()
+    left = container.start_invocation(context)
+    try:
+        return disruption.run(container.get(), left).summary()
+    except ApiUnavailable as exc:
+        return report_api_unavailable(log, emf, exc)

@@ -15,7 +15,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from nodewright.context import ContainerContext, remaining_seconds
+from nodewright.cluster.errors import ApiUnavailable
+from nodewright.context import ContainerContext, remaining_seconds, report_api_unavailable
 from nodewright.interruption.processing import InterruptionProcessor
 from nodewright.observability import logger, metrics, trace
 
@@ -31,6 +32,8 @@ batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=F
 @emf.log_metrics
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    container.start_invocation(context)
+
     def handle_record(record: SQSRecord) -> dict[str, Any]:
         return processor.handle(
             record.body, received_at=time.monotonic(), sent=_sent(record), lambda_context=context
@@ -39,7 +42,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     response = process_partial_response(
         event=event, record_handler=handle_record, processor=batch, context=context
     )
-    processor.drive(budget_seconds=remaining_seconds(context))
+    try:
+        processor.drive(budget_seconds=remaining_seconds(context))
+    except ApiUnavailable as exc:  # the batch's answer stands: acknowledged messages stay acknowledged
+        report_api_unavailable(log, emf, exc)
     return dict(response)
 
 

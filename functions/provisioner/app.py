@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodewright.context import ContainerContext, check_scheduled_event, remaining_seconds
+from nodewright.cluster.errors import ApiUnavailable
+from nodewright.context import ContainerContext, check_scheduled_event, report_api_unavailable
 from nodewright.observability import logger, metrics, trace
 
 log = logger()
@@ -26,7 +27,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from nodewright import provisioning
 
     check_scheduled_event(event, log)
-    report = provisioning.run(container.get(), remaining_seconds(context))
+    left = container.start_invocation(context)
+    try:
+        report = provisioning.run(container.get(), left)
+    except ApiUnavailable as exc:
+        return report_api_unavailable(log, emf, exc)
     summary = report.summary()
     log.info("provisioner invocation done", extra=summary)
     return summary

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from nodewright.context import ContainerContext, remaining_seconds
+from nodewright.cluster.errors import ApiUnavailable
+from nodewright.context import ContainerContext, remaining_seconds, report_api_unavailable
 from nodewright.interruption.processing import EventInProgress, InterruptionProcessor
 from nodewright.observability import logger, metrics, trace
 
@@ -25,10 +26,16 @@ processor = InterruptionProcessor(container)
 @emf.log_metrics
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    container.start_invocation(context)
     try:
         result = processor.handle(event, received_at=time.monotonic(), lambda_context=context)
     except EventInProgress as exc:
         log.info("event in progress in the queue path; leaving it to that path", extra={"error": str(exc)})
         return {"disposition": "in-progress-elsewhere"}
-    processor.drive(budget_seconds=remaining_seconds(context))
+    except ApiUnavailable as exc:  # the same event's queue copy is retried by SQS
+        return report_api_unavailable(log, emf, exc)
+    try:
+        processor.drive(budget_seconds=remaining_seconds(context))
+    except ApiUnavailable as exc:
+        report_api_unavailable(log, emf, exc)
     return result.as_dict()

@@ -241,6 +241,7 @@ class Monitoring(Construct):
                         m.DUPLICATE_MESSAGES,
                         m.STALE_MESSAGES,
                         m.MESSAGES_TOLERATED,
+                        m.API_SERVER_UNAVAILABLE,
                     )
                 ],
             ),

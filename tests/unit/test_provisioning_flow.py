@@ -441,9 +441,9 @@ def looping(
     pass_times: list[float] = []
     real_provision = flow.provision
 
-    def timed(c: Context) -> Any:
+    def timed(c: Context, guard: Any = None) -> Any:
         pass_times.append(clock.mono - 1000.0)
-        return real_provision(c)
+        return real_provision(c, guard)
 
     from nodewright.provisioning import loop
 
@@ -777,3 +777,72 @@ def test_a_converted_v1beta1_nodepools_kubelet_reaches_the_launch(world: Any) ->
     assert cloud.requests[0].kubelet == {"maxPods": 20}  # in v1's form: the runtime setting is gone
     claim = next(iter(cluster.objects["NodeClaim"].values()))
     assert claim["metadata"]["annotations"][KUBELET_ANNOTATION]
+
+
+def test_a_pass_that_loses_its_lease_stops_writing_and_the_next_pass_finishes(world: Any) -> None:
+    from nodewright.state.guard import WriteGuard
+
+    ctx, cluster, cloud = world
+    cluster.add("NodeClaim", hand_made_nodeclaim("first"))
+    cluster.add("NodeClaim", hand_made_nodeclaim("second"))
+    real = cloud.create
+
+    def slow_create(request: Any) -> LaunchResult:
+        ctx.clock.advance(11)  # CreateFleet throttled: each launch takes a third of the lease
+        return real(request)
+
+    cloud.create = slow_create  # type: ignore[method-assign]
+    cluster.lease.lost = True  # another writer took the lease over when it expired
+    guard = WriteGuard(cluster.lease, deadline=float("inf"), lease_seconds=30, monotonic=ctx.clock.monotonic)
+
+    report = flow.provision(ctx, guard)
+
+    assert [x.nodeclaim for x in report.launched] == ["first"]
+    assert report.stopped is not None
+    assert "lease could not be renewed" in report.stopped
+    cluster.lease.lost = False
+    assert [x.nodeclaim for x in flow.provision(ctx).launched] == ["second"]
+
+
+def test_a_pass_renews_its_lease_while_it_writes(world: Any) -> None:
+    from nodewright.state.guard import WriteGuard
+
+    ctx, cluster, cloud = world
+    for name in ("a", "b", "c"):
+        cluster.add("NodeClaim", hand_made_nodeclaim(name))
+    real = cloud.create
+
+    def slow_create(request: Any) -> LaunchResult:
+        ctx.clock.advance(11)
+        return real(request)
+
+    cloud.create = slow_create  # type: ignore[method-assign]
+    guard = WriteGuard(cluster.lease, deadline=float("inf"), lease_seconds=30, monotonic=ctx.clock.monotonic)
+
+    report = flow.provision(ctx, guard)
+
+    assert len(report.launched) == 3
+    assert cluster.lease.renewals == 2  # before the second and the third launch
+
+
+def test_a_pass_stops_writing_at_its_deadline(world: Any) -> None:
+    from nodewright.state.guard import WriteGuard
+
+    ctx, cluster, cloud = world
+    for name in ("a", "b"):
+        cluster.add("NodeClaim", hand_made_nodeclaim(name))
+    real = cloud.create
+
+    def slow_create(request: Any) -> LaunchResult:
+        ctx.clock.advance(20)
+        return real(request)
+
+    cloud.create = slow_create  # type: ignore[method-assign]
+    deadline = ctx.clock.monotonic() + 11
+    guard = WriteGuard(None, deadline=deadline, lease_seconds=30, monotonic=ctx.clock.monotonic)
+
+    report = flow.provision(ctx, guard)
+
+    assert len(report.launched) == 1
+    assert report.stopped is not None
+    assert "time is up" in report.stopped

@@ -76,6 +76,8 @@ class Context:
 
 
 DEFAULT_INVOCATION_SECONDS = 60.0  # outside Lambda (CLI, sandbox) when no context says otherwise
+# Kept back from every invocation's API-server calls: the time to log and report what happened.
+REPORT_MARGIN_SECONDS = 2.0
 
 
 def remaining_seconds(lambda_context: Any) -> float:
@@ -103,6 +105,16 @@ class ContainerContext:
         self._metrics = metrics
         self._settings = settings if settings is not None else (context.settings if context else None)
         self._context = context
+        self._call_deadline: float | None = None
+
+    def start_invocation(self, lambda_context: Any) -> float:
+        """Note this invocation's time; returns the seconds left. Every API-server call made
+        through ``get()`` from now on ends before the invocation does (less a reporting margin)."""
+        left = remaining_seconds(lambda_context)
+        self._call_deadline = time.monotonic() + left - REPORT_MARGIN_SECONDS
+        if self._context is not None:
+            self._context.cluster.set_call_deadline(self._call_deadline)
+        return left
 
     @property
     def settings(self) -> Settings:
@@ -120,7 +132,23 @@ class ContainerContext:
     def get(self) -> Context:
         if self._context is None:
             self._context = Context.connect(self.settings, logger=self._logger, metrics=self._metrics)
+            self._context.cluster.set_call_deadline(self._call_deadline)
         return self._context
+
+
+def report_api_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[str, Any]:
+    """One log line and one metric (an alarm watches it) when the API server cannot be reached.
+
+    The invocation then ends normally: a scheduled one would only be retried into the same outage,
+    and the next tick (or the SQS redelivery) tries again anyway.
+    """
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    logger.error(
+        "Kubernetes API server unavailable; nothing more this invocation", extra={"error": str(error)}
+    )
+    metrics.add_metric(name="ApiServerUnavailable", unit=MetricUnit.Count, value=1)
+    return {"error": "ApiServerUnavailable", "message": str(error)}
 
 
 def check_scheduled_event(event: Any, logger: Any) -> None:

@@ -248,3 +248,24 @@ def test_event_in_progress_on_one_path_is_retried_later_on_the_queue(make_proces
 
     assert seen["queue"] == {"batchItemFailures": [{"itemIdentifier": "m-0"}]}, "back to the queue, not lost"
     assert replacement.calls == [["node-a"]]
+
+
+@pytest.mark.usefixtures("owned_node")
+def test_an_api_server_lost_after_the_batch_keeps_the_batch_answer(
+    make_processor, functions, monkeypatch, capsys
+) -> None:
+    interruption, _ = functions
+    processor = make_processor(CountingReplacement(), state=False)
+    interruption.processor = processor
+
+    def down(budget_seconds: float) -> list[dict[str, Any]]:
+        raise ApiUnavailable("API server unreachable (injected after the batch)")
+
+    monkeypatch.setattr(processor, "drive", down)
+
+    response = interruption.handler(sqs_batch(json.dumps(spot_event("spot-then-down"))), FakeLambdaContext())
+
+    assert response == {"batchItemFailures": []}, "the message was handled: it must not be redelivered"
+    out = capsys.readouterr().out
+    assert out.count("Kubernetes API server unavailable") == 1
+    assert '"ApiServerUnavailable"' in out

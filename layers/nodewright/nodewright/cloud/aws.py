@@ -17,9 +17,11 @@ from botocore.config import Config
 from nodewright.settings import Settings
 
 # Adaptive mode: retries with exponential backoff plus a client-side token bucket that slows
-# the caller down when AWS throttles. 8 attempts covers bursts without hiding an outage.
+# the caller down when AWS throttles. 5 attempts: botocore's backoff waits up to 2, 4, 8 and 16 s
+# between them, so a throttled call gives up within about 30 s, inside a 55 s invocation that
+# must still report; 8 attempts (up to 90 s of backoff) let one CreateFleet outlive the function.
 RETRY_CONFIG = Config(
-    retries={"mode": "adaptive", "max_attempts": 8},
+    retries={"mode": "adaptive", "max_attempts": 5},
     user_agent_extra="nodewright",
     connect_timeout=5,
     read_timeout=30,

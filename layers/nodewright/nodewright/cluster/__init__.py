@@ -95,11 +95,15 @@ def connect(settings: Settings) -> Cluster:
         cluster = _connections.get(key)
         if cluster is None:
             from kubernetes.client import ApiClient
+            from urllib3 import Retry
+
+            from nodewright.cluster.client import CALL_RETRIES
 
             if settings.kubeconfig:
                 configuration = auth.kubeconfig_configuration(settings.kubeconfig)
             else:
                 configuration = auth.eks_configuration(settings)
+            configuration.retries = Retry(**CALL_RETRIES)
             cluster = _connections[key] = Cluster(ApiClient(configuration))
         return cluster
 

@@ -64,12 +64,47 @@ class EvictionResult:
     retry_after_seconds: float | None = None
 
 
+# urllib3 retries of one call: one quick retry of a connection that failed (a pooled keep-alive
+# connection the server closed meanwhile), never more: a down API server must fail fast, within
+# the invocation's time, not after urllib3's default three retries of (5 s, 30 s) timeouts each.
+CALL_RETRIES: dict[str, Any] = {
+    "total": 1,
+    "connect": 1,
+    "read": 1,
+    "status": 0,
+    "redirect": 0,
+    "backoff_factor": 0.1,
+}
+ATTEMPTS_PER_CALL = 2
+# Below this, a call is not started: it could not finish, and the caller must report instead.
+MIN_CALL_SECONDS = 0.5
+
+
 class Cluster:
-    """One API server. Thread-safe (urllib3 pools); build it with ``nodewright.cluster.connect``."""
+    """One API server. Thread-safe (urllib3 pools); build it with ``nodewright.cluster.connect``.
+
+    ``set_call_deadline`` bounds every later call by the invocation's remaining time: each
+    attempt's connect and read timeouts shrink to fit, and a call that cannot fit is refused at
+    once with ``ApiUnavailable`` (transient), so a black-holed API server costs seconds, not the
+    whole invocation.
+    """
 
     def __init__(self, api_client: Any, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        self._deadline: float | None = None
+
+    def set_call_deadline(self, deadline: float | None) -> None:
+        self._deadline = deadline
+
+    def _call_timeout(self, method: str, path: str) -> tuple[float, float]:
+        if self._deadline is None:
+            return self.timeout
+        left = self._deadline - time.monotonic()
+        if left < MIN_CALL_SECONDS:
+            raise ApiUnavailable(f"{method} {path}: not started, the invocation has {max(left, 0):.1f}s left")
+        per_attempt = left / ATTEMPTS_PER_CALL
+        return (min(self.timeout[0], per_attempt), min(self.timeout[1], per_attempt))
 
     @property
     def host(self) -> str:
@@ -103,7 +138,7 @@ class Cluster:
         )
         try:
             response = self.api_client.call_api(
-                method_, url, header_params, body_, _request_timeout=self.timeout
+                method_, url, header_params, body_, _request_timeout=self._call_timeout(method, path)
             )
             try:
                 raw = response.read()

@@ -26,6 +26,7 @@ from nodewright.provisioning.launch import (
     refuse_invalid,
 )
 from nodewright.state import nodepools
+from nodewright.state.guard import WriteGuard
 from nodewright.state.pods import is_provisionable, pending_since
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, observe
@@ -51,6 +52,7 @@ class PassReport:
     lifecycle: lifecycle.LifecycleReport = field(default_factory=lifecycle.LifecycleReport)
     cost_per_hour: float = 0.0
     pending_keys: frozenset[str] = frozenset()
+    stopped: str | None = None  # why the pass stopped writing early (its guard said so)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -65,11 +67,17 @@ class PassReport:
             "registered": self.lifecycle.registered,
             "initialized": self.lifecycle.initialized,
             "planSeconds": round(self.plan_seconds, 4),
+            **({"stoppedEarly": self.stopped} if self.stopped else {}),
         }
 
 
-def provision(ctx: Context) -> PassReport:
-    """Run one pass: see the module docstring. Safe to repeat; never launches twice for one NodeClaim."""
+def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
+    """Run one pass: see the module docstring. Safe to repeat; never launches twice for one NodeClaim.
+
+    ``guard``: checked before each NodeClaim is created or launched; when it says stop (the lease
+    is no longer ours, or the invocation's time is up), the pass writes nothing more and the next
+    pass picks up what is left.
+    """
     report = PassReport()
     world = observe(ctx)
 
@@ -94,6 +102,8 @@ def provision(ctx: Context) -> PassReport:
     # Left by a pass that crashed before recording its launch: adopt the instance or launch now.
     to_launch = [(c, False) for c in world.nodeclaims if _awaiting_launch(c)]
     for claim_plan in plan.new_claims:
+        if _must_stop(ctx, guard, report):
+            break
         claim = create_nodeclaim(ctx, world, claim_plan)
         report.created.append(nodeclaims.name_of(claim))
         to_launch.append((claim, True))
@@ -101,6 +111,8 @@ def provision(ctx: Context) -> PassReport:
             report.nominated[pod_key(pod)] = f"nodeclaim/{nodeclaims.name_of(claim)}"
 
     for claim, fresh in to_launch:
+        if _must_stop(ctx, guard, report):
+            break
         outcome = launch_one(ctx, world, claim, fresh=fresh)
         if isinstance(outcome, Launched):
             report.launched.append(outcome)
@@ -129,6 +141,14 @@ def launch_one(
         return launch_claim(ctx, claim, world.nodeclass_of(claim) or {}, candidates, fresh=fresh)
     except Exception as exc:  # isolation: one NodeClaim's failure must not stop the others
         return fail_unexpectedly(ctx, claim, exc)
+
+
+def _must_stop(ctx: Context, guard: WriteGuard | None, report: PassReport) -> bool:
+    why = guard.why_stop() if guard is not None else None
+    if why and report.stopped is None:
+        report.stopped = why
+        ctx.logger.warning("provisioning pass stops writing", extra={"reason": why})
+    return why is not None
 
 
 def _measure_pending(report: PassReport, world: World, pending: list[dict[str, Any]]) -> None:

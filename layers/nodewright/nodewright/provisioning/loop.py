@@ -15,7 +15,8 @@ state store (DynamoDB) when there is one, so a fresh container knows it too; wit
 store the newest NodeClaim's age stands in for it.
 
 The writers' lease is taken for each pass and given back after it, so the interruption and
-disruption writers get their turn between passes.
+disruption writers get their turn between passes; a long pass renews it as it writes and stops
+writing at the loop's deadline or when the lease cannot be renewed (``state.guard``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.flow import PassReport, provision
+from nodewright.state.guard import WriteGuard
 from nodewright.state.pods import is_provisionable, pending_since
 from nodewright.state.pods import key as pod_key
 
@@ -87,8 +89,11 @@ def run(ctx: Context, remaining_seconds: float) -> InvocationReport:
             _wait_for_quiet(ctx, arriving, deadline)
         if lease.acquire():
             report.lease_held = True
+            guard = WriteGuard(
+                lease, deadline=deadline, lease_seconds=LEASE_SECONDS, monotonic=clock.monotonic
+            )
             try:
-                result = provision(ctx)
+                result = provision(ctx, guard)
             finally:
                 lease.release()
             report.passes.append(result)

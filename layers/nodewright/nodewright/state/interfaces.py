@@ -65,6 +65,10 @@ class Lease(Protocol):
 
     def acquire(self) -> bool: ...
 
+    def renew(self) -> None:
+        """Extend the hold; raises (``cluster.LeaseLost``) when another writer has taken it."""
+        ...
+
     def release(self) -> None: ...
 
 
@@ -137,6 +141,10 @@ class Cluster(Protocol):
     def writer_lease(
         self, identity: str, *, duration_seconds: int = ..., wait_seconds: float = ...
     ) -> Lease: ...
+
+    def set_call_deadline(self, deadline: float | None) -> None:
+        """Bound every later call to end by ``deadline`` (``time.monotonic()``), or lift the bound."""
+        ...
 
 
 class MarkerStore(Protocol):
