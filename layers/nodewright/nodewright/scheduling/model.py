@@ -236,6 +236,11 @@ def _selector(d: Mapping | None) -> LabelSelector:
     )
 
 
+def label_selector_from_k8s(d: Mapping | None) -> LabelSelector:
+    """A metav1.LabelSelector (a PodDisruptionBudget's, say); None selects nothing."""
+    return _selector(d)
+
+
 def _node_selector_terms(terms: Iterable[Mapping] | None) -> tuple[Requirements, ...]:
     return tuple(Requirements.from_k8s(t.get("matchExpressions")) for t in terms or ())
 
