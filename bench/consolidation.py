@@ -179,7 +179,7 @@ def _decide(world: Any) -> tuple[Any, float, int]:
 
 
 def _apply(
-    command: Any, claims: list[dict], nodes: list[dict], pods: list[dict], by_name: dict, serial: int
+    command: Any, claims: list[dict], nodes: list[dict], pods: list[dict], *, by_name: dict, serial: int
 ) -> None:
     """The cluster after the command: its nodes gone, their pods where a fresh simulation puts them."""
     from nodewright import scheduling
@@ -241,7 +241,7 @@ def measure(args: argparse.Namespace) -> dict:
     }
     passes, total_seconds = 0, first_seconds
     while command is not None and passes < args.passes:
-        _apply(command, claims, nodes, pods, by_name, passes)
+        _apply(command, claims, nodes, pods, by_name=by_name, serial=passes)
         passes += 1
         command, seconds, _ = _decide(_world(claims, nodes, pods, cloud))
         total_seconds += seconds
