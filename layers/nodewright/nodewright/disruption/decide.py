@@ -20,8 +20,8 @@ plus ``duration``; no schedule: always) and to its ``reasons`` (none listed: all
 restrictive active budget wins; when none is active, the NodePool is unbounded. Nodes already being
 disrupted (NodeClaim deleting) or not ready count against the allowance, as Karpenter counts them.
 
-Not built yet (and so never decided here): consolidation of underutilized nodes (delete, or replace
-with a cheaper one) and drift.
+Drift and consolidation of underutilized nodes are decided in ``drift`` and ``consolidation``;
+``budget_room`` gives them (and their reasons ``Drifted``, ``Underutilized``) the same budget arithmetic.
 """
 
 from __future__ import annotations
