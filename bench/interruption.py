@@ -25,10 +25,9 @@ import os
 import statistics
 import time
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
-BATCH = 10
+from sandbox import events
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -63,31 +62,12 @@ class _Context:
         return int((self._deadline - time.monotonic()) * 1000)
 
 
-def eventbridge_event(detail_type: str, instance_id: str, **detail: Any) -> dict[str, Any]:
-    """An aws.ec2 event for ``instance_id`` as EventBridge delivers it, stamped now."""
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": detail_type,
-        "source": "aws.ec2",
-        "account": "123456789012",
-        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "us-east-1",
-        "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}"],
-        "detail": {"instance-id": instance_id, **detail},
-    }
-
-
 def _foreign_mix(count: int) -> list[str]:
     """Messages that are acknowledged without touching the cluster's objects."""
     makers = [
-        lambda i: eventbridge_event(
-            "EC2 Spot Instance Interruption Warning", f"i-0f{i:015x}", **{"instance-action": "terminate"}
-        ),
-        lambda i: eventbridge_event("EC2 Instance Rebalance Recommendation", f"i-0e{i:015x}"),
-        lambda i: eventbridge_event(
-            "EC2 Instance State-change Notification", f"i-0d{i:015x}", state="pending"
-        ),
+        lambda i: events.spot_warning(f"i-0f{i:015x}"),
+        lambda i: events.rebalance_recommendation(f"i-0e{i:015x}"),
+        lambda i: events.state_change(f"i-0d{i:015x}", "pending"),
         lambda i: {
             "Event": "autoscaling:TEST_NOTIFICATION",
             "RequestId": str(uuid.uuid4()),
@@ -96,25 +76,6 @@ def _foreign_mix(count: int) -> list[str]:
         lambda i: "{malformed",
     ]
     return [m if isinstance(m := makers[i % len(makers)](i), str) else json.dumps(m) for i in range(count)]
-
-
-def sqs_batches(bodies: list[str]) -> list[dict[str, Any]]:
-    """SQS events of at most 10 records, as the Lambda event source mapping delivers them."""
-    records = [
-        {
-            "messageId": str(uuid.uuid4()),
-            "receiptHandle": "r",
-            "body": body,
-            "attributes": {"ApproximateReceiveCount": "1"},
-            "messageAttributes": {},
-            "md5OfBody": "",
-            "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:nodewright-interruption",
-            "awsRegion": "us-east-1",
-        }
-        for body in bodies
-    ]
-    return [{"Records": records[i : i + BATCH]} for i in range(0, len(records), BATCH)]
 
 
 @contextlib.contextmanager
@@ -231,19 +192,16 @@ def _measure(app: Any, processor: Any, instance_ids: list[str], messages: int) -
         return result
 
     processor.handle = timed_handle
-    foreign = sqs_batches(_foreign_mix(messages))
+    foreign = events.sqs_batches(_foreign_mix(messages))
     app.handler(foreign[0], _Context())  # warm: the first batch connects and builds the clients
     failures = 0
     started = time.perf_counter()
     for batch in foreign:
         failures += len(app.handler(batch, _Context())["batchItemFailures"])
     throughput_seconds = time.perf_counter() - started
-    warning = "EC2 Spot Instance Interruption Warning"
-    spot = [
-        json.dumps(eventbridge_event(warning, i, **{"instance-action": "terminate"})) for i in instance_ids
-    ]
+    spot = [json.dumps(events.spot_warning(i)) for i in instance_ids]
     started = time.perf_counter()
-    for batch in sqs_batches(spot):
+    for batch in events.sqs_batches(spot):
         failures += len(app.handler(batch, _Context())["batchItemFailures"])
     return {
         "throughput_seconds": throughput_seconds,
@@ -262,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         _environment({**sb.env(), **quiet}),
     ):
         sb.apply_crds()
-        from nodewright.cluster import connect, reset_connections
+        from nodewright.cluster import reset_connections
         from nodewright.context import ContainerContext
         from nodewright.interruption.processing import InterruptionProcessor
         from nodewright.observability import logger, metrics
@@ -272,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
 
         app = load_function("interruption")
         settings = Settings.from_env()
-        cluster = connect(settings)
+        cluster = sb.admin_cluster()  # the setup is the user's; the handler acts as the functions' identity
         instance_ids = _owned_nodes(sb, cluster, args.nodes, args.pods)
         container = ContainerContext(logger=logger(), metrics=metrics(), settings=settings)
         processor = app.processor = InterruptionProcessor(container, replace=_NoReplacement())
@@ -290,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     drain_seconds = measured["drain_seconds"]
     figures = {
         "messages": args.messages,
-        "batch": BATCH,
+        "batch": events.SQS_BATCH_SIZE,
         "messagesPerSecond": round(args.messages / throughput_seconds, 1),
         "nodes": args.nodes,
         "podsPerNode": args.pods,

@@ -50,8 +50,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nodewright.cli.demo import SandboxRun, percentile, quiet_functions, seed_objects
     from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
+
+    from sandbox.harness import SandboxRun, percentile, quiet_functions, seed_objects
 
     quiet_functions()
     import_seconds = handler_import_seconds()
@@ -128,7 +129,8 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
     after the previous one would."""
     from nodewright.provisioning import lifecycle
 
-    from sandbox.lambdas import LambdaContext, load_function, scheduled_event
+    from sandbox.events import scheduled_event
+    from sandbox.lambdas import LambdaContext, load_function
 
     app = load_function("provisioner")
     durations = []
@@ -144,7 +146,8 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
 
 def idle_disruption_seconds(story: Any, runs: int) -> list[float]:
     """Durations of disruption handler invocations with nothing to remove (the first one is cold)."""
-    from sandbox.lambdas import LambdaContext, load_function, scheduled_event
+    from sandbox.events import scheduled_event
+    from sandbox.lambdas import LambdaContext, load_function
 
     app = load_function("disruption")
     durations = []

@@ -23,6 +23,7 @@ MIXES = (
     "hostname-anti-affinity",
 )
 KARPENTER_KINDS = ("generic", "zonal-spread", "hostname-spread", "zonal-affinity", "hostname-anti-affinity")
+REGION = "us-east-1"
 CPU_CHOICES = (100, 250, 500, 1000, 1500)  # millicores, as Karpenter's benchmark draws them
 MEMORY_CHOICES = tuple(m * 1024 * 1024 for m in (100, 256, 512, 1024, 2048, 4096))
 FFD_TYPES = (
@@ -72,6 +73,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--dump-pods", type=Path, help="write the workload as JSON [{cpu, memory, count}, ...]"
     )
     parser.add_argument("--no-bound", action="store_true", help="skip the LP bound and the FFD baseline")
+    parser.add_argument(
+        "--no-ebs", action="store_true", help="price nodes by their instance only (no EBS root volume)"
+    )
 
 
 def workload(mix: str, pods: int, seed: int) -> list[tuple[str, int, int, int]]:
@@ -140,6 +144,32 @@ def nodepool_input(manifest: dict, instance_types):  # -> NodePoolInput
     )
 
 
+def catalog() -> tuple[list, str]:  # -> (list[InstanceType], where the prices came from)
+    """The us-east-1 catalog exactly as a provisioning pass sees it: moto's copy of EC2's answers read by
+    the production catalog code, on-demand prices from ../shared/data when present (types the file
+    lacks, or every type without it, are ranked by the production estimate)."""
+    from nodewright.cli._offline import offline_catalog
+    from nodewright.cloud.pricetable import PriceTable
+
+    from sandbox.shared_data import ondemand_prices_file
+
+    path = ondemand_prices_file()
+    prices = PriceTable.from_ondemand_file(path) if path else PriceTable(source="estimate")
+    from nodewright.observability import logger_level
+
+    with logger_level("ERROR"):  # the estimate warning would garble --json; prices() names the source
+        instance_types = offline_catalog(REGION, prices).instance_types()
+    return instance_types, str(path) if path else "estimate_on_demand_price()"
+
+
+def node_storage_price() -> float:
+    """$/h of a node's EBS volumes with the bench NodePool's NodeClass: the AL2023 default root
+    volume (20 GiB gp3), priced by the production table (``nodewright.cloud.ebs``)."""
+    from nodewright.cloud.ebs import node_storage
+
+    return node_storage({"spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}]}}, REGION).per_hour
+
+
 def measure(args: argparse.Namespace) -> dict:
     """Build the workload, plan it, and compute the yardsticks; returns the figures."""
     import time
@@ -148,7 +178,6 @@ def measure(args: argparse.Namespace) -> dict:
     from nodewright.scheduling import Pod, Snapshot, plan
 
     from bench._bounds import Bin, Shape, assignment_lp_bound, ffd_cost, single_shape_optimum
-    from bench._catalog import catalog, prices
 
     rows = workload(args.mix, args.pods, args.seed)
     if args.dump_pods:
@@ -158,7 +187,9 @@ def measure(args: argparse.Namespace) -> dict:
             )
         )
     manifest = yaml.safe_load(args.nodepool.read_text()) if args.nodepool else DEFAULT_NODEPOOL
-    pool = nodepool_input(manifest, catalog())
+    instance_types, price_source = catalog()
+    pool = nodepool_input(manifest, instance_types)
+    pool.node_price = 0.0 if args.no_ebs else node_storage_price()
     pods = []
     for kind, cpu, memory, n in rows:
         spec = _pod_spec(kind, cpu, memory)
@@ -178,7 +209,9 @@ def measure(args: argparse.Namespace) -> dict:
         "cpu_seconds": round(cpu_seconds, 3),
         "pods_per_second": round(len(pods) / seconds) if seconds else None,
         "plan_per_hour": round(result.cost_per_hour, 4),
-        "prices": prices()[1],
+        "prices": price_source,
+        "ebs_per_node_per_hour": round(pool.node_price, 6),
+        "ebs_per_hour": round(sum(c.volume_price for c in result.new_claims), 4),
     }
     if args.no_bound:
         return figures
@@ -191,7 +224,7 @@ def measure(args: argparse.Namespace) -> dict:
     bins = [
         Bin(
             t.name,
-            t.cheapest_price(pool.requirements) or 0.0,
+            (t.cheapest_price(pool.requirements) or 0.0) + pool.node_price,  # a node pays its EBS too
             t.allocatable["cpu"],
             t.allocatable["memory"],
             t.allocatable["pods"],

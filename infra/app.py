@@ -1,7 +1,9 @@
 """CDK entry point: ``cdk deploy -c clusterName=NAME`` (cdk.json runs ``python -m infra.app``).
 
-Optional context: region, account, nodeRoleName, alarmEmail | alarmTopicArn,
-interruptionMode (replace | event-only), pollInterval (seconds), architecture
+Optional context (docs/deploy.md has the table): region, account; nodeRoleName | nodeRoleArn
+(an existing node role; otherwise the stack creates one); alarmEmail | alarmTopicArn;
+vpcId, subnetIds, securityGroupIds (run the cluster-facing functions in the cluster's VPC);
+ebsKmsKeyArns; interruptionMode (replace | event-only), pollInterval (seconds), architecture
 (arm64 | x86_64), tracing (true | false), layerAssetDir (a prebuilt layer).
 """
 

@@ -1,44 +1,36 @@
 """``NodewrightAutoscaler``: everything one cluster needs, as one construct other CDK apps can use.
 
 from infra.autoscaler import NodewrightAutoscaler
-NodewrightAutoscaler(stack, "Autoscaler", cluster_name="prod", node_role_name="NodeRole")
+NodewrightAutoscaler(stack, "Autoscaler", cluster_name="prod", alarm_email="oncall@example.com")
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, CfnResource, Stack
 from constructs import Construct
 
+from infra.capabilities import outputs as out
 from infra.capabilities.cluster_access import ClusterAccess
 from infra.capabilities.functions import NodewrightFunctions
 from infra.capabilities.interruption_queue import InterruptionQueue, SpotEventsRoute
 from infra.capabilities.layer import NodewrightLayer
 from infra.capabilities.monitoring import Monitoring
-from infra.capabilities.permissions import autoscaler_statements
+from infra.capabilities.network import FunctionPlacement
+from infra.capabilities.node_role import NodeRole
+from infra.capabilities.permissions import TABLE_ACTIONS, PolicyInputs
+from infra.capabilities.removal import Removal
 from infra.capabilities.schedules import Schedules
 from infra.capabilities.state_table import StateTable
-from infra.config import NodewrightConfig, default_node_role_name
+from infra.config import NodewrightConfig
 
 
 class NodewrightAutoscaler(Construct):
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        cluster_name: str,
-        node_role_name: str | None = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, **options: Any) -> None:
         """``options`` are the other fields of ``infra.config.NodewrightConfig``."""
         super().__init__(scope, construct_id)
-        config = NodewrightConfig(
-            cluster_name=cluster_name,
-            node_role_name=node_role_name or default_node_role_name(cluster_name),
-            **options,
-        )
+        config = NodewrightConfig(cluster_name=cluster_name, **options)
         self.config = config
         stack = Stack.of(self)
         cluster_arn = stack.format_arn(
@@ -47,15 +39,21 @@ class NodewrightAutoscaler(Construct):
             resource_name=cluster_name,
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
-        node_role_arn = stack.format_arn(
-            service="iam", region="", resource="role", resource_name=config.node_role_name
+        self.node_role = NodeRole(
+            self, "NodeRole", cluster_name=cluster_name, existing=config.existing_node_role
         )
-
+        policy_inputs = PolicyInputs(
+            cluster_name=cluster_name,
+            cluster_arn=cluster_arn,
+            node_role_arn=self.node_role.role_arn,
+            kms_key_arns=config.ebs_kms_key_arns,
+        )
         self.state = StateTable(self, "State")
         self.interruptions = InterruptionQueue(self, "Interruptions")
         self.layer = NodewrightLayer(
             self, "Layer", arch=config.architecture, asset_dir=config.layer_asset_dir
         )
+        self.placement = FunctionPlacement(self, "Placement", config=config) if config.in_vpc else None
         self.functions = NodewrightFunctions(
             self,
             "Functions",
@@ -63,24 +61,45 @@ class NodewrightAutoscaler(Construct):
             layer=self.layer.layer,
             environment={
                 "STATE_TABLE": self.state.table.table_name,
-                "NODE_ROLE": config.node_role_name,
+                "NODE_ROLE": self.node_role.role_name,
                 "INTERRUPTION_QUEUE_URL": self.interruptions.queue.queue_url,
             },
-            policy_statements=autoscaler_statements(
-                cluster_name=cluster_name, cluster_arn=cluster_arn, node_role_arn=node_role_arn
-            ),
+            policy_inputs=policy_inputs,
+            security_group_ids=self.placement.security_group_ids if self.placement else None,
         )
-        role = self.functions.role
-        self.state.table.grant_read_write_data(role)
-        self.interruptions.queue.grant_consume_messages(role)
         fns = self.functions.functions
+        for name, role in self.functions.roles.items():
+            self.state.table.grant(role, *TABLE_ACTIONS[name])
+        self.interruptions.queue.grant_consume_messages(self.functions.roles["interruption"])
         failures = self.functions.failure_queue
         self.interruptions.add_consumer(fns["interruption"])
         self.spot_events = SpotEventsRoute(
             self, "SpotEvents", function=fns["spot_events"], dead_letter_queue=failures
         )
         self.schedules = Schedules(self, "Schedules", functions=dict(fns), dead_letter_queue=failures)
-        self.access = ClusterAccess(self, "ClusterAccess", cluster_name=cluster_name, role=role)
+        self.access = ClusterAccess(
+            self, "ClusterAccess", cluster_name=cluster_name, roles=dict(self.functions.cluster_roles)
+        )
+        self.removal = Removal(
+            self,
+            "Removal",
+            config=config,
+            layer=self.layer.layer,
+            policy_inputs=policy_inputs,
+            functions_dir=config.functions_dir,
+        )
+        # CloudFormation deletes what depends on a resource before the resource: the functions and
+        # every trigger go first, then the removal runs with nothing left to launch.
+        removal = self.removal.resource.node.default_child
+        assert isinstance(removal, CfnResource)
+        self.functions.also_depend_on(removal)
+        triggers = [*self.schedules.rules.values(), *self.interruptions.rules.values(), self.spot_events.rule]
+        for rule in triggers:
+            rule.node.add_dependency(self.removal.resource)
+        # ... and the created node role only after it: a role still in a profile cannot be deleted.
+        if self.node_role.created is not None:
+            self.removal.resource.node.add_dependency(self.node_role.created)
+        self._outputs()
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -94,3 +113,37 @@ class NodewrightAutoscaler(Construct):
             alarm_email=config.alarm_email,
             alarm_topic_arn=config.alarm_topic_arn,
         )
+
+    def _outputs(self) -> None:
+        """What the stack made, under fixed keys (``nodewright doctor`` reads them)."""
+        cluster_roles = [role.role_arn for role in self.functions.cluster_roles.values()]
+        placement = self.placement
+        for key, value, description in (
+            (
+                out.NODE_ROLE_NAME,
+                self.node_role.role_name,
+                "the node IAM role: name it in EC2NodeClass spec.role",
+            ),
+            (
+                out.NODE_ROLE_ARN,
+                self.node_role.role_arn,
+                "the node IAM role's ARN (the only role PassRole allows)",
+            ),
+            (
+                out.CLUSTER_ACCESS_ROLES,
+                out.joined(cluster_roles),
+                "roles with an access entry in the cluster",
+            ),
+            (
+                out.FUNCTION_SUBNETS,
+                out.joined(list(self.config.subnet_ids)),
+                "subnets of the functions that call the cluster (none: outside any VPC)",
+            ),
+            (
+                out.FUNCTION_SECURITY_GROUPS,
+                out.joined(placement.security_group_ids if placement else []),
+                "their security groups",
+            ),
+            (out.INTERRUPTION_QUEUE, self.interruptions.queue.queue_url, "the interruption queue"),
+        ):
+            out.output(self, key, value, description)

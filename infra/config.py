@@ -1,7 +1,8 @@
 """Deploy-time settings, read from CDK context (``cdk deploy -c clusterName=NAME -c …``).
 
 Everything is known at synth time: no lookups, so ``cdk synth`` works offline and
-without credentials.
+without credentials. (``nodewright doctor --cluster NAME`` reads the cluster's own VPC
+configuration and prints the ``-c vpcId=… -c subnetIds=…`` flags to place the functions in it.)
 """
 
 from __future__ import annotations
@@ -16,11 +17,27 @@ ARCHITECTURES = ("arm64", "x86_64")
 # EKS cluster names: 1-100 characters, alphanumerics, hyphens and underscores, starting alphanumeric.
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
 _ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
+# arn:<partition>:iam::<account>:role[/path/]<name>; a path is "/" or "/segments/".
+_ROLE_ARN = re.compile(
+    r"^arn:(?P<partition>aws|aws-cn|aws-us-gov|aws-iso[a-z-]*):iam::(?P<account>\d{12}):role"
+    r"(?P<path>/(?:[\x21-\x7e]+/)?)(?P<name>[\w+=,.@-]{1,64})$"
+)
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$")
+_SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]{1,256}$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
+# Created node role: a readable, deterministic name when it fits IAM's 64 characters with the
+# longest region name (the role is account-wide, so the region keeps two stacks apart).
+NODE_ROLE_PREFIX = "NodewrightNode-"
+LONGEST_REGION = len("ap-southeast-5")
 
 
-def default_node_role_name(cluster_name: str) -> str:
-    """The node role name of Karpenter's getting-started guide, so existing setups just work."""
-    return f"KarpenterNodeRole-{cluster_name}"
+def created_node_role_name(cluster_name: str) -> str | None:
+    """The created node role's name without its region suffix, or None (CloudFormation names it)."""
+    name = f"{NODE_ROLE_PREFIX}{cluster_name}-"
+    return name if len(name) + LONGEST_REGION <= 64 else None
 
 
 class ConfigError(ValueError):
@@ -28,16 +45,41 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class NodeRoleRef:
+    """An existing node role: its name (what instance profiles and EC2NodeClass ``spec.role`` use)
+    and, when given as an ARN, the ARN with its IAM path (what PassRole is granted on)."""
+
+    name: str
+    arn: str | None = None
+
+
+def _split(value: Any) -> tuple[str, ...]:
+    """A context list: ``a,b`` on the command line, or a JSON list in cdk.json."""
+    if value is None or value == "":
+        return ()
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+@dataclass(frozen=True)
 class NodewrightConfig:
     cluster_name: str
-    # The IAM role the nodes run with (EC2NodeClass spec.role); PassRole is allowed for it only.
-    node_role_name: str
+    # An existing node role (EC2NodeClass spec.role); None: the stack creates one with its
+    # EC2_LINUX access entry. PassRole is allowed for this one role only.
+    existing_node_role: NodeRoleRef | None = None
     rebalance_mode: str = "replace"
     poll_interval_seconds: float = 5.0
     alarm_email: str | None = None
     alarm_topic_arn: str | None = None
     architecture: str = "arm64"
     tracing: bool = False
+    # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
+    # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
+    vpc_id: str | None = None
+    subnet_ids: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    # Customer-managed KMS keys the EC2NodeClasses' blockDeviceMappings name (kmsKeyID).
+    ebs_kms_key_arns: tuple[str, ...] = ()
     # A prebuilt layer directory (containing python/): skips the pip build (fast tests).
     layer_asset_dir: Path | None = None
     # Where the functions' folders live (functions/<name>/app.py).
@@ -49,8 +91,15 @@ class NodewrightConfig:
                 f"clusterName {self.cluster_name!r} is not an EKS cluster name: "
                 "1-100 letters, digits, '-' or '_', starting with a letter or digit"
             )
-        if not _ROLE_NAME.match(self.node_role_name):
-            raise ConfigError(f"nodeRoleName {self.node_role_name!r} is not an IAM role name")
+        role = self.existing_node_role
+        if role is not None:
+            if not _ROLE_NAME.match(role.name):
+                raise ConfigError(f"nodeRoleName {role.name!r} is not an IAM role name")
+            if role.arn is not None and not _ROLE_ARN.match(role.arn):
+                raise ConfigError(
+                    f"nodeRoleArn {role.arn!r} is not an IAM role ARN "
+                    "(arn:aws:iam::123456789012:role/[path/]Name)"
+                )
         if self.rebalance_mode not in REBALANCE_MODES:
             raise ConfigError(
                 f"interruptionMode {self.rebalance_mode!r}: use one of {', '.join(REBALANCE_MODES)}"
@@ -61,8 +110,49 @@ class NodewrightConfig:
             raise ConfigError(f"architecture {self.architecture!r}: use one of {', '.join(ARCHITECTURES)}")
         if self.alarm_email and self.alarm_topic_arn:
             raise ConfigError("give alarmEmail or alarmTopicArn, not both")
-        if self.alarm_topic_arn and not self.alarm_topic_arn.startswith("arn:"):
-            raise ConfigError(f"alarmTopicArn {self.alarm_topic_arn!r} is not an SNS topic ARN")
+        if self.alarm_email and not _EMAIL.match(self.alarm_email):
+            raise ConfigError(f"alarmEmail {self.alarm_email!r} is not an e-mail address")
+        if self.alarm_topic_arn and not _SNS_TOPIC_ARN.match(self.alarm_topic_arn):
+            raise ConfigError(
+                f"alarmTopicArn {self.alarm_topic_arn!r} is not an SNS topic ARN "
+                "(arn:aws:sns:REGION:ACCOUNT:NAME)"
+            )
+        self._check_vpc()
+        for key in self.ebs_kms_key_arns:
+            if not _KMS_KEY_ARN.match(key):
+                raise ConfigError(
+                    f"ebsKmsKeyArns: {key!r} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; "
+                    "an alias cannot be granted on)"
+                )
+
+    def _check_vpc(self) -> None:
+        checks = (
+            ("vpcId", (self.vpc_id,) if self.vpc_id else (), _VPC_ID),
+            ("subnetIds", self.subnet_ids, _SUBNET_ID),
+            ("securityGroupIds", self.security_group_ids, _SECURITY_GROUP_ID),
+        )
+        for flag, values, pattern in checks:
+            for value in values:
+                if not pattern.match(value):
+                    raise ConfigError(f"{flag}: {value!r} is not a {flag.removesuffix('s')}")
+        if (self.vpc_id or self.security_group_ids) and not self.subnet_ids:
+            raise ConfigError(
+                "subnetIds is not set: a VPC placement needs the private subnets the functions run in "
+                "(-c subnetIds=subnet-a,subnet-b; `nodewright doctor --cluster NAME` prints the cluster's)"
+            )
+        if self.subnet_ids and not (self.vpc_id or self.security_group_ids):
+            raise ConfigError(
+                "subnetIds needs vpcId (the stack creates a security group allowing HTTPS out) "
+                "or securityGroupIds (yours)"
+            )
+
+    @property
+    def in_vpc(self) -> bool:
+        return bool(self.subnet_ids)
+
+    @property
+    def creates_node_role(self) -> bool:
+        return self.existing_node_role is None
 
     @classmethod
     def from_context(cls, get: Any) -> NodewrightConfig:
@@ -82,13 +172,33 @@ class NodewrightConfig:
         functions_dir = get("functionsDir")
         return cls(
             cluster_name=cluster_name,
-            node_role_name=str(get("nodeRoleName") or default_node_role_name(cluster_name)),
+            existing_node_role=node_role_from(get("nodeRoleName"), get("nodeRoleArn")),
             rebalance_mode=str(get("interruptionMode") or "replace"),
             poll_interval_seconds=poll,
             alarm_email=get("alarmEmail") or None,
             alarm_topic_arn=get("alarmTopicArn") or None,
             architecture=str(get("architecture") or "arm64"),
             tracing=str(get("tracing") or "false").lower() in ("1", "true", "yes"),
+            vpc_id=get("vpcId") or None,
+            subnet_ids=_split(get("subnetIds")),
+            security_group_ids=_split(get("securityGroupIds")),
+            ebs_kms_key_arns=_split(get("ebsKmsKeyArns")),
             layer_asset_dir=Path(layer_dir) if layer_dir else None,
             functions_dir=Path(functions_dir) if functions_dir else None,
         )
+
+
+def node_role_from(name: Any, arn: Any) -> NodeRoleRef | None:
+    """``nodeRoleArn`` (any IAM path) or ``nodeRoleName`` (path /), or None to create the role."""
+    if name and arn:
+        raise ConfigError("give nodeRoleName or nodeRoleArn, not both (the ARN carries the name)")
+    if arn:
+        match = _ROLE_ARN.match(str(arn))
+        if not match:
+            raise ConfigError(
+                f"nodeRoleArn {arn!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/[path/]Name)"
+            )
+        return NodeRoleRef(name=match["name"], arn=str(arn))
+    if name:
+        return NodeRoleRef(name=str(name))
+    return None

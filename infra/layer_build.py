@@ -1,17 +1,22 @@
 """Build the shared Lambda layer locally, without Docker, and cache it under build/layer/.
 
-Why a build step and not Docker bundling: this kind of machine has no Docker engine.
-pip can fetch wheels for another platform (``--platform manylinux2014_aarch64
---only-binary=:all:``), so the layer for the Lambda runtime is assembled on any host.
+Why a build step and not Docker bundling: some machines people deploy from have no Docker
+engine. pip can fetch wheels for another platform (``--platform … --only-binary=:all:``), so
+the layer for the Lambda runtime is assembled on any host (Linux, macOS, x64 or ARM). Wheels
+tagged ``manylinux2014`` (glibc 2.17) and ``manylinux_2_28`` (glibc 2.28) are both accepted:
+the python3.13 runtime is Amazon Linux 2023 (glibc 2.34), and some projects publish only
+``manylinux_2_28`` wheels for aarch64.
 
 What goes in, and why (the layer must stay under ``MAX_UNZIPPED_BYTES``):
 
 - the runtime dependencies from pyproject ``[project.dependencies]``, pinned by
-  constraints.txt, minus boto3: the python3.13 runtime ships boto3/botocore/s3transfer
-  and a layer copy would be ~30 MB that also shadows the runtime's tested copy. The
-  functions only call long-standing APIs (EC2, SSM, EKS, SQS, DynamoDB, Pricing), so the
-  runtime's version is enough. botocore still arrives transitively (aws-xray-sdk) and is
-  removed with its siblings.
+  constraints.txt, **boto3 and botocore included**. The decision: the functions run the SDK
+  version the tests ran (constraints.txt), not whatever the runtime carries that month. The
+  runtime's copy is updated by AWS without notice and lags the pin by months; a retry-mode,
+  endpoint or model change there would reach production untested. The cost is kept small:
+  botocore's service models are pruned to the services the layer creates clients for
+  (``BOTO_SERVICES``, ~3 of its 28 MB; tests/infra/test_infra_layer.py keeps the list equal to
+  the code's ``client("…")`` calls), so the layer grows by ~7 MB rather than ~32.
 - ``kubernetes/aio`` and the aiohttp stack it alone needs (68 MB; the functions use the
   sync client), tests, ``bin/`` and type stubs are removed.
 - the ``nodewright`` package from layers/nodewright/ without ``nodewright/cli`` (the
@@ -53,17 +58,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_SOURCE = REPO_ROOT / "layers" / "nodewright" / "nodewright"
 CACHE_ROOT = REPO_ROOT / "build" / "layer"
 RUNTIME_PYTHON = "3.13"
-PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
-MAX_UNZIPPED_BYTES = 40 * 1024 * 1024
+# Wheel platforms per architecture, most specific first (pip tries them in this order).
+PLATFORMS = {
+    "arm64": ("manylinux_2_28_aarch64", "manylinux2014_aarch64"),
+    "x86_64": ("manylinux_2_28_x86_64", "manylinux2014_x86_64"),
+}
+# 34 MB of kubernetes, Powertools, pydantic and nodewright, plus ~7 MB of boto3/botocore.
+MAX_UNZIPPED_BYTES = 48 * 1024 * 1024
 CACHE_GENERATIONS_KEPT = 2
+# The AWS services the layer creates clients for (nodewright/cloud: aws.client("…")); botocore
+# keeps only these service models (plus its top-level endpoint, partition and retry data).
+BOTO_SERVICES = frozenset({"dynamodb", "ec2", "eks", "iam", "pricing", "ssm", "sts"})
 
-# Distributions removed after pip: the runtime provides the first three; the rest only
-# serve kubernetes.aio (dropped) and aiohttp.
+# Distributions removed after pip: they only serve kubernetes.aio (dropped) and aiohttp.
 DROPPED_DISTRIBUTIONS = frozenset(
     {
-        "boto3",
-        "botocore",
-        "s3transfer",
         "aiohttp",
         "aiohttp-retry",
         "aiohappyeyeballs",
@@ -98,7 +107,7 @@ def _normalize(name: str) -> str:
 
 
 def runtime_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
-    """The layer's pip requirements: [project.dependencies] minus what the runtime ships."""
+    """The layer's pip requirements: [project.dependencies] (pinned by constraints.txt at install)."""
     deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
     name_of = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
     kept = []
@@ -122,7 +131,7 @@ def _package_files() -> Iterator[Path]:
 def input_hash(arch: str) -> str:
     """A hash of everything the layer is built from: a change in any of them rebuilds it."""
     digest = hashlib.sha256()
-    digest.update(f"{arch}|{RUNTIME_PYTHON}|{PLATFORMS[arch]}\n".encode())
+    digest.update(f"{arch}|{RUNTIME_PYTHON}|{','.join(PLATFORMS[arch])}|{sorted(BOTO_SERVICES)}\n".encode())
     digest.update("\n".join(runtime_requirements()).encode())
     for fixed in (REPO_ROOT / "constraints.txt", Path(__file__)):
         digest.update(fixed.read_bytes())
@@ -184,8 +193,7 @@ def _pip_install(target: Path, arch: str) -> None:
         "--no-compile",
         "--target",
         str(target),
-        "--platform",
-        PLATFORMS[arch],
+        *[flag for platform in PLATFORMS[arch] for flag in ("--platform", platform)],
         "--implementation",
         "cp",
         "--python-version",
@@ -219,9 +227,29 @@ def _prune(site: Path) -> None:
             _drop_distribution(site, dist_info)
     for relative in DROPPED_PATHS:
         shutil.rmtree(site / relative, ignore_errors=True)
+    _prune_sdk_models(site)
     for path in sorted(site.rglob("*"), reverse=True):
         if path.is_dir() and (path.name in DROPPED_DIR_NAMES or not any(path.iterdir())):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _prune_sdk_models(site: Path) -> None:
+    """Keep botocore's and boto3's service data for ``BOTO_SERVICES`` only, newest API version,
+    without the examples (botocore loads the latest version of a service's model)."""
+    for data in (site / "botocore" / "data", site / "boto3" / "data"):
+        if not data.is_dir():
+            continue
+        for service in data.iterdir():
+            if not service.is_dir():
+                continue  # endpoints.json, partitions.json, _retry.json, sdk-default-configuration.json
+            if service.name not in BOTO_SERVICES:
+                shutil.rmtree(service)
+                continue
+            versions = sorted(v for v in service.iterdir() if v.is_dir())
+            for old in versions[:-1]:
+                shutil.rmtree(old)
+            for example in service.rglob("examples-*.json"):
+                example.unlink()
 
 
 def _compile_sourceless(python: str, directory: Path, optimize: int) -> None:

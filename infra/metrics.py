@@ -162,11 +162,36 @@ DISRUPTION_ACTIONS = MetricSpec(
     "Count",
     "Sum",
     ("Reason",),
-    "nodes the disruption flow removed, by reason (Empty, Expired)",
+    "nodes the disruption flow removed, by reason (Empty, Expired, Drifted, Underutilized)",
+    DISRUPTION,
+)
+DISRUPTION_DECISIONS = MetricSpec(
+    "DisruptionDecisions",
+    "Count",
+    "Sum",
+    ("Method",),
+    "commands the disruption flow decided, by method (emptiness, expiration, drift, consolidation)",
+    DISRUPTION,
+)
+DISRUPTION_DECISION_SECONDS = MetricSpec(
+    "DisruptionDecisionSeconds",
+    "Seconds",
+    "Maximum",
+    (),
+    "time one disruption pass spent deciding (simulations included)",
     DISRUPTION,
 )
 DISRUPTION_SAVINGS = MetricSpec(
     "DisruptionSavingsPerHour", "None", "Sum", (), "$/h of the nodes the disruption flow removed", DISRUPTION
+)
+
+PASSES_COMPLETED = MetricSpec(
+    "PassesCompleted",
+    "Count",
+    "Sum",
+    ("Function",),
+    "invocations of a scheduled function that ran to the end (the heartbeat, emitted idle or busy)",
+    "nodewright/observability.py record_pass_completed (functions/provisioner, functions/disruption)",
 )
 
 ALL_METRICS: tuple[MetricSpec, ...] = (
@@ -191,12 +216,17 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     ON_DEMAND_PRICES,
     SPOT_PRICES,
     DISRUPTION_ACTIONS,
+    DISRUPTION_DECISIONS,
+    DISRUPTION_DECISION_SECONDS,
     DISRUPTION_SAVINGS,
+    PASSES_COMPLETED,
 )
 METRIC_NAMES: frozenset[str] = frozenset(m.name for m in ALL_METRICS)
 EMITTED: tuple[MetricSpec, ...] = tuple(m for m in ALL_METRICS if m.emitted_by)
 NOT_EMITTED: tuple[MetricSpec, ...] = tuple(m for m in ALL_METRICS if not m.emitted_by)
 
+# The scheduled functions that emit PassesCompleted (its Function dimension's values).
+HEARTBEAT_FUNCTIONS = ("provisioner", "disruption")
 # Values of the dimensions, for the dashboard's per-value lines: the capacity types the cloud
 # provider reports (nodewright/cloud/catalog.py SPOT, ON_DEMAND).
 CAPACITY_TYPES = ("spot", "on-demand")

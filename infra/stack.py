@@ -26,13 +26,9 @@ class NodewrightStack(Stack):
             description=f"Nodewright autoscaler for EKS cluster {config.cluster_name}",
             **kwargs,
         )
-        options = {k: v for k, v in vars(config).items() if k not in ("cluster_name", "node_role_name")}
+        options = {k: v for k, v in vars(config).items() if k != "cluster_name"}
         self.autoscaler = NodewrightAutoscaler(
-            self,
-            "Autoscaler",
-            cluster_name=config.cluster_name,
-            node_role_name=config.node_role_name,
-            **options,
+            self, "Autoscaler", cluster_name=config.cluster_name, **options
         )
 
 

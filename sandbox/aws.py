@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from functools import cache
@@ -21,11 +20,12 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.state import StateStore, create_state_table
 from nodewright.settings import Settings
 
-from sandbox.prices import sandbox_price_table
+from sandbox import triggers
+from sandbox.catalog import bundled_catalog
+from sandbox.prices import price_table
 
 ACCOUNT_ID = "123456789012"  # moto's default account
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -121,6 +121,9 @@ class AwsSeed:
     instance_profile_name: str
     state_table: str
     interruption_queue_url: str
+    # The direct rule's target: stands for Lambda's own queue of asynchronous spot_events invocations.
+    direct_queue_url: str = ""
+    dead_letter_queue_url: str = ""
     images: dict[str, str] = field(default_factory=dict)  # "<family>/<arch>[/<variant>]" -> AMI id
     ssm_parameters: dict[str, str] = field(default_factory=dict)
 
@@ -198,14 +201,44 @@ def inject_ssm_parameters(region: str, parameters: dict[str, str]) -> None:
         )
 
 
-def seed_prices(
-    dynamodb: Any, cluster_name: str, region: str, state_table: str, zones: tuple[str, ...]
-) -> None:
+def seed_prices(dynamodb: Any, cluster_name: str, region: str, state_table: str) -> None:
     """Store the sandbox's prices (sandbox.prices) through the layer's own state store, as pricing would."""
-    on_demand, spot = sandbox_price_table(zones)
     settings = Settings(cluster_name=cluster_name, region=region, state_table=state_table)
-    table = PriceTable(on_demand=on_demand, spot=spot, updated_at=time.time(), source="sandbox")
-    StateStore(settings, dynamodb=dynamodb).put_price_table(table)
+    StateStore(settings, dynamodb=dynamodb).put_price_table(price_table(bundled_catalog(region)))
+
+
+def _queue_arn(sqs: Any, url: str) -> str:
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def _interruption_routes(sqs: Any, events: Any, cluster_name: str, region: str) -> tuple[str, str, str]:
+    """The interruption queue (with the stack's visibility timeout, retention and redrive), its DLQ,
+    and the EventBridge rules of sandbox.triggers on the default bus; (queue, DLQ, direct) URLs."""
+    prefix = f"nodewright-{cluster_name}"
+    dlq_url = sqs.create_queue(QueueName=f"{prefix}-interruption-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(triggers.QUEUE_MAX_RECEIVE_COUNT)}
+    queue_url = sqs.create_queue(
+        QueueName=f"{prefix}-interruption",
+        Attributes={
+            "VisibilityTimeout": str(triggers.QUEUE_VISIBILITY_SECONDS),
+            "MessageRetentionPeriod": str(triggers.QUEUE_RETENTION_SECONDS),
+            "RedrivePolicy": json.dumps(redrive),
+        },
+    )["QueueUrl"]
+    direct_url = sqs.create_queue(QueueName=f"{prefix}-spot-events-invocations")["QueueUrl"]
+    for name, url, patterns in (
+        ("interruption", queue_url, triggers.QUEUE_RULES),
+        ("spot-events", direct_url, {"Direct": triggers.DIRECT_RULE}),
+    ):
+        arn = _queue_arn(sqs, url)
+        for rule, pattern in patterns.items():
+            rule_name = f"{prefix}-{name}-{rule}"
+            events.put_rule(Name=rule_name, EventPattern=json.dumps(pattern), State="ENABLED")
+            events.put_targets(Rule=rule_name, Targets=[{"Id": "target", "Arn": arn}])
+    return queue_url, dlq_url, direct_url
 
 
 def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) -> AwsSeed:
@@ -215,6 +248,7 @@ def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) 
     eks = aws_client("eks", endpoint, region)
     dynamodb = aws_client("dynamodb", endpoint, region)
     sqs = aws_client("sqs", endpoint, region)
+    events = aws_client("events", endpoint, region)
     try:
         vpc_id = ec2.create_vpc(
             CidrBlock="10.0.0.0/16",
@@ -273,10 +307,10 @@ def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) 
 
         state_table = f"nodewright-{cluster_name}-state"
         create_state_table(dynamodb, state_table)
-        seed_prices(dynamodb, cluster_name, region, state_table, zones)
-        queue_url = sqs.create_queue(QueueName=f"nodewright-{cluster_name}-interruption")["QueueUrl"]
+        seed_prices(dynamodb, cluster_name, region, state_table)
+        queue_url, dlq_url, direct_url = _interruption_routes(sqs, events, cluster_name, region)
     finally:
-        for client in (ec2, iam, eks, dynamodb, sqs):
+        for client in (ec2, iam, eks, dynamodb, sqs, events):
             client.close()
     return AwsSeed(
         cluster_name=cluster_name,
@@ -290,6 +324,8 @@ def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) 
         instance_profile_name=instance_profile_name,
         state_table=state_table,
         interruption_queue_url=queue_url,
+        direct_queue_url=direct_url,
+        dead_letter_queue_url=dlq_url,
         images=images,
         ssm_parameters=parameters,
     )

@@ -27,12 +27,27 @@ from kubernetes.client.exceptions import ApiException
 from sandbox import faults as faults_module
 from sandbox.apiserver import ApiServer
 from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.install import rbac_namespaces
+from sandbox.prices import SpotHistory
 from sandbox.shared_data import REPO_ROOT
 from sandbox.simulators import ControllerManager, Kube, Kubelet, Scheduler, api_client_from_kubeconfig
+from sandbox.simulators.garbage import GarbageCollector
 from sandbox.simulators.kube import group
 
 log = logging.getLogger("sandbox")
 CRDS_DIR = REPO_ROOT / "crds"
+RBAC_FILE = REPO_ROOT / "deploy" / "rbac.yaml"
+# The functions' identity, as EKS maps their role through the access entry of the CDK stack:
+# the group is infra/capabilities/cluster_access.py KUBERNETES_GROUP (a test holds them equal),
+# the user name EKS's default for an assumed role.
+AUTOSCALER_GROUP = "nodewright:autoscaler"
+RBAC_PLURALS = {
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+}
+AUTOSCALER_USER = "arn:aws:sts::123456789012:assumed-role/nodewright-functions/{{SessionName}}"
 _running_lock = threading.Lock()
 _running: list[Sandbox] = []  # at most one: moto's backends and the fault patch are process-global
 
@@ -54,6 +69,7 @@ class Sandbox:
         kubeconfig: str | Path | None = None,
         init_delay: float = 0.5,
         simulators: bool = True,
+        state_dir: str | Path | None = None,
     ) -> None:
         if not zones or any(not z.startswith(region) for z in zones):
             raise SandboxError(f"zones {zones!r} must be zones of region {region!r}, e.g. {region}a")
@@ -64,10 +80,12 @@ class Sandbox:
         self.init_delay = init_delay
         self.run_simulators = simulators
         self._external_kubeconfig = Path(kubeconfig) if kubeconfig else None
+        self._state_dir = Path(state_dir) if state_dir else None
         self.faults = faults_module.FaultInjector()
         self.aws: AwsSeed | None = None
         self.aws_endpoint = ""
-        self.kubeconfig_path = Path()
+        self.kubeconfig_path = Path()  # the administrator's (kubectl, tests, simulators)
+        self.functions_kubeconfig_path = Path()  # the functions' identity, held to deploy/rbac.yaml
         self.apiserver: Any = None
         self.loops: list[Any] = []
         self.startup_seconds = 0.0
@@ -75,6 +93,7 @@ class Sandbox:
         self._tmp: Path | None = None
         self._api_clients: list[Any] = []
         self._ec2: Any = None
+        self._catalog: Any = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -98,6 +117,7 @@ class Sandbox:
                 kubernetes.join()
             if kubernetes_error:
                 raise kubernetes_error[0]
+            self.apply_rbac()
             if self.run_simulators:
                 self._start_simulators()
         except BaseException:
@@ -113,6 +133,7 @@ class Sandbox:
         self.aws_endpoint = self._moto.start()
         self._moto.reset()  # a clean account even if an earlier run in this process left state behind
         faults_module.install(self.faults)
+        SpotHistory.install()
         self.aws = seed(self.aws_endpoint, self.cluster_name, self.region, self.zones)
 
     def _start_kubernetes_capturing(self, errors: list[BaseException]) -> None:
@@ -122,17 +143,31 @@ class Sandbox:
             errors.append(exc)
 
     def _start_kubernetes(self) -> None:
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"nodewright-sandbox-{self.cluster_name}-"))
+        if self._state_dir is not None:
+            if (self._state_dir / "sandbox.json").exists():
+                raise SandboxError(
+                    f"{self._state_dir} belongs to a running sandbox (or one that was killed): stop it, "
+                    "or remove the folder if it is gone"
+                )
+            self._state_dir.mkdir(parents=True, exist_ok=True)
+            self._tmp = self._state_dir
+        else:
+            self._tmp = Path(tempfile.mkdtemp(prefix=f"nodewright-sandbox-{self.cluster_name}-"))
         if self._external_kubeconfig is not None:
             if not self._external_kubeconfig.is_file():
                 raise SandboxError(
                     f"kubeconfig {self._external_kubeconfig} does not exist; pass an existing file"
                 )
-            self.kubeconfig_path = self._external_kubeconfig
+            # Against another API server the functions use the kubeconfig given (its identity).
+            self.kubeconfig_path = self.functions_kubeconfig_path = self._external_kubeconfig
             return
         self.apiserver = ApiServer(host="127.0.0.1", port=0)
         self.apiserver.start()
         self.kubeconfig_path = Path(self.apiserver.write_kubeconfig(self._tmp / "kubeconfig"))
+        token = self.apiserver.add_identity(AUTOSCALER_USER, (AUTOSCALER_GROUP,))
+        self.functions_kubeconfig_path = Path(
+            self.apiserver.write_kubeconfig(self._tmp / "functions-kubeconfig", token=token)
+        )
 
     def _start_simulators(self) -> None:
         self._ec2 = aws_client("ec2", self.aws_endpoint, self.region)
@@ -147,7 +182,8 @@ class Sandbox:
         self.scheduler = Scheduler(Kube(self.api_client()))
         self.kubelet = kubelet
         self.controllers = ControllerManager(Kube(self.api_client()))
-        self.loops = [self.scheduler, *kubelet.loops, self.controllers]
+        self.garbage_collector = GarbageCollector(Kube(self.api_client()), resync=2.0)
+        self.loops = [self.scheduler, *kubelet.loops, self.controllers, self.garbage_collector]
         for loop in self.loops:
             loop.start()
 
@@ -174,6 +210,7 @@ class Sandbox:
             self._moto.stop()
             self._moto = None
         faults_module.uninstall(self.faults)
+        SpotHistory.uninstall()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -205,12 +242,19 @@ class Sandbox:
             "AWS_SESSION_TOKEN": "testing",
             "AWS_EC2_METADATA_DISABLED": "true",
             "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-            "NODEWRIGHT_KUBECONFIG": str(self.kubeconfig_path),
+            "NODEWRIGHT_KUBECONFIG": str(self.functions_kubeconfig_path),
             "KUBECONFIG": str(self.kubeconfig_path),
             "STATE_TABLE": self.aws.state_table,
             "NODE_ROLE": self.aws.node_role_name,
             "INTERRUPTION_QUEUE_URL": self.aws.interruption_queue_url,
         }
+
+    @property
+    def state_dir(self) -> Path:
+        """The folder of this sandbox's kubeconfigs and the functions' logs (removed at stop)."""
+        if self._tmp is None:
+            raise SandboxError("the sandbox is not started; call start() or use it in a with block")
+        return self._tmp
 
     def api_client(self) -> Any:
         """A kubernetes ``ApiClient`` on this sandbox's kubeconfig (closed when the sandbox stops)."""
@@ -218,9 +262,34 @@ class Sandbox:
         self._api_clients.append(api_client)
         return api_client
 
+    def warm_catalog(self) -> None:
+        """Put this sandbox's EC2 catalog in this process's catalog cache, as a warm Lambda container
+        has it (5 minutes). Fetched once, through the production path (DescribeInstanceTypes and
+        DescribeInstanceTypeOfferings on moto): moto answers in several seconds where EC2 takes
+        about one, which would otherwise eat the budget of a short invocation under test."""
+        from nodewright.cloud.catalog import fetch_catalog, prime_catalog
+
+        if self._catalog is None:
+            ec2 = self.aws_client("ec2")
+            try:
+                self._catalog = fetch_catalog(ec2)
+            finally:
+                ec2.close()
+        prime_catalog((self.region, self.aws_endpoint), self._catalog)
+
+    def admin_cluster(self) -> Any:
+        """The layer's ``Cluster`` with the administrator's kubeconfig (the user's side of a scenario)."""
+        from nodewright.cluster import Cluster
+
+        return Cluster(self.api_client())
+
     def aws_client(self, service: str) -> Any:
         """A boto3 client for the moto server (the caller closes it)."""
         return aws_client(service, self.aws_endpoint, self.region)
+
+    def apply_rbac(self, path: Path = RBAC_FILE) -> list[str]:
+        """Apply ``deploy/rbac.yaml`` as it is; see :func:`apply_rbac`."""
+        return apply_rbac(Kube(self.api_client()), path)
 
     def apply_crds(self, directory: Path = CRDS_DIR, timeout: float = 10.0) -> list[str]:
         """Create or update every CRD in ``directory`` and wait until the API server serves it.
@@ -285,3 +354,32 @@ class Sandbox:
                 if time.monotonic() > deadline:
                     raise SandboxError(f"CRD {crd['metadata']['name']} not served after {timeout:.0f}s")
                 time.sleep(0.05)
+
+
+def apply_rbac(kube: Kube, path: Path = RBAC_FILE) -> list[str]:
+    """Apply an RBAC manifest as it is (as ``kubectl apply -f`` would), creating every namespace it
+    names first; returns ``Kind/name`` of what was applied."""
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") != "Namespace"]
+    applied = []
+    declared = {n["metadata"]["name"]: n for n in rbac_namespaces(path)}
+    named = {(d.get("metadata") or {}).get("namespace") for d in documents} - {None}
+    for namespace in sorted(set(declared) | named):
+        if kube.get_or_none(f"/api/v1/namespaces/{namespace}") is None:
+            kube.create("/api/v1/namespaces", declared.get(namespace) or {"metadata": {"name": namespace}})
+        if namespace in declared:
+            applied.append(f"Namespace/{namespace}")
+    for document in documents:
+        kind, meta = document["kind"], document["metadata"]
+        plural = RBAC_PLURALS[kind]
+        collection = group(document["apiVersion"], plural, meta.get("namespace"))
+        current = kube.get_or_none(f"{collection}/{meta['name']}")
+        if current is None:
+            kube.create(collection, document)
+        else:
+            body = {
+                **document,
+                "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]},
+            }
+            kube.replace(f"{collection}/{meta['name']}", body)
+        applied.append(f"{kind}/{meta['name']}")
+    return applied

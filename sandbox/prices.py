@@ -1,17 +1,13 @@
-"""The sandbox's price source: moto has no Pricing API and its spot prices are a constant placeholder.
+"""What AWS's price APIs answer in the sandbox (moto has no Pricing API; its spot prices are a constant).
 
-**On-demand** (USD per instance-hour, Linux): the real table in
-``sandbox.shared_data.ondemand_prices_file()`` when present; otherwise an estimate for every
-instance type in moto's catalog::
+**On-demand**: the real us-east-1 table in ``../shared/data`` when present, read by the production
+``PriceTable.from_ondemand_file``; otherwise none, and the production catalog ranks every type by
+its documented estimate (``nodewright.cloud.pricetable.estimate_on_demand_price``) exactly as it
+does in a region whose price table is missing. There is no sandbox estimator.
 
-    price = vCPUs * 0.0355 + memory_GiB * 0.0035 + GPUs * 0.33 + accelerators * 0.20
-    price *= 0.80 for arm64 (Graviton)           # AWS prices Graviton ~20 % below x86
-
-The per-vCPU and per-GiB rates are the least-squares fit of us-east-1 m5/c5/r5 ``.large``
-(0.096, 0.085, 0.126 → estimate 0.099, 0.085, 0.127); the per-GPU rate fits g4dn.xlarge (0.526).
-
-**Spot**, per (instance type, zone): a documented discount from on-demand that differs by zone,
-deterministically, so that a cheapest zone exists and tests are repeatable::
+**Spot**, per (instance type, zone): the sandbox's stand-in for the spot market, a discount from
+the on-demand price (the real one, or the production estimate) that differs by zone,
+deterministically, so that a cheapest zone exists and runs are repeatable::
 
     spot = on_demand * (0.30 + 0.10 * (crc32("<type>/<zone>") % 1000) / 1000)
 
@@ -20,37 +16,18 @@ i.e. 60-70 % off on-demand, the range AWS's spot advisor shows for most general-
 
 from __future__ import annotations
 
-import json
+import functools
+import time
 import zlib
-from collections.abc import Iterable
-from functools import cache
+from typing import Any
+
+from nodewright.cloud.catalog import CatalogData
+from nodewright.cloud.pricetable import PriceTable, estimate_on_demand_price
 
 from sandbox.shared_data import ondemand_prices_file
 
-DEFAULT_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
-VCPU_RATE = 0.0355
-GIB_RATE = 0.0035
-GPU_RATE = 0.33
-ACCELERATOR_RATE = 0.20
-ARM_FACTOR = 0.80
 SPOT_FLOOR = 0.30
 SPOT_SPREAD = 0.10
-
-
-def estimate_on_demand(instance_type_info: dict) -> float:
-    """Estimated on-demand price of one moto/EC2 ``InstanceTypeInfo`` (see the module docstring)."""
-    vcpus = instance_type_info.get("VCpuInfo", {}).get("DefaultVCpus", 0)
-    gib = instance_type_info.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024
-    gpus = sum(g.get("Count", 0) for g in instance_type_info.get("GpuInfo", {}).get("Gpus", []))
-    accelerators = sum(
-        a.get("Count", 0)
-        for a in instance_type_info.get("InferenceAcceleratorInfo", {}).get("Accelerators", [])
-    )
-    price = vcpus * VCPU_RATE + gib * GIB_RATE + gpus * GPU_RATE + accelerators * ACCELERATOR_RATE
-    architectures = instance_type_info.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
-    if architectures and all(a.startswith("arm64") for a in architectures):
-        price *= ARM_FACTOR
-    return round(price, 5)
 
 
 def spot_price(on_demand: float, instance_type: str, zone: str) -> float:
@@ -59,28 +36,68 @@ def spot_price(on_demand: float, instance_type: str, zone: str) -> float:
     return round(on_demand * (SPOT_FLOOR + SPOT_SPREAD * spread), 5)
 
 
-@cache
-def on_demand_prices() -> dict[str, float]:
-    """Real on-demand prices when the reference file is present, else the estimate."""
+@functools.cache
+def reference_on_demand() -> dict[str, float]:
+    """The real on-demand prices when ../shared/data has them, else none."""
     path = ondemand_prices_file()
-    if path is not None:
-        document = json.loads(path.read_text())
-        return {name: float(price) for name, price in document["prices"].items() if float(price) > 0}
-    from sandbox.aws import preload_moto_ec2
-
-    preload_moto_ec2()
-    from moto.ec2.models.instance_types import INSTANCE_TYPES
-
-    return {name: estimate_on_demand(info) for name, info in INSTANCE_TYPES.items()}
+    if path is None:
+        return {}
+    return {name: price for name, price in PriceTable.from_ondemand_file(path).on_demand.items() if price > 0}
 
 
-def sandbox_price_table(
-    zones: Iterable[str] = DEFAULT_ZONES,
-) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
-    """``(on_demand[type], spot[(type, zone)])`` in USD per hour for every known instance type."""
-    on_demand = dict(on_demand_prices())
-    zones = tuple(zones)
-    spot = {
-        (name, zone): spot_price(price, name, zone) for name, price in on_demand.items() for zone in zones
-    }
-    return on_demand, spot
+def price_table(catalog: CatalogData) -> PriceTable:
+    """The price table the sandbox's pricing source would store for ``catalog``'s types and zones."""
+    on_demand = reference_on_demand()
+    spot = {}
+    for name, info in catalog.types.items():
+        base = on_demand.get(name) or estimate_on_demand_price(info)
+        if "spot" not in (info.get("SupportedUsageClasses") or ["spot"]):
+            continue
+        for zone in catalog.zones.get(name, ()):
+            spot[(name, zone)] = spot_price(base, name, zone)
+    source = (
+        "sandbox: reference on-demand prices" if on_demand else "sandbox: no on-demand prices (estimated)"
+    )
+    return PriceTable(on_demand=dict(on_demand), spot=spot, updated_at=time.time(), source=source)
+
+
+class SpotHistory:
+    """moto's DescribeSpotPriceHistory answering the sandbox's spot market instead of its constant
+    placeholder (0.00001), so the pricing function, when it runs, stores the same spot prices the
+    sandbox was seeded with. Installed by a running Sandbox (moto is process-global)."""
+
+    _original: Any = None
+
+    @classmethod
+    def install(cls) -> None:
+        from moto.ec2.responses.spot_instances import SpotInstances
+
+        if cls._original is not None:
+            return
+        cls._original = SpotInstances.describe_spot_price_history
+
+        def describe_spot_price_history(response: Any) -> Any:
+            answer = cls._original(response)
+            table = _region_table(response.region)
+            for item in answer.result.get("SpotPriceHistory", []):
+                price = table.spot_price(item["InstanceType"], item["AvailabilityZone"])
+                if price is not None:
+                    item["SpotPrice"] = f"{price:.6f}"
+            return answer
+
+        SpotInstances.describe_spot_price_history = describe_spot_price_history
+
+    @classmethod
+    def uninstall(cls) -> None:
+        from moto.ec2.responses.spot_instances import SpotInstances
+
+        if cls._original is not None:
+            SpotInstances.describe_spot_price_history = cls._original
+            cls._original = None
+
+
+@functools.cache
+def _region_table(region: str) -> PriceTable:
+    from sandbox.catalog import bundled_catalog
+
+    return price_table(bundled_catalog(region))

@@ -341,6 +341,9 @@ class FakeCloudProvider:
     def instance_types(self, nodeclass: Mapping[str, Any]) -> list[Any]:
         return list(self.types)
 
+    def node_price(self, nodeclass: Mapping[str, Any]) -> float:
+        return 0.0  # instance prices only: the flows' tests pin launches, not the EBS share
+
     def prices(self) -> PriceTable:
         """The price table given, else what the fake's offerings say."""
         if self._prices is not None:

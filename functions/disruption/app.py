@@ -10,7 +10,7 @@ from typing import Any
 
 from nodewright.cluster.errors import ApiUnavailable
 from nodewright.context import ContainerContext, check_scheduled_event, report_api_unavailable
-from nodewright.observability import logger, metrics, trace
+from nodewright.observability import logger, metrics, record_pass_completed, trace
 
 log = logger()
 emf = metrics()
@@ -27,6 +27,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     check_scheduled_event(event, log)
     left = container.start_invocation(context)
     try:
-        return disruption.run(container.get(), left).summary()
-    except ApiUnavailable as exc:
+        report = disruption.run(container.get(), left)
+    except ApiUnavailable as exc:  # no pass completed: no heartbeat, so the heartbeat alarm sees it
         return report_api_unavailable(log, emf, exc)
+    record_pass_completed("disruption")
+    return report.summary()

@@ -12,7 +12,7 @@ from typing import Any
 
 from nodewright.cluster.errors import ApiUnavailable
 from nodewright.context import ContainerContext, check_scheduled_event, report_api_unavailable
-from nodewright.observability import logger, metrics, trace
+from nodewright.observability import logger, metrics, record_pass_completed, trace
 
 log = logger()
 emf = metrics()
@@ -30,8 +30,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     left = container.start_invocation(context)
     try:
         report = provisioning.run(container.get(), left)
-    except ApiUnavailable as exc:
+    except ApiUnavailable as exc:  # no pass completed: no heartbeat, so the heartbeat alarm sees it
         return report_api_unavailable(log, emf, exc)
+    record_pass_completed("provisioner")
     summary = report.summary()
     log.info("provisioner invocation done", extra=summary)
     return summary

@@ -1,8 +1,8 @@
-"""EKS access entry: the functions' role is a member of one Kubernetes group.
+"""EKS access entries: each function that calls the Kubernetes API is a member of one group.
 
 The group's permissions come from deploy/rbac.yaml (a ClusterRole bound to
 ``KUBERNETES_GROUP``), applied once with kubectl. No access policy is associated,
-so the role gets exactly what that ClusterRole allows: no secrets, no cluster-admin.
+so the roles get exactly what that ClusterRole allows: no secrets, no cluster-admin.
 The cluster's authentication mode must be ``API`` or ``API_AND_CONFIG_MAP``.
 """
 
@@ -17,13 +17,18 @@ KUBERNETES_GROUP = "nodewright:autoscaler"
 
 
 class ClusterAccess(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, role: iam.IRole) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cluster_name: str, roles: dict[str, iam.IRole]
+    ) -> None:
         super().__init__(scope, construct_id)
-        self.access_entry = eks.CfnAccessEntry(
-            self,
-            "AccessEntry",
-            cluster_name=cluster_name,
-            principal_arn=role.role_arn,
-            type="STANDARD",
-            kubernetes_groups=[KUBERNETES_GROUP],
-        )
+        self.access_entries = {
+            name: eks.CfnAccessEntry(
+                self,
+                f"{name}AccessEntry",
+                cluster_name=cluster_name,
+                principal_arn=role.role_arn,
+                type="STANDARD",
+                kubernetes_groups=[KUBERNETES_GROUP],
+            )
+            for name, role in roles.items()
+        }

@@ -1,4 +1,4 @@
-"""The Lambda functions, their shared role, log groups and failure queue.
+"""The Lambda functions, one role each, their named log groups and the failed-invocations queue.
 
 Sizing (Graviton/arm64: ~20 % cheaper per GB-second than x86_64 for the same work; the
 layer is built for aarch64). Lambda gives CPU in proportion to memory (1,769 MB = one
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
@@ -25,7 +25,13 @@ from constructs import Construct
 
 from infra.capabilities import acknowledge
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME
-from infra.capabilities.permissions import wildcard_resources_for_nag
+from infra.capabilities.permissions import (
+    CLUSTER_CLIENTS,
+    FUNCTION_GRANTS,
+    PolicyInputs,
+    statements_for,
+    wildcard_resources_for_nag,
+)
 from infra.capabilities.queues import encrypted_queue
 from infra.config import NodewrightConfig
 from infra.metrics import NAMESPACE, service_name
@@ -117,7 +123,8 @@ def function_asset_dir(functions_dir: Path, name: str) -> Path:
 
 
 class NodewrightFunctions(Construct):
-    """All functions share one role: the EKS access entry maps that role to one Kubernetes group."""
+    """The functions, each with a role of its own holding only the grants it uses
+    (``infra.capabilities.permissions.FUNCTION_GRANTS``)."""
 
     def __init__(
         self,
@@ -127,19 +134,11 @@ class NodewrightFunctions(Construct):
         config: NodewrightConfig,
         layer: lambda_.ILayerVersion,
         environment: dict[str, str],
-        policy_statements: list[iam.PolicyStatement],
+        policy_inputs: PolicyInputs,
+        security_group_ids: list[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         functions_dir = config.functions_dir or DEFAULT_FUNCTIONS_DIR
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"Nodewright functions of cluster {config.cluster_name}",
-        )
-        policy = iam.Policy(self, "Policy", statements=policy_statements)
-        policy.attach_to_role(self.role)
-        self._policy = policy
         # Where an asynchronous invocation (schedule, direct EventBridge rule) ends up when
         # it fails or cannot be delivered; alarmed on by the monitoring construct.
         self.failure_queue = encrypted_queue(self, "FailedInvocations", retention=Duration.days(14))
@@ -160,20 +159,29 @@ class NodewrightFunctions(Construct):
             "NODEWRIGHT_TRACING": "true" if config.tracing else "false",
         }
         self.functions: dict[str, lambda_.Function] = {}
+        self.roles: dict[str, iam.Role] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
+        self._policies: dict[str, iam.Policy] = {}
+        self._extra_dependencies: list[CfnResource] = []
         for spec in FUNCTION_SPECS:
-            log_group = logs.LogGroup(
+            in_vpc = config.in_vpc and spec.name in CLUSTER_CLIENTS
+            grants = (*FUNCTION_GRANTS[spec.name], *(("vpc",) if in_vpc else ()))
+            role, policy = function_role(
                 self,
-                f"{spec.name}Logs",
-                retention=logs.RetentionDays.ONE_MONTH,
-                removal_policy=RemovalPolicy.DESTROY,
+                spec.name,
+                f"Nodewright {spec.name} function of cluster {config.cluster_name}",
+                grants,
+                policy_inputs,
             )
-            acknowledge.checkov(
-                log_group,
-                "CKV_AWS_158",
-                "CloudWatch Logs encrypts at rest by default; a customer-managed KMS key adds cost "
-                "and a key policy, and the logs hold no secrets",
-            )
+            if in_vpc:
+                acknowledge.checkov(
+                    policy,
+                    "CKV_AWS_111",
+                    "the network-interface calls Lambda makes to attach a function to the VPC; Lambda checks "
+                    "them on '*' before attaching it (AWS Lambda Developer Guide), so they take no narrower "
+                    "resource or condition. Every other write of this policy is tag- or ARN-scoped",
+                )
+            log_group = function_log_group(self, spec.name, config.cluster_name)
             asynchronous = spec.name != "interruption"  # interruption is polled from SQS
             function = lambda_.Function(
                 self,
@@ -186,7 +194,7 @@ class NodewrightFunctions(Construct):
                     str(function_asset_dir(functions_dir, spec.name)), exclude=["__pycache__", "*.pyc"]
                 ),
                 layers=[layer],
-                role=self.role,
+                role=role,
                 memory_size=spec.memory_mb,
                 timeout=spec.timeout,
                 reserved_concurrent_executions=spec.reserved_concurrency,
@@ -199,22 +207,26 @@ class NodewrightFunctions(Construct):
                 max_event_age=Duration.minutes(2) if asynchronous else None,
                 on_failure=destinations.SqsDestination(self.failure_queue) if asynchronous else None,
             )
-            log_group.grant_write(self.role)
+            log_group.grant_write(role)
+            if in_vpc:
+                function.node.default_child.add_property_override(
+                    "VpcConfig",
+                    {
+                        "SubnetIds": list(config.subnet_ids),
+                        "SecurityGroupIds": list(security_group_ids or []),
+                    },
+                )
             self.functions[spec.name] = function
+            self.roles[spec.name] = role
             self.log_groups[spec.name] = log_group
-            for check, reason in (
-                (
-                    "CKV_AWS_117",
-                    "the functions call only public AWS and EKS endpoints; a VPC would add "
-                    "NAT or endpoint costs and its own failure modes for no isolation gain",
-                ),
-                (
-                    "CKV_AWS_173",
-                    "the environment holds names and URLs only, no secrets; the default AWS "
-                    "key encrypts it at rest",
-                ),
-            ):
-                acknowledge.checkov(function, check, reason)
+            self._policies[spec.name] = policy
+            acknowledge.checkov(
+                function,
+                "CKV_AWS_173",
+                "the environment holds names and URLs only, no secrets; the default AWS key encrypts it",
+            )
+            if not in_vpc:
+                acknowledge.checkov(function, "CKV_AWS_117", _outside_vpc_reason(spec.name, config))
             if spec.reserved_concurrency is None:
                 acknowledge.checkov(
                     function,
@@ -224,16 +236,30 @@ class NodewrightFunctions(Construct):
                 )
             self._acknowledge_function(function, asynchronous, config)
         self._depend_on_policies_not_role()
-        self._acknowledge_role(config)
+        self._acknowledge_tracing(config)
+
+    @property
+    def cluster_roles(self) -> dict[str, iam.Role]:
+        """The roles of the functions that call the Kubernetes API (each gets an access entry)."""
+        return {name: role for name, role in self.roles.items() if name in CLUSTER_CLIENTS}
 
     def _depend_on_policies_not_role(self) -> None:
         """Functions must not start before their policies exist. CDK adds DependsOn on the role
-        too, which its GetAtt already implies (cfn-lint W3005): keep only the policies."""
+        too, which its GetAtt already implies (cfn-lint W3005): keep only the policies (and what
+        ``also_depend_on`` added)."""
         stack = Stack.of(self)
-        default_policy = self.role.node.find_child("DefaultPolicy").node.default_child
-        policies = [stack.get_logical_id(p) for p in (default_policy, self._policy.node.default_child)]
-        for function in self.functions.values():
-            function.node.default_child.add_override("DependsOn", policies)
+        extra = [stack.get_logical_id(resource) for resource in self._extra_dependencies]
+        for name, function in self.functions.items():
+            default_policy = self.roles[name].node.find_child("DefaultPolicy").node.default_child
+            policies = [
+                stack.get_logical_id(p) for p in (default_policy, self._policies[name].node.default_child)
+            ]
+            function.node.default_child.add_override("DependsOn", [*policies, *extra])
+
+    def also_depend_on(self, resource: CfnResource) -> None:
+        """Every function depends on ``resource`` too (so CloudFormation deletes them before it)."""
+        self._extra_dependencies.append(resource)
+        self._depend_on_policies_not_role()
 
     @staticmethod
     def _acknowledge_function(
@@ -261,12 +287,67 @@ class NodewrightFunctions(Construct):
                 "X-Ray is opt-in (-c tracing=true): traces of a poll every minute cost more than they tell",
             )
 
-    def _acknowledge_role(self, config: NodewrightConfig) -> None:
-        for resource, reason in wildcard_resources_for_nag(config.cluster_name).items():
-            acknowledge.nag(self._policy, f"AwsSolutions-IAM5[Resource::{resource}]", reason)
-        if config.tracing:
+    def _acknowledge_tracing(self, config: NodewrightConfig) -> None:
+        """X-Ray's statements land on each role's default policy (added by Lambda's tracing)."""
+        if not config.tracing:
+            return
+        for role in self.roles.values():
             acknowledge.nag(
-                self.role,
+                role,
                 "AwsSolutions-IAM5[Resource::*]",
                 "X-Ray PutTraceSegments/PutTelemetryRecords have no resources",
             )
+
+
+def log_group_name(cluster_name: str, function: str) -> str:
+    """The function's log group: named, so docs and runbooks can point at it."""
+    return f"/nodewright/{cluster_name}/{function}"
+
+
+def function_log_group(scope: Construct, function: str, cluster_name: str) -> logs.LogGroup:
+    """A function's named log group, kept 30 days, deleted with the stack."""
+    log_group = logs.LogGroup(
+        scope,
+        f"{function}Logs",
+        log_group_name=log_group_name(cluster_name, function),
+        retention=logs.RetentionDays.ONE_MONTH,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+    acknowledge.checkov(
+        log_group,
+        "CKV_AWS_158",
+        "CloudWatch Logs encrypts at rest by default; a customer-managed KMS key adds cost "
+        "and a key policy, and the logs hold no secrets",
+    )
+    return log_group
+
+
+def function_role(
+    scope: Construct, function: str, description: str, grants: tuple[str, ...], inputs: PolicyInputs
+) -> tuple[iam.Role, iam.Policy]:
+    """A role Lambda assumes, with one policy of ``grants``; each wildcard acknowledged with its reason."""
+    role = iam.Role(
+        scope,
+        f"{function}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=description,
+    )
+    policy = iam.Policy(scope, f"{function}Policy", statements=statements_for(grants, inputs))
+    policy.attach_to_role(role)
+    for resource, reason in wildcard_resources_for_nag(grants, inputs.cluster_name).items():
+        acknowledge.nag(policy, f"AwsSolutions-IAM5[Resource::{resource}]", reason)
+    return role, policy
+
+
+def _outside_vpc_reason(function: str, config: NodewrightConfig) -> str:
+    if function not in CLUSTER_CLIENTS:
+        return (
+            f"the {function} function never talks to the cluster; outside a VPC it reaches the Pricing "
+            "API, which has no VPC endpoint in most regions, with no NAT to pay for"
+        )
+    return (
+        "no VPC placement requested (-c subnetIds=...): the functions reach public AWS endpoints and "
+        "an EKS endpoint whose public access must then admit Lambda (0.0.0.0/0, since Lambda's egress "
+        "addresses are not predictable). A private or CIDR-restricted endpoint needs -c subnetIds, "
+        "which puts these functions in the cluster's VPC (docs/deploy.md)"
+    )

@@ -12,7 +12,6 @@ from typing import Any
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
@@ -77,15 +76,8 @@ class InterruptionQueue(Construct):
                 queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVE_COUNT
             ),
         )
-        # Only EventBridge (per rule, added by each target) and SQS itself may send.
-        self.queue.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowSqsServiceToSend",
-                principals=[iam.ServicePrincipal("sqs.amazonaws.com")],
-                actions=["sqs:SendMessage"],
-                resources=[self.queue.queue_arn],
-            )
-        )
+        # Only EventBridge may send, one statement per rule (added by each rule's target, scoped by
+        # aws:SourceArn). No sqs.amazonaws.com principal: SQS needs none to move a message to the DLQ.
         self.rules: dict[str, events.Rule] = {}
         for rule_id, pattern in QUEUE_RULES.items():
             rule = events.Rule(

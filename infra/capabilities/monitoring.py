@@ -1,19 +1,28 @@
 """Dashboard and alarms over the metrics in ``infra.metrics`` and the AWS resources.
 
 Queries match what the flows emit: plain metric queries (and alarms) only for metrics whose
-one dimension is ``service``; SEARCH over the exact dimension schema for the others (launches
-by type/zone/capacity type, errors by code, interruptions by kind, disruptions by reason). A
-panel of metrics no flow emits yet would be titled ``PLACEHOLDER:`` (none today).
+dimensions are known; SEARCH over the exact dimension schema for the others (launches by
+type/zone/capacity type, errors by code, interruptions by kind, disruptions by reason). A panel
+of metrics no flow emits yet would be titled ``PLACEHOLDER:`` (none today).
 
-Alarms notify an SNS topic when one is given: ``alarmEmail`` creates a topic with that
-subscription, ``alarmTopicArn`` uses an existing topic.
+Who is told: ``alarmEmail`` creates a topic with that subscription, whose policy lets CloudWatch
+(of this account only) publish; ``alarmTopicArn`` uses an existing topic, whose policy must allow
+the same (``nodewright doctor`` checks it). With neither, synth and deploy print a warning that
+nobody will be told, and the stack output ``AlarmNotifications`` says so.
+
+Alarms: every dead-letter queue not empty; each function's errors and throttles; the scheduled
+functions' heartbeat (``PassesCompleted``, which they emit at the end of every invocation, idle or
+busy: missing data is a failure); pods pending too long, which also fires when the provisioner,
+the only one that sees pending pods, has stopped completing passes; the interruption queue's
+oldest message; interruption handling slower than the notice allows; insufficient capacity.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Annotations, CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -22,14 +31,29 @@ from constructs import Construct
 
 from infra import metrics as m
 from infra.capabilities import acknowledge
+from infra.capabilities import outputs as out
 
 PENDING_POD_ALARM_MINUTES = 10
 INTERRUPTION_LATENCY_ALARM_SECONDS = 60  # a spot warning gives 120 s; acting after half of it is late
+# The interruption queue is drained in seconds; a message waiting a minute has half its notice left.
+QUEUE_AGE_ALARM_SECONDS = 60
 # NodeClaims failed for lack of capacity in 15 minutes (a stuck pod's NodeClaim fails every pass).
 ICE_ALARM_PER_15_MINUTES = 10
+# Every invocation that cannot reach the API server counts once; a few in 5 minutes is an outage.
+API_SERVER_UNAVAILABLE_PER_5_MINUTES = 3
 # Functions that run every minute alarm on repeated errors; one failed tick is retried by
 # the next one. The others alarm on any error.
 REPEATED_ERRORS_ONLY = {"provisioner": 3, "disruption": 3}
+# The scheduled functions run every minute: no completed invocation in this long is an outage.
+HEARTBEAT_MINUTES = 5
+# The provisioner's reserved concurrency of 1 turns a tick that arrives while the previous run
+# ends into one throttle (retried by Lambda): only several in a quarter hour mean trouble.
+THROTTLES_PER_15_MINUTES = {"provisioner": 5}
+NO_ALARM_TARGET_WARNING = (
+    "Nodewright alarms notify nobody: pass -c alarmEmail=you@example.com (a new SNS topic) or "
+    "-c alarmTopicArn=arn:aws:sns:REGION:ACCOUNT:TOPIC (an existing one whose policy lets "
+    "cloudwatch.amazonaws.com publish). The alarms still change state on the dashboard."
+)
 
 
 class Monitoring(Construct):
@@ -67,13 +91,45 @@ class Monitoring(Construct):
                 threshold=REPEATED_ERRORS_ONLY.get(name, 1),
                 description=f"Nodewright {cluster_name}: the {name} function is failing; see its logs",
             )
+            throttles = THROTTLES_PER_15_MINUTES.get(name)
+            self._alarm(
+                f"{name}Throttles",
+                function.metric_throttles(period=Duration.minutes(15 if throttles else 5), statistic="Sum"),
+                threshold=throttles or 1,
+                description=f"Nodewright {cluster_name}: Lambda throttled the {name} function; check the "
+                "account's concurrency quota (the provisioner reserves 1) and the function's logs",
+            )
+        for name in m.HEARTBEAT_FUNCTIONS:
+            self._alarm(
+                f"{name}Heartbeat",
+                self._passes_completed(name),
+                threshold=1,
+                comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=cloudwatch.TreatMissingData.BREACHING,
+                description=f"Nodewright {cluster_name}: the {name} function completed no pass in "
+                f"{HEARTBEAT_MINUTES} minutes (its schedule, permissions, the cluster endpoint or the "
+                "function itself); see its logs and `nodewright doctor`",
+            )
         self._alarm(
             "PodsPendingTooLong",
-            self._metric(m.OLDEST_PENDING_POD_AGE),
+            self._pending_too_long(),
             threshold=PENDING_POD_ALARM_MINUTES * 60,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            description=f"Nodewright {cluster_name}: a pod has been pending over "
-            f"{PENDING_POD_ALARM_MINUTES} minutes",
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            description=f"Nodewright {cluster_name}: a pod has been pending over {PENDING_POD_ALARM_MINUTES} "
+            "minutes, or the provisioner (the one that would see it) completed no pass in "
+            f"{HEARTBEAT_MINUTES} minutes",
+        )
+        self._alarm(
+            "InterruptionQueueBacklog",
+            interruption_queue.metric_approximate_age_of_oldest_message(
+                period=Duration.minutes(1), statistic="Maximum"
+            ),
+            threshold=QUEUE_AGE_ALARM_SECONDS,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description=f"Nodewright {cluster_name}: an interruption message has waited over "
+            f"{QUEUE_AGE_ALARM_SECONDS} s in the queue (a spot warning gives 120 s); is the interruption "
+            "function failing or throttled?",
         )
         self._alarm(
             "InterruptionHandlingSlow",
@@ -85,6 +141,14 @@ class Monitoring(Construct):
             "tainted, drain started); a spot warning gives 120 s in all",
         )
         self._alarm(
+            "ApiServerUnreachable",
+            self._metric(m.API_SERVER_UNAVAILABLE, Duration.minutes(5)),
+            threshold=API_SERVER_UNAVAILABLE_PER_5_MINUTES,
+            description=f"Nodewright {cluster_name}: the functions could not reach the Kubernetes API "
+            f"server {API_SERVER_UNAVAILABLE_PER_5_MINUTES}+ times in 5 minutes (endpoint access, "
+            "private endpoint without VPC placement, access entry, or an outage); see `nodewright doctor`",
+        )
+        self._alarm(
             "InsufficientCapacityRate",
             self._insufficient_capacity(Duration.minutes(15)),
             threshold=ICE_ALARM_PER_15_MINUTES,
@@ -92,14 +156,38 @@ class Monitoring(Construct):
             "errors in 15 minutes; widen the NodePools' instance requirements",
         )
         self.dashboard = self._dashboard(cluster_name, functions, interruption_queue, dead_letter_queues)
+        out.output(
+            self,
+            out.ALARM_TOPIC,
+            self.topic.topic_arn if self.topic is not None else out.NONE,
+            "the SNS topic the alarms notify (none: nobody)",
+        )
 
     def _topic(self, email: str | None, topic_arn: str | None) -> sns.ITopic | None:
         if topic_arn:
+            CfnOutput(self, "AlarmNotifications", value=f"alarms notify the existing topic {topic_arn}")
             return sns.Topic.from_topic_arn(self, "AlarmTopic", topic_arn)
         if not email:
+            Annotations.of(self).add_warning_v2("nodewright:no-alarm-target", NO_ALARM_TARGET_WARNING)
+            CfnOutput(self, "AlarmNotifications", value="NONE: " + NO_ALARM_TARGET_WARNING)
             return None
         topic = sns.Topic(self, "AlarmTopic", display_name="Nodewright alarms", enforce_ssl=True)
         topic.add_subscription(subscriptions.EmailSubscription(email))
+        # The topic policy replaces SNS's default one: without this, CloudWatch could not publish.
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsOfThisAccountPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            )
+        )
+        CfnOutput(
+            self,
+            "AlarmNotifications",
+            value=f"alarms notify {email} (confirm the subscription e-mail SNS sends)",
+        )
         acknowledge.nag(
             topic,
             "Serverless-SNSRedrivePolicy",
@@ -162,6 +250,25 @@ class Monitoring(Construct):
             )
         return lines
 
+    def _passes_completed(self, function: str, period: Duration | None = None) -> cloudwatch.Metric:
+        return self._metric(
+            m.PASSES_COMPLETED, period or Duration.minutes(HEARTBEAT_MINUTES), {"Function": function}
+        )
+
+    def _pending_too_long(self) -> cloudwatch.MathExpression:
+        """The oldest pending pod's age; when the provisioner completed no pass (it alone sees
+        pending pods), a value over the threshold: an unobserved cluster is not a healthy one."""
+        blind = PENDING_POD_ALARM_MINUTES * 60 + 1
+        return cloudwatch.MathExpression(
+            expression=f"IF(FILL(passes, 0) < 1, {blind}, FILL(age, 0))",
+            using_metrics={
+                "age": self._metric(m.OLDEST_PENDING_POD_AGE, Duration.minutes(HEARTBEAT_MINUTES)),
+                "passes": self._passes_completed("provisioner"),
+            },
+            label="oldest pending pod (s), or the threshold when the provisioner is not running",
+            period=Duration.minutes(HEARTBEAT_MINUTES),
+        )
+
     def _insufficient_capacity(self, period: Duration) -> cloudwatch.MathExpression:
         """LaunchErrors summed over the no-capacity codes: alarms cannot use SEARCH."""
         by_code = {
@@ -185,6 +292,9 @@ class Monitoring(Construct):
         comparison: cloudwatch.ComparisonOperator = (
             cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
         ),
+        # No data means nothing happened (no pending pods, no interruptions), except for the
+        # heartbeats, whose silence is the failure they watch for.
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> None:
         alarm = cloudwatch.Alarm(
             self,
@@ -193,8 +303,7 @@ class Monitoring(Construct):
             threshold=threshold,
             evaluation_periods=1,
             comparison_operator=comparison,
-            # No data means nothing happened (no pending pods, no interruptions).
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=missing,
             alarm_description=description,
         )
         if self.topic is not None:
@@ -215,7 +324,10 @@ class Monitoring(Construct):
             return cloudwatch.GraphWidget(title=title, left=left, width=8, height=6, **kwargs)
 
         per_function = list(functions.items())
-        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"Nodewright-{cluster_name}")
+        # Dashboard names are account-wide: the region keeps two regions' stacks for one cluster apart.
+        dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=dashboard_name(cluster_name, Stack.of(self).region)
+        )
         dashboard.add_widgets(
             graph("Pending pods", [self._metric(m.PENDING_PODS)]),
             graph("Oldest pending pod (s)", [self._metric(m.OLDEST_PENDING_POD_AGE)]),
@@ -256,6 +368,11 @@ class Monitoring(Construct):
                 [self._by_dimension(m.DISRUPTION_ACTIONS)],
                 right=[self._metric(m.DISRUPTION_SAVINGS, five)],
             ),
+            graph(
+                "Disruption: commands by method / decision time (s, right)",
+                [self._by_dimension(m.DISRUPTION_DECISIONS)],
+                right=[self._metric(m.DISRUPTION_DECISION_SECONDS)],
+            ),
             graph("Cluster cost $/h", [self._metric(m.CLUSTER_COST, five)]),
             graph("Plan time (s)", [self._metric(m.PLAN_SECONDS)]),
         )
@@ -266,6 +383,12 @@ class Monitoring(Construct):
                 [f.metric_duration(period=five, statistic="p99", label=n) for n, f in per_function],
             ),
             graph("Function throttles", [f.metric_throttles(period=five, label=n) for n, f in per_function]),
+        )
+        dashboard.add_widgets(
+            graph(
+                "Heartbeat: invocations that completed (per 5 min)",
+                [self._passes_completed(name, five).with_(label=name) for name in m.HEARTBEAT_FUNCTIONS],
+            ),
         )
         dashboard.add_widgets(
             graph(
@@ -286,3 +409,7 @@ class Monitoring(Construct):
             ),
         )
         return dashboard
+
+
+def dashboard_name(cluster_name: str, region: str) -> str:
+    return f"Nodewright-{cluster_name}-{region}"

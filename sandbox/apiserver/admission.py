@@ -109,6 +109,9 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
         for container in spec.get(field) or []:
             if isinstance(container, dict):
                 _default_container(container)
+    for volume in spec.get("volumes") or []:
+        if isinstance(volume, dict) and isinstance(volume.get("hostPath"), dict):
+            volume["hostPath"].setdefault("type", "")  # SetDefaults_HostPathVolumeSource: HostPathUnset
 
 
 def _qos_class(spec: dict[str, Any]) -> str:
@@ -182,9 +185,18 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
     elif key == ("", "nodes"):
-        pass
+        _default_node_status(obj)
+    elif key == ("", "events"):
+        # Fields without omitempty in core/v1 Event: always serialised.
+        for name in ("reportingComponent", "reportingInstance"):
+            obj.setdefault(name, "")
+        for name in ("firstTimestamp", "lastTimestamp", "eventTime"):
+            obj.setdefault(name, None)
+        obj.setdefault("source", {})
     elif key == ("", "persistentvolumes"):
         spec = obj.setdefault("spec", {})
+        if isinstance(spec.get("hostPath"), dict):
+            spec["hostPath"].setdefault("type", "")
         spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
         spec.setdefault("volumeMode", "Filesystem")
     elif key == ("", "persistentvolumeclaims"):
@@ -230,6 +242,17 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
             rolling.setdefault("maxSurge", 0)
         spec.setdefault("revisionHistoryLimit", 10)
         _default_template(spec)
+    elif key == ("batch", "jobs"):
+        _default_job(obj)
+    elif key == ("batch", "cronjobs"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("concurrencyPolicy", "Allow")
+        spec.setdefault("suspend", False)
+        spec.setdefault("successfulJobsHistoryLimit", 3)
+        spec.setdefault("failedJobsHistoryLimit", 1)
+        job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
+        job_spec.setdefault("backoffLimit", 6)
+        _default_template(job_spec)
     elif key == ("", "services"):
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
@@ -238,6 +261,54 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
             if isinstance(port, dict):
                 port.setdefault("protocol", "TCP")
                 port.setdefault("targetPort", port.get("port"))
+
+
+NODE_INFO_FIELDS = (
+    "machineID",
+    "systemUUID",
+    "bootID",
+    "kernelVersion",
+    "osImage",
+    "containerRuntimeVersion",
+    "kubeletVersion",
+    "kubeProxyVersion",
+    "operatingSystem",
+    "architecture",
+)
+
+
+def _default_node_status(node: dict[str, Any]) -> None:
+    """NodeStatus fields Go always serialises: ``daemonEndpoints`` (Port 0) and every ``nodeInfo`` string."""
+    status = node.setdefault("status", {})
+    endpoint = status.setdefault("daemonEndpoints", {}).setdefault("kubeletEndpoint", {})
+    endpoint.setdefault("Port", 0)
+    info = status.setdefault("nodeInfo", {})
+    for name in NODE_INFO_FIELDS:
+        info.setdefault(name, "")
+
+
+def _default_job(job: dict[str, Any]) -> None:
+    """SetDefaults_Job and the job strategy's generated selector (batch.kubernetes.io/controller-uid)."""
+    spec = job.setdefault("spec", {})
+    parallelism = spec.setdefault("parallelism", 1)
+    spec.setdefault("completions", parallelism)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    if not spec.get("manualSelector") and not spec.get("selector"):
+        uid = job["metadata"].get("uid", "")
+        name = job["metadata"].get("name", "")
+        generated = {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
+        }
+        spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
+        template_meta["labels"] = {**(template_meta.get("labels") or {}), **generated}
+    _default_template(spec)
 
 
 def _default_template(spec: dict[str, Any]) -> None:
@@ -255,7 +326,7 @@ def reset_status_on_create(rt: ResourceType, obj: dict[str, Any]) -> None:
         obj["status"] = {"phase": "Active"}
     elif key in (("", "persistentvolumes"), ("", "persistentvolumeclaims")):
         obj["status"] = {"phase": "Pending"}
-    elif key == ("policy", "poddisruptionbudgets") or rt.group == "apps":
+    elif key == ("policy", "poddisruptionbudgets") or rt.group in ("apps", "batch"):
         obj["status"] = {}  # the zero counts are filled in by fill_zero_values
     elif key == ("", "services"):
         obj["status"] = {"loadBalancer": {}}
@@ -291,6 +362,21 @@ def fill_zero_values(rt: ResourceType, obj: dict[str, Any]) -> None:
             status.setdefault(name, 0)
 
 
+STORAGE_PROTECTION = {
+    ("", "persistentvolumes"): "kubernetes.io/pv-protection",
+    ("", "persistentvolumeclaims"): "kubernetes.io/pvc-protection",
+}
+
+
+def admit_storage_protection(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """StorageObjectInUseProtection: a PV or PVC stays until its protection controller lets it go."""
+    finalizer = STORAGE_PROTECTION.get((rt.group, rt.plural))
+    if finalizer:
+        finalizers = obj["metadata"].setdefault("finalizers", [])
+        if finalizer not in finalizers:
+            finalizers.append(finalizer)
+
+
 def admit_node_create(node: dict[str, Any]) -> None:
     """TaintNodesByCondition: a new node is not ready until the kubelet says so."""
     taints = node.setdefault("spec", {}).setdefault("taints", [])
@@ -309,6 +395,23 @@ def default_crd(crd: dict[str, Any]) -> None:
         if isinstance(version, dict):
             version.setdefault("served", True)
             version.setdefault("storage", False)
+
+
+def set_crd_terminating(crd: dict[str, Any]) -> None:
+    """The condition the CRD finalizer controller sets while it deletes the custom objects."""
+    conditions = [
+        c for c in (crd.get("status") or {}).get("conditions") or [] if c.get("type") != "Terminating"
+    ]
+    conditions.append(
+        {
+            "type": "Terminating",
+            "status": "True",
+            "reason": "InstanceDeletionInProgress",
+            "message": "CustomResource deletion is in progress",
+            "lastTransitionTime": now(),
+        }
+    )
+    crd.setdefault("status", {})["conditions"] = conditions
 
 
 def crd_status(crd: dict[str, Any], old_status: dict[str, Any] | None) -> dict[str, Any]:
@@ -407,6 +510,8 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
             errors.append(
                 FieldError.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
             )
+    elif key == ("", "events"):
+        errors += _validate_event(obj)
     elif key == ("storage.k8s.io", "storageclasses"):
         if not obj.get("provisioner"):
             errors.append(FieldError.required("provisioner"))
@@ -416,7 +521,21 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
             errors.append(FieldError.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
     elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
         errors += _validate_crd(obj)
+    elif rt.group == "rbac.authorization.k8s.io":
+        from .rbac import validate as validate_rbac
+
+        errors += validate_rbac(key, obj)
     return errors
+
+
+def _validate_event(event: dict[str, Any]) -> list[FieldError]:
+    """ValidateEventCreate: the event's namespace and its involved object's must agree (a cluster-scoped
+    object's events live in "default" or no namespace)."""
+    involved = (event.get("involvedObject") or {}).get("namespace") or ""
+    namespace = (event.get("metadata") or {}).get("namespace") or ""
+    if (not involved and namespace not in ("", "default")) or (involved and involved != namespace):
+        return [FieldError.invalid("involvedObject.namespace", involved, "does not match event.namespace")]
+    return []
 
 
 def _validate_taints(taints: list[Any], path: str) -> list[FieldError]:
@@ -648,6 +767,13 @@ def validate_immutable(rt: ResourceType, new: dict[str, Any], old: dict[str, Any
         new_selector = (new.get("spec") or {}).get("selector")
         if new_selector != (old.get("spec") or {}).get("selector"):
             errors.append(FieldError.invalid("spec.selector", new_selector, "field is immutable"))
+    if key in (
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        ("rbac.authorization.k8s.io", "clusterrolebindings"),
+    ):
+        from .rbac import validate_binding_update
+
+        errors += validate_binding_update(new, old)
     if key == ("", "nodes"):
         before = (old.get("spec") or {}).get("providerID")
         after = (new.get("spec") or {}).get("providerID")

@@ -63,12 +63,19 @@ def _entry(rt: ResourceType) -> dict[str, Any]:
         "namespaced": rt.namespaced,
         "kind": rt.kind,
         "verbs": rt.verbs,
+        **_names(rt),
     }
-    if rt.short_names:
-        entry["shortNames"] = list(rt.short_names)
-    if rt.categories:
-        entry["categories"] = list(rt.categories)
     return entry
+
+
+def _names(rt: ResourceType) -> dict[str, list[str]]:
+    """shortNames and categories, present only when the resource has any (as discovery serialises)."""
+    names: dict[str, list[str]] = {}
+    if rt.short_names:
+        names["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        names["categories"] = list(rt.categories)
+    return names
 
 
 def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any]:
@@ -103,4 +110,74 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
         "apiVersion": "v1",
         "groupVersion": f"{group}/{version}" if group else version,
         "resources": resources,
+    }
+
+
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def wants_aggregated(accept: str) -> bool:
+    """kubectl (1.30+) asks /api and /apis for the aggregated form first (apidiscovery.k8s.io/v2)."""
+    return any(
+        "g=apidiscovery.k8s.io" in part
+        and "v=v2" in part
+        and "as=APIGroupDiscoveryList" in part
+        and "v=v2beta1" not in part
+        for part in accept.split(",")
+    )
+
+
+def _aggregated_resource(rt: ResourceType) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "resource": rt.plural,
+        "responseKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
+        "scope": "Namespaced" if rt.namespaced else "Cluster",
+        "singularResource": rt.singular,
+        "verbs": rt.verbs,
+        **_names(rt),
+    }
+    subresources = []
+    for sub in sorted(rt.subresources):
+        kind, verbs, sub_group, sub_version = _SUBRESOURCE_ENTRIES[sub]
+        subresources.append(
+            {
+                "subresource": sub,
+                "responseKind": {
+                    "group": sub_group if sub_group else rt.group,
+                    "version": sub_version if sub_group else rt.version,
+                    "kind": kind or rt.kind,
+                },
+                "verbs": verbs,
+            }
+        )
+    if subresources:
+        entry["subresources"] = subresources
+    return entry
+
+
+def aggregated(registry: Registry, core: bool) -> dict[str, Any]:
+    """The APIGroupDiscoveryList of /api (``core``) or /apis: every group, version and resource."""
+    groups = [("", ["v1"])] if core else registry.group_versions()
+    items = []
+    for name, versions in groups:
+        entries = []
+        for version in versions:
+            resources = [_aggregated_resource(rt) for rt in registry.resources_of(name, version)]
+            if core and version == "v1":
+                resources.append(
+                    {
+                        "resource": "bindings",
+                        "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
+                        "scope": "Namespaced",
+                        "singularResource": "binding",
+                        "verbs": ["create"],
+                    }
+                )
+            entries.append({"version": version, "resources": resources, "freshness": "Current"})
+        items.append({"metadata": {"name": name, "creationTimestamp": None}, "versions": entries})
+    return {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
     }

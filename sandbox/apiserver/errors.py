@@ -136,7 +136,13 @@ class FieldError:
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
+class GoLiteral(str):
+    """A value printed as Go prints it, unquoted (``0x0`` for a uint64 zero)."""
+
+
 def _go_repr(value: Any) -> str:
+    if isinstance(value, GoLiteral):
+        return str(value)
     if isinstance(value, str):
         return f'"{value}"'
     if value is None:

@@ -52,7 +52,11 @@ def bind(handlers: ResourceHandlers, t: Target, ctx: Context, pod_name: str | No
     body = decode_body(ctx.request)
     if not isinstance(body, dict):
         raise errors.bad_request("the body of a binding must be a Binding object")
-    name = pod_name or (body.get("metadata") or {}).get("name") or ""
+    body_name = (body.get("metadata") or {}).get("name") or ""
+    if pod_name and body_name and body_name != pod_name:
+        # pkg/registry/core/pod/storage: BindingREST.Create
+        raise errors.bad_request("name in URL does not match name in Binding object")
+    name = pod_name or body_name
     target = body.get("target") or {}
     node = target.get("name")
     if not node:

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, errors, patching, protobuf, schema
+from . import admission, errors, managedfields, patching, protobuf, schema
 from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -33,6 +33,7 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]  # lower-cased names
     body: bytes
+    identity: Any = None  # rbac.Identity of the caller, once authenticated
 
 
 @dataclass
@@ -79,15 +80,12 @@ def decode_body(request: Request, *, allow_yaml: bool = False) -> Any:
         raise errors.bad_request("the request body is empty: send a JSON object")
     content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
     if content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
-        # kubectl's imperative generators send protobuf; only a few simple kinds are decoded.
+        # kubectl sends protobuf for built-in kinds (create generators, run, auth can-i).
         try:
             return protobuf.decode(request.body)
         except protobuf.Unsupported as exc:
             error = errors.unsupported_media_type(content_type, ["application/json", "application/yaml"])
-            error.message += (
-                f" (this API emulator decodes protobuf only for Namespace and ConfigMap, not {exc}: "
-                "use kubectl apply -f or create -f)"
-            )
+            error.message += f" (this API emulator cannot decode the protobuf {exc}: send JSON or YAML)"
             raise error from exc
     try:
         if allow_yaml and content_type.endswith("yaml"):
@@ -102,6 +100,44 @@ def _pod_bound_and_active(pod: dict[str, Any]) -> bool:
         "Succeeded",
         "Failed",
     )
+
+
+# Registries with ReturnDeletedObject: a delete answers with the object, not a Status.
+RETURNS_DELETED_OBJECT = {
+    ("", "pods"),
+    ("", "serviceaccounts"),
+    ("storage.k8s.io", "storageclasses"),
+    CRD_KEY,
+}
+
+
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+PROPAGATION_POLICIES = ["Foreground", "Background", "Orphan"]
+
+
+def gc_finalizers(existing: list[str], options: dict[str, Any]) -> list[str]:
+    """The finalizers a delete leaves for the garbage collector (registry Store
+    deletionFinalizersForGarbageCollection): ``orphan`` for Orphan, ``foregroundDeletion`` for
+    Foreground, neither for Background (the default of every resource served here)."""
+    policy = options.get("propagationPolicy")
+    orphan_dependents = options.get("orphanDependents")
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        raise errors.invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            [FieldError.unsupported("propagationPolicy", policy, PROPAGATION_POLICIES)],
+        )
+    if orphan_dependents is not None:
+        orphan, foreground = bool(orphan_dependents), False
+    elif policy is not None:
+        orphan, foreground = policy == "Orphan", policy == "Foreground"
+    else:
+        orphan, foreground = ORPHAN_FINALIZER in existing, FOREGROUND_FINALIZER in existing
+    kept = [f for f in existing if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+    return kept + [ORPHAN_FINALIZER] * orphan + [FOREGROUND_FINALIZER] * foreground
 
 
 class ResourceHandlers:
@@ -247,13 +283,20 @@ class ResourceHandlers:
 
     # ------------------------------------------------------------------ create
 
-    def create(self, t: Target, ctx: Context, obj: Any | None = None) -> Response:
+    def create(
+        self, t: Target, ctx: Context, obj: Any | None = None, managed: list[dict[str, Any]] | None = None
+    ) -> Response:
+        """``managed``: the managedFields an apply computed (else the creator owns what it sent)."""
         rt = t.rt
         if obj is None:
             obj = decode_body(ctx.request)
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of a create must be a {rt.kind} object")
         self._type_meta(rt, obj)
+        if rt.custom and self.crd_terminating(rt):
+            error = errors.method_not_allowed()
+            error.message = "create not allowed while custom resource definition is terminating"
+            raise error
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             meta = obj["metadata"] = {}
@@ -269,18 +312,20 @@ class ResourceHandlers:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + admission.random_suffix()
         self._unknown_fields(ctx, rt, obj, "create")
+        submitted = copy.deepcopy(obj)  # what the creator set, before defaults: the fields it owns
         if meta.get("resourceVersion"):
             raise errors.internal("resourceVersion should not be set on objects to be created")
         name = meta.get("name") or ""
         problems = admission.validate_name(rt, name)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
+        meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
         self._apply_defaults(rt, obj)
         admission.reset_status_on_create(rt, obj)
         admission.fill_zero_values(rt, obj)
         if (rt.group, rt.plural) == ("", "nodes"):
             admission.admit_node_create(obj)
-        meta["uid"] = str(uuid.uuid4())
+        admission.admit_storage_protection(rt, obj)
         meta["creationTimestamp"] = admission.now()
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
@@ -293,9 +338,18 @@ class ResourceHandlers:
         problems = admission.validate_object(rt, obj)
         if rt.custom:
             problems += schema.validate_custom(obj, rt.schema)
+            problems += schema.validate_cel(obj, rt.schema, None)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         self._storage_version(rt, obj)
+        if managed is None:
+            managed = managedfields.record_update(
+                None, submitted, self._manager(ctx), rt.api_version, rt.schema, now=admission.now()
+            )
+        if managed:
+            meta["managedFields"] = managed
+        else:
+            meta.pop("managedFields", None)
         with self.store.lock:
             self._ns_check(rt, meta.get("namespace", ""), name)
             if self.store.peek(rt.key, meta.get("namespace", ""), name) is not None:
@@ -389,22 +443,57 @@ class ResourceHandlers:
             return self._commit_update(t, ctx, patched, old, "patch")
 
     def _server_side_apply(self, t: Target, ctx: Context, body: Any, old: dict[str, Any] | None) -> Response:
-        """A simplified server-side apply: the applied configuration is merged into the live object.
-
-        PLACEHOLDER: no managedFields or field ownership; conflicts between managers are not detected.
-        """
+        """Server-side apply: field ownership, conflicts (``force``), removal of fields no longer applied."""
         if not isinstance(body, dict):
             raise errors.bad_request("an apply patch must be an object")
+        manager = ctx.request.query.get("fieldManager")
+        if not manager:
+            raise errors.invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                [FieldError.required("fieldManager", "is required for apply patch")],
+            )
+        rt = t.rt
+        self._type_meta(rt, body)
+        force = ctx.request.query.get("force") in ("true", "1")
+        live = None if old is None else self._present(rt, old)
+        try:
+            merged, managed = managedfields.apply(
+                live,
+                body,
+                manager,
+                rt.api_version,
+                rt.schema,
+                now=admission.now(),
+                force=force,
+                subresource=t.subresource or "",
+            )
+        except managedfields.Conflict as conflict:
+            details = {"name": t.name or "", "kind": rt.plural, "causes": conflict.causes()}
+            if rt.group:
+                details["group"] = rt.group
+            raise ApiError(409, "Conflict", conflict.message(), details) from conflict
         if old is None:
-            body.setdefault("metadata", {})["name"] = t.name
-            if t.rt.namespaced:
-                body["metadata"].setdefault("namespace", t.namespace)
-            return self.create(t, ctx, body)
-        patched = patching.merge_patch(self._present(t.rt, old), body)
-        return self._commit_update(t, ctx, patched, old, "patch")
+            merged.setdefault("metadata", {})["name"] = t.name
+            if rt.namespaced:
+                merged["metadata"].setdefault("namespace", t.namespace)
+            return self.create(t, ctx, merged, managed=managed)
+        return self._commit_update(t, ctx, merged, old, "patch", managed=managed)
+
+    @staticmethod
+    def _manager(ctx: Context) -> str:
+        return managedfields.manager_of(ctx.request.query, ctx.request.headers.get("user-agent", ""))
 
     def _commit_update(
-        self, t: Target, ctx: Context, new: dict[str, Any], old: dict[str, Any], op: str
+        self,
+        t: Target,
+        ctx: Context,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        op: str,
+        *,
+        managed: list[dict[str, Any]] | None = None,
     ) -> Response:
         """Validate and store ``new`` over ``old`` (caller holds the store lock)."""
         rt = t.rt
@@ -425,13 +514,16 @@ class ResourceHandlers:
         rv = meta.get("resourceVersion")
         if not rv:
             if not rt.allow_unconditional_update:
+                # Store.Update names the resource, not the kind, in this one error.
                 raise errors.invalid(
-                    rt.kind,
+                    rt.plural,
                     rt.group,
                     old_meta["name"],
                     [
                         FieldError.invalid(
-                            "metadata.resourceVersion", "0x0", "must be specified for an update"
+                            "metadata.resourceVersion",
+                            errors.GoLiteral("0x0"),
+                            "must be specified for an update",
                         )
                     ],
                 )
@@ -504,6 +596,7 @@ class ResourceHandlers:
         problems += admission.validate_immutable(rt, new, old)
         if rt.custom:
             problems += schema.validate_custom(new, rt.schema)
+            problems += schema.validate_cel(new, rt.schema, old)
         if rt.key == CRD_KEY:
             problems += self._validate_crd_update(new, old)
             new["status"] = admission.crd_status(new, old.get("status"))
@@ -511,13 +604,29 @@ class ResourceHandlers:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
         admission.fill_zero_values(rt, new)
         self._storage_version(rt, new)
+        if managed is None:
+            managed = managedfields.record_update(
+                old,
+                new,
+                self._manager(ctx),
+                rt.api_version,
+                rt.schema,
+                now=admission.now(),
+                subresource=t.subresource or "",
+            )
+        if managed:
+            meta["managedFields"] = managed
+        else:
+            meta.pop("managedFields", None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if new == old or ctx.dry_run:
             return Response(200, self._present(rt, new))
         if self._ready_to_go(rt, new):
+            # Store.deleteWithoutFinalizers: "clients are expecting an updated object if a PUT
+            # succeeded": the answer is the object of the request (finalizers gone), not a Status.
             gone = self.store.remove(rt.key, meta.get("namespace") or "", meta["name"])
             self._after_remove(rt, gone)
-            return Response(200, self._present(rt, gone or new))
+            return Response(200, self._present(rt, new))
         stored = self.store.write(rt.key, new)
         if rt.key == CRD_KEY:
             self.registry.install_crd(stored)
@@ -642,6 +751,14 @@ class ResourceHandlers:
             )
         namespace = meta.get("namespace") or ""
         grace = self._grace_period(rt, obj, options)
+        if rt.key != ("", "namespaces"):
+            finalizers = gc_finalizers(meta.get("finalizers") or [], options)
+            if rt.key == CRD_KEY and CRD_CLEANUP_FINALIZER not in finalizers:
+                # apiextensions-apiserver deletes a CRD in the background: its custom objects first.
+                finalizers.append(CRD_CLEANUP_FINALIZER)
+                admission.set_crd_terminating(obj)
+            if finalizers:
+                meta["finalizers"] = finalizers
         if rt.key == ("", "namespaces"):
             if not meta.get("deletionTimestamp"):
                 meta["deletionTimestamp"] = admission.now()
@@ -696,13 +813,48 @@ class ResourceHandlers:
     def _deleted_body(self, rt: ResourceType, gone: dict[str, Any] | None) -> dict[str, Any]:
         if gone is None:
             return success_status(200)
-        if rt.key in (("", "pods"), CRD_KEY) or rt.custom:
+        if rt.key in RETURNS_DELETED_OBJECT or rt.custom:
             return self._present(rt, gone)
         meta = gone["metadata"]
         details = {"name": meta["name"], "kind": rt.plural, "uid": meta.get("uid")}
         if rt.group:
             details["group"] = rt.group
         return success_status(200, details)
+
+    def crd_terminating(self, rt: ResourceType) -> bool:
+        crd = self.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
+        return bool(crd and crd["metadata"].get("deletionTimestamp"))
+
+    def clean_up_deleted_crds(self) -> None:
+        """The CRD finalizer controller: delete a terminating CRD's custom objects (their finalizers
+        honoured), then drop its cleanup finalizer, which removes the CRD and its paths."""
+        with self.store.lock:
+            crds, _ = self.store.list(CRD_KEY)
+            for crd in [c for c in crds if c["metadata"].get("deletionTimestamp")]:
+                if CRD_CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or []):
+                    continue
+                spec = crd["spec"]
+                key = (spec["group"], spec["names"]["plural"])
+                items, _ = self.store.list(key)
+                rt = next((r for r in self.registry.resources_of_crd(crd["metadata"]["name"])), None)
+                for item in list(items):
+                    if rt is not None and not item["metadata"].get("deletionTimestamp"):
+                        current = self.store.get(
+                            key, item["metadata"].get("namespace") or "", item["metadata"]["name"]
+                        )
+                        if current is not None:
+                            self.delete_locked(rt, current, {})
+                if self.store.list(key)[0]:
+                    continue  # objects held by their own finalizers: wait for them
+                updated = copy.deepcopy(crd)
+                updated["metadata"]["finalizers"] = [
+                    f for f in updated["metadata"]["finalizers"] if f != CRD_CLEANUP_FINALIZER
+                ]
+                if updated["metadata"]["finalizers"]:
+                    self.store.write(CRD_KEY, updated)
+                    continue
+                gone = self.store.remove(CRD_KEY, "", crd["metadata"]["name"])
+                self._after_remove(self.registry.crd_type, gone)
 
     def _after_remove(self, rt: ResourceType, gone: dict[str, Any] | None) -> None:
         """Removing a CRD removes its custom objects and its API paths."""

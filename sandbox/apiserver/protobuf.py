@@ -1,123 +1,176 @@
-"""Just enough of Kubernetes' protobuf encoding to accept ``kubectl create namespace`` and ``configmap``.
+"""Kubernetes' protobuf request bodies (``application/vnd.kubernetes.protobuf``) decoded to their JSON form.
 
-kubectl's imperative generators send ``application/vnd.kubernetes.protobuf``: the ``k8s\\0`` magic, a
-``runtime.Unknown`` envelope and the object's generated.proto message. Only the kinds and fields in
-:data:`MESSAGES` are decoded; anything else raises :class:`Unsupported` (answered 415) rather than
-silently dropping data.
+kubectl sends protobuf for built-in types (``kubectl create deployment|job|service|secret|...``,
+``kubectl run``, ``kubectl auth can-i``): the ``k8s\\0`` magic, a ``runtime.Unknown`` envelope
+(typeMeta, raw) and the object's generated.proto message. The messages' field numbers, names and
+types come from ``k8s_protobuf_schema.json`` (see ``protoschema.py``: the descriptors kubectl itself
+carries). The JSON mapping is apimachinery's: ``Time`` → RFC 3339, ``MicroTime`` with microseconds,
+``Duration`` → Go duration text, ``Quantity`` → its string, ``IntOrString`` → int or string,
+``RawExtension``/``FieldsV1`` → embedded JSON, bytes → base64, map entries → objects. Go writes
+non-pointer fields even when zero: an empty string and the zero ``Time`` mean "unset" and are
+dropped, while numbers and booleans are kept (a pointer field's explicit 0, ``--replicas=0``, is 0).
+A kind or field the table lacks raises :class:`Unsupported` (answered 415) rather than losing data.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import json
+import struct
+from datetime import UTC, datetime
 from typing import Any
 
-MAGIC = b"k8s\x00"
+from .protoschema import SCHEMA_FILE, fields
 
-# message -> field number -> (json name, type); type: "string", "bytes", "bool", "int", a message name,
-# "map<string>" / "map<bytes>" (map entries: key = 1, value = 2), "repeated string".
-MESSAGES: dict[str, dict[int, tuple[str, str]]] = {
-    "Unknown": {
-        1: ("typeMeta", "TypeMeta"),
-        2: ("raw", "bytes"),
-        3: ("contentEncoding", "string"),
-        4: ("contentType", "string"),
-    },
-    "TypeMeta": {1: ("apiVersion", "string"), 2: ("kind", "string")},
-    "ObjectMeta": {
-        1: ("name", "string"),
-        2: ("generateName", "string"),
-        3: ("namespace", "string"),
-        11: ("labels", "map<string>"),
-        12: ("annotations", "map<string>"),
-        14: ("finalizers", "repeated string"),
-    },
-    "Namespace": {
-        1: ("metadata", "ObjectMeta"),
-        2: ("spec", "NamespaceSpec"),
-        3: ("status", "NamespaceStatus"),
-    },
-    "NamespaceSpec": {1: ("finalizers", "repeated string")},
-    "NamespaceStatus": {1: ("phase", "string")},
-    "ConfigMap": {
-        1: ("metadata", "ObjectMeta"),
-        2: ("data", "map<string>"),
-        3: ("binaryData", "map<bytes>"),
-        4: ("immutable", "bool"),
-    },
-}
-KINDS = {("v1", "Namespace"): "Namespace", ("v1", "ConfigMap"): "ConfigMap"}
+MAGIC = b"k8s\x00"
+META = "k8s.io.apimachinery.pkg.apis.meta.v1"
+ZERO_TIME_SECONDS = -62135596800  # Go's zero time.Time (year 1) as Unix seconds
 
 
 class Unsupported(ValueError):
     """A protobuf body this decoder does not know (kind or field)."""
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise Unsupported("truncated varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
+@functools.cache
+def _messages() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text())["messages"]
 
 
-def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
-    out: list[tuple[int, int | bytes]] = []
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            out.append((number, value))
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            out.append((number, data[pos : pos + length]))
-            pos += length
-        else:
-            raise Unsupported(f"wire type {wire}")
-    return out
+def message_for(api_version: str, kind: str) -> str | None:
+    """The generated.proto message of a built-in kind: apps/v1 Deployment is k8s.io.api.apps.v1.Deployment."""
+    group, _, version = api_version.rpartition("/")
+    if group == "meta.k8s.io" or (not group and kind in ("DeleteOptions", "Status")):
+        name = f"{META}.{kind}"
+    else:
+        name = f"k8s.io.api.{group.split('.')[0] or 'core'}.{version}.{kind}"
+    return name if name in _messages() else None
 
 
-def _message(data: bytes, name: str) -> dict[str, Any]:
-    schema = MESSAGES[name]
+def _signed(value: int, bits: int = 64) -> int:
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+
+
+def _go_duration(nanoseconds: int) -> str:
+    """time.Duration.String() for the whole seconds Kubernetes uses (``1h0m0s``, ``30s``, ``0s``)."""
+    if nanoseconds % 1_000_000_000:
+        return f"{nanoseconds / 1e9:g}s"
+    seconds = nanoseconds // 1_000_000_000
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+def _special(name: str, data: bytes) -> tuple[bool, Any]:
+    """(handled, value) for the apimachinery types whose JSON form is not an object."""
+    values = {number: value for number, _, value in fields(data)}
+    if name in (f"{META}.Time", f"{META}.MicroTime"):
+        seconds = _signed(int(values.get(1, 0)))  # type: ignore[arg-type]
+        nanos = int(values.get(2, 0))  # type: ignore[arg-type]
+        if seconds == ZERO_TIME_SECONDS or (seconds == 0 and nanos == 0):
+            return True, None
+        moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
+        if name.endswith("MicroTime"):
+            return True, moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return True, moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if name == f"{META}.Duration":
+        return True, _go_duration(_signed(int(values.get(1, 0))))  # type: ignore[arg-type]
+    if name == "k8s.io.apimachinery.pkg.api.resource.Quantity":
+        return True, bytes(values.get(1, b"")).decode()  # type: ignore[arg-type]
+    if name == "k8s.io.apimachinery.pkg.util.intstr.IntOrString":
+        if int(values.get(1, 0)) == 1:  # type: ignore[arg-type]
+            return True, bytes(values.get(3, b"")).decode()  # type: ignore[arg-type]
+        return True, _signed(int(values.get(2, 0)), 32)  # type: ignore[arg-type]
+    if name in ("k8s.io.apimachinery.pkg.runtime.RawExtension", f"{META}.FieldsV1"):
+        raw = bytes(values.get(1, b""))  # type: ignore[arg-type]
+        if not raw:
+            return True, None
+        if raw.startswith(MAGIC):
+            return True, decode(raw)
+        return True, json.loads(raw)
+    return False, None
+
+
+def _scalar(kind: str, wire: int, value: int | bytes) -> Any:
+    if kind == "string":
+        return bytes(value).decode()  # type: ignore[arg-type]
+    if kind == "bytes":
+        return base64.b64encode(bytes(value)).decode()  # type: ignore[arg-type]
+    if kind == "bool":
+        return bool(value)
+    if kind in ("int64", "uint64", "uint32"):
+        return _signed(int(value)) if kind == "int64" else int(value)  # type: ignore[arg-type]
+    if kind == "int32":
+        return _signed(int(value), 64)  # negative int32s travel as 10-byte varints
+    if kind == "double" and wire == 1:
+        return struct.unpack("<d", bytes(value))[0]  # type: ignore[arg-type]
+    if kind == "float" and wire == 5:
+        return struct.unpack("<f", bytes(value))[0]  # type: ignore[arg-type]
+    raise Unsupported(f"field type {kind}")
+
+
+def decode_message(data: bytes, name: str) -> Any:
+    handled, special = _special(name, data)
+    if handled:
+        return special
+    schema = _messages().get(name)
+    if schema is None:
+        raise Unsupported(f"message {name}")
+    by_number = {f[0]: f for f in schema["fields"]}
     result: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if value in (b"", 0):
-            continue  # Go's marshaller writes zero values of non-pointer fields: they mean "unset"
-        if number not in schema:
+    for number, wire, value in fields(data):
+        field = by_number.get(number)
+        if field is None:
             raise Unsupported(f"{name} field {number}")
-        json_name, kind = schema[number]
-        if kind == "string":
-            result[json_name] = bytes(value).decode()  # type: ignore[arg-type]
-        elif kind == "bytes":
-            result[json_name] = bytes(value)  # type: ignore[arg-type]
-        elif kind == "bool":
-            result[json_name] = bool(value)
-        elif kind == "repeated string":
-            result.setdefault(json_name, []).append(bytes(value).decode())  # type: ignore[arg-type]
-        elif kind.startswith("map<"):
-            entry = dict(_fields(bytes(value)))  # type: ignore[arg-type]
-            raw = bytes(entry.get(2, b""))  # type: ignore[arg-type]
-            decoded = base64.b64encode(raw).decode() if kind == "map<bytes>" else raw.decode()
-            result.setdefault(json_name, {})[bytes(entry.get(1, b"")).decode()] = decoded  # type: ignore[arg-type]
+        _, json_name, kind, repeated, type_name = field
+        if kind == "message":
+            entry = _messages().get(type_name) or {}
+            if entry.get("map"):
+                key, item = _map_entry(bytes(value), type_name)  # type: ignore[arg-type]
+                result.setdefault(json_name, {})[key] = item
+                continue
+            decoded = decode_message(bytes(value), type_name)  # type: ignore[arg-type]
         else:
-            result[json_name] = _message(bytes(value), kind)  # type: ignore[arg-type]
+            decoded = _scalar(kind, wire, value)
+            if decoded == "" and not repeated:
+                continue  # a non-pointer string Go wrote empty: unset
+        if repeated:
+            result.setdefault(json_name, []).append(decoded)
+        elif decoded is not None:
+            result[json_name] = decoded
     return result
+
+
+def _map_entry(data: bytes, type_name: str) -> tuple[str, Any]:
+    key_field, value_field = sorted(_messages()[type_name]["fields"])[:2]
+    key, item = "", None
+    for number, wire, value in fields(data):
+        if number == 1:
+            key = _scalar(key_field[2], wire, value)
+        elif number == 2:
+            kind, item_type = value_field[2], value_field[4]
+            item = (
+                decode_message(bytes(value), item_type) if kind == "message" else _scalar(kind, wire, value)
+            )  # type: ignore[arg-type]
+    if item is None:
+        kind = value_field[2]
+        item = "" if kind in ("string", "bytes") else ({} if kind == "message" else 0)
+    return key, item
 
 
 def decode(body: bytes) -> dict[str, Any]:
     """The JSON form of a protobuf-encoded object; :class:`Unsupported` for what is not covered."""
     if not body.startswith(MAGIC):
         raise Unsupported("missing the k8s protobuf magic")
-    envelope = _message(body[len(MAGIC) :], "Unknown")
-    type_meta = envelope.get("typeMeta", {})
-    message = KINDS.get((type_meta.get("apiVersion", ""), type_meta.get("kind", "")))
+    envelope = {number: value for number, _, value in fields(body[len(MAGIC) :])}
+    type_meta = {n: bytes(v).decode() for n, _, v in fields(bytes(envelope.get(1, b"")))}  # type: ignore[arg-type]
+    api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
+    message = message_for(api_version, kind)
     if message is None:
-        raise Unsupported(f"kind {type_meta.get('apiVersion')}/{type_meta.get('kind')}")
-    obj = _message(envelope.get("raw", b""), message)
-    return {"apiVersion": type_meta["apiVersion"], "kind": type_meta["kind"], **obj}
+        raise Unsupported(f"kind {api_version}/{kind}")
+    obj = decode_message(bytes(envelope.get(2, b"")), message)  # type: ignore[arg-type]
+    return {"apiVersion": api_version, "kind": kind, **obj}

@@ -37,6 +37,10 @@ class ResourceType:
     storage_schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
     selectable_fields: tuple[str, ...] = ()
+    # The verbs discovery lists when they differ from the full set (namespaces: no deletecollection).
+    only_verbs: tuple[str, ...] = ()
+    # A create-only review (SubjectAccessReview, ...): answered, never stored.
+    virtual: bool = False
 
     @property
     def api_version(self) -> str:
@@ -53,12 +57,19 @@ class ResourceType:
 
     @property
     def verbs(self) -> list[str]:
+        if self.only_verbs:
+            return list(self.only_verbs)
         return ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
 def _rt(group: str, version: str, plural: str, kind: str, namespaced: bool, **kw: Any) -> ResourceType:
     kw.setdefault("singular", kind.lower())
     return ResourceType(group, version, plural, kind, namespaced, **kw)
+
+
+def _review(group: str, plural: str, kind: str, namespaced: bool) -> ResourceType:
+    """A create-only review resource of authorization.k8s.io or authentication.k8s.io."""
+    return _rt(group, "v1", plural, kind, namespaced, only_verbs=("create",), virtual=True)
 
 
 _STATUS = frozenset({STATUS_SUBRESOURCE})
@@ -89,6 +100,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         False,
         short_names=("ns",),
         subresources=frozenset({"status", "finalize"}),
+        only_verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
     ),
     _rt("", "v1", "nodes", "Node", False, short_names=("no",), subresources=_STATUS),
     _rt(
@@ -118,11 +130,24 @@ BUILTINS: tuple[ResourceType, ...] = (
         "", "v1", "services", "Service", True, short_names=("svc",), categories=("all",), subresources=_STATUS
     ),
     _rt("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    _rt("", "v1", "secrets", "Secret", True),
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, short_names=("sc",)),
     _workload("deployments", "Deployment", "deploy", _SCALABLE),
     _workload("replicasets", "ReplicaSet", "rs", _SCALABLE),
     _workload("daemonsets", "DaemonSet", "ds", _STATUS),
     _workload("statefulsets", "StatefulSet", "sts", _SCALABLE),
+    _rt("batch", "v1", "jobs", "Job", True, categories=("all",), subresources=_STATUS, has_generation=True),
+    _rt(
+        "batch",
+        "v1",
+        "cronjobs",
+        "CronJob",
+        True,
+        short_names=("cj",),
+        categories=("all",),
+        subresources=_STATUS,
+        has_generation=True,
+    ),
     _rt(
         "policy",
         "v1",
@@ -135,6 +160,15 @@ BUILTINS: tuple[ResourceType, ...] = (
     ),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", True, allow_unconditional_update=False),
     _rt("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",)),
+    _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+    _rt("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    _review("authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", True),
+    _review("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False),
+    _review("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
+    _review("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", False),
+    _review("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", False),
     _rt(
         "apiextensions.k8s.io",
         "v1",
@@ -154,8 +188,12 @@ BUILTIN_GROUP_ORDER = (
     "",
     "apps",
     "events.k8s.io",
+    "batch",
     "policy",
     "storage.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "rbac.authorization.k8s.io",
     "coordination.k8s.io",
     "apiextensions.k8s.io",
 )
@@ -173,6 +211,14 @@ class Registry:
         # CRD name -> the (group, version, plural) entries it installed.
         self._by_crd: dict[str, list[tuple[str, str, str]]] = {}
         self._custom_groups: dict[str, list[str]] = {}  # group -> served versions, preferred first
+
+    @property
+    def crd_type(self) -> ResourceType:
+        return self._builtin[("apiextensions.k8s.io", "v1", "customresourcedefinitions")]
+
+    def resources_of_crd(self, name: str) -> list[ResourceType]:
+        with self._lock:
+            return [self._custom[key] for key in self._by_crd.get(name, []) if key in self._custom]
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         key = (group, version, plural)

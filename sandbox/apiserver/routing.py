@@ -10,7 +10,7 @@ import hmac
 from collections.abc import Callable
 from typing import Any
 
-from . import discovery, errors, eviction, openapi, patching, tables, watch
+from . import discovery, errors, eviction, openapi, patching, rbac, tables, watch
 from .errors import ApiError
 from .handlers import Context, Request, ResourceHandlers, Response, Target, decode_body
 from .resources import Registry
@@ -24,20 +24,28 @@ class Router:
         self,
         store: Store,
         registry: Registry,
-        token: str,
+        identities: dict[str, rbac.Identity],
         address: Callable[[], str],
         stopping: Callable[[], bool],
     ) -> None:
         self.store = store
         self.registry = registry
-        self.token = token
+        self.identities = identities
+        self.authorizer = rbac.Authorizer(store)
         self.address = address
         self.stopping = stopping
         self.handlers = ResourceHandlers(store, registry)
 
     def handle(self, request: Request) -> Response:
         try:
-            self._authenticate(request)
+            identity = self._authenticate(request)
+            if identity is not None:
+                identity = self._impersonate(request, identity)
+                path = request.path.rstrip("/") or "/"
+                self.authorizer.authorize(
+                    rbac.request_attributes(identity, request.method, path, request.query)
+                )
+            request.identity = identity
             response = self._dispatch(request)
         except ApiError as exc:
             if exc.plain:
@@ -45,13 +53,40 @@ class Router:
             return Response(exc.code, exc.status(), headers=dict(exc.headers))
         return response
 
-    def _authenticate(self, request: Request) -> None:
-        if request.path in _PUBLIC:
-            return
+    def _authenticate(self, request: Request) -> rbac.Identity | None:
+        """The token's identity; None for the public health and version paths; 401 otherwise."""
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
-            raise errors.unauthorized()
+        if scheme.lower() == "bearer":
+            for token, identity in list(self.identities.items()):
+                if hmac.compare_digest(given.strip().encode(), token.encode()):
+                    return identity
+        if request.path in _PUBLIC:
+            return None
+        raise errors.unauthorized()
+
+    def _impersonate(self, request: Request, identity: rbac.Identity) -> rbac.Identity:
+        """``Impersonate-User``/``-Group``: allowed when the caller may ``impersonate`` each of them."""
+        user = request.headers.get("impersonate-user")
+        groups = [g for g in request.headers.get("impersonate-group", "").split("\n") if g]
+        if not user and not groups:
+            return identity
+        if not user:
+            raise errors.internal("requested impersonation of groups without impersonating a user")
+        wanted = [("users", user)] + [("groups", g) for g in groups]
+        for resource, name in wanted:
+            attrs = rbac.Attributes(identity, "impersonate", True, resource=resource, name=name)
+            allowed, _ = self.authorizer.decide(attrs)
+            if not allowed:
+                raise errors.ApiError(
+                    403,
+                    "Forbidden",
+                    f'{resource} "{name}" is forbidden: User "{identity.user}" cannot impersonate resource '
+                    f'"{resource}" in API group "" at the cluster scope',
+                    {"name": name, "kind": resource},
+                )
+        extra = () if rbac.AUTHENTICATED in groups else (rbac.AUTHENTICATED,)
+        return rbac.Identity(user, (*groups, *extra))
 
     def _dispatch(self, request: Request) -> Response:
         path = request.path.rstrip("/") or "/"
@@ -68,6 +103,8 @@ class Router:
             return self._openapi(request, parts[1:])
         if parts[0] == "api":
             if len(parts) == 1:
+                if discovery.wants_aggregated(request.headers.get("accept", "")):
+                    return self._aggregated(request, core=True)
                 return self._get_only(request, lambda: discovery.api_versions(self.address()))
             if parts[1] != "v1":
                 raise errors.page_not_found()
@@ -76,6 +113,8 @@ class Router:
             return self._resource(request, "", "v1", parts[2:])
         if parts[0] == "apis":
             if len(parts) == 1:
+                if discovery.wants_aggregated(request.headers.get("accept", "")):
+                    return self._aggregated(request, core=False)
                 return self._get_only(request, lambda: discovery.api_group_list(self.registry))
             group = parts[1]
             if len(parts) == 2:
@@ -92,7 +131,11 @@ class Router:
         raise errors.page_not_found()
 
     def _openapi(self, request: Request, rest: list[str]) -> Response:
-        """/openapi/v3 and its group-version documents; /openapi/v2 (protobuf) is not served."""
+        """/openapi/v3 and its group-version documents; /openapi/v2 as JSON (not as protobuf)."""
+        if rest == ["v2"]:
+            if "protobuf" in request.headers.get("accept", ""):
+                raise errors.page_not_found()
+            return self._get_only(request, lambda: openapi.swagger(self.registry))
         if not rest or rest[0] != "v3":
             raise errors.page_not_found()
         if len(rest) == 1:
@@ -107,6 +150,11 @@ class Router:
         if doc is None:
             raise errors.page_not_found()
         return self._get_only(request, lambda: doc)
+
+    def _aggregated(self, request: Request, *, core: bool) -> Response:
+        if request.method != "GET":
+            raise errors.method_not_allowed()
+        return Response(200, discovery.aggregated(self.registry, core), content_type=discovery.AGGREGATED)
 
     @staticmethod
     def _get_only(request: Request, body: Callable[[], object]) -> Response:
@@ -149,6 +197,8 @@ class Router:
             raise self._not_found(group, version)
         t = Target(rt, namespace, name, sub)
         method = request.method
+        if rt.virtual:
+            return self._review(t, ctx)
         if name is None:
             if method == "GET":
                 if request.query.get("watch") in ("true", "1"):
@@ -183,6 +233,23 @@ class Router:
         if method == "DELETE" and sub is None:
             return self.handlers.delete(t, ctx)
         raise errors.method_not_allowed()
+
+    def _review(self, t: Target, ctx: Context) -> Response:
+        """The create-only reviews: answered from the caller's identity and RBAC, never stored."""
+        if ctx.request.method != "POST" or t.name is not None:
+            raise errors.method_not_allowed()
+        body = decode_body(ctx.request)
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the body of a create must be a {t.rt.kind} object")
+        identity = ctx.request.identity or rbac.Identity("system:anonymous", ("system:unauthenticated",))
+        kind = t.rt.kind
+        if kind == "SelfSubjectRulesReview":
+            answer = rbac.rules_review(self.authorizer, body, identity)
+        elif kind == "SelfSubjectReview":
+            answer = rbac.self_subject_review(identity)
+        else:
+            answer = rbac.access_review(self.authorizer, body, identity, kind, t.namespace or "")
+        return Response(201, answer)
 
     def _scale(self, t: Target, ctx: Context) -> Response:
         """The autoscaling/v1 Scale view of a workload (``kubectl scale`` patches it)."""

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import re
 from typing import Any
 
 from kubernetes.client import models as client_models
 
 from .errors import FieldError
+
+log = logging.getLogger(__name__)
 
 _MODEL_OVERRIDES = {("", "Event"): "CoreV1Event", ("events.k8s.io", "Event"): "EventsV1Event"}
 _LIST_RE = re.compile(r"^List\[(.+)\]$")
@@ -295,3 +298,95 @@ def _validate(value: Any, schema: dict[str, Any], path: str, errors: list[FieldE
                     f"{path} in body should have at least {schema['minProperties']} properties",
                 )
             )
+
+
+# ------------------------------------------------------------------------ CEL validation rules
+
+CEL_REASONS = {
+    "FieldValueRequired": "required",
+    "FieldValueForbidden": "forbidden",
+    "FieldValueDuplicate": "duplicate",
+}
+
+
+@functools.lru_cache(maxsize=4096)
+def _cel_program(rule: str) -> Any:
+    """The compiled rule (cel-python), or None when it uses what cel-python does not implement
+    (some of Kubernetes' CEL libraries): such a rule is not evaluated (docs/architecture.md)."""
+    import celpy
+
+    try:
+        environment = celpy.Environment()
+        return environment.program(environment.compile(rule))
+    except Exception as exc:  # celpy raises its own parse/compile errors
+        log.warning("CEL rule not evaluated by the emulator (%s): %s", exc, rule)
+        return None
+
+
+ABSENT = object()  # no old value: a create, or a field the old object did not have
+
+
+def _cel_holds(rule: str, value: Any, old: Any) -> bool | None:
+    """True/False, or None when the rule is not evaluated (not compiled, or a transition rule
+    without an old value)."""
+    from celpy import CELEvalError, json_to_cel
+
+    program = _cel_program(rule)
+    if program is None:
+        return None
+    uses_old = "oldSelf" in rule
+    if uses_old and old is ABSENT:
+        return None
+    activation = {"self": json_to_cel(value)}
+    if uses_old:
+        activation["oldSelf"] = json_to_cel(old)
+    try:
+        result = program.evaluate(activation)
+    except (CELEvalError, TypeError, ValueError) as exc:
+        log.warning("CEL rule %r failed to evaluate: %s", rule, exc)
+        return None
+    if isinstance(result, CELEvalError):
+        return False  # an evaluation error (a missing field without has()) fails the rule
+    return bool(result)
+
+
+def validate_cel(
+    obj: dict[str, Any], schema: dict[str, Any] | None, old: dict[str, Any] | None
+) -> list[FieldError]:
+    """``x-kubernetes-validations`` at every level of the schema, as kube-apiserver evaluates them:
+    ``self`` is the value there, ``oldSelf`` the previous one (transition rules only on update)."""
+    if not schema:
+        return []
+    errors: list[FieldError] = []
+    _cel_walk(obj, ABSENT if old is None else old, schema, "", errors)
+    return errors
+
+
+def _cel_walk(value: Any, old: Any, schema: dict[str, Any], path: str, errors: list[FieldError]) -> None:
+    if value is None:
+        return
+    for rule in schema.get("x-kubernetes-validations") or []:
+        holds = _cel_holds(rule["rule"], value, old)
+        if holds is False:
+            where = f"{path}{rule.get('fieldPath', '')}" if rule.get("fieldPath") else path
+            message = rule.get("message") or f"failed rule: {rule['rule']}"
+            kind = CEL_REASONS.get(rule.get("reason", ""))
+            if kind == "required":
+                errors.append(FieldError.required(where, message))
+            elif kind == "forbidden":
+                errors.append(FieldError.forbidden(where, message))
+            else:
+                errors.append(FieldError.invalid(where, value, message))
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = props.get(key) or (additional if isinstance(additional, dict) else None)
+            if sub is None or (not path and key in ("apiVersion", "kind", "metadata")):
+                continue
+            old_item = old[key] if isinstance(old, dict) and key in old else ABSENT
+            _cel_walk(item, old_item, sub, f"{path}.{key}" if path else key, errors)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        # oldSelf of a list item is only defined for map lists (matched by key); not correlated here.
+        for index, item in enumerate(value):
+            _cel_walk(item, ABSENT, schema["items"], f"{path}[{index}]", errors)

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from . import admission
+from . import admission, rbac
 from .handlers import Request, Response
 from .resources import Registry
 from .routing import Router
@@ -124,11 +124,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         started = time.perf_counter()
         split = urlsplit(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        # kubectl --as-group sends one Impersonate-Group header per group.
+        groups = self.headers.get_all("Impersonate-Group") or []
+        if groups:
+            headers["impersonate-group"] = "\n".join(groups)
         request = Request(
             method=self.command,
             path=split.path,
             query=dict(parse_qsl(split.query, keep_blank_values=True)),
-            headers={k.lower(): v for k, v in self.headers.items()},
+            headers=headers,
             body=self._read_body(),
         )
         try:
@@ -214,18 +219,34 @@ class ApiServer:
     context manager.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+    ADMIN = rbac.Identity("kubernetes-admin", (rbac.MASTERS, rbac.AUTHENTICATED))
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, token: str | None = None, watch_history: int = 1000
+    ) -> None:
         self.host = host
         self.port = port
         self.token = token or secrets.token_urlsafe(24)
-        self.store = Store()
+        # kube-apiserver's static token file: bearer token -> identity (the first is the administrator's).
+        self.identities: dict[str, rbac.Identity] = {self.token: self.ADMIN}
+        self.store = Store(history=watch_history)
         self.registry = Registry()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._cleaner: threading.Thread | None = None
         self._cert: ServingCert | None = None
         self._seed()
 
+    def add_identity(self, user: str, groups: tuple[str, ...] = (), token: str | None = None) -> str:
+        """Accept a bearer token for ``user`` in ``groups`` (plus system:authenticated); the token."""
+        token = token or secrets.token_urlsafe(24)
+        self.identities[token] = rbac.Identity(user, (*groups, rbac.AUTHENTICATED))
+        return token
+
     def _seed(self) -> None:
+        for key, obj in rbac.bootstrap_policy():
+            obj["metadata"]["uid"] = str(uuid.uuid4())
+            self.store.write(key, obj)
         for name in INITIAL_NAMESPACES:
             self.store.write(
                 ("", "namespaces"),
@@ -263,7 +284,7 @@ class ApiServer:
         if self._httpd is not None:
             return self
         router = Router(
-            self.store, self.registry, self.token, lambda: f"{self.host}:{self.port}", self._stopping
+            self.store, self.registry, self.identities, lambda: f"{self.host}:{self.port}", self._stopping
         )
         if self._cert is None:
             self._cert = make_serving_cert(self.host)
@@ -276,7 +297,25 @@ class ApiServer:
             daemon=True,
         )
         self._thread.start()
+        self._cleaner = threading.Thread(
+            target=self._clean_up_crds,
+            args=(router,),
+            name=f"apiserver-{self.port}-crd-finalizer",
+            daemon=True,
+        )
+        self._cleaner.start()
         return self
+
+    def _clean_up_crds(self, router: Router) -> None:
+        """apiextensions-apiserver's CRD finalizer controller, woken by every write."""
+        seen = 0
+        while not self._stopping():
+            if self.store.wait_for_change(seen, 0.5):
+                seen = self.store.resource_version
+            try:
+                router.handlers.clean_up_deleted_crds()
+            except Exception:  # a bug here must not stop the server; the next write retries
+                log.exception("CRD cleanup failed")
 
     def _stopping(self) -> bool:
         return self._httpd is None or self._httpd.stopping.is_set()
@@ -293,6 +332,9 @@ class ApiServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self._cleaner is not None:
+            self._cleaner.join(timeout=5)
+            self._cleaner = None
         # a stopped server can be started again with its data
         self.store = _reopen(self.store)
 
@@ -305,9 +347,13 @@ class ApiServer:
         self.stop()
 
     def write_kubeconfig(
-        self, path: str | Path, namespace: str = "default", name: str = "nodewright-sandbox"
+        self,
+        path: str | Path,
+        namespace: str = "default",
+        name: str = "nodewright-sandbox",
+        token: str | None = None,
     ) -> Path:
-        """A kubeconfig with this server and its bearer token (for kubectl and load_kube_config).
+        """A kubeconfig with this server and a bearer token (the administrator's unless ``token``).
 
         It points at the HTTPS side with the CA inline: kubectl (clientcmd) drops a kubeconfig's
         credentials on a plain-HTTP server, so a token only works over TLS.
@@ -323,7 +369,7 @@ class ApiServer:
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": name, "cluster": cluster}],
-            "users": [{"name": name, "user": {"token": self.token}}],
+            "users": [{"name": name, "user": {"token": token or self.token}}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
             "current-context": name,
             "preferences": {},

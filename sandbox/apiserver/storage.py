@@ -44,13 +44,16 @@ def obj_key(obj: dict[str, Any]) -> ObjKey:
 
 
 class Store:
-    def __init__(self, history: int = 50_000, first_rv: int = 1000) -> None:
+    def __init__(self, history: int = 1000, first_rv: int = 1000) -> None:
         self.lock = threading.RLock()
         self._changed = threading.Condition(self.lock)
         self._rv = first_rv
         self._data: dict[Key, dict[ObjKey, dict[str, Any]]] = {}
-        self._history: deque[Change] = deque(maxlen=history)
-        self._history_rvs: deque[int] = deque(maxlen=history)
+        # Per resource, as kube-apiserver's watch cache: a busy resource (events, pods) never pushes
+        # another's changes out; a watch from before the oldest kept change gets 410 Gone.
+        self.history = history
+        self._history: dict[Key, deque[Change]] = {}
+        self._history_rvs: dict[Key, deque[int]] = {}
         self._closed = False
 
     @property
@@ -101,23 +104,23 @@ class Store:
             return copy.deepcopy(gone)
 
     def _record(self, change: Change) -> None:
-        self._history.append(change)
-        self._history_rvs.append(change.rv)
+        self._history.setdefault(change.key, deque(maxlen=self.history)).append(change)
+        self._history_rvs.setdefault(change.key, deque(maxlen=self.history)).append(change.rv)
         self._changed.notify_all()
 
-    def changes_after(self, rv: int) -> list[Change]:
-        """Every change newer than ``rv``; raises :class:`TooOld` when history no longer reaches back."""
+    def changes_after(self, rv: int, key: Key) -> list[Change]:
+        """Every change of ``key`` after ``rv``; :class:`TooOld` when its history no longer reaches back."""
         with self.lock:
             if rv >= self._rv:
                 return []
-            if (
-                self._history_rvs
-                and rv < self._history_rvs[0] - 1
-                and len(self._history) == self._history.maxlen
-            ):
-                raise TooOld(rv, self._history_rvs[0])
-            start = bisect.bisect_right(self._history_rvs, rv)
-            return list(itertools.islice(self._history, start, None))
+            changes = self._history.get(key)
+            rvs = self._history_rvs.get(key)
+            if not changes or not rvs:
+                return []
+            if rv < rvs[0] - 1 and len(changes) == changes.maxlen:
+                raise TooOld(rv, rvs[0])
+            start = bisect.bisect_right(rvs, rv)
+            return list(itertools.islice(changes, start, None))
 
     def wait_for_change(self, after_rv: int, timeout: float) -> bool:
         """Block until something newer than ``after_rv`` is written, the store closes, or ``timeout``."""

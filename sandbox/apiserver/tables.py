@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from . import errors
 from .handlers import Request, Response
 from .resources import ResourceType
 
@@ -100,6 +101,34 @@ def _node_roles(obj: dict[str, Any]) -> str:
     return ",".join(roles) or "<none>"
 
 
+def _readiness_gates(obj: dict[str, Any]) -> str:
+    """printPod: ``<ready>/<total>`` of spec.readinessGates, ``<none>`` without any."""
+    gates = (obj.get("spec") or {}).get("readinessGates") or []
+    if not gates:
+        return "<none>"
+    conditions = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
+    ready = sum(1 for g in gates if conditions.get(g.get("conditionType")) == "True")
+    return f"{ready}/{len(gates)}"
+
+
+def _address(kind: str) -> Callable[[dict[str, Any]], str]:
+    def getter(obj: dict[str, Any]) -> str:
+        for address in (obj.get("status") or {}).get("addresses") or []:
+            if address.get("type") == kind:
+                return address.get("address", "")
+        return "<none>"
+
+    return getter
+
+
+def _node_info(field: str) -> Callable[[dict[str, Any]], str]:
+    def getter(obj: dict[str, Any]) -> str:
+        value = ((obj.get("status") or {}).get("nodeInfo") or {}).get(field)
+        return value or "<unknown>"
+
+    return getter
+
+
 def _get(*path: str, default: Any = "") -> Callable[[dict[str, Any]], Any]:
     def getter(obj: dict[str, Any]) -> Any:
         cur: Any = obj
@@ -139,6 +168,8 @@ COLUMNS: dict[tuple[str, str], list[Column]] = {
         _AGE_COL,
         ("IP", "string", _get("status", "podIP", default="<none>"), 1),
         ("Node", "string", _get("spec", "nodeName", default="<none>"), 1),
+        ("Nominated Node", "string", _get("status", "nominatedNodeName", default="<none>"), 1),
+        ("Readiness Gates", "string", _readiness_gates, 1),
     ],
     ("", "nodes"): [
         _NAME_COL,
@@ -146,6 +177,11 @@ COLUMNS: dict[tuple[str, str], list[Column]] = {
         ("Roles", "string", _node_roles, 0),
         _AGE_COL,
         ("Version", "string", _get("status", "nodeInfo", "kubeletVersion"), 0),
+        ("Internal-IP", "string", _address("InternalIP"), 1),
+        ("External-IP", "string", _address("ExternalIP"), 1),
+        ("OS-Image", "string", _node_info("osImage"), 1),
+        ("Kernel-Version", "string", _node_info("kernelVersion"), 1),
+        ("Container-Runtime", "string", _node_info("containerRuntimeVersion"), 1),
     ],
     ("", "namespaces"): [_NAME_COL, ("Status", "string", _get("status", "phase"), 0), _AGE_COL],
     ("apps", "deployments"): [
@@ -210,7 +246,7 @@ def _custom_columns(rt: ResourceType) -> list[Column]:
         columns.append(
             (col.get("name", ""), col.get("type", "string"), getter, int(col.get("priority") or 0))
         )
-    if not any(c.get("jsonPath") == ".metadata.creationTimestamp" for c in rt.printer_columns):
+    if not rt.printer_columns:  # the CRD handler's default: Age only when the CRD declares no columns
         columns.append(_AGE_COL)
     return columns
 
@@ -284,18 +320,24 @@ def _as_age(getter: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]
     return age_of
 
 
-def to_table(rt: ResourceType, objects: list[dict[str, Any]], list_meta: dict[str, Any]) -> dict[str, Any]:
+def to_table(
+    rt: ResourceType, objects: list[dict[str, Any]], list_meta: dict[str, Any], include: str = "Metadata"
+) -> dict[str, Any]:
+    """``include``: the request's includeObject, Metadata (default), Object (kubectl --sort-by) or None."""
     columns = _custom_columns(rt) if rt.custom else COLUMNS.get(rt.key, [_NAME_COL, _AGE_COL])
     rows = []
     for obj in objects:
-        cells = [getter(obj) for _, _, getter, _ in columns]
-        meta = dict(obj.get("metadata") or {})
-        rows.append(
-            {
-                "cells": cells,
-                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
+        row: dict[str, Any] = {"cells": [getter(obj) for _, _, getter, _ in columns]}
+        if include == "Object":
+            row["object"] = {"kind": rt.kind, "apiVersion": rt.api_version, **obj}
+        elif include != "None":
+            meta = dict(obj.get("metadata") or {})
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": meta,
             }
-        )
+        rows.append(row)
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
@@ -321,8 +363,15 @@ def maybe_table(request: Request, rt: ResourceType, response: Response) -> Respo
     if not wants_table(request) or response.code != 200 or not isinstance(response.body, dict):
         return response
     body = response.body
+    include = request.query.get("includeObject") or "Metadata"
+    if include not in ("Metadata", "Object", "None"):
+        raise errors.bad_request(
+            f'includeObject: Unsupported value: "{include}": supported values: "None", "Metadata", "Object"'
+        )
     if "items" in body:
-        table = to_table(rt, body["items"], body.get("metadata") or {})
+        table = to_table(rt, body["items"], body.get("metadata") or {}, include)
     else:
-        table = to_table(rt, [body], {"resourceVersion": body["metadata"].get("resourceVersion", "")})
+        table = to_table(
+            rt, [body], {"resourceVersion": body["metadata"].get("resourceVersion", "")}, include
+        )
     return Response(200, table, headers=response.headers)

@@ -87,7 +87,14 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
         elif now_match:
             kind = "ADDED"
         elif was_match:
-            kind = "DELETED"
+            # The cacher sends the object as it was when it last matched, with this event's
+            # resourceVersion (cacheWatcher.convertToWatchEvent).
+            assert change.old is not None
+            previous = {
+                **change.old,
+                "metadata": {**change.old["metadata"], "resourceVersion": str(change.rv)},
+            }
+            return _line("DELETED", present(previous))
         else:
             kind = None
         return _line(kind, present(change.obj)) if kind else None
@@ -99,7 +106,7 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
         last_sent = time.monotonic()
         while not stopping() and not store.closed:
             try:
-                changes = store.changes_after(last)
+                changes = store.changes_after(last, rt.key)
             except TooOld as exc:
                 yield _line("ERROR", errors.gone(str(exc)).status())
                 return

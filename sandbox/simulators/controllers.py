@@ -10,6 +10,8 @@
 * PodDisruptionBudget status: expectedPods, currentHealthy, desiredHealthy, disruptionsAllowed,
   observedGeneration, the DisruptionAllowed condition; prunes ``disruptedPods``.
 * Namespace deletion: deletes a terminating namespace's objects, then finalizes it.
+* Storage protection: a deleting PVC waits for the pods using it, a deleting PV for its claim.
+* Node lifecycle: the ``node.kubernetes.io/unschedulable:NoSchedule`` taint follows the cordon.
 * Pod garbage collection: pods bound to a node that no longer exists are force-deleted (the real
   PodGC waits 40 s first; the sandbox does not).
 """
@@ -26,7 +28,15 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.simulators.kube import MERGE_PATCH, Kube, controller_uid, core, group, owner_reference
+from sandbox.simulators.kube import (
+    MERGE_PATCH,
+    Kube,
+    controller_uid,
+    core,
+    group,
+    owner_reference,
+    record_event,
+)
 from sandbox.simulators.loop import ReconcileLoop, log
 from sandbox.simulators.scheduler import (
     match_label_selector,
@@ -131,9 +141,17 @@ class ReplicaSetController:
             meta, spec = rs["metadata"], rs.get("spec") or {}
             pods = [p for p in snap.owned_by(meta["uid"], snap.pods) if is_active(p)]
             wanted = int(spec.get("replicas", 1))
+            owner = {"kind": "ReplicaSet", "apiVersion": "apps/v1", **rs}
             for _ in range(wanted - len(pods)):
                 pod = pod_from_template(rs, "apps/v1", "ReplicaSet", spec.get("template") or {}, meta["name"])
-                self.kube.create(core("pods", meta["namespace"]), pod)
+                created = self.kube.create(core("pods", meta["namespace"]), pod)
+                record_event(
+                    self.kube,
+                    owner,
+                    "SuccessfulCreate",
+                    f"Created pod: {created['metadata']['name']}",
+                    component="replicaset-controller",
+                )
             if len(pods) > wanted:
                 ranked = sorted(
                     pods,
@@ -147,6 +165,13 @@ class ReplicaSetController:
                 for pod in ranked[: len(pods) - wanted]:
                     self.kube.delete_ignoring_missing(
                         core("pods", meta["namespace"], pod["metadata"]["name"])
+                    )
+                    record_event(
+                        self.kube,
+                        owner,
+                        "SuccessfulDelete",
+                        f"Deleted pod: {pod['metadata']['name']}",
+                        component="replicaset-controller",
                     )
             ready = sum(is_ready(p) for p in pods)
             status = {
@@ -196,20 +221,36 @@ class DeploymentController:
                 snap.replicasets.append(
                     current
                 )  # the ReplicaSet controller creates its pods in this same pass
-            elif int((current.get("spec") or {}).get("replicas", 0)) != wanted:
+                self._scaled(deployment, current, 0, wanted)
+            elif (before := int((current.get("spec") or {}).get("replicas", 0))) != wanted:
                 self.kube.patch(
                     group("apps/v1", "replicasets", namespace, current["metadata"]["name"]),
                     {"spec": {"replicas": wanted}},
                     MERGE_PATCH,
                 )
+                self._scaled(deployment, current, before, wanted)
             for old in owned:
-                if old is not current and int((old.get("spec") or {}).get("replicas", 0)) != 0:
+                if old is not current and (before := int((old.get("spec") or {}).get("replicas", 0))) != 0:
                     self.kube.patch(
                         group("apps/v1", "replicasets", namespace, old["metadata"]["name"]),
                         {"spec": {"replicas": 0}},
                         MERGE_PATCH,
                     )
+                    self._scaled(deployment, old, before, 0)
             self._update_status(deployment, owned, current, wanted)
+
+    def _scaled(self, deployment: Obj, replicaset: Obj, before: int, after: int) -> None:
+        """The deployment controller's ScalingReplicaSet event."""
+        if before == after:
+            return
+        direction = "up" if after > before else "down"
+        record_event(
+            self.kube,
+            {"kind": "Deployment", "apiVersion": "apps/v1", **deployment},
+            "ScalingReplicaSet",
+            f"Scaled {direction} replica set {replicaset['metadata']['name']} from {before} to {after}",
+            component="deployment-controller",
+        )
 
     def _create_replicaset(self, deployment: Obj, template: Obj, pod_hash: str, replicas: int) -> Obj:
         meta, spec = deployment["metadata"], deployment.get("spec") or {}
@@ -531,6 +572,94 @@ class NamespaceController:
                         raise
 
 
+class StorageProtectionController:
+    """The pvc-protection and pv-protection controllers: a deleting PVC keeps its finalizer while a
+    pod that is not terminated uses it; a deleting PV keeps its finalizer while it is Bound."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    @staticmethod
+    def _claims_in_use(pods: list[Obj]) -> set[tuple[str, str]]:
+        return {
+            (pod["metadata"]["namespace"], volume["persistentVolumeClaim"]["claimName"])
+            for pod in pods
+            if not is_terminal(pod)
+            for volume in (pod.get("spec") or {}).get("volumes") or []
+            if volume.get("persistentVolumeClaim")
+        }
+
+    def reconcile(self, snap: Snapshot) -> None:
+        claims, _ = self.kube.list(core("persistentvolumeclaims"))
+        deleting = [c for c in claims if c["metadata"].get("deletionTimestamp")]
+        if deleting:
+            # As the real controller asks the API server before releasing: the pass's snapshot may
+            # predate a pod that started using the claim.
+            in_use = self._claims_in_use(self.kube.list(core("pods"))[0])
+            for claim in deleting:
+                meta = claim["metadata"]
+                if (meta["namespace"], meta["name"]) not in in_use:
+                    path = core("persistentvolumeclaims", meta["namespace"], meta["name"])
+                    self._release(path, claim, "pvc")
+        volumes, _ = self.kube.list(core("persistentvolumes"))
+        for volume in volumes:
+            meta = volume["metadata"]
+            if meta.get("deletionTimestamp") and (volume.get("status") or {}).get("phase") != "Bound":
+                self._release(core("persistentvolumes", name=meta["name"]), volume, "pv")
+
+    def _release(self, path: str, obj: Obj, kind: str) -> None:
+        finalizer = f"kubernetes.io/{kind}-protection"
+        finalizers = obj["metadata"].get("finalizers") or []
+        if finalizer not in finalizers:
+            return
+        kept = [f for f in finalizers if f != finalizer]
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]},
+            {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+        ]
+        try:
+            self.kube.patch(path, patch, "application/json-patch+json")
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+
+
+UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+class NodeLifecycleController:
+    """TaintNodesByCondition for cordons: a node with ``spec.unschedulable`` carries the
+    ``node.kubernetes.io/unschedulable:NoSchedule`` taint, and loses it when uncordoned."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        for node in snap.nodes:
+            spec = node.get("spec") or {}
+            taints = list(spec.get("taints") or [])
+            tainted = any(
+                t.get("key") == UNSCHEDULABLE_TAINT["key"] and t.get("effect") == "NoSchedule" for t in taints
+            )
+            wanted = bool(spec.get("unschedulable"))
+            if wanted == tainted:
+                continue
+            if wanted:
+                taints.append(dict(UNSCHEDULABLE_TAINT))
+            else:
+                taints = [t for t in taints if t.get("key") != UNSCHEDULABLE_TAINT["key"]]
+            meta = node["metadata"]
+            patch = {
+                "metadata": {"resourceVersion": meta["resourceVersion"]},
+                "spec": {"taints": taints or None},
+            }
+            try:  # guarded by resourceVersion: another writer's taint is never lost
+                self.kube.patch(core("nodes", name=meta["name"]), patch, MERGE_PATCH)
+            except ApiException as exc:
+                if exc.status not in (404, 409):
+                    raise
+
+
 class PodGarbageCollector:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
@@ -564,6 +693,8 @@ class ControllerManager(ReconcileLoop):
         super().__init__(kube, resync)
         self.controllers = [
             PodGarbageCollector(kube),
+            NodeLifecycleController(kube),
+            StorageProtectionController(kube),
             DeploymentController(kube),
             ReplicaSetController(kube),
             DaemonSetController(kube),

@@ -8,7 +8,10 @@ many kinds (including custom objects), and the models would validate and copy ev
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import logging
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+log = logging.getLogger("sandbox.simulators")
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -123,13 +127,19 @@ class Kube:
         return self._call("PATCH", path, body=body, content_type=content_type)
 
     def delete(
-        self, path: str, grace_period_seconds: int | None = None, uid: str | None = None
+        self,
+        path: str,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+        propagation_policy: str | None = None,
     ) -> dict[str, Any]:
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         if uid:
             options["preconditions"] = {"uid": uid}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
         return self._call("DELETE", path, body=options)
 
     def delete_ignoring_missing(self, path: str, **kwargs: Any) -> None:
@@ -185,3 +195,51 @@ def controller_uid(obj: dict[str, Any]) -> str | None:
         if ref.get("controller"):
             return ref.get("uid")
     return None
+
+
+def record_event(
+    kube: Kube,
+    involved: dict[str, Any],
+    reason: str,
+    message: str,
+    *,
+    component: str,
+    event_type: str = "Normal",
+    host: str = "",
+) -> None:
+    """A core/v1 Event as client-go's event recorder writes it (``<object>.<hex nanoseconds>``).
+
+    Best effort, as in the real components: an event that cannot be written is dropped."""
+    meta = involved["metadata"]
+    namespace = meta.get("namespace") or "default"
+    stamp = time.time_ns()
+    moment = dt.datetime.fromtimestamp(stamp / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    reference = {
+        "kind": involved.get("kind"),
+        "name": meta["name"],
+        "uid": meta.get("uid"),
+        "apiVersion": involved.get("apiVersion"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }
+    if meta.get("namespace"):
+        reference["namespace"] = meta["namespace"]
+    source = {"component": component, **({"host": host} if host else {})}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{stamp:x}", "namespace": namespace},
+        "involvedObject": reference,
+        "reason": reason,
+        "message": message,
+        "source": source,
+        "firstTimestamp": moment,
+        "lastTimestamp": moment,
+        "count": 1,
+        "type": event_type,
+        "reportingComponent": component,
+        "reportingInstance": host,
+    }
+    try:
+        kube.create(core("events", namespace), body)
+    except ApiException as exc:
+        log.debug("event %s on %s dropped: %s", reason, meta["name"], exc.status)

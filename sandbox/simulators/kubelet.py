@@ -39,7 +39,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.simulators.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, core, group
+from sandbox.simulators.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, core, group, record_event
 from sandbox.simulators.loop import ReconcileLoop
 from sandbox.simulators.scheduler import now
 
@@ -328,6 +328,18 @@ class NodeLifecycle(ReconcileLoop):
         self.kube.patch(
             core("nodes", name=node_name, sub="status"), {"status": status}, STRATEGIC_MERGE_PATCH
         )
+        node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": node_name, "uid": node_name}}
+        record_event(
+            self.kube, node_ref, "Starting", "Starting kubelet.", component="kubelet", host=node_name
+        )
+        record_event(
+            self.kube,
+            node_ref,
+            "NodeReady",
+            f"Node {node_name} status is now: NodeReady",
+            component="kubelet",
+            host=node_name,
+        )
         # Owned only once Ready: a failure above is retried from the start on the next poll (create → 409).
         with self.registry.lock:
             self.registry.nodes[instance["InstanceId"]] = OwnedNode(
@@ -479,16 +491,30 @@ class PodRunner(ReconcileLoop):
             "conditions": ready,
             "containerStatuses": statuses,
         }
+        # The kubelet's status manager sends a two-way strategic merge patch, which names the order
+        # of every condition; PodScheduled (the scheduler's) stays last, as on a real node.
+        order = [{"type": c["type"]} for c in ready] + [{"type": "PodScheduled"}]
+        patch = {"status": {**status, "$setElementOrder/conditions": order}}
         try:
             self.kube.patch(
                 core("pods", meta["namespace"], meta["name"], "status"),
-                {"status": status},
+                patch,
                 STRATEGIC_MERGE_PATCH,
             )
             self.started += 1
         except ApiException as exc:
             if exc.status != 404:
                 raise
+            return
+        involved = {"kind": "Pod", "apiVersion": "v1", **pod}
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            name, image = container["name"], container.get("image", "")
+            for reason, message in (
+                ("Pulled", f'Container image "{image}" already present on machine'),
+                ("Created", f"Created container: {name}"),
+                ("Started", f"Started container {name}"),
+            ):
+                record_event(self.kube, involved, reason, message, component="kubelet", host=node.node_name)
 
 
 class Kubelet:

@@ -25,7 +25,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
-from sandbox.simulators.kube import STRATEGIC_MERGE_PATCH, Kube, core
+from sandbox.simulators.kube import STRATEGIC_MERGE_PATCH, Kube, core, record_event
 from sandbox.simulators.loop import ReconcileLoop
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -402,6 +402,13 @@ class Scheduler(ReconcileLoop):
                 return False
             raise
         self.bound_count += 1
+        record_event(
+            self.kube,
+            {"kind": "Pod", "apiVersion": "v1", **pod},
+            "Scheduled",
+            f"Successfully assigned {meta['namespace']}/{meta['name']} to {node_name}",
+            component="default-scheduler",
+        )
         return True
 
     def _mark_unschedulable(self, pod: Pod, message: str) -> None:
@@ -434,3 +441,12 @@ class Scheduler(ReconcileLoop):
         except ApiException as exc:
             if exc.status != 404:
                 raise
+            return
+        record_event(
+            self.kube,
+            {"kind": "Pod", "apiVersion": "v1", **pod},
+            "FailedScheduling",
+            message,
+            component="default-scheduler",
+            event_type="Warning",
+        )

@@ -20,7 +20,7 @@ import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
 from nodewright.state.pods import is_provisionable
 
-from bench.interruption import eventbridge_event, sqs_batches
+from sandbox import events
 from sandbox.lambdas import LambdaContext, load_function
 from sandbox.workloads import inflate, nodeclass, nodepool
 
@@ -42,13 +42,14 @@ def sandbox() -> Iterator[Any]:
 
 @pytest.fixture
 def cluster(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from nodewright.cluster import connect, reset_connections
-    from nodewright.settings import Settings
+    """The administrator's client (the user's side); the handlers act with the functions' identity."""
+    from nodewright.cluster import reset_connections
 
     for key, value in sandbox.env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
-    kube = connect(Settings.from_env())
+    sandbox.warm_catalog()  # the invocations under test are warm: they get seconds, not a cold catalog
+    kube = sandbox.admin_cluster()
     yield kube
     reset_connections()
 
@@ -105,8 +106,13 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     provisioner = load_function("provisioner")
     provisioner.handler(
         {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}},
-        LambdaContext(14, "nodewright-provisioner"),
+        # 25 s: this process's first pass pages moto's whole catalog before it may write (a pass
+        # stops writing at its deadline).
+        LambdaContext(25, "nodewright-provisioner"),
     )
+    # A handler bounds the container's shared API client to its invocation (calls past its deadline
+    # are refused); the test goes on using that client after the invocation has ended.
+    cluster.set_call_deadline(None)
     _wait(f"{REPLICAS} inflate pods ready", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=60)
 
     by_node: dict[str, int] = {}
@@ -133,12 +139,11 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    event = eventbridge_event(
-        "EC2 Spot Instance Interruption Warning", instance_id, **{"instance-action": "terminate"}
-    )
+    event = events.spot_warning(instance_id)
     started = time.monotonic()
     direct = load_function("spot_events").handler(event, LambdaContext(100, "nodewright-spot-events"))
     elapsed = time.monotonic() - started
+    cluster.set_call_deadline(None)
     watching.set()
     watcher.join()
 
@@ -169,8 +174,9 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     queue = load_function("interruption")
     for _ in range(2):
         assert queue.handler(
-            sqs_batches([json.dumps(event)])[0], LambdaContext(30, "nodewright-interruption")
+            events.sqs_batches([json.dumps(event)])[0], LambdaContext(30, "nodewright-interruption")
         ) == {"batchItemFailures": []}
+        cluster.set_call_deadline(None)
     assert {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == (
         claims_before - {victim_claim}
     ) | set(created)

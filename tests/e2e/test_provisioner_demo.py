@@ -54,6 +54,9 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
         launched = r"replacement NodeClaim default-\S+ launched: \S+ (spot|on-demand) in us-west-2"
         assert re.search(launched, story)
         assert re.search(r"pod inflate-\S+ Running on \S+ \(replacement\)", story)
+    elif "before any eviction: nothing yet: the replacement pass stopped early" in story:
+        # A loaded machine: the pass ran out of the invocation's time, and the story says so.
+        assert "replacement NodeClaim" not in story
     else:
         assert "before any eviction: nothing: the scheduling core placed the node's 1 pod(s)" in story
         assert "replacement NodeClaim" not in story

@@ -133,8 +133,28 @@ def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
         assert "kubeconfig:" in output, output
         assert "moto endpoint: http://127.0.0.1:" in output, output
         assert "export STATE_TABLE=nodewright-cli-state" in output
+        assert "export KUBECONFIG=" in output
+        assert "their logs: " in output
         moto_port = urlparse(output.split("moto endpoint: ")[1].split()[0]).port
         assert port_open(moto_port)
+        # The other sandbox commands find it by its cluster name.
+        nodewright = Path(sys.executable).with_name("nodewright")
+        found = subprocess.run(
+            [nodewright, "sandbox", "kubeconfig", "--cluster-name", "cli"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert found.returncode == 0
+        assert Path(found.stdout.strip()).is_file()
+        missing = subprocess.run(
+            [nodewright, "sandbox", "interrupt", "no-such-node", "--cluster-name", "cli"],
+            capture_output=True,
+            check=False,
+            text=True,
+        )
+        assert missing.returncode == 2
+        assert "node 'no-such-node' not found" in missing.stderr
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     finally:
@@ -144,3 +164,11 @@ def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
     assert process.returncode == 0, err
     assert "stopped." in out
     assert not port_open(moto_port)
+    gone = subprocess.run(
+        [Path(sys.executable).with_name("nodewright"), "sandbox", "kubeconfig", "--cluster-name", "cli"],
+        capture_output=True,
+        check=False,
+        text=True,
+    )
+    assert gone.returncode == 2
+    assert "no sandbox 'cli' is running" in gone.stderr

@@ -24,6 +24,10 @@ if _NODE22.is_dir() and str(_NODE22) not in os.environ.get("PATH", ""):
     os.environ["PATH"] = f"{_NODE22}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+VARIANT_NODE_ROLE_ARN = "arn:aws:iam::123456789012:role/platform/nodes/MyNodeRole"
+VARIANT_KMS_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
@@ -34,11 +38,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def stub_functions_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from infra.capabilities.functions import FUNCTION_SPECS
+    from infra.capabilities.removal import CLEANUP
 
     root = tmp_path_factory.mktemp("functions")
-    for spec in FUNCTION_SPECS:
-        (root / spec.name).mkdir()
-        (root / spec.name / "app.py").write_text("def handler(event, context):\n    return None\n")
+    for name in [*(spec.name for spec in FUNCTION_SPECS), CLEANUP]:
+        (root / name).mkdir()
+        (root / name / "app.py").write_text("def handler(event, context):\n    return None\n")
     return root
 
 
@@ -65,7 +70,9 @@ def default_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
 
 @pytest.fixture(scope="session")
 def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """Every optional context value set: e-mail alarms, tracing, x86_64, event-only, 2 s polls."""
+    """Every optional context value set: e-mail alarms, tracing, x86_64, event-only, 2 s polls, an
+    existing node role by ARN with an IAM path, the functions in a VPC (security group created),
+    a KMS key for node volumes, an explicit account and region."""
     context = {
         **fast_context,
         "alarmEmail": "oncall@example.com",
@@ -73,7 +80,10 @@ def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
         "architecture": "x86_64",
         "interruptionMode": "event-only",
         "pollInterval": "2",
-        "nodeRoleName": "MyNodeRole",
+        "nodeRoleArn": VARIANT_NODE_ROLE_ARN,
+        "vpcId": "vpc-0123456789abcdef0",
+        "subnetIds": "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2",
+        "ebsKmsKeyArns": VARIANT_KMS_KEY_ARN,
         "region": "eu-west-1",
         "account": "123456789012",
     }

@@ -1,12 +1,13 @@
 """The Lambda layer build: what goes in, what is dropped, its size, and the real app's synth.
 
-The slow test builds the real layer (pip for manylinux2014_aarch64; PyPI the first time,
+The slow test builds the real layer (pip for manylinux aarch64; PyPI the first time,
 then the cache under build/layer/) and synthesizes the app exactly as `cdk synth` does.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +21,14 @@ from sandbox.shared_data import REPO_ROOT
 ELF_MACHINE_AARCH64 = 183
 
 
-def test_requirements_come_from_pyproject_without_what_the_runtime_ships() -> None:
+def test_requirements_come_from_pyproject_with_the_pinned_sdk() -> None:
     requirements = layer_build.runtime_requirements()
     names = [r.split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower() for r in requirements]
-    assert "boto3" not in names
+    assert "boto3" in names  # the layer ships the SDK version the tests ran ...
+    pins = dict(
+        line.split("==") for line in (REPO_ROOT / "constraints.txt").read_text().splitlines() if "==" in line
+    )
+    assert pins["boto3"] == pins["botocore"]  # ... pinned exactly by constraints.txt
     assert "kubernetes==37.0.1" in requirements
     assert "python-dateutil>=2.8,<3" in requirements  # dateutil 3+ would shadow the runtime's botocore's
     assert any(r.startswith("aws-lambda-powertools[parser,tracer]") for r in requirements)
@@ -32,6 +37,34 @@ def test_requirements_come_from_pyproject_without_what_the_runtime_ships() -> No
 def test_cache_key_changes_with_the_architecture_and_is_stable() -> None:
     assert layer_build.input_hash("arm64") == layer_build.input_hash("arm64")
     assert layer_build.input_hash("arm64") != layer_build.input_hash("x86_64")
+
+
+def test_wheels_may_be_manylinux2014_or_manylinux_2_28_for_the_architecture() -> None:
+    for arch, machine in (("arm64", "aarch64"), ("x86_64", "x86_64")):
+        assert layer_build.PLATFORMS[arch] == (f"manylinux_2_28_{machine}", f"manylinux2014_{machine}")
+
+
+def test_the_sdk_models_kept_are_exactly_the_services_the_layer_creates_clients_for() -> None:
+    layer = REPO_ROOT / "layers" / "nodewright" / "nodewright"
+    used = set()
+    for source in layer.rglob("*.py"):
+        if "cli" in source.relative_to(layer).parts:
+            continue  # the CLI runs with the user's own SDK, outside the layer
+        used.update(re.findall(r"\bclient\(\s*\"([a-z0-9-]+)\"", source.read_text()))
+    assert used == layer_build.BOTO_SERVICES
+
+
+def test_sdk_model_pruning_keeps_the_newest_version_of_the_used_services(tmp_path: Path) -> None:
+    site = tmp_path / "python"
+    data = site / "botocore" / "data"
+    for relative in ("ec2/2015-10-01/service-2.json.gz", "ec2/2016-11-15/service-2.json.gz",
+                     "ec2/2016-11-15/examples-1.json", "s3/2006-03-01/service-2.json.gz",
+                     "endpoints.json", "_retry.json"):  # fmt: skip
+        (data / relative).parent.mkdir(parents=True, exist_ok=True)
+        (data / relative).write_text("{}")
+    layer_build._prune_sdk_models(site)
+    left = sorted(str(p.relative_to(data)) for p in data.rglob("*") if p.is_file())
+    assert left == ["_retry.json", "ec2/2016-11-15/service-2.json.gz", "endpoints.json"]
 
 
 def test_unknown_architecture_is_refused() -> None:
@@ -50,7 +83,6 @@ def test_prune_drops_runtime_provided_and_async_only_distributions_by_their_reco
             (site / name).write_text("x = 1\n")
         (info / "RECORD").write_text("".join(f"{name},,\n" for name in files))
 
-    install("botocore", ["botocore/__init__.py", "botocore/data/ec2.json"])
     install("aiohttp", ["aiohttp/__init__.py"])
     install("six", ["six.py"])
     (site / "kubernetes/aio/client").mkdir(parents=True)
@@ -83,12 +115,23 @@ def test_real_layer_is_small_complete_and_built_for_the_runtime(tmp_path: Path) 
 
     assert built.unzipped_bytes <= layer_build.MAX_UNZIPPED_BYTES
     assert layer_build.directory_size(built.root) == (built.unzipped_bytes, built.file_count)
-    # dropped: what the runtime ships, the async client and its stack, tests, scripts, the CLI
-    for gone in ("boto3", "botocore", "s3transfer", "aiohttp", "kubernetes/aio", "bin", "nodewright/cli"):
+    # dropped: the async client and its stack, tests, scripts, the CLI, unused SDK models
+    for gone in ("aiohttp", "kubernetes/aio", "bin", "nodewright/cli", "botocore/data/s3"):
         assert not (site / gone).exists(), gone
+    models = {p.name for p in (site / "botocore" / "data").iterdir() if p.is_dir()}
+    assert models == layer_build.BOTO_SERVICES
     assert not [p for p in site.rglob("tests") if p.is_dir()]
     # kept, as bytecode for the runtime's Python
-    for package in ("kubernetes/client", "aws_lambda_powertools", "yaml", "croniter", "dateutil", "pydantic"):
+    for package in (
+        "kubernetes/client",
+        "aws_lambda_powertools",
+        "yaml",
+        "croniter",
+        "dateutil",
+        "pydantic",
+        "boto3",
+        "botocore",
+    ):
         needed = f"{package}/__init__.pyc"
         assert (site / needed).is_file(), needed
     assert not list((site / "kubernetes").rglob("*.py")), "third-party code ships as bytecode only"
@@ -106,9 +149,25 @@ def test_real_layer_is_small_complete_and_built_for_the_runtime(tmp_path: Path) 
     (pydantic_core,) = (site / "pydantic_core").glob("_pydantic_core*.so")
     header = pydantic_core.read_bytes()[:20]
     assert int.from_bytes(header[18:20], "little") == ELF_MACHINE_AARCH64
-    # every module nodewright imports is in the layer, the standard library or the runtime
+    # the pinned SDK is the one in the layer, and it builds a client of every service kept
+    probe = (
+        "import boto3, botocore; print(boto3.__version__, botocore.__version__); "
+        f"[boto3.client(s, region_name='us-east-1') for s in {sorted(layer_build.BOTO_SERVICES)}]"
+    )
+    versions = subprocess.run(
+        [python313, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {probe}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "PATH": "/usr/bin:/bin"},
+    ).stdout.split()
+    pins = dict(
+        line.split("==") for line in (REPO_ROOT / "constraints.txt").read_text().splitlines() if "==" in line
+    )
+    assert versions == [pins["boto3"], pins["botocore"]]
+    # every module nodewright imports is in the layer or the standard library
     stdlib = set(sys.stdlib_module_names)
-    provided = {"boto3", "botocore", "nodewright"}
+    provided = {"nodewright"}
     shipped = {p.name.removesuffix(".pyc").removesuffix(".py") for p in site.iterdir()} | {"yaml", "dateutil"}
     missing = {}
     for source in (site / "nodewright").rglob("*.py"):

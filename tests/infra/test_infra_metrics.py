@@ -139,6 +139,48 @@ def test_the_disruption_flow_emits_the_declared_dimension_sets(emf: Any) -> None
         assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name
 
 
+@pytest.mark.parametrize(
+    ("function", "flow"), [("provisioner", "provisioning"), ("disruption", "disruption")]
+)
+def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_idle_or_not(
+    emf: Any, monkeypatch: pytest.MonkeyPatch, function: str, flow: str
+) -> None:
+    """The real handler, with its flow's ``run`` stubbed: one PassesCompleted {Function, service}
+    when the passes return (an idle one too), none when they raise or the API server is
+    unreachable (which the handler reports and returns: the heartbeat alarm is what sees it)."""
+    import importlib
+    from types import SimpleNamespace
+
+    from sandbox.events import scheduled_event
+    from sandbox.lambdas import LambdaContext, load_function
+
+    module = load_function(function)
+    monkeypatch.setattr(module.container, "get", SimpleNamespace)  # no AWS, no cluster
+    idle = SimpleNamespace(summary=lambda: {"passes": 1})
+    layer_flow = importlib.import_module(f"nodewright.{flow}")
+    monkeypatch.setattr(layer_flow, "run", lambda ctx, seconds: idle)
+    module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
+    out = emf()
+    assert out[metrics.PASSES_COMPLETED.name] == {*metrics.PASSES_COMPLETED.dimensions, "service"}
+
+    def broken(ctx: Any, seconds: float) -> Any:
+        raise RuntimeError("API server unreachable")
+
+    monkeypatch.setattr(layer_flow, "run", broken)
+    with pytest.raises(RuntimeError):
+        module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
+    assert metrics.PASSES_COMPLETED.name not in emf()
+
+    def unreachable(ctx: Any, seconds: float) -> Any:
+        from nodewright.cluster.errors import ApiUnavailable
+
+        raise ApiUnavailable("GET /api/v1/nodes: API server unreachable")
+
+    monkeypatch.setattr(layer_flow, "run", unreachable)  # reported and returned, but no pass completed
+    module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
+    assert metrics.PASSES_COMPLETED.name not in emf()
+
+
 def test_ice_codes_are_the_cloud_layers() -> None:
     from nodewright.cloud.errors import INSUFFICIENT_CAPACITY_CODES
 

@@ -31,6 +31,9 @@ NOT_FLOWS = ("cluster", "cli")
 CALL = re.compile(r"\bcluster\.(\w+)\(\s*([A-Z][A-Z_]+\b)?")
 # A read handed on rather than called (``{"nodes": cluster.list_nodes, ...}`` in state/world.py).
 READER = re.compile(r"\bcluster\.(list_\w+),")
+# Calls that send no request: nodewright.cluster.connect (the module builds a client) and the
+# per-invocation call deadline ContainerContext sets (context.py).
+NO_REQUEST = {"connect", "set_call_deadline"}
 GENERIC_VERBS = {"list", "get", "find", "create", "replace", "patch", "delete", "update_with_retry",
                  "add_finalizer", "remove_finalizer"}  # fmt: skip
 VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -58,7 +61,7 @@ def flow_calls() -> set[tuple[str, str | None]]:
     sources += list((REPO_ROOT / "functions").rglob("*.py"))
     for path in sources:
         for method, resource in CALL.findall(path.read_text()):
-            if method == "connect":  # nodewright.cluster.connect: the module, not a request
+            if method in NO_REQUEST:
                 continue
             found.add((method, resource if method in GENERIC_VERBS and resource else None))
         found.update((method, None) for method in READER.findall(path.read_text()))

@@ -1,4 +1,4 @@
-"""Least privilege (IAM, RBAC, access entry) and the template scanners: cdk-nag, cfn-lint, checkov."""
+"""Least privilege (IAM statements, access entries, node role); cdk-nag, cfn-lint, checkov."""
 
 from __future__ import annotations
 
@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import VARIANT_NODE_ROLE_ARN
 from infra_synth import Synth, cfn_tool
 
 from infra.capabilities.cluster_access import KUBERNETES_GROUP
-from infra.capabilities.permissions import READ_ACTIONS, TAGGED_AT_CREATION, UNTAGGED_LAUNCH_RESOURCES
+from infra.capabilities.permissions import (
+    CLEANUP_READ_ACTIONS,
+    CLUSTER_CLIENTS,
+    PRICE_READ_ACTIONS,
+    READ_ACTIONS,
+    TAGGED_AT_CREATION,
+    VPC_NETWORK_INTERFACE_ACTIONS,
+)
 from sandbox.shared_data import REPO_ROOT
 
 RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
@@ -32,9 +40,17 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def statement_for(synth: Synth, sid: str) -> dict[str, Any]:
-    (found,) = [s for s in statements(synth) if s.get("Sid") == sid]
+def statements_with_sid(synth: Synth, sid: str) -> list[dict[str, Any]]:
+    found = [s for s in statements(synth) if s.get("Sid") == sid]
+    assert found, f"no statement {sid}"
     return found
+
+
+def statement_for(synth: Synth, sid: str) -> dict[str, Any]:
+    """The statement ``sid``; several roles may hold it, and then they hold the same one."""
+    found = statements_with_sid(synth, sid)
+    assert all(s == found[0] for s in found), sid
+    return found[0]
 
 
 def test_no_statement_grants_a_wildcard_action(default_synth: Synth, variant_synth: Synth) -> None:
@@ -45,15 +61,18 @@ def test_no_statement_grants_a_wildcard_action(default_synth: Synth, variant_syn
                 assert "*" not in action, statement
 
 
-def test_resource_star_is_only_for_reads_without_resource_level_permissions(
+def test_resource_star_is_only_for_calls_without_resource_level_permissions(
     default_synth: Synth, variant_synth: Synth
 ) -> None:
-    allowed = {*READ_ACTIONS, "pricing:GetProducts"}
+    allowed = {*READ_ACTIONS, *PRICE_READ_ACTIONS, *CLEANUP_READ_ACTIONS, "pricing:GetProducts"}
     tracing = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
-    for synth, extra in ((default_synth, set()), (variant_synth, tracing)):
+    vpc = set(VPC_NETWORK_INTERFACE_ACTIONS)  # Lambda checks them on "*" (the variant is in a VPC)
+    for synth, extra in ((default_synth, set()), (variant_synth, tracing | vpc)):
         for statement in statements(synth):
             if "*" in as_list(statement["Resource"]):
                 assert set(as_list(statement["Action"])) <= allowed | extra, statement
+    network = [s for s in statements(default_synth) if "ec2:CreateNetworkInterface" in as_list(s["Action"])]
+    assert network == []  # outside a VPC no role may touch network interfaces
 
 
 def _resource_kinds(statement: dict[str, Any]) -> set[str]:
@@ -68,7 +87,18 @@ def _resource_kinds(statement: dict[str, Any]) -> set[str]:
 def test_ec2_creation_requires_this_clusters_request_tags(default_synth: Synth) -> None:
     create = statement_for(default_synth, "CreateOnlyTaggedForThisCluster")
     assert set(create["Action"]) == {"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"}
-    assert _resource_kinds(create) == set(TAGGED_AT_CREATION) == {"instance", "volume", "launch-template"}
+    assert (
+        _resource_kinds(create)
+        == set(TAGGED_AT_CREATION)
+        == {
+            "instance",
+            "volume",
+            "fleet",
+            "network-interface",
+            "spot-instances-request",
+            "launch-template",
+        }
+    )
     assert create["Condition"] == {
         "StringEquals": {
             "aws:RequestTag/kubernetes.io/cluster/demo": "owned",
@@ -76,10 +106,10 @@ def test_ec2_creation_requires_this_clusters_request_tags(default_synth: Synth) 
         },
         "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
     }
-    # Every other statement that launches or creates names no resource the code creates tagged,
-    # except the owned launch templates a launch uses (gated on their resource tags).
+    # No other statement that launches names anything a launch creates, except the owned launch
+    # templates a launch uses (gated on their resource tags).
     for statement in statements(default_synth):
-        if statement is create or not set(as_list(statement["Action"])) & TAG_GATED_EC2:
+        if statement == create or not set(as_list(statement["Action"])) & TAG_GATED_EC2:
             continue
         kinds = _resource_kinds(statement)
         if statement["Sid"] == "LaunchFromOwnedLaunchTemplates":
@@ -88,14 +118,7 @@ def test_ec2_creation_requires_this_clusters_request_tags(default_synth: Synth) 
                 "aws:ResourceTag/kubernetes.io/cluster/demo": "owned"
             }
         elif statement["Sid"] != "TagOnlyOnCreate":
-            assert not kinds & {"instance", "volume", "launch-template"}, statement
-
-
-def test_untagged_launch_side_resources_are_only_launchable(default_synth: Synth) -> None:
-    side = statement_for(default_synth, "LaunchSideResources")
-    assert set(side["Action"]) == {"ec2:RunInstances", "ec2:CreateFleet"}  # not CreateLaunchTemplate/Tags
-    assert _resource_kinds(side) == set(UNTAGGED_LAUNCH_RESOURCES)
-    assert "Condition" not in side
+            assert not kinds & set(TAGGED_AT_CREATION), statement
 
 
 def test_create_tags_only_as_part_of_a_creation(default_synth: Synth) -> None:
@@ -109,7 +132,7 @@ def test_create_tags_only_as_part_of_a_creation(default_synth: Synth) -> None:
     assert statement["Condition"]["StringEquals"]["aws:RequestTag/kubernetes.io/cluster/demo"] == "owned"
     assert _resource_kinds(statement) == set(TAGGED_AT_CREATION)
     tagging = [s for s in statements(default_synth) if "ec2:CreateTags" in as_list(s["Action"])]
-    assert tagging == [statement]  # the code never tags after creation: no retag statement
+    assert all(s == statement for s in tagging)  # the code never tags after creation: no retag statement
 
 
 def test_instance_profiles_are_read_anywhere_but_changed_only_on_this_clusters_path(
@@ -129,19 +152,22 @@ def test_instance_profiles_are_read_anywhere_but_changed_only_on_this_clusters_p
             "aws:RequestTag/eks:eks-cluster-name": "demo",
         }
     }
-    tag = statement_for(variant_synth, "TagOwnInstanceProfiles")
-    assert tag["Action"] == "iam:TagInstanceProfile"
-    assert tag["Condition"]["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/demo"] == "owned"
-    assert tag["Condition"]["StringEquals"]["aws:RequestTag/eks:eks-cluster-name"] == "demo"
-    roles = statement_for(variant_synth, "SetTheRoleOfOwnInstanceProfiles")
-    assert set(roles["Action"]) == {"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"}
-    assert json.dumps(roles["Resource"]).endswith(own)
-    assert roles["Condition"] == {
-        "StringEquals": {
-            "aws:ResourceTag/kubernetes.io/cluster/demo": "owned",
-            "aws:ResourceTag/eks:eks-cluster-name": "demo",
+    for sid, actions in (
+        (
+            "SetTheRoleOfOwnInstanceProfiles",
+            {"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"},
+        ),
+        ("DeleteOwnInstanceProfiles", {"iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"}),
+    ):
+        statement = statement_for(variant_synth, sid)
+        assert set(statement["Action"]) == actions
+        assert json.dumps(statement["Resource"]).endswith(own)
+        assert statement["Condition"] == {
+            "StringEquals": {
+                "aws:ResourceTag/kubernetes.io/cluster/demo": "owned",
+                "aws:ResourceTag/eks:eks-cluster-name": "demo",
+            }
         }
-    }
     iam_actions = {
         action
         for s in statements(variant_synth)
@@ -155,31 +181,43 @@ def test_instance_profiles_are_read_anywhere_but_changed_only_on_this_clusters_p
         "iam:AddRoleToInstanceProfile",
         "iam:RemoveRoleFromInstanceProfile",
         "iam:PassRole",
-    }  # no DeleteInstanceProfile: the code never deletes one
+        "iam:ListInstanceProfiles",  # the removal at cdk destroy, narrowed by its PathPrefix
+        "iam:DeleteInstanceProfile",  # the removal at cdk destroy only
+    }
 
 
 def test_terminate_and_delete_only_resources_tagged_for_this_cluster(default_synth: Synth) -> None:
-    statement = statement_for(default_synth, "DeleteOnlyOwned")
-    assert set(statement["Action"]) == {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"}
-    assert statement["Condition"] == {
+    owned = {
         "StringEquals": {"aws:ResourceTag/kubernetes.io/cluster/demo": "owned"},
         "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
     }
+    terminate = statement_for(default_synth, "TerminateOnlyOwned")
+    assert terminate["Action"] == "ec2:TerminateInstances"
+    assert terminate["Condition"] == owned
+    delete = statement_for(default_synth, "DeleteOwnedLaunchTemplates")
+    assert delete["Action"] == "ec2:DeleteLaunchTemplate"
+    assert delete["Condition"] == owned
     deleting = [
         s
         for s in statements(default_synth)
         if {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"} & set(as_list(s["Action"]))
     ]
-    assert deleting == [statement]
+    assert all(s in (terminate, delete) for s in deleting)
 
 
 def test_pass_role_ssm_eks_and_pricing_are_scoped(default_synth: Synth, variant_synth: Synth) -> None:
     pass_role = statement_for(variant_synth, "PassOnlyTheNodeRole")
     assert pass_role["Action"] == "iam:PassRole"
-    assert pass_role["Resource"] == {
-        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::123456789012:role/MyNodeRole"]]
+    assert pass_role["Resource"] == VARIANT_NODE_ROLE_ARN  # an existing role with its IAM path
+    assert pass_role["Condition"] == {
+        "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
     }
-    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    (node_role_id,) = [
+        k for k in default_synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerNodeRole")
+    ]
+    assert statement_for(default_synth, "PassOnlyTheNodeRole")["Resource"] == {
+        "Fn::GetAtt": [node_role_id, "Arn"]
+    }
     ssm = statement_for(default_synth, "PublicAmiParameters")
     assert ssm["Action"] == "ssm:GetParameter"
     assert json.dumps(ssm["Resource"]).endswith('::parameter/aws/service/*"]]}')
@@ -200,8 +238,14 @@ def test_queue_and_table_access_come_from_grants_on_those_resources(default_synt
     assert all(
         r["Fn::GetAtt"][0].startswith("AutoscalerInterruptionsQueue") for r in by_action["sqs:ReceiveMessage"]
     )
-    table_resources = json.dumps(by_action["dynamodb:PutItem"])
-    assert "AutoscalerStateTable" in table_resources
+    assert "AutoscalerStateTable" in json.dumps(by_action["dynamodb:PutItem"])
+    for never in (
+        "dynamodb:Scan",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:GetRecords",
+        "dynamodb:DescribeStream",
+    ):
+        assert never not in by_action, never
     # the failure queue is only written to (on-failure destinations), never read by the functions
     failure_actions = {
         a for a, resources in by_action.items() if "FailedInvocations" in json.dumps(resources)
@@ -214,14 +258,21 @@ def rbac_documents() -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(RBAC.read_text()) if doc]
 
 
-def test_access_entry_maps_the_functions_role_to_the_rbac_group(default_synth: Synth) -> None:
-    role_id, _ = default_synth.one("AWS::IAM::Role")
-    _, entry = default_synth.one("AWS::EKS::AccessEntry")
-    props = entry["Properties"]
-    assert props["ClusterName"] == "demo"
-    assert props["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
-    assert props["KubernetesGroups"] == [KUBERNETES_GROUP]
-    assert "AccessPolicies" not in props  # permissions come from deploy/rbac.yaml only
+def test_access_entries_map_the_cluster_functions_roles_to_the_rbac_group(default_synth: Synth) -> None:
+    entries = [e["Properties"] for e in default_synth.resources("AWS::EKS::AccessEntry").values()]
+    standard = [e for e in entries if e["Type"] == "STANDARD"]
+    roles_with_entries = {e["PrincipalArn"]["Fn::GetAtt"][0] for e in standard}
+    expected = {
+        role
+        for role in default_synth.resources("AWS::IAM::Role")
+        if any(role.startswith(f"AutoscalerFunctions{n.replace('_', '')}Role") for n in CLUSTER_CLIENTS)
+    }
+    assert roles_with_entries == expected
+    assert len(expected) == 4  # not the pricing or removal roles: they never call Kubernetes
+    for entry in standard:
+        assert entry["ClusterName"] == "demo"
+        assert entry["KubernetesGroups"] == [KUBERNETES_GROUP]
+        assert "AccessPolicies" not in entry  # permissions come from deploy/rbac.yaml only
     bindings = [d for d in rbac_documents() if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
     assert len(bindings) == 2
     for binding in bindings:
@@ -230,13 +281,61 @@ def test_access_entry_maps_the_functions_role_to_the_rbac_group(default_synth: S
         ]
 
 
-def test_construct_works_in_another_cdk_app_with_an_existing_topic(
+def test_the_created_node_role_is_ec2s_with_the_node_policies_and_an_ec2_linux_access_entry(
+    default_synth: Synth, variant_synth: Synth
+) -> None:
+    from infra.capabilities.node_role import NODE_MANAGED_POLICIES
+
+    (role_id,) = [k for k in default_synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerNodeRole")]
+    role = default_synth.template["Resources"][role_id]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}}
+    ]
+    attached = {json.dumps(arn).rsplit("/", 1)[1].rstrip('"]}') for arn in role["ManagedPolicyArns"]}
+    assert attached == set(NODE_MANAGED_POLICIES)
+    assert role["RoleName"] == {"Fn::Join": ["", ["NodewrightNode-demo-", {"Ref": "AWS::Region"}]]}
+    (node_entry,) = [
+        e["Properties"]
+        for e in default_synth.resources("AWS::EKS::AccessEntry").values()
+        if e["Properties"]["Type"] == "EC2_LINUX"
+    ]
+    assert node_entry["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    assert "KubernetesGroups" not in node_entry  # EKS maps EC2_LINUX to system:nodes itself
+    outputs = default_synth.template["Outputs"]
+    assert outputs["NodewrightNodeRoleName"]["Value"] == {"Ref": role_id}
+    # An existing role (the variant names one by ARN) is referenced, never created nor given an entry.
+    assert not [k for k in variant_synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerNodeRole")]
+    assert all(
+        e["Properties"]["Type"] == "STANDARD"
+        for e in variant_synth.resources("AWS::EKS::AccessEntry").values()
+    )
+    variant_env = next(iter(variant_synth.resources("AWS::Lambda::Function").values()))
+    assert variant_env["Properties"]["Environment"]["Variables"]["NODE_ROLE"] == "MyNodeRole"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "expected"),
+    [("demo", "NodewrightNode-demo-"), ("c" * 34, "NodewrightNode-" + "c" * 34 + "-"), ("c" * 35, None)],
+)
+def test_a_created_node_role_name_leaves_room_for_the_longest_region(
+    cluster: str, expected: str | None
+) -> None:
+    from infra.config import LONGEST_REGION, created_node_role_name
+
+    name = created_node_role_name(cluster)
+    assert name == expected
+    if name:
+        assert len(name) + LONGEST_REGION <= 64
+
+
+def test_construct_works_in_another_cdk_app_with_an_existing_topic_role_and_security_groups(
     stub_functions_dir: Path, empty_layer_dir: Path, tmp_path: Path
 ) -> None:
     from aws_cdk import App, Environment, Stack
     from aws_cdk.assertions import Template
 
     from infra.autoscaler import NodewrightAutoscaler
+    from infra.config import NodeRoleRef
     from infra.stack import add_nag_checks
 
     app = App(outdir=str(tmp_path))
@@ -247,6 +346,9 @@ def test_construct_works_in_another_cdk_app_with_an_existing_topic(
         "Autoscaler",
         cluster_name="prod",
         alarm_topic_arn=topic_arn,
+        existing_node_role=NodeRoleRef("KarpenterNodeRole-prod"),
+        subnet_ids=("subnet-0aaaaaaaaaaaaaaa1",),
+        security_group_ids=("sg-0cccccccccccccccc",),
         layer_asset_dir=empty_layer_dir,
         functions_dir=stub_functions_dir,
     )
@@ -254,9 +356,19 @@ def test_construct_works_in_another_cdk_app_with_an_existing_topic(
     app.synth()  # cdk-nag findings would raise here
     template = Template.from_stack(stack)
     template.resource_count_is("AWS::SNS::Topic", 0)
+    template.resource_count_is("AWS::EC2::SecurityGroup", 0)  # the given groups are used
     for alarm in template.find_resources("AWS::CloudWatch::Alarm").values():
         assert alarm["Properties"]["AlarmActions"] == [topic_arn]
     template.has_resource_properties("AWS::EKS::AccessEntry", {"ClusterName": "prod"})
+    for name, function in template.find_resources("AWS::Lambda::Function").items():
+        vpc = function["Properties"].get("VpcConfig")
+        if any(name.startswith(f"AutoscalerFunctions{n.replace('_', '')}") for n in CLUSTER_CLIENTS):
+            assert vpc == {
+                "SubnetIds": ["subnet-0aaaaaaaaaaaaaaa1"],
+                "SecurityGroupIds": ["sg-0cccccccccccccccc"],
+            }
+        else:
+            assert vpc is None, name
 
 
 def test_cfn_lint_reports_nothing(default_synth: Synth, variant_synth: Synth) -> None:
@@ -284,19 +396,22 @@ def _checkov_findings(report: Any) -> dict[str, dict[str, set[tuple[str, str]]]]
 
 
 def test_checkov_fails_nothing_and_every_acknowledgment_is_needed(
-    default_synth: Synth, tmp_path: Path
+    default_synth: Synth, variant_synth: Synth, tmp_path: Path
 ) -> None:
-    """Scan the template and a copy without acknowledgments: the copy must fail exactly the
-    acknowledged checks, so an acknowledgment never hides a check that would pass anyway."""
-    template = default_synth.template
-    stripped = copy.deepcopy(template)
-    acknowledged = set()
-    for logical_id, resource in stripped["Resources"].items():
-        for skip in resource.get("Metadata", {}).pop("checkov", {"skip": []})["skip"]:
-            assert len(skip["comment"]) > 20, f"{skip['id']} on {logical_id} needs a real reason"
-            acknowledged.add((skip["id"], logical_id))
-    (tmp_path / "acknowledged.template.json").write_text(json.dumps(template))
-    (tmp_path / "stripped.template.json").write_text(json.dumps(stripped))
+    """Scan both templates (outside and inside a VPC) and copies without acknowledgments: each copy
+    must fail exactly the acknowledged checks, so an acknowledgment never hides a check that would
+    pass anyway. One checkov run for all four files."""
+    acknowledged: dict[str, set[tuple[str, str]]] = {}
+    for name, synth in (("default", default_synth), ("variant", variant_synth)):
+        template = synth.template
+        stripped = copy.deepcopy(template)
+        acknowledged[name] = set()
+        for logical_id, resource in stripped["Resources"].items():
+            for skip in resource.get("Metadata", {}).pop("checkov", {"skip": []})["skip"]:
+                assert len(skip["comment"]) > 20, f"{skip['id']} on {logical_id} needs a real reason"
+                acknowledged[name].add((skip["id"], logical_id))
+        (tmp_path / f"{name}-acknowledged.template.json").write_text(json.dumps(template))
+        (tmp_path / f"{name}-stripped.template.json").write_text(json.dumps(stripped))
     result = subprocess.run(
         [
             cfn_tool("checkov"),
@@ -313,9 +428,17 @@ def test_checkov_fails_nothing_and_every_acknowledgment_is_needed(
         check=False,
     )
     findings = _checkov_findings(json.loads(result.stdout))
-    assert findings["acknowledged.template.json"]["failed"] == set()
-    assert findings["acknowledged.template.json"]["skipped"] == acknowledged
-    assert findings["stripped.template.json"]["failed"] == acknowledged
+    for name, expected in acknowledged.items():
+        assert findings[f"{name}-acknowledged.template.json"]["failed"] == set(), name
+        assert findings[f"{name}-acknowledged.template.json"]["skipped"] == expected, name
+        assert findings[f"{name}-stripped.template.json"]["failed"] == expected, name
+    in_vpc = {logical_id for check, logical_id in acknowledged["variant"] if check == "CKV_AWS_117"}
+    assert all("pricing" in i or "Removal" in i for i in in_vpc), (
+        "only the non-cluster functions stay outside"
+    )
+
+
+ROLE_ARN_WITH_PATH = "arn:aws:iam::123456789012:role/a/b/Nodes"
 
 
 @pytest.mark.parametrize(
@@ -328,6 +451,18 @@ def test_checkov_fails_nothing_and_every_acknowledgment_is_needed(
         ({"clusterName": "demo", "pollInterval": "120"}, "1-30 seconds"),
         ({"clusterName": "demo", "architecture": "riscv"}, "architecture"),
         ({"clusterName": "demo", "alarmEmail": "a@b.c", "alarmTopicArn": "arn:aws:sns:x"}, "not both"),
+        ({"clusterName": "demo", "alarmTopicArn": "arn:aws:sns:x"}, "not an SNS topic ARN"),
+        ({"clusterName": "demo", "alarmEmail": "oncall"}, "not an e-mail address"),
+        ({"clusterName": "demo", "nodeRoleArn": "NodeRole"}, "not an IAM role ARN"),
+        ({"clusterName": "demo", "nodeRoleName": "a", "nodeRoleArn": ROLE_ARN_WITH_PATH}, "not both"),
+        ({"clusterName": "demo", "nodeRoleName": "a/b"}, "not an IAM role name"),
+        ({"clusterName": "demo", "vpcId": "vpc-0123456789abcdef0"}, "subnetIds is not set"),
+        ({"clusterName": "demo", "subnetIds": "subnet-0aaaaaaaaaaaaaaa1"}, "needs vpcId"),
+        (
+            {"clusterName": "demo", "subnetIds": "subnet-1", "vpcId": "vpc-0123456789abcdef0"},
+            "not a subnetId",
+        ),
+        ({"clusterName": "demo", "ebsKmsKeyArns": "alias/nodes"}, "not a KMS key ARN"),
     ],
 )
 def test_bad_context_is_refused_with_the_flag_to_fix(context: dict[str, str], message: str) -> None:

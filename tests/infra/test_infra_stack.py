@@ -33,18 +33,22 @@ def function_named(synth: Synth, name: str) -> tuple[str, dict[str, Any]]:
 def test_resource_counts_match_the_design(default_synth: Synth) -> None:
     template = default_synth.assertions
     expected = {
-        "AWS::Lambda::Function": 5,
+        "AWS::Lambda::Function": 6,  # five functions + the removal at cdk destroy
         "AWS::Lambda::LayerVersion": 1,
         "AWS::Lambda::EventSourceMapping": 1,
         "AWS::Lambda::EventInvokeConfig": 4,  # every function but the SQS-driven one
         "AWS::SQS::Queue": 3,  # interruption queue, its DLQ, failed invocations
         "AWS::Events::Rule": 9,  # 5 to the queue, 1 direct, 3 schedules
         "AWS::DynamoDB::Table": 1,
-        "AWS::EKS::AccessEntry": 1,
+        "AWS::EKS::AccessEntry": 5,  # 4 functions that call Kubernetes + the created node role
         "AWS::CloudWatch::Dashboard": 1,
-        "AWS::CloudWatch::Alarm": 10,  # 2 DLQs, 5 functions, pending, latency, ICE
-        "AWS::IAM::Role": 1,
+        # 2 DLQs, 5 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE,
+        # API server unreachable
+        "AWS::CloudWatch::Alarm": 19,
+        "AWS::IAM::Role": 7,  # one per function, the removal's, the node role
+        "AWS::CloudFormation::CustomResource": 1,
         "AWS::SNS::Topic": 0,  # only with alarmEmail
+        "AWS::EC2::SecurityGroup": 0,  # only in a VPC
     }
     for kind, count in expected.items():
         template.resource_count_is(kind, count)
@@ -106,21 +110,20 @@ def _policy_of(synth: Synth, queue_prefix: str) -> list[dict[str, Any]]:
     raise AssertionError(f"no queue policy for {queue_prefix}")
 
 
-def test_queue_policy_is_tls_only_and_lets_only_eventbridge_and_sqs_send(default_synth: Synth) -> None:
+def test_queue_policy_is_tls_only_and_lets_only_eventbridge_send(default_synth: Synth) -> None:
     statements = _policy_of(default_synth, "AutoscalerInterruptionsQueue")
     deny = [s for s in statements if s["Effect"] == "Deny"]
     assert deny
     assert deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     allowed = [s for s in statements if s["Effect"] == "Allow"]
     principals = {s["Principal"]["Service"] for s in allowed}
-    assert principals == {"events.amazonaws.com", "sqs.amazonaws.com"}
+    assert principals == {"events.amazonaws.com"}  # no sqs.amazonaws.com: the DLQ move needs none
     for statement in allowed:
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         assert "sqs:SendMessage" in actions
         assert set(actions) <= {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}  # CDK's grant
-        if statement["Principal"]["Service"] == "events.amazonaws.com":  # one per rule, scoped to it
-            assert "aws:SourceArn" in statement["Condition"]["ArnEquals"]
-    assert sum(s["Principal"]["Service"] == "events.amazonaws.com" for s in allowed) == 5
+        assert "aws:SourceArn" in statement["Condition"]["ArnEquals"]  # one per rule, scoped to it
+    assert len(allowed) == 5
 
 
 def _rules(synth: Synth) -> dict[str, dict[str, Any]]:
@@ -230,7 +233,10 @@ def test_environment_matches_the_settings_the_layer_reads(default_synth: Synth) 
     _, function = function_named(default_synth, "provisioner")
     env = function["Properties"]["Environment"]["Variables"]
     assert env["CLUSTER_NAME"] == "demo"
-    assert env["NODE_ROLE"] == "KarpenterNodeRole-demo"
+    (node_role_id,) = [
+        k for k in default_synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerNodeRole")
+    ]
+    assert env["NODE_ROLE"] == {"Ref": node_role_id}  # the created role's name
     assert env["REBALANCE_MODE"] == "replace"
     assert env["POLL_INTERVAL_SECONDS"] == "5"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
@@ -245,10 +251,12 @@ def test_environment_matches_the_settings_the_layer_reads(default_synth: Synth) 
 
 
 def test_variant_context_reaches_the_functions(variant_synth: Synth) -> None:
-    for function in variant_synth.resources("AWS::Lambda::Function").values():
+    for name, function in variant_synth.resources("AWS::Lambda::Function").items():
         props = function["Properties"]
-        env = props["Environment"]["Variables"]
         assert props["Architectures"] == ["x86_64"]
+        if name.startswith("AutoscalerRemoval"):
+            continue
+        env = props["Environment"]["Variables"]
         assert props["TracingConfig"] == {"Mode": "Active"}
         assert env["NODEWRIGHT_TRACING"] == "true"
         assert env["REBALANCE_MODE"] == "event-only"
@@ -256,11 +264,80 @@ def test_variant_context_reaches_the_functions(variant_synth: Synth) -> None:
         assert env["NODE_ROLE"] == "MyNodeRole"
 
 
+def test_in_a_vpc_the_cluster_functions_run_in_the_given_subnets_with_https_out_only(
+    variant_synth: Synth, default_synth: Synth
+) -> None:
+    (group_id, group) = variant_synth.one("AWS::EC2::SecurityGroup")
+    props = group["Properties"]
+    assert props["VpcId"] == "vpc-0123456789abcdef0"
+    assert "SecurityGroupIngress" not in props
+    assert [
+        (e["IpProtocol"], e["FromPort"], e["ToPort"], e["CidrIp"]) for e in props["SecurityGroupEgress"]
+    ] == [("tcp", 443, 443, "0.0.0.0/0")]
+    placed = {}
+    for name in SPECS:
+        _, function = function_named(variant_synth, name)
+        placed[name] = function["Properties"].get("VpcConfig")
+    expected = {
+        "SubnetIds": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
+        "SecurityGroupIds": [{"Fn::GetAtt": [group_id, "GroupId"]}],
+    }
+    assert placed == {
+        "provisioner": expected,
+        "disruption": expected,
+        "interruption": expected,
+        "spot_events": expected,
+        "pricing": None,  # the Pricing API has no VPC endpoint in most regions, and it needs no cluster
+    }
+    (removal,) = [
+        f
+        for k, f in variant_synth.resources("AWS::Lambda::Function").items()
+        if k.startswith("AutoscalerRemoval")
+    ]
+    assert "VpcConfig" not in removal["Properties"]
+    outputs = json.dumps(variant_synth.template["Outputs"])
+    assert group_id in outputs  # printed, to allow 443 from it on the cluster security group
+    for name in SPECS:  # and outside a VPC, none is placed
+        assert "VpcConfig" not in function_named(default_synth, name)[1]["Properties"]
+
+
+def test_log_groups_have_the_names_the_docs_give(default_synth: Synth) -> None:
+    from infra.capabilities.functions import log_group_name
+
+    names = {g["Properties"]["LogGroupName"] for g in default_synth.resources("AWS::Logs::LogGroup").values()}
+    assert names == {log_group_name("demo", n) for n in [*SPECS, "cleanup"]}
+    assert log_group_name("demo", "provisioner") == "/nodewright/demo/provisioner"
+    deploy_doc = (REPO_ROOT / "docs" / "deploy.md").read_text()
+    assert "/nodewright/<cluster>/provisioner" in deploy_doc
+
+
+def test_the_removal_runs_after_every_trigger_and_function_is_gone_and_before_the_node_role(
+    default_synth: Synth,
+) -> None:
+    (removal_id, _) = default_synth.one("AWS::CloudFormation::CustomResource")
+    resources = default_synth.template["Resources"]
+    for logical_id, resource in resources.items():
+        if resource["Type"] == "AWS::Events::Rule" or (
+            resource["Type"] == "AWS::Lambda::Function" and logical_id.startswith("AutoscalerFunctions")
+        ):
+            assert removal_id in resource.get("DependsOn", []), logical_id  # deleted before the removal
+    (node_role_id,) = [
+        k for k in default_synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerNodeRole")
+    ]
+    assert node_role_id in resources[removal_id]["DependsOn"]  # deleted after it: no role left in a profile
+
+
 def _alarms(synth: Synth) -> list[dict[str, Any]]:
     return [a["Properties"] for a in synth.resources("AWS::CloudWatch::Alarm").values()]
 
 
-def test_alarms_cover_dlqs_errors_pending_pods_latency_and_ice(default_synth: Synth) -> None:
+def _alarms_by_id(synth: Synth) -> dict[str, dict[str, Any]]:
+    return {k: a["Properties"] for k, a in synth.resources("AWS::CloudWatch::Alarm").items()}
+
+
+def test_alarms_cover_dlqs_errors_throttles_heartbeats_pending_pods_queue_latency_and_ice(
+    default_synth: Synth,
+) -> None:
     alarms = _alarms(default_synth)
     by_metric: dict[str, list[dict[str, Any]]] = {}
     for alarm in alarms:
@@ -269,12 +346,25 @@ def test_alarms_cover_dlqs_errors_pending_pods_latency_and_ice(default_synth: Sy
     for alarm in by_metric["ApproximateNumberOfMessagesVisible"]:
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert len(by_metric["Errors"]) == 5
-    (pending,) = by_metric[metrics.OLDEST_PENDING_POD_AGE.name]
-    assert pending["Threshold"] == 600
+    assert len(by_metric["Throttles"]) == 5
+    (unreachable,) = by_metric[metrics.API_SERVER_UNAVAILABLE.name]
+    assert (unreachable["Threshold"], unreachable["Period"], unreachable["Statistic"]) == (3, 300, "Sum")
     (latency,) = by_metric[metrics.INTERRUPTION_HANDLING_SECONDS.name]
     assert (latency["Threshold"], latency["ComparisonOperator"]) == (60, "GreaterThanThreshold")
-    # ICE: LaunchErrors summed over the no-capacity codes (an alarm cannot use SEARCH).
-    (ice,) = by_metric["(math)"]
+    (queue_age,) = by_metric["ApproximateAgeOfOldestMessage"]
+    assert queue_age["Dimensions"][0]["Value"]["Fn::GetAtt"][0].startswith("AutoscalerInterruptionsQueue")
+    assert (queue_age["Threshold"], queue_age["ComparisonOperator"]) == (60, "GreaterThanThreshold")
+    heartbeats = by_metric[metrics.PASSES_COMPLETED.name]
+    assert sorted(d["Value"] for a in heartbeats for d in a["Dimensions"] if d["Name"] == "Function") == [
+        "disruption",
+        "provisioner",
+    ]
+    for heartbeat in heartbeats:  # silence is the failure: missing data breaches
+        assert (heartbeat["Threshold"], heartbeat["ComparisonOperator"]) == (1, "LessThanThreshold")
+        assert heartbeat["TreatMissingData"] == "breaching"
+        assert (heartbeat["Period"], heartbeat["Statistic"]) == (300, "Sum")
+    math = {a["AlarmDescription"]: a for a in by_metric["(math)"]}
+    (ice,) = [a for d, a in math.items() if "insufficient-capacity" in d]
     (expression,) = [q for q in ice["Metrics"] if "Expression" in q]
     codes = [q["MetricStat"]["Metric"] for q in ice["Metrics"] if "MetricStat" in q]
     assert {c["MetricName"] for c in codes} == {metrics.LAUNCH_ERRORS.name}
@@ -286,30 +376,114 @@ def test_alarms_cover_dlqs_errors_pending_pods_latency_and_ice(default_synth: Sy
     for alarm in alarms:
         if alarm.get("Namespace") == metrics.NAMESPACE:
             assert alarm["MetricName"] in metrics.METRIC_NAMES
-            assert alarm["Dimensions"] == [{"Name": "service", "Value": "nodewright-demo"}]
-        assert alarm["TreatMissingData"] == "notBreaching"
+            assert {"Name": "service", "Value": "nodewright-demo"} in alarm["Dimensions"]
+        expected_missing = (
+            "breaching"
+            if alarm.get("MetricName") == "PassesCompleted" or "pending" in alarm["AlarmDescription"]
+            else "notBreaching"
+        )
+        assert alarm["TreatMissingData"] == expected_missing, alarm["AlarmDescription"]
         assert "AlarmActions" not in alarm  # no topic without alarmEmail / alarmTopicArn
 
 
-def test_dashboard_graphs_every_metric_of_the_contract(default_synth: Synth) -> None:
+def test_pods_pending_too_long_fires_when_the_provisioner_stops_looking(default_synth: Synth) -> None:
+    """The oldest-pending-pod age comes from the provisioner alone; a provisioner that completes no
+    pass emits nothing, so the alarm substitutes a value over its threshold for that silence."""
+    (pending,) = [a for a in _alarms(default_synth) if "pending" in a["AlarmDescription"]]
+    queries = {q["Id"]: q for q in pending["Metrics"]}
+    (expression,) = [q["Expression"] for q in queries.values() if "Expression" in q]
+    assert queries["age"]["MetricStat"]["Metric"]["MetricName"] == metrics.OLDEST_PENDING_POD_AGE.name
+    passes = queries["passes"]["MetricStat"]["Metric"]
+    assert passes["MetricName"] == metrics.PASSES_COMPLETED.name
+    assert {"Name": "Function", "Value": "provisioner"} in passes["Dimensions"]
+    threshold = pending["Threshold"]
+    assert threshold == 600
+
+    def evaluate(passes_sum: float | None, age: float | None) -> float:
+        """CloudWatch's IF/FILL on one period's values (None: no data point)."""
+        python = expression.replace("FILL(passes, 0)", repr(passes_sum or 0)).replace(
+            "FILL(age, 0)", repr(age or 0)
+        )
+        condition, then, otherwise = python.removeprefix("IF(").removesuffix(")").split(", ")
+        left, right = condition.split(" < ")
+        return float(then) if float(left) < float(right) else float(otherwise)
+
+    assert evaluate(None, None) > threshold  # the provisioner is silent: nobody sees pending pods
+    assert evaluate(5, None) <= threshold  # running, nothing pending
+    assert evaluate(5, 700) > threshold  # running, a pod pending for 11+ minutes
+    assert evaluate(5, 300) <= threshold
+
+
+def test_dashboard_graphs_every_metric_of_the_contract_and_is_named_with_the_region(
+    default_synth: Synth, variant_synth: Synth
+) -> None:
     _, dashboard = default_synth.one("AWS::CloudWatch::Dashboard")
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for spec in metrics.ALL_METRICS:
         assert re.search(rf"\b{spec.name}\b", body), spec.name
     for resource_metric in ("Errors", "Duration", "Throttles", "ApproximateAgeOfOldestMessage"):
         assert resource_metric in body
+    # dashboard names are account-wide: the same cluster in two regions must not collide
+    assert dashboard["Properties"]["DashboardName"] == {
+        "Fn::Join": ["", ["Nodewright-demo-", {"Ref": "AWS::Region"}]]
+    }
+    _, variant = variant_synth.one("AWS::CloudWatch::Dashboard")
+    assert variant["Properties"]["DashboardName"] == "Nodewright-demo-eu-west-1"
 
 
-def test_alarm_email_creates_a_tls_only_topic_every_alarm_notifies(variant_synth: Synth) -> None:
+def test_alarm_email_creates_a_tls_only_topic_cloudwatch_of_this_account_may_publish_to(
+    variant_synth: Synth,
+) -> None:
     topic_id, _ = variant_synth.one("AWS::SNS::Topic")
     variant_synth.assertions.has_resource_properties(
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"}
     )
     for alarm in _alarms(variant_synth):
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+        assert alarm["OKActions"] == [{"Ref": topic_id}]
     (policy,) = variant_synth.resources("AWS::SNS::TopicPolicy").values()
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     assert any(
         s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
         for s in statements
     )
+    (publish,) = [s for s in statements if s["Effect"] == "Allow"]
+    assert publish["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert publish["Action"] == "sns:Publish"
+    assert publish["Resource"] == {"Ref": topic_id}
+    assert publish["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+def test_without_an_alarm_target_synth_warns_that_nobody_will_be_told(default_synth: Synth) -> None:
+    from aws_cdk.assertions import Annotations, Match
+
+    from infra.capabilities.monitoring import NO_ALARM_TARGET_WARNING
+
+    stack = default_synth.app.node.find_child("Nodewright-demo")
+    Annotations.from_stack(stack).has_warning("*", Match.string_like_regexp("notify nobody"))
+    outputs = [o["Value"] for o in default_synth.template["Outputs"].values()]
+    assert "NONE: " + NO_ALARM_TARGET_WARNING in outputs
+
+
+def test_the_stack_outputs_what_nodewright_doctor_reads(default_synth: Synth, variant_synth: Synth) -> None:
+    from nodewright.cloud import readiness
+
+    from infra.capabilities import outputs
+
+    written = {v for k, v in vars(outputs).items() if k.isupper() and k != "NONE"}
+    assert written == set(readiness.STACK_OUTPUTS)
+    assert outputs.NONE == readiness.NONE
+    default, variant = default_synth.template["Outputs"], variant_synth.template["Outputs"]
+    assert set(readiness.STACK_OUTPUTS) <= set(default)
+    assert set(readiness.STACK_OUTPUTS) <= set(variant)
+    assert default[readiness.OUTPUT_FUNCTION_SUBNETS]["Value"] == "none"  # outside any VPC
+    assert default[readiness.OUTPUT_ALARM_TOPIC]["Value"] == "none"
+    assert (
+        variant[readiness.OUTPUT_FUNCTION_SUBNETS]["Value"]
+        == "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2"
+    )
+    (topic_id, _) = variant_synth.one("AWS::SNS::Topic")
+    assert variant[readiness.OUTPUT_ALARM_TOPIC]["Value"] == {"Ref": topic_id}
+    roles = json.dumps(default[readiness.OUTPUT_CLUSTER_ACCESS_ROLES]["Value"])
+    assert roles.count("AutoscalerFunctions") == 4
+    assert "pricing" not in roles

@@ -850,7 +850,14 @@ def test_deleted_crd_paths_answer_plain_404(api: client.ApiClient, server: ApiSe
         {"apiVersion": "gone.nodewright.dev/v1", "kind": "Sprocket", "metadata": {"name": "s"}},
     )
     ext.delete_custom_resource_definition("sprockets.gone.nodewright.dev")
-    code, _, body = raw(server, "GET", "/apis/gone.nodewright.dev/v1/namespaces/default/sprockets")
+    # The CRD goes in the background, once its objects are deleted (as kubectl delete --wait waits).
+    deadline = time.monotonic() + 5
+    while (answer := raw(server, "GET", "/apis/gone.nodewright.dev/v1/namespaces/default/sprockets"))[
+        0
+    ] != 404:
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.05)
+    code, _, body = answer
     assert code == 404
     assert body == b"404 page not found\n"
 

@@ -156,7 +156,9 @@ def test_apply_crd_then_custom_object(kubeconfig: Path, ns: str, tmp_path: Path)
     got = json.loads(ok(kubectl(kubeconfig, "get", "gz", "g1", "-n", ns, "-o", "json")))
     assert got["spec"] == {"size": 4}  # the merge patch removed color, dropped from the applied config
     table = ok(kubectl(kubeconfig, "get", "gizmos", "-n", ns))
-    assert table.splitlines()[0].split() == ["NAME", "SIZE", "AGE"]
+    # A CRD with printer columns gets exactly those after Name; Age is only the default of a CRD without
+    # any (apiextensions-apiserver serveDefaultColumnsIfEmpty).
+    assert table.splitlines()[0].split() == ["NAME", "SIZE"]
     assert table.splitlines()[1].split()[:2] == ["g1", "4"]
     bad = tmp_path / "bad.yaml"
     bad.write_text(
@@ -369,12 +371,56 @@ def test_scale_a_deployment(kubeconfig: Path, core: client.CoreV1Api, ns: str) -
 
 
 def test_imperative_create_of_namespace_and_configmap(kubeconfig: Path, core: client.CoreV1Api) -> None:
-    """kubectl sends these as protobuf; other generated kinds get a clear 415 pointing to apply -f."""
+    """kubectl sends these as protobuf."""
     name = f"imp-{uuid.uuid4().hex[:6]}"
     assert f"namespace/{name} created" in ok(kubectl(kubeconfig, "create", "namespace", name))
     assert core.read_namespace(name).metadata.labels == {"kubernetes.io/metadata.name": name}
     ok(kubectl(kubeconfig, "create", "configmap", "cm", "-n", name, "--from-literal=a=b"))
     assert core.read_namespaced_config_map("cm", name).data == {"a": "b"}
-    refused = kubectl(kubeconfig, "create", "deployment", "d", "-n", name, "--image=pause")
-    assert refused.returncode != 0
-    assert "use kubectl apply -f or create -f" in refused.stderr
+
+
+def test_kubectl_create_generators_and_run_send_protobuf_that_is_decoded(
+    kubeconfig: Path, core: client.CoreV1Api
+) -> None:
+    """Every built-in kind kubectl's generators send as protobuf arrives whole, as JSON would."""
+    ns = f"gen-{uuid.uuid4().hex[:6]}"
+    ok(kubectl(kubeconfig, "create", "namespace", ns))
+    image = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+    ok(
+        kubectl(
+            kubeconfig,
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            ns,
+            f"--image={image}",
+            "--replicas=0",
+            "--port=80",
+        )
+    )
+    deployment = json.loads(ok(kubectl(kubeconfig, "get", "deployment", "web", "-n", ns, "-o", "json")))
+    assert deployment["spec"]["replicas"] == 0  # an explicit zero survives the wire
+    assert deployment["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == image
+    assert (container["ports"][0]["containerPort"], container["ports"][0]["protocol"]) == (80, "TCP")
+    ok(kubectl(kubeconfig, "create", "job", "once", "-n", ns, f"--image={image}", "--", "sleep", "5"))
+    job = json.loads(ok(kubectl(kubeconfig, "get", "--raw", f"/apis/batch/v1/namespaces/{ns}/jobs/once")))
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["sleep", "5"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    ok(kubectl(kubeconfig, "create", "service", "clusterip", "web", "-n", ns, "--tcp=80:8080"))
+    port = core.read_namespaced_service("web", ns).spec.ports[0]
+    assert (port.port, port.target_port, port.protocol) == (80, 8080, "TCP")
+    ok(kubectl(kubeconfig, "create", "secret", "generic", "s", "-n", ns, "--from-literal=k=v"))
+    assert core.read_namespaced_secret("s", ns).data == {"k": "dg=="}
+    ok(
+        kubectl(
+            kubeconfig, "run", "one", "-n", ns, f"--image={image}", "--labels=a=b", "--env=X=1", "--", "x"
+        )
+    )
+    pod = core.read_namespaced_pod("one", ns)
+    assert pod.metadata.labels == {"a": "b"}
+    assert (pod.spec.containers[0].env[0].name, pod.spec.containers[0].env[0].value) == ("X", "1")
+    assert pod.spec.containers[0].args == ["x"]
+    assert pod.spec.restart_policy == "Always"

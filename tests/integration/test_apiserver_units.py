@@ -143,9 +143,13 @@ def test_store_history_too_old_and_monotonic_versions() -> None:
     ]
     assert versions == sorted(versions)
     assert len(set(versions)) == 5
-    assert [c.obj["metadata"]["name"] for c in store.changes_after(versions[2])] == ["c3", "c4"]
+    assert [c.obj["metadata"]["name"] for c in store.changes_after(versions[2], key)] == ["c3", "c4"]
     with pytest.raises(TooOld):
-        store.changes_after(versions[0])
+        store.changes_after(versions[0], key)
+    # The history is per resource: another resource's writes never push these out.
+    for i in range(10):
+        store.write(("", "events"), {"metadata": {"name": f"e{i}", "namespace": "d"}})
+    assert [c.obj["metadata"]["name"] for c in store.changes_after(versions[2], key)] == ["c3", "c4"]
     removed = store.remove(key, "d", "c4")
     assert removed is not None
     assert int(removed["metadata"]["resourceVersion"]) > versions[-1]

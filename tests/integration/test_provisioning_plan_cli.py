@@ -21,7 +21,8 @@ def seed_plan() -> dict[str, Any]:
     """One run over every seed manifest, shared by the module (the catalog loads once)."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert main(["plan", "--manifests", str(SEEDS), "--region", "us-west-2", "--json"]) == 0
+        # 1: the seeds' mixed-workload NodePool is invalid (requirement weights): left out, and said so
+        assert main(["plan", "--manifests", str(SEEDS), "--region", "us-west-2", "--json"]) == 1
     return json.loads(printed.getvalue())
 
 
@@ -86,3 +87,236 @@ def test_a_pod_no_nodepool_can_host_gets_a_reason(tmp_path: Path, capsys: pytest
 def test_a_missing_path_is_an_error_that_names_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--manifests", "/nonexistent/manifests"]) == 2
     assert "/nonexistent/manifests" in capsys.readouterr().err
+
+
+CLUSTER_OBJECTS = """
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-a
+  labels:
+    topology.kubernetes.io/zone: us-west-2a
+    kubernetes.io/hostname: node-a
+    kubernetes.io/arch: amd64
+    kubernetes.io/os: linux
+    karpenter.sh/capacity-type: on-demand
+status:
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: running, namespace: default}
+spec:
+  nodeName: node-a
+  containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]
+status: {phase: Running}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: agent, image: x, resources: {requests: {cpu: 1500m, memory: 64Mi}}}]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: gp3}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-data}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: gp3
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions:
+            - {key: topology.ebs.csi.aws.com/zone, operator: In, values: [us-west-2c]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec: {storageClassName: gp3, volumeName: pv-data, accessModes: [ReadWriteOnce]}
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: kata}
+handler: kata
+overhead: {podFixed: {cpu: 250m, memory: 160Mi}}
+scheduling:
+  nodeSelector: {kubernetes.io/arch: amd64}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {ports: [{port: 80}]}
+"""
+
+WORKLOAD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: small, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 500m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: stateful, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 3500m}}}]
+  volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sandboxed, namespace: default}
+spec:
+  runtimeClassName: kata
+  containers: [{name: c, image: x, resources: {requests: {cpu: 3500m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: lost, namespace: default}
+spec:
+  runtimeClassName: missing
+  containers: [{name: c, image: x}]
+"""
+
+
+@pytest.fixture
+def cluster_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    (tmp_path / "pool.yaml").write_text((SEEDS / "v1beta1-nodepool-default.yaml").read_text())
+    (tmp_path / "class.yaml").write_text((SEEDS / "v1beta1-ec2nodeclass-default.yaml").read_text())
+    (tmp_path / "cluster.yaml").write_text(CLUSTER_OBJECTS)
+    (tmp_path / "workload.yaml").write_text(WORKLOAD)
+    assert main(["plan", "--manifests", str(tmp_path), "--region", "us-west-2", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def claim_with(plan: dict[str, Any], pod: str) -> dict[str, Any]:
+    return next(c for c in plan["nodeClaims"] if pod in c["pods"])
+
+
+def test_pods_fit_existing_nodes_and_the_json_says_which(cluster_plan: dict[str, Any]) -> None:
+    # node-a has 4 CPUs, 3 of them taken by the bound pod: the 500m pod fits there.
+    assert cluster_plan["existingCapacity"] == {"default/small": "node/node-a"}
+
+
+def test_volumes_daemonsets_and_runtime_classes_shape_the_new_claims(cluster_plan: dict[str, Any]) -> None:
+    stateful = claim_with(cluster_plan, "default/stateful")
+    assert stateful["zones"] == ["us-west-2c"]  # the PV's EBS CSI zone, normalized
+    sandboxed = claim_with(cluster_plan, "default/sandboxed")
+    assert sandboxed["labels"]["kubernetes.io/arch"] == "amd64"  # RuntimeClass nodeSelector
+    assert sandboxed["requests"]["cpu"] == "3750m"  # RuntimeClass overhead.podFixed counts
+    # 3.5 CPUs (+ 250m overhead) + the 1.5-CPU DaemonSet: no type of 4 vCPUs or fewer holds them.
+    from nodewright.cli._offline import catalog_data
+
+    types = catalog_data("us-west-2").types
+    for claim in (stateful, sandboxed):
+        assert claim["instanceTypes"]
+        assert min(types[t]["VCpuInfo"]["DefaultVCpus"] for t in claim["instanceTypes"]) > 4
+    assert "RuntimeClass 'missing' not found" in cluster_plan["pending"]["default/lost"]
+
+
+def test_every_claim_shows_labels_taints_and_its_ebs_share(cluster_plan: dict[str, Any]) -> None:
+    for claim in cluster_plan["nodeClaims"]:
+        assert claim["labels"]["karpenter.sh/nodepool"] == claim["nodePool"]
+        assert claim["taints"] == []
+        assert claim["ebsPricePerHour"] > 0
+        assert claim["pricePerHour"] == pytest.approx(
+            claim["instancePricePerHour"] + claim["ebsPricePerHour"]
+        )
+
+
+def test_unused_kinds_are_reported_as_ignored(cluster_plan: dict[str, Any]) -> None:
+    assert len(cluster_plan["ignored"]) == 1
+    assert "a plan does not use Service objects" in cluster_plan["ignored"][0]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "us-east-1"}, ("eu-west-1", "AWS_REGION")),
+        ({"AWS_DEFAULT_REGION": "us-east-2"}, ("us-east-2", "AWS_DEFAULT_REGION")),
+    ],
+)
+def test_the_default_region_follows_the_environment_and_is_said(
+    env: dict[str, str],
+    expected: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert main(["plan", "--manifests", str(SEEDS / "pod-web-pod.yaml"), "--json"]) == 0
+    region = json.loads(capsys.readouterr().out)["region"]
+    assert (region["name"], region["from"]) == expected
+
+
+def test_the_shared_config_region_is_used_when_no_variable_names_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config"
+    config.write_text("[profile ops]\nregion = ap-southeast-2\n")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "ops")
+    assert main(["plan", "--manifests", str(SEEDS / "pod-web-pod.yaml")]) == 0
+    assert "region ap-southeast-2 (the shared config, profile ops)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("workload", "complaint"),
+    [
+        (
+            "spec: {replicas: ten, template: {spec: {containers: [{name: c}]}}}",
+            "spec.replicas: must be a whole number",
+        ),
+        ("spec: {replicas: 2, template: [1]}", "spec.template: must be an object"),
+        (
+            "spec: {replicas: -1, template: {spec: {containers: [{name: c}]}}}",
+            "spec.replicas: must be a whole number",
+        ),
+        (
+            "spec: {replicas: 100000000, template: {spec: {containers: [{name: c}]}}}",
+            "more than a plan simulates",
+        ),
+        ("spec: {replicas: 1, template: {spec: [1]}}", "spec.template.spec: must be an object"),
+    ],
+    ids=["replicas-text", "template-list", "replicas-negative", "replicas-huge", "pod-spec-list"],
+)
+def test_a_workload_a_plan_cannot_read_is_reported_and_the_rest_is_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workload: str, complaint: str
+) -> None:
+    (tmp_path / "bad.yaml").write_text(
+        f"apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: bad}}\n{workload}\n"
+    )
+    (tmp_path / "pod.yaml").write_text((SEEDS / "pod-web-pod.yaml").read_text())
+
+    assert main(["plan", "--manifests", str(tmp_path), "--json"]) == 1
+
+    plan = json.loads(capsys.readouterr().out)
+    (problem,) = [p for p in plan["manifestProblems"] if "bad.yaml" in p]
+    assert "Deployment/bad" in problem
+    assert complaint in problem
+    assert plan["pods"] == 1, "the valid pod is still planned"
+
+
+def test_a_directory_without_manifests_and_an_empty_file_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty.yaml").write_text("")
+    assert main(["plan", "--manifests", str(tmp_path / "empty"), str(tmp_path / "empty.yaml"), "--json"]) == 1
+    problems = json.loads(capsys.readouterr().out)["manifestProblems"]
+    assert any("is a directory with no *.yaml" in p for p in problems)
+    assert any("holds no YAML document" in p for p in problems)

@@ -282,6 +282,177 @@ def test_scaling_a_deployment_down_removes_pods(sb, kube) -> None:
     )
 
 
+def test_the_simulated_components_write_the_events_the_real_ones_do(sb, kube) -> None:
+    """kube-scheduler (Scheduled, FailedScheduling), the replicaset and deployment controllers
+    (SuccessfulCreate, ScalingReplicaSet) and the kubelet (Pulled/Created/Started; Starting and
+    NodeReady on the node) report through core/v1 Events, as kubectl describe shows them."""
+    kube.create(group("apps/v1", "deployments", "default"), deployment("evented", 1))
+    wait_for(
+        "evented running",
+        lambda: any(p["status"].get("phase") == "Running" for p in pods_of(kube, "evented")),
+    )
+
+    def reasons() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for event in kube.list(core("events", "default"))[0]:
+            found.setdefault(event["reason"], set()).add(event["source"]["component"])
+        return found
+
+    wanted = {
+        "Scheduled": "default-scheduler",
+        "SuccessfulCreate": "replicaset-controller",
+        "ScalingReplicaSet": "deployment-controller",
+        "Pulled": "kubelet",
+        "Created": "kubelet",
+        "Started": "kubelet",
+        "Starting": "kubelet",
+        "NodeReady": "kubelet",
+        "FailedScheduling": "default-scheduler",  # the huge pod of an earlier test
+    }
+    found = wait_for("the events", lambda: (r := reasons()) and all(k in r for k in wanted) and r)
+    for reason, component in wanted.items():
+        assert component in found[reason], (reason, found[reason])
+    [pod] = pods_of(kube, "evented")
+    scheduled = [
+        e
+        for e in kube.list(core("events", "default"))[0]
+        if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == pod["metadata"]["name"]
+    ]
+    assert (
+        scheduled[0]["message"]
+        == f"Successfully assigned default/{pod['metadata']['name']} to {pod['spec']['nodeName']}"
+    )
+    assert scheduled[0]["involvedObject"]["namespace"] == "default"
+    # The kubelet's strategic merge patch orders the conditions as a real node shows them.
+    conditions = [
+        c["type"] for c in kube.get(core("pods", "default", pod["metadata"]["name"]))["status"]["conditions"]
+    ]
+    assert conditions == [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+
+
+def test_a_cordoned_node_gets_the_unschedulable_taint_and_loses_it_when_uncordoned(sb, kube) -> None:
+    name = next(n["metadata"]["name"] for n in kube.list(core("nodes"))[0])
+    taint = ("node.kubernetes.io/unschedulable", "NoSchedule")
+
+    def taints() -> set[tuple[str, str]]:
+        node = kube.get(core("nodes", name=name))
+        return {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
+
+    kube.patch(core("nodes", name=name), {"spec": {"unschedulable": True}})
+    wait_for("the unschedulable taint", lambda: taint in taints())
+    kube.patch(core("nodes", name=name), {"spec": {"unschedulable": None}})
+    wait_for("the taint to go", lambda: taint not in taints())
+
+
+def _replicasets(kube: Kube, app: str) -> list[dict]:
+    return kube.list(group("apps/v1", "replicasets", "default"), labelSelector=f"app={app}")[0]
+
+
+@pytest.mark.parametrize("policy", ["Background", "Foreground", "Orphan"])
+def test_deleting_a_deployment_cascades_as_its_propagation_policy_says(sb, kube, policy) -> None:
+    """The API server leaves the GC finalizer (foregroundDeletion, orphan); the garbage collector
+    deletes or orphans the ReplicaSet and its pods through their ownerReferences."""
+    app = f"gc-{policy.lower()}"
+    path = group("apps/v1", "deployments", "default", app)
+    kube.create(group("apps/v1", "deployments", "default"), deployment(app, 2))
+    wait_for("2 pods", lambda: len(pods_of(kube, app)) == 2)
+    kube._call(
+        "DELETE", path, body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": policy}
+    )
+    if policy == "Foreground":
+        deleting = kube.get_or_none(path)
+        assert deleting is not None
+        assert deleting["metadata"]["deletionTimestamp"]
+        assert "foregroundDeletion" in deleting["metadata"]["finalizers"]
+    wait_for("the deployment to go", lambda: kube.get_or_none(path) is None, timeout=20)
+    if policy == "Orphan":
+        [replicaset] = _replicasets(kube, app)
+        assert "ownerReferences" not in replicaset["metadata"]
+        assert len(pods_of(kube, app)) == 2  # still owned by the orphaned ReplicaSet
+        kube.delete(group("apps/v1", "replicasets", "default", replicaset["metadata"]["name"]))
+    wait_for(
+        "its ReplicaSets and pods to go", lambda: not _replicasets(kube, app) and not pods_of(kube, app), 20
+    )
+
+
+def test_deleting_a_nodepool_reaches_its_nodeclaims_through_their_owner_references(sb, kube) -> None:
+    nodepool = kube.create(
+        group("karpenter.sh/v1", "nodepools"),
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "gc-pool"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "x"},
+                        "requirements": [],
+                    }
+                }
+            },
+        },
+    )
+    owner = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "name": "gc-pool",
+        "uid": nodepool["metadata"]["uid"],
+        "blockOwnerDeletion": True,
+    }
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": "gc-claim",
+            "ownerReferences": [owner],
+            "finalizers": ["karpenter.sh/termination"],
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "x"},
+            "requirements": [],
+        },
+    }
+    kube.create(group("karpenter.sh/v1", "nodeclaims"), claim)
+    kube.delete(group("karpenter.sh/v1", "nodepools", name="gc-pool"))
+    claim_path = group("karpenter.sh/v1", "nodeclaims", name="gc-claim")
+    # The NodeClaim is deleted; its termination finalizer (Nodewright's drain) holds it meanwhile.
+    wait_for(
+        "the NodeClaim to be deleting",
+        lambda: (kube.get_or_none(claim_path) or {}).get("metadata", {}).get("deletionTimestamp"),
+    )
+    kube.patch(claim_path, {"metadata": {"finalizers": None}})
+    wait_for("the NodeClaim to go", lambda: kube.get_or_none(claim_path) is None)
+
+
+def test_a_deleted_claim_waits_for_the_pod_that_uses_it(sb, kube) -> None:
+    """The pvc-protection controller keeps the claim's finalizer while a pod uses it."""
+    claim = {
+        "metadata": {"name": "in-use"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    kube.create(core("persistentvolumeclaims", "default"), claim)
+    pod = {
+        "metadata": {"name": "uses-claim"},
+        "spec": {
+            "containers": [{"name": "app", "image": "pause:3.9"}],
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "in-use"}}],
+        },
+    }
+    kube.create(core("pods", "default"), pod)
+    path = core("persistentvolumeclaims", "default", "in-use")
+    kube.delete(path)
+    time.sleep(2)  # a few controller passes
+    assert kube.get(path)["metadata"]["deletionTimestamp"]
+    kube.delete(core("pods", "default", "uses-claim"), grace_period_seconds=0)
+    wait_for("the claim to go once unused", lambda: kube.get_or_none(path) is None)
+
+
 def test_deleting_a_namespace_removes_its_objects_then_the_namespace(sb, kube) -> None:
     kube.create(core("namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})
     kube.create(group("apps/v1", "deployments", "doomed"), deployment("inside", 2, namespace="doomed"))

@@ -208,3 +208,23 @@ def test_cli_reports_a_requirements_file_that_is_not_a_nodepool(
     assert "no NodePool" in capsys.readouterr().err
     assert main(["catalog", "--region", REGION, "--requirements", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_cli_adds_each_node_s_ebs_volumes_to_its_price(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodeclass = tmp_path / "nodeclass.yaml"
+    nodeclass.write_text(
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: big-root}\n"
+        "spec:\n  amiSelectorTerms: [{alias: al2023@latest}]\n  role: r\n"
+        "  blockDeviceMappings:\n"
+        "  - {deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 100Gi, volumeType: gp3}}\n"
+    )
+    prices = str(write_prices(tmp_path))
+    args = ["catalog", "--region", REGION, "--prices", prices, "--limit", "1"]
+    assert main([*args, "--json", "--nodeclass", str(nodeclass)]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["ebsPrice"] == pytest.approx(100 * 0.08 / 730, abs=1e-6)  # gp3 $0.08/GiB-month
+    assert row["nodePrice"] == pytest.approx(row["price"] + row["ebsPrice"], abs=1e-6)
+    assert main(args) == 0
+    assert "NODE/H = PRICE/H + EBS 20Gi gp3: $0.0022/h per node" in capsys.readouterr().out

@@ -188,7 +188,7 @@ def test_two_underused_nodes_are_replaced_by_one_cheaper_node_and_drained_once_i
     assert sorted(decision["nodeclaims"]) == ["a", "b"]
     assert decision["pricePerHourBefore"] == pytest.approx(0.384)
     assert decision["pricePerHourAfter"] < 0.384
-    assert decision["message"].startswith("Underutilized, replacing 2 nodes (m5.xlarge x2) with ")
+    assert decision["description"].startswith("Underutilized, replacing 2 nodes (m5.xlarge x2) with ")
     [request] = cloud.requests
     assert {t.name for t in request.instance_types} <= {"c5.large", "m5.large", "m6g.large", "r5.large"}
     for name in ("a", "b"):

@@ -1,10 +1,13 @@
-"""The sandbox price source: real on-demand prices when present, else the documented estimate."""
+"""The sandbox's prices: real on-demand prices when present, the production estimate otherwise, and
+a spot market that differs by zone."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from nodewright.cloud.catalog import CatalogData
+from nodewright.cloud.pricetable import estimate_on_demand_price
 
 from sandbox import prices
 
@@ -13,22 +16,17 @@ M5_LARGE = {
     "VCpuInfo": {"DefaultVCpus": 2},
     "MemoryInfo": {"SizeInMiB": 8192},
     "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]},
+    "SupportedUsageClasses": ["on-demand", "spot"],
 }
+ZONES = frozenset({"us-east-1a", "us-east-1b"})
+CATALOG = CatalogData(types={"m5.large": M5_LARGE}, zones={"m5.large": ZONES}, fetched_at=0)
 
 
 @pytest.fixture
 def no_cache() -> Iterator[None]:
-    prices.on_demand_prices.cache_clear()
+    prices.reference_on_demand.cache_clear()
     yield
-    prices.on_demand_prices.cache_clear()
-
-
-def test_estimate_follows_the_documented_formula() -> None:
-    assert prices.estimate_on_demand(M5_LARGE) == pytest.approx(2 * 0.0355 + 8 * 0.0035)  # 0.099, real 0.096
-    graviton = {**M5_LARGE, "ProcessorInfo": {"SupportedArchitectures": ["arm64"]}}
-    assert prices.estimate_on_demand(graviton) == pytest.approx(0.099 * 0.8)
-    gpu = {**M5_LARGE, "GpuInfo": {"Gpus": [{"Count": 1}]}}
-    assert prices.estimate_on_demand(gpu) == pytest.approx(0.099 + 0.33)
+    prices.reference_on_demand.cache_clear()
 
 
 def test_spot_is_a_60_to_70_percent_discount_that_depends_on_the_zone() -> None:
@@ -39,15 +37,22 @@ def test_spot_is_a_60_to_70_percent_discount_that_depends_on_the_zone() -> None:
 
 
 def test_table_uses_the_reference_prices_when_present(shared_data, no_cache) -> None:
-    on_demand, spot = prices.sandbox_price_table(("us-east-1a", "us-east-1b"))
-    assert on_demand["m5.large"] == pytest.approx(0.096)
-    assert len(on_demand) > 1000
-    assert spot[("m5.large", "us-east-1b")] < on_demand["m5.large"]
-    assert len(spot) == 2 * len(on_demand)
+    table = prices.price_table(CATALOG)
+    assert table.on_demand_price("m5.large") == pytest.approx(0.096)
+    assert len(table.on_demand) > 1000
+    assert table.spot_price("m5.large", "us-east-1b") < table.on_demand_price("m5.large")
+    assert set(table.spot) == {("m5.large", "us-east-1a"), ("m5.large", "us-east-1b")}
 
 
-def test_table_falls_back_to_the_estimate_without_reference_data(monkeypatch, no_cache) -> None:
+def test_without_reference_data_on_demand_is_left_to_the_production_estimate(monkeypatch, no_cache) -> None:
     monkeypatch.setattr(prices, "ondemand_prices_file", lambda: None)
-    on_demand, spot = prices.sandbox_price_table(("us-east-1a",))
-    assert on_demand["m5.large"] == pytest.approx(0.099)
-    assert ("m5.large", "us-east-1a") in spot
+    table = prices.price_table(CATALOG)
+    assert table.on_demand_price("m5.large") is None  # the catalog estimates it, and says so
+    estimate = estimate_on_demand_price(M5_LARGE)
+    assert table.spot_price("m5.large", "us-east-1a") == prices.spot_price(estimate, "m5.large", "us-east-1a")
+
+
+def test_types_not_sold_as_spot_get_no_spot_price(no_cache) -> None:
+    on_demand_only = {**M5_LARGE, "SupportedUsageClasses": ["on-demand"]}
+    catalog = CatalogData(types={"m5.large": on_demand_only}, zones={"m5.large": ZONES}, fetched_at=0)
+    assert not prices.price_table(catalog).spot

@@ -32,10 +32,15 @@ TYPES = {
     "m6g.large": (2, 8192, "arm64", 3, 10, 0.077, 0),
     "p3.2xlarge": (8, 62464, "x86_64", 4, 15, 3.06, 1),
 }
+# Multi-GPU types, for the extended-resource packing cases (kept out of the default catalog).
+GPU_TYPES = {
+    "p3.8xlarge": (32, 249856, "x86_64", 8, 30, 12.24, 4),
+    "p3.16xlarge": (64, 499712, "x86_64", 8, 30, 24.48, 8),
+}
 
 
 def ec2_info(name: str) -> dict:
-    vcpus, mib, arch, enis, ips, _, gpus = TYPES[name]
+    vcpus, mib, arch, enis, ips, _, gpus = {**TYPES, **GPU_TYPES}[name]
     info = {
         "InstanceType": name,
         "VCpuInfo": {"DefaultVCpus": vcpus},
@@ -56,9 +61,9 @@ def ec2_info(name: str) -> dict:
     return info
 
 
-def catalog(spot: bool = True, zones: tuple[str, ...] = ZONES) -> list[InstanceType]:
+def catalog(spot: bool = True, zones: tuple[str, ...] = ZONES, gpus: bool = False) -> list[InstanceType]:
     result = []
-    for name, row in sorted(TYPES.items()):
+    for name, row in sorted({**TYPES, **(GPU_TYPES if gpus else {})}.items()):
         offerings = [Offering(z, "on-demand", row[5]) for z in zones]
         if spot:
             offerings += [Offering(z, "spot", round(row[5] * 0.4, 4)) for z in zones]

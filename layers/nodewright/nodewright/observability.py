@@ -67,6 +67,19 @@ def metrics() -> Metrics:
     return Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE))
 
 
+def record_pass_completed(function: str) -> None:
+    """The heartbeat of a scheduled function: one ``PassesCompleted`` per invocation that ran its
+    passes to the end, whatever they found (idle or busy). The flows' own metrics appear only when
+    there is something to count, so only this one tells "nothing to do" from "not running"; the
+    heartbeat alarms treat its absence as failure (infra/capabilities/monitoring.py)."""
+    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+    with single_metric(
+        name="PassesCompleted", unit=MetricUnit.Count, value=1, namespace=metrics().namespace
+    ) as metric:
+        metric.add_dimension(name="Function", value=function)
+
+
 def tracing_enabled() -> bool:
     return os.environ.get("NODEWRIGHT_TRACING", "false").lower() in ("1", "true", "yes")
 

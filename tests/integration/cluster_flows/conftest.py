@@ -199,8 +199,13 @@ def kubeconfig(apiserver: Any, tmp_path: Any) -> str:
 def cluster(kubeconfig: str) -> Iterator[Cluster]:
     from kubernetes.client import ApiClient
 
+    from sandbox.install import rbac_namespaces
+
     api = ApiClient(auth.kubeconfig_configuration(kubeconfig))
-    yield Cluster(api)
+    cluster = Cluster(api)
+    for namespace in rbac_namespaces():  # the writers' Lease namespace, as deploy/rbac.yaml creates it
+        cluster.request("POST", "/api/v1/namespaces", body=namespace)
+    yield cluster
     api.close()
 
 

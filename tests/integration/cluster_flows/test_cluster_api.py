@@ -6,7 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from nodewright.cluster import ApiUnavailable, Cluster, Conflict, EvictionOutcome, NotFound
-from nodewright.cluster.lease import LeaseLost, LeaseUnavailable, WriterLease
+from nodewright.cluster.lease import (
+    DEFAULT_LEASE_NAME,
+    DEFAULT_LEASE_NAMESPACE,
+    LeaseLost,
+    LeaseUnavailable,
+    WriterLease,
+)
 from nodewright.cluster.objects import set_condition
 from nodewright.cluster.resources import LEASES, NODECLAIMS, NODES, PODS
 from nodewright.state.pods import is_provisionable
@@ -190,10 +196,10 @@ def test_writer_lease_excludes_a_second_writer_until_release(cluster) -> None:
     first.renew()
     first.release()
     with second:
-        lease = cluster.get(LEASES, "nodewright-writer", "kube-system")
+        lease = cluster.get(LEASES, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE)
         assert lease["spec"]["holderIdentity"] == "interruption-1"
         assert lease["spec"]["leaseTransitions"] == 1
-    assert not cluster.get(LEASES, "nodewright-writer", "kube-system")["spec"].get("holderIdentity")
+    assert not cluster.get(LEASES, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE)["spec"].get("holderIdentity")
 
 
 def test_expired_lease_is_taken_over_and_the_old_holder_learns_it(cluster) -> None:
@@ -213,7 +219,7 @@ def test_racing_acquirers_one_wins(cluster) -> None:
     b = WriterLease(cluster, "b", duration_seconds=30)
     assert a.acquire()
     a.release()
-    stale = cluster.get(LEASES, "nodewright-writer", "kube-system")
+    stale = cluster.get(LEASES, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE)
     assert b.acquire()
     with pytest.raises(Conflict):
         cluster.replace(LEASES, {**stale, "spec": {**stale["spec"], "holderIdentity": "a"}})

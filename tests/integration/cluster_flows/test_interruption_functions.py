@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -21,6 +20,7 @@ from nodewright.context import ContainerContext
 from nodewright.interruption import flow
 from nodewright.interruption.processing import InterruptionProcessor
 
+from sandbox import events
 from sandbox.lambdas import load_function
 
 INSTANCE = "i-0aaaaaaaaaaaaaaa1"
@@ -53,39 +53,15 @@ class CountingReplacement:
 
 
 def spot_event(event_id: str = "spot-1", instance: str = INSTANCE) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "EC2 Spot Instance Interruption Warning",
-        "source": "aws.ec2",
-        "account": "111122223333",
-        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),  # the notice was just given
-        "region": "us-west-2",
-        "resources": [f"arn:aws:ec2:us-west-2:111122223333:instance/{instance}"],
-        "detail": {"instance-id": instance, "instance-action": "terminate"},
-    }
+    """A spot warning for ``instance`` whose notice was just given (sandbox.events, with a fixed id)."""
+    return {**events.spot_warning(instance, "us-west-2"), "id": event_id}
 
 
 def sqs_batch(*bodies: str) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": f"m-{index}",
-                "receiptHandle": f"r-{index}",
-                "body": body,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": str(int(datetime.now(UTC).timestamp() * 1000)),  # just now
-                },
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-west-2:111122223333:nodewright-interruption",
-                "awsRegion": "us-west-2",
-            }
-            for index, body in enumerate(bodies)
-        ]
-    }
+    """One SQS batch whose message ids are m-0, m-1, ... (what batchItemFailures name)."""
+    return events.sqs_event(
+        [events.sqs_record(body, message_id=f"m-{i}", region="us-west-2") for i, body in enumerate(bodies)]
+    )
 
 
 @pytest.fixture

@@ -38,6 +38,15 @@ INSTANCE_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
 INSTANCE_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
 INSTANCE_ACCELERATOR_MANUFACTURER = "karpenter.k8s.aws/instance-accelerator-manufacturer"
 INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
+INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ = "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"
+INSTANCE_CAPABILITY_FLEX = "karpenter.k8s.aws/instance-capability-flex"
+INSTANCE_NITRO_ENCLAVES_SUPPORTED = "karpenter.k8s.aws/instance-nitro-enclaves-supported"
+INSTANCE_TENANCY = "karpenter.k8s.aws/instance-tenancy"
+CAPACITY_RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
+CAPACITY_RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"
+CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-interruptible"
+TOPOLOGY_ZONE_ID = "topology.k8s.aws/zone-id"
+TENANCY_DEFAULT = "default"
 
 # kubernetes.io
 ZONE = "topology.kubernetes.io/zone"
@@ -78,6 +87,14 @@ WELL_KNOWN_LABELS: frozenset[str] = frozenset(
         INSTANCE_ACCELERATOR_NAME,
         INSTANCE_ACCELERATOR_MANUFACTURER,
         INSTANCE_ACCELERATOR_COUNT,
+        INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+        INSTANCE_CAPABILITY_FLEX,
+        INSTANCE_NITRO_ENCLAVES_SUPPORTED,
+        INSTANCE_TENANCY,
+        CAPACITY_RESERVATION_ID,
+        CAPACITY_RESERVATION_TYPE,
+        CAPACITY_RESERVATION_INTERRUPTIBLE,
+        TOPOLOGY_ZONE_ID,
     }
 )
 
@@ -105,14 +122,22 @@ LEGACY_RENAMES: dict[str, str] = {
 # Labels that exist only on nodes (never on instance types): requiring them in a NodePool is refused.
 RESTRICTED_LABELS: frozenset[str] = frozenset({HOSTNAME})
 
-# Old kubernetes.io labels Karpenter still accepts as requirement keys (aliases of the well-known ones).
+# Old or alias label keys Karpenter normalizes to the well-known ones wherever a requirement is
+# made (Karpenter's NormalizedLabels, plus the EBS CSI driver's zone key the AWS provider adds).
 DEPRECATED_LABEL_ALIASES: dict[str, str] = {
     "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
     "beta.kubernetes.io/arch": ARCH,
     "beta.kubernetes.io/os": OS,
     "failure-domain.beta.kubernetes.io/zone": ZONE,
     "failure-domain.beta.kubernetes.io/region": REGION,
+    "topology.ebs.csi.aws.com/zone": ZONE,
 }
+
+
+def normalized_label(key: str) -> str:
+    """The well-known key for an alias (``beta.kubernetes.io/arch`` → ``kubernetes.io/arch``), else key."""
+    return DEPRECATED_LABEL_ALIASES.get(key, key)
+
 
 # API groups and kinds.
 KARPENTER_GROUP = "karpenter.sh"

@@ -142,17 +142,20 @@ def _load_problem(exc: Exception) -> str:
     return f"cannot read the YAML: {exc}"
 
 
-def manifest_paths(paths: Iterable[str | Path]) -> list[Path | str]:
-    """The files to read: a directory stands for its *.yaml/*.yml files (sorted)."""
-    out: list[Path | str] = []
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")  # JSON is YAML too
+
+
+def manifest_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """The files to read: a directory stands for its *.yaml/*.yml/*.json files (sorted, not recursive)."""
+    out: list[Path] = []
     for path in paths:
         folder = Path(path)
         files = (
-            sorted(f for f in folder.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
+            sorted(f for f in folder.iterdir() if f.suffix in MANIFEST_SUFFIXES and f.is_file())
             if folder.is_dir()
             else []
         )
-        out.extend(files or [path])  # an empty directory stays, to be reported as such
+        out.extend(files or [folder])  # an empty directory stays, to be reported as such
     return out
 
 
@@ -164,7 +167,7 @@ def load_files(paths: Iterable[str | Path]) -> list[LoadedDocument]:
         if Path(path).is_dir():
             loaded.append(
                 LoadedDocument(
-                    name, 0, None, [error("", "is a directory with no *.yaml or *.yml file in it")]
+                    name, 0, None, [error("", "is a directory with no *.yaml, *.yml or *.json file")]
                 )
             )
             continue

@@ -3,6 +3,11 @@
 A subcommand module defines ``register(subparsers)``, which adds its parser and sets
 ``func=run`` with ``run(args) -> int``. Module top levels import only the standard
 library so that ``nodewright --help`` stays fast; heavy imports happen inside ``run``.
+
+The development side adds its own subcommands (``demo``, ``sandbox``, ``bench``) as entry points of
+the group ``nodewright.cli`` (see pyproject.toml), each a ``register(subparsers)`` callable: this
+package never imports the development side, and where it is not installed (the production CLI, the
+Lambda layer) those commands simply do not exist.
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+PLUGIN_GROUP = "nodewright.cli"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +32,25 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(f"{__name__}.{module_info.name}")
         module.register(subparsers)
+    for register in _plugin_commands():
+        register(subparsers)
     return parser
+
+
+def _plugin_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
+    """``register`` callables of the ``nodewright.cli`` entry points whose package is installed."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        try:
+            found.append(entry.load())
+        except ModuleNotFoundError as exc:
+            # The development packages are absent here (a production install): no such command.
+            # Any other import error is a bug in that package and is raised.
+            if exc.name is None or exc.name.split(".")[0] != entry.module.split(".")[0]:
+                raise
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,9 @@ how to answer "why did Nodewright pick this type?".
 Prices come from the state table when ``STATE_TABLE`` is set (what the functions read), else
 from ``--prices FILE`` (a ``{"prices": {type: usd}}`` document), else live from the Pricing API
 and spot price history. A type with no price is ranked by the documented estimate, marked ``~``.
+NODE/H adds what every node pays for its EBS volumes (``--nodeclass FILE``'s blockDeviceMappings,
+else the AL2023 default 20 GiB gp3 root), priced from the bundled EBS table
+(``nodewright.cloud.ebs``): the price the planner minimises.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a NodePool manifest (YAML/JSON) or a list of {key, operator, values} requirements",
     )
     parser.add_argument("--prices", metavar="FILE", help='on-demand prices as {"prices": {type: usd}}')
+    parser.add_argument(
+        "--nodeclass", metavar="FILE", help="an EC2NodeClass manifest whose volumes each node pays for"
+    )
     parser.add_argument("--limit", type=int, default=40, help="rows to print (0 = all; default 40)")
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     parser.set_defaults(func=run)
@@ -91,7 +97,20 @@ def _price_store(args: argparse.Namespace, settings: Any) -> Any:
     return store
 
 
-def rows(instance_types: list[Any], terms: list[dict[str, Any]], estimated: set[str]) -> list[dict[str, Any]]:
+def load_nodeclass(path: str) -> dict[str, Any]:
+    """The first EC2NodeClass in the file (converted to v1 if older)."""
+    from nodewright.api.manifests import validate_files
+
+    for report in validate_files([path]).documents:
+        for doc in report.v1:
+            if doc.get("kind") == "EC2NodeClass":
+                return doc
+    raise RequirementsFileError(f"{path} holds no EC2NodeClass")
+
+
+def rows(
+    instance_types: list[Any], terms: list[dict[str, Any]], estimated: set[str], ebs_per_node: float = 0.0
+) -> list[dict[str, Any]]:
     """One row per type the requirements allow that has an available offering, cheapest first."""
     from nodewright.scheduling.requirements import Requirements
     from nodewright.scheduling.resources import format_resource
@@ -114,6 +133,8 @@ def rows(instance_types: list[Any], terms: list[dict[str, Any]], estimated: set[
                 "instanceType": instance_type.name,
                 "price": best.price,
                 "priceEstimated": instance_type.name in estimated,
+                "ebsPrice": round(ebs_per_node, 6),
+                "nodePrice": round(best.price + ebs_per_node, 6),
                 "capacityType": best.capacity_type,
                 "zone": best.zone,
                 "zones": sorted({o.zone for o in offerings}),
@@ -127,7 +148,7 @@ def rows(instance_types: list[Any], terms: list[dict[str, Any]], estimated: set[
 
 
 def _table(found: list[dict[str, Any]]) -> str:
-    header = ("TYPE", "ARCH", "PRICE/H", "CAPACITY", "ZONE", "ALLOC CPU", "ALLOC MEMORY", "PODS")
+    header = ("TYPE", "ARCH", "PRICE/H", "NODE/H", "CAPACITY", "ZONE", "ALLOC CPU", "ALLOC MEMORY", "PODS")
     lines = [header]
     for row in found:
         price = f"{'~' if row['priceEstimated'] else ''}{row['price']:.4f}"
@@ -136,6 +157,7 @@ def _table(found: list[dict[str, Any]]) -> str:
                 row["instanceType"],
                 row["arch"],
                 price,
+                f"{row['nodePrice']:.4f}",
                 row["capacityType"],
                 row["zone"],
                 row["allocatable"].get("cpu", "0"),
@@ -157,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         terms = load_requirements(args.requirements) if args.requirements else []
+        nodeclass = load_nodeclass(args.nodeclass) if args.nodeclass else {"spec": {}}
     except RequirementsFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -173,12 +196,16 @@ def run(args: argparse.Namespace) -> int:
     with logger_level("ERROR"):
         prices = catalog.prices()
         estimated = {name for name in catalog.data().types if prices.on_demand_price(name) is None}
-        found = rows(catalog.instance_types(), terms, estimated)
+        from nodewright.cloud import ebs
+
+        storage = ebs.node_storage(nodeclass, settings.region)
+        found = rows(catalog.instance_types(), terms, estimated, storage.per_hour)
     shown = found if args.limit <= 0 else found[: args.limit]
     if args.json:
         print(json.dumps(shown, indent=2))
     else:
         print(_table(shown))
+        print(f"NODE/H = PRICE/H + {ebs.describe(storage)}")
         if len(found) > len(shown):
             print(f"... {len(found) - len(shown)} more (--limit 0 shows all)")
         if any(r["priceEstimated"] for r in shown):

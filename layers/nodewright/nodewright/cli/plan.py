@@ -1,22 +1,28 @@
-"""``nodewright plan --manifests DIR_OR_FILES [--region R] [--json]``: an offline what-if.
+"""``nodewright plan (--manifests DIR_OR_FILES | --kubeconfig PATH) [--region R] [--json]``: a what-if.
 
 Pods/Deployments + NodePools + EC2NodeClasses in (any Karpenter version: old ones are converted
-as ``nodewright convert`` converts them), the NodeClaims the provisioner would create out (NodePool,
-candidate instance types cheapest first, zones, capacity types, $/h), and a reason for every pod
-that would stay pending. No cluster and no AWS account: the catalog is the project's own catalog
-code (``nodewright.cloud.catalog``) over moto's bundled EC2 catalog (the DescribeInstanceTypes items
-and per-zone offerings moto ships for every region), priced by the sandbox's price source (real
-on-demand prices when ../shared/data has them, a documented estimate otherwise; spot as a
-documented discount). The planning path is the provisioner's own.
+as ``nodewright convert`` converts them), with the cluster they land in: Nodes and bound Pods,
+NodeClaims, DaemonSets, PersistentVolumeClaims/Volumes, StorageClasses, RuntimeClasses (any other
+kind is listed as ignored). Or ``--kubeconfig``: a live cluster's current objects, read once and
+never written. Out: the NodeClaims the provisioner would create (NodePool, candidate instance types
+cheapest first, zones, capacity types, labels, taints, $/h with the EBS volumes' share), the pods
+that fit on existing capacity, and a reason for every pod that would stay pending.
+
+The region is ``--region``, else AWS_REGION, else AWS_DEFAULT_REGION or the shared config's
+(``AWS_PROFILE``) region, else us-west-2; the plan says which it used and why. The catalog is the
+project's own catalog code (``nodewright.cloud.catalog``): over moto's bundled copy of EC2's
+answers when moto is installed (``nodewright.cli._offline``; no AWS account needed), else, or with
+``--live``, over EC2 itself (read-only DescribeInstanceTypes/DescribeInstanceTypeOfferings with
+your credentials). On-demand prices come from ``--prices FILE``, else from an installed
+``nodewright.offline_prices`` entry point (the development install registers the sandbox's: real
+prices when ../shared/data has them, and its spot market), else the documented estimate. The
+planning path is the provisioner's own.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
-
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,94 +32,153 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--manifests", nargs="+", required=True, metavar="DIR_OR_FILE", help="manifest files or directories"
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--manifests", nargs="+", metavar="DIR_OR_FILE", help="manifest files or directories")
+    source.add_argument(
+        "--kubeconfig", metavar="PATH", help="plan against this cluster's objects (read-only)"
     )
-    parser.add_argument("--region", default="us-west-2", help="region whose catalog and zones to use")
+    parser.add_argument(
+        "--region",
+        help="region whose catalog and zones to use (default: AWS_REGION, AWS_DEFAULT_REGION, ...)",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="ask EC2 for the catalog (read-only, your AWS credentials) even if moto's copy is installed",
+    )
+    parser.add_argument("--prices", metavar="FILE", help='on-demand prices as {"prices": {type: usd}}')
     parser.set_defaults(func=run)
 
 
-def manifest_paths(items: list[str]) -> list[Path]:
-    """Files as given; directories expanded to their YAML/JSON files (sorted, not recursive)."""
-    paths: list[Path] = []
-    for item in items:
-        path = Path(item)
-        if path.is_dir():
-            paths.extend(sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES))
-        else:
-            paths.append(path)
-    return paths
+OFFLINE_PRICES_GROUP = "nodewright.offline_prices"
 
 
-def offline_instance_types(region: str) -> Any:
-    """``instance_types(nodeclass)`` from the project's catalog code over moto's bundled EC2 catalog.
+FALLBACK_REGION = "us-west-2"
 
-    moto ships the DescribeInstanceTypes items and the per-zone offerings of every region as data
-    files; reading them directly takes a fraction of a second, where asking moto's emulated EC2
-    for the same items takes half a minute on a busy 2-core machine. Prices come from the
-    sandbox's price source. moto and the sandbox are development-side packages (``.[dev]``).
-    """
-    import gzip
-    import importlib.util
-    import json
-    import time
 
-    spec = importlib.util.find_spec("moto")
-    try:
-        from sandbox.prices import sandbox_price_table
-    except ImportError:
-        spec = None
-    if spec is None or spec.origin is None:
-        raise SystemExit(
-            "nodewright plan needs moto's catalog and the sandbox: pip install -e '.[dev]' (make does it)"
-        )
-    from nodewright.cloud.catalog import Catalog, CatalogData
+def default_region() -> tuple[str, str]:
+    """(region, where it came from), as the AWS CLI and SDKs resolve it: AWS_REGION, then botocore's
+    AWS_DEFAULT_REGION and shared config (the AWS_PROFILE's ``region``), else a named fallback."""
+    import os
+
+    if os.environ.get("AWS_REGION"):
+        return os.environ["AWS_REGION"], "AWS_REGION"
+    if os.environ.get("AWS_DEFAULT_REGION"):
+        return os.environ["AWS_DEFAULT_REGION"], "AWS_DEFAULT_REGION"
+    import botocore.session
+
+    configured = botocore.session.Session().get_config_variable("region")
+    if configured:
+        return str(configured), f"the shared config, profile {os.environ.get('AWS_PROFILE') or 'default'}"
+    return FALLBACK_REGION, "no region configured: the fallback"
+
+
+def offline_instance_types(region: str, prices_file: str | None = None, live: bool = False) -> Any:
+    """``instance_types(nodeclass)`` through the production catalog code (see the module docstring)."""
+    from nodewright.cli._offline import NoOfflineCatalog, catalog_data, offline_catalog
+    from nodewright.cloud.catalog import Catalog
     from nodewright.cloud.pricetable import PriceTable
     from nodewright.cloud.state import InMemoryStateStore
 
-    resources = Path(spec.origin).parent / "ec2" / "resources"
-    offerings_file = resources / "instance_type_offerings" / "availability-zone" / f"{region}.json.gz"
-    if not offerings_file.is_file():
-        raise SystemExit(
-            f"nodewright plan: no instance catalog for region {region!r}; use a region such as us-west-2"
-        )
-    types = json.loads(gzip.decompress((resources / "instance_types.json.gz").read_bytes()))
-    zones: dict[str, set[str]] = {}
-    for offering in json.loads(gzip.decompress(offerings_file.read_bytes())):
-        zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
-    data = CatalogData(
-        types={name: info for name, info in types.items() if name in zones},
-        zones={name: frozenset(found) for name, found in zones.items()},
-        fetched_at=time.time(),
-    )
-    store = InMemoryStateStore()
-    on_demand, spot = sandbox_price_table(sorted({z for found in zones.values() for z in found}))
-    store.put_price_table(PriceTable(on_demand=on_demand, spot=spot, source="sandbox"))
-    catalog = Catalog(None, store, (region, "nodewright-plan"), loader=lambda _ec2: data)
+    data = None
+    if not live:
+        try:
+            data = catalog_data(region)
+        except NoOfflineCatalog as exc:
+            import sys
+
+            print(f"nodewright plan: {exc}; asking EC2 for the catalog instead", file=sys.stderr)
+    if prices_file:
+        prices = PriceTable.from_ondemand_file(prices_file)
+    else:
+        prices = _installed_prices(region, data) or PriceTable(source="estimate")
+    if data is not None:
+        catalog = offline_catalog(region, prices)
+    else:
+        from nodewright.cloud import aws
+        from nodewright.settings import Settings
+
+        settings = Settings(cluster_name="plan", region=region)
+        store = InMemoryStateStore()
+        store.put_price_table(prices)
+        catalog = Catalog(aws.client("ec2", settings), store, (region, settings.aws_endpoint_url))
 
     def instance_types(nodeclass: Any) -> list[Any]:
-        return catalog.instance_types(zones=None, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
+        # A NodeClass whose status lists its subnets (Karpenter's controller writes them) launches only
+        # in their zones; without a status every zone of the region is possible.
+        subnets = (nodeclass.get("status") or {}).get("subnets") or []
+        zones = {s["zone"] for s in subnets if s.get("zone")} or None
+        return catalog.instance_types(zones=zones, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
 
     return instance_types
+
+
+def _installed_prices(region: str, data: Any) -> Any:
+    """The first installed ``nodewright.offline_prices`` entry point's PriceTable for the catalog, or None."""
+    if data is None:
+        return None
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=OFFLINE_PRICES_GROUP), key=lambda e: e.name):
+        try:
+            source = entry.load()
+        except ModuleNotFoundError:
+            continue  # its package is not installed here
+        return source(data)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
+    from nodewright.api.manifests import manifest_paths
     from nodewright.observability import logger_level
-    from nodewright.provisioning.whatif import what_if
+    from nodewright.provisioning.whatif import what_if, what_if_live
 
-    paths = manifest_paths(args.manifests)
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing or not paths:
-        print(
-            f"nodewright plan: no such file or directory: {', '.join(missing) or args.manifests}",
-            file=sys.stderr,
-        )
-        return 2
+    region, region_source = (args.region, "--region") if args.region else default_region()
+    if args.manifests:
+        paths = manifest_paths(args.manifests)
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing or not paths:
+            print(
+                f"nodewright plan: no such file or directory: {', '.join(missing) or args.manifests}",
+                file=sys.stderr,
+            )
+            return 2
     with logger_level("ERROR"):  # the function's JSON logs would garble the plan on stdout
-        result = what_if(paths, offline_instance_types(args.region))
+        instance_types = offline_instance_types(region, args.prices, args.live)
+        if args.manifests:
+            result = what_if(paths, instance_types, region)
+        else:
+            from nodewright.cluster.errors import ApiError, ApiUnavailable
+
+            cluster = live_cluster(args.kubeconfig)
+            if cluster is None:
+                return 2
+            try:
+                result = what_if_live(cluster, instance_types, region)
+            except (ApiError, ApiUnavailable) as exc:
+                print(f"nodewright plan: reading the cluster failed: {exc}", file=sys.stderr)
+                return 1
+    result.region_source = region_source
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
-    return 0
+    return 1 if result.rejected else 0  # the plan covers what was valid; the exit status says not all was
+
+
+def live_cluster(kubeconfig: str) -> Any:
+    """A read-only use of the cluster client for the kubeconfig; None (with a message) when unusable."""
+    import sys
+
+    from kubernetes.client import ApiClient
+
+    from nodewright.cluster.auth import kubeconfig_configuration
+    from nodewright.cluster.client import Cluster
+    from nodewright.cluster.errors import ClusterConfigError
+
+    try:
+        return Cluster(ApiClient(kubeconfig_configuration(kubeconfig)))
+    except ClusterConfigError as exc:
+        print(f"nodewright plan: {exc}", file=sys.stderr)
+        return None

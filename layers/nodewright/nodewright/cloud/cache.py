@@ -3,6 +3,11 @@
 Lambda reuses a container for many invocations; anything fetched here is kept for a few
 minutes so an invocation pays for an AWS call at most once, yet a change in AWS shows up
 soon after. Nothing that must survive between invocations lives here (that is the state store).
+
+Expiry is measured on the wall clock (``time.time``), not ``time.monotonic``: Lambda freezes
+a container between invocations, and a monotonic clock need not advance while it is frozen,
+so an entry cached before an hour-long freeze would otherwise look seconds old. An entry
+whose timestamp lies in the future (the wall clock stepped back) counts as expired too.
 """
 
 from __future__ import annotations
@@ -15,8 +20,13 @@ from typing import Generic, TypeVar
 V = TypeVar("V")
 
 
+def is_fresh(stored_at: float, now: float, ttl_seconds: float) -> bool:
+    """True while ``now`` is within ``ttl_seconds`` after ``stored_at`` (a clock step back expires it)."""
+    return 0.0 <= now - stored_at < ttl_seconds
+
+
 class TTLCache(Generic[V]):
-    def __init__(self, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl_seconds: float, clock: Callable[[], float] = time.time) -> None:
         self.ttl_seconds = ttl_seconds
         self.clock = clock
         self._items: dict[Hashable, tuple[float, V]] = {}
@@ -25,13 +35,13 @@ class TTLCache(Generic[V]):
     def get(self, key: Hashable) -> V | None:
         with self._lock:
             entry = self._items.get(key)
-            if entry is None or entry[0] <= self.clock():
+            if entry is None or not is_fresh(entry[0], self.clock(), self.ttl_seconds):
                 return None
             return entry[1]
 
     def put(self, key: Hashable, value: V) -> V:
         with self._lock:
-            self._items[key] = (self.clock() + self.ttl_seconds, value)
+            self._items[key] = (self.clock(), value)
         return value
 
     def get_or_load(self, key: Hashable, load: Callable[[], V]) -> V:

@@ -53,18 +53,29 @@ _ESTIMATE_WARNED: set[str] = set()
 _warn_lock = threading.Lock()
 
 
+def catalog_data(types: Iterable[Mapping[str, Any]], offerings: Iterable[Mapping[str, Any]]) -> CatalogData:
+    """DescribeInstanceTypes items and DescribeInstanceTypeOfferings (availability-zone) rows as one
+    catalog: the one way the API's answers, or a saved copy of them, become ``CatalogData``."""
+    zones: dict[str, set[str]] = {}
+    for offering in offerings:
+        zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
+    return CatalogData(
+        types={item["InstanceType"]: item for item in types},
+        zones={k: frozenset(v) for k, v in zones.items()},
+        fetched_at=time.time(),
+    )
+
+
 def fetch_catalog(ec2: Any) -> CatalogData:
     """Page through DescribeInstanceTypes and DescribeInstanceTypeOfferings once."""
-    types: dict[str, Mapping[str, Any]] = {}
-    for page in ec2.get_paginator("describe_instance_types").paginate():
-        for item in page.get("InstanceTypes", []):
-            types[item["InstanceType"]] = item
-    zones: dict[str, set[str]] = {}
-    offerings = ec2.get_paginator("describe_instance_type_offerings")
-    for page in offerings.paginate(LocationType="availability-zone"):
-        for offering in page.get("InstanceTypeOfferings", []):
-            zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
-    return CatalogData(types=types, zones={k: frozenset(v) for k, v in zones.items()}, fetched_at=time.time())
+    types = [
+        item
+        for page in ec2.get_paginator("describe_instance_types").paginate()
+        for item in page.get("InstanceTypes", [])
+    ]
+    pages = ec2.get_paginator("describe_instance_type_offerings").paginate(LocationType="availability-zone")
+    offerings = [offering for page in pages for offering in page.get("InstanceTypeOfferings", [])]
+    return catalog_data(types, offerings)
 
 
 def prime_catalog(key: tuple[str, str | None], data: CatalogData) -> None:
@@ -174,7 +185,8 @@ class Catalog:
         return found
 
     def instance_types(self, zones: Iterable[str] | None = None, kubelet: Any = None) -> list[Any]:
-        """The scheduler's InstanceType for every type offered in ``zones``.
+        """The scheduler's InstanceType for every type offered in ``zones`` that Karpenter's AWS provider
+        offers (HVM, x86_64 or arm64: no mac types).
 
         ``kubelet`` is the NodeClass's v1 ``kubelet`` dict (or the scheduler's KubeletSettings);
         it changes allocatable (maxPods, podsPerCore, reserved, evictionHard).
@@ -184,6 +196,7 @@ class Catalog:
             KubeletSettings,
             Offering,
             instance_type_from_ec2,
+            unsupported_reason,
         )
 
         if isinstance(kubelet, Mapping):
@@ -200,6 +213,8 @@ class Catalog:
         _warn_estimated(name for name in self.data().types if prices.on_demand_price(name) is None)
         result = []
         for name, info in sorted(self.data().types.items()):
+            if unsupported_reason(info) is not None:  # as the AWS provider's DescribeInstanceTypes filters
+                continue
             raw = self.offerings(name, zone_list, unavailable)
             if not raw:
                 continue

@@ -31,7 +31,7 @@ LAUNCH_TEMPLATE_TAG = "karpenter.k8s.aws/launch-template"  # on instances: which
 CLUSTER_TAG = "karpenter.k8s.aws/cluster"
 
 
-def _gib(size: Any) -> int:
+def volume_gib(size: Any) -> int:
     """``volumeSize`` (a Kubernetes quantity such as ``20Gi``/``100G``, or an int of GiB) in whole GiB."""
     if isinstance(size, int | float):
         return int(size)
@@ -60,7 +60,7 @@ def block_device_mappings(devices: Iterable[Mapping[str, Any]]) -> list[dict[str
         ebs_in = device.get("ebs") or {}
         ebs: dict[str, Any] = {"DeleteOnTermination": bool(ebs_in.get("deleteOnTermination", True))}
         if ebs_in.get("volumeSize") is not None:
-            ebs["VolumeSize"] = _gib(ebs_in["volumeSize"])
+            ebs["VolumeSize"] = volume_gib(ebs_in["volumeSize"])
         strings = (("volumeType", "VolumeType"), ("kmsKeyID", "KmsKeyId"), ("snapshotID", "SnapshotId"))
         for key, out in strings:
             if ebs_in.get(key):
@@ -99,9 +99,15 @@ class TemplateSpec:
                 "HttpTokens": metadata["httpTokens"],
             },
             "Monitoring": {"Enabled": nodeclass.detailed_monitoring},
+            # Every instance has a primary network interface, so tagging it can never fail a launch
+            # (a spot-instances-request tag would fail every on-demand launch from the template).
             "TagSpecifications": [
                 {"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}
-                for kind, tags in (("instance", instance_tags), ("volume", self.tags))
+                for kind, tags in (
+                    ("instance", instance_tags),
+                    ("volume", self.tags),
+                    ("network-interface", self.tags),
+                )
             ],
         }
         mappings = block_device_mappings(devices)
@@ -222,7 +228,7 @@ class LaunchTemplates:
         try:
             return self._iam.create_instance_profile(
                 InstanceProfileName=profile,
-                Path=f"/nodewright/{self.region}/{self.cluster_name}/",
+                Path=self.profile_path(),
                 Tags=[
                     {"Key": "eks:eks-cluster-name", "Value": self.cluster_name},
                     {"Key": f"kubernetes.io/cluster/{self.cluster_name}", "Value": "owned"},
@@ -264,8 +270,49 @@ class LaunchTemplates:
                 deleted.append(name)
         return deleted
 
-    def _used_by_instances(self) -> set[str]:
-        used: set[str] = set()
+    def profile_path(self) -> str:
+        """Where this cluster's instance profiles live (the IAM policy is scoped to it)."""
+        return f"/nodewright/{self.region}/{self.cluster_name}/"
+
+    def delete_instance_profiles(self) -> tuple[list[str], list[str]]:
+        """Delete this cluster's instance profiles that no live instance uses: (deleted, kept in use).
+
+        Run when the stack is destroyed; a profile still attached to an instance is kept, since
+        deleting it would take the credentials away from a running node.
+        """
+        in_use = self._profiles_of_live_instances()
+        deleted, kept = [], []
+        paginator = self._iam.get_paginator("list_instance_profiles")
+        for page in paginator.paginate(PathPrefix=self.profile_path()):
+            for profile in page.get("InstanceProfiles", []):
+                name = profile["InstanceProfileName"]
+                if profile["Path"] != self.profile_path():  # PathPrefix is a prefix: never another path
+                    continue
+                if profile["Arn"] in in_use:
+                    kept.append(name)
+                    continue
+                for role in profile.get("Roles", []):
+                    self._iam.remove_role_from_instance_profile(
+                        InstanceProfileName=name, RoleName=role["RoleName"]
+                    )
+                try:
+                    self._iam.delete_instance_profile(InstanceProfileName=name)
+                except ClientError as exc:
+                    if exc.response["Error"]["Code"] != "NoSuchEntity":
+                        raise
+                self._profiles.put(name, "")
+                deleted.append(name)
+        return deleted, kept
+
+    def _profiles_of_live_instances(self) -> set[str]:
+        arns: set[str] = set()
+        for instance in self._live_instances():
+            arn = (instance.get("IamInstanceProfile") or {}).get("Arn")
+            if arn:
+                arns.add(arn)
+        return arns
+
+    def _live_instances(self) -> Iterable[dict[str, Any]]:
         paginator = self._ec2.get_paginator("describe_instances")
         for page in paginator.paginate(
             Filters=[
@@ -274,8 +321,12 @@ class LaunchTemplates:
             ]
         ):
             for reservation in page.get("Reservations", []):
-                for instance in reservation.get("Instances", []):
-                    for tag in instance.get("Tags", []):
-                        if tag["Key"] in (LAUNCH_TEMPLATE_TAG, "aws:ec2launchtemplate:id"):
-                            used.add(tag["Value"])
+                yield from reservation.get("Instances", [])
+
+    def _used_by_instances(self) -> set[str]:
+        used: set[str] = set()
+        for instance in self._live_instances():
+            for tag in instance.get("Tags", []):
+                if tag["Key"] in (LAUNCH_TEMPLATE_TAG, "aws:ec2launchtemplate:id"):
+                    used.add(tag["Value"])
         return used

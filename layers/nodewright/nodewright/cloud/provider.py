@@ -40,7 +40,6 @@ from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
 from nodewright.settings import Settings
 
-MAX_INSTANCE_TYPES = 60  # Karpenter's cap on types per CreateFleet
 MAX_LAUNCH_ATTEMPTS = 6  # CreateFleet calls per NodeClaim before giving up (each marks what failed)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 
@@ -314,6 +313,12 @@ class CloudProvider:
         """The shared price table (the state store's, cached a minute per container)."""
         return self.catalog.prices()
 
+    def node_price(self, nodeclass: Any) -> float:
+        """$/h every node of the NodeClass pays beyond its instance: its EBS volumes (``cloud.ebs``)."""
+        from nodewright.cloud.ebs import node_storage
+
+        return node_storage(nodeclass, self.settings.region).per_hour
+
     def nodeclass_status(self, nodeclass: Any) -> dict[str, Any]:
         """What the NodeClass resolves to, in the v1 ``status`` shape (subnets, groups, AMIs, profile).
 
@@ -407,6 +412,8 @@ class CloudProvider:
         self, launch: _Launch, unavailable: set[tuple[str, str, str]]
     ) -> dict[str, list[tuple[str, list[RawOffering]]]]:
         """Per capacity type: (type, its launchable offerings) cheapest first, at most 60 types."""
+        from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
+
         request, subnets, images = launch.request, launch.subnets, launch.images
         by_capacity: dict[str, list[tuple[float, int, str, list[RawOffering]]]] = {SPOT: [], ON_DEMAND: []}
         for order, candidate in enumerate(request.instance_types):
@@ -429,7 +436,7 @@ class CloudProvider:
                 if usable:
                     by_capacity[capacity_type].append((min(o.price for o in usable), order, name, usable))
         return {
-            ct: [(name, usable) for _, _, name, usable in sorted(entries)[:MAX_INSTANCE_TYPES]]
+            ct: [(name, usable) for _, _, name, usable in sorted(entries)[:MAX_CANDIDATE_TYPES]]
             for ct, entries in by_capacity.items()
         }
 
@@ -484,9 +491,12 @@ class CloudProvider:
                 "DefaultTargetCapacityType": capacity_type,
             },
             "LaunchTemplateConfigs": list(configs.values()),
+            # The instant fleet is tagged too (as Karpenter does), so the IAM policy can require this
+            # cluster's tags on fleet/* like on instance/* (infra/capabilities/permissions.py). Network
+            # interfaces are tagged by the launch template; EC2 offers no way to tag the spot request
+            # of a fleet launch (aws/karpenter-provider-aws#4550).
             "TagSpecifications": [
-                {"ResourceType": "instance", "Tags": tag_list},
-                {"ResourceType": "volume", "Tags": tag_list},
+                {"ResourceType": kind, "Tags": tag_list} for kind in ("instance", "volume", "fleet")
             ],
         }
         if capacity_type == SPOT:

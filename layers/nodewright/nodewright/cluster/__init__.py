@@ -11,7 +11,8 @@ Connecting::
 Auth (``nodewright.cluster.auth``): with ``settings.kubeconfig`` the kubeconfig's server/token; otherwise
 endpoint + CA from ``eks:DescribeCluster`` (via ``nodewright.cloud.eks.describe_cluster``) and an EKS
 token (presigned STS GetCallerIdentity, ``x-k8s-aws-id`` header, ``k8s-aws-v1.`` prefix) re-signed by the
-client's ``refresh_api_key_hook`` every 10 minutes, well inside EKS's 15-minute window.
+client's ``refresh_api_key_hook`` every 10 minutes by the wall clock (a frozen container's monotonic
+clock may not advance), well inside EKS's 15-minute window, and once more after a 401.
 
 ``Cluster`` methods (``nodewright.cluster.client``):
 
@@ -48,7 +49,7 @@ upsert), ``has_taint``, ``is_deleting``, ...
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodewright.cluster import auth
 from nodewright.cluster.client import Cluster, EvictionOutcome, EvictionResult
@@ -84,16 +85,19 @@ __all__ = [
     "reset_connections",
 ]
 
-_connections: dict[tuple[str, ...], Cluster] = {}
+_connections: dict[tuple[str, ...], Any] = {}  # settings → the kubernetes ApiClient
 _lock = threading.Lock()
 
 
 def connect(settings: Settings) -> Cluster:
-    """The ``Cluster`` for ``settings``, built once per container (DescribeCluster is not repeated)."""
+    """A ``Cluster`` for ``settings``. Its client (endpoint and CA from DescribeCluster, the EKS token,
+    the connection pool) is built once per container and shared; each caller gets a ``Cluster`` of
+    its own, so the call deadline one invocation sets (``set_call_deadline``) binds only the
+    Context that set it, not another holder of the same connection (a test, the CLI)."""
     key = (settings.cluster_name, settings.kubeconfig or "", settings.region, settings.aws_endpoint_url or "")
     with _lock:
-        cluster = _connections.get(key)
-        if cluster is None:
+        api_client = _connections.get(key)
+        if api_client is None:
             from kubernetes.client import ApiClient
             from urllib3 import Retry
 
@@ -104,13 +108,13 @@ def connect(settings: Settings) -> Cluster:
             else:
                 configuration = auth.eks_configuration(settings)
             configuration.retries = Retry(**CALL_RETRIES)
-            cluster = _connections[key] = Cluster(ApiClient(configuration))
-        return cluster
+            api_client = _connections[key] = ApiClient(configuration)
+        return Cluster(api_client)
 
 
 def reset_connections() -> None:
     """Forget cached clients (tests, or after the sandbox restarts on a new port)."""
     with _lock:
-        for cluster in _connections.values():
-            cluster.api_client.close()
+        for api_client in _connections.values():
+            api_client.close()
         _connections.clear()

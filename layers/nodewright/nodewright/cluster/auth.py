@@ -6,6 +6,12 @@ is 60 as aws-iam-authenticator sets it, but EKS applies its own 15-minute window
 local (no network call), so a token costs microseconds; the client's ``refresh_api_key_hook`` runs
 before every request and re-signs when the token is older than ``TOKEN_REFRESH_SECONDS``.
 
+The token's age is measured on the wall clock: Lambda freezes a container between invocations and
+``time.monotonic`` need not advance while it is frozen, so a provisioner idle for an hour would
+otherwise keep sending a token EKS expired long ago. Should the API server still answer 401 (a clock
+skew, a token revoked), ``Cluster.request`` calls ``reauthenticate`` and retries the request once
+with a freshly signed token.
+
 Endpoint and CA come from ``eks:DescribeCluster`` (through ``nodewright.cloud``, which owns every
 AWS call). The resulting ``Configuration`` is cached per container and per cluster.
 """
@@ -20,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from nodewright.cloud.cache import is_fresh
 from nodewright.cluster.errors import ClusterConfigError
 
 if TYPE_CHECKING:
@@ -74,7 +81,7 @@ class TokenRefresher:
         self,
         cluster_name: str,
         make_token: Callable[[], str],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.cluster_name = cluster_name
         self._make_token = make_token
@@ -85,11 +92,26 @@ class TokenRefresher:
     def __call__(self, configuration: Configuration) -> None:
         with self._lock:
             now = self._clock()
-            if self._signed_at is not None and now - self._signed_at < TOKEN_REFRESH_SECONDS:
+            if self._signed_at is not None and is_fresh(self._signed_at, now, TOKEN_REFRESH_SECONDS):
                 return
             configuration.api_key["authorization"] = self._make_token()
             configuration.api_key_prefix["authorization"] = "Bearer"
             self._signed_at = now
+
+    def invalidate(self) -> None:
+        """Forget the token's age: the next request signs a new one (after a 401)."""
+        with self._lock:
+            self._signed_at = None
+
+
+def reauthenticate(configuration: Configuration) -> bool:
+    """After a 401: make the next request carry a newly signed token. False when the credentials
+    are not ours to renew (a kubeconfig's static token): retrying would only repeat the 401."""
+    hook = getattr(configuration, "refresh_api_key_hook", None)
+    if not isinstance(hook, TokenRefresher):
+        return False
+    hook.invalidate()
+    return True
 
 
 def _describe_cluster(settings: Settings) -> ClusterEndpoint:

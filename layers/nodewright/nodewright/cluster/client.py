@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from nodewright.cluster import objects
+from nodewright.cluster import auth, objects
 from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, error_for
 from nodewright.cluster.lease import DEFAULT_DURATION_SECONDS, WriterLease
 from nodewright.cluster.resources import (
@@ -120,7 +120,21 @@ class Cluster:
         body: Any = None,
         content_type: str = "application/json",
     ) -> dict[str, Any]:
-        """One call; the decoded JSON answer. Raises ``ApiError`` subclasses or ``ApiUnavailable``."""
+        """One call; the decoded JSON answer. Raises ``ApiError`` subclasses or ``ApiUnavailable``.
+
+        A 401 is answered once by re-signing the EKS token and repeating the request (``auth``).
+        """
+        try:
+            return self._request_once(method, path, query, body, content_type)
+        except ApiError as exc:
+            if exc.status != 401 or not auth.reauthenticate(self.api_client.configuration):
+                raise
+            logger().warning("API server answered 401; re-signing the EKS token and retrying once")
+            return self._request_once(method, path, query, body, content_type)
+
+    def _request_once(
+        self, method: str, path: str, query: dict[str, Any] | None, body: Any, content_type: str
+    ) -> dict[str, Any]:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from nodewright.cluster.client import Cluster
 
 DEFAULT_LEASE_NAME = "nodewright-writer"
-DEFAULT_LEASE_NAMESPACE = "kube-system"
+# A namespace of its own (deploy/rbac.yaml creates it): RBAC cannot limit "create" by name, so the
+# functions may create Leases only where nothing else lives.
+DEFAULT_LEASE_NAMESPACE = "nodewright"
 DEFAULT_DURATION_SECONDS = 60
 
 

@@ -215,7 +215,7 @@ def _act(
             "pricePerHourBefore": round(command.price_before, 5),
             "pricePerHourAfter": round(command.price_after, 5),
             "savingsPerHour": round(command.savings, 5) if command.reason != consolidation.DRIFTED else 0.0,
-            "message": command.describe(),
+            "description": command.describe(),
         }
     )
     ctx.logger.info("disruption command", extra=report.decisions[-1])

@@ -91,7 +91,7 @@ class OwnershipIndex:
         return cls(
             claims={objects.nodeclaim_instance_id(c): c for c in ctx.cluster.list_nodeclaims()},
             nodes={objects.node_instance_id(n): n for n in ctx.cluster.list_nodes()},
-            read_at=ctx.clock.monotonic(),
+            read_at=ctx.clock.now().timestamp(),  # wall clock: see InterruptionProcessor._owned
         )
 
     def owns_any(self, instance_ids: tuple[str, ...]) -> bool:

@@ -271,9 +271,11 @@ class InterruptionProcessor:
     def _owned(self, event: InterruptionEvent) -> bool:
         """Whether any instance of the event has a NodeClaim here, from an index at most
         ``OWNERSHIP_TTL_SECONDS`` old: a queue mostly carries other clusters' instances, and those
-        must cost no API or DynamoDB call each. Acting re-reads everything fresh."""
-        now = self.ctx.clock.monotonic()
-        if self._index is None or now - self._index.read_at > OWNERSHIP_TTL_SECONDS:
+        must cost no API or DynamoDB call each. Acting re-reads everything fresh. The age is
+        measured on the wall clock: a frozen container's monotonic clock may not advance, and an
+        index kept across an hour-long freeze would not know the instances launched meanwhile."""
+        now = self.ctx.clock.now().timestamp()
+        if self._index is None or not 0 <= now - self._index.read_at <= OWNERSHIP_TTL_SECONDS:
             self._index = OwnershipIndex.read(self.ctx)
         return self._index.owns_any(event.instance_ids)
 

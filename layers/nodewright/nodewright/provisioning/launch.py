@@ -214,9 +214,7 @@ def refuse_invalid(ctx: Context, claim: dict[str, Any], problems: Sequence[objec
     _mark_not_launched(ctx, claim, INVALID, message)
     ctx.cluster.record_event(claim, INVALID, message, event_type="Warning")
     ctx.logger.warning("NodeClaim refused", extra={"nodeclaim": name, "problems": [str(p) for p in problems]})
-    return LaunchFailure(
-        nodeclaim=name, nodepool=nodepool_name(claim), code=INVALID, message=message
-    )
+    return LaunchFailure(nodeclaim=name, nodepool=nodepool_name(claim), code=INVALID, message=message)
 
 
 def fail_unexpectedly(ctx: Context, claim: dict[str, Any], exc: Exception) -> LaunchFailure:
@@ -238,9 +236,7 @@ def fail_unexpectedly(ctx: Context, claim: dict[str, Any], exc: Exception) -> La
             step()
         except Exception:  # the API server may be what failed; the log line above still says it
             ctx.logger.exception("could not record the failed launch", extra={"nodeclaim": name})
-    return LaunchFailure(
-        nodeclaim=name, nodepool=nodepool_name(claim), code=code, message=message
-    )
+    return LaunchFailure(nodeclaim=name, nodepool=nodepool_name(claim), code=code, message=message)
 
 
 def _mark_not_launched(ctx: Context, claim: dict[str, Any], reason: str, message: str) -> None:

@@ -175,6 +175,11 @@ def initialize(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: d
     status["conditions"] = nodeclaims.set_condition(
         status.get("conditions") or [], INITIALIZED, True, reason="Initialized", now=now
     )
+    # Karpenter's root condition: Ready once Launched, Registered and Initialized all are (the
+    # CRD's READY column, `kubectl get nodeclaims`, shows it).
+    status["conditions"] = nodeclaims.set_condition(
+        status["conditions"], "Ready", True, reason="Ready", now=now
+    )
     ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
 
 

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 LOOP_BUDGET_SECONDS = 55.0
 # Stop when less than this is left before the Lambda timeout (a pass plus a launch must fit).
 SAFETY_MARGIN_SECONDS = 8.0
+# A pass already running may write until this long before the Lambda timeout (time to report);
+# it is not held to the loop's deadline, which only decides whether another pass starts.
+WRITE_MARGIN_SECONDS = 3.0
 # While a batch is open, look for new pods this often (a cheap list of pending pods).
 BATCH_POLL_SECONDS = 0.25
 TIMESTAMP_RESOLUTION = 1.0  # metav1.Time has whole seconds
@@ -74,6 +77,7 @@ def run(ctx: Context, remaining_seconds: float) -> InvocationReport:
     clock = ctx.clock
     started = clock.monotonic()
     deadline = started + min(LOOP_BUDGET_SECONDS, remaining_seconds - SAFETY_MARGIN_SECONDS)
+    write_deadline = started + remaining_seconds - WRITE_MARGIN_SECONDS
     report = InvocationReport(lease_held=False)
     # Held for one pass at a time, never while waiting: an interruption replacement must not wait
     # for a whole provisioner loop. A fresh identity per invocation: two overlapping invocations
@@ -90,7 +94,7 @@ def run(ctx: Context, remaining_seconds: float) -> InvocationReport:
         if lease.acquire():
             report.lease_held = True
             guard = WriteGuard(
-                lease, deadline=deadline, lease_seconds=LEASE_SECONDS, monotonic=clock.monotonic
+                lease, deadline=write_deadline, lease_seconds=LEASE_SECONDS, monotonic=clock.monotonic
             )
             try:
                 result = provision(ctx, guard)

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import labels
 from nodewright.provisioning import nodeclaims
 from nodewright.state.pods import key as pod_key
-from nodewright.state.snapshot import MAX_CANDIDATES, build_snapshot, candidates_for
+from nodewright.state.snapshot import build_snapshot, candidates_for
 from nodewright.state.world import World
 
 if TYPE_CHECKING:
     from nodewright.scheduling import NewClaim
 
-__all__ = ["MAX_CANDIDATES", "ClaimPlan", "PlanView", "candidates_for", "claim_plan", "plan"]
+__all__ = ["ClaimPlan", "PlanView", "candidates_for", "claim_plan", "plan"]
 
 
 @dataclass
@@ -36,9 +36,13 @@ class ClaimPlan:
     requests: dict[str, str]
     pods: list[dict[str, Any]]
     instance_types: list[str] = field(default_factory=list)
-    price: float = 0.0  # the cheapest candidate offering's $/h
+    price: float = 0.0  # $/h: the cheapest candidate offering plus the node's EBS volumes
     zones: list[str] = field(default_factory=list)
     capacity_types: list[str] = field(default_factory=list)
+    volume_price: float = 0.0  # the EBS part of ``price``
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    startup_taints: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -78,10 +82,11 @@ def _schedule(world: World, pending: list[dict[str, Any]], snapshot: Any) -> Pla
 
 def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
     """One of the scheduling core's ``NewClaim``s as the NodeClaim to create (its candidates, at most
-    ``MAX_CANDIDATES``, cheapest first, in its requirements)."""
+    ``MAX_CANDIDATE_TYPES``, cheapest first, in its requirements)."""
     from nodewright.scheduling.resources import format_resource
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
-    names = [c.name for c in claim.instance_types][:MAX_CANDIDATES]
+    names = [c.name for c in claim.instance_types][:MAX_CANDIDATE_TYPES]
     requirements = [r for r in claim.requirements.to_k8s() if r.get("key") != labels.INSTANCE_TYPE]
     # The candidates in the scheduler's order (cheapest first): the launcher and a resumed
     # launch after a crash read them back from here.
@@ -95,4 +100,16 @@ def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
         price=claim.price,
         zones=sorted({o.zone for c in claim.instance_types for o in c.offerings}),
         capacity_types=sorted({o.capacity_type for c in claim.instance_types for o in c.offerings}),
+        volume_price=claim.volume_price,
+        labels={**claim.labels, **claim.requirements.labels()},
+        taints=[_taint(t) for t in claim.taints],
+        startup_taints=[_taint(t) for t in claim.startup_taints],
     )
+
+
+def _taint(taint: Any) -> dict[str, str]:
+    """A scheduling-core Taint in the Kubernetes shape."""
+    shaped = {"key": taint.key, "effect": taint.effect}
+    if taint.value:
+        shaped["value"] = taint.value
+    return shaped

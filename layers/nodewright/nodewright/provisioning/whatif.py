@@ -1,10 +1,15 @@
-"""The provisioner's planning path on manifests instead of a cluster (``nodewright plan``).
+"""The provisioner's planning path on manifests or a live cluster's objects (``nodewright plan``).
 
 Manifests are validated and converted to v1 exactly as ``nodewright validate``/``convert`` do; a
 document with errors is reported and left out while the rest is planned. Workloads (Pods,
 Deployments, ReplicaSets, StatefulSets, Jobs) become the pending pods the kube-scheduler would
-have marked Unschedulable on an empty cluster. NodePools go through the same triage and the same
-scheduling bridge as a provisioning pass; only the instance catalog is handed in.
+have marked Unschedulable; a Pod with ``spec.nodeName`` is bound to that node. Nodes, NodeClaims,
+DaemonSets, PersistentVolumeClaims, PersistentVolumes and StorageClasses become the cluster the
+plan places them in; RuntimeClasses are applied to the pods that name them as admission would
+(overhead, nodeSelector, tolerations). Every other kind is reported as ignored, never dropped
+silently. A live cluster (``--kubeconfig``) is read, never written: one snapshot, as a pass reads.
+NodePools go through the same triage and the same scheduling bridge as a provisioning pass; only
+the instance catalog is handed in.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from typing import Any
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.provisioning import nodeclaims, planning
 from nodewright.state import nodepools
+from nodewright.state.pods import is_provisionable
 from nodewright.state.pods import key as pod_key
-from nodewright.state.world import World
+from nodewright.state.world import World, observe
 
 PENDING_STATUS = {
     "phase": "Pending",
@@ -31,15 +37,30 @@ TEMPLATED_KINDS = {
     "StatefulSet": "StatefulSet",
     "Job": "Job",
 }
+# Kinds that describe the cluster the pods land in: World field each one fills.
+CLUSTER_KINDS = {
+    "Node": "nodes",
+    "NodeClaim": "nodeclaims",
+    "DaemonSet": "daemonsets",
+    "PersistentVolumeClaim": "persistent_volume_claims",
+    "PersistentVolume": "persistent_volumes",
+    "StorageClass": "storage_classes",
+}
 
 
 @dataclass
 class WhatIf:
     claims: list[planning.ClaimPlan] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)
+    placements: dict[str, str] = field(default_factory=dict)  # pod → node/NAME or nodeclaim/NAME
     skipped_nodepools: dict[str, str] = field(default_factory=dict)
     manifest_problems: list[str] = field(default_factory=list)
+    rejected: int = 0  # documents left out of the plan because they are invalid
+    ignored: list[str] = field(default_factory=list)  # documents of kinds a plan does not use
     pods: int = 0
+    region: str = ""
+    region_source: str = ""
+    source: str = ""  # the manifests, or the kubeconfig's API server
 
     @property
     def cost_per_hour(self) -> float:
@@ -47,6 +68,8 @@ class WhatIf:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "source": self.source,
+            "region": {"name": self.region, "from": self.region_source},
             "pods": self.pods,
             "nodeClaims": [
                 {
@@ -56,25 +79,44 @@ class WhatIf:
                     "zones": c.zones,
                     "capacityTypes": c.capacity_types,
                     "pricePerHour": round(c.price, 5),
+                    "instancePricePerHour": round(c.price - c.volume_price, 5),
+                    "ebsPricePerHour": round(c.volume_price, 5),
+                    "requests": c.requests,
+                    "labels": c.labels,
+                    "taints": c.taints,
+                    "startupTaints": c.startup_taints,
                     "requirements": c.requirements,
                 }
                 for c in self.claims
             ],
             "costPerHour": round(self.cost_per_hour, 5),
+            "existingCapacity": dict(sorted(self.placements.items())),
             "pending": self.pending,
             "skippedNodePools": self.skipped_nodepools,
             "manifestProblems": self.manifest_problems,
+            "ignored": self.ignored,
         }
 
     def render(self) -> str:
-        lines = [f"{self.pods} pod(s) → {len(self.claims)} NodeClaim(s), ${self.cost_per_hour:.4f}/h"]
+        ebs = sum(c.volume_price for c in self.claims)
+        lines = [
+            f"{self.pods} pod(s) → {len(self.claims)} NodeClaim(s), ${self.cost_per_hour:.4f}/h "
+            f"(EBS ${ebs:.4f}/h of it); {len(self.placements)} on existing capacity",
+            f"catalog: region {self.region} ({self.region_source}); cluster: {self.source}",
+        ]
         for claim in self.claims:
             shown = ", ".join(claim.instance_types[:5]) + (" …" if len(claim.instance_types) > 5 else "")
             lines.append(
-                f"  NodeClaim on NodePool {claim.nodepool}: {len(claim.pods)} pod(s), ${claim.price:.4f}/h, "
+                f"  NodeClaim on NodePool {claim.nodepool}: {len(claim.pods)} pod(s), ${claim.price:.4f}/h "
+                f"(instance ${claim.price - claim.volume_price:.4f} + EBS ${claim.volume_price:.4f}), "
                 f"{'/'.join(claim.capacity_types)} in {', '.join(claim.zones)}"
             )
             lines.append(f"      candidates ({len(claim.instance_types)}, cheapest first): {shown}")
+            if claim.taints:
+                lines.append("      taints: " + ", ".join(_taint_text(t) for t in claim.taints))
+        if self.placements:
+            lines.append(f"{len(self.placements)} pod(s) fit on existing capacity:")
+            lines.extend(f"  {pod} → {target}" for pod, target in sorted(self.placements.items()))
         if self.pending:
             lines.append(f"{len(self.pending)} pod(s) would stay pending:")
             lines.extend(f"  {pod}: {reason}" for pod, reason in sorted(self.pending.items()))
@@ -84,15 +126,25 @@ class WhatIf:
         if self.manifest_problems:
             lines.append("Manifest problems:")
             lines.extend(f"  {problem}" for problem in self.manifest_problems)
+        if self.ignored:
+            lines.append("Ignored (kinds a plan does not use):")
+            lines.extend(f"  {item}" for item in self.ignored)
         return "\n".join(lines)
+
+
+def _taint_text(taint: Mapping[str, str]) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint['key']}{value}:{taint['effect']}"
 
 
 class _OfflineCloud:
     """What a plan observes of the cloud, offline: the instance types of an EC2NodeClass (the catalog
-    handed in, already priced); no price table, since nothing is running to cost anything."""
+    handed in, already priced), what a node's EBS volumes cost in the region; no price table, since
+    nothing is running to cost anything."""
 
-    def __init__(self, instance_types: Callable[[Mapping[str, Any]], list[Any]]) -> None:
+    def __init__(self, instance_types: Callable[[Mapping[str, Any]], list[Any]], region: str) -> None:
         self._instance_types = instance_types
+        self.region = region
 
     def instance_types(self, nodeclass: Mapping[str, Any]) -> list[Any]:
         return self._instance_types(nodeclass)
@@ -100,21 +152,74 @@ class _OfflineCloud:
     def prices(self) -> PriceTable:
         return PriceTable()
 
+    def node_price(self, nodeclass: Mapping[str, Any]) -> float:
+        from nodewright.cloud.ebs import node_storage
+
+        return node_storage(nodeclass, self.region).per_hour
+
+
+class _WallClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+@dataclass
+class _ReadOnlyPass:
+    """What ``state.world.observe`` reads through: the cluster (only its list calls), the clock, the cloud."""
+
+    cluster: Any
+    cloud: _OfflineCloud
+    clock: _WallClock = field(default_factory=_WallClock)
+
+
+# A plan simulates at most this many pods per workload: a typo'd replicas must not exhaust memory.
+MAX_WORKLOAD_PODS = 100_000
+
+
+class WorkloadProblem(ValueError):
+    """A workload whose shape a plan cannot read; the message names the field (``spec.replicas: …``)."""
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise WorkloadProblem(f"{path}: must be an object, not {type(value).__name__}")
+    return value
+
+
+def _pod_count(spec: Mapping[str, Any], kind: str) -> int:
+    field_name = "parallelism" if kind == "Job" else "replicas"
+    value = spec.get(field_name, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise WorkloadProblem(f"spec.{field_name}: must be a whole number of pods, got {value!r:.40}")
+    if value > MAX_WORKLOAD_PODS:
+        raise WorkloadProblem(
+            f"spec.{field_name}: {value:,} pods is more than a plan simulates ({MAX_WORKLOAD_PODS:,} per "
+            "workload); plan a smaller copy"
+        )
+    return value
+
 
 def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The pods a workload would create, as the scheduler would see them: unbound and Unschedulable."""
-    kind = workload.get("kind")
-    meta = workload.get("metadata") or {}
+    """The pods a workload would create, as the scheduler would see them: unbound and Unschedulable.
+
+    Raises ``WorkloadProblem`` for a shape no API server would accept (``replicas: "ten"``,
+    ``template: [1]``) or a pod count past ``MAX_WORKLOAD_PODS``.
+    """
+    kind = str(workload.get("kind"))
+    meta = _mapping(workload.get("metadata"), "metadata")
     namespace = meta.get("namespace") or "default"
     if kind == "Pod":
-        return [_pending_pod(meta.get("name", "pod"), namespace, meta, workload.get("spec") or {}, None)]
-    spec = workload.get("spec") or {}
-    template = spec.get("template") or {}
-    replicas = int(spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1))
-    owner = {"kind": TEMPLATED_KINDS[str(kind)], "name": meta.get("name", "workload")}
-    name = meta.get("name", "workload")
-    pod_meta = template.get("metadata") or {}
-    pod_spec = template.get("spec") or {}
+        spec = _mapping(workload.get("spec"), "spec")
+        return [_pending_pod(str(meta.get("name", "pod")), namespace, meta, spec, None)]
+    spec = _mapping(workload.get("spec"), "spec")
+    template = _mapping(spec.get("template"), "spec.template")
+    replicas = _pod_count(spec, kind)
+    name = str(meta.get("name", "workload"))
+    owner = {"kind": TEMPLATED_KINDS[kind], "name": name}
+    pod_meta = _mapping(template.get("metadata"), "spec.template.metadata")
+    pod_spec = _mapping(template.get("spec"), "spec.template.spec")
     return [_pending_pod(f"{name}-{i}", namespace, pod_meta, pod_spec, owner) for i in range(replicas)]
 
 
@@ -138,55 +243,135 @@ def _pending_pod(
     }
 
 
-def what_if(paths: Iterable[str | Path], instance_types: Callable[[Mapping[str, Any]], list[Any]]) -> WhatIf:
+InstanceTypes = Callable[[Mapping[str, Any]], list[Any]]
+
+
+def what_if(paths: Iterable[str | Path], instance_types: InstanceTypes, region: str) -> WhatIf:
     """Plan the manifests in ``paths``; ``instance_types(nodeclass)`` is the catalog for a v1 EC2NodeClass."""
+    files = list(paths)
+    result = WhatIf(source=f"{len(files)} manifest file(s)")
+    world = _world_of_manifests(files, result)
+    world.cloud = _OfflineCloud(instance_types, region)
+    pending = [p for p in world.pods if not (p.get("spec") or {}).get("nodeName")]
+    return plan_world(world, pending, region, result)
+
+
+def what_if_live(cluster: Any, instance_types: InstanceTypes, region: str) -> WhatIf:
+    """Plan a live cluster's pending pods against its current objects: the World a provisioning pass
+    observes (capacity first, then pods), read through list calls only; nothing is written."""
+    world = observe(_ReadOnlyPass(cluster, _OfflineCloud(instance_types, region)))  # type: ignore[arg-type]
+    result = WhatIf(source=f"live cluster at {cluster.host} (read-only)")
+    pending = [p for p in world.pods if is_provisionable(p)]
+    return plan_world(world, pending, region, result)
+
+
+def plan_world(world: World, pending: list[dict[str, Any]], region: str, result: WhatIf) -> WhatIf:
+    """The provisioner's triage and planning over the world, filled into ``result``."""
+    result.pods = len(pending)
+    result.region = result.region or region
+    verdicts = nodepools.triage(world, _pool_errors_only)
+    result.skipped_nodepools = verdicts.skipped
+    view = planning.plan(world, pending, verdicts.usable)
+    result.claims = view.new_claims
+    result.pending.update(view.unschedulable)
+    result.placements = view.nominated
+    return result
+
+
+def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
+    """Every document as the cluster it describes; problems and unused kinds go into ``result``."""
     from nodewright.api.manifests import validate_files
 
-    result = WhatIf()
     pools: dict[str, dict[str, Any]] = {}
     classes: dict[str, dict[str, Any]] = {}
-    pending: list[dict[str, Any]] = []
+    objects: dict[str, list[dict[str, Any]]] = {name: [] for name in CLUSTER_KINDS.values()}
+    runtime_classes: dict[str, dict[str, Any]] = {}
+    pods: list[dict[str, Any]] = []
     kubelet_pieces: list[dict[str, Any]] = []
     for report in validate_files(paths).documents:
         errors = [str(f) for f in report.findings if f.is_error]
         kinds = {doc.get("kind") for doc in report.v1}
         if errors and kinds != {"EC2NodeClass"}:
             result.manifest_problems.append(f"{report.source.label}: " + "; ".join(errors))
+            result.rejected += 1
             continue
         if errors:  # what an EC2NodeClass lacks (role, selectors) matters to launching, not to a plan
             result.manifest_problems.append(
                 f"{report.source.label}: planned anyway, but it cannot launch until fixed: "
                 + "; ".join(errors)
             )
-        for index, doc in enumerate(report.v1):
-            kind = doc.get("kind")
+        for index, doc in enumerate(_expand_lists(report.v1)):
+            kind = str(doc.get("kind"))
             if kind == "EC2NodeClass" and index in report.partial:
                 kubelet_pieces.append(doc)  # a v1alpha5 Provisioner's kubeletConfiguration
             elif kind == "NodePool":
                 _keep_last(pools, doc, result)
             elif kind == "EC2NodeClass":
                 _keep_last(classes, doc, result)
+            elif kind == "Pod" and (doc.get("spec") or {}).get("nodeName"):
+                pods.append(doc)  # bound: it holds its node's resources and topology
             elif kind in WORKLOAD_KINDS:
-                pending.extend(pods_of(doc))
+                try:
+                    pods.extend(pods_of(doc))
+                except WorkloadProblem as exc:
+                    result.manifest_problems.append(f"{report.source.label}: {exc}")
+                    result.rejected += 1
+            elif kind in CLUSTER_KINDS:
+                objects[CLUSTER_KINDS[kind]].append(doc)
+            elif kind == "RuntimeClass":
+                runtime_classes[nodeclaims.name_of(doc)] = doc
+            else:
+                result.ignored.append(f"{report.source.label}: a plan does not use {kind} objects")
     for piece in kubelet_pieces:
         target = classes.setdefault(nodeclaims.name_of(piece), piece)
         target.setdefault("spec", {}).setdefault("kubelet", (piece.get("spec") or {}).get("kubelet"))
-    result.pods = len(pending)
-    world = World(
+    admitted = []
+    for pod in pods:
+        problem = apply_runtime_class(pod, runtime_classes)
+        if problem:
+            result.pending[pod_key(pod)] = problem
+        else:
+            admitted.append(pod)
+    return World(
         taken_at=datetime.now(UTC),
-        nodeclaims=[],
-        nodes=[],
-        pods=pending,
+        pods=admitted,
         nodepools=list(pools.values()),
         nodeclasses=list(classes.values()),
-        cloud=_OfflineCloud(instance_types),
+        **objects,  # type: ignore[arg-type]
     )
-    verdicts = nodepools.triage(world, _pool_errors_only)
-    result.skipped_nodepools = verdicts.skipped
-    view = planning.plan(world, pending, verdicts.usable)
-    result.claims = view.new_claims
-    result.pending = view.unschedulable
-    return result
+
+
+def _expand_lists(documents: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``kind: List`` (and ``PodList``...) as ``kubectl get -o yaml`` writes them, item by item."""
+    expanded: list[dict[str, Any]] = []
+    for doc in documents:
+        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            expanded.extend(item for item in doc["items"] if isinstance(item, dict))
+        else:
+            expanded.append(doc)
+    return expanded
+
+
+def apply_runtime_class(pod: dict[str, Any], runtime_classes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """What the RuntimeClass admission controller does to a pod naming one: set ``overhead`` from
+    ``overhead.podFixed``, merge ``scheduling.nodeSelector`` and append ``scheduling.tolerations``.
+    Returns why the pod would be refused (its RuntimeClass does not exist), else None."""
+    spec = pod.setdefault("spec", {})
+    name = spec.get("runtimeClassName")
+    if not name:
+        return None
+    runtime_class = runtime_classes.get(str(name))
+    if runtime_class is None:
+        return f"RuntimeClass {name!r} not found: the API server would refuse the pod; apply the RuntimeClass"
+    fixed = (runtime_class.get("overhead") or {}).get("podFixed")
+    if fixed and not spec.get("overhead"):
+        spec["overhead"] = dict(fixed)
+    scheduling = runtime_class.get("scheduling") or {}
+    if scheduling.get("nodeSelector"):
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **scheduling["nodeSelector"]}
+    if scheduling.get("tolerations"):
+        spec["tolerations"] = [*(spec.get("tolerations") or []), *scheduling["tolerations"]]
+    return None
 
 
 WORKLOAD_KINDS = ("Pod", *TEMPLATED_KINDS)

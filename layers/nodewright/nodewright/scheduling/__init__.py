@@ -6,6 +6,7 @@ output a ``Plan``: ``plan(snapshot)``.
 
 from __future__ import annotations
 
+from nodewright.api.tolerations import Toleration
 from nodewright.scheduling.instancetypes import (
     InstanceType,
     KubeletSettings,
@@ -23,7 +24,6 @@ from nodewright.scheduling.model import (
     Snapshot,
     StorageClass,
     Taint,
-    Toleration,
     daemonset_from_k8s,
     node_from_k8s,
     pod_from_k8s,
@@ -33,14 +33,8 @@ from nodewright.scheduling.model import (
     storage_class_from_k8s,
 )
 from nodewright.scheduling.requirements import Requirement, Requirements
-from nodewright.scheduling.scheduler import (
-    MAX_CANDIDATE_TYPES,
-    CandidateType,
-    NewClaim,
-    Plan,
-    Scheduler,
-    plan,
-)
+from nodewright.scheduling.results import MAX_CANDIDATE_TYPES, CandidateType, NewClaim, Plan
+from nodewright.scheduling.scheduler import Scheduler, plan
 
 __all__ = [
     "MAX_CANDIDATE_TYPES",

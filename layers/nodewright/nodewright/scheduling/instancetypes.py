@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodewright.api import labels as wk
 from nodewright.scheduling.requirements import Requirement, Requirements
@@ -30,6 +31,7 @@ from nodewright.scheduling.resources import (
     EFA,
     EPHEMERAL_STORAGE,
     GIB,
+    HABANA_GAUDI,
     MEMORY,
     MIB,
     NEURON,
@@ -43,7 +45,24 @@ VM_MEMORY_OVERHEAD = 0.075
 DEFAULT_EPHEMERAL_STORAGE = 20 * GIB  # the AMI families' default root volume
 _CPU_RESERVATION_LADDER = ((0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 40, 0.0025))
 _NAME = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.([a-z0-9-]+)$")
-_ARCH = {"x86_64": "amd64", "x86_64_mac": "amd64", "arm64": "arm64", "arm64_mac": "arm64"}
+# The architectures Karpenter's AWS provider asks DescribeInstanceTypes for: mac instances
+# (x86_64_mac, arm64_mac) need dedicated hosts and are not offered.
+_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
+
+
+def unsupported_reason(info: Mapping[str, Any]) -> str | None:
+    """Why Karpenter's AWS provider would not offer this DescribeInstanceTypes item, or None.
+
+    Its DescribeInstanceTypes filters: ``supported-virtualization-type = hvm`` and
+    ``processor-info.supported-architecture in (x86_64, arm64)``.
+    """
+    virtualization = info.get("SupportedVirtualizationTypes")
+    if virtualization is not None and "hvm" not in virtualization:
+        return f"virtualization {virtualization}: only HVM types are offered"
+    architectures = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
+    if not any(a in _ARCH for a in architectures):
+        return f"architecture {architectures}: only x86_64 and arm64 (mac types need dedicated hosts)"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +167,17 @@ def _eviction(values: Mapping[str, str], capacity: Resources) -> Resources:
     return result
 
 
+EXOTIC_RESOURCES = (NVIDIA_GPU, AMD_GPU, NEURON, HABANA_GAUDI)
+
+
+def is_exotic(instance_type: InstanceType) -> bool:
+    """Metal sizes and accelerator types: launched only when nothing generic holds the pods
+    (Karpenter's AWS provider, filterExoticInstanceTypes)."""
+    if "metal" in instance_type.labels.get(wk.INSTANCE_SIZE, ""):
+        return True
+    return any(instance_type.capacity.get(r, 0) > 0 for r in EXOTIC_RESOURCES)
+
+
 def kube_reserved_cpu(millicores: int) -> int:
     """The EKS AMI's CPU reservation ladder, in millicores (rounded up)."""
     reserved = 0.0
@@ -157,7 +187,7 @@ def kube_reserved_cpu(millicores: int) -> int:
     return math.ceil(reserved)
 
 
-def eni_limited_pods(info: Mapping) -> int:
+def eni_limited_pods(info: Mapping[str, Any]) -> int:
     network = info.get("NetworkInfo") or {}
     enis = int(network.get("MaximumNetworkInterfaces") or 0)
     ips = int(network.get("Ipv4AddressesPerInterface") or 0)
@@ -168,7 +198,7 @@ def _lower(value: object) -> str:
     return str(value).lower().replace(" ", "-")
 
 
-def _labels(info: Mapping, vcpus: int, memory_mib: int, arch: str) -> dict[str, str]:
+def _labels(info: Mapping[str, Any], vcpus: int, memory_mib: int, arch: str) -> dict[str, str]:
     name = str(info["InstanceType"])
     result = {
         wk.INSTANCE_TYPE: name,
@@ -183,9 +213,17 @@ def _labels(info: Mapping, vcpus: int, memory_mib: int, arch: str) -> dict[str, 
     if match:
         result[wk.INSTANCE_CATEGORY] = match.group(1)
         result[wk.INSTANCE_GENERATION] = match.group(2)
+    result[wk.INSTANCE_CAPABILITY_FLEX] = str("-flex" in name.split(".", maxsplit=1)[0]).lower()
+    result[wk.INSTANCE_TENANCY] = wk.TENANCY_DEFAULT  # dedicated tenancy is not launched (see docs)
+    result[wk.INSTANCE_NITRO_ENCLAVES_SUPPORTED] = str(
+        info.get("NitroEnclavesSupport") == "supported"
+    ).lower()
     processor = info.get("ProcessorInfo") or {}
     if processor.get("Manufacturer"):
         result[wk.INSTANCE_CPU_MANUFACTURER] = _lower(processor["Manufacturer"])
+    if processor.get("SustainedClockSpeedInGhz"):
+        mhz = round(float(processor["SustainedClockSpeedInGhz"]) * 1000)
+        result[wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ] = str(mhz)
     if info.get("Hypervisor"):
         result[wk.INSTANCE_HYPERVISOR] = str(info["Hypervisor"])
     network = info.get("NetworkInfo") or {}
@@ -195,8 +233,9 @@ def _labels(info: Mapping, vcpus: int, memory_mib: int, arch: str) -> dict[str, 
         result[wk.INSTANCE_NETWORK_BANDWIDTH] = str(
             round(sum(c.get("BaselineBandwidthInGbps", 0) for c in cards) * 1000)
         )
-    ebs = ((info.get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps")
-    if ebs:
+    ebs_info = info.get("EbsInfo") or {}
+    ebs = (ebs_info.get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps")
+    if ebs and ebs_info.get("EbsOptimizedSupport", "default") == "default":
         result[wk.INSTANCE_EBS_BANDWIDTH] = str(ebs)
     storage = info.get("InstanceStorageInfo") or {}
     if storage.get("NvmeSupport") in ("required", "supported") and storage.get("TotalSizeInGB"):
@@ -219,7 +258,7 @@ def _labels(info: Mapping, vcpus: int, memory_mib: int, arch: str) -> dict[str, 
     return result
 
 
-def _extended_resources(info: Mapping) -> Resources:
+def _extended_resources(info: Mapping[str, Any]) -> Resources:
     result: Resources = {}
     for gpu in (info.get("GpuInfo") or {}).get("Gpus") or []:
         manufacturer = str(gpu.get("Manufacturer", "")).lower()
@@ -239,14 +278,14 @@ def _extended_resources(info: Mapping) -> Resources:
 
 
 def instance_type_from_ec2(
-    info: Mapping, offerings: Sequence[Offering], kubelet: KubeletSettings | None = None
+    info: Mapping[str, Any], offerings: Sequence[Offering], kubelet: KubeletSettings | None = None
 ) -> InstanceType:
     """One DescribeInstanceTypes item (AWS JSON shape) → ``InstanceType``; see the module doc."""
     kubelet = kubelet or KubeletSettings()
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     memory_mib = int(info["MemoryInfo"]["SizeInMiB"])
     architectures = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
-    arch = _ARCH.get(architectures[0], str(architectures[0]))
+    arch = next((_ARCH[a] for a in architectures if a in _ARCH), str(architectures[0]))
     pods = kubelet.max_pods if kubelet.max_pods is not None else eni_limited_pods(info)
     if kubelet.pods_per_core:
         pods = min(pods, kubelet.pods_per_core * vcpus)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodewright.api import labels as wk
 from nodewright.api.tolerations import Toleration
@@ -180,6 +181,7 @@ class NodePoolInput:
     startup_taints: tuple[Taint, ...] = ()
     limits: Resources = field(default_factory=dict)
     in_use: Resources = field(default_factory=dict)  # registered + in-flight capacity already charged
+    node_price: float = 0.0  # $/h every node costs beyond its instance (its EBS volumes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +226,7 @@ class Snapshot:
 # --- parsers from Kubernetes JSON -------------------------------------------------------------
 
 
-def _selector(d: Mapping | None) -> LabelSelector:
+def _selector(d: Mapping[str, Any] | None) -> LabelSelector:
     if d is None:
         return LabelSelector(matches_nothing=True)
     return LabelSelector(
@@ -236,27 +238,27 @@ def _selector(d: Mapping | None) -> LabelSelector:
     )
 
 
-def label_selector_from_k8s(d: Mapping | None) -> LabelSelector:
+def label_selector_from_k8s(d: Mapping[str, Any] | None) -> LabelSelector:
     """A metav1.LabelSelector (a PodDisruptionBudget's, say); None selects nothing."""
     return _selector(d)
 
 
-def _node_selector_terms(terms: Iterable[Mapping] | None) -> tuple[Requirements, ...]:
+def _node_selector_terms(terms: Iterable[Mapping[str, Any]] | None) -> tuple[Requirements, ...]:
     return tuple(Requirements.from_k8s(t.get("matchExpressions")) for t in terms or ())
 
 
-def taint_from_k8s(d: Mapping) -> Taint:
+def taint_from_k8s(d: Mapping[str, Any]) -> Taint:
     return Taint(d["key"], d.get("value") or "", d.get("effect") or NO_SCHEDULE)
 
 
-def _container_requests(container: Mapping) -> Resources:
+def _container_requests(container: Mapping[str, Any]) -> Resources:
     resources = container.get("resources") or {}
     # As the API server defaults them: limits stand in for missing requests.
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
     return parse_resources(merged)
 
 
-def _pod_affinity_terms(affinity: Mapping, anti: bool) -> list[PodAffinityTerm]:
+def _pod_affinity_terms(affinity: Mapping[str, Any], anti: bool) -> list[PodAffinityTerm]:
     section = affinity.get("podAntiAffinity" if anti else "podAffinity") or {}
     terms = [
         PodAffinityTerm(
@@ -278,7 +280,9 @@ def _pod_affinity_terms(affinity: Mapping, anti: bool) -> list[PodAffinityTerm]:
     return terms
 
 
-def pod_spec_from_k8s(metadata: Mapping, spec: Mapping, is_daemonset: bool = False) -> PodSpec:
+def pod_spec_from_k8s(
+    metadata: Mapping[str, Any], spec: Mapping[str, Any], is_daemonset: bool = False
+) -> PodSpec:
     """The scheduling-relevant part of a pod (or a DaemonSet's pod template)."""
     containers = spec.get("containers") or []
     init = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") != "Always"]
@@ -333,7 +337,7 @@ def pod_spec_from_k8s(metadata: Mapping, spec: Mapping, is_daemonset: bool = Fal
     )
 
 
-def pod_from_k8s(d: Mapping) -> Pod:
+def pod_from_k8s(d: Mapping[str, Any]) -> Pod:
     metadata = d.get("metadata") or {}
     spec = d.get("spec") or {}
     return Pod(
@@ -344,7 +348,7 @@ def pod_from_k8s(d: Mapping) -> Pod:
     )
 
 
-def pods_from_k8s(items: Iterable[Mapping]) -> tuple[list[Pod], dict[str, str]]:
+def pods_from_k8s(items: Iterable[Mapping[str, Any]]) -> tuple[list[Pod], dict[str, str]]:
     """Parse many pods; a malformed one is reported (``namespace/name`` → error) and skipped."""
     parsed: list[Pod] = []
     errors: dict[str, str] = {}
@@ -358,7 +362,7 @@ def pods_from_k8s(items: Iterable[Mapping]) -> tuple[list[Pod], dict[str, str]]:
     return parsed, errors
 
 
-def node_from_k8s(d: Mapping, pods: Iterable[Pod] = ()) -> Node:
+def node_from_k8s(d: Mapping[str, Any], pods: Iterable[Pod] = ()) -> Node:
     """A registered node and the pods bound to it that still hold resources (not Succeeded/Failed)."""
     metadata = d.get("metadata") or {}
     spec = d.get("spec") or {}
@@ -373,7 +377,7 @@ def node_from_k8s(d: Mapping, pods: Iterable[Pod] = ()) -> Node:
     )
 
 
-def daemonset_from_k8s(d: Mapping) -> DaemonSetInput:
+def daemonset_from_k8s(d: Mapping[str, Any]) -> DaemonSetInput:
     template = ((d.get("spec") or {}).get("template")) or {}
     metadata = {**(template.get("metadata") or {}), "namespace": (d.get("metadata") or {}).get("namespace")}
     return DaemonSetInput(
@@ -381,7 +385,7 @@ def daemonset_from_k8s(d: Mapping) -> DaemonSetInput:
     )
 
 
-def pvc_from_k8s(d: Mapping) -> PersistentVolumeClaim:
+def pvc_from_k8s(d: Mapping[str, Any]) -> PersistentVolumeClaim:
     spec = d.get("spec") or {}
     return PersistentVolumeClaim(
         d["metadata"].get("namespace") or "default",
@@ -391,7 +395,7 @@ def pvc_from_k8s(d: Mapping) -> PersistentVolumeClaim:
     )
 
 
-def pv_from_k8s(d: Mapping) -> PersistentVolume:
+def pv_from_k8s(d: Mapping[str, Any]) -> PersistentVolume:
     spec = d.get("spec") or {}
     required = ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")
     return PersistentVolume(
@@ -399,7 +403,7 @@ def pv_from_k8s(d: Mapping) -> PersistentVolume:
     )
 
 
-def storage_class_from_k8s(d: Mapping) -> StorageClass:
+def storage_class_from_k8s(d: Mapping[str, Any]) -> StorageClass:
     topologies = tuple(
         Requirements(
             Requirement.create(e["key"], IN, e.get("values") or ())

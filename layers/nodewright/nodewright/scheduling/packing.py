@@ -11,7 +11,9 @@ Method, cheapest first:
    demand) has an optimal basis of at most two types; its dual ``y`` prices a millicore and a
    byte. A pod's value is ``y · request``; for every type ``y · allocatable ≤ price`` (dual
    feasibility), so a node's *efficiency* ``value packed / price`` is at most 1, and a plan whose
-   nodes all reach efficiency e costs at most LP/e.
+   nodes all reach efficiency e costs at most LP/e. An extended resource (a GPU) that pods
+   request is priced at the cheapest unit any type sells, and a pod is worth at least what its
+   share of it costs: otherwise GPU pods look worthless and each gets a node of its own.
 2. **Capped pods first.** When caps force at least N nodes (e.g. one anti-affine pod per node),
    the capped pods are dealt over N nodes, big ones first onto the least-loaded node; each node
    takes the cheapest type that fits it, and free room is filled with uncapped pods.
@@ -84,6 +86,7 @@ class Packer:
         *,
         caps: Sequence[tuple[frozenset[int], int]] = (),
         conflicts: dict[int, frozenset[int]] | None = None,
+        extended: Sequence[int] = (),
     ) -> None:
         self.items = {item.cls: item for item in items}
         self.types = sorted(types, key=lambda t: (t.price, t.name))
@@ -104,6 +107,12 @@ class Packer:
             cls: tuple((d, v) for d, v in enumerate(item.vec) if v > 0) for cls, item in self.items.items()
         }
         self._constrained = set(self.caps_of) | set(self.conflicts)
+        # Extended resources (GPUs, ...) the pods request: priced at the cheapest unit any type sells.
+        self.unit_prices = {
+            d: min((t.price / t.alloc[d] for t in self.types if t.alloc[d] > 0), default=0.0)
+            for d in extended
+            if any(item.vec[d] > 0 for item in self.items.values())
+        }
 
     # --- helpers --------------------------------------------------------------------------------
 
@@ -177,6 +186,8 @@ class Packer:
         yc, ym = self.duals = self._duals(remaining)
         for cls, item in self.items.items():
             value = yc * item.vec[self.cpu] + ym * item.vec[self.memory]
+            # A pod needing a scarce extended resource is worth at least what that resource costs.
+            value = max([value, *(y * item.vec[d] for d, y in self.unit_prices.items())])
             self.values[cls] = value if value > 0 else 1e-9 * (1 + sum(item.vec))
 
     def _value(self, counts: dict[int, int]) -> float:
@@ -374,6 +385,7 @@ class Packer:
         for index in self.frontier:
             option = self.types[index]
             capacity = yc * option.alloc[self.cpu] + ym * option.alloc[self.memory]
+            capacity += sum(y * option.alloc[d] for d, y in self.unit_prices.items())
             scored.append(
                 (-capacity / option.price if option.price else 0.0, option.price, option.name, index)
             )
@@ -422,11 +434,11 @@ class Packer:
             if best is None:
                 # Nothing fits the efficient candidates: fall back to the cheapest type per class.
                 cls = min(c for c, n in remaining.items() if n)
-                index = self.cheapest_fitting(self.items[cls].vec)
-                if index is None:
+                fallback = self.cheapest_fitting(self.items[cls].vec)
+                if fallback is None:
                     break
-                counts, _ = self._fill(self.types[index], {cls: remaining[cls]})
-                best = (0.0, 0.0, "", index, counts)
+                counts, _ = self._fill(self.types[fallback], {cls: remaining[cls]})
+                best = (0.0, 0.0, "", fallback, counts)
             counts = best[4]
             previous = (best[3], -best[0]) if best[0] < 0 else None
             repeat = min(remaining[c] // n for c, n in counts.items())

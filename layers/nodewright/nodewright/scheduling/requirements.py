@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from nodewright.api.labels import normalized_label
+
 IN = "In"
 NOT_IN = "NotIn"
 EXISTS = "Exists"
@@ -43,7 +45,12 @@ class Requirement:
     def create(
         cls, key: str, operator: str, values: Iterable[str] = (), min_values: int | None = None
     ) -> Requirement:
-        """From the Kubernetes form; raises ValueError with the offending operator or value."""
+        """From the Kubernetes form; raises ValueError with the offending operator or value.
+
+        Alias keys (``beta.kubernetes.io/arch``, ``topology.ebs.csi.aws.com/zone``...) become the
+        well-known key, as Karpenter normalizes them.
+        """
+        key = normalized_label(key)
         values = [str(v) for v in values]
         if operator == IN:
             return cls(key, False, frozenset(values), min_values=min_values)
@@ -183,7 +190,8 @@ class Requirements(Mapping[str, Requirement]):
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, str]) -> Requirements:
-        return cls(Requirement(k, False, frozenset({v})) for k, v in labels.items())
+        """Single-value ``In`` requirements (a nodeSelector, labels), alias keys normalized."""
+        return cls(Requirement(normalized_label(k), False, frozenset({v})) for k, v in labels.items())
 
     def __getitem__(self, key: str) -> Requirement:
         return self._by_key[key]

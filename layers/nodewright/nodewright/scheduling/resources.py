@@ -8,17 +8,23 @@ Integers keep the arithmetic exact and fast; the scheduler adds and compares mil
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 
 from kubernetes.utils.quantity import parse_quantity
+
+# The client's parser carries no annotations; this is its contract.
+_parse_quantity: Callable[[str | int | float], Decimal] = parse_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
+NODES = "nodes"  # a NodePool limit only: counts NodeClaims
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 NEURON = "aws.amazon.com/neuron"
+HABANA_GAUDI = "habana.ai/gaudi"
 EFA = "vpc.amazonaws.com/efa"
 
 MIB = 1024 * 1024
@@ -30,7 +36,7 @@ Resources = dict[str, int]
 def parse_resource(name: str, value: str | int | float) -> int:
     """One quantity in canonical units; raises ValueError naming the resource when malformed."""
     try:
-        quantity = parse_quantity(value)
+        quantity = _parse_quantity(value)
     except ValueError as err:
         raise ValueError(f"{name}: {value!r} is not a Kubernetes quantity ({err})") from None
     if name == CPU:

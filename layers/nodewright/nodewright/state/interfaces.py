@@ -29,6 +29,8 @@ class CloudView(Protocol):
 
     def prices(self) -> PriceTable: ...
 
+    def node_price(self, nodeclass: Mapping[str, Any]) -> float: ...
+
 
 class CloudProvider(CloudView, Protocol):
     """EC2 as the flows use it (Karpenter's CloudProvider): launch, find, list, delete, mark

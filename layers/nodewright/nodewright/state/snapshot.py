@@ -25,15 +25,13 @@ from nodewright.state.world import World, nodeclass_name
 if TYPE_CHECKING:
     from nodewright.scheduling import InstanceType, Snapshot
 
-# CreateFleet takes at most this many candidate types per NodeClaim (Karpenter's limit too).
-MAX_CANDIDATES = 60
-
 
 class Simulation:
     """The world parsed once for the scheduling core; ``snapshot`` per question (see the module)."""
 
     def __init__(self, world: World, pools: list[dict[str, Any]]) -> None:
         from nodewright.scheduling import model
+        from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
         self.world = world
         bound: dict[str, list[Any]] = {}
@@ -51,7 +49,7 @@ class Simulation:
             for claim in live_claims
             if world.node_of(claim) is None
         ]
-        usage = nodepools.usage(world, MAX_CANDIDATES)
+        usage = nodepools.usage(world, MAX_CANDIDATE_TYPES)
         self.nodepools = [nodepool_input(pool, world, usage.get(name_of(pool), {})) for pool in pools]
         self.daemonsets = [model.daemonset_from_k8s(d) for d in world.daemonsets]
         self.claims = [model.pvc_from_k8s(c) for c in world.persistent_volume_claims]
@@ -96,10 +94,12 @@ def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, f
     template = spec.get("template") or {}
     template_spec = template.get("spec") or {}
     name = name_of(pool)
+    nodeclass = world.nodeclass(nodeclass_name(pool))
     return model.NodePoolInput(
         name=name,
         requirements=Requirements.from_k8s(template_spec.get("requirements")),
         instance_types=world.instance_types(nodeclass_name(pool)),
+        node_price=world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0,
         weight=int(spec.get("weight") or 0),
         labels={**((template.get("metadata") or {}).get("labels") or {}), labels.NODEPOOL: name},
         taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("taints") or ()),
@@ -110,8 +110,10 @@ def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, f
 
 
 def candidates_for(world: World, claim: Mapping[str, Any]) -> list[InstanceType]:
-    """The NodeClaim's candidate types, cheapest first, at most ``MAX_CANDIDATES``."""
-    return world.candidates_for(claim, MAX_CANDIDATES)
+    """The NodeClaim's candidate types, cheapest first, at most ``MAX_CANDIDATE_TYPES``."""
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
+
+    return world.candidates_for(claim, MAX_CANDIDATE_TYPES)
 
 
 def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
@@ -143,7 +145,6 @@ def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
 
 
 __all__ = [
-    "MAX_CANDIDATES",
     "Simulation",
     "build_snapshot",
     "candidates_for",

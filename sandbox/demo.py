@@ -1,4 +1,4 @@
-"""``nodewright demo [--kubeconfig PATH]``: the seeds' story in the sandbox, told as it happens.
+"""The seeds' story in the sandbox, told as it happens (``nodewright demo``, ``make demo``).
 
 The sandbox (Kubernetes API emulator, simulated scheduler/kubelet/controllers, moto) runs the
 unchanged provisioner handler, invoked back to back as EventBridge would invoke it. The story:
@@ -16,37 +16,33 @@ a time as the NodePool's budget allows (a consolidation onto a cheaper node and 
 are not shown yet, said plainly).
 
 ``--kubeconfig PATH`` runs the same story against another API server (the emulator stays off;
-the simulators and moto still run here). Without the sandbox (a layer-only install) the command
-validates the seeds' manifests instead and says so.
+the simulators and moto still run here). The functions act with the identity ``deploy/rbac.yaml``
+binds; the story's user with the administrator's.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import hashlib
-import io
 import json
-import os
-import secrets
 import sys
 import threading
 import time
-import uuid
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-SEEDS = Path(__file__).resolve().parents[4] / "events" / "manifests"
-CLUSTER = "my-eks-cluster"  # the seeds' subnet/security-group selectors name this cluster
-REGION = "us-west-2"  # the seeds' web-app NodePool pins us-west-2a
-ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
-SEED_NODEPOOLS = ("default", "web-app", "gpu-workload", "batch-jobs")
+from sandbox import events
+from sandbox.harness import (
+    REGION,
+    SEEDS,
+    SandboxRun,
+    WithoutMetricLines,
+    percentile,
+    quiet_functions,
+    seed_objects,
+    warm_catalog,
+)
+
 SEED_PODS = ("web-pod", "gpu-pod", "batch-pod")
-INVOCATION_SECONDS = 10.0  # each demo invocation loops this long (the real schedule: every minute)
-ACCOUNT = "123456789012"
 NOTICE_SECONDS = 120.0  # EC2 reclaims a spot instance two minutes after its interruption warning
-SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
 FUNCTION_SECONDS = 60.0  # the interruption functions' Lambda timeout in this story
 INFLATE = "inflate-"
 SCALED_DOWN_REPLICAS = 3
@@ -54,208 +50,12 @@ DISRUPTION_WAIT_SECONDS = 150.0  # part three gives up after this long (normally
 DISRUPTION_TICK_SECONDS = 5.0  # the demo's stand-in for the disruption function's minute schedule
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="the seeds' story in the sandbox: NodePools, inflate, launches, pods Running, a summary",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--kubeconfig", help="run against this API server instead of the built-in emulator")
-    parser.add_argument(
-        "--boot-delay", type=float, default=1.0, help="seconds a simulated instance takes to boot"
-    )
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        import moto  # noqa: F401 (development side: the sandbox needs it)
-
-        from sandbox import Sandbox  # noqa: F401
-    except ImportError as exc:
-        return _validate_only(str(exc))
+def main(kubeconfig: str | None = None, boot_delay: float = 1.0) -> int:
+    """Tell the story; 0 when every part ended as it should."""
     quiet_functions()
-    story = SandboxRun(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
+    story = SandboxRun(kubeconfig=kubeconfig, boot_delay=boot_delay)
     with contextlib.redirect_stdout(WithoutMetricLines(sys.stdout)), story:
         return tell_the_story(story)
-
-
-def quiet_functions() -> None:
-    """The functions' JSON logs and EMF metrics would drown the story: keep warnings only."""
-    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
-    os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
-    from nodewright.observability import logger
-
-    logger().setLevel("WARNING")
-
-
-class WithoutMetricLines(io.TextIOBase):
-    """stdout minus the functions' EMF metric lines: Powertools' ``single_metric`` prints them even
-    with ``POWERTOOLS_METRICS_DISABLED`` (3.37), and they would drown the story."""
-
-    def __init__(self, out: Any) -> None:
-        self.out = out
-        self._partial = ""
-        self._lock = threading.Lock()
-
-    def write(self, text: str) -> int:
-        with self._lock:
-            *lines, self._partial = (self._partial + text).split("\n")
-            for line in lines:
-                if not line.startswith('{"_aws":'):
-                    self.out.write(line + "\n")
-        return len(text)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-
-def _validate_only(reason: str) -> int:
-    from nodewright.cli import main
-
-    print(f"The sandbox is not installed here ({reason}); validating the seeds' manifests instead.")
-    return main(["validate", "--quiet", *sorted(str(p) for p in SEEDS.glob("*.yaml"))])
-
-
-class SandboxRun:
-    """A started sandbox with the real provisioner handler running back to back in a thread.
-
-    Also used by ``bench latency``: ``fleet_calls`` holds (monotonic time, NodeClaim name) of every
-    CreateFleet request, taken from a botocore hook on the provider's own EC2 client.
-    """
-
-    def __init__(
-        self, *, kubeconfig: str | None = None, boot_delay: float = 1.0, quiet: bool = False
-    ) -> None:
-        self.kubeconfig = kubeconfig
-        self.boot_delay = boot_delay
-        self.quiet = quiet
-        self.started = time.monotonic()
-        self.fleet_calls: list[tuple[float, str]] = []
-        self.invocations: list[dict[str, Any]] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.sandbox: Any = None
-        self.cluster: Any = None
-        self.settings: Any = None
-
-    def say(self, message: str) -> None:
-        if not self.quiet:
-            print(f"[{time.monotonic() - self.started:6.1f}s] {message}", flush=True)
-
-    def __enter__(self) -> SandboxRun:
-        from sandbox import Sandbox
-
-        self.say(
-            f"starting the sandbox (cluster {CLUSTER}, {REGION}, instances boot in {self.boot_delay:g}s)"
-        )
-        self.sandbox = Sandbox(
-            cluster_name=CLUSTER,
-            region=REGION,
-            zones=ZONES,
-            boot_delay=self.boot_delay,
-            kubeconfig=self.kubeconfig,
-        ).start()
-        os.environ.update(self.sandbox.env())
-        crds = self.sandbox.apply_crds()
-        where = self.kubeconfig or "the built-in API emulator"
-        self.say(
-            f"sandbox up in {self.sandbox.startup_seconds:.1f}s; API server: {where}; CRDs: {', '.join(crds)}"
-        )
-        from nodewright.cloud.provider import CloudProvider
-        from nodewright.cluster import connect
-        from nodewright.settings import Settings
-
-        self.settings = Settings.from_env()
-        self.cluster = connect(self.settings)
-        provider = CloudProvider.shared(self.settings)  # the handler's Context reuses this one
-        provider.ec2.meta.events.register("before-parameter-build.ec2.CreateFleet", self._record_fleet)
-        return self
-
-    def _record_fleet(self, params: dict[str, Any], **_: Any) -> None:
-        tags = {
-            t["Key"]: t["Value"] for spec in params.get("TagSpecifications", []) for t in spec.get("Tags", [])
-        }
-        self.fleet_calls.append((time.monotonic(), tags.get("karpenter.sh/nodeclaim", "")))
-
-    def start_provisioner(self) -> None:
-        """Invoke the real handler back to back (each invocation loops INVOCATION_SECONDS)."""
-        self._thread = threading.Thread(target=self._invoke_forever, name="provisioner", daemon=True)
-        self._thread.start()
-
-    def _invoke_forever(self) -> None:
-        from nodewright.provisioning import loop
-        from sandbox.lambdas import LambdaContext, load_function, scheduled_event
-
-        app = load_function("provisioner")
-        while not self._stop.is_set():
-            context = LambdaContext(loop.SAFETY_MARGIN_SECONDS + INVOCATION_SECONDS)
-            try:
-                self.invocations.append(app.handler(scheduled_event(str(len(self.invocations))), context))
-            except Exception as exc:  # a failed invocation is retried by the next schedule, as in Lambda
-                self.say(f"provisioner invocation failed: {exc}")
-                time.sleep(1)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=INVOCATION_SECONDS + 30)
-        from nodewright.cluster import reset_connections
-
-        reset_connections()
-        if self.sandbox is not None:
-            self.sandbox.stop()
-
-    def wait_for(self, what: str, check: Any, timeout: float = 120.0, on_tick: Any = None) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if on_tick:
-                on_tick()
-            if check():
-                return True
-            time.sleep(0.2)
-        self.say(f"gave up waiting for {what} after {timeout:.0f}s")
-        return False
-
-
-# --- the story ------------------------------------------------------------------------------------
-
-
-def seed_objects(story: SandboxRun) -> tuple[list[dict[str, Any]], list[str]]:
-    """The seeds' EC2NodeClass and NodePools in v1 form (``nodewright convert``), with the gaps filled."""
-    from nodewright.api.convert import convert_document
-    from nodewright.api.manifests import load_files
-
-    notes: list[str] = []
-    objects: list[dict[str, Any]] = []
-    files = [SEEDS / "v1beta1-ec2nodeclass-default.yaml"]
-    files += [SEEDS / f"v1beta1-nodepool-{name}.yaml" for name in SEED_NODEPOOLS]
-    for loaded in load_files(files):
-        for doc in convert_document(loaded.doc).documents:
-            if doc.get("kind") == "EC2NodeClass":
-                spec = doc.setdefault("spec", {})
-                spec.setdefault("role", story.sandbox.aws.node_role_name)
-                spec.setdefault("amiSelectorTerms", [{"alias": "al2@latest"}])
-                notes.append(
-                    "EC2NodeClass default: the seed has neither role nor amiSelectorTerms (v1 needs both); "
-                    f"set role={spec['role']} and alias al2@latest (its amiFamily AL2)"
-                )
-            objects.append(doc)
-    return objects, notes
-
-
-def warm_catalog(story: SandboxRun, nodeclass: dict[str, Any]) -> None:
-    """Load the instance catalog once, as a warm Lambda container has it cached (5 minutes).
-
-    moto answers DescribeInstanceTypes in seconds where EC2 takes about one; without this the
-    first launch's latency would measure moto, not the provisioner."""
-    from nodewright.cloud.provider import CloudProvider
-
-    started = time.monotonic()
-    count = len(CloudProvider.shared(story.settings).instance_types(nodeclass))
-    took = time.monotonic() - started
-    story.say(f"instance catalog loaded: {count} types with prices ({took:.1f}s, once per warm container)")
 
 
 def tell_the_story(story: SandboxRun) -> int:
@@ -304,45 +104,7 @@ def tell_the_story(story: SandboxRun) -> int:
 # --- part two: a spot interruption -------------------------------------------------------------
 
 
-def spot_warning(instance_id: str) -> dict[str, Any]:
-    """An EC2 Spot Instance Interruption Warning for ``instance_id`` exactly as EventBridge
-    delivers it (AWS's documented example, in this story's region), stamped now."""
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": SPOT_WARNING,
-        "source": "aws.ec2",
-        "account": ACCOUNT,
-        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
-        "resources": [f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{instance_id}"],
-        "detail": {"instance-id": instance_id, "instance-action": "terminate"},
-    }
-
-
-def sqs_event(body: str, queue_url: str) -> dict[str, Any]:
-    """One message of ``queue_url`` as the Lambda event source mapping delivers it."""
-    sent_ms = str(int(time.time() * 1000))
-    return {
-        "Records": [
-            {
-                "messageId": str(uuid.uuid4()),
-                "receiptHandle": "AQEB" + secrets.token_urlsafe(48),
-                "body": body,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": sent_ms,
-                    "SenderId": "AIDAIENQZJOLO23YVJ4VO",
-                    "ApproximateFirstReceiveTimestamp": sent_ms,
-                },
-                "messageAttributes": {},
-                "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_url.rsplit('/', 1)[-1]}",
-                "awsRegion": REGION,
-            }
-        ]
-    }
+# --- part two: a spot interruption -------------------------------------------------------------
 
 
 def _is_ready(pod: dict[str, Any]) -> bool:
@@ -525,6 +287,7 @@ class InterruptionTimeline:
 def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     """Part two of the story; True when the interruption was handled end to end, once."""
     from nodewright.cluster.resources import NODECLAIMS, PDBS
+
     from sandbox.lambdas import LambdaContext, load_function
 
     cluster = story.cluster
@@ -546,7 +309,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     instance_id = _instance_id(node)
     claim = next(c for c in watcher.claims if (c.get("status") or {}).get("instanceID") == instance_id)
     timeline = InterruptionTimeline(story, node, claim)
-    event = spot_warning(instance_id)
+    event = events.spot_warning(instance_id, REGION)
     kind, zone, capacity = timeline.offering
     story.say(
         f"node {timeline.node} ({kind} {capacity} in {zone}, {instance_id}) runs "
@@ -554,7 +317,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     )
     spot_events = load_function("spot_events")
     timeline.start()
-    timeline.say(f"{SPOT_WARNING} received for {instance_id} (event {event['id']}) → spot_events")
+    timeline.say(f"{events.SPOT_WARNING} received for {instance_id} (event {event['id']}) → spot_events")
     result = spot_events.handler(event, LambdaContext(FUNCTION_SECONDS, "nodewright-spot-events"))
     handled = time.monotonic() - timeline.warned_at
     outcome = result.get("outcome") or {}
@@ -562,12 +325,17 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     created = replacement.get("nodeClaimsCreated") or []
     timeline.replacement_launched = bool(created)
     steps = [s for t in outcome.get("terminating", []) for s in t.get("steps", [])]
-    launched = (
-        f"NodeClaim {', '.join(created)}"
-        if created
-        else f"nothing: the scheduling core placed the node's {replacement.get('pendingPods', 0)} pod(s) "
-        "on existing capacity"
-    )
+    if created:
+        launched = f"NodeClaim {', '.join(created)}"
+    elif replacement.get("stoppedEarly"):
+        # The replacement pass ran out of the invocation's time (a loaded machine): say so, rather than
+        # claim the pods fit elsewhere; the provisioner's next pass places them.
+        launched = f"nothing yet: the replacement pass stopped early ({replacement['stoppedEarly']})"
+    else:
+        launched = (
+            f"nothing: the scheduling core placed the node's {replacement.get('pendingPods', 0)} pod(s) "
+            "on existing capacity"
+        )
     timeline.say(
         f"spot_events returned: {result.get('disposition')}; marked unavailable "
         f"{', '.join(outcome.get('markedUnavailable', [])) or 'nothing'}; launched before any eviction: "
@@ -584,7 +352,14 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     queue = load_function("interruption")
     queue_url = story.sandbox.aws.interruption_queue_url
     response = queue.handler(
-        sqs_event(json.dumps(event), queue_url), LambdaContext(FUNCTION_SECONDS, "nodewright-interruption")
+        events.sqs_event(
+            [
+                events.sqs_record(
+                    json.dumps(event), source_arn=events.queue_arn(queue_url, REGION), region=REGION
+                )
+            ]
+        ),
+        LambdaContext(FUNCTION_SECONDS, "nodewright-interruption"),
     )
     again = spot_events.handler(event, LambdaContext(FUNCTION_SECONDS, "nodewright-spot-events"))
     unchanged = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == claims_before
@@ -629,7 +404,8 @@ def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
     them within the NodePool's budget; True when exactly the empty nodes went."""
     from nodewright.cluster.resources import NODES, Resource
     from nodewright.state.pods import reschedulable_by_node
-    from sandbox.lambdas import LambdaContext, load_function, scheduled_event
+
+    from sandbox.lambdas import LambdaContext, load_function
 
     deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
     story.cluster.patch(
@@ -666,13 +442,15 @@ def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
     saved = 0.0
     invocations = 0
     while True:  # back to back, as the every-minute schedule would invoke it
-        result = handler(scheduled_event(), LambdaContext(FUNCTION_SECONDS, "nodewright-disruption"))
+        result = handler(
+            events.scheduled_event(region=REGION), LambdaContext(FUNCTION_SECONDS, "nodewright-disruption")
+        )
         invocations += 1
         disrupted += result.get("disrupted", [])
         commands += result.get("decisions", [])
         saved += result.get("savingsPerHour", 0.0)
         for decision in result.get("decisions", []):
-            story.say(f"disruption command: {decision['message']}")
+            story.say(f"disruption command: {decision['description']}")
         for action in result.get("disrupted", []):
             price = action.get("pricePerHour")
             story.say(
@@ -800,15 +578,6 @@ def pending_to_launch(
     return latencies
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
 def render_summary(
     story: SandboxRun,
     pods: list[dict[str, Any]],
@@ -861,7 +630,3 @@ def render_summary(
         f"over {len(latencies)} pod(s) that got new capacity",
     ]
     return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run(argparse.Namespace(kubeconfig=None, boot_delay=1.0)))

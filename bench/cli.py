@@ -1,7 +1,8 @@
 """``nodewright bench NAME …``: the benchmarks under ``bench/``, one module each.
 
 A benchmark module ``bench/<name>.py`` defines ``configure(parser)`` and
-``run(args) -> int``; it prints its figures (``--json`` for machines).
+``run(args) -> int``; it prints its figures (``--json`` for machines). The ``nodewright`` command
+finds this module through the ``nodewright.cli`` entry point (pyproject.toml).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import pkgutil
 
 
 def _benchmarks() -> list[str]:
-    try:
-        import bench  # the development-side package; absent from the Lambda layer
-    except ImportError:
-        return []
-    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_"))
+    import bench
+
+    return sorted(
+        m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_") and m.name != "cli"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,0 +1,30 @@
+"""The stack's outputs ``nodewright doctor`` reads to know what the stack made.
+
+The keys are fixed (not CDK-generated) and mirrored in ``nodewright.cloud.readiness``, which
+reads them; tests/infra/test_infra_stack.py keeps the two lists equal. Absent values are "none"
+(CloudFormation refuses an empty output).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Fn
+from constructs import Construct
+
+NODE_ROLE_ARN = "NodewrightNodeRoleArn"
+NODE_ROLE_NAME = "NodewrightNodeRoleName"
+CLUSTER_ACCESS_ROLES = "NodewrightClusterAccessRoles"
+FUNCTION_SUBNETS = "NodewrightFunctionSubnets"
+FUNCTION_SECURITY_GROUPS = "NodewrightFunctionSecurityGroups"
+INTERRUPTION_QUEUE = "NodewrightInterruptionQueueUrl"
+ALARM_TOPIC = "NodewrightAlarmTopicArn"
+NONE = "none"
+
+
+def output(scope: Construct, key: str, value: str, description: str) -> CfnOutput:
+    result = CfnOutput(scope, key, value=value, description=description)
+    result.override_logical_id(key)
+    return result
+
+
+def joined(values: list[str]) -> str:
+    return Fn.join(",", values) if values else NONE

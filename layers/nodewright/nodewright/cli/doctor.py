@@ -1,0 +1,683 @@
+"""``nodewright doctor --cluster NAME [--region R] [--kubeconfig PATH] [--json]``: is everything in place?
+
+Read only, with your own credentials: it changes nothing. It checks, and prints for every problem
+what is missing and the command that fixes it:
+
+- AWS: the EKS cluster and its authentication mode; the Nodewright stack; whether the functions
+  can reach the cluster endpoint from where they run (public access for Lambda, or their subnets
+  and security groups in the cluster's VPC) and the AWS APIs (NAT or VPC endpoints); the
+  functions' and the node role's access entries; the node role itself; the spot service-linked
+  role; the interruption queue; who the alarms notify.
+- Kubernetes: the API answers; the CRDs are installed at this release's version with no
+  conversion webhook pointing nowhere; deploy/rbac.yaml is applied; the writers' Lease namespace
+  exists; no admission webhook for Karpenter's groups points at a missing service; every
+  EC2NodeClass names the node role and its subnet and security-group selectors match something.
+
+Exit status 1 when any check fails (warnings alone exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
+AUTH_MODES_WITH_ACCESS_ENTRIES = ("API", "API_AND_CONFIG_MAP")
+KUBERNETES_GROUP = "nodewright:autoscaler"  # infra/capabilities/cluster_access.py
+NODE_POLICIES = (  # infra/capabilities/node_role.py NODE_MANAGED_POLICIES
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+# What the functions in a VPC call, and the endpoint service that serves each without a NAT.
+FUNCTION_ENDPOINTS = {
+    "ec2": "EC2 (instances, launch templates, subnets, AMIs)",
+    "eks": "EKS (DescribeCluster)",
+    "ssm": "SSM (EKS-optimized AMI aliases)",
+    "dynamodb": "DynamoDB (state table; a gateway endpoint)",
+}
+CRD_NAMES = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
+KARPENTER_GROUPS = ("karpenter.sh", "karpenter.k8s.aws")
+REPO_RBAC = Path(__file__).resolve().parents[4] / "deploy" / "rbac.yaml"
+
+
+@dataclass
+class Finding:
+    check: str
+    status: str
+    detail: str
+    fix: str = ""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="check, read-only, that the cluster, the stack and the cluster's objects are ready",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--cluster", required=True, help="the EKS cluster name (the stack's clusterName)")
+    parser.add_argument("--region", default=None, help="AWS region (default: AWS_REGION / your profile's)")
+    parser.add_argument("--stack", default=None, help="stack name (default: Nodewright-<cluster>)")
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig for the Kubernetes checks (default: $KUBECONFIG or ~/.kube/config, else an EKS "
+        "token from your AWS credentials)",
+    )
+    parser.add_argument(
+        "--rbac", default=None, help=f"the RBAC manifest to compare with (default: {REPO_RBAC})"
+    )
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.set_defaults(func=run)
+
+
+class Doctor:
+    """Gathers facts through ``nodewright.cloud.readiness`` and ``nodewright.cluster.readiness``
+    and judges them; every finding carries its fix."""
+
+    def __init__(self, cluster_name: str, region: str, stack_name: str, clients: Any, kube: Any) -> None:
+        self.cluster_name = cluster_name
+        self.region = region
+        self.stack_name = stack_name
+        self.clients = clients
+        self.kube = kube  # a nodewright.cluster.Cluster, or an exception saying why there is none
+        self.findings: list[Finding] = []
+
+    def add(self, check: str, status: str, detail: str, fix: str = "") -> None:
+        self.findings.append(Finding(check, status, detail, fix))
+
+    # ------------------------------------------------------------------ AWS
+    def run(self, rbac_manifest: Path | None) -> list[Finding]:
+        from nodewright.cloud import readiness as aws
+
+        cluster = self._guard("EKS cluster", lambda: aws.describe_cluster(self.clients, self.cluster_name))
+        if cluster is _FAILED:
+            return self.findings
+        if cluster is None:
+            self.add(
+                "EKS cluster",
+                FAIL,
+                f"no cluster {self.cluster_name!r} in {self.region}",
+                "check --cluster and --region (aws eks list-clusters)",
+            )
+            return self.findings
+        status = OK if cluster.get("status") == "ACTIVE" else WARN
+        self.add("EKS cluster", status, f"{cluster.get('status')}, Kubernetes {cluster.get('version')}")
+        self._authentication_mode(cluster)
+        outputs = self._guard("Nodewright stack", lambda: aws.stack_outputs(self.clients, self.stack_name))
+        entries = self._guard("access entries", lambda: aws.access_entries(self.clients, self.cluster_name))
+        if outputs is None:
+            self.add(
+                "Nodewright stack",
+                FAIL,
+                f"no stack {self.stack_name} in {self.region}",
+                f"npx cdk deploy -c clusterName={self.cluster_name} (docs/deploy.md)",
+            )
+        elif outputs is not _FAILED:
+            missing = [k for k in aws.STACK_OUTPUTS if k not in outputs]
+            if missing:
+                self.add(
+                    "Nodewright stack",
+                    WARN,
+                    f"{self.stack_name} lacks outputs {missing} (an older release?)",
+                    "redeploy: npx cdk deploy",
+                )
+            else:
+                self.add("Nodewright stack", OK, self.stack_name)
+            self._endpoint_reachable(cluster, outputs)
+            self._function_network(cluster, outputs)
+            if entries is not _FAILED:
+                self._function_access_entries(outputs, entries)
+                self._node_role(outputs, entries)
+            self._interruption_queue(outputs)
+            self._alarm_target(outputs)
+        self._spot_service_linked_role()
+        self._kubernetes(rbac_manifest, outputs if isinstance(outputs, dict) else {}, cluster)
+        return self.findings
+
+    def _guard(self, check: str, read: Callable[[], Any]) -> Any:
+        """Run one read; an AWS error (AccessDenied, …) becomes a finding instead of a traceback."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return read()
+        except (ClientError, BotoCoreError) as exc:
+            self.add(check, FAIL, f"could not read it: {exc}", "check your AWS credentials and region")
+            return _FAILED
+
+    def _authentication_mode(self, cluster: dict[str, Any]) -> None:
+        mode = (cluster.get("accessConfig") or {}).get("authenticationMode")
+        if mode in AUTH_MODES_WITH_ACCESS_ENTRIES:
+            self.add("authentication mode", OK, mode)
+        elif mode is None:
+            self.add(
+                "authentication mode",
+                WARN,
+                "DescribeCluster did not say (access entries need API or API_AND_CONFIG_MAP)",
+            )
+        else:
+            self.add(
+                "authentication mode",
+                FAIL,
+                f"{mode}: access entries (how the functions and nodes get in) need API or API_AND_CONFIG_MAP",
+                f"aws eks update-cluster-config --name {self.cluster_name} "
+                "--access-config authenticationMode=API_AND_CONFIG_MAP",
+            )
+
+    def _endpoint_reachable(self, cluster: dict[str, Any], outputs: dict[str, str]) -> None:
+        from nodewright.cloud import readiness as aws
+
+        vpc = cluster.get("resourcesVpcConfig") or {}
+        public = bool(vpc.get("endpointPublicAccess", True))
+        private = bool(vpc.get("endpointPrivateAccess", False))
+        cidrs = vpc.get("publicAccessCidrs") or ["0.0.0.0/0"]
+        subnets = _listed(outputs.get(aws.OUTPUT_FUNCTION_SUBNETS))
+        groups = _listed(outputs.get(aws.OUTPUT_FUNCTION_SECURITY_GROUPS))
+        place = (
+            f"-c vpcId={vpc.get('vpcId')} -c subnetIds={','.join(vpc.get('subnetIds') or [])} "
+            f"-c securityGroupIds={vpc.get('clusterSecurityGroupId')}"
+        )
+        check = "endpoint reachable from the functions"
+        if not subnets:
+            if public and "0.0.0.0/0" in cidrs:
+                self.add(check, OK, "the functions run outside any VPC and the endpoint is public to all")
+            else:
+                why = "private only" if not public else f"public only to {', '.join(cidrs)}"
+                self.add(
+                    check,
+                    FAIL,
+                    f"the functions run outside any VPC, but the endpoint is {why}; Lambda's addresses are "
+                    "not predictable",
+                    "redeploy in the cluster's VPC (private subnets with a NAT or VPC endpoints): "
+                    "npx cdk deploy "
+                    f"-c clusterName={self.cluster_name} {place}",
+                )
+            return
+        described = aws.subnets(self.clients, subnets)
+        vpcs = {s["VpcId"] for s in described}
+        if vpcs != {vpc.get("vpcId")}:
+            detail = f"the functions' subnets are in {sorted(vpcs)}, the cluster in {vpc.get('vpcId')}"
+            self.add(check, FAIL, detail, f"redeploy with the cluster's subnets: {place}")
+            return
+        if not private:
+            self.add(
+                check,
+                WARN,
+                "the functions run in the cluster's VPC but the endpoint has no private access: they reach "
+                "the public endpoint through the VPC's NAT, whose addresses must be in publicAccessCidrs",
+                f"aws eks update-cluster-config --name {self.cluster_name} "
+                "--resources-vpc-config endpointPrivateAccess=true",
+            )
+            return
+        cluster_group = vpc.get("clusterSecurityGroupId")
+        allowed = cluster_group in groups
+        if not allowed and cluster_group:
+            for group in aws.security_groups(self.clients, [cluster_group]):
+                for rule in group.get("IpPermissions", []):
+                    port_ok = rule.get("IpProtocol") == "-1" or rule.get("FromPort", 0) <= 443 <= rule.get(
+                        "ToPort", 0
+                    )
+                    sources = {p.get("GroupId") for p in rule.get("UserIdGroupPairs", [])}
+                    allowed = allowed or (port_ok and bool(sources & set(groups)))
+        if allowed:
+            self.add(check, OK, f"private endpoint; the functions' security groups {groups} may reach it")
+        else:
+            self.add(
+                check,
+                FAIL,
+                f"the cluster security group {cluster_group} admits no HTTPS from the functions' {groups}",
+                f"aws ec2 authorize-security-group-ingress --group-id {cluster_group} --protocol tcp "
+                "--port 443 "
+                f"--source-group {groups[0] if groups else 'sg-…'}",
+            )
+
+    def _function_network(self, cluster: dict[str, Any], outputs: dict[str, str]) -> None:
+        from nodewright.cloud import readiness as aws
+
+        subnets = _listed(outputs.get(aws.OUTPUT_FUNCTION_SUBNETS))
+        if not subnets:
+            return  # outside a VPC, Lambda reaches every AWS API itself
+        vpc_id = (cluster.get("resourcesVpcConfig") or {}).get("vpcId", "")
+        routes = aws.default_routes(self.clients, subnets, vpc_id)
+        endpoints = aws.vpc_endpoint_services(self.clients, vpc_id)
+        without_nat = [
+            s for s, target in routes.items() if not (target or "").startswith(("nat-", "tgw-", "eni-"))
+        ]
+        missing = [svc for svc in FUNCTION_ENDPOINTS if svc not in endpoints]
+        check = "AWS APIs from the functions' subnets"
+        if not without_nat:
+            self.add(check, OK, "every function subnet routes 0.0.0.0/0 through a NAT or transit gateway")
+        elif not missing:
+            detail = f"no NAT on {without_nat}; VPC endpoints for {sorted(FUNCTION_ENDPOINTS)} exist"
+            if "iam" in endpoints:
+                self.add(check, OK, detail)
+            else:
+                no_iam = "; IAM has no endpoint here, so instance profiles for spec.role cannot be made"
+                fix = "give your EC2NodeClasses spec.instanceProfile (a profile you made), or add a NAT"
+                self.add(check, WARN, detail + no_iam, fix)
+        else:
+            needed = ", ".join(f"{svc} ({FUNCTION_ENDPOINTS[svc]})" for svc in missing)
+            self.add(
+                check,
+                FAIL,
+                f"subnets {without_nat} have no NAT route and the VPC lacks endpoints for {needed}",
+                f"add a NAT gateway route, or: aws ec2 create-vpc-endpoint --vpc-id {vpc_id} --service-name "
+                f"com.amazonaws.{self.region}.<service> (interface; dynamodb: --vpc-endpoint-type Gateway)",
+            )
+
+    def _function_access_entries(self, outputs: dict[str, str], entries: dict[str, Any]) -> None:
+        from nodewright.cloud import readiness as aws
+
+        roles = _listed(outputs.get(aws.OUTPUT_CLUSTER_ACCESS_ROLES))
+        bad = []
+        for arn in roles:
+            entry = entries.get(arn)
+            if (
+                entry is None
+                or entry.get("type") != "STANDARD"
+                or KUBERNETES_GROUP not in entry.get("kubernetesGroups", [])
+            ):
+                bad.append(arn)
+        if not roles:
+            return
+        if bad:
+            self.add(
+                "functions' access entries",
+                FAIL,
+                f"no STANDARD access entry in group {KUBERNETES_GROUP} for {bad}",
+                "the stack creates them: redeploy (npx cdk deploy); check the cluster's authentication mode",
+            )
+        else:
+            self.add("functions' access entries", OK, f"{len(roles)} roles in group {KUBERNETES_GROUP}")
+
+    def _node_role(self, outputs: dict[str, str], entries: dict[str, Any]) -> None:
+        from nodewright.cloud import readiness as aws
+
+        name = outputs.get(aws.OUTPUT_NODE_ROLE_NAME)
+        if not name:
+            return
+        facts = aws.role(self.clients, name)
+        if facts is None:
+            self.add(
+                "node role",
+                FAIL,
+                f"no IAM role {name}",
+                "create it, or redeploy without nodeRoleName/nodeRoleArn",
+            )
+            return
+        problems, fixes = [], []
+        if not facts.trusts_ec2:
+            problems.append("its trust policy does not let ec2.amazonaws.com assume it")
+            fixes.append(
+                f"aws iam update-assume-role-policy --role-name {name} --policy-document <ec2 trust>"
+            )
+        for policy in sorted(set(NODE_POLICIES) - facts.policies):
+            problems.append(f"{policy} is not attached")
+            fixes.append(
+                f"aws iam attach-role-policy --role-name {name} --policy-arn arn:aws:iam::aws:policy/{policy}"
+            )
+        entry = entries.get(facts.arn)
+        if entry is None or entry.get("type") != "EC2_LINUX":
+            problems.append("no EC2_LINUX access entry: its nodes cannot join")
+            fixes.append(
+                f"aws eks create-access-entry --cluster-name {self.cluster_name} --principal-arn {facts.arn} "
+                "--type EC2_LINUX"
+            )
+        if problems:
+            self.add("node role", FAIL, f"{name}: " + "; ".join(problems), " && ".join(fixes))
+        else:
+            self.add("node role", OK, f"{name}: EC2 trust, the node policies, an EC2_LINUX access entry")
+
+    def _interruption_queue(self, outputs: dict[str, str]) -> None:
+        from nodewright.cloud import readiness as aws
+
+        url = outputs.get(aws.OUTPUT_INTERRUPTION_QUEUE)
+        if not url:
+            return
+        if aws.queue_exists(self.clients, url):
+            self.add("interruption queue", OK, url)
+        else:
+            self.add(
+                "interruption queue", FAIL, f"{url} does not exist", "redeploy the stack (npx cdk deploy)"
+            )
+
+    def _alarm_target(self, outputs: dict[str, str]) -> None:
+        from nodewright.cloud import readiness as aws
+
+        arn = outputs.get(aws.OUTPUT_ALARM_TOPIC, aws.NONE)
+        if arn == aws.NONE:
+            self.add(
+                "alarm notifications",
+                WARN,
+                "the alarms notify nobody",
+                "redeploy with -c alarmEmail=you@example.com or -c alarmTopicArn=arn:aws:sns:…",
+            )
+            return
+        facts = aws.topic(self.clients, arn)
+        if facts is None:
+            self.add(
+                "alarm notifications",
+                FAIL,
+                f"topic {arn} does not exist",
+                "create it or redeploy with another",
+            )
+            return
+        if not _allows_cloudwatch(facts.policy):
+            self.add(
+                "alarm notifications",
+                FAIL,
+                f"the policy of {arn} does not let cloudwatch.amazonaws.com publish: alarms cannot notify",
+                "add to the topic policy: {Effect: Allow, Principal: {Service: cloudwatch.amazonaws.com}, "
+                "Action: sns:Publish, Resource: <topic>, "
+                "Condition: {StringEquals: {aws:SourceAccount: <account>}}}",
+            )
+        elif facts.confirmed == 0:
+            self.add(
+                "alarm notifications",
+                WARN,
+                f"{arn} has no confirmed subscription ({facts.pending} pending)",
+                "confirm the subscription e-mail SNS sent",
+            )
+        else:
+            self.add("alarm notifications", OK, f"{arn}: {facts.confirmed} confirmed subscription(s)")
+
+    def _spot_service_linked_role(self) -> None:
+        from nodewright.cloud import readiness as aws
+
+        exists = self._guard("spot service-linked role", lambda: aws.service_linked_role_exists(self.clients))
+        if exists is True:
+            self.add("spot service-linked role", OK, aws.SPOT_SERVICE_LINKED_ROLE)
+        elif exists is False:
+            self.add(
+                "spot service-linked role",
+                WARN,
+                f"{aws.SPOT_SERVICE_LINKED_ROLE} does not exist: spot launches fail until it does",
+                "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com",
+            )
+
+    # ------------------------------------------------------------------ Kubernetes
+    def _kubernetes(
+        self, rbac_manifest: Path | None, outputs: dict[str, str], cluster: dict[str, Any]
+    ) -> None:
+        from nodewright.cluster import ClusterError
+        from nodewright.cluster import readiness as k8s
+
+        if isinstance(self.kube, Exception):
+            self.add("Kubernetes API", FAIL, f"no client: {self.kube}", "pass --kubeconfig PATH")
+            return
+        try:
+            version = k8s.server_version(self.kube)
+        except ClusterError as exc:
+            self.add(
+                "Kubernetes API",
+                FAIL,
+                f"{exc} (from where doctor runs; the functions' own path is checked above)",
+                "a 401/403: give your identity an access entry; unreachable: run doctor from inside the VPC "
+                "of a private endpoint or with --kubeconfig",
+            )
+            return
+        self.add("Kubernetes API", OK, f"{version.get('gitVersion', '?')} at {self.kube.host}")
+        self._crds(k8s)
+        self._rbac(k8s, rbac_manifest)
+        self._webhooks(k8s)
+        self._nodeclasses(k8s, outputs, cluster)
+
+    def _crds(self, k8s: Any) -> None:
+        from nodewright.api.crds import build_crds
+
+        expected = {crd["metadata"]["name"]: crd for crd in build_crds().values()}
+        for name in CRD_NAMES:
+            found = k8s.crd(self.kube, name)
+            check = f"CRD {name}"
+            if found is None:
+                self.add(check, FAIL, "not installed", "kubectl apply -f crds/")
+                continue
+            versions = {v["name"]: v for v in found["spec"].get("versions", [])}
+            v1 = versions.get("v1") or {}
+            if not (v1.get("served") and v1.get("storage")):
+                detail = f"v1 is not served and stored (versions: {sorted(versions)})"
+                self.add(
+                    check, FAIL, detail, "convert old objects (nodewright convert), kubectl apply -f crds/"
+                )
+                continue
+            conversion = found["spec"].get("conversion") or {}
+            service = ((conversion.get("webhook") or {}).get("clientConfig") or {}).get("service")
+            where = f"{(service or {}).get('namespace')}/{(service or {}).get('name')}"
+            if (
+                conversion.get("strategy") == "Webhook"
+                and service
+                and k8s.service(self.kube, service.get("namespace", ""), service.get("name", "")) is None
+            ):
+                detail = f"converts through a webhook at service {where}, which does not exist"
+                self.add(check, FAIL, detail, "kubectl apply -f crds/ (this release's CRDs)")
+                continue
+            want = next(v for v in expected[name]["spec"]["versions"] if v["name"] == "v1")
+            if v1.get("schema") != want.get("schema"):
+                self.add(check, WARN, "v1's schema differs from this release's", "kubectl apply -f crds/")
+            else:
+                self.add(check, OK, "v1 served and stored, schema of this release")
+
+    def _rbac(self, k8s: Any, manifest: Path | None) -> None:
+        import yaml
+
+        if manifest is None or not manifest.is_file():
+            self.add("RBAC", SKIP, "no deploy/rbac.yaml to compare with", "pass --rbac PATH")
+            return
+        documents = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+        for doc in documents:
+            kind, meta = doc["kind"], doc["metadata"]
+            label = f"{kind} {meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta['name']}"
+            if kind == "Namespace":
+                found = k8s.namespace(self.kube, meta["name"])
+                if found is not None and (found.get("metadata") or {}).get("deletionTimestamp"):
+                    detail = "being deleted: the writers' Lease cannot be created there"
+                    self.add(
+                        f"RBAC: {label}",
+                        FAIL,
+                        detail,
+                        f"wait until it is gone, then kubectl apply -f {manifest}",
+                    )
+                    continue
+                self._present(
+                    f"RBAC: {label}",
+                    found,
+                    "the writers' Lease lives there",
+                    fix=f"kubectl apply -f {manifest}",
+                )
+                continue
+            found = k8s.rbac_object(self.kube, kind, meta["name"], meta.get("namespace"))
+            if found == k8s.NOT_SERVED:
+                self.add(f"RBAC: {label}", SKIP, "the API server does not serve rbac.authorization.k8s.io/v1")
+                continue
+            if found is not None and "rules" in doc:
+                have = {_rule_key(rule) for rule in found.get("rules") or []}
+                lacking = [r for r in doc["rules"] if _rule_key(r) not in have]
+                if lacking:
+                    self.add(f"RBAC: {label}", FAIL, f"lacks rules {lacking}", f"kubectl apply -f {manifest}")
+                    continue
+            self._present(
+                f"RBAC: {label}", found, "as deploy/rbac.yaml has it", fix=f"kubectl apply -f {manifest}"
+            )
+
+    def _present(
+        self, check: str, found: Any, detail: str, fix: str = "kubectl apply -f deploy/rbac.yaml"
+    ) -> None:
+        if found is None:
+            self.add(check, FAIL, "missing", fix)
+        else:
+            self.add(check, OK, detail)
+
+    def _webhooks(self, k8s: Any) -> None:
+        configurations = k8s.webhook_configurations(self.kube)
+        if configurations == k8s.NOT_SERVED:
+            self.add(
+                "admission webhooks", SKIP, "the API server does not serve admissionregistration.k8s.io/v1"
+            )
+            return
+        broken = []
+        for configuration in configurations:
+            for hook in configuration.get("webhooks") or []:
+                groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+                if not groups & {*KARPENTER_GROUPS, "*"}:
+                    continue
+                service = (hook.get("clientConfig") or {}).get("service")
+                if (
+                    service
+                    and k8s.service(self.kube, service.get("namespace", ""), service.get("name", "")) is None
+                ):
+                    broken.append(
+                        f"{configuration['kind']} {configuration['metadata']['name']} ({hook.get('name')})"
+                    )
+        if broken:
+            self.add(
+                "admission webhooks",
+                FAIL,
+                f"webhooks on Karpenter's objects point at missing services: {broken} "
+                "(a removed Karpenter?); "
+                "writes to NodePools and NodeClaims fail",
+                "kubectl delete validatingwebhookconfiguration/mutatingwebhookconfiguration <name>",
+            )
+        else:
+            self.add("admission webhooks", OK, "none on Karpenter's objects points at a missing service")
+
+    def _nodeclasses(self, k8s: Any, outputs: dict[str, str], cluster: dict[str, Any]) -> None:
+        from nodewright.cloud import readiness as aws
+        from nodewright.cloud.errors import NoSubnetError, SelectorNoMatchError
+        from nodewright.cloud.network import NetworkResolver
+
+        nodeclasses = k8s.ec2nodeclasses(self.kube)
+        if nodeclasses == k8s.NOT_SERVED:
+            return  # the CRD check said so
+        vpc_id = (cluster.get("resourcesVpcConfig") or {}).get("vpcId", "")
+        if not nodeclasses:
+            tagged = aws.tagged_subnets(self.clients, vpc_id, "karpenter.sh/discovery", self.cluster_name)
+            self.add(
+                "EC2NodeClasses",
+                WARN,
+                "none applied yet"
+                + ("" if tagged else f"; no subnet of {vpc_id} is tagged karpenter.sh/discovery"),
+                f"tag the node subnets and security groups (aws ec2 create-tags --resources … --tags "
+                f"Key=karpenter.sh/discovery,Value={self.cluster_name}) and kubectl apply your EC2NodeClass",
+            )
+            return
+        node_role = outputs.get(aws.OUTPUT_NODE_ROLE_NAME)
+        resolver = NetworkResolver(self.clients("ec2"))
+        for nodeclass in nodeclasses:
+            name, spec = nodeclass["metadata"]["name"], nodeclass.get("spec") or {}
+            problems, fixes = [], []
+            role = spec.get("role")
+            if role and node_role and role.rsplit("/", 1)[-1] != node_role:
+                problems.append(
+                    f"spec.role {role!r} is not the node role {node_role!r} (the only one PassRole allows)"
+                )
+                fixes.append(f"set spec.role: {node_role}")
+            try:
+                resolver.subnets(name, spec.get("subnetSelectorTerms") or [])
+            except NoSubnetError:
+                problems.append("its subnetSelectorTerms match no subnet")
+                fixes.append(
+                    "tag the node subnets as the selector says (aws ec2 create-tags --resources subnet-…)"
+                )
+            try:
+                resolver.security_groups(name, spec.get("securityGroupSelectorTerms") or [])
+            except SelectorNoMatchError:
+                problems.append("its securityGroupSelectorTerms match no security group")
+                fixes.append(
+                    "tag the node security groups as the selector says (aws ec2 create-tags --resources sg-…)"
+                )
+            if problems:
+                self.add(f"EC2NodeClass {name}", FAIL, "; ".join(problems), "; ".join(fixes))
+            else:
+                self.add(f"EC2NodeClass {name}", OK, "role, subnets and security groups resolve")
+
+
+_FAILED = object()
+
+
+def _listed(value: str | None) -> list[str]:
+    from nodewright.cloud.readiness import NONE
+
+    if not value or value == NONE:
+        return []
+    return [v for v in value.split(",") if v]
+
+
+def _rule_key(rule: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(
+        tuple(sorted(rule.get(k) or [])) for k in ("apiGroups", "resources", "resourceNames", "verbs")
+    )
+
+
+def _allows_cloudwatch(policy: dict[str, Any]) -> bool:
+    for statement in policy.get("Statement", []):
+        principal = statement.get("Principal") or {}
+        services = principal.get("Service", []) if isinstance(principal, dict) else []
+        services = [services] if isinstance(services, str) else services
+        actions = statement.get("Action", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        if (
+            statement.get("Effect") == "Allow"
+            and "cloudwatch.amazonaws.com" in services
+            and any(a in ("sns:Publish", "sns:*", "*") for a in actions)
+        ):
+            return True
+    return False
+
+
+def _kubernetes_client(args: argparse.Namespace, region: str) -> Any:
+    from nodewright import cluster
+    from nodewright.settings import Settings
+
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
+    default = Path.home() / ".kube" / "config"
+    if not kubeconfig and default.is_file():
+        kubeconfig = str(default)
+    try:
+        return cluster.connect(Settings(cluster_name=args.cluster, region=region, kubeconfig=kubeconfig))
+    except Exception as exc:  # any failure to build a client (bad kubeconfig, no credentials) is a finding
+        return exc
+
+
+def run(args: argparse.Namespace) -> int:
+    from nodewright.cloud.readiness import default_clients
+    from nodewright.observability import logger_level
+    from nodewright.settings import Settings
+
+    region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region:
+        import boto3
+
+        region = boto3.session.Session().region_name
+    if not region:
+        print("nodewright doctor: no region: pass --region or set AWS_REGION", file=sys.stderr)
+        return 2
+    stack = args.stack or f"Nodewright-{args.cluster}"
+    settings = Settings(
+        cluster_name=args.cluster, region=region, aws_endpoint_url=os.environ.get("AWS_ENDPOINT_URL")
+    )
+    with logger_level("ERROR"):
+        doctor = Doctor(
+            args.cluster, region, stack, default_clients(settings), _kubernetes_client(args, region)
+        )
+        rbac = Path(args.rbac) if args.rbac else REPO_RBAC
+        findings = doctor.run(rbac)
+    if args.json:
+        print(json.dumps([asdict(f) for f in findings], indent=2))
+    else:
+        print(f"nodewright doctor: cluster {args.cluster} in {region}, stack {stack}")
+        for finding in findings:
+            print(f"  {finding.status:<4}  {finding.check}: {finding.detail}")
+            if finding.fix and finding.status in (FAIL, WARN, SKIP):
+                print(f"        fix: {finding.fix}")
+        failed = sum(f.status == FAIL for f in findings)
+        warned = sum(f.status == WARN for f in findings)
+        print(f"{failed} problem(s), {warned} warning(s)")
+    return 1 if any(f.status == FAIL for f in findings) else 0

@@ -1,0 +1,206 @@
+"""What ``nodewright doctor`` reads from AWS (with the operator's credentials). Read only.
+
+Each function answers one question with plain data; the judging is in ``nodewright.cli.doctor``.
+``Clients`` is how a function gets a botocore client for a service: ``aws.client`` by default,
+anything with the same methods in tests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from nodewright.cloud import aws
+from nodewright.settings import Settings
+
+Clients = Callable[[str], Any]
+
+# The stack's outputs the doctor reads (infra/capabilities/outputs.py writes them; a test keeps
+# the two lists equal). Values that may be absent are "none".
+OUTPUT_NODE_ROLE_ARN = "NodewrightNodeRoleArn"
+OUTPUT_NODE_ROLE_NAME = "NodewrightNodeRoleName"
+OUTPUT_CLUSTER_ACCESS_ROLES = "NodewrightClusterAccessRoles"
+OUTPUT_FUNCTION_SUBNETS = "NodewrightFunctionSubnets"
+OUTPUT_FUNCTION_SECURITY_GROUPS = "NodewrightFunctionSecurityGroups"
+OUTPUT_INTERRUPTION_QUEUE = "NodewrightInterruptionQueueUrl"
+OUTPUT_ALARM_TOPIC = "NodewrightAlarmTopicArn"
+STACK_OUTPUTS = (
+    OUTPUT_NODE_ROLE_ARN,
+    OUTPUT_NODE_ROLE_NAME,
+    OUTPUT_CLUSTER_ACCESS_ROLES,
+    OUTPUT_FUNCTION_SUBNETS,
+    OUTPUT_FUNCTION_SECURITY_GROUPS,
+    OUTPUT_INTERRUPTION_QUEUE,
+    OUTPUT_ALARM_TOPIC,
+)
+NONE = "none"
+SPOT_SERVICE_LINKED_ROLE = "AWSServiceRoleForEC2Spot"
+
+
+def default_clients(settings: Settings) -> Clients:
+    return lambda service: aws.client(service, settings)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def stack_outputs(clients: Clients, stack_name: str) -> dict[str, str] | None:
+    """The stack's outputs by key; None when there is no such stack."""
+    try:
+        (stack,) = clients("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    except ClientError as exc:
+        if _code(exc) == "ValidationError":  # "Stack with id … does not exist"
+            return None
+        raise
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def describe_cluster(clients: Clients, cluster_name: str) -> dict[str, Any] | None:
+    try:
+        return dict(clients("eks").describe_cluster(name=cluster_name)["cluster"])
+    except ClientError as exc:
+        if _code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+
+
+def access_entries(clients: Clients, cluster_name: str) -> dict[str, dict[str, Any]]:
+    """Principal ARN → its access entry (``type``, ``kubernetesGroups``)."""
+    eks = clients("eks")
+    entries: dict[str, dict[str, Any]] = {}
+    for page in eks.get_paginator("list_access_entries").paginate(clusterName=cluster_name):
+        for arn in page.get("accessEntries", []):
+            entries[arn] = eks.describe_access_entry(clusterName=cluster_name, principalArn=arn)[
+                "accessEntry"
+            ]
+    return entries
+
+
+@dataclass(frozen=True)
+class RoleFacts:
+    arn: str
+    trusts_ec2: bool
+    policies: frozenset[str] = field(default_factory=frozenset)  # attached AWS-managed policies
+
+
+def role(clients: Clients, name: str) -> RoleFacts | None:
+    iam = clients("iam")
+    try:
+        found = iam.get_role(RoleName=name)["Role"]
+    except ClientError as exc:
+        if _code(exc) == "NoSuchEntity":
+            return None
+        raise
+    trust = found.get("AssumeRolePolicyDocument") or {}
+    if isinstance(trust, str):
+        trust = json.loads(trust)
+    principals: set[str] = set()
+    for statement in trust.get("Statement", []):
+        if statement.get("Effect") == "Allow":
+            service = (statement.get("Principal") or {}).get("Service", [])
+            principals.update([service] if isinstance(service, str) else service)
+    policies = {  # AWS-managed ones only: a customer policy of the same name is not the same policy
+        p["PolicyName"]
+        for page in iam.get_paginator("list_attached_role_policies").paginate(RoleName=name)
+        for p in page.get("AttachedPolicies", [])
+        if ":iam::aws:policy/" in p["PolicyArn"]
+    }
+    return RoleFacts(
+        arn=found["Arn"],
+        trusts_ec2=bool(principals & {"ec2.amazonaws.com", "ec2.amazonaws.com.cn"}),
+        policies=frozenset(policies),
+    )
+
+
+def subnets(clients: Clients, subnet_ids: list[str]) -> list[dict[str, Any]]:
+    if not subnet_ids:
+        return []
+    return list(clients("ec2").describe_subnets(SubnetIds=subnet_ids)["Subnets"])
+
+
+def tagged_subnets(clients: Clients, vpc_id: str, key: str, value: str) -> list[str]:
+    filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": f"tag:{key}", "Values": [value]}]
+    return [s["SubnetId"] for s in clients("ec2").describe_subnets(Filters=filters)["Subnets"]]
+
+
+def security_groups(clients: Clients, group_ids: list[str]) -> list[dict[str, Any]]:
+    if not group_ids:
+        return []
+    return list(clients("ec2").describe_security_groups(GroupIds=group_ids)["SecurityGroups"])
+
+
+def default_routes(clients: Clients, subnet_ids: list[str], vpc_id: str) -> dict[str, str | None]:
+    """Subnet → where its 0.0.0.0/0 route goes (``nat-…``, ``igw-…``, ``tgw-…``) or None."""
+    tables = clients("ec2").describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])[
+        "RouteTables"
+    ]
+    main = next((t for t in tables if any(a.get("Main") for a in t.get("Associations", []))), None)
+    by_subnet = {a["SubnetId"]: t for t in tables for a in t.get("Associations", []) if a.get("SubnetId")}
+    found: dict[str, str | None] = {}
+    for subnet_id in subnet_ids:
+        table = by_subnet.get(subnet_id, main) or {}
+        target = None
+        for route in table.get("Routes", []):
+            if route.get("DestinationCidrBlock") == "0.0.0.0/0" and route.get("State", "active") == "active":
+                target = (
+                    route.get("NatGatewayId")
+                    or route.get("TransitGatewayId")
+                    or route.get("GatewayId")
+                    or route.get("NetworkInterfaceId")
+                )
+        found[subnet_id] = target
+    return found
+
+
+def vpc_endpoint_services(clients: Clients, vpc_id: str) -> set[str]:
+    """The AWS services with an available endpoint in the VPC (``com.amazonaws.<region>.ec2`` → ``ec2``)."""
+    found = set()
+    filters = [{"Name": "vpc-id", "Values": [vpc_id]}]
+    for endpoint in clients("ec2").describe_vpc_endpoints(Filters=filters)["VpcEndpoints"]:
+        if endpoint.get("State", "available").lower() in ("available", "pendingacceptance", "pending"):
+            found.add(endpoint["ServiceName"].rsplit(".", 1)[-1])
+    return found
+
+
+def queue_exists(clients: Clients, queue_url: str) -> bool:
+    try:
+        clients("sqs").get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+    except ClientError as exc:
+        if "NonExistentQueue" in _code(exc) or _code(exc) == "QueueDoesNotExist":
+            return False
+        raise
+    return True
+
+
+@dataclass(frozen=True)
+class TopicFacts:
+    policy: dict[str, Any]
+    confirmed: int
+    pending: int
+
+
+def topic(clients: Clients, topic_arn: str) -> TopicFacts | None:
+    sns = clients("sns")
+    try:
+        attributes = sns.get_topic_attributes(TopicArn=topic_arn)["Attributes"]
+    except ClientError as exc:
+        if _code(exc) == "NotFound":
+            return None
+        raise
+    confirmed = pending = 0
+    for page in sns.get_paginator("list_subscriptions_by_topic").paginate(TopicArn=topic_arn):
+        for subscription in page.get("Subscriptions", []):
+            if subscription.get("SubscriptionArn", "").startswith("arn:"):
+                confirmed += 1
+            else:
+                pending += 1
+    return TopicFacts(json.loads(attributes.get("Policy") or "{}"), confirmed, pending)
+
+
+def service_linked_role_exists(clients: Clients, name: str = SPOT_SERVICE_LINKED_ROLE) -> bool:
+    return role(clients, name) is not None

@@ -1,0 +1,206 @@
+"""The harness the demo and ``bench latency`` share: a started sandbox with the real handlers.
+
+``SandboxRun`` starts a :class:`sandbox.Sandbox` on the seeds' cluster (``my-eks-cluster`` in
+us-west-2, as the seeds' selectors and zones name it), points this process's environment at it
+as the functions' environment (their restricted identity, moto), keeps an administrator's
+``Cluster`` for the user's side of a story, and can invoke the real provisioner handler back to
+back as EventBridge would (every minute on AWS; here each invocation loops ``INVOCATION_SECONDS``).
+``fleet_calls`` records every CreateFleet request (a botocore hook on the provider's own client).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from typing import Any
+
+from sandbox.shared_data import REPO_ROOT
+
+SEEDS = REPO_ROOT / "events" / "manifests"
+CLUSTER = "my-eks-cluster"  # the seeds' subnet/security-group selectors name this cluster
+REGION = "us-west-2"  # the seeds' web-app NodePool pins us-west-2a
+ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
+SEED_NODEPOOLS = ("default", "web-app", "gpu-workload", "batch-jobs")
+INVOCATION_SECONDS = 10.0  # each harness invocation loops this long (the real schedule: every minute)
+
+
+def quiet_functions() -> None:
+    """The functions' JSON logs and EMF metrics would drown the story: keep warnings only."""
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
+    os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
+    from nodewright.observability import logger
+
+    logger().setLevel("WARNING")
+
+
+class WithoutMetricLines(io.TextIOBase):
+    """stdout minus the functions' EMF metric lines: Powertools' ``single_metric`` prints them even
+    with ``POWERTOOLS_METRICS_DISABLED`` (3.37), and they would drown the story."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            *lines, self._partial = (self._partial + text).split("\n")
+            for line in lines:
+                if not line.startswith('{"_aws":'):
+                    self.out.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class SandboxRun:
+    """A started sandbox with the real provisioner handler running back to back in a thread.
+
+    Also used by ``bench latency``: ``fleet_calls`` holds (monotonic time, NodeClaim name) of every
+    CreateFleet request, taken from a botocore hook on the provider's own EC2 client.
+    """
+
+    def __init__(
+        self, *, kubeconfig: str | None = None, boot_delay: float = 1.0, quiet: bool = False
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.boot_delay = boot_delay
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.fleet_calls: list[tuple[float, str]] = []
+        self.invocations: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sandbox: Any = None
+        self.cluster: Any = None
+        self.settings: Any = None
+
+    def say(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{time.monotonic() - self.started:6.1f}s] {message}", flush=True)
+
+    def __enter__(self) -> SandboxRun:
+        from sandbox import Sandbox
+
+        self.say(
+            f"starting the sandbox (cluster {CLUSTER}, {REGION}, instances boot in {self.boot_delay:g}s)"
+        )
+        self.sandbox = Sandbox(
+            cluster_name=CLUSTER,
+            region=REGION,
+            zones=ZONES,
+            boot_delay=self.boot_delay,
+            kubeconfig=self.kubeconfig,
+        ).start()
+        os.environ.update(self.sandbox.env())
+        crds = self.sandbox.apply_crds()
+        where = self.kubeconfig or "the built-in API emulator"
+        self.say(
+            f"sandbox up in {self.sandbox.startup_seconds:.1f}s; API server: {where}; CRDs: {', '.join(crds)}"
+        )
+        from nodewright.cloud.provider import CloudProvider
+        from nodewright.settings import Settings
+
+        self.settings = Settings.from_env()
+        # The story's user acts with the administrator's kubeconfig; the handlers, invoked in this
+        # process, connect with the functions' own (restricted) identity from the environment.
+        self.cluster = self.sandbox.admin_cluster()
+        provider = CloudProvider.shared(self.settings)  # the handler's Context reuses this one
+        provider.ec2.meta.events.register("before-parameter-build.ec2.CreateFleet", self._record_fleet)
+        return self
+
+    def _record_fleet(self, params: dict[str, Any], **_: Any) -> None:
+        tags = {
+            t["Key"]: t["Value"] for spec in params.get("TagSpecifications", []) for t in spec.get("Tags", [])
+        }
+        self.fleet_calls.append((time.monotonic(), tags.get("karpenter.sh/nodeclaim", "")))
+
+    def start_provisioner(self) -> None:
+        """Invoke the real handler back to back (each invocation loops INVOCATION_SECONDS)."""
+        self._thread = threading.Thread(target=self._invoke_forever, name="provisioner", daemon=True)
+        self._thread.start()
+
+    def _invoke_forever(self) -> None:
+        from nodewright.provisioning import loop
+
+        from sandbox.events import scheduled_event
+        from sandbox.lambdas import LambdaContext, load_function
+
+        app = load_function("provisioner")
+        while not self._stop.is_set():
+            context = LambdaContext(loop.SAFETY_MARGIN_SECONDS + INVOCATION_SECONDS)
+            try:
+                event = scheduled_event(str(len(self.invocations)), REGION)
+                self.invocations.append(app.handler(event, context))
+            except Exception as exc:  # a failed invocation is retried by the next schedule, as in Lambda
+                self.say(f"provisioner invocation failed: {exc}")
+                time.sleep(1)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=INVOCATION_SECONDS + 30)
+        from nodewright.cluster import reset_connections
+
+        reset_connections()
+        if self.sandbox is not None:
+            self.sandbox.stop()
+
+    def wait_for(self, what: str, check: Any, timeout: float = 120.0, on_tick: Any = None) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if on_tick:
+                on_tick()
+            if check():
+                return True
+            time.sleep(0.2)
+        self.say(f"gave up waiting for {what} after {timeout:.0f}s")
+        return False
+
+
+def seed_objects(story: SandboxRun) -> tuple[list[dict[str, Any]], list[str]]:
+    """The seeds' EC2NodeClass and NodePools in v1 form (``nodewright convert``), with the gaps filled."""
+    from nodewright.api.convert import convert_document
+    from nodewright.api.manifests import load_files
+
+    notes: list[str] = []
+    objects: list[dict[str, Any]] = []
+    files = [SEEDS / "v1beta1-ec2nodeclass-default.yaml"]
+    files += [SEEDS / f"v1beta1-nodepool-{name}.yaml" for name in SEED_NODEPOOLS]
+    for loaded in load_files(files):
+        for doc in convert_document(loaded.doc).documents:
+            if doc.get("kind") == "EC2NodeClass":
+                spec = doc.setdefault("spec", {})
+                spec.setdefault("role", story.sandbox.aws.node_role_name)
+                spec.setdefault("amiSelectorTerms", [{"alias": "al2@latest"}])
+                notes.append(
+                    "EC2NodeClass default: the seed has neither role nor amiSelectorTerms (v1 needs both); "
+                    f"set role={spec['role']} and alias al2@latest (its amiFamily AL2)"
+                )
+            objects.append(doc)
+    return objects, notes
+
+
+def warm_catalog(story: SandboxRun, nodeclass: dict[str, Any]) -> None:
+    """Load the instance catalog once, as a warm Lambda container has it cached (5 minutes).
+
+    moto answers DescribeInstanceTypes in seconds where EC2 takes about one; without this the
+    first launch's latency would measure moto, not the provisioner."""
+    from nodewright.cloud.provider import CloudProvider
+
+    started = time.monotonic()
+    count = len(CloudProvider.shared(story.settings).instance_types(nodeclass))
+    took = time.monotonic() - started
+    story.say(f"instance catalog loaded: {count} types with prices ({took:.1f}s, once per warm container)")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]

@@ -1,0 +1,547 @@
+"""The product running as AWS runs it, against a started :class:`sandbox.Sandbox`.
+
+* Each function runs in its own **worker**: a child process with the function's own environment
+  (what the CDK stack sets, plus the sandbox's endpoints and the functions' RBAC identity) that
+  imports ``functions/<name>/app.py`` once and then serves invocations one at a time, as a warm
+  Lambda container does. Its stdout/stderr (the Powertools JSON logs and EMF metrics) go to
+  ``<logs>/<function>.log``, its CloudWatch log group. A handler that raises is logged and the
+  container is kept; one that outlives its timeout is killed ("Task timed out") and the next
+  invocation starts a fresh container; a crashed container is replaced on the next trigger.
+* **Triggers**, one object each (``start``/``stop``), as the stack wires them (sandbox.triggers):
+  the EventBridge schedules (provisioner and disruption every minute, pricing every 12 hours; a
+  tick while the previous invocation still runs is throttled, as reserved concurrency 1 does);
+  the SQS event source mapping of the interruption queue (batches of up to 10, partial batch
+  failures: only the failed records go back, after the visibility timeout); the direct
+  EventBridge rule to ``spot_events`` (asynchronous invocation with 2 retries and a 2-minute
+  maximum event age). The EventBridge rules live in moto, which matches their patterns.
+* The **spot market**: an instance that got a spot interruption warning through
+  ``nodewright sandbox interrupt`` (tag ``sandbox:reclaim-at``) is terminated when its two
+  minutes are up, as EC2 does, whether or not the product drained it first.
+
+A new kind of trigger (issue 14's function URL, an HTTP server calling ``Runtime.invoke``) is one
+more :class:`Trigger`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sandbox import events, triggers
+from sandbox.triggers import FunctionSpec
+
+RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market takes the instance back
+SPOT_NOTICE_SECONDS = 120
+# The worker's own environment: what a Lambda container has besides the function's variables.
+INHERITED = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "NODEWRIGHT_SHARED_DATA",
+)
+
+
+@dataclass
+class Invocation:
+    function: str
+    ok: bool
+    seconds: float
+    result: Any = None
+    error: str = ""
+
+
+def _worker_main(
+    name: str, function_name: str, env: dict[str, str], log_path: str, conn: Any, *app_path: str
+) -> None:
+    """A Lambda container: the function's environment and log file, app.py imported once."""
+    os.environ.clear()
+    os.environ.update(env)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (the process's own stdout)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    from sandbox.lambdas import LambdaContext, load_function
+
+    app = load_function(name, app_path[0] if app_path else None)
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        event, seconds, memory_mb = message
+        context = LambdaContext(seconds, function_name)
+        context.memory_limit_in_mb = memory_mb
+        try:
+            conn.send(("ok", app.handler(event, context)))
+        except Exception as exc:  # Lambda logs the error and keeps the container
+            traceback.print_exc()
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class Worker:
+    """One function's container; ``invoke`` runs one invocation at a time."""
+
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        env: dict[str, str],
+        log_path: Path,
+        function_name: str,
+        app_path: Path | None = None,
+    ) -> None:
+        self.spec = spec
+        self.app_path = app_path
+        self.env = env
+        self.log_path = log_path
+        self.function_name = function_name
+        self._lock = threading.Lock()
+        self._process: Any = None
+        self._conn: Any = None
+        self.cold_starts = 0
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self._process = context.Process(
+            target=_worker_main,
+            args=(
+                self.spec.name,
+                self.function_name,
+                self.env,
+                str(self.log_path),
+                child,
+                *([str(self.app_path)] if self.app_path else []),
+            ),
+            name=f"lambda-{self.spec.name}",
+            daemon=True,
+        )
+        self._process.start()
+        child.close()
+        self._conn = parent
+        self.cold_starts += 1
+
+    def _discard(self) -> None:
+        if self._process is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join(timeout=5)
+        self._process = self._conn = None
+
+    def invoke(self, event: dict[str, Any], *, blocking: bool = True) -> Invocation | None:
+        """Run one invocation (None when ``blocking`` is false and the container is busy: throttled)."""
+        if not self._lock.acquire(blocking=blocking):
+            return None
+        started = time.monotonic()
+        try:
+            if self._process is None or not self._process.is_alive():
+                self._discard()
+                self._start()
+            timeout = self.spec.timeout_seconds
+            conn = self._conn  # stop() may discard the container meanwhile: keep this one's pipe
+            try:
+                conn.send((event, timeout, self.spec.memory_mb))
+                # A cold start's imports count against the timeout, as in Lambda; a little slack.
+                answered = conn.poll(timeout + 2)
+                status, payload = conn.recv() if answered else ("timeout", None)
+            except (EOFError, OSError):  # the container crashed (or the sandbox is stopping)
+                self._discard()
+                return Invocation(
+                    self.spec.name,
+                    False,
+                    time.monotonic() - started,
+                    error="Runtime exited without providing a reason",
+                )
+            if status == "timeout":
+                self._discard()
+                return Invocation(
+                    self.spec.name,
+                    False,
+                    time.monotonic() - started,
+                    error=f"Task timed out after {timeout} seconds",
+                )
+            seconds = time.monotonic() - started
+            if status == "ok":
+                return Invocation(self.spec.name, True, seconds, result=payload)
+            return Invocation(self.spec.name, False, seconds, error=payload)
+        finally:
+            self._lock.release()
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.send(None)
+        if self._process is not None:
+            self._process.join(timeout=3)
+        self._discard()
+
+
+class Trigger:
+    """Something that invokes functions: started with the runtime, stopped with it."""
+
+    def start(self, runtime: Runtime) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class _Loop(Trigger):
+    """A trigger that runs ``tick`` in a thread until stopped."""
+
+    name = "trigger"
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.runtime: Runtime | None = None
+
+    def start(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception as exc:  # a trigger never dies of one bad tick (moto busy, a race at stop)
+                if not self._stop.is_set() and self.runtime is not None:
+                    self.runtime.say("sandbox", f"{self.name}: {type(exc).__name__}: {exc}")
+                self._stop.wait(1)
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+
+class Schedule(_Loop):
+    """An EventBridge schedule rule. The stack has been deployed all along: the every-minute schedules
+    tick at start; a longer one (pricing, 12 h) had its last run when the sandbox seeded its prices."""
+
+    def __init__(self, function: str, every_seconds: float) -> None:
+        super().__init__()
+        self.function = function
+        self.every = every_seconds
+        self.name = f"schedule-{function}"
+
+    def _run(self) -> None:
+        if self.every > 60 and self._stop.wait(self.every):
+            return
+        super()._run()
+
+    def tick(self) -> None:
+        assert self.runtime is not None
+        runtime = self.runtime
+        rule = f"nodewright-{runtime.cluster_name}-{self.function}-schedule"
+        event = events.scheduled_event(region=runtime.region, rule=rule)
+        threading.Thread(target=runtime.invoke_async, args=(self.function, event), daemon=True).start()
+        self._stop.wait(self.every)
+
+
+class QueueSource(_Loop):
+    """The interruption queue's event source mapping: batches of 10, ReportBatchItemFailures."""
+
+    name = "sqs-interruption"
+
+    def tick(self) -> None:
+        assert self.runtime is not None
+        runtime = self.runtime
+        url = runtime.sandbox.aws.interruption_queue_url
+        got = runtime.sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=triggers.QUEUE_BATCH_SIZE,
+            WaitTimeSeconds=1,
+            AttributeNames=["All"],
+        ).get("Messages", [])
+        if not got:
+            return
+        arn = events.queue_arn(url, runtime.region)
+        records = [
+            events.sqs_record(
+                m["Body"],
+                source_arn=arn,
+                region=runtime.region,
+                message_id=m["MessageId"],
+                receipt_handle=m["ReceiptHandle"],
+                receive_count=int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1")),
+                sent_ms=int(m.get("Attributes", {}).get("SentTimestamp", time.time() * 1000)),
+            )
+            for m in got
+        ]
+        done = runtime.invoke("interruption", events.sqs_event(records))
+        if not done.ok:
+            return  # the whole batch becomes visible again after the visibility timeout
+        failed = {f.get("itemIdentifier") for f in (done.result or {}).get("batchItemFailures", [])}
+        finished = [
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+            for i, m in enumerate(got)
+            if m["MessageId"] not in failed
+        ]
+        if finished:
+            runtime.sqs.delete_message_batch(QueueUrl=url, Entries=finished)
+        if failed:
+            runtime.say(
+                "interruption",
+                f"{len(failed)} message(s) back to the queue (retried after the visibility timeout)",
+            )
+
+
+class DirectRoute(_Loop):
+    """The direct EventBridge rule to ``spot_events``: asynchronous invocation, 2 retries, 2 minutes."""
+
+    name = "eventbridge-spot-events"
+
+    def tick(self) -> None:
+        assert self.runtime is not None
+        runtime = self.runtime
+        url = runtime.sandbox.aws.direct_queue_url
+        got = runtime.sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            AttributeNames=["All"],
+            VisibilityTimeout=60,
+        ).get("Messages", [])
+        for message in got:
+            attempts = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+            age = time.time() - int(message.get("Attributes", {}).get("SentTimestamp", "0")) / 1000
+            event = json.loads(message["Body"])
+            done = runtime.invoke("spot_events", event)
+            if (
+                done.ok
+                or attempts > triggers.DIRECT_RETRY_ATTEMPTS
+                or age > triggers.DIRECT_MAX_EVENT_AGE_SECONDS
+            ):
+                if not done.ok:
+                    runtime.say(
+                        "spot_events",
+                        f"event {event.get('id')} dropped after {attempts} attempt(s) (failure queue)",
+                    )
+                runtime.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+class SpotMarket(_Loop):
+    """EC2 takes a warned spot instance back two minutes after its interruption warning."""
+
+    name = "spot-market"
+
+    def tick(self) -> None:
+        assert self.runtime is not None
+        runtime = self.runtime
+        reservations = runtime.ec2.describe_instances(
+            Filters=[
+                {"Name": "tag-key", "Values": [RECLAIM_TAG]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )["Reservations"]
+        now = time.time()
+        for instance in (i for r in reservations for i in r["Instances"]):
+            tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+            if float(tags.get(RECLAIM_TAG, "inf")) <= now:
+                runtime.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
+                runtime.say(
+                    "ec2", f"spot instance {instance['InstanceId']} reclaimed (its two minutes are up)"
+                )
+        self._stop.wait(2)
+
+
+class Runtime:
+    """Workers for the functions and the triggers that invoke them; ``start``/``stop`` or ``with``."""
+
+    def __init__(
+        self,
+        sandbox: Any,
+        *,
+        say: Callable[[str, str], None] | None = None,
+        functions: Iterable[str] = tuple(triggers.FUNCTIONS),
+        schedules: dict[str, int] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.sandbox = sandbox
+        self.cluster_name = sandbox.cluster_name
+        self.region = sandbox.region
+        self.logs_dir = Path(sandbox.state_dir) / "logs"
+        self._say = say or (lambda source, text: None)
+        self.function_names = tuple(functions)
+        self.schedules = dict(triggers.SCHEDULES if schedules is None else schedules)
+        self.extra_env = dict(env or {})
+        self.workers: dict[str, Worker] = {}
+        self.triggers: list[Trigger] = []
+        self.invocations: list[Invocation] = []
+        self.sqs: Any = None
+        self.ec2: Any = None
+        self._lock = threading.Lock()
+        self._stopping = False
+
+    def say(self, source: str, text: str) -> None:
+        self._say(source, text)
+
+    def function_env(self, name: str) -> dict[str, str]:
+        """What the stack sets (infra/capabilities/functions.py) plus the sandbox's endpoints and identity."""
+        inherited = {k: os.environ[k] for k in INHERITED if k in os.environ}
+        spec = triggers.FUNCTIONS[name]
+        return {
+            **inherited,
+            **self.sandbox.env(),
+            "REBALANCE_MODE": "replace",
+            "POLL_INTERVAL_SECONDS": "5",
+            "POWERTOOLS_SERVICE_NAME": f"nodewright-{self.cluster_name}",
+            "POWERTOOLS_METRICS_NAMESPACE": "Nodewright",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            "NODEWRIGHT_TRACING": "false",
+            "AWS_LAMBDA_FUNCTION_NAME": f"nodewright-{name.replace('_', '-')}",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+            "PYTHONUNBUFFERED": "1",
+            **self.extra_env,
+        }
+
+    def worker(self, name: str) -> Worker:
+        with self._lock:
+            if name not in self.workers:
+                self.logs_dir.mkdir(parents=True, exist_ok=True)
+                self.workers[name] = Worker(
+                    triggers.FUNCTIONS[name],
+                    self.function_env(name),
+                    self.logs_dir / f"{name}.log",
+                    f"nodewright-{name.replace('_', '-')}",
+                )
+            return self.workers[name]
+
+    def invoke(self, name: str, event: dict[str, Any]) -> Invocation:
+        """A synchronous invocation (waits while the container is busy)."""
+        done = self.worker(name).invoke(event)
+        assert done is not None
+        self._record(done)
+        return done
+
+    def invoke_async(self, name: str, event: dict[str, Any]) -> Invocation | None:
+        """An EventBridge-style invocation: throttled (None) while the function's container is busy."""
+        done = self.worker(name).invoke(event, blocking=False)
+        if done is None:
+            self.say(name, "tick throttled: the previous invocation is still running")
+            return None
+        self._record(done)
+        return done
+
+    def _record(self, done: Invocation) -> None:
+        if self._stopping:
+            return  # containers killed by the sandbox's own stop are not the function's failures
+        self.invocations.append(done)
+        if not done.ok:
+            self.say(done.function, f"invocation failed after {done.seconds:.1f}s: {done.error}")
+
+    def start(self) -> Runtime:
+        self.sqs = self.sandbox.aws_client("sqs")
+        self.ec2 = self.sandbox.aws_client("ec2")
+        wanted: list[Trigger] = [SpotMarket()]
+        if "interruption" in self.function_names:
+            wanted.append(QueueSource())
+        if "spot_events" in self.function_names:
+            wanted.append(DirectRoute())
+        wanted += [
+            Schedule(name, every) for name, every in self.schedules.items() if name in self.function_names
+        ]
+        for trigger in wanted:
+            trigger.start(self)
+            self.triggers.append(trigger)
+        return self
+
+    def stop(self) -> None:
+        self._stopping = True
+        for trigger in self.triggers:
+            if isinstance(trigger, _Loop):
+                trigger._stop.set()
+        for trigger in self.triggers:
+            trigger.stop()
+        self.triggers = []
+        for worker in list(self.workers.values()):
+            worker.stop()
+        for client in (self.sqs, self.ec2):
+            if client is not None:
+                client.close()
+        self.sqs = self.ec2 = None
+
+    def __enter__(self) -> Runtime:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def interrupt(sandbox_env: dict[str, str], node: str, kind: str, kubeconfig: str) -> dict[str, Any]:
+    """Put a real-shaped event about ``node``'s instance on the default event bus (what EC2 or AWS
+    Health would emit); for a spot warning, mark the instance for the spot market to reclaim in two
+    minutes. Returns the event."""
+    from kubernetes.client.exceptions import ApiException
+
+    from sandbox.aws import aws_client
+    from sandbox.simulators.kube import Kube, api_client_from_kubeconfig, core
+
+    api = api_client_from_kubeconfig(kubeconfig)
+    try:
+        found = Kube(api).get(core("nodes", name=node))
+    except ApiException as exc:
+        if exc.status == 404:
+            raise LookupError(f"node {node!r} not found; kubectl get nodes lists them") from exc
+        raise
+    finally:
+        api.close()
+    provider_id = (found.get("spec") or {}).get("providerID") or ""
+    instance_id = provider_id.rsplit("/", 1)[-1]
+    if not instance_id.startswith("i-"):
+        raise LookupError(
+            f"node {node!r} has no EC2 providerID ({provider_id!r}): not an instance the sandbox runs"
+        )
+    endpoint, region = sandbox_env["AWS_ENDPOINT_URL"], sandbox_env["AWS_REGION"]
+    event = events.interruption_event(kind, instance_id, region)
+    bus = aws_client("events", endpoint, region)
+    ec2 = aws_client("ec2", endpoint, region)
+    try:
+        if kind == "spot":
+            reclaim = str(time.time() + SPOT_NOTICE_SECONDS)
+            ec2.create_tags(Resources=[instance_id], Tags=[{"Key": RECLAIM_TAG, "Value": reclaim}])
+        elif kind == "state":
+            ec2.stop_instances(InstanceIds=[instance_id])  # the notification follows a real state change
+        entry = {
+            "Source": event["source"],
+            "DetailType": event["detail-type"],
+            "Detail": json.dumps(event["detail"]),
+            "Resources": event["resources"],
+            "Time": datetime.now(UTC),
+        }
+        answer = bus.put_events(Entries=[entry])
+        if answer.get("FailedEntryCount"):
+            raise RuntimeError(f"EventBridge refused the event: {answer['Entries']}")
+        event["id"] = answer["Entries"][0].get("EventId", event["id"])
+    finally:
+        bus.close()
+        ec2.close()
+    return event

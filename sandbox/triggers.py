@@ -1,0 +1,63 @@
+"""What the CDK stack wires between AWS and the functions, as plain data the sandbox can use.
+
+The CDK app cannot be imported here (aws_cdk starts a jsii runtime); these tables mirror
+``infra/capabilities`` and ``tests/infra/test_infra_sandbox_triggers.py`` holds them equal:
+
+* ``FUNCTIONS``: memory and timeout of each function (functions.py ``FUNCTION_SPECS``);
+* ``SCHEDULES``: the EventBridge schedules (schedules.py ``SCHEDULES``);
+* ``QUEUE_RULES``: the EventBridge rules that feed the interruption queue, and ``DIRECT_RULE`` the
+  one that sends spot warnings and rebalance recommendations straight to ``spot_events``
+  (interruption_queue.py), in EventBridge's own pattern syntax;
+* the queue's batch size, visibility timeout, retention and redrive (interruption_queue.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    name: str
+    memory_mb: int
+    timeout_seconds: int
+
+
+FUNCTIONS: dict[str, FunctionSpec] = {
+    spec.name: spec
+    for spec in (
+        FunctionSpec("provisioner", 512, 55),
+        FunctionSpec("disruption", 1024, 55),
+        FunctionSpec("interruption", 512, 125),
+        FunctionSpec("spot_events", 512, 125),
+        FunctionSpec("pricing", 512, 300),
+    )
+}
+SCHEDULES: dict[str, int] = {"provisioner": 60, "disruption": 60, "pricing": 12 * 3600}
+
+SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
+REBALANCE = "EC2 Instance Rebalance Recommendation"
+QUEUE_RULES: dict[str, dict[str, Any]] = {
+    "SpotInterruption": {"source": ["aws.ec2"], "detail-type": [SPOT_WARNING]},
+    "Rebalance": {"source": ["aws.ec2"], "detail-type": [REBALANCE]},
+    "StateChange": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
+    "ScheduledChange": {
+        "source": ["aws.health"],
+        "detail-type": ["AWS Health Event"],
+        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+    },
+    "CapacityReservationInterruption": {
+        "source": ["aws.ec2"],
+        "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"],
+    },
+}
+DIRECT_RULE: dict[str, Any] = {"source": ["aws.ec2"], "detail-type": [SPOT_WARNING, REBALANCE]}
+
+QUEUE_BATCH_SIZE = 10
+QUEUE_VISIBILITY_SECONDS = FUNCTIONS["interruption"].timeout_seconds + 5
+QUEUE_RETENTION_SECONDS = 300
+QUEUE_MAX_RECEIVE_COUNT = 2
+# The direct rule's Lambda target: invoked asynchronously, 2 retries, events at most 2 minutes old.
+DIRECT_RETRY_ATTEMPTS = 2
+DIRECT_MAX_EVENT_AGE_SECONDS = 120

@@ -1,0 +1,45 @@
+"""The sandbox wires the functions as the CDK stack does: same identity, schedules, rules, sizes.
+
+``sandbox/`` cannot import the CDK app (aws_cdk starts a jsii runtime), so it keeps plain copies;
+these tests hold them equal to the stack's own definitions.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from infra.capabilities import interruption_queue, schedules
+from infra.capabilities.cluster_access import KUBERNETES_GROUP
+from infra.capabilities.functions import FUNCTION_SPECS
+from sandbox import triggers
+from sandbox.cluster import AUTOSCALER_GROUP, RBAC_FILE
+
+
+def test_the_sandbox_identity_is_the_access_entry_group_that_deploy_rbac_binds() -> None:
+    assert AUTOSCALER_GROUP == KUBERNETES_GROUP
+    bound = {
+        subject["name"]
+        for doc in yaml.safe_load_all(RBAC_FILE.read_text())
+        if doc and doc["kind"].endswith("Binding")
+        for subject in doc["subjects"]
+    }
+    assert bound == {KUBERNETES_GROUP}
+
+
+def test_functions_and_schedules_are_the_stacks() -> None:
+    stack = {s.name: (s.memory_mb, int(s.timeout.to_seconds())) for s in FUNCTION_SPECS}
+    assert {n: (s.memory_mb, s.timeout_seconds) for n, s in triggers.FUNCTIONS.items()} == stack
+    assert {n: int(d.to_seconds()) for n, d in schedules.SCHEDULES.items()} == triggers.SCHEDULES
+
+
+def _eventbridge(pattern: dict) -> dict:
+    """The CDK EventPattern keyword form (detail_type) in EventBridge's own JSON (detail-type)."""
+    return {key.replace("_", "-"): value for key, value in pattern.items()}
+
+
+def test_rules_and_queue_settings_are_the_stacks() -> None:
+    assert {k: _eventbridge(v) for k, v in interruption_queue.QUEUE_RULES.items()} == triggers.QUEUE_RULES
+    assert _eventbridge(interruption_queue.DIRECT_SPOT_PATTERN) == triggers.DIRECT_RULE
+    assert int(interruption_queue.VISIBILITY_TIMEOUT.to_seconds()) == triggers.QUEUE_VISIBILITY_SECONDS
+    assert int(interruption_queue.MESSAGE_RETENTION.to_seconds()) == triggers.QUEUE_RETENTION_SECONDS
+    assert triggers.QUEUE_MAX_RECEIVE_COUNT == interruption_queue.MAX_RECEIVE_COUNT

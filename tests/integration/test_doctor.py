@@ -1,0 +1,389 @@
+"""``nodewright doctor`` against moto (AWS) and the API emulator (Kubernetes).
+
+A healthy install passes every check; each way an install is commonly broken fails its check
+with the command that fixes it. moto implements everything the doctor reads except EKS access
+entries and ``accessConfig``: for those, the EKS client answers through botocore's Stubber with
+moto's own DescribeCluster answer plus the fields moto lacks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+from kubernetes.client import ApiClient
+from moto import mock_aws
+from nodewright.cli import doctor as doctor_module
+from nodewright.cli.doctor import FAIL, OK, SKIP, WARN, Doctor
+from nodewright.cloud import readiness
+from nodewright.cluster import auth
+from nodewright.cluster.client import Cluster
+from nodewright.cluster.resources import CRDS, EC2NODECLASSES, NAMESPACES
+
+from sandbox.apiserver import ApiServer
+from sandbox.install import rbac_namespaces
+from sandbox.shared_data import REPO_ROOT
+
+pytestmark = pytest.mark.timeout(120)
+
+REGION = "us-east-1"
+CLUSTER = "demo"
+ACCOUNT = "123456789012"
+NODE_POLICIES = doctor_module.NODE_POLICIES
+
+
+@dataclass
+class World:
+    clients: dict[str, Any]
+    cluster_arn: str
+    node_role_arn: str
+    function_roles: list[str]
+    outputs: dict[str, str]
+    described: dict[str, Any]
+    vpc: str
+    subnets: list[str]
+    cluster_sg: str
+
+    def client(self, service: str) -> Any:
+        return self.clients[service]
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    monkeypatch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+    with mock_aws():
+        clients = {
+            s: boto3.client(s, region_name=REGION) for s in ("ec2", "iam", "sqs", "sns", "cloudformation")
+        }
+        ec2, iam = clients["ec2"], clients["iam"]
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        discovery = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
+        subnets = [
+            ec2.create_subnet(
+                VpcId=vpc,
+                CidrBlock=f"10.0.{i}.0/24",
+                AvailabilityZone=f"{REGION}{zone}",
+                TagSpecifications=[{"ResourceType": "subnet", "Tags": discovery}],
+            )["Subnet"]["SubnetId"]
+            for i, zone in enumerate("ab")
+        ]
+        cluster_sg = ec2.create_security_group(
+            GroupName="eks-cluster-sg",
+            Description="cluster",
+            VpcId=vpc,
+            TagSpecifications=[{"ResourceType": "security-group", "Tags": discovery}],
+        )["GroupId"]
+        ec2_trust = {
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ]
+        }
+        node_role = iam.create_role(
+            RoleName="NodewrightNode-demo-us-east-1", AssumeRolePolicyDocument=json.dumps(ec2_trust)
+        )
+        for policy in NODE_POLICIES:
+            iam.attach_role_policy(
+                RoleName="NodewrightNode-demo-us-east-1", PolicyArn=f"arn:aws:iam::aws:policy/{policy}"
+            )
+        iam.create_role(
+            RoleName=readiness.SPOT_SERVICE_LINKED_ROLE,
+            Path="/aws-service-role/spot.amazonaws.com/",
+            AssumeRolePolicyDocument="{}",
+        )
+        function_roles = [
+            iam.create_role(RoleName=f"fn-{n}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+            for n in ("provisioner", "disruption", "interruption", "spot_events")
+        ]
+        queue = clients["sqs"].create_queue(QueueName="interruptions")["QueueUrl"]
+        topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
+        clients["sns"].set_topic_attributes(
+            TopicArn=topic,
+            AttributeName="Policy",
+            AttributeValue=json.dumps(
+                {
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                            "Action": "sns:Publish",
+                            "Resource": topic,
+                            "Condition": {"StringEquals": {"aws:SourceAccount": ACCOUNT}},
+                        }
+                    ]
+                }
+            ),
+        )
+        clients["sns"].subscribe(
+            TopicArn=topic, Protocol="sqs", Endpoint=f"arn:aws:sqs:{REGION}:{ACCOUNT}:interruptions"
+        )
+        eks = boto3.client("eks", region_name=REGION)
+        eks.create_cluster(
+            name=CLUSTER,
+            version="1.31",
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks",
+            resourcesVpcConfig={
+                "subnetIds": subnets,
+                "endpointPublicAccess": True,
+                "endpointPrivateAccess": True,
+            },
+        )
+        described = eks.describe_cluster(name=CLUSTER)["cluster"]
+        described["resourcesVpcConfig"] = {
+            **described["resourcesVpcConfig"],
+            "vpcId": vpc,
+            "clusterSecurityGroupId": cluster_sg,
+            "publicAccessCidrs": ["0.0.0.0/0"],
+        }
+        described["accessConfig"] = {"authenticationMode": "API_AND_CONFIG_MAP"}  # moto has no accessConfig
+        outputs = {
+            readiness.OUTPUT_NODE_ROLE_ARN: node_role["Role"]["Arn"],
+            readiness.OUTPUT_NODE_ROLE_NAME: "NodewrightNode-demo-us-east-1",
+            readiness.OUTPUT_CLUSTER_ACCESS_ROLES: ",".join(function_roles),
+            readiness.OUTPUT_FUNCTION_SUBNETS: "none",
+            readiness.OUTPUT_FUNCTION_SECURITY_GROUPS: "none",
+            readiness.OUTPUT_INTERRUPTION_QUEUE: queue,
+            readiness.OUTPUT_ALARM_TOPIC: topic,
+        }
+        yield World(
+            clients,
+            described["arn"],
+            node_role["Role"]["Arn"],
+            function_roles,
+            outputs,
+            described,
+            vpc,
+            subnets,
+            cluster_sg,
+        )
+
+
+def deploy_stack(world: World) -> None:
+    """The stack as moto can hold it: its outputs (the doctor reads nothing else of it)."""
+    template = {
+        "Resources": {"Marker": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {key: {"Value": value} for key, value in world.outputs.items()},
+    }
+    world.clients["cloudformation"].create_stack(
+        StackName=f"Nodewright-{CLUSTER}", TemplateBody=json.dumps(template)
+    )
+
+
+def stubbed_eks(world: World, entries: dict[str, dict[str, Any]]) -> Any:
+    """EKS with what moto lacks: accessConfig and access entries (botocore's Stubber)."""
+    client = boto3.client("eks", region_name=REGION)
+    stub = Stubber(client)
+    stub.add_response("describe_cluster", {"cluster": world.described}, {"name": CLUSTER})
+    stub.add_response("list_access_entries", {"accessEntries": list(entries)}, {"clusterName": CLUSTER})
+    for arn, entry in entries.items():
+        stub.add_response(
+            "describe_access_entry",
+            {"accessEntry": {"principalArn": arn, "clusterName": CLUSTER, **entry}},
+            {"clusterName": CLUSTER, "principalArn": arn},
+        )
+    stub.activate()
+    return client
+
+
+def healthy_entries(world: World) -> dict[str, dict[str, Any]]:
+    entries = {
+        arn: {"type": "STANDARD", "kubernetesGroups": ["nodewright:autoscaler"]}
+        for arn in world.function_roles
+    }
+    entries[world.node_role_arn] = {"type": "EC2_LINUX", "kubernetesGroups": ["system:nodes"]}
+    return entries
+
+
+@pytest.fixture
+def kube(tmp_path: Any) -> Iterator[Cluster]:
+    with ApiServer() as server:
+        api = ApiClient(auth.kubeconfig_configuration(str(server.write_kubeconfig(tmp_path / "kubeconfig"))))
+        cluster = Cluster(api)
+        for file in sorted((REPO_ROOT / "crds").glob("*.yaml")):
+            for crd in yaml.safe_load_all(file.read_text()):
+                if crd:
+                    cluster.request("POST", CRDS.path(), body=crd)
+        for namespace in rbac_namespaces():
+            cluster.request("POST", NAMESPACES.path(), body=namespace)
+        cluster.list(EC2NODECLASSES)  # served
+        yield cluster
+        api.close()
+
+
+@pytest.fixture
+def installed(kube: Cluster) -> Cluster:
+    """The emulator with deploy/rbac.yaml applied as an operator applies it (it serves RBAC)."""
+    from sandbox.cluster import apply_rbac
+    from sandbox.simulators import Kube
+
+    apply_rbac(Kube(kube.api_client))
+    return kube
+
+
+def nodeclass(
+    name: str = "default", role: str = "NodewrightNode-demo-us-east-1", subnet_tag: str = CLUSTER
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": {
+            "role": role,
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": subnet_tag}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+        },
+    }
+
+
+def run_doctor(
+    world: World, kube: Any, entries: dict[str, dict[str, Any]]
+) -> dict[str, tuple[str, str, str]]:
+    eks = stubbed_eks(world, entries)
+    clients = {**world.clients, "eks": eks}
+    found = Doctor(CLUSTER, REGION, f"Nodewright-{CLUSTER}", clients.__getitem__, kube).run(
+        REPO_ROOT / "deploy" / "rbac.yaml"
+    )
+    return {f.check: (f.status, f.detail, f.fix) for f in found}
+
+
+def test_a_healthy_install_passes_every_check(aws: World, installed: Cluster) -> None:
+    kube = installed
+    deploy_stack(aws)
+    kube.create(EC2NODECLASSES, nodeclass())
+    results = run_doctor(aws, kube, healthy_entries(aws))
+    statuses = {check: status for check, (status, _, _) in results.items()}
+    not_ok = {c: results[c] for c, s in statuses.items() if s != OK}
+    # The emulator does not serve admissionregistration.k8s.io: that check says so (SKIP); a real
+    # API server answers it. Everything else passes, the RBAC of deploy/rbac.yaml included.
+    assert {c for c, (s, _, _) in not_ok.items() if s != SKIP} == set(), not_ok
+    assert statuses["RBAC: Namespace nodewright"] == OK
+    assert statuses["RBAC: ClusterRole nodewright-autoscaler"] == OK
+    assert all(statuses[f"CRD {name}"] == OK for name in doctor_module.CRD_NAMES)
+    assert statuses["EC2NodeClass default"] == OK
+    assert statuses["endpoint reachable from the functions"] == OK
+    assert statuses["admission webhooks"] == SKIP
+
+
+def test_a_broken_install_fails_each_check_with_its_fix(aws: World, kube: Cluster) -> None:
+    aws.described["accessConfig"] = {"authenticationMode": "CONFIG_MAP"}
+    aws.described["resourcesVpcConfig"] = {
+        **aws.described["resourcesVpcConfig"],
+        "endpointPublicAccess": False,
+    }
+    aws.clients["iam"].detach_role_policy(
+        RoleName="NodewrightNode-demo-us-east-1", PolicyArn="arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+    )
+    aws.clients["iam"].delete_role(RoleName=readiness.SPOT_SERVICE_LINKED_ROLE)
+    aws.clients["sns"].set_topic_attributes(
+        TopicArn=aws.outputs[readiness.OUTPUT_ALARM_TOPIC],
+        AttributeName="Policy",
+        AttributeValue=json.dumps({"Statement": []}),
+    )
+    deploy_stack(aws)
+    kube.create(EC2NODECLASSES, nodeclass("wrong-role", role="KarpenterNodeRole-demo"))
+    kube.create(EC2NODECLASSES, nodeclass("untagged", subnet_tag="nobody"))
+    kube.delete(CRDS, "nodeclaims.karpenter.sh")
+    kube.delete(NAMESPACES, "nodewright")
+    entries = healthy_entries(aws)
+    del entries[aws.node_role_arn]  # the node role has no EC2_LINUX access entry
+    entries[aws.function_roles[0]] = {"type": "STANDARD", "kubernetesGroups": ["system:masters"]}
+
+    results = run_doctor(aws, kube, entries)
+
+    def failed(check: str, *in_fix: str) -> None:
+        status, _, fix = results[check]
+        assert status == FAIL, (check, results[check])
+        for text in in_fix:
+            assert text in fix, (check, fix)
+
+    failed("authentication mode", "authenticationMode=API_AND_CONFIG_MAP")
+    failed(
+        "endpoint reachable from the functions",
+        f"-c vpcId={aws.vpc}",
+        f"-c securityGroupIds={aws.cluster_sg}",
+    )
+    assert (
+        ",".join(aws.subnets) in results["endpoint reachable from the functions"][2]
+    )  # the cluster's own subnets
+    failed("functions' access entries", "redeploy")
+    failed(
+        "node role", "attach-role-policy", "AmazonEKS_CNI_Policy", "create-access-entry", "--type EC2_LINUX"
+    )
+    failed("alarm notifications", "cloudwatch.amazonaws.com")
+    failed("CRD nodeclaims.karpenter.sh", "kubectl apply -f crds/")
+    failed("RBAC: Namespace nodewright", "kubectl apply -f")
+    failed("EC2NodeClass wrong-role", "set spec.role: NodewrightNode-demo-us-east-1")
+    failed("EC2NodeClass untagged", "create-tags")
+    assert results["spot service-linked role"][0] == WARN
+    assert (
+        "create-service-linked-role --aws-service-name spot.amazonaws.com"
+        in results["spot service-linked role"][2]
+    )
+
+
+def test_functions_in_the_vpc_need_the_cluster_security_group_and_a_way_to_the_aws_apis(
+    aws: World, kube: Cluster
+) -> None:
+    function_sg = aws.clients["ec2"].create_security_group(GroupName="fn", Description="fn", VpcId=aws.vpc)[
+        "GroupId"
+    ]
+    aws.outputs[readiness.OUTPUT_FUNCTION_SUBNETS] = ",".join(aws.subnets)
+    aws.outputs[readiness.OUTPUT_FUNCTION_SECURITY_GROUPS] = function_sg
+    deploy_stack(aws)
+    results = run_doctor(aws, kube, healthy_entries(aws))
+    status, detail, fix = results["endpoint reachable from the functions"]
+    assert status == FAIL
+    assert f"--group-id {aws.cluster_sg} --protocol tcp --port 443 --source-group {function_sg}" in fix
+    status, detail, fix = results["AWS APIs from the functions' subnets"]
+    assert status == FAIL  # no NAT route, no endpoints
+    assert "ec2" in detail
+    assert "dynamodb" in detail
+    assert "create-vpc-endpoint" in fix
+
+    aws.clients["ec2"].authorize_security_group_ingress(
+        GroupId=aws.cluster_sg,
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 443,
+                "ToPort": 443,
+                "UserIdGroupPairs": [{"GroupId": function_sg}],
+            }
+        ],
+    )
+    for service in ("ec2", "eks", "ssm"):
+        aws.clients["ec2"].create_vpc_endpoint(
+            VpcId=aws.vpc,
+            ServiceName=f"com.amazonaws.{REGION}.{service}",
+            VpcEndpointType="Interface",
+            SubnetIds=aws.subnets,
+        )
+    aws.clients["ec2"].create_vpc_endpoint(VpcId=aws.vpc, ServiceName=f"com.amazonaws.{REGION}.dynamodb")
+    results = run_doctor(aws, kube, healthy_entries(aws))
+    assert results["endpoint reachable from the functions"][0] == OK
+    status, detail, fix = results["AWS APIs from the functions' subnets"]
+    assert status == WARN  # every endpoint the functions need, but none for IAM
+    assert "spec.instanceProfile" in fix
+
+
+def test_the_command_prints_every_finding_and_fails_when_one_fails(
+    aws: World, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through ``nodewright doctor`` itself: default clients (moto), no cluster to read, no stack."""
+    from nodewright.cli import main
+
+    code = main(["doctor", "--cluster", CLUSTER, "--region", REGION, "--kubeconfig", str(tmp_path / "none")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"nodewright doctor: cluster {CLUSTER} in {REGION}" in out
+    assert "FAIL  Nodewright stack: no stack Nodewright-demo" in out
+    assert "fix: npx cdk deploy -c clusterName=demo" in out
+    assert "FAIL  Kubernetes API: no client" in out
+    assert out.rstrip().endswith("warning(s)")

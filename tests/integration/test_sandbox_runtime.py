@@ -1,0 +1,164 @@
+"""The sandbox runs functions as Lambda does: one container per function, killed at its timeout,
+kept after a handler error, replaced after a crash; the SQS event source mapping deletes only the
+records a partial batch response does not return."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from sandbox import events
+from sandbox.runtime import Invocation, QueueSource, Worker
+from sandbox.triggers import FunctionSpec
+
+APP = textwrap.dedent(
+    """
+    import os, time
+
+    def handler(event, context):
+        if event.get("sleep"):
+            time.sleep(event["sleep"])
+        if event.get("raise"):
+            raise ValueError("bad input")
+        if event.get("crash"):
+            os._exit(3)
+        return {"env": os.environ.get("ONLY_HERE"), "pid": os.getpid(),
+                "remaining": context.get_remaining_time_in_millis(), "memory": context.memory_limit_in_mb}
+    """
+)
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Any:
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    spec = FunctionSpec("probe", memory_mb=256, timeout_seconds=2)
+    made = Worker(
+        spec, {"ONLY_HERE": "yes", "PATH": "/usr/bin"}, tmp_path / "probe.log", "probe", app_path=app
+    )
+    yield made
+    made.stop()
+
+
+def test_a_worker_is_one_warm_container_with_its_own_environment(worker: Worker) -> None:
+    first = worker.invoke({})
+    second = worker.invoke({})
+    assert first.ok, first
+    assert second.ok, second
+    assert first.result["env"] == "yes"
+    assert first.result["memory"] == 256
+    assert 0 < first.result["remaining"] <= 2000
+    assert first.result["pid"] == second.result["pid"]  # warm: the same container
+    assert worker.cold_starts == 1
+
+
+def test_a_handler_error_is_logged_and_the_container_kept(worker: Worker) -> None:
+    failed = worker.invoke({"raise": True})
+    assert not failed.ok
+    assert failed.error == "ValueError: bad input"
+    assert "ValueError: bad input" in worker.log_path.read_text()  # the traceback, as in CloudWatch
+    assert worker.invoke({}).ok
+    assert worker.cold_starts == 1
+
+
+def test_a_timeout_kills_the_container_and_the_next_invocation_starts_a_fresh_one(worker: Worker) -> None:
+    first = worker.invoke({})
+    timed_out = worker.invoke({"sleep": 10})
+    assert not timed_out.ok
+    assert timed_out.error == "Task timed out after 2 seconds"
+    again = worker.invoke({})
+    assert again.ok
+    assert again.result["pid"] != first.result["pid"]
+    assert worker.cold_starts == 2
+
+
+def test_a_crashed_container_is_replaced_on_the_next_trigger(worker: Worker) -> None:
+    crashed = worker.invoke({"crash": True})
+    assert not crashed.ok
+    assert "Runtime exited" in crashed.error
+    assert worker.invoke({}).ok
+    assert worker.cold_starts == 2
+
+
+def test_a_busy_container_throttles_an_asynchronous_tick(worker: Worker) -> None:
+    import threading
+
+    running = threading.Thread(target=worker.invoke, args=({"sleep": 1},))
+    running.start()
+    try:
+        import time
+
+        time.sleep(0.3)
+        assert worker.busy
+        assert worker.invoke({}, blocking=False) is None
+    finally:
+        running.join()
+
+
+class _Runtime:
+    """Just what QueueSource uses of the Runtime: moto's SQS, a region, and an invoke to stub."""
+
+    def __init__(self, sqs: Any, url: str, answer: Any) -> None:
+        self.sqs = sqs
+        self.region = "us-east-1"
+        self.sandbox = SimpleNamespace(aws=SimpleNamespace(interruption_queue_url=url))
+        self.answer = answer
+        self.batches: list[dict[str, Any]] = []
+        self.said: list[str] = []
+
+    def invoke(self, name: str, event: dict[str, Any]) -> Invocation:
+        assert name == "interruption"
+        self.batches.append(event)
+        return self.answer(event)
+
+    def say(self, source: str, text: str) -> None:
+        self.said.append(text)
+
+
+@mock_aws
+def test_the_event_source_mapping_deletes_all_but_the_failed_records() -> None:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+    for i in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(events.spot_warning(f"i-0{i}")))
+
+    def fail_the_second(event: dict[str, Any]) -> Invocation:
+        records = event["Records"]
+        assert all(r["eventSource"] == "aws:sqs" and r["receiptHandle"] for r in records)
+        return Invocation(
+            "interruption", True, 0.1, {"batchItemFailures": [{"itemIdentifier": records[1]["messageId"]}]}
+        )
+
+    runtime = _Runtime(sqs, url, fail_the_second)
+    source = QueueSource()
+    source.runtime = runtime  # type: ignore[assignment]
+    source.tick()
+    assert len(runtime.batches) == 1
+    assert len(runtime.batches[0]["Records"]) == 3
+    failed_body = runtime.batches[0]["Records"][1]["body"]
+    # The failed record stays in flight (visible again after the visibility timeout); the rest are gone.
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"
+    assert attributes["ApproximateNumberOfMessages"] == "0"
+    assert json.loads(failed_body)["detail"]["instance-id"] == "i-01"
+    assert runtime.said == ["1 message(s) back to the queue (retried after the visibility timeout)"]
+
+
+@mock_aws
+def test_a_failed_invocation_returns_the_whole_batch() -> None:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="{}")
+    runtime = _Runtime(sqs, url, lambda event: Invocation("interruption", False, 1.0, error="Task timed out"))
+    source = QueueSource()
+    source.runtime = runtime  # type: ignore[assignment]
+    source.tick()
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"
