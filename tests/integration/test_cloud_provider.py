@@ -28,6 +28,7 @@ from nodewright.cloud.provider import CloudProvider, LaunchRequest, parse_provid
 from nodewright.cloud.state import StateStore, create_state_table
 from nodewright.settings import Settings
 
+from sandbox import fleet_network
 from sandbox.aws import inject_ssm_parameters
 
 REGION = "us-east-1"
@@ -57,6 +58,7 @@ class Env:
 
 @pytest.fixture
 def env(moto_catalog: CatalogData) -> Iterator[Env]:
+    fleet_network.install()  # fleet instances get their launch template's security groups, as on EC2
     with mock_aws():
         aws.reset_clients()
         clear_caches()
@@ -114,7 +116,10 @@ def env(moto_catalog: CatalogData) -> Iterator[Env]:
         store.put_price_table(
             PriceTable(on_demand={"c5.large": 0.085, "m5.large": 0.096, "m6g.large": 0.077}, spot=spot)
         )
-        yield Env(settings, ec2, store, subnets, small, group)
+        try:
+            yield Env(settings, ec2, store, subnets, small, group)
+        finally:
+            fleet_network.uninstall()
         aws.reset_clients()
         clear_caches()
 
@@ -449,9 +454,10 @@ def test_dynamic_drift_is_the_ami_subnet_or_security_groups_the_nodeclass_no_lon
     assert inputs.image_ids == {AMD64_AMI, ARM64_AMI}
     assert instance.subnet_id in inputs.subnet_ids
     assert instance.nodeclass_hash == nodeclass_hash(nc), "the static hash is tagged at launch"
+    assert instance.security_groups == {env.security_group}, "the launch template's groups, as on EC2"
+    assert provider.drift_reason(instance, nc) is None
     # A static field (tags) is static drift, judged on the NodeClaim's annotation, not here.
-    as_launched = dataclasses.replace(instance, security_groups=frozenset({env.security_group}))
-    assert provider.drift_reason(as_launched, nodeclass(tags={"team": "other"})) is None
+    assert provider.drift_reason(instance, nodeclass(tags={"team": "other"})) is None
     image = env.ec2.register_image(Name="pinned", Architecture="x86_64", RootDeviceName="/dev/xvda")[
         "ImageId"
     ]
@@ -459,10 +465,15 @@ def test_dynamic_drift_is_the_ami_subnet_or_security_groups_the_nodeclass_no_lon
     fresh = CloudProvider(env.settings)
     assert fresh.drift_inputs(pinned).image_ids == {image}
     assert fresh.drift_reason(instance, pinned) == "AMIDrift"
-    # moto gives fleet instances the VPC's default group instead of the template's (real EC2 does not).
-    assert provider.drift_reason(as_launched, nc) is None
-    assert provider.drift_reason(instance, nc) == "SecurityGroupDrift"
-    elsewhere = dataclasses.replace(as_launched, subnet_id="subnet-0000000000000dead")
+    other = env.ec2.create_security_group(
+        GroupName="other",
+        Description="other",
+        VpcId=env.ec2.describe_subnets(SubnetIds=[instance.subnet_id])["Subnets"][0]["VpcId"],
+    )["GroupId"]
+    assert fresh.drift_reason(instance, nodeclass(securityGroupSelectorTerms=[{"id": other}])) == (
+        "SecurityGroupDrift"
+    )
+    elsewhere = dataclasses.replace(instance, subnet_id="subnet-0000000000000dead")
     assert provider.drift_reason(elsewhere, nc) == "SubnetDrift"
 
 
