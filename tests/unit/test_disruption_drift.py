@@ -141,6 +141,27 @@ def test_requirements_drift_when_the_labels_no_longer_fit_not_when_they_widen() 
     assert drift.requirements_reason(claim(), missing) == drift.REQUIREMENTS_DRIFTED
 
 
+def test_a_nodeclaim_of_a_nodepool_with_custom_multi_valued_requirements_has_not_drifted_at_birth() -> None:
+    """The seeds' default NodePool requires ``node.kubernetes.io/instance-type47 In [t3.large,
+    t3a.large]`` (a custom key: the typo of a well-known one). Karpenter labels its NodeClaims with one
+    of the values; a NodeClaim without the label was RequirementsDrifted as soon as it launched."""
+    from nodewright.scheduling.requirements import Requirements
+
+    requirements = [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
+        {"key": "node.kubernetes.io/instance-type47", "operator": "In", "values": ["t3.large", "t3a.large"]},
+        {"key": "example.com/team", "operator": "Exists"},
+    ]
+    pool = edited(NODEPOOL, ["spec", "template", "spec", "requirements"], requirements)
+    born = claim()
+    # What provisioning writes (planning.claim_plan), the well-known labels then set from the instance.
+    born["metadata"]["labels"].update(Requirements.from_k8s(requirements).node_labels())
+    born["metadata"]["labels"]["karpenter.sh/capacity-type"] = "spot"
+    assert drift.requirements_reason(born, pool) is None
+    unlabelled = claim()
+    assert drift.requirements_reason(unlabelled, pool) == drift.REQUIREMENTS_DRIFTED
+
+
 @pytest.fixture
 def ctx() -> Context:
     clock = FakeClock()

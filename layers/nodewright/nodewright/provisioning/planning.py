@@ -101,7 +101,7 @@ def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
         zones=sorted({o.zone for c in claim.instance_types for o in c.offerings}),
         capacity_types=sorted({o.capacity_type for c in claim.instance_types for o in c.offerings}),
         volume_price=claim.volume_price,
-        labels={**claim.labels, **claim.requirements.labels()},
+        labels={**claim.labels, **claim.requirements.node_labels()},
         taints=[_taint(t) for t in claim.taints],
         startup_taints=[_taint(t) for t in claim.startup_taints],
     )
