@@ -145,7 +145,7 @@ def test_a_nodeclaim_of_a_nodepool_with_custom_multi_valued_requirements_has_not
     """The seeds' default NodePool requires ``node.kubernetes.io/instance-type47 In [t3.large,
     t3a.large]`` (a custom key: the typo of a well-known one). Karpenter labels its NodeClaims with one
     of the values; a NodeClaim without the label was RequirementsDrifted as soon as it launched."""
-    from nodewright.scheduling.requirements import Requirements
+    from nodewright.provisioning import nodeclaims
 
     requirements = [
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
@@ -153,10 +153,10 @@ def test_a_nodeclaim_of_a_nodepool_with_custom_multi_valued_requirements_has_not
         {"key": "example.com/team", "operator": "Exists"},
     ]
     pool = edited(NODEPOOL, ["spec", "template", "spec", "requirements"], requirements)
-    born = claim()
-    # What provisioning writes (planning.claim_plan), the well-known labels then set from the instance.
-    born["metadata"]["labels"].update(Requirements.from_k8s(requirements).node_labels())
-    born["metadata"]["labels"]["karpenter.sh/capacity-type"] = "spot"
+    born = nodeclaims.build(name="default-a", nodepool=pool, requirements=requirements, requests={})
+    assert born["metadata"]["labels"]["node.kubernetes.io/instance-type47"] == "t3.large"
+    # The well-known labels are written when the instance is launched (launch.record_launch).
+    born["metadata"]["labels"].update({"karpenter.sh/capacity-type": "spot"})
     assert drift.requirements_reason(born, pool) is None
     unlabelled = claim()
     assert drift.requirements_reason(unlabelled, pool) == drift.REQUIREMENTS_DRIFTED

@@ -19,6 +19,7 @@ from nodewright.api.hashing import nodeclaim_annotations
 from nodewright.cluster.objects import condition, format_time, is_deleting, name_of, set_condition
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
 from nodewright.cluster.objects import parse_time as timestamp
+from nodewright.scheduling.requirements import Requirements
 
 # The reading helpers are shared with the other flows (``nodewright.cluster.objects``) and
 # re-exported here under the names this package reads best with.
@@ -63,19 +64,20 @@ def build(
 
     Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``).
 
-    Labels: the template's labels plus ``karpenter.sh/nodepool``; every requirement that
-    pins a single value (``In`` with one value) becomes a label too, as Karpenter does, so
-    the node the kubelet registers carries it from the start.
+    Labels: the template's labels plus ``karpenter.sh/nodepool``, and what the requirements give
+    (``Requirements.node_labels``, Karpenter's ``Requirements.Labels()``: a value pinned by a
+    single-valued ``In``, and one allowed value of every custom key), so the node the kubelet
+    registers carries them from the start and satisfies its NodePool (requirement drift).
     """
+
     pool_meta = nodepool.get("metadata") or {}
     template = (nodepool.get("spec") or {}).get("template") or {}
     template_meta = template.get("metadata") or {}
     template_spec = template.get("spec") or {}
-    claim_labels: dict[str, str] = dict(template_meta.get("labels") or {})
-    for requirement in requirements:
-        values = requirement.get("values") or []
-        if requirement.get("operator") == "In" and len(values) == 1:
-            claim_labels[requirement["key"]] = str(values[0])
+    claim_labels: dict[str, str] = {
+        **dict(template_meta.get("labels") or {}),
+        **Requirements.from_k8s(requirements).node_labels(),
+    }
     claim_labels[labels.NODEPOOL] = pool_meta["name"]
     spec: dict[str, Any] = {
         "nodeClassRef": dict(template_spec.get("nodeClassRef") or {}),
