@@ -206,3 +206,27 @@ def test_mark_writes_the_drifted_condition_once_and_clears_it_when_drift_is_undo
     world = observe(ctx)
     assert drift.mark(ctx, world, world.nodepools) == {}
     assert drift.drifted(cluster.objects["NodeClaim"]["default-a"]) is None
+
+
+def test_dynamic_drift_is_looked_at_again_at_once_when_an_ec2nodeclass_is_edited(ctx: Context) -> None:
+    """Within ``DYNAMIC_EVERY`` the verdict is the cached one, unless an EC2NodeClass's generation
+    moved (a user's edit), as Karpenter's drift controller watches EC2NodeClasses."""
+    cluster, cloud = ctx.cluster, ctx.cloud
+    assert isinstance(cluster, FakeCluster)
+    assert isinstance(cloud, FakeCloudProvider)
+    cluster.add("NodePool", NODEPOOL)
+    cluster.add("EC2NodeClass", {**NODECLASS, "metadata": {"name": "default", "generation": 1}})
+    cluster.add("NodeClaim", claim())
+    cloud.instances["i-00000000000000001"] = instance(
+        "i-00000000000000001", "m5.large", "us-west-2a", "on-demand", "default-a", launch_time=ctx.clock.now()
+    )
+    world = observe(ctx)
+    assert drift.mark(ctx, world, world.nodepools) == {}
+
+    cloud.images = {"ami-2"}  # an AMI released behind the alias: seen when the minute is up
+    world = observe(ctx)
+    assert drift.mark(ctx, world, world.nodepools) == {}
+
+    cluster.objects["EC2NodeClass"]["default"]["metadata"]["generation"] = 2  # the user's edit
+    world = observe(ctx)
+    assert drift.mark(ctx, world, world.nodepools) == {"default-a": "AMIDrift"}

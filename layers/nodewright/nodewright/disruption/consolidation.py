@@ -125,7 +125,8 @@ class Command:
         return "replace" if self.replacements else "delete"
 
     def describe(self) -> str:
-        """E.g. ``Underutilized, replacing 2 nodes (m5.2xlarge x2) with c6g.2xlarge, saves $0.31/h``."""
+        """E.g. ``Underutilized, replacing 2 nodes (m5.2xlarge x2) with c6g.2xlarge, saves $0.31/h``
+        (a drift command says no saving: it replaces whatever the replacement costs)."""
         types = Counter(c.instance_type for c in self.candidates)
         removed = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(types.items()))
         count = f"{len(self.candidates)} node{'s' if len(self.candidates) != 1 else ''}"
@@ -137,6 +138,8 @@ class Command:
             verb = f"replacing {count} ({removed}) with {target}"
         else:
             verb = f"deleting {count} ({removed})"
+        if self.reason == DRIFTED:  # drift replaces whatever it costs: "saves" would mislead
+            return f"{self.reason}, {verb}"
         return f"{self.reason}, {verb}, saves ${self.savings:.2f}/h"
 
 

@@ -13,7 +13,9 @@ Karpenter v1's three kinds, checked in this order for every launched NodeClaim o
 * **dynamic** (``AMIDrift``, ``SubnetDrift``, ``SecurityGroupDrift``, ``CapacityReservationDrift``):
   the cloud provider compares the instance with what the EC2NodeClass's selectors resolve to now
   (``CloudProvider.drift_reason``). It costs a DescribeInstances, so it is looked at most every
-  ``DYNAMIC_EVERY`` per container (Karpenter rechecks every 5 minutes).
+  ``DYNAMIC_EVERY`` per container (Karpenter rechecks every 5 minutes), and at once when an
+  EC2NodeClass was edited since (Karpenter's drift controller watches them too): an AMI released
+  behind an alias is seen within a minute, a user's edit at the next pass.
 
 The verdict is the NodeClaim's ``Drifted`` condition (True with the reason; removed when no longer
 drifted), written only when it changes. The drift *method* (``disruption.methods``) replaces the
@@ -40,8 +42,9 @@ NODECLASS_DRIFTED = "NodeClassDrifted"
 REQUIREMENTS_DRIFTED = "RequirementsDrifted"
 DYNAMIC_EVERY = timedelta(minutes=1)
 
-# cluster name → (when dynamic drift was last looked at, NodeClaim → reason found then)
-_dynamic_cache: dict[str, tuple[datetime, dict[str, str]]] = {}
+# cluster name → (when dynamic drift was last looked at, the EC2NodeClasses' versions then,
+# NodeClaim → reason found then)
+_dynamic_cache: dict[str, tuple[datetime, tuple[tuple[str, str], ...], dict[str, str]]] = {}
 
 
 def static_reason(
@@ -134,11 +137,18 @@ def _launched(claim: Mapping[str, Any]) -> bool:
 
 
 def _dynamic(ctx: Context, world: World, claims: list[Obj]) -> dict[str, str]:
-    """NodeClaim → dynamic drift reason, from one DescribeInstances at most every ``DYNAMIC_EVERY``."""
+    """NodeClaim → dynamic drift reason, from one DescribeInstances at most every ``DYNAMIC_EVERY``
+    (sooner when an EC2NodeClass changed)."""
     key = ctx.settings.cluster_name
+    versions = tuple(
+        sorted(
+            (objects.name_of(nc), str((nc.get("metadata") or {}).get("generation") or ""))
+            for nc in world.nodeclasses
+        )
+    )
     cached = _dynamic_cache.get(key)
-    if cached is not None and world.taken_at - cached[0] < DYNAMIC_EVERY:
-        return cached[1]
+    if cached is not None and world.taken_at - cached[0] < DYNAMIC_EVERY and cached[1] == versions:
+        return cached[2]
     found: dict[str, str] = {}
     if claims:
         instances = {i.id: i for i in ctx.cloud.list()}
@@ -156,7 +166,7 @@ def _dynamic(ctx: Context, world: World, claims: list[Obj]) -> dict[str, str]:
                 continue
             if reason:
                 found[objects.name_of(claim)] = reason
-    _dynamic_cache[key] = (world.taken_at, found)
+    _dynamic_cache[key] = (world.taken_at, versions, found)
     return found
 
 
