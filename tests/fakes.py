@@ -76,7 +76,7 @@ class FakeLease:
         return None
 
 
-KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass")
+KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget")
 
 
 class FakeCluster:
@@ -131,7 +131,7 @@ class FakeCluster:
         return []
 
     def list_pdbs(self) -> list[Obj]:
-        return []
+        return self._list("PodDisruptionBudget")
 
     def list_persistent_volumes(self) -> list[Obj]:
         return []
