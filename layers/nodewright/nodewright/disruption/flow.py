@@ -68,7 +68,7 @@ class DisruptionReport:
     held: dict[str, str] = field(default_factory=dict)
     lease_skipped: int = 0
     terminations: list[dict[str, Any]] = field(default_factory=list)
-    drifted: dict[str, str] = field(default_factory=dict)
+    drifted: dict[str, str] = field(default_factory=dict)  # NodeClaim → reason, found in any pass
     decisions: list[dict[str, Any]] = field(default_factory=list)  # drift and consolidation commands
     commands: list[dict[str, Any]] = field(default_factory=list)  # what became of commands
     decision_seconds: float = 0.0
@@ -140,7 +140,7 @@ def disruption_pass(
     last_events = record_pod_events(ctx, world)
     usable = nodepools.triage(world).usable
     drifted = drift.mark(ctx, world, usable)
-    report.drifted = drifted
+    report.drifted.update(drifted)  # every NodeClaim found drifted in this invocation's passes
     decision = decide(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
