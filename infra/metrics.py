@@ -48,6 +48,7 @@ PROVISIONING = "nodewright/provisioning/flow.py publish_metrics"
 INTERRUPTION = "nodewright/interruption/processing.py InterruptionProcessor"
 PRICING = "nodewright/cloud/pricing.py refresh"
 DISRUPTION = "nodewright/disruption/flow.py publish_metrics"
+DISRUPTION_CHOICE = "nodewright/disruption/flow.py _choose and _why_not"
 
 PENDING_PODS = MetricSpec(
     "PendingPods", "Count", "Maximum", (), "unschedulable pods seen by the provisioner", PROVISIONING
@@ -181,6 +182,22 @@ DISRUPTION_DECISION_SECONDS = MetricSpec(
     "time one disruption pass spent deciding (simulations included)",
     DISRUPTION,
 )
+CONSOLIDATION_CANDIDATES = MetricSpec(
+    "ConsolidationCandidates",
+    "Count",
+    "Maximum",
+    (),
+    "nodes a consolidation pass evaluated (initialized, past consolidateAfter, not vetoed)",
+    DISRUPTION_CHOICE,
+)
+DISRUPTION_BLOCKED = MetricSpec(
+    "DisruptionBlocked",
+    "Count",
+    "Maximum",
+    (),
+    "nodes a pass left alone with a reason (do-not-disrupt, a PDB, a budget, no cheaper node...)",
+    DISRUPTION_CHOICE,
+)
 DISRUPTION_SAVINGS = MetricSpec(
     "DisruptionSavingsPerHour", "None", "Sum", (), "$/h of the nodes the disruption flow removed", DISRUPTION
 )
@@ -218,6 +235,8 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     DISRUPTION_ACTIONS,
     DISRUPTION_DECISIONS,
     DISRUPTION_DECISION_SECONDS,
+    CONSOLIDATION_CANDIDATES,
+    DISRUPTION_BLOCKED,
     DISRUPTION_SAVINGS,
     PASSES_COMPLETED,
 )
