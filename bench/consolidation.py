@@ -3,7 +3,7 @@
 The cluster: ``--nodes`` nodes of common types (m5/c5/r5, xlarge to 4xlarge, real us-east-1 prices
 when ``../shared/data`` has them) holding ``--pods`` pods of the scheduling bench's generic mix,
 spread at random as a scale-down leaves them. The disruption flow's own code decides
-(``consolidation.candidates``, ``multi_node``, ``single_node`` over a ``state.snapshot.Simulation``):
+(``consolidation.choose``: candidates, multi-node then single-node over a ``state.snapshot.Simulation``):
 the first pass is timed as one disruption pass would be; then commands are applied in memory
 (candidates removed, their pods where the simulation placed them, replacements added) for up to
 ``--passes`` passes, to see where repeated consolidation takes the cluster. Printed: decision
@@ -168,14 +168,8 @@ def _decide(world: Any) -> tuple[Any, float, int]:
     started = time.perf_counter()
     pools = world.nodepools
     sim = Simulation(world, pools)
-    found, _ = consolidation.candidates(world, pools, {})
-    ordered = consolidation.by_disruption_cost(found)
-    room: dict[str, int | None] = {"default": None}
-    thresholds = consolidation.thresholds_of(pools)
-    command = consolidation.multi_node(sim, ordered, [], room, thresholds)
-    if command is None:
-        command = consolidation.single_node(sim, ordered, [], room, thresholds, why_not={})
-    return command, time.perf_counter() - started, len(ordered)
+    choice = consolidation.choose(sim, world, pools, {}, pending=[], room={"default": None})
+    return choice.command, time.perf_counter() - started, choice.evaluated
 
 
 def _apply(

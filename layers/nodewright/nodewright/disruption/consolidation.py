@@ -153,12 +153,14 @@ def candidates(
     *,
     reason: str = UNDERUTILIZED,
     drifted: Mapping[str, str] | None = None,
+    ignore_waits: bool = False,
 ) -> tuple[list[Candidate], dict[str, str]]:
     """The NodeClaims a graceful method may disrupt for ``reason``, and why each other one may not.
 
     ``Underutilized``: the rules of the module docstring. ``Drifted``: the NodeClaims ``drifted``
     names, without the consolidation policy and ``consolidateAfter`` (drift replaces whatever the
-    policy); do-not-disrupt and PDBs hold both.
+    policy); do-not-disrupt and PDBs hold both. ``ignore_waits`` (``nodewright plan --consolidate``)
+    takes ``consolidateAfter`` and the nomination wait as passed; ``Never`` still holds.
     """
     pools = {objects.name_of(p): p for p in usable}
     found: list[Candidate] = []
@@ -186,8 +188,9 @@ def candidates(
             if disruption.consolidation_policy != "WhenEmptyOrUnderutilized":
                 continue  # WhenEmpty: emptiness only (no event, as Karpenter)
             quiet = max(initialized, last_pod_event.get(name, initialized))
-            if now < quiet + timedelta(seconds=after) or now < initialized + timedelta(
-                seconds=NOMINATION_SECONDS
+            if not ignore_waits and (
+                now < quiet + timedelta(seconds=after)
+                or now < initialized + timedelta(seconds=NOMINATION_SECONDS)
             ):
                 continue  # not consolidatable yet
         problem = _blocked(world, node)
@@ -458,6 +461,40 @@ def single_node(
             return verdict.command
         why_not[candidate.name] = verdict.why_not
     return None
+
+
+@dataclass
+class Choice:
+    """What one pass's consolidation found: its command, or why each node was left alone."""
+
+    command: Command | None
+    blocked: dict[str, str]  # NodeClaim → veto (do-not-disrupt, a PDB, consolidateAfter: Never)
+    why_not: dict[str, str]  # NodeClaim → why no command removes it (evaluated when none was found)
+    evaluated: int  # candidates past the vetoes
+
+
+def choose(
+    sim: Simulation,
+    world: World,
+    usable: list[Obj],
+    last_pod_event: Mapping[str, datetime],
+    *,
+    pending: list[Obj],
+    room: Mapping[str, int | None],
+    ignore_waits: bool = False,
+) -> Choice:
+    """Multi-node, then single-node consolidation over the candidates (the disruption flow's choice
+    after drift, and ``nodewright plan --consolidate``'s)."""
+    found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
+    ordered = by_disruption_cost(found)
+    thresholds = thresholds_of(usable)
+    why_not: dict[str, str] = {}
+    command = multi_node(sim, ordered, pending, room, thresholds)
+    if command is None:
+        command = single_node(
+            sim, ordered, pending, room, thresholds, why_not=why_not, min_values=min_values_of
+        )
+    return Choice(command, blocked, why_not, len(ordered))
 
 
 def budget_message(pool: str, reason: str) -> str:

@@ -243,7 +243,6 @@ def _choose(
 
     pending = [p for p in world.pods if is_provisionable(p)]
     sim = Simulation(world, usable)
-    thresholds = consolidation.thresholds_of(usable)
     budgets = {
         reason: budget_room(
             nodeclaims=world.nodeclaims,
@@ -267,21 +266,15 @@ def _choose(
         )
         if command is not None:
             return command
-    found, blocked = consolidation.candidates(world, usable, last_events)
-    _why_not(ctx, world, blocked, decision)  # vetoes are said whatever else happens
-    why_not: dict[str, str] = {}
-    ordered = consolidation.by_disruption_cost(found)
-    room = budgets[consolidation.UNDERUTILIZED]
-    _count(ctx, "ConsolidationCandidates", len(ordered))
-    command = consolidation.multi_node(sim, ordered, pending, room, thresholds)
-    if command is None:
-        command = consolidation.single_node(
-            sim, ordered, pending, room, thresholds, why_not=why_not, min_values=consolidation.min_values_of
-        )
-    if command is None:
-        _why_not(ctx, world, why_not, decision)
+    choice = consolidation.choose(
+        sim, world, usable, last_events, pending=pending, room=budgets[consolidation.UNDERUTILIZED]
+    )
+    _why_not(ctx, world, choice.blocked, decision)  # vetoes are said whatever else happens
+    _count(ctx, "ConsolidationCandidates", choice.evaluated)
+    if choice.command is None:
+        _why_not(ctx, world, choice.why_not, decision)
         return None
-    return _validated(ctx, world, command, decision)
+    return _validated(ctx, world, choice.command, decision)
 
 
 def _drift_command(
