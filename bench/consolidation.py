@@ -34,19 +34,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 class _Cloud:
-    """The bench's catalog and price table, as a pass observes the cloud (``state.interfaces.CloudView``)."""
+    """The bench's catalog and price table, as a pass observes the cloud (``state.interfaces.CloudView``):
+    every node also pays its EBS root volume, as in the scheduling bench (``node_storage_price``)."""
 
-    def __init__(self, types: Any, prices: dict[str, float]) -> None:
+    def __init__(self, types: Any, prices: dict[str, float], storage: float = 0.0) -> None:
         from nodewright.cloud.pricetable import PriceTable
 
         self.types = list(types)
         self.table = PriceTable(on_demand=prices)
+        self.storage = storage
 
     def instance_types(self, nodeclass: Any) -> list[Any]:
         return self.types
 
     def prices(self) -> Any:
         return self.table
+
+    def node_price(self, nodeclass: Any) -> float:
+        return self.storage
 
 
 def _cluster(args: argparse.Namespace, by_name: dict[str, Any]) -> tuple[list[dict], list[dict], list[dict]]:
@@ -182,7 +187,7 @@ def _apply(
 
     gone = {c.node_name for c in command.candidates}
     moved = [p for p in pods if p["spec"]["nodeName"] in gone]
-    world = _world(claims, nodes, pods, _Cloud(by_name.values(), {}))
+    world = _world(claims, nodes, pods, _Cloud(by_name.values(), {}, 0.0))
     snapshot, _ = Simulation(world, world.nodepools).snapshot([as_pending(p) for p in moved], without=gone)
     plan = scheduling.plan(snapshot)
     claims[:] = [c for c in claims if c["metadata"]["name"] not in gone]
@@ -211,16 +216,24 @@ def measure(args: argparse.Namespace) -> dict:
     from nodewright.state.snapshot import Simulation
 
     from bench._bounds import Bin, Shape, assignment_lp_bound
-    from bench._catalog import catalog, prices
+    from bench.scheduling import catalog, node_storage_price
 
-    price_table, source = prices()
-    types = catalog()
+    types, source = catalog()
+    price_table = {
+        t.name: min(o.price for o in t.offerings if o.capacity_type == "on-demand")
+        for t in types
+        if any(o.capacity_type == "on-demand" for o in t.offerings)
+    }
+    storage = node_storage_price()
     by_name = {t.name: t for t in types}
-    cloud = _Cloud(types, price_table)
+    cloud = _Cloud(types, price_table, storage)
     claims, nodes, pods = _cluster(args, by_name)
 
     def cost() -> float:
-        return sum(price_table[c["metadata"]["labels"]["node.kubernetes.io/instance-type"]] for c in claims)
+        """The cluster's $/h as a fresh plan prices it: each instance and its EBS root volume."""
+        return sum(
+            price_table[c["metadata"]["labels"]["node.kubernetes.io/instance-type"]] + storage for c in claims
+        )
 
     before = cost()
     command, first_seconds, evaluated = _decide(_world(claims, nodes, pods, cloud))
@@ -246,7 +259,13 @@ def measure(args: argparse.Namespace) -> dict:
     fresh = scheduling.plan(snapshot)
     pool = Simulation(empty, empty.nodepools).nodepools[0]
     bins = [
-        Bin(t.name, price, t.allocatable["cpu"], t.allocatable["memory"], t.allocatable["pods"])
+        Bin(
+            t.name,
+            price + pool.node_price,
+            t.allocatable["cpu"],
+            t.allocatable["memory"],
+            t.allocatable["pods"],
+        )
         for t in pool.instance_types
         if (price := t.cheapest_price(pool.requirements)) is not None
         and pool.requirements.matches_labels({**t.labels, "karpenter.sh/capacity-type": "on-demand"})
