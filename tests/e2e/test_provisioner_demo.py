@@ -10,7 +10,14 @@ import pytest
 from nodewright.cli import main
 from nodewright.observability import logger
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-demo")]
+# The whole story, with the product's real waits (consolidateAfter 30 s and 10 s, the 20 s nomination
+# wait, the 15 s validation): about 4 minutes on a quiet machine, longer on a shared one.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("provisioner-demo"),
+    pytest.mark.timeout(900),
+]
 
 
 def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
