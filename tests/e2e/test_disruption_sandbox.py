@@ -30,10 +30,9 @@ from nodewright.cluster.resources import (
     Resource,
 )
 from nodewright.disruption import consolidation, drift, flow
-from nodewright.provisioning import loop
 
 from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function
+from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.workloads import inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("disruption-e2e")]
@@ -91,8 +90,10 @@ def _release_call_deadline() -> None:
 
 
 def provision(seconds: float = 4.0) -> dict[str, Any]:
+    """One provisioner invocation whose loop lasts ``seconds`` (the invocation keeps a real timeout)."""
     app = load_function("provisioner")
-    answer = app.handler(scheduled_event(), LambdaContext(loop.SAFETY_MARGIN_SECONDS + seconds))
+    with provisioner_invocation(seconds) as context:
+        answer = app.handler(scheduled_event(), context)
     _release_call_deadline()
     return answer
 
