@@ -35,7 +35,13 @@ from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.workloads import inflate, nodeclass, nodepool
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("disruption-e2e")]
+# Each test takes 15-80 s on a quiet machine; a loaded one (CI, shared cores) needs the margin.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("disruption-e2e"),
+    pytest.mark.timeout(600),
+]
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
@@ -106,7 +112,7 @@ def disrupt(seconds: float = 12.0) -> dict[str, Any]:
     return answer
 
 
-def disrupt_until(what: str, done: Callable[[], bool], timeout: float = 45.0) -> list[dict[str, Any]]:
+def disrupt_until(what: str, done: Callable[[], bool], timeout: float = 90.0) -> list[dict[str, Any]]:
     """Invoke back to back until ``done()``, each time after a short provisioner invocation (both
     run every minute: the provisioner registers and initializes the replacements); the disruption
     handler's reports."""
@@ -122,7 +128,7 @@ def disrupt_until(what: str, done: Callable[[], bool], timeout: float = 45.0) ->
         time.sleep(0.5)
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -218,7 +224,29 @@ def one_big_node_left_mostly_idle(kube: Any, **small_metadata: Any) -> str:
     wait_for("small Running", lambda: running_on(kube, "small") == [node])
     scale(kube, "big", 0)
     wait_for("big gone", lambda: not running_on(kube, "big"))
+    initialized(kube, node)
     return node
+
+
+def initialized(kube: Any, node: str, timeout: float = 90.0) -> None:
+    """Provisioner invocations until the node's NodeClaim is registered and Initialized (the
+    provisioner's lifecycle does it; on a loaded machine the first invocation may end before)."""
+
+    def done() -> bool:
+        for claim in kube.list(NODECLAIMS):
+            status = claim.get("status") or {}
+            if status.get("nodeName") == node:
+                return any(
+                    c.get("type") == "Initialized" and c.get("status") == "True"
+                    for c in status.get("conditions") or []
+                )
+        return False
+
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the NodeClaim of {node} was not initialized within {timeout:.0f}s")
+        provision(seconds=1)
 
 
 def m5_pool(name: str = "m5", **disruption: Any) -> dict[str, Any]:
@@ -230,9 +258,12 @@ def disrupt_past_the_waits(kube: Any, node: str) -> list[dict[str, Any]]:
     """Invocations spanning consolidateAfter (1 s after the first pass records the pod events), the
     nomination wait and the validation: in that span the replace test's command acts. Checks that
     the span did pass for ``node``, so a test that expects nothing cannot pass by being early."""
+    provision(seconds=1)  # both functions run every minute
     reports = [disrupt()]
     time.sleep(3.0)
-    reports += [disrupt() for _ in range(2)]
+    for _ in range(2):
+        provision(seconds=1)
+        reports.append(disrupt())
     claim = next(c for c in kube.list(NODECLAIMS) if (c.get("status") or {}).get("nodeName") == node)
     last = datetime.fromisoformat(claim["status"]["lastPodEventTime"].replace("Z", "+00:00"))
     assert datetime.now(UTC) - last > timedelta(seconds=3), "consolidateAfter and validation have passed"
@@ -407,7 +438,7 @@ def test_a_nodepool_template_edit_rolls_its_nodes_one_at_a_time_replacing_each_b
         reports = disrupt_until(
             "both nodes rolled",
             lambda: not (node_names(cluster) & old) and len(set(running_on(cluster, "app"))) == 2,
-            timeout=60,
+            timeout=150,  # two replace-then-drain commands, one after the other (a loaded machine is slow)
         )
     finally:
         stop.set()
