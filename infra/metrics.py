@@ -48,6 +48,7 @@ PROVISIONING = "nodewright/provisioning/flow.py publish_metrics"
 INTERRUPTION = "nodewright/interruption/processing.py InterruptionProcessor"
 PRICING = "nodewright/cloud/pricing.py refresh"
 DISRUPTION = "nodewright/disruption/flow.py publish_metrics"
+DISRUPTION_CHOICE = "nodewright/disruption/flow.py _choose and _why_not"
 
 PENDING_PODS = MetricSpec(
     "PendingPods", "Count", "Maximum", (), "unschedulable pods seen by the provisioner", PROVISIONING
@@ -162,8 +163,40 @@ DISRUPTION_ACTIONS = MetricSpec(
     "Count",
     "Sum",
     ("Reason",),
-    "nodes the disruption flow removed, by reason (Empty, Expired)",
+    "nodes the disruption flow removed, by reason (Empty, Expired, Drifted, Underutilized)",
     DISRUPTION,
+)
+DISRUPTION_DECISIONS = MetricSpec(
+    "DisruptionDecisions",
+    "Count",
+    "Sum",
+    ("Method",),
+    "commands the disruption flow decided, by method (emptiness, expiration, drift, consolidation)",
+    DISRUPTION,
+)
+DISRUPTION_DECISION_SECONDS = MetricSpec(
+    "DisruptionDecisionSeconds",
+    "Seconds",
+    "Maximum",
+    (),
+    "time one disruption pass spent deciding (simulations included)",
+    DISRUPTION,
+)
+CONSOLIDATION_CANDIDATES = MetricSpec(
+    "ConsolidationCandidates",
+    "Count",
+    "Maximum",
+    (),
+    "nodes a consolidation pass evaluated (initialized, past consolidateAfter, not vetoed)",
+    DISRUPTION_CHOICE,
+)
+DISRUPTION_BLOCKED = MetricSpec(
+    "DisruptionBlocked",
+    "Count",
+    "Maximum",
+    (),
+    "nodes a pass left alone with a reason (do-not-disrupt, a PDB, a budget, no cheaper node...)",
+    DISRUPTION_CHOICE,
 )
 DISRUPTION_SAVINGS = MetricSpec(
     "DisruptionSavingsPerHour", "None", "Sum", (), "$/h of the nodes the disruption flow removed", DISRUPTION
@@ -200,6 +233,10 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     ON_DEMAND_PRICES,
     SPOT_PRICES,
     DISRUPTION_ACTIONS,
+    DISRUPTION_DECISIONS,
+    DISRUPTION_DECISION_SECONDS,
+    CONSOLIDATION_CANDIDATES,
+    DISRUPTION_BLOCKED,
     DISRUPTION_SAVINGS,
     PASSES_COMPLETED,
 )

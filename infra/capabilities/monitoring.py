@@ -368,6 +368,15 @@ class Monitoring(Construct):
                 [self._by_dimension(m.DISRUPTION_ACTIONS)],
                 right=[self._metric(m.DISRUPTION_SAVINGS, five)],
             ),
+            graph(
+                "Disruption: commands by method / decision time (s, right)",
+                [self._by_dimension(m.DISRUPTION_DECISIONS)],
+                right=[self._metric(m.DISRUPTION_DECISION_SECONDS)],
+            ),
+            graph(
+                "Consolidation: candidates evaluated / nodes held back with a reason",
+                [self._metric(m.CONSOLIDATION_CANDIDATES), self._metric(m.DISRUPTION_BLOCKED)],
+            ),
             graph("Cluster cost $/h", [self._metric(m.CLUSTER_COST, five)]),
             graph("Plan time (s)", [self._metric(m.PLAN_SECONDS)]),
         )

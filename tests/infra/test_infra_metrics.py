@@ -18,7 +18,10 @@ from infra_synth import Synth
 from infra import metrics
 from sandbox.shared_data import REPO_ROOT
 
-EMITS = re.compile(r'(?:add_metric|single_metric)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*"(\w+)"')
+# add_metric(name="X"), single_metric(name="X"), and the flows' helpers _count("X") / _count(ctx, "X").
+EMITS = re.compile(
+    r'(?:add_metric|single_metric)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*(?:ctx,\s*)?"(\w+)"'
+)
 SERVICE = "nodewright-demo"
 
 
@@ -122,7 +125,7 @@ def test_the_disruption_flow_emits_the_declared_dimension_sets(emf: Any) -> None
     from types import SimpleNamespace
 
     from aws_lambda_powertools import Metrics
-    from nodewright.disruption.flow import DisruptionReport, publish_metrics
+    from nodewright.disruption.flow import DisruptionReport, _count, publish_metrics
 
     emitter = Metrics(namespace=metrics.NAMESPACE)
     report = DisruptionReport(
@@ -133,9 +136,16 @@ def test_the_disruption_flow_emits_the_declared_dimension_sets(emf: Any) -> None
         ]
     )
     publish_metrics(SimpleNamespace(metrics=emitter), report)
+    for spec in (metrics.CONSOLIDATION_CANDIDATES, metrics.DISRUPTION_BLOCKED):  # as _choose counts
+        _count(SimpleNamespace(metrics=emitter), spec.name, 2)  # type: ignore[arg-type]
     emitter.flush_metrics()
     seen = emf()
-    for spec in (metrics.DISRUPTION_ACTIONS, metrics.DISRUPTION_SAVINGS):
+    for spec in (
+        metrics.DISRUPTION_ACTIONS,
+        metrics.DISRUPTION_SAVINGS,
+        metrics.CONSOLIDATION_CANDIDATES,
+        metrics.DISRUPTION_BLOCKED,
+    ):
         assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name
 
 

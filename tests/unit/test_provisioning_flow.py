@@ -247,6 +247,58 @@ def test_registration_syncs_labels_taints_and_finalizer_then_initialization_foll
     assert node["metadata"]["labels"][labels.NODE_INITIALIZED] == "true"
 
 
+def _registered_node(ctx: Any, cluster: FakeCluster) -> tuple[str, dict[str, Any]]:
+    cluster.add("Pod", pending_pod("inflate-1"))
+    name = flow.provision(ctx).created[0]
+    claim = cluster.objects["NodeClaim"][name]
+    cluster.add(
+        "Node",
+        {
+            "metadata": {"name": "ip-10-0-0-1", "labels": {}},
+            "spec": {"providerID": claim["status"]["providerID"]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    flow.provision(ctx)  # registered: the Node gets the termination finalizer
+    return name, claim
+
+
+def test_issue16_defect4_kubectl_delete_node_is_followed_by_the_provisioner_too(world: Any) -> None:
+    ctx, cluster, cloud = world
+    name, claim = _registered_node(ctx, cluster)
+    cluster.delete_node("ip-10-0-0-1")  # held by the finalizer
+
+    report = flow.provision(ctx)
+    assert report.lifecycle.node_deletions == [name]
+    assert cluster.objects["NodeClaim"][name]["metadata"]["deletionTimestamp"], "the NodeClaim follows"
+
+    flow.provision(ctx)  # the NodeClaim's finalizer step drains and terminates
+    assert cluster.objects["Node"] == {}
+    assert name not in cluster.objects["NodeClaim"]
+    assert claim["status"]["instanceID"] in cloud.terminated
+
+
+def test_issue16_defect3_a_vanished_instance_releases_its_node_and_nodeclaim_in_one_provisioner_pass(
+    world: Any,
+) -> None:
+    ctx, cluster, cloud = world
+    name, claim = _registered_node(ctx, cluster)
+    cluster.add("Pod", {**pending_pod("stuck"), "spec": {"nodeName": "ip-10-0-0-1"}})
+    instance_id = claim["status"]["instanceID"]
+    del cloud.instances[instance_id]
+    cloud.gone.add(instance_id)
+    ctx.clock.advance(lifecycle.LEAK_GRACE.total_seconds() + 1)
+    lifecycle.reset_gc_clock()
+
+    report = flow.provision(ctx)  # GC: the instance is gone → the NodeClaim is deleted
+    assert report.lifecycle.vanished == [name]
+    flow.provision(ctx)  # finalized at once: no drain waits on a dead kubelet
+
+    assert cluster.objects["Node"] == {}
+    assert name not in cluster.objects["NodeClaim"]
+    assert "stuck" not in cluster.objects["Pod"]
+
+
 def test_an_instance_that_never_registers_is_terminated_after_fifteen_minutes(world: Any) -> None:
     ctx, cluster, cloud = world
     cluster.add("Pod", pending_pod("inflate-1"))

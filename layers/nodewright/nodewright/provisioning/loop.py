@@ -125,7 +125,14 @@ def _active(result: PassReport, idle_after: float) -> bool:
     retried once a minute, but it cannot keep the function looping, and billed, forever.
     """
     life = result.lifecycle
-    moving = result.created or result.launched or life.registered or life.finalized or life.orphans_deleted
+    moving = (
+        result.created
+        or result.launched
+        or life.registered
+        or life.finalized
+        or life.orphans_deleted
+        or life.node_deletions
+    )
     young = result.youngest_pending_seconds is not None and result.youngest_pending_seconds < idle_after
     return bool(moving or young)
 
