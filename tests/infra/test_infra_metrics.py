@@ -273,11 +273,15 @@ def test_the_provisioner_counts_handled_and_stale_wakeups_with_the_service_only(
     from datetime import UTC, datetime
     from types import SimpleNamespace
 
-    from nodewright import provisioning
+    from aws_lambda_powertools import Metrics
+    from nodewright import observability, provisioning
     from nodewright.wakeup.events import wakeup_event
 
     from sandbox.lambdas import LambdaContext, load_function
 
+    # The container's Metrics reads POWERTOOLS_SERVICE_NAME when built, as in Lambda; the cached
+    # one of this test process may predate the fixture's variable.
+    monkeypatch.setattr(observability, "metrics", lambda: Metrics(namespace=metrics.NAMESPACE))
     module = load_function("provisioner")
     monkeypatch.setattr(module.container, "get", SimpleNamespace)
     for stale in (False, True):
