@@ -34,7 +34,7 @@ FUNCTIONS: dict[str, FunctionSpec] = {
         FunctionSpec("spot_events", 512, 125),
         FunctionSpec("pricing", 512, 300),
         # infra/capabilities/wakeup.py: behind the function URL, not on a schedule
-        FunctionSpec("webhook", 256, 5),
+        FunctionSpec("webhook", 256, 10),
     )
 }
 SCHEDULES: dict[str, int] = {"provisioner": 60, "disruption": 60, "pricing": 12 * 3600}

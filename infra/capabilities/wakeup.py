@@ -41,10 +41,11 @@ from infra.config import NodewrightConfig
 WEBHOOK = "webhook"
 WAKEUP_ALIAS = "wakeup"
 # 256 MB: the webhook parses one review and makes one asynchronous call; a cold start imports
-# Powertools and boto3 (~0.5 s). The API server waits at most 2 s (timeoutSeconds) and then
-# ignores the webhook; 5 s lets a slow cold start still send its wake-up.
+# Powertools and boto3 (~1-1.5 s). The API server waits at most 2 s (timeoutSeconds) and then
+# ignores the answer, but the invocation goes on: 10 s lets a slow cold start still send its wake-up
+# (a timeout costs nothing until it is used).
 WEBHOOK_MEMORY_MB = 256
-WEBHOOK_TIMEOUT = Duration.seconds(5)
+WEBHOOK_TIMEOUT = Duration.seconds(10)
 # At most this many containers: a burst of 500 unschedulable pods is at most this many wake-ups a
 # second, and a flood of guesses at the URL at most this many short invocations at a time.
 WEBHOOK_CONCURRENCY = 5

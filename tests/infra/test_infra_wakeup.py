@@ -39,7 +39,7 @@ def test_the_function_url_is_public_and_points_at_the_webhook(default_synth: Syn
     props = webhook["Properties"]
     assert props["ReservedConcurrentExecutions"] == WEBHOOK_CONCURRENCY
     assert props["Handler"] == "app.handler"
-    assert props["Timeout"] <= 5
+    assert props["Timeout"] <= 10
 
 
 def test_the_webhook_role_can_only_invoke_the_wakeup_alias_read_its_secret_and_log(
