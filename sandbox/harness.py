@@ -124,17 +124,15 @@ class SandboxRun:
         self._thread.start()
 
     def _invoke_forever(self) -> None:
-        from nodewright.provisioning import loop
-
         from sandbox.events import scheduled_event
-        from sandbox.lambdas import LambdaContext, load_function
+        from sandbox.lambdas import load_function, provisioner_invocation
 
         app = load_function("provisioner")
         while not self._stop.is_set():
-            context = LambdaContext(loop.SAFETY_MARGIN_SECONDS + INVOCATION_SECONDS)
             try:
                 event = scheduled_event(str(len(self.invocations)), REGION)
-                self.invocations.append(app.handler(event, context))
+                with provisioner_invocation(INVOCATION_SECONDS) as context:
+                    self.invocations.append(app.handler(event, context))
             except Exception as exc:  # a failed invocation is retried by the next schedule, as in Lambda
                 self.say(f"provisioner invocation failed: {exc}")
                 time.sleep(1)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -40,3 +42,25 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return int((self._deadline - time.monotonic()) * 1000)
+
+
+# The provisioner's Lambda timeout in the stack (infra/capabilities/functions.py).
+PROVISIONER_TIMEOUT_SECONDS = 55.0
+
+
+@contextmanager
+def provisioner_invocation(loop_seconds: float) -> Iterator[LambdaContext]:
+    """A provisioner invocation whose loop starts passes for ``loop_seconds`` only.
+
+    Demos and tests shorten the loop, never the invocation: the context keeps the deployed
+    timeout, so a pass that starts late still has the time a real one has to write (a short
+    context would stop its writes at its own deadline on a busy machine). Development only: it
+    sets the loop's module-level budget for the duration of one invocation.
+    """
+    from nodewright.provisioning import loop
+
+    saved, loop.LOOP_BUDGET_SECONDS = loop.LOOP_BUDGET_SECONDS, loop_seconds
+    try:
+        yield LambdaContext(PROVISIONER_TIMEOUT_SECONDS, "nodewright-provisioner")
+    finally:
+        loop.LOOP_BUDGET_SECONDS = saved

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
-from nodewright.provisioning import loop
 
 from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function
+from sandbox.lambdas import load_function, provisioner_invocation
 from sandbox.workloads import inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-e2e")]
@@ -66,10 +65,10 @@ GENERAL = [
 
 
 def invoke(seconds: float) -> dict[str, Any]:
-    """One scheduled invocation of the real handler that may loop for ``seconds``."""
+    """One scheduled invocation of the real handler whose loop lasts ``seconds`` (a real one: 55 s)."""
     app = load_function("provisioner")
-    event = scheduled_event()
-    answer = app.handler(event, LambdaContext(loop.SAFETY_MARGIN_SECONDS + seconds))
+    with provisioner_invocation(seconds) as context:
+        answer = app.handler(scheduled_event(), context)
     # A handler bounds the container's shared API client to its invocation (calls past its deadline
     # are refused); the test goes on using that client after the invocation has ended.
     from nodewright.cluster import connect

@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
-from nodewright.provisioning import loop
 
 from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function
+from sandbox.lambdas import load_function, provisioner_invocation
 from sandbox.workloads import nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("zone-topology-e2e")]
@@ -145,12 +144,10 @@ def plan_read_only(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, A
 def provision_and_bind(kube: Any, expected_running: int) -> None:
     """One provisioner invocation, then every pod bound by the simulated kube-scheduler and Running."""
     app = load_function("provisioner")
-    result = app.handler(
-        # 20 s: a first pass pages moto's whole DescribeInstanceTypes (5-7 s, more on a busy machine)
-        # before it may write, and a pass stops writing at its deadline.
-        scheduled_event(),
-        LambdaContext(loop.SAFETY_MARGIN_SECONDS + 20),
-    )
+    # 20 s of loop: a first pass pages moto's whole DescribeInstanceTypes (5-7 s, more on a busy
+    # machine) before it may write.
+    with provisioner_invocation(20) as context:
+        result = app.handler(scheduled_event(), context)
     assert result["launched"] >= 1
     # A handler bounds the container's shared API client to its invocation (calls past its deadline
     # are refused); the test goes on using that client after the invocation has ended.
