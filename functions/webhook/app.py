@@ -42,7 +42,14 @@ def webhook() -> Any:
 @emf.log_metrics
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    request = LambdaFunctionUrlEvent(event)
-    body = request.decoded_body or ""
-    answer = webhook().serve(request.request_context.http.method, request.raw_path or "/", body)
-    return answer.function_url_response()
+    from nodewright.wakeup.webhook import refusal
+
+    try:
+        request = LambdaFunctionUrlEvent(event)
+        body = request.decoded_body or ""
+        method, path = request.request_context.http.method, request.raw_path or "/"
+        hook = webhook()
+    except Exception as exc:  # a misconfigured function (no CLUSTER_NAME) or a malformed event
+        log.error("webhook cannot serve", extra={"error": f"{type(exc).__name__}: {exc}"})
+        return refusal(500, "Internal Server Error").function_url_response()
+    return hook.serve(method, path, body).function_url_response()

@@ -288,3 +288,21 @@ def test_a_wakeup_event_is_told_from_a_schedule_event_and_carries_when_it_was_se
     assert events.sent_at({"source": "aws.events", "time": "2026-12-03T12:00:00Z"}) is None
     assert events.sent_at({"source": events.SOURCE, "time": "yesterday"}) is None
     assert events.sent_at("not an event") is None
+
+
+def test_the_handler_answers_500_when_the_function_is_misconfigured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.lambdas import LambdaContext, load_function
+
+    monkeypatch.delenv("CLUSTER_NAME", raising=False)
+    app = load_function("webhook")
+    event = {
+        "version": "2.0",
+        "rawPath": "/x/admit",
+        "headers": {},
+        "requestContext": {"http": {"method": "POST", "path": "/x/admit"}, "requestId": "r"},
+        "body": "{}",
+        "isBase64Encoded": False,
+    }
+    answer = app.handler(event, LambdaContext(5, "nodewright-webhook"))
+    assert answer["statusCode"] == 500
+    assert app.handler({"not": "a url event"}, LambdaContext(5, "nodewright-webhook"))["statusCode"] == 500
