@@ -47,9 +47,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pods", type=int, default=5, help="pods per burst")
     parser.add_argument("--memory-mb", type=int, default=512, help="Lambda memory size for the cost figures")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--from-idle",
+        action="store_true",
+        help="from an idle provisioner on its minute schedule, with and without the wake-up "
+        "(bench/_from_idle.py; --bursts defaults to 3 there: a burst without the wake-up waits for a tick)",
+    )
+    parser.add_argument(
+        "--only-wakeup", action="store_true", help="with --from-idle: skip the schedule-only run"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_idle:
+        return run_from_idle(args)
     from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
     from sandbox.harness import SandboxRun, percentile, quiet_functions, seed_objects
@@ -105,6 +116,34 @@ def run(args: argparse.Namespace) -> int:
             f"disruption idle invocation {idle_disruption[0]:.3f}s cold, {warm_idle_disruption:.3f}s warm: "
             f"${figures['disruptionIdleMonthlyCostUSD']['arm64']:.3f}/month arm64 "
             f"at {DISRUPTION_MEMORY_MB} MB"
+        )
+    return 0
+
+
+def run_from_idle(args: argparse.Namespace) -> int:
+    """Both runs of bench/_from_idle.py; progress on stderr, figures on stdout."""
+    from bench import _from_idle
+    from sandbox.harness import quiet_functions
+
+    quiet_functions()
+    bursts = args.bursts if args.bursts != 10 else 3  # 10: the warm-path default, too long here
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    modes = (True,) if args.only_wakeup else (True, False)
+    results = []
+    for wakeup in modes:
+        say(f"-- from idle, {'with' if wakeup else 'without'} the wake-up")
+        results.append(_from_idle.measure(bursts, args.pods, wakeup=wakeup, say=say))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    for figures in results:
+        print(
+            f"from idle, {'with the wake-up' if figures['wakeup'] else 'schedule only'}: pending pod → "
+            f"NodeClaim over {figures['samples']} pods in {figures['bursts']} bursts: "
+            f"p50 {figures['p50Seconds']}s, p99 {figures['p99Seconds']}s, max {figures['maxSeconds']}s"
         )
     return 0
 
