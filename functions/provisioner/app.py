@@ -34,10 +34,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         check_scheduled_event(event, log)
     left = container.start_invocation(context)
     try:
-        if woken_at is None:
-            report = provisioning.run(container.get(), left)
-        else:
-            report = provisioning.run(container.get(), left, woken_at=woken_at)
+        report = provisioning.run(container.get(), left, woken_at=woken_at)
     except ApiUnavailable as exc:  # no pass completed: no heartbeat, so the heartbeat alarm sees it
         return report_api_unavailable(log, emf, exc)
     if report.stale_wakeup:  # a pass of this container already saw the cluster after it was sent

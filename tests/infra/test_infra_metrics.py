@@ -158,12 +158,12 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
     monkeypatch.setattr(module.container, "get", SimpleNamespace)  # no AWS, no cluster
     idle = SimpleNamespace(summary=lambda: {"passes": 1}, stale_wakeup=False)
     layer_flow = importlib.import_module(f"nodewright.{flow}")
-    monkeypatch.setattr(layer_flow, "run", lambda ctx, seconds: idle)
+    monkeypatch.setattr(layer_flow, "run", lambda ctx, seconds, **_: idle)
     module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
     out = emf()
     assert out[metrics.PASSES_COMPLETED.name] == {*metrics.PASSES_COMPLETED.dimensions, "service"}
 
-    def broken(ctx: Any, seconds: float) -> Any:
+    def broken(ctx: Any, seconds: float, **_: Any) -> Any:
         raise RuntimeError("API server unreachable")
 
     monkeypatch.setattr(layer_flow, "run", broken)
@@ -171,7 +171,7 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
         module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
     assert metrics.PASSES_COMPLETED.name not in emf()
 
-    def unreachable(ctx: Any, seconds: float) -> Any:
+    def unreachable(ctx: Any, seconds: float, **_: Any) -> Any:
         from nodewright.cluster.errors import ApiUnavailable
 
         raise ApiUnavailable("GET /api/v1/nodes: API server unreachable")

@@ -150,6 +150,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             readiness.OUTPUT_FUNCTION_SECURITY_GROUPS: "none",
             readiness.OUTPUT_INTERRUPTION_QUEUE: queue,
             readiness.OUTPUT_ALARM_TOPIC: topic,
+            readiness.OUTPUT_WEBHOOK_URL: "https://abc.lambda-url.us-east-1.on.aws/",
+            readiness.OUTPUT_WEBHOOK_SECRET: "arn:aws:secretsmanager:us-east-1:123456789012:secret:p-AbCdEf",
         }
         yield World(
             clients,
