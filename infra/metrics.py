@@ -210,6 +210,46 @@ PASSES_COMPLETED = MetricSpec(
     "invocations of a scheduled function that ran to the end (the heartbeat, emitted idle or busy)",
     "nodewright/observability.py record_pass_completed (functions/provisioner, functions/disruption)",
 )
+WEBHOOK = "nodewright/wakeup/webhook.py Webhook"
+WAKEUP_HANDLER = "functions/provisioner/app.py handler"
+WAKEUPS = MetricSpec(
+    "Wakeups",
+    "Count",
+    "Sum",
+    (),
+    "wake-ups the webhook sent to the provisioner (an unschedulable pod reached the function URL)",
+    WEBHOOK,
+)
+WAKEUP_ERRORS = MetricSpec(
+    "WakeupErrors", "Count", "Sum", (), "wake-ups Lambda did not accept (the schedule still runs)", WEBHOOK
+)
+WAKEUPS_COALESCED = MetricSpec(
+    "WakeupsCoalesced",
+    "Count",
+    "Sum",
+    (),
+    "admission reviews answered without a wake-up (one was sent less than a second before)",
+    WEBHOOK,
+)
+WEBHOOK_REFUSED = MetricSpec(
+    "WebhookRefused",
+    "Count",
+    "Sum",
+    ("Reason",),
+    "function URL requests refused, by reason (NotFound, RateLimited, TooLarge, NotAReview, ...)",
+    WEBHOOK,
+)
+WAKEUPS_HANDLED = MetricSpec(
+    "WakeupsHandled", "Count", "Sum", (), "provisioner invocations started by a wake-up", WAKEUP_HANDLER
+)
+WAKEUPS_STALE = MetricSpec(
+    "WakeupsStale",
+    "Count",
+    "Sum",
+    (),
+    "wake-ups delivered after the provisioner had already looked (throttled behind its loop): dropped",
+    WAKEUP_HANDLER,
+)
 
 ALL_METRICS: tuple[MetricSpec, ...] = (
     PENDING_PODS,
@@ -239,6 +279,12 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     DISRUPTION_BLOCKED,
     DISRUPTION_SAVINGS,
     PASSES_COMPLETED,
+    WAKEUPS,
+    WAKEUP_ERRORS,
+    WAKEUPS_COALESCED,
+    WEBHOOK_REFUSED,
+    WAKEUPS_HANDLED,
+    WAKEUPS_STALE,
 )
 METRIC_NAMES: frozenset[str] = frozenset(m.name for m in ALL_METRICS)
 EMITTED: tuple[MetricSpec, ...] = tuple(m for m in ALL_METRICS if m.emitted_by)
