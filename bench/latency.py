@@ -48,9 +48,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pods", type=int, default=5, help="pods per burst")
     parser.add_argument("--memory-mb", type=int, default=512, help="Lambda memory size for the cost figures")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--from-idle",
+        action="store_true",
+        help="from an idle provisioner on its minute schedule, with and without the wake-up "
+        "(bench/_from_idle.py; --bursts defaults to 3 there: a burst without the wake-up waits for a tick)",
+    )
+    parser.add_argument(
+        "--only-wakeup", action="store_true", help="with --from-idle: skip the schedule-only run"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    """The figures on stdout; everything the handlers print (logs, EMF) goes to stderr, so that
+    ``--json`` output is JSON only."""
+    with contextlib.redirect_stdout(sys.stderr):
+        figures = measure_from_idle(args) if args.from_idle else measure_warm(args)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    elif args.from_idle:
+        print_from_idle(figures)
+    else:
+        print_warm(figures, args.memory_mb)
+    return 0
+
+
+def measure_warm(args: argparse.Namespace) -> dict[str, Any]:
     from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
     from sandbox.harness import SandboxRun, percentile, quiet_functions, seed_objects
@@ -92,24 +115,52 @@ def run(args: argparse.Namespace) -> int:
         },
         "disruptionIdleMonthlyCostUSD": monthly_cost(warm_idle_disruption, DISRUPTION_MEMORY_MB)["idle"],
     }
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    else:
-        cost = figures["monthlyCostUSD"]
+    return figures
+
+
+def print_warm(figures: dict[str, Any], memory_mb: int) -> None:
+    cost = figures["monthlyCostUSD"]
+    idle, disruption = figures["idleInvocationSeconds"], figures["disruptionIdleInvocationSeconds"]
+    print(
+        f"pending pod → CreateFleet over {figures['samples']} pods in {figures['bursts']} bursts "
+        f"(poll {figures['pollIntervalSeconds']:g}s): p50 {figures['p50Seconds']}s, "
+        f"p99 {figures['p99Seconds']}s, max {figures['maxSeconds']}s\n"
+        f"handler import {figures['handlerImportSeconds']:.3f}s; "
+        f"idle invocation {idle['cold']:.3f}s cold, {idle['warmMedian']:.3f}s warm\n"
+        f"monthly Lambda cost at {memory_mb} MB: idle ${cost['idle']['arm64']:.3f} arm64 / "
+        f"${cost['idle']['x86_64']:.3f} x86; busy ${cost['busy']['arm64']:.2f} arm64 / "
+        f"${cost['busy']['x86_64']:.2f} x86\n"
+        f"disruption idle invocation {disruption['cold']:.3f}s cold, {disruption['warmMedian']:.3f}s warm: "
+        f"${figures['disruptionIdleMonthlyCostUSD']['arm64']:.3f}/month arm64 "
+        f"at {DISRUPTION_MEMORY_MB} MB"
+    )
+
+
+def measure_from_idle(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Both runs of bench/_from_idle.py (progress on stderr)."""
+    from bench import _from_idle
+    from sandbox.harness import quiet_functions
+
+    quiet_functions()
+    bursts = args.bursts if args.bursts != 10 else 3  # 10: the warm-path default, too long here
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    results = []
+    for wakeup in (True,) if args.only_wakeup else (True, False):
+        say(f"-- from idle, {'with' if wakeup else 'without'} the wake-up")
+        results.append(_from_idle.measure(bursts, args.pods, wakeup=wakeup, say=say))
+    return results
+
+
+def print_from_idle(results: list[dict[str, Any]]) -> None:
+    for figures in results:
         print(
-            f"pending pod → CreateFleet over {figures['samples']} pods in {args.bursts} bursts "
-            f"(poll {poll:g}s): p50 {figures['p50Seconds']}s, p99 {figures['p99Seconds']}s, "
-            f"max {figures['maxSeconds']}s\n"
-            f"handler import {import_seconds:.3f}s; "
-            f"idle invocation {idle[0]:.3f}s cold, {warm_idle:.3f}s warm\n"
-            f"monthly Lambda cost at {args.memory_mb} MB: idle ${cost['idle']['arm64']:.3f} arm64 / "
-            f"${cost['idle']['x86_64']:.3f} x86; busy ${cost['busy']['arm64']:.2f} arm64 / "
-            f"${cost['busy']['x86_64']:.2f} x86\n"
-            f"disruption idle invocation {idle_disruption[0]:.3f}s cold, {warm_idle_disruption:.3f}s warm: "
-            f"${figures['disruptionIdleMonthlyCostUSD']['arm64']:.3f}/month arm64 "
-            f"at {DISRUPTION_MEMORY_MB} MB"
+            f"from idle, {'with the wake-up' if figures['wakeup'] else 'schedule only'}: pending pod → "
+            f"NodeClaim over {figures['samples']} pods in {figures['bursts']} bursts: "
+            f"p50 {figures['p50Seconds']}s, p99 {figures['p99Seconds']}s, max {figures['maxSeconds']}s"
         )
-    return 0
 
 
 def handler_import_seconds(runs: int = 5) -> float:

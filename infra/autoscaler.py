@@ -13,7 +13,7 @@ from constructs import Construct
 
 from infra.capabilities import outputs as out
 from infra.capabilities.cluster_access import ClusterAccess
-from infra.capabilities.functions import NodewrightFunctions
+from infra.capabilities.functions import DEFAULT_FUNCTIONS_DIR, NodewrightFunctions
 from infra.capabilities.interruption_queue import InterruptionQueue, SpotEventsRoute
 from infra.capabilities.layer import NodewrightLayer
 from infra.capabilities.monitoring import Monitoring
@@ -23,7 +23,9 @@ from infra.capabilities.permissions import TABLE_ACTIONS, PolicyInputs
 from infra.capabilities.removal import Removal
 from infra.capabilities.schedules import Schedules
 from infra.capabilities.state_table import StateTable
+from infra.capabilities.wakeup import Wakeup
 from infra.config import NodewrightConfig
+from infra.metrics import NAMESPACE, service_name
 
 
 class NodewrightAutoscaler(Construct):
@@ -77,6 +79,25 @@ class NodewrightAutoscaler(Construct):
             self, "SpotEvents", function=fns["spot_events"], dead_letter_queue=failures
         )
         self.schedules = Schedules(self, "Schedules", functions=dict(fns), dead_letter_queue=failures)
+        self.wakeup = (
+            Wakeup(
+                self,
+                "Wakeup",
+                config=config,
+                layer=self.layer.layer,
+                provisioner=fns["provisioner"],
+                environment={
+                    "CLUSTER_NAME": cluster_name,
+                    "NODE_ROLE": self.node_role.role_name,
+                    "POWERTOOLS_SERVICE_NAME": service_name(cluster_name),
+                    "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+                    "NODEWRIGHT_TRACING": "true" if config.tracing else "false",
+                },
+                functions_dir=config.functions_dir or DEFAULT_FUNCTIONS_DIR,
+            )
+            if config.wakeup
+            else None
+        )
         self.access = ClusterAccess(
             self, "ClusterAccess", cluster_name=cluster_name, roles=dict(self.functions.cluster_roles)
         )
@@ -104,7 +125,7 @@ class NodewrightAutoscaler(Construct):
             self,
             "Monitoring",
             cluster_name=cluster_name,
-            functions=dict(fns),
+            functions={**fns, **({"webhook": self.wakeup.function} if self.wakeup else {})},
             interruption_queue=self.interruptions.queue,
             dead_letter_queues={
                 "InterruptionDLQ": self.interruptions.dead_letter_queue,
@@ -112,6 +133,7 @@ class NodewrightAutoscaler(Construct):
             },
             alarm_email=config.alarm_email,
             alarm_topic_arn=config.alarm_topic_arn,
+            wakeup=config.wakeup,
         )
 
     def _outputs(self) -> None:
@@ -145,5 +167,15 @@ class NodewrightAutoscaler(Construct):
                 "their security groups",
             ),
             (out.INTERRUPTION_QUEUE, self.interruptions.queue.queue_url, "the interruption queue"),
+            (
+                out.WEBHOOK_URL,
+                self.wakeup.url.url if self.wakeup else out.NONE,
+                "the wake-up function URL (none: -c wakeup=false); nodewright install-webhooks uses it",
+            ),
+            (
+                out.WEBHOOK_SECRET,
+                self.wakeup.secret.secret_arn if self.wakeup else out.NONE,
+                "the secret path of that URL (never printed by the stack)",
+            ),
         ):
             out.output(self, key, value, description)

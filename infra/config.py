@@ -73,6 +73,9 @@ class NodewrightConfig:
     alarm_topic_arn: str | None = None
     architecture: str = "arm64"
     tracing: bool = False
+    # The API server's wake-up (function URL + webhook, infra/capabilities/wakeup.py); false: pods
+    # wait for the minute schedule.
+    wakeup: bool = True
     # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
     # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
     vpc_id: str | None = None
@@ -179,6 +182,8 @@ class NodewrightConfig:
             alarm_topic_arn=get("alarmTopicArn") or None,
             architecture=str(get("architecture") or "arm64"),
             tracing=str(get("tracing") or "false").lower() in ("1", "true", "yes"),
+            wakeup=str(get("wakeup") if get("wakeup") is not None else "true").lower()
+            not in ("0", "false", "no", "off"),
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),

@@ -68,7 +68,10 @@ MAX_UNZIPPED_BYTES = 48 * 1024 * 1024
 CACHE_GENERATIONS_KEPT = 2
 # The AWS services the layer creates clients for (nodewright/cloud: aws.client("…")); botocore
 # keeps only these service models (plus its top-level endpoint, partition and retry data).
-BOTO_SERVICES = frozenset({"dynamodb", "ec2", "eks", "iam", "pricing", "ssm", "sts"})
+# lambda and secretsmanager: the wake-up webhook (cloud/wakeup.py).
+BOTO_SERVICES = frozenset(
+    {"dynamodb", "ec2", "eks", "iam", "lambda", "pricing", "secretsmanager", "ssm", "sts"}
+)
 
 # Distributions removed after pip: they only serve kubernetes.aio (dropped) and aiohttp.
 DROPPED_DISTRIBUTIONS = frozenset(

@@ -48,6 +48,7 @@ PROVISIONING = "nodewright/provisioning/flow.py publish_metrics"
 INTERRUPTION = "nodewright/interruption/processing.py InterruptionProcessor"
 PRICING = "nodewright/cloud/pricing.py refresh"
 DISRUPTION = "nodewright/disruption/flow.py publish_metrics"
+DISRUPTION_CHOICE = "nodewright/disruption/flow.py _choose and _why_not"
 
 PENDING_PODS = MetricSpec(
     "PendingPods", "Count", "Maximum", (), "unschedulable pods seen by the provisioner", PROVISIONING
@@ -162,8 +163,40 @@ DISRUPTION_ACTIONS = MetricSpec(
     "Count",
     "Sum",
     ("Reason",),
-    "nodes the disruption flow removed, by reason (Empty, Expired)",
+    "nodes the disruption flow removed, by reason (Empty, Expired, Drifted, Underutilized)",
     DISRUPTION,
+)
+DISRUPTION_DECISIONS = MetricSpec(
+    "DisruptionDecisions",
+    "Count",
+    "Sum",
+    ("Method",),
+    "commands the disruption flow decided, by method (emptiness, expiration, drift, consolidation)",
+    DISRUPTION,
+)
+DISRUPTION_DECISION_SECONDS = MetricSpec(
+    "DisruptionDecisionSeconds",
+    "Seconds",
+    "Maximum",
+    (),
+    "time one disruption pass spent deciding (simulations included)",
+    DISRUPTION,
+)
+CONSOLIDATION_CANDIDATES = MetricSpec(
+    "ConsolidationCandidates",
+    "Count",
+    "Maximum",
+    (),
+    "nodes a consolidation pass evaluated (initialized, past consolidateAfter, not vetoed)",
+    DISRUPTION_CHOICE,
+)
+DISRUPTION_BLOCKED = MetricSpec(
+    "DisruptionBlocked",
+    "Count",
+    "Maximum",
+    (),
+    "nodes a pass left alone with a reason (do-not-disrupt, a PDB, a budget, no cheaper node...)",
+    DISRUPTION_CHOICE,
 )
 DISRUPTION_SAVINGS = MetricSpec(
     "DisruptionSavingsPerHour", "None", "Sum", (), "$/h of the nodes the disruption flow removed", DISRUPTION
@@ -176,6 +209,46 @@ PASSES_COMPLETED = MetricSpec(
     ("Function",),
     "invocations of a scheduled function that ran to the end (the heartbeat, emitted idle or busy)",
     "nodewright/observability.py record_pass_completed (functions/provisioner, functions/disruption)",
+)
+WEBHOOK = "nodewright/wakeup/webhook.py Webhook"
+WAKEUP_HANDLER = "functions/provisioner/app.py handler"
+WAKEUPS = MetricSpec(
+    "Wakeups",
+    "Count",
+    "Sum",
+    (),
+    "wake-ups the webhook sent to the provisioner (an unschedulable pod reached the function URL)",
+    WEBHOOK,
+)
+WAKEUP_ERRORS = MetricSpec(
+    "WakeupErrors", "Count", "Sum", (), "wake-ups Lambda did not accept (the schedule still runs)", WEBHOOK
+)
+WAKEUPS_COALESCED = MetricSpec(
+    "WakeupsCoalesced",
+    "Count",
+    "Sum",
+    (),
+    "admission reviews answered without a wake-up (one was sent less than a second before)",
+    WEBHOOK,
+)
+WEBHOOK_REFUSED = MetricSpec(
+    "WebhookRefused",
+    "Count",
+    "Sum",
+    ("Reason",),
+    "function URL requests refused, by reason (NotFound, RateLimited, TooLarge, NotAReview, ...)",
+    WEBHOOK,
+)
+WAKEUPS_HANDLED = MetricSpec(
+    "WakeupsHandled", "Count", "Sum", (), "provisioner invocations started by a wake-up", WAKEUP_HANDLER
+)
+WAKEUPS_STALE = MetricSpec(
+    "WakeupsStale",
+    "Count",
+    "Sum",
+    (),
+    "wake-ups delivered after the provisioner had already looked (throttled behind its loop): dropped",
+    WAKEUP_HANDLER,
 )
 
 ALL_METRICS: tuple[MetricSpec, ...] = (
@@ -200,8 +273,18 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     ON_DEMAND_PRICES,
     SPOT_PRICES,
     DISRUPTION_ACTIONS,
+    DISRUPTION_DECISIONS,
+    DISRUPTION_DECISION_SECONDS,
+    CONSOLIDATION_CANDIDATES,
+    DISRUPTION_BLOCKED,
     DISRUPTION_SAVINGS,
     PASSES_COMPLETED,
+    WAKEUPS,
+    WAKEUP_ERRORS,
+    WAKEUPS_COALESCED,
+    WEBHOOK_REFUSED,
+    WAKEUPS_HANDLED,
+    WAKEUPS_STALE,
 )
 METRIC_NAMES: frozenset[str] = frozenset(m.name for m in ALL_METRICS)
 EMITTED: tuple[MetricSpec, ...] = tuple(m for m in ALL_METRICS if m.emitted_by)

@@ -64,6 +64,11 @@ def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
     )
     up.add_argument("--no-crds", action="store_true", help="do not apply the project's CRDs from crds/")
     up.add_argument("--no-functions", action="store_true", help="run only the cluster and moto, no function")
+    up.add_argument(
+        "--no-wakeup",
+        action="store_true",
+        help="no function URL webhook (as -c wakeup=false): pending pods wait for the provisioner's tick",
+    )
     up.add_argument("--quiet", action="store_true", help="no live log of what the functions do")
     up.set_defaults(func=run_up)
     interrupt = actions.add_parser(
@@ -209,12 +214,18 @@ def _serve(args: argparse.Namespace, sandbox: Any, stop: threading.Event) -> Non
     live = None
     try:
         if not args.no_functions:
-            runtime = Runtime(sandbox, say=say).start()
+            runtime = Runtime(sandbox, say=say, wakeup=not args.no_wakeup).start()
             print(
                 "functions: provisioner and disruption every minute, pricing every 12 hours, interruption "
                 "on the SQS queue, spot_events on the direct EventBridge rule; each in its own worker "
                 "acting as the group deploy/rbac.yaml binds"
             )
+            if runtime.wakeup:
+                print(
+                    "wake-up: the API server calls the webhook's function URL "
+                    f"{runtime.function_url}<secret>/admit when a pod becomes unschedulable "
+                    "(kubectl get validatingwebhookconfigurations; --no-wakeup: pods wait for the tick)"
+                )
             print(f"their logs: {runtime.logs_dir}/<function>.log")
             print("interrupt a node: nodewright sandbox interrupt NODE --kind spot|rebalance|health|state")
             if not args.quiet:

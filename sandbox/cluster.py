@@ -25,6 +25,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from sandbox import faults as faults_module
+from sandbox import fleet_network
 from sandbox.apiserver import ApiServer
 from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
 from sandbox.install import rbac_namespaces
@@ -134,6 +135,7 @@ class Sandbox:
         self._moto = MotoServer()
         self.aws_endpoint = self._moto.start()
         self._moto.reset()  # a clean account even if an earlier run in this process left state behind
+        fleet_network.install()
         faults_module.install(self.faults)
         SpotHistory.install()
         self.aws = seed(self.aws_endpoint, self.cluster_name, self.region, self.zones)
@@ -213,8 +215,11 @@ class Sandbox:
                 self._moto.reset()
             self._moto.stop()
             self._moto = None
-        faults_module.uninstall(self.faults)
-        SpotHistory.uninstall()
+        if self.aws_endpoint:  # _start_aws got as far as the patches
+            faults_module.uninstall(self.faults)
+            fleet_network.uninstall()
+            SpotHistory.uninstall()
+            self.aws_endpoint = ""
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

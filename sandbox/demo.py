@@ -12,8 +12,8 @@ pods goes through the real ``spot_events`` handler (and, as the same event, thro
 replacement (or of the pods moving to existing capacity, when they fit there), the cordon, the
 drain under a PodDisruptionBudget and the node's removal, against the two-minute notice. Last,
 ``inflate`` scales down and the real ``disruption`` handler removes the nodes left empty, one at
-a time as the NodePool's budget allows (consolidation of underutilized nodes is not built yet,
-said plainly).
+a time as the NodePool's budget allows; then (``sandbox.demo_disruption``) a node left mostly idle
+is consolidated onto a strictly cheaper one, and an AMI selection change rolls its node.
 
 ``--kubeconfig PATH`` runs the same story against another API server (the emulator stays off;
 the simulators and moto still run here). The functions act with the identity ``deploy/rbac.yaml``
@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from sandbox import events
+from sandbox.demo_disruption import DisruptionRunner, consolidate, drift
 from sandbox.harness import (
     REGION,
     SEEDS,
@@ -47,7 +48,6 @@ FUNCTION_SECONDS = 60.0  # the interruption functions' Lambda timeout in this st
 INFLATE = "inflate-"
 SCALED_DOWN_REPLICAS = 3
 DISRUPTION_WAIT_SECONDS = 150.0  # part three gives up after this long (normally one invocation)
-DISRUPTION_TICK_SECONDS = 5.0  # the demo's stand-in for the disruption function's minute schedule
 
 
 def main(kubeconfig: str | None = None, boot_delay: float = 1.0) -> int:
@@ -97,8 +97,14 @@ def tell_the_story(story: SandboxRun) -> int:
     print()
     interrupted = interrupt_a_spot_node(story, watcher)
     print()
-    emptied = scale_down(story, watcher)
-    return 0 if interrupted and emptied else 1
+    runner = DisruptionRunner(story, REGION)
+    emptied = scale_down(story, watcher, runner)
+    print()
+    nodeclass = next(o for o in objects if o["kind"] == "EC2NodeClass")
+    consolidated = consolidate(story, watcher, runner, nodeclass)
+    print()
+    rolled = consolidated is not None and drift(story, watcher, runner, consolidated)
+    return 0 if interrupted and emptied and consolidated and rolled else 1
 
 
 # --- part two: a spot interruption -------------------------------------------------------------
@@ -399,13 +405,13 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     )
 
 
-def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
+def scale_down(story: SandboxRun, watcher: Watcher, runner: DisruptionRunner) -> bool:
     """Part three: fewer inflate pods leave nodes empty, and the real disruption handler removes
     them within the NodePool's budget; True when exactly the empty nodes went."""
     from nodewright.cluster.resources import NODES, Resource
     from nodewright.state.pods import reschedulable_by_node
 
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.demo_disruption import TICK_SECONDS
 
     deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
     story.cluster.patch(
@@ -436,39 +442,31 @@ def scale_down(story: SandboxRun, watcher: Watcher) -> bool:
         "consolidateAfter 30s, at most 10% of its nodes at once (its default budget)"
     )
     started = time.monotonic()
-    handler = load_function("disruption").handler
     disrupted: list[dict[str, Any]] = []
+    commands: list[dict[str, Any]] = []
     saved = 0.0
     invocations = 0
     while True:  # back to back, as the every-minute schedule would invoke it
-        result = handler(
-            events.scheduled_event(region=REGION), LambdaContext(FUNCTION_SECONDS, "nodewright-disruption")
-        )
+        result = runner.invoke()
         invocations += 1
         disrupted += result.get("disrupted", [])
-        saved += result.get("savingsPerHour", 0.0)
-        for action in result.get("disrupted", []):
-            price = action.get("pricePerHour")
-            story.say(
-                f"removed node {action['node']} ({action['reason']}, NodePool {action['nodepool']}"
-                f"{f', ${price:.4f}/h' if price else ''})"
-            )
+        commands += result.get("decisions", [])
+        saved += sum(a.get("pricePerHour") or 0.0 for a in result.get("disrupted", []))
         remaining = {n["metadata"]["name"] for n in story.cluster.list(NODES)}
         if not remaining & set(empty) or time.monotonic() - started > DISRUPTION_WAIT_SECONDS:
             break
         for claim, why in sorted(result.get("held", {}).items()):
             story.say(f"kept NodeClaim {claim} for now: {why}")
         story.say(
-            "the next scheduled invocation looks again "
-            f"(every minute on AWS; here in {DISRUPTION_TICK_SECONDS:.0f}s)"
+            f"the next scheduled invocation looks again (every minute on AWS; here in {TICK_SECONDS:.0f}s)"
         )
-        time.sleep(DISRUPTION_TICK_SECONDS)
+        time.sleep(TICK_SECONDS)
+    watcher.tick(narrate=False)
     removed = sorted(a["node"] for a in disrupted)
     story.say(
         f"disruption: {invocations} invocation(s), {time.monotonic() - started:.1f}s: {len(removed)} empty "
-        f"node(s) removed one at a time, ${saved:.4f}/h saved; {len(remaining)} node(s) left. "
-        "Consolidation of underutilized nodes (and drift) is not built yet: the nodes still running "
-        "pods stay as they are"
+        f"node(s) removed one at a time, ${saved:.4f}/h saved; {len(remaining)} node(s) left; "
+        f"{len(commands)} drift/consolidation command(s) started meanwhile"
     )
     return removed == sorted(empty) and not remaining & set(empty)
 
@@ -574,6 +572,20 @@ def pending_to_launch(
     return latencies
 
 
+def offering_prices(story: SandboxRun) -> dict[tuple[str, str, str], float]:
+    """(instance type, zone, capacity type) → $/h, as the functions price them."""
+    from nodewright.cloud.provider import CloudProvider
+    from nodewright.cluster.resources import EC2NODECLASSES
+
+    provider = CloudProvider.shared(story.settings)
+    return {
+        (t.name, o.zone, o.capacity_type): o.price
+        for nodeclass in story.cluster.list(EC2NODECLASSES)
+        for t in provider.instance_types(nodeclass)
+        for o in t.offerings
+    }
+
+
 def render_summary(
     story: SandboxRun,
     pods: list[dict[str, Any]],
@@ -582,9 +594,6 @@ def render_summary(
     pending_since: dict[str, float],
 ) -> str:
     from collections import Counter
-
-    from nodewright.cloud.provider import CloudProvider
-    from nodewright.cluster.resources import EC2NODECLASSES
 
     pool_of = {
         n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get("karpenter.sh/nodepool", "")
@@ -605,13 +614,7 @@ def render_summary(
                 labels.get("karpenter.sh/capacity-type", "?"),
             )
         ] += 1
-    provider = CloudProvider.shared(story.settings)
-    offerings = {
-        (t.name, o.zone, o.capacity_type): o.price
-        for nodeclass in story.cluster.list(EC2NODECLASSES)
-        for t in provider.instance_types(nodeclass)
-        for o in t.offerings
-    }
+    offerings = offering_prices(story)
     lines += ["", "Nodes", f"  {'type':<14} {'zone':<12} {'capacity':<10} {'count':>5} {'$/h each':>9}"]
     cost = 0.0
     for (name, zone, capacity_type), count in sorted(groups.items()):

@@ -18,8 +18,10 @@
   ``nodewright sandbox interrupt`` (tag ``sandbox:reclaim-at``) is terminated when its two
   minutes are up, as EC2 does, whether or not the product drained it first.
 
-A new kind of trigger (issue 14's function URL, an HTTP server calling ``Runtime.invoke``) is one
-more :class:`Trigger`.
+* The **wake-up** (sandbox/wakeup.py), when the ``webhook`` function runs: its function URL on
+  127.0.0.1 (HTTPS), Lambda's Invoke API for the provisioner's ``wakeup`` alias, the secret, and the
+  ValidatingWebhookConfiguration registered with the emulator, which calls it as kube-apiserver
+  would when a pod becomes unschedulable.
 """
 
 from __future__ import annotations
@@ -384,6 +386,7 @@ class Runtime:
         functions: Iterable[str] = tuple(triggers.FUNCTIONS),
         schedules: dict[str, int] | None = None,
         env: dict[str, str] | None = None,
+        wakeup: bool = True,
     ) -> None:
         self.sandbox = sandbox
         self.cluster_name = sandbox.cluster_name
@@ -393,6 +396,10 @@ class Runtime:
         self.function_names = tuple(functions)
         self.schedules = dict(triggers.SCHEDULES if schedules is None else schedules)
         self.extra_env = dict(env or {})
+        # Variables one function has besides the others' (the webhook's, set by sandbox/wakeup.py).
+        self.function_envs: dict[str, dict[str, str]] = {}
+        self.wakeup = wakeup and "webhook" in self.function_names
+        self.function_url = ""
         self.workers: dict[str, Worker] = {}
         self.triggers: list[Trigger] = []
         self.invocations: list[Invocation] = []
@@ -421,6 +428,7 @@ class Runtime:
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
             "PYTHONUNBUFFERED": "1",
             **self.extra_env,
+            **self.function_envs.get(name, {}),
         }
 
     def worker(self, name: str) -> Worker:
@@ -439,7 +447,7 @@ class Runtime:
         """A synchronous invocation (waits while the container is busy)."""
         done = self.worker(name).invoke(event)
         assert done is not None
-        self._record(done)
+        self.record(done)
         return done
 
     def invoke_async(self, name: str, event: dict[str, Any]) -> Invocation | None:
@@ -448,10 +456,10 @@ class Runtime:
         if done is None:
             self.say(name, "tick throttled: the previous invocation is still running")
             return None
-        self._record(done)
+        self.record(done)
         return done
 
-    def _record(self, done: Invocation) -> None:
+    def record(self, done: Invocation) -> None:
         if self._stopping:
             return  # containers killed by the sandbox's own stop are not the function's failures
         self.invocations.append(done)
@@ -472,6 +480,12 @@ class Runtime:
         for trigger in wanted:
             trigger.start(self)
             self.triggers.append(trigger)
+        if self.wakeup:
+            from sandbox import wakeup
+
+            url, lambda_api = wakeup.install(self)
+            self.triggers += [url, lambda_api]
+            self.function_url = url.url
         return self
 
     def stop(self) -> None:

@@ -3,7 +3,8 @@
 The CDK app cannot be imported here (aws_cdk starts a jsii runtime); these tables mirror
 ``infra/capabilities`` and ``tests/infra/test_infra_sandbox_triggers.py`` holds them equal:
 
-* ``FUNCTIONS``: memory and timeout of each function (functions.py ``FUNCTION_SPECS``);
+* ``FUNCTIONS``: memory and timeout of each function (functions.py ``FUNCTION_SPECS``, and the
+  webhook of wakeup.py);
 * ``SCHEDULES``: the EventBridge schedules (schedules.py ``SCHEDULES``);
 * ``QUEUE_RULES``: the EventBridge rules that feed the interruption queue, and ``DIRECT_RULE`` the
   one that sends spot warnings and rebalance recommendations straight to ``spot_events``
@@ -32,6 +33,8 @@ FUNCTIONS: dict[str, FunctionSpec] = {
         FunctionSpec("interruption", 512, 125),
         FunctionSpec("spot_events", 512, 125),
         FunctionSpec("pricing", 512, 300),
+        # infra/capabilities/wakeup.py: behind the function URL, not on a schedule
+        FunctionSpec("webhook", 256, 10),
     )
 }
 SCHEDULES: dict[str, int] = {"provisioner": 60, "disruption": 60, "pricing": 12 * 3600}
@@ -61,3 +64,6 @@ QUEUE_MAX_RECEIVE_COUNT = 2
 # The direct rule's Lambda target: invoked asynchronously, 2 retries, events at most 2 minutes old.
 DIRECT_RETRY_ATTEMPTS = 2
 DIRECT_MAX_EVENT_AGE_SECONDS = 120
+# The provisioner's wakeup alias (wakeup.py): no retries, events at most a minute old.
+WAKEUP_RETRY_ATTEMPTS = 0
+WAKEUP_MAX_EVENT_AGE_SECONDS = 60

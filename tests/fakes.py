@@ -76,7 +76,7 @@ class FakeLease:
         return None
 
 
-KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass")
+KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget")
 
 
 class FakeCluster:
@@ -131,7 +131,7 @@ class FakeCluster:
         return []
 
     def list_pdbs(self) -> list[Obj]:
-        return []
+        return self._list("PodDisruptionBudget")
 
     def list_persistent_volumes(self) -> list[Obj]:
         return []
@@ -323,6 +323,8 @@ class FakeCloudProvider:
         self.unavailable: list[tuple[str, str, str, str]] = []
         self.requests: list[LaunchRequest] = []
         self.fail_with: Exception | None = None
+        self.gone: set[str] = set()  # instances terminated out of band (EC2 no longer has them)
+        self.images: set[str] = {"ami-1"}  # what the EC2NodeClass selects now
         self.unused_templates: list[str] = []
         self.template_cleanups = 0
         self._ids = itertools.count(1)
@@ -384,6 +386,9 @@ class FakeCloudProvider:
         self.terminated.append(instance_id)
         return True
 
+    def instance_gone(self, instance_id: str) -> bool:
+        return instance_id in self.gone or instance_id in self.terminated
+
     def delete_by_nodeclaim(self, nodeclaim_name: str) -> builtins.list[str]:
         self.deleted_by_nodeclaim.append(nodeclaim_name)
         return [
@@ -402,9 +407,10 @@ class FakeCloudProvider:
         return {"subnets": [], "securityGroups": [], "amis": [], "instanceProfile": ""}
 
     def drift_inputs(self, nodeclass: Mapping[str, Any]) -> DriftInputs:
-        return DriftInputs(frozenset({"ami-1"}), frozenset({"subnet-1"}), frozenset({"sg-1"}), "hash")
+        return DriftInputs(frozenset(self.images), frozenset({"subnet-1"}), frozenset({"sg-1"}))
 
     def drift_reason(self, instance: Instance, nodeclass: Mapping[str, Any]) -> str | None:
+        """AMI drift only: the AMIs the NodeClass selects are ``images`` (a test changes them)."""
         return None if instance.image_id in self.drift_inputs(nodeclass).image_ids else "AMIDrift"
 
 

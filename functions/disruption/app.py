@@ -1,8 +1,7 @@
-"""Disruption: EventBridge schedule (every minute) → remove expired and empty nodes within budgets.
+"""Disruption: EventBridge schedule (every minute) → expiration, emptiness, drift, consolidation.
 
 Thin on purpose: check the scheduled event, reuse the per-container context, call
-``nodewright.disruption.run``. Consolidation of underutilized nodes and drift are not built yet
-(see ``nodewright.disruption``).
+``nodewright.disruption.run`` (see ``nodewright.disruption``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""Provisioner: EventBridge schedule (every minute) → poll pending pods, plan, launch.
+"""Provisioner: EventBridge schedule (every minute), or a wake-up from the webhook → poll pending
+pods, plan, launch.
 
-Thin on purpose: check the scheduled event, reuse the per-container context, call
-``nodewright.provisioning.run``. Module import stays cheap (< 0.8 s): the kubernetes
-client and boto3 load on the first invocation, inside ``ContainerContext.get``, and the
-Tracer only when ``NODEWRIGHT_TRACING`` is on.
+Thin on purpose: tell a wake-up (``nodewright.wakeup.events``) from the scheduled event, reuse the
+per-container context, call ``nodewright.provisioning.run``. Module import stays cheap (< 0.8 s):
+the kubernetes client and boto3 load on the first invocation, inside ``ContainerContext.get``, and
+the Tracer only when ``NODEWRIGHT_TRACING`` is on.
 """
 
 from __future__ import annotations
@@ -24,14 +25,24 @@ container = ContainerContext(logger=log, metrics=emf)
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Run passes until shortly before the next scheduled invocation; return what was done."""
+    from aws_lambda_powertools.metrics import MetricUnit
     from nodewright import provisioning
+    from nodewright.wakeup.events import sent_at
 
-    check_scheduled_event(event, log)
+    woken_at = sent_at(event)
+    if woken_at is None:
+        check_scheduled_event(event, log)
     left = container.start_invocation(context)
     try:
-        report = provisioning.run(container.get(), left)
+        report = provisioning.run(container.get(), left, woken_at=woken_at)
     except ApiUnavailable as exc:  # no pass completed: no heartbeat, so the heartbeat alarm sees it
         return report_api_unavailable(log, emf, exc)
+    if report.stale_wakeup:  # a pass of this container already saw the cluster after it was sent
+        emf.add_metric(name="WakeupsStale", unit=MetricUnit.Count, value=1)
+        log.info("wake-up dropped: this container looked at the pods after it was sent")
+        return report.summary()
+    if woken_at is not None:
+        emf.add_metric(name="WakeupsHandled", unit=MetricUnit.Count, value=1)
     record_pass_completed("provisioner")
     summary = report.summary()
     log.info("provisioner invocation done", extra=summary)

@@ -43,12 +43,14 @@ ICE_ALARM_PER_15_MINUTES = 10
 API_SERVER_UNAVAILABLE_PER_5_MINUTES = 3
 # Functions that run every minute alarm on repeated errors; one failed tick is retried by
 # the next one. The others alarm on any error.
-REPEATED_ERRORS_ONLY = {"provisioner": 3, "disruption": 3}
+REPEATED_ERRORS_ONLY = {"provisioner": 3, "disruption": 3, "webhook": 3}
 # The scheduled functions run every minute: no completed invocation in this long is an outage.
 HEARTBEAT_MINUTES = 5
 # The provisioner's reserved concurrency of 1 turns a tick that arrives while the previous run
 # ends into one throttle (retried by Lambda): only several in a quarter hour mean trouble.
-THROTTLES_PER_15_MINUTES = {"provisioner": 5}
+# The webhook's reserved concurrency (infra/capabilities/wakeup.py) throttles bursts on purpose (the
+# API server ignores a 429): only a flood (someone hammering the URL) is worth a look.
+THROTTLES_PER_15_MINUTES = {"provisioner": 5, "webhook": 300}
 NO_ALARM_TARGET_WARNING = (
     "Nodewright alarms notify nobody: pass -c alarmEmail=you@example.com (a new SNS topic) or "
     "-c alarmTopicArn=arn:aws:sns:REGION:ACCOUNT:TOPIC (an existing one whose policy lets "
@@ -68,8 +70,10 @@ class Monitoring(Construct):
         dead_letter_queues: dict[str, sqs.IQueue],
         alarm_email: str | None = None,
         alarm_topic_arn: str | None = None,
+        wakeup: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._wakeup = wakeup
         self._service = m.service_name(cluster_name)
         self.topic = self._topic(alarm_email, alarm_topic_arn)
         self.alarms: list[cloudwatch.Alarm] = []
@@ -368,6 +372,15 @@ class Monitoring(Construct):
                 [self._by_dimension(m.DISRUPTION_ACTIONS)],
                 right=[self._metric(m.DISRUPTION_SAVINGS, five)],
             ),
+            graph(
+                "Disruption: commands by method / decision time (s, right)",
+                [self._by_dimension(m.DISRUPTION_DECISIONS)],
+                right=[self._metric(m.DISRUPTION_DECISION_SECONDS)],
+            ),
+            graph(
+                "Consolidation: candidates evaluated / nodes held back with a reason",
+                [self._metric(m.CONSOLIDATION_CANDIDATES), self._metric(m.DISRUPTION_BLOCKED)],
+            ),
             graph("Cluster cost $/h", [self._metric(m.CLUSTER_COST, five)]),
             graph("Plan time (s)", [self._metric(m.PLAN_SECONDS)]),
         )
@@ -379,12 +392,32 @@ class Monitoring(Construct):
             ),
             graph("Function throttles", [f.metric_throttles(period=five, label=n) for n, f in per_function]),
         )
-        dashboard.add_widgets(
-            graph(
-                "Heartbeat: invocations that completed (per 5 min)",
-                [self._passes_completed(name, five).with_(label=name) for name in m.HEARTBEAT_FUNCTIONS],
-            ),
+        heartbeat = graph(
+            "Heartbeat: invocations that completed (per 5 min)",
+            [self._passes_completed(name, five).with_(label=name) for name in m.HEARTBEAT_FUNCTIONS],
         )
+        if not self._wakeup:
+            dashboard.add_widgets(heartbeat)
+        else:
+            dashboard.add_widgets(
+                heartbeat,
+                # Whether the API server reaches the function URL: Wakeups flat at zero while pods go
+                # pending means the path is broken (the schedule still provisions; docs/deploy.md).
+                graph(
+                    "Wake-ups: sent, handled, dropped / requests refused by reason (right)",
+                    [
+                        self._metric(spec, five)
+                        for spec in (
+                            m.WAKEUPS,
+                            m.WAKEUPS_HANDLED,
+                            m.WAKEUPS_STALE,
+                            m.WAKEUPS_COALESCED,
+                            m.WAKEUP_ERRORS,
+                        )
+                    ],
+                    right=[self._by_dimension(m.WEBHOOK_REFUSED)],
+                ),
+            )
         dashboard.add_widgets(
             graph(
                 "Interruption queue: oldest message age (s)",

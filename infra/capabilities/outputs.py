@@ -17,6 +17,8 @@ FUNCTION_SUBNETS = "NodewrightFunctionSubnets"
 FUNCTION_SECURITY_GROUPS = "NodewrightFunctionSecurityGroups"
 INTERRUPTION_QUEUE = "NodewrightInterruptionQueueUrl"
 ALARM_TOPIC = "NodewrightAlarmTopicArn"
+WEBHOOK_URL = "NodewrightWebhookUrl"
+WEBHOOK_SECRET = "NodewrightWebhookSecretArn"
 NONE = "none"
 
 

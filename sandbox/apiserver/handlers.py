@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, errors, managedfields, patching, protobuf, schema
+from . import admission, errors, managedfields, patching, protobuf, schema, webhooks
 from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -341,6 +341,7 @@ class ResourceHandlers:
             problems += schema.validate_cel(obj, rt.schema, None)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
+        self._call_webhooks(t, ctx, "CREATE", obj, None)
         self._storage_version(rt, obj)
         if managed is None:
             managed = managedfields.record_update(
@@ -602,6 +603,7 @@ class ResourceHandlers:
             new["status"] = admission.crd_status(new, old.get("status"))
         if problems:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
+        self._call_webhooks(t, ctx, "UPDATE", new, old)
         admission.fill_zero_values(rt, new)
         self._storage_version(rt, new)
         if managed is None:
@@ -631,6 +633,27 @@ class ResourceHandlers:
         if rt.key == CRD_KEY:
             self.registry.install_crd(stored)
         return Response(200, self._present(rt, stored))
+
+    def _call_webhooks(
+        self, t: Target, ctx: Context, operation: str, new: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
+        """The validating admission webhooks (sandbox/apiserver/webhooks.py) of this write."""
+        configurations, _ = self.store.list(webhooks.CONFIGURATIONS)
+        if not configurations:
+            return
+        namespace = (new.get("metadata") or {}).get("namespace") or ""
+        identity = getattr(ctx.request, "identity", None)
+        webhooks.validate(
+            configurations,
+            t.rt,
+            t.subresource,
+            operation,
+            new=new,
+            old=old,
+            namespace=self.store.peek(("", "namespaces"), "", namespace) if namespace else None,
+            user=identity.user if identity is not None else "",
+            dry_run=ctx.dry_run,
+        )
 
     def _validate_crd_update(self, new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
         problems = []

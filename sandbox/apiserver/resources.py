@@ -169,6 +169,16 @@ BUILTINS: tuple[ResourceType, ...] = (
     _review("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
     _review("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", False),
     _review("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", False),
+    # Called by the API server on writes (sandbox/apiserver/webhooks.py); no other admission kinds.
+    _rt(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        False,
+        categories=("api-extensions",),
+        has_generation=True,
+    ),
     _rt(
         "apiextensions.k8s.io",
         "v1",
@@ -195,6 +205,7 @@ BUILTIN_GROUP_ORDER = (
     "authorization.k8s.io",
     "rbac.authorization.k8s.io",
     "coordination.k8s.io",
+    "admissionregistration.k8s.io",
     "apiextensions.k8s.io",
 )
 

@@ -10,7 +10,14 @@ import pytest
 from nodewright.cli import main
 from nodewright.observability import logger
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-demo")]
+# The whole story, with the product's real waits (consolidateAfter 30 s and 10 s, the 20 s nomination
+# wait, the 15 s validation): about 4 minutes on a quiet machine, longer on a shared one.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("provisioner-demo"),
+    pytest.mark.timeout(900),
+]
 
 
 def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
@@ -81,7 +88,9 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
     assert "redelivered to spot_events: duplicate;" in story
     assert "NodeClaims unchanged, no CreateFleet" in story
     # Part three: scale down, and the real disruption handler removes exactly the empty nodes.
-    part_three = out[out.index("Part three: deployment inflate scaled down to 3 replicas") :]
+    part_three = out[
+        out.index("Part three: deployment inflate scaled down to 3 replicas") : out.index("Part four:")
+    ]
     assert " Running on " not in part_three, "part three retells what the interruption timeline told"
     empty = set(re.findall(r"node (\S+) \([^)]*\): 0 pod\(s\) — empty", part_three))
     assert empty, "scaling 10 pods down to 3 leaves nodes empty"
@@ -95,4 +104,26 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
     assert done
     assert int(done.group(1)) == len(empty)
     assert float(done.group(2)) > 0
-    assert "Consolidation of underutilized nodes (and drift) is not built yet" in part_three
+    assert re.search(r"\d+ drift/consolidation command\(s\) started meanwhile", part_three)
+    assert "Drifted" not in part_three, (
+        "nothing drifts before part five (issue 12: the seeds' pool drifted at birth)"
+    )
+
+    # Part four: the real disruption handler replaces a mostly idle node by a strictly cheaper one.
+    part_four = out[out.index("Part four: consolidation") : out.index("Part five:")]
+    assert re.search(r"disruption command: Underutilized, replacing 1 node \(\S+\) with \S+", part_four), (
+        part_four
+    )
+    assert re.search(r"command started \(burst-\S+\): replacements burst-\S+", part_four)
+    assert re.search(r"command draining \(burst-\S+\): replacements burst-\S+ initialized", part_four)
+    costs = re.search(r"consolidated: NodePool burst \$([\d.]+)/h \(.*\) → \$([\d.]+)/h", part_four)
+    assert costs, part_four
+    assert float(costs.group(2)) < float(costs.group(1))
+
+    # Part five: an AMI selection change drifts the node, which is replaced with the new AMI.
+    part_five = out[out.index("Part five: drift") :]
+    assert re.search(r"disruption: NodeClaim burst-\S+ drifted \(AMIDrift\)", part_five), part_five
+    assert "disruption command: Drifted, replacing 1 node" in part_five
+    rolled = re.search(r"drift rolled: \S+ \((ami-\w+)\) replaced by \S+ \((ami-\w+)\)", part_five)
+    assert rolled, part_five
+    assert rolled.group(1) != rolled.group(2)

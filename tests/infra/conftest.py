@@ -39,9 +39,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def stub_functions_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from infra.capabilities.functions import FUNCTION_SPECS
     from infra.capabilities.removal import CLEANUP
+    from infra.capabilities.wakeup import WEBHOOK
 
     root = tmp_path_factory.mktemp("functions")
-    for name in [*(spec.name for spec in FUNCTION_SPECS), CLEANUP]:
+    for name in [*(spec.name for spec in FUNCTION_SPECS), CLEANUP, WEBHOOK]:
         (root / name).mkdir()
         (root / name / "app.py").write_text("def handler(event, context):\n    return None\n")
     return root

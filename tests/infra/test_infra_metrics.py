@@ -18,7 +18,10 @@ from infra_synth import Synth
 from infra import metrics
 from sandbox.shared_data import REPO_ROOT
 
-EMITS = re.compile(r'(?:add_metric|single_metric)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*"(\w+)"')
+# add_metric(name="X"), single_metric(name="X"), and the flows' helpers _count("X") / _count(ctx, "X").
+EMITS = re.compile(
+    r'(?:add_metric|single_metric)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*(?:ctx,\s*)?"(\w+)"'
+)
 SERVICE = "nodewright-demo"
 
 
@@ -122,7 +125,7 @@ def test_the_disruption_flow_emits_the_declared_dimension_sets(emf: Any) -> None
     from types import SimpleNamespace
 
     from aws_lambda_powertools import Metrics
-    from nodewright.disruption.flow import DisruptionReport, publish_metrics
+    from nodewright.disruption.flow import DisruptionReport, _count, publish_metrics
 
     emitter = Metrics(namespace=metrics.NAMESPACE)
     report = DisruptionReport(
@@ -133,9 +136,16 @@ def test_the_disruption_flow_emits_the_declared_dimension_sets(emf: Any) -> None
         ]
     )
     publish_metrics(SimpleNamespace(metrics=emitter), report)
+    for spec in (metrics.CONSOLIDATION_CANDIDATES, metrics.DISRUPTION_BLOCKED):  # as _choose counts
+        _count(SimpleNamespace(metrics=emitter), spec.name, 2)  # type: ignore[arg-type]
     emitter.flush_metrics()
     seen = emf()
-    for spec in (metrics.DISRUPTION_ACTIONS, metrics.DISRUPTION_SAVINGS):
+    for spec in (
+        metrics.DISRUPTION_ACTIONS,
+        metrics.DISRUPTION_SAVINGS,
+        metrics.CONSOLIDATION_CANDIDATES,
+        metrics.DISRUPTION_BLOCKED,
+    ):
         assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name
 
 
@@ -156,14 +166,14 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
 
     module = load_function(function)
     monkeypatch.setattr(module.container, "get", SimpleNamespace)  # no AWS, no cluster
-    idle = SimpleNamespace(summary=lambda: {"passes": 1})
+    idle = SimpleNamespace(summary=lambda: {"passes": 1}, stale_wakeup=False)
     layer_flow = importlib.import_module(f"nodewright.{flow}")
-    monkeypatch.setattr(layer_flow, "run", lambda ctx, seconds: idle)
+    monkeypatch.setattr(layer_flow, "run", lambda ctx, seconds, **_: idle)
     module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
     out = emf()
     assert out[metrics.PASSES_COMPLETED.name] == {*metrics.PASSES_COMPLETED.dimensions, "service"}
 
-    def broken(ctx: Any, seconds: float) -> Any:
+    def broken(ctx: Any, seconds: float, **_: Any) -> Any:
         raise RuntimeError("API server unreachable")
 
     monkeypatch.setattr(layer_flow, "run", broken)
@@ -171,7 +181,7 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
         module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
     assert metrics.PASSES_COMPLETED.name not in emf()
 
-    def unreachable(ctx: Any, seconds: float) -> Any:
+    def unreachable(ctx: Any, seconds: float, **_: Any) -> Any:
         from nodewright.cluster.errors import ApiUnavailable
 
         raise ApiUnavailable("GET /api/v1/nodes: API server unreachable")
@@ -245,3 +255,49 @@ def test_alarms_query_exactly_the_emitted_dimension_sets(default_synth: Synth) -
     for name, dimensions in alarm_metrics:
         assert by_name[name].emitted_by, f"alarm on {name}, which no flow emits"
         assert {d["Name"] for d in dimensions} == {*by_name[name].dimensions, "service"}, name
+
+
+def test_the_webhook_emits_the_declared_dimension_sets(emf: Any) -> None:
+    import logging
+
+    from aws_lambda_powertools import Metrics
+    from nodewright.wakeup.webhook import Webhook
+
+    emitter = Metrics(namespace=metrics.NAMESPACE)
+    webhook = Webhook(
+        secret=lambda: "x" * 48, wake=lambda event: None, logger=logging.getLogger("t"), metrics=emitter
+    )
+    review = '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}'
+    webhook.serve("POST", "/" + "x" * 48 + "/admit", review)
+    webhook.serve("POST", "/" + "x" * 48 + "/admit", review)
+    webhook.serve("POST", "/guess/admit", "{}")
+    emitter.flush_metrics()
+    seen = emf()
+    for spec in (metrics.WAKEUPS, metrics.WAKEUPS_COALESCED, metrics.WEBHOOK_REFUSED):
+        assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name
+
+
+def test_the_provisioner_counts_handled_and_stale_wakeups_with_the_service_only(
+    emf: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from aws_lambda_powertools import Metrics
+    from nodewright import observability, provisioning
+    from nodewright.wakeup.events import wakeup_event
+
+    from sandbox.lambdas import LambdaContext, load_function
+
+    # The container's Metrics reads POWERTOOLS_SERVICE_NAME when built, as in Lambda; the cached
+    # one of this test process may predate the fixture's variable.
+    monkeypatch.setattr(observability, "metrics", lambda: Metrics(namespace=metrics.NAMESPACE))
+    module = load_function("provisioner")
+    monkeypatch.setattr(module.container, "get", SimpleNamespace)
+    for stale in (False, True):
+        report = SimpleNamespace(summary=lambda: {"passes": 1}, stale_wakeup=stale)
+        monkeypatch.setattr(provisioning, "run", lambda ctx, seconds, woken_at, r=report: r)
+        module.handler(wakeup_event(datetime.now(UTC)), LambdaContext(55))
+    seen = emf()
+    for spec in (metrics.WAKEUPS_HANDLED, metrics.WAKEUPS_STALE):
+        assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name

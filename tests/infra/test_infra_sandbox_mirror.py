@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import yaml
 
-from infra.capabilities import interruption_queue, schedules
+from infra.capabilities import interruption_queue, schedules, wakeup
 from infra.capabilities.cluster_access import KUBERNETES_GROUP
 from infra.capabilities.functions import FUNCTION_SPECS
 from sandbox import triggers
@@ -28,8 +28,14 @@ def test_the_sandbox_identity_is_the_access_entry_group_that_deploy_rbac_binds()
 
 def test_functions_and_schedules_are_the_stacks() -> None:
     stack = {s.name: (s.memory_mb, int(s.timeout.to_seconds())) for s in FUNCTION_SPECS}
+    stack[wakeup.WEBHOOK] = (wakeup.WEBHOOK_MEMORY_MB, int(wakeup.WEBHOOK_TIMEOUT.to_seconds()))
     assert {n: (s.memory_mb, s.timeout_seconds) for n, s in triggers.FUNCTIONS.items()} == stack
     assert {n: int(d.to_seconds()) for n, d in schedules.SCHEDULES.items()} == triggers.SCHEDULES
+
+
+def test_the_wakeup_alias_settings_are_the_stacks() -> None:
+    assert int(wakeup.WAKEUP_MAX_EVENT_AGE.to_seconds()) == triggers.WAKEUP_MAX_EVENT_AGE_SECONDS
+    assert triggers.WAKEUP_RETRY_ATTEMPTS == 0
 
 
 def _eventbridge(pattern: dict) -> dict:

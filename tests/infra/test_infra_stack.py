@@ -33,19 +33,23 @@ def function_named(synth: Synth, name: str) -> tuple[str, dict[str, Any]]:
 def test_resource_counts_match_the_design(default_synth: Synth) -> None:
     template = default_synth.assertions
     expected = {
-        "AWS::Lambda::Function": 6,  # five functions + the removal at cdk destroy
+        "AWS::Lambda::Function": 7,  # five functions, the webhook, the removal at cdk destroy
         "AWS::Lambda::LayerVersion": 1,
         "AWS::Lambda::EventSourceMapping": 1,
-        "AWS::Lambda::EventInvokeConfig": 4,  # every function but the SQS-driven one
+        # every scheduled or rule-driven function, and the provisioner's wakeup alias
+        "AWS::Lambda::EventInvokeConfig": 5,
+        "AWS::Lambda::Alias": 1,
+        "AWS::Lambda::Url": 1,
+        "AWS::SecretsManager::Secret": 1,
         "AWS::SQS::Queue": 3,  # interruption queue, its DLQ, failed invocations
         "AWS::Events::Rule": 9,  # 5 to the queue, 1 direct, 3 schedules
         "AWS::DynamoDB::Table": 1,
         "AWS::EKS::AccessEntry": 5,  # 4 functions that call Kubernetes + the created node role
         "AWS::CloudWatch::Dashboard": 1,
-        # 2 DLQs, 5 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE,
+        # 2 DLQs, 6 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE,
         # API server unreachable
-        "AWS::CloudWatch::Alarm": 19,
-        "AWS::IAM::Role": 7,  # one per function, the removal's, the node role
+        "AWS::CloudWatch::Alarm": 21,
+        "AWS::IAM::Role": 8,  # one per function (webhook too), the removal's, the node role
         "AWS::CloudFormation::CustomResource": 1,
         "AWS::SNS::Topic": 0,  # only with alarmEmail
         "AWS::EC2::SecurityGroup": 0,  # only in a VPC
@@ -225,6 +229,8 @@ def test_interruption_reads_batches_of_ten_and_reports_item_failures(default_syn
 def test_async_functions_send_failures_to_the_failed_invocations_queue(default_synth: Synth) -> None:
     configs = default_synth.resources("AWS::Lambda::EventInvokeConfig")
     for config in configs.values():
+        if config["Properties"]["Qualifier"] != "$LATEST":  # the wakeup alias: test_infra_wakeup.py
+            continue
         destination = config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
         assert destination["Fn::GetAtt"][0].startswith("AutoscalerFunctionsFailedInvocations")
 
@@ -259,6 +265,9 @@ def test_variant_context_reaches_the_functions(variant_synth: Synth) -> None:
         env = props["Environment"]["Variables"]
         assert props["TracingConfig"] == {"Mode": "Active"}
         assert env["NODEWRIGHT_TRACING"] == "true"
+        assert env["NODE_ROLE"] == "MyNodeRole"
+        if name.startswith("AutoscalerWakeup"):  # the webhook needs neither
+            continue
         assert env["REBALANCE_MODE"] == "event-only"
         assert env["POLL_INTERVAL_SECONDS"] == "2"
         assert env["NODE_ROLE"] == "MyNodeRole"
@@ -305,7 +314,7 @@ def test_log_groups_have_the_names_the_docs_give(default_synth: Synth) -> None:
     from infra.capabilities.functions import log_group_name
 
     names = {g["Properties"]["LogGroupName"] for g in default_synth.resources("AWS::Logs::LogGroup").values()}
-    assert names == {log_group_name("demo", n) for n in [*SPECS, "cleanup"]}
+    assert names == {log_group_name("demo", n) for n in [*SPECS, "cleanup", "webhook"]}
     assert log_group_name("demo", "provisioner") == "/nodewright/demo/provisioner"
     deploy_doc = (REPO_ROOT / "docs" / "deploy.md").read_text()
     assert "/nodewright/<cluster>/provisioner" in deploy_doc
@@ -345,8 +354,8 @@ def test_alarms_cover_dlqs_errors_throttles_heartbeats_pending_pods_queue_latenc
     assert len(by_metric["ApproximateNumberOfMessagesVisible"]) == 2
     for alarm in by_metric["ApproximateNumberOfMessagesVisible"]:
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
-    assert len(by_metric["Errors"]) == 5
-    assert len(by_metric["Throttles"]) == 5
+    assert len(by_metric["Errors"]) == 6
+    assert len(by_metric["Throttles"]) == 6
     (unreachable,) = by_metric[metrics.API_SERVER_UNAVAILABLE.name]
     assert (unreachable["Threshold"], unreachable["Period"], unreachable["Statistic"]) == (3, 300, "Sum")
     (latency,) = by_metric[metrics.INTERRUPTION_HANDLING_SECONDS.name]

@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from nodewright.api.hashing import nodeclass_hash
 from nodewright.cloud import aws, eks
 from nodewright.cloud.catalog import CatalogData, clear_caches, fetch_catalog, prime_catalog
 from nodewright.cloud.errors import (
@@ -27,6 +28,7 @@ from nodewright.cloud.provider import CloudProvider, LaunchRequest, parse_provid
 from nodewright.cloud.state import StateStore, create_state_table
 from nodewright.settings import Settings
 
+from sandbox import fleet_network
 from sandbox.aws import inject_ssm_parameters
 
 REGION = "us-east-1"
@@ -56,6 +58,7 @@ class Env:
 
 @pytest.fixture
 def env(moto_catalog: CatalogData) -> Iterator[Env]:
+    fleet_network.install()  # fleet instances get their launch template's security groups, as on EC2
     with mock_aws():
         aws.reset_clients()
         clear_caches()
@@ -113,7 +116,10 @@ def env(moto_catalog: CatalogData) -> Iterator[Env]:
         store.put_price_table(
             PriceTable(on_demand={"c5.large": 0.085, "m5.large": 0.096, "m6g.large": 0.077}, spot=spot)
         )
-        yield Env(settings, ec2, store, subnets, small, group)
+        try:
+            yield Env(settings, ec2, store, subnets, small, group)
+        finally:
+            fleet_network.uninstall()
         aws.reset_clients()
         clear_caches()
 
@@ -439,7 +445,7 @@ def test_candidates_given_as_scheduler_models_use_their_offerings(env: Env) -> N
     assert result.zone == "us-east-1c"
 
 
-def test_drift_inputs_detect_ami_and_nodeclass_changes(env: Env) -> None:
+def test_dynamic_drift_is_the_ami_subnet_or_security_groups_the_nodeclass_no_longer_selects(env: Env) -> None:
     provider = CloudProvider(env.settings)
     result = provider.create(request())
     instance = provider.get(result.instance_id)
@@ -447,20 +453,59 @@ def test_drift_inputs_detect_ami_and_nodeclass_changes(env: Env) -> None:
     inputs = provider.drift_inputs(nc)
     assert inputs.image_ids == {AMD64_AMI, ARM64_AMI}
     assert instance.subnet_id in inputs.subnet_ids
-    assert instance.nodeclass_hash == inputs.nodeclass_hash
-    assert provider.drift_reason(instance, nodeclass(tags={"team": "other"})) == "NodeClassDrift"
+    assert instance.nodeclass_hash == nodeclass_hash(nc), "the static hash is tagged at launch"
+    assert instance.security_groups == {env.security_group}, "the launch template's groups, as on EC2"
+    assert provider.drift_reason(instance, nc) is None
+    # A static field (tags) is static drift, judged on the NodeClaim's annotation, not here.
+    assert provider.drift_reason(instance, nodeclass(tags={"team": "other"})) is None
     image = env.ec2.register_image(Name="pinned", Architecture="x86_64", RootDeviceName="/dev/xvda")[
         "ImageId"
     ]
     pinned = nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"id": image}])
     fresh = CloudProvider(env.settings)
     assert fresh.drift_inputs(pinned).image_ids == {image}
-    untagged = dataclasses.replace(instance, tags={})  # no NodeClass hash: the AMI decides
-    assert fresh.drift_reason(untagged, pinned) == "AMIDrift"
-    # moto gives fleet instances the VPC's default group instead of the template's (real EC2 does not).
-    as_launched = dataclasses.replace(instance, security_groups=frozenset({env.security_group}))
-    assert provider.drift_reason(as_launched, nc) is None
-    assert provider.drift_reason(instance, nc) == "SecurityGroupDrift"
+    assert fresh.drift_reason(instance, pinned) == "AMIDrift"
+    other = env.ec2.create_security_group(
+        GroupName="other",
+        Description="other",
+        VpcId=env.ec2.describe_subnets(SubnetIds=[instance.subnet_id])["Subnets"][0]["VpcId"],
+    )["GroupId"]
+    assert fresh.drift_reason(instance, nodeclass(securityGroupSelectorTerms=[{"id": other}])) == (
+        "SecurityGroupDrift"
+    )
+    elsewhere = dataclasses.replace(instance, subnet_id="subnet-0000000000000dead")
+    assert provider.drift_reason(elsewhere, nc) == "SubnetDrift"
+
+
+def test_an_instance_in_a_capacity_reservation_that_is_no_longer_active_has_drifted(env: Env) -> None:
+    """moto has no capacity reservations: DescribeCapacityReservations is stubbed."""
+    from botocore.stub import Stubber
+
+    provider = CloudProvider(env.settings)
+    instance = provider.get(provider.create(request()).instance_id)
+    instance = dataclasses.replace(
+        instance,
+        security_groups=frozenset({env.security_group}),
+        capacity_reservation_id="cr-0123456789abcdef0",
+    )
+    nc = nodeclass()
+    provider.drift_inputs(nc)  # resolve (and cache) the selectors before stubbing EC2
+    with Stubber(provider.ec2) as stub:
+        ids = {"CapacityReservationIds": ["cr-0123456789abcdef0"]}
+        stub.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": [{"CapacityReservationId": "cr-0123456789abcdef0", "State": "active"}]},
+            ids,
+        )
+        stub.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": [{"CapacityReservationId": "cr-0123456789abcdef0", "State": "expired"}]},
+            ids,
+        )
+        stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound")
+        assert provider.drift_reason(instance, nc) is None
+        assert provider.drift_reason(instance, nc) == "CapacityReservationDrift"
+        assert provider.drift_reason(instance, nc) == "CapacityReservationDrift"
 
 
 def test_nodeclass_status_lists_what_the_selectors_resolve_to(env: Env) -> None:

@@ -19,12 +19,13 @@ import yaml
 from botocore.stub import Stubber
 from kubernetes.client import ApiClient
 from moto import mock_aws
+from nodewright.api import webhooks
 from nodewright.cli import doctor as doctor_module
 from nodewright.cli.doctor import FAIL, OK, SKIP, WARN, Doctor
 from nodewright.cloud import readiness
 from nodewright.cluster import auth
 from nodewright.cluster.client import Cluster
-from nodewright.cluster.resources import CRDS, EC2NODECLASSES, NAMESPACES
+from nodewright.cluster.resources import CRDS, EC2NODECLASSES, NAMESPACES, VALIDATING_WEBHOOKS
 
 from sandbox.apiserver import ApiServer
 from sandbox.install import rbac_namespaces
@@ -150,6 +151,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             readiness.OUTPUT_FUNCTION_SECURITY_GROUPS: "none",
             readiness.OUTPUT_INTERRUPTION_QUEUE: queue,
             readiness.OUTPUT_ALARM_TOPIC: topic,
+            readiness.OUTPUT_WEBHOOK_URL: "https://abc.lambda-url.us-east-1.on.aws/",
+            readiness.OUTPUT_WEBHOOK_SECRET: "arn:aws:secretsmanager:us-east-1:123456789012:secret:p-AbCdEf",
         }
         yield World(
             clients,
@@ -257,6 +260,8 @@ def test_a_healthy_install_passes_every_check(aws: World, installed: Cluster) ->
     kube = installed
     deploy_stack(aws)
     kube.create(EC2NODECLASSES, nodeclass())
+    url = webhooks.endpoint(aws.outputs[readiness.OUTPUT_WEBHOOK_URL], "s" * 48, webhooks.ADMIT_PATH)
+    kube.create(VALIDATING_WEBHOOKS, webhooks.wakeup_configuration(url))
     results = run_doctor(aws, kube, healthy_entries(aws))
     statuses = {check: status for check, (status, _, _) in results.items()}
     not_ok = {c: results[c] for c, s in statuses.items() if s != OK}
@@ -269,6 +274,7 @@ def test_a_healthy_install_passes_every_check(aws: World, installed: Cluster) ->
     assert statuses["EC2NodeClass default"] == OK
     assert statuses["endpoint reachable from the functions"] == OK
     assert statuses["admission webhooks"] == SKIP
+    assert statuses["wake-up webhook"] == OK
 
 
 def test_a_broken_install_fails_each_check_with_its_fix(aws: World, kube: Cluster) -> None:
@@ -326,6 +332,8 @@ def test_a_broken_install_fails_each_check_with_its_fix(aws: World, kube: Cluste
         "create-service-linked-role --aws-service-name spot.amazonaws.com"
         in results["spot service-linked role"][2]
     )
+    assert results["wake-up webhook"][0] == WARN  # not installed: pods wait for the tick
+    assert "nodewright install-webhooks --cluster demo --apply" in results["wake-up webhook"][2]
 
 
 def test_functions_in_the_vpc_need_the_cluster_security_group_and_a_way_to_the_aws_apis(

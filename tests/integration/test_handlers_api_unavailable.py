@@ -71,6 +71,9 @@ def test_a_scheduled_function_with_the_api_server_down_reports_once_and_ends(
         clock=clock,
     )
     module.container = ContainerContext(logger=module.log, metrics=module.emf, context=ctx)
+    # Powertools Metrics keeps one metric set per process: a test earlier in this worker may have
+    # left metrics unflushed, which this invocation would publish with its own.
+    module.emf.clear_metrics()
 
     answer = module.handler(SCHEDULED, LambdaContext(function_name=f"nodewright-{function}"))
 

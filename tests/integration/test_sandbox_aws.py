@@ -1,4 +1,5 @@
-"""The sandbox's AWS side: seeded resources and CreateFleet fault injection, over HTTP to the moto server."""
+"""The sandbox's AWS side: seeded resources, CreateFleet fault injection and launch-template network
+settings, over HTTP to the moto server."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sandbox import faults
+from sandbox import faults, fleet_network
 from sandbox.aws import AwsSeed, MotoServer, aws_client, seed
 
 CLUSTER = "faults"
@@ -23,11 +24,13 @@ def moto() -> Iterator[tuple[str, AwsSeed, faults.FaultInjector]]:
     endpoint = server.start()
     server.reset()
     injector = faults.FaultInjector()
+    fleet_network.install()
     faults.install(injector)
     try:
         yield endpoint, seed(endpoint, CLUSTER, "us-east-1", ZONES), injector
     finally:
         faults.uninstall(injector)
+        fleet_network.uninstall()
         server.reset()
         server.stop()
 
@@ -85,6 +88,47 @@ def test_seeded_cluster_resources_are_discoverable_by_tag(moto, ec2) -> None:
     finally:
         eks.close()
         dynamodb.close()
+
+
+@pytest.mark.parametrize("capacity_type", ["on-demand", "spot"])
+@pytest.mark.parametrize("where", ["SecurityGroupIds", "NetworkInterfaces", "none"])
+def test_a_fleet_instance_gets_its_launch_templates_security_groups_as_on_ec2(
+    moto, ec2, where: str, capacity_type: str
+) -> None:
+    """EC2 puts the template's groups on the primary interface (its VPC's default group when the
+    template names none); unpatched moto gave every fleet instance a default group, some of another VPC."""
+    aws = moto[1]
+    data: dict[str, Any] = {"ImageId": aws.images["al2023/x86_64"]}
+    if where == "SecurityGroupIds":
+        data["SecurityGroupIds"] = [aws.security_group_id]
+    elif where == "NetworkInterfaces":
+        data["NetworkInterfaces"] = [
+            {"DeviceIndex": 0, "AssociatePublicIpAddress": False, "Groups": [aws.security_group_id]}
+        ]
+    name = f"groups-{where}-{capacity_type}"
+    template = ec2.create_launch_template(LaunchTemplateName=name, LaunchTemplateData=data)
+    result = fleet(
+        ec2,
+        template["LaunchTemplate"]["LaunchTemplateId"],
+        [{"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1b"]}],
+        capacity_type,
+    )
+    instance_id = result["Instances"][0]["InstanceIds"][0]
+    instance = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    if where == "none":
+        vpc_default = ec2.describe_security_groups(
+            Filters=[
+                {"Name": "vpc-id", "Values": [aws.vpc_id]},
+                {"Name": "group-name", "Values": ["default"]},
+            ]
+        )["SecurityGroups"][0]["GroupId"]
+        expected = [vpc_default]
+    else:
+        expected = [aws.security_group_id]
+    assert [g["GroupId"] for g in instance["SecurityGroups"]] == expected
+    [interface] = instance["NetworkInterfaces"]
+    assert [g["GroupId"] for g in interface["Groups"]] == expected
+    assert instance["SubnetId"] == aws.subnets["us-east-1b"]
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,8 @@
 * the scheduling core imports nothing of Nodewright but itself and ``api`` (and of the kubernetes
   package only its quantity parser; never boto3): it stays a pure simulation;
 * a flow (provisioning, disruption, interruption) never imports another flow — what two flows
-  share lives in ``state`` or ``termination`` — except the one entry point
-  ``provisioning.replace_for_displaced`` that interruption calls;
+  share lives in ``state`` or ``termination`` — except the two entry points of provisioning:
+  ``replace_for_displaced`` that interruption calls and ``launch_replacements`` that disruption calls;
 * ``state`` and ``termination``, which the flows share, import no flow.
 """
 
@@ -20,7 +20,10 @@ LAYER = Path(__file__).resolve().parents[2] / "layers" / "nodewright" / "nodewri
 FLOWS = ("provisioning", "disruption", "interruption")
 SHARED = ("state", "termination")
 # (importing flow, imported module, imported name): the explicit exceptions.
-ALLOWED = {("interruption", "nodewright.provisioning", "replace_for_displaced")}
+ALLOWED = {
+    ("interruption", "nodewright.provisioning", "replace_for_displaced"),
+    ("disruption", "nodewright.provisioning", "launch_replacements"),
+}
 SCHEDULING_THIRD_PARTY = ("kubernetes.utils.quantity",)
 
 
@@ -125,6 +128,7 @@ def test_the_check_catches_a_crossing(module: str, source: str, expected: str) -
         ("nodewright.scheduling.scheduler", "from .model import Pod"),
         ("nodewright.interruption.flow", "from nodewright.provisioning import replace_for_displaced"),
         ("nodewright.disruption.flow", "from nodewright.state import pods"),
+        ("nodewright.disruption.execute", "from nodewright.provisioning import launch_replacements"),
         ("nodewright.disruption.flow", "from nodewright import termination"),
     ],
 )

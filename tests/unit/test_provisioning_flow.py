@@ -247,6 +247,58 @@ def test_registration_syncs_labels_taints_and_finalizer_then_initialization_foll
     assert node["metadata"]["labels"][labels.NODE_INITIALIZED] == "true"
 
 
+def _registered_node(ctx: Any, cluster: FakeCluster) -> tuple[str, dict[str, Any]]:
+    cluster.add("Pod", pending_pod("inflate-1"))
+    name = flow.provision(ctx).created[0]
+    claim = cluster.objects["NodeClaim"][name]
+    cluster.add(
+        "Node",
+        {
+            "metadata": {"name": "ip-10-0-0-1", "labels": {}},
+            "spec": {"providerID": claim["status"]["providerID"]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    flow.provision(ctx)  # registered: the Node gets the termination finalizer
+    return name, claim
+
+
+def test_issue16_defect4_kubectl_delete_node_is_followed_by_the_provisioner_too(world: Any) -> None:
+    ctx, cluster, cloud = world
+    name, claim = _registered_node(ctx, cluster)
+    cluster.delete_node("ip-10-0-0-1")  # held by the finalizer
+
+    report = flow.provision(ctx)
+    assert report.lifecycle.node_deletions == [name]
+    assert cluster.objects["NodeClaim"][name]["metadata"]["deletionTimestamp"], "the NodeClaim follows"
+
+    flow.provision(ctx)  # the NodeClaim's finalizer step drains and terminates
+    assert cluster.objects["Node"] == {}
+    assert name not in cluster.objects["NodeClaim"]
+    assert claim["status"]["instanceID"] in cloud.terminated
+
+
+def test_issue16_defect3_a_vanished_instance_releases_its_node_and_nodeclaim_in_one_provisioner_pass(
+    world: Any,
+) -> None:
+    ctx, cluster, cloud = world
+    name, claim = _registered_node(ctx, cluster)
+    cluster.add("Pod", {**pending_pod("stuck"), "spec": {"nodeName": "ip-10-0-0-1"}})
+    instance_id = claim["status"]["instanceID"]
+    del cloud.instances[instance_id]
+    cloud.gone.add(instance_id)
+    ctx.clock.advance(lifecycle.LEAK_GRACE.total_seconds() + 1)
+    lifecycle.reset_gc_clock()
+
+    report = flow.provision(ctx)  # GC: the instance is gone → the NodeClaim is deleted
+    assert report.lifecycle.vanished == [name]
+    flow.provision(ctx)  # finalized at once: no drain waits on a dead kubelet
+
+    assert cluster.objects["Node"] == {}
+    assert name not in cluster.objects["NodeClaim"]
+    assert "stuck" not in cluster.objects["Pod"]
+
+
 def test_an_instance_that_never_registers_is_terminated_after_fifteen_minutes(world: Any) -> None:
     ctx, cluster, cloud = world
     cluster.add("Pod", pending_pod("inflate-1"))
@@ -397,6 +449,7 @@ def looping(
 
     monkeypatch.setattr(loop, "provision", timed)
     monkeypatch.setattr(loop, "_memory", {})
+    monkeypatch.setattr(loop, "_observed", {})
     return ctx, cluster, clock, pass_times
 
 
@@ -488,7 +541,7 @@ def test_the_loop_stops_early_when_the_lambda_has_little_time_left(looping: Any)
     assert clock.mono - 1000.0 <= 20 - loop.SAFETY_MARGIN_SECONDS + 0.5
 
 
-def test_a_burst_that_already_went_quiet_is_planned_together_at_the_next_poll(looping: Any) -> None:
+def test_a_burst_between_passes_is_seen_within_a_second_and_planned_together(looping: Any) -> None:
     from nodewright.provisioning import loop
 
     ctx, cluster, clock, pass_times = looping
@@ -500,7 +553,8 @@ def test_a_burst_that_already_went_quiet_is_planned_together_at_the_next_poll(lo
 
     fresh_claims = [c for n, c in cluster.objects["NodeClaim"].items() if n != "default-old"]
     assert len(fresh_claims) == 1
-    assert pass_times[1] == 5.0  # the first poll after the burst; its newest pod was 2 s quiet
+    # Seen at the 2 s look (NEW_POD_POLL_SECONDS), not the 5 s pass; planned 1 s after the last pod.
+    assert pass_times[1] == 4.0
 
 
 def test_a_steady_stream_of_pods_is_batched_for_at_most_ten_seconds(looping: Any) -> None:
@@ -514,6 +568,64 @@ def test_a_steady_stream_of_pods_is_batched_for_at_most_ten_seconds(looping: Any
     loop.run(ctx, remaining_seconds=40)
 
     assert pass_times[1] == pytest.approx(15.0, abs=0.3)  # opened at the 5 s poll, closed 10 s later
+
+
+def test_a_wakeup_on_an_idle_cluster_plans_the_pod_that_woke_it_without_waiting_for_a_tick(
+    looping: Any,
+) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    cluster.add("Pod", pending_pod("woke-us"))
+
+    report = loop.run(ctx, remaining_seconds=55, woken_at=clock.now())
+
+    assert report.woken
+    assert not report.stale_wakeup
+    assert pass_times[0] == 1.0  # Karpenter's 1 s batching window, counted from the wake-up
+    assert len(cluster.objects["NodeClaim"]) == 1
+
+
+def test_a_wakeup_batches_the_pods_that_arrive_just_after_it_into_one_pass(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    sent = clock.now()
+    for i, at in enumerate((1000.3, 1000.6, 1000.9)):
+        clock.script.append((at, lambda i=i: cluster.add("Pod", pending_pod(f"burst-{i}"))))
+
+    loop.run(ctx, remaining_seconds=20, woken_at=sent)
+
+    assert len(cluster.objects["NodeClaim"]) == 1
+    assert pass_times[0] == pytest.approx(2.0, abs=0.3)  # 1 s after the last pod of the burst
+
+
+def test_a_wakeup_delivered_after_this_container_already_looked_is_dropped_without_a_call(
+    looping: Any,
+) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    sent = clock.now()
+    clock.advance(30)  # throttled behind a loop that listed the pods meanwhile
+    loop.run(ctx, remaining_seconds=55)
+    passes_before, leases_before = len(pass_times), len(cluster.lease_identities)
+
+    report = loop.run(ctx, remaining_seconds=55, woken_at=sent)
+
+    assert report.stale_wakeup
+    assert len(pass_times) == passes_before
+    assert len(cluster.lease_identities) == leases_before  # not even the lease was asked for
+
+
+def test_a_wakeup_sent_after_the_last_look_is_not_stale(looping: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, _cluster, clock, _pass_times = looping
+    loop.run(ctx, remaining_seconds=55)
+
+    assert not loop.is_stale_wakeup(ctx, clock.now())
+    assert not loop.is_stale_wakeup(ctx, clock.now() - timedelta(seconds=loop.WAKEUP_MARGIN_SECONDS))
 
 
 # --- replacement capacity for displaced nodes (the interruption flow's call) ---------------------

@@ -91,6 +91,38 @@ def test_unknown_operator_and_bad_gt_value_are_reported() -> None:
         Requirement.create("k", "Gt", ["x"])
 
 
+def test_a_new_nodeclaim_is_labelled_with_a_value_of_each_custom_requirement_as_karpenter_does() -> None:
+    """Karpenter's ``Requirements.Labels()``: one allowed value per custom key (well-known and
+    restricted keys come from the instance, not from here), so the node satisfies its NodePool."""
+    found = Requirements.from_k8s(
+        [
+            {
+                "key": "node.kubernetes.io/instance-type47",
+                "operator": "In",
+                "values": ["t3a.large", "t3.large"],
+            },
+            {"key": "team", "operator": "Exists"},
+            {"key": "tier", "operator": "NotIn", "values": ["0", "1"]},
+            {"key": "generation", "operator": "Gt", "values": ["5"]},
+            {"key": "gone", "operator": "DoesNotExist"},
+            {"key": wk.ZONE, "operator": "In", "values": ["us-west-2a", "us-west-2b"]},
+            {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["spot"]},
+            {"key": "kubernetes.io/custom", "operator": "In", "values": ["x", "y"]},
+        ]
+    )
+    labels = found.node_labels()
+    assert labels == {
+        "node.kubernetes.io/instance-type47": "t3.large",
+        "team": "0",
+        "tier": "2",
+        "generation": "6",
+        wk.CAPACITY_TYPE: "spot",  # single-valued: as labels() always did
+    }
+    assert found.matches_labels({**labels, wk.ZONE: "us-west-2a", "kubernetes.io/custom": "x"})
+    assert Requirement.create("n", "Lt", ["0"]).any_value() == "-1"
+    assert Requirement.create("n", "In", []).any_value() is None
+
+
 @pytest.mark.parametrize(
     ("node", "pod", "conflict"),
     [

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+SERVICE_ENDPOINT_PREFIX = "AWS_ENDPOINT_URL_"
+
 
 class SettingsError(ValueError):
     """A required setting is missing or malformed; the message names the variable."""
@@ -45,6 +47,12 @@ class Settings:
     batch_max_seconds: float = 10.0
     idle_after_seconds: float = 600.0
     tracing: bool = False
+    # The wake-up webhook (functions/webhook): what it wakes (the provisioner's wake-up alias ARN)
+    # and the Secrets Manager secret holding its URL's secret path.
+    wake_function: str | None = None
+    webhook_secret: str | None = None
+    # AWS_ENDPOINT_URL_<SERVICE>: one service elsewhere than the others (the sandbox's Lambda).
+    service_endpoints: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -73,4 +81,11 @@ class Settings:
             batch_max_seconds=_number(env, "BATCH_MAX_SECONDS", 10.0),
             idle_after_seconds=_number(env, "IDLE_AFTER_SECONDS", 600.0),
             tracing=env.get("NODEWRIGHT_TRACING", "false").lower() in ("1", "true", "yes"),
+            wake_function=env.get("WAKE_FUNCTION") or None,
+            webhook_secret=env.get("WEBHOOK_SECRET_ARN") or None,
+            service_endpoints={
+                key.removeprefix(SERVICE_ENDPOINT_PREFIX).lower(): value
+                for key, value in env.items()
+                if key.startswith(SERVICE_ENDPOINT_PREFIX) and value
+            },
         )

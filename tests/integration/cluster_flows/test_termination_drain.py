@@ -187,3 +187,62 @@ def test_a_termination_grace_period_beyond_what_kubernetes_accepts_sets_no_deadl
     term = _begin(ctx, node, claim, involuntary=False)
     assert term.deadline is None
     termination.step(ctx, term)
+
+
+def test_issue16_defect3_an_instance_terminated_out_of_band_does_not_leave_its_node_deleting_forever(
+    world, ctx, clock, cloud
+) -> None:
+    """Its kubelet is dead: nothing confirms a graceful deletion and a PDB would block for ever.
+    Once EC2 says the instance is gone, the pods bound to the node are force-deleted (so a
+    StatefulSet can recreate its pod) and the Node and NodeClaim go at once, without a deadline."""
+    clock.ticks.clear()  # no kubelet: graceful deletions are never confirmed
+    node, claim = _node_with_claim(world)
+    world.pod("db-0", "node-a", labels={"app": "db"}, owner_kind="StatefulSet")
+    world.pod("web-1", "node-a", labels={"app": "web"})
+    world.pdb("web", {"app": "web"}, allowed=0)
+    term = _begin(ctx, node, claim, involuntary=False)
+    termination.step(ctx, term)
+    assert not term.done, "while the instance runs, the PDB holds the drain"
+
+    cloud.gone.add("i-0aaaaaaaaaaaaaaa1")  # terminated from the EC2 console
+    clock.advance(termination.terminate.INSTANCE_CHECK_SECONDS)
+    termination.step(ctx, term)
+
+    assert term.done
+    assert "instance-gone" in term.history
+    assert world.cluster.list_pods() == [], "force-deleted, not left Terminating on a dead kubelet"
+    assert world.cluster.find_node("node-a") is None
+    assert world.cluster.find_nodeclaim("claim-node-a") is None
+    assert cloud.terminated == [], "nothing left to terminate"
+
+
+def test_issue16_defect4_kubectl_delete_node_drains_terminates_the_instance_and_removes_the_finalizer(
+    world, ctx, clock, cloud
+) -> None:
+    _node_with_claim(world, terminationGracePeriod="1h")
+    world.pod("web-1", "node-a", labels={"app": "web"})
+    world.cluster.delete_node("node-a")  # kubectl delete node node-a: held by karpenter.sh/termination
+    assert world.cluster.get_node("node-a")["metadata"]["deletionTimestamp"]
+
+    [term] = termination.pending_terminations(ctx)  # what the next pass of any flow sees
+    assert term.nodeclaim == "claim-node-a"
+    assert term.reason == "Node node-a deleted"
+    assert term.deadline is not None, "the NodeClaim's terminationGracePeriod bounds the drain"
+    assert objects.is_deleting(world.cluster.get_nodeclaim("claim-node-a")), "deleting either deletes both"
+    assert world.cluster.get_node("node-a")["spec"]["unschedulable"] is True
+
+    termination.run(ctx, [term], budget_seconds=30)
+    assert term.done
+    assert world.cluster.find_node("node-a") is None
+    assert world.cluster.find_nodeclaim("claim-node-a") is None
+    assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"], "the instance is not billed on"
+    assert termination.pending_terminations(ctx) == []
+
+
+def test_a_deleted_node_without_a_nodeclaim_is_drained_and_its_instance_terminated(world, ctx, cloud) -> None:
+    world.node("node-b", "i-0bbbbbbbbbbbbbbb2")
+    world.pod("web-1", "node-b")
+    world.cluster.delete_node("node-b")
+    termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
+    assert world.cluster.find_node("node-b") is None
+    assert cloud.terminated == ["i-0bbbbbbbbbbbbbbb2"]

@@ -337,3 +337,122 @@ SCHEMAS: dict[tuple[str, str], Schema] = {
     ("karpenter.sh", "NodeClaim"): NODECLAIM,
     ("karpenter.k8s.aws", "EC2NodeClass"): EC2NODECLASS,
 }
+
+
+# --------------------------------------------------------------------------- v1beta1
+# The v1beta1 kinds as Karpenter v0.33 to v0.37 served them: what a CRD serving v1beta1 next to v1
+# (through the conversion webhook, ``api.webhooks.with_conversion``) validates and prunes a
+# v1beta1 request and a v1beta1 read against. Every field ``api.conversion_review`` writes when it
+# converts to v1beta1 is here, or reading through v1beta1 would lose it.
+
+V1BETA1_NODE_CLASS_REF = obj(
+    {"apiVersion": string(), "kind": string(), "name": string(minLength=1)}, required=["name"]
+)
+
+V1BETA1_KUBELET = obj({**KUBELET["properties"], "containerRuntime": string(enum=["containerd", "dockerd"])})
+
+V1BETA1_NODECLAIM_SPEC = obj(
+    {
+        "taints": array(TAINT),
+        "startupTaints": array(TAINT),
+        "requirements": array(REQUIREMENT, maxItems=100),
+        "resources": obj({"requests": resource_list()}),
+        "kubelet": V1BETA1_KUBELET,
+        "nodeClassRef": V1BETA1_NODE_CLASS_REF,
+    },
+    required=["nodeClassRef", "requirements"],
+)
+
+V1BETA1_NODEPOOL = obj(
+    {
+        "apiVersion": string(),
+        "kind": string(),
+        "metadata": {"type": "object"},
+        "spec": obj(
+            {
+                "template": obj(
+                    {
+                        "metadata": NODEPOOL_TEMPLATE["properties"]["metadata"],
+                        "spec": obj(
+                            {
+                                k: v
+                                for k, v in V1BETA1_NODECLAIM_SPEC["properties"].items()
+                                if k != "resources"
+                            },
+                            required=["nodeClassRef", "requirements"],
+                        ),
+                    },
+                    required=["spec"],
+                ),
+                "disruption": obj(
+                    {
+                        "consolidationPolicy": string(enum=["WhenEmpty", "WhenUnderutilized"]),
+                        "consolidateAfter": string(pattern=DURATION_OR_NEVER_PATTERN),
+                        "expireAfter": string(pattern=DURATION_OR_NEVER_PATTERN),
+                        "budgets": array(
+                            obj(
+                                {
+                                    "nodes": string(pattern=BUDGET_NODES_PATTERN),
+                                    "schedule": string(),
+                                    "duration": string(pattern=BUDGET_DURATION_PATTERN),
+                                },
+                                required=["nodes"],
+                            ),
+                            maxItems=50,
+                        ),
+                    }
+                ),
+                "limits": resource_list(),
+                "weight": integer(minimum=1, maximum=100, format="int32"),
+            },
+            required=["template"],
+        ),
+        "status": obj({"resources": resource_list(), "conditions": CONDITIONS}),
+    },
+    required=["spec"],
+)
+
+V1BETA1_NODECLAIM = obj(
+    {
+        "apiVersion": string(),
+        "kind": string(),
+        "metadata": {"type": "object"},
+        "spec": V1BETA1_NODECLAIM_SPEC,
+        "status": NODECLAIM["properties"]["status"],
+    },
+    required=["spec"],
+)
+
+V1BETA1_EC2NODECLASS = obj(
+    {
+        "apiVersion": string(),
+        "kind": string(),
+        "metadata": {"type": "object"},
+        "spec": obj(
+            {
+                **{k: v for k, v in EC2NODECLASS_SPEC["properties"].items() if k != "kubelet"},
+                "amiFamily": string(enum=[*AMI_FAMILIES, "Ubuntu", "Windows2019", "Windows2022"]),
+                "amiSelectorTerms": array(
+                    obj(
+                        {
+                            "id": string(pattern=r"^ami-[0-9a-z]+$"),
+                            "name": string(),
+                            "owner": string(),
+                            "tags": SELECTOR_TAGS,
+                        }
+                    ),
+                    maxItems=30,
+                ),
+            },
+            required=["securityGroupSelectorTerms", "subnetSelectorTerms"],
+        ),
+        "status": EC2NODECLASS["properties"]["status"],
+    },
+    required=["spec"],
+)
+
+SCHEMAS_V1BETA1: dict[tuple[str, str], Schema] = {
+    ("karpenter.sh", "NodePool"): V1BETA1_NODEPOOL,
+    ("karpenter.sh", "NodeClaim"): V1BETA1_NODECLAIM,
+    ("karpenter.k8s.aws", "EC2NodeClass"): V1BETA1_EC2NODECLASS,
+}

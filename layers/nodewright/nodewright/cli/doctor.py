@@ -10,7 +10,8 @@ what is missing and the command that fixes it:
   role; the interruption queue; who the alarms notify.
 - Kubernetes: the API answers; the CRDs are installed at this release's version with no
   conversion webhook pointing nowhere; deploy/rbac.yaml is applied; the writers' Lease namespace
-  exists; no admission webhook for Karpenter's groups points at a missing service; every
+  exists; no admission webhook for Karpenter's groups points at a missing service; the wake-up's
+  webhook configuration is installed and calls this stack's function URL; every
   EC2NodeClass names the node role and its subnet and security-group selectors match something.
 
 Exit status 1 when any check fails (warnings alone exit 0).
@@ -428,6 +429,7 @@ class Doctor:
         self._crds(k8s)
         self._rbac(k8s, rbac_manifest)
         self._webhooks(k8s)
+        self._wakeup(k8s, outputs)
         self._nodeclasses(k8s, outputs, cluster)
 
     def _crds(self, k8s: Any) -> None:
@@ -547,6 +549,40 @@ class Doctor:
             )
         else:
             self.add("admission webhooks", OK, "none on Karpenter's objects points at a missing service")
+
+    def _wakeup(self, k8s: Any, outputs: dict[str, str]) -> None:
+        """The wake-up's configuration is installed and points at this stack's function URL."""
+        from nodewright.api.webhooks import CONFIGURATION_NAME
+        from nodewright.cloud import readiness as aws
+
+        url = outputs.get(aws.OUTPUT_WEBHOOK_URL, aws.NONE)
+        fix = f"nodewright install-webhooks --cluster {self.cluster_name} --apply"
+        if url == aws.NONE:
+            self.add(
+                "wake-up webhook", SKIP, "the stack has no wake-up (-c wakeup=false): pods wait for the tick"
+            )
+            return
+        found = k8s.validating_webhook_configuration(self.kube, CONFIGURATION_NAME)
+        if found is None:
+            self.add(
+                "wake-up webhook",
+                WARN,
+                f"validatingwebhookconfiguration {CONFIGURATION_NAME} is not installed: an idle cluster's "
+                "first pending pod waits for the minute tick",
+                fix,
+            )
+            return
+        urls = [(h.get("clientConfig") or {}).get("url") or "" for h in found.get("webhooks") or []]
+        if not any(u.startswith(url.rstrip("/") + "/") for u in urls):
+            self.add(
+                "wake-up webhook",
+                WARN,
+                f"{CONFIGURATION_NAME} calls another URL than this stack's function URL (a redeployed "
+                "stack?): wake-ups go nowhere",
+                fix,
+            )
+            return
+        self.add("wake-up webhook", OK, f"{CONFIGURATION_NAME} calls this stack's function URL")
 
     def _nodeclasses(self, k8s: Any, outputs: dict[str, str], cluster: dict[str, Any]) -> None:
         from nodewright.cloud import readiness as aws

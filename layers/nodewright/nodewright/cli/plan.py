@@ -8,6 +8,10 @@ never written. Out: the NodeClaims the provisioner would create (NodePool, candi
 cheapest first, zones, capacity types, labels, taints, $/h with the EBS volumes' share), the pods
 that fit on existing capacity, and a reason for every pod that would stay pending.
 
+``--consolidate`` asks the other question of the same cluster: the command a disruption pass would
+take to consolidate its NodeClaims now (delete, or replace by one strictly cheaper node), with the
+$/h before and after and why each other node stays (``nodewright.disruption.whatif``).
+
 The region is ``--region``, else AWS_REGION, else AWS_DEFAULT_REGION or the shared config's
 (``AWS_PROFILE``) region, else us-west-2; the plan says which it used and why. The catalog is the
 project's own catalog code (``nodewright.cloud.catalog``): over moto's bundled copy of EC2's
@@ -48,6 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="ask EC2 for the catalog (read-only, your AWS credentials) even if moto's copy is installed",
     )
     parser.add_argument("--prices", metavar="FILE", help='on-demand prices as {"prices": {type: usd}}')
+    parser.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="instead: the consolidation a disruption pass would do to these nodes now, and the $/h saved",
+    )
     parser.set_defaults(func=run)
 
 
@@ -149,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     with logger_level("ERROR"):  # the function's JSON logs would garble the plan on stdout
         instance_types = offline_instance_types(region, args.prices, args.live)
+        if args.consolidate:
+            return consolidate(args, paths if args.manifests else None, instance_types, region)
         if args.manifests:
             result = what_if(paths, instance_types, region)
         else:
@@ -165,6 +176,35 @@ def run(args: argparse.Namespace) -> int:
     result.region_source = region_source
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 1 if result.rejected else 0  # the plan covers what was valid; the exit status says not all was
+
+
+def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, region: str) -> int:
+    """``--consolidate``: the disruption flow's consolidation choice over the same cluster, unwritten."""
+    import json
+    import sys
+
+    from nodewright.disruption.whatif import consolidation_what_if
+    from nodewright.provisioning.whatif import live_world, manifest_world, usable_nodepools
+
+    if paths is not None:
+        world, read = manifest_world(paths, instance_types, region)
+    else:
+        from nodewright.cluster.errors import ApiError, ApiUnavailable
+
+        cluster = live_cluster(args.kubeconfig)
+        if cluster is None:
+            return 2
+        try:
+            world, read = live_world(cluster, instance_types, region)
+        except (ApiError, ApiUnavailable) as exc:
+            print(f"nodewright plan: reading the cluster failed: {exc}", file=sys.stderr)
+            return 1
+    usable, skipped = usable_nodepools(world)
+    result = consolidation_what_if(world, usable, read.source)
+    for problem in [*read.manifest_problems, *(f"NodePool {n}: {why}" for n, why in sorted(skipped.items()))]:
+        print(f"nodewright plan: {problem}", file=sys.stderr)
+    print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
+    return 1 if read.rejected else 0
 
 
 def live_cluster(kubeconfig: str) -> Any:

@@ -30,16 +30,28 @@ RETRY_CONFIG = Config(
 # The Pricing API has endpoints in a few regions only; us-east-1 serves every region's prices.
 PRICING_API_REGION = "us-east-1"
 
-_clients: dict[tuple[str, str, str | None], Any] = {}
+_clients: dict[tuple[str, str, str | None, bool], Any] = {}
 _session: boto3.session.Session | None = None  # one session: it caches the parsed service models
 _lock = threading.Lock()
 
 
-def client(service: str, settings: Settings, region: str | None = None) -> Any:
-    """A cached botocore client for ``service`` configured from ``settings``."""
+# For a caller that must answer within a second or two (the wake-up webhook, whose caller, the API
+# server, waits at most 2 s): short timeouts, one retry.
+QUICK_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 2},
+    user_agent_extra="nodewright",
+    connect_timeout=1,
+    read_timeout=2,
+)
+
+
+def client(service: str, settings: Settings, region: str | None = None, *, quick: bool = False) -> Any:
+    """A cached botocore client for ``service`` configured from ``settings`` (``quick``: short
+    timeouts and one retry, for callers that answer someone waiting)."""
     global _session  # noqa: PLW0603 - the per-container session, built on first use
     region_name = region or settings.region
-    key = (service, region_name, settings.aws_endpoint_url)
+    endpoint = settings.service_endpoints.get(service.replace("-", "_")) or settings.aws_endpoint_url
+    key = (service, region_name, endpoint, quick)
     with _lock:  # a boto3 Session is not thread-safe: build clients under the lock
         cached = _clients.get(key)
         if cached is None:
@@ -47,8 +59,8 @@ def client(service: str, settings: Settings, region: str | None = None) -> Any:
             cached = _session.client(
                 service,
                 region_name=region_name,
-                endpoint_url=settings.aws_endpoint_url,
-                config=RETRY_CONFIG,
+                endpoint_url=endpoint,
+                config=QUICK_CONFIG if quick else RETRY_CONFIG,
             )
             _clients[key] = cached
         return cached

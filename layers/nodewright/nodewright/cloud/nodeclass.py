@@ -7,8 +7,6 @@ reads only the fields it needs, with Karpenter's defaults.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -122,5 +120,7 @@ class NodeClass:
         return bool(self.spec.get("detailedMonitoring", False))
 
     def hash(self) -> str:
-        """A stable hash of the spec: drift input (``karpenter.k8s.aws/ec2nodeclass-hash``)."""
-        return hashlib.sha256(json.dumps(self.spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        """The static-drift hash (``karpenter.k8s.aws/ec2nodeclass-hash``; ``api.hashing``)."""
+        from nodewright.api.hashing import nodeclass_hash
+
+        return nodeclass_hash({"spec": self.spec})

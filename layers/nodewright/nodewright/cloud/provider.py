@@ -113,6 +113,7 @@ class Instance:
     security_groups: frozenset[str]
     launch_time: datetime | None
     tags: Mapping[str, str]
+    capacity_reservation_id: str | None = None
 
     @property
     def provider_id(self) -> str:
@@ -142,7 +143,6 @@ class DriftInputs:
     image_ids: frozenset[str]
     subnet_ids: frozenset[str]
     security_groups: frozenset[str]
-    nodeclass_hash: str
 
 
 @dataclass(frozen=True)
@@ -240,6 +240,7 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
         security_groups=frozenset(g["GroupId"] for g in raw.get("SecurityGroups", [])),
         launch_time=raw.get("LaunchTime"),
         tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
+        capacity_reservation_id=raw.get("CapacityReservationId") or None,
     )
 
 
@@ -617,6 +618,13 @@ class CloudProvider:
             raise
         return True
 
+    def instance_gone(self, instance_id: str) -> bool:
+        """True when EC2 no longer runs the instance: not found, shutting down or terminated."""
+        try:
+            return self.get(instance_id).state in ("shutting-down", "terminated")
+        except InstanceNotFoundError:
+            return True
+
     def delete_by_nodeclaim(self, nodeclaim_name: str) -> builtins.list[str]:
         """Terminate every live instance tagged with the NodeClaim (idempotent); their ids."""
         terminated = []
@@ -627,6 +635,7 @@ class CloudProvider:
 
     # -- drift ---------------------------------------------------------------------------------
     def drift_inputs(self, nodeclass: Any) -> DriftInputs:
+        """What a launch for the NodeClass would use now (its selectors resolved in EC2)."""
         nc = NodeClass(nodeclass)
         subnets = self.network.subnets(nc.name, nc.subnet_selector_terms)
         groups = self.network.security_groups(nc.name, nc.security_group_selector_terms)
@@ -634,21 +643,41 @@ class CloudProvider:
             image_ids=frozenset(i.id for i in self.amis.images(nc)),
             subnet_ids=frozenset(s.id for s in subnets),
             security_groups=frozenset(groups),
-            nodeclass_hash=nc.hash(),
         )
 
     def drift_reason(self, instance: Instance, nodeclass: Any) -> str | None:
-        """Why an instance no longer matches its NodeClass (AMI, subnet, security groups, spec), or None."""
+        """Dynamic drift (Karpenter's AWS provider): why the instance no longer matches what its
+        EC2NodeClass selects now — its AMI, subnet or security groups, or the capacity reservation
+        it runs in is no longer active — or None. Static drift (the EC2NodeClass's other fields) is
+        the NodeClaim's hash annotation, compared by the disruption flow (``api.hashing``)."""
         expected = self.drift_inputs(nodeclass)
-        if instance.nodeclass_hash and instance.nodeclass_hash != expected.nodeclass_hash:
-            return "NodeClassDrift"
-        if instance.image_id and instance.image_id not in expected.image_ids:
+        if instance.image_id and expected.image_ids and instance.image_id not in expected.image_ids:
             return "AMIDrift"
-        if instance.subnet_id and instance.subnet_id not in expected.subnet_ids:
+        if instance.subnet_id and expected.subnet_ids and instance.subnet_id not in expected.subnet_ids:
             return "SubnetDrift"
-        if instance.security_groups and instance.security_groups != expected.security_groups:
+        if (
+            instance.security_groups
+            and expected.security_groups
+            and (instance.security_groups != expected.security_groups)
+        ):
             return "SecurityGroupDrift"
+        if instance.capacity_reservation_id and not self._reservation_active(
+            instance.capacity_reservation_id
+        ):
+            return "CapacityReservationDrift"
         return None
+
+    def _reservation_active(self, reservation_id: str) -> bool:
+        try:
+            found = self.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in (
+                "InvalidCapacityReservationId.NotFound",
+                "InvalidCapacityReservationId.Malformed",
+            ):
+                return False
+            raise
+        return any(r.get("State") == "active" for r in found.get("CapacityReservations", []))
 
     # -- launch templates ------------------------------------------------------------------------
     def cleanup_launch_templates(self) -> builtins.list[str]:

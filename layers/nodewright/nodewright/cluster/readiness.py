@@ -69,6 +69,11 @@ def webhook_configurations(cluster: Cluster) -> list[dict[str, Any]] | str:
     return found
 
 
+def validating_webhook_configuration(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    """The named configuration; None when it (or the API serving it) is absent."""
+    return cluster.find(VALIDATING_WEBHOOKS, name)
+
+
 def service(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
     return cluster.find(SERVICES, name, namespace)
 

@@ -1,13 +1,10 @@
-"""Disruption: nodes removed because they expired or sit empty, within the NodePools' budgets.
+"""Disruption: nodes removed or replaced because they expired, sit empty, drifted, or cost more than needed.
 
-``run(ctx, remaining_seconds)`` is the disruption function's one call (``flow``); the rules are
-pure and separate (``decide``). Termination itself (taint, cordon, PDB-aware drain, terminate) is
-``nodewright.termination``, shared with the interruption flow.
-
-Built: expiration (forceful, as in Karpenter v1), emptiness (WhenEmpty / WhenEmptyOrUnderutilized
-after consolidateAfter), disruption budgets (counts and percentages, schedules, reasons), the node
-``karpenter.sh/do-not-disrupt`` annotation. Not built yet: consolidation of underutilized nodes
-(delete or replace cheaper) and drift.
+``run(ctx, remaining_seconds)`` is the disruption function's one call (``flow``). The rules are
+separate: ``decide`` (expiration, emptiness, budgets; pure), ``drift`` (the Drifted condition),
+``consolidation`` (candidates and commands, asked of the scheduling core through
+``state.snapshot``), ``execute`` (a command's resumable steps). Termination itself (taint, cordon,
+PDB-aware drain, terminate) is ``nodewright.termination``, shared with the interruption flow.
 """
 
 from nodewright.disruption.flow import DisruptionReport, run

@@ -20,8 +20,8 @@ plus ``duration``; no schedule: always) and to its ``reasons`` (none listed: all
 restrictive active budget wins; when none is active, the NodePool is unbounded. Nodes already being
 disrupted (NodeClaim deleting) or not ready count against the allowance, as Karpenter counts them.
 
-Not built yet (and so never decided here): consolidation of underutilized nodes (delete, or replace
-with a cheaper one) and drift.
+Drift and consolidation of underutilized nodes are decided in ``drift`` and ``consolidation``;
+``budget_room`` gives them (and their reasons ``Drifted``, ``Underutilized``) the same budget arithmetic.
 """
 
 from __future__ import annotations
@@ -179,12 +179,34 @@ def decide(
     return decision
 
 
+def budget_room(
+    *,
+    nodeclaims: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    nodepools: list[dict[str, Any]],
+    reason: str,
+    now: datetime,
+) -> dict[str, int | None]:
+    """NodePool → how many more of its nodes may start being disrupted for ``reason`` now (None:
+    unbounded): the most restrictive active budget for the reason, less the nodes already
+    disrupting (deleting, not Ready, or in a command)."""
+    counts = _pool_counts(nodeclaims, nodes_by_instance_id(nodes), set())
+    room: dict[str, int | None] = {}
+    for pool in nodepools:
+        name = objects.name_of(pool)
+        total, disrupting = counts.get(name, (0, 0))
+        allowed = allowed_disruptions(NodePool.from_dict(pool).spec.disruption.budgets, reason, total, now)
+        room[name] = None if allowed is None else max(0, allowed - disrupting)
+    return room
+
+
 def _pool_counts(
     nodeclaims: list[dict[str, Any]],
     nodes_by_instance: Mapping[str, dict[str, Any]],
     expired: set[str],
 ) -> dict[str, tuple[int, int]]:
-    """Per NodePool: (nodes, nodes disrupting) — deleting, expiring now, or not Ready."""
+    """Per NodePool: (nodes, nodes disrupting) — deleting, expiring now, not Ready, or tainted
+    ``karpenter.sh/disrupted`` by a command in flight."""
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for claim in nodeclaims:
         node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
@@ -192,7 +214,12 @@ def _pool_counts(
             continue  # not a node yet: neither counted nor disrupting
         entry = totals[nodepool_name(claim)]
         entry[0] += 1
-        if objects.is_deleting(claim) or objects.name_of(claim) in expired or not _node_ready(node):
+        if (
+            objects.is_deleting(claim)
+            or objects.name_of(claim) in expired
+            or not _node_ready(node)
+            or objects.has_taint(node, labels.DISRUPTED_TAINT_KEY)  # in a command already
+        ):
             entry[1] += 1
     return {pool: (total, disrupting) for pool, (total, disrupting) in totals.items()}
 

@@ -1,4 +1,4 @@
-"""One invocation of the disruption function: observe, record pod events, decide, begin, drain.
+"""One invocation of the disruption function: observe, record pod events, decide, act, drain.
 
 Each pass:
 
@@ -7,10 +7,14 @@ Each pass:
    ``status.lastPodEventTime`` (and the set's digest, as an annotation, to notice the next change).
    This is Karpenter's pod-events controller done by polling: a change is seen up to one pass
    late, which only ever delays a disruption, never hastens one;
-3. decide (``decide.decide``, pure): expired NodeClaims, then empty nodes within the budgets;
-4. under the writers' lease (so the provisioner never plans onto a node this pass removes): check
-   again that each empty node is still empty, then ``termination.begin`` (taint, cordon, NodeClaim
-   marked for deletion with the reason, an event on the node);
+3. mark drift (``drift.mark``: the ``Drifted`` condition) and decide expiration and emptiness
+   (``decide.decide``, pure);
+4. under the writers' lease (so the provisioner never plans onto a node this pass removes): follow
+   the commands in flight (``execute.follow``: drain once the replacements are initialized, or
+   abandon), lift orphaned disrupted taints, remove expired and empty nodes (each checked again);
+   then, when no graceful command is in flight, the first method that finds a command wins:
+   drift (empty drifted nodes first, then the oldest), multi-node, then single-node consolidation
+   (``consolidation``), a consolidation command acting only once it held for 15 s;
 5. drive every termination (this pass's and any left half-done) for a short slice.
 
 It loops (every ``POLL_SECONDS``) only while there is something to follow: a drain still running,
@@ -20,19 +24,24 @@ Otherwise it returns after one pass: an idle cluster costs one short pass a minu
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import checkpoints, termination
+from nodewright.api import labels
 from nodewright.cluster import objects
+from nodewright.disruption import consolidation, drift, execute
 from nodewright.disruption.decide import (
     EMPTY,
     Candidate,
     Decision,
+    budget_room,
     decide,
     pods_fingerprint,
 )
@@ -41,8 +50,6 @@ from nodewright.state.pods import is_reschedulable
 from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from nodewright.context import Context
 
 FINGERPRINT_ANNOTATION = "nodewright.io/pods-fingerprint"
@@ -61,11 +68,17 @@ class DisruptionReport:
     held: dict[str, str] = field(default_factory=dict)
     lease_skipped: int = 0
     terminations: list[dict[str, Any]] = field(default_factory=list)
+    drifted: dict[str, str] = field(default_factory=dict)  # NodeClaim → reason, found in any pass
+    decisions: list[dict[str, Any]] = field(default_factory=list)  # drift and consolidation commands
+    commands: list[dict[str, Any]] = field(default_factory=list)  # what became of commands
+    decision_seconds: float = 0.0
 
     @property
     def savings_per_hour(self) -> float:
-        """$/h of the nodes removed (a node whose price is unknown counts 0)."""
-        return sum(d.get("pricePerHour") or 0.0 for d in self.disrupted)
+        """$/h saved: the empty and expired nodes removed, and what each command saves (a node whose
+        price is unknown counts 0; drift saves nothing by intent)."""
+        removed = sum(d.get("pricePerHour") or 0.0 for d in self.disrupted)
+        return removed + sum(d["savingsPerHour"] for d in self.decisions)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -75,6 +88,10 @@ class DisruptionReport:
             "savingsPerHour": round(self.savings_per_hour, 5),
             "leaseSkipped": self.lease_skipped,
             "terminations": self.terminations,
+            "drifted": self.drifted,
+            "decisions": self.decisions,
+            "commands": self.commands,
+            "decisionSeconds": round(self.decision_seconds, 4),
         }
 
 
@@ -89,6 +106,7 @@ def run(ctx: Context, remaining_seconds: float) -> DisruptionReport:
     while True:
         report.passes += 1
         disrupted_before, skipped_before = len(report.disrupted), report.lease_skipped
+        decisions_before, commands_before = len(report.decisions), len(report.commands)
         decision, terms = disruption_pass(ctx, lease, report)
         left = deadline - clock.monotonic()
         if terms and left > 0:
@@ -100,8 +118,11 @@ def run(ctx: Context, remaining_seconds: float) -> DisruptionReport:
             ctx,
             decision,
             terms,
-            acted=len(report.disrupted) > disrupted_before,
+            acted=len(report.disrupted) > disrupted_before or len(report.decisions) > decisions_before,
             lease_skipped=report.lease_skipped > skipped_before,
+            waiting_commands=any(
+                c["action"] in ("started", "waiting") for c in report.commands[commands_before:]
+            ),
         )
         if wait is None or wait >= left:
             break
@@ -114,28 +135,255 @@ def run(ctx: Context, remaining_seconds: float) -> DisruptionReport:
 def disruption_pass(
     ctx: Context, lease: Any, report: DisruptionReport
 ) -> tuple[Decision, list[termination.Termination]]:
-    """Steps 1 to 4 of the module docstring; the terminations to drive (new and half-done ones)."""
+    """Steps 1 to 5 of the module docstring; the terminations to drive (new and half-done ones)."""
     world = observe(ctx)
     last_events = record_pod_events(ctx, world)
+    usable = nodepools.triage(world).usable
+    drifted = drift.mark(ctx, world, usable)
+    report.drifted.update(drifted)  # every NodeClaim found drifted in this invocation's passes
     decision = decide(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
         pods=world.pods,
-        nodepools=nodepools.triage(world).usable,
+        nodepools=usable,
         last_pod_event=last_events,
         now=world.taken_at,
     )
-    if decision.disrupt:
+    if decision.disrupt or _graceful_work(world, usable, drifted):
         if lease.acquire():
             try:
-                for candidate in decision.disrupt:
-                    _disrupt(ctx, world, candidate, decision, report)
+                _act(
+                    ctx,
+                    world,
+                    usable=usable,
+                    decision=decision,
+                    last_events=last_events,
+                    drifted=drifted,
+                    report=report,
+                )
             finally:
                 lease.release()
         else:
             report.lease_skipped += 1
             ctx.logger.info("another writer holds the lease; disruptions wait for the next pass")
     return decision, termination.pending_terminations(ctx)
+
+
+def _graceful_work(world: World, usable: list[dict[str, Any]], drifted: dict[str, str]) -> bool:
+    """Whether drift or consolidation could have anything to do (else the pass takes no lease)."""
+    if drifted or any(execute.COMMAND_ANNOTATION in objects.annotations_of(c) for c in world.nodeclaims):
+        return True
+    if any(objects.has_taint(n, labels.DISRUPTED_TAINT_KEY) for n in world.nodes):
+        return True
+    return any(
+        ((p.get("spec") or {}).get("disruption") or {}).get("consolidationPolicy", "WhenEmptyOrUnderutilized")
+        == "WhenEmptyOrUnderutilized"
+        for p in usable
+    ) and bool(world.nodeclaims)
+
+
+def _act(
+    ctx: Context,
+    world: World,
+    *,
+    usable: list[dict[str, Any]],
+    decision: Decision,
+    last_events: dict[str, datetime],
+    drifted: dict[str, str],
+    report: DisruptionReport,
+) -> None:
+    """Under the lease: follow the commands in flight, then the first method that acts wins."""
+    report.commands.extend(o.summary() for o in execute.follow(ctx, world))
+    execute.release_orphans(ctx, world)
+    for candidate in decision.disrupt:  # expiration (forceful) and emptiness
+        _disrupt(ctx, world, candidate, decision, report)
+    if any(d["reason"] == EMPTY for d in report.disrupted) or _commands_in_flight(world):
+        return  # one graceful command at a time: the next pass looks again
+    started = time.perf_counter()
+    command = _choose(ctx, world, usable=usable, last_events=last_events, drifted=drifted, decision=decision)
+    report.decision_seconds += time.perf_counter() - started
+    if command is None:
+        return
+    outcome = execute.start(ctx, world, command)
+    report.commands.append(outcome.summary())
+    report.decisions.append(
+        {
+            "method": command.method,
+            "reason": command.reason,
+            "action": command.action,
+            "nodeclaims": [c.name for c in command.candidates],
+            "pricePerHourBefore": round(command.price_before, 5),
+            "pricePerHourAfter": round(command.price_after, 5),
+            "savingsPerHour": round(command.savings, 5) if command.reason != consolidation.DRIFTED else 0.0,
+            "description": command.describe(),
+        }
+    )
+    ctx.logger.info("disruption command", extra=report.decisions[-1])
+
+
+def _commands_in_flight(world: World) -> bool:
+    return any(
+        execute.COMMAND_ANNOTATION in objects.annotations_of(c) and not objects.is_deleting(c)
+        for c in world.nodeclaims
+    )
+
+
+def _choose(
+    ctx: Context,
+    world: World,
+    *,
+    usable: list[dict[str, Any]],
+    last_events: dict[str, datetime],
+    drifted: dict[str, str],
+    decision: Decision,
+) -> consolidation.Command | None:
+    """Drift, then multi-node, then single-node consolidation (see ``consolidation``)."""
+    from nodewright.state.pods import is_provisionable
+    from nodewright.state.snapshot import Simulation
+
+    pending = [p for p in world.pods if is_provisionable(p)]
+    sim = Simulation(world, usable)
+    budgets = {
+        reason: budget_room(
+            nodeclaims=world.nodeclaims,
+            nodes=world.nodes,
+            nodepools=usable,
+            reason=reason,
+            now=world.taken_at,
+        )
+        for reason in (consolidation.DRIFTED, consolidation.UNDERUTILIZED)
+    }
+    if drifted:
+        command = _drift_command(
+            ctx,
+            world,
+            usable=usable,
+            drifted=drifted,
+            sim=sim,
+            pending=pending,
+            room=budgets[consolidation.DRIFTED],
+            decision=decision,
+        )
+        if command is not None:
+            return command
+    choice = consolidation.choose(
+        sim, world, usable, last_events, pending=pending, room=budgets[consolidation.UNDERUTILIZED]
+    )
+    _why_not(ctx, world, choice.blocked, decision)  # vetoes are said whatever else happens
+    _count(ctx, "ConsolidationCandidates", choice.evaluated)
+    if choice.command is None:
+        _why_not(ctx, world, choice.why_not, decision)
+        return None
+    return _validated(ctx, world, choice.command, decision)
+
+
+def _drift_command(
+    ctx: Context,
+    world: World,
+    *,
+    usable: list[dict[str, Any]],
+    drifted: dict[str, str],
+    sim: Any,
+    pending: list[dict[str, Any]],
+    room: dict[str, int | None],
+    decision: Decision,
+) -> consolidation.Command | None:
+    """The first drifted node (empty ones first, then the oldest) its budget allows and whose pods
+    all find a place, with as many replacements as they need."""
+    found, why_not = consolidation.candidates(
+        world, usable, {}, reason=consolidation.DRIFTED, drifted=drifted
+    )
+    order = sorted(found, key=lambda c: (bool(c.pods), _created(c.nodeclaim), c.name))
+    for candidate in order:
+        budget = room.get(candidate.nodepool)
+        if budget is not None and budget <= 0:
+            why_not[candidate.name] = consolidation.budget_message(candidate.nodepool, consolidation.DRIFTED)
+            continue
+        verdict = consolidation.evaluate(
+            sim, [candidate], pending, reason=consolidation.DRIFTED, method="drift", thresholds={}
+        )
+        if verdict.command is not None:
+            return verdict.command
+        why_not[candidate.name] = verdict.why_not
+    _why_not(ctx, world, why_not, decision, reason="NotDisruptable")
+    return None
+
+
+def _created(claim: dict[str, Any]) -> str:
+    return str((claim.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+# Consolidation commands wait VALIDATION_SECONDS and must still hold before they act (per container).
+_proposals: dict[str, tuple[tuple[Any, ...], datetime]] = {}
+
+
+def _validated(
+    ctx: Context, world: World, command: consolidation.Command, decision: Decision
+) -> consolidation.Command | None:
+    """Act on a consolidation command only when the same one was found at least
+    ``VALIDATION_SECONDS`` earlier (pods that arrived since, budgets, do-not-disrupt all count again)."""
+    key = (
+        tuple(sorted(c.name for c in command.candidates)),
+        tuple(tuple(o.name for o in r.instance_types) for r in command.replacements),
+    )
+    cluster = ctx.settings.cluster_name
+    seen = _proposals.get(cluster)
+    if (
+        seen is not None
+        and seen[0] == key
+        and (world.taken_at - seen[1]).total_seconds() >= consolidation.VALIDATION_SECONDS
+    ):
+        del _proposals[cluster]
+        return command
+    if seen is None or seen[0] != key:
+        _proposals[cluster] = (key, world.taken_at)
+        seen = _proposals[cluster]
+    ready_at = seen[1] + timedelta(seconds=consolidation.VALIDATION_SECONDS)
+    decision.next_check = min(filter(None, (decision.next_check, ready_at)))
+    decision.held[command.candidates[0].name] = (
+        f"{command.describe()}: validating until {ready_at.isoformat()}"
+    )
+    return None
+
+
+def forget_proposals() -> None:
+    """Drop the per-container consolidation proposals (tests)."""
+    _proposals.clear()
+
+
+# "Why not" events are deduplicated per container for a while, as the provisioner's pod events are.
+WHY_NOT_REPEAT_SECONDS = 600.0
+_recent_why_not: dict[tuple[str, str], float] = {}
+
+
+def _why_not(
+    ctx: Context,
+    world: World,
+    why_not: dict[str, str],
+    decision: Decision,
+    *,
+    reason: str = "Unconsolidatable",
+) -> None:
+    now = time.monotonic()
+    for seen, stamp in list(_recent_why_not.items()):
+        if now - stamp > WHY_NOT_REPEAT_SECONDS:
+            del _recent_why_not[seen]
+    by_name = {objects.name_of(c): c for c in world.nodeclaims}
+    for name, why in sorted(why_not.items()):
+        decision.held.setdefault(name, why)
+        if (name, why) in _recent_why_not or name not in by_name:
+            continue
+        _recent_why_not[(name, why)] = now
+        claim = by_name[name]
+        ctx.cluster.record_event(claim, reason, why)
+        node = world.node_of(claim)
+        if node is not None:
+            ctx.cluster.record_event(node, reason, why)
+    _count(ctx, "DisruptionBlocked", len(why_not))
+
+
+def _count(ctx: Context, name: str, value: float) -> None:
+    ctx.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
 def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
@@ -197,6 +445,7 @@ def _next_look(
     *,
     acted: bool,
     lease_skipped: bool,
+    waiting_commands: bool = False,
 ) -> float | None:
     """Seconds until the next pass is worth making; None when nothing is left to follow.
 
@@ -205,7 +454,7 @@ def _next_look(
     must not keep the function looping, and billed, until the window closes. The writers' lease
     is held for one provisioner pass at a time, so a skipped pass is tried again soon.
     """
-    if any(not t.done for t in terms) or lease_skipped:
+    if any(not t.done for t in terms) or lease_skipped or waiting_commands:
         return POLL_SECONDS
     if decision.budget_blocked and acted:
         return 0.0  # this pass's drains are done, so the budget's room is back now
@@ -225,3 +474,12 @@ def publish_metrics(ctx: Context, report: DisruptionReport) -> None:
             name="DisruptionActions", unit=MetricUnit.Count, value=count, namespace=namespace
         ) as metric:
             metric.add_dimension(name="Reason", value=reason)
+    for method, count in sorted(Counter(d["method"] for d in report.decisions).items()):
+        with single_metric(
+            name="DisruptionDecisions", unit=MetricUnit.Count, value=count, namespace=namespace
+        ) as metric:
+            metric.add_dimension(name="Method", value=method)
+    if report.decision_seconds:
+        metrics.add_metric(
+            name="DisruptionDecisionSeconds", unit=MetricUnit.Seconds, value=round(report.decision_seconds, 4)
+        )

@@ -11,13 +11,22 @@ Read in this order:
   objects), ``launch`` (create/adopt the instance, write the status), ``lifecycle`` (Registered →
   Initialized, timeouts, deletions, leaked instances);
 - ``displaced.replace_for_displaced(ctx, node_names)`` — capacity for the pods of nodes about to go
-  (used by the interruption flow).
+  (used by the interruption flow); ``displaced.launch_replacements(ctx, world, new_claims)`` — the
+  replacement NodeClaims of a disruption command, launched through the same path (used by the
+  disruption flow).
 """
 
 from __future__ import annotations
 
-from nodewright.provisioning.displaced import replace_for_displaced
+from nodewright.provisioning.displaced import launch_replacements, replace_for_displaced
 from nodewright.provisioning.flow import PassReport, provision
 from nodewright.provisioning.loop import InvocationReport, run
 
-__all__ = ["InvocationReport", "PassReport", "provision", "replace_for_displaced", "run"]
+__all__ = [
+    "InvocationReport",
+    "PassReport",
+    "launch_replacements",
+    "provision",
+    "replace_for_displaced",
+    "run",
+]

@@ -1,4 +1,5 @@
-"""Capacity ahead of time for the pods of nodes that are about to go (interruption, rebalance).
+"""Capacity ahead of time for the pods of nodes that are about to go: interruption and rebalance
+(``replace_for_displaced``), and a disruption command's replacements (``launch_replacements``).
 
 The interruption flow calls this *before* it cordons and drains: the replacement starts
 booting while the old node still runs its pods, which is how a drain beats the two-minute
@@ -9,31 +10,20 @@ pass does. The caller holds the writers' lease.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nodewright.provisioning import nodeclaims, planning
 from nodewright.provisioning.flow import PassReport, create_nodeclaim, launch_one, publish_metrics
 from nodewright.provisioning.launch import Launched
 from nodewright.state import nodepools
-from nodewright.state.pods import is_reschedulable, node_name
+from nodewright.state.pods import as_pending, is_reschedulable, node_name
 from nodewright.state.pods import key as pod_key
-from nodewright.state.world import observe
+from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
     from nodewright.context import Context
-
-
-def as_pending(pod: dict[str, Any]) -> dict[str, Any]:
-    """The pod as the scheduler would see it after eviction: unbound and Unschedulable."""
-    clone = copy.deepcopy(pod)
-    clone.setdefault("spec", {}).pop("nodeName", None)
-    clone["status"] = {
-        "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-    }
-    return clone
+    from nodewright.scheduling import NewClaim
 
 
 def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport:
@@ -54,16 +44,35 @@ def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport
     plan = planning.plan(remaining, displaced, pools.usable)
     report.unschedulable = plan.unschedulable
     report.nominated = plan.nominated
-    for claim_plan in plan.new_claims:
-        claim = create_nodeclaim(ctx, remaining, claim_plan)
-        report.created.append(nodeclaims.name_of(claim))
-        outcome = launch_one(ctx, remaining, claim, fresh=True)
-        if isinstance(outcome, Launched):
-            report.launched.append(outcome)
-        elif outcome is not None:
-            report.failures.append(outcome)
+    _create_and_launch(ctx, remaining, plan.new_claims, report)
     publish_metrics(ctx, report)
     ctx.logger.info(
         "replacement capacity for displaced nodes", extra={"nodes": sorted(going), **report.summary()}
     )
     return report
+
+
+def launch_replacements(ctx: Context, world: World, new_claims: Iterable[NewClaim]) -> PassReport:
+    """Create and launch the NodeClaims a disruption command needs before its nodes go (the
+    scheduling core's ``NewClaim``s, already filtered by the command), exactly as a provisioning
+    pass creates and launches its own: NodeClaim first, then CreateFleet. The caller holds the
+    writers' lease; ``created`` names the NodeClaims, whose launch may still fail (``failures``)."""
+    report = PassReport()
+    plans = [planning.claim_plan(claim, []) for claim in new_claims]
+    _create_and_launch(ctx, world, plans, report)
+    publish_metrics(ctx, report)
+    ctx.logger.info("replacement capacity for a disruption", extra=report.summary())
+    return report
+
+
+def _create_and_launch(
+    ctx: Context, world: World, plans: Iterable[planning.ClaimPlan], report: PassReport
+) -> None:
+    for claim_plan in plans:
+        claim = create_nodeclaim(ctx, world, claim_plan)
+        report.created.append(nodeclaims.name_of(claim))
+        outcome = launch_one(ctx, world, claim, fresh=True)
+        if isinstance(outcome, Launched):
+            report.launched.append(outcome)
+        elif outcome is not None:
+            report.failures.append(outcome)

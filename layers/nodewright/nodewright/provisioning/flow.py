@@ -189,6 +189,7 @@ def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan)
             nodepool=pool,
             requirements=claim_plan.requirements,
             requests=claim_plan.requests,
+            nodeclass=world.nodeclass_of(pool),
         )
         try:
             return ctx.cluster.create_nodeclaim(body)

@@ -12,7 +12,9 @@ a pass that dies half-way is finished by the next one.
 - Launched but not registered within ``REGISTRATION_TTL`` → the instance is terminated and
   the NodeClaim deleted, with an event.
 - A NodeClaim being deleted (by a user, by a flow, or because its NodePool went) → its
-  Node is drained and deleted, the instance terminated, then the finalizer removed.
+  Node is drained and deleted, the instance terminated, then the finalizer removed; when the
+  instance is already gone, at once (``termination``: the pods bound to it are force-deleted).
+- A Node deleted by hand (``kubectl delete node``) → its NodeClaim is deleted, as above.
 - An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
   → terminated once it is older than ``LEAK_GRACE``; one tagged with a live NodeClaim whose
   recorded instance is another one (a second launch for the same NodeClaim) → terminated once
@@ -57,6 +59,7 @@ class LifecycleReport:
     leaked_terminated: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
     templates_deleted: list[str] = field(default_factory=list)
+    node_deletions: list[str] = field(default_factory=list)
 
 
 _last_gc: dict[str, datetime] = {}
@@ -97,7 +100,19 @@ def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None)
         elif not nodeclaims.is_true(claim, INITIALIZED) and node is not None and _initialized(claim, node):
             initialize(ctx, claim, node, world.taken_at)
             report.initialized.append(name)
+    _follow_node_deletions(ctx, world, report)
     return report
+
+
+def _follow_node_deletions(ctx: Context, world: World, report: LifecycleReport) -> None:
+    """``kubectl delete node``: its NodeClaim is marked for deletion (finalized on the next pass);
+    a Node without a NodeClaim is drained and terminated here, one pass at a time."""
+    from nodewright import termination
+
+    for term in termination.node_deletions(ctx, world.nodes, world.nodeclaims):
+        if term.nodeclaim is None:
+            termination.step(ctx, term)
+        report.node_deletions.append(term.nodeclaim or term.node or "")
 
 
 def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: datetime) -> None:

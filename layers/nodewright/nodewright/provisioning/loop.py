@@ -17,13 +17,21 @@ store the newest NodeClaim's age stands in for it.
 The writers' lease is taken for each pass and given back after it, so the interruption and
 disruption writers get their turn between passes; a long pass renews it as it writes and stops
 writing at the loop's deadline or when the lease cannot be renewed (``state.guard``).
+
+While looping, the invocation looks for new pending pods every ``NEW_POD_POLL_SECONDS`` (a cheap
+list), and runs a full pass (lifecycle included) at least every ``poll_interval_seconds``.
+
+An invocation may also be a **wake-up** from the webhook (``woken_at``: when it was sent). Its
+first pass batches from that moment, so what arrives within the batching window is planned with
+it. A wake-up that Lambda delivers late (it waited, throttled, while this container was looping)
+is dropped without a call when this container has listed the pending pods since it was sent.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.provisioning import nodeclaims
@@ -45,6 +53,13 @@ SAFETY_MARGIN_SECONDS = 8.0
 WRITE_MARGIN_SECONDS = 3.0
 # While a batch is open, look for new pods this often (a cheap list of pending pods).
 BATCH_POLL_SECONDS = 0.25
+# Between passes, look for new pods this often; a full pass runs every poll_interval_seconds.
+# Karpenter's batching (1 s idle) starts when a pod is seen, so seeing it within a second keeps the
+# warm path near Karpenter's: pending → CreateFleet in about two seconds.
+NEW_POD_POLL_SECONDS = 1.0
+# A wake-up is stale when this container listed the pending pods this long after it was sent:
+# the API server stores the pod's Unschedulable status after the webhook answers (at most 2 s).
+WAKEUP_MARGIN_SECONDS = 3.0
 TIMESTAMP_RESOLUTION = 1.0  # metav1.Time has whole seconds
 LEASE_IDENTITY = "provisioner"
 # A pass takes seconds; a holder that died mid-pass frees the lease after this long.
@@ -58,11 +73,15 @@ class InvocationReport:
     idle: bool = False
     lease_held: bool = True  # at least one pass ran under the writers' lease
     seconds: float = 0.0
+    woken: bool = False  # started by a wake-up from the webhook
+    stale_wakeup: bool = False  # a wake-up this container had already covered: nothing done
 
     def summary(self) -> dict[str, Any]:
         return {
             "passes": len(self.passes),
             "idle": self.idle,
+            "woken": self.woken,
+            "staleWakeup": self.stale_wakeup,
             "leaseHeld": self.lease_held,
             "seconds": round(self.seconds, 3),
             "launched": sum(len(p.launched) for p in self.passes),
@@ -72,13 +91,18 @@ class InvocationReport:
         }
 
 
-def run(ctx: Context, remaining_seconds: float) -> InvocationReport:
-    """Passes until the loop budget or the Lambda's remaining time runs out (see the module docstring)."""
+def run(ctx: Context, remaining_seconds: float, woken_at: datetime | None = None) -> InvocationReport:
+    """Passes until the loop budget or the Lambda's remaining time runs out (see the module docstring).
+
+    ``woken_at``: this invocation is a wake-up the webhook sent then (None: the schedule)."""
     clock = ctx.clock
     started = clock.monotonic()
     deadline = started + min(LOOP_BUDGET_SECONDS, remaining_seconds - SAFETY_MARGIN_SECONDS)
     write_deadline = started + remaining_seconds - WRITE_MARGIN_SECONDS
-    report = InvocationReport(lease_held=False)
+    report = InvocationReport(lease_held=False, woken=woken_at is not None)
+    if woken_at is not None and is_stale_wakeup(ctx, woken_at):
+        report.stale_wakeup = True
+        return report
     # Held for one pass at a time, never while waiting: an interruption replacement must not wait
     # for a whole provisioner loop. A fresh identity per invocation: two overlapping invocations
     # (reserved concurrency 1 should prevent it) can never both believe they hold it.
@@ -88,9 +112,10 @@ def run(ctx: Context, remaining_seconds: float) -> InvocationReport:
     last_active = _last_active(ctx)
     handled: frozenset[str] = frozenset()
     while True:
-        arriving = [p for p in ctx.cluster.list_pending_pods() if is_provisionable(p)]
-        if arriving:  # a burst may be arriving right now: let it finish, then plan it in one pass
-            _wait_for_quiet(ctx, arriving, deadline)
+        arriving = _provisionable_pods(ctx)
+        if arriving or woken_at:  # a burst may be arriving right now: let it finish, then plan it
+            _wait_for_quiet(ctx, arriving, deadline, since=woken_at)
+            woken_at = None
         if lease.acquire():
             report.lease_held = True
             guard = WriteGuard(
@@ -125,7 +150,14 @@ def _active(result: PassReport, idle_after: float) -> bool:
     retried once a minute, but it cannot keep the function looping, and billed, forever.
     """
     life = result.lifecycle
-    moving = result.created or result.launched or life.registered or life.finalized or life.orphans_deleted
+    moving = (
+        result.created
+        or result.launched
+        or life.registered
+        or life.finalized
+        or life.orphans_deleted
+        or life.node_deletions
+    )
     young = result.youngest_pending_seconds is not None and result.youngest_pending_seconds < idle_after
     return bool(moving or young)
 
@@ -133,8 +165,8 @@ def _active(result: PassReport, idle_after: float) -> bool:
 def _wait_for_work(ctx: Context, handled: frozenset[str], deadline: float) -> bool:
     """Sleep until a poll finds new pending pods or the poll interval ends; False at the deadline.
 
-    Returns True also when a plain poll interval passed, so in-flight NodeClaims keep moving
-    through their lifecycle while the loop is awake.
+    Looks every ``NEW_POD_POLL_SECONDS``; returns True also when a plain poll interval passed, so
+    in-flight NodeClaims keep moving through their lifecycle while the loop is awake.
     """
     clock, settings = ctx.clock, ctx.settings
     next_pass = clock.monotonic() + settings.poll_interval_seconds
@@ -142,25 +174,29 @@ def _wait_for_work(ctx: Context, handled: frozenset[str], deadline: float) -> bo
         now = clock.monotonic()
         if now >= deadline:
             return False
-        pods = [p for p in ctx.cluster.list_pending_pods() if is_provisionable(p)]
-        fresh = [p for p in pods if pod_key(p) not in handled]
+        fresh = [p for p in _provisionable_pods(ctx) if pod_key(p) not in handled]
         if fresh:
             return True  # the batch window opens before the pass (see run)
         if now >= next_pass:
             return True
-        clock.sleep(min(settings.poll_interval_seconds, next_pass - now, deadline - now))
+        clock.sleep(min(NEW_POD_POLL_SECONDS, next_pass - now, deadline - now))
 
 
-def _wait_for_quiet(ctx: Context, fresh: list[dict[str, Any]], deadline: float) -> None:
+def _wait_for_quiet(
+    ctx: Context, fresh: list[dict[str, Any]], deadline: float, since: datetime | None = None
+) -> None:
     """Karpenter's batching: ``batch_idle_seconds`` without a new pod, at most ``batch_max_seconds``.
 
-    Quiet is measured from the newest pod's own pending time, so a burst that already went
-    quiet before we looked is planned at once.
+    Quiet is measured from the newest pod's own pending time (or ``since``, a wake-up's moment,
+    when that is newer), so a burst that already went quiet before we looked is planned at once.
     """
     clock, settings = ctx.clock, ctx.settings
     opened = clock.monotonic()
     seen = {pod_key(p) for p in fresh}
-    last_arrival = opened - _age_of_newest(ctx, fresh)
+    ages = [_age_of_newest(ctx, fresh)] if fresh else []
+    if since is not None:
+        ages.append(max(0.0, (ctx.clock.now() - since).total_seconds()))
+    last_arrival = opened - min(ages, default=0.0)
     while True:
         now = clock.monotonic()
         if now - last_arrival >= settings.batch_idle_seconds or now - opened >= settings.batch_max_seconds:
@@ -168,11 +204,29 @@ def _wait_for_quiet(ctx: Context, fresh: list[dict[str, Any]], deadline: float) 
         if now >= deadline:
             return
         clock.sleep(min(BATCH_POLL_SECONDS, settings.batch_idle_seconds - (now - last_arrival)))
-        pods = [p for p in ctx.cluster.list_pending_pods() if is_provisionable(p)]
-        new = [p for p in pods if pod_key(p) not in seen]
+        new = [p for p in _provisionable_pods(ctx) if pod_key(p) not in seen]
         if new:
             seen.update(pod_key(p) for p in new)
             last_arrival = clock.monotonic() - _age_of_newest(ctx, new)
+
+
+def _provisionable_pods(ctx: Context) -> list[dict[str, Any]]:
+    """The pending pods that need capacity, noting when this container last looked (before the call)."""
+    looked = ctx.clock.now()
+    pods = [p for p in ctx.cluster.list_pending_pods() if is_provisionable(p)]
+    _observed[ctx.settings.cluster_name] = looked
+    return pods
+
+
+def is_stale_wakeup(ctx: Context, sent_at: datetime) -> bool:
+    """Whether this container has listed the pending pods since a wake-up sent at ``sent_at`` (plus
+    the time the API server may take to store the status that caused it)."""
+    observed = _observed.get(ctx.settings.cluster_name)
+    return observed is not None and observed > sent_at + timedelta(seconds=WAKEUP_MARGIN_SECONDS)
+
+
+# When this container last listed the pending pods, per cluster (a warm container's memory).
+_observed: dict[str, datetime] = {}
 
 
 def _age_of_newest(ctx: Context, pods: list[dict[str, Any]]) -> float:

@@ -15,9 +15,11 @@ from typing import Any
 
 from nodewright.api import labels
 from nodewright.api.conversion_review import KUBELET_ANNOTATION
+from nodewright.api.hashing import nodeclaim_annotations
 from nodewright.cluster.objects import condition, format_time, is_deleting, name_of, set_condition
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
 from nodewright.cluster.objects import parse_time as timestamp
+from nodewright.scheduling.requirements import Requirements
 
 # The reading helpers are shared with the other flows (``nodewright.cluster.objects``) and
 # re-exported here under the names this package reads best with.
@@ -56,22 +58,26 @@ def build(
     nodepool: Mapping[str, Any],
     requirements: list[dict[str, Any]],
     requests: Mapping[str, str],
+    nodeclass: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A NodeClaim for ``nodepool`` (its v1 dict) with the plan's requirements and resource requests.
 
-    Labels: the template's labels plus ``karpenter.sh/nodepool``; every requirement that
-    pins a single value (``In`` with one value) becomes a label too, as Karpenter does, so
-    the node the kubelet registers carries it from the start.
+    Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``).
+
+    Labels: the template's labels plus ``karpenter.sh/nodepool``, and what the requirements give
+    (``Requirements.node_labels``, Karpenter's ``Requirements.Labels()``: a value pinned by a
+    single-valued ``In``, and one allowed value of every custom key), so the node the kubelet
+    registers carries them from the start and satisfies its NodePool (requirement drift).
     """
+
     pool_meta = nodepool.get("metadata") or {}
     template = (nodepool.get("spec") or {}).get("template") or {}
     template_meta = template.get("metadata") or {}
     template_spec = template.get("spec") or {}
-    claim_labels: dict[str, str] = dict(template_meta.get("labels") or {})
-    for requirement in requirements:
-        values = requirement.get("values") or []
-        if requirement.get("operator") == "In" and len(values) == 1:
-            claim_labels[requirement["key"]] = str(values[0])
+    claim_labels: dict[str, str] = {
+        **dict(template_meta.get("labels") or {}),
+        **Requirements.from_k8s(requirements).node_labels(),
+    }
     claim_labels[labels.NODEPOOL] = pool_meta["name"]
     spec: dict[str, Any] = {
         "nodeClassRef": dict(template_spec.get("nodeClassRef") or {}),
@@ -81,7 +87,10 @@ def build(
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if template_spec.get(key) is not None:
             spec[key] = template_spec[key]
-    annotations = dict(template_meta.get("annotations") or {})
+    annotations = {
+        **dict(template_meta.get("annotations") or {}),
+        **nodeclaim_annotations(nodepool, nodeclass),
+    }
     kubelet = (pool_meta.get("annotations") or {}).get(KUBELET_ANNOTATION)
     if kubelet:
         annotations[KUBELET_ANNOTATION] = kubelet  # a v1beta1 NodePool's kubelet, applied at launch

@@ -14,7 +14,7 @@ the instance catalog is handed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -140,18 +140,28 @@ def _taint_text(taint: Mapping[str, str]) -> str:
 
 class _OfflineCloud:
     """What a plan observes of the cloud, offline: the instance types of an EC2NodeClass (the catalog
-    handed in, already priced), what a node's EBS volumes cost in the region; no price table, since
-    nothing is running to cost anything."""
+    handed in, already priced), what a node's EBS volumes cost in the region, and the price table
+    those catalogs make (what the nodes already running cost, for ``plan --consolidate``)."""
 
     def __init__(self, instance_types: Callable[[Mapping[str, Any]], list[Any]], region: str) -> None:
         self._instance_types = instance_types
         self.region = region
+        self.nodeclasses: Sequence[Mapping[str, Any]] = ()  # whose catalogs price the running nodes
 
     def instance_types(self, nodeclass: Mapping[str, Any]) -> list[Any]:
         return self._instance_types(nodeclass)
 
     def prices(self) -> PriceTable:
-        return PriceTable()
+        on_demand: dict[str, float] = {}
+        spot: dict[tuple[str, str], float] = {}
+        for nodeclass in self.nodeclasses:
+            for kind in self._instance_types(nodeclass):
+                for offering in kind.offerings:
+                    if offering.capacity_type == "spot":
+                        spot[(kind.name, offering.zone)] = offering.price
+                    else:
+                        on_demand[kind.name] = offering.price
+        return PriceTable(on_demand=on_demand, spot=spot, source="the plan's catalog")
 
     def node_price(self, nodeclass: Mapping[str, Any]) -> float:
         from nodewright.cloud.ebs import node_storage
@@ -272,30 +282,51 @@ InstanceTypes = Callable[[Mapping[str, Any]], list[Any]]
 
 def what_if(paths: Iterable[str | Path], instance_types: InstanceTypes, region: str) -> WhatIf:
     """Plan the manifests in ``paths``; ``instance_types(nodeclass)`` is the catalog for a v1 EC2NodeClass."""
-    files = list(paths)
-    result = WhatIf(source=f"{len(files)} manifest file(s)")
-    world = _world_of_manifests(files, result)
-    world.cloud = _OfflineCloud(instance_types, region)
+    world, result = manifest_world(paths, instance_types, region)
     pending = [p for p in world.pods if not (p.get("spec") or {}).get("nodeName")]
     return plan_world(world, pending, region, result)
 
 
 def what_if_live(cluster: Any, instance_types: InstanceTypes, region: str) -> WhatIf:
-    """Plan a live cluster's pending pods against its current objects: the World a provisioning pass
-    observes (capacity first, then pods), read through list calls only; nothing is written."""
-    world = observe(_ReadOnlyPass(cluster, _OfflineCloud(instance_types, region)))  # type: ignore[arg-type]
-    result = WhatIf(source=f"live cluster at {cluster.host} (read-only)")
+    """Plan a live cluster's pending pods against its current objects (``live_world``)."""
+    world, result = live_world(cluster, instance_types, region)
     pending = [p for p in world.pods if is_provisionable(p)]
     return plan_world(world, pending, region, result)
+
+
+def manifest_world(
+    paths: Iterable[str | Path], instance_types: InstanceTypes, region: str
+) -> tuple[World, WhatIf]:
+    """The cluster the manifests describe, and the result its problems and unused kinds went into."""
+    files = list(paths)
+    result = WhatIf(source=f"{len(files)} manifest file(s)")
+    world = _world_of_manifests(files, result)
+    cloud = _OfflineCloud(instance_types, region)
+    cloud.nodeclasses = world.nodeclasses
+    world.cloud = cloud
+    return world, result
+
+
+def live_world(cluster: Any, instance_types: InstanceTypes, region: str) -> tuple[World, WhatIf]:
+    """The World a pass observes (capacity first, then pods), read through list calls only."""
+    cloud = _OfflineCloud(instance_types, region)
+    world = observe(_ReadOnlyPass(cluster, cloud))  # type: ignore[arg-type]
+    cloud.nodeclasses = world.nodeclasses
+    return world, WhatIf(source=f"live cluster at {cluster.host} (read-only)")
+
+
+def usable_nodepools(world: World) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The NodePools a pass would use (judged as the provisioner judges them), and why the others not."""
+    verdicts = nodepools.triage(world, _pool_errors_only)
+    return verdicts.usable, verdicts.skipped
 
 
 def plan_world(world: World, pending: list[dict[str, Any]], region: str, result: WhatIf) -> WhatIf:
     """The provisioner's triage and planning over the world, filled into ``result``."""
     result.pods = len(pending)
     result.region = result.region or region
-    verdicts = nodepools.triage(world, _pool_errors_only)
-    result.skipped_nodepools = verdicts.skipped
-    view = planning.plan(world, pending, verdicts.usable)
+    usable, result.skipped_nodepools = usable_nodepools(world)
+    view = planning.plan(world, pending, usable)
     result.claims = view.new_claims
     result.pending.update(view.unschedulable)
     result.placements = view.nominated

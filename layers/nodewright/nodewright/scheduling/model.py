@@ -238,6 +238,11 @@ def _selector(d: Mapping[str, Any] | None) -> LabelSelector:
     )
 
 
+def label_selector_from_k8s(d: Mapping[str, Any] | None) -> LabelSelector:
+    """A metav1.LabelSelector (a PodDisruptionBudget's, say); None selects nothing."""
+    return _selector(d)
+
+
 def _node_selector_terms(terms: Iterable[Mapping[str, Any]] | None) -> tuple[Requirements, ...]:
     return tuple(Requirements.from_k8s(t.get("matchExpressions")) for t in terms or ())
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from nodewright.api.labels import normalized_label
+from nodewright.api.labels import WELL_KNOWN_LABELS, is_restricted_label, normalized_label
 
 IN = "In"
 NOT_IN = "NotIn"
@@ -127,14 +127,22 @@ class Requirement:
         )
 
     def any_value(self) -> str | None:
-        """One value that satisfies it (smallest, for determinism), or None."""
+        """One value that satisfies it, as Karpenter's ``Requirement.Any``: the smallest ``In`` value;
+        for ``NotIn``, ``Exists``, ``Gt`` and ``Lt`` the smallest allowed non-negative integer (Karpenter
+        draws a random one; determinism serves tests and repeatable plans); None when nothing does."""
         if not self.complement:
             return min(self.values) if self.values else None
-        if self.greater_than is not None or self.less_than is not None:
-            candidate = (
-                (self.greater_than + 1) if self.greater_than is not None else (self.less_than or 1) - 1
-            )
-            return str(candidate) if self.has(str(candidate)) else None
+        if self.is_empty():
+            return None
+        if self.greater_than is not None:
+            start = self.greater_than + 1
+        elif self.less_than is not None and self.less_than <= 0:
+            start = self.less_than - 1 - len(self.values)
+        else:
+            start = 0
+        for number in range(start, start + len(self.values) + 1):
+            if self.has(str(number)):
+                return str(number)
         return None
 
     def to_k8s(self) -> dict[str, object]:
@@ -258,6 +266,21 @@ class Requirements(Mapping[str, Requirement]):
             for k, r in self._by_key.items()
             if not r.complement and len(r.values) == 1
         }
+
+    def node_labels(self) -> dict[str, str]:
+        """The labels a new NodeClaim takes from these requirements, as Karpenter's
+        ``Requirements.Labels()``: ``labels()`` (single-valued ``In``, well-known keys included), plus
+        ``any_value`` of every other requirement on a key that is neither well known nor restricted
+        (``custom In [a, b]`` labels the node ``custom=a``). Requirement drift checks a NodeClaim's
+        labels against its NodePool's requirements, so a node without them would drift at birth."""
+        found = self.labels()
+        for key, requirement in self._by_key.items():
+            if key in found or key in WELL_KNOWN_LABELS or is_restricted_label(key):
+                continue
+            value = requirement.any_value()
+            if value is not None:
+                found[key] = value
+        return found
 
     def to_k8s(self) -> list[dict[str, object]]:
         return [self._by_key[k].to_k8s() for k in sorted(self._by_key)]

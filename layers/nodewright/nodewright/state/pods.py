@@ -15,6 +15,7 @@ Which flow asks which question:
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
@@ -124,6 +125,18 @@ def is_waiting_eviction(pod: Pod, now: datetime) -> bool:
 def is_disruptable(pod: Pod) -> bool:
     """A pod that does not veto a voluntary disruption: not (``is_active`` and ``has_do_not_disrupt``)."""
     return not (is_active(pod) and has_do_not_disrupt(pod))
+
+
+def as_pending(pod: Pod) -> dict[str, Any]:
+    """The pod as the scheduler would see it once evicted: unbound and Unschedulable (what a
+    simulation of its node going away plans for)."""
+    clone = copy.deepcopy(dict(pod))
+    clone.setdefault("spec", {}).pop("nodeName", None)
+    clone["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    }
+    return clone
 
 
 def reschedulable_by_node(pods: Iterable[Pod]) -> dict[str, list[Pod]]:

@@ -7,7 +7,8 @@ Shared by the interruption flow and (later) the disruption flow:
   NodeClaim and mark it for deletion;
 * ``step(ctx, term)``: one non-blocking pass; ``run(ctx, terms, budget_seconds=)``: passes until done;
 * ``pending_terminations(ctx)`` / ``resume_all(ctx, budget_seconds=0)``: find / finish what an earlier
-  invocation left half-done;
+  invocation left half-done, and Nodes deleted by hand (``node_deletions``: ``kubectl delete node``
+  drains and terminates exactly as ``kubectl delete nodeclaim`` does);
 * ``drain_and_delete_node(ctx, node, nodeclaim) -> bool``: one pass for the provisioning lifecycle's
   finalizer step (True when the node is drained and gone).
 
@@ -23,6 +24,7 @@ from nodewright.termination.terminate import (
     begin,
     drain_and_delete_node,
     from_nodeclaim,
+    node_deletions,
     pending_terminations,
     resume_all,
     run,
@@ -37,6 +39,7 @@ __all__ = [
     "drain_and_delete_node",
     "drain_pass",
     "from_nodeclaim",
+    "node_deletions",
     "pending_terminations",
     "resume_all",
     "run",

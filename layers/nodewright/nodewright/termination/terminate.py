@@ -4,7 +4,11 @@
             whether EC2 is taking the instance itself as NodeClaim annotations; delete the NodeClaim
             (its karpenter.sh/termination finalizer keeps it, marked, until we are done)
     step:   one drain pass; once drained: delete the Node, terminate the instance (unless EC2 is
-            already taking it), remove the Node's and then the NodeClaim's finalizer
+            already taking it), remove the Node's and then the NodeClaim's finalizer. When the
+            instance is already gone (terminated out of band), finish at once: its kubelet will
+            never confirm a pod's deletion, so the pods bound to the node are force-deleted (as
+            the pod garbage collector does for a vanished node) and their controllers recreate
+            them elsewhere — a StatefulSet only once the old pod is really gone
     run:    steps for many nodes at once until all are done or the time budget is spent
 
 Everything a step needs is read back from the cluster, so a termination cut short (a Lambda
@@ -36,6 +40,8 @@ INSTANCE_GOING_ANNOTATION = "nodewright.io/instance-going"
 DISRUPTED_TAINT = {"key": labels.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 
 MIN_WAIT_SECONDS = 0.25
+# How often a drain asks EC2 whether the instance still exists (one DescribeInstances).
+INSTANCE_CHECK_SECONDS = 10.0
 MAX_WAIT_SECONDS = 2.0
 SAFETY_MARGIN_SECONDS = 3.0  # stop before the Lambda is killed mid-call
 
@@ -55,6 +61,7 @@ class Termination:
     last_pass: DrainPass | None = None
     passes: int = 0
     history: list[str] = field(default_factory=list)
+    instance_checked_at: float | None = None  # monotonic time of the last "is it gone?" look
 
     def summary(self) -> dict[str, Any]:
         last = self.last_pass
@@ -133,6 +140,9 @@ def step(ctx: Context, term: Termination) -> Termination:
     if term.done:
         return term
     term.passes += 1
+    if _instance_gone(ctx, term):
+        _finish_without_instance(ctx, term)
+        return term
     node = ctx.cluster.find_node(term.node) if term.node else None
     if node is not None:
         cordoned = bool((node.get("spec") or {}).get("unschedulable"))
@@ -175,6 +185,39 @@ def _finish(ctx: Context, term: Termination) -> None:
     term.done = True
 
 
+def _instance_gone(ctx: Context, term: Termination) -> bool:
+    """Whether EC2 no longer has the instance (asked at most every ``INSTANCE_CHECK_SECONDS``)."""
+    if not term.instance_id:
+        return False
+    now = ctx.clock.monotonic()
+    if term.instance_checked_at is not None and now - term.instance_checked_at < INSTANCE_CHECK_SECONDS:
+        return False
+    term.instance_checked_at = now
+    return ctx.cloud.instance_gone(term.instance_id)
+
+
+def _finish_without_instance(ctx: Context, term: Termination) -> None:
+    """The instance is gone: nothing on the node can still run, and nothing will ever confirm a
+    pod's graceful deletion there. Force-delete the pods bound to the node (grace 0, as the pod
+    garbage collector does for a Node that no longer exists) so their controllers — StatefulSets
+    included, which wait for the old pod to be gone — recreate them; then let the objects go."""
+    if term.node:
+        for pod in ctx.cluster.list_pods_on_node(term.node):
+            meta = pod.get("metadata") or {}
+            ctx.cluster.delete_pod(
+                meta.get("namespace") or "default", meta.get("name", ""), grace_period_seconds=0
+            )
+        ctx.cluster.delete_node(term.node)
+    term.history.append("instance-gone")
+    if term.nodeclaim:
+        ctx.logger.info(
+            "instance already gone: pods force-deleted, node and NodeClaim released",
+            extra={"nodeclaim": term.nodeclaim, "node": term.node, "instance": term.instance_id},
+        )
+    term.instance_going = True  # nothing left to terminate
+    _finish(ctx, term)
+
+
 def run(ctx: Context, terms: list[Termination], *, budget_seconds: float) -> list[Termination]:
     """Step every termination until all are done or ``budget_seconds`` (minus a margin) are spent.
 
@@ -200,14 +243,61 @@ def run(ctx: Context, terms: list[Termination], *, budget_seconds: float) -> lis
 
 
 def pending_terminations(ctx: Context) -> list[Termination]:
-    """Terminations an earlier invocation left half-done: NodeClaims marked for deletion, finalizer kept."""
+    """Terminations an earlier invocation left half-done (NodeClaims marked for deletion, finalizer
+    kept), and Nodes someone deleted by hand (``node_deletions``)."""
     now = ctx.clock.now()
-    nodes = {objects.node_instance_id(n): n for n in ctx.cluster.list_nodes()}
+    node_list = ctx.cluster.list_nodes()
+    claims = ctx.cluster.list_nodeclaims()
+    nodes = {objects.node_instance_id(n): n for n in node_list}
     terms = []
-    for claim in ctx.cluster.list_nodeclaims():
+    for claim in claims:
         meta = claim.get("metadata") or {}
         if meta.get("deletionTimestamp") and labels.TERMINATION_FINALIZER in (meta.get("finalizers") or []):
             terms.append(from_nodeclaim(claim, nodes.get(objects.nodeclaim_instance_id(claim)), now))
+    return terms + node_deletions(ctx, node_list, claims)
+
+
+def node_deletions(
+    ctx: Context, nodes: list[dict[str, Any]], nodeclaims: list[dict[str, Any]]
+) -> list[Termination]:
+    """Nodes deleted by hand (``kubectl delete node``), held by our finalizer, become terminations.
+
+    As in Karpenter, deleting either the Node or its NodeClaim removes both, gracefully: a Node whose
+    NodeClaim still lives gets that NodeClaim marked for deletion (``begin``: taint, cordon, the
+    drain bounded by its ``terminationGracePeriod``), and its termination is returned; a Node with no
+    NodeClaim at all is drained, its instance (from its providerID) terminated, and its finalizer
+    removed. NodeClaims already deleting are ``pending_terminations``' and are not returned here.
+    """
+    claims_by_instance = {
+        instance: claim for claim in nodeclaims if (instance := objects.nodeclaim_instance_id(claim))
+    }
+    terms = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        if not meta.get("deletionTimestamp") or labels.TERMINATION_FINALIZER not in (
+            meta.get("finalizers") or []
+        ):
+            continue
+        instance_id = objects.node_instance_id(node)
+        claim = claims_by_instance.get(instance_id or "")
+        if claim is not None and objects.is_deleting(claim):
+            continue  # its NodeClaim's termination drains it
+        reason = f"Node {objects.name_of(node)} deleted"
+        if claim is not None:
+            terms.append(
+                begin(
+                    ctx,
+                    nodeclaim=claim,
+                    node=node,
+                    instance_id=instance_id,
+                    deadline=None,
+                    reason=reason,
+                    involuntary=False,
+                    instance_going=False,
+                )
+            )
+        else:
+            terms.append(Termination(None, objects.name_of(node), instance_id, reason=reason))
     return terms
 
 

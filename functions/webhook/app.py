@@ -1,0 +1,55 @@
+"""Webhook: the function URL kube-apiserver calls (wake-up admission webhook, CRD conversion).
+
+Thin on purpose: read the function URL event (Powertools' data class, no pydantic to import on a
+cold start the API server is waiting for), hand method, path and body to the container's
+``nodewright.wakeup.webhook.Webhook``, return its answer. The event is never logged: its path holds
+the secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import LambdaFunctionUrlEvent
+from nodewright.observability import logger, metrics, trace
+
+log = logger()
+emf = metrics()
+_webhook: Any = None
+
+
+def webhook() -> Any:
+    """The container's Webhook, built on the first request (settings, secret source, wake-up)."""
+    global _webhook  # noqa: PLW0603 - the per-container webhook, as Lambda recommends
+    if _webhook is None:
+        from nodewright.cloud import wakeup
+        from nodewright.settings import Settings
+        from nodewright.wakeup.webhook import Webhook
+
+        settings = Settings.from_env()
+        _webhook = Webhook(
+            secret=lambda: wakeup.read_secret(settings),
+            wake=lambda event: wakeup.wake(settings, event),
+            logger=log,
+            metrics=emf,
+            node_role=settings.node_role,
+            region=settings.region,
+        )
+    return _webhook
+
+
+@log.inject_lambda_context(correlation_id_path="requestContext.requestId", clear_state=True)
+@emf.log_metrics
+@trace
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from nodewright.wakeup.webhook import refusal
+
+    try:
+        request = LambdaFunctionUrlEvent(event)
+        body = request.decoded_body or ""
+        method, path = request.request_context.http.method, request.raw_path or "/"
+        hook = webhook()
+    except Exception as exc:  # a misconfigured function (no CLUSTER_NAME) or a malformed event
+        log.error("webhook cannot serve", extra={"error": f"{type(exc).__name__}: {exc}"})
+        return refusal(500, "Internal Server Error").function_url_response()
+    return hook.serve(method, path, body).function_url_response()

@@ -1,0 +1,191 @@
+"""The wake-up: a Lambda function URL the API server calls when a pod becomes unschedulable.
+
+* a Secrets Manager secret (48 letters and digits, generated per stack): the URL's first path
+  segment. The function URL is ``AuthType NONE`` (kube-apiserver cannot sign requests), so the
+  secret path is what tells the API server from a stranger, who gets 404 (docs/deploy.md, threat
+  model);
+* the ``webhook`` function (``functions/webhook``): answers ``allowed: true`` at once and invokes
+  the provisioner asynchronously. Its role can read that one secret and invoke the provisioner's
+  ``wakeup`` alias, nothing else: no cluster access, no EC2;
+* the provisioner's ``wakeup`` alias (on ``$LATEST``, so it always runs the deployed code) with its
+  own asynchronous-invocation settings: **no retries** and a **60 s maximum event age**, and no
+  failure destination. The provisioner's reserved concurrency of 1 is per function, aliases
+  included, so a wake-up never runs beside a scheduled invocation: it is throttled, waits in
+  Lambda's queue for at most a minute and is then dropped (the schedule is the safety net), and the
+  provisioner drops at once one that arrives after its loop already saw the cluster
+  (``nodewright.provisioning.loop.is_stale_wakeup``). Without a destination, a dropped wake-up does
+  not land in the FailedInvocations queue, whose alarm is for real failures;
+* the webhook's reserved concurrency (``WEBHOOK_CONCURRENCY``) bounds what a flood can cost and how
+  many wake-ups can be in flight: each container sends at most one a second; a request beyond it
+  gets 429, which the API server treats as ``failurePolicy: Ignore``;
+* outputs: the function URL and the secret's ARN, which ``nodewright install-webhooks`` reads.
+
+``-c wakeup=false`` leaves all of this out: pods then wait for the minute schedule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.capabilities import acknowledge
+from infra.capabilities.functions import function_asset_dir, function_log_group
+from infra.capabilities.layer import ARCHITECTURES, RUNTIME
+from infra.config import NodewrightConfig
+
+WEBHOOK = "webhook"
+WAKEUP_ALIAS = "wakeup"
+# 256 MB: the webhook parses one review and makes one asynchronous call; a cold start imports
+# Powertools and boto3 (~1-1.5 s). The API server waits at most 2 s (timeoutSeconds) and then
+# ignores the answer, but the invocation goes on: 10 s lets a slow cold start still send its wake-up
+# (a timeout costs nothing until it is used).
+WEBHOOK_MEMORY_MB = 256
+WEBHOOK_TIMEOUT = Duration.seconds(10)
+# At most this many containers: a burst of 500 unschedulable pods is at most this many wake-ups a
+# second, and a flood of guesses at the URL at most this many short invocations at a time.
+WEBHOOK_CONCURRENCY = 5
+# A wake-up older than this is dropped by Lambda: by then the provisioner has run (a tick or the
+# loop that throttled it) and seen the pod on its own.
+WAKEUP_MAX_EVENT_AGE = Duration.seconds(60)
+SECRET_LENGTH = 48
+# sandbox/triggers.py mirrors the sizing and the alias settings (tests/infra keeps them equal).
+
+
+class Wakeup(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: NodewrightConfig,
+        layer: lambda_.ILayerVersion,
+        provisioner: lambda_.Function,
+        environment: dict[str, str],
+        functions_dir: Path,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.secret = secretsmanager.Secret(
+            self,
+            "PathSecret",
+            description=f"Nodewright ({config.cluster_name}): the wake-up function URL's secret path",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=SECRET_LENGTH, exclude_punctuation=True, include_space=False
+            ),
+        )
+        rotation_reason = (
+            "the secret is part of the URL the API server's webhook configurations hold: rotating it "
+            "means re-running `nodewright install-webhooks` (docs/deploy.md), which Secrets Manager "
+            "rotation cannot do; the webhook rereads it on a new container"
+        )
+        acknowledge.nag(self.secret, "AwsSolutions-SMG4", rotation_reason)
+        acknowledge.checkov(
+            self.secret,
+            "CKV_AWS_149",
+            "encrypted with the account's aws/secretsmanager key; only the webhook's role and the "
+            "operator running install-webhooks read it",
+        )
+        self.alias = lambda_.Alias(
+            self,
+            "ProvisionerWakeupAlias",
+            alias_name=WAKEUP_ALIAS,
+            version=provisioner.latest_version,
+            description="what the webhook invokes: no retries, 60 s maximum event age, no destination",
+            retry_attempts=0,
+            max_event_age=WAKEUP_MAX_EVENT_AGE,
+        )
+        acknowledge.nag(
+            self.alias,
+            "Serverless-LambdaAsyncFailureDestination",
+            "a wake-up that expires unsent is superseded by the schedule and the loop that throttled "
+            "it; in the FailedInvocations queue it would page someone for a design decision",
+        )
+        self.role = iam.Role(
+            self,
+            "WebhookRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Nodewright webhook of cluster {config.cluster_name}: wakes the provisioner",
+        )
+        self.log_group = function_log_group(self, WEBHOOK, config.cluster_name)
+        self.function = lambda_.Function(
+            self,
+            WEBHOOK,
+            description=f"Nodewright ({config.cluster_name}): wakes the provisioner when a pod "
+            "becomes unschedulable",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURES[config.architecture],
+            handler="app.handler",
+            code=lambda_.Code.from_asset(
+                str(function_asset_dir(functions_dir, WEBHOOK)), exclude=["__pycache__", "*.pyc"]
+            ),
+            layers=[layer],
+            role=self.role,
+            memory_size=WEBHOOK_MEMORY_MB,
+            timeout=WEBHOOK_TIMEOUT,
+            reserved_concurrent_executions=WEBHOOK_CONCURRENCY,
+            environment={
+                **environment,
+                "WAKE_FUNCTION": self.alias.function_arn,
+                "WEBHOOK_SECRET_ARN": self.secret.secret_arn,
+            },
+            log_group=self.log_group,
+            tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,
+        )
+        # Least privilege: invoke the one alias, read the one secret, write the one log group.
+        self.alias.grant_invoke(self.role)
+        self.secret.grant_read(self.role)
+        self.log_group.grant_write(self.role)
+        # Start after the grants exist; the role itself is implied by GetAtt (cfn-lint W3005).
+        policy = self.role.node.find_child("DefaultPolicy").node.default_child
+        self.function.node.default_child.add_override("DependsOn", [Stack.of(self).get_logical_id(policy)])
+        self.url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
+        acknowledge.checkov(
+            self.url,
+            "CKV_AWS_258",
+            "kube-apiserver calls webhooks without AWS signatures, so IAM auth is impossible; the "
+            "path's per-stack secret, 404 otherwise, body and rate limits and a role that can only "
+            "wake the provisioner bound what a caller can do (docs/deploy.md, threat model)",
+        )
+        self._acknowledge(config)
+
+    def _acknowledge(self, config: NodewrightConfig) -> None:
+        function = self.function
+        runtime_reason = (
+            f"{RUNTIME.name}: the layer's bytecode and pinned wheels are built and tested for this "
+            "version; moving on means changing RUNTIME_PYTHON in infra/layer_build.py too"
+        )
+        acknowledge.nag(function, "AwsSolutions-L1", runtime_reason)
+        acknowledge.nag(function, "Serverless-LambdaLatestVersion", runtime_reason)
+        dlq_reason = (
+            "invoked synchronously through its function URL by the API server, which ignores a "
+            "failure (failurePolicy Ignore); a DLQ applies only to asynchronous invocations"
+        )
+        acknowledge.nag(function, "Serverless-LambdaDLQ", dlq_reason)
+        acknowledge.checkov(function, "CKV_AWS_116", dlq_reason)
+        acknowledge.checkov(
+            function,
+            "CKV_AWS_173",
+            "the environment holds names and ARNs only; the secret itself is in Secrets Manager",
+        )
+        acknowledge.checkov(
+            function,
+            "CKV_AWS_117",
+            "the webhook talks to no VPC resource: it answers the API server on its function URL and "
+            "calls the Lambda API; in a VPC it would need a NAT or an endpoint to do that",
+        )
+        if not config.tracing:
+            acknowledge.nag(
+                function,
+                "Serverless-LambdaTracing",
+                "X-Ray is opt-in (-c tracing=true), as for the other functions",
+            )
+        else:
+            acknowledge.nag(
+                self.role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "X-Ray PutTraceSegments/PutTelemetryRecords have no resources",
+            )

@@ -1,0 +1,524 @@
+"""Consolidation and drift replacement: a question to the scheduling core, and the command it answers.
+
+"These pods, without these nodes: what is the cheapest way to place them?" — asked of the same
+simulation the provisioner uses (``state.snapshot.Simulation``), with the nodes' reschedulable
+pods and every pending pod to place (so a consolidation never takes room a pending pod needs).
+
+**Candidates** (``candidates``) — Karpenter v1's rules, each failing one a "why not":
+
+* an initialized NodeClaim of a usable NodePool, with a Node, not being deleted, not already part
+  of a command (the ``karpenter.sh/disrupted`` taint);
+* the NodePool's ``consolidationPolicy`` is ``WhenEmptyOrUnderutilized`` and ``consolidateAfter``
+  (not Never) has passed since the NodeClaim's last pod event and at least ``NOMINATION_SECONDS``
+  since it was initialized (pods the provisioner nominated to it have bound by then);
+* no ``karpenter.sh/do-not-disrupt`` on the Node or on any active pod of it;
+* no pod of it covered by a PodDisruptionBudget that allows no disruption now.
+
+**A command** (``evaluate``) for a set of candidates: every displaced pod must find a place.
+*Delete*: no new node is needed. *Replace*: exactly one new node, and only types strictly cheaper
+than what is removed, each priced at its worst launch price (the dearest offering it may launch
+as), less the NodePool's price-improvement threshold (``PRICE_IMPROVEMENT_ANNOTATION``, percent of
+the removed nodes' $/h; Karpenter's users asked for it to stop churn for a few cents). When every
+candidate is spot and the replacement may be spot, it is spot-to-spot: the replacement is pinned
+to spot and, for a single node, needs at least ``SPOT_TO_SPOT_MIN_TYPES`` cheaper types (or the
+NodePool's minValues) and launches with only the cheapest that many, so it cannot race to the
+bottom. Multi-node replacements drop types at least as dear as a removed node of the same type
+(deleting the others would do).
+
+**Methods** (``multi_node``, ``single_node``), Karpenter's order: candidates sorted by disruption
+cost (``disruption_cost``: pods weighted by deletion cost and priority, times the share of the
+node's lifetime left); multi-node binary-searches the longest prefix of at most
+``MULTI_NODE_MAX`` candidates (within the budgets) that one command can remove; single-node tries
+the rest one at a time, cheapest to disrupt first, skipping empty ones (emptiness' business).
+Both stop at their time limit. A command is re-validated ``VALIDATION_SECONDS`` later before it
+acts (``flow``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from nodewright.api import labels
+from nodewright.api.durations import DurationError, parse_duration
+from nodewright.api.models import DEFAULT_EXPIRE_AFTER, NodePool
+from nodewright.cluster import objects
+from nodewright.state.pods import as_pending, has_do_not_disrupt, is_active, is_reschedulable
+from nodewright.state.pods import key as pod_key
+from nodewright.state.world import World, nodepool_name
+
+if TYPE_CHECKING:
+    from nodewright.scheduling import NewClaim
+    from nodewright.state.interfaces import Obj
+    from nodewright.state.snapshot import Simulation
+
+UNDERUTILIZED = "Underutilized"
+DRIFTED = "Drifted"
+EMPTY = "Empty"
+MULTI_NODE_MAX = 100
+SPOT_TO_SPOT_MIN_TYPES = 15
+VALIDATION_SECONDS = 15.0
+MULTI_NODE_SECONDS = 20.0  # Karpenter: 1 min; a Lambda pass must leave time for the rest
+SINGLE_NODE_SECONDS = 20.0  # Karpenter: 3 min
+NOMINATION_SECONDS = 20.0
+PRICE_IMPROVEMENT_ANNOTATION = "nodewright.io/consolidation-price-improvement-percent"
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+@dataclass
+class Candidate:
+    """A node a command may remove, with what removing it costs and saves."""
+
+    nodeclaim: Obj
+    node: Obj
+    nodepool: str
+    pods: list[Obj]  # the reschedulable pods that must move
+    price: float | None  # $/h (None: unknown to the price table)
+    disruption_cost: float
+
+    @property
+    def name(self) -> str:
+        return objects.name_of(self.nodeclaim)
+
+    @property
+    def node_name(self) -> str:
+        return objects.name_of(self.node)
+
+    @property
+    def instance_type(self) -> str:
+        return objects.labels_of(self.nodeclaim).get(labels.INSTANCE_TYPE, "?")
+
+    @property
+    def capacity_type(self) -> str:
+        return objects.labels_of(self.nodeclaim).get(labels.CAPACITY_TYPE, "")
+
+
+@dataclass
+class Command:
+    """Remove ``candidates``; launch ``replacements`` first (none: a delete)."""
+
+    reason: str  # Underutilized, Empty, Drifted (the budget's reason)
+    method: str  # empty, multi, single, drift
+    candidates: list[Candidate]
+    replacements: list[NewClaim] = field(default_factory=list)
+
+    @property
+    def price_before(self) -> float:
+        return sum(c.price or 0.0 for c in self.candidates)
+
+    @property
+    def price_after(self) -> float:
+        return sum(worst_launch_price(r) for r in self.replacements)
+
+    @property
+    def savings(self) -> float:
+        return self.price_before - self.price_after
+
+    @property
+    def action(self) -> str:
+        return "replace" if self.replacements else "delete"
+
+    def describe(self) -> str:
+        """E.g. ``Underutilized, replacing 2 nodes (m5.2xlarge x2) with c6g.2xlarge, saves $0.31/h``
+        (a drift command says no saving: it replaces whatever the replacement costs)."""
+        types = Counter(c.instance_type for c in self.candidates)
+        removed = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(types.items()))
+        count = f"{len(self.candidates)} node{'s' if len(self.candidates) != 1 else ''}"
+        if self.replacements:
+            options = self.replacements[0].instance_types
+            target = options[0].name + (f" (or {len(options) - 1} more types)" if len(options) > 1 else "")
+            if len(self.replacements) > 1:
+                target = f"{len(self.replacements)} nodes ({target}, ...)"
+            verb = f"replacing {count} ({removed}) with {target}"
+        else:
+            verb = f"deleting {count} ({removed})"
+        if self.reason == DRIFTED:  # drift replaces whatever it costs: "saves" would mislead
+            return f"{self.reason}, {verb}"
+        return f"{self.reason}, {verb}, saves ${self.savings:.2f}/h"
+
+
+# --- candidates -----------------------------------------------------------------------------------
+
+
+def candidates(
+    world: World,
+    usable: list[Obj],
+    last_pod_event: Mapping[str, datetime],
+    *,
+    reason: str = UNDERUTILIZED,
+    drifted: Mapping[str, str] | None = None,
+    ignore_waits: bool = False,
+) -> tuple[list[Candidate], dict[str, str]]:
+    """The NodeClaims a graceful method may disrupt for ``reason``, and why each other one may not.
+
+    ``Underutilized``: the rules of the module docstring. ``Drifted``: the NodeClaims ``drifted``
+    names, without the consolidation policy and ``consolidateAfter`` (drift replaces whatever the
+    policy); do-not-disrupt and PDBs hold both. ``ignore_waits`` (``nodewright plan --consolidate``)
+    takes ``consolidateAfter`` and the nomination wait as passed; ``Never`` still holds.
+    """
+    pools = {objects.name_of(p): p for p in usable}
+    found: list[Candidate] = []
+    why_not: dict[str, str] = {}
+    now = world.taken_at
+    for claim in world.nodeclaims:
+        name, pool_name = objects.name_of(claim), nodepool_name(claim)
+        pool = pools.get(pool_name)
+        node = world.node_of(claim)
+        if pool is None or node is None or objects.is_deleting(claim) or objects.is_deleting(node):
+            continue
+        if reason == DRIFTED and name not in (drifted or {}):
+            continue
+        if objects.has_taint(node, labels.DISRUPTED_TAINT_KEY):
+            continue  # part of a command already (or being terminated)
+        initialized = _initialized_at(claim)
+        if initialized is None:
+            continue
+        if reason == UNDERUTILIZED:
+            disruption = NodePool.from_dict(pool).spec.disruption
+            after = disruption.consolidate_after_seconds
+            if after is None:
+                why_not[name] = f"NodePool {pool_name} has consolidation disabled (consolidateAfter: Never)"
+                continue
+            if disruption.consolidation_policy != "WhenEmptyOrUnderutilized":
+                continue  # WhenEmpty: emptiness only (no event, as Karpenter)
+            quiet = max(initialized, last_pod_event.get(name, initialized))
+            if not ignore_waits and (
+                now < quiet + timedelta(seconds=after)
+                or now < initialized + timedelta(seconds=NOMINATION_SECONDS)
+            ):
+                continue  # not consolidatable yet
+        problem = _blocked(world, node)
+        if problem:
+            why_not[name] = problem
+            continue
+        pods = [p for p in world.pods_on(node) if is_reschedulable(p)]
+        found.append(
+            Candidate(claim, node, pool_name, pods, world.price_of(claim), disruption_cost(pods, claim, now))
+        )
+    return found, why_not
+
+
+def _blocked(world: World, node: Obj) -> str | None:
+    """Why a node must not be disrupted voluntarily: do-not-disrupt, or a PDB that allows nothing."""
+    if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
+        return f"node {objects.name_of(node)} has {labels.DO_NOT_DISRUPT}"
+    pods = world.pods_on(node)
+    for pod in pods:
+        if is_active(pod) and has_do_not_disrupt(pod):
+            return f"pod {pod_key(pod)} has {labels.DO_NOT_DISRUPT}"
+    for pdb in world.pdbs:
+        if ((pdb.get("status") or {}).get("disruptionsAllowed", 1)) > 0:
+            continue
+        selector = _selector(pdb)
+        namespace = objects.namespace_of(pdb)
+        for pod in pods:
+            if is_active(pod) and objects.namespace_of(pod) == namespace and selector(objects.labels_of(pod)):
+                return f"PDB {namespace}/{objects.name_of(pdb)} blocks eviction of pod {pod_key(pod)}"
+    return None
+
+
+def _selector(pdb: Obj) -> Callable[[Mapping[str, str]], bool]:
+    from nodewright.scheduling.model import label_selector_from_k8s
+
+    return label_selector_from_k8s((pdb.get("spec") or {}).get("selector")).matches
+
+
+def disruption_cost(pods: Iterable[Obj], claim: Mapping[str, Any], now: datetime) -> float:
+    """Karpenter's: Σ over the pods of 1 + deletion cost/2^27 + priority/2^25 (clamped to [-10, 10]),
+    times the share of the NodeClaim's lifetime (``expireAfter``) left; an empty node costs 0."""
+    total = 0.0
+    for pod in pods:
+        cost = 1.0
+        raw = objects.annotations_of(pod).get(POD_DELETION_COST)
+        with contextlib.suppress(ValueError):
+            cost += float(raw) / 2**27 if raw else 0.0
+        cost += float((pod.get("spec") or {}).get("priority") or 0) / 2**25
+        total += min(10.0, max(-10.0, cost))
+    return total * _lifetime_left(claim, now)
+
+
+def _lifetime_left(claim: Mapping[str, Any], now: datetime) -> float:
+    raw = (claim.get("spec") or {}).get("expireAfter") or DEFAULT_EXPIRE_AFTER
+    try:
+        seconds = parse_duration(raw)
+    except DurationError:
+        seconds = None
+    created = objects.parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
+    if not seconds or created is None:
+        return 1.0
+    return max(0.0, min(1.0, 1.0 - (now - created).total_seconds() / seconds))
+
+
+def _initialized_at(claim: Obj) -> datetime | None:
+    cond = objects.condition(claim, "Initialized")
+    if not cond or cond.get("status") != "True":
+        return None
+    return objects.parse_time(cond.get("lastTransitionTime")) or objects.parse_time(
+        (claim.get("metadata") or {}).get("creationTimestamp")
+    )
+
+
+# --- one simulation ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    """A command, or why there is none (for the "why not" events)."""
+
+    command: Command | None
+    why_not: str = ""
+
+
+def evaluate(
+    sim: Simulation,
+    chosen: list[Candidate],
+    pending: list[Obj],
+    *,
+    reason: str,
+    method: str,
+    thresholds: Mapping[str, float],
+    min_values: Callable[[NewClaim], int] | None = None,
+) -> Verdict:
+    """The command that removes ``chosen`` (see the module), or why there is none."""
+    from nodewright import scheduling
+
+    displaced = [as_pending(p) for c in chosen for p in c.pods]
+    snapshot, unreadable = sim.snapshot(displaced + pending, without=[c.node_name for c in chosen])
+    plan = scheduling.plan(snapshot)
+    displaced_keys = {pod_key(p) for p in displaced}
+    stuck = sorted(k for k in (*plan.unschedulable, *unreadable) if k in displaced_keys)
+    if stuck:
+        why = plan.unschedulable.get(stuck[0]) or unreadable.get(stuck[0], "")
+        return Verdict(None, f"pod {stuck[0]} would have no place: {why}")
+    claims = [c for c in plan.new_claims if displaced_keys & set(c.pods)]
+    if not claims:
+        return Verdict(Command(reason, method, chosen))
+    if reason == DRIFTED:
+        return Verdict(Command(reason, method, chosen, claims))  # drift replaces whatever it costs
+    if len(claims) != 1:
+        return Verdict(None, f"removing it needs {len(claims)} new nodes")
+    if any(c.price is None for c in chosen):
+        return Verdict(None, "the price of a node is unknown")
+    return _cheaper(
+        chosen, claims[0], reason=reason, method=method, thresholds=thresholds, min_values=min_values
+    )
+
+
+def _cheaper(
+    chosen: list[Candidate],
+    claim: NewClaim,
+    *,
+    reason: str,
+    method: str,
+    thresholds: Mapping[str, float],
+    min_values: Callable[[NewClaim], int] | None,
+) -> Verdict:
+    """Keep the replacement's types that are cheaper than the removed nodes (see the module)."""
+    from nodewright.scheduling.requirements import Requirement
+
+    price = sum(c.price or 0.0 for c in chosen)
+    threshold = max((thresholds.get(c.nodepool, 0.0) for c in chosen), default=0.0)
+    limit = price * (1.0 - threshold / 100.0)
+    options = list(claim.instance_types)
+    requirements = claim.requirements
+    capacity = requirements.get(labels.CAPACITY_TYPE)
+    spot_to_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen) and (
+        capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
+    )
+    if spot_to_spot:
+        spot = Requirement(labels.CAPACITY_TYPE, False, frozenset({labels.CAPACITY_TYPE_SPOT}))
+        requirements = requirements.with_requirement(spot)
+        options = [
+            dataclasses.replace(
+                o, offerings=tuple(x for x in o.offerings if x.capacity_type == labels.CAPACITY_TYPE_SPOT)
+            )
+            for o in options
+        ]
+        options = [o for o in options if o.offerings]
+    if len(chosen) > 1:
+        limit = min(limit, *(_same_type_limit(chosen, o.name) for o in options))
+    options = sorted((o for o in options if _worst(o) < limit), key=lambda o: (_worst(o), o.name))
+    if not options:
+        why = "can't replace with a cheaper node"
+        if threshold:
+            why += f" (the NodePool asks for at least {threshold:g}% savings)"
+        return Verdict(None, why)
+    if spot_to_spot and len(chosen) == 1:
+        needed = max(SPOT_TO_SPOT_MIN_TYPES, min_values(claim) if min_values else 0)
+        if len(options) < needed:
+            return Verdict(
+                None,
+                f"spot-to-spot consolidation needs {needed} cheaper instance types than the current one, "
+                f"got {len(options)}",
+            )
+        options = options[:needed]
+    names = frozenset(o.name for o in options)
+    replacement = dataclasses.replace(
+        claim,
+        instance_types=options,
+        requirements=requirements.with_requirement(Requirement(labels.INSTANCE_TYPE, False, names)),
+    )
+    return Verdict(Command(reason, method, chosen, [replacement]))
+
+
+def _same_type_limit(chosen: list[Candidate], type_name: str) -> float:
+    """A replacement of a type some removed node has must cost less than that node (else: delete
+    the others and keep it)."""
+    prices = [c.price or 0.0 for c in chosen if c.instance_type == type_name]
+    return min(prices) if prices else float("inf")
+
+
+def _worst(option: Any) -> float:
+    return max((o.price for o in option.offerings), default=option.price)
+
+
+def worst_launch_price(claim: NewClaim) -> float:
+    """The most a NodeClaim may cost per hour: its dearest allowed offering of its cheapest type list."""
+    return max((_worst(o) for o in claim.instance_types), default=0.0)
+
+
+# --- methods ------------------------------------------------------------------------------------------
+
+
+def multi_node(
+    sim: Simulation,
+    ordered: list[Candidate],
+    pending: list[Obj],
+    room: Mapping[str, int | None],
+    thresholds: Mapping[str, float],
+    *,
+    seconds: float = MULTI_NODE_SECONDS,
+) -> Command | None:
+    """The longest prefix (≥ 2, ≤ ``MULTI_NODE_MAX``) of the budget-filtered candidates one command
+    removes, by binary search (Karpenter's firstNConsolidationOption)."""
+    left = dict(room)
+    allowed: list[Candidate] = []
+    for candidate in ordered:
+        budget = left.get(candidate.nodepool)
+        if budget is not None and budget <= 0:
+            continue
+        allowed.append(candidate)
+        if budget is not None:
+            left[candidate.nodepool] = budget - 1
+        if len(allowed) == MULTI_NODE_MAX:
+            break
+    if len(allowed) < 2:
+        return None
+    stop = time.monotonic() + seconds
+    low, high = 1, len(allowed) - 1
+    best: Command | None = None
+    while low <= high and time.monotonic() < stop:
+        mid = (low + high) // 2
+        verdict = evaluate(
+            sim, allowed[: mid + 1], pending, reason=UNDERUTILIZED, method="multi", thresholds=thresholds
+        )
+        if verdict.command is not None:
+            best, low = verdict.command, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def single_node(
+    sim: Simulation,
+    ordered: list[Candidate],
+    pending: list[Obj],
+    room: Mapping[str, int | None],
+    thresholds: Mapping[str, float],
+    *,
+    why_not: dict[str, str],
+    seconds: float = SINGLE_NODE_SECONDS,
+    min_values: Callable[[NewClaim], int] | None = None,
+) -> Command | None:
+    """The first candidate (cheapest to disrupt first) one command removes; each other one gets its
+    "why not" in ``why_not``."""
+    stop = time.monotonic() + seconds
+    for candidate in ordered:
+        if time.monotonic() >= stop:
+            break
+        budget = room.get(candidate.nodepool)
+        if budget is not None and budget <= 0:
+            why_not[candidate.name] = budget_message(candidate.nodepool, UNDERUTILIZED)
+            continue
+        if not candidate.pods:
+            continue  # empty: emptiness removes it (its own budget reason)
+        verdict = evaluate(
+            sim,
+            [candidate],
+            pending,
+            reason=UNDERUTILIZED,
+            method="single",
+            thresholds=thresholds,
+            min_values=min_values,
+        )
+        if verdict.command is not None:
+            return verdict.command
+        why_not[candidate.name] = verdict.why_not
+    return None
+
+
+@dataclass
+class Choice:
+    """What one pass's consolidation found: its command, or why each node was left alone."""
+
+    command: Command | None
+    blocked: dict[str, str]  # NodeClaim → veto (do-not-disrupt, a PDB, consolidateAfter: Never)
+    why_not: dict[str, str]  # NodeClaim → why no command removes it (evaluated when none was found)
+    evaluated: int  # candidates past the vetoes
+
+
+def choose(
+    sim: Simulation,
+    world: World,
+    usable: list[Obj],
+    last_pod_event: Mapping[str, datetime],
+    *,
+    pending: list[Obj],
+    room: Mapping[str, int | None],
+    ignore_waits: bool = False,
+) -> Choice:
+    """Multi-node, then single-node consolidation over the candidates (the disruption flow's choice
+    after drift, and ``nodewright plan --consolidate``'s)."""
+    found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
+    ordered = by_disruption_cost(found)
+    thresholds = thresholds_of(usable)
+    why_not: dict[str, str] = {}
+    command = multi_node(sim, ordered, pending, room, thresholds)
+    if command is None:
+        command = single_node(
+            sim, ordered, pending, room, thresholds, why_not=why_not, min_values=min_values_of
+        )
+    return Choice(command, blocked, why_not, len(ordered))
+
+
+def budget_message(pool: str, reason: str) -> str:
+    return f"budget: NodePool {pool} allows no more nodes to be disrupting at once for {reason}"
+
+
+def thresholds_of(usable: Iterable[Obj]) -> dict[str, float]:
+    """NodePool → its price-improvement threshold in percent (``PRICE_IMPROVEMENT_ANNOTATION``;
+    0 when absent or unreadable: any strictly cheaper replacement)."""
+    found = {}
+    for pool in usable:
+        raw = objects.annotations_of(pool).get(PRICE_IMPROVEMENT_ANNOTATION)
+        try:
+            value = float(raw) if raw is not None else 0.0
+        except ValueError:
+            value = 0.0
+        found[objects.name_of(pool)] = min(100.0, max(0.0, value))
+    return found
+
+
+def min_values_of(claim: NewClaim) -> int:
+    """The largest minValues among a replacement's requirements (spot-to-spot's flexibility floor)."""
+    return max((r.min_values or 0 for r in claim.requirements.values()), default=0)
+
+
+def by_disruption_cost(found: list[Candidate]) -> list[Candidate]:
+    return sorted(found, key=lambda c: (c.disruption_cost, c.name))

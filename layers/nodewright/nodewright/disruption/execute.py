@@ -1,0 +1,217 @@
+"""Carrying a disruption command out, one resumable step per pass (Karpenter's orchestration queue).
+
+A **delete** begins the termination of its nodes at once (``termination.begin``: taint, cordon,
+PDB-aware drain, terminate). A **replace** goes in steps, each recorded on the candidates'
+NodeClaims so that any invocation can take it up (a crash at any step converges):
+
+1. annotate the candidates with the command (``COMMAND_ANNOTATION``: id, reason, method, start),
+   then taint them ``karpenter.sh/disrupted:NoSchedule`` so nothing new lands on them;
+2. launch the replacements through the provisioner's own path (``provisioning.launch_replacements``:
+   NodeClaim first, CreateFleet, under the writers' lease the caller holds), and record their names
+   (``REPLACEMENTS_ANNOTATION``);
+3. each later pass (``follow``): once every replacement is Initialized, begin the candidates'
+   termination; when one failed to launch, vanished, or is not initialized within
+   ``REPLACEMENT_TIMEOUT``, **abandon**: untaint the candidates, drop the annotations, and say why
+   in an event. A replacement that did come up stays a node like any other (consolidation removes
+   it if nothing needs it); one that never registers is removed by the registration timeout.
+
+``release_orphans`` lifts a disrupted taint that no command and no termination owns (a crash between
+the taint and the annotation cannot happen, the annotation is written first; this is the guard
+for anything else, e.g. a command whose annotation a user removed).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from nodewright import termination
+from nodewright.api import labels
+from nodewright.api.models import INITIALIZED, LAUNCHED
+from nodewright.cluster import objects
+from nodewright.provisioning import launch_replacements
+from nodewright.state.world import World
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+    from nodewright.disruption.consolidation import Command
+    from nodewright.state.interfaces import Obj
+
+COMMAND_ANNOTATION = "nodewright.io/disruption-command"
+REPLACEMENTS_ANNOTATION = "nodewright.io/disruption-replacements"
+REPLACEMENT_TIMEOUT = timedelta(minutes=10)
+# A command whose replacements were never recorded (a crash during their launch) is given up after this.
+UNRECORDED_GRACE = timedelta(minutes=2)
+
+
+@dataclass
+class Outcome:
+    """What became of one command in this pass."""
+
+    command: str
+    action: str  # started, draining, waiting, abandoned
+    nodeclaims: list[str]
+    detail: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "action": self.action,
+            "nodeclaims": self.nodeclaims,
+            "detail": self.detail,
+        }
+
+
+def start(ctx: Context, world: World, command: Command) -> Outcome:
+    """Begin a command: a delete's terminations, or a replace's steps 1 and 2 (see the module)."""
+    names = [c.name for c in command.candidates]
+    message = command.describe()
+    for candidate in command.candidates:
+        ctx.cluster.record_event(candidate.node, "Disrupting", message)
+        ctx.cluster.record_event(candidate.nodeclaim, "Disrupting", message)
+    if not command.replacements:
+        _terminate(
+            ctx, [c.nodeclaim for c in command.candidates], [c.node for c in command.candidates], message
+        )
+        return Outcome(message, "draining", names)
+    command_id = uuid.uuid4().hex[:8]
+    value = f"{command_id} {command.reason} {command.method} {objects.format_time(world.taken_at)}"
+    for candidate in command.candidates:
+        ctx.cluster.patch_nodeclaim(
+            candidate.name, {"metadata": {"annotations": {COMMAND_ANNOTATION: value}}}
+        )
+        ctx.cluster.taint_node(candidate.node_name, [termination.DISRUPTED_TAINT])
+    report = launch_replacements(ctx, world, command.replacements)
+    if report.failures or len(report.created) != len(command.replacements):
+        why = (
+            "; ".join(f"{f.nodeclaim}: {f.message}" for f in report.failures) or "no replacement was created"
+        )
+        abandon(ctx, [c.nodeclaim for c in command.candidates], [c.node for c in command.candidates], why)
+        return Outcome(message, "abandoned", names, why)
+    for candidate in command.candidates:
+        ctx.cluster.patch_nodeclaim(
+            candidate.name, {"metadata": {"annotations": {REPLACEMENTS_ANNOTATION: ",".join(report.created)}}}
+        )
+    return Outcome(message, "started", names, f"replacements {', '.join(report.created)}")
+
+
+def follow(ctx: Context, world: World) -> list[Outcome]:
+    """Step 3 for every command in flight (see the module)."""
+    commands: dict[str, list[Obj]] = defaultdict(list)
+    for claim in world.nodeclaims:
+        value = objects.annotations_of(claim).get(COMMAND_ANNOTATION)
+        if value and not objects.is_deleting(claim):
+            commands[value].append(claim)
+    by_name = {objects.name_of(c): c for c in world.nodeclaims}
+    outcomes = []
+    for value, claims in sorted(commands.items()):
+        names = sorted(objects.name_of(c) for c in claims)
+        nodes = [n for c in claims if (n := world.node_of(c)) is not None]
+        started = _started(value) or world.taken_at
+        recorded = objects.annotations_of(claims[0]).get(REPLACEMENTS_ANNOTATION)
+        reason = value.split(" ")[1] if " " in value else "Disruption"
+        if not recorded:
+            if world.taken_at - started > UNRECORDED_GRACE:
+                abandon(ctx, claims, nodes, "its replacements were never recorded")
+                outcomes.append(Outcome(value, "abandoned", names, "replacements never recorded"))
+            else:
+                outcomes.append(Outcome(value, "waiting", names, "replacements being launched"))
+            continue
+        replacements = [by_name.get(r) for r in recorded.split(",")]
+        problem = _replacement_problem(replacements, recorded.split(","), started, world.taken_at)
+        if problem:
+            abandon(ctx, claims, nodes, problem)
+            outcomes.append(Outcome(value, "abandoned", names, problem))
+        elif all(r is not None and _is_true(r, INITIALIZED) for r in replacements):
+            _terminate(ctx, claims, nodes, f"{reason}: replaced by {recorded}")
+            outcomes.append(Outcome(value, "draining", names, f"replacements {recorded} initialized"))
+        else:
+            outcomes.append(Outcome(value, "waiting", names, f"waiting for {recorded} to initialize"))
+    return outcomes
+
+
+def _replacement_problem(
+    replacements: list[Obj | None], names: list[str], started: datetime, now: datetime
+) -> str | None:
+    for name, claim in zip(names, replacements, strict=True):
+        if claim is None or objects.is_deleting(claim):
+            return f"replacement {name} is gone"
+        launched = objects.condition(claim, LAUNCHED) or {}
+        if launched.get("status") == "False":
+            return f"replacement {name} failed to launch: {launched.get('message') or launched.get('reason')}"
+    if now - started > REPLACEMENT_TIMEOUT and not all(
+        r is not None and _is_true(r, INITIALIZED) for r in replacements
+    ):
+        minutes = int(REPLACEMENT_TIMEOUT.total_seconds() // 60)
+        return f"replacements {', '.join(names)} not initialized within {minutes} minutes"
+    return None
+
+
+def abandon(ctx: Context, claims: list[Obj], nodes: list[Obj], why: str) -> None:
+    """Untaint, drop the command's annotations, and say why (a Warning event on each object)."""
+    for node in nodes:
+        _untaint(ctx, objects.name_of(node))
+        ctx.cluster.record_event(node, "DisruptionAbandoned", why, event_type="Warning")
+    for claim in claims:
+        ctx.cluster.patch_nodeclaim(
+            objects.name_of(claim),
+            {"metadata": {"annotations": {COMMAND_ANNOTATION: None, REPLACEMENTS_ANNOTATION: None}}},
+        )
+        ctx.cluster.record_event(claim, "DisruptionAbandoned", why, event_type="Warning")
+    ctx.logger.warning(
+        "disruption command abandoned", extra={"nodeclaims": [objects.name_of(c) for c in claims], "why": why}
+    )
+
+
+def release_orphans(ctx: Context, world: World) -> list[str]:
+    """Untaint nodes carrying the disrupted taint that no command and no termination owns."""
+    released = []
+    for claim in world.nodeclaims:
+        node = world.node_of(claim)
+        if node is None or objects.is_deleting(claim) or objects.is_deleting(node):
+            continue
+        if COMMAND_ANNOTATION in objects.annotations_of(claim):
+            continue
+        if objects.has_taint(node, labels.DISRUPTED_TAINT_KEY):
+            _untaint(ctx, objects.name_of(node))
+            released.append(objects.name_of(node))
+    if released:
+        ctx.logger.info("disrupted taint lifted from nodes no command owns", extra={"nodes": released})
+    return released
+
+
+def _terminate(ctx: Context, claims: list[Obj], nodes: list[Obj], reason: str) -> None:
+    node_of = {objects.node_instance_id(n): n for n in nodes}
+    for claim in claims:
+        instance = objects.nodeclaim_instance_id(claim)
+        termination.begin(
+            ctx,
+            nodeclaim=claim,
+            node=node_of.get(instance),
+            instance_id=instance,
+            deadline=None,  # the NodeClaim's terminationGracePeriod, if any, bounds the drain
+            reason=reason,
+            involuntary=False,
+            instance_going=False,
+        )
+
+
+def _untaint(ctx: Context, node_name: str) -> None:
+    def mutate(node: Obj) -> Obj | None:
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        kept = [t for t in taints if t.get("key") != labels.DISRUPTED_TAINT_KEY]
+        return None if len(kept) == len(taints) else {"spec": {"taints": kept}}
+
+    ctx.cluster.update_node(node_name, mutate)
+
+
+def _started(value: str) -> datetime | None:
+    parts = value.split(" ")
+    return objects.parse_time(parts[3]) if len(parts) >= 4 else None
+
+
+def _is_true(claim: Obj, kind: str) -> bool:
+    return (objects.condition(claim, kind) or {}).get("status") == "True"

@@ -1,0 +1,153 @@
+"""The bridge from a World to the scheduling core's ``Snapshot``: the one simulation every flow asks.
+
+Provisioning asks "where do these pending pods go?"; disruption asks "these pods, without these
+nodes: what is the cheapest way to place them?" (consolidation and drift). Both are the same
+question to ``scheduling.plan``, asked through ``Simulation``, so the two can never disagree.
+
+``Simulation(world, pools)`` parses the world once (nodes with the pods bound to them, NodeClaims
+still in flight as capacity, the usable NodePools with their instance types, limits and usage,
+DaemonSets, volumes); ``snapshot(pending, without=...)`` then builds a ``Snapshot`` for any set of
+pods and any set of nodes taken away, cheaply enough for the hundreds of simulations one
+consolidation pass makes. ``build_snapshot`` is the one-shot form the provisioning pass uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from nodewright.api import labels
+from nodewright.cluster.objects import is_deleting, name_of
+from nodewright.state import nodepools
+from nodewright.state.pods import is_terminal
+from nodewright.state.world import World, nodeclass_name
+
+if TYPE_CHECKING:
+    from nodewright.scheduling import InstanceType, Snapshot
+
+
+class Simulation:
+    """The world parsed once for the scheduling core; ``snapshot`` per question (see the module)."""
+
+    def __init__(self, world: World, pools: list[dict[str, Any]]) -> None:
+        from nodewright.scheduling import model
+        from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
+
+        self.world = world
+        bound: dict[str, list[Any]] = {}
+        for pod in world.pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name and not is_terminal(pod):
+                bound.setdefault(node_name, []).append(model.pod_from_k8s(pod))
+        # Registered nodes by name, then NodeClaims still in flight (named after the NodeClaim).
+        self.nodes: list[tuple[str, Any]] = [
+            (name_of(node), model.node_from_k8s(node, bound.get(name_of(node), ()))) for node in world.nodes
+        ]
+        live_claims = [c for c in world.nodeclaims if not is_deleting(c)]
+        self.nodes += [
+            (name_of(claim), in_flight_node(claim, world))
+            for claim in live_claims
+            if world.node_of(claim) is None
+        ]
+        usage = nodepools.usage(world, MAX_CANDIDATE_TYPES)
+        self.nodepools = [nodepool_input(pool, world, usage.get(name_of(pool), {})) for pool in pools]
+        self.daemonsets = [model.daemonset_from_k8s(d) for d in world.daemonsets]
+        self.claims = [model.pvc_from_k8s(c) for c in world.persistent_volume_claims]
+        self.volumes = [model.pv_from_k8s(v) for v in world.persistent_volumes]
+        self.storage_classes = [model.storage_class_from_k8s(s) for s in world.storage_classes]
+
+    def snapshot(
+        self, pending: list[dict[str, Any]], *, without: Iterable[str] = ()
+    ) -> tuple[Snapshot, dict[str, str]]:
+        """The ``Snapshot`` for ``pending`` pods with the ``without`` nodes (or in-flight NodeClaims)
+        taken away, and the pods that could not be read, each with the reason."""
+        from nodewright.scheduling import model
+
+        gone = set(without)
+        pending_pods, unreadable = model.pods_from_k8s(pending)
+        snapshot = model.Snapshot(
+            pods=pending_pods,
+            nodepools=self.nodepools,
+            nodes=[node for name, node in self.nodes if name not in gone],
+            daemonsets=self.daemonsets,
+            claims=self.claims,
+            volumes=self.volumes,
+            storage_classes=self.storage_classes,
+        )
+        return snapshot, unreadable
+
+
+def build_snapshot(
+    world: World, pending: list[dict[str, Any]], pools: list[dict[str, Any]]
+) -> tuple[Snapshot, dict[str, str]]:
+    """The scheduling core's ``Snapshot`` for ``pending`` pods against everything the world holds."""
+    return Simulation(world, pools).snapshot(pending)
+
+
+def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, float]) -> Any:
+    """A v1 NodePool as the scheduler's ``NodePoolInput`` (limits and usage in canonical units)."""
+    from nodewright.scheduling import model
+    from nodewright.scheduling.requirements import Requirements
+    from nodewright.scheduling.resources import parse_resources
+
+    spec = pool.get("spec") or {}
+    template = spec.get("template") or {}
+    template_spec = template.get("spec") or {}
+    name = name_of(pool)
+    nodeclass = world.nodeclass(nodeclass_name(pool))
+    return model.NodePoolInput(
+        name=name,
+        requirements=Requirements.from_k8s(template_spec.get("requirements")),
+        instance_types=world.instance_types(nodeclass_name(pool)),
+        node_price=world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0,
+        weight=int(spec.get("weight") or 0),
+        labels={**((template.get("metadata") or {}).get("labels") or {}), labels.NODEPOOL: name},
+        taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("taints") or ()),
+        startup_taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("startupTaints") or ()),
+        limits=parse_resources(spec.get("limits")),
+        in_use={k: int(v) for k, v in in_use.items()},
+    )
+
+
+def candidates_for(world: World, claim: Mapping[str, Any]) -> list[InstanceType]:
+    """The NodeClaim's candidate types, cheapest first, at most ``MAX_CANDIDATE_TYPES``."""
+    from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
+
+    return world.candidates_for(claim, MAX_CANDIDATE_TYPES)
+
+
+def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
+    """A NodeClaim without a registered Node, as capacity: its recorded allocatable once launched,
+    before that the least any of its candidate types would give (what every candidate can hold)."""
+    from nodewright.scheduling import model
+    from nodewright.scheduling.requirements import Requirements
+    from nodewright.scheduling.resources import parse_resources
+
+    spec = claim.get("spec") or {}
+    recorded = (claim.get("status") or {}).get("allocatable")
+    if recorded:
+        allocatable = parse_resources(recorded)
+    else:
+        candidates = candidates_for(world, claim)
+        keys = set().union(*(c.allocatable for c in candidates)) if candidates else set()
+        allocatable = {k: min(c.allocatable.get(k, 0) for c in candidates) for k in keys}
+    node_labels = {
+        **Requirements.from_k8s(spec.get("requirements")).labels(),
+        **((claim.get("metadata") or {}).get("labels") or {}),
+    }
+    return model.Node(
+        name=name_of(claim),
+        labels=node_labels,
+        allocatable=allocatable,
+        taints=tuple(model.taint_from_k8s(t) for t in spec.get("taints") or ()),
+        in_flight=True,
+    )
+
+
+__all__ = [
+    "Simulation",
+    "build_snapshot",
+    "candidates_for",
+    "in_flight_node",
+    "nodepool_input",
+]

@@ -1,0 +1,298 @@
+"""The wake-up path as the stack deploys it (infra/capabilities/wakeup.py), for the sandbox runtime.
+
+* :class:`FunctionUrl`: the webhook function's URL, HTTPS on 127.0.0.1 with a throw-away CA (a real
+  function URL has a publicly trusted certificate, so only the sandbox's configuration carries a
+  ``caBundle``). Each request becomes a function URL event (payload version 2.0) and a synchronous
+  invocation of ``webhook``; a body over Lambda's 6 MB request limit is refused with 413 before it.
+* :class:`LambdaApi`: Lambda's Invoke API on 127.0.0.1 (the webhook's ``AWS_ENDPOINT_URL_LAMBDA``),
+  for the provisioner's ``wakeup`` alias only: an asynchronous invocation (``Event``) is accepted
+  with 202 and queued; a throttled one (the provisioner's one container is busy: reserved
+  concurrency 1) waits and is retried until ``WAKEUP_MAX_EVENT_AGE_SECONDS``, then dropped, never
+  retried after it ran (``WAKEUP_RETRY_ATTEMPTS`` 0), as Lambda's event queue does for that alias.
+* :func:`install`: the per-stack secret in Secrets Manager (moto), the two servers, and the
+  ValidatingWebhookConfiguration ``nodewright install-webhooks`` renders, applied to the emulator.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import ssl
+import string
+import threading
+import time
+import urllib.parse
+import uuid
+from collections import deque
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from sandbox import triggers
+from sandbox.runtime import Trigger
+
+if TYPE_CHECKING:
+    from sandbox.runtime import Runtime
+
+# Lambda's synchronous request payload limit.
+MAX_REQUEST_BYTES = 6 * 1024 * 1024
+ACCOUNT = "123456789012"
+SECRET_ALPHABET = string.ascii_letters + string.digits
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A caller that hangs up or fails the TLS handshake is its own business (no traceback)."""
+
+
+class _Server:
+    """A ThreadingHTTPServer in a daemon thread, with its own handler class."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], context: Any = None) -> None:
+        self.httpd = _QuietServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        if context is not None:
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="sandbox-http", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+def _answer(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> None:
+    try:
+        handler.send_response(status)
+        for key, value in headers.items():
+            handler.send_header(key, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    except (OSError, ssl.SSLError):  # the caller gave up first (the API server's timeoutSeconds)
+        pass
+
+
+class FunctionUrl(Trigger):
+    """``https://127.0.0.1:<port>/`` in front of the ``webhook`` function."""
+
+    def __init__(self) -> None:
+        from sandbox.apiserver.tls import make_serving_cert
+
+        self.cert = make_serving_cert("127.0.0.1")
+        self.runtime: Runtime | None = None
+        self._server: _Server | None = None
+        self.url = ""
+
+    def start(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        trigger = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_REQUEST_BYTES:
+                    _answer(self, 413, b'{"Message":"Request must be smaller than 6291456 bytes"}', {})
+                    return
+                body = self.rfile.read(length) if length else b""
+                status, headers, answer = trigger.invoke(self.command, self.path, dict(self.headers), body)
+                _answer(self, status, answer, headers)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+            def log_message(self, *args: Any) -> None:  # the path holds the secret: never logged
+                pass
+
+        self._server = _Server(Handler, self.cert.context)
+        self.url = f"https://127.0.0.1:{self._server.port}/"
+
+    def invoke(
+        self, method: str, raw: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        assert self.runtime is not None
+        path, _, query = raw.partition("?")
+        now = datetime.now(UTC)
+        text = body.decode("utf-8", errors="replace")
+        event = {
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": path,
+            "rawQueryString": query,
+            "headers": {k.lower(): v for k, v in headers.items()},
+            "requestContext": {
+                "accountId": "anonymous",
+                "apiId": "sandbox",
+                "domainName": f"127.0.0.1:{self._server.port if self._server else 0}",
+                "http": {
+                    "method": method,
+                    "path": path,
+                    "protocol": "HTTP/1.1",
+                    "sourceIp": "127.0.0.1",
+                    "userAgent": headers.get("User-Agent", ""),
+                },
+                "requestId": str(uuid.uuid4()),
+                "routeKey": "$default",
+                "stage": "$default",
+                "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+                "timeEpoch": int(now.timestamp() * 1000),
+            },
+            "body": text,
+            "isBase64Encoded": False,
+        }
+        done = self.runtime.invoke("webhook", event)
+        if not done.ok or not isinstance(done.result, dict):
+            return 502, {"Content-Type": "application/json"}, b'{"Message":"Internal Server Error"}'
+        result = done.result
+        raw_body = result.get("body") or ""
+        payload = base64.b64decode(raw_body) if result.get("isBase64Encoded") else str(raw_body).encode()
+        return int(result.get("statusCode", 200)), dict(result.get("headers") or {}), payload
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+
+class LambdaApi(Trigger):
+    """Lambda's Invoke API for the provisioner's ``wakeup`` alias: asynchronous invocations only."""
+
+    def __init__(self, function: str = "provisioner", alias: str = "wakeup") -> None:
+        self.function = function
+        self.alias = alias
+        self.runtime: Runtime | None = None
+        self._server: _Server | None = None
+        self._queue: deque[tuple[float, dict[str, Any]]] = deque()
+        self._wake = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.endpoint = ""
+        self.accepted = 0
+        self.delivered = 0
+        self.expired = 0
+
+    def function_name(self, runtime: Runtime) -> str:
+        """The alias ARN the stack gives the webhook as WAKE_FUNCTION."""
+        name = f"nodewright-{self.function.replace('_', '-')}"
+        return f"arn:aws:lambda:{runtime.region}:{ACCOUNT}:function:{name}:{self.alias}"
+
+    def start(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        trigger = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, answer = trigger.accept(self.path, self.headers.get("X-Amz-Invocation-Type"), body)
+                _answer(self, status, answer, {"Content-Type": "application/json"})
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = _Server(Handler)
+        self.endpoint = f"http://127.0.0.1:{self._server.port}"
+        self._thread = threading.Thread(target=self._deliver, name="lambda-async-queue", daemon=True)
+        self._thread.start()
+
+    def accept(self, path: str, invocation_type: str | None, body: bytes) -> tuple[int, bytes]:
+        assert self.runtime is not None
+        parts = path.split("/")
+        if (
+            len(parts) != 5
+            or parts[1] != "2015-03-31"
+            or parts[2] != "functions"
+            or parts[4] != "invocations"
+        ):
+            return 404, b'{"Message":"not an Invoke request"}'
+        if urllib.parse.unquote(parts[3]) != self.function_name(self.runtime):
+            return 404, b'{"Type":"User","Message":"Function not found"}'
+        if invocation_type != "Event":
+            return 400, b'{"Message":"the sandbox serves asynchronous invocations (Event) only"}'
+        try:
+            event = json.loads(body or b"{}")
+        except ValueError:
+            return 400, b'{"Type":"User","Message":"Could not parse request body into json"}'
+        with self._wake:
+            self._queue.append((time.monotonic(), event))
+            self.accepted += 1
+            self._wake.notify()
+        return 202, b""
+
+    def _deliver(self) -> None:
+        """Lambda's event queue: in order, retried while throttled, dropped once too old."""
+        assert self.runtime is not None
+        runtime = self.runtime
+        while not self._stop.is_set():
+            with self._wake:
+                while not self._queue and not self._stop.is_set():
+                    self._wake.wait(0.5)
+                if self._stop.is_set():
+                    return
+                queued_at, event = self._queue[0]
+            if time.monotonic() - queued_at > triggers.WAKEUP_MAX_EVENT_AGE_SECONDS:
+                with self._wake:
+                    self._queue.popleft()
+                    self.expired += 1
+                runtime.say(self.function, "wake-up dropped: older than the alias's maximum event age")
+                continue
+            done = runtime.worker(self.function).invoke(event, blocking=False)
+            if done is None:  # throttled: reserved concurrency 1 and the container is busy
+                self._stop.wait(0.1)
+                continue
+            with self._wake:
+                self._queue.popleft()
+                self.delivered += 1
+            runtime.record(done)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+
+def make_secret() -> str:
+    """What the stack's Secrets Manager generator makes: 48 letters and digits."""
+    return "".join(secrets.choice(SECRET_ALPHABET) for _ in range(48))
+
+
+def install(runtime: Runtime) -> tuple[FunctionUrl, LambdaApi]:
+    """Start the function URL and the Invoke API, store the secret, and register the webhook
+    configuration with the emulator; returns the two triggers (the runtime stops them)."""
+    from nodewright.api import webhooks
+    from nodewright.cluster import install as install_module
+    from nodewright.cluster.resources import VALIDATING_WEBHOOKS
+
+    sandbox = runtime.sandbox
+    secrets_client = sandbox.aws_client("secretsmanager")
+    try:
+        secret = make_secret()
+        arn = secrets_client.create_secret(
+            Name=f"nodewright-{runtime.cluster_name}-webhook-path-{uuid.uuid4().hex[:6]}", SecretString=secret
+        )["ARN"]
+    finally:
+        secrets_client.close()
+    lambda_api = LambdaApi()
+    lambda_api.start(runtime)
+    url = FunctionUrl()
+    runtime.function_envs["webhook"] = {
+        "WAKE_FUNCTION": lambda_api.function_name(runtime),
+        "WEBHOOK_SECRET_ARN": arn,
+        "AWS_ENDPOINT_URL_LAMBDA": lambda_api.endpoint,
+    }
+    url.start(runtime)
+    configuration = webhooks.wakeup_configuration(
+        webhooks.endpoint(url.url, secret, webhooks.ADMIT_PATH), url.cert.ca_data
+    )
+    install_module.apply(sandbox.admin_cluster(), VALIDATING_WEBHOOKS, configuration)
+    # The stack has been deployed all along: its webhook container is warm (imports, secret), as
+    # after any earlier call. A cold one here (a loaded machine) can outlast the API server's 2 s.
+    url.invoke("GET", "/", {}, b"")
+    return url, lambda_api

@@ -1,0 +1,456 @@
+"""The real disruption handler against the sandbox: each method acts when it should, and not otherwise.
+
+One sandbox (API emulator + simulated scheduler/kubelet/controllers + moto server) serves the module;
+every test starts from an empty cluster. Capacity comes from the real provisioner handler; the
+disruption handler is invoked with a real scheduled-event payload, as EventBridge would.
+
+Two waits of the product are shortened in this process so that a test takes seconds, not minutes:
+``consolidation.NOMINATION_SECONDS`` (20 s after a node is initialized) and
+``consolidation.VALIDATION_SECONDS`` (15 s between finding a command and acting on it) become 1 s
+and 2 s. ``make demo`` runs them at their real values.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from nodewright.api import labels
+from nodewright.cluster.resources import (
+    EC2NODECLASSES,
+    EVENTS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PODS,
+    Resource,
+)
+from nodewright.disruption import consolidation, drift, flow
+
+from sandbox.events import scheduled_event
+from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+from sandbox.workloads import inflate, nodeclass, nodepool
+
+# Each test takes 15-80 s on a quiet machine; a loaded one (CI, shared cores) needs the margin.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("disruption-e2e"),
+    pytest.mark.timeout(600),
+]
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+ON_DEMAND = {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}
+CONSOLIDATE = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1s"}
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Any]:
+    from sandbox import Sandbox
+
+    with Sandbox(cluster_name="e2e-disruption", boot_delay=0.2, init_delay=0.2) as sb:
+        sb.apply_crds()
+        yield sb
+
+
+@pytest.fixture
+def env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    for key, value in sandbox.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
+    monkeypatch.setenv("POLL_INTERVAL_SECONDS", "1")
+    monkeypatch.setattr(consolidation, "NOMINATION_SECONDS", 1.0)
+    monkeypatch.setattr(consolidation, "VALIDATION_SECONDS", 2.0)
+    drift.forget_dynamic()
+    flow.forget_proposals()
+    sandbox.warm_catalog()
+    return sandbox
+
+
+@pytest.fixture
+def cluster(env: Any) -> Iterator[Any]:
+    from nodewright.cluster import reset_connections
+
+    kube = env.admin_cluster()
+    kube.create(EC2NODECLASSES, nodeclass(env))
+    yield kube
+    _empty(kube, env)
+    reset_connections()
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+def _release_call_deadline() -> None:
+    """A handler bounds the container's shared client to its invocation; the test goes on using it."""
+    from nodewright.cluster import connect
+    from nodewright.settings import Settings
+
+    connect(Settings.from_env()).set_call_deadline(None)
+
+
+def provision(seconds: float = 4.0) -> dict[str, Any]:
+    """One provisioner invocation whose loop lasts ``seconds`` (the invocation keeps a real timeout)."""
+    app = load_function("provisioner")
+    with provisioner_invocation(seconds) as context:
+        answer = app.handler(scheduled_event(), context)
+    _release_call_deadline()
+    return answer
+
+
+def disrupt(seconds: float = 12.0) -> dict[str, Any]:
+    """One scheduled invocation of the real disruption handler that may loop for ``seconds``."""
+    app = load_function("disruption")
+    answer = app.handler(scheduled_event(), LambdaContext(flow.SAFETY_MARGIN_SECONDS + seconds))
+    _release_call_deadline()
+    return answer
+
+
+def disrupt_until(what: str, done: Callable[[], bool], timeout: float = 90.0) -> list[dict[str, Any]]:
+    """Invoke back to back until ``done()``, each time after a short provisioner invocation (both
+    run every minute: the provisioner registers and initializes the replacements); the disruption
+    handler's reports."""
+    reports = []
+    deadline = time.monotonic() + timeout
+    while True:
+        provision(seconds=1)
+        reports.append(disrupt())
+        if done():
+            return reports
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; reports: {reports}")
+        time.sleep(0.5)
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def deployment(name: str, replicas: int, cpu: str, **template_metadata: Any) -> dict[str, Any]:
+    found = inflate(replicas, cpu=cpu, memory="256Mi")
+    found["metadata"]["name"] = name
+    found["spec"]["selector"] = {"matchLabels": {"app": name}}
+    found["spec"]["template"]["metadata"] = {"labels": {"app": name}, **template_metadata}
+    return found
+
+
+def running_on(kube: Any, app: str) -> list[str]:
+    """The nodes of the Running, not terminating pods of ``app``."""
+    return sorted(
+        p["spec"].get("nodeName", "")
+        for p in kube.list(PODS, namespace="default")
+        if (p["metadata"].get("labels") or {}).get("app") == app
+        and (p.get("status") or {}).get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+    )
+
+
+def node_names(kube: Any) -> set[str]:
+    return {n["metadata"]["name"] for n in kube.list(NODES)}
+
+
+def instance_type(kube: Any, node: str) -> str:
+    return str(kube.get(NODES, node)["metadata"]["labels"][labels.INSTANCE_TYPE])
+
+
+def live_instances(sb: Any) -> list[dict[str, Any]]:
+    ec2 = sb.aws_client("ec2")
+    try:
+        pages = ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "tag:eks:eks-cluster-name", "Values": [sb.cluster_name]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+    finally:
+        ec2.close()
+
+
+def scale(kube: Any, name: str, replicas: int) -> None:
+    kube.patch(DEPLOYMENTS, name, {"spec": {"replicas": replicas}}, namespace="default")
+
+
+def _empty(kube: Any, sb: Any) -> None:
+    """Back to an empty cluster: workloads, PDBs, instances, NodeClaims, nodes, NodePools."""
+    for deployment_ in kube.list(DEPLOYMENTS, namespace="default"):
+        kube.delete(DEPLOYMENTS, deployment_["metadata"]["name"], namespace="default")
+    for replicaset in kube.list(REPLICASETS, namespace="default"):
+        kube.delete(REPLICASETS, replicaset["metadata"]["name"], namespace="default")
+    for pdb in kube.list(PDBS, namespace="default"):
+        kube.delete(PDBS, pdb["metadata"]["name"], namespace="default")
+    ids = [i["InstanceId"] for i in live_instances(sb)]
+    if ids:
+        ec2 = sb.aws_client("ec2")
+        ec2.terminate_instances(InstanceIds=ids)
+        ec2.close()
+    for claim in kube.list(NODECLAIMS):
+        kube.patch(NODECLAIMS, claim["metadata"]["name"], {"metadata": {"finalizers": None}})
+        kube.delete(NODECLAIMS, claim["metadata"]["name"])
+    for pool in kube.list(NODEPOOLS):
+        kube.delete(NODEPOOLS, pool["metadata"]["name"])
+    kube.delete(EC2NODECLASSES, "default")
+
+    def emptied() -> bool:
+        for pod in kube.list(PODS, namespace="default"):
+            kube.delete(PODS, pod["metadata"]["name"], namespace="default", grace_period_seconds=0)
+        for node in kube.list(NODES):
+            kube.patch(NODES, node["metadata"]["name"], {"metadata": {"finalizers": None}})
+            kube.delete(NODES, node["metadata"]["name"])
+        return not kube.list(PODS, namespace="default") and not kube.list(NODES)
+
+    wait_for("the cluster to empty", emptied, timeout=15)
+
+
+def one_big_node_left_mostly_idle(kube: Any, **small_metadata: Any) -> str:
+    """An m5.xlarge that ran a 3-CPU pod and now runs only ``small`` (250m): the node's name."""
+    kube.create(DEPLOYMENTS, deployment("big", 1, "3"), namespace="default")
+    wait_for("big to be pending", lambda: bool(kube.list_pending_pods()))
+    provision(seconds=8)
+    wait_for("big Running", lambda: len(running_on(kube, "big")) == 1)
+    (node,) = running_on(kube, "big")
+    assert instance_type(kube, node) == "m5.xlarge"
+    kube.create(DEPLOYMENTS, deployment("small", 1, "250m", **small_metadata), namespace="default")
+    wait_for("small Running", lambda: running_on(kube, "small") == [node])
+    scale(kube, "big", 0)
+    wait_for("big gone", lambda: not running_on(kube, "big"))
+    initialized(kube, node)
+    return node
+
+
+def initialized(kube: Any, node: str, timeout: float = 90.0) -> None:
+    """Provisioner invocations until the node's NodeClaim is registered and Initialized (the
+    provisioner's lifecycle does it; on a loaded machine the first invocation may end before)."""
+
+    def done() -> bool:
+        for claim in kube.list(NODECLAIMS):
+            status = claim.get("status") or {}
+            if status.get("nodeName") == node:
+                return any(
+                    c.get("type") == "Initialized" and c.get("status") == "True"
+                    for c in status.get("conditions") or []
+                )
+        return False
+
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the NodeClaim of {node} was not initialized within {timeout:.0f}s")
+        provision(seconds=1)
+
+
+def m5_pool(name: str = "m5", **disruption: Any) -> dict[str, Any]:
+    types = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large", "m5.xlarge"]}
+    return nodepool(name, [ON_DEMAND, types], disruption={**CONSOLIDATE, **disruption})
+
+
+def disrupt_past_the_waits(kube: Any, node: str) -> list[dict[str, Any]]:
+    """Invocations spanning consolidateAfter (1 s after the first pass records the pod events), the
+    nomination wait and the validation: in that span the replace test's command acts. Checks that
+    the span did pass for ``node``, so a test that expects nothing cannot pass by being early."""
+    provision(seconds=1)  # both functions run every minute
+    reports = [disrupt()]
+    time.sleep(3.0)
+    for _ in range(2):
+        provision(seconds=1)
+        reports.append(disrupt())
+    claim = next(c for c in kube.list(NODECLAIMS) if (c.get("status") or {}).get("nodeName") == node)
+    last = datetime.fromisoformat(claim["status"]["lastPodEventTime"].replace("Z", "+00:00"))
+    assert datetime.now(UTC) - last > timedelta(seconds=3), "consolidateAfter and validation have passed"
+    return reports
+
+
+def reasons_for(kube: Any, name: str) -> list[tuple[str, str]]:
+    return [
+        (e["reason"], e["message"])
+        for e in kube.list(EVENTS, namespace="default")
+        if e["involvedObject"]["name"] == name
+    ]
+
+
+# --- consolidation ---------------------------------------------------------------------------------
+
+
+def test_an_underutilized_node_is_replaced_by_a_strictly_cheaper_one_before_it_drains(
+    cluster: Any, env: Any
+) -> None:
+    cluster.create(NODEPOOLS, m5_pool())
+    big = one_big_node_left_mostly_idle(cluster)
+
+    reports = disrupt_until(
+        "the consolidation", lambda: big not in node_names(cluster) and len(running_on(cluster, "small")) == 1
+    )
+
+    decisions = [d for r in reports for d in r["decisions"]]
+    assert [(d["method"], d["action"], d["reason"]) for d in decisions] == [
+        ("single", "replace", "Underutilized")
+    ]
+    assert decisions[0]["pricePerHourAfter"] < decisions[0]["pricePerHourBefore"]
+    (now_on,) = running_on(cluster, "small")
+    assert instance_type(cluster, now_on) == "m5.large"
+    assert [(c.get("status") or {}).get("nodeName") for c in cluster.list(NODECLAIMS)] == [now_on]
+    assert [i["InstanceType"] for i in live_instances(env)] == ["m5.large"]
+    assert any(
+        reason == "Disrupting" and "replacing 1 node" in message
+        for reason, message in reasons_for(cluster, big)
+    )
+
+
+def test_a_node_whose_pods_fit_elsewhere_is_deleted_without_a_new_node(cluster: Any, env: Any) -> None:
+    only_large = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large"]}
+    cluster.create(NODEPOOLS, nodepool("large", [ON_DEMAND, only_large], disruption=CONSOLIDATE))
+    cluster.create(DEPLOYMENTS, deployment("app", 2, "1"), namespace="default")
+    wait_for("2 pending app pods", lambda: len(cluster.list_pending_pods()) == 2)
+    provision(seconds=8)
+    wait_for("app Running on two nodes", lambda: len(set(running_on(cluster, "app"))) == 2)
+    scale(cluster, "app", 1)
+    wait_for("one app pod", lambda: len(running_on(cluster, "app")) == 1)
+    (busy,) = running_on(cluster, "app")
+    (idle,) = node_names(cluster) - {busy}
+    # The side pod goes to the node app left: cordon the other one while it binds.
+    cluster.patch(NODES, busy, {"spec": {"unschedulable": True}})
+    cluster.create(DEPLOYMENTS, deployment("side", 1, "500m"), namespace="default")
+    wait_for("side Running on the idle node", lambda: running_on(cluster, "side") == [idle])
+    cluster.patch(NODES, busy, {"spec": {"unschedulable": None}})
+    claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
+
+    reports = disrupt_until("one node deleted", lambda: len(node_names(cluster)) == 1)
+
+    decisions = [d for r in reports for d in r["decisions"]]
+    assert [(d["action"], d["reason"]) for d in decisions] == [("delete", "Underutilized")]
+    (left,) = node_names(cluster)
+    wait_for(
+        "both pods Running on the node left",
+        lambda: running_on(cluster, "app") + running_on(cluster, "side") == [left, left],
+    )
+    assert {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} < claims_before, "no new NodeClaim"
+    assert len(live_instances(env)) == 1
+
+
+# --- what holds consolidation back ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("veto", ["do-not-disrupt", "pdb"])
+def test_do_not_disrupt_or_a_pdb_that_allows_nothing_keeps_the_node_and_says_why(
+    cluster: Any, env: Any, veto: str
+) -> None:
+    cluster.create(NODEPOOLS, m5_pool())
+    extra = {"annotations": {labels.DO_NOT_DISRUPT: "true"}} if veto == "do-not-disrupt" else {}
+    if veto == "pdb":
+        cluster.create(
+            PDBS,
+            {
+                "metadata": {"name": "small", "namespace": "default"},
+                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "small"}}},
+            },
+            namespace="default",
+        )
+    big = one_big_node_left_mostly_idle(cluster, **extra)
+
+    reports = disrupt_past_the_waits(cluster, big)
+
+    assert [d for r in reports for d in r["decisions"]] == []
+    assert big in node_names(cluster)
+    assert running_on(cluster, "small") == [big]
+    why = [m for reason, m in reasons_for(cluster, big) if reason == "Unconsolidatable"]
+    expected = labels.DO_NOT_DISRUPT if veto == "do-not-disrupt" else "PDB default/small blocks eviction"
+    assert any(expected in message for message in why), (why, [r["held"] for r in reports])
+    assert len(cluster.list(NODECLAIMS)) == 1
+
+
+def test_a_budget_window_that_allows_no_node_holds_consolidation_and_never_keeps_the_function_looping(
+    cluster: Any, env: Any
+) -> None:
+    window = {"nodes": "0", "reasons": ["Underutilized"], "schedule": "0 0 * * *", "duration": "24h"}
+    cluster.create(NODEPOOLS, m5_pool(budgets=[window]))
+    big = one_big_node_left_mostly_idle(cluster)
+
+    started = time.monotonic()
+    reports = disrupt_past_the_waits(cluster, big)
+
+    assert time.monotonic() - started < 25, "a budget that allows nothing must not keep the function looping"
+    assert [d for r in reports for d in r["decisions"]] == []
+    assert big in node_names(cluster)
+    held = reports[-1]["held"]
+    assert any("budget" in why and "Underutilized" in why for why in held.values()), held
+    assert len(cluster.list(NODECLAIMS)) == 1
+
+
+def test_when_empty_never_consolidates_an_underutilized_node(cluster: Any, env: Any) -> None:
+    cluster.create(NODEPOOLS, m5_pool(consolidationPolicy="WhenEmpty"))
+    big = one_big_node_left_mostly_idle(cluster)
+
+    reports = disrupt_past_the_waits(cluster, big)
+
+    assert [d for r in reports for d in r["decisions"]] == []
+    assert big in node_names(cluster)
+
+
+# --- drift ------------------------------------------------------------------------------------------
+
+
+def test_a_nodepool_template_edit_rolls_its_nodes_one_at_a_time_replacing_each_before_it_drains(
+    cluster: Any, env: Any
+) -> None:
+    only_large = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large"]}
+    pool = nodepool("large", [ON_DEMAND, only_large], disruption={"consolidateAfter": "Never"})
+    cluster.create(NODEPOOLS, pool)
+    cluster.create(DEPLOYMENTS, deployment("app", 2, "1"), namespace="default")
+    wait_for("2 pending app pods", lambda: len(cluster.list_pending_pods()) == 2)
+    provision(seconds=8)
+    wait_for("app Running on two nodes", lambda: len(set(running_on(cluster, "app"))) == 2)
+    old = node_names(cluster)
+    template = {"metadata": {"labels": {"rollout": "2"}}}
+    cluster.patch(NODEPOOLS, "large", {"spec": {"template": template}})
+
+    disrupting_at_once: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            nodes = [n for n in cluster.list(NODES) if n["metadata"]["name"] in old]
+            disrupting_at_once.append(
+                sum(
+                    1
+                    for n in nodes
+                    if n["metadata"].get("deletionTimestamp")
+                    or any(
+                        t.get("key") == labels.DISRUPTED_TAINT_KEY
+                        for t in (n.get("spec") or {}).get("taints") or []
+                    )
+                )
+            )
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        reports = disrupt_until(
+            "both nodes rolled",
+            lambda: not (node_names(cluster) & old) and len(set(running_on(cluster, "app"))) == 2,
+            timeout=150,  # two replace-then-drain commands, one after the other (a loaded machine is slow)
+        )
+    finally:
+        stop.set()
+        watcher.join()
+
+    decisions = [d for r in reports for d in r["decisions"]]
+    assert [(d["method"], d["reason"], d["action"]) for d in decisions] == [
+        ("drift", "Drifted", "replace")
+    ] * 2
+    assert max(disrupting_at_once) == 1, "one drifted node at a time"
+    drifted = {reason for r in reports for reason in r["drifted"].values()}
+    assert drifted == {drift.NODEPOOL_DRIFTED}
+    for node in node_names(cluster):
+        assert cluster.get(NODES, node)["metadata"]["labels"]["rollout"] == "2"
+    assert len(live_instances(env)) == 2

@@ -1,0 +1,183 @@
+"""The wake-up end to end in the sandbox: the emulator calls the webhook's function URL (its
+ValidatingWebhookConfiguration, rendered as ``nodewright install-webhooks`` renders it) when a pod
+becomes unschedulable; the webhook invokes the provisioner's wakeup alias asynchronously; an idle
+provisioner plans the pod without waiting for its minute tick.
+
+The schedule is the deployed one (every 60 s, first tick at start); nothing is accelerated. Timings
+are not asserted (the machine is shared): what is, is who started the pass that created the
+NodeClaim (the wake-up, not a tick), who was called, and that an unreachable URL changes nothing."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS
+
+from sandbox.apiserver.testing import KUBECTL, kubectl
+from sandbox.runtime import Runtime
+from sandbox.workloads import nodeclass, nodepool
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("sandbox-runtime"),
+    pytest.mark.skipif(not shutil.which(KUBECTL), reason="kubectl is not installed"),
+]
+IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+TICK_SECONDS = 60
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
+    return result
+
+
+@pytest.fixture(scope="module")
+def idle() -> Iterator[tuple[Any, Runtime]]:
+    from sandbox import Sandbox
+
+    with Sandbox(cluster_name="e2e-wakeup", boot_delay=0.2, init_delay=0.2) as sb:
+        sb.apply_crds()
+        admin = sb.admin_cluster()
+        admin.create(EC2NODECLASSES, nodeclass(sb))
+        admin.create(NODEPOOLS, nodepool("default", []))
+        runtime = Runtime(
+            sb, functions=("provisioner", "webhook"), schedules={"provisioner": TICK_SECONDS}
+        ).start()
+        try:
+            # The tick at start finds nothing to do and returns: the provisioner is idle.
+            wait_for(
+                "the first tick to end idle",
+                lambda: any(
+                    i.function == "provisioner" and (i.result or {}).get("idle") for i in runtime.invocations
+                ),
+                TICK_SECONDS - 5,
+            )
+            yield sb, runtime
+        finally:
+            runtime.stop()
+
+
+def _provisioner_runs(runtime: Runtime) -> list[dict[str, Any]]:
+    return [i.result for i in runtime.invocations if i.function == "provisioner" and i.ok]
+
+
+def _lambda_api(runtime: Runtime) -> Any:
+    from sandbox.wakeup import LambdaApi
+
+    (api,) = [t for t in runtime.triggers if isinstance(t, LambdaApi)]
+    return api
+
+
+def test_a_request_without_the_secret_path_is_404_and_wakes_nothing(idle: tuple[Any, Runtime]) -> None:
+    from sandbox.wakeup import FunctionUrl
+
+    _sb, runtime = idle
+    (url,) = [t for t in runtime.triggers if isinstance(t, FunctionUrl)]
+    import ssl
+
+    context = ssl.create_default_context(cadata=url.cert.ca_pem.decode())
+    accepted = _lambda_api(runtime).accepted
+    review = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}}'
+    for path in ("admit", "guess/admit", "x" * 48 + "/admit"):
+        request = urllib.request.Request(url.url + path, data=review, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            urllib.request.urlopen(request, context=context, timeout=30)
+        assert answer.value.code == 404
+    assert _lambda_api(runtime).accepted == accepted
+
+
+def test_an_unschedulable_pod_wakes_the_idle_provisioner_and_a_pod_that_schedules_does_not(
+    idle: tuple[Any, Runtime],
+) -> None:
+    sb, runtime = idle
+    admin = sb.admin_cluster()
+    api = _lambda_api(runtime)
+    before = len(_provisioner_runs(runtime))
+    webhook_calls = _webhook_calls(runtime)
+    created = time.monotonic()
+    assert kubectl(sb.kubeconfig_path, "create", "deployment", "woken", f"--image={IMAGE}").returncode == 0
+    assert (
+        kubectl(sb.kubeconfig_path, "set", "resources", "deployment", "woken", "--requests=cpu=1").returncode
+        == 0
+    )
+
+    # The woken pass is this container's first plan: it loads the catalog (seconds on moto, more
+    # on a loaded machine). A tick meanwhile is throttled (reserved concurrency 1).
+    wait_for("a NodeClaim", lambda: admin.list(NODECLAIMS), 2 * TICK_SECONDS)
+    planned_after = time.monotonic() - created
+
+    assert api.accepted >= 1
+    woken = wait_for(
+        "the woken invocation to end",
+        lambda: [
+            r for r in _provisioner_runs(runtime)[before:] if r.get("woken") and r.get("nodeClaimsCreated")
+        ],
+        TICK_SECONDS,
+    )
+    assert woken[0]["nodeClaimsCreated"]
+    # The API server called out for the pod's transition to Unschedulable, not for every status write.
+    calls = _webhook_calls(runtime) - webhook_calls
+    assert 1 <= calls <= 2  # the deployment's first pod (set resources may replace it once)
+    print(f"pending to NodeClaim from idle with the wake-up: {planned_after:.1f}s")
+
+    # A pod that fits on the new node is bound: its status never becomes Unschedulable.
+    wait_for("the woken deployment running", lambda: _ready(sb, "woken") == "1", TICK_SECONDS)
+    webhook_calls = _webhook_calls(runtime)
+    assert kubectl(sb.kubeconfig_path, "run", "small", f"--image={IMAGE}").returncode == 0
+    wait_for(
+        "the small pod running",
+        lambda: (
+            kubectl(sb.kubeconfig_path, "get", "pod", "small", "-o", "jsonpath={.status.phase}").stdout
+            == "Running"
+        ),
+        TICK_SECONDS,
+    )
+    assert _webhook_calls(runtime) == webhook_calls
+
+
+def test_an_unreachable_webhook_changes_nothing_and_the_schedule_still_provisions(
+    idle: tuple[Any, Runtime],
+) -> None:
+    from sandbox.wakeup import FunctionUrl
+
+    sb, runtime = idle
+    admin = sb.admin_cluster()
+    (url,) = [t for t in runtime.triggers if isinstance(t, FunctionUrl)]
+    url.stop()  # the API server cannot reach the URL any more (failurePolicy Ignore)
+    accepted = _lambda_api(runtime).accepted
+    claims = len(admin.list(NODECLAIMS))
+    assert kubectl(sb.kubeconfig_path, "create", "deployment", "ticked", f"--image={IMAGE}").returncode == 0
+    assert (
+        kubectl(sb.kubeconfig_path, "set", "resources", "deployment", "ticked", "--requests=cpu=3").returncode
+        == 0
+    )
+
+    wait_for("a NodeClaim from a tick", lambda: len(admin.list(NODECLAIMS)) > claims, 2 * TICK_SECONDS + 15)
+
+    wait_for(
+        "the tick that planned it to end",
+        lambda: [r for r in _provisioner_runs(runtime) if r.get("nodeClaimsCreated") and not r.get("woken")],
+        TICK_SECONDS,
+    )
+    assert _lambda_api(runtime).accepted == accepted
+
+
+def _webhook_calls(runtime: Runtime) -> int:
+    return sum(1 for i in runtime.invocations if i.function == "webhook")
+
+
+def _ready(sb: Any, deployment: str) -> str:
+    return kubectl(
+        sb.kubeconfig_path, "get", "deployment", deployment, "-o", "jsonpath={.status.readyReplicas}"
+    ).stdout

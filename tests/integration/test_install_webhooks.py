@@ -1,0 +1,99 @@
+"""``nodewright install-webhooks``: the stack's outputs and secret (moto) in, the wake-up's
+ValidatingWebhookConfiguration out (printed, or applied to the emulator and removed again)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from moto import mock_aws
+from nodewright.api import webhooks
+from nodewright.cli import main
+
+from sandbox.apiserver import ApiServer
+
+REGION = "us-east-1"
+FUNCTION_URL = "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.us-east-1.on.aws/"
+SECRET = "Zx9" * 16
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key, value in {
+        "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        arn = boto3.client("secretsmanager", REGION).create_secret(Name="path", SecretString=SECRET)["ARN"]
+        outputs = {"NodewrightWebhookUrl": FUNCTION_URL, "NodewrightWebhookSecretArn": arn}
+        template = {
+            "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+            "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+        }
+        cloudformation = boto3.client("cloudformation", REGION)
+        cloudformation.create_stack(StackName="Nodewright-demo", TemplateBody=json.dumps(template))
+        template["Outputs"] = {key: {"Value": "none"} for key in outputs}
+        cloudformation.create_stack(StackName="Nodewright-off", TemplateBody=json.dumps(template))
+        yield
+
+
+def test_it_prints_the_configuration_with_the_secret_path_for_kubectl_apply(
+    stack: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["install-webhooks", "--cluster", "demo"]) == 0
+
+    document = yaml.safe_load(capsys.readouterr().out)
+    (hook,) = document["webhooks"]
+    assert document["kind"] == "ValidatingWebhookConfiguration"
+    assert hook["clientConfig"] == {"url": f"{FUNCTION_URL}{SECRET}/admit"}
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["sideEffects"] == "None"
+    assert 1 <= hook["timeoutSeconds"] <= 2
+    assert hook["rules"][0]["resources"] == ["pods/status"]
+    assert hook["rules"][0]["operations"] == ["UPDATE"]
+    assert [c["name"] for c in hook["matchConditions"]] == ["becomes-unschedulable", "was-not-unschedulable"]
+
+
+def test_a_stack_without_the_wakeup_says_so_and_fails(
+    stack: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["install-webhooks", "--cluster", "off"]) == 1
+    assert "wakeup=false" in capsys.readouterr().err
+
+
+def test_a_missing_stack_is_named(stack: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-webhooks", "--cluster", "nope"]) == 1
+    assert "no stack Nodewright-nope" in capsys.readouterr().err
+
+
+def test_apply_creates_then_configures_and_uninstall_removes_it(
+    stack: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ApiServer() as server:
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "config"))
+        args = ["install-webhooks", "--cluster", "demo", "--kubeconfig", kubeconfig]
+        assert main([*args, "--apply"]) == 0
+        assert main([*args, "--apply"]) == 0
+        out = capsys.readouterr().out
+        assert "nodewright-wakeup created" in out
+        assert "nodewright-wakeup configured" in out
+        stored: Any = server.store.get(
+            ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+            "",
+            webhooks.CONFIGURATION_NAME,
+        )
+        assert stored["webhooks"][0]["clientConfig"]["url"].endswith(f"/{SECRET}/admit")
+
+        assert main([*args, "--uninstall"]) == 0
+        assert main([*args, "--uninstall"]) == 0
+        out = capsys.readouterr().out
+        assert "nodewright-wakeup deleted" in out
+        assert "nodewright-wakeup not found" in out
