@@ -81,7 +81,9 @@ def measure_warm(args: argparse.Namespace) -> dict[str, Any]:
     quiet_functions()
     import_seconds = handler_import_seconds()
     latencies: list[float] = []
-    with SandboxRun(quiet=True, boot_delay=0.5) as story:
+    # The functions print their JSON logs and EMF metrics on stdout, as in Lambda (from the
+    # provisioner's thread too): to stderr here, so stdout holds only the figures (--json).
+    with contextlib.redirect_stdout(sys.stderr), SandboxRun(quiet=True, boot_delay=0.5) as story:
         objects, _notes = seed_objects(story)
         for obj in objects:
             if obj["kind"] == "EC2NodeClass" or obj["metadata"]["name"] == "default":

@@ -262,3 +262,24 @@ def _pricer(sandbox: Any) -> Any:
         return on_demand
 
     return price
+
+
+def register_chaos(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "chaos",
+        help="a seeded random run of workload changes, interruptions and faults in the sandbox",
+        description="Draws one disturbance per step (scaling, interruptions, the fault matrix's faults), "
+        "runs the real functions on simulated time, checks the invariants after every step, then "
+        "settles and prints the figures (see sandbox/chaos.py). Exit 1 on any invariant violation.",
+    )
+    parser.add_argument("--steps", type=int, default=50, help="disturbances, one per step (default 50)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1): same seed, same draws")
+    parser.add_argument("--minutes", type=float, help="stop drawing steps after this much real time")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
+    parser.set_defaults(func=run_chaos)
+
+
+def run_chaos(args: argparse.Namespace) -> int:
+    from sandbox import chaos
+
+    return chaos.run(args)

@@ -83,6 +83,8 @@ class Sandbox:
         self._external_kubeconfig = Path(kubeconfig) if kubeconfig else None
         self._state_dir = Path(state_dir) if state_dir else None
         self.faults = faults_module.FaultInjector()
+        # The API server's answers to the functions' identity (the simulators are never faulted).
+        self.api_faults = faults_module.ApiServerFaults()
         self.aws: AwsSeed | None = None
         self.aws_endpoint = ""
         self.kubeconfig_path = Path()  # the administrator's (kubectl, tests, simulators)
@@ -164,9 +166,11 @@ class Sandbox:
             self.kubeconfig_path = self.functions_kubeconfig_path = self._external_kubeconfig
             return
         self.apiserver = ApiServer(host="127.0.0.1", port=0)
+        self.apiserver.faults = self.api_faults
         self.apiserver.start()
         self.kubeconfig_path = Path(self.apiserver.write_kubeconfig(self._tmp / "kubeconfig"))
         token = self.apiserver.add_identity(AUTOSCALER_USER, (AUTOSCALER_GROUP,))
+        self.api_faults.target_tokens = {token}
         self.functions_kubeconfig_path = Path(
             self.apiserver.write_kubeconfig(self._tmp / "functions-kubeconfig", token=token)
         )
@@ -232,6 +236,19 @@ class Sandbox:
         self.stop()
 
     # --- what callers use ------------------------------------------------------------------
+
+    def stop_aws(self) -> None:
+        """Stop the moto server (its state stays: moto's backends live in this process), as an AWS
+        endpoint outage; :meth:`start_aws` brings it back on the same port."""
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+
+    def start_aws(self) -> None:
+        if self._moto is None:
+            port = int(self.aws_endpoint.rsplit(":", 1)[1])
+            self._moto = MotoServer(port=port)
+            self._moto.start()
 
     def env(self) -> dict[str, str]:
         """Environment for running the real functions (and kubectl) against this sandbox."""

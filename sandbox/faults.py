@@ -235,3 +235,126 @@ def uninstall(injector: FaultInjector) -> None:
             del EC2Backend.create_fleet
             Fleets.create_fleet = _originals.pop("response")
             _originals.clear()
+
+
+# --- the Kubernetes API server's faults -----------------------------------------------------------
+
+API_FAULT_KINDS = ("conflict", "throttle", "error", "slow", "down")
+
+
+@dataclass
+class ApiFault:
+    """One kind of trouble the API emulator answers the functions' requests with.
+
+    * ``conflict``: 409 Conflict to writes guarded by a resourceVersion (a PUT, or a PATCH whose
+      body names one), as when another writer got there first;
+    * ``throttle``: 429 TooManyRequests with ``Retry-After`` (API Priority and Fairness);
+    * ``error``: 500 InternalError;
+    * ``slow``: the answer comes ``delay`` seconds late (a server or network under load);
+    * ``down``: the connection is closed without an answer (a server that is down or restarting).
+
+    ``times``: how many requests it hits (None: until cleared); ``methods``: only these verbs.
+    """
+
+    kind: str
+    times: int | None = None
+    retry_after: int = 1
+    delay: float = 0.0
+    methods: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.kind not in API_FAULT_KINDS:
+            raise ValueError(f"kind={self.kind!r}: use one of {', '.join(API_FAULT_KINDS)}")
+
+
+class ApiServerFaults:
+    """The faults the API emulator applies to one identity's requests (the functions'), so the
+    simulated scheduler, kubelets and controllers — other clients of the same server — keep working.
+
+    The emulator calls :meth:`answer` before routing each request; it returns None (serve it), a
+    ``(status, body, headers)`` to answer instead, ``"drop"`` to close the connection, or a delay.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[ApiFault] = []
+        self.target_tokens: set[str] = set()
+        self.hits: dict[str, int] = {}
+
+    def add(self, fault: ApiFault) -> None:
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    @property
+    def active(self) -> bool:
+        with self._lock:
+            return bool(self._faults)
+
+    def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Any:
+        if not self._faults:
+            return None
+        token = headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if token not in self.target_tokens:
+            return None
+        with self._lock:
+            for fault in self._faults:
+                if fault.methods and method not in fault.methods:
+                    continue
+                if fault.kind == "conflict" and not _guarded_write(method, body):
+                    continue
+                if fault.times is not None:
+                    if fault.times <= 0:
+                        continue
+                    fault.times -= 1
+                self.hits[fault.kind] = self.hits.get(fault.kind, 0) + 1
+                return _fault_answer(fault, method, path)
+        return None
+
+
+def _guarded_write(method: str, body: bytes) -> bool:
+    if method == "PUT":
+        return True
+    return method == "PATCH" and b'"resourceVersion"' in body
+
+
+def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": details,
+        "code": code,
+    }
+
+
+def _fault_answer(fault: ApiFault, method: str, path: str) -> Any:
+    if fault.kind == "down":
+        return "drop"
+    if fault.kind == "slow":
+        return fault.delay
+    if fault.kind == "conflict":
+        message = (
+            f"Operation cannot be fulfilled on {path}: the object has been modified; "
+            "please apply your changes to the latest version and try again"
+        )
+        return 409, _status(409, "Conflict", message), {}
+    if fault.kind == "throttle":
+        body = _status(
+            429,
+            "TooManyRequests",
+            "too many requests, please try again later",
+            retryAfterSeconds=fault.retry_after,
+        )
+        return 429, body, {"Retry-After": str(fault.retry_after)}
+    return (
+        500,
+        _status(500, "InternalError", f"Internal error occurred: injected fault ({method} {path})"),
+        {},
+    )

@@ -65,3 +65,18 @@ def inflate(replicas: int, cpu: str = "1", memory: str = "1Gi") -> dict[str, Any
             },
         },
     }
+
+
+def deployment(name: str, replicas: int, pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """A Deployment ``name`` in ``default`` whose pods are labelled ``app: name`` and run ``pod_spec``."""
+    match = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": match},
+            "template": {"metadata": {"labels": match}, "spec": pod_spec},
+        },
+    }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
@@ -49,9 +49,25 @@ UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
+class _ClusterClock:
+    """How far the cluster's clocks (this API server, the simulated scheduler and kubelets) are off
+    the true time: a fault test's clock skew between the cluster and the functions."""
+
+    skew = timedelta(0)
+
+
+def set_clock_skew(seconds: float) -> None:
+    _ClusterClock.skew = timedelta(seconds=seconds)
+
+
+def cluster_now() -> datetime:
+    """The cluster's time: the true time plus any injected skew."""
+    return datetime.now(UTC) + _ClusterClock.skew
+
+
 def now() -> str:
     """RFC 3339 in UTC with second precision, as metav1.Time serialises."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return cluster_now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def random_suffix(length: int = 5) -> str:

@@ -14,7 +14,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import yaml
@@ -798,7 +798,7 @@ class ResourceHandlers:
             current = meta.get("deletionGracePeriodSeconds")
             if meta.get("deletionTimestamp") and current is not None and current <= grace:
                 return Response(200, self._present(rt, obj))  # already terminating, no sooner
-            stamp = datetime.now(UTC) + timedelta(seconds=grace)
+            stamp = admission.cluster_now() + timedelta(seconds=grace)
             if not meta.get("deletionTimestamp") or grace < (current or 0):
                 meta["deletionTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
             meta["deletionGracePeriodSeconds"] = grace

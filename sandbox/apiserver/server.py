@@ -48,6 +48,7 @@ class _HTTPServer(ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         self.stopping = threading.Event()
+        self.faults: Any = None  # sandbox.faults.ApiServerFaults, when a test injects faults
         super().__init__(address, _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -136,6 +137,16 @@ class _Handler(BaseHTTPRequestHandler):
             headers=headers,
             body=self._read_body(),
         )
+        injected = self._injected_fault(request)
+        if injected == "drop":  # the server is "down": no answer, the connection closes
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if isinstance(injected, tuple):
+            code, body, headers = injected
+            self._send(Response(code, body, headers=dict(headers)))
+            return
         try:
             response = self.server.router.handle(request)
         except Exception as exc:  # a bug must answer 500, not kill the connection silently
@@ -165,6 +176,18 @@ class _Handler(BaseHTTPRequestHandler):
             response.code,
             (time.perf_counter() - started) * 1e3,
         )
+
+    def _injected_fault(self, request: Request) -> Any:
+        """What the sandbox's fault injector (``sandbox.faults.ApiServerFaults``) makes of this request:
+        None to serve it, ``"drop"``, or ``(status, body, headers)``; a delay is slept here."""
+        faults = self.server.faults
+        if faults is None:
+            return None
+        answer = faults.answer(request.method, request.path, request.headers, request.body)
+        if isinstance(answer, int | float) and not isinstance(answer, bool):
+            self.server.stopping.wait(float(answer))
+            return None
+        return answer
 
     def _headers(self, response: Response) -> None:
         self.send_response(response.code)
@@ -235,6 +258,7 @@ class ApiServer:
         self._thread: threading.Thread | None = None
         self._cleaner: threading.Thread | None = None
         self._cert: ServingCert | None = None
+        self.faults: Any = None  # set before start(): consulted before every request is routed
         self._seed()
 
     def add_identity(self, user: str, groups: tuple[str, ...] = (), token: str | None = None) -> str:
@@ -289,6 +313,7 @@ class ApiServer:
         if self._cert is None:
             self._cert = make_serving_cert(self.host)
         self._httpd = _HTTPServer((self.host, self.port), router, self._cert.context)
+        self._httpd.faults = self.faults
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,

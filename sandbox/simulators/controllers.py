@@ -28,6 +28,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from sandbox.apiserver.admission import cluster_now
 from sandbox.simulators.kube import (
     MERGE_PATCH,
     Kube,
@@ -436,7 +437,7 @@ class DisruptionController:
         return sum(scales.values()) + loose
 
     def reconcile(self, snap: Snapshot) -> None:
-        stamp = dt.datetime.now(dt.UTC)
+        stamp = cluster_now()
         for pdb in snap.pdbs:
             meta, spec = pdb["metadata"], pdb.get("spec") or {}
             namespace = meta["namespace"]

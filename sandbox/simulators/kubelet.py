@@ -200,6 +200,10 @@ class Registry:
         self.lock = threading.Lock()
         self.nodes: dict[str, OwnedNode] = {}
         self.done: set[str] = set()  # instances whose node was registered and removed (never again)
+        # Fault injection: instances that boot but never join (bad user data, no access entry); the
+        # next ``fail_next_registrations`` instances seen running join this set.
+        self.never_register: set[str] = set()
+        self.fail_next_registrations = 0
 
     def by_node_name(self) -> dict[str, OwnedNode]:
         with self.lock:
@@ -259,6 +263,8 @@ class NodeLifecycle(ReconcileLoop):
             owned = self.registry.nodes.get(instance_id)
             if state == "running":
                 if owned is None and instance_id not in self.registry.done:
+                    if self._silent(instance_id):
+                        continue
                     first = self._first_running.setdefault(instance_id, clock)
                     if clock - first >= self.boot_delay:
                         self._register(instance)
@@ -270,6 +276,16 @@ class NodeLifecycle(ReconcileLoop):
                     self._initialize(owned)
             elif state in GONE_STATES and owned is not None:
                 self._retire(owned, clock)
+
+    def _silent(self, instance_id: str) -> bool:
+        """Whether this instance's kubelet never joins the cluster (an injected fault)."""
+        registry = self.registry
+        with registry.lock:
+            fresh = instance_id not in registry.never_register and instance_id not in self._first_running
+            if fresh and registry.fail_next_registrations > 0:
+                registry.fail_next_registrations -= 1
+                registry.never_register.add(instance_id)
+            return instance_id in registry.never_register
 
     # registration
 

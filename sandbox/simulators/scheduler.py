@@ -15,7 +15,6 @@ message shape: ``0/3 nodes are available: 1 node(s) were unschedulable, 2 Insuff
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
+from sandbox.apiserver.admission import cluster_now
 from sandbox.simulators.kube import STRATEGIC_MERGE_PATCH, Kube, core, record_event
 from sandbox.simulators.loop import ReconcileLoop
 
@@ -36,7 +36,7 @@ Node = dict[str, Any]
 
 
 def now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return cluster_now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- resources ---------------------------------------------------------------------------------

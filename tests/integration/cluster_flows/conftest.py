@@ -11,6 +11,7 @@ sleeps, so drains that wait for a PDB run in milliseconds without real sleeps. E
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,10 +22,14 @@ from nodewright import observability
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.cluster import Cluster, auth
 from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS, PODS
-from nodewright.context import Context
+from nodewright.context import ContainerContext, Context
+from nodewright.interruption.processing import InterruptionProcessor
 from nodewright.settings import Settings
 
+from sandbox.lambdas import load_function
 from sandbox.shared_data import REPO_ROOT
+
+from .interruption_support import INSTANCE
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -254,3 +259,28 @@ def ctx(settings: Settings, cluster: Cluster, cloud: FakeCloudProvider, clock: F
         metrics=observability.metrics(),
         clock=clock,
     )
+
+
+@pytest.fixture
+def owned_node(world) -> None:
+    world.node("node-a", INSTANCE)
+    world.nodeclaim("default-a", INSTANCE, "node-a")
+    world.pod("web-1", "node-a", labels={"app": "web"})
+
+
+@pytest.fixture
+def make_processor(ctx, settings):
+    """A processor like the container's, on the test's cluster (``state``: idempotency on the table)."""
+
+    def build(replacement, *, state: bool) -> InterruptionProcessor:
+        configured = replace(settings, state_table="nodewright-state" if state else None)
+        container = ContainerContext(logger=ctx.logger, metrics=ctx.metrics, settings=configured, context=ctx)
+        return InterruptionProcessor(container, replace=replacement)
+
+    return build
+
+
+@pytest.fixture
+def functions():
+    """Both handler modules, fresh: each holds its own container and processor, as in Lambda."""
+    return load_function("interruption"), load_function("spot_events")

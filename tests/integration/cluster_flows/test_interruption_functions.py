@@ -8,7 +8,6 @@ with the stack's schema (pk/sk/expires_at).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from typing import Any
 
 import boto3
@@ -16,40 +15,11 @@ import pytest
 from moto import mock_aws
 from nodewright.cloud.aws import reset_clients
 from nodewright.cluster import ApiUnavailable
-from nodewright.context import ContainerContext
 from nodewright.interruption import flow
-from nodewright.interruption.processing import InterruptionProcessor
 
 from sandbox import events
-from sandbox.lambdas import load_function
 
-INSTANCE = "i-0aaaaaaaaaaaaaaa1"
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "nodewright-interruption"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-west-2:111122223333:function:nodewright-interruption"
-    aws_request_id: str = "request-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
-
-
-class CountingReplacement:
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-        self.during: Any = None  # run while "in progress" (to deliver the same event on the other path)
-
-    def __call__(self, ctx, node_names):
-        self.calls.append(list(node_names))
-        if self.during:
-            self.during()
-        return self
-
-    def summary(self) -> dict[str, Any]:
-        return {"created": [f"replacement-{len(self.calls)}"]}
+from .interruption_support import INSTANCE, CountingReplacement, FakeLambdaContext
 
 
 def spot_event(event_id: str = "spot-1", instance: str = INSTANCE) -> dict[str, Any]:
@@ -62,13 +32,6 @@ def sqs_batch(*bodies: str) -> dict[str, Any]:
     return events.sqs_event(
         [events.sqs_record(body, message_id=f"m-{i}", region="us-west-2") for i, body in enumerate(bodies)]
     )
-
-
-@pytest.fixture
-def owned_node(world) -> None:
-    world.node("node-a", INSTANCE)
-    world.nodeclaim("default-a", INSTANCE, "node-a")
-    world.pod("web-1", "node-a", labels={"app": "web"})
 
 
 @pytest.fixture
@@ -90,24 +53,6 @@ def state_table(monkeypatch) -> Any:
         )
         yield ddb
         reset_clients()
-
-
-@pytest.fixture
-def make_processor(ctx, settings):
-    """A processor like the container's, on the test's cluster (``state``: idempotency on the table)."""
-
-    def build(replacement, *, state: bool) -> InterruptionProcessor:
-        configured = replace(settings, state_table="nodewright-state" if state else None)
-        container = ContainerContext(logger=ctx.logger, metrics=ctx.metrics, settings=configured, context=ctx)
-        return InterruptionProcessor(container, replace=replacement)
-
-    return build
-
-
-@pytest.fixture
-def functions():
-    """Both handler modules, fresh: each holds its own container and processor, as in Lambda."""
-    return load_function("interruption"), load_function("spot_events")
 
 
 @pytest.mark.usefixtures("owned_node")

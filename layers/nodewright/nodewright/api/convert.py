@@ -28,7 +28,7 @@ from nodewright.api import labels
 from nodewright.api.durations import DurationError, format_duration, parse_duration
 from nodewright.api.findings import Finding, error, warning
 from nodewright.api.models import AWS_V1, KARPENTER_V1
-from nodewright.api.shapes import as_dict, dig
+from nodewright.api.shapes import as_dict, dig, kind_of
 
 Doc = dict[str, Any]
 
@@ -401,11 +401,7 @@ def fill_node_role(doc: Any, role: str | None) -> bool:
     one. The webhook fills in the stack's node role, ``nodewright convert --role`` the one given;
     each says so. Returns whether it filled it in.
     """
-    if (
-        not role
-        or not isinstance(doc, dict)
-        or (doc.get("apiVersion"), doc.get("kind")) not in NODECLASS_KINDS
-    ):
+    if not role or not isinstance(doc, dict) or kind_of(doc) not in NODECLASS_KINDS:
         return False
     spec = doc.get("spec")
     if not isinstance(spec, dict) or spec.get("role") or spec.get("instanceProfile"):
@@ -535,8 +531,8 @@ def merge_kubelet_pieces(conversion: Conversion) -> Conversion:
         dig(d, "metadata", "name"): d
         for i, d in enumerate(conversion.documents)
         if i not in conversion.partial
-        and d.get("apiVersion") == AWS_V1
-        and d.get("kind") == labels.EC2NODECLASS_KIND
+        and kind_of(d) == (AWS_V1, labels.EC2NODECLASS_KIND)
+        and isinstance(dig(d, "metadata", "name"), str)
     }
     documents: list[Doc] = []
     partial: list[int] = []

@@ -26,3 +26,12 @@ def dig(value: Any, *keys: str) -> Any:
             return None
         value = value.get(key)
     return value
+
+
+def kind_of(doc: Any) -> tuple[str, str] | None:
+    """``(apiVersion, kind)`` when both are strings, else None: a key safe to look up in a set (a
+    list in ``apiVersion`` must be a finding, not ``TypeError: unhashable type``)."""
+    if not isinstance(doc, dict):
+        return None
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    return (api_version, kind) if isinstance(api_version, str) and isinstance(kind, str) else None

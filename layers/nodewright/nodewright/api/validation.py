@@ -25,7 +25,7 @@ from nodewright.api.convert import Conversion, convert_document
 from nodewright.api.durations import DURATION_UNITS_STRICT, DurationError, parse_duration
 from nodewright.api.findings import Finding, error, warning
 from nodewright.api.schema import BUDGET_DURATION_PATTERN, BUDGET_NODES_PATTERN, SCHEMAS, Schema
-from nodewright.api.shapes import as_dict, as_list, dig
+from nodewright.api.shapes import as_dict, as_list, dig, kind_of
 
 _V1 = {
     ("karpenter.sh/v1", "NodePool"),
@@ -685,9 +685,11 @@ def _ec2nodeclass_rules(doc: dict[str, Any], out: list[Finding], partial: bool) 
 
 def validate_v1(doc: dict[str, Any], *, partial: bool = False) -> list[Finding]:
     """Every problem of a v1 NodePool/NodeClaim/EC2NodeClass (``partial``: a kubelet-only EC2NodeClass)."""
-    key = (doc.get("apiVersion"), doc.get("kind"))
-    if key not in _V1:
-        return [error("apiVersion", f"{key[0]} {key[1]} is not a v1 Nodewright kind")]
+    key = kind_of(doc)
+    if key is None or key not in _V1:
+        return [
+            error("apiVersion", f"{doc.get('apiVersion')!r} {doc.get('kind')!r} is not a v1 Nodewright kind")
+        ]
     out: list[Finding] = []
     metadata = doc.get("metadata")
     if not isinstance(metadata, dict) or not metadata.get("name"):
@@ -704,7 +706,7 @@ def validate_v1(doc: dict[str, Any], *, partial: bool = False) -> list[Finding]:
 
 
 def is_v1_kind(doc: Any) -> bool:
-    return isinstance(doc, dict) and (doc.get("apiVersion"), doc.get("kind")) in _V1
+    return kind_of(doc) in _V1
 
 
 def validate_conversion(conversion: Conversion) -> list[Finding]:

@@ -193,13 +193,23 @@ def run(args: argparse.Namespace) -> int:
     catalog = Catalog(aws.client("ec2", settings), store, (settings.region, settings.aws_endpoint_url))
     # The functions' JSON log lines (e.g. the estimated-price warning, shown here as "~") would
     # garble the table or the JSON on stdout.
-    with logger_level("ERROR"):
-        prices = catalog.prices()
-        estimated = {name for name in catalog.data().types if prices.on_demand_price(name) is None}
-        from nodewright.cloud import ebs
+    from botocore.exceptions import BotoCoreError, ClientError
 
-        storage = ebs.node_storage(nodeclass, settings.region)
-        found = rows(catalog.instance_types(), terms, estimated, storage.per_hour)
+    from nodewright.cloud import ebs
+
+    with logger_level("ERROR"):
+        try:
+            prices = catalog.prices()
+            estimated = {name for name in catalog.data().types if prices.on_demand_price(name) is None}
+            storage = ebs.node_storage(nodeclass, settings.region)
+            found = rows(catalog.instance_types(), terms, estimated, storage.per_hour)
+        except (BotoCoreError, ClientError) as exc:  # no credentials, endpoint unreachable, denied
+            print(
+                f"error: cannot read the EC2 catalog of {settings.region}: {exc}; check your AWS "
+                "credentials, region and network (or AWS_ENDPOINT_URL)",
+                file=sys.stderr,
+            )
+            return 1
     shown = found if args.limit <= 0 else found[: args.limit]
     if args.json:
         print(json.dumps(shown, indent=2))

@@ -72,9 +72,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     names = Counter(
-        (d.get("kind"), (d.get("metadata") or {}).get("name"))
+        (d.get("kind"), d["metadata"].get("name"))
         for d in merged.documents
-        if isinstance(d, dict) and isinstance(d.get("metadata"), dict)
+        if isinstance(d, dict)
+        and isinstance(d.get("kind"), str)
+        and isinstance(d.get("metadata"), dict)
+        and isinstance(d["metadata"].get("name"), str)
     )
     for (kind, name), count in sorted(names.items(), key=str):
         if count > 1:

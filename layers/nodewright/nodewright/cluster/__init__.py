@@ -38,7 +38,8 @@ clock may not advance), well inside EKS's 15-minute window, and once more after 
   ``nodewright.cluster.resources`` (PODS, NODES, NODECLAIMS, NODEPOOLS, EC2NODECLASSES, LEASES, ...).
 
 Errors (``nodewright.cluster.errors``): ``NotFound``, ``Conflict`` (``already_exists``), ``Invalid``,
-``ApiError`` (``status``, ``reason``, ``message``), ``ApiUnavailable``; ``err.transient`` says whether
+``ApiError`` (``status``, ``reason``, ``message``), ``ApiUnavailable``, ``ServerBusy`` (429/5xx: both
+of those); ``err.transient`` says whether
 waiting and retrying can help (5xx, 429, unreachable, lease held by another writer).
 
 Pure helpers on the dicts (``nodewright.cluster.objects``): ``instance_id_from_provider_id``,
@@ -61,6 +62,7 @@ from nodewright.cluster.errors import (
     Conflict,
     Invalid,
     NotFound,
+    ServerBusy,
 )
 from nodewright.cluster.lease import LeaseLost, LeaseUnavailable, WriterLease
 
@@ -80,6 +82,7 @@ __all__ = [
     "LeaseLost",
     "LeaseUnavailable",
     "NotFound",
+    "ServerBusy",
     "WriterLease",
     "connect",
     "reset_connections",

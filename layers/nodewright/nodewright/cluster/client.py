@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from nodewright.cluster import auth, objects
-from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, error_for
+from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, ServerBusy, error_for
 from nodewright.cluster.lease import DEFAULT_DURATION_SECONDS, WriterLease
 from nodewright.cluster.resources import (
     DAEMONSETS,
@@ -74,10 +74,20 @@ CALL_RETRIES: dict[str, Any] = {
     "status": 0,
     "redirect": 0,
     "backoff_factor": 0.1,
+    # A 429/503 with Retry-After is this client's to handle (``request``), within the call deadline:
+    # urllib3 would sleep it unbounded, then report the busy server as unreachable.
+    "respect_retry_after_header": False,
 }
 ATTEMPTS_PER_CALL = 2
 # Below this, a call is not started: it could not finish, and the caller must report instead.
 MIN_CALL_SECONDS = 0.5
+# A GET answered 429 or 5xx is asked again (reads are idempotent), as client-go retries on
+# Retry-After: after the server's Retry-After or a short backoff, never past the call deadline.
+# Writes are not repeated here: their callers know whether repeating is safe (a 429 on an
+# eviction is a PodDisruptionBudget's answer, not throttling).
+READ_RETRIES = 2
+READ_RETRY_BACKOFF_SECONDS = 0.2
+READ_RETRY_MAX_WAIT_SECONDS = 2.0
 
 
 class Cluster:
@@ -122,8 +132,37 @@ class Cluster:
     ) -> dict[str, Any]:
         """One call; the decoded JSON answer. Raises ``ApiError`` subclasses or ``ApiUnavailable``.
 
-        A 401 is answered once by re-signing the EKS token and repeating the request (``auth``).
+        A 401 is answered once by re-signing the EKS token and repeating the request (``auth``);
+        a GET answered 429 or 5xx is repeated up to ``READ_RETRIES`` times within the call deadline.
         """
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                return self._request_authenticated(method, path, query, body, content_type)
+            except ServerBusy as exc:
+                wait = self._read_retry_wait(method, exc, attempt)
+                if wait is None:
+                    raise
+                logger().info(
+                    "API server busy; reading again",
+                    extra={"path": path, "status": exc.status, "waitSeconds": round(wait, 2)},
+                )
+                time.sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _read_retry_wait(self, method: str, error: ServerBusy, attempt: int) -> float | None:
+        """Seconds to wait before repeating a busy GET; None when it must not be repeated."""
+        if method != "GET" or attempt >= READ_RETRIES:
+            return None
+        wait = min(
+            error.retry_after_seconds or READ_RETRY_BACKOFF_SECONDS * 2**attempt, READ_RETRY_MAX_WAIT_SECONDS
+        )
+        if self._deadline is not None and self._deadline - time.monotonic() - wait < MIN_CALL_SECONDS:
+            return None
+        return wait
+
+    def _request_authenticated(
+        self, method: str, path: str, query: dict[str, Any] | None, body: Any, content_type: str
+    ) -> dict[str, Any]:
         try:
             return self._request_once(method, path, query, body, content_type)
         except ApiError as exc:

@@ -66,10 +66,19 @@ class ApiUnavailable(ClusterError):
     transient = True
 
 
+class ServerBusy(ApiError, ApiUnavailable):  # type: ignore[override]  # both say transient: True for 429/5xx
+    """429 or 5xx: the server is there but cannot serve now (API Priority and Fairness, overload,
+    etcd trouble). An ``ApiError`` (status, ``Retry-After``) and an ``ApiUnavailable``, so a handler
+    that ends cleanly with one log line and a metric when the server is unreachable ends the same way
+    when it keeps answering 500, instead of raising a traceback."""
+
+
 def error_for(status: int, body: dict[str, Any] | None, fallback_message: str) -> ApiError:
     """Build the right ``ApiError`` subclass from a response's status and decoded body."""
     body = body or {}
     message = str(body.get("message") or fallback_message)
     reason = str(body.get("reason") or "")
-    cls: type[ApiError] = {404: NotFound, 409: Conflict, 422: Invalid}.get(status, ApiError)
+    cls: type[ApiError] = {404: NotFound, 409: Conflict, 422: Invalid}.get(status) or (
+        ServerBusy if status == 429 or status >= 500 else ApiError
+    )
     return cls(status, message, reason=reason, body=body)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from nodewright import termination
+from nodewright import checkpoints, termination
 from nodewright.api import labels
 from nodewright.cluster import objects
 from nodewright.disruption import consolidation, drift, execute
@@ -415,6 +415,7 @@ def _disrupt(
         decision.held[candidate.name] = f"a pod arrived on {node_name}"
         return
     price = world.price_of(candidate.nodeclaim)
+    checkpoints.checkpoint("disruption.candidate-chosen")
     termination.begin(
         ctx,
         nodeclaim=candidate.nodeclaim,

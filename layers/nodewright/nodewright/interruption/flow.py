@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from nodewright import termination
 from nodewright.api import labels
+from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.interruption.events import Action, EventKind, InterruptionEvent
 
@@ -150,6 +151,7 @@ def handle_event(ctx: Context, event: InterruptionEvent, *, replace: Replacer | 
             if offering and offering[2] == labels.CAPACITY_TYPE_SPOT:
                 ctx.cloud.mark_unavailable(*offering, reason="SpotInterruption")
                 outcome.marked_unavailable.append("/".join(offering))
+                checkpoint("interruption.offering-marked")
 
     terms = [
         termination.begin(
@@ -167,6 +169,7 @@ def handle_event(ctx: Context, event: InterruptionEvent, *, replace: Replacer | 
     node_names = [objects.name_of(t.node) for t in fresh if t.node]
     if node_names:
         outcome.replacement = _replace(ctx, node_names, event, replace)
+        checkpoint("interruption.replacement-launched")
     outcome.terminations.extend(termination.step(ctx, term) for term in terms)
     return outcome
 

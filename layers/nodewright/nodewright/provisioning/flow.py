@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright.api.validation import nodeclaim_launch_problems
+from nodewright.checkpoints import checkpoint
 from nodewright.cluster.errors import Conflict
 from nodewright.provisioning import lifecycle, nodeclaims, planning
 from nodewright.provisioning.launch import (
@@ -105,6 +106,7 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
         if _must_stop(ctx, guard, report):
             break
         claim = create_nodeclaim(ctx, world, claim_plan)
+        checkpoint("provisioning.nodeclaim-created")
         report.created.append(nodeclaims.name_of(claim))
         to_launch.append((claim, True))
         for pod in claim_plan.pods:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
+from nodewright.checkpoints import checkpoint
 from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import LAUNCHED
@@ -86,7 +87,9 @@ def launch_claim(
         except cloud_errors.CloudError as exc:
             return _fail(ctx, claim, type(exc).__name__, str(exc))
         adopted = False
+        checkpoint("provisioning.fleet-created")
     record_launch(ctx, claim, result, candidates)
+    checkpoint("provisioning.launch-recorded")
     return Launched(
         nodeclaim=name,
         nodepool=pool,

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
+from nodewright.checkpoints import checkpoint
 from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import INITIALIZED, LAUNCHED, REGISTERED
@@ -137,6 +138,7 @@ def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: dat
         return {"metadata": {"labels": node_labels, "finalizers": finalizers}, "spec": {"taints": taints}}
 
     ctx.cluster.update_node(node_name, sync)
+    checkpoint("lifecycle.node-registered")
     status = dict(claim.get("status") or {})
     status["nodeName"] = node_name
     status["conditions"] = nodeclaims.set_condition(
@@ -223,6 +225,7 @@ def finalize(ctx: Context, claim: dict[str, Any], node: dict[str, Any] | None) -
     terminated = [instance_id] if instance_id and ctx.cloud.delete(instance_id) else []
     # A crash may have left an instance whose id never reached the status: find it by its tag.
     terminated += ctx.cloud.delete_by_nodeclaim(name)
+    checkpoint("lifecycle.instance-terminated")
     ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
     ctx.logger.info("NodeClaim finalized", extra={"nodeclaim": name, "terminated": terminated})
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodewright.api.shapes import dig
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.provisioning import nodeclaims, planning
 from nodewright.state import nodepools
@@ -233,6 +234,29 @@ def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [_pending_pod(f"{name}-{i}", namespace, pod_meta, pod_spec, owner) for i in range(replicas)]
 
 
+def readable_pods(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``pods_of``, each read once as the scheduling simulation reads it (``pod_from_k8s``).
+
+    Files reach a plan without an API server's validation, so a template the simulation cannot read
+    (``labels: 1``, ``containers: 7``, ``cpu: ten``) is a ``WorkloadProblem`` of its workload here,
+    not a traceback in the middle of the plan. A template's pods are alike: one read checks them all.
+    """
+    from nodewright.scheduling.model import pod_from_k8s
+
+    try:
+        pods = pods_of(workload)
+        if pods:
+            pod_from_k8s(pods[0])
+    except WorkloadProblem:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        raise WorkloadProblem(
+            f"cannot read its pod template ({type(exc).__name__}: {str(exc)[:200]}); "
+            "`kubectl apply --dry-run=server -f` names the field an API server would reject"
+        ) from exc
+    return pods
+
+
 def _pending_pod(
     name: str, namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any], owner: dict[str, str] | None
 ) -> dict[str, Any]:
@@ -321,8 +345,9 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
     kubelet_pieces: list[dict[str, Any]] = []
     for report in validate_files(paths).documents:
         errors = [str(f) for f in report.findings if f.is_error]
-        kinds = {doc.get("kind") for doc in report.v1}
-        if errors and kinds != {"EC2NodeClass"}:
+        kinds = {str(doc.get("kind")) for doc in report.v1}
+        named = all(isinstance(dig(doc, "metadata", "name"), str) for doc in report.v1)
+        if errors and (kinds != {"EC2NodeClass"} or not named):
             result.manifest_problems.append(f"{report.source.label}: " + "; ".join(errors))
             result.rejected += 1
             continue
@@ -339,11 +364,11 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
                 _keep_last(pools, doc, result)
             elif kind == "EC2NodeClass":
                 _keep_last(classes, doc, result)
-            elif kind == "Pod" and (doc.get("spec") or {}).get("nodeName"):
+            elif kind == "Pod" and dig(doc, "spec", "nodeName"):
                 pods.append(doc)  # bound: it holds its node's resources and topology
             elif kind in WORKLOAD_KINDS:
                 try:
-                    pods.extend(pods_of(doc))
+                    pods.extend(readable_pods(doc))
                 except WorkloadProblem as exc:
                     result.manifest_problems.append(f"{report.source.label}: {exc}")
                     result.rejected += 1

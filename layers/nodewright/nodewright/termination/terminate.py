@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
+from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.cluster.resources import NODECLAIMS, NODES
 from nodewright.termination.drain import DrainPass, drain_pass
@@ -96,6 +97,7 @@ def begin(
     if node_name:
         ctx.cluster.taint_node(node_name, [DISRUPTED_TAINT], cordon=True)
         term.history.append("cordoned")
+        checkpoint("termination.cordoned")
     annotations = {
         REASON_ANNOTATION: reason,
         INVOLUNTARY_ANNOTATION: "true" if involuntary else "false",
@@ -109,6 +111,7 @@ def begin(
             ctx.cluster.add_finalizer(NODECLAIMS, claim_name, labels.TERMINATION_FINALIZER)
             ctx.cluster.patch_nodeclaim(claim_name, {"metadata": {"annotations": annotations}})
             ctx.cluster.delete_nodeclaim(claim_name)
+            checkpoint("termination.nodeclaim-marked")
         term.history.append("nodeclaim-deleting")
     elif node_name:
         ctx.cluster.patch_node(node_name, {"metadata": {"annotations": annotations}})
@@ -156,6 +159,7 @@ def step(ctx: Context, term: Termination) -> Termination:
         if not term.last_pass.drained:
             return term
         term.history.append("drained")
+        checkpoint("termination.drained")
         ctx.cluster.delete_node(term.node or "")
     _finish(ctx, term)
     return term
@@ -169,9 +173,11 @@ def _finish(ctx: Context, term: Termination) -> None:
         elif term.nodeclaim:  # launched but never recorded (a crash): find it by its NodeClaim tag
             ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
         term.history.append("instance-terminated")
+        checkpoint("termination.instance-terminated")
     if term.node:
         ctx.cluster.remove_finalizer(NODES, term.node, labels.TERMINATION_FINALIZER)
         ctx.cluster.delete_node(term.node)
+        checkpoint("termination.node-released")
     if term.nodeclaim:
         ctx.cluster.delete_nodeclaim(term.nodeclaim)  # idempotent; marks it if a resume found it unmarked
         ctx.cluster.remove_finalizer(NODECLAIMS, term.nodeclaim, labels.TERMINATION_FINALIZER)

@@ -1,0 +1,444 @@
+"""``nodewright chaos``: a seeded random run of workload changes, interruptions and faults against the
+sandbox, with the real handlers, checking the invariants after every step.
+
+Each step draws one disturbance (a deployment scaled, an interruption of a random kind, a fault of
+the fault matrix: ICE, CreateFleet throttling, the API server answering 409/429/500 or slowly, the
+function killed at a named checkpoint, an instance terminated out of band, a node that never
+registers, a duplicate or late interruption message), then runs one compressed minute of the
+deployed system (``sandbox.reliability.Rig.round``: the scheduled provisioner and disruption
+invocations, the interruption queue, 20 s of simulated time) and checks the invariants of
+``sandbox.reliability.check``. At the end every fault is cleared, the functions get rounds to
+converge, and the settled invariants are checked: no leaked instance, no NodeClaim with two
+instances, every pod running.
+
+Figures: steps, disturbances by kind, pods that got a node, their time from pending to bound
+(simulated seconds, p50/p99), the longest a pod was pending, invariant violations by kind, leaked
+instances, duplicate NodeClaims, invocation errors and tracebacks. Exit status 1 when any invariant
+was violated or the run did not converge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nodewright.cluster.resources import Resource
+
+from sandbox import workloads
+from sandbox.faults import ApiFault
+
+# What the chaos run draws from, with weights: workload changes most, every fault kind regularly.
+DISTURBANCES: dict[str, int] = {
+    "scale": 6,
+    "spot-interruption": 2,
+    "rebalance": 1,
+    "health-event": 1,
+    "duplicate-message": 1,
+    "late-message": 1,
+    "out-of-band-termination": 1,
+    "never-registers": 1,
+    "ice": 1,
+    "fleet-throttle": 1,
+    "api-conflict": 1,
+    "api-throttle": 1,
+    "api-error": 1,
+    "api-slow": 1,
+    "kill": 2,
+}
+INSTANCE_TYPES = ["t3.small", "t3.medium", "t3.large", "t3a.large", "m5.large", "m5.xlarge", "c5.xlarge"]
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+CPU_LIMIT = 48  # the NodePool's limit: capacity is never unbounded
+ICE_STEPS = 3  # an injected ICE lasts this many steps, then the capacity is back
+STEP_SECONDS = 20.0  # simulated time per step
+SETTLE_ROUNDS = 25
+DEPLOYMENTS_RESOURCE = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+# The workload: (deployment, pod kind as in the scheduling benchmark's mixes, max replicas).
+DEPLOYMENTS = (
+    ("chaos-generic", "generic", 10),
+    ("chaos-spread", "zonal-spread", 6),
+    ("chaos-anti", "hostname-anti-affinity", 4),
+)
+CPU_CHOICES = ("250m", "500m", "1")
+MEMORY_CHOICES = ("256Mi", "512Mi", "1Gi")
+
+
+@dataclass
+class ChaosReport:
+    seed: int
+    steps: int = 0
+    disturbances: Counter[str] = field(default_factory=Counter)
+    killed_at: Counter[str] = field(default_factory=Counter)
+    pods_scheduled: int = 0
+    bind_seconds: list[float] = field(default_factory=list)
+    max_pending_seconds: float = 0.0
+    violations: Counter[str] = field(default_factory=Counter)
+    violation_examples: list[str] = field(default_factory=list)
+    invocations: int = 0
+    invocation_errors: int = 0
+    tracebacks: int = 0
+    converged: bool = False
+    pods_pending_at_end: int = 0
+    real_seconds: float = 0.0
+    simulated_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.converged and not self.violations
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "steps": self.steps,
+            "disturbances": dict(sorted(self.disturbances.items())),
+            "killedAt": dict(sorted(self.killed_at.items())),
+            "podsScheduled": self.pods_scheduled,
+            "podPendingToBoundSeconds": {
+                "p50": _percentile(self.bind_seconds, 50),
+                "p99": _percentile(self.bind_seconds, 99),
+                "max": max(self.bind_seconds, default=0.0),
+            },
+            "maxPendingSeconds": round(self.max_pending_seconds, 1),
+            "violations": dict(sorted(self.violations.items())),
+            "violationExamples": self.violation_examples[:10],
+            "leakedInstances": self.violations.get("leaked-instance", 0),
+            "duplicateNodeClaims": self.violations.get("two-instances", 0),
+            "invocations": self.invocations,
+            "invocationErrors": self.invocation_errors,
+            "tracebacks": self.tracebacks,
+            "converged": self.converged,
+            "podsPendingAtEnd": self.pods_pending_at_end,
+            "realSeconds": round(self.real_seconds, 1),
+            "simulatedSeconds": round(self.simulated_seconds, 1),
+        }
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return round(ordered[index], 1)
+
+
+class Chaos:
+    """One seeded run on a started :class:`sandbox.reliability.Rig`."""
+
+    def __init__(self, rig: Any, seed: int) -> None:
+        self.rig = rig
+        self.rng = random.Random(seed)
+        self.report = ChaosReport(seed=seed)
+        self.pending_since: dict[str, datetime] = {}  # pod uid → first seen pending (simulated)
+        self.bound: set[str] = set()
+        self.queue: list[dict[str, Any]] = []  # interruption messages to deliver at the next step
+        self.ice_until: dict[tuple[str, str, str], int] = {}
+
+    # --- the story -----------------------------------------------------------------------------
+    def setup(self) -> None:
+        from nodewright.api import labels
+        from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
+
+        from sandbox.workloads import nodeclass, nodepool
+
+        rig = self.rig
+        rig.admin.create(EC2NODECLASSES, nodeclass(rig.sandbox))
+        requirements = [
+            {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["spot", "on-demand"]},
+            {"key": labels.INSTANCE_TYPE, "operator": "In", "values": INSTANCE_TYPES},
+        ]
+        pool = nodepool(
+            "default",
+            requirements,
+            limits={"cpu": str(CPU_LIMIT)},
+            disruption={"consolidationPolicy": "WhenEmpty", "consolidateAfter": "60s"},
+        )
+        rig.admin.create(NODEPOOLS, pool)
+        for name, kind, most in DEPLOYMENTS:
+            cpu, memory = self.rng.choice(CPU_CHOICES), self.rng.choice(MEMORY_CHOICES)
+            rig.admin.create(
+                DEPLOYMENTS_RESOURCE,
+                deployment(name, kind, self.rng.randint(1, most), cpu, memory),
+                namespace="default",
+            )
+
+    def step(self) -> None:
+        kind = self.rng.choices(list(DISTURBANCES), weights=list(DISTURBANCES.values()))[0]
+        applied = self.disturb(kind)
+        if applied:
+            self.report.disturbances[applied] += 1
+        self.expire_faults()
+        self.round()
+        self.report.steps += 1
+
+    def settle(self) -> None:
+        """Every fault cleared; rounds until every pod runs; then the settled invariants."""
+        rig = self.rig
+        rig.crashes.disarm()
+        rig.sandbox.faults.clear()
+        rig.sandbox.api_faults.clear()
+        rig.sandbox.kubelet.registry.fail_next_registrations = 0
+        self.ice_until.clear()
+        for _ in range(SETTLE_ROUNDS):
+            self.round(advance=60.0)
+            if not self.pending_now():
+                break
+        for _ in range(3):  # the leak GC's and the registration timeout's turn
+            self.round(advance=60.0)
+        self.report.pods_pending_at_end = len(self.pending_now())
+        self.report.converged = self.report.pods_pending_at_end == 0
+        self.record(rig.check(settled=True))
+
+    # --- disturbances --------------------------------------------------------------------------
+    def disturb(self, kind: str) -> str | None:
+        rig, rng = self.rig, self.rng
+        if kind == "scale":
+            name, _, most = rng.choice(DEPLOYMENTS)
+            rig.admin.patch(
+                DEPLOYMENTS_RESOURCE, name, {"spec": {"replicas": rng.randint(0, most)}}, namespace="default"
+            )
+            return kind
+        if kind in ("spot-interruption", "rebalance", "health-event", "duplicate-message"):
+            node = self.random_node()
+            if node is None:
+                return None
+            event_kind = {
+                "spot-interruption": "spot",
+                "rebalance": "rebalance",
+                "health-event": "health",
+            }.get(kind, rng.choice(("spot", "rebalance")))
+            event = rig.interrupt(node, event_kind)
+            if event_kind in ("spot", "rebalance") and rng.random() < 0.5:
+                rig.invoke("spot_events", event, seconds=30)  # the direct path; the queue's copy follows
+            self.queue.append(event)
+            if kind == "duplicate-message":
+                self.queue.append(event)
+            return kind
+        if kind == "late-message":  # a warning about an instance already gone (or never ours)
+            from sandbox.events import spot_warning
+
+            gone = self.terminated_instances() or ["i-0123456789abcdef0"]
+            self.queue.append(spot_warning(rng.choice(gone), rig.region))
+            return kind
+        if kind == "out-of-band-termination":
+            live = [i["InstanceId"] for i in rig.observe().instances]
+            if not live:
+                return None
+            rig.ec2.terminate_instances(InstanceIds=[rng.choice(live)])
+            return kind
+        if kind == "never-registers":
+            rig.sandbox.kubelet.registry.fail_next_registrations += 1
+            return kind
+        if kind == "ice":
+            offering = (rng.choice(INSTANCE_TYPES), rng.choice(ZONES), rng.choice(("spot", "on-demand")))
+            rig.sandbox.faults.insufficient_capacity(*offering)
+            self.ice_until[offering] = self.report.steps + ICE_STEPS
+            return kind
+        if kind == "fleet-throttle":
+            rig.sandbox.faults.throttle("CreateFleet", times=rng.randint(1, 6))
+            return kind
+        if kind.startswith("api-"):
+            fault = {
+                "api-conflict": ApiFault("conflict", times=rng.randint(1, 6)),
+                "api-throttle": ApiFault("throttle", times=rng.randint(1, 8), retry_after=1),
+                "api-error": ApiFault("error", times=rng.randint(1, 8)),
+                "api-slow": ApiFault("slow", times=rng.randint(1, 4), delay=1.5),
+            }[kind]
+            rig.sandbox.api_faults.add(fault)
+            return kind
+        if kind == "kill":
+            from nodewright.checkpoints import POINTS
+
+            rig.crashes.disarm()
+            rig.crashes.arm(rng.choice(sorted(POINTS)))
+            return kind
+        raise ValueError(f"unknown disturbance {kind!r}")
+
+    def expire_faults(self) -> None:
+        for offering, until in list(self.ice_until.items()):
+            if self.report.steps >= until:
+                self.rig.sandbox.faults.restore_capacity(*offering)
+                del self.ice_until[offering]
+
+    # --- one compressed minute ------------------------------------------------------------------
+    def round(self, advance: float = STEP_SECONDS) -> None:
+        from sandbox import events
+
+        rig = self.rig
+        before = len(rig.functions.outcomes)
+        if self.queue:
+            batch = events.sqs_event([events.sqs_record(json.dumps(e)) for e in self.queue[:10]])
+            outcome = rig.invoke("interruption", batch, seconds=30)
+            failed = {f["itemIdentifier"] for f in (outcome.result or {}).get("batchItemFailures", [])}
+            if outcome.ok:  # SQS keeps what failed (redelivered next step), drops what succeeded
+                ids = [r["messageId"] for r in batch["Records"]]
+                self.queue = [
+                    e for e, i in zip(self.queue[:10], ids, strict=True) if i in failed
+                ] + self.queue[10:]
+        rig.round(advance=advance)
+        self.report.simulated_seconds += advance
+        for outcome in rig.functions.outcomes[before:]:
+            self.report.invocations += 1
+            if outcome.killed_at:
+                self.report.killed_at[outcome.killed_at] += 1
+            elif not outcome.ok:
+                self.report.invocation_errors += 1
+        log = rig.log.getvalue() if isinstance(rig.log, io.StringIO) else ""
+        self.report.tracebacks += log.count("Traceback")
+        if isinstance(rig.log, io.StringIO):
+            rig.log.seek(0)
+            rig.log.truncate()
+        self.record(rig.check())
+        self.track_pods()
+
+    def record(self, violations: list[Any]) -> None:
+        for violation in violations:
+            self.report.violations[violation.invariant] += 1
+            if len(self.report.violation_examples) < 20:
+                self.report.violation_examples.append(f"step {self.report.steps}: {violation}")
+
+    def track_pods(self) -> None:
+        from sandbox.reliability import pending_pods, running_pods
+
+        seen = self.rig.observe()
+        now = seen.at
+        for pod in pending_pods(seen):
+            since = self.pending_since.setdefault(pod["metadata"]["uid"], now)
+            self.report.max_pending_seconds = max(
+                self.report.max_pending_seconds, (now - since).total_seconds()
+            )
+        for pod in running_pods(seen):
+            uid = pod["metadata"]["uid"]
+            if uid in self.bound:
+                continue
+            self.bound.add(uid)
+            self.report.pods_scheduled += 1
+            since = self.pending_since.pop(uid, None)
+            if since is not None:
+                self.report.bind_seconds.append((now - since).total_seconds())
+
+    # --- looking ------------------------------------------------------------------------------
+    def pending_now(self) -> list[dict[str, Any]]:
+        from sandbox.reliability import pending_pods
+
+        return pending_pods(self.rig.observe())
+
+    def random_node(self) -> str | None:
+        from nodewright.cluster.resources import NODES
+
+        nodes = [
+            n["metadata"]["name"]
+            for n in self.rig.admin.list(NODES)
+            if not n["spec"].get("unschedulable") and not n["metadata"].get("deletionTimestamp")
+        ]
+        return self.rng.choice(sorted(nodes)) if nodes else None
+
+    def terminated_instances(self) -> list[str]:
+        pages = self.rig.ec2.get_paginator("describe_instances").paginate(
+            Filters=[{"Name": "instance-state-name", "Values": ["shutting-down", "terminated"]}]
+        )
+        return sorted(i["InstanceId"] for page in pages for r in page["Reservations"] for i in r["Instances"])
+
+
+def deployment(name: str, kind: str, replicas: int, cpu: str, memory: str) -> dict[str, Any]:
+    """A Deployment whose pods carry the scheduling benchmark's constraint of ``kind``."""
+    from nodewright.api import labels
+
+    match = {"app": name}
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "work",
+                "image": "public.ecr.aws/amazonlinux/amazonlinux:latest",
+                "command": ["sleep", "3600"],
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ]
+    }
+    if kind == "zonal-spread":
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": labels.ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": match},
+            }
+        ]
+    elif kind == "hostname-anti-affinity":
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": match}, "topologyKey": labels.HOSTNAME}
+                ]
+            }
+        }
+    return workloads.deployment(name, replicas, spec)
+
+
+def run_chaos(steps: int, seed: int, *, minutes: float | None = None, progress: Any = None) -> ChaosReport:
+    """Start a sandbox, run ``steps`` seeded steps (or until ``minutes`` of real time), settle, report."""
+    from sandbox.reliability import Rig
+
+    started = time.monotonic()
+    with Rig("chaos", log=io.StringIO()) as rig:
+        chaos = Chaos(rig, seed)
+        chaos.setup()
+        for index in range(steps):
+            if minutes is not None and time.monotonic() - started > minutes * 60:
+                break
+            chaos.step()
+            if progress is not None and (index + 1) % 10 == 0:
+                print(f"chaos: step {index + 1}/{steps}", file=progress, flush=True)
+        chaos.settle()
+        chaos.report.real_seconds = time.monotonic() - started
+        return chaos.report
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.steps < 0:
+        print(f"chaos: --steps {args.steps}: give a count >= 0", file=sys.stderr)
+        return 2
+    report = run_chaos(args.steps, args.seed, minutes=args.minutes, progress=sys.stderr)
+    figures = report.figures()
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        _print(figures)
+    return 0 if report.ok else 1
+
+
+def _print(figures: dict[str, Any]) -> None:
+    timing = figures["podPendingToBoundSeconds"]
+    print(f"chaos: seed {figures['seed']}, {figures['steps']} steps")
+    print("  disturbances: " + ", ".join(f"{k} {v}" for k, v in figures["disturbances"].items()))
+    if figures["killedAt"]:
+        print("  killed at:    " + ", ".join(f"{k} {v}" for k, v in figures["killedAt"].items()))
+    print(f"  pods scheduled: {figures['podsScheduled']}")
+    print(
+        f"  pending → bound (simulated s): p50 {timing['p50']}  p99 {timing['p99']}  max {timing['max']};"
+        f" longest pending {figures['maxPendingSeconds']} s"
+    )
+    print(
+        f"  leaked instances: {figures['leakedInstances']}"
+        f"  duplicate NodeClaims: {figures['duplicateNodeClaims']}"
+    )
+    print(f"  invariant violations: {figures['violations'] or 0}")
+    for example in figures["violationExamples"]:
+        print(f"    {example}")
+    print(
+        f"  invocations: {figures['invocations']} ({figures['invocationErrors']} errors,"
+        f" {figures['tracebacks']} tracebacks)"
+    )
+    print(
+        f"  converged: {'yes' if figures['converged'] else 'NO'} ({figures['podsPendingAtEnd']} pods pending)"
+        f"; {figures['realSeconds']} s real, {figures['simulatedSeconds']} s simulated"
+    )

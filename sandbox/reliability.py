@@ -1,0 +1,654 @@
+"""What the fault matrix and the chaos run share: simulated time, killed invocations, the invariants.
+
+* :class:`SimulatedTime` moves the wall clock of this whole process (the API emulator's timestamps,
+  moto's launch times, the handlers' ``datetime.now``) with ``time-machine``; ``time.monotonic``
+  (invocation deadlines, socket timeouts, the simulators' delays) keeps real time. A step of the
+  story is a few real seconds and as many simulated minutes as it needs: a 15-minute registration
+  timeout passes in one call.
+* :class:`Functions` runs the real handlers in this process, each function in its own warm
+  "container" (its ``app.py`` module), one invocation at a time in a thread of its own. An
+  invocation can be **killed** at a named checkpoint of the layer (``nodewright.checkpoints``): the
+  thread is frozen there for good, so nothing after the point runs (no ``finally``, no lease given
+  back), exactly as when Lambda kills the process; the container is thrown away and the next
+  invocation starts a fresh one.
+* :func:`observe` and :func:`check` are the invariants every scenario ends on: no leaked instance,
+  no NodeClaim without an instance for longer than the registration timeout, never two instances
+  for one NodeClaim, NodePool limits held, NodeClaims, instances and nodes consistent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any
+
+from sandbox import events
+from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+
+# The product's timeouts the invariants are stated against (provisioning/lifecycle.py).
+REGISTRATION_TIMEOUT = timedelta(minutes=15)
+LEAK_GRACE = timedelta(minutes=2)
+GC_INTERVAL = timedelta(seconds=60)
+LIVE_STATES = ("pending", "running", "stopping", "stopped")
+NODECLAIM_TAG = "karpenter.sh/nodeclaim"
+
+
+class SimulatedTime:
+    """The process's wall clock, started at the real now and moved forward by :meth:`advance`."""
+
+    def __init__(self) -> None:
+        self._traveller: Any = None
+        self._coordinates: Any = None
+        self.advanced = 0.0
+
+    def start(self) -> SimulatedTime:
+        import time_machine
+
+        self._traveller = time_machine.travel(datetime.now(UTC), tick=True)
+        self._coordinates = self._traveller.start()
+        return self
+
+    def advance(self, seconds: float) -> None:
+        self._coordinates.shift(timedelta(seconds=seconds))
+        self.advanced += seconds
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def stop(self) -> None:
+        if self._traveller is not None:
+            self._traveller.stop()
+            self._traveller = None
+
+    def __enter__(self) -> SimulatedTime:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --- killed invocations ------------------------------------------------------------------------
+
+
+class _Invocation(threading.local):
+    box: dict[str, Any] | None = None
+
+
+class Crashes:
+    """The checkpoint hook: kills (freezes) the invocation that reaches an armed point."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._armed: dict[str, int] = {}  # point → hits to let pass first
+        self._never = threading.Event()  # never set: a killed invocation waits on it for good
+        self.current = _Invocation()
+        self.killed: Counter[str] = Counter()
+        self.reached: Counter[str] = Counter()
+
+    def install(self) -> None:
+        from nodewright import checkpoints
+
+        checkpoints.set_hook(self._hook)
+
+    def uninstall(self) -> None:
+        from nodewright import checkpoints
+
+        checkpoints.set_hook(None)
+
+    def arm(self, point: str, *, after: int = 0) -> None:
+        """Kill the next invocation that reaches ``point`` (after letting ``after`` hits pass)."""
+        from nodewright.checkpoints import POINTS
+
+        if point not in POINTS:
+            raise ValueError(f"unknown checkpoint {point!r}; nodewright.checkpoints.POINTS lists them")
+        with self._lock:
+            self._armed[point] = after
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed.clear()
+
+    def _hook(self, point: str) -> None:
+        box = self.current.box
+        with self._lock:
+            self.reached[point] += 1
+            if box is None or point not in self._armed:
+                return
+            if self._armed[point] > 0:
+                self._armed[point] -= 1
+                return
+            del self._armed[point]
+            self.killed[point] += 1
+        box["killed"] = point
+        box["done"].set()
+        self._never.wait()  # the container is gone: nothing after this point ever runs
+
+
+@dataclass
+class Outcome:
+    function: str
+    ok: bool
+    seconds: float
+    result: Any = None
+    error: str = ""
+    killed_at: str | None = None
+
+
+class Functions:
+    """The real handlers, in this process, with their warm containers; see the module docstring."""
+
+    def __init__(self, crashes: Crashes | None = None) -> None:
+        self.crashes = crashes or Crashes()
+        self.containers: dict[str, ModuleType] = {}
+        self.cold_starts: Counter[str] = Counter()
+        self.outcomes: list[Outcome] = []
+
+    def container(self, name: str) -> ModuleType:
+        if name not in self.containers:
+            self.containers[name] = load_function(name)
+            self.cold_starts[name] += 1
+        return self.containers[name]
+
+    def discard(self, name: str) -> None:
+        """Throw the warm container away (the next invocation starts cold)."""
+        self.containers.pop(name, None)
+
+    def invoke(
+        self, name: str, event: dict[str, Any], seconds: float, context: LambdaContext | None = None
+    ) -> Outcome:
+        """One invocation with ``seconds`` to run (Lambda's timeout for it; or ``context``); waits until
+        it ends or is killed at an armed checkpoint."""
+        module = self.container(name)
+        box: dict[str, Any] = {"done": threading.Event()}
+        context = context or LambdaContext(seconds, f"nodewright-{name.replace('_', '-')}")
+
+        def run() -> None:
+            self.crashes.current.box = box
+            try:
+                box["result"] = module.handler(event, context)
+            except Exception as exc:  # Lambda logs it and keeps the container
+                box["error"] = f"{type(exc).__name__}: {exc}"
+            finally:
+                self.crashes.current.box = None
+                box["done"].set()
+
+        started = time.monotonic()
+        thread = threading.Thread(target=run, name=f"invocation-{name}", daemon=True)
+        thread.start()
+        box["done"].wait()
+        if not box.get("killed"):
+            thread.join()
+        outcome = Outcome(
+            function=name,
+            ok="error" not in box and "killed" not in box,
+            seconds=time.monotonic() - started,
+            result=box.get("result"),
+            error=box.get("error", ""),
+            killed_at=box.get("killed"),
+        )
+        if outcome.killed_at:
+            self.discard(name)
+        self.outcomes.append(outcome)
+        return outcome
+
+    def provisioner(self, seconds: float = 12.0) -> Outcome:
+        return self.invoke("provisioner", events.scheduled_event(rule="provisioner"), seconds)
+
+    def disruption(self, seconds: float = 12.0) -> Outcome:
+        return self.invoke("disruption", events.scheduled_event(rule="disruption"), seconds)
+
+    def interruption(self, bodies: list[str], seconds: float = 30.0) -> Outcome:
+        return self.invoke("interruption", events.sqs_event([events.sqs_record(b) for b in bodies]), seconds)
+
+    def spot_events(self, event: dict[str, Any], seconds: float = 30.0) -> Outcome:
+        return self.invoke("spot_events", event, seconds)
+
+
+# --- the invariants ------------------------------------------------------------------------------
+
+
+@dataclass
+class Observation:
+    """One consistent-enough look at EC2 and the cluster, from outside (the administrator's view)."""
+
+    at: datetime
+    instances: list[dict[str, Any]]  # live instances tagged for the cluster
+    nodeclaims: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    nodepools: list[dict[str, Any]]
+
+    def instances_of(self, claim_name: str) -> list[dict[str, Any]]:
+        return [i for i in self.instances if _tags(i).get(NODECLAIM_TAG) == claim_name]
+
+
+def observe(sandbox: Any, admin: Any, ec2: Any) -> Observation:
+    """Read the instances first, then the NodeClaims: an instance launched in between is seen with
+    its NodeClaim, never as a leak."""
+    from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, NODES, PODS
+
+    instances = []
+    pages = ec2.get_paginator("describe_instances").paginate(
+        Filters=[
+            {"Name": "tag:eks:eks-cluster-name", "Values": [sandbox.cluster_name]},
+            {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+        ]
+    )
+    for page in pages:
+        for reservation in page["Reservations"]:
+            instances.extend(reservation["Instances"])
+    return Observation(
+        at=datetime.now(UTC),
+        instances=instances,
+        nodeclaims=admin.list(NODECLAIMS),
+        nodes=admin.list(NODES),
+        pods=admin.list(PODS),
+        nodepools=admin.list(NODEPOOLS),
+    )
+
+
+@dataclass
+class Violation:
+    invariant: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.invariant}: {self.detail}"
+
+
+@dataclass
+class Tracker:
+    """Invariants over time: when each suspect was first seen, so a transient state (an instance
+    launched a moment before its NodeClaim records it) is told from a lasting one."""
+
+    first_seen: dict[tuple[str, str], datetime] = field(default_factory=dict)
+
+    def age(self, kind: str, key: str, now: datetime, present: bool) -> float:
+        """Seconds ``(kind, key)`` has been seen continuously (0 when not present now)."""
+        if not present:
+            self.first_seen.pop((kind, key), None)
+            return 0.0
+        since = self.first_seen.setdefault((kind, key), now)
+        return (now - since).total_seconds()
+
+
+def check(seen: Observation, tracker: Tracker | None = None, *, settled: bool = False) -> list[Violation]:
+    """The invariants (see the module docstring). ``settled``: the story is over and the functions
+    had their time, so nothing may be left in flight: any leak or inconsistency counts at once."""
+    tracker = tracker or Tracker()
+    out: list[Violation] = []
+    now = seen.at
+    claims = {c["metadata"]["name"]: c for c in seen.nodeclaims}
+    by_claim: dict[str, list[str]] = {}
+    for instance in seen.instances:
+        by_claim.setdefault(_tags(instance).get(NODECLAIM_TAG, ""), []).append(instance["InstanceId"])
+
+    # Never two instances for one NodeClaim (any moment).
+    for name, ids in by_claim.items():
+        if name and len(ids) > 1:
+            out.append(Violation("two-instances", f"NodeClaim {name} has instances {sorted(ids)}"))
+
+    # No leaked instance: each live instance belongs to a NodeClaim that records it (or will).
+    leak_allowance = (LEAK_GRACE + 2 * GC_INTERVAL).total_seconds()
+    for instance in seen.instances:
+        instance_id = instance["InstanceId"]
+        name = _tags(instance).get(NODECLAIM_TAG, "")
+        claim = claims.get(name)
+        recorded = _instance_id(claim) if claim else None
+        leaked = claim is None or (recorded is not None and recorded != instance_id)
+        age = tracker.age("leak", instance_id, now, leaked)
+        if leaked and (settled or age > leak_allowance):
+            why = "no NodeClaim" if claim is None else f"NodeClaim {name} records {recorded}"
+            out.append(Violation("leaked-instance", f"{instance_id} ({why}) for {age:.0f}s"))
+
+    # No NodeClaim without an instance for longer than the registration timeout: since its creation
+    # when it never had one, since it was first seen without it when its instance went away (a
+    # NodeClaim hours old whose instance was reclaimed a minute ago is not a violation).
+    live_ids = {i["InstanceId"] for i in seen.instances}
+    allowance = REGISTRATION_TIMEOUT.total_seconds() + GC_INTERVAL.total_seconds() * 2
+    for name, claim in claims.items():
+        instance_id = _instance_id(claim)
+        gone = instance_id is not None and instance_id not in live_ids
+        since_gone = tracker.age("instance-gone", name, now, gone)
+        if instance_id is None:
+            created = _time((claim.get("metadata") or {}).get("creationTimestamp"))
+            age = (now - created).total_seconds() if created else 0.0
+            state = "no instance launched"
+        else:
+            age, state = since_gone, f"instance {instance_id} gone"
+        if age > allowance:
+            out.append(Violation("nodeclaim-without-instance", f"{name}: {state} for {age / 60:.0f} min"))
+
+    # NodeClaims ↔ instances ↔ nodes: a Node of a live instance, once settled, has a NodeClaim.
+    node_ids = {_provider_instance(n): n["metadata"]["name"] for n in seen.nodes}
+    claim_ids = {_instance_id(c) for c in claims.values()}
+    for instance_id, node_name in node_ids.items():
+        orphan = instance_id is not None and instance_id not in claim_ids
+        age = tracker.age("node", node_name, now, orphan)
+        if orphan and (settled or age > leak_allowance):
+            out.append(
+                Violation("node-without-nodeclaim", f"node {node_name} ({instance_id}) for {age:.0f}s")
+            )
+    for instance_id, node_name in node_ids.items():
+        gone = instance_id is not None and instance_id not in live_ids
+        age = tracker.age("dead-node", node_name, now, gone)
+        if gone and (settled or age > leak_allowance):
+            out.append(Violation("node-without-instance", f"node {node_name} ({instance_id}) for {age:.0f}s"))
+
+    # NodePool limits: the live NodeClaims' capacity never exceeds spec.limits.
+    out.extend(_limits(seen))
+    return out
+
+
+def _limits(seen: Observation) -> list[Violation]:
+    from kubernetes.utils.quantity import parse_quantity
+
+    out = []
+    for pool in seen.nodepools:
+        limits = (pool.get("spec") or {}).get("limits") or {}
+        if not limits:
+            continue
+        name = pool["metadata"]["name"]
+        used: Counter[str] = Counter()
+        for claim in seen.nodeclaims:
+            meta = claim.get("metadata") or {}
+            if (meta.get("labels") or {}).get("karpenter.sh/nodepool") != name or meta.get(
+                "deletionTimestamp"
+            ):
+                continue
+            for resource, amount in ((claim.get("status") or {}).get("capacity") or {}).items():
+                used[resource] += parse_quantity(amount)
+            used["nodes"] += 1
+        for resource, limit in limits.items():
+            if used[resource] > parse_quantity(limit):
+                out.append(Violation("limits", f"NodePool {name}: {resource} {used[resource]} > {limit}"))
+    return out
+
+
+def pending_pods(seen: Observation) -> list[dict[str, Any]]:
+    """Workload pods waiting for a node (unbound, not being deleted, not DaemonSet pods)."""
+    return [
+        p
+        for p in seen.pods
+        if not (p.get("spec") or {}).get("nodeName")
+        and not p["metadata"].get("deletionTimestamp")
+        and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+        and not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def running_pods(seen: Observation, selector: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in seen.pods
+        if (p.get("status") or {}).get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+        and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in (selector or {}).items())
+    ]
+
+
+def _tags(instance: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
+
+
+def _instance_id(claim: dict[str, Any] | None) -> str | None:
+    if not claim:
+        return None
+    status = claim.get("status") or {}
+    return status.get("instanceID") or (status.get("providerID") or "").rsplit("/", 1)[-1] or None
+
+
+def _provider_instance(node: dict[str, Any]) -> str | None:
+    provider = (node.get("spec") or {}).get("providerID") or ""
+    instance = provider.rsplit("/", 1)[-1]
+    return instance if instance.startswith("i-") else None
+
+
+def _time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def wait_until(check_fn: Any, timeout: float, every: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check_fn():
+            return True
+        time.sleep(every)
+    return bool(check_fn())
+
+
+def names(objs: Iterable[dict[str, Any]]) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in objs)
+
+
+# --- the rig: a sandbox, simulated time and the real handlers, for a story told step by step --------
+
+
+ROUND_INVOCATION_SECONDS = 9.5  # a scheduled invocation's time here: one or two passes, then it ends
+# The provisioner's loop in a round: one pass, then it ends (its invocation keeps the deployed
+# timeout, so a pass that starts late still has a real invocation's time to write).
+ROUND_LOOP_SECONDS = 0.3
+SPOT_NOTICE_SECONDS = 120
+FUNCTION_ENV = {
+    "POWERTOOLS_SERVICE_NAME": "nodewright",
+    "POWERTOOLS_METRICS_NAMESPACE": "NodewrightSandbox",
+    "POLL_INTERVAL_SECONDS": "1",
+    "REBALANCE_MODE": "replace",
+    "NODEWRIGHT_TRACING": "false",
+}
+
+
+class Rig:
+    """A started sandbox whose functions run in this process on simulated time (see the module
+    docstring): the fault matrix's scenarios and the chaos run drive it step by step."""
+
+    def __init__(
+        self,
+        cluster_name: str = "reliability",
+        *,
+        region: str = "us-east-1",
+        zones: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c"),
+        log: Any = None,
+    ) -> None:
+        self.cluster_name = cluster_name
+        self.region = region
+        self.zones = zones
+        self.log = log  # a text stream for the functions' stdout (JSON logs, EMF); None: this stdout
+        self.sandbox: Any = None
+        self.admin: Any = None
+        self.ec2: Any = None
+        self.clock = SimulatedTime()
+        self.crashes = Crashes()
+        self.functions = Functions(self.crashes)
+        self.tracker = Tracker()
+        self.violations: list[Violation] = []
+        self._saved_env: dict[str, str | None] = {}
+        self._reclaim: dict[str, datetime] = {}
+
+    # lifecycle
+    def start(self) -> Rig:
+        import os
+
+        from sandbox import Sandbox
+
+        self.sandbox = Sandbox(
+            cluster_name=self.cluster_name,
+            region=self.region,
+            zones=self.zones,
+            boot_delay=0.2,
+            init_delay=0.2,
+        ).start()
+        try:
+            self.sandbox.apply_crds()
+            env = {**self.sandbox.env(), **FUNCTION_ENV}
+            for key, value in env.items():
+                self._saved_env[key] = os.environ.get(key)
+                os.environ[key] = value
+            self.admin = self.sandbox.admin_cluster()
+            self.ec2 = self.sandbox.aws_client("ec2")
+            self.sandbox.warm_catalog()
+            self.crashes.install()
+            self.clock.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        import os
+
+        from nodewright.cluster import reset_connections
+
+        self.clock.stop()
+        self.crashes.uninstall()
+        if self.ec2 is not None:
+            self.ec2.close()
+            self.ec2 = None
+        reset_connections()
+        if self.sandbox is not None:
+            self.sandbox.stop()
+            self.sandbox = None
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+
+    def __enter__(self) -> Rig:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # the functions
+    def invoke(self, name: str, event: dict[str, Any] | None = None, seconds: float = 12.0) -> Outcome:
+        """One invocation of a real handler; its stdout goes to ``self.log`` when given. The
+        container's shared API client is left unbounded afterwards (the user's side reuses it)."""
+        import contextlib
+
+        if event is None:
+            event = events.scheduled_event(region=self.region, rule=name)
+        redirect = contextlib.redirect_stdout(self.log) if self.log is not None else contextlib.nullcontext()
+        # The provisioner's loop is shortened, not its invocation (sandbox.lambdas); set here, in the
+        # caller's thread, so a killed invocation cannot leave the loop's budget changed.
+        shortened = (
+            provisioner_invocation(ROUND_LOOP_SECONDS)
+            if name == "provisioner" and seconds == ROUND_INVOCATION_SECONDS
+            else contextlib.nullcontext()
+        )
+        with redirect, shortened as context:
+            outcome = self.functions.invoke(name, event, seconds, context)
+        self.sandbox.warm_catalog()  # a warm container keeps its catalog; simulated time may age it
+        return outcome
+
+    # observing
+    def observe(self) -> Observation:
+        return observe(self.sandbox, self.admin, self.ec2)
+
+    def check(self, *, settled: bool = False) -> list[Violation]:
+        found = check(self.observe(), self.tracker, settled=settled)
+        self.violations.extend(found)
+        return found
+
+    def pods(self, selector: dict[str, str] | None = None) -> tuple[int, int]:
+        """(running, pending) workload pods matching ``selector``."""
+        seen = self.observe()
+        pending = [
+            p
+            for p in pending_pods(seen)
+            if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in (selector or {}).items())
+        ]
+        return len(running_pods(seen, selector)), len(pending)
+
+    # the story
+    def round(self, *, advance: float = 20.0, disruption: bool = True) -> list[Outcome]:
+        """A minute of the deployed system, compressed: the provisioner's and the disruption function's
+        scheduled invocations, a moment for the simulators, then ``advance`` seconds of simulated time."""
+        done = [self.invoke("provisioner", seconds=ROUND_INVOCATION_SECONDS)]
+        if disruption:
+            done.append(self.invoke("disruption", seconds=ROUND_INVOCATION_SECONDS))
+        time.sleep(0.3)  # the simulated kubelet and scheduler act on what was written
+        self.clock.advance(advance)
+        self._spot_market()
+        return done
+
+    def interrupt(self, node_name: str, kind: str = "spot") -> dict[str, Any]:
+        """The event EC2 (or AWS Health) would send about ``node_name``'s instance; a spot warning
+        also has EC2 take the instance back two minutes (of simulated time) later."""
+        node = self.admin.get_node(node_name)
+        instance_id = node["spec"]["providerID"].rsplit("/", 1)[-1]
+        if kind == "spot":
+            self._reclaim[instance_id] = self.clock.now() + timedelta(seconds=SPOT_NOTICE_SECONDS)
+        return events.interruption_event(kind, instance_id, self.region)
+
+    def _spot_market(self) -> None:
+        due = [i for i, at in self._reclaim.items() if at <= self.clock.now()]
+        for instance_id in due:
+            del self._reclaim[instance_id]
+            self.ec2.terminate_instances(InstanceIds=[instance_id])
+
+    def converge(
+        self, until: Any, *, rounds: int = 12, advance: float = 20.0, disruption: bool = True
+    ) -> bool:
+        """Rounds until ``until()`` holds (checked after each); the invariants are checked as it goes."""
+        for _ in range(rounds):
+            self.round(advance=advance, disruption=disruption)
+            self.check()
+            if until():
+                return True
+        return bool(until())
+
+    def reset(self) -> None:
+        """Between scenarios: every fault cleared, the workload, NodeClaims, nodes and instances gone."""
+        from nodewright.cluster.resources import (
+            EC2NODECLASSES,
+            LEASES,
+            NODECLAIMS,
+            NODEPOOLS,
+            NODES,
+            PDBS,
+            PODS,
+            Resource,
+        )
+        from nodewright.provisioning import lifecycle
+
+        self.crashes.disarm()
+        self.sandbox.faults.clear()
+        self.sandbox.api_faults.clear()
+        self.sandbox.kubelet.registry.fail_next_registrations = 0
+        deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+        for deployment in self.admin.list(deployments):
+            self.admin.delete(deployments, deployment["metadata"]["name"], namespace="default")
+        for pdb in self.admin.list(PDBS):
+            self.admin.delete(PDBS, pdb["metadata"]["name"], namespace=pdb["metadata"]["namespace"])
+        for resource in (NODEPOOLS, NODECLAIMS, NODES):
+            for obj in self.admin.list(resource):
+                name = obj["metadata"]["name"]
+                self.admin.patch(resource, name, {"metadata": {"finalizers": None}})
+                self.admin.delete(resource, name)
+        ids = [i["InstanceId"] for i in self.observe().instances]
+        if ids:
+            self.ec2.terminate_instances(InstanceIds=ids)
+        wait_until(lambda: not self.admin.list(PODS, namespace="default"), 20)
+        for pod in self.admin.list(PODS, namespace="default"):
+            self.admin.delete(PODS, pod["metadata"]["name"], namespace="default", grace_period_seconds=0)
+        for obj in self.admin.list(EC2NODECLASSES):
+            self.admin.patch(EC2NODECLASSES, obj["metadata"]["name"], {"metadata": {"finalizers": None}})
+            self.admin.delete(EC2NODECLASSES, obj["metadata"]["name"])
+        for lease in self.admin.list(LEASES, namespace="nodewright"):
+            self.admin.delete(LEASES, lease["metadata"]["name"], namespace="nodewright")
+        for name in list(self.functions.containers):
+            self.functions.discard(name)
+        lifecycle.reset_gc_clock(templates=True)
+        self.tracker = Tracker()
+        self.violations = []
+        self._reclaim.clear()
+        self.clock.advance(600)  # leave the unavailable-offerings cache and idle markers behind

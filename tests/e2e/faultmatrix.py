@@ -1,0 +1,87 @@
+"""What the fault matrix's modules share: the story's steps and the end every scenario must reach.
+
+Each scenario starts from an empty cluster (``conftest.rig``), applies a NodePool and a workload,
+injects its fault (EC2 through ``sandbox.faults.FaultInjector``, the API server through
+``ApiServerFaults``, the function killed at the layer's named checkpoints, the kubelet, the clock),
+lets the functions run their scheduled rounds on simulated time (``sandbox.reliability.Rig``), and
+ends on the invariants (:func:`settle`): 0 leaked instances, 0 NodeClaims without an instance for
+longer than the registration timeout, never two instances for one NodeClaim, limits never exceeded,
+and every pod that can have a place has one. The invariants are also checked after every round.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nodewright.api import labels
+from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS, Resource
+
+from sandbox import events
+from sandbox.reliability import Rig, running_pods
+from sandbox.workloads import inflate, nodeclass, nodepool
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+APP = {"app": "inflate"}
+SMALL_TYPES = ["t4g.small", "t3.small", "t3a.small"]  # each holds one 1 CPU / 1 GiB inflate pod
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+
+def requirements(capacity_types: tuple[str, ...] = ("spot", "on-demand")) -> list[dict[str, Any]]:
+    return [
+        {"key": labels.CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)},
+        {"key": labels.INSTANCE_TYPE, "operator": "In", "values": SMALL_TYPES},
+    ]
+
+
+def start(rig: Rig, replicas: int, **pool: Any) -> None:
+    reqs = pool.pop("requirements", None) or requirements()
+    rig.admin.create(EC2NODECLASSES, nodeclass(rig.sandbox))
+    rig.admin.create(NODEPOOLS, nodepool("default", reqs, **pool))
+    rig.admin.create(DEPLOYMENTS, inflate(replicas), namespace="default")
+
+
+def running(rig: Rig, count: int) -> bool:
+    return len(running_pods(rig.observe(), APP)) == count
+
+
+def scale(rig: Rig, replicas: int) -> None:
+    rig.admin.patch(DEPLOYMENTS, "inflate", {"spec": {"replicas": replicas}}, namespace="default")
+
+
+def settle(rig: Rig, replicas: int, *, rounds: int = 10) -> None:
+    """Converge, then rounds for the leak GC and timeouts, then the settled invariants."""
+    assert rig.converge(lambda: running(rig, replicas), rounds=rounds), (
+        f"{replicas} pods running: got {rig.pods(APP)} (running, pending); violations {rig.violations}"
+    )
+    for _ in range(2):
+        rig.round(advance=90)
+    assert running(rig, replicas), rig.pods(APP)
+    final = rig.check(settled=True)
+    assert not rig.violations, [str(v) for v in rig.violations]
+    assert not final, [str(v) for v in final]
+
+
+def instances(rig: Rig) -> list[dict[str, Any]]:
+    return rig.observe().instances
+
+
+def failed(rig: Rig) -> list[str]:
+    """Invocations that raised (a killed one is not a failure: Lambda killed it)."""
+    return [f"{o.function}: {o.error}" for o in rig.functions.outcomes if not o.ok and not o.killed_at]
+
+
+def kill_each(rig: Rig, points: list[str], act: Any) -> None:
+    """Kill the invocation at each point in turn; ``act(point)`` makes a flow reach it."""
+    for point in points:
+        rig.crashes.arm(point)
+        act(point)
+        assert rig.crashes.killed[point] == 1, f"no invocation reached {point}"
+        rig.crashes.disarm()
+
+
+def sqs(events_: list[dict[str, Any]]) -> dict[str, Any]:
+    """One SQS batch of these events, message ids m-0, m-1, ..."""
+    return events.sqs_event(
+        [events.sqs_record(json.dumps(e), message_id=f"m-{i}") for i, e in enumerate(events_)]
+    )

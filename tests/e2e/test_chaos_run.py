@@ -1,0 +1,41 @@
+"""The small chaos run of the suite: ``nodewright chaos --steps 6 --seed 5 --json``, as a user runs it.
+
+The seeded run draws workload changes, interruptions and faults (``sandbox/chaos.py``); it must end
+converged with no invariant violated (no leaked instance, no NodeClaim with two instances, NodeClaims,
+instances and nodes consistent, limits held) and print only JSON on stdout. The large run is the
+benchmark the README reports.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("chaos")]
+
+NODEWRIGHT = str(Path(sys.executable).with_name("nodewright"))
+
+
+def test_a_small_seeded_chaos_run_converges_with_no_invariant_violated() -> None:
+    done = subprocess.run(
+        [NODEWRIGHT, "chaos", "--steps", "6", "--seed", "5", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    figures = json.loads(done.stdout)  # only JSON on stdout
+    assert figures["steps"] == 6
+    assert sum(figures["disturbances"].values()) >= 1
+    assert figures["violations"] == {}, figures["violationExamples"]
+    assert figures["leakedInstances"] == 0
+    assert figures["duplicateNodeClaims"] == 0
+    assert figures["converged"], figures
+    assert figures["podsScheduled"] > 0
+    assert figures["invocationErrors"] == 0, figures
+    assert done.returncode == 0, done.stderr[-2000:]

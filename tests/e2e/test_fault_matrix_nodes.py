@@ -1,0 +1,83 @@
+"""Fault matrix, nodes and messages: clock skew between the functions and the cluster, an instance
+terminated out of band, a node that never registers, duplicate and late interruption messages; each
+scenario converges (see ``faultmatrix``)."""
+
+from __future__ import annotations
+
+import pytest
+from faultmatrix import failed, instances, requirements, running, scale, settle, sqs, start
+from nodewright.cluster.resources import NODECLAIMS, NODES
+
+from sandbox.events import spot_warning
+from sandbox.reliability import Rig
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-nodes")]
+
+
+@pytest.mark.parametrize("skew_minutes", [-20, 20])
+def test_cluster_clock_skewed_from_the_functions_converges(rig: Rig, skew_minutes: int) -> None:
+    from sandbox.apiserver.admission import set_clock_skew
+
+    set_clock_skew(skew_minutes * 60)
+    try:
+        start(rig, 3, disruption={"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"})
+        settle(rig, 3)
+        scale(rig, 1)
+        assert rig.converge(lambda: len(instances(rig)) == 1, rounds=12), len(instances(rig))
+        settle(rig, 1)
+    finally:
+        set_clock_skew(0)
+
+
+def test_instance_terminated_out_of_band_node_goes_and_pods_move(rig: Rig) -> None:
+    start(rig, 3)
+    settle(rig, 3)
+    victim = instances(rig)[0]["InstanceId"]
+    claim = next(c for c in rig.admin.list(NODECLAIMS) if c["status"].get("instanceID") == victim)
+    rig.ec2.terminate_instances(InstanceIds=[victim])
+    assert rig.converge(lambda: rig.admin.find(NODECLAIMS, claim["metadata"]["name"]) is None, rounds=12)
+    settle(rig, 3)
+    assert victim not in {i["InstanceId"] for i in instances(rig)}
+
+
+def test_node_that_never_registers_times_out_and_pods_get_another(rig: Rig) -> None:
+    rig.sandbox.kubelet.registry.fail_next_registrations = 1
+    start(rig, 2)
+    rig.converge(lambda: len(rig.sandbox.kubelet.registry.never_register) == 1, rounds=4)
+    silent = set(rig.sandbox.kubelet.registry.never_register)
+    assert len(silent) == 1
+    # The registration timeout (15 minutes) passes in one jump of simulated time: the NodeClaim is
+    # given up, its instance terminated, and the pod gets another node.
+    rig.clock.advance(15 * 60)
+    assert rig.converge(lambda: running(rig, 2), rounds=10)
+    settle(rig, 2)
+    assert silent.isdisjoint({i["InstanceId"] for i in instances(rig)})
+
+
+def test_duplicate_and_late_interruption_messages_act_once(rig: Rig) -> None:
+    start(rig, 3, requirements=requirements(("spot",)))
+    settle(rig, 3)
+    node = next(n for n in rig.admin.list(NODES) if not n["spec"].get("unschedulable"))
+    event = rig.interrupt(node["metadata"]["name"])
+    instance_id = node["spec"]["providerID"].rsplit("/", 1)[-1]
+    before = {c["metadata"]["name"] for c in rig.admin.list(NODECLAIMS)}
+    # The direct EventBridge path and the queue both carry it; the queue delivers it twice in a batch.
+    direct = rig.invoke("spot_events", event, seconds=30)
+    assert direct.ok, direct.error
+    assert direct.result["disposition"] == "acted"
+    queue = rig.invoke("interruption", sqs([event, event]), seconds=30)
+    assert queue.ok, queue.error
+    assert queue.result["batchItemFailures"] == []
+    new = {c["metadata"]["name"] for c in rig.admin.list(NODECLAIMS)} - before
+    # At most one replacement (none when the displaced pod fits elsewhere), not one per copy.
+    assert len(new) <= 1, f"one replacement, not one per copy of the message: {sorted(new)}"
+    settle(rig, 3, rounds=14)
+    # Late: the same warning again after the instance is gone, and a warning for an instance that
+    # never was ours; both acknowledged, nothing launched for them.
+    settled = {c["metadata"]["name"] for c in rig.admin.list(NODECLAIMS)}
+    late = rig.invoke("interruption", sqs([event, spot_warning("i-0123456789abcdef0")]), seconds=30)
+    assert late.ok, late.error
+    assert late.result["batchItemFailures"] == []
+    assert instance_id not in {i["InstanceId"] for i in instances(rig)}
+    assert {c["metadata"]["name"] for c in rig.admin.list(NODECLAIMS)} == settled, "nothing for late ones"
+    assert not failed(rig), failed(rig)
