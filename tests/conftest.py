@@ -6,8 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from sandbox.shared_data import shared_data_dir
+
+# `make test` (and CI) draws the same examples on every run, so a red run can be replayed and a
+# green one does not depend on luck; `pytest --hypothesis-profile=explore` draws new ones to hunt
+# for bugs (a failure prints the example, which then belongs in a test of its own).
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 # No test may reach a real AWS endpoint or pick up a developer's credentials.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")

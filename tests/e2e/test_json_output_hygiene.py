@@ -40,6 +40,7 @@ CASES: list[tuple[str, list[str], bool]] = [
     ("plan", ["--manifests", str(SEEDS / "manifests"), "--region", "us-west-2"], False),
     ("doctor", ["--cluster", "absent", "--region", "us-east-1"], False),
     ("bench scheduling", ["--pods", "30", "--no-bound"], False),
+    ("bench consolidation", ["--nodes", "6", "--pods", "30", "--passes", "1"], False),
     ("bench interruption", ["--nodes", "1", "--pods", "1"], False),
     ("bench latency", ["--bursts", "1", "--pods", "1"], False),
     ("bench sandbox", ["--runs", "1"], False),

@@ -67,7 +67,8 @@ def _rename_requirements(requirements: Any, path: str, findings: list[Finding]) 
     out = []
     for i, original in enumerate(requirements):
         requirement = copy.deepcopy(original)
-        if isinstance(requirement, dict) and requirement.get("key") in labels.LEGACY_RENAMES:
+        key = requirement.get("key") if isinstance(requirement, dict) else None
+        if isinstance(key, str) and key in labels.LEGACY_RENAMES:
             new = labels.LEGACY_RENAMES[requirement["key"]]
             findings.append(warning(f"{path}[{i}].key", f"{requirement['key']} is {new} in v1; converted"))
             requirement["key"] = new

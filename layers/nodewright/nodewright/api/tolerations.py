@@ -34,9 +34,14 @@ class Toleration:
 
     @classmethod
     def from_k8s(cls, d: Mapping[str, Any]) -> Toleration:
-        return cls(
-            d.get("key") or "", d.get("operator") or "Equal", d.get("value") or "", d.get("effect") or ""
-        )
+        """Raises ValueError for a field that is not a string (a file no API server has validated)."""
+        fields = {"key": "", "operator": "Equal", "value": "", "effect": ""}
+        for name, default in fields.items():
+            value = d.get(name) or default
+            if not isinstance(value, str):
+                raise ValueError(f"toleration {name} must be a string, not {type(value).__name__}")
+            fields[name] = value
+        return cls(**fields)
 
     def tolerates(self, taint: TaintLike) -> bool:
         return self.matches(taint.key, taint.value, taint.effect)
