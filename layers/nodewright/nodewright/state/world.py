@@ -109,11 +109,29 @@ class World:
         from the shared price table (one cached state-store read, never the instance catalog)."""
         found = (claim.get("metadata") or {}).get("labels") or {}
         instance_type, zone = found.get(labels.INSTANCE_TYPE, ""), found.get(labels.ZONE, "")
-        if not instance_type or self.prices is None:
+        capacity_type = found.get(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_ON_DEMAND)
+        if not instance_type:
             return None
-        if found.get(labels.CAPACITY_TYPE) == labels.CAPACITY_TYPE_SPOT:
-            return self.prices.spot_price(instance_type, zone)
-        return self.prices.on_demand_price(instance_type)
+        price = None
+        if self.prices is not None:
+            if capacity_type == labels.CAPACITY_TYPE_SPOT:
+                price = self.prices.spot_price(instance_type, zone)
+            else:
+                price = self.prices.on_demand_price(instance_type)
+        return price if price is not None else self._offering_price(claim, instance_type, zone, capacity_type)
+
+    def _offering_price(
+        self, claim: Mapping[str, Any], instance_type: str, zone: str, capacity_type: str
+    ) -> float | None:
+        """A type the table does not price is priced as the launch ranked it: the catalog's offering
+        price (the documented estimate, counted by ``PriceEstimated``), so the two never disagree."""
+        name = nodeclass_name(claim)
+        for candidate in self.instance_types(name) if name else ():
+            if candidate.name == instance_type:
+                for offering in candidate.offerings:
+                    if offering.zone == zone and offering.capacity_type == capacity_type:
+                        return offering.price
+        return None
 
     @cached_property
     def prices(self) -> PriceTable | None:
