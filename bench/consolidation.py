@@ -21,6 +21,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bench._report import print_figures
+
 NODE_TYPES = ("m5.xlarge", "m5.2xlarge", "m5.4xlarge", "c5.xlarge", "c5.2xlarge", "r5.xlarge", "r5.2xlarge")
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
@@ -291,13 +293,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    figures = measure(args)
-    if args.json:
-        print(json.dumps(figures, sort_keys=True))
-        return 0
-    width = max(len(k) for k in figures)
-    for key, value in figures.items():
-        print(f"{key:<{width}}  {value}")
+    print_figures(measure(args), args.json)
     return 0
 
 

@@ -27,6 +27,7 @@ import time
 import uuid
 from typing import Any
 
+from bench._report import print_figures
 from sandbox import events
 
 
@@ -259,11 +260,6 @@ def run(args: argparse.Namespace) -> int:
         "nodeClaimsLeft": left,
         "failedMessages": failures,
     }
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        width = max(len(k) for k in figures)
-        for key, value in figures.items():
-            print(f"{key:<{width}}  {value}")
+    print_figures(figures, args.json, sort_keys=False)
     ok = failures == 0 and left == 0 and len(latencies) == args.nodes
     return 0 if ok else 1

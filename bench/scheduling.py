@@ -13,6 +13,8 @@ import random
 import sys
 from pathlib import Path
 
+from bench._report import print_figures
+
 MIXES = (
     "generic",
     "diverse",
@@ -263,13 +265,8 @@ def measure(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     figures = measure(args)
-    if args.json:
-        print(json.dumps(figures, sort_keys=True))
-        return 0
-    width = max(len(k) for k in figures)
-    for key, value in figures.items():
-        print(f"{key:<{width}}  {value}")
-    return 0 if not figures["unschedulable"] else 1
+    print_figures(figures, args.json)
+    return 0 if args.json or not figures["unschedulable"] else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

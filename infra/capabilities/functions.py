@@ -24,7 +24,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.capabilities import acknowledge
-from infra.capabilities.layer import ARCHITECTURES, RUNTIME
+from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.capabilities.permissions import (
     CLUSTER_CLIENTS,
     FUNCTION_GRANTS,
@@ -265,12 +265,7 @@ class NodewrightFunctions(Construct):
     def _acknowledge_function(
         function: lambda_.Function, asynchronous: bool, config: NodewrightConfig
     ) -> None:
-        runtime_reason = (
-            f"{RUNTIME.name}: the layer's bytecode and pinned wheels are built and "
-            "tested for this version; moving on means changing RUNTIME_PYTHON in infra/layer_build.py too"
-        )
-        acknowledge.nag(function, "AwsSolutions-L1", runtime_reason)
-        acknowledge.nag(function, "Serverless-LambdaLatestVersion", runtime_reason)
+        acknowledge_pinned_runtime(function)
         dlq_reason = (
             "failed asynchronous invocations go to the FailedInvocations queue through an on-failure "
             "destination, which carries the error (a DLQ does not)"

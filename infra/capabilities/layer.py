@@ -14,10 +14,23 @@ from aws_cdk import AssetHashType, RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from infra.capabilities import acknowledge
 from infra.layer_build import RUNTIME_PYTHON, build_layer
 
 ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
 RUNTIME = lambda_.Runtime.PYTHON_3_13
+
+
+def acknowledge_pinned_runtime(function: Construct) -> None:
+    """Every function runs the one runtime the layer is built for: the two "latest runtime" rules."""
+    reason = (
+        f"{RUNTIME.name}: the layer's bytecode and pinned wheels are built and tested for this "
+        "version; moving on means changing RUNTIME_PYTHON in infra/layer_build.py too"
+    )
+    acknowledge.nag(function, "AwsSolutions-L1", reason)
+    acknowledge.nag(function, "Serverless-LambdaLatestVersion", reason)
+
+
 assert RUNTIME.name == f"python{RUNTIME_PYTHON}", "the layer's bytecode must match the functions' runtime"
 
 

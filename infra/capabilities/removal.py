@@ -17,7 +17,7 @@ from infra.capabilities.functions import (
     function_log_group,
     function_role,
 )
-from infra.capabilities.layer import ARCHITECTURES, RUNTIME
+from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.capabilities.permissions import PolicyInputs
 from infra.config import NodewrightConfig
 from infra.metrics import NAMESPACE, service_name
@@ -80,11 +80,7 @@ class Removal(Construct):
         )
         for rule in ("Serverless-LambdaDLQ", "Serverless-LambdaTracing"):
             acknowledge.nag(self.function, rule, reason)
-        runtime_reason = (
-            f"{RUNTIME.name}: the layer's bytecode is built for this version (infra/layer_build.py)"
-        )
-        acknowledge.nag(self.function, "AwsSolutions-L1", runtime_reason)
-        acknowledge.nag(self.function, "Serverless-LambdaLatestVersion", runtime_reason)
+        acknowledge_pinned_runtime(self.function)
         for check in ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117"):
             acknowledge.checkov(self.function, check, reason)
         acknowledge.checkov(self.function, "CKV_AWS_173", "the environment holds the cluster name only")

@@ -35,7 +35,7 @@ from constructs import Construct
 
 from infra.capabilities import acknowledge
 from infra.capabilities.functions import function_asset_dir, function_log_group
-from infra.capabilities.layer import ARCHITECTURES, RUNTIME
+from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.config import NodewrightConfig
 
 WEBHOOK = "webhook"
@@ -154,12 +154,7 @@ class Wakeup(Construct):
 
     def _acknowledge(self, config: NodewrightConfig) -> None:
         function = self.function
-        runtime_reason = (
-            f"{RUNTIME.name}: the layer's bytecode and pinned wheels are built and tested for this "
-            "version; moving on means changing RUNTIME_PYTHON in infra/layer_build.py too"
-        )
-        acknowledge.nag(function, "AwsSolutions-L1", runtime_reason)
-        acknowledge.nag(function, "Serverless-LambdaLatestVersion", runtime_reason)
+        acknowledge_pinned_runtime(function)
         dlq_reason = (
             "invoked synchronously through its function URL by the API server, which ignores a "
             "failure (failurePolicy Ignore); a DLQ applies only to asynchronous invocations"
