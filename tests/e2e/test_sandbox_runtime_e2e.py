@@ -85,6 +85,29 @@ def test_kubectl_work_gets_nodes_an_interruption_drains_one_and_empty_nodes_go(r
         kubectl(config, "set", "resources", "deployment", "inflate", "--requests=cpu=1,memory=1Gi").returncode
         == 0
     )
+    # One pod per node, whatever the prices (the real table packs these pods one per t4g.small; the
+    # estimate used without ../shared/data would put all three on one larger node).
+    one_per_node = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {"matchLabels": {"app": "inflate"}},
+                                    "topologyKey": "kubernetes.io/hostname",
+                                }
+                            ]
+                        }
+                    }
+                }
+            }
+        }
+    }
+    patch = json.dumps(one_per_node)
+    patched = kubectl(config, "patch", "deployment", "inflate", "--type=merge", "-p", patch)
+    assert patched.returncode == 0, patched.stderr
 
     claims = wait_for(
         "three NodeClaims READY", lambda: len(ready_claims(admin)) >= 3 and ready_claims(admin), 90
