@@ -213,9 +213,7 @@ def _apply(
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from nodewright import scheduling
-    from nodewright.state.pods import as_pending
-    from nodewright.state.snapshot import Simulation
+    from nodewright.state.snapshot import Simulation, fresh_plan
 
     from bench._bounds import Bin, Shape, assignment_lp_bound
     from bench.scheduling import catalog, node_storage_price
@@ -257,8 +255,7 @@ def measure(args: argparse.Namespace) -> dict:
     after = cost()
     # A fresh plan of the same pods by the scheduling core, and the assignment-LP bound.
     empty = _world([], [], [], cloud)
-    snapshot, _ = Simulation(empty, empty.nodepools).snapshot([as_pending(p) for p in pods])
-    fresh = scheduling.plan(snapshot)
+    fresh = fresh_plan(empty, pods, empty.nodepools)
     pool = Simulation(empty, empty.nodepools).nodepools[0]
     bins = [
         Bin(

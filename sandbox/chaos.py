@@ -34,6 +34,7 @@ from nodewright.cluster.resources import Resource
 
 from sandbox import workloads
 from sandbox.faults import ApiFault
+from sandbox.reliability import CONSOLIDATION_WINDOW_SECONDS, COST_RATIO_LIMIT, PENDING_LIMIT_SECONDS
 
 # What the chaos run draws from, with weights: workload changes most, every fault kind regularly.
 DISTURBANCES: dict[str, int] = {
@@ -79,6 +80,12 @@ class ChaosReport:
     pods_scheduled: int = 0
     bind_seconds: list[float] = field(default_factory=list)
     max_pending_seconds: float = 0.0
+    max_pending_with_capacity_seconds: float = 0.0
+    max_cost_ratio: float = 0.0
+    max_cost_above_bound_seconds: float = 0.0
+    looks: int = 0
+    looks_with_faults: Counter[str] = field(default_factory=Counter)
+    unhostable: dict[str, str] = field(default_factory=dict)  # pod → why no NodePool could host it
     violations: Counter[str] = field(default_factory=Counter)
     violation_examples: list[str] = field(default_factory=list)
     invocations: int = 0
@@ -106,6 +113,21 @@ class ChaosReport:
                 "max": max(self.bind_seconds, default=0.0),
             },
             "maxPendingSeconds": round(self.max_pending_seconds, 1),
+            "pendingWithCapacity": {
+                "limitSeconds": PENDING_LIMIT_SECONDS,
+                "maxSeconds": round(self.max_pending_with_capacity_seconds, 1),
+                "violations": self.violations.get("pod-pending-with-capacity", 0),
+            },
+            "costVersusFreshPlan": {
+                "bound": COST_RATIO_LIMIT,
+                "windowSeconds": CONSOLIDATION_WINDOW_SECONDS,
+                "maxRatio": round(self.max_cost_ratio, 3),
+                "longestAboveBoundSeconds": round(self.max_cost_above_bound_seconds, 1),
+                "violations": self.violations.get("cost-above-fresh-plan", 0),
+            },
+            "looks": self.looks,
+            "looksWithFaultInEffect": dict(sorted(self.looks_with_faults.items())),
+            "podsNoNodePoolCouldHost": len(self.unhostable),
             "violations": dict(sorted(self.violations.items())),
             "violationExamples": self.violation_examples[:10],
             "leakedInstances": self.violations.get("leaked-instance", 0),
@@ -157,7 +179,7 @@ class Chaos:
             "default",
             requirements,
             limits={"cpu": str(CPU_LIMIT)},
-            disruption={"consolidationPolicy": "WhenEmpty", "consolidateAfter": "60s"},
+            disruption={"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "60s"},
         )
         rig.admin.create(NODEPOOLS, pool)
         for name, kind, most in DEPLOYMENTS:
@@ -272,6 +294,7 @@ class Chaos:
 
         rig = self.rig
         before = len(rig.functions.outcomes)
+        acted_before = self.faults_acted()
         if self.queue:
             batch = events.sqs_event([events.sqs_record(json.dumps(e)) for e in self.queue[:10]])
             outcome = rig.invoke("interruption", batch, seconds=30)
@@ -296,6 +319,51 @@ class Chaos:
             rig.log.truncate()
         self.record(rig.check())
         self.track_pods()
+        self.check_service(self.faults_in_effect(acted_before, rig.functions.outcomes[before:]))
+
+    def faults_acted(self) -> tuple[int, int]:
+        """How often the API server's and CreateFleet's injected faults have answered so far."""
+        sandbox = self.rig.sandbox
+        return sum(sandbox.api_faults.hits.values()), sandbox.faults.throttled
+
+    def faults_in_effect(self, acted_before: tuple[int, int], outcomes: list[Any]) -> list[str]:
+        """The faults that held the functions back in this round: one that answered during it or
+        still has calls to answer, or an invocation killed in it."""
+        sandbox = self.rig.sandbox
+        api, fleet = self.faults_acted()
+        found = []
+        if sandbox.api_faults.in_effect or api > acted_before[0]:
+            found.append("api-server")
+        if sandbox.faults.throttling or fleet > acted_before[1]:
+            found.append("fleet-throttle")
+        if any(o.killed_at for o in outcomes):
+            found.append("killed")
+        return found
+
+    def check_service(self, faults: list[str]) -> None:
+        """The service invariants (``sandbox.reliability.check_service``) on a fresh look."""
+        from nodewright.state.pods import key as pod_key
+
+        from sandbox.reliability import check_service, pending_pods
+
+        rig = self.rig
+        seen = rig.observe()
+        look = rig.look_at_capacity(seen)
+        waiting = {pod_key(p) for p in pending_pods(seen)}
+        violations, figures = check_service(look, waiting, seen.at, rig.tracker, faults)
+        self.record(violations)
+        report = self.report
+        report.looks += 1
+        report.looks_with_faults.update(faults)
+        report.unhostable.update({k: v for k, v in look.unhostable.items() if k in waiting})
+        report.max_pending_with_capacity_seconds = max(
+            report.max_pending_with_capacity_seconds, figures["pendingWithCapacitySeconds"]
+        )
+        if look.fresh_per_hour > 0:
+            report.max_cost_ratio = max(report.max_cost_ratio, figures["costRatio"])
+        report.max_cost_above_bound_seconds = max(
+            report.max_cost_above_bound_seconds, figures["costAboveBoundSeconds"]
+        )
 
     def record(self, violations: list[Any]) -> None:
         for violation in violations:

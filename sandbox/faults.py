@@ -75,6 +75,16 @@ class FaultInjector:
             self._ice.clear()
             self._throttles.clear()
 
+    @property
+    def throttling(self) -> bool:
+        """Whether some throttled calls are still to come."""
+        with self._lock:
+            return any(left > 0 for left in self._throttles.values())
+
+    def unavailable_offerings(self) -> frozenset[Offering]:
+        with self._lock:
+            return frozenset(self._ice)
+
     def is_unavailable(self, offering: Offering) -> bool:
         with self._lock:
             return offering in self._ice
@@ -293,6 +303,12 @@ class ApiServerFaults:
     def active(self) -> bool:
         with self._lock:
             return bool(self._faults)
+
+    @property
+    def in_effect(self) -> bool:
+        """Whether some fault still has requests to hit (one with ``times`` used up is spent)."""
+        with self._lock:
+            return any(f.times is None or f.times > 0 for f in self._faults)
 
     def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Any:
         if not self._faults:

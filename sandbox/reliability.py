@@ -267,14 +267,29 @@ class Tracker:
     launched a moment before its NodeClaim records it) is told from a lasting one."""
 
     first_seen: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    reported: set[tuple[str, str]] = field(default_factory=set)
 
     def age(self, kind: str, key: str, now: datetime, present: bool) -> float:
         """Seconds ``(kind, key)`` has been seen continuously (0 when not present now)."""
         if not present:
             self.first_seen.pop((kind, key), None)
+            self.reported.discard((kind, key))
             return 0.0
         since = self.first_seen.setdefault((kind, key), now)
         return (now - since).total_seconds()
+
+    def forget_absent(self, kind: str, present: set[str], now: datetime) -> None:
+        """End the episodes of ``kind`` whose key is no longer seen at all."""
+        for seen_kind, key in list(self.first_seen):
+            if seen_kind == kind and key not in present:
+                self.age(kind, key, now, False)
+
+    def first_report(self, kind: str, key: str) -> bool:
+        """True once per episode of ``(kind, key)``: a lasting state counts as one violation."""
+        if (kind, key) in self.reported:
+            return False
+        self.reported.add((kind, key))
+        return True
 
 
 def check(seen: Observation, tracker: Tracker | None = None, *, settled: bool = False) -> list[Violation]:
@@ -370,16 +385,157 @@ def _limits(seen: Observation) -> list[Violation]:
     return out
 
 
+# --- the service invariants: pods get a place, the cluster costs what a fresh plan would ----------
+
+# A pod may wait this long (simulated) for a node while capacity exists for it and no fault holds it.
+PENDING_LIMIT_SECONDS = 60.0
+# The cluster's $/h may be above this multiple of our scheduler's fresh plan of the same pods ...
+COST_RATIO_LIMIT = 1.2
+# ... for at most the consolidation window: consolidateAfter (60 s in the chaos NodePool), the
+# command's 15 s validation, the replacement launched and registered and the node drained and
+# terminated (about two minutes here), and the disruption function's one-minute schedule.
+CONSOLIDATION_WINDOW_SECONDS = 300.0
+
+
+@dataclass
+class CapacityLook:
+    """What our scheduler would do with the cluster now, on the capacity that truly exists.
+
+    ``placeable``: the waiting pods it places, on a node, a NodeClaim in flight, or a new NodeClaim
+    within the NodePools' limits on an offering that is not out of capacity; ``held``: placeable pods
+    it nominates to a NodeClaim whose instance will never register (an injected fault: the product,
+    like Karpenter, waits for it until the registration timeout); ``unhostable``: the waiting pods it
+    cannot place, with the reason (limits reached, every fitting offering out of capacity, no
+    NodePool can ever host them). ``cluster_per_hour``: what the NodeClaims cost (instance and EBS);
+    ``fresh_per_hour``: ``state.snapshot.fresh_plan`` of every workload pod, running or waiting."""
+
+    placeable: set[str]
+    held: set[str]
+    unhostable: dict[str, str]
+    cluster_per_hour: float
+    fresh_per_hour: float
+    unpriced: list[str]
+
+    @property
+    def cost_ratio(self) -> float:
+        if self.fresh_per_hour > 0:
+            return self.cluster_per_hour / self.fresh_per_hour
+        return float("inf") if self.cluster_per_hour > 0 else 1.0
+
+
+def look_at_capacity(
+    cluster: Any, instance_types: Any, region: str, never_registering: set[str]
+) -> CapacityLook:
+    """The provisioner's own planning over a read of the cluster (``provisioning.whatif``: the same
+    triage, limits and scheduling core), with ``instance_types(nodeclass)`` giving the offerings as
+    they truly are; ``never_registering``: instance ids whose node will never join."""
+    from nodewright.cluster.objects import nodeclaim_instance_id
+    from nodewright.provisioning import planning
+    from nodewright.provisioning.whatif import live_world, usable_nodepools
+    from nodewright.state.pods import key as pod_key
+    from nodewright.state.snapshot import fresh_plan
+
+    catalogs: dict[str, list[Any]] = {}
+
+    def once(nodeclass: dict[str, Any]) -> list[Any]:  # the plan and its price table ask alike
+        name = str((nodeclass.get("metadata") or {}).get("name"))
+        if name not in catalogs:
+            catalogs[name] = instance_types(nodeclass)
+        return catalogs[name]
+
+    world, _ = live_world(cluster, once, region)
+    usable, _ = usable_nodepools(world)
+    waiting = [p for p in world.pods if is_waiting(p)]
+    view = planning.plan(world, waiting, usable)
+    stuck = {c["metadata"]["name"] for c in world.nodeclaims if nodeclaim_instance_id(c) in never_registering}
+    held = {key for key, target in view.nominated.items() if target.removeprefix("nodeclaim/") in stuck}
+    placeable = (set(view.nominated) | {pod_key(p) for c in view.new_claims for p in c.pods}) - held
+    cluster_per_hour, unpriced = 0.0, []
+    for claim in world.nodeclaims:
+        price = world.price_of(claim)
+        nodeclass = world.nodeclass_of(claim)
+        if price is None:
+            unpriced.append(claim["metadata"]["name"])
+            continue
+        cluster_per_hour += price + (world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0)
+    fresh = fresh_plan(world, [p for p in world.pods if is_workload(p)], usable)
+    return CapacityLook(
+        placeable=placeable,
+        held=held,
+        unhostable=dict(view.unschedulable),
+        cluster_per_hour=cluster_per_hour,
+        fresh_per_hour=fresh.cost_per_hour,
+        unpriced=unpriced,
+    )
+
+
+def check_service(
+    look: CapacityLook, waiting: Iterable[str], now: datetime, tracker: Tracker, faults: list[str]
+) -> tuple[list[Violation], dict[str, float]]:
+    """The two service invariants, with their clocks in ``tracker``; and the figures of this look.
+
+    * **pod-pending-with-capacity**: a waiting pod (``waiting``: its namespace/name) pending longer
+      than ``PENDING_LIMIT_SECONDS`` while, at every look, capacity existed for it (it is in
+      ``look.placeable``) and no fault was in effect (``faults``: the API server answering
+      faults, CreateFleet throttled, an invocation killed in this round). A look without capacity
+      or with a fault starts the pod's clock again; a pod no NodePool can host never counts.
+    * **cost-above-fresh-plan**: the cluster's $/h above ``COST_RATIO_LIMIT`` times the fresh plan for
+      longer than ``CONSOLIDATION_WINDOW_SECONDS`` without a fault in effect (a look with a fault, or
+      at or under the bound, starts the clock again). Unpriced NodeClaims (not launched yet) are
+      left out of the cluster's side.
+
+    Each lasting episode counts once."""
+    out: list[Violation] = []
+    waiting = set(waiting)
+    faulted = bool(faults)
+    longest = 0.0
+    tracker.forget_absent("pending-with-capacity", waiting, now)
+    for key in sorted(waiting):
+        age = tracker.age("pending-with-capacity", key, now, key in look.placeable and not faulted)
+        longest = max(longest, age)
+        if age > PENDING_LIMIT_SECONDS and tracker.first_report("pending-with-capacity", key):
+            out.append(
+                Violation("pod-pending-with-capacity", f"{key} pending {age:.0f}s while capacity existed")
+            )
+    ratio = look.cost_ratio
+    above = tracker.age("cost", "cluster", now, ratio > COST_RATIO_LIMIT and not faulted)
+    if above > CONSOLIDATION_WINDOW_SECONDS and tracker.first_report("cost", "cluster"):
+        out.append(
+            Violation(
+                "cost-above-fresh-plan",
+                f"${look.cluster_per_hour:.4f}/h is {ratio:.2f}x the fresh plan's"
+                f" ${look.fresh_per_hour:.4f}/h for {above:.0f}s",
+            )
+        )
+    return out, {"pendingWithCapacitySeconds": longest, "costRatio": ratio, "costAboveBoundSeconds": above}
+
+
 def pending_pods(seen: Observation) -> list[dict[str, Any]]:
     """Workload pods waiting for a node (unbound, not being deleted, not DaemonSet pods)."""
-    return [
-        p
-        for p in seen.pods
-        if not (p.get("spec") or {}).get("nodeName")
-        and not p["metadata"].get("deletionTimestamp")
-        and (p.get("status") or {}).get("phase", "Pending") == "Pending"
-        and not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
-    ]
+    return [p for p in seen.pods if is_waiting(p)]
+
+
+def is_waiting(pod: dict[str, Any]) -> bool:
+    """A workload pod waiting for a node: unbound, Pending, not being deleted, not a DaemonSet's."""
+    return (
+        not (pod.get("spec") or {}).get("nodeName")
+        and not pod["metadata"].get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+        and not _daemon(pod)
+    )
+
+
+def is_workload(pod: dict[str, Any]) -> bool:
+    """A workload pod that needs a place: waiting for a node, or Running and not being deleted."""
+    return is_waiting(pod) or (
+        (pod.get("status") or {}).get("phase") == "Running"
+        and not pod["metadata"].get("deletionTimestamp")
+        and not _daemon(pod)
+    )
+
+
+def _daemon(pod: dict[str, Any]) -> bool:
+    return any(o.get("kind") == "DaemonSet" for o in pod["metadata"].get("ownerReferences") or [])
 
 
 def running_pods(seen: Observation, selector: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -471,6 +627,7 @@ class Rig:
         self.violations: list[Violation] = []
         self._saved_env: dict[str, str | None] = {}
         self._reclaim: dict[str, datetime] = {}
+        self._catalogs: dict[tuple[str, str], list[Any]] = {}  # see true_instance_types
 
     # lifecycle
     def start(self) -> Rig:
@@ -557,6 +714,42 @@ class Rig:
         found = check(self.observe(), self.tracker, settled=settled)
         self.violations.extend(found)
         return found
+
+    def look_at_capacity(self, seen: Observation) -> CapacityLook:
+        """:func:`look_at_capacity` with the offerings as the sandbox's EC2 has them (an injected
+        ICE is unavailable, whatever the product has learnt) and the nodes that will never join."""
+        live = {i["InstanceId"] for i in seen.instances}
+        with self.sandbox.kubelet.registry.lock:
+            never = set(self.sandbox.kubelet.registry.never_register) & live
+        return look_at_capacity(self.admin, self.true_instance_types, self.region, never)
+
+    def true_instance_types(self, nodeclass: dict[str, Any]) -> list[Any]:
+        """The product's catalog for ``nodeclass`` (``CloudProvider``) with each offering's
+        availability as EC2 would answer now (``sandbox.faults``)."""
+        from dataclasses import replace
+
+        from nodewright.cloud.provider import CloudProvider
+        from nodewright.settings import Settings
+
+        from sandbox.faults import Offering
+
+        meta = nodeclass.get("metadata") or {}
+        key = (str(meta.get("name")), str(meta.get("generation")))
+        if key not in self._catalogs:  # built once per NodeClass spec: 1,400 types take a second
+            self._catalogs[key] = CloudProvider.shared(Settings.from_env()).instance_types(nodeclass)
+        out = self.sandbox.faults.unavailable_offerings()
+        iced = {o.instance_type for o in out}
+
+        def as_ec2_answers(name: str, offering: Any) -> Any:
+            gone = Offering(name, offering.zone, offering.capacity_type) in out
+            return replace(offering, available=not gone)
+
+        return [
+            replace(kind, offerings=tuple(as_ec2_answers(kind.name, o) for o in kind.offerings))
+            if kind.name in iced or not all(o.available for o in kind.offerings)
+            else kind
+            for kind in self._catalogs[key]
+        ]
 
     def pods(self, selector: dict[str, str] | None = None) -> tuple[int, int]:
         """(running, pending) workload pods matching ``selector``."""

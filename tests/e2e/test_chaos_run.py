@@ -2,7 +2,9 @@
 
 The seeded run draws workload changes, interruptions and faults (``sandbox/chaos.py``); it must end
 converged with no invariant violated (no leaked instance, no NodeClaim with two instances, NodeClaims,
-instances and nodes consistent, limits held) and print only JSON on stdout. The large run is the
+instances and nodes consistent, limits held, no pod pending over 60 s while capacity exists, the
+cluster's $/h not above 1.2x a fresh plan for longer than the consolidation window) and print only
+JSON on stdout. The large run is the
 benchmark the README reports.
 """
 
@@ -33,6 +35,13 @@ def test_a_small_seeded_chaos_run_converges_with_no_invariant_violated() -> None
     assert figures["steps"] == 6
     assert sum(figures["disturbances"].values()) >= 1
     assert figures["violations"] == {}, figures["violationExamples"]
+    # The service invariants were looked at after every round, and enforced (a violation is in
+    # "violations" above and makes the exit status 1).
+    assert figures["looks"] >= figures["steps"]
+    assert figures["pendingWithCapacity"]["violations"] == 0
+    assert figures["pendingWithCapacity"]["maxSeconds"] <= figures["pendingWithCapacity"]["limitSeconds"]
+    assert figures["costVersusFreshPlan"]["violations"] == 0
+    assert figures["costVersusFreshPlan"]["maxRatio"] > 0  # the fresh plan priced the pods
     assert figures["leakedInstances"] == 0
     assert figures["duplicateNodeClaims"] == 0
     assert figures["converged"], figures

@@ -23,7 +23,7 @@ from nodewright.state.pods import is_terminal
 from nodewright.state.world import World, nodeclass_name
 
 if TYPE_CHECKING:
-    from nodewright.scheduling import InstanceType, Snapshot
+    from nodewright.scheduling import InstanceType, Plan, Snapshot
 
 
 class Simulation:
@@ -82,6 +82,22 @@ def build_snapshot(
 ) -> tuple[Snapshot, dict[str, str]]:
     """The scheduling core's ``Snapshot`` for ``pending`` pods against everything the world holds."""
     return Simulation(world, pools).snapshot(pending)
+
+
+def fresh_plan(world: World, pods: list[dict[str, Any]], pools: list[dict[str, Any]]) -> Plan:
+    """Our scheduler's plan of ``pods`` on an empty cluster with the world's NodePools and catalog:
+    what the same pods would cost bought today. The yardstick consolidation is measured against
+    (``nodewright bench consolidation``, the chaos run's cost invariant); a pod the NodePools cannot
+    host is left in ``unschedulable`` and costs nothing."""
+    from dataclasses import replace
+
+    from nodewright import scheduling
+    from nodewright.state.pods import as_pending
+
+    empty = replace(world, nodeclaims=[], nodes=[], pods=[])
+    empty._instance_types = world._instance_types  # the cloud is asked once
+    snapshot, _ = Simulation(empty, pools).snapshot([as_pending(p) for p in pods])
+    return scheduling.plan(snapshot)
 
 
 def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, float]) -> Any:
@@ -148,6 +164,7 @@ __all__ = [
     "Simulation",
     "build_snapshot",
     "candidates_for",
+    "fresh_plan",
     "in_flight_node",
     "nodepool_input",
 ]
