@@ -164,3 +164,102 @@ def test_plan_gives_every_manifest_a_clean_outcome_and_json_only(
     OUTCOMES[f"plan exit {code}"] += 1
     if out.strip():
         json.loads(out)
+
+
+# --- 10 MB files and bounded memory ----------------------------------------------------------------
+
+TEN_MB = 10 * 2**20
+COMMANDS = {
+    "validate": ["validate"],
+    "convert": ["convert"],
+    "plan": ["plan", "--region", "us-west-2", "--json", "--manifests"],
+}
+
+
+def _flat_list(values: int) -> str:
+    """A NodePool whose one requirement lists ``values`` values (3 bytes each)."""
+    return (
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: x}\nspec: {template: {spec: "
+        "{requirements: [{key: a, operator: In, values: [" + "v, " * values + "v]}]}}}\n"
+    )
+
+
+def _ten_mb_files(folder: Path) -> dict[str, Path]:
+    """The shapes a 10 MB manifest takes: one huge string, one flat list of millions of values,
+    thousands of valid documents, one line of garbage, and text that is not UTF-8."""
+    one = yaml.safe_dump({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "x"}})
+    texts = {  # written as text: PyYAML's emitter takes a minute over 10 MB
+        "huge-string": one + "  annotations: {a: " + "a" * TEN_MB + "}\n",
+        "flat-list": _flat_list(TEN_MB // 3),
+        "many-documents": "---\n".join([one] * (TEN_MB // len(one) + 1)),
+        "one-line": "x" * TEN_MB,
+    }
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = folder / f"{name}.yaml"
+        paths[name].write_text(text)
+    paths["not-utf8"] = folder / "not-utf8.yaml"
+    paths["not-utf8"].write_bytes(b"\xff\xfe" * (TEN_MB // 2))
+    paths["small"] = folder / "small.yaml"
+    paths["small"].write_text(one)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def ten_mb_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Written once for the module: every command reads the same files."""
+    return _ten_mb_files(tmp_path_factory.mktemp("ten-mb"))
+
+
+def _peak_while(argv: list[str], capsys: Any, warm_up: Path) -> tuple[int, str, str, float]:
+    """``main(argv)`` with Python's allocations traced: (exit, stdout, stderr, peak MiB). The same
+    command runs first on ``warm_up``, so imports and the plan's catalog are loaded before tracing."""
+    import tracemalloc
+
+    main([*argv[:-1], str(warm_up)])
+    capsys.readouterr()
+    tracemalloc.start()
+    try:
+        code = main(argv)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    out, err = capsys.readouterr()
+    return code, out, err, peak / 2**20
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("shape", ["huge-string", "flat-list", "many-documents", "one-line", "not-utf8"])
+def test_a_10_mb_manifest_is_refused_in_one_line_without_reading_it(
+    ten_mb_files: dict[str, Path], shape: str, command: str, capsys: Any
+) -> None:
+    path = ten_mb_files[shape]
+    code, out, err, peak = _peak_while([*COMMANDS[command], str(path)], capsys, ten_mb_files["small"])
+    OUTCOMES[f"10 MB {command} exit {code}"] += 1
+    assert code == 1, (out, err)
+    said = [
+        line for line in (out + err).splitlines() if str(path) in line and " MiB; manifest files over" in line
+    ]
+    assert said, (out, err)
+    assert "split it into smaller files" in said[-1]  # one line: the file, its size, what to do
+    assert "Traceback" not in err
+    if command == "plan":
+        json.loads(out)  # still only JSON on stdout
+    assert peak < 16, f"{peak:.1f} MiB traced: the file was read"
+
+
+def test_a_document_of_millions_of_values_under_the_size_limit_is_refused_before_it_is_built(
+    tmp_path: Path, capsys: Any
+) -> None:
+    from nodewright.api.manifests import MAX_EXPANDED_NODES, MAX_MANIFEST_BYTES
+
+    values = (MAX_MANIFEST_BYTES - 200) // 3  # about 1.4 million scalars in 4 MiB
+    assert values > 5 * MAX_EXPANDED_NODES
+    path = _write(tmp_path, _flat_list(values))
+    small = _write(tmp_path, _flat_list(3))
+    assert path.stat().st_size <= MAX_MANIFEST_BYTES
+    code, _, err, peak = _peak_while(["convert", str(path)], capsys, small)
+    assert code == 1
+    assert f"{path}#0: document 1 holds more than 200,000 values" in err
+    # Built as YAML nodes it took 1.6 GB (and minutes); counted as events it stays near the text.
+    assert peak < 64, f"{peak:.1f} MiB traced"

@@ -112,8 +112,38 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
     return sizes[id(node)]
 
 
+# The largest manifest file read. The API server takes at most 3 MiB per request, so no object is
+# larger; a bundle of hundreds of NodePools, NodeClasses and workloads is a few hundred KiB. Split
+# anything larger into several files (each is checked on its own).
+MAX_MANIFEST_BYTES = 4 * 2**20
+# libyaml's event parser when PyYAML has it (the counting pass reads 4 MiB in well under a second).
+_EVENT_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _count_values(text: str) -> None:
+    """Refuse a document of more than ``MAX_EXPANDED_NODES`` values before any of it is built: a
+    flat list of millions of scalars needs gigabytes as YAML nodes, minutes to build."""
+    values, index = 0, 0
+    try:
+        for event in yaml.parse(text, Loader=_EVENT_LOADER):
+            if isinstance(event, yaml.DocumentStartEvent):
+                values = 0
+            elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
+                values += 1
+                if values > MAX_EXPANDED_NODES:
+                    raise ManifestTooLarge(
+                        f"document {index + 1} holds more than {MAX_EXPANDED_NODES:,} values; no manifest"
+                        " needs that many"
+                    )
+            elif isinstance(event, yaml.DocumentEndEvent):
+                index += 1
+    except yaml.YAMLError:
+        return  # the loader reads as far and says what is wrong in its words
+
+
 def safe_load_documents(text: str) -> list[Any]:
     """Every document of a YAML stream, like ``yaml.safe_load_all`` with the bounds of this module."""
+    _count_values(text)
     documents = []
     loader = yaml.SafeLoader(text)
     try:
@@ -172,6 +202,15 @@ def load_files(paths: Iterable[str | Path]) -> list[LoadedDocument]:
             )
             continue
         try:
+            size = Path(path).stat().st_size
+            if size > MAX_MANIFEST_BYTES:
+                problem = (
+                    f"the file is {size / 2**20:.1f} MiB; manifest files over"
+                    f" {MAX_MANIFEST_BYTES // 2**20} MiB are not read (the API server takes at most"
+                    " 3 MiB per object): split it into smaller files"
+                )
+                loaded.append(LoadedDocument(name, 0, None, [error("", problem)]))
+                continue
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             loaded.append(LoadedDocument(name, 0, None, [error("", f"cannot read the file: {exc}")]))
