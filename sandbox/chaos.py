@@ -9,7 +9,10 @@ deployed system (``sandbox.reliability.Rig.round``: the scheduled provisioner an
 invocations, the interruption queue, 20 s of simulated time) and checks the invariants of
 ``sandbox.reliability.check``. At the end every fault is cleared, the functions get rounds to
 converge, and the settled invariants are checked: no leaked instance, no NodeClaim with two
-instances, every pod running.
+instances, every pod running. After every round the service invariants are checked too
+(``sandbox.reliability.check_service``): no pod pending over 60 s of simulated time while capacity
+exists for it and no fault holds the functions, and the cluster's $/h not above 1.2x a fresh plan of
+the same pods for longer than the consolidation window.
 
 Figures: steps, disturbances by kind, pods that got a node, their time from pending to bound
 (simulated seconds, p50/p99), the longest a pod was pending, invariant violations by kind, leaked
@@ -494,6 +497,17 @@ def _print(figures: dict[str, Any]) -> None:
     print(
         f"  pending → bound (simulated s): p50 {timing['p50']}  p99 {timing['p99']}  max {timing['max']};"
         f" longest pending {figures['maxPendingSeconds']} s"
+    )
+    waiting, cost = figures["pendingWithCapacity"], figures["costVersusFreshPlan"]
+    print(
+        f"  pending with capacity: longest {waiting['maxSeconds']} s (limit {waiting['limitSeconds']} s),"
+        f" {waiting['violations']} violations;"
+        f" {figures['podsNoNodePoolCouldHost']} pods no NodePool could host"
+    )
+    print(
+        f"  $/h vs fresh plan: max {cost['maxRatio']}x, longest above {cost['bound']}x"
+        f" {cost['longestAboveBoundSeconds']} s (window {cost['windowSeconds']} s),"
+        f" {cost['violations']} violations"
     )
     print(
         f"  leaked instances: {figures['leakedInstances']}"

@@ -844,4 +844,5 @@ class Rig:
         self.tracker = Tracker()
         self.violations = []
         self._reclaim.clear()
+        self._catalogs.clear()
         self.clock.advance(600)  # leave the unavailable-offerings cache and idle markers behind
