@@ -148,6 +148,14 @@ API_SERVER_UNAVAILABLE = MetricSpec(
     "invocations that ended because the Kubernetes API server could not be reached",
     "nodewright/context.py report_api_unavailable",
 )
+AWS_UNAVAILABLE = MetricSpec(
+    "AwsUnavailable",
+    "Count",
+    "Sum",
+    (),
+    "invocations that ended because AWS could not be reached (endpoint down, no credentials)",
+    "nodewright/context.py report_aws_unavailable",
+)
 DUPLICATE_MESSAGES = MetricSpec(
     "DuplicateMessages", "Count", "Sum", (), "events already handled (by the other path)", INTERRUPTION
 )
@@ -268,6 +276,7 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     MESSAGES_TOLERATED,
     STALE_MESSAGES,
     API_SERVER_UNAVAILABLE,
+    AWS_UNAVAILABLE,
     DUPLICATE_MESSAGES,
     PRICE_REFRESH_ERRORS,
     ON_DEMAND_PRICES,

@@ -153,6 +153,14 @@ class Monitoring(Construct):
             "private endpoint without VPC placement, access entry, or an outage); see `nodewright doctor`",
         )
         self._alarm(
+            "AwsUnreachable",
+            self._metric(m.AWS_UNAVAILABLE, Duration.minutes(5)),
+            threshold=API_SERVER_UNAVAILABLE_PER_5_MINUTES,
+            description=f"Nodewright {cluster_name}: the functions could not reach AWS "
+            f"{API_SERVER_UNAVAILABLE_PER_5_MINUTES}+ times in 5 minutes (no credentials from the "
+            "execution role, no route to the endpoints from the VPC, or an outage)",
+        )
+        self._alarm(
             "InsufficientCapacityRate",
             self._insufficient_capacity(Duration.minutes(15)),
             threshold=ICE_ALARM_PER_15_MINUTES,
@@ -358,6 +366,7 @@ class Monitoring(Construct):
                         m.STALE_MESSAGES,
                         m.MESSAGES_TOLERATED,
                         m.API_SERVER_UNAVAILABLE,
+                        m.AWS_UNAVAILABLE,
                     )
                 ],
             ),

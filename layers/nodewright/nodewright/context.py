@@ -136,6 +136,16 @@ class ContainerContext:
         return self._context
 
 
+def report_aws_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[str, Any]:
+    """As :func:`report_api_unavailable`, for AWS (``cloud.errors.aws_unreachable``): one log line
+    and the ``AwsUnavailable`` metric its alarm watches, instead of an invocation traceback."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    logger.error("AWS unreachable; nothing more this invocation", extra={"error": str(error)})
+    metrics.add_metric(name="AwsUnavailable", unit=MetricUnit.Count, value=1)
+    return {"error": "AwsUnavailable", "message": str(error)}
+
+
 def report_api_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[str, Any]:
     """One log line and one metric (an alarm watches it) when the API server cannot be reached.
 

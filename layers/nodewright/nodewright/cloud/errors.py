@@ -43,6 +43,36 @@ class CloudError(Exception):
     """Base of every error the cloud package raises on purpose."""
 
 
+def aws_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or an error that caused it) says AWS cannot be reached at all: the endpoint
+    refused or timed out the connection after botocore's retries, or there are no credentials to
+    sign with. An invocation can do nothing more then; an AWS answer (throttling, a denial, a
+    fault) is not this."""
+    from botocore.exceptions import (
+        ConnectTimeoutError,
+        CredentialRetrievalError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        PartialCredentialsError,
+    )
+
+    unreachable = (
+        EndpointConnectionError,
+        ConnectTimeoutError,
+        NoCredentialsError,
+        PartialCredentialsError,
+        CredentialRetrievalError,
+    )
+    seen: BaseException | None = error
+    for _ in range(10):  # a cause chain is short; never loop on a cycle
+        if seen is None:
+            return False
+        if isinstance(seen, unreachable):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class SelectorNoMatchError(CloudError):
     """A NodeClass selector (subnets, security groups, AMIs) matched nothing; the message names it."""
 
