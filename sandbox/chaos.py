@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from nodewright.cluster.resources import Resource
-
 from sandbox import workloads
 from sandbox.faults import ApiFault
 from sandbox.reliability import CONSOLIDATION_WINDOW_SECONDS, COST_RATIO_LIMIT, PENDING_LIMIT_SECONDS
@@ -63,7 +61,6 @@ CPU_LIMIT = 48  # the NodePool's limit: capacity is never unbounded
 ICE_STEPS = 3  # an injected ICE lasts this many steps, then the capacity is back
 STEP_SECONDS = 20.0  # simulated time per step
 SETTLE_ROUNDS = 25
-DEPLOYMENTS_RESOURCE = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 # The workload: (deployment, pod kind as in the scheduling benchmark's mixes, max replicas).
 DEPLOYMENTS = (
     ("chaos-generic", "generic", 10),
@@ -188,7 +185,7 @@ class Chaos:
         for name, kind, most in DEPLOYMENTS:
             cpu, memory = self.rng.choice(CPU_CHOICES), self.rng.choice(MEMORY_CHOICES)
             rig.admin.create(
-                DEPLOYMENTS_RESOURCE,
+                workloads.DEPLOYMENTS,
                 deployment(name, kind, self.rng.randint(1, most), cpu, memory),
                 namespace="default",
             )
@@ -226,7 +223,7 @@ class Chaos:
         if kind == "scale":
             name, _, most = rng.choice(DEPLOYMENTS)
             rig.admin.patch(
-                DEPLOYMENTS_RESOURCE, name, {"spec": {"replicas": rng.randint(0, most)}}, namespace="default"
+                workloads.DEPLOYMENTS, name, {"spec": {"replicas": rng.randint(0, most)}}, namespace="default"
             )
             return kind
         if kind in ("spot-interruption", "rebalance", "health-event", "duplicate-message"):
