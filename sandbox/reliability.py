@@ -718,10 +718,16 @@ class Rig:
     def look_at_capacity(self, seen: Observation) -> CapacityLook:
         """:func:`look_at_capacity` with the offerings as the sandbox's EC2 has them (an injected
         ICE is unavailable, whatever the product has learnt) and the nodes that will never join."""
+        import contextlib
+
         live = {i["InstanceId"] for i in seen.instances}
         with self.sandbox.kubelet.registry.lock:
             never = set(self.sandbox.kubelet.registry.never_register) & live
-        return look_at_capacity(self.admin, self.true_instance_types, self.region, never)
+        # The layer's code logs as the functions do (the catalog's price-estimate warning): to the
+        # functions' log, never to this process's stdout (``chaos --json`` prints only JSON there).
+        redirect = contextlib.redirect_stdout(self.log) if self.log is not None else contextlib.nullcontext()
+        with redirect:
+            return look_at_capacity(self.admin, self.true_instance_types, self.region, never)
 
     def true_instance_types(self, nodeclass: dict[str, Any]) -> list[Any]:
         """The product's catalog for ``nodeclass`` (``CloudProvider``) with each offering's
