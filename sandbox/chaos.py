@@ -208,11 +208,11 @@ class Chaos:
         rig.sandbox.kubelet.registry.fail_next_registrations = 0
         self.ice_until.clear()
         for _ in range(SETTLE_ROUNDS):
-            self.round(advance=60.0)
+            self.round(advance=60.0, service=False)
             if not self.pending_now():
                 break
         for _ in range(3):  # the leak GC's and the registration timeout's turn
-            self.round(advance=60.0)
+            self.round(advance=60.0, service=False)
         self.report.pods_pending_at_end = len(self.pending_now())
         self.report.converged = self.report.pods_pending_at_end == 0
         self.record(rig.check(settled=True))
@@ -289,7 +289,11 @@ class Chaos:
                 del self.ice_until[offering]
 
     # --- one compressed minute ------------------------------------------------------------------
-    def round(self, advance: float = STEP_SECONDS) -> None:
+    def round(self, advance: float = STEP_SECONDS, *, service: bool = True) -> None:
+        """One compressed minute and the invariants. ``service``: also the service invariants, which
+        hold after each step; the settling rounds are a simulated minute apart (one provisioner pass
+        a minute, not the deployed loop), so a pod that needs a new node is seen pending over 60 s
+        there by construction, and settling has its own end: every pod running."""
         from sandbox import events
 
         rig = self.rig
@@ -319,7 +323,8 @@ class Chaos:
             rig.log.truncate()
         self.record(rig.check())
         self.track_pods()
-        self.check_service(self.faults_in_effect(acted_before, rig.functions.outcomes[before:]))
+        if service:
+            self.check_service(self.faults_in_effect(acted_before, rig.functions.outcomes[before:]))
 
     def faults_acted(self) -> tuple[int, int]:
         """How often the API server's and CreateFleet's injected faults have answered so far."""
