@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS
+from nodewright.api.labels import NODEPOOL as NODEPOOL_LABEL
+from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PODS
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.runtime import Runtime
-from sandbox.workloads import nodeclass, nodepool
+from sandbox.workloads import DEPLOYMENTS, deployment, nodeclass, nodepool
 
 pytestmark = [
     pytest.mark.e2e,
@@ -31,6 +32,7 @@ pytestmark = [
 ]
 IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
 TICK_SECONDS = 60
+BURST_LABEL = "nodewright.test/burst"
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
@@ -144,6 +146,76 @@ def test_an_unschedulable_pod_wakes_the_idle_provisioner_and_a_pod_that_schedule
         TICK_SECONDS,
     )
     assert _webhook_calls(runtime) == webhook_calls
+
+
+# The issue names 500. The sandbox's one webhook container answers one admission call at a time and
+# kube-apiserver waits for each, so on a loaded machine pods turn Unschedulable at about one every
+# one to four seconds and 500 take many minutes: the suite runs 20 through the same path. (Lambda
+# would run webhook containers side by side; the sandbox does not, a fidelity gap noted in the README.)
+BURST = 20
+
+
+def test_a_burst_of_pending_pods_wakes_a_bounded_number_of_times_and_every_pod_gets_a_place(
+    idle: tuple[Any, Runtime],
+) -> None:
+    """A burst of pods becomes unschedulable: the API server calls out for (at most) each of them,
+    the webhook wakes the provisioner at most once per coalescing window, and the provisioner (one
+    writer: reserved concurrency 1, pinned by the infra tests, and the writers' lease) gives every
+    pod a place."""
+    from nodewright.wakeup.webhook import COALESCE_SECONDS
+
+    sb, runtime = idle
+    admin = sb.admin_cluster()
+    api = _lambda_api(runtime)
+    accepted, calls = api.accepted, _webhook_calls(runtime)
+    # Its own NodePool, tainted, so the burst's nodes take nothing of the later tests' pods.
+    pool = nodepool("burst", [{"key": BURST_LABEL, "operator": "In", "values": ["true"]}])
+    pool["spec"]["template"]["spec"]["taints"] = [
+        {"key": BURST_LABEL, "value": "true", "effect": "NoSchedule"}
+    ]
+    admin.create(NODEPOOLS, pool)
+    burst = deployment(
+        "burst",
+        BURST,
+        {
+            "nodeSelector": {BURST_LABEL: "true"},
+            "tolerations": [{"key": BURST_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [
+                {"name": "pause", "image": IMAGE, "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}
+            ],
+        },
+    )
+    started = time.monotonic()
+    admin.create(DEPLOYMENTS, burst, namespace="default")
+    try:
+        wait_for("every burst pod bound to a node", lambda: _unbound(admin, "burst") == 0, 4 * TICK_SECONDS)
+        seconds = time.monotonic() - started
+        woken = api.accepted - accepted
+        webhook_calls = _webhook_calls(runtime) - calls
+        claims = [c for c in admin.list(NODECLAIMS) if c["metadata"]["labels"].get(NODEPOOL_LABEL) == "burst"]
+        hosts = {p["spec"]["nodeName"] for p in _burst_pods(admin, "burst")}
+        print(
+            f"burst of {BURST}: {webhook_calls} webhook calls, {woken} wake-ups, "
+            f"{len(claims)} NodeClaims, all bound in {seconds:.1f}s"
+        )
+        assert 1 <= webhook_calls <= BURST + 5  # a call per pod's transition, not per status write
+        assert 1 <= woken <= min(webhook_calls, int(seconds / COALESCE_SECONDS) + 1), (woken, seconds)
+        assert claims, "the burst got NodeClaims of its own NodePool"
+        pools = {admin.get_node(name)["metadata"]["labels"].get(NODEPOOL_LABEL) for name in hosts}
+        assert pools == {"burst"}, f"burst pods only on the burst pool's nodes: {pools}"
+    finally:
+        admin.delete(DEPLOYMENTS, "burst", namespace="default")
+
+
+def _burst_pods(admin: Any, app: str) -> list[dict[str, Any]]:
+    return admin.list(PODS, namespace="default", label_selector=f"app={app}")
+
+
+def _unbound(admin: Any, app: str) -> int:
+    pods = _burst_pods(admin, app)
+    return BURST - sum(
+        1 for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+    )
 
 
 def test_an_unreachable_webhook_changes_nothing_and_the_schedule_still_provisions(
