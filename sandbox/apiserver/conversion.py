@@ -26,16 +26,14 @@ call the webhook, in both.
 
 from __future__ import annotations
 
-import base64
 import copy
-import json
-import ssl
 import urllib.error
 import urllib.request
 import uuid
 from typing import Any
 
 from .resources import ResourceType
+from .webhooks import post_json
 
 REVIEW_API_VERSION = "apiextensions.k8s.io/v1"
 TIMEOUT_SECONDS = 30  # kube-apiserver's conversion webhook client timeout
@@ -87,19 +85,9 @@ def _call(
         "kind": "ConversionReview",
         "request": {"uid": uid, "desiredAPIVersion": desired, "objects": objects},
     }
-    context = ssl.create_default_context()
-    if client.get("caBundle"):
-        context = ssl.create_default_context(cadata=base64.b64decode(client["caBundle"]).decode())
     target = f"{url}{'&' if '?' in url else '?'}timeout={TIMEOUT_SECONDS}s"
-    request = urllib.request.Request(
-        target,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
-    )
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=context) as answer:
-            review = json.loads(answer.read())
+        review = post_json(target, client.get("caBundle"), body, TIMEOUT_SECONDS)
     except Exception as exc:  # refused, timed out, TLS, a non-2xx status, not JSON
         raise ConversionFailed(f'{failed}: Post "{target}": {_reason(exc)}') from exc
     try:
