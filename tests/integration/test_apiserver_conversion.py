@@ -6,10 +6,8 @@ failed conversion failing the request with the API server's 500."""
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from nodewright.api import conversion_review, webhooks
 
 from sandbox.apiserver import ApiServer
-from sandbox.apiserver.tls import make_serving_cert
+from sandbox.apiserver.testing import JsonWebhookServer
 
 pytestmark = pytest.mark.timeout(60)
 SEEDS = Path(__file__).resolve().parents[2] / "events" / "manifests"
@@ -32,41 +30,6 @@ METADATA_OPTIONS_DEFAULT = {
     "httpPutResponseHopLimit": 1,
     "httpTokens": "required",
 }
-
-
-class ConversionWebhook:
-    """HTTPS, answering with ``conversion_review.review`` unless told to fail; records each review."""
-
-    def __init__(self) -> None:
-        self.reviews: list[dict[str, Any]] = []
-        self.answer: Any = None  # review -> answer, instead of the real one
-        cert = make_serving_cert("127.0.0.1")
-        self.ca_bundle = cert.ca_data
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                hook.reviews.append(review)
-                answer = (hook.answer or _real)(review)
-                body = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.socket = cert.context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.server.server_address[1]}/secret/convert"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _real(review: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +44,18 @@ def _refusal(review: dict[str, Any]) -> dict[str, Any]:
 
 def _wrong_uid(review: dict[str, Any]) -> dict[str, Any]:
     return {**_real(review), "response": {**_real(review)["response"], "uid": "x"}}
+
+
+class ConversionWebhook(JsonWebhookServer):
+    """HTTPS, answering with ``conversion_review.review`` unless ``answer`` is set; ``reviews`` kept."""
+
+    def __init__(self) -> None:
+        self.answer: Any = None  # review -> answer, instead of the real one
+        super().__init__(self._answer, "/secret/convert")
+        self.reviews = self.requests
+
+    def _answer(self, review: dict[str, Any]) -> dict[str, Any]:
+        return (self.answer or _real)(review)
 
 
 @pytest.fixture(scope="module")
