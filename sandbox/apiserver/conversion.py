@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import urllib.error
-import urllib.request
 import uuid
 from typing import Any
 
