@@ -593,6 +593,8 @@ def two_nodes_of(kube: Any, pool: str) -> dict[str, str]:
     wait_for("2 pending app pods", lambda: len(kube.list_pending_pods()) == 2)
     provision(seconds=8)
     wait_for("app Running on two nodes", lambda: len(set(running_on(kube, "app"))) == 2)
+    for node in running_on(kube, "app"):
+        initialized(kube, node)  # registered and initialized, as a settled cluster's nodes are
     return {c["status"]["nodeName"]: c["metadata"]["name"] for c in kube.list(NODECLAIMS)}
 
 
