@@ -25,7 +25,7 @@ demo: $(STAMP)
 test: $(STAMP) kubectl
 	$(BIN)/ruff check .
 	$(BIN)/mypy layers/nodewright/nodewright functions/*/app.py tests/fakes.py
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -408,14 +408,14 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
 def scale_down(story: SandboxRun, watcher: Watcher, runner: DisruptionRunner) -> bool:
     """Part three: fewer inflate pods leave nodes empty, and the real disruption handler removes
     them within the NodePool's budget; True when exactly the empty nodes went."""
-    from nodewright.cluster.resources import NODES, Resource
+    from nodewright.cluster.resources import NODES
     from nodewright.state.pods import reschedulable_by_node
 
     from sandbox.demo_disruption import TICK_SECONDS
+    from sandbox.workloads import DEPLOYMENTS
 
-    deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
     story.cluster.patch(
-        deployments, "inflate", {"spec": {"replicas": SCALED_DOWN_REPLICAS}}, namespace="default"
+        DEPLOYMENTS, "inflate", {"spec": {"replicas": SCALED_DOWN_REPLICAS}}, namespace="default"
     )
     story.say(f"Part three: deployment inflate scaled down to {SCALED_DOWN_REPLICAS} replicas")
 

@@ -616,19 +616,30 @@ class Rig:
             NODES,
             PDBS,
             PODS,
-            Resource,
         )
         from nodewright.provisioning import lifecycle
+
+        from sandbox.workloads import DEPLOYMENTS, REPLICASETS
 
         self.crashes.disarm()
         self.sandbox.faults.clear()
         self.sandbox.api_faults.clear()
         self.sandbox.kubelet.registry.fail_next_registrations = 0
-        deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
-        for deployment in self.admin.list(deployments):
-            self.admin.delete(deployments, deployment["metadata"]["name"], namespace="default")
+        # The workload first, its pods force-deleted rather than waited for: a scenario's end is no
+        # test of graceful termination, and waiting on the garbage collector cost seconds each time.
+        for workload in (DEPLOYMENTS, REPLICASETS):
+            for obj in self.admin.list(workload, namespace="default"):
+                self.admin.delete(workload, obj["metadata"]["name"], namespace="default")
         for pdb in self.admin.list(PDBS):
             self.admin.delete(PDBS, pdb["metadata"]["name"], namespace=pdb["metadata"]["namespace"])
+
+        def no_pods_left() -> bool:
+            pods = self.admin.list(PODS, namespace="default")
+            for pod in pods:
+                self.admin.delete(PODS, pod["metadata"]["name"], namespace="default", grace_period_seconds=0)
+            return not pods
+
+        wait_until(no_pods_left, 20, every=0.2)
         for resource in (NODEPOOLS, NODECLAIMS, NODES):
             for obj in self.admin.list(resource):
                 name = obj["metadata"]["name"]
@@ -637,9 +648,6 @@ class Rig:
         ids = [i["InstanceId"] for i in self.observe().instances]
         if ids:
             self.ec2.terminate_instances(InstanceIds=ids)
-        wait_until(lambda: not self.admin.list(PODS, namespace="default"), 20)
-        for pod in self.admin.list(PODS, namespace="default"):
-            self.admin.delete(PODS, pod["metadata"]["name"], namespace="default", grace_period_seconds=0)
         for obj in self.admin.list(EC2NODECLASSES):
             self.admin.patch(EC2NODECLASSES, obj["metadata"]["name"], {"metadata": {"finalizers": None}})
             self.admin.delete(EC2NODECLASSES, obj["metadata"]["name"])

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nodewright.cluster.resources import Resource
+
 if TYPE_CHECKING:
     from sandbox.cluster import Sandbox
+
+# The workload kinds the scenarios drive (the autoscaler itself never writes them, so they are not
+# among the layer's resources).
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
 
 NODECLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
 

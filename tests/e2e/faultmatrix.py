@@ -15,13 +15,12 @@ import json
 from typing import Any
 
 from nodewright.api import labels
-from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS, Resource
+from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
 from sandbox import events
 from sandbox.reliability import Rig, running_pods
-from sandbox.workloads import inflate, nodeclass, nodepool
+from sandbox.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 APP = {"app": "inflate"}
 SMALL_TYPES = ["t4g.small", "t3.small", "t3a.small"]  # each holds one 1 CPU / 1 GiB inflate pod
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")

@@ -20,17 +20,16 @@ from typing import Any
 
 import boto3
 import pytest
-from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, Resource
+from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS
 from nodewright.state.pods import is_provisionable
 
 from sandbox import events
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
-from sandbox.workloads import inflate, nodeclass, nodepool
+from sandbox.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 # What every role also holds, outside permissions.py: its log group (Lambda writes the logs, the
 # code never calls CloudWatch Logs) and, for the interruption function, the queue's consume grant.
 QUEUE_CONSUMER = {

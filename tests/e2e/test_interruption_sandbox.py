@@ -17,16 +17,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS, Resource
+from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS
 from nodewright.state.pods import is_provisionable
 
 from sandbox import events
 from sandbox.lambdas import LambdaContext, load_function
-from sandbox.workloads import inflate, nodeclass, nodepool
+from sandbox.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 REPLICAS = 4
 NOTICE_SECONDS = 120
 

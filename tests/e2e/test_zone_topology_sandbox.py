@@ -19,15 +19,14 @@ from typing import Any
 
 import pytest
 from nodewright.api import labels
-from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
+from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 
 from sandbox.events import scheduled_event
 from sandbox.lambdas import load_function, provisioner_invocation
-from sandbox.workloads import nodeclass, nodepool
+from sandbox.workloads import DEPLOYMENTS, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("zone-topology-e2e")]
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 GENERAL = [
     {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
     {"key": labels.INSTANCE_CATEGORY, "operator": "In", "values": ["c", "m", "r"]},
