@@ -34,7 +34,7 @@ from nodewright.disruption import consolidation, drift, flow
 from sandbox.apiserver.testing import kubectl
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
-from sandbox.workloads import inflate, nodeclass, nodepool
+from sandbox.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
 
 # Each test takes 15-80 s on a quiet machine; a loaded one (CI, shared cores) needs the margin.
 pytestmark = [
@@ -44,8 +44,6 @@ pytestmark = [
     pytest.mark.timeout(600),
 ]
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
-REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 ON_DEMAND = {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}
 SPOT = {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["spot"]}
