@@ -192,7 +192,9 @@ def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
 
 
 __all__ = [
+    "EPHEMERAL_TAINTS",
     "Simulation",
+    "as_capacity",
     "build_snapshot",
     "candidates_for",
     "in_flight_node",
