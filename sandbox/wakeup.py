@@ -223,6 +223,12 @@ class LambdaApi(Trigger):
             self._wake.notify()
         return 202, b""
 
+    @property
+    def in_flight(self) -> int:
+        """Wake-ups accepted and not yet over: queued, or their invocation still running."""
+        with self._wake:
+            return self.accepted - self.delivered - self.expired
+
     def _deliver(self) -> None:
         """Lambda's event queue: in order, retried while throttled, dropped once too old."""
         assert self.runtime is not None

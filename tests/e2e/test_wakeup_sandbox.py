@@ -292,6 +292,9 @@ def test_an_unreachable_webhook_changes_nothing_and_the_schedule_still_provision
     admin = sb.admin_cluster()
     (url,) = [t for t in runtime.triggers if isinstance(t, FunctionUrl)]
     url.stop()  # the API server cannot reach the URL any more (failurePolicy Ignore)
+    # An invocation an earlier wake-up started may still be looping (it would plan this test's pod
+    # itself): this test starts once the wake-ups are over, so only ticks can plan.
+    wait_for("the earlier wake-ups to end", lambda: _lambda_api(runtime).in_flight == 0, TICK_SECONDS + 15)
     # Conversion has no failurePolicy: a v1beta1 request fails as kube-apiserver fails it; v1 is
     # the storage version and never calls the webhook.
     refused = kubectl(sb.kubeconfig_path, "get", "nodepools.v1beta1.karpenter.sh", "default")
