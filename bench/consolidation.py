@@ -7,7 +7,8 @@ spread at random as a scale-down leaves them. The disruption flow's own code dec
 the first pass is timed as one disruption pass would be; then commands are applied in memory
 (candidates removed, their pods where the simulation placed them, replacements added) for up to
 ``--passes`` passes, to see where repeated consolidation takes the cluster. Printed: decision
-seconds of the first pass, the cluster's $/h before and after, a fresh plan of the same pods by the
+seconds of the first pass (wall and CPU, with the load average: on a shared machine the wall time
+is mostly waiting for a core), the cluster's $/h before and after, a fresh plan of the same pods by the
 scheduling core, and the assignment-LP lower bound of the scheduling bench.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -167,16 +169,22 @@ def _world(claims: list[dict], nodes: list[dict], pods: list[dict], cloud: _Clou
     )
 
 
-def _decide(world: Any) -> tuple[Any, float, int]:
-    """One disruption pass's decision: (command or None, seconds, candidates evaluated)."""
+def _decide(world: Any) -> tuple[Any, float, float, int]:
+    """One disruption pass's decision: (command or None, seconds, CPU seconds, candidates evaluated).
+    The CPU seconds are what a loaded, shared machine does not inflate (the decision is one thread)."""
     from nodewright.disruption import consolidation
     from nodewright.state.snapshot import Simulation
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     pools = world.nodepools
     sim = Simulation(world, pools)
     choice = consolidation.choose(sim, world, pools, {}, pending=[], room={"default": None})
-    return choice.command, time.perf_counter() - started, choice.evaluated
+    return (
+        choice.command,
+        time.perf_counter() - started,
+        time.process_time() - cpu_started,
+        choice.evaluated,
+    )
 
 
 def _apply(
@@ -236,12 +244,14 @@ def measure(args: argparse.Namespace) -> dict:
         )
 
     before = cost()
-    command, first_seconds, evaluated = _decide(_world(claims, nodes, pods, cloud))
+    command, first_seconds, first_cpu_seconds, evaluated = _decide(_world(claims, nodes, pods, cloud))
     figures: dict[str, Any] = {
         "nodes": len(nodes),
         "pods": len(pods),
         "candidates": evaluated,
         "first_pass_seconds": round(first_seconds, 3),
+        "first_pass_cpu_seconds": round(first_cpu_seconds, 3),
+        "load_average_1min": round(os.getloadavg()[0], 1),
         "first_pass_command": command.describe() if command else None,
         "before_per_hour": round(before, 4),
         "prices": source,
@@ -250,7 +260,7 @@ def measure(args: argparse.Namespace) -> dict:
     while command is not None and passes < args.passes:
         _apply(command, claims, nodes, pods, by_name=by_name, serial=passes)
         passes += 1
-        command, seconds, _ = _decide(_world(claims, nodes, pods, cloud))
+        command, seconds, _, _ = _decide(_world(claims, nodes, pods, cloud))
         total_seconds += seconds
     after = cost()
     # A fresh plan of the same pods by the scheduling core, and the assignment-LP bound.

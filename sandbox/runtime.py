@@ -145,13 +145,15 @@ class Worker:
         self.cold_starts += 1
 
     def _discard(self) -> None:
-        if self._process is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            if self._process.is_alive():
-                self._process.kill()
-            self._process.join(timeout=5)
+        # stop() and a throttled-then-failed invocation may both discard: work on this one's objects.
+        process, conn = self._process, self._conn
         self._process = self._conn = None
+        if process is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=5)
 
     def invoke(self, event: dict[str, Any], *, blocking: bool = True) -> Invocation | None:
         """Run one invocation (None when ``blocking`` is false and the container is busy: throttled)."""

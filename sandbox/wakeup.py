@@ -9,8 +9,10 @@
   with 202 and queued; a throttled one (the provisioner's one container is busy: reserved
   concurrency 1) waits and is retried until ``WAKEUP_MAX_EVENT_AGE_SECONDS``, then dropped, never
   retried after it ran (``WAKEUP_RETRY_ATTEMPTS`` 0), as Lambda's event queue does for that alias.
-* :func:`install`: the per-stack secret in Secrets Manager (moto), the two servers, and the
-  ValidatingWebhookConfiguration ``nodewright install-webhooks`` renders, applied to the emulator.
+* :func:`install`: the per-stack secret in Secrets Manager (moto), the two servers, and what
+  ``nodewright install-webhooks --apply`` applies (the ValidatingWebhookConfiguration, and the
+  NodePool and EC2NodeClass CRDs serving v1beta1 through the conversion webhook), applied to the
+  emulator.
 """
 
 from __future__ import annotations
@@ -221,6 +223,12 @@ class LambdaApi(Trigger):
             self._wake.notify()
         return 202, b""
 
+    @property
+    def in_flight(self) -> int:
+        """Wake-ups accepted and not yet over: queued, or their invocation still running."""
+        with self._wake:
+            return self.accepted - self.delivered - self.expired
+
     def _deliver(self) -> None:
         """Lambda's event queue: in order, retried while throttled, dropped once too old."""
         assert self.runtime is not None
@@ -268,7 +276,7 @@ def install(runtime: Runtime) -> tuple[FunctionUrl, LambdaApi]:
     configuration with the emulator; returns the two triggers (the runtime stops them)."""
     from nodewright.api import webhooks
     from nodewright.cluster import install as install_module
-    from nodewright.cluster.resources import VALIDATING_WEBHOOKS
+    from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
 
     sandbox = runtime.sandbox
     secrets_client = sandbox.aws_client("secretsmanager")
@@ -288,10 +296,15 @@ def install(runtime: Runtime) -> tuple[FunctionUrl, LambdaApi]:
         "AWS_ENDPOINT_URL_LAMBDA": lambda_api.endpoint,
     }
     url.start(runtime)
-    configuration = webhooks.wakeup_configuration(
-        webhooks.endpoint(url.url, secret, webhooks.ADMIT_PATH), url.cert.ca_data
+    documents = webhooks.install_documents(
+        webhooks.endpoint(url.url, secret, webhooks.ADMIT_PATH),
+        webhooks.endpoint(url.url, secret, webhooks.CONVERT_PATH),
+        url.cert.ca_data,
     )
-    install_module.apply(sandbox.admin_cluster(), VALIDATING_WEBHOOKS, configuration)
+    admin = sandbox.admin_cluster()
+    resources = {r.kind: r for r in (CRDS, VALIDATING_WEBHOOKS)}
+    for document in documents:
+        install_module.apply(admin, resources[document["kind"]], document)
     # The stack has been deployed all along: its webhook container is warm (imports, secret), as
     # after any earlier call. A cold one here (a loaded machine) can outlast the API server's 2 s.
     url.invoke("GET", "/", {}, b"")

@@ -730,6 +730,48 @@ def _validate_crd(crd: dict[str, Any]) -> list[FieldError]:
     strategy = (spec.get("conversion") or {}).get("strategy", "None")
     if strategy not in ("None", "Webhook"):
         errors.append(FieldError.unsupported("spec.conversion.strategy", strategy, ["None", "Webhook"]))
+    errors += _validate_conversion_webhook(spec.get("conversion") or {}, strategy)
+    return errors
+
+
+def _validate_conversion_webhook(conversion: dict[str, Any], strategy: str) -> list[FieldError]:
+    """apiextensions validation of ``spec.conversion.webhook`` (what the emulator can call: a URL)."""
+    webhook = conversion.get("webhook")
+    if strategy != "Webhook":
+        if webhook is not None:
+            return [
+                FieldError.forbidden(
+                    "spec.conversion.webhook", "should not be set when strategy is not set to Webhook"
+                )
+            ]
+        return []
+    if not isinstance(webhook, dict):
+        return [FieldError.required("spec.conversion.webhook", "required when strategy is set to Webhook")]
+    errors: list[FieldError] = []
+    versions = webhook.get("conversionReviewVersions") or []
+    if not any(v in ("v1", "v1beta1") for v in versions):
+        errors.append(
+            FieldError.invalid(
+                "spec.conversion.webhook.conversionReviewVersions",
+                versions,
+                "must include at least one of v1, v1beta1",
+            )
+        )
+    client = webhook.get("clientConfig") or {}
+    if bool(client.get("url")) == bool(client.get("service")):
+        errors.append(
+            FieldError.required(
+                "spec.conversion.webhook.clientConfig", "exactly one of url or service is required"
+            )
+        )
+    elif client.get("url") and not str(client["url"]).startswith("https://"):
+        errors.append(
+            FieldError.invalid(
+                "spec.conversion.webhook.clientConfig.url",
+                client["url"],
+                "'https' is the only allowed URL scheme",
+            )
+        )
     return errors
 
 

@@ -41,6 +41,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # metav1.Status reason is omitempty: an error the server did not classify
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -216,6 +218,12 @@ def internal(message: str) -> ApiError:
     return ApiError(
         500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]}
     )
+
+
+def unclassified(message: str) -> ApiError:
+    """An error the REST storage returned as a plain Go error (a failed conversion webhook):
+    ErrorToAPIStatus makes it a 500 with no reason, which kubectl shows as ``Error from server: ...``."""
+    return ApiError(500, "", message, None)
 
 
 def unauthorized() -> ApiError:

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, errors, managedfields, patching, protobuf, schema, webhooks
+from . import admission, conversion, errors, managedfields, patching, protobuf, schema, webhooks
 from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -150,9 +150,7 @@ class ResourceHandlers:
     def _present(self, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False) -> dict[str, Any]:
         """The object as the client sees it through ``rt``'s version (a copy when it must change)."""
         if rt.custom:
-            if obj.get("apiVersion") != rt.api_version:
-                obj = {**obj, "apiVersion": rt.api_version}
-            return obj
+            return self._convert(rt, [obj], rt.version)[0]
         if in_list:
             return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
         return obj
@@ -192,7 +190,7 @@ class ResourceHandlers:
     def _prune(self, rt: ResourceType, obj: dict[str, Any]) -> list[str]:
         if rt.custom:
             unknown = schema.prune_custom(obj, rt.schema)
-            if rt.storage_schema is not rt.schema:
+            if rt.storage_schema is not rt.schema and rt.conversion_webhook is None:
                 # conversion strategy None: fields the storage version lacks are lost at write
                 schema.prune_custom(obj, rt.storage_schema)
             return unknown
@@ -214,15 +212,30 @@ class ResourceHandlers:
         obj["kind"] = rt.kind
         obj["apiVersion"] = rt.api_version
 
-    def _storage_version(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        """Custom objects are stored as the CRD's storage version (conversion None: apiVersion only)."""
-        if rt.custom:
-            crd = self.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
-            storage = next(
-                (v["name"] for v in (crd or {}).get("spec", {}).get("versions", []) if v.get("storage")),
-                rt.version,
-            )
-            obj["apiVersion"] = f"{rt.group}/{storage}"
+    def _convert(self, rt: ResourceType, objects: list[dict[str, Any]], version: str) -> list[dict[str, Any]]:
+        """Custom objects in ``version`` (conversion.py); what a webhook answers is pruned to that
+        version's schema, as kube-apiserver prunes a conversion's output."""
+        try:
+            out = conversion.convert(rt, objects, version)
+        except conversion.ConversionFailed as exc:
+            raise errors.unclassified(str(exc)) from exc
+        if rt.conversion_webhook is not None:
+            target = self.registry.lookup(rt.group, version, rt.plural)
+            target_schema = rt.storage_schema if version == rt.storage_version else (target and target.schema)
+            for before, after in zip(objects, out, strict=True):
+                if after is not before and target_schema:
+                    schema.prune_custom(after, target_schema)
+        return out
+
+    def _to_storage(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """Custom objects are stored in the CRD's storage version; a webhook's answer gets that version's
+        defaults here (kube-apiserver applies them when it reads from etcd: the same to every reader)."""
+        if not rt.custom or not rt.storage_version:
+            return obj
+        out = self._convert(rt, [obj], rt.storage_version)[0]
+        if out is not obj and rt.conversion_webhook is not None and rt.storage_schema:
+            schema.apply_defaults(out, rt.storage_schema)
+        return out
 
     # ------------------------------------------------------------------ read
 
@@ -253,6 +266,8 @@ class ResourceHandlers:
             ).decode()
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        if t.rt.custom:
+            items = self._convert(t.rt, items, t.rt.version)  # one review for the page
         body = {
             "kind": t.rt.list_kind,
             "apiVersion": t.rt.api_version,
@@ -342,7 +357,6 @@ class ResourceHandlers:
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         self._call_webhooks(t, ctx, "CREATE", obj, None)
-        self._storage_version(rt, obj)
         if managed is None:
             managed = managedfields.record_update(
                 None, submitted, self._manager(ctx), rt.api_version, rt.schema, now=admission.now()
@@ -351,6 +365,8 @@ class ResourceHandlers:
             meta["managedFields"] = managed
         else:
             meta.pop("managedFields", None)
+        obj = self._to_storage(rt, obj)
+        meta = obj["metadata"]
         with self.store.lock:
             self._ns_check(rt, meta.get("namespace", ""), name)
             if self.store.peek(rt.key, meta.get("namespace", ""), name) is not None:
@@ -441,7 +457,7 @@ class ResourceHandlers:
                 raise ApiError(422, "Invalid", str(exc), {}) from exc
             if not isinstance(patched, dict):
                 raise ApiError(422, "Invalid", "the patched document is not an object", {})
-            return self._commit_update(t, ctx, patched, old, "patch")
+            return self._commit_update(t, ctx, patched, old, "patch", presented_old=current)
 
     def _server_side_apply(self, t: Target, ctx: Context, body: Any, old: dict[str, Any] | None) -> Response:
         """Server-side apply: field ownership, conflicts (``force``), removal of fields no longer applied."""
@@ -480,7 +496,7 @@ class ResourceHandlers:
             if rt.namespaced:
                 merged["metadata"].setdefault("namespace", t.namespace)
             return self.create(t, ctx, merged, managed=managed)
-        return self._commit_update(t, ctx, merged, old, "patch", managed=managed)
+        return self._commit_update(t, ctx, merged, old, "patch", managed=managed, presented_old=live)
 
     @staticmethod
     def _manager(ctx: Context) -> str:
@@ -495,9 +511,14 @@ class ResourceHandlers:
         op: str,
         *,
         managed: list[dict[str, Any]] | None = None,
+        presented_old: dict[str, Any] | None = None,
     ) -> Response:
-        """Validate and store ``new`` over ``old`` (caller holds the store lock)."""
+        """Validate and store ``new`` over ``old`` (caller holds the store lock). ``old`` is as stored;
+        ``new`` and everything compared with it are in the request's version (``presented_old``, when
+        the caller converted ``old`` already)."""
         rt = t.rt
+        stored_old = old
+        old = presented_old if presented_old is not None else self._present(rt, old)
         self._type_meta(rt, new)
         meta = new.get("metadata")
         if not isinstance(meta, dict):
@@ -605,7 +626,6 @@ class ResourceHandlers:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
         self._call_webhooks(t, ctx, "UPDATE", new, old)
         admission.fill_zero_values(rt, new)
-        self._storage_version(rt, new)
         if managed is None:
             managed = managedfields.record_update(
                 old,
@@ -621,7 +641,9 @@ class ResourceHandlers:
         else:
             meta.pop("managedFields", None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
-        if new == old or ctx.dry_run:
+        new = self._to_storage(rt, new)
+        meta = new["metadata"]
+        if new == stored_old or ctx.dry_run:
             return Response(200, self._present(rt, new))
         if self._ready_to_go(rt, new):
             # Store.deleteWithoutFinalizers: "clients are expecting an updated object if a PUT

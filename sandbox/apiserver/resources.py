@@ -1,8 +1,9 @@
 """The registry of served resources: built-ins, plus the ones each installed CRD adds.
 
 A :class:`ResourceType` is what discovery lists and what the router resolves a path to. Custom resources
-share their CRD's storage across every served version (conversion strategy None: only ``apiVersion``
-changes when an object is read through another version).
+share their CRD's storage across every served version, stored in the storage version and converted
+when read or written through another (``conversion.py``: strategy None changes only ``apiVersion``,
+Webhook calls the CRD's conversion webhook).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class ResourceType:
     # The CRD's openAPIV3Schema for this version (custom resources only).
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     storage_schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    # The CRD's spec.conversion.webhook when its strategy is Webhook (sandbox/apiserver/conversion.py).
+    conversion_webhook: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    storage_version: str = field(default="", compare=False, hash=False)
     printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
     selectable_fields: tuple[str, ...] = ()
     # The verbs discovery lists when they differ from the full set (namespaces: no deletecollection).
@@ -264,6 +268,8 @@ class Registry:
         versions = [v for v in spec.get("versions", []) if v.get("served", True)]
         storage = next((v for v in spec.get("versions", []) if v.get("storage")), None)
         storage_schema = (storage or {}).get("schema", {}).get("openAPIV3Schema")
+        conversion = spec.get("conversion") or {}
+        webhook = conversion.get("webhook") if conversion.get("strategy") == "Webhook" else None
         entries: dict[tuple[str, str, str], ResourceType] = {}
         for v in versions:
             subs = v.get("subresources") or {}
@@ -284,6 +290,8 @@ class Registry:
                 custom=True,
                 schema=(v.get("schema") or {}).get("openAPIV3Schema"),
                 storage_schema=storage_schema,
+                conversion_webhook=webhook,
+                storage_version=(storage or {}).get("name", v["name"]),
                 printer_columns=tuple(v.get("additionalPrinterColumns") or ()),
                 selectable_fields=selectable,
             )

@@ -112,7 +112,11 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
                 return
             for change in changes:
                 last = change.rv
-                line = translate(change)
+                try:
+                    line = translate(change)
+                except errors.ApiError as exc:  # a failed conversion: etcd's watcher ends with an error
+                    yield _line("ERROR", errors.internal(exc.message).status())
+                    return
                 if line:
                     last_sent = time.monotonic()
                     yield line

@@ -222,20 +222,10 @@ def _call(webhook: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
         raise WebhookFailure("clientConfig.service is not emulated (no in-cluster services): give a url")
     if not url.startswith("https://"):
         raise WebhookFailure(f"{url}: webhooks are called over https only")
-    context = ssl.create_default_context()
-    if client.get("caBundle"):
-        context = ssl.create_default_context(cadata=base64.b64decode(client["caBundle"]).decode())
-    body = json.dumps({"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "request": request}).encode()
+    body = {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "request": request}
     timeout = float(webhook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
-    call = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
-    )
     try:
-        with urllib.request.urlopen(call, timeout=timeout, context=context) as answer:
-            review = json.loads(answer.read())
+        review = post_json(url, client.get("caBundle"), body, timeout)
     except Exception as exc:  # refused, timed out, TLS, a non-2xx status, not JSON
         raise WebhookFailure(f"Post {url.split('://', 1)[0]}://...: {exc}") from exc
     response = review.get("response") if isinstance(review, dict) else None
@@ -248,3 +238,20 @@ def _call(webhook: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     if response.get("uid") != request["uid"]:
         raise WebhookFailure(f"expected response.uid={request['uid']!r}, got {response.get('uid')!r}")
     return response
+
+
+def post_json(url: str, ca_bundle: str | None, body: Any, timeout: float) -> Any:
+    """POST ``body`` as JSON over HTTPS, verified with ``ca_bundle`` (base64 PEM) or the system's
+    roots, and the decoded JSON answer: how the API server calls admission and conversion webhooks.
+    Raises what urllib raises (refused, timed out, TLS, a non-2xx status) or a ValueError (not JSON)."""
+    context = ssl.create_default_context()
+    if ca_bundle:
+        context = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
+    call = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    with urllib.request.urlopen(call, timeout=timeout, context=context) as answer:
+        return json.loads(answer.read())

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from faultmatrix import APP, instances, kill_each, requirements, scale, settle, sqs, start
 from nodewright.checkpoints import POINTS
-from nodewright.cluster.resources import NODECLAIMS, NODES
+from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, NODES
 
 from sandbox.events import scheduled_event
 from sandbox.lambdas import PROVISIONER_TIMEOUT_SECONDS, LambdaContext, load_function, provisioner_invocation
 from sandbox.reliability import Rig, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-crashes")]
+ROLL_LABEL = "fault-matrix/roll"
 
 
 def test_killed_at_every_provisioning_step_converges(rig: Rig) -> None:
@@ -47,6 +48,34 @@ def test_killed_at_every_disruption_and_termination_step_converges(rig: Rig) -> 
     assert not rig.admin.list(NODES)
     assert not rig.check(settled=True)
     assert not rig.violations, [str(v) for v in rig.violations]
+
+
+def test_killed_at_every_step_of_a_replace_command_converges(rig: Rig) -> None:
+    """Drift by a NodePool edit replaces the node (one pod, nowhere else to go); the disruption
+    function is killed after tainting, after launching the replacement and after recording it; each
+    time the NodePool is edited again, and in the end every node carries the last template."""
+    start(rig, 1)
+    settle(rig, 1)
+    points = [
+        p for p in POINTS if p.startswith("disruption.replacements") or p.endswith("candidates-tainted")
+    ]
+
+    def edit_and_reach(point: str) -> None:
+        roll = {"metadata": {"labels": {ROLL_LABEL: point.rsplit(".", 1)[-1]}}}
+        rig.admin.patch(NODEPOOLS, "default", {"spec": {"template": roll}})
+        rig.converge(lambda: rig.crashes.killed[point] > 0, rounds=8)
+
+    kill_each(rig, points, edit_and_reach)
+    last = points[-1].rsplit(".", 1)[-1]
+
+    def rolled() -> bool:
+        nodes = rig.admin.list(NODES)
+        return bool(nodes) and all(n["metadata"]["labels"].get(ROLL_LABEL) == last for n in nodes)
+
+    assert rig.converge(lambda: rolled() and rig.pods(APP) == (1, 0), rounds=20), [
+        n["metadata"]["labels"].get(ROLL_LABEL) for n in rig.admin.list(NODES)
+    ]
+    settle(rig, 1)
 
 
 def test_killed_at_every_interruption_step_converges(rig: Rig) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -18,54 +16,27 @@ from kubernetes.client.exceptions import ApiException
 from nodewright.api import webhooks as manifests
 
 from sandbox.apiserver import ApiServer
+from sandbox.apiserver.testing import JsonWebhookServer
 from sandbox.apiserver.tls import make_serving_cert
 
 pytestmark = pytest.mark.timeout(60)
 
 
-class Recorder:
-    """An HTTPS webhook that records each AdmissionReview and answers as told."""
+class Recorder(JsonWebhookServer):
+    """An HTTPS webhook that records each AdmissionReview (``reviews``) and answers as told."""
 
     def __init__(self) -> None:
-        self.reviews: list[dict[str, Any]] = []
         self.allowed = True
         self.delay = 0.0
-        cert = make_serving_cert("127.0.0.1")
-        self.ca_bundle = cert.ca_data
-        recorder = self
+        super().__init__(self._answer, "/secret/admit")
+        self.reviews = self.requests
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                recorder.reviews.append(review)
-                time.sleep(recorder.delay)
-                response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": recorder.allowed}
-                if not recorder.allowed:
-                    response["status"] = {"code": 403, "reason": "Forbidden", "message": "no pods today"}
-                body = json.dumps(
-                    {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        class QuietServer(ThreadingHTTPServer):
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                pass  # the emulator hung up (timeoutSeconds): expected in the timeout test
-
-        self.server = QuietServer(("127.0.0.1", 0), Handler)
-        self.server.socket = cert.context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.server.server_address[1]}/secret/admit"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def _answer(self, review: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(self.delay)
+        response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": self.allowed}
+        if not self.allowed:
+            response["status"] = {"code": 403, "reason": "Forbidden", "message": "no pods today"}
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
 @pytest.fixture(scope="module")

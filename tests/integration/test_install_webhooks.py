@@ -1,5 +1,6 @@
 """``nodewright install-webhooks``: the stack's outputs and secret (moto) in, the wake-up's
-ValidatingWebhookConfiguration out (printed, or applied to the emulator and removed again)."""
+ValidatingWebhookConfiguration and the converting NodePool/EC2NodeClass CRDs out (printed, or
+applied to the emulator and removed again: the CRDs back to v1 only)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_it_prints_the_configuration_with_the_secret_path_for_kubectl_apply(
 ) -> None:
     assert main(["install-webhooks", "--cluster", "demo"]) == 0
 
-    document = yaml.safe_load(capsys.readouterr().out)
+    document, *crds = yaml.safe_load_all(capsys.readouterr().out)
     (hook,) = document["webhooks"]
     assert document["kind"] == "ValidatingWebhookConfiguration"
     assert hook["clientConfig"] == {"url": f"{FUNCTION_URL}{SECRET}/admit"}
@@ -60,6 +61,20 @@ def test_it_prints_the_configuration_with_the_secret_path_for_kubectl_apply(
     assert hook["rules"][0]["resources"] == ["pods/status"]
     assert hook["rules"][0]["operations"] == ["UPDATE"]
     assert [c["name"] for c in hook["matchConditions"]] == ["becomes-unschedulable", "was-not-unschedulable"]
+    assert [c["metadata"]["name"] for c in crds] == [
+        "nodepools.karpenter.sh",
+        "ec2nodeclasses.karpenter.k8s.aws",
+    ]
+    for crd in crds:
+        served = {v["name"]: (v["served"], v["storage"]) for v in crd["spec"]["versions"]}
+        assert served == {"v1": (True, True), "v1beta1": (True, False)}
+        assert crd["spec"]["conversion"] == {
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": {"url": f"{FUNCTION_URL}{SECRET}/convert"},
+                "conversionReviewVersions": ["v1"],
+            },
+        }
 
 
 def test_a_stack_without_the_wakeup_says_so_and_fails(
@@ -85,6 +100,10 @@ def test_apply_creates_then_configures_and_uninstall_removes_it(
         out = capsys.readouterr().out
         assert "nodewright-wakeup created" in out
         assert "nodewright-wakeup configured" in out
+        assert "customresourcedefinition/nodepools.karpenter.sh configured" in out
+        crd_key = ("apiextensions.k8s.io", "customresourcedefinitions")
+        pools: Any = server.store.get(crd_key, "", "nodepools.karpenter.sh")
+        assert pools["spec"]["conversion"]["webhook"]["clientConfig"]["url"].endswith(f"/{SECRET}/convert")
         stored: Any = server.store.get(
             ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
             "",
@@ -97,3 +116,8 @@ def test_apply_creates_then_configures_and_uninstall_removes_it(
         out = capsys.readouterr().out
         assert "nodewright-wakeup deleted" in out
         assert "nodewright-wakeup not found" in out
+        for name in webhooks.CONVERTED_CRDS:
+            crd: Any = server.store.get(crd_key, "", name)
+            assert [v["name"] for v in crd["spec"]["versions"]] == ["v1"]
+            assert crd["spec"]["conversion"] == {"strategy": "None"}
+        assert server.store.get(crd_key, "", "nodeclaims.karpenter.sh") is None  # never installed here

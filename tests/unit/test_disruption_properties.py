@@ -8,6 +8,11 @@ scheduling core (the shared fakes for the API server and EC2):
   dearest launch price of its options;
 * it never touches a node with ``karpenter.sh/do-not-disrupt`` (on the node or an active pod), nor
   one whose pods a PodDisruptionBudget protects, and never takes more nodes than the budget allows.
+
+And over a sequence of passes, each command carried out before the next (the candidates gone, the
+replacement up, the displaced pods where an independent plan puts them): $/h never rises, a bound
+pod always keeps a node, no pass exceeds the budget or touches a protected node, and the sequence
+reaches a pass that finds nothing to do within a bounded number of commands.
 """
 
 from __future__ import annotations
@@ -212,3 +217,126 @@ def test_the_property_sees_commands_at_all() -> None:
         patch.setattr(nodepools, "validation_errors", lambda doc: [])
         report = pass_after_validation(ctx)
     assert report.decisions
+
+
+# --- sequences of passes ------------------------------------------------------------------------------
+
+MAX_COMMANDS = 12  # each command saves money and a generated cluster has at most 5 nodes
+
+
+def cluster_price(ctx: Context) -> float:
+    """$/h of the live NodeClaims, each at the price of the type it runs as."""
+    world = observe(ctx)
+    live = [c for c in world.nodeclaims if not c["metadata"].get("deletionTimestamp")]
+    return sum(world.price_of(c) or 0.0 for c in live)
+
+
+def live_nodes(cluster: FakeCluster) -> set[str]:
+    return {n for n, o in cluster.objects["Node"].items() if not o["metadata"].get("deletionTimestamp")}
+
+
+def finish_terminations(cluster: FakeCluster) -> set[str]:
+    """The nodes whose termination a pass began (emptiness) are gone, as their drain would end:
+    the names of the NodeClaims removed."""
+    gone = {n for n, c in cluster.objects["NodeClaim"].items() if c["metadata"].get("deletionTimestamp")}
+    for name in gone:
+        node = cluster.objects["NodeClaim"].pop(name)["status"].get("nodeName")
+        assert not cluster.list_pods_on_node(node), f"{node} was removed with pods on it"
+        cluster.objects["Node"].pop(node, None)
+    return gone
+
+
+def carry_out(ctx: Context, cluster: FakeCluster, command: consolidation.Command, serial: int) -> None:
+    """The cluster once ``command`` is done: the replacement up as its cheapest option, each displaced
+    pod bound where an independent plan of the scheduling core puts it on the nodes there are (one
+    that would need a new node or has no place fails the property), the candidates gone."""
+    for index, replacement in enumerate(command.replacements):
+        add_node(cluster, f"r{serial}-{index}", replacement.instance_types[0].name)
+    world = observe(ctx)
+    sim = Simulation(world, nodepools.triage(world).usable)
+    displaced = [as_pending(p) for c in command.candidates for p in c.pods]
+    snapshot, unreadable = sim.snapshot(displaced, without=[c.node_name for c in command.candidates])
+    assert not unreadable
+    plan = scheduling.plan(snapshot)
+    placements = dict(plan.placements)
+    for pod in displaced:
+        key = f"default/{pod['metadata']['name']}"
+        assert key in placements, f"{key} lost its place after {command.describe()}"
+        cluster.objects["Pod"][pod["metadata"]["name"]]["spec"]["nodeName"] = placements[key]
+    for candidate in command.candidates:
+        del cluster.objects["NodeClaim"][candidate.name]
+        del cluster.objects["Node"][candidate.node_name]
+
+
+def run_passes(shape: dict[str, Any]) -> list[consolidation.Command]:
+    """Pass after pass on the cluster ``shape`` describes, each command carried out before the next,
+    checking the properties after each (see the test below); the commands, in order."""
+    flow.forget_proposals()
+    drift.forget_dynamic()
+    ctx, cluster, _cloud, protected = build(shape)
+    bound = {n for n, p in cluster.objects["Pod"].items() if p["spec"].get("nodeName")}
+    commands: list[consolidation.Command] = []
+
+    def record(ctx_: Context, world: Any, command: consolidation.Command) -> execute.Outcome:
+        commands.append(command)
+        return execute.Outcome(command.describe(), "started", [c.name for c in command.candidates])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nodepools, "validation_errors", lambda doc: [])
+        patch.setattr(flow, "_recent_why_not", {})
+        patch.setattr(execute, "start", record)
+        for serial in range(MAX_COMMANDS + 1):
+            nodes_before, price_before = live_nodes(cluster), cluster_price(ctx)
+            room = budget_room(shape["budget"], len(nodes_before))
+            before = len(commands)
+            # Two passes: a command found in the first acts in the second, once validated.
+            flow.disruption_pass(ctx, FakeLease(), flow.DisruptionReport())
+            ctx.clock.advance(consolidation.VALIDATION_SECONDS)  # type: ignore[attr-defined]
+            flow.disruption_pass(ctx, FakeLease(), flow.DisruptionReport())
+            emptied = finish_terminations(cluster)
+            new = commands[before:]
+            assert len(new) <= 1, "one command at a time"
+            for command in new:
+                carry_out(ctx, cluster, command, serial)
+            removed = nodes_before - live_nodes(cluster)
+            assert len(removed) <= room, (removed, shape["budget"])
+            assert not {n.removeprefix("node-") for n in removed} & set(protected), (removed, protected)
+            price_after = cluster_price(ctx)
+            if new:
+                assert price_after < price_before - 1e-9, new[0].describe()
+                assert price_after <= price_before - new[0].price_before + new[0].price_after + 1e-9
+            else:
+                assert price_after <= price_before + 1e-9
+            placed = {n: p["spec"].get("nodeName") for n, p in cluster.objects["Pod"].items()}
+            assert all(placed[n] in live_nodes(cluster) for n in bound), (bound, placed)
+            if not new and not emptied:
+                return commands  # a fixed point: the next pass would find the same nothing
+            ctx.clock.advance(consolidation.NOMINATION_SECONDS)  # type: ignore[attr-defined]
+    pytest.fail(f"no fixed point after {MAX_COMMANDS} commands: {[c.describe() for c in commands]}")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=cluster_shape)
+def test_repeated_passes_never_raise_cost_keep_every_pod_placed_respect_budgets_and_converge(
+    shape: dict[str, Any],
+) -> None:
+    """Pass after pass, each command carried out before the next: $/h only falls, every bound pod
+    keeps a node, no pass takes more nodes than the budget allows or a protected node, and the
+    sequence ends with a pass that finds nothing to do."""
+    commands = run_passes(shape)
+    event(f"{len(commands)} commands")
+
+
+def test_the_sequence_property_sees_several_commands() -> None:
+    """A guard against a vacuous sequence: four lightly used nodes under a budget of one node are
+    consolidated over several commands, one node at a time, down to what the pods need."""
+    shape = {
+        "nodes": [{"type": "m5.xlarge", "pods": [500], "node_veto": False, "pod_veto": False, "pdb": False}]
+        * 4,
+        "pending": [],
+        "budget": "1",
+        "vetoes": False,
+    }
+    commands = run_passes(shape)
+    assert len(commands) >= 2, [c.describe() for c in commands]
+    assert all(len(c.candidates) == 1 for c in commands)

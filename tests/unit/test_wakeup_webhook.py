@@ -271,6 +271,10 @@ def test_a_conversion_review_on_the_convert_path_is_converted_with_the_stacks_no
     assert response["uid"] == "c1"
     assert response["result"]["status"] == "Success"
     assert response["convertedObjects"][0]["spec"]["role"] == "NodewrightNode-demo"
+    assert "warnings" not in response  # ConversionResponse has no such field: the warning is logged
+    (warned,) = [line for line in recorder.lines if line.startswith("conversion warning")]
+    assert "EC2NodeClass default: neither role nor instanceProfile is set" in warned
+    assert "NodewrightNode-demo" in warned
 
 
 def test_the_function_url_answer_is_json_with_the_status() -> None:

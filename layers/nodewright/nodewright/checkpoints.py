@@ -28,6 +28,11 @@ POINTS: dict[str, str] = {
     "interruption.offering-marked": "a spot interruption marked its offering unavailable",
     "interruption.replacement-launched": "the replacement is launched, the drain not started",
     "disruption.candidate-chosen": "a node is chosen for disruption, nothing written yet",
+    "disruption.candidates-tainted": "a replace command's candidates are annotated and tainted, no "
+    "replacement launched yet",
+    "disruption.replacements-launched": "the replacements are launched, not yet recorded on the candidates",
+    "disruption.replacements-recorded": "the replacements are recorded; the candidates wait for them to "
+    "initialize",
 }
 
 

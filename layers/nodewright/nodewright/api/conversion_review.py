@@ -16,8 +16,11 @@ second object, and nothing may be lost, because the object is read back in the o
   stack's node role, marked by ``ROLE_DEFAULTED_ANNOTATION`` so that reading it back as v1beta1 gives
   the manifest as it was applied.
 
-So v1beta1 → v1 → v1beta1 and v1 → v1beta1 → v1 give back what went in. A ConversionReview answer
-carries no warnings, so what ``nodewright convert`` would warn about is logged by the caller.
+So v1beta1 → v1 → v1beta1 and v1 → v1beta1 → v1 give back what went in. A ConversionReview
+response has no ``warnings`` field (apiextensions.k8s.io/v1 ConversionResponse: uid,
+convertedObjects, result), unlike an AdmissionReview's, so nothing reaches the client: a node role
+filled in is recorded on the object (``ROLE_DEFAULTED_ANNOTATION``) and ``review`` collects a
+warning for the caller to log.
 """
 
 from __future__ import annotations
@@ -51,12 +54,13 @@ class ConversionError(ValueError):
     """An object this webhook cannot convert (the message is what the API server shows the client)."""
 
 
-def review(body: Any, *, node_role: str | None = None) -> Doc:
+def review(body: Any, *, node_role: str | None = None, warnings: list[str] | None = None) -> Doc:
     """The ConversionReview answer for ``body`` (always a well-formed review, never an exception).
 
     A request this webhook cannot answer at all (not a ConversionReview) gets a Failure result; so
     does one with any object it cannot convert: the API server then refuses the client's request
-    with the message, as it would for a real conversion failure.
+    with the message, as it would for a real conversion failure. ``warnings`` collects what the
+    client cannot be told (the node role filled in).
     """
     request = body.get("request") if isinstance(body, dict) else None
     uid = request.get("uid", "") if isinstance(request, dict) else ""
@@ -65,7 +69,7 @@ def review(body: Any, *, node_role: str | None = None) -> Doc:
     desired = request["desiredAPIVersion"]
     objects = as_list(request.get("objects"))
     try:
-        converted = [convert(obj, desired, node_role=node_role) for obj in objects]
+        converted = [convert(obj, desired, node_role=node_role, warnings=warnings) for obj in objects]
     except ConversionError as exc:
         return _answer(uid, [], str(exc))
     return _answer(uid, converted, None)
@@ -79,7 +83,9 @@ def _answer(uid: str, objects: list[Doc], failure: str | None) -> Doc:
     return {"apiVersion": REVIEW_API_VERSION, "kind": "ConversionReview", "response": response}
 
 
-def convert(obj: Any, desired_api_version: str, *, node_role: str | None = None) -> Doc:
+def convert(
+    obj: Any, desired_api_version: str, *, node_role: str | None = None, warnings: list[str] | None = None
+) -> Doc:
     """One object in ``desired_api_version`` (its group's v1 or v1beta1)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str):
         raise ConversionError("an object to convert has no apiVersion")
@@ -91,7 +97,7 @@ def convert(obj: Any, desired_api_version: str, *, node_role: str | None = None)
     if version == desired_version:
         return copy.deepcopy(obj)
     if (version, desired_version) == ("v1beta1", "v1"):
-        return _to_v1(obj, node_role)
+        return _to_v1(obj, node_role, warnings)
     if (version, desired_version) == ("v1", "v1beta1"):
         return _to_v1beta1(obj)
     raise ConversionError(f"cannot convert {obj['apiVersion']} {kind} to {desired_api_version}")
@@ -100,7 +106,7 @@ def convert(obj: Any, desired_api_version: str, *, node_role: str | None = None)
 # --------------------------------------------------------------------------- v1beta1 → v1
 
 
-def _to_v1(obj: Doc, node_role: str | None) -> Doc:
+def _to_v1(obj: Doc, node_role: str | None, warnings: list[str] | None) -> Doc:
     original = copy.deepcopy(obj)
     saved_fields = _pop_annotation(original, V1_FIELDS_ANNOTATION)
     if obj["kind"] == "NodeClaim":
@@ -114,7 +120,7 @@ def _to_v1(obj: Doc, node_role: str | None) -> Doc:
     if obj["kind"] == "NodePool":
         _carry_nodepool_extras(obj, out)
     if obj["kind"] == labels.EC2NODECLASS_KIND:
-        _default_role(out, node_role)
+        _default_role(out, node_role, warnings)
     if saved_fields:
         _restore_fields(out, json.loads(saved_fields))
     return out
@@ -157,9 +163,15 @@ def _ref_to_v1(ref: Doc) -> Doc:
     return {"group": group, "kind": ref.get("kind") or labels.EC2NODECLASS_KIND, "name": ref.get("name")}
 
 
-def _default_role(out: Doc, node_role: str | None) -> None:
+def _default_role(out: Doc, node_role: str | None, warnings: list[str] | None) -> None:
     if fill_node_role(out, node_role) and node_role:
         _annotate(out, ROLE_DEFAULTED_ANNOTATION, node_role)
+        if warnings is not None:
+            name = (out.get("metadata") or {}).get("name")
+            warnings.append(
+                f"EC2NodeClass {name}: neither role nor instanceProfile is set; filled in the stack's node "
+                f"role {node_role} (annotation {ROLE_DEFAULTED_ANNOTATION})"
+            )
 
 
 # --------------------------------------------------------------------------- v1 → v1beta1

@@ -7,13 +7,14 @@
   Running update, never leave the API server. ``failurePolicy: Ignore`` and a 2 s timeout: an
   unreachable URL costs a pod status write at most 2 s and changes nothing else (the schedule still
   provisions).
-* PLACEHOLDER, not used yet (issue 14's conversion part is not built: no command renders these
-  and the sandbox's emulator does not call conversion webhooks; README "What is not done yet"):
-  ``with_conversion(crd, url)``: a CRD from ``crds/`` (v1 served and stored) that also serves
-  ``v1beta1``, converted by the ConversionReview webhook on the same function URL
-  (``api.conversion_review``), so v1beta1 manifests can be applied unchanged and read back in both
-  versions. Without it, the CRDs serve v1 only: serving v1beta1 with ``strategy: None`` would prune
-  what v1 has no field for (docs/architecture.md).
+* ``conversion_crds(url)``: the NodePool and EC2NodeClass CRDs (``api.crds``: v1 served and
+  stored) serving ``v1beta1`` too, converted by the ConversionReview webhook on the same function
+  URL (``api.conversion_review``), so v1beta1 manifests can be applied unchanged and read back in
+  both versions. v1 stays the storage version: a v1 request never calls the webhook, so when the
+  URL is unreachable only v1beta1 requests fail. ``v1_only_crds()`` is the shipped form (what
+  ``install-webhooks --uninstall`` puts back): without a webhook the CRDs serve v1 only, because
+  serving v1beta1 with ``strategy: None`` would prune what v1 has no field for
+  (docs/architecture.md). NodeClaims stay v1 only: Nodewright writes them, users do not.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from nodewright.api.crds import build_crds
 from nodewright.api.schema import SCHEMAS_V1BETA1
 
 CONFIGURATION_NAME = "nodewright-wakeup"
@@ -29,6 +31,8 @@ ADMIT_PATH = "admit"
 CONVERT_PATH = "convert"
 TIMEOUT_SECONDS = 2
 PART_OF = {"app.kubernetes.io/part-of": "nodewright"}
+# The kinds users apply in v1beta1 (the seeds): their CRDs serve it through the webhook.
+CONVERTED_CRDS = ("nodepools.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
 
 # A PodScheduled condition the scheduler set because no node fits. The request's object and
 # oldObject are the whole Pod (a pods/status update); has() guards every optional field, because a
@@ -97,8 +101,29 @@ def wakeup_configuration(url: str, ca_bundle: str | None = None) -> dict[str, An
     }
 
 
-def with_conversion(crd: dict[str, Any], url: str) -> dict[str, Any]:
-    """``crd`` (v1 served and stored) serving v1beta1 too, converted by the webhook at ``url``."""
+def install_documents(admit_url: str, convert_url: str, ca_bundle: str | None = None) -> list[dict[str, Any]]:
+    """Everything ``install-webhooks`` applies: the wake-up's configuration, then the converting CRDs."""
+    return [wakeup_configuration(admit_url, ca_bundle), *conversion_crds(convert_url, ca_bundle)]
+
+
+def conversion_crds(url: str, ca_bundle: str | None = None) -> list[dict[str, Any]]:
+    """The ``CONVERTED_CRDS`` serving v1beta1 through the conversion webhook at ``url``."""
+    return [with_conversion(crd, url, ca_bundle) for crd in _converted()]
+
+
+def v1_only_crds() -> list[dict[str, Any]]:
+    """The ``CONVERTED_CRDS`` as shipped under ``crds/``: v1 only, no webhook."""
+    return [without_conversion(crd) for crd in _converted()]
+
+
+def _converted() -> list[dict[str, Any]]:
+    crds = {crd["metadata"]["name"]: crd for crd in build_crds().values()}
+    return [crds[name] for name in CONVERTED_CRDS]
+
+
+def with_conversion(crd: dict[str, Any], url: str, ca_bundle: str | None = None) -> dict[str, Any]:
+    """``crd`` (v1 served and stored) serving v1beta1 too, converted by the webhook at ``url``
+    (``ca_bundle``: only for a certificate no public CA signed, the sandbox's)."""
     out = copy.deepcopy(crd)
     spec = out["spec"]
     v1 = next(v for v in spec["versions"] if v["name"] == "v1")
@@ -118,9 +143,12 @@ def with_conversion(crd: dict[str, Any], url: str) -> dict[str, Any]:
     if v1.get("additionalPrinterColumns"):
         v1beta1["additionalPrinterColumns"] = copy.deepcopy(v1["additionalPrinterColumns"])
     spec["versions"] = [v1, v1beta1]
+    client_config: dict[str, Any] = {"url": url}
+    if ca_bundle:
+        client_config["caBundle"] = ca_bundle
     spec["conversion"] = {
         "strategy": "Webhook",
-        "webhook": {"clientConfig": {"url": url}, "conversionReviewVersions": ["v1"]},
+        "webhook": {"clientConfig": client_config, "conversionReviewVersions": ["v1"]},
     }
     return out
 

@@ -1,14 +1,17 @@
-"""``nodewright install-webhooks --cluster NAME [--stack S] [--apply | --uninstall]``: the wake-up.
+"""``nodewright install-webhooks --cluster NAME [--stack S] [--apply | --uninstall]``: the webhooks.
 
 Reads the stack's outputs (``NodewrightWebhookUrl``, ``NodewrightWebhookSecretArn``) and the
-secret, with your AWS credentials, and prints the ValidatingWebhookConfiguration that makes the
-API server call the function URL when a pod becomes unschedulable (``kubectl apply -f -`` ready).
-``--apply`` applies it with your kubeconfig instead; ``--uninstall`` deletes it (pods then wait
-for the minute schedule; nothing else changes). The printed YAML holds the secret path: treat it
-as a credential (docs/deploy.md, threat model).
+secret, with your AWS credentials, and prints what points the API server at the function URL
+(``kubectl apply -f -`` ready): the ValidatingWebhookConfiguration that wakes the provisioner when a
+pod becomes unschedulable, and the NodePool and EC2NodeClass CRDs serving ``v1beta1`` next to
+``v1`` through the conversion webhook (v1 stays the storage version). ``--apply`` applies them with
+your kubeconfig instead; ``--uninstall`` deletes the webhook configuration and puts the CRDs back
+to v1 only (pods then wait for the minute schedule; v1beta1 manifests go through ``nodewright
+convert`` again; no NodePool or EC2NodeClass is touched). The printed YAML holds the secret path:
+treat it as a credential (docs/deploy.md, threat model).
 
-Exit status 1 with the reason when the stack has no wake-up (deployed with ``-c wakeup=false``)
-or cannot be read.
+Exit status 1 with the reason when the stack has no wake-up (deployed with ``-c wakeup=false``: the
+CRDs then stay v1 only, as ``kubectl apply -f crds/`` installs them) or cannot be read.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "install-webhooks",
-        help="print or apply the API server's wake-up webhook configuration for a deployed stack",
+        help="print or apply the API server's wake-up webhook and CRD conversion for a deployed stack",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -69,22 +72,28 @@ def run(args: argparse.Namespace) -> int:
     if readiness.NONE in (url, secret_arn):
         print(
             f"nodewright install-webhooks: stack {stack} has no wake-up (deployed with -c wakeup=false, or "
-            "an older release): redeploy without it to get one; pods meanwhile get nodes on the schedule",
+            "an older release): redeploy without it to get one; pods meanwhile get nodes on the schedule, "
+            "and the CRDs serve v1 only (convert v1beta1 manifests with `nodewright convert`)",
             file=sys.stderr,
         )
         return 1
-    document = webhooks.wakeup_configuration(
-        webhooks.endpoint(url, read_secret(settings, secret_arn), webhooks.ADMIT_PATH)
+    secret = read_secret(settings, secret_arn)
+    documents = webhooks.install_documents(
+        webhooks.endpoint(url, secret, webhooks.ADMIT_PATH),
+        webhooks.endpoint(url, secret, webhooks.CONVERT_PATH),
     )
     if not args.apply:
-        sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
+        sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
         return 0
     from nodewright import cluster
     from nodewright.cluster import install
-    from nodewright.cluster.resources import VALIDATING_WEBHOOKS
+    from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
 
-    done = install.apply(cluster.connect(settings), VALIDATING_WEBHOOKS, document)
-    print(f"validatingwebhookconfiguration/{webhooks.CONFIGURATION_NAME} {done}")
+    resources = {r.kind: r for r in (CRDS, VALIDATING_WEBHOOKS)}
+    client = cluster.connect(settings)
+    for document in documents:
+        done = install.apply(client, resources[document["kind"]], document)
+        print(f"{document['kind'].lower()}/{document['metadata']['name']} {done}")
     return 0
 
 
@@ -92,10 +101,18 @@ def _uninstall(settings: Settings) -> int:
     from nodewright import cluster
     from nodewright.api import webhooks
     from nodewright.cluster import install
-    from nodewright.cluster.resources import VALIDATING_WEBHOOKS
+    from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
 
-    gone = install.remove(cluster.connect(settings), VALIDATING_WEBHOOKS, webhooks.CONFIGURATION_NAME)
+    client = cluster.connect(settings)
+    gone = install.remove(client, VALIDATING_WEBHOOKS, webhooks.CONFIGURATION_NAME)
     print(
         f"validatingwebhookconfiguration/{webhooks.CONFIGURATION_NAME} {'deleted' if gone else 'not found'}"
     )
+    for crd in webhooks.v1_only_crds():
+        name = crd["metadata"]["name"]
+        if client.find(CRDS, name) is None:
+            print(f"customresourcedefinition/{name} not installed (kubectl apply -f crds/)")
+            continue
+        install.apply(client, CRDS, crd)
+        print(f"customresourcedefinition/{name} v1 only, no conversion webhook")
     return 0

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from nodewright import termination
 from nodewright.api import labels
 from nodewright.api.models import INITIALIZED, LAUNCHED
+from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.provisioning import launch_replacements
 from nodewright.state.world import World
@@ -84,6 +85,7 @@ def start(ctx: Context, world: World, command: Command) -> Outcome:
             candidate.name, {"metadata": {"annotations": {COMMAND_ANNOTATION: value}}}
         )
         ctx.cluster.taint_node(candidate.node_name, [termination.DISRUPTED_TAINT])
+    checkpoint("disruption.candidates-tainted")
     report = launch_replacements(ctx, world, command.replacements)
     if report.failures or len(report.created) != len(command.replacements):
         why = (
@@ -91,10 +93,12 @@ def start(ctx: Context, world: World, command: Command) -> Outcome:
         )
         abandon(ctx, [c.nodeclaim for c in command.candidates], [c.node for c in command.candidates], why)
         return Outcome(message, "abandoned", names, why)
+    checkpoint("disruption.replacements-launched")
     for candidate in command.candidates:
         ctx.cluster.patch_nodeclaim(
             candidate.name, {"metadata": {"annotations": {REPLACEMENTS_ANNOTATION: ",".join(report.created)}}}
         )
+    checkpoint("disruption.replacements-recorded")
     return Outcome(message, "started", names, f"replacements {', '.join(report.created)}")
 
 

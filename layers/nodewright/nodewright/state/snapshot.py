@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.cluster.objects import is_deleting, name_of
+from nodewright.api.models import INITIALIZED
+from nodewright.cluster.objects import condition, is_deleting, name_of
 from nodewright.state import nodepools
 from nodewright.state.pods import is_terminal
 from nodewright.state.world import World, nodeclass_name
@@ -40,10 +41,17 @@ class Simulation:
             if node_name and not is_terminal(pod):
                 bound.setdefault(node_name, []).append(model.pod_from_k8s(pod))
         # Registered nodes by name, then NodeClaims still in flight (named after the NodeClaim).
-        self.nodes: list[tuple[str, Any]] = [
-            (name_of(node), model.node_from_k8s(node, bound.get(name_of(node), ()))) for node in world.nodes
-        ]
         live_claims = [c for c in world.nodeclaims if not is_deleting(c)]
+        settling = {
+            name_of(node): claim
+            for claim in live_claims
+            if (node := world.node_of(claim)) is not None and not _initialized(claim)
+        }
+        self.nodes: list[tuple[str, Any]] = []
+        for node in world.nodes:
+            name = name_of(node)
+            counted = as_capacity(node, settling.get(name))
+            self.nodes.append((name, model.node_from_k8s(counted, bound.get(name, ()))))
         self.nodes += [
             (name_of(claim), in_flight_node(claim, world))
             for claim in live_claims
@@ -132,6 +140,45 @@ def candidates_for(world: World, claim: Mapping[str, Any]) -> list[InstanceType]
     return world.candidates_for(claim, MAX_CANDIDATE_TYPES)
 
 
+# Karpenter's known ephemeral taints (scheduling.KnownEphemeralTaints): a node carries them while it
+# starts; its NodeClaim's startupTaints are added to them until it is initialized.
+EPHEMERAL_TAINTS = frozenset(
+    {
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+        (labels.UNREGISTERED_TAINT_KEY, "NoExecute"),
+    }
+)
+
+
+def as_capacity(node: Mapping[str, Any], settling_claim: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The node as the simulation counts it: the node of a NodeClaim not yet initialized (Karpenter's
+    ``StateNode.Taints``) without the ephemeral taints and the NodeClaim's startupTaints, which
+    only mean "still starting", and with its NodeClaim's allocatable until the kubelet reports its
+    own. Else the pods nominated to it would look unplaceable and every pass between registration
+    and readiness would launch another node for them."""
+    if settling_claim is None:
+        return node
+    startup = {
+        (t.get("key"), t.get("effect")) for t in (settling_claim.get("spec") or {}).get("startupTaints") or ()
+    }
+    taints = (node.get("spec") or {}).get("taints") or ()
+    kept = [t for t in taints if (t.get("key"), t.get("effect")) not in EPHEMERAL_TAINTS | startup]
+    status = node.get("status") or {}
+    # Until the kubelet reports it, the node holds what its NodeClaim was launched with (Karpenter's too).
+    allocatable = status.get("allocatable") or (settling_claim.get("status") or {}).get("allocatable")
+    return {
+        **node,
+        "spec": {**(node.get("spec") or {}), "taints": kept},
+        "status": {**status, "allocatable": allocatable or {}},
+    }
+
+
+def _initialized(claim: Mapping[str, Any]) -> bool:
+    return (condition(claim, INITIALIZED) or {}).get("status") == "True"
+
+
 def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
     """A NodeClaim without a registered Node, as capacity: its recorded allocatable once launched,
     before that the least any of its candidate types would give (what every candidate can hold)."""
@@ -161,7 +208,9 @@ def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
 
 
 __all__ = [
+    "EPHEMERAL_TAINTS",
     "Simulation",
+    "as_capacity",
     "build_snapshot",
     "candidates_for",
     "fresh_plan",

@@ -15,7 +15,8 @@ judged before anything is parsed, cheapest check first, and the answer to a stra
    is one wake-up, not hundreds) or the request is a dry run. A failed wake-up is logged and
    counted; the answer is still ``allowed``.
 6. a conversion review: ``api.conversion_review.review`` (the stack's node role fills in an
-   EC2NodeClass with neither role nor instanceProfile).
+   EC2NodeClass with neither role nor instanceProfile: logged as a warning and recorded in an
+   annotation, since a ConversionReview response has no warnings field).
 """
 
 from __future__ import annotations
@@ -224,7 +225,10 @@ class Webhook:
             or review.get("kind") != "ConversionReview"
         ):
             return self._refuse("NotAReview", refusal(400, "not an apiextensions.k8s.io/v1 ConversionReview"))
-        answer = conversion_review.review(review, node_role=self._node_role)
+        warnings: list[str] = []
+        answer = conversion_review.review(review, node_role=self._node_role, warnings=warnings)
+        for warning in warnings:  # a ConversionReview cannot carry them to the client: logged here
+            self._log.warning("conversion warning", extra={"warning": warning})
         result = answer["response"]["result"]
         if result["status"] != "Success":
             self._log.warning("conversion refused", extra={"message": result.get("message")})
