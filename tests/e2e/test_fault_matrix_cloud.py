@@ -95,15 +95,19 @@ def test_api_server_down_for_a_whole_invocation_fails_cleanly_once(rig: Rig) -> 
 
 def test_aws_endpoint_restart_mid_story_converges(rig: Rig) -> None:
     start(rig, 2)
+    rig.log.seek(0)
+    rig.log.truncate()
     rig.sandbox.stop_aws()
     try:
         outcome = rig.invoke("provisioner", seconds=9.5)
     finally:
         rig.sandbox.start_aws()
-    # Unreachable AWS is an invocation error (Lambda's Errors metric and the function-errors alarm),
-    # raised at once rather than hanging; the next scheduled invocation carries on.
-    assert not outcome.ok
-    assert "EndpointConnectionError" in outcome.error
+    # Unreachable AWS ends the invocation cleanly: one line, the AwsUnavailable metric (its alarm),
+    # no traceback, at once rather than hanging; the next scheduled invocation carries on.
+    assert outcome.ok, outcome.error
+    assert outcome.result["error"] == "AwsUnavailable"
+    assert rig.log.getvalue().count("AWS unreachable") == 1, rig.log.getvalue()[-2000:]
+    assert "Traceback" not in rig.log.getvalue()
     assert outcome.seconds < 30
     assert not instances(rig)
     settle(rig, 2)
