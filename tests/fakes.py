@@ -26,6 +26,7 @@ from nodewright.cluster.objects import format_time
 from nodewright.cluster.resources import Resource
 
 if TYPE_CHECKING:
+    from nodewright.context import Context
     from nodewright.state.interfaces import CloudProvider, Cluster, Lease
 
 Obj = dict[str, Any]
@@ -441,3 +442,19 @@ if TYPE_CHECKING:  # mypy (make test) holds the fakes to the protocols the flows
 
     def _conforms(clock: FakeClock) -> tuple[Cluster, CloudProvider, Lease]:
         return FakeCluster(clock), FakeCloudProvider(clock), FakeLease()
+
+
+def fake_context(cluster: FakeCluster, cloud: FakeCloudProvider, clock: FakeClock) -> Context:
+    """A flow's context on the shared fakes: cluster ``test`` in us-west-2, no state store."""
+    from nodewright.context import Context
+    from nodewright.settings import Settings
+
+    return Context(
+        Settings(cluster_name="test", region="us-west-2"),
+        cluster,
+        cloud,
+        None,
+        RecordingLogger(),
+        RecordingMetrics(),
+        clock=clock,
+    )

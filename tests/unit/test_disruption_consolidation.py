@@ -8,12 +8,17 @@ import copy
 from typing import Any
 
 import pytest
-from fakes import FakeClock, FakeCloudProvider, FakeCluster, FakeLease, RecordingLogger, RecordingMetrics
+from fakes import (
+    FakeClock,
+    FakeCloudProvider,
+    FakeCluster,
+    FakeLease,
+    fake_context,
+)
 from nodewright.api import hashing
 from nodewright.cluster import objects
 from nodewright.context import Context
 from nodewright.disruption import consolidation, drift, execute, flow
-from nodewright.settings import Settings
 from nodewright.state import nodepools
 from test_scheduling_support import catalog
 
@@ -49,15 +54,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> tuple[Context, FakeCluster, FakeClou
     cloud.types = catalog(spot=False, zones=(ZONE,))
     cluster.add("NodePool", NODEPOOL)
     cluster.add("EC2NodeClass", NODECLASS)
-    ctx = Context(
-        Settings(cluster_name="test", region="us-west-2"),
-        cluster,
-        cloud,
-        None,
-        RecordingLogger(),
-        RecordingMetrics(),
-        clock=clock,
-    )
+    ctx = fake_context(cluster, cloud, clock)
     monkeypatch.setattr(nodepools, "validation_errors", lambda doc: [])
     flow.forget_proposals()
     drift.forget_dynamic()

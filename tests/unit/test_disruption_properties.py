@@ -21,13 +21,18 @@ import copy
 from typing import Any
 
 import pytest
-from fakes import FakeClock, FakeCloudProvider, FakeCluster, FakeLease, RecordingLogger, RecordingMetrics
+from fakes import (
+    FakeClock,
+    FakeCloudProvider,
+    FakeCluster,
+    FakeLease,
+    fake_context,
+)
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from nodewright import scheduling
 from nodewright.context import Context
 from nodewright.disruption import consolidation, drift, execute, flow
-from nodewright.settings import Settings
 from nodewright.state import nodepools
 from nodewright.state.pods import as_pending, is_provisionable
 from nodewright.state.snapshot import Simulation
@@ -107,15 +112,7 @@ def build(shape: dict[str, Any]) -> tuple[Context, FakeCluster, FakeCloudProvide
                 protected[name] = "PDB"
     for number, cpu in enumerate(shape["pending"]):
         add_pod(cluster, f"pending-{number}", None, cpu=f"{cpu}m")
-    ctx = Context(
-        Settings(cluster_name="test", region="us-west-2"),
-        cluster,
-        cloud,
-        None,
-        RecordingLogger(),
-        RecordingMetrics(),
-        clock=clock,
-    )
+    ctx = fake_context(cluster, cloud, clock)
     return ctx, cluster, cloud, protected
 
 

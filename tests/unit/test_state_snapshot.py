@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fakes import FakeClock, FakeCloudProvider, FakeCluster, RecordingLogger, RecordingMetrics
+from fakes import FakeClock, FakeCloudProvider, FakeCluster, fake_context
 from nodewright import scheduling
 from nodewright.context import Context
-from nodewright.settings import Settings
 from nodewright.state import nodepools
 from nodewright.state.snapshot import Simulation
 from nodewright.state.world import observe
@@ -30,15 +29,7 @@ def ctx(monkeypatch: pytest.MonkeyPatch) -> Context:
     cluster.add("NodePool", NODEPOOL)
     cluster.add("EC2NodeClass", NODECLASS)
     monkeypatch.setattr(nodepools, "validation_errors", lambda doc: [])
-    return Context(
-        Settings(cluster_name="test", region="us-west-2"),
-        cluster,
-        cloud,
-        None,
-        RecordingLogger(),
-        RecordingMetrics(),
-        clock=clock,
-    )
+    return fake_context(cluster, cloud, clock)
 
 
 def starting_node(cluster: Any, *, initialized: bool, reported: bool = True) -> None:
