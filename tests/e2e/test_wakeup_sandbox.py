@@ -15,6 +15,7 @@ for v1 while v1beta1 requests fail."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import urllib.error
@@ -204,9 +205,9 @@ def test_an_unschedulable_pod_wakes_the_idle_provisioner_and_a_pod_that_schedule
 
 # The issue names 500. The sandbox's one webhook container answers one admission call at a time and
 # kube-apiserver waits for each, so on a loaded machine pods turn Unschedulable at about one every
-# one to four seconds and 500 take many minutes: the suite runs 20 through the same path. (Lambda
-# would run webhook containers side by side; the sandbox does not, a fidelity gap noted in the README.)
-BURST = 20
+# one to four seconds and 500 take many minutes: the suite runs 20 through the same path, and
+# NODEWRIGHT_E2E_BURST=500 runs the issue's size on demand (README, "What is not done yet").
+BURST = int(os.environ.get("NODEWRIGHT_E2E_BURST", "20"))
 
 
 def test_a_burst_of_pending_pods_wakes_a_bounded_number_of_times_and_every_pod_gets_a_place(
@@ -242,7 +243,11 @@ def test_a_burst_of_pending_pods_wakes_a_bounded_number_of_times_and_every_pod_g
     started = time.monotonic()
     admin.create(DEPLOYMENTS, burst, namespace="default")
     try:
-        wait_for("every burst pod bound to a node", lambda: _unbound(admin, "burst") == 0, 4 * TICK_SECONDS)
+        wait_for(
+            "every burst pod bound to a node",
+            lambda: _unbound(admin, "burst") == 0,
+            max(4 * TICK_SECONDS, 3 * BURST),
+        )
         seconds = time.monotonic() - started
         woken = api.accepted - accepted
         webhook_calls = _webhook_calls(runtime) - calls
