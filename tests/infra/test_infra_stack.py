@@ -47,8 +47,8 @@ def test_resource_counts_match_the_design(default_synth: Synth) -> None:
         "AWS::EKS::AccessEntry": 5,  # 4 functions that call Kubernetes + the created node role
         "AWS::CloudWatch::Dashboard": 1,
         # 2 DLQs, 6 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE,
-        # API server unreachable
-        "AWS::CloudWatch::Alarm": 21,
+        # API server unreachable, AWS unreachable
+        "AWS::CloudWatch::Alarm": 22,
         "AWS::IAM::Role": 8,  # one per function (webhook too), the removal's, the node role
         "AWS::CloudFormation::CustomResource": 1,
         "AWS::SNS::Topic": 0,  # only with alarmEmail
