@@ -146,7 +146,7 @@ API_SERVER_UNAVAILABLE = MetricSpec(
     "Sum",
     (),
     "invocations that ended because the Kubernetes API server could not be reached",
-    "nodewright/context.py report_api_unavailable",
+    "nodewright/context.py report_outage",
 )
 AWS_UNAVAILABLE = MetricSpec(
     "AwsUnavailable",
@@ -154,7 +154,7 @@ AWS_UNAVAILABLE = MetricSpec(
     "Sum",
     (),
     "invocations that ended because AWS could not be reached (endpoint down, no credentials)",
-    "nodewright/context.py report_aws_unavailable",
+    "nodewright/context.py report_outage",
 )
 DUPLICATE_MESSAGES = MetricSpec(
     "DuplicateMessages", "Count", "Sum", (), "events already handled (by the other path)", INTERRUPTION

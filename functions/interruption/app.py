@@ -2,7 +2,8 @@
 
 Triggered by SQS in batches of up to 10 with ``ReportBatchItemFailures``: a message that fails for a
 transient reason (API server unreachable, throttling, the same event in progress in ``spot_events``)
-is the only one returned to the queue; malformed or foreign messages are logged, counted and
+is the only one returned to the queue (an unreachable API server or AWS is said in one log line and
+one metric, not a traceback per message); malformed or foreign messages are logged, counted and
 acknowledged (see ``nodewright.interruption.processing``). After the batch, the drains it started —
 and any an earlier invocation left half-done — run until done or the invocation's time is nearly up.
 """
@@ -15,8 +16,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from nodewright.cluster.errors import ApiUnavailable
-from nodewright.context import ContainerContext, remaining_seconds, report_api_unavailable
+from nodewright.context import ContainerContext, remaining_seconds, report_outage
 from nodewright.interruption.processing import InterruptionProcessor
 from nodewright.observability import logger, metrics, trace
 
@@ -42,10 +42,16 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     response = process_partial_response(
         event=event, record_handler=handle_record, processor=batch, context=context
     )
+    # Records that failed because the API server or AWS is unreachable go back to the queue (SQS
+    # redelivery is their retry); the outage is said once, and no drain is attempted into it.
+    for _, error, _ in batch.exceptions:
+        if error is not None and report_outage(log, emf, error) is not None:
+            return dict(response)
     try:
         processor.drive(budget_seconds=remaining_seconds(context))
-    except ApiUnavailable as exc:  # the batch's answer stands: acknowledged messages stay acknowledged
-        report_api_unavailable(log, emf, exc)
+    except Exception as exc:  # the batch's answer stands: acknowledged messages stay acknowledged
+        if report_outage(log, emf, exc) is None:
+            raise
     return dict(response)
 
 

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodewright.cloud.errors import aws_unreachable
-from nodewright.cluster.errors import ApiUnavailable
 from nodewright.context import (
     ContainerContext,
     check_scheduled_event,
-    report_api_unavailable,
-    report_aws_unavailable,
+    report_outage,
 )
 from nodewright.observability import logger, metrics, record_pass_completed, trace
 
@@ -41,12 +38,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     left = container.start_invocation(context)
     try:
         report = provisioning.run(container.get(), left, woken_at=woken_at)
-    except ApiUnavailable as exc:  # no pass completed: no heartbeat, so the heartbeat alarm sees it
-        return report_api_unavailable(log, emf, exc)
-    except Exception as exc:  # AWS down or no credentials: the same one line and metric, no traceback
-        if not aws_unreachable(exc):
+    except Exception as exc:  # API server or AWS unreachable: one line and metric; no pass, no heartbeat
+        outage = report_outage(log, emf, exc)
+        if outage is None:
             raise
-        return report_aws_unavailable(log, emf, exc)
+        return outage
     if report.stale_wakeup:  # a pass of this container already saw the cluster after it was sent
         emf.add_metric(name="WakeupsStale", unit=MetricUnit.Count, value=1)
         log.info("wake-up dropped: this container looked at the pods after it was sent")

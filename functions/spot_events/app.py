@@ -11,8 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from nodewright.cluster.errors import ApiUnavailable
-from nodewright.context import ContainerContext, remaining_seconds, report_api_unavailable
+from nodewright.context import ContainerContext, remaining_seconds, report_outage
 from nodewright.interruption.processing import EventInProgress, InterruptionProcessor
 from nodewright.observability import logger, metrics, trace
 
@@ -32,10 +31,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except EventInProgress as exc:
         log.info("event in progress in the queue path; leaving it to that path", extra={"error": str(exc)})
         return {"disposition": "in-progress-elsewhere"}
-    except ApiUnavailable as exc:  # the same event's queue copy is retried by SQS
-        return report_api_unavailable(log, emf, exc)
+    except Exception as exc:  # API server or AWS unreachable: the event's queue copy is retried by SQS
+        outage = report_outage(log, emf, exc)
+        if outage is None:
+            raise
+        return outage
     try:
         processor.drive(budget_seconds=remaining_seconds(context))
-    except ApiUnavailable as exc:
-        report_api_unavailable(log, emf, exc)
+    except Exception as exc:
+        if report_outage(log, emf, exc) is None:
+            raise
     return result.as_dict()

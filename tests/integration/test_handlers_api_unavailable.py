@@ -1,9 +1,11 @@
-"""With the API server down for a whole invocation, a scheduled function says so in one log line and
-one metric (an alarm watches it) and ends; it neither tracebacks per object nor gets retried into
-the same outage."""
+"""With the API server or AWS unreachable for a whole invocation, every function says so in one log
+line and one metric (an alarm watches each) and ends; it neither tracebacks per object nor gets
+retried into the same outage. The interruption queue returns only the messages the outage stopped
+(SQS redelivery is their retry) and still acknowledges the malformed ones."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,3 +177,115 @@ PENDING_POD: dict[str, Any] = {
         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
     },
 }
+
+
+INSTANCE = "i-0f1e2d3c4b5a69788"
+
+
+def spot_warning() -> dict[str, Any]:
+    """The documented spot interruption warning for an instance of this cluster, sent just now."""
+    from datetime import UTC, datetime
+
+    return {
+        "version": "0",
+        "id": "9b1f6c1e-2d4a-4f7e-8c3b-5a6d7e8f9a01",
+        "detail-type": "EC2 Spot Instance Interruption Warning",
+        "source": "aws.ec2",
+        "account": "111122223333",
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "us-west-2",
+        "resources": [f"arn:aws:ec2:us-west-2:111122223333:instance/{INSTANCE}"],
+        "detail": {"instance-id": INSTANCE, "instance-action": "terminate"},
+    }
+
+
+def sqs_record(message_id: str, body: str) -> dict[str, Any]:
+    import time
+
+    return {
+        "messageId": message_id,
+        "receiptHandle": f"handle-{message_id}",
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": str(int(time.time() * 1000))},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-west-2:111122223333:nodewright-c-interruption",
+        "awsRegion": "us-west-2",
+    }
+
+
+def interruption_function(name: str, cluster: FakeCluster, cloud: FakeCloudProvider, clock: FakeClock) -> Any:
+    """The function's module wired to fakes: a node of this cluster whose instance gets the warning."""
+    from nodewright.interruption.processing import InterruptionProcessor
+
+    cluster.add(
+        "NodeClaim",
+        {
+            "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"nodeClassRef": {"name": "default"}},
+            "status": {"providerID": f"aws:///us-west-2a/{INSTANCE}", "nodeName": "node-a"},
+        },
+    )
+    cluster.add(
+        "Node", {"metadata": {"name": "node-a"}, "spec": {"providerID": f"aws:///us-west-2a/{INSTANCE}"}}
+    )
+    module = load_function(name)
+    ctx = Context(
+        Settings(cluster_name="c", region="us-west-2"),
+        cluster,
+        cloud,
+        None,
+        module.log,
+        module.emf,
+        clock=clock,
+    )
+    module.container = ContainerContext(logger=module.log, metrics=module.emf, context=ctx)
+    module.processor = InterruptionProcessor(module.container)
+    module.emf.clear_metrics()
+    return module
+
+
+@pytest.mark.parametrize("outage", ["api-server-down", "aws-endpoint-down"])
+def test_the_interruption_queue_with_an_outage_returns_only_the_affected_messages_and_says_so_once(
+    outage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = FakeClock()
+    if outage == "api-server-down":
+        cluster: FakeCluster = DownCluster(clock)
+        cloud: FakeCloudProvider = FakeCloudProvider(clock)
+    else:
+        cluster, cloud = FakeCluster(clock), UnreachableCloud(clock)
+        UnreachableCloud.error = EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com/")
+    module = interruption_function("interruption", cluster, cloud, clock)
+    batch = {"Records": [sqs_record("warning", json.dumps(spot_warning())), sqs_record("junk", "{not json")]}
+
+    answer = module.handler(batch, LambdaContext(function_name="nodewright-interruption"))
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "warning"}]}, (
+        "junk acknowledged, warning retried"
+    )
+    out = capsys.readouterr().out
+    line, metric = (
+        ("Kubernetes API server unavailable", "ApiServerUnavailable")
+        if outage == "api-server-down"
+        else ("AWS unreachable; nothing more this invocation", "AwsUnavailable")
+    )
+    assert out.count(line) == 1
+    assert f'"{metric}":[1.0]' in out
+    assert "Traceback" not in out
+
+
+def test_the_direct_spot_path_with_aws_unreachable_reports_once_and_ends(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    clock = FakeClock()
+    UnreachableCloud.error = NoCredentialsError()
+    module = interruption_function("spot_events", FakeCluster(clock), UnreachableCloud(clock), clock)
+
+    answer = module.handler(spot_warning(), LambdaContext(function_name="nodewright-spot-events"))
+
+    assert answer["error"] == "AwsUnavailable"
+    out = capsys.readouterr().out
+    assert out.count("AWS unreachable; nothing more this invocation") == 1
+    assert "Traceback" not in out

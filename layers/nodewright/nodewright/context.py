@@ -161,6 +161,23 @@ def report_api_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[
     return {"error": "ApiServerUnavailable", "message": str(error)}
 
 
+def report_outage(logger: Any, metrics: Any, error: BaseException) -> dict[str, Any] | None:
+    """The one-line report of an invocation that cannot reach the API server (``ApiUnavailable``)
+    or AWS (``cloud.errors.aws_unreachable``); None for any other error, which the caller raises.
+
+    Every handler ends an outage this way, so the alarms on ``ApiServerUnavailable`` and
+    ``AwsUnavailable`` see it and the logs hold one line instead of a traceback per object.
+    """
+    from nodewright.cloud.errors import aws_unreachable
+    from nodewright.cluster.errors import ApiUnavailable
+
+    if isinstance(error, ApiUnavailable):
+        return report_api_unavailable(logger, metrics, error)
+    if isinstance(error, Exception) and aws_unreachable(error):
+        return report_aws_unavailable(logger, metrics, error)
+    return None
+
+
 def check_scheduled_event(event: Any, logger: Any) -> None:
     """Log the EventBridge scheduled event; a malformed one is logged as such and the pass still
     runs (it carries nothing a pass needs)."""
