@@ -430,6 +430,27 @@ def set_crd_terminating(crd: dict[str, Any]) -> None:
     crd.setdefault("status", {})["conditions"] = conditions
 
 
+def validate_stored_versions(crd: dict[str, Any], status: dict[str, Any] | None) -> list[FieldError]:
+    """apiextensions' checks of ``status.storedVersions`` on an update: at least one, each a version
+    of ``spec.versions`` (a spec write cannot drop a version still stored), the storage version
+    among them (a spec write that changes it has it added first, by ``crd_status``)."""
+    stored = list((status or {}).get("storedVersions") or [])
+    if not stored:
+        return [FieldError.invalid("status.storedVersions", stored, "must have at least one stored version")]
+    versions = [v.get("name") for v in crd["spec"].get("versions") or []]
+    problems = [
+        FieldError.invalid(f"status.storedVersions[{i}]", name, "must appear in spec.versions")
+        for i, name in enumerate(stored)
+        if name not in versions
+    ]
+    storage = next((v.get("name") for v in crd["spec"].get("versions") or [] if v.get("storage")), None)
+    if storage is not None and storage not in stored:
+        problems.append(
+            FieldError.invalid("status.storedVersions", stored, f"must have the storage version {storage}")
+        )
+    return problems
+
+
 def crd_status(crd: dict[str, Any], old_status: dict[str, Any] | None) -> dict[str, Any]:
     spec = crd["spec"]
     stamp = now()

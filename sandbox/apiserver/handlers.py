@@ -621,7 +621,14 @@ class ResourceHandlers:
             problems += schema.validate_cel(new, rt.schema, old)
         if rt.key == CRD_KEY:
             problems += self._validate_crd_update(new, old)
-            new["status"] = admission.crd_status(new, old.get("status"))
+            # A /status write may set storedVersions (how a storage migration drops a version);
+            # any other write keeps the recorded ones.
+            if t.subresource == "status":
+                problems += admission.validate_stored_versions(new, new.get("status"))
+                new["status"] = admission.crd_status(new, new.get("status"))
+            else:
+                new["status"] = admission.crd_status(new, old.get("status"))
+                problems += admission.validate_stored_versions(new, new["status"])
         if problems:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
         self._call_webhooks(t, ctx, "UPDATE", new, old)

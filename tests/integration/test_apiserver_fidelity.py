@@ -535,3 +535,38 @@ def test_kubectl_discovers_everything_from_the_aggregated_documents(server, tmp_
     answer = Kube(config.new_client_from_config(config_file=str(kubeconfig)))
     raw = answer._call("GET", "/apis", query={})
     assert raw["kind"] == "APIGroupList"  # without the Accept header: the legacy form
+
+
+def test_crd_stored_versions_are_written_through_status_and_checked_against_spec_versions(
+    kube: Kube,
+) -> None:
+    """apiextensions ValidateCustomResourceDefinitionStoredVersions: a /status write sets
+    storedVersions (a storage migration drops one that way); each must be a version of the CRD and
+    the storage version must be among them; a spec write cannot drop a version still stored."""
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    widget = crd("fidelity.nodewright.dev", "Widget", {"type": "object"})
+    v1beta1 = {**widget["spec"]["versions"][0], "name": "v1beta1", "storage": False}
+    widget["spec"]["versions"].append(v1beta1)
+    name = widget["metadata"]["name"]
+    created = kube.create(crds, widget)
+    assert created["status"]["storedVersions"] == ["v1"]
+
+    written = kube.patch(f"{crds}/{name}/status", {"status": {"storedVersions": ["v1beta1", "v1"]}})
+    assert written["status"]["storedVersions"] == ["v1beta1", "v1"]
+    relabelled = kube.patch(f"{crds}/{name}", {"metadata": {"labels": {"a": "b"}}})
+    assert relabelled["status"]["storedVersions"] == ["v1beta1", "v1"], "a spec write keeps them"
+
+    for stored, message in (
+        (["v2", "v1"], 'status.storedVersions[0]: Invalid value: "v2": must appear in spec.versions'),
+        (["v1beta1"], "must have the storage version v1"),
+        ([], "must have at least one stored version"),
+    ):
+        with pytest.raises(ApiException) as refused:
+            kube.patch(f"{crds}/{name}/status", {"status": {"storedVersions": stored}})
+        assert refused.value.status == 422
+        assert message in status_of(refused.value)["message"], status_of(refused.value)["message"]
+    with pytest.raises(ApiException) as refused:
+        kube.patch(f"{crds}/{name}", {"spec": {"versions": [widget["spec"]["versions"][0]]}})
+    assert refused.value.status == 422
+    assert "must appear in spec.versions" in status_of(refused.value)["message"]
+    kube.delete(f"{crds}/{name}")

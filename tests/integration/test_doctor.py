@@ -262,6 +262,9 @@ def test_a_healthy_install_passes_every_check(aws: World, installed: Cluster) ->
     kube.create(EC2NODECLASSES, nodeclass())
     url = webhooks.endpoint(aws.outputs[readiness.OUTPUT_WEBHOOK_URL], "s" * 48, webhooks.ADMIT_PATH)
     kube.create(VALIDATING_WEBHOOKS, webhooks.wakeup_configuration(url))
+    install_conversion(
+        kube, webhooks.endpoint(aws.outputs[readiness.OUTPUT_WEBHOOK_URL], "s" * 48, "convert")
+    )
     results = run_doctor(aws, kube, healthy_entries(aws))
     statuses = {check: status for check, (status, _, _) in results.items()}
     not_ok = {c: results[c] for c, s in statuses.items() if s != OK}
@@ -275,6 +278,39 @@ def test_a_healthy_install_passes_every_check(aws: World, installed: Cluster) ->
     assert statuses["endpoint reachable from the functions"] == OK
     assert statuses["admission webhooks"] == SKIP
     assert statuses["wake-up webhook"] == OK
+    assert all(statuses[f"conversion {name}"] == OK for name in webhooks.CONVERTED_CRDS)
+
+
+def install_conversion(kube: Cluster, url: str) -> None:
+    """What ``install-webhooks --apply`` does to the CRDs: v1beta1 served, converted at ``url``."""
+    for crd in webhooks.conversion_crds(url):
+        spec = crd["spec"]
+        kube.patch(
+            CRDS,
+            crd["metadata"]["name"],
+            {"spec": {"versions": spec["versions"], "conversion": spec["conversion"]}},
+        )
+
+
+def test_crds_converting_through_another_url_than_the_stacks_are_found(
+    aws: World, installed: Cluster
+) -> None:
+    deploy_stack(aws)
+    install_conversion(installed, "https://old-stack.lambda-url.us-east-1.on.aws/" + "s" * 48 + "/convert")
+    nodepools, nodeclasses = webhooks.CONVERTED_CRDS
+    # Objects applied in v1beta1 before the v1 storage version: reads in v1 need the webhook too.
+    installed.patch(
+        CRDS, nodeclasses, {"status": {"storedVersions": ["v1beta1", "v1"]}}, subresource="status"
+    )
+
+    results = run_doctor(aws, installed, healthy_entries(aws))
+
+    status, detail, fix = results[f"conversion {nodepools}"]
+    assert (status, "v1beta1 requests fail" in detail) == (WARN, True), detail
+    assert fix == "nodewright install-webhooks --cluster demo --apply"
+    status, detail, fix = results[f"conversion {nodeclasses}"]
+    assert (status, "stored as v1beta1" in detail) == (FAIL, True), detail
+    assert fix == "nodewright install-webhooks --cluster demo --apply"
 
 
 def test_a_broken_install_fails_each_check_with_its_fix(aws: World, kube: Cluster) -> None:

@@ -11,7 +11,9 @@ what is missing and the command that fixes it:
 - Kubernetes: the API answers; the CRDs are installed at this release's version with no
   conversion webhook pointing nowhere; deploy/rbac.yaml is applied; the writers' Lease namespace
   exists; no admission webhook for Karpenter's groups points at a missing service; the wake-up's
-  webhook configuration is installed and calls this stack's function URL; every
+  webhook configuration is installed and calls this stack's function URL, and the CRDs serving
+  v1beta1 convert through that same URL (a stale one fails v1beta1 requests, and v1 reads of
+  objects still stored as v1beta1); every
   EC2NodeClass names the node role and its subnet and security-group selectors match something.
 
 Exit status 1 when any check fails (warnings alone exit 0).
@@ -430,6 +432,7 @@ class Doctor:
         self._rbac(k8s, rbac_manifest)
         self._webhooks(k8s)
         self._wakeup(k8s, outputs)
+        self._conversion(k8s, outputs)
         self._nodeclasses(k8s, outputs, cluster)
 
     def _crds(self, k8s: Any) -> None:
@@ -583,6 +586,50 @@ class Doctor:
             )
             return
         self.add("wake-up webhook", OK, f"{CONFIGURATION_NAME} calls this stack's function URL")
+
+    def _conversion(self, k8s: Any, outputs: dict[str, str]) -> None:
+        """The CRDs that serve v1beta1 convert through this stack's function URL.
+
+        A conversion URL left by an earlier stack (redeployed, renamed, or ``-c wakeup=false``)
+        fails every v1beta1 request; when objects are still stored as v1beta1
+        (``status.storedVersions``) it fails v1 reads too, the functions' own included.
+        """
+        from nodewright.api.webhooks import CONVERTED_CRDS
+        from nodewright.cloud import readiness as aws
+
+        stack_url = outputs.get(aws.OUTPUT_WEBHOOK_URL, aws.NONE)
+        for name in CONVERTED_CRDS:
+            found = k8s.crd(self.kube, name)
+            if found is None:
+                continue  # the CRD check said so
+            check = f"conversion {name}"
+            conversion = found["spec"].get("conversion") or {}
+            url = ((conversion.get("webhook") or {}).get("clientConfig") or {}).get("url")
+            if conversion.get("strategy") != "Webhook" or not url:
+                self.add(check, OK, "v1 only: v1beta1 manifests go through `nodewright convert`")
+                continue
+            if stack_url != aws.NONE and url.startswith(stack_url.rstrip("/") + "/"):
+                self.add(check, OK, "v1beta1 converted by this stack's function URL")
+                continue
+            stored = (found.get("status") or {}).get("storedVersions") or []
+            where = (
+                "another URL than this stack's function URL"
+                if stack_url != aws.NONE
+                else ("a function URL, and this stack has none (-c wakeup=false)")
+            )
+            fix = (
+                f"nodewright install-webhooks --cluster {self.cluster_name} --apply"
+                if stack_url != aws.NONE
+                else "kubectl apply -f crds/ (v1 only, no conversion webhook)"
+            )
+            if "v1beta1" in stored:
+                detail = (
+                    f"converts through {where}, and objects are stored as v1beta1: reads in v1 fail, "
+                    "the functions' own included"
+                )
+                self.add(check, FAIL, detail, fix)
+            else:
+                self.add(check, WARN, f"converts through {where}: v1beta1 requests fail", fix)
 
     def _nodeclasses(self, k8s: Any, outputs: dict[str, str], cluster: dict[str, Any]) -> None:
         from nodewright.cloud import readiness as aws
