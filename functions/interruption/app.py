@@ -16,7 +16,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from nodewright.context import ContainerContext, remaining_seconds, report_outage
+from nodewright.context import ContainerContext, is_outage, remaining_seconds, report_outage
 from nodewright.interruption.processing import InterruptionProcessor
 from nodewright.observability import logger, metrics, trace
 
@@ -43,15 +43,17 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         event=event, record_handler=handle_record, processor=batch, context=context
     )
     # Records that failed because the API server or AWS is unreachable go back to the queue (SQS
-    # redelivery is their retry); the outage is said once, and no drain is attempted into it.
-    for _, error, _ in batch.exceptions:
-        if error is not None and report_outage(log, emf, error) is not None:
-            return dict(response)
+    # redelivery is their retry). The drains of the acknowledged ones still run: a spot warning's
+    # two minutes do not wait for the next invocation. The outage is said once.
+    outage = next((e for _, e, _ in batch.exceptions if e is not None and is_outage(e)), None)
     try:
         processor.drive(budget_seconds=remaining_seconds(context))
     except Exception as exc:  # the batch's answer stands: acknowledged messages stay acknowledged
-        if report_outage(log, emf, exc) is None:
+        if not is_outage(exc):
             raise
+        outage = outage or exc
+    if outage is not None:
+        report_outage(log, emf, outage)
     return dict(response)
 
 

@@ -136,7 +136,7 @@ class ContainerContext:
         return self._context
 
 
-def report_aws_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[str, Any]:
+def report_aws_unavailable(logger: Any, metrics: Any, error: BaseException) -> dict[str, Any]:
     """As :func:`report_api_unavailable`, for AWS (``cloud.errors.aws_unreachable``): one log line
     and the ``AwsUnavailable`` metric its alarm watches, instead of an invocation traceback."""
     from aws_lambda_powertools.metrics import MetricUnit
@@ -146,7 +146,7 @@ def report_aws_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[
     return {"error": "AwsUnavailable", "message": str(error)}
 
 
-def report_api_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[str, Any]:
+def report_api_unavailable(logger: Any, metrics: Any, error: BaseException) -> dict[str, Any]:
     """One log line and one metric (an alarm watches it) when the API server cannot be reached.
 
     The invocation then ends normally: a scheduled one would only be retried into the same outage,
@@ -161,21 +161,27 @@ def report_api_unavailable(logger: Any, metrics: Any, error: Exception) -> dict[
     return {"error": "ApiServerUnavailable", "message": str(error)}
 
 
-def report_outage(logger: Any, metrics: Any, error: BaseException) -> dict[str, Any] | None:
-    """The one-line report of an invocation that cannot reach the API server (``ApiUnavailable``)
-    or AWS (``cloud.errors.aws_unreachable``); None for any other error, which the caller raises.
-
-    Every handler ends an outage this way, so the alarms on ``ApiServerUnavailable`` and
-    ``AwsUnavailable`` see it and the logs hold one line instead of a traceback per object.
-    """
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` says the API server (``ApiUnavailable``) or AWS (``cloud.errors.
+    aws_unreachable``) cannot be reached: the invocation can do nothing about it, and says so once
+    (``report_outage``) instead of a traceback per object."""
     from nodewright.cloud.errors import aws_unreachable
     from nodewright.cluster.errors import ApiUnavailable
 
+    return isinstance(error, ApiUnavailable) or aws_unreachable(error)
+
+
+def report_outage(logger: Any, metrics: Any, error: BaseException) -> dict[str, Any] | None:
+    """The one-line report of an outage (``is_outage``); None for any other error, which the
+    caller raises. Every handler ends an outage this way, so the alarms on
+    ``ApiServerUnavailable`` and ``AwsUnavailable`` see it."""
+    from nodewright.cluster.errors import ApiUnavailable
+
+    if not is_outage(error):
+        return None
     if isinstance(error, ApiUnavailable):
         return report_api_unavailable(logger, metrics, error)
-    if isinstance(error, Exception) and aws_unreachable(error):
-        return report_aws_unavailable(logger, metrics, error)
-    return None
+    return report_aws_unavailable(logger, metrics, error)
 
 
 def check_scheduled_event(event: Any, logger: Any) -> None:
