@@ -78,6 +78,8 @@ class FakeLease:
 
 
 KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget")
+# How finely the fake watch lets the clock move while it waits for a pod.
+WATCH_STEP_SECONDS = 0.25
 
 
 class FakeCluster:
@@ -93,6 +95,7 @@ class FakeCluster:
         self.lease_identities: list[str] = []
         self.call_deadline: float | None = None
         self._uids = itertools.count(1)
+        self._pending_listed: set[str] = set()
 
     def add(self, kind: str, obj: Obj) -> Obj:
         obj = copy.deepcopy(obj)
@@ -111,7 +114,24 @@ class FakeCluster:
         return self._list("Pod")
 
     def list_pending_pods(self) -> list[Obj]:
+        pending = self._pending()
+        self._pending_listed = {p["metadata"]["uid"] for p in pending}
+        return pending
+
+    def _pending(self) -> list[Obj]:
         return [p for p in self._list("Pod") if (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+
+    def wait_for_pending_pods(self, timeout_seconds: float, wanted: Callable[[Obj], bool]) -> None:
+        """The watch on the fake clock: time passes in steps of ``WATCH_STEP_SECONDS`` (the clock's
+        script may add pods) until a wanted Pending pod the last list did not have appears. A pod
+        that changes without being new is not seen (the real watch's MODIFIED events)."""
+        waited = 0.0
+        while waited < timeout_seconds:
+            step = min(WATCH_STEP_SECONDS, timeout_seconds - waited)
+            self.clock.sleep(step)
+            waited += step
+            if any(p["metadata"]["uid"] not in self._pending_listed and wanted(p) for p in self._pending()):
+                return
 
     def list_pods_on_node(self, node_name: str) -> list[Obj]:
         return [p for p in self._list("Pod") if (p.get("spec") or {}).get("nodeName") == node_name]

@@ -15,7 +15,7 @@ How the used set is derived, so a new call in a flow cannot slip past:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,7 @@ READER = re.compile(r"\bcluster\.(list_\w+),")
 NO_REQUEST = {"connect", "set_call_deadline"}
 GENERIC_VERBS = {"list", "get", "find", "create", "replace", "patch", "delete", "update_with_retry",
                  "add_finalizer", "remove_finalizer"}  # fmt: skip
-VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "WATCH": "watch"}
 PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
     r"/(?P<resource>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
@@ -75,6 +75,12 @@ class Recorder:
         self.requests: list[tuple[str, str]] = []
         self.missing: set[str] = set()  # paths that answer 404
 
+    def watch(self, path: str, query: dict[str, Any], **_: Any) -> Iterator[dict[str, Any]]:
+        """``Cluster._watch``: recorded as a WATCH of ``path``; the server ends it at once."""
+        assert query.get("watch") == "true", query
+        self.requests.append(("WATCH", path))
+        yield from ()
+
     def __call__(self, method: str, path: str, *, query: Any = None, body: Any = None, **_: Any) -> Any:
         from nodewright.cluster.errors import NotFound
 
@@ -84,7 +90,7 @@ class Recorder:
             raise NotFound(404, f"{path} not found")
         parts = PATH.match(path)
         if method == "GET" and not parts["name"]:
-            return {"items": [], "metadata": {}}
+            return {"items": [], "metadata": {"resourceVersion": "7"}}
         if method == "GET":
             meta = {"name": parts["name"], "namespace": parts["namespace"], "resourceVersion": "7"}
             return {
@@ -123,6 +129,10 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     ("list_storage_classes", None): lambda c, r: c.list_storage_classes(),
     # provisioning/loop.py
     ("list_pending_pods", None): lambda c, r: c.list_pending_pods(),
+    ("wait_for_pending_pods", None): lambda c, r: (
+        c.list_pending_pods(),
+        c.wait_for_pending_pods(1.0, lambda pod: True),
+    ),
     # state/world.py, provisioning/loop.py, termination/terminate.py, interruption/flow.py
     ("list_nodeclaims", None): lambda c, r: c.list_nodeclaims(),
     # state/world.py, termination/terminate.py, interruption/flow.py
@@ -183,6 +193,7 @@ def used_checks() -> dict[Check, set[tuple[str, str | None]]]:
         recorder = Recorder()
         cluster = Cluster(api_client=None)
         cluster.request = recorder  # type: ignore[method-assign]
+        cluster._watch = recorder.watch  # type: ignore[method-assign]
         exercise(cluster, recorder)
         assert recorder.requests, f"{call} sent no request"
         for method, path in recorder.requests:
@@ -274,12 +285,14 @@ def test_the_writer_lease_is_limited_to_its_namespace_and_name(used_checks: dict
     assert not any(r.allows(other) for r in granted_rules())
 
 
-def test_rbac_grants_no_secrets_wildcards_watch_or_cluster_admin() -> None:
+def test_rbac_grants_no_secrets_wildcards_or_cluster_admin_and_watches_only_pods() -> None:
     for rule in granted_rules():
         for values in (rule.groups, rule.resources, rule.verbs):
             assert not any("*" in v for v in values), rule
         assert not rule.resources & {"secrets", "configmaps", "serviceaccounts", "serviceaccounts/token"}
-        assert not rule.verbs & {"escalate", "bind", "impersonate", "watch"}, rule
+        assert not rule.verbs & {"escalate", "bind", "impersonate"}, rule
+        if "watch" in rule.verbs:  # the provisioner's wait for pending pods; list already reads them
+            assert (rule.groups, rule.resources) == ({""}, {"pods"}), rule
     for doc in rbac_documents():
         if "roleRef" in doc:
             assert doc["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")

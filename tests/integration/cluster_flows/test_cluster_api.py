@@ -54,6 +54,74 @@ def test_pending_pods_are_listed_by_phase_and_the_provisionable_ones_are_the_uns
     assert [p["metadata"]["name"] for p in pending if is_provisionable(p)] == ["unschedulable"]
 
 
+def _unschedulable(cluster: Cluster, name: str) -> None:
+    cluster.create(
+        PODS,
+        {
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+        },
+    )
+    cluster.patch(
+        PODS,
+        name,
+        {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}},
+        namespace="default",
+        subresource="status",
+    )
+
+
+def test_the_wait_for_pending_pods_ends_when_a_wanted_pod_arrives_and_not_for_others(world) -> None:
+    """A watch from the last list: a pod the caller wants ends it; one it does not want (or a pod
+    that was already listed) does not, and then the server's timeout ends it."""
+    import threading
+    import time
+
+    cluster: Cluster = world.cluster
+    _unschedulable(cluster, "listed")
+    cluster.list_pending_pods()
+    wanted = lambda pod: is_provisionable(pod) and pod["metadata"]["name"] != "listed"  # noqa: E731
+
+    arrival = threading.Timer(0.3, _unschedulable, (cluster, "new"))
+    arrival.start()
+    started = time.monotonic()
+    cluster.wait_for_pending_pods(30, wanted)
+    arrival.join()
+    assert time.monotonic() - started < 20, "the arrival ended the wait, not its 30 s"
+
+    cluster.list_pending_pods()
+    started = time.monotonic()
+    cluster.patch(PODS, "listed", {"metadata": {"labels": {"touched": "yes"}}}, namespace="default")
+    cluster.wait_for_pending_pods(1, wanted)  # only a pod it does not want changed
+    assert time.monotonic() - started >= 0.9, "ended by the server's timeout"
+
+
+def test_the_wait_for_pending_pods_returns_at_once_when_it_cannot_watch_from_its_list(tmp_path) -> None:
+    """Never listed: nothing to watch from. Listed too long ago: the API server answers 410
+    Expired (its watch history is shorter), and the caller lists again at once."""
+    import time
+
+    from kubernetes.client import ApiClient
+    from nodewright.cluster import auth
+
+    from sandbox.apiserver import ApiServer
+
+    with ApiServer(watch_history=5) as server:
+        api = ApiClient(auth.kubeconfig_configuration(str(server.write_kubeconfig(tmp_path / "kubeconfig"))))
+        cluster = Cluster(api)
+        started = time.monotonic()
+        cluster.wait_for_pending_pods(30, lambda pod: True)
+        assert time.monotonic() - started < 20
+
+        cluster.list_pending_pods()
+        for i in range(10):  # more pod changes than the server's watch history keeps
+            _unschedulable(cluster, f"churn-{i}")
+        started = time.monotonic()
+        cluster.wait_for_pending_pods(30, lambda pod: False)  # nothing wanted: only the 410 ends it
+        assert time.monotonic() - started < 20
+        api.close()
+
+
 def test_taint_and_cordon_is_idempotent_and_keeps_other_taints(world) -> None:
     cluster: Cluster = world.cluster
     world.node("node-a", "i-0aaaaaaaaaaaaaaa1")

@@ -9,11 +9,13 @@ fails on fields a newer API server adds. The typed API classes are not used.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
+import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -45,6 +47,7 @@ PATCH_CONTENT_TYPES = {
 # (connect, read) seconds: a Lambda must fail fast and leave the message for a retry, not hang.
 DEFAULT_TIMEOUT = (5.0, 30.0)
 LIST_PAGE_SIZE = 500
+PENDING_PODS = "status.phase=Pending"
 CONFLICT_ATTEMPTS = 5
 EVENT_COMPONENT = "nodewright"
 
@@ -103,6 +106,8 @@ class Cluster:
         self.api_client = api_client
         self.timeout = timeout
         self._deadline: float | None = None
+        # The resourceVersion of the last list_pending_pods: wait_for_pending_pods watches from it.
+        self._pending_version: str | None = None
 
     def set_call_deadline(self, deadline: float | None) -> None:
         self._deadline = deadline
@@ -224,8 +229,19 @@ class Cluster:
         field_selector: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """Every object, following ``continue`` tokens; each item gets its apiVersion/kind back."""
+        return self._list(resource, namespace, label_selector, field_selector)[0]
+
+    def _list(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+    ) -> tuple[builtins.list[dict[str, Any]], str | None]:
+        """The objects and the list's resourceVersion (the first page's: the snapshot every page is of)."""
         items: builtins.list[dict[str, Any]] = []
         token: str | None = None
+        version: str | None = None
         while True:
             answer = self.request(
                 "GET",
@@ -241,9 +257,11 @@ class Cluster:
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
                 items.append(item)
-            token = (answer.get("metadata") or {}).get("continue")
+            metadata = answer.get("metadata") or {}
+            version = version or metadata.get("resourceVersion")
+            token = metadata.get("continue")
             if not token:
-                return items
+                return items, version
 
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         return self.request("GET", resource.path(namespace, name))
@@ -360,7 +378,80 @@ class Cluster:
     def list_pending_pods(self) -> builtins.list[dict[str, Any]]:
         """Pods in phase Pending (filtered by the API server); which of them need capacity is
         ``state.pods.is_provisionable``."""
-        return self.list(PODS, field_selector="status.phase=Pending")
+        items, self._pending_version = self._list(PODS, None, None, PENDING_PODS)
+        return items
+
+    def wait_for_pending_pods(self, timeout_seconds: float, wanted: Callable[[dict[str, Any]], bool]) -> None:
+        """Return as soon as a Pending pod for which ``wanted`` is true is added or changed after the
+        last ``list_pending_pods``, or after about ``timeout_seconds``.
+
+        A watch from that list's resourceVersion, as an informer watches: the provisioner's loop
+        sees a new pod the moment the API server stores it, where a poll would see it up to a poll
+        interval later and list every pending pod each time. The caller lists again afterwards
+        (the watch only says when). Without a list before, or when the API server answers that
+        the version is too old (410), it returns at once.
+        """
+        version = self._pending_version
+        if version is None or timeout_seconds <= 0:
+            return
+        seconds = max(1, math.ceil(timeout_seconds))  # the API server takes whole seconds
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic() - MIN_CALL_SECONDS
+            if left < 1:
+                return
+            seconds = min(seconds, int(left))
+        query = {
+            "watch": "true",
+            "fieldSelector": PENDING_PODS,
+            "resourceVersion": version,
+            "timeoutSeconds": seconds,
+            "allowWatchBookmarks": "true",
+        }
+        with contextlib.closing(self._watch(PODS.path(None), query, read_timeout=seconds + 2.0)) as events:
+            for event in events:
+                kind = event.get("type")
+                if kind == "ERROR":
+                    return  # 410 Expired: the version is older than the watch cache keeps
+                if kind in ("ADDED", "MODIFIED") and wanted(event.get("object") or {}):
+                    return
+
+    def _watch(
+        self, path: str, query: dict[str, Any], *, read_timeout: float
+    ) -> Generator[dict[str, Any], None, None]:
+        """The events of one watch request until the server ends it; nothing when it is refused
+        (the caller's next list says why). Read timeouts and dropped streams end it quietly."""
+        import urllib3
+
+        method_, url, header_params, body_, _ = self.api_client.param_serialize(
+            "GET",
+            path,
+            query_params=list(query.items()),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(
+                method_, url, header_params, body_, _request_timeout=(self.timeout[0], read_timeout)
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiUnavailable(f"watch {path}: API server unreachable at {self.host}: {exc}") from exc
+        stream = response.response
+        try:
+            if response.status != 200:
+                return
+            pending = b""
+            for chunk in stream.stream(4096, decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        except (urllib3.exceptions.HTTPError, OSError):
+            return  # a read timeout or a dropped stream: time is up either way
+        finally:
+            # Closed, not handed back to the pool: a stream left mid-way cannot carry another call.
+            with contextlib.suppress(Exception):
+                stream.close()
 
     def list_pods_on_node(self, node_name: str) -> builtins.list[dict[str, Any]]:
         return self.list(PODS, field_selector=f"spec.nodeName={node_name}")

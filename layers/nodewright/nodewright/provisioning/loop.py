@@ -18,8 +18,10 @@ The writers' lease is taken for each pass and given back after it, so the interr
 disruption writers get their turn between passes; a long pass renews it as it writes and stops
 writing at the loop's deadline or when the lease cannot be renewed (``state.guard``).
 
-While looping, the invocation looks for new pending pods every ``NEW_POD_POLL_SECONDS`` (a cheap
-list), and runs a full pass (lifecycle included) at least every ``poll_interval_seconds``.
+While looping, the invocation watches the pending pods between passes (``wait_for_pending_pods``:
+a watch from its last list, as Karpenter's informer watches), so a new pod opens the batching
+window the moment the API server stores it; a full pass (lifecycle included) runs at least every
+``poll_interval_seconds``.
 
 An invocation may also be a **wake-up** from the webhook (``woken_at``: when it was sent). Its
 first pass batches from that moment, so what arrives within the batching window is planned with
@@ -53,10 +55,9 @@ SAFETY_MARGIN_SECONDS = 8.0
 WRITE_MARGIN_SECONDS = 3.0
 # While a batch is open, look for new pods this often (a cheap list of pending pods).
 BATCH_POLL_SECONDS = 0.25
-# Between passes, look for new pods this often; a full pass runs every poll_interval_seconds.
-# Karpenter's batching (1 s idle) starts when a pod is seen, so seeing it within a second keeps the
-# warm path near Karpenter's: pending → CreateFleet in about two seconds.
-NEW_POD_POLL_SECONDS = 1.0
+# Between passes a watch says when a new pod arrives; the pending pods are listed again at most
+# this often, so pods that keep changing cannot turn the watch into a stream of lists.
+MIN_LIST_SPACING_SECONDS = 0.25
 # A wake-up is stale when this container listed the pending pods this long after it was sent:
 # the API server stores the pod's Unschedulable status after the webhook answers (at most 2 s).
 WAKEUP_MARGIN_SECONDS = 3.0
@@ -163,23 +164,30 @@ def _active(result: PassReport, idle_after: float) -> bool:
 
 
 def _wait_for_work(ctx: Context, handled: frozenset[str], deadline: float) -> bool:
-    """Sleep until a poll finds new pending pods or the poll interval ends; False at the deadline.
+    """Wait until a new pending pod needs capacity or the poll interval ends; False at the deadline.
 
-    Looks every ``NEW_POD_POLL_SECONDS``; returns True also when a plain poll interval passed, so
-    in-flight NodeClaims keep moving through their lifecycle while the loop is awake.
+    Lists, then watches from that list until a provisionable pod not yet handled arrives (or the
+    interval ends), then lists again to be sure; returns True also when a plain poll interval
+    passed, so in-flight NodeClaims keep moving through their lifecycle while the loop is awake.
     """
     clock, settings = ctx.clock, ctx.settings
     next_pass = clock.monotonic() + settings.poll_interval_seconds
+
+    def wanted(pod: dict[str, Any]) -> bool:
+        return is_provisionable(pod) and pod_key(pod) not in handled
+
     while True:
-        now = clock.monotonic()
-        if now >= deadline:
+        listed = clock.monotonic()
+        if listed >= deadline:
             return False
-        fresh = [p for p in _provisionable_pods(ctx) if pod_key(p) not in handled]
-        if fresh:
+        if any(wanted(p) for p in _provisionable_pods(ctx)):
             return True  # the batch window opens before the pass (see run)
-        if now >= next_pass:
+        if listed >= next_pass:
             return True
-        clock.sleep(min(NEW_POD_POLL_SECONDS, next_pass - now, deadline - now))
+        ctx.cluster.wait_for_pending_pods(min(next_pass, deadline) - clock.monotonic(), wanted)
+        spacing = MIN_LIST_SPACING_SECONDS - (clock.monotonic() - listed)
+        if spacing > 0:
+            clock.sleep(spacing)
 
 
 def _wait_for_quiet(
