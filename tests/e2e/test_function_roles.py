@@ -180,7 +180,20 @@ def test_every_call_of_every_function_is_granted_to_its_own_role(sandbox: Any, r
         {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
     ]
     kube.create(NODEPOOLS, nodepool("spot", spot))
-    kube.create(DEPLOYMENTS, inflate(2), namespace="default")
+    # One pod per node: each displaced pod needs a replacement launch of its own, so the interruption
+    # function's CreateFleet does not depend on whether an earlier replacement had room to spare.
+    apart = inflate(2)
+    apart["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "inflate"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    kube.create(DEPLOYMENTS, apart, namespace="default")
     _wait(
         "2 unschedulable pods",
         lambda: sum(1 for p in kube.list_pending_pods() if is_provisionable(p)) == 2,

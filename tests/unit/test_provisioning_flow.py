@@ -541,7 +541,7 @@ def test_the_loop_stops_early_when_the_lambda_has_little_time_left(looping: Any)
     assert clock.mono - 1000.0 <= 20 - loop.SAFETY_MARGIN_SECONDS + 0.5
 
 
-def test_a_burst_between_passes_is_seen_within_a_second_and_planned_together(looping: Any) -> None:
+def test_a_burst_between_passes_is_seen_as_it_arrives_and_planned_together(looping: Any) -> None:
     from nodewright.provisioning import loop
 
     ctx, cluster, clock, pass_times = looping
@@ -553,8 +553,24 @@ def test_a_burst_between_passes_is_seen_within_a_second_and_planned_together(loo
 
     fresh_claims = [c for n, c in cluster.objects["NodeClaim"].items() if n != "default-old"]
     assert len(fresh_claims) == 1
-    # Seen at the 2 s look (NEW_POD_POLL_SECONDS), not the 5 s pass; planned 1 s after the last pod.
+    # Seen by the watch, not at the 5 s pass; planned 1 s after the last pod.
     assert pass_times[1] == 4.0
+
+
+def test_a_pod_between_passes_opens_the_batch_when_the_watch_sees_it_not_at_a_later_look(
+    looping: Any,
+) -> None:
+    from fakes import WATCH_STEP_SECONDS
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    add_settled_claim(cluster)
+    clock.script.append((1001.3, lambda: cluster.add("Pod", pending_pod("between"))))
+
+    loop.run(ctx, remaining_seconds=30)
+
+    # Seen within one step of the fake watch, planned Karpenter's 1 s later (a 1 s poll: 3.0 s).
+    assert 2.3 <= pass_times[1] <= 2.3 + WATCH_STEP_SECONDS + 1e-9
 
 
 def test_a_steady_stream_of_pods_is_batched_for_at_most_ten_seconds(looping: Any) -> None:
@@ -567,7 +583,7 @@ def test_a_steady_stream_of_pods_is_batched_for_at_most_ten_seconds(looping: Any
 
     loop.run(ctx, remaining_seconds=40)
 
-    assert pass_times[1] == pytest.approx(15.0, abs=0.3)  # opened at the 5 s poll, closed 10 s later
+    assert pass_times[1] == pytest.approx(14.5, abs=0.3)  # opened as the first arrived, closed 10 s later
 
 
 def test_a_wakeup_on_an_idle_cluster_plans_the_pod_that_woke_it_without_waiting_for_a_tick(
@@ -668,6 +684,76 @@ def test_replacement_capacity_is_launched_for_the_reschedulable_pods_of_a_node_a
     assert "nodeName" not in pending[0]["spec"]
     assert all(n["metadata"]["name"] != "doomed" for n in planned_world.nodes)
     assert len(cloud.instances) == 1
+
+
+def _running_on(cluster: Any, pod_name: str, node: str, *, deleting: str | None = None) -> None:
+    """A node (its NodeClaim being deleted when ``deleting`` says so: "claim" or "node") running one pod."""
+    provider = f"aws:///us-west-2a/i-{sum(map(ord, node)):017x}"
+    meta: dict[str, Any] = {"name": node, "labels": {labels.NODEPOOL: "default"}}
+    if deleting == "node":
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    cluster.add("Node", {"metadata": meta, "spec": {"providerID": provider}})
+    claim_meta: dict[str, Any] = {"name": f"claim-{node}", "labels": {labels.NODEPOOL: "default"}}
+    if deleting == "claim":
+        claim_meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    cluster.add("NodeClaim", {"metadata": claim_meta, "status": {"providerID": provider, "nodeName": node}})
+    pod = pending_pod(pod_name)
+    pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": "Running"}
+    cluster.add("Pod", pod)
+
+
+def _recording_planner() -> list[tuple[Any, list[dict[str, Any]]]]:
+    seen: list[tuple[Any, list[dict[str, Any]]]] = []
+    planner = planning.plan
+
+    def recording(w: Any, pending: list[dict[str, Any]], pools: list[Any]) -> Any:
+        seen.append((w, pending))
+        return planner(w, pending, pools)
+
+    planning.plan = recording  # the fixture's monkeypatch restores the original
+    return seen
+
+
+def test_a_second_interruption_plans_the_pods_of_the_node_already_going_with_its_own(world: Any) -> None:
+    """The capacity launched for the first node's pods must not look free to the second's."""
+    from nodewright.provisioning import replace_for_displaced
+
+    ctx, cluster, _cloud = world
+    _running_on(cluster, "first-app", "interrupted", deleting="claim")
+    _running_on(cluster, "second-app", "rebalanced")
+    seen = _recording_planner()
+
+    replace_for_displaced(ctx, ["rebalanced"])
+
+    planned_world, pending = seen[0]
+    assert sorted(p["metadata"]["name"] for p in pending) == ["first-app", "second-app"]
+    assert {n["metadata"]["name"] for n in planned_world.nodes}.isdisjoint({"interrupted", "rebalanced"})
+
+
+@pytest.mark.parametrize("deleting", ["claim", "node"])
+def test_a_pass_plans_the_pods_of_a_node_being_deleted_as_pending(world: Any, deleting: str) -> None:
+    ctx, cluster, _cloud = world
+    _running_on(cluster, "leaving-app", "leaving", deleting=deleting)
+    _running_on(cluster, "staying-app", "staying")
+    seen = _recording_planner()
+
+    flow.provision(ctx)
+
+    planned_world, pending = seen[0]
+    assert [p["metadata"]["name"] for p in pending] == ["leaving-app"]
+    assert "nodeName" not in pending[0]["spec"]
+    assert "leaving" not in {n["metadata"]["name"] for n in planned_world.nodes}
+
+
+def test_a_pass_with_nothing_pending_and_no_node_going_plans_nothing(world: Any) -> None:
+    ctx, cluster, _cloud = world
+    _running_on(cluster, "staying-app", "staying")
+    seen = _recording_planner()
+
+    flow.provision(ctx)
+
+    assert seen == []
 
 
 def test_nothing_is_launched_when_the_displaced_node_runs_only_daemonset_pods(world: Any) -> None:

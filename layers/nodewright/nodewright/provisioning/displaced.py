@@ -17,7 +17,6 @@ from nodewright.provisioning import nodeclaims, planning
 from nodewright.provisioning.flow import PassReport, create_nodeclaim, launch_one, publish_metrics
 from nodewright.provisioning.launch import Launched
 from nodewright.state import nodepools
-from nodewright.state.pods import as_pending, is_reschedulable, node_name
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, observe
 
@@ -28,14 +27,17 @@ if TYPE_CHECKING:
 
 def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport:
     """Plan, create and launch NodeClaims for the reschedulable pods (``state.pods.is_reschedulable``)
-    of ``node_names``.
+    of ``node_names``, planned together with those of the nodes already going
+    (``World.going_node_names``).
 
     Returns the pass report (``created``, ``launched``, ``unschedulable`` with reasons). Pods that
     fit on the remaining nodes or on NodeClaims already in flight get no new capacity.
     """
-    going = set(node_names)
     world = observe(ctx)
-    displaced = [as_pending(p) for p in world.pods if node_name(p) in going and is_reschedulable(p)]
+    # The pods of nodes already going (an earlier interruption's) are planned too: the capacity
+    # launched for them must not look free to these.
+    going = set(node_names) | world.going_node_names()
+    displaced = world.displaced_pods(going)
     remaining = world.without_nodes(going)
     report = PassReport(pending_pods=len(displaced), pending_keys=frozenset(pod_key(p) for p in displaced))
     if not displaced:

@@ -92,10 +92,15 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
 
     pending = [pod for pod in world.pods if is_provisionable(pod)]
     _measure_pending(report, world, pending)
+    # The pods of nodes being deleted need a place too (World.going_node_names): planned with the
+    # pending ones, against the cluster without those nodes.
+    going = world.going_node_names()
+    displaced = world.displaced_pods(going)
 
     plan = planning.PlanView()
-    if pending:
-        plan = planning.plan(world, pending, pools.usable)
+    if pending or displaced:
+        remaining = world.without_nodes(going) if going else world
+        plan = planning.plan(remaining, pending + displaced, pools.usable)
         report.plan_seconds = plan.seconds
         report.nominated = plan.nominated
         report.unschedulable = plan.unschedulable

@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.cluster.objects import name_of, node_instance_id, nodeclaim_instance_id
+from nodewright.cluster.objects import is_deleting, name_of, node_instance_id, nodeclaim_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
@@ -138,6 +138,27 @@ class World:
         return self.cloud.prices() if self.cloud is not None else None
 
     # -- derived worlds --------------------------------------------------------------------------------
+    def going_node_names(self) -> set[str]:
+        """The nodes on their way out: the Node or its NodeClaim is being deleted (a termination,
+        an interruption, a disruption command once its replacements are up).
+
+        Their reschedulable pods still need a place, so every plan counts them as pending
+        (``displaced_pods``), as Karpenter's provisioner schedules the pods of deleting nodes: the
+        capacity launched ahead for them is then never handed to other pods.
+        """
+        going = {name_of(n) for n in self.nodes if is_deleting(n)}
+        for claim in self.nodeclaims:
+            if is_deleting(claim) and (node := self.node_of(claim)) is not None:
+                going.add(name_of(node))
+        return going
+
+    def displaced_pods(self, going: Iterable[str]) -> list[Obj]:
+        """The ``is_reschedulable`` pods of the ``going`` nodes, as the scheduler will see them
+        once evicted (``as_pending``)."""
+        from nodewright.state.pods import as_pending, is_reschedulable
+
+        return [as_pending(p) for name in set(going) for p in self.pods_on(name) if is_reschedulable(p)]
+
     def without_nodes(self, going: Iterable[str]) -> World:
         """The world after the ``going`` nodes, their NodeClaims and their pods are gone."""
         names = set(going)
