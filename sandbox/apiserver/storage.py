@@ -110,6 +110,16 @@ class Store:
 
     def changes_after(self, rv: int, key: Key) -> list[Change]:
         """Every change of ``key`` after ``rv``; :class:`TooOld` when its history no longer reaches back."""
+        return self.progress(rv, key)[0]
+
+    def progress(self, rv: int, key: Key) -> tuple[list[Change], int]:
+        """``changes_after`` and the resourceVersion the answer is complete through (the store's,
+        at the time): a watch resumes from there, so other resources' writes after its own last
+        change do not wake it again and again (``wait_for_change`` compares with the global one)."""
+        with self.lock:
+            return self._changes_after(rv, key), self._rv
+
+    def _changes_after(self, rv: int, key: Key) -> list[Change]:
         with self.lock:
             if rv >= self._rv:
                 return []

@@ -106,7 +106,7 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
         last_sent = time.monotonic()
         while not stopping() and not store.closed:
             try:
-                changes = store.changes_after(last, rt.key)
+                changes, through = store.progress(last, rt.key)
             except TooOld as exc:
                 yield _line("ERROR", errors.gone(str(exc)).status())
                 return
@@ -120,6 +120,7 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
                 if line:
                     last_sent = time.monotonic()
                     yield line
+            last = max(last, through)  # complete through here, whichever resources wrote since
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
