@@ -91,6 +91,8 @@ class ChaosReport:
     invocations: int = 0
     invocation_errors: int = 0
     tracebacks: int = 0
+    # The exception each traceback ended with ("KeyError: 'x'"), so a run says what they were.
+    traceback_errors: Counter[str] = field(default_factory=Counter)
     converged: bool = False
     pods_pending_at_end: int = 0
     real_seconds: float = 0.0
@@ -135,11 +137,27 @@ class ChaosReport:
             "invocations": self.invocations,
             "invocationErrors": self.invocation_errors,
             "tracebacks": self.tracebacks,
+            "tracebackErrors": dict(self.traceback_errors.most_common(10)),
             "converged": self.converged,
             "podsPendingAtEnd": self.pods_pending_at_end,
             "realSeconds": round(self.real_seconds, 1),
             "simulatedSeconds": round(self.simulated_seconds, 1),
         }
+
+
+def traceback_errors(log: str) -> list[str]:
+    """The last line of each Python traceback in ``log`` (the exception and its message, cut to 160
+    characters), whether printed plainly or inside a JSON log line's escaped ``exception`` field."""
+    found = []
+    lines = log.replace("\\n", "\n").splitlines()
+    for index, line in enumerate(lines):
+        if "Traceback (most recent call last)" not in line:
+            continue
+        for following in lines[index + 1 :]:
+            if following and not following.startswith((" ", "\t", "Traceback", "During handling")):
+                found.append(following.split('"', 1)[0].strip()[:160])
+                break
+    return found
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -318,6 +336,7 @@ class Chaos:
                 self.report.invocation_errors += 1
         log = rig.log.getvalue() if isinstance(rig.log, io.StringIO) else ""
         self.report.tracebacks += log.count("Traceback")
+        self.report.traceback_errors.update(traceback_errors(log))
         if isinstance(rig.log, io.StringIO):
             rig.log.seek(0)
             rig.log.truncate()
@@ -522,6 +541,8 @@ def _print(figures: dict[str, Any]) -> None:
         f"  invocations: {figures['invocations']} ({figures['invocationErrors']} errors,"
         f" {figures['tracebacks']} tracebacks)"
     )
+    for error, count in figures["tracebackErrors"].items():
+        print(f"    traceback x{count}: {error}")
     print(
         f"  converged: {'yes' if figures['converged'] else 'NO'} ({figures['podsPendingAtEnd']} pods pending)"
         f"; {figures['realSeconds']} s real, {figures['simulatedSeconds']} s simulated"

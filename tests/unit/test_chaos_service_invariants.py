@@ -1,6 +1,7 @@
 """The chaos run's service invariants (``sandbox.reliability``): when capacity exists for a pending pod
 (``look_at_capacity``, the provisioner's own planning on the offerings as they truly are) and the two
-clocks of ``check_service`` (pending with capacity, $/h above the fresh plan)."""
+clocks of ``check_service`` (pending with capacity, $/h above the fresh plan), and how a run names
+the tracebacks it saw."""
 
 from __future__ import annotations
 
@@ -155,3 +156,30 @@ def test_cost_above_the_bound_for_longer_than_the_consolidation_window_is_one_vi
 def test_nodes_left_when_no_pod_needs_them_are_infinitely_above_the_plan() -> None:
     assert _look(cluster=0.5, fresh=0.0).cost_ratio == float("inf")
     assert _look(cluster=0.0, fresh=0.0).cost_ratio == 1.0
+
+
+def test_a_run_names_the_exception_each_traceback_ended_with_plain_or_inside_a_json_log_line() -> None:
+    from sandbox.chaos import traceback_errors
+
+    plain = (
+        "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    g()\nKeyError: 'nodeName'\n"
+    )
+    chained = (
+        'Traceback (most recent call last):\n  File "a.py", line 2\nValueError: inner\n\n'
+        "During handling of the above exception, another exception occurred:\n\n"
+        'Traceback (most recent call last):\n  File "b.py", line 3\nRuntimeError: outer\n'
+    )
+    as_json = (
+        '{"level":"ERROR","message":"pass failed","exception":"Traceback (most recent call last):\\n'
+        '  File \\"c.py\\", line 4, in h\\n    k()\\nTypeError: bad operand","exception_name":"TypeError"}\n'
+    )
+
+    found = traceback_errors(plain + chained + as_json)
+
+    assert found == [
+        "KeyError: 'nodeName'",
+        "ValueError: inner",
+        "RuntimeError: outer",
+        "TypeError: bad operand",
+    ]
+    assert len(found) == (plain + chained + as_json).count("Traceback"), "one per traceback, none twice"
