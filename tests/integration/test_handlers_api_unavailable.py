@@ -57,17 +57,13 @@ SCHEDULED = {
 }
 
 
-@pytest.mark.parametrize("function", ["provisioner", "disruption"])
-def test_a_scheduled_function_with_the_api_server_down_reports_once_and_ends(
-    function: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def wired(function: str, cluster: FakeCluster, cloud: FakeCloudProvider, clock: FakeClock) -> Any:
+    """The function's handler module with its container on fakes instead of a real cluster and AWS."""
     module = load_function(function)
-    clock = FakeClock()
-    cluster = DownCluster(clock)
     ctx = Context(
         Settings(cluster_name="c", region="us-west-2"),
         cluster,
-        FakeCloudProvider(clock),
+        cloud,
         None,
         module.log,
         module.emf,
@@ -77,6 +73,16 @@ def test_a_scheduled_function_with_the_api_server_down_reports_once_and_ends(
     # Powertools Metrics keeps one metric set per process: a test earlier in this worker may have
     # left metrics unflushed, which this invocation would publish with its own.
     module.emf.clear_metrics()
+    return module
+
+
+@pytest.mark.parametrize("function", ["provisioner", "disruption"])
+def test_a_scheduled_function_with_the_api_server_down_reports_once_and_ends(
+    function: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = FakeClock()
+    cluster = DownCluster(clock)
+    module = wired(function, cluster, FakeCloudProvider(clock), clock)
 
     answer = module.handler(SCHEDULED, LambdaContext(function_name=f"nodewright-{function}"))
 
@@ -118,25 +124,13 @@ def test_the_provisioner_with_aws_unreachable_reports_once_and_ends(
     from nodewright.state import nodepools
 
     monkeypatch.setattr(nodepools, "validation_errors", lambda doc: [])  # the pool reaches the cloud
-    module = load_function("provisioner")
     clock = FakeClock()
     cluster = FakeCluster(clock)
     cluster.add("NodePool", {"metadata": {"name": "default"}, "spec": POOL_SPEC})
     cluster.add("EC2NodeClass", {"metadata": {"name": "default"}, "spec": {"role": "r"}})
     cluster.add("Pod", PENDING_POD)
-    cloud = UnreachableCloud(clock)
     UnreachableCloud.error = error
-    ctx = Context(
-        Settings(cluster_name="c", region="us-west-2"),
-        cluster,
-        cloud,
-        None,
-        module.log,
-        module.emf,
-        clock=clock,
-    )
-    module.container = ContainerContext(logger=module.log, metrics=module.emf, context=ctx)
-    module.emf.clear_metrics()
+    module = wired("provisioner", cluster, UnreachableCloud(clock), clock)
 
     answer = module.handler(SCHEDULED, LambdaContext())
 
@@ -230,19 +224,8 @@ def interruption_function(name: str, cluster: FakeCluster, cloud: FakeCloudProvi
     cluster.add(
         "Node", {"metadata": {"name": "node-a"}, "spec": {"providerID": f"aws:///us-west-2a/{INSTANCE}"}}
     )
-    module = load_function(name)
-    ctx = Context(
-        Settings(cluster_name="c", region="us-west-2"),
-        cluster,
-        cloud,
-        None,
-        module.log,
-        module.emf,
-        clock=clock,
-    )
-    module.container = ContainerContext(logger=module.log, metrics=module.emf, context=ctx)
+    module = wired(name, cluster, cloud, clock)
     module.processor = InterruptionProcessor(module.container)
-    module.emf.clear_metrics()
     return module
 
 

@@ -33,28 +33,16 @@ def test_lists_and_field_selector_on_node(world) -> None:
 
 def test_pending_pods_are_listed_by_phase_and_the_provisionable_ones_are_the_unschedulable(world) -> None:
     cluster: Cluster = world.cluster
-    for name in ("waiting", "unschedulable"):
-        cluster.create(
-            PODS,
-            {
-                "metadata": {"name": name, "namespace": "default"},
-                "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
-            },
-        )
-    cluster.patch(
-        PODS,
-        "unschedulable",
-        {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}},
-        namespace="default",
-        subresource="status",
-    )
+    _pending(cluster, "waiting", unschedulable=False)
+    _pending(cluster, "unschedulable")
     world.pod("running", "node-a")  # phase Running: the API server leaves it out
     pending = cluster.list_pending_pods()
     assert sorted(p["metadata"]["name"] for p in pending) == ["unschedulable", "waiting"]
     assert [p["metadata"]["name"] for p in pending if is_provisionable(p)] == ["unschedulable"]
 
 
-def _unschedulable(cluster: Cluster, name: str) -> None:
+def _pending(cluster: Cluster, name: str, *, unschedulable: bool = True) -> None:
+    """A pod in phase Pending; marked Unschedulable by the scheduler unless ``unschedulable`` is false."""
     cluster.create(
         PODS,
         {
@@ -62,6 +50,8 @@ def _unschedulable(cluster: Cluster, name: str) -> None:
             "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
         },
     )
+    if not unschedulable:
+        return
     cluster.patch(
         PODS,
         name,
@@ -78,11 +68,11 @@ def test_the_wait_for_pending_pods_ends_when_a_wanted_pod_arrives_and_not_for_ot
     import time
 
     cluster: Cluster = world.cluster
-    _unschedulable(cluster, "listed")
+    _pending(cluster, "listed")
     cluster.list_pending_pods()
     wanted = lambda pod: is_provisionable(pod) and pod["metadata"]["name"] != "listed"  # noqa: E731
 
-    arrival = threading.Timer(0.3, _unschedulable, (cluster, "new"))
+    arrival = threading.Timer(0.3, _pending, (cluster, "new"))
     arrival.start()
     started = time.monotonic()
     cluster.wait_for_pending_pods(30, wanted)
@@ -115,7 +105,7 @@ def test_the_wait_for_pending_pods_returns_at_once_when_it_cannot_watch_from_its
 
         cluster.list_pending_pods()
         for i in range(10):  # more pod changes than the server's watch history keeps
-            _unschedulable(cluster, f"churn-{i}")
+            _pending(cluster, f"churn-{i}")
         started = time.monotonic()
         cluster.wait_for_pending_pods(30, lambda pod: False)  # nothing wanted: only the 410 ends it
         assert time.monotonic() - started < 20
