@@ -208,6 +208,19 @@ def test_every_call_of_every_function_is_granted_to_its_own_role(sandbox: Any, r
     direct = recorder.run("spot_events", load_function("spot_events").handler, warning, 60)
     assert direct["disposition"] == "acted", direct
     second = _launched_instance(kube, {first})
+    # The warned node's pod running again on its replacement, so the next replacement cannot be it.
+    _wait(
+        "both inflate pods running on nodes",
+        lambda: (
+            sum(
+                1
+                for p in kube.list_pods(namespace="default", label_selector="app=inflate")
+                if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+            )
+            == 2
+        ),
+        60,
+    )
     # interruption: a rebalance recommendation on the queue → a replacement, a drain, a termination
     rebalance = events.rebalance_recommendation(second)
     batch = events.sqs_batches([json.dumps(rebalance)])[0]

@@ -722,12 +722,13 @@ def test_a_second_interruption_plans_the_pods_of_the_node_already_going_with_its
     ctx, cluster, _cloud = world
     _running_on(cluster, "first-app", "interrupted", deleting="claim")
     _running_on(cluster, "second-app", "rebalanced")
+    cluster.add("Pod", pending_pod("evicted-app"))  # the first node's pod, evicted already
     seen = _recording_planner()
 
     replace_for_displaced(ctx, ["rebalanced"])
 
     planned_world, pending = seen[0]
-    assert sorted(p["metadata"]["name"] for p in pending) == ["first-app", "second-app"]
+    assert sorted(p["metadata"]["name"] for p in pending) == ["evicted-app", "first-app", "second-app"]
     assert {n["metadata"]["name"] for n in planned_world.nodes}.isdisjoint({"interrupted", "rebalanced"})
 
 

@@ -17,6 +17,7 @@ from nodewright.provisioning import nodeclaims, planning
 from nodewright.provisioning.flow import PassReport, create_nodeclaim, launch_one, publish_metrics
 from nodewright.provisioning.launch import Launched
 from nodewright.state import nodepools
+from nodewright.state.pods import is_provisionable
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, observe
 
@@ -28,22 +29,25 @@ if TYPE_CHECKING:
 def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport:
     """Plan, create and launch NodeClaims for the reschedulable pods (``state.pods.is_reschedulable``)
     of ``node_names``, planned together with those of the nodes already going
-    (``World.going_node_names``).
+    (``World.going_node_names``) and the pods pending now (``state.pods.is_provisionable``).
 
     Returns the pass report (``created``, ``launched``, ``unschedulable`` with reasons). Pods that
     fit on the remaining nodes or on NodeClaims already in flight get no new capacity.
     """
     world = observe(ctx)
-    # The pods of nodes already going (an earlier interruption's) are planned too: the capacity
-    # launched for them must not look free to these.
+    # Planned with them, as a provisioning pass would: the pods of nodes already going (an earlier
+    # interruption's) and the pods pending now (evicted from those nodes, or new). Capacity in
+    # flight for them must not look free to these.
     going = set(node_names) | world.going_node_names()
     displaced = world.displaced_pods(going)
+    pending = [p for p in world.pods if is_provisionable(p)]
     remaining = world.without_nodes(going)
-    report = PassReport(pending_pods=len(displaced), pending_keys=frozenset(pod_key(p) for p in displaced))
+    planned = pending + displaced
+    report = PassReport(pending_pods=len(planned), pending_keys=frozenset(pod_key(p) for p in planned))
     if not displaced:
         return report
     pools = nodepools.triage(remaining)
-    plan = planning.plan(remaining, displaced, pools.usable)
+    plan = planning.plan(remaining, planned, pools.usable)
     report.unschedulable = plan.unschedulable
     report.nominated = plan.nominated
     _create_and_launch(ctx, remaining, plan.new_claims, report)
