@@ -157,7 +157,10 @@ class World:
         once evicted (``as_pending``)."""
         from nodewright.state.pods import as_pending, is_reschedulable
 
-        return [as_pending(p) for name in set(going) for p in self.pods_on(name) if is_reschedulable(p)]
+        # In node-name order: the plan is the same whatever order the set came in.
+        return [
+            as_pending(p) for name in sorted(set(going)) for p in self.pods_on(name) if is_reschedulable(p)
+        ]
 
     def without_nodes(self, going: Iterable[str]) -> World:
         """The world after the ``going`` nodes, their NodeClaims and their pods are gone."""
