@@ -161,10 +161,8 @@ def test_kubectl_work_gets_nodes_an_interruption_drains_one_and_empty_nodes_go(r
     # not this test's subject: on a loaded machine a provisioner pass can outlive its 55 s.
     raised = [i for i in runtime.invocations if not i.ok and not i.error.startswith("Task timed out")]
     assert not raised, raised
-    assert {i.function for i in runtime.invocations} >= {
-        "provisioner",
-        "disruption",
-        "interruption",
-        "spot_events",
-    }
+    # Every function was invoked. An invocation is recorded when it ends, and the provisioner's may not
+    # have: it loops while the cluster is busy, until its deadline (CI saw it still running here).
+    assert set(runtime.workers) >= {"provisioner", "disruption", "interruption", "spot_events"}
+    assert {i.function for i in runtime.invocations} >= {"disruption", "interruption", "spot_events"}
     assert claims
