@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from sandbox import events
+from sandbox.aws import forget_terminated_instances
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
 
 # The product's timeouts the invariants are stated against (provisioning/lifecycle.py).
@@ -777,6 +778,7 @@ class Rig:
         time.sleep(0.3)  # the simulated kubelet and scheduler act on what was written
         self.clock.advance(advance)
         self._spot_market()
+        forget_terminated_instances(self.region, self.clock.now())
         return done
 
     def interrupt(self, node_name: str, kind: str = "spot") -> dict[str, Any]:

@@ -257,3 +257,45 @@ def test_state_table_holds_the_sandbox_prices_in_the_layers_format(moto) -> None
     on_demand = table.on_demand_price("m5.large")
     if on_demand is not None:  # real prices (../shared/data); otherwise the catalog estimates them
         assert 0 < table.spot_price("m5.large", "us-east-1a") < on_demand
+
+
+def test_an_instance_terminated_over_an_hour_ago_is_forgotten_as_ec2_forgets_it(moto, ec2) -> None:
+    """EC2 lists a terminated instance for about an hour; moto kept every one, so a long chaos run's
+    DescribeInstances scanned them all. Running and recently terminated instances stay listed."""
+    from datetime import UTC, datetime, timedelta
+
+    import time_machine
+
+    from sandbox.aws import forget_terminated_instances
+
+    aws = moto[1]
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "karpenter.sh/nodeclaim", "Value": "forgotten"}]}]
+    ids = [
+        ec2.run_instances(
+            ImageId=aws.images["al2023/x86_64"],
+            MinCount=1,
+            MaxCount=1,
+            InstanceType="m5.large",
+            TagSpecifications=tags,
+        )["Instances"][0]["InstanceId"]
+        for _ in range(3)
+    ]
+    old, recent, running = ids
+    start = datetime.now(UTC)
+    ec2.terminate_instances(InstanceIds=[old])
+    with time_machine.travel(start + timedelta(minutes=30), tick=False):
+        ec2.terminate_instances(InstanceIds=[recent])
+    assert forget_terminated_instances("us-east-1", start + timedelta(minutes=59)) == 0
+    assert forget_terminated_instances("us-east-1", start + timedelta(minutes=61)) == 1
+    listed = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances(InstanceIds=[recent, running])["Reservations"]
+        for i in r["Instances"]
+    }
+    assert listed == {recent: "terminated", running: "running"}
+    with pytest.raises(ClientError) as gone:
+        ec2.describe_instances(InstanceIds=[old])
+    assert gone.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
+    tagged = ec2.describe_tags(Filters=[{"Name": "value", "Values": ["forgotten"]}])["Tags"]
+    assert {t["ResourceId"] for t in tagged} == {recent, running}
+    ec2.terminate_instances(InstanceIds=[running])
