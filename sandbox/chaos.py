@@ -486,7 +486,8 @@ def run_chaos(steps: int, seed: int, *, minutes: float | None = None, progress: 
                 break
             chaos.step()
             if progress is not None and (index + 1) % 10 == 0:
-                print(f"chaos: step {index + 1}/{steps}", file=progress, flush=True)
+                elapsed = time.monotonic() - started
+                print(f"chaos: step {index + 1}/{steps} ({elapsed:.0f} s)", file=progress, flush=True)
         chaos.settle()
         chaos.report.real_seconds = time.monotonic() - started
         return chaos.report

@@ -162,30 +162,43 @@ def untolerated_taint(pod: Pod, node: Node) -> dict[str, Any] | None:
 
 @dataclass
 class ClusterState:
-    """Nodes and the pods bound to them; updated as this pass binds pods."""
+    """Nodes and the pods bound to them; updated as this pass binds pods.
+
+    What every (pod, node) check would otherwise recompute is kept as it changes: each node's used
+    requests, and the bound pods whose required anti-affinity repels others (a burst of 500 pending
+    pods made every pass sum and scan all bound pods once per pod and node)."""
 
     nodes: list[Node]
     bound: dict[str, list[Pod]] = field(default_factory=dict)  # node name -> active pods bound to it
+    _used: dict[str, Counter] = field(default_factory=dict)
+    # (bound pod with required anti-affinity, its node)
+    repelling: list[tuple[Pod, Node]] = field(default_factory=list)
 
     @classmethod
     def build(cls, nodes: list[Node], pods: list[Pod]) -> ClusterState:
-        names = {n["metadata"]["name"] for n in nodes}
-        bound: dict[str, list[Pod]] = {name: [] for name in names}
+        state = cls(nodes=sorted(nodes, key=lambda n: n["metadata"]["name"]))
+        state.bound = {n["metadata"]["name"]: [] for n in nodes}
         for pod in pods:
             node_name = (pod.get("spec") or {}).get("nodeName")
-            if node_name in bound and is_active(pod):
-                bound[node_name].append(pod)
-        return cls(nodes=sorted(nodes, key=lambda n: n["metadata"]["name"]), bound=bound)
+            if node_name in state.bound and is_active(pod):
+                state._add(pod, node_name)
+        return state
 
     def used(self, node_name: str) -> Counter:
-        used: Counter = Counter()
-        for pod in self.bound.get(node_name, []):
-            used.update(pod_requests(pod))
-        return used
+        """The requests of the pods bound to ``node_name`` (read only: the state's own count)."""
+        return self._used.get(node_name) or Counter()
 
     def assume(self, pod: Pod, node_name: str) -> None:
         placed = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node_name}}
-        self.bound.setdefault(node_name, []).append(placed)
+        self._add(placed, node_name)
+
+    def _add(self, pod: Pod, node_name: str) -> None:
+        self.bound.setdefault(node_name, []).append(pod)
+        self._used.setdefault(node_name, Counter()).update(pod_requests(pod))
+        if _terms(pod, "podAntiAffinity"):
+            node = next((n for n in self.nodes if n["metadata"]["name"] == node_name), None)
+            if node is not None:
+                self.repelling.append((pod, node))
 
 
 def _topology_value(node: Node, key: str) -> str | None:
@@ -249,16 +262,15 @@ def _anti_affinity_ok(pod: Pod, node: Node, state: ClusterState) -> bool:
         ):
             return False
     # Symmetry: an existing pod's anti-affinity also keeps this pod away from its domain.
-    for existing_node in state.nodes:
-        for existing in state.bound.get(existing_node["metadata"]["name"], []):
-            for term in _terms(existing, "podAntiAffinity"):
-                key = term.get("topologyKey", "")
-                if (
-                    _topology_value(existing_node, key) is not None
-                    and _topology_value(existing_node, key) == _topology_value(node, key)
-                    and _pod_matches(pod, term.get("labelSelector"), _term_namespaces(existing, term))
-                ):
-                    return False
+    for existing, existing_node in state.repelling:
+        for term in _terms(existing, "podAntiAffinity"):
+            key = term.get("topologyKey", "")
+            if (
+                _topology_value(existing_node, key) is not None
+                and _topology_value(existing_node, key) == _topology_value(node, key)
+                and _pod_matches(pod, term.get("labelSelector"), _term_namespaces(existing, term))
+            ):
+                return False
     return True
 
 

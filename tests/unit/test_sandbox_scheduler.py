@@ -177,6 +177,25 @@ def test_hostname_anti_affinity_keeps_replicas_apart() -> None:
     )
 
 
+def test_a_pod_placed_earlier_in_the_same_pass_repels_and_fills_like_a_bound_one() -> None:
+    """The state keeps each node's used requests and the repelling pods as the pass assumes pods;
+    they must count exactly as pods that were bound before the pass."""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}}
+            ]
+        }
+    }
+    state = ClusterState.build([node("a", cpu="2"), node("b", cpu="2")], [])
+    state.assume(pod("db1", cpu="100m", labels={"app": "db"}, affinity=anti), "a")
+    state.assume(pod("fill", cpu="1500m"), "b")
+    assert state.used("a")["cpu"] == Decimal("0.1")
+    assert state.used("b")["cpu"] == Decimal("1.5")
+    assert choose_node(pod("db2", cpu="100m", labels={"app": "db"}), state)[0] == "b"  # repelled from a
+    assert choose_node(pod("big", cpu="1"), state)[0] == "a"  # b is full
+
+
 def test_pod_affinity_requires_a_matching_pod_in_the_domain() -> None:
     affinity = {
         "podAffinity": {
