@@ -65,6 +65,7 @@ class Invocation:
     seconds: float
     result: Any = None
     error: str = ""
+    started: float = 0.0  # time.monotonic() when the container took it
 
 
 def _worker_main(
@@ -178,6 +179,7 @@ class Worker:
                     False,
                     time.monotonic() - started,
                     error="Runtime exited without providing a reason",
+                    started=started,
                 )
             if status == "timeout":
                 self._discard()
@@ -186,11 +188,12 @@ class Worker:
                     False,
                     time.monotonic() - started,
                     error=f"Task timed out after {timeout} seconds",
+                    started=started,
                 )
             seconds = time.monotonic() - started
             if status == "ok":
-                return Invocation(self.spec.name, True, seconds, result=payload)
-            return Invocation(self.spec.name, False, seconds, error=payload)
+                return Invocation(self.spec.name, True, seconds, result=payload, started=started)
+            return Invocation(self.spec.name, False, seconds, error=payload, started=started)
         finally:
             self._lock.release()
 

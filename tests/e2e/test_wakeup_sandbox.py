@@ -14,6 +14,7 @@ for v1 while v1beta1 requests fail."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -266,10 +267,18 @@ def test_a_burst_of_pending_pods_wakes_a_bounded_number_of_times_and_every_pod_g
         assert 1 <= webhook_calls <= BURST + 5  # a call per pod's transition, not per status write
         assert 1 <= woken <= min(webhook_calls, int(seconds / COALESCE_SECONDS) + 1), (woken, seconds)
         assert claims, "the burst got NodeClaims of its own NodePool"
+        assert not _overlapping(runtime, "provisioner"), "one writer: no two provisioner invocations at once"
         pools = {admin.get_node(name)["metadata"]["labels"].get(NODEPOOL_LABEL) for name in hosts}
         assert pools == {"burst"}, f"burst pods only on the burst pool's nodes: {pools}"
     finally:
         admin.delete(DEPLOYMENTS, "burst", namespace="default")
+
+
+def _overlapping(runtime: Runtime, function: str) -> list[tuple[float, float]]:
+    """Pairs of (start, previous end) where an invocation of ``function`` began before the one
+    before it ended: the wake-ups and the schedule arrive through one throttled container."""
+    runs = sorted((i.started, i.started + i.seconds) for i in runtime.invocations if i.function == function)
+    return [(start, end) for (_, end), (start, _) in itertools.pairwise(runs) if start < end]
 
 
 def _burst_pods(admin: Any, app: str) -> list[dict[str, Any]]:
