@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Any
 
 from sandbox.simulators.kube import Kube
@@ -18,6 +19,7 @@ from sandbox.simulators.kube import Kube
 log = logging.getLogger("sandbox.simulators")
 WATCH_SECONDS = 30
 DEBOUNCE_SECONDS = 0.01  # let a burst of events (a deployment's 10 pods) arrive before reconciling
+MAX_DEBOUNCE_SECONDS = 0.5
 
 
 class ReconcileLoop:
@@ -76,6 +78,7 @@ class ReconcileLoop:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
+            began = time.monotonic()
             try:
                 self.reconcile()
                 self.passes += 1
@@ -83,8 +86,11 @@ class ReconcileLoop:
                 self.errors += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s pass failed: %s", self.name, self.last_error)
+            took = time.monotonic() - began
             if self._wake.wait(self.resync) and not self._stop.is_set():
-                self._stop.wait(DEBOUNCE_SECONDS)
+                # A pass relists everything, so events arriving faster than passes end are batched:
+                # as long a pause as the pass took (a real controller's informer does O(1) per event).
+                self._stop.wait(min(max(DEBOUNCE_SECONDS, took), MAX_DEBOUNCE_SECONDS))
 
     def _track(self, stream: Any) -> None:
         with self._streams_lock:
