@@ -892,6 +892,41 @@ def test_an_unexpected_error_launching_one_nodeclaim_fails_that_nodeclaim_alone(
     assert nodeclaims.is_true(cluster.objects["NodeClaim"]["first"], "Launched")
 
 
+def test_an_api_server_outage_while_a_launch_fails_ends_the_pass_for_the_handler_to_report(
+    world: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chaos run's chain: CreateFleet throttled to exhaustion, then the API server out of reach
+    (the invocation out of time) when the failure is recorded. That is no fault of the NodeClaim:
+    it is neither marked failed nor logged with a traceback per NodeClaim; the outage reaches the
+    handler, which says it once (``context.report_outage``)."""
+    from nodewright.cloud.errors import LaunchError
+    from nodewright.cluster import ApiUnavailable
+
+    ctx, cluster, cloud = world
+    cluster.add("NodeClaim", hand_made_nodeclaim("first"))
+    cluster.add("NodeClaim", hand_made_nodeclaim("second"))
+
+    attempts: list[str] = []
+
+    def throttled(request: Any) -> LaunchResult:
+        attempts.append(request.nodeclaim_name)
+        raise LaunchError(request.nodeclaim_name, "RequestLimitExceeded", "Request limit exceeded.")
+
+    def out_of_time(*args: Any, **kwargs: Any) -> None:
+        raise ApiUnavailable("POST events: not started, the invocation has 0.0s left")
+
+    cloud.create = throttled  # type: ignore[method-assign]
+    cluster.record_event = out_of_time  # type: ignore[method-assign]
+
+    with pytest.raises(ApiUnavailable):
+        flow.provision(ctx)
+
+    assert len(attempts) == 1  # the pass ended there: the other NodeClaim waits for the next one
+    for name in ("first", "second"):
+        assert nodeclaims.condition(cluster.objects["NodeClaim"][name], "Launched") is None
+    assert "Traceback" not in capsys.readouterr().out
+
+
 def test_a_nodeclaim_never_launched_is_deleted_after_the_registration_timeout(world: Any) -> None:
     ctx, cluster, cloud = world
     cluster.add(

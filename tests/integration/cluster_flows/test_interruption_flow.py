@@ -14,9 +14,10 @@ INSTANCE = "i-0aaaaaaaaaaaaaaa1"
 class FakeReplacement:
     """Stands in for provisioning.replace_for_displaced; notes what the node looked like when called."""
 
-    def __init__(self, cluster, fail: bool = False) -> None:
+    def __init__(self, cluster, fail: bool = False, error: Exception | None = None) -> None:
         self.cluster = cluster
-        self.fail = fail
+        self.fail = fail or error is not None
+        self.error = error or RuntimeError("no capacity anywhere")
         self.calls: list[tuple[list[str], bool]] = []
         self.pods_at_call: list[str] = []
 
@@ -29,7 +30,7 @@ class FakeReplacement:
             if not p["metadata"].get("deletionTimestamp")
         )
         if self.fail:
-            raise RuntimeError("no capacity anywhere")
+            raise self.error
         return self
 
     def summary(self):
@@ -169,6 +170,24 @@ def test_failed_replacement_does_not_stop_the_drain(world, ctx, clock, cluster) 
     outcome = handle_event(ctx, parse_message(_message(clock)), replace=failing)
     assert outcome.replacement == {"error": "RuntimeError: no capacity anywhere"}
     assert outcome.terminations[0].last_pass.evicted
+
+
+def test_a_replacement_stopped_by_an_outage_is_one_warning_and_the_drain_goes_on(
+    world, ctx, clock, cluster, capsys
+) -> None:
+    """An outage is the handler's to report once (``context.report_outage``): no traceback here."""
+    from nodewright.cluster import ApiUnavailable
+
+    _owned_node_with_pods(world)
+    out_of_time = FakeReplacement(
+        cluster, error=ApiUnavailable("POST nodeclaims: the invocation has 0.0s left")
+    )
+    outcome = handle_event(ctx, parse_message(_message(clock)), replace=out_of_time)
+    assert outcome.replacement == {"error": "ApiUnavailable: POST nodeclaims: the invocation has 0.0s left"}
+    assert outcome.terminations[0].last_pass.evicted
+    logged = capsys.readouterr().out
+    assert "replacement launch stopped by an outage" in logged
+    assert "Traceback" not in logged
 
 
 def test_lease_held_by_the_provisioner_skips_the_replacement_not_the_drain(

@@ -28,6 +28,7 @@ from nodewright import termination
 from nodewright.api import labels
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
+from nodewright.context import is_outage
 from nodewright.interruption.events import Action, EventKind, InterruptionEvent
 
 if TYPE_CHECKING:
@@ -206,7 +207,13 @@ def _replace(
     try:
         report = replace(ctx, node_names)
     except Exception as exc:  # the drain must go on: evicted pods go pending and get capacity anyway
-        ctx.logger.exception("replacement launch failed; draining anyway", extra={"nodes": node_names})
+        if is_outage(exc):  # the handler reports the outage once; no traceback for it here
+            ctx.logger.warning(
+                "replacement launch stopped by an outage; draining anyway",
+                extra={"nodes": node_names, "error": str(exc)},
+            )
+        else:
+            ctx.logger.exception("replacement launch failed; draining anyway", extra={"nodes": node_names})
         return {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         lease.release()

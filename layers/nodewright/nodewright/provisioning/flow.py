@@ -18,6 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster.errors import Conflict
+from nodewright.context import is_outage
 from nodewright.provisioning import lifecycle, nodeclaims, planning
 from nodewright.provisioning.launch import (
     Launched,
@@ -147,6 +148,8 @@ def launch_one(
         candidates = planning.candidates_for(world, claim)
         return launch_claim(ctx, claim, world.nodeclass_of(claim) or {}, candidates, fresh=fresh)
     except Exception as exc:  # isolation: one NodeClaim's failure must not stop the others
+        if is_outage(exc):  # not this NodeClaim's failure: the handler reports it once, no traceback
+            raise
         return fail_unexpectedly(ctx, claim, exc)
 
 
