@@ -285,8 +285,9 @@ def test_an_instance_terminated_over_an_hour_ago_is_forgotten_as_ec2_forgets_it(
     ec2.terminate_instances(InstanceIds=[old])
     with time_machine.travel(start + timedelta(minutes=30), tick=False):
         ec2.terminate_instances(InstanceIds=[recent])
-    assert forget_terminated_instances("us-east-1", start + timedelta(minutes=59)) == 0
-    assert forget_terminated_instances("us-east-1", start + timedelta(minutes=61)) == 1
+    forget_terminated_instances("us-east-1", start + timedelta(minutes=59))
+    assert _listed(ec2, old)
+    assert forget_terminated_instances("us-east-1", start + timedelta(minutes=61)) >= 1
     listed = {
         i["InstanceId"]: i["State"]["Name"]
         for r in ec2.describe_instances(InstanceIds=[recent, running])["Reservations"]
@@ -299,3 +300,60 @@ def test_an_instance_terminated_over_an_hour_ago_is_forgotten_as_ec2_forgets_it(
     tagged = ec2.describe_tags(Filters=[{"Name": "value", "Values": ["forgotten"]}])["Tags"]
     assert {t["ResourceId"] for t in tagged} == {recent, running}
     ec2.terminate_instances(InstanceIds=[running])
+
+
+@pytest.mark.parametrize("capacity_type", ["on-demand", "spot"])
+def test_a_forgotten_fleet_instance_takes_its_fleet_and_every_tag_of_what_went_with_it(
+    moto, ec2, capacity_type: str
+) -> None:
+    """moto kept each instant fleet, spot request and the tags of deleted volumes and interfaces, and
+    every tag filter scanned them all; a fleet whose instance is still known stays (terminating that
+    instance looks its fleet up)."""
+    from datetime import UTC, datetime, timedelta
+
+    from moto.backends import get_backend
+
+    from sandbox.aws import forget_terminated_instances
+
+    aws = moto[1]
+    label = f"forgotten-{capacity_type}"
+    tags = [{"Key": "karpenter.sh/nodeclaim", "Value": label}]
+    template = ec2.create_launch_template(
+        LaunchTemplateName=f"forget-{capacity_type}",
+        LaunchTemplateData={
+            "ImageId": aws.images["al2023/x86_64"],
+            "TagSpecifications": [
+                {"ResourceType": kind, "Tags": tags} for kind in ("instance", "volume", "network-interface")
+            ],
+        },
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    overrides = [{"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1a"]}]
+    launched = [fleet(ec2, template, overrides, capacity_type) for _ in range(2)]
+    gone, kept = (f["Instances"][0]["InstanceIds"][0] for f in launched)
+    start = datetime.now(UTC)
+    ec2.terminate_instances(InstanceIds=[gone])
+
+    assert forget_terminated_instances("us-east-1", start + timedelta(minutes=61)) >= 1
+
+    assert not _listed(ec2, gone)
+    assert _listed(ec2, kept)
+    remaining = {
+        t["ResourceId"] for t in ec2.describe_tags(Filters=[{"Name": "value", "Values": [label]}])["Tags"]
+    }
+    assert gone not in remaining
+    assert kept in remaining
+    ec2.terminate_instances(InstanceIds=[kept])  # its fleet was kept: terminating it still works
+    assert forget_terminated_instances("us-east-1", start + timedelta(minutes=122)) >= 1
+    assert not _listed(ec2, kept)
+    assert not ec2.describe_tags(Filters=[{"Name": "value", "Values": [label]}])["Tags"]
+    backend = get_backend("ec2")["123456789012"]["us-east-1"]
+    assert not {f["FleetId"] for f in launched} & set(backend.fleets)
+
+
+def _listed(ec2: Any, instance_id: str) -> bool:
+    try:
+        return bool(ec2.describe_instances(InstanceIds=[instance_id])["Reservations"])
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "InvalidInstanceID.NotFound":
+            return False
+        raise
