@@ -238,10 +238,9 @@ def _choose(
     decision: Decision,
 ) -> consolidation.Command | None:
     """Drift, then multi-node, then single-node consolidation (see ``consolidation``)."""
-    from nodewright.state.pods import is_provisionable
     from nodewright.state.snapshot import Simulation
 
-    pending = [p for p in world.pods if is_provisionable(p)]
+    pending = world.provisionable_pods()
     sim = Simulation(world, usable)
     budgets = {
         reason: budget_room(

@@ -19,7 +19,6 @@ from nodewright.api import labels
 from nodewright.cluster import objects
 from nodewright.disruption import consolidation
 from nodewright.disruption.decide import budget_room
-from nodewright.state.pods import is_provisionable
 from nodewright.state.snapshot import Simulation
 
 if TYPE_CHECKING:
@@ -136,7 +135,7 @@ def consolidation_what_if(world: World, usable: list[Obj], source: str) -> Conso
         reason=consolidation.UNDERUTILIZED,
         now=world.taken_at,
     )
-    pending = [p for p in world.pods if is_provisionable(p)]
+    pending = world.provisionable_pods()
     last_events = {
         objects.name_of(c): when
         for c in world.nodeclaims

@@ -17,7 +17,6 @@ from nodewright.provisioning import nodeclaims, planning
 from nodewright.provisioning.flow import PassReport, create_nodeclaim, launch_one, publish_metrics
 from nodewright.provisioning.launch import Launched
 from nodewright.state import nodepools
-from nodewright.state.pods import is_provisionable
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, observe
 
@@ -40,7 +39,7 @@ def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport
     # flight for them must not look free to these.
     going = set(node_names) | world.going_node_names()
     displaced = world.displaced_pods(going)
-    pending = [p for p in world.pods if is_provisionable(p)]
+    pending = world.provisionable_pods()
     remaining = world.without_nodes(going)
     planned = pending + displaced
     report = PassReport(pending_pods=len(planned), pending_keys=frozenset(pod_key(p) for p in planned))

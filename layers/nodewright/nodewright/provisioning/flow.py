@@ -29,8 +29,8 @@ from nodewright.provisioning.launch import (
 )
 from nodewright.state import nodepools
 from nodewright.state.guard import WriteGuard
-from nodewright.state.pods import is_provisionable, pending_since
 from nodewright.state.pods import key as pod_key
+from nodewright.state.pods import pending_since
 from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
     nodepools.record(ctx, world, pools)
     report.skipped_nodepools = pools.skipped
 
-    pending = [pod for pod in world.pods if is_provisionable(pod)]
+    pending = world.provisionable_pods()
     _measure_pending(report, world, pending)
     # The pods of nodes being deleted need a place too (World.going_node_names): planned with the
     # pending ones, against the cluster without those nodes.
@@ -100,7 +100,7 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
 
     plan = planning.PlanView()
     if pending or displaced:
-        remaining = world.without_nodes(going) if going else world
+        remaining = world.without_nodes(going)
         plan = planning.plan(remaining, pending + displaced, pools.usable)
         report.plan_seconds = plan.seconds
         report.nominated = plan.nominated

@@ -24,7 +24,6 @@ from nodewright.api.shapes import dig
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.provisioning import nodeclaims, planning
 from nodewright.state import nodepools
-from nodewright.state.pods import is_provisionable
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, observe
 
@@ -292,7 +291,7 @@ def what_if(paths: Iterable[str | Path], instance_types: InstanceTypes, region: 
 def what_if_live(cluster: Any, instance_types: InstanceTypes, region: str) -> WhatIf:
     """Plan a live cluster's pending pods against its current objects (``live_world``)."""
     world, result = live_world(cluster, instance_types, region)
-    pending = [p for p in world.pods if is_provisionable(p)]
+    pending = world.provisionable_pods()
     return plan_world(world, pending, region, result)
 
 

@@ -138,6 +138,13 @@ class World:
         return self.cloud.prices() if self.cloud is not None else None
 
     # -- derived worlds --------------------------------------------------------------------------------
+    def provisionable_pods(self) -> list[Obj]:
+        """The pending pods a new node could help (``state.pods.is_provisionable``): what every plan
+        places, with the ``displaced_pods`` of the nodes going."""
+        from nodewright.state.pods import is_provisionable
+
+        return [p for p in self.pods if is_provisionable(p)]
+
     def going_node_names(self) -> set[str]:
         """The nodes on their way out: the Node or its NodeClaim is being deleted (a termination,
         an interruption, a disruption command once its replacements are up).
@@ -163,8 +170,11 @@ class World:
         ]
 
     def without_nodes(self, going: Iterable[str]) -> World:
-        """The world after the ``going`` nodes, their NodeClaims and their pods are gone."""
+        """The world after the ``going`` nodes, their NodeClaims and their pods are gone (this one
+        when none goes)."""
         names = set(going)
+        if not names:
+            return self
         gone_instances = {node_instance_id(n) for n in self.nodes if name_of(n) in names} - {None}
         derived = replace(
             self,
