@@ -28,9 +28,10 @@ import json
 import random
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sandbox import workloads
@@ -61,6 +62,7 @@ CPU_LIMIT = 48  # the NodePool's limit: capacity is never unbounded
 ICE_STEPS = 3  # an injected ICE lasts this many steps, then the capacity is back
 STEP_SECONDS = 20.0  # simulated time per step
 SETTLE_ROUNDS = 25
+DOSSIER_ROUNDS = 8  # a dossier holds a pod's last looks and the functions' logs of this many rounds
 # The workload: (deployment, pod kind as in the scheduling benchmark's mixes, max replicas).
 DEPLOYMENTS = (
     ("chaos-generic", "generic", 10),
@@ -171,8 +173,12 @@ def _percentile(values: list[float], pct: float) -> float:
 class Chaos:
     """One seeded run on a started :class:`sandbox.reliability.Rig`."""
 
-    def __init__(self, rig: Any, seed: int) -> None:
+    def __init__(self, rig: Any, seed: int, dossier: Path | None = None) -> None:
         self.rig = rig
+        self.dossier = dossier  # a directory: each pending-with-capacity violation's story, for analysis
+        self.history: dict[str, deque[str]] = {}  # waiting pod → its last looks, one line each
+        self.recent_logs: deque[str] = deque(maxlen=DOSSIER_ROUNDS)
+        self.last_disturbance = "setup"
         self.rng = random.Random(seed)
         self.report = ChaosReport(seed=seed)
         self.pending_since: dict[str, datetime] = {}  # pod uid → first seen pending (simulated)
@@ -211,6 +217,7 @@ class Chaos:
     def step(self) -> None:
         kind = self.rng.choices(list(DISTURBANCES), weights=list(DISTURBANCES.values()))[0]
         applied = self.disturb(kind)
+        self.last_disturbance = applied or f"{kind} (nothing to act on)"
         if applied:
             self.report.disturbances[applied] += 1
         self.expire_faults()
@@ -338,6 +345,7 @@ class Chaos:
         self.report.tracebacks += log.count("Traceback")
         self.report.traceback_errors.update(traceback_errors(log))
         if isinstance(rig.log, io.StringIO):
+            self.recent_logs.append(f"=== step {self.report.steps} ({self.last_disturbance}) ===\n{log}")
             rig.log.seek(0)
             rig.log.truncate()
         self.record(rig.check())
@@ -375,6 +383,11 @@ class Chaos:
         look = rig.look_at_capacity(seen)
         waiting = {pod_key(p) for p in pending_pods(seen)}
         violations, figures = check_service(look, waiting, seen.at, rig.tracker, faults)
+        self.remember(look, waiting, faults)
+        for violation in violations:
+            pod = violation.detail.split(" ", 1)[0]
+            violation.detail += f"; the look puts it {look.where.get(pod, 'nowhere')}"
+            self.write_dossier(pod)
         self.record(violations)
         report = self.report
         report.looks += 1
@@ -388,6 +401,38 @@ class Chaos:
         report.max_cost_above_bound_seconds = max(
             report.max_cost_above_bound_seconds, figures["costAboveBoundSeconds"]
         )
+
+    def remember(self, look: Any, waiting: set[str], faults: list[str]) -> None:
+        """One line per waiting pod for this look (its dossier, should it wait too long)."""
+        for pod in list(self.history):
+            if pod not in waiting:
+                del self.history[pod]
+        for pod in waiting:
+            line = (
+                f"step {self.report.steps} ({self.last_disturbance}): faults {faults or '-'};"
+                f" the look puts it {look.where.get(pod) or look.unhostable.get(pod) or 'nowhere'}"
+                f"{' (held by a node that never registers)' if pod in look.held else ''}"
+            )
+            self.history.setdefault(pod, deque(maxlen=DOSSIER_ROUNDS)).append(line)
+
+    def write_dossier(self, pod: str) -> None:
+        if self.dossier is None:
+            return
+        from nodewright.cluster.resources import NODECLAIMS, NODES
+
+        self.dossier.mkdir(parents=True, exist_ok=True)
+        claims = [
+            f"{c['metadata']['name']}: {json.dumps(c.get('status') or {}, sort_keys=True)[:600]}"
+            for c in self.rig.admin.list(NODECLAIMS)
+        ]
+        nodes = [
+            f"{n['metadata']['name']}: unschedulable {n['spec'].get('unschedulable')}, taints"
+            f" {n['spec'].get('taints')}, labels {n['metadata'].get('labels')}"
+            for n in self.rig.admin.list(NODES)
+        ]
+        story = [f"pod {pod}", *self.history.get(pod, ())]
+        text = "\n".join([*story, "", "NodeClaims:", *claims, "", "Nodes:", *nodes, "", *self.recent_logs])
+        (self.dossier / f"step-{self.report.steps}-{pod.replace('/', '_')}.txt").write_text(text)
 
     def record(self, violations: list[Any]) -> None:
         for violation in violations:
@@ -473,13 +518,15 @@ def deployment(name: str, kind: str, replicas: int, cpu: str, memory: str) -> di
     return workloads.deployment(name, replicas, spec)
 
 
-def run_chaos(steps: int, seed: int, *, minutes: float | None = None, progress: Any = None) -> ChaosReport:
+def run_chaos(
+    steps: int, seed: int, *, minutes: float | None = None, progress: Any = None, dossier: Path | None = None
+) -> ChaosReport:
     """Start a sandbox, run ``steps`` seeded steps (or until ``minutes`` of real time), settle, report."""
     from sandbox.reliability import Rig
 
     started = time.monotonic()
     with Rig("chaos", log=io.StringIO()) as rig:
-        chaos = Chaos(rig, seed)
+        chaos = Chaos(rig, seed, dossier)
         chaos.setup()
         for index in range(steps):
             if minutes is not None and time.monotonic() - started > minutes * 60:
@@ -500,7 +547,7 @@ def run(args: argparse.Namespace) -> int:
     if args.steps < 0:
         print(f"chaos: --steps {args.steps}: give a count >= 0", file=sys.stderr)
         return 2
-    report = run_chaos(args.steps, args.seed, minutes=args.minutes, progress=sys.stderr)
+    report = run_chaos(args.steps, args.seed, minutes=args.minutes, progress=sys.stderr, dossier=args.dossier)
     figures = report.figures()
     if args.json:
         print(json.dumps(figures, indent=2))

@@ -276,6 +276,13 @@ def register_chaos(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1): same seed, same draws")
     parser.add_argument("--minutes", type=float, help="stop drawing steps after this much real time")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
+    parser.add_argument(
+        "--dossier",
+        type=Path,
+        metavar="DIR",
+        help="write each pod-pending-with-capacity violation's story to DIR: the pod's last looks,"
+        " the NodeClaims and Nodes then, the functions' logs of the last rounds",
+    )
     parser.set_defaults(func=run_chaos)
 
 

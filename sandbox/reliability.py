@@ -416,6 +416,8 @@ class CapacityLook:
     cluster_per_hour: float
     fresh_per_hour: float
     unpriced: list[str]
+    # Where the look puts each placeable pod: "node/x", "nodeclaim/y" or "new <types> in <zones>".
+    where: dict[str, str] = field(default_factory=dict)
 
     @property
     def cost_ratio(self) -> float:
@@ -450,7 +452,11 @@ def look_at_capacity(
     view = planning.plan(world, waiting, usable)
     stuck = {c["metadata"]["name"] for c in world.nodeclaims if nodeclaim_instance_id(c) in never_registering}
     held = {key for key, target in view.nominated.items() if target.removeprefix("nodeclaim/") in stuck}
-    placeable = (set(view.nominated) | {pod_key(p) for c in view.new_claims for p in c.pods}) - held
+    where = dict(view.nominated)
+    for new in view.new_claims:
+        shape = f"new {','.join(new.instance_types[:3])} {'/'.join(new.capacity_types)}"
+        where.update({pod_key(p): f"{shape} in {','.join(new.zones)}" for p in new.pods})
+    placeable = set(where) - held
     cluster_per_hour, unpriced = 0.0, []
     for claim in world.nodeclaims:
         price = world.price_of(claim)
@@ -467,6 +473,7 @@ def look_at_capacity(
         cluster_per_hour=cluster_per_hour,
         fresh_per_hour=fresh.cost_per_hour,
         unpriced=unpriced,
+        where=where,
     )
 
 
