@@ -120,17 +120,17 @@ class Store:
             return self._changes_after(rv, key), self._rv
 
     def _changes_after(self, rv: int, key: Key) -> list[Change]:
-        with self.lock:
-            if rv >= self._rv:
-                return []
-            changes = self._history.get(key)
-            rvs = self._history_rvs.get(key)
-            if not changes or not rvs:
-                return []
-            if rv < rvs[0] - 1 and len(changes) == changes.maxlen:
-                raise TooOld(rv, rvs[0])
-            start = bisect.bisect_right(rvs, rv)
-            return list(itertools.islice(changes, start, None))
+        """The caller holds ``self.lock``."""
+        if rv >= self._rv:
+            return []
+        changes = self._history.get(key)
+        rvs = self._history_rvs.get(key)
+        if not changes or not rvs:
+            return []
+        if rv < rvs[0] - 1 and len(changes) == changes.maxlen:
+            raise TooOld(rv, rvs[0])
+        start = bisect.bisect_right(rvs, rv)
+        return list(itertools.islice(changes, start, None))
 
     def wait_for_change(self, after_rv: int, timeout: float) -> bool:
         """Block until something newer than ``after_rv`` is written, the store closes, or ``timeout``."""
