@@ -173,6 +173,7 @@ class ClusterState:
     _used: dict[str, Counter] = field(default_factory=dict)
     # (bound pod with required anti-affinity, its node)
     repelling: list[tuple[Pod, Node]] = field(default_factory=list)
+    _by_name: dict[str, Node] = field(default_factory=dict)  # filled when a repelling pod is first added
 
     @classmethod
     def build(cls, nodes: list[Node], pods: list[Pod]) -> ClusterState:
@@ -196,9 +197,10 @@ class ClusterState:
         self.bound.setdefault(node_name, []).append(pod)
         self._used.setdefault(node_name, Counter()).update(pod_requests(pod))
         if _terms(pod, "podAntiAffinity"):
-            node = next((n for n in self.nodes if n["metadata"]["name"] == node_name), None)
-            if node is not None:
-                self.repelling.append((pod, node))
+            if not self._by_name:
+                self._by_name = {n["metadata"]["name"]: n for n in self.nodes}
+            if node_name in self._by_name:
+                self.repelling.append((pod, self._by_name[node_name]))
 
 
 def _topology_value(node: Node, key: str) -> str | None:
