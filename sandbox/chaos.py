@@ -387,7 +387,7 @@ class Chaos:
         for violation in violations:
             pod = violation.detail.split(" ", 1)[0]
             violation.detail += f"; the look puts it {look.where.get(pod, 'nowhere')}"
-            self.write_dossier(pod)
+            self.write_dossier(pod, look, waiting)
         self.record(violations)
         report = self.report
         report.looks += 1
@@ -415,23 +415,43 @@ class Chaos:
             )
             self.history.setdefault(pod, deque(maxlen=DOSSIER_ROUNDS)).append(line)
 
-    def write_dossier(self, pod: str) -> None:
+    def write_dossier(self, pod: str, look: Any, waiting: set[str]) -> None:
         if self.dossier is None:
             return
-        from nodewright.cluster.resources import NODECLAIMS, NODES
+        from nodewright.api import labels
+        from nodewright.cluster.resources import EVENTS, NODECLAIMS, NODES, PODS
 
         self.dossier.mkdir(parents=True, exist_ok=True)
+        admin = self.rig.admin
         claims = [
             f"{c['metadata']['name']}: {json.dumps(c.get('status') or {}, sort_keys=True)[:600]}"
-            for c in self.rig.admin.list(NODECLAIMS)
+            for c in admin.list(NODECLAIMS)
         ]
+        on_node: dict[str, list[str]] = {}
+        for bound in admin.list(PODS):
+            if (bound.get("spec") or {}).get("nodeName"):
+                on_node.setdefault(bound["spec"]["nodeName"], []).append(bound["metadata"]["name"])
         nodes = [
-            f"{n['metadata']['name']}: unschedulable {n['spec'].get('unschedulable')}, taints"
-            f" {n['spec'].get('taints')}, labels {n['metadata'].get('labels')}"
-            for n in self.rig.admin.list(NODES)
+            f"{n['metadata']['name']}: zone {n['metadata'].get('labels', {}).get(labels.ZONE)},"
+            f" unschedulable {n['spec'].get('unschedulable')}, taints {n['spec'].get('taints')},"
+            f" pods {sorted(on_node.get(n['metadata']['name'], []))}"
+            for n in admin.list(NODES)
         ]
-        story = [f"pod {pod}", *self.history.get(pod, ())]
-        text = "\n".join([*story, "", "NodeClaims:", *claims, "", "Nodes:", *nodes, "", *self.recent_logs])
+        looks = [
+            f"{key}: {look.where.get(key) or look.unhostable.get(key) or 'nowhere'}"
+            f"{' (held)' if key in look.held else ''}"
+            for key in sorted(waiting)
+        ]
+        names = {key.split("/", 1)[1] for key in waiting}
+        said = [
+            f"{e['involvedObject']['name']}: {e.get('reason')} x{e.get('count')} at {e.get('lastTimestamp')}:"
+            f" {e.get('message')}"
+            for e in admin.list(EVENTS, namespace="default")
+            if e.get("involvedObject", {}).get("name") in names
+        ]
+        story = [f"pod {pod}", *self.history.get(pod, ()), "", "The look, every waiting pod:", *looks]
+        cluster = ["Their events:", *said, "", "NodeClaims:", *claims, "", "Nodes:", *nodes]
+        text = "\n".join([*story, "", *cluster, "", *self.recent_logs])
         (self.dossier / f"step-{self.report.steps}-{pod.replace('/', '_')}.txt").write_text(text)
 
     def record(self, violations: list[Any]) -> None:
@@ -456,7 +476,7 @@ class Chaos:
                 continue
             self.bound.add(uid)
             self.report.pods_scheduled += 1
-            since = self.pending_since.pop(uid, None)
+            since = self.pending_since.pop(uid) if uid in self.pending_since else None
             if since is not None:
                 self.report.bind_seconds.append((now - since).total_seconds())
 

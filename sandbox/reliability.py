@@ -405,7 +405,8 @@ class CapacityLook:
     ``placeable``: the waiting pods it places, on a node, a NodeClaim in flight, or a new NodeClaim
     within the NodePools' limits on an offering that is not out of capacity; ``held``: placeable pods
     it nominates to a NodeClaim whose instance will never register (an injected fault: the product,
-    like Karpenter, waits for it until the registration timeout); ``unhostable``: the waiting pods it
+    like Karpenter, waits for it until the registration timeout), and those whose topology counts
+    them (:func:`counted_with`); ``unhostable``: the waiting pods it
     cannot place, with the reason (limits reached, every fitting offering out of capacity, no
     NodePool can ever host them). ``cluster_per_hour``: what the NodeClaims cost (instance and EBS);
     ``fresh_per_hour``: ``state.snapshot.fresh_plan`` of every workload pod, running or waiting."""
@@ -452,6 +453,7 @@ def look_at_capacity(
     view = planning.plan(world, waiting, usable)
     stuck = {c["metadata"]["name"] for c in world.nodeclaims if nodeclaim_instance_id(c) in never_registering}
     held = {key for key, target in view.nominated.items() if target.removeprefix("nodeclaim/") in stuck}
+    held |= counted_with(waiting, held)
     where = dict(view.nominated)
     for new in view.new_claims:
         shape = f"new {','.join(new.instance_types[:3])} {'/'.join(new.capacity_types)}"
@@ -475,6 +477,33 @@ def look_at_capacity(
         unpriced=unpriced,
         where=where,
     )
+
+
+def counted_with(waiting: list[dict[str, Any]], held: set[str]) -> set[str]:
+    """The waiting pods whose topology counts a held pod: a zonal spread or required (anti-)affinity
+    whose selector matches it. Where they may go depends on where the held pods land (the product,
+    like Karpenter, counts a pod nominated to a NodeClaim in flight in its zone; kube-scheduler
+    counts bound pods only), and which of two equal pods the plan calls held is the order's choice:
+    the fault that holds one holds its group."""
+    from nodewright.scheduling.model import pods_from_k8s
+
+    pods, _ = pods_from_k8s(waiting)
+    stuck = [p for p in pods if p.key in held]
+    if not stuck:
+        return set()
+
+    def counts_a_held_pod(pod: Any) -> bool:
+        spec = pod.spec
+        for spread in spec.spreads:
+            if any(h.namespace == pod.namespace and spread.selector.matches(h.spec.label_map) for h in stuck):
+                return True
+        return any(
+            term.weight == 0 and term.selects(pod.namespace, h.namespace, h.spec.label_map)
+            for term in spec.affinity
+            for h in stuck
+        )
+
+    return {p.key for p in pods if p.key not in held and counts_a_held_pod(p)}
 
 
 def check_service(

@@ -87,6 +87,30 @@ def test_a_pod_nominated_to_a_node_that_never_registers_is_held_by_the_fault(clu
     assert found.placeable == set()
 
 
+def test_the_pods_whose_topology_counts_a_held_pod_are_held_with_it(cluster) -> None:
+    """Two replicas with hostname anti-affinity and room for one on the node that never joins: the
+    plan holds whichever it places there first; the fault holds the other too (its place depends
+    on where the first lands), not an unrelated pod."""
+    cluster.objects["NodePool"]["default"]["spec"]["limits"] = {"cpu": "100"}
+    add_node(cluster, "a", "m5.large")
+    claim = cluster.objects["NodeClaim"]["a"]
+    del cluster.objects["Node"][claim["status"]["nodeName"]]
+    apart = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    for name in ("web-1", "web-2"):
+        add_pod(cluster, name, None, cpu="1500m")
+        pod = cluster.objects["Pod"][name]
+        pod["metadata"]["labels"] = {"app": "web"}
+        pod["spec"]["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
+        }
+    add_pod(cluster, "other", None, cpu="1")  # past what the node that never joins has left then
+    first = look(cluster)
+    assert first.placeable == {"default/web-1", "default/web-2", "default/other"}, first.unhostable
+    found = look(cluster, never={claim["status"]["instanceID"]})
+    assert found.held == {"default/web-1", "default/web-2"}
+    assert found.placeable == {"default/other"}
+
+
 def test_the_cluster_is_priced_against_a_fresh_plan_of_the_same_pods(cluster) -> None:
     add_node(cluster, "a", "m5.xlarge")
     add_node(cluster, "b", "m5.large")
