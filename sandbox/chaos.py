@@ -62,6 +62,9 @@ CPU_LIMIT = 48  # the NodePool's limit: capacity is never unbounded
 ICE_STEPS = 3  # an injected ICE lasts this many steps, then the capacity is back
 STEP_SECONDS = 20.0  # simulated time per step
 SETTLE_ROUNDS = 25
+# Interruption-queue batches (of up to 10 messages) delivered per step: the event source mapping
+# polls while messages wait, so a backlog (a burst of state changes) does not wait a step per ten.
+QUEUE_BATCHES_PER_ROUND = 3
 DOSSIER_ROUNDS = 8  # a dossier holds a pod's last looks and the functions' logs of this many rounds
 # The workload: (deployment, pod kind as in the scheduling benchmark's mixes, max replicas).
 DEPLOYMENTS = (
@@ -90,6 +93,7 @@ class ChaosReport:
     unhostable: dict[str, str] = field(default_factory=dict)  # pod → why no NodePool could host it
     violations: Counter[str] = field(default_factory=Counter)
     violation_examples: list[str] = field(default_factory=list)
+    state_change_events: int = 0  # EC2 state-change notifications queued (every instance that went)
     invocations: int = 0
     invocation_errors: int = 0
     tracebacks: int = 0
@@ -136,6 +140,7 @@ class ChaosReport:
             "violationExamples": self.violation_examples[:10],
             "leakedInstances": self.violations.get("leaked-instance", 0),
             "duplicateNodeClaims": self.violations.get("two-instances", 0),
+            "stateChangeEvents": self.state_change_events,
             "invocations": self.invocations,
             "invocationErrors": self.invocation_errors,
             "tracebacks": self.tracebacks,
@@ -179,6 +184,7 @@ class Chaos:
         self.history: dict[str, deque[str]] = {}  # waiting pod → its last looks, one line each
         self.recent_logs: deque[str] = deque(maxlen=DOSSIER_ROUNDS)
         self.last_disturbance = "setup"
+        self.terminated_this_step = False  # an instance terminated out of band in this step
         self.rng = random.Random(seed)
         self.report = ChaosReport(seed=seed)
         self.pending_since: dict[str, datetime] = {}  # pod uid → first seen pending (simulated)
@@ -222,6 +228,7 @@ class Chaos:
             self.report.disturbances[applied] += 1
         self.expire_faults()
         self.round()
+        self.terminated_this_step = False
         self.report.steps += 1
 
     def settle(self) -> None:
@@ -278,6 +285,7 @@ class Chaos:
             if not live:
                 return None
             rig.ec2.terminate_instances(InstanceIds=[rng.choice(live)])
+            self.terminated_this_step = True
             return kind
         if kind == "never-registers":
             rig.sandbox.kubelet.registry.fail_next_registrations += 1
@@ -324,16 +332,21 @@ class Chaos:
         rig = self.rig
         before = len(rig.functions.outcomes)
         acted_before = self.faults_acted()
-        if self.queue:
-            batch = events.sqs_event([events.sqs_record(json.dumps(e)) for e in self.queue[:10]])
+        kept: list[dict[str, Any]] = []  # what failed: SQS redelivers it next step
+        for _ in range(QUEUE_BATCHES_PER_ROUND):
+            if not self.queue:
+                break
+            taken, self.queue = self.queue[:10], self.queue[10:]
+            batch = events.sqs_event([events.sqs_record(json.dumps(e)) for e in taken])
             outcome = rig.invoke("interruption", batch, seconds=30)
             failed = {f["itemIdentifier"] for f in (outcome.result or {}).get("batchItemFailures", [])}
-            if outcome.ok:  # SQS keeps what failed (redelivered next step), drops what succeeded
-                ids = [r["messageId"] for r in batch["Records"]]
-                self.queue = [
-                    e for e, i in zip(self.queue[:10], ids, strict=True) if i in failed
-                ] + self.queue[10:]
+            ids = [r["messageId"] for r in batch["Records"]]
+            kept += taken if not outcome.ok else [e for e, i in zip(taken, ids, strict=True) if i in failed]
+        self.queue = kept + self.queue
         rig.round(advance=advance)
+        changes = rig.instance_state_changes()  # EventBridge's copy of every instance that went
+        self.report.state_change_events += len(changes)
+        self.queue += changes
         self.report.simulated_seconds += advance
         for outcome in rig.functions.outcomes[before:]:
             self.report.invocations += 1
@@ -360,7 +373,9 @@ class Chaos:
 
     def faults_in_effect(self, acted_before: tuple[int, int], outcomes: list[Any]) -> list[str]:
         """The faults that held the functions back in this round: one that answered during it or
-        still has calls to answer, or an invocation killed in it."""
+        still has calls to answer, an invocation killed in it, or an instance terminated out of band
+        at its start (the pods it held had no place this round: the state change that tells the
+        functions arrives with the next)."""
         sandbox = self.rig.sandbox
         api, fleet = self.faults_acted()
         found = []
@@ -370,6 +385,8 @@ class Chaos:
             found.append("fleet-throttle")
         if any(o.killed_at for o in outcomes):
             found.append("killed")
+        if self.terminated_this_step:  # its state change reaches the queue after this round
+            found.append("instance-terminated")
         return found
 
     def check_service(self, faults: list[str]) -> None:
@@ -476,9 +493,8 @@ class Chaos:
                 continue
             self.bound.add(uid)
             self.report.pods_scheduled += 1
-            since = self.pending_since.pop(uid) if uid in self.pending_since else None
-            if since is not None:
-                self.report.bind_seconds.append((now - since).total_seconds())
+            if uid in self.pending_since:
+                self.report.bind_seconds.append((now - self.pending_since.pop(uid)).total_seconds())
 
     # --- looking ------------------------------------------------------------------------------
     def pending_now(self) -> list[dict[str, Any]]:

@@ -36,6 +36,7 @@ REGISTRATION_TIMEOUT = timedelta(minutes=15)
 LEAK_GRACE = timedelta(minutes=2)
 GC_INTERVAL = timedelta(seconds=60)
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
+GOING_STATES = ("stopping", "stopped", "shutting-down", "terminated")  # each announced by EventBridge
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 
 
@@ -664,6 +665,7 @@ class Rig:
         self.violations: list[Violation] = []
         self._saved_env: dict[str, str | None] = {}
         self._reclaim: dict[str, datetime] = {}
+        self._announced: set[str] = set()  # instances whose state change was announced
         self._catalogs: dict[tuple[str, str], list[Any]] = {}  # see true_instance_types
 
     # lifecycle
@@ -816,6 +818,32 @@ class Rig:
         self._spot_market()
         forget_terminated_instances(self.region, self.clock.now())
         return done
+
+    def instance_state_changes(self) -> list[dict[str, Any]]:
+        """The EC2 Instance State-change Notifications EventBridge would route to the interruption
+        queue since the last call: one for each of the cluster's instances that began terminating or
+        stopping, whoever caused it (an out-of-band termination, EC2 reclaiming a spot instance,
+        the product itself)."""
+        pages = self.ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "tag:eks:eks-cluster-name", "Values": [self.cluster_name]},
+                {
+                    "Name": "instance-state-name",
+                    "Values": ["shutting-down", "terminated", "stopping", "stopped"],
+                },
+            ]
+        )
+        out = []
+        for page in pages:
+            for reservation in page["Reservations"]:
+                for instance in reservation["Instances"]:
+                    if instance["InstanceId"] in self._announced:
+                        continue
+                    self._announced.add(instance["InstanceId"])
+                    out.append(
+                        events.state_change(instance["InstanceId"], instance["State"]["Name"], self.region)
+                    )
+        return out
 
     def interrupt(self, node_name: str, kind: str = "spot") -> dict[str, Any]:
         """The event EC2 (or AWS Health) would send about ``node_name``'s instance; a spot warning

@@ -54,6 +54,28 @@ def test_node_that_never_registers_times_out_and_pods_get_another(rig: Rig) -> N
     assert silent.isdisjoint({i["InstanceId"] for i in instances(rig)})
 
 
+def test_the_state_change_of_an_instance_gone_before_it_registered_frees_its_pods_at_once(rig: Rig) -> None:
+    """Its node never joined and its instance is terminated out of band: EventBridge's state change
+    ends the NodeClaim when the queue delivers it, not the garbage collection's next minute."""
+    rig.sandbox.kubelet.registry.fail_next_registrations = 1
+    start(rig, 1)
+    assert rig.converge(lambda: len(rig.sandbox.kubelet.registry.never_register) == 1, rounds=4)
+    (silent,) = rig.sandbox.kubelet.registry.never_register
+    claim = next(c for c in rig.admin.list(NODECLAIMS) if c["status"].get("instanceID") == silent)
+    assert running(rig, 0)
+    rig.instance_state_changes()  # what went before (none): only the termination below is news
+    rig.ec2.terminate_instances(InstanceIds=[silent])
+    changes = rig.instance_state_changes()
+    assert [c["detail"]["instance-id"] for c in changes] == [silent]
+    answer = rig.invoke("interruption", sqs(changes), seconds=30)
+    assert answer.ok, answer.error
+    assert answer.result["batchItemFailures"] == []
+    assert rig.admin.find(NODECLAIMS, claim["metadata"]["name"]) is None, "ended by the message itself"
+    assert rig.converge(lambda: running(rig, 1), rounds=3), rig.pods()
+    settle(rig, 1)
+    assert not failed(rig)
+
+
 def test_duplicate_and_late_interruption_messages_act_once(rig: Rig) -> None:
     start(rig, 3, requirements=requirements(("spot",)))
     settle(rig, 3)
