@@ -913,6 +913,9 @@ class Rig:
         ids = [i["InstanceId"] for i in self.observe().instances]
         if ids:
             self.ec2.terminate_instances(InstanceIds=ids)
+        registry = self.sandbox.kubelet.registry
+        with registry.lock:  # the last scenario's silent instances are terminated: forget them
+            registry.never_register.clear()
         for obj in self.admin.list(EC2NODECLASSES):
             self.admin.patch(EC2NODECLASSES, obj["metadata"]["name"], {"metadata": {"finalizers": None}})
             self.admin.delete(EC2NODECLASSES, obj["metadata"]["name"])
