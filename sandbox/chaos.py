@@ -85,6 +85,8 @@ class ChaosReport:
     pods_scheduled: int = 0
     bind_seconds: list[float] = field(default_factory=list)
     max_pending_seconds: float = 0.0
+    # The pod that waited longest from pending to bound: how long, and what the looks said meanwhile.
+    longest_wait: dict[str, Any] = field(default_factory=dict)
     max_pending_with_capacity_seconds: float = 0.0
     max_cost_ratio: float = 0.0
     max_cost_above_bound_seconds: float = 0.0
@@ -121,6 +123,7 @@ class ChaosReport:
                 "max": max(self.bind_seconds, default=0.0),
             },
             "maxPendingSeconds": round(self.max_pending_seconds, 1),
+            "longestWait": self.longest_wait,
             "pendingWithCapacity": {
                 "limitSeconds": PENDING_LIMIT_SECONDS,
                 "maxSeconds": round(self.max_pending_with_capacity_seconds, 1),
@@ -184,6 +187,7 @@ class Chaos:
         self.history: dict[str, deque[str]] = {}  # waiting pod → its last looks, one line each
         self.recent_logs: deque[str] = deque(maxlen=DOSSIER_ROUNDS)
         self.last_disturbance = "setup"
+        self.waits: dict[str, Counter[str]] = {}  # waiting pod → what the looks said of it, counted
         self.terminated_this_step = False  # an instance terminated out of band in this step
         self.rng = random.Random(seed)
         self.report = ChaosReport(seed=seed)
@@ -365,6 +369,11 @@ class Chaos:
         self.track_pods()
         if service:
             self.check_service(self.faults_in_effect(acted_before, rig.functions.outcomes[before:]))
+        else:
+            from nodewright.state.pods import key as pod_key
+
+            for pod in self.pending_now():
+                self.waits.setdefault(pod_key(pod), Counter())["settling (not looked at)"] += 1
 
     def faults_acted(self) -> tuple[int, int]:
         """How often the API server's and CreateFleet's injected faults have answered so far."""
@@ -401,6 +410,19 @@ class Chaos:
         waiting = {pod_key(p) for p in pending_pods(seen)}
         violations, figures = check_service(look, waiting, seen.at, rig.tracker, faults)
         self.remember(look, waiting, faults)
+        for key in waiting:  # what each look said of each waiting pod: the longest wait's story
+            said = (
+                "held by a node that never registers"
+                if key in look.held
+                else f"no place: {look.unhostable[key]}"
+                if key in look.unhostable
+                else "placeable, a fault in effect"
+                if faults and key in look.placeable
+                else "placeable"
+                if key in look.placeable
+                else "nowhere"
+            )
+            self.waits.setdefault(key, Counter())[said] += 1
         for violation in violations:
             pod = violation.detail.split(" ", 1)[0]
             violation.detail += f"; the look puts it {look.where.get(pod, 'nowhere')}"
@@ -478,6 +500,8 @@ class Chaos:
                 self.report.violation_examples.append(f"step {self.report.steps}: {violation}")
 
     def track_pods(self) -> None:
+        from nodewright.state.pods import key as pod_key
+
         from sandbox.reliability import pending_pods, running_pods
 
         seen = self.rig.observe()
@@ -493,8 +517,13 @@ class Chaos:
                 continue
             self.bound.add(uid)
             self.report.pods_scheduled += 1
+            key = pod_key(pod)
+            looks = self.waits.pop(key, Counter())
             if uid in self.pending_since:
-                self.report.bind_seconds.append((now - self.pending_since.pop(uid)).total_seconds())
+                waited = (now - self.pending_since.pop(uid)).total_seconds()
+                self.report.bind_seconds.append(waited)
+                if waited >= self.report.longest_wait.get("seconds", 0.0):
+                    self.report.longest_wait = {"pod": key, "seconds": round(waited, 1), "looks": dict(looks)}
 
     # --- looking ------------------------------------------------------------------------------
     def pending_now(self) -> list[dict[str, Any]]:
@@ -603,6 +632,10 @@ def _print(figures: dict[str, Any]) -> None:
         f"  pending → bound (simulated s): p50 {timing['p50']}  p99 {timing['p99']}  max {timing['max']};"
         f" longest pending {figures['maxPendingSeconds']} s"
     )
+    if figures["longestWait"]:
+        longest = figures["longestWait"]
+        said = ", ".join(f"{what} x{count}" for what, count in sorted(longest["looks"].items()))
+        print(f"  longest wait: {longest['pod']} {longest['seconds']} s; the looks said: {said or '-'}")
     waiting, cost = figures["pendingWithCapacity"], figures["costVersusFreshPlan"]
     print(
         f"  pending with capacity: longest {waiting['maxSeconds']} s (limit {waiting['limitSeconds']} s),"
