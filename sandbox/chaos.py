@@ -410,19 +410,6 @@ class Chaos:
         waiting = {pod_key(p) for p in pending_pods(seen)}
         violations, figures = check_service(look, waiting, seen.at, rig.tracker, faults)
         self.remember(look, waiting, faults)
-        for key in waiting:  # what each look said of each waiting pod: the longest wait's story
-            said = (
-                "held by a node that never registers"
-                if key in look.held
-                else f"no place: {look.unhostable[key]}"
-                if key in look.unhostable
-                else "placeable, a fault in effect"
-                if faults and key in look.placeable
-                else "placeable"
-                if key in look.placeable
-                else "nowhere"
-            )
-            self.waits.setdefault(key, Counter())[said] += 1
         for violation in violations:
             pod = violation.detail.split(" ", 1)[0]
             violation.detail += f"; the look puts it {look.where.get(pod, 'nowhere')}"
@@ -442,15 +429,25 @@ class Chaos:
         )
 
     def remember(self, look: Any, waiting: set[str], faults: list[str]) -> None:
-        """One line per waiting pod for this look (its dossier, should it wait too long)."""
+        """What this look said of each waiting pod: counted (the longest wait's story) and, with
+        where it would go, one line of its dossier should it wait too long."""
         for pod in list(self.history):
             if pod not in waiting:
                 del self.history[pod]
         for pod in waiting:
+            said = (
+                "held by a node that never registers"
+                if pod in look.held
+                else f"no place: {look.unhostable[pod]}"
+                if pod in look.unhostable
+                else ("placeable, a fault in effect" if faults else "placeable")
+                if pod in look.placeable
+                else "nowhere"
+            )
+            self.waits.setdefault(pod, Counter())[said] += 1
             line = (
-                f"step {self.report.steps} ({self.last_disturbance}): faults {faults or '-'};"
-                f" the look puts it {look.where.get(pod) or look.unhostable.get(pod) or 'nowhere'}"
-                f"{' (held by a node that never registers)' if pod in look.held else ''}"
+                f"step {self.report.steps} ({self.last_disturbance}): faults {faults or '-'}; {said};"
+                f" the look puts it {look.where.get(pod) or 'nowhere'}"
             )
             self.history.setdefault(pod, deque(maxlen=DOSSIER_ROUNDS)).append(line)
 
