@@ -98,6 +98,7 @@ class ChaosReport:
     state_change_events: int = 0  # EC2 state-change notifications queued (every instance that went)
     invocations: int = 0
     invocation_errors: int = 0
+    invocation_error_kinds: Counter[str] = field(default_factory=Counter)  # "function: error", counted
     tracebacks: int = 0
     # The exception each traceback ended with ("KeyError: 'x'"), so a run says what they were.
     traceback_errors: Counter[str] = field(default_factory=Counter)
@@ -146,6 +147,7 @@ class ChaosReport:
             "stateChangeEvents": self.state_change_events,
             "invocations": self.invocations,
             "invocationErrors": self.invocation_errors,
+            "invocationErrorKinds": dict(self.invocation_error_kinds.most_common(10)),
             "tracebacks": self.tracebacks,
             "tracebackErrors": dict(self.traceback_errors.most_common(10)),
             "converged": self.converged,
@@ -358,6 +360,7 @@ class Chaos:
                 self.report.killed_at[outcome.killed_at] += 1
             elif not outcome.ok:
                 self.report.invocation_errors += 1
+                self.report.invocation_error_kinds[f"{outcome.function}: {outcome.error[:160]}"] += 1
         log = rig.log.getvalue() if isinstance(rig.log, io.StringIO) else ""
         self.report.tracebacks += log.count("Traceback")
         self.report.traceback_errors.update(traceback_errors(log))
@@ -655,6 +658,8 @@ def _print(figures: dict[str, Any]) -> None:
         f"  invocations: {figures['invocations']} ({figures['invocationErrors']} errors,"
         f" {figures['tracebacks']} tracebacks)"
     )
+    for error, count in figures["invocationErrorKinds"].items():
+        print(f"    invocation error x{count}: {error}")
     for error, count in figures["tracebackErrors"].items():
         print(f"    traceback x{count}: {error}")
     print(
