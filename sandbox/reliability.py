@@ -827,22 +827,16 @@ class Rig:
         pages = self.ec2.get_paginator("describe_instances").paginate(
             Filters=[
                 {"Name": "tag:eks:eks-cluster-name", "Values": [self.cluster_name]},
-                {
-                    "Name": "instance-state-name",
-                    "Values": ["shutting-down", "terminated", "stopping", "stopped"],
-                },
+                {"Name": "instance-state-name", "Values": list(GOING_STATES)},
             ]
         )
         out = []
         for page in pages:
-            for reservation in page["Reservations"]:
-                for instance in reservation["Instances"]:
-                    if instance["InstanceId"] in self._announced:
-                        continue
-                    self._announced.add(instance["InstanceId"])
-                    out.append(
-                        events.state_change(instance["InstanceId"], instance["State"]["Name"], self.region)
-                    )
+            for instance in (i for r in page["Reservations"] for i in r["Instances"]):
+                instance_id = instance["InstanceId"]
+                if instance_id not in self._announced:
+                    self._announced.add(instance_id)
+                    out.append(events.state_change(instance_id, instance["State"]["Name"], self.region))
         return out
 
     def interrupt(self, node_name: str, kind: str = "spot") -> dict[str, Any]:
