@@ -6,7 +6,10 @@ As kube-apiserver (apiextensions-apiserver ``pkg/apiserver/conversion``):
 - ``Webhook``: a ``ConversionReview`` (apiextensions.k8s.io/v1, the first of
   ``conversionReviewVersions`` this server speaks: ``v1``) is POSTed to ``clientConfig.url`` over
   HTTPS, verified with ``clientConfig.caBundle`` (or the system's roots), with the API server's 30 s
-  timeout (``?timeout=30s``). Objects already in the desired version are not sent. The answer is
+  timeout (``?timeout=30s``), **one object per review**: kube-apiserver converts an object as its
+  storage codec decodes it, one at a time, a list's items included (etcd3 ``GetList`` decodes each
+  stored object of the kind, before the selectors filter them, and fails the list when one cannot
+  be decoded). Objects already in the desired version are not sent. The answer is
   checked as ``webhook_converter.go`` checks it: a v1 ConversionReview, the request's uid, result
   ``Success`` (else its message is the error), one object back per object sent, each in the desired
   apiVersion with the same kind, name, namespace and uid. Of ``metadata`` only ``labels`` and
@@ -17,11 +20,10 @@ Any failure is :class:`ConversionFailed`, whose message is kube-apiserver's
 API server does, a 500 ``Status`` with no reason (kubectl: ``Error from server: conversion webhook
 for ...``); a watch ends with an ERROR event.
 
-Where the emulator differs: kube-apiserver converts when it decodes from etcd, per object and per
-served version's watch cache (so a webhook is called on every write for every served version,
-whether or not anyone reads it); here an object is converted when a request reads or writes it
-through another version, and a list is one review. Reads and writes in the storage version never
-call the webhook, in both.
+Where the emulator differs: kube-apiserver also converts as it fills each served version's watch
+cache (so a webhook is called on every write for every served version, whether or not anyone reads
+it); here an object is converted when a request reads or writes it through another version. Reads
+and writes in the storage version never call the webhook, in both.
 """
 
 from __future__ import annotations
@@ -43,20 +45,22 @@ class ConversionFailed(Exception):
 
 
 def convert(rt: ResourceType, objects: list[dict[str, Any]], version: str) -> list[dict[str, Any]]:
-    """``objects`` (of ``rt``'s CRD) in ``version``: copies where they change, the same dicts where not."""
+    """``objects`` (of ``rt``'s CRD) in ``version``: copies where they change, the same dicts where not.
+
+    Through a webhook, one review per object, in order; the first that fails fails them all (as one
+    object that cannot be decoded fails a list)."""
     desired = f"{rt.group}/{version}"
     todo = [i for i, obj in enumerate(objects) if obj.get("apiVersion") != desired]
     if not todo:
         return objects
     out = list(objects)
-    if rt.conversion_webhook is None:
-        for i in todo:
-            out[i] = {**objects[i], "apiVersion": desired}
-        return out
-    sent = [objects[i] for i in todo]
-    gvk = _gvk(sent[0])
-    converted = _call(rt.conversion_webhook, sent, desired, gvk)
-    for i, original, answer in zip(todo, sent, converted, strict=True):
+    for i in todo:
+        original = objects[i]
+        if rt.conversion_webhook is None:
+            out[i] = {**original, "apiVersion": desired}
+            continue
+        gvk = _gvk(original)
+        (answer,) = _call(rt.conversion_webhook, [original], desired, gvk)
         out[i] = _checked(original, answer, desired, gvk)
     return out
 

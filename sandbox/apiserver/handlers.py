@@ -267,7 +267,7 @@ class ResourceHandlers:
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
         if t.rt.custom:
-            items = self._convert(t.rt, items, t.rt.version)  # one review for the page
+            items = self._decoded(t, items)
         body = {
             "kind": t.rt.list_kind,
             "apiVersion": t.rt.api_version,
@@ -275,6 +275,15 @@ class ResourceHandlers:
             "items": [self._present(t.rt, o, in_list=True) for o in items],
         }
         return Response(200, body)
+
+    def _decoded(self, t: Target, selected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``selected`` in ``t``'s version, after converting every stored object of the kind in scope:
+        kube-apiserver decodes (converts) each one before its selectors filter them (etcd3 GetList),
+        so one that cannot be converted fails the list, whichever objects the selectors keep."""
+        everything, _rv = self.store.list(t.rt.key, t.namespace)
+        converted = self._convert(t.rt, everything, t.rt.version)
+        by_key = {self._sort_key(o): c for o, c in zip(everything, converted, strict=True)}
+        return [by_key.get(self._sort_key(o)) or self._convert(t.rt, [o], t.rt.version)[0] for o in selected]
 
     @staticmethod
     def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:
