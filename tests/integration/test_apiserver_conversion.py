@@ -1,7 +1,8 @@
 """The emulator calls CRD conversion webhooks as kube-apiserver does: objects stored in the storage
-version, requests in another served version converted through the webhook (the real
-``api.conversion_review`` behind an HTTPS server, the CRDs ``install-webhooks`` applies), and a
-failed conversion failing the request with the API server's 500."""
+version, requests in another served version converted through the webhook (the real webhook handler,
+``wakeup.webhook.Webhook`` on its ``/<secret>/convert`` path, behind an HTTPS server; the CRDs
+``install-webhooks`` applies), one object per review, and a failed conversion failing the request
+with the API server's 500."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from nodewright.api import conversion_review, webhooks
+from nodewright.wakeup.webhook import Webhook
 
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import JsonWebhookServer
@@ -23,11 +25,13 @@ from sandbox.apiserver.testing import JsonWebhookServer
 pytestmark = pytest.mark.timeout(60)
 SEEDS = Path(__file__).resolve().parents[2] / "events" / "manifests"
 NODE_ROLE = "KarpenterNodeRole-test"
+SECRET = "s" * 40
 KARPENTER, AWS = "karpenter.sh", "karpenter.k8s.aws"
-METADATA_OPTIONS_DEFAULT = {
+# Karpenter's v1beta1 default (v1's hop limit is 1): a v1beta1 manifest without it keeps 2.
+METADATA_OPTIONS_V1BETA1_DEFAULT = {
     "httpEndpoint": "enabled",
     "httpProtocolIPv6": "disabled",
-    "httpPutResponseHopLimit": 1,
+    "httpPutResponseHopLimit": 2,
     "httpTokens": "required",
 }
 
@@ -46,16 +50,53 @@ def _wrong_uid(review: dict[str, Any]) -> dict[str, Any]:
     return {**_real(review), "response": {**_real(review)["response"], "uid": "x"}}
 
 
-class ConversionWebhook(JsonWebhookServer):
-    """HTTPS, answering with ``conversion_review.review`` unless ``answer`` is set; ``reviews`` kept."""
+class Recorder:
+    """The webhook's logger and metrics: what it logged is kept."""
+
+    namespace = "Nodewright"
 
     def __init__(self) -> None:
-        self.answer: Any = None  # review -> answer, instead of the real one
-        super().__init__(self._answer, "/secret/convert")
-        self.reviews = self.requests
+        self.lines: list[str] = []
 
-    def _answer(self, review: dict[str, Any]) -> dict[str, Any]:
-        return (self.answer or _real)(review)
+    def _log(self, message: str, *args: Any, extra: dict[str, Any] | None = None, **_: Any) -> None:
+        self.lines.append(f"{message} {json.dumps(extra or {})}")
+
+    info = warning = error = exception = _log
+
+    def add_metric(self, name: str, unit: Any, value: float) -> None:
+        pass
+
+
+class ConversionWebhook:
+    """HTTPS in front of the real webhook handler (``Webhook.serve`` on ``/<secret>/convert``, the
+    stack's node role), unless ``answer`` is set; every review and every log line kept."""
+
+    def __init__(self) -> None:
+        self.answer: Any = None  # review -> answer, instead of the real handler's
+        self.log = Recorder()
+        self.webhook = Webhook(
+            secret=lambda: SECRET,
+            wake=lambda event: None,
+            logger=self.log,
+            metrics=self.log,
+            node_role=NODE_ROLE,
+        )
+        self._server = JsonWebhookServer(self._answer, f"/{SECRET}/convert")
+        self.url, self.ca_bundle, self.reviews = (
+            self._server.url,
+            self._server.ca_bundle,
+            self._server.requests,
+        )
+
+    def _answer(self, review: dict[str, Any]) -> Any:
+        if self.answer is not None:
+            return self.answer(review)
+        answer = self.webhook.serve("POST", f"/{SECRET}/convert", json.dumps(review))
+        assert answer.status == 200, answer.body  # a ConversionReview is always answered with one
+        return answer.body
+
+    def close(self) -> None:
+        self._server.close()
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +158,8 @@ def test_v1beta1_seeds_are_stored_as_v1_and_read_back_in_both_versions(
         "budgets": [{"nodes": "10%"}],
     }
     class_v1beta1 = objects.get_cluster_custom_object(AWS, "v1beta1", "ec2nodeclasses", "default")
-    # The seed as written (no role: the stack's went back out), plus the schema's metadataOptions default.
-    assert class_v1beta1["spec"] == {**nodeclass["spec"], "metadataOptions": METADATA_OPTIONS_DEFAULT}
+    # The seed as written (no role: the stack's went back out), plus v1beta1's metadataOptions default.
+    assert class_v1beta1["spec"] == {**nodeclass["spec"], "metadataOptions": METADATA_OPTIONS_V1BETA1_DEFAULT}
     listed = objects.list_cluster_custom_object(KARPENTER, "v1beta1", "nodepools")
     assert [i["apiVersion"] for i in listed["items"]] == ["karpenter.sh/v1beta1"]
 
@@ -210,3 +251,141 @@ def _v1_pool(name: str) -> dict[str, Any]:
             }
         },
     }
+
+
+def _refusing(name: str) -> Any:
+    """The real webhook, except that a review holding the object ``name`` gets a Failure."""
+
+    def answer(review: dict[str, Any]) -> dict[str, Any]:
+        if any(o["metadata"]["name"] == name for o in review["request"]["objects"]):
+            return _refusal(review)
+        return _real(review)
+
+    return answer
+
+
+def test_a_v1beta1_list_converts_one_object_per_review_and_one_failure_fails_it_whatever_the_selector(
+    cluster: Any, hook: ConversionWebhook
+) -> None:
+    """As kube-apiserver: each stored object is converted as it is decoded (one review each), before
+    the selectors filter them (etcd3 GetList), and one that cannot be converted fails the list."""
+    _server, objects = cluster
+    good, bad = (f"{what}-{uuid.uuid4().hex[:6]}" for what in ("good", "bad"))
+    for name, team in ((good, "a"), (bad, "b")):
+        pool = _v1_pool(name)
+        pool["metadata"]["labels"] = {"team": team}
+        objects.create_cluster_custom_object(KARPENTER, "v1", "nodepools", pool)
+    first = len(hook.reviews)
+    listed = objects.list_cluster_custom_object(KARPENTER, "v1beta1", "nodepools")
+    names = [item["metadata"]["name"] for item in listed["items"]]
+    assert {good, bad} <= set(names)
+    assert [len(r["request"]["objects"]) for r in hook.reviews[first:]] == [1] * len(names)
+
+    hook.answer = _refusing(bad)
+    try:
+        assert (
+            objects.get_cluster_custom_object(KARPENTER, "v1beta1", "nodepools", good)["metadata"]["name"]
+            == good
+        )
+        with pytest.raises(ApiException) as failed:
+            objects.list_cluster_custom_object(KARPENTER, "v1beta1", "nodepools", label_selector="team=a")
+    finally:
+        hook.answer = None
+        objects.delete_cluster_custom_object(KARPENTER, "v1", "nodepools", bad)
+    assert failed.value.status == 500
+    assert "cannot convert" in _status(failed.value)["message"]
+
+
+def test_a_v1_object_with_an_unreadable_compatibility_annotation_still_reads_and_lists_through_v1beta1(
+    cluster: Any, hook: ConversionWebhook
+) -> None:
+    _server, objects = cluster
+    name = f"unreadable-{uuid.uuid4().hex[:6]}"
+    pool = _v1_pool(name)
+    pool["metadata"]["annotations"] = {conversion_review.KUBELET_ANNOTATION: "{not json"}
+    objects.create_cluster_custom_object(KARPENTER, "v1", "nodepools", pool)
+
+    read = objects.get_cluster_custom_object(KARPENTER, "v1beta1", "nodepools", name)
+    listed = objects.list_cluster_custom_object(KARPENTER, "v1beta1", "nodepools")
+
+    assert read["apiVersion"] == "karpenter.sh/v1beta1"
+    assert read["metadata"]["annotations"][conversion_review.KUBELET_ANNOTATION] == "{not json"
+    assert name in [item["metadata"]["name"] for item in listed["items"]]
+    assert any(
+        line.startswith("conversion warning") and f"NodePool {name}: annotation" in line
+        for line in hook.log.lines
+    )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"metadata.name": "evil", "metadata.uid": "u-2"},
+        [{"path": ["metadata", "name"], "set": "evil"}, {"path": ["metadata", "uid"], "set": "u-2"}],
+    ],
+    ids=["dotted-paths", "entries"],
+)
+def test_a_v1beta1_write_cannot_set_metadata_through_the_v1_fields_annotation(
+    cluster: Any, hook: ConversionWebhook, fields: Any
+) -> None:
+    server, objects = cluster
+    name = f"meta-{uuid.uuid4().hex[:6]}"
+    pool = _seed("v1beta1-nodepool-batch-jobs.yaml")
+    pool["metadata"] = {
+        "name": name,
+        "annotations": {conversion_review.V1_FIELDS_ANNOTATION: json.dumps(fields)},
+    }
+    created = objects.create_cluster_custom_object(KARPENTER, "v1beta1", "nodepools", pool)
+
+    stored = server.store.get((KARPENTER, "nodepools"), "", name)
+    assert created["metadata"]["name"] == stored["metadata"]["name"] == name
+    assert stored["metadata"]["uid"] == created["metadata"]["uid"] != "u-2"
+    assert conversion_review.V1_FIELDS_ANNOTATION not in (stored["metadata"].get("annotations") or {})
+    assert server.store.get((KARPENTER, "nodepools"), "", "evil") is None
+
+
+def test_a_v1_nodepool_and_ec2nodeclass_read_as_v1beta1_and_replaced_keep_every_v1_field(
+    cluster: Any, hook: ConversionWebhook
+) -> None:
+    """``kubectl get <kind>.v1beta1 X -o yaml | kubectl replace -f -`` (issue 24, defect 3)."""
+    server, objects = cluster
+    name = f"replaced-{uuid.uuid4().hex[:6]}"
+    pool = _v1_pool(name)
+    pool["spec"]["template"]["spec"]["terminationGracePeriod"] = "48h"
+    pool["spec"]["disruption"] = {
+        "budgets": [{"nodes": "0", "reasons": ["Empty", "Drifted"]}, {"nodes": "100%"}],
+    }
+    nodeclass = {
+        "apiVersion": f"{AWS}/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": {
+            "role": "NodeRole",
+            "amiSelectorTerms": [{"ssmParameter": "/my/ami"}, {"alias": "al2023@v20240807"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "kubelet": {"maxPods": 30},
+        },
+    }
+    for group, plural, obj in ((KARPENTER, "nodepools", pool), (AWS, "ec2nodeclasses", nodeclass)):
+        objects.create_cluster_custom_object(group, "v1", plural, obj)
+        before = server.store.get((group, plural), "", name)
+        read = objects.get_cluster_custom_object(group, "v1beta1", plural, name)
+        objects.replace_cluster_custom_object(group, "v1beta1", plural, name, read)
+        after = server.store.get((group, plural), "", name)
+        assert after["spec"] == before["spec"], plural
+        assert after["metadata"].get("annotations") == before["metadata"].get("annotations")
+    assert after["spec"]["amiSelectorTerms"] == nodeclass["spec"]["amiSelectorTerms"]
+
+
+def test_a_v1beta1_ec2nodeclass_without_metadata_options_gets_karpenters_v1beta1_hop_limit(
+    cluster: Any, hook: ConversionWebhook
+) -> None:
+    """Karpenter's v1beta1 CRD defaulted httpPutResponseHopLimit to 2 (v1's is 1): a v1beta1 manifest
+    without metadataOptions keeps 2 through the conversion, as it did under Karpenter."""
+    server, objects = cluster
+    nodeclass = _seed("v1beta1-ec2nodeclass-default.yaml")
+    nodeclass["metadata"] = {"name": f"hops-{uuid.uuid4().hex[:6]}"}
+    objects.create_cluster_custom_object(AWS, "v1beta1", "ec2nodeclasses", nodeclass)
+    stored = server.store.get((AWS, "ec2nodeclasses"), "", nodeclass["metadata"]["name"])
+    assert stored["spec"]["metadataOptions"]["httpPutResponseHopLimit"] == 2

@@ -4,11 +4,15 @@ stored v1 through v1beta1 and writing it back (v1 → v1beta1 → v1)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nodewright.api import conversion_review as cr
+from nodewright.api.schema import SCHEMAS_V1BETA1
+
+from sandbox.apiserver.schema import apply_defaults
 
 NODE_ROLE = "KarpenterNodeRole-prop"
 names = st.sampled_from(["default", "gpu", "a", "team-b", "us-west-2a", "spot"])
@@ -108,8 +112,12 @@ nodeclass = st.builds(
 )
 
 
-def _round_trip(obj: dict[str, Any]) -> None:
-    group = obj["apiVersion"].split("/")[0]
+def _round_trip(manifest: dict[str, Any]) -> None:
+    """v1beta1 → v1 → v1beta1 gives back the manifest as the API server takes it (defaulted as
+    v1beta1: a v1beta1 write is, before the webhook sees it), and v1 → v1beta1 → v1 the v1 form."""
+    group = manifest["apiVersion"].split("/")[0]
+    obj = copy.deepcopy(manifest)
+    apply_defaults(obj, SCHEMAS_V1BETA1[(group, obj["kind"])])
     v1 = cr.convert(obj, f"{group}/v1", node_role=NODE_ROLE)
     assert v1["apiVersion"] == f"{group}/v1"
     assert cr.convert(v1, f"{group}/v1beta1") == obj

@@ -115,12 +115,19 @@ def convert_kubelet(kubelet: Any, path: str, findings: list[Finding]) -> Any:
     return kubelet
 
 
-def _class_ref_from_v1beta1(ref: Any) -> Any:
+def class_ref_from_v1beta1(ref: Any) -> Any:
+    """A v1beta1 ``nodeClassRef`` (apiVersion, kind, name) → v1's (group, kind, name).
+
+    The group is everything before the last ``/`` of apiVersion (a version never holds one), the
+    AWS provider's when apiVersion is absent; the kind is EC2NodeClass when absent."""
     if not isinstance(ref, dict):
         return ref
     rest = copy.deepcopy(ref)
     api_version = rest.pop("apiVersion", None)
-    group = api_version.split("/", 1)[0] if isinstance(api_version, str) and api_version else labels.AWS_GROUP
+    group = labels.AWS_GROUP
+    if isinstance(api_version, str) and api_version:
+        head, slash, _version = api_version.rpartition("/")
+        group = head if slash else api_version
     kind = rest.pop("kind", labels.EC2NODECLASS_KIND)
     return {"group": group, "kind": kind, "name": rest.pop("name", None), **rest}
 
@@ -150,7 +157,7 @@ def _nodepool_v1beta1(doc: Doc) -> Conversion:
         if tspec["requirements"] is None:
             del tspec["requirements"]
         if "nodeClassRef" in tspec:
-            tspec["nodeClassRef"] = _class_ref_from_v1beta1(tspec["nodeClassRef"])
+            tspec["nodeClassRef"] = class_ref_from_v1beta1(tspec["nodeClassRef"])
         if "kubelet" in tspec:
             kubelet = convert_kubelet(tspec.pop("kubelet"), "spec.template.spec.kubelet", findings)
     disruption = spec.get("disruption")

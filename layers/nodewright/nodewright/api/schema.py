@@ -342,8 +342,8 @@ SCHEMAS: dict[tuple[str, str], Schema] = {
 # --------------------------------------------------------------------------- v1beta1
 # The v1beta1 kinds as Karpenter v0.33 to v0.37 served them: what a CRD serving v1beta1 next to v1
 # (through the conversion webhook, ``api.webhooks.with_conversion``) validates and prunes a
-# v1beta1 request and a v1beta1 read against. Every field ``api.conversion_review`` writes when it
-# converts to v1beta1 is here, or reading through v1beta1 would lose it.
+# v1beta1 request and a v1beta1 read against. What a v1 object holds that these cannot carry,
+# ``api.conversion_review`` keeps in an annotation of the v1beta1 form, whatever the field.
 
 V1BETA1_NODE_CLASS_REF = obj(
     {"apiVersion": string(), "kind": string(), "name": string(minLength=1)}, required=["name"]
@@ -423,6 +423,22 @@ V1BETA1_NODECLAIM = obj(
     required=["spec"],
 )
 
+# Karpenter's v1beta1 EC2NodeClass defaulted the hop limit to 2 (v1 to 1): a v1beta1 manifest without
+# it is defaulted as v1beta1 before the webhook converts it, so it keeps 2 in v1, as under Karpenter.
+V1BETA1_HOP_LIMIT_DEFAULT = 2
+V1BETA1_METADATA_OPTIONS = obj(
+    {
+        **EC2NODECLASS_SPEC["properties"]["metadataOptions"]["properties"],
+        "httpPutResponseHopLimit": integer(
+            minimum=1, maximum=64, default=V1BETA1_HOP_LIMIT_DEFAULT, format="int64"
+        ),
+    },
+    default={
+        **EC2NODECLASS_SPEC["properties"]["metadataOptions"]["default"],
+        "httpPutResponseHopLimit": V1BETA1_HOP_LIMIT_DEFAULT,
+    },
+)
+
 V1BETA1_EC2NODECLASS = obj(
     {
         "apiVersion": string(),
@@ -431,6 +447,7 @@ V1BETA1_EC2NODECLASS = obj(
         "spec": obj(
             {
                 **{k: v for k, v in EC2NODECLASS_SPEC["properties"].items() if k != "kubelet"},
+                "metadataOptions": V1BETA1_METADATA_OPTIONS,
                 "amiFamily": string(enum=[*AMI_FAMILIES, "Ubuntu", "Windows2019", "Windows2022"]),
                 "amiSelectorTerms": array(
                     obj(
