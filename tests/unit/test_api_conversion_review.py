@@ -425,7 +425,7 @@ def test_an_object_that_cannot_be_converted_is_named_in_the_failure() -> None:
     assert answer["response"]["result"]["message"].startswith("Pod web: cannot convert v1 Pod")
 
 
-# --------------------------------------------------------------------------- through the webhook's handler
+# --------------------------------------------------------------------------- through the webhook function
 
 SECRET = "c" * 40
 
@@ -448,12 +448,25 @@ class Recorder:
 
 
 def _serve(review: Any) -> tuple[dict[str, Any], Recorder]:
-    """``review`` POSTed to ``/<secret>/convert`` as the function URL hands it to the webhook."""
+    """``review`` POSTed to ``/<secret>/convert``: the function URL event through the webhook
+    function's Lambda handler (``functions/webhook/app.py``) to its container's ``Webhook``."""
     from nodewright.wakeup.webhook import Webhook
 
+    from sandbox.lambdas import LambdaContext, load_function
+
+    app = load_function("webhook")
     recorder = Recorder()
-    webhook = Webhook(secret=lambda: SECRET, wake=lambda event: None, logger=recorder, metrics=recorder)
-    answer = webhook.serve("POST", f"/{SECRET}/convert", json.dumps(review)).function_url_response()
+    app._webhook = Webhook(secret=lambda: SECRET, wake=lambda event: None, logger=recorder, metrics=recorder)
+    path = f"/{SECRET}/convert"
+    event = {
+        "version": "2.0",
+        "rawPath": path,
+        "headers": {"content-type": "application/json"},
+        "requestContext": {"http": {"method": "POST", "path": path}, "requestId": "r"},
+        "body": json.dumps(review),
+        "isBase64Encoded": False,
+    }
+    answer = app.handler(event, LambdaContext(5, "nodewright-webhook"))
     assert answer["statusCode"] == 200, answer["body"]
     return json.loads(answer["body"]), recorder
 
