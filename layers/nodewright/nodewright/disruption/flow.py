@@ -253,7 +253,10 @@ def _start(
 
 
 def _commands_in_flight(world: World) -> bool:
-    return bool(execute.nodes_in_commands(world))
+    return any(
+        execute.COMMAND_ANNOTATION in objects.annotations_of(c) and not objects.is_deleting(c)
+        for c in world.nodeclaims
+    )
 
 
 def _choose(
