@@ -14,6 +14,8 @@
 * :func:`observe` and :func:`check` are the invariants every scenario ends on: no leaked instance,
   no NodeClaim without an instance for longer than the registration timeout, never two instances
   for one NodeClaim, NodePool limits held, NodeClaims, instances and nodes consistent.
+  :func:`check_churn` (a scenario turns it on with :meth:`Rig.watch_churn`): no instance launched
+  and terminated more than once for the same pods without ever running one.
 """
 
 from __future__ import annotations
@@ -362,6 +364,68 @@ def check(seen: Observation, tracker: Tracker | None = None, *, settled: bool = 
     return out
 
 
+@dataclass
+class Churn:
+    """What :func:`check_churn` remembers between looks: for each instance, the pods that needed a
+    place when it was first seen; which instances ever ran a workload pod; and, by those pods, the
+    instances that went without running any."""
+
+    launched_for: dict[str, frozenset[str]] = field(default_factory=dict)
+    ran: set[str] = field(default_factory=set)
+    ended: set[str] = field(default_factory=set)
+    wasted: dict[frozenset[str], list[str]] = field(default_factory=dict)
+    reported: set[frozenset[str]] = field(default_factory=set)
+
+
+def check_churn(seen: Observation, churn: Churn) -> list[Violation]:
+    """**launched-and-terminated-twice**: no instance launched and terminated more than once for the
+    same pods without ever running a workload pod. The pods an instance is launched for are those
+    that needed a place when it was first seen: waiting, or running on a node that is going (its
+    Node or NodeClaim being deleted). Launching for pods that can never leave (a drain a PDB holds)
+    and removing the empty node again, minute after minute, is the loop this catches."""
+    out: list[Violation] = []
+    going_nodes = {n["metadata"]["name"] for n in seen.nodes if n["metadata"].get("deletionTimestamp")}
+    going_nodes |= {
+        (c.get("status") or {}).get("nodeName", "")
+        for c in seen.nodeclaims
+        if (c.get("metadata") or {}).get("deletionTimestamp")
+    }
+    needing = frozenset(
+        _pod_key(p)
+        for p in seen.pods
+        if is_waiting(p) or (is_workload(p) and (p.get("spec") or {}).get("nodeName") in going_nodes)
+    )
+    instance_of_node = {n["metadata"]["name"]: _provider_instance(n) for n in seen.nodes}
+    for pod in seen.pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and is_workload(pod) and (instance := instance_of_node.get(node)):
+            churn.ran.add(instance)
+    live = {i["InstanceId"] for i in seen.instances}
+    for instance_id in live:
+        churn.launched_for.setdefault(instance_id, needing)
+    for instance_id, pods in churn.launched_for.items():
+        if instance_id in live or instance_id in churn.ended:
+            continue
+        churn.ended.add(instance_id)
+        if instance_id not in churn.ran and pods:
+            churn.wasted.setdefault(pods, []).append(instance_id)
+    for pods, instances in churn.wasted.items():
+        if len(instances) > 1 and pods not in churn.reported:
+            churn.reported.add(pods)
+            out.append(
+                Violation(
+                    "launched-and-terminated-twice",
+                    f"instances {', '.join(instances)} were launched for {', '.join(sorted(pods))} and "
+                    "terminated without running a pod",
+                )
+            )
+    return out
+
+
+def _pod_key(pod: dict[str, Any]) -> str:
+    return f"{pod['metadata'].get('namespace', 'default')}/{pod['metadata']['name']}"
+
+
 def _limits(seen: Observation) -> list[Violation]:
     from kubernetes.utils.quantity import parse_quantity
 
@@ -662,6 +726,7 @@ class Rig:
         self.crashes = Crashes()
         self.functions = Functions(self.crashes)
         self.tracker = Tracker()
+        self.churn: Churn | None = None  # see watch_churn
         self.violations: list[Violation] = []
         self._saved_env: dict[str, str | None] = {}
         self._reclaim: dict[str, datetime] = {}
@@ -750,9 +815,16 @@ class Rig:
         return observe(self.sandbox, self.admin, self.ec2)
 
     def check(self, *, settled: bool = False) -> list[Violation]:
-        found = check(self.observe(), self.tracker, settled=settled)
+        seen = self.observe()
+        found = check(seen, self.tracker, settled=settled)
+        if self.churn is not None:
+            found += check_churn(seen, self.churn)
         self.violations.extend(found)
         return found
+
+    def watch_churn(self) -> None:
+        """Check :func:`check_churn` with every look from now on (until :meth:`reset`)."""
+        self.churn = Churn()
 
     def look_at_capacity(self, seen: Observation) -> CapacityLook:
         """:func:`look_at_capacity` with the offerings as the sandbox's EC2 has them (an injected
@@ -919,6 +991,7 @@ class Rig:
             self.functions.discard(name)
         lifecycle.reset_gc_clock(templates=True)
         self.tracker = Tracker()
+        self.churn = None
         self.violations = []
         self._reclaim.clear()
         self._catalogs.clear()

@@ -3,8 +3,11 @@
 Eviction follows pkg/registry/core/pod/storage/eviction.go: pods that are not running (Pending,
 Succeeded, Failed) or already terminating are deleted whatever the budgets say; otherwise the single
 PodDisruptionBudget that selects the pod must have been processed (observedGeneration) and allow a
-disruption, which the eviction consumes (disruptionsAllowed - 1, disruptedPods += pod); two budgets is
-a 500; a blocked eviction is a 429 with the API server's own message and a ``DisruptionBudget`` cause.
+disruption, which the eviction consumes (disruptionsAllowed - 1, disruptedPods += pod); a blocked eviction
+is a 429 with the API server's own message and a ``DisruptionBudget`` cause (a budget whose status is not
+written for its generation: "still being processed", retry after 10 s). Two budgets: kube-apiserver
+returns a bare ``Status`` as the eviction's result rather than an error, so the answer is a 500 with the
+message and no ``reason`` and no ``details``.
 """
 
 from __future__ import annotations
@@ -123,12 +126,7 @@ def evict(handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
             if match_selector_object((pdb.get("spec") or {}).get("selector"), pod["metadata"].get("labels"))
         ]
         if len(budgets) > 1:
-            raise ApiError(
-                500,
-                "InternalError",
-                TWO_BUDGETS,
-                {"causes": [{"message": TWO_BUDGETS}]},
-            )
+            raise ApiError(500, "", TWO_BUDGETS)
         if budgets:
             pdb = copy.deepcopy(budgets[0])
             if _healthy(pod) or not _unhealthy_may_go(pdb):

@@ -7,8 +7,13 @@
 * DaemonSet: one pod per node that the pod's node affinity selects and whose taints it tolerates
   (with the tolerations the real controller adds), pinned with a ``matchFields metadata.name``
   node affinity as the real controller does; the scheduler binds it.
-* PodDisruptionBudget status: expectedPods, currentHealthy, desiredHealthy, disruptionsAllowed,
-  observedGeneration, the DisruptionAllowed condition; prunes ``disruptedPods``.
+* PodDisruptionBudget status as kube-controller-manager's disruption controller writes it
+  (``pkg/controller/disruption``): expectedPods (the controllers' scale: a Deployment's, a
+  ReplicaSet's; pods without a controller are not counted, with an ``UnmanagedPods`` event),
+  currentHealthy, desiredHealthy, disruptionsAllowed (0 while nothing is expected),
+  observedGeneration, the DisruptionAllowed condition; prunes ``disruptedPods``. A PDB over pods
+  whose controller has no scale subresource (a DaemonSet) fails to sync: the fail-safe writes
+  disruptionsAllowed 0 and DisruptionAllowed False/SyncFailed, and no observedGeneration.
 * Namespace deletion: deletes a terminating namespace's objects, then finalizes it.
 * Storage protection: a deleting PVC waits for the pods using it, a deleting PV for its claim.
 * Node lifecycle: the ``node.kubernetes.io/unschedulable:NoSchedule`` taint follows the cordon.
@@ -415,39 +420,100 @@ def _scaled(value: int | str, total: int) -> int:
     return int(value)
 
 
+UNMANAGED_PODS = (
+    "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a "
+    "result, the status of the PDB cannot be calculated correctly, which may result in undefined "
+    'behavior. To account for these pods please set ".spec.minAvailable" field of the PDB to an '
+    "integer value."
+)
+
+
+class _SyncFailed(Exception):
+    """The disruption controller cannot compute a PDB's expected pods (its ``trySync`` error)."""
+
+
 class DisruptionController:
-    """PodDisruptionBudget status, computed as the kube-controller-manager's disruption controller does."""
+    """PodDisruptionBudget status, computed as the kube-controller-manager's disruption controller does
+    (``pkg/controller/disruption/disruption.go``: ``trySync``, ``getExpectedPodCount``,
+    ``countHealthyPods``, ``updatePdbStatus``, ``failSafe``)."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
+        self._warned: set[tuple[str, str]] = set()  # (PDB uid, resourceVersion) told about unmanaged pods
 
-    def _controller_scale(self, snap: Snapshot, pods: list[Obj]) -> int:
-        scales: dict[str, int] = {}
+    def _expected_scale(self, snap: Snapshot, pods: list[Obj]) -> tuple[int, list[str]]:
+        """``getExpectedScale``: the sum of the scale of each pod's controller (a ReplicaSet of a
+        Deployment counts as the Deployment), and the pods that have no controller."""
         replicasets = {rs["metadata"]["uid"]: rs for rs in snap.replicasets}
-        daemonsets = {ds["metadata"]["uid"]: ds for ds in snap.daemonsets}
-        loose = 0
+        deployments = {d["metadata"]["uid"]: d for d in snap.deployments}
+        scales: dict[str, int] = {}
+        unmanaged: list[str] = []
         for pod in pods:
-            uid = controller_uid(pod)
+            ref = _controller_ref(pod)
+            if ref is None:
+                unmanaged.append(pod["metadata"]["name"])
+                continue
+            uid = ref.get("uid")
             if uid in replicasets:
-                scales[uid] = int((replicasets[uid].get("spec") or {}).get("replicas", 1))
-            elif uid in daemonsets:
-                scales[uid] = int((daemonsets[uid].get("status") or {}).get("desiredNumberScheduled", 0))
+                replicaset = replicasets[uid]
+                owner = _controller_ref(replicaset)
+                if (
+                    owner is not None
+                    and owner.get("kind") == "Deployment"
+                    and owner.get("uid") in deployments
+                ):
+                    scales[owner["uid"]] = int(
+                        (deployments[owner["uid"]].get("spec") or {}).get("replicas", 1)
+                    )
+                elif owner is None or owner.get("kind") != "Deployment":
+                    scales[str(uid)] = int((replicaset.get("spec") or {}).get("replicas", 1))
+                else:  # its Deployment is gone: the finders find nothing
+                    raise _SyncFailed(f'found no controllers for pod "{pod["metadata"]["name"]}"')
+            elif ref.get("kind") == "DaemonSet":
+                raise _SyncFailed("daemonsets.apps does not implement the scale subresource")
             else:
-                loose += 1
-        return sum(scales.values()) + loose
+                raise _SyncFailed(f'found no controllers for pod "{pod["metadata"]["name"]}"')
+        return sum(scales.values()), unmanaged
+
+    def _expected(self, snap: Snapshot, spec: Obj, pods: list[Obj]) -> tuple[int, int, list[str]]:
+        """``getExpectedPodCount``: (expected pods, desired healthy, unmanaged pods)."""
+        if spec.get("maxUnavailable") is not None:
+            expected, unmanaged = self._expected_scale(snap, pods)
+            return expected, max(0, expected - _scaled(spec["maxUnavailable"], expected)), unmanaged
+        minimum = spec.get("minAvailable")
+        if isinstance(minimum, int):
+            return len(pods), minimum, []
+        if minimum is not None:
+            expected, unmanaged = self._expected_scale(snap, pods)
+            return expected, _scaled(minimum, expected), unmanaged
+        return 0, 0, []
 
     def reconcile(self, snap: Snapshot) -> None:
         stamp = cluster_now()
         for pdb in snap.pdbs:
             meta, spec = pdb["metadata"], pdb.get("spec") or {}
             namespace = meta["namespace"]
-            pods = [
+            pods = [  # getPodsForPdb: every pod the selector matches, whatever its phase
                 p
                 for p in snap.pods
                 if p["metadata"].get("namespace") == namespace
-                and not is_terminal(p)
                 and match_label_selector(p["metadata"].get("labels") or {}, spec.get("selector"))
             ]
+            try:
+                expected, desired, unmanaged = self._expected(snap, spec, pods)
+            except _SyncFailed as exc:
+                self._fail_safe(pdb, str(exc))
+                continue
+            if unmanaged and (meta["uid"], meta["resourceVersion"]) not in self._warned:
+                self._warned.add((meta["uid"], meta["resourceVersion"]))
+                record_event(
+                    self.kube,
+                    {**pdb, "kind": "PodDisruptionBudget", "apiVersion": "policy/v1"},
+                    "UnmanagedPods",
+                    UNMANAGED_PODS.format(selector=spec.get("selector")),
+                    component="controllermanager",
+                    event_type="Warning",
+                )
             by_name = {p["metadata"]["name"]: p for p in pods}
             disrupted = {
                 name: when
@@ -463,18 +529,9 @@ class DisruptionController:
                 and not p["metadata"].get("deletionTimestamp")
                 and p["metadata"]["name"] not in disrupted
             )
-            if "minAvailable" in spec and not str(spec["minAvailable"]).endswith("%"):
-                expected = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp"))
-                desired = int(spec["minAvailable"])
-            else:
-                expected = self._controller_scale(snap, pods)
-                if "maxUnavailable" in spec:
-                    desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
-                elif "minAvailable" in spec:
-                    desired = _scaled(spec["minAvailable"], expected)
-                else:
-                    desired = expected
-            allowed = max(0, healthy - desired)
+            # updatePdbStatus: nothing is allowed while no pod is expected (a PDB whose first pods
+            # appear before its status is updated must be safe).
+            allowed = healthy - desired if expected > 0 and healthy > desired else 0
             status: Obj = {
                 "currentHealthy": healthy,
                 "desiredHealthy": desired,
@@ -485,15 +542,18 @@ class DisruptionController:
             }
             existing = pdb.get("status") or {}
             condition_status = "True" if allowed > 0 else "False"
+            reason = "SufficientPods" if allowed > 0 else "InsufficientPods"
             if not any(
-                c.get("type") == "DisruptionAllowed" and c.get("status") == condition_status
+                c.get("type") == "DisruptionAllowed"
+                and c.get("status") == condition_status
+                and c.get("reason") == reason
                 for c in existing.get("conditions") or []
             ):
                 status["conditions"] = [
                     {
                         "type": "DisruptionAllowed",
                         "status": condition_status,
-                        "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                        "reason": reason,
                         "message": "",
                         "observedGeneration": meta.get("generation", 1),
                         "lastTransitionTime": now(),
@@ -510,6 +570,43 @@ class DisruptionController:
                     pdb,
                     status,
                 )
+
+    def _fail_safe(self, pdb: Obj, message: str) -> None:
+        """``failSafe``: disruptionsAllowed 0 and DisruptionAllowed False/SyncFailed, the rest of the
+        status (observedGeneration included) left as it was."""
+        meta = pdb["metadata"]
+        existing = pdb.get("status") or {}
+        condition = {
+            "type": "DisruptionAllowed",
+            "status": "False",
+            "reason": "SyncFailed",
+            "message": message,
+            "observedGeneration": existing.get("observedGeneration", 0),
+        }
+        current = [c for c in existing.get("conditions") or [] if c.get("type") == "DisruptionAllowed"]
+        if (
+            existing.get("disruptionsAllowed") == 0
+            and current
+            and all(current[0].get(k) == v for k, v in condition.items())
+        ):
+            return
+        if not current or current[0].get("status") != "False":
+            condition["lastTransitionTime"] = now()
+        else:
+            condition["lastTransitionTime"] = current[0].get("lastTransitionTime") or now()
+        others = [c for c in existing.get("conditions") or [] if c.get("type") != "DisruptionAllowed"]
+        _patch_status(
+            self.kube,
+            group("policy/v1", "poddisruptionbudgets", meta["namespace"], meta["name"]),
+            pdb,
+            {"disruptionsAllowed": 0, "conditions": [*others, condition]},
+        )
+
+
+def _controller_ref(obj: Obj) -> Obj | None:
+    return next(
+        (r for r in obj.get("metadata", {}).get("ownerReferences") or [] if r.get("controller")), None
+    )
 
 
 NAMESPACED_KINDS: list[Callable[[str], str]] = [

@@ -355,21 +355,33 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted_without_a_new_node(cluster: 
 # --- what holds consolidation back ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("veto", ["do-not-disrupt", "pdb"])
+def pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {**spec, "selector": {"matchLabels": {"app": app}}},
+    }
+
+
+VETOES = {
+    "do-not-disrupt": labels.DO_NOT_DISRUPT,
+    "pdb": "PDB default/small blocks eviction",
+    # The Eviction API answers 500 for a pod covered by two PDBs, however much each allows: a command
+    # would taint and cordon the node and its drain would never end (issue 24, defect 2).
+    "two-pdbs": "pod default/small-",
+}
+
+
+@pytest.mark.parametrize("veto", sorted(VETOES))
 def test_do_not_disrupt_or_a_pdb_that_allows_nothing_keeps_the_node_and_says_why(
     cluster: Any, env: Any, veto: str
 ) -> None:
     cluster.create(NODEPOOLS, m5_pool())
     extra = {"annotations": {labels.DO_NOT_DISRUPT: "true"}} if veto == "do-not-disrupt" else {}
     if veto == "pdb":
-        cluster.create(
-            PDBS,
-            {
-                "metadata": {"name": "small", "namespace": "default"},
-                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "small"}}},
-            },
-            namespace="default",
-        )
+        cluster.create(PDBS, pdb("small", "small", maxUnavailable=0), namespace="default")
+    if veto == "two-pdbs":
+        for name in ("small-a", "small-b"):
+            cluster.create(PDBS, pdb(name, "small", maxUnavailable=1), namespace="default")
     big = one_big_node_left_mostly_idle(cluster, **extra)
 
     reports = disrupt_past_the_waits(cluster, big)
@@ -377,10 +389,19 @@ def test_do_not_disrupt_or_a_pdb_that_allows_nothing_keeps_the_node_and_says_why
     assert [d for r in reports for d in r["decisions"]] == []
     assert big in node_names(cluster)
     assert running_on(cluster, "small") == [big]
+    assert not disrupted_taint(cluster, big), "nothing is left tainted and cordoned"
+    assert not cluster.get(NODES, big)["spec"].get("unschedulable")
     why = [m for reason, m in reasons_for(cluster, big) if reason == "Unconsolidatable"]
-    expected = labels.DO_NOT_DISRUPT if veto == "do-not-disrupt" else "PDB default/small blocks eviction"
-    assert any(expected in message for message in why), (why, [r["held"] for r in reports])
+    assert any(VETOES[veto] in message for message in why), (why, [r["held"] for r in reports])
+    if veto == "two-pdbs":
+        assert any("covered by 2 PDBs (default/small-a, default/small-b)" in m for m in why), why
     assert len(cluster.list(NODECLAIMS)) == 1
+
+
+def disrupted_taint(kube: Any, node: str) -> bool:
+    return any(
+        t.get("key") == labels.DISRUPTED_TAINT_KEY for t in kube.get(NODES, node)["spec"].get("taints") or []
+    )
 
 
 def test_a_budget_window_that_allows_no_node_holds_consolidation_and_never_keeps_the_function_looping(
@@ -636,6 +657,47 @@ def test_kubectl_delete_nodeclaim_or_node_drains_the_node_and_terminates_its_ins
     drained_then_terminated(reports, set(claim_of.values()))
     assert any(reason == "Disrupting" for reason, _ in reasons_for(cluster, by_node))
     wait_for("both app pods recreated, waiting for a node", lambda: len(cluster.list_pending_pods()) == 2)
+
+
+def test_a_pdb_blocked_kubectl_delete_nodeclaim_launches_nothing_while_blocked_then_drains_once_allowed(
+    cluster: Any, env: Any
+) -> None:
+    """Issue 24, defect 1: the pod of the deleted NodeClaim's node can never be evicted under
+    ``maxUnavailable: 0``; capacity launched for it would stand empty until emptiness removed it,
+    and be launched again every minute. Nothing is launched while the drain is blocked; once the
+    PDB allows it, the drain ends and the pod gets its place then."""
+    claim_of = two_nodes_of(cluster, "guarded")
+    cluster.create(PDBS, pdb("app", "app", maxUnavailable=0), namespace="default")
+    wait_for(
+        "the PDB's status",
+        lambda: "disruptionsAllowed" in (cluster.get(PDBS, "app", namespace="default").get("status") or {}),
+    )
+    victim = sorted(claim_of)[0]
+    claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
+    instances_before = {i["InstanceId"] for i in live_instances(env)}
+    done = kubectl(env.kubeconfig_path, "delete", "nodeclaim", claim_of[victim], "--wait=false")
+    assert done.returncode == 0, done.stderr
+
+    reports = []
+    for _ in range(3):  # both functions, as their schedules run them: the drain meets the PDB each time
+        provision(seconds=2)
+        reports.append(disrupt(seconds=4))
+        assert {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == claims_before, "nothing new"
+        assert {i["InstanceId"] for i in live_instances(env)} == instances_before, "no instance launched"
+    blocked = [t for r in reports for t in r["terminations"] if t["nodeclaim"] == claim_of[victim]]
+    assert blocked, reports
+    assert blocked[-1]["blocked"], "the drain is held by the PDB"
+    assert victim in running_on(cluster, "app")
+    assert cluster.get(NODECLAIMS, claim_of[victim])["metadata"].get("deletionTimestamp")
+
+    cluster.patch(PDBS, "app", {"spec": {"maxUnavailable": 1}}, namespace="default")
+    disrupt_until(
+        "the drain to end and the pod to find a new node",
+        lambda: victim not in node_names(cluster) and len(running_on(cluster, "app")) == 2,
+        timeout=150,
+    )
+    assert cluster.find(NODECLAIMS, claim_of[victim]) is None
+    assert len(live_instances(env)) == 2, "one replacement, launched once the pod left"
 
 
 def test_deleting_a_nodepool_drains_and_removes_its_nodeclaims_and_instances(cluster: Any, env: Any) -> None:

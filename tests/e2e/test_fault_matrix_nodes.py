@@ -1,12 +1,12 @@
 """Fault matrix, nodes and messages: clock skew between the functions and the cluster, an instance
-terminated out of band, a node that never registers, duplicate and late interruption messages; each
-scenario converges (see ``faultmatrix``)."""
+terminated out of band, a node that never registers, duplicate and late interruption messages, a
+drain blocked by PDBs; each scenario converges (see ``faultmatrix``)."""
 
 from __future__ import annotations
 
 import pytest
-from faultmatrix import failed, instances, requirements, running, scale, settle, sqs, start
-from nodewright.cluster.resources import NODECLAIMS, NODES
+from faultmatrix import APP, failed, instances, requirements, running, scale, settle, sqs, start
+from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS
 
 from sandbox.events import spot_warning
 from sandbox.reliability import Rig
@@ -102,4 +102,51 @@ def test_duplicate_and_late_interruption_messages_act_once(rig: Rig) -> None:
     assert late.result["batchItemFailures"] == []
     assert instance_id not in {i["InstanceId"] for i in instances(rig)}
     assert {c["metadata"]["name"] for c in rig.admin.list(NODECLAIMS)} == settled, "nothing for late ones"
+    assert not failed(rig), failed(rig)
+
+
+BLOCKING_PDBS = {
+    "maxUnavailable-0": [("inflate", {"maxUnavailable": 0})],
+    # the Eviction API answers 500 for a pod two PDBs cover, however much each allows
+    "two-pdbs": [("inflate-a", {"maxUnavailable": 1}), ("inflate-b", {"maxUnavailable": 1})],
+}
+
+
+@pytest.mark.parametrize("blocker", sorted(BLOCKING_PDBS))
+def test_a_drain_blocked_by_pdbs_launches_nothing_for_its_pods_and_ends_once_they_allow_it(
+    rig: Rig, blocker: str
+) -> None:
+    """``kubectl delete nodeclaim`` on a node whose pod its PDBs never let go: the drain waits, and
+    no capacity is launched for the pod (before issue 24's fix, a node every minute, removed empty
+    by emptiness the minute after). Once the PDBs allow it, the drain ends and the pod moves."""
+    rig.watch_churn()
+    # A budget that lets emptiness remove any empty node at once: the old loop's second half.
+    start(rig, 2, disruption={"budgets": [{"nodes": "100%"}]})
+    settle(rig, 2)
+    for name, spec in BLOCKING_PDBS[blocker]:
+        body = {
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {**spec, "selector": {"matchLabels": APP}},
+        }
+        rig.admin.create(PDBS, body, namespace="default")
+    claim = sorted(c["metadata"]["name"] for c in rig.admin.list(NODECLAIMS))[0]
+    ids = {i["InstanceId"] for i in instances(rig)}
+    rig.admin.delete(NODECLAIMS, claim)
+
+    seen: set[str] = set()
+    for _ in range(10):  # over three minutes of the deployed system
+        rig.round(advance=20)
+        rig.check()
+        seen |= {i["InstanceId"] for i in instances(rig)}
+    assert not rig.violations, [str(v) for v in rig.violations]  # launched-and-terminated-twice among them
+    assert seen == ids, "nothing launched for the held pod"
+    held = rig.admin.find(NODECLAIMS, claim)
+    assert held is not None
+    assert held["metadata"].get("deletionTimestamp"), "the drain is still held"
+    assert running(rig, 2)
+
+    # One PDB less: none at all, or the one left allows an eviction.
+    rig.admin.delete(PDBS, BLOCKING_PDBS[blocker][-1][0], namespace="default")
+    assert rig.converge(lambda: rig.admin.find(NODECLAIMS, claim) is None, rounds=12)
+    settle(rig, 2)
     assert not failed(rig), failed(rig)

@@ -1,4 +1,9 @@
-"""``nodewright plan --consolidate``: the disruption flow's consolidation choice over manifests, unwritten."""
+"""``nodewright plan --consolidate``: the disruption flow's consolidation choice over manifests, unwritten.
+
+The issue-24 cases (PDBs, empty nodes under an ``Empty`` budget, leaving and starting destinations)
+run twice: through ``plan --consolidate`` and through the disruption flow itself (two passes on the
+shared fakes, the catalog ``plan`` uses), and the two answers must be equal.
+"""
 
 from __future__ import annotations
 
@@ -169,3 +174,284 @@ def test_a_do_not_disrupt_node_stays_and_the_plan_says_why_in_text_too(
     assert "nothing is written" in text
     assert "removes NodeClaim default-a" in text
     assert "default-b: node node-b has karpenter.sh/do-not-disrupt" in text
+
+
+# --- the same answers as the flow (issue 24: 2, 4 and 5) ---------------------------------------------
+
+REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+SELECTOR = [{"tags": {"karpenter.sh/discovery": "demo"}}]
+ALLOCATABLE = {
+    "m5.large": {"cpu": "1930m", "memory": "6903Mi", "pods": "29"},
+    "m5.xlarge": {"cpu": "3920m", "memory": "14Gi", "pods": "58"},
+    "m5.2xlarge": {"cpu": "7910m", "memory": "29317Mi", "pods": "58"},
+}
+
+
+def node_docs(
+    name: str,
+    instance_type: str,
+    pods: dict[str, str],
+    *,
+    deleting: bool = False,
+    initialized: bool = True,
+    daemon: bool = False,
+    pinned: bool = False,
+) -> list[dict[str, Any]]:
+    """A NodeClaim, its Node and its pods (name → CPU request). ``pinned``: its pods carry
+    do-not-disrupt (the node stays and is only a destination); ``daemon``: they are DaemonSet pods."""
+    instance = f"i-{abs(hash(name)) % 10**17:017d}"
+    labels = {
+        "karpenter.sh/nodepool": "default",
+        "node.kubernetes.io/instance-type": instance_type,
+        "karpenter.sh/capacity-type": "on-demand",
+        "topology.kubernetes.io/zone": ZONE,
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+    }
+    kinds = ("Launched", "Registered", "Initialized") if initialized else ("Launched", "Registered")
+    claim_meta: dict[str, Any] = {"name": name, "labels": labels, "finalizers": ["karpenter.sh/termination"]}
+    if deleting:
+        claim_meta["deletionTimestamp"] = "2026-12-01T11:59:00Z"
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": claim_meta,
+            "spec": {"nodeClassRef": REF, "requirements": []},
+            "status": {
+                "instanceID": instance,
+                "providerID": f"aws:///{ZONE}/{instance}",
+                "nodeName": f"node-{name}",
+                "allocatable": ALLOCATABLE[instance_type],
+                "conditions": [
+                    {"type": kind, "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z"}
+                    for kind in kinds
+                ],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": f"node-{name}",
+                "labels": {**labels, "kubernetes.io/hostname": f"node-{name}"},
+            },
+            "spec": {"providerID": f"aws:///{ZONE}/{instance}"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": ALLOCATABLE[instance_type],
+            },
+        },
+    ]
+    for pod, cpu in pods.items():
+        meta: dict[str, Any] = {"name": pod, "namespace": "default", "labels": {"app": pod}}
+        if pinned:
+            meta["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+        if daemon:
+            meta["ownerReferences"] = [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "ds"}
+            ]
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": meta,
+                "spec": {
+                    "nodeName": f"node-{name}",
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "nginx",
+                            "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
+                        }
+                    ],
+                },
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            }
+        )
+    return docs
+
+
+def pdb_doc(name: str, app: str, status: dict[str, Any] | None, **spec: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default", "generation": 1},
+        "spec": {**spec, "selector": {"matchLabels": {"app": app}}},
+    }
+    if status is not None:
+        doc["status"] = {"observedGeneration": 1, **status}
+    return doc
+
+
+def pool_docs(budgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "role": "NodeRole",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": SELECTOR,
+                "securityGroupSelectorTerms": SELECTOR,
+            },
+        },
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": REF,
+                        "requirements": [
+                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+                        ],
+                    }
+                },
+                "disruption": {
+                    "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                    "consolidateAfter": "0s",
+                    "budgets": budgets,
+                },
+            },
+        },
+    ]
+
+
+ALL = [{"nodes": "100%"}]
+CASES: dict[str, list[dict[str, Any]]] = {
+    "two-pdbs": [
+        *pool_docs(ALL),
+        *node_docs("a", "m5.xlarge", {"web-a": "500m"}),
+        *node_docs("b", "m5.xlarge", {"web-b": "500m"}),
+        pdb_doc("one", "web-b", {"disruptionsAllowed": 1}, maxUnavailable=1),
+        pdb_doc("two", "web-b", {"disruptionsAllowed": 1}, maxUnavailable=1),
+    ],
+    "pdb-without-status": [
+        *pool_docs(ALL),
+        *node_docs("a", "m5.xlarge", {"web-a": "500m"}),
+        *node_docs("b", "m5.xlarge", {"web-b": "500m"}),
+        pdb_doc("fresh", "web-b", None, maxUnavailable=1),
+    ],
+    "empty-nodes-under-an-empty-budget": [
+        *pool_docs([{"nodes": "0", "reasons": ["Empty"]}, {"nodes": "100%"}]),
+        *node_docs("empty-1", "m5.xlarge", {"agent-1": "100m"}, daemon=True),
+        *node_docs("empty-2", "m5.xlarge", {"agent-2": "100m"}, daemon=True),
+        *node_docs("busy-1", "m5.xlarge", {"web-1": "500m"}),
+        *node_docs("busy-2", "m5.xlarge", {"web-2": "500m"}),
+    ],
+    "leaving-destination": [
+        *pool_docs(ALL),
+        *node_docs("roomy", "m5.2xlarge", {}, deleting=True),
+        *node_docs("anchor", "m5.xlarge", {"pinned": "3"}, pinned=True),
+        *node_docs("small", "m5.large", {"web": "1"}),
+    ],
+    "starting-destination": [
+        *pool_docs(ALL),
+        *node_docs("roomy", "m5.2xlarge", {}, initialized=False),
+        *node_docs("anchor", "m5.xlarge", {"pinned": "3"}, pinned=True),
+        *node_docs("small", "m5.large", {"web": "1"}),
+    ],
+    "pods-of-a-leaving-node": [
+        *pool_docs(ALL),
+        *node_docs("leaving", "m5.xlarge", {"moving": "1500m"}, deleting=True),
+        *node_docs("anchor", "m5.xlarge", {"pinned": "2"}, pinned=True),
+        *node_docs("small", "m5.large", {"web": "1"}),
+    ],
+}
+# What each case must answer (both ways): the command (method, action, NodeClaims) or None, and a
+# phrase of the reason each named NodeClaim stays.
+EXPECTED: dict[str, tuple[tuple[str, str, list[str]] | None, dict[str, str]]] = {
+    # b stays; a goes, its pod moving to b
+    "two-pdbs": (("single", "delete", ["a"]), {"b": "covered by 2 PDBs (default/one, default/two)"}),
+    "pdb-without-status": (
+        ("single", "delete", ["a"]),
+        {"b": "PDB default/fresh has no status for its spec yet"},
+    ),
+    # the busy nodes only; the empty ones wait for their Empty budget
+    "empty-nodes-under-an-empty-budget": (("multi", "delete", ["busy-1", "busy-2"]), {}),
+    # the leaving node's room is no destination: small's pod needs a (cheaper) new node
+    "leaving-destination": (("single", "replace", ["small"]), {}),
+    "starting-destination": (None, {"small": "would schedule against uninitialized nodeclaim/roomy"}),
+    # the anchor's room is the moving pod's: small's pod needs a (cheaper) new node
+    "pods-of-a-leaving-node": (("single", "replace", ["small"]), {}),
+}
+
+
+def plan_answer(tmp_path: Path, docs: list[dict[str, Any]]) -> tuple[Any, dict[str, str]]:
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(docs))
+    result = plan(tmp_path)
+    command = result["command"]
+    answer = None
+    if command is not None:
+        answer = (command["method"], command["action"], sorted(r["nodeClaim"] for r in command["removes"]))
+    return answer, result["notConsolidated"]
+
+
+def flow_answer(docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, str]]:
+    """Two disruption passes 15 s apart (the validation) over the same objects, on the shared fakes
+    with the catalog and prices ``plan`` uses."""
+    from fakes import FakeClock, FakeCloudProvider, FakeCluster, FakeLease, fake_context
+    from nodewright.cli.plan import offline_instance_types
+    from nodewright.cloud.ebs import node_storage
+    from nodewright.disruption import consolidation, drift, flow
+
+    clock = FakeClock()
+    cluster, cloud = FakeCluster(clock), FakeCloudProvider(clock)
+    for doc in docs:
+        cluster.add(doc["kind"], doc)
+    nodeclass = next(d for d in docs if d["kind"] == "EC2NodeClass")
+    cloud.types = offline_instance_types("us-west-2", None, False)(nodeclass)
+    monkeypatch.setattr(cloud, "node_price", lambda nc: node_storage(nc, "us-west-2").per_hour)
+    ctx = fake_context(cluster, cloud, clock)
+    flow.forget_proposals()
+    drift.forget_dynamic()
+    monkeypatch.setattr(flow, "_recent_why_not", {})
+    reports = []
+    for _ in range(2):
+        report = flow.DisruptionReport()
+        decision, _terms = flow.disruption_pass(ctx, FakeLease(), report)
+        reports.append((report, decision))
+        clock.advance(consolidation.VALIDATION_SECONDS)
+    decisions = [d for report, _ in reports for d in report.decisions]
+    assert len(decisions) <= 1, decisions
+    answer = (
+        (decisions[0]["method"], decisions[0]["action"], sorted(decisions[0]["nodeclaims"]))
+        if decisions
+        else None
+    )
+    assert not any(r.drifted for r, _ in reports), "nothing here has drifted"
+    return answer, reports[-1][1].held
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_plan_consolidate_answers_as_the_flow_does(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected_command, expected_why = EXPECTED[case]
+
+    planned, plan_why = plan_answer(tmp_path, CASES[case])
+    flowed, flow_why = flow_answer(CASES[case], monkeypatch)
+
+    assert planned == flowed == expected_command
+    for name, phrase in expected_why.items():
+        assert phrase in plan_why.get(name, ""), plan_why
+        assert plan_why[name] == flow_why.get(name), (plan_why, flow_why)
+
+
+def test_a_pdb_manifest_the_plan_cannot_read_is_reported_and_left_out(tmp_path: Path) -> None:
+    broken = pdb_doc("broken", "web-b", {"disruptionsAllowed": 0}, maxUnavailable=0)
+    broken["spec"]["selector"] = {"matchExpressions": [{"operator": "In"}]}
+    docs = [*CASES["two-pdbs"][:-2], broken]
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(docs))
+    printed, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+        status = main(
+            ["plan", "--manifests", str(tmp_path), "--region", "us-west-2", "--consolidate", "--json"]
+        )
+    assert status == 1, "the plan covers what was valid; the exit status says not all was"
+    assert "PodDisruptionBudget" in errors.getvalue()
+    assert "spec.selector" in errors.getvalue()
+    assert json.loads(printed.getvalue())["command"] is not None

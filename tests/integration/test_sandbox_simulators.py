@@ -272,6 +272,111 @@ def test_pdb_status_and_evicted_pods_come_back(sb, kube) -> None:
     assert owner["controller"] is True
 
 
+def _pdb_status(kube: Kube, name: str) -> dict:
+    return kube.get(group("policy/v1", "poddisruptionbudgets", "default", name)).get("status") or {}
+
+
+def _create_pdb(kube: Kube, name: str, app: str, **spec: Any) -> None:
+    kube.create(
+        group("policy/v1", "poddisruptionbudgets", "default"),
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name},
+            "spec": {**spec, "selector": {"matchLabels": {"app": app}}},
+        },
+    )
+
+
+def test_pdb_status_is_computed_as_kube_controller_managers_disruption_controller_computes_it(
+    sb, kube, ec2
+) -> None:
+    """pkg/controller/disruption: the expected count is the controllers' scale (a Deployment's, not
+    its ReplicaSet's); pods without a controller are not counted (an UnmanagedPods event); nothing is
+    allowed while the expected count is 0; and a PDB over pods whose controller has no scale
+    subresource (a DaemonSet) fails to sync: disruptionsAllowed 0 with DisruptionAllowed False /
+    SyncFailed and no observedGeneration, so the Eviction API keeps answering "still being processed"."""
+    instance_id = launch(sb, ec2, "m5.large", "us-east-1b")
+    node = wait_for("a ready node", lambda: ready(n := node_of(kube, instance_id)) and n)
+    node_name = node["metadata"]["name"]
+
+    kube.create(group("apps/v1", "deployments", "default"), deployment("scaled", 3))
+    _create_pdb(kube, "scaled", "scaled", maxUnavailable=1)
+    status = wait_for(
+        "3 healthy scaled pods", lambda: (s := _pdb_status(kube, "scaled")).get("currentHealthy") == 3 and s
+    )
+    assert (status["expectedPods"], status["desiredHealthy"], status["disruptionsAllowed"]) == (3, 2, 1)
+
+    bare = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bare", "labels": {"app": "bare"}},
+        "spec": {"nodeName": node_name, "containers": [{"name": "app", "image": "pause:3.9"}]},
+    }
+    kube.create(core("pods", "default"), bare)
+    wait_for(
+        "the bare pod Running",
+        lambda: kube.get(core("pods", "default", "bare"))["status"].get("phase") == "Running",
+    )
+    _create_pdb(kube, "bare", "bare", maxUnavailable="50%")
+    status = wait_for(
+        "the bare PDB's status", lambda: (s := _pdb_status(kube, "bare")).get("currentHealthy") == 1 and s
+    )
+    assert (status["expectedPods"], status["disruptionsAllowed"]) == (0, 0), status
+    events, _ = kube.list(core("events", "default"))
+    assert any(e["reason"] == "UnmanagedPods" and e["involvedObject"]["name"] == "bare" for e in events)
+
+    kube.create(
+        group("apps/v1", "daemonsets", "default"),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": node_name},
+                        "containers": [{"name": "agent", "image": "agent:1"}],
+                    },
+                },
+            },
+        },
+    )
+    wait_for(
+        "the agent Running",
+        lambda: any(p["status"].get("phase") == "Running" for p in pods_of(kube, "agent")),
+    )
+    _create_pdb(kube, "agent", "agent", maxUnavailable=1)
+
+    def failed_sync() -> dict | None:
+        status = _pdb_status(kube, "agent")
+        found = [c for c in status.get("conditions") or [] if c.get("type") == "DisruptionAllowed"]
+        return status if found and found[0].get("reason") == "SyncFailed" else None
+
+    status = wait_for("the agent PDB's failed sync", failed_sync)
+    assert status["disruptionsAllowed"] == 0
+    assert "observedGeneration" not in status
+    [condition] = status["conditions"]
+    assert condition["status"] == "False"
+    assert "does not implement the scale subresource" in condition["message"]
+    agent = next(p for p in pods_of(kube, "agent") if p["status"].get("phase") == "Running")
+    with pytest.raises(ApiException) as refused:
+        kube.create(
+            core("pods", "default", agent["metadata"]["name"], "eviction"),
+            {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": agent["metadata"]["name"]}},
+        )
+    assert refused.value.status == 429
+    assert "is still being processed by the server" in str(refused.value.body)
+    for kind, name in (("daemonsets", "agent"), ("deployments", "scaled")):
+        kube.delete(group("apps/v1", kind, "default", name))
+    kube.delete(core("pods", "default", "bare"), grace_period_seconds=0)
+    for name in ("scaled", "bare", "agent"):
+        kube.delete(group("policy/v1", "poddisruptionbudgets", "default", name))
+    ec2.terminate_instances(InstanceIds=[instance_id])
+
+
 def test_scaling_a_deployment_down_removes_pods(sb, kube) -> None:
     kube.create(group("apps/v1", "deployments", "default"), deployment("scale", 4))
     wait_for("4 pods", lambda: len(pods_of(kube, "scale")) == 4)

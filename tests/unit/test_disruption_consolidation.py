@@ -340,12 +340,225 @@ def test_a_drifted_node_is_replaced_before_it_is_drained_and_empty_drifted_ones_
     add_node(cluster, "idle", "m5.large", pool=old)
     add_pod(cluster, "web-1", "node-busy")
 
-    report = one_pass(ctx)
+    report = one_pass(ctx)  # the budget (100%) allows both in one pass: the empty one first
     assert report.drifted == {"busy": "NodePoolDrifted", "idle": "NodePoolDrifted"}
-    [first] = report.decisions
+    first, second = report.decisions
     assert (first["method"], first["action"], first["nodeclaims"]) == ("drift", "delete", ["idle"])
-    report = one_pass(ctx)  # idle is draining: the next command waits for no budget here (100%)
-    [second] = report.decisions
     assert (second["method"], second["action"], second["nodeclaims"]) == ("drift", "replace", ["busy"])
     assert len(cloud.requests) == 1
     assert not objects.is_deleting(cluster.objects["NodeClaim"]["busy"])
+
+
+# --- issue 24: PDBs, empty nodes, destinations, eventual drift, prices, drift in parallel ---------
+
+
+def add_pdb(cluster: FakeCluster, name: str, app: str, *, status: dict[str, Any] | None, **spec: Any) -> None:
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "default", "generation": 1},
+        "spec": {**spec, "selector": {"matchLabels": {"app": app}}},
+    }
+    if status is not None:
+        body["status"] = {"observedGeneration": 1, **status}
+    cluster.add("PodDisruptionBudget", body)
+
+
+def consolidation_events(cluster: FakeCluster, name: str) -> list[str]:
+    return [e[3] for e in cluster.events if e[:3] == ("NodeClaim", name, "Unconsolidatable")]
+
+
+@pytest.mark.parametrize(
+    ("pdbs", "expected"),
+    [
+        (
+            [("one", {"disruptionsAllowed": 1}), ("two", {"disruptionsAllowed": 1})],
+            "pod default/web-2 is covered by 2 PDBs (default/one, default/two)",
+        ),
+        ([("fresh", None)], "PDB default/fresh has no status for its spec yet"),
+    ],
+    ids=["two-pdbs-each-allowing-one", "pdb-without-status"],
+)
+def test_two_pdbs_or_a_pdb_without_status_keep_the_node_and_say_why(
+    env, pdbs: list[tuple[str, dict[str, Any] | None]], expected: str
+) -> None:
+    """The Eviction API refuses a pod covered by two PDBs (500) and one whose PDB has no status yet
+    (429): a command on that node would leave it tainted and cordoned for good."""
+    ctx, cluster, _cloud = env
+    add_node(cluster, "a", "m5.xlarge")
+    add_node(cluster, "b", "m5.xlarge")
+    add_pod(cluster, "web-1", "node-a")
+    add_pod(cluster, "web-2", "node-b")
+    for name, status in pdbs:
+        add_pdb(cluster, name, "web-2", status=status, maxUnavailable=1)
+
+    report = pass_after_validation_or_none(ctx)
+
+    assert all("b" not in d["nodeclaims"] for d in report.decisions), report.decisions
+    assert not objects.has_taint(cluster.objects["Node"]["node-b"], "karpenter.sh/disrupted")
+    assert any(expected in why for why in consolidation_events(cluster, "b")), cluster.events
+
+
+def test_multi_node_consolidation_leaves_empty_nodes_to_emptiness_and_its_budget(env) -> None:
+    """Budgets [{nodes: 0, reasons: [Empty]}, {nodes: 100%}]: the empty nodes are emptiness's, which
+    may not remove them now; multi-node consolidation must not take them instead (Karpenter skips
+    candidates without reschedulable pods)."""
+    ctx, cluster, _cloud = env
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "0", "reasons": ["Empty"]}, {"nodes": "100%"}]
+    cluster.objects["NodePool"]["default"] = {**pool, "kind": "NodePool"}
+    for name in ("empty-1", "empty-2", "busy-1", "busy-2"):
+        add_node(cluster, name, "m5.xlarge", pool=pool)
+    daemon = {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "ds"}]}
+    for name in ("empty-1", "empty-2"):
+        add_pod(cluster, f"agent-{name}", f"node-{name}", cpu="100m")
+        cluster.objects["Pod"][f"agent-{name}"]["metadata"].update(daemon)
+    add_pod(cluster, "web-1", "node-busy-1")
+    add_pod(cluster, "web-2", "node-busy-2")
+
+    report = pass_after_validation_or_none(ctx)
+
+    taken = {n for d in report.decisions for n in d["nodeclaims"]}
+    assert report.decisions, "the underutilized nodes are still consolidated"
+    assert taken.isdisjoint({"empty-1", "empty-2"}), report.decisions
+    assert report.held["empty-1"].startswith("budget"), report.held
+
+
+@pytest.mark.parametrize("destination", ["nodeclaim-deleting", "nodeclaim-not-initialized"])
+def test_consolidation_never_counts_on_a_leaving_or_uninitialized_node_as_a_destination(
+    env, destination: str
+) -> None:
+    """The node of a NodeClaim being deleted (not tainted yet) goes; one not yet Initialized may never
+    become Ready (Karpenter: "would schedule against uninitialized nodeclaim"). Deleting the small
+    node on their strength would evict its pod to nowhere."""
+    ctx, cluster, _cloud = env
+    add_node(cluster, "roomy", "m5.2xlarge")
+    roomy = cluster.objects["NodeClaim"]["roomy"]
+    if destination == "nodeclaim-deleting":
+        roomy["metadata"]["deletionTimestamp"] = "2026-12-02T11:59:00Z"
+    else:
+        roomy["status"]["conditions"] = [
+            c for c in roomy["status"]["conditions"] if c["type"] != "Initialized"
+        ]
+    add_node(cluster, "small", "m6g.large")  # the cheapest type: no cheaper replacement exists
+    add_pod(cluster, "web-1", "node-small")
+
+    report = pass_after_validation_or_none(ctx)
+
+    assert report.decisions == [], "no command may rely on the leaving or starting node"
+    assert not objects.is_deleting(cluster.objects["NodeClaim"]["small"])
+    if destination == "nodeclaim-not-initialized":
+        assert any(
+            "would schedule against uninitialized nodeclaim/roomy" in why
+            for why in consolidation_events(cluster, "small")
+        ), cluster.events
+
+
+def test_the_pods_of_a_deleting_node_keep_the_room_they_will_need(env) -> None:
+    """The pod still running on a deleting node is about to move: the room it needs is not free to a
+    consolidation (Karpenter adds the deleting nodes' pods to the simulation)."""
+    ctx, cluster, _cloud = env
+    add_node(cluster, "anchor", "m5.xlarge")
+    add_pod(cluster, "web-1", "node-anchor", cpu="2", **{"karpenter.sh/do-not-disrupt": "true"})
+    add_node(cluster, "leaving", "m5.xlarge")
+    cluster.objects["NodeClaim"]["leaving"]["metadata"]["deletionTimestamp"] = "2026-12-02T11:59:00Z"
+    cluster.taint_node("node-leaving", [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])
+    add_pod(cluster, "moving", "node-leaving", cpu="1500m")  # anchor's free room: 1.92 CPU
+    add_node(cluster, "small", "m6g.large")
+    add_pod(cluster, "web-2", "node-small", cpu="1")
+
+    report = pass_after_validation_or_none(ctx)
+
+    assert all(d["action"] != "delete" for d in report.decisions), report.decisions
+    assert not objects.is_deleting(cluster.objects["NodeClaim"]["small"])
+
+
+def drifted_pool(cluster: FakeCluster, **disruption: Any) -> dict[str, Any]:
+    """The NodePool edited (its template's labels): every node made with ``old`` has drifted."""
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["disruption"].update({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"})
+    pool["spec"]["disruption"].update(disruption)
+    old = copy.deepcopy(pool)
+    old["spec"]["template"]["metadata"] = {"labels": {"team": "old"}}
+    cluster.objects["NodePool"]["default"] = {**pool, "kind": "NodePool"}
+    return old
+
+
+@pytest.mark.parametrize("blocker", ["do-not-disrupt", "pdb"])
+def test_drift_is_eventual_for_a_nodeclaim_with_a_termination_grace_period(env, blocker: str) -> None:
+    """Karpenter v1: with terminationGracePeriod set, do-not-disrupt pods and blocking PDBs do not
+    hold drift back (the drain is bounded by the grace period); without it they do. The held pod
+    leaves only at the deadline, so no replacement is launched for it now (Karpenter simulates only
+    currently reschedulable pods): the command is a delete, and the pod is provisioned for when it
+    is evicted."""
+    ctx, cluster, _cloud = env
+    old = drifted_pool(cluster)
+    for name in ("bounded", "unbounded"):
+        add_node(cluster, name, "m5.large", pool=old)
+        annotations = {"karpenter.sh/do-not-disrupt": "true"} if blocker == "do-not-disrupt" else {}
+        add_pod(cluster, f"web-{name}", f"node-{name}", cpu="1500m", **annotations)
+        if blocker == "pdb":
+            add_pdb(cluster, f"web-{name}", f"web-{name}", status={"disruptionsAllowed": 0}, maxUnavailable=0)
+    cluster.objects["NodeClaim"]["bounded"]["spec"]["terminationGracePeriod"] = "1h"
+
+    report = one_pass(ctx)
+
+    assert [(d["method"], d["action"], d["nodeclaims"]) for d in report.decisions] == [
+        ("drift", "delete", ["bounded"])
+    ]
+    assert objects.is_deleting(cluster.objects["NodeClaim"]["bounded"]), "its drain is bounded by 1h"
+    assert ("NodeClaim", "unbounded", "NotDisruptable") in {e[:3] for e in cluster.events}
+
+
+def test_a_node_whose_instance_type_has_no_price_is_not_consolidated_and_says_why(env) -> None:
+    """Karpenter's NewCandidate skips a node whose instance type (and so its price) it cannot resolve;
+    deleting it would be reported as saving $0.00/h."""
+    ctx, cluster, _cloud = env
+    add_node(cluster, "anchor", "m5.2xlarge")
+    add_pod(cluster, "web-1", "node-anchor", **{"karpenter.sh/do-not-disrupt": "true"})
+    add_node(cluster, "mystery", "m5.large")
+    for kind, name in (("NodeClaim", "mystery"), ("Node", "node-mystery")):
+        cluster.objects[kind][name]["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "x9.mystery"
+    add_pod(cluster, "web-2", "node-mystery")
+
+    report = pass_after_validation_or_none(ctx)
+
+    assert report.decisions == []
+    assert not objects.is_deleting(cluster.objects["NodeClaim"]["mystery"])
+    assert any("x9.mystery" in why and "no price" in why for why in consolidation_events(cluster, "mystery"))
+
+
+def test_drift_starts_as_many_replacements_in_one_pass_as_its_budget_allows(env) -> None:
+    ctx, cluster, cloud = env
+    old = drifted_pool(cluster, budgets=[{"nodes": "2", "reasons": ["Drifted"]}])
+    for name in ("d1", "d2", "d3"):
+        add_node(cluster, name, "m5.large", pool=old)
+        add_pod(cluster, f"web-{name}", f"node-{name}", cpu="1500m")  # fits no other node
+
+    report = one_pass(ctx)
+
+    assert [(d["method"], d["action"]) for d in report.decisions] == [("drift", "replace")] * 2
+    assert len(cloud.requests) == 2, "one replacement per command, each launched before its drain"
+    started = {n for d in report.decisions for n in d["nodeclaims"]}
+    (waiting,) = {"d1", "d2", "d3"} - started
+    assert report.held[waiting].startswith("budget"), report.held
+    for name in started:
+        assert not objects.is_deleting(cluster.objects["NodeClaim"][name]), "replaced before it drains"
+
+
+def test_drift_goes_on_while_drift_commands_are_in_flight(env) -> None:
+    ctx, cluster, cloud = env
+    old = drifted_pool(cluster, budgets=[{"nodes": "1", "reasons": ["Drifted"]}])
+    for name in ("d1", "d2"):
+        add_node(cluster, name, "m5.large", pool=old)
+        add_pod(cluster, f"web-{name}", f"node-{name}", cpu="1500m")  # fits no other node
+    [first] = one_pass(ctx).decisions
+    assert one_pass(ctx).decisions == [], "the budget of one is taken by the command in flight"
+
+    pool = cluster.objects["NodePool"]["default"]
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "2", "reasons": ["Drifted"]}]
+    report = one_pass(ctx)
+
+    assert [c["action"] for c in report.commands[:1]] == ["waiting"], "the first is still in flight"
+    [second] = report.decisions
+    assert second["method"] == "drift"
+    assert second["nodeclaims"] != first["nodeclaims"]
+    assert len(cloud.requests) == 2

@@ -1028,3 +1028,91 @@ def test_a_pass_stops_writing_at_its_deadline(world: Any) -> None:
     assert len(report.launched) == 1
     assert report.stopped is not None
     assert "time is up" in report.stopped
+
+
+# --- pods of deleting nodes that can never be evicted (issue 24, defect 1) -----------------------
+
+PDB_BLOCKERS: dict[str, list[dict[str, Any]]] = {
+    "maxUnavailable-0": [{"spec": {"maxUnavailable": 0}}],
+    "minAvailable-100%": [{"spec": {"minAvailable": "100%"}}],
+    "two-pdbs": [{"spec": {"maxUnavailable": 1}}, {"spec": {"maxUnavailable": 1}}],
+}
+
+
+def _pdb(cluster: FakeCluster, index: int, spec: dict[str, Any], *, allowed: int = 0) -> None:
+    cluster.add(
+        "PodDisruptionBudget",
+        {
+            "metadata": {"name": f"web-{index}", "namespace": "default", "generation": 1},
+            "spec": {**spec, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"observedGeneration": 1, "disruptionsAllowed": allowed},
+        },
+    )
+
+
+def _web(cluster: FakeCluster, node: str, *, pod_name: str = "web-1", deleting: str | None = "claim") -> None:
+    _running_on(cluster, pod_name, node, deleting=deleting)
+    cluster.objects["Pod"][pod_name]["metadata"]["labels"] = {"app": "web"}
+    cluster.objects["Pod"][pod_name]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+
+
+@pytest.mark.parametrize("blocker", sorted(PDB_BLOCKERS))
+def test_a_pass_launches_nothing_for_the_pods_of_a_deleting_node_its_pdbs_never_let_go(
+    world: Any, blocker: str
+) -> None:
+    """kubectl delete nodeclaim under a fully blocking PDB: capacity for its pods would stand empty
+    until emptiness removed it, then be launched again, every minute (Karpenter provisions only for
+    IsCurrentlyReschedulable pods)."""
+    ctx, cluster, cloud = world
+    for index, pdb in enumerate(PDB_BLOCKERS[blocker]):
+        _pdb(cluster, index, pdb["spec"])
+    _web(cluster, "leaving")
+    seen = _recording_planner()
+
+    report = flow.provision(ctx)
+
+    assert report.created == [], f"launched for a pod that can never leave: {seen and seen[0][1]}"
+    assert cloud.instances == {}
+
+
+def test_a_pass_launches_nothing_for_a_do_not_disrupt_pod_of_a_deleting_node(world: Any) -> None:
+    ctx, cluster, cloud = world
+    _web(cluster, "leaving")
+    cluster.objects["Pod"]["web-1"]["metadata"]["annotations"] = {labels.DO_NOT_DISRUPT: "true"}
+
+    report = flow.provision(ctx)
+
+    assert report.created == []
+    assert cloud.instances == {}
+
+
+def test_a_pass_still_plans_a_deleting_nodes_pod_whose_pdb_lets_it_go_in_time(world: Any) -> None:
+    """A PDB that allows nothing right now but is not fully blocking by its spec (maxUnavailable 1):
+    the pod leaves once another is back, so its place is planned (as Karpenter plans it)."""
+    ctx, cluster, _cloud = world
+    _pdb(cluster, 0, {"maxUnavailable": 1}, allowed=0)
+    _web(cluster, "leaving")
+    seen = _recording_planner()
+
+    flow.provision(ctx)
+
+    assert [p["metadata"]["name"] for p in seen[0][1]] == ["web-1"]
+
+
+def test_an_interruption_plans_the_pods_its_drain_evicts_regardless_but_not_a_blocked_voluntary_ones(
+    world: Any,
+) -> None:
+    """The interrupted node goes whatever its PDBs and do-not-disrupt say (its drain evicts them:
+    the instance is lost anyway), so all its pods are planned; a node already going voluntarily
+    keeps its fully blocked pod, which gets no capacity."""
+    from nodewright.provisioning import replace_for_displaced
+
+    ctx, cluster, _cloud = world
+    _pdb(cluster, 0, {"maxUnavailable": 0})
+    _web(cluster, "interrupted", pod_name="web-1", deleting=None)
+    _web(cluster, "voluntary", pod_name="web-2", deleting="claim")
+    seen = _recording_planner()
+
+    replace_for_displaced(ctx, ["interrupted"])
+
+    assert [p["metadata"]["name"] for p in seen[0][1]] == ["web-1"]

@@ -1,8 +1,10 @@
 """Consolidation and drift replacement: a question to the scheduling core, and the command it answers.
 
 "These pods, without these nodes: what is the cheapest way to place them?" — asked of the same
-simulation the provisioner uses (``state.snapshot.Simulation``), with the nodes' reschedulable
-pods and every pending pod to place (so a consolidation never takes room a pending pod needs).
+simulation the provisioner uses (``state.snapshot.Simulation``), built once per pass by
+``simulation`` as Karpenter's ``SimulateScheduling`` builds it: the nodes on their way out (their
+NodeClaim or Node deleting, or in a command) are no destination, and the pods that will leave them
+are planned with every pending pod, so a command never takes room those pods need.
 
 **Candidates** (``candidates``) — Karpenter v1's rules, each failing one a "why not":
 
@@ -11,11 +13,18 @@ pods and every pending pod to place (so a consolidation never takes room a pendi
 * the NodePool's ``consolidationPolicy`` is ``WhenEmptyOrUnderutilized`` and ``consolidateAfter``
   (not Never) has passed since the NodeClaim's last pod event and at least ``NOMINATION_SECONDS``
   since it was initialized (pods the provisioner nominated to it have bound by then);
+* its instance type has a price (Karpenter's ``NewCandidate`` skips a type it cannot resolve);
 * no ``karpenter.sh/do-not-disrupt`` on the Node or on any active pod of it;
-* no pod of it covered by a PodDisruptionBudget that allows no disruption now.
+* no pod of it the Eviction API would refuse now (``state.pdbs``: a PDB that allows no disruption,
+  one without status yet, or more than one PDB).
 
-**A command** (``evaluate``) for a set of candidates: every displaced pod must find a place.
-*Delete*: no new node is needed. *Replace*: exactly one new node, and only types strictly cheaper
+Drift is eventual for a NodeClaim with a ``terminationGracePeriod`` (Karpenter v1): its pods'
+do-not-disrupt and PDBs do not hold it back, the grace period bounds the drain.
+
+**A command** (``evaluate``) for a set of candidates: every pod of theirs that will leave
+(``state.pods.is_currently_reschedulable``) must find a place, and not on a node not yet
+initialized (it may never become Ready: Karpenter's "would schedule against uninitialized
+nodeclaim"). *Delete*: no new node is needed. *Replace*: exactly one new node, and only types strictly cheaper
 than what is removed, each priced at its worst launch price (the dearest offering it may launch
 as), less the NodePool's price-improvement threshold (``PRICE_IMPROVEMENT_ANNOTATION``, percent of
 the removed nodes' $/h; Karpenter's users asked for it to stop churn for a few cents). When every
@@ -29,7 +38,8 @@ bottom. Multi-node replacements drop types at least as dear as a removed node of
 cost (``disruption_cost``: pods weighted by deletion cost and priority, times the share of the
 node's lifetime left); multi-node binary-searches the longest prefix of at most
 ``MULTI_NODE_MAX`` candidates (within the budgets) that one command can remove; single-node tries
-the rest one at a time, cheapest to disrupt first, skipping empty ones (emptiness' business).
+the rest one at a time, cheapest to disrupt first. Both skip empty candidates: they are
+emptiness's, within the ``Empty`` budgets.
 Both stop at their time limit. A command is re-validated ``VALIDATION_SECONDS`` later before it
 acts (``flow``).
 """
@@ -49,7 +59,7 @@ from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
 from nodewright.api.models import DEFAULT_EXPIRE_AFTER, NodePool
 from nodewright.cluster import objects
-from nodewright.state.pods import as_pending, has_do_not_disrupt, is_active, is_reschedulable
+from nodewright.state.pods import as_pending, is_currently_reschedulable, is_disruptable, is_reschedulable
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, nodepool_name
 
@@ -158,9 +168,11 @@ def candidates(
     """The NodeClaims a graceful method may disrupt for ``reason``, and why each other one may not.
 
     ``Underutilized``: the rules of the module docstring. ``Drifted``: the NodeClaims ``drifted``
-    names, without the consolidation policy and ``consolidateAfter`` (drift replaces whatever the
-    policy); do-not-disrupt and PDBs hold both. ``ignore_waits`` (``nodewright plan --consolidate``)
-    takes ``consolidateAfter`` and the nomination wait as passed; ``Never`` still holds.
+    names, without the consolidation policy, ``consolidateAfter`` and the price (drift replaces
+    whatever the policy and the cost); do-not-disrupt and PDBs hold both, except for a drifted
+    NodeClaim with a ``terminationGracePeriod`` (eventual). ``ignore_waits`` (``nodewright plan
+    --consolidate``) takes ``consolidateAfter`` and the nomination wait as passed; ``Never`` still
+    holds.
     """
     pools = {objects.name_of(p): p for p in usable}
     found: list[Candidate] = []
@@ -193,40 +205,39 @@ def candidates(
                 or now < initialized + timedelta(seconds=NOMINATION_SECONDS)
             ):
                 continue  # not consolidatable yet
-        problem = _blocked(world, node)
+        price = world.price_of(claim)
+        if reason == UNDERUTILIZED and price is None:
+            kind = objects.labels_of(claim).get(labels.INSTANCE_TYPE) or "(none)"
+            why_not[name] = f"instance type {kind} has no price: what removing it saves is unknown"
+            continue
+        eventual = reason == DRIFTED and bool((claim.get("spec") or {}).get("terminationGracePeriod"))
+        problem = _blocked(world, node, eventual=eventual)
         if problem:
             why_not[name] = problem
             continue
         pods = [p for p in world.pods_on(node) if is_reschedulable(p)]
-        found.append(
-            Candidate(claim, node, pool_name, pods, world.price_of(claim), disruption_cost(pods, claim, now))
-        )
+        found.append(Candidate(claim, node, pool_name, pods, price, disruption_cost(pods, claim, now)))
     return found, why_not
 
 
-def _blocked(world: World, node: Obj) -> str | None:
-    """Why a node must not be disrupted voluntarily: do-not-disrupt, or a PDB that allows nothing."""
+def _blocked(world: World, node: Obj, *, eventual: bool) -> str | None:
+    """Why a node must not be disrupted gracefully (Karpenter's ``ValidateNodeDisruptable`` and
+    ``ValidatePodsDisruptable``): do-not-disrupt on the node; else a do-not-disrupt pod, or a pod the
+    Eviction API would refuse now (``state.pdbs``) — not for an ``eventual`` disruption, whose
+    drain the NodeClaim's terminationGracePeriod bounds."""
     if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
         return f"node {objects.name_of(node)} has {labels.DO_NOT_DISRUPT}"
+    if eventual:
+        return None
     pods = world.pods_on(node)
     for pod in pods:
-        if is_active(pod) and has_do_not_disrupt(pod):
+        if not is_disruptable(pod):
             return f"pod {pod_key(pod)} has {labels.DO_NOT_DISRUPT}"
-    for pdb in world.pdbs:
-        if ((pdb.get("status") or {}).get("disruptionsAllowed", 1)) > 0:
-            continue
-        selector = _selector(pdb)
-        namespace = objects.namespace_of(pdb)
-        for pod in pods:
-            if is_active(pod) and objects.namespace_of(pod) == namespace and selector(objects.labels_of(pod)):
-                return f"PDB {namespace}/{objects.name_of(pdb)} blocks eviction of pod {pod_key(pod)}"
+    for pod in pods:
+        why = world.pdb_limits.eviction_blocker(pod)
+        if why:
+            return why
     return None
-
-
-def _selector(pdb: Obj) -> Callable[[Mapping[str, str]], bool]:
-    from nodewright.scheduling.model import label_selector_from_k8s
-
-    return label_selector_from_k8s((pdb.get("spec") or {}).get("selector")).matches
 
 
 def disruption_cost(pods: Iterable[Obj], claim: Mapping[str, Any], now: datetime) -> float:
@@ -267,6 +278,21 @@ def _initialized_at(claim: Obj) -> datetime | None:
 # --- one simulation ---------------------------------------------------------------------------------
 
 
+def simulation(world: World, usable: list[Obj]) -> tuple[Simulation, list[Obj]]:
+    """The simulation every method of a pass asks, and the pods it places besides a command's own
+    (Karpenter's ``SimulateScheduling``): the cluster without the nodes on their way out (deleting,
+    ``World.going_node_names``, or in a command, ``execute.nodes_in_commands``), with the pods that
+    will leave them (``World.displaced_pods``) planned as pending with the pods pending now. Nodes
+    not yet initialized stay capacity for those pods, as Karpenter assumes they will come up; a
+    command's own pod that would land on one voids the command (``evaluate``)."""
+    from nodewright.disruption.execute import nodes_in_commands
+    from nodewright.state.snapshot import Simulation
+
+    going = world.going_node_names() | nodes_in_commands(world)
+    pending = world.provisionable_pods() + world.displaced_pods(going)
+    return Simulation(world.without_nodes(going), usable), pending
+
+
 @dataclass
 class Verdict:
     """A command, or why there is none (for the "why not" events)."""
@@ -285,10 +311,12 @@ def evaluate(
     thresholds: Mapping[str, float],
     min_values: Callable[[NewClaim], int] | None = None,
 ) -> Verdict:
-    """The command that removes ``chosen`` (see the module), or why there is none."""
+    """The command that removes ``chosen`` (see the module), or why there is none. ``sim`` and
+    ``pending``: ``simulation``'s."""
     from nodewright import scheduling
 
-    displaced = [as_pending(p) for c in chosen for p in c.pods]
+    limits = sim.world.pdb_limits
+    displaced = [as_pending(p) for c in chosen for p in c.pods if is_currently_reschedulable(p, limits)]
     snapshot, unreadable = sim.snapshot(displaced + pending, without=[c.node_name for c in chosen])
     plan = scheduling.plan(snapshot)
     displaced_keys = {pod_key(p) for p in displaced}
@@ -296,6 +324,11 @@ def evaluate(
     if stuck:
         why = plan.unschedulable.get(stuck[0]) or unreadable.get(stuck[0], "")
         return Verdict(None, f"pod {stuck[0]} would have no place: {why}")
+    placed = dict(plan.placements)
+    starting = sorted(k for k in displaced_keys if placed.get(k) in sim.uninitialized)
+    if starting:
+        where = sim.uninitialized[placed[starting[0]]]
+        return Verdict(None, f"pod {starting[0]} would schedule against uninitialized {where}")
     claims = [c for c in plan.new_claims if displaced_keys & set(c.pods)]
     if not claims:
         return Verdict(Command(reason, method, chosen))
@@ -303,8 +336,6 @@ def evaluate(
         return Verdict(Command(reason, method, chosen, claims))  # drift replaces whatever it costs
     if len(claims) != 1:
         return Verdict(None, f"removing it needs {len(claims)} new nodes")
-    if any(c.price is None for c in chosen):
-        return Verdict(None, "the price of a node is unknown")
     return _cheaper(
         chosen, claims[0], reason=reason, method=method, thresholds=thresholds, min_values=min_values
     )
@@ -395,14 +426,16 @@ def multi_node(
     *,
     seconds: float = MULTI_NODE_SECONDS,
 ) -> Command | None:
-    """The longest prefix (≥ 2, ≤ ``MULTI_NODE_MAX``) of the budget-filtered candidates one command
-    removes, by binary search (Karpenter's firstNConsolidationOption)."""
+    """The longest prefix (≥ 2, ≤ ``MULTI_NODE_MAX``) of the budget-filtered, non-empty candidates
+    one command removes, by binary search (Karpenter's firstNConsolidationOption)."""
     left = dict(room)
     allowed: list[Candidate] = []
     for candidate in ordered:
         budget = left.get(candidate.nodepool)
         if budget is not None and budget <= 0:
             continue
+        if not candidate.pods:
+            continue  # empty: emptiness removes it, within the Empty budgets (Karpenter skips it too)
         allowed.append(candidate)
         if budget is not None:
             left[candidate.nodepool] = budget - 1

@@ -170,6 +170,17 @@ def abandon(ctx: Context, claims: list[Obj], nodes: list[Obj], why: str) -> None
     )
 
 
+def nodes_in_commands(world: World) -> set[str]:
+    """The nodes of the NodeClaims a command in flight will remove (annotated, not yet deleting)."""
+    return {
+        objects.name_of(node)
+        for claim in world.nodeclaims
+        if COMMAND_ANNOTATION in objects.annotations_of(claim)
+        and not objects.is_deleting(claim)
+        and (node := world.node_of(claim)) is not None
+    }
+
+
 def release_orphans(ctx: Context, world: World) -> list[str]:
     """Untaint nodes carrying the disrupted taint that no command and no termination owns."""
     released = []

@@ -51,12 +51,14 @@ from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
     from nodewright.context import Context
+    from nodewright.state.snapshot import Simulation
 
 FINGERPRINT_ANNOTATION = "nodewright.io/pods-fingerprint"
 LOOP_BUDGET_SECONDS = 50.0  # the schedule fires every minute
 SAFETY_MARGIN_SECONDS = 8.0
 POLL_SECONDS = 5.0
 DRIVE_SLICE_SECONDS = 15.0  # one pass drives drains this long before it looks again
+DRIFT_SECONDS = 20.0  # drift commands are started for this long per pass at most (Karpenter: 1 min)
 LEASE_IDENTITY = "disruption"
 LEASE_SECONDS = 30
 
@@ -192,18 +194,46 @@ def _act(
     drifted: dict[str, str],
     report: DisruptionReport,
 ) -> None:
-    """Under the lease: follow the commands in flight, then the first method that acts wins."""
+    """Under the lease: follow the commands in flight, then the first method that acts wins.
+
+    Drift starts as many commands as its budgets allow, each replacing its node before it drains,
+    and goes on while drift commands are in flight; consolidation starts one command, and only when
+    none is in flight."""
     report.commands.extend(o.summary() for o in execute.follow(ctx, world))
     execute.release_orphans(ctx, world)
     for candidate in decision.disrupt:  # expiration (forceful) and emptiness
         _disrupt(ctx, world, candidate, decision, report)
-    if any(d["reason"] == EMPTY for d in report.disrupted) or _commands_in_flight(world):
-        return  # one graceful command at a time: the next pass looks again
+    if any(d["reason"] == EMPTY for d in report.disrupted):
+        return  # the next pass looks again, with these nodes going
     started = time.perf_counter()
-    command = _choose(ctx, world, usable=usable, last_events=last_events, drifted=drifted, decision=decision)
+    command = _choose(
+        ctx,
+        world,
+        usable=usable,
+        last_events=last_events,
+        drifted=drifted,
+        decision=decision,
+        consolidate=not _commands_in_flight(world),
+    )
     report.decision_seconds += time.perf_counter() - started
-    if command is None:
-        return
+    stop = time.monotonic() + DRIFT_SECONDS
+    while command is not None:
+        outcome = _start(ctx, world, command, report)
+        if command.reason != consolidation.DRIFTED or outcome.action == "abandoned":
+            return  # consolidation: one command at a time; an abandoned drift is looked at next pass
+        if time.monotonic() >= stop:
+            return
+        # The cluster after this command's writes: its nodes are in a command (or deleting) and count
+        # against the Drifted budget, its replacements are in flight.
+        world = observe(ctx)
+        started = time.perf_counter()
+        command = _drift_command(ctx, world, usable=usable, drifted=drifted, decision=decision)
+        report.decision_seconds += time.perf_counter() - started
+
+
+def _start(
+    ctx: Context, world: World, command: consolidation.Command, report: DisruptionReport
+) -> execute.Outcome:
     outcome = execute.start(ctx, world, command)
     report.commands.append(outcome.summary())
     report.decisions.append(
@@ -219,6 +249,7 @@ def _act(
         }
     )
     ctx.logger.info("disruption command", extra=report.decisions[-1])
+    return outcome
 
 
 def _commands_in_flight(world: World) -> bool:
@@ -236,38 +267,22 @@ def _choose(
     last_events: dict[str, datetime],
     drifted: dict[str, str],
     decision: Decision,
+    consolidate: bool,
 ) -> consolidation.Command | None:
-    """Drift, then multi-node, then single-node consolidation (see ``consolidation``)."""
-    from nodewright.state.snapshot import Simulation
-
-    pending = world.provisionable_pods()
-    sim = Simulation(world, usable)
-    budgets = {
-        reason: budget_room(
-            nodeclaims=world.nodeclaims,
-            nodes=world.nodes,
-            nodepools=usable,
-            reason=reason,
-            now=world.taken_at,
-        )
-        for reason in (consolidation.DRIFTED, consolidation.UNDERUTILIZED)
-    }
+    """Drift, then (when ``consolidate``) multi-node, then single-node consolidation (see
+    ``consolidation``), all asking one simulation of the cluster."""
+    question = consolidation.simulation(world, usable)
     if drifted:
         command = _drift_command(
-            ctx,
-            world,
-            usable=usable,
-            drifted=drifted,
-            sim=sim,
-            pending=pending,
-            room=budgets[consolidation.DRIFTED],
-            decision=decision,
+            ctx, world, usable=usable, drifted=drifted, decision=decision, question=question
         )
         if command is not None:
             return command
-    choice = consolidation.choose(
-        sim, world, usable, last_events, pending=pending, room=budgets[consolidation.UNDERUTILIZED]
-    )
+    if not consolidate:
+        return None
+    sim, pending = question
+    room = _budget_room(world, usable, consolidation.UNDERUTILIZED)
+    choice = consolidation.choose(sim, world, usable, last_events, pending=pending, room=room)
     _why_not(ctx, world, choice.blocked, decision)  # vetoes are said whatever else happens
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
     if choice.command is None:
@@ -276,22 +291,29 @@ def _choose(
     return _validated(ctx, world, choice.command, decision)
 
 
+def _budget_room(world: World, usable: list[dict[str, Any]], reason: str) -> dict[str, int | None]:
+    return budget_room(
+        nodeclaims=world.nodeclaims, nodes=world.nodes, nodepools=usable, reason=reason, now=world.taken_at
+    )
+
+
 def _drift_command(
     ctx: Context,
     world: World,
     *,
     usable: list[dict[str, Any]],
     drifted: dict[str, str],
-    sim: Any,
-    pending: list[dict[str, Any]],
-    room: dict[str, int | None],
     decision: Decision,
+    question: tuple[Simulation, list[dict[str, Any]]] | None = None,
 ) -> consolidation.Command | None:
     """The first drifted node (empty ones first, then the oldest) its budget allows and whose pods
-    all find a place, with as many replacements as they need."""
+    all find a place, with as many replacements as they need. ``question``: the pass's
+    ``consolidation.simulation`` of ``world``, when already made."""
     found, why_not = consolidation.candidates(
         world, usable, {}, reason=consolidation.DRIFTED, drifted=drifted
     )
+    room = _budget_room(world, usable, consolidation.DRIFTED)
+    sim, pending = question or consolidation.simulation(world, usable)
     order = sorted(found, key=lambda c: (bool(c.pods), _created(c.nodeclaim), c.name))
     for candidate in order:
         budget = room.get(candidate.nodepool)

@@ -19,7 +19,6 @@ from nodewright.api import labels
 from nodewright.cluster import objects
 from nodewright.disruption import consolidation
 from nodewright.disruption.decide import budget_room
-from nodewright.state.snapshot import Simulation
 
 if TYPE_CHECKING:
     from nodewright.state.interfaces import Obj
@@ -85,9 +84,7 @@ class ConsolidationWhatIf:
             "(consolidateAfter and the nomination wait taken as passed; drift not judged)"
         ]
         if self.unpriced:
-            lines.append(
-                f"  no price for: {', '.join(self.unpriced)} (a replacement of those is not proposed)"
-            )
+            lines.append(f"  no price for: {', '.join(self.unpriced)} (those are not consolidated)")
         command = self.command
         if command is None:
             lines.append("  no command: every node stays")
@@ -135,14 +132,14 @@ def consolidation_what_if(world: World, usable: list[Obj], source: str) -> Conso
         reason=consolidation.UNDERUTILIZED,
         now=world.taken_at,
     )
-    pending = world.provisionable_pods()
+    sim, pending = consolidation.simulation(world, usable)
     last_events = {
         objects.name_of(c): when
         for c in world.nodeclaims
         if (when := objects.parse_time((c.get("status") or {}).get("lastPodEventTime"))) is not None
     }
     choice = consolidation.choose(
-        Simulation(world, usable), world, usable, last_events, pending=pending, room=room, ignore_waits=True
+        sim, world, usable, last_events, pending=pending, room=room, ignore_waits=True
     )
     result.command, result.blocked, result.why_not = choice.command, choice.blocked, choice.why_not
     result.evaluated = choice.evaluated

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport:
     """Plan, create and launch NodeClaims for the reschedulable pods (``state.pods.is_reschedulable``)
-    of ``node_names``, planned together with those of the nodes already going
-    (``World.going_node_names``) and the pods pending now (``state.pods.is_provisionable``).
+    of ``node_names`` — nodes an interruption takes, whose drain evicts every pod regardless of PDBs
+    and do-not-disrupt — planned together with the pods that will leave the nodes already going
+    (``World.displaced_pods``) and the pods pending now (``state.pods.is_provisionable``).
 
     Returns the pass report (``created``, ``launched``, ``unschedulable`` with reasons). Pods that
     fit on the remaining nodes or on NodeClaims already in flight get no new capacity.
@@ -37,8 +38,9 @@ def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport
     # Planned with them, as a provisioning pass would: the pods of nodes already going (an earlier
     # interruption's) and the pods pending now (evicted from those nodes, or new). Capacity in
     # flight for them must not look free to these.
-    going = set(node_names) | world.going_node_names()
-    displaced = world.displaced_pods(going)
+    interrupted = set(node_names)
+    going = interrupted | world.going_node_names()
+    displaced = world.displaced_pods(going, forced=interrupted)
     pending = world.provisionable_pods()
     remaining = world.without_nodes(going)
     planned = pending + displaced

@@ -93,8 +93,9 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
 
     pending = world.provisionable_pods()
     _measure_pending(report, world, pending)
-    # The pods of nodes being deleted need a place too (World.going_node_names): planned with the
-    # pending ones, against the cluster without those nodes.
+    # The pods that will leave nodes being deleted need a place too (World.displaced_pods: not those
+    # a PDB or do-not-disrupt holds for good), planned with the pending ones, against the cluster
+    # without those nodes.
     going = world.going_node_names()
     displaced = world.displaced_pods(going)
 

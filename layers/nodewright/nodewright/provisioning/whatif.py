@@ -4,9 +4,11 @@ Manifests are validated and converted to v1 exactly as ``nodewright validate``/`
 document with errors is reported and left out while the rest is planned. Workloads (Pods,
 Deployments, ReplicaSets, StatefulSets, Jobs) become the pending pods the kube-scheduler would
 have marked Unschedulable; a Pod with ``spec.nodeName`` is bound to that node. Nodes, NodeClaims,
-DaemonSets, PersistentVolumeClaims, PersistentVolumes and StorageClasses become the cluster the
-plan places them in; RuntimeClasses are applied to the pods that name them as admission would
-(overhead, nodeSelector, tolerations). Every other kind is reported as ignored, never dropped
+DaemonSets, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes and StorageClasses
+become the cluster the plan places them in (a PodDisruptionBudget as the file has it: without a
+status it allows no eviction, as in a cluster until the disruption controller writes one);
+RuntimeClasses are applied to the pods that name them as admission would (overhead, nodeSelector,
+tolerations). Every other kind is reported as ignored, never dropped
 silently. A live cluster (``--kubeconfig``) is read, never written: one snapshot, as a pass reads.
 NodePools go through the same triage and the same scheduling bridge as a provisioning pass; only
 the instance catalog is handed in.
@@ -42,6 +44,7 @@ CLUSTER_KINDS = {
     "Node": "nodes",
     "NodeClaim": "nodeclaims",
     "DaemonSet": "daemonsets",
+    "PodDisruptionBudget": "pdbs",
     "PersistentVolumeClaim": "persistent_volume_claims",
     "PersistentVolume": "persistent_volumes",
     "StorageClass": "storage_classes",
@@ -373,6 +376,9 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
                 except WorkloadProblem as exc:
                     result.manifest_problems.append(f"{report.source.label}: {exc}")
                     result.rejected += 1
+            elif kind == "PodDisruptionBudget" and (problem := _unreadable_pdb(doc)):
+                result.manifest_problems.append(f"{report.source.label}: {problem}")
+                result.rejected += 1
             elif kind in CLUSTER_KINDS:
                 objects[CLUSTER_KINDS[kind]].append(doc)
             elif kind == "RuntimeClass":
@@ -396,6 +402,18 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
         nodeclasses=list(classes.values()),
         **objects,  # type: ignore[arg-type]
     )
+
+
+def _unreadable_pdb(doc: Mapping[str, Any]) -> str | None:
+    """Why a PodDisruptionBudget from a file cannot be honoured (``state.pdbs`` cannot read its
+    selector), else None: such a document is reported and left out, never half-read."""
+    from nodewright.state.pdbs import UnreadablePdb, budget_of
+
+    try:
+        budget_of(doc)
+    except UnreadablePdb as exc:
+        return f"PodDisruptionBudget {nodeclaims.name_of(dict(doc))}: {exc}"
+    return None
 
 
 def _expand_lists(documents: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

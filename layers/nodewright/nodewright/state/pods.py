@@ -7,8 +7,11 @@ docstring. Where Nodewright departs from Karpenter, the docstring says so and wh
 Which flow asks which question:
 
 * provisioning: ``is_provisionable`` (a pending pod that needs capacity);
-* replacement capacity before a drain (``provisioning.replace_for_displaced``) and emptiness
-  (disruption): ``is_reschedulable`` (a pod that will need a place elsewhere when its node goes);
+* emptiness and disruption cost (disruption): ``is_reschedulable`` (a pod that will need a place
+  elsewhere when its node goes);
+* the pods of nodes that are going, planned by provisioning, an interruption's replacement and
+  disruption's simulations: ``is_currently_reschedulable`` (reschedulable, and free to leave now:
+  no do-not-disrupt, no PodDisruptionBudget that never lets it go — ``state.pdbs``);
 * termination: ``is_waiting_eviction`` (a pod the node must be rid of before it goes),
   ``is_evictable`` (one the drain may evict now), ``is_critical`` (its tier).
 """
@@ -19,11 +22,14 @@ import copy
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.api.tolerations import Toleration
 from nodewright.cluster.objects import parse_time
+
+if TYPE_CHECKING:
+    from nodewright.state.pdbs import PdbLimits
 
 Pod = Mapping[str, Any]
 
@@ -78,6 +84,21 @@ def is_reschedulable(pod: Pod) -> bool:
         and not is_daemon(pod)
         and not is_mirror(pod)
     )
+
+
+def is_currently_reschedulable(pod: Pod, pdbs: PdbLimits) -> bool:
+    """A pod of a node that is going which will need a place now (Karpenter's
+    ``IsCurrentlyReschedulable``):
+
+    * ``is_reschedulable``;
+    * ``is_disruptable`` (no active do-not-disrupt);
+    * not ``fully_blocked`` by its PodDisruptionBudgets (``state.pdbs``: ``maxUnavailable: 0``,
+      ``minAvailable: 100%``, or more than one PDB).
+
+    The others may never leave a voluntarily drained node: capacity launched for them would stand
+    empty until emptiness removed it, and be launched again the next minute.
+    """
+    return is_reschedulable(pod) and is_disruptable(pod) and pdbs.fully_blocked(pod) is None
 
 
 def is_evictable(pod: Pod) -> bool:

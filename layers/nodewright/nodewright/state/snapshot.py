@@ -9,6 +9,10 @@ still in flight as capacity, the usable NodePools with their instance types, lim
 DaemonSets, volumes); ``snapshot(pending, without=...)`` then builds a ``Snapshot`` for any set of
 pods and any set of nodes taken away, cheaply enough for the hundreds of simulations one
 consolidation pass makes. ``build_snapshot`` is the one-shot form the provisioning pass uses.
+
+Nodes not yet initialized and NodeClaims in flight are capacity for every question (Karpenter's
+provisioner counts them too); ``Simulation.uninitialized`` names them, because a disruption must
+not count on them for the pods it moves (they may never become Ready).
 """
 
 from __future__ import annotations
@@ -57,6 +61,15 @@ class Simulation:
             for claim in live_claims
             if world.node_of(claim) is None
         ]
+        # Capacity that is not there yet, by the name a plan places pods on: the NodeClaim's own
+        # while no Node has registered, else the Node's.
+        self.uninitialized: dict[str, str] = {}
+        for claim in live_claims:
+            node = world.node_of(claim)
+            if node is None:
+                self.uninitialized[name_of(claim)] = f"nodeclaim/{name_of(claim)}"
+            elif not _initialized(claim):
+                self.uninitialized[name_of(node)] = f"nodeclaim/{name_of(claim)}, node/{name_of(node)}"
         usage = nodepools.usage(world, MAX_CANDIDATE_TYPES)
         self.nodepools = [nodepool_input(pool, world, usage.get(name_of(pool), {})) for pool in pools]
         self.daemonsets = [model.daemonset_from_k8s(d) for d in world.daemonsets]

@@ -12,7 +12,8 @@ Every lookup that crosses objects is written here once: the NodePool of a NodeCl
 (``nodepool_of``), the EC2NodeClass of a NodePool or NodeClaim (``nodeclass_of``, null-safe: an
 object without ``nodeClassRef`` has none), the Node of a NodeClaim (``node_of``, by the EC2
 instance both name),
-the pods bound to a node (``pods_on``), the $/h of a NodeClaim (``price_of``).
+the pods bound to a node (``pods_on``), the $/h of a NodeClaim (``price_of``), the
+PodDisruptionBudgets' rules (``pdb_limits``, ``state.pdbs``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.scheduling import InstanceType
     from nodewright.state.interfaces import CloudView, Obj
+    from nodewright.state.pdbs import PdbLimits
+
+# Recorded by ``termination.begin`` on the NodeClaim (or the Node without one): the drain evicts every
+# pod whatever its PDBs and do-not-disrupt say, because the instance goes anyway (an interruption).
+INVOLUNTARY_ANNOTATION = "nodewright.io/termination-involuntary"
 
 
 @dataclass
@@ -145,11 +151,18 @@ class World:
 
         return [p for p in self.pods if is_provisionable(p)]
 
+    @cached_property
+    def pdb_limits(self) -> PdbLimits:
+        """The PodDisruptionBudgets, as the Eviction API and Karpenter read them (``state.pdbs``)."""
+        from nodewright.state.pdbs import PdbLimits
+
+        return PdbLimits(self.pdbs)
+
     def going_node_names(self) -> set[str]:
         """The nodes on their way out: the Node or its NodeClaim is being deleted (a termination,
         an interruption, a disruption command once its replacements are up).
 
-        Their reschedulable pods still need a place, so every plan counts them as pending
+        Their pods that will leave still need a place, so every plan counts them as pending
         (``displaced_pods``), as Karpenter's provisioner schedules the pods of deleting nodes: the
         capacity launched ahead for them is then never handed to other pods.
         """
@@ -159,15 +172,31 @@ class World:
                 going.add(name_of(node))
         return going
 
-    def displaced_pods(self, going: Iterable[str]) -> list[Obj]:
-        """The ``is_reschedulable`` pods of the ``going`` nodes, as the scheduler will see them
-        once evicted (``as_pending``)."""
-        from nodewright.state.pods import as_pending, is_reschedulable
+    def forced_node_names(self) -> set[str]:
+        """The going nodes whose termination evicts every pod regardless (``INVOLUNTARY_ANNOTATION``
+        on the NodeClaim, or on the Node when it has none)."""
+        forced = {name_of(n) for n in self.nodes if is_deleting(n) and _involuntary(n)}
+        for claim in self.nodeclaims:
+            if _involuntary(claim) and (node := self.node_of(claim)) is not None:
+                forced.add(name_of(node))
+        return forced
+
+    def displaced_pods(self, going: Iterable[str], *, forced: Iterable[str] = ()) -> list[Obj]:
+        """The pods of the ``going`` nodes that will need a place, as the scheduler will see them once
+        evicted (``as_pending``): on a node whose drain evicts regardless (``forced``, and those
+        ``forced_node_names`` finds) every ``is_reschedulable`` pod; elsewhere only the
+        ``is_currently_reschedulable`` ones — a pod a PDB or do-not-disrupt holds may never leave."""
+        from nodewright.state.pods import as_pending, is_currently_reschedulable, is_reschedulable
+
+        regardless = set(forced) | self.forced_node_names()
+
+        def leaves(pod: Obj, node: str) -> bool:
+            if node in regardless:
+                return is_reschedulable(pod)
+            return is_currently_reschedulable(pod, self.pdb_limits)
 
         # In node-name order: the plan is the same whatever order the set came in.
-        return [
-            as_pending(p) for name in sorted(set(going)) for p in self.pods_on(name) if is_reschedulable(p)
-        ]
+        return [as_pending(p) for name in sorted(set(going)) for p in self.pods_on(name) if leaves(p, name)]
 
     def without_nodes(self, going: Iterable[str]) -> World:
         """The world after the ``going`` nodes, their NodeClaims and their pods are gone (this one
@@ -211,6 +240,10 @@ class World:
             if bound:
                 by_node[str(bound)].append(pod)
         return by_node
+
+
+def _involuntary(obj: Mapping[str, Any]) -> bool:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(INVOLUNTARY_ANNOTATION) == "true"
 
 
 def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:

@@ -28,6 +28,7 @@ from nodewright.api.durations import DurationError, parse_duration
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.cluster.resources import NODECLAIMS, NODES
+from nodewright.state.world import INVOLUNTARY_ANNOTATION
 from nodewright.termination.drain import DrainPass, drain_pass
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 
 DEADLINE_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
 REASON_ANNOTATION = "nodewright.io/termination-reason"
-INVOLUNTARY_ANNOTATION = "nodewright.io/termination-involuntary"
 INSTANCE_GOING_ANNOTATION = "nodewright.io/instance-going"
 DISRUPTED_TAINT = {"key": labels.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 
