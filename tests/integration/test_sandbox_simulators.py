@@ -228,7 +228,10 @@ def test_daemonset_runs_one_pinned_pod_per_node(sb, kube, ec2) -> None:
     assert status["desiredNumberScheduled"] == len(pods)
 
 
-def test_pdb_status_and_evicted_pods_come_back(sb, kube) -> None:
+def test_pdb_status_and_evicted_pods_come_back(sb, kube, ec2) -> None:
+    # Room for the three pods of its own (it relied on nodes earlier tests of the module launched).
+    instance_id = launch(sb, ec2, "m5.xlarge", "us-east-1a")
+    wait_for("the node to register Ready", lambda: (n := node_of(kube, instance_id)) and ready(n))
     kube.create(group("apps/v1", "deployments", "default"), deployment("web", 3))
     kube.create(
         group("policy/v1", "poddisruptionbudgets", "default"),
