@@ -214,6 +214,8 @@ def test_a_long_report_is_cut_to_fit_a_standard_parameter_saying_what_it_dropped
         assert head == report[key][: len(head)]
         assert said == f"… and {len(report[key]) - len(head)} more"
     assert json.loads(fit_report({"a": [1, 2]})) == {"a": [1, 2]}  # short ones untouched
+    # nothing left to halve: cut, still within a standard parameter's 4 KB of bytes
+    assert len(fit_report({"left": ["x" * 9000]}).encode()) == MAX_REPORT_CHARS
 
 
 class _CloudFormation(http.server.BaseHTTPRequestHandler):

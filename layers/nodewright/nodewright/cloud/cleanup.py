@@ -38,6 +38,8 @@ MAX_REPORT_CHARS = 4096
 # TerminateInstances takes many ids at once; a batch IAM refuses is retried one instance at a time.
 TERMINATE_BATCH = 50
 GONE_STATES = ("shutting-down", "terminated")
+# How a list cut to fit the report ends: "… and 12 more".
+DROPPED = "… and"
 
 
 @dataclass
@@ -128,15 +130,12 @@ def fit_report(report: dict[str, Any], limit: int = MAX_REPORT_CHARS) -> str:
             return text
         cuttable = [(place, items) for place, items in _lists(shaped) if len(_kept(items)) > 1]
         if not cuttable:
-            return text[: limit - 1] + "…"
+            return text[: limit - 3] + "..."  # ASCII: 4096 characters are 4096 bytes
         (holder, key), items = max(cuttable, key=lambda found: len(json.dumps(found[1])))
         kept = _kept(items)
         dropped = len(items) - len(kept) and int(items[-1].split()[2])
         half = len(kept) // 2
         holder[key] = [*kept[:half], f"{DROPPED} {dropped + len(kept) - half} more"]
-
-
-DROPPED = "… and"
 
 
 def _kept(items: list[Any]) -> list[Any]:
