@@ -93,6 +93,7 @@ class Destroyed:
     url_host: str  # 127.0.0.1:<port> of the stack's function URL
     secret: str  # its secret path segment
     system_instances: list[str]
+    cleanup_kubeconfig: str
     answers: list[tuple[str, dict[str, str], dict[str, Any]]]
     log: str
     reports: list[dict[str, Any]] = field(default_factory=list)
@@ -355,9 +356,10 @@ def destroyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destroyed]:
             f"X-Amz-Signature={SIGNATURE}"
         )
         log_path = directory / "cleanup.log"
+        cleanup_kubeconfig = _cleanup_identity(sb, directory)
         worker = Worker(
             FUNCTIONS["cleanup"],
-            _cleanup_env(sb, _cleanup_identity(sb, directory)),
+            _cleanup_env(sb, cleanup_kubeconfig),
             log_path,
             "nodewright-cleanup",
         )
@@ -378,6 +380,7 @@ def destroyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destroyed]:
             url_host=url.netloc,
             secret=secret,
             system_instances=system_instances,
+            cleanup_kubeconfig=cleanup_kubeconfig,
             answers=list(CloudFormation.answers),
             log=log_path.read_text(),
             reports=reports,
@@ -554,3 +557,22 @@ def test_the_cloudformation_event_is_never_logged_whole(destroyed: Destroyed) ->
         "cloudformation-custom-resource-response",
     ):
         assert leak not in log, leak
+
+
+def test_the_removal_acted_as_its_own_group_which_can_only_take_the_webhooks_out(
+    destroyed: Destroyed,
+) -> None:
+    kubeconfig = Path(destroyed.cleanup_kubeconfig)
+    for allowed, request in (
+        ("yes", ("delete", "validatingwebhookconfigurations/nodewright-wakeup")),
+        ("yes", ("patch", "customresourcedefinitions.apiextensions.k8s.io/nodepools.karpenter.sh")),
+        ("yes", ("create", "pods", "--subresource=eviction", "--all-namespaces")),
+        ("no", ("create", "validatingwebhookconfigurations")),
+        ("no", ("delete", "validatingwebhookconfigurations/other")),
+        ("no", ("create", "customresourcedefinitions.apiextensions.k8s.io")),
+        ("no", ("delete", "customresourcedefinitions.apiextensions.k8s.io/nodepools.karpenter.sh")),
+        ("no", ("create", "nodeclaims.karpenter.sh")),
+        ("no", ("list", "secrets")),
+    ):
+        answer = kubectl(kubeconfig, "auth", "can-i", *request)
+        assert answer.stdout.strip() == allowed, (request, answer.stdout, answer.stderr)
