@@ -98,9 +98,6 @@ class NodewrightAutoscaler(Construct):
             if config.wakeup
             else None
         )
-        self.access = ClusterAccess(
-            self, "ClusterAccess", cluster_name=cluster_name, roles=dict(self.functions.cluster_roles)
-        )
         self.removal = Removal(
             self,
             "Removal",
@@ -108,6 +105,14 @@ class NodewrightAutoscaler(Construct):
             layer=self.layer.layer,
             policy_inputs=policy_inputs,
             functions_dir=config.functions_dir,
+            security_group_ids=self.placement.security_group_ids if self.placement else None,
+        )
+        self.access = ClusterAccess(
+            self,
+            "ClusterAccess",
+            cluster_name=cluster_name,
+            roles=dict(self.functions.cluster_roles),
+            cleanup_role=self.removal.role,
         )
         # CloudFormation deletes what depends on a resource before the resource: the functions and
         # every trigger go first, then the removal runs with nothing left to launch.
@@ -117,9 +122,14 @@ class NodewrightAutoscaler(Construct):
         triggers = [*self.schedules.rules.values(), *self.interruptions.rules.values(), self.spot_events.rule]
         for rule in triggers:
             rule.node.add_dependency(self.removal.resource)
-        # ... and the created node role only after it: a role still in a profile cannot be deleted.
+        # ... and what the removal needs only after it: its own access entry (it drains the nodes),
+        # the nodes' access entry (a node without it goes NotReady while its pods still run) and the
+        # created node role (a role still in an instance profile cannot be deleted).
+        self.removal.resource.node.add_dependency(self.access.cleanup_entry)
         if self.node_role.created is not None:
             self.removal.resource.node.add_dependency(self.node_role.created)
+        if self.node_role.access_entry is not None:
+            self.removal.resource.node.add_dependency(self.node_role.access_entry)
         self._outputs()
         self.monitoring = Monitoring(
             self,

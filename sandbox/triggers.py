@@ -3,8 +3,8 @@
 The CDK app cannot be imported here (aws_cdk starts a jsii runtime); these tables mirror
 ``infra/capabilities`` and ``tests/infra/test_infra_sandbox_triggers.py`` holds them equal:
 
-* ``FUNCTIONS``: memory and timeout of each function (functions.py ``FUNCTION_SPECS``, and the
-  webhook of wakeup.py);
+* ``FUNCTIONS``: memory and timeout of each function (functions.py ``FUNCTION_SPECS``, the
+  webhook of wakeup.py and the removal's cleanup of removal.py);
 * ``SCHEDULES``: the EventBridge schedules (schedules.py ``SCHEDULES``);
 * ``QUEUE_RULES``: the EventBridge rules that feed the interruption queue, and ``DIRECT_RULE`` the
   one that sends spot warnings and rebalance recommendations straight to ``spot_events``
@@ -35,6 +35,8 @@ FUNCTIONS: dict[str, FunctionSpec] = {
         FunctionSpec("pricing", 512, 300),
         # infra/capabilities/wakeup.py: behind the function URL, not on a schedule
         FunctionSpec("webhook", 256, 10),
+        # infra/capabilities/removal.py: the custom resource CloudFormation deletes at cdk destroy
+        FunctionSpec("cleanup", 256, 900),
     )
 }
 SCHEDULES: dict[str, int] = {"provisioner": 60, "disruption": 60, "pricing": 12 * 3600}

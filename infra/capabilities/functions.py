@@ -65,6 +65,12 @@ INTERRUPTION_TIMEOUT_SECONDS = SPOT_NOTICE_SECONDS + DRAIN_SAFETY_MARGIN_SECONDS
 # min(LOOP_BUDGET_SECONDS 55, remaining - SAFETY_MARGIN_SECONDS 8) = 47 s with this timeout, and
 # its last pass has those 8 s to finish: the invocation is over by 55 s, before the next tick.
 PROVISIONER_TIMEOUT_SECONDS = 55
+# Why a function placed in a VPC holds the network-interface calls on "*" (checkov CKV_AWS_111).
+VPC_NETWORK_INTERFACES_REASON = (
+    "the network-interface calls Lambda makes to attach a function to the VPC; Lambda checks "
+    "them on '*' before attaching it (AWS Lambda Developer Guide), so they take no narrower "
+    "resource or condition. Every other write of this policy is tag- or ARN-scoped"
+)
 
 FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     # Every minute; inside one invocation it polls every POLL_INTERVAL_SECONDS until the
@@ -174,13 +180,7 @@ class NodewrightFunctions(Construct):
                 policy_inputs,
             )
             if in_vpc:
-                acknowledge.checkov(
-                    policy,
-                    "CKV_AWS_111",
-                    "the network-interface calls Lambda makes to attach a function to the VPC; Lambda checks "
-                    "them on '*' before attaching it (AWS Lambda Developer Guide), so they take no narrower "
-                    "resource or condition. Every other write of this policy is tag- or ARN-scoped",
-                )
+                acknowledge.checkov(policy, "CKV_AWS_111", VPC_NETWORK_INTERFACES_REASON)
             log_group = function_log_group(self, spec.name, config.cluster_name)
             asynchronous = spec.name != "interruption"  # interruption is polled from SQS
             function = lambda_.Function(

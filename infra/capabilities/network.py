@@ -5,8 +5,9 @@ egress addresses are not predictable). With ``-c subnetIds=…`` the provisioner
 interruption functions run in those subnets, with either your security groups
 (``-c securityGroupIds=…``, e.g. the cluster security group, which admits its own members) or one
 created here that only allows HTTPS out. Those subnets then need a route to the AWS APIs the
-functions call: a NAT gateway, or the VPC endpoints listed in docs/deploy.md. The pricing
-function and the removal function never talk to the cluster and stay outside.
+functions call: a NAT gateway, or the VPC endpoints listed in docs/deploy.md. The removal at
+``cdk destroy`` drains the nodes and runs there too; the pricing function never talks to the
+cluster and stays outside.
 """
 
 from __future__ import annotations

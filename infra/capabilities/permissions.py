@@ -13,8 +13,9 @@ list of statements built here:
   the node role only; KMS for the EBS keys given with ``-c ebsKmsKeyArns``;
 - ``terminate``: TerminateInstances on instances carrying this cluster's tags;
 - ``prices``: pricing:GetProducts and ec2:DescribeSpotPriceHistory;
-- ``cleanup`` (the custom resource that runs at ``cdk destroy``): delete this cluster's launch
-  templates and instance profiles;
+- ``cleanup`` (the custom resource that runs at ``cdk destroy``): read this cluster's endpoint,
+  terminate its instances (as ``terminate``), delete its launch templates and instance profiles,
+  write the removal's report to its SSM parameter;
 - ``vpc``: the network-interface calls Lambda makes for a function placed in a VPC.
 
 DynamoDB actions are granted per function on the state table (``TABLE_ACTIONS``), SQS by the
@@ -84,6 +85,15 @@ READ_ACTIONS = (
 )
 PRICE_READ_ACTIONS = ("ec2:DescribeSpotPriceHistory",)  # cloud/pricing.py
 CLEANUP_READ_ACTIONS = ("ec2:DescribeLaunchTemplates", "ec2:DescribeInstances")  # cloud/cleanup.py
+# Where the removal at cdk destroy keeps its report (an SSM parameter: it outlives the stack).
+REMOVAL_REPORT_PARAMETER = "/nodewright/{cluster}/removal-report"
+REMOVAL_REPORT_PARAMETER_ARN = "arn:{p}:ssm:{r}:{a}:parameter{name}"
+
+
+def removal_report_parameter(cluster_name: str) -> str:
+    return REMOVAL_REPORT_PARAMETER.format(cluster=cluster_name)
+
+
 # What Lambda does for a function in a VPC (AWSLambdaVPCAccessExecutionRole's EC2 part). Lambda
 # checks them on "*" before attaching the function (AWS Lambda Developer Guide, "Giving Lambda
 # functions access to resources in an Amazon VPC"), so they cannot be narrowed by resource.
@@ -321,11 +331,18 @@ def prices(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
 
 
 def cleanup(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
-    """What the removal custom resource does at ``cdk destroy`` (nodewright/cloud/cleanup.py)."""
+    """What the removal custom resource does at ``cdk destroy`` (nodewright/removal.py,
+    nodewright/cloud/cleanup.py): read this cluster's endpoint (the drain talks to the cluster),
+    terminate this cluster's instances (the same tag-scoped statement as ``terminate``), delete its
+    launch templates and instance profiles, and write the removal's report to its one parameter."""
     cluster_name = inputs.cluster_name
     own_profiles = _arn(OWN_INSTANCE_PROFILES, cluster=cluster_name)
     return [
         _regional("CleanupReads", CLEANUP_READ_ACTIONS),
+        iam.PolicyStatement(
+            sid="ThisClusterEndpoint", actions=["eks:DescribeCluster"], resources=[inputs.cluster_arn]
+        ),
+        *terminate(inputs),
         iam.PolicyStatement(
             sid="DeleteOwnedLaunchTemplates",
             actions=["ec2:DeleteLaunchTemplate"],
@@ -343,6 +360,11 @@ def cleanup(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
             actions=["iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"],
             resources=[own_profiles],
             conditions={"StringEquals": _profile_tags("aws:ResourceTag", cluster_name)},
+        ),
+        iam.PolicyStatement(
+            sid="WriteTheRemovalReport",
+            actions=["ssm:PutParameter"],
+            resources=[_arn(REMOVAL_REPORT_PARAMETER_ARN, name=removal_report_parameter(cluster_name))],
         ),
     ]
 
@@ -395,6 +417,10 @@ def wildcard_resources_for_nag(grants: tuple[str, ...], cluster_name: str) -> di
     if "cleanup" in grants:
         found[EC2_RESOURCE.format(kind="launch-template", **nag)] = (
             "DeleteLaunchTemplate requires this cluster's resource tags"
+        )
+        found[EC2_RESOURCE.format(kind="instance", **nag)] = (
+            "the removal at cdk destroy terminates this cluster's instances, whose ids it cannot know in "
+            "advance: TerminateInstances requires this cluster's tags"
         )
         found[INSTANCE_PROFILES.format(**nag)] = (
             "ListInstanceProfiles only (read, narrowed to this cluster's path by the call)"

@@ -1,6 +1,18 @@
-"""What ``cdk destroy`` must also remove: the launch templates and instance profiles the functions
-made at run time. A custom resource whose deletion runs ``functions/cleanup`` with a role that
-can delete only this cluster's templates and profiles (``permissions.cleanup``)."""
+"""What ``cdk destroy`` must also remove, in the cluster and in AWS: a custom resource whose deletion
+runs ``functions/cleanup`` (``nodewright.removal``).
+
+Its role (``permissions.cleanup``) can read this cluster's endpoint, terminate only this cluster's
+instances, delete only its launch templates and instance profiles, and write its report to one SSM
+parameter (``REMOVAL_REPORT_PARAMETER``); its access entry (``cluster_access.CLEANUP_GROUP``) gets
+the Kubernetes permissions of deploy/rbac.yaml's ``nodewright-cleanup``. With ``-c subnetIds`` it runs
+in the cluster's VPC like the other functions that call the cluster.
+
+The report outlives the stack in that parameter, not in the function's log group: a log group kept
+with ``RETAIN`` and a fixed name would make the next ``cdk deploy`` of the same cluster fail
+(CloudFormation cannot create a log group whose name exists), and one without a fixed name could not
+be found by a runbook. The parameter is written at run time, so redeploying is never blocked; each
+removal replaces the last one's report (SSM keeps the earlier versions).
+"""
 
 from __future__ import annotations
 
@@ -13,16 +25,24 @@ from constructs import Construct
 from infra.capabilities import acknowledge
 from infra.capabilities.functions import (
     DEFAULT_FUNCTIONS_DIR,
+    VPC_NETWORK_INTERFACES_REASON,
     function_asset_dir,
     function_log_group,
     function_role,
 )
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
-from infra.capabilities.permissions import PolicyInputs
+from infra.capabilities.permissions import PolicyInputs, removal_report_parameter
 from infra.config import NodewrightConfig
 from infra.metrics import NAMESPACE, service_name
 
 CLEANUP = "cleanup"
+# Lambda's maximum. The removal drains for at most 10 minutes (nodewright/removal.py DRAIN_SECONDS,
+# PodDisruptionBudgets may hold a workload that long), then finishes each node (1 minute), cleans
+# up AWS (2 minutes) and answers CloudFormation (45 s kept for it): about 14 minutes at worst. It
+# sizes the drain from the time the invocation has, so it answers before this timeout.
+CLEANUP_TIMEOUT = Duration.minutes(15)
+CLEANUP_MEMORY_MB = 256
+REPORT_PARAMETER_VARIABLE = "REMOVAL_REPORT_PARAMETER"
 
 
 class Removal(Construct):
@@ -35,20 +55,26 @@ class Removal(Construct):
         layer: lambda_.ILayerVersion,
         policy_inputs: PolicyInputs,
         functions_dir: Path | None = None,
+        security_group_ids: list[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        in_vpc = config.in_vpc
+        self.report_parameter = removal_report_parameter(config.cluster_name)
         self.role, policy = function_role(
             self,
             CLEANUP,
-            f"Nodewright: removes cluster {config.cluster_name}'s launch templates and profiles",
-            (CLEANUP,),
+            f"Nodewright: removes what it made for cluster {config.cluster_name} at cdk destroy",
+            (CLEANUP, *(("vpc",) if in_vpc else ())),
             policy_inputs,
         )
         log_group = function_log_group(self, CLEANUP, config.cluster_name)
         self.function = lambda_.Function(
             self,
             "Function",
-            description=f"Nodewright ({config.cluster_name}): removes run-time resources at cdk destroy",
+            description=(
+                f"Nodewright ({config.cluster_name}): removes its webhooks, nodes and run-time resources "
+                "at cdk destroy"
+            ),
             runtime=RUNTIME,
             architecture=ARCHITECTURES[config.architecture],
             handler="app.handler",
@@ -58,16 +84,23 @@ class Removal(Construct):
             ),
             layers=[layer],
             role=self.role,
-            memory_size=256,
-            timeout=Duration.minutes(5),
+            memory_size=CLEANUP_MEMORY_MB,
+            timeout=CLEANUP_TIMEOUT,
             environment={
                 "CLUSTER_NAME": config.cluster_name,
+                REPORT_PARAMETER_VARIABLE: self.report_parameter,
                 "POWERTOOLS_SERVICE_NAME": service_name(config.cluster_name),
                 "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             },
             log_group=log_group,
         )
         log_group.grant_write(self.role)
+        if in_vpc:
+            self.function.node.default_child.add_property_override(
+                "VpcConfig",
+                {"SubnetIds": list(config.subnet_ids), "SecurityGroupIds": list(security_group_ids or [])},
+            )
+            acknowledge.checkov(policy, "CKV_AWS_111", VPC_NETWORK_INTERFACES_REASON)
         # Start only once its policies exist; the role itself is implied by its GetAtt (cfn-lint W3005).
         stack = Stack.of(self)
         default_policy = self.role.node.find_child("DefaultPolicy").node.default_child
@@ -75,13 +108,23 @@ class Removal(Construct):
             "DependsOn", [stack.get_logical_id(p) for p in (default_policy, policy.node.default_child)]
         )
         reason = (
-            "runs once, when CloudFormation deletes the stack, and answers CloudFormation itself; "
-            "it calls only EC2 and IAM, so it needs no VPC, and a retry or DLQ would only delay the deletion"
+            "runs once, when CloudFormation deletes the stack, and answers CloudFormation itself within its "
+            "timeout; Lambda's own retries of a failed asynchronous invocation resume it, and a DLQ would "
+            "only hold the stack's deletion"
         )
         for rule in ("Serverless-LambdaDLQ", "Serverless-LambdaTracing"):
             acknowledge.nag(self.function, rule, reason)
         acknowledge_pinned_runtime(self.function)
-        for check in ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117"):
+        for check in ("CKV_AWS_115", "CKV_AWS_116"):
             acknowledge.checkov(self.function, check, reason)
-        acknowledge.checkov(self.function, "CKV_AWS_173", "the environment holds the cluster name only")
+        if not in_vpc:
+            acknowledge.checkov(
+                self.function,
+                "CKV_AWS_117",
+                "no VPC placement requested (-c subnetIds=...): like the functions that call the cluster, it "
+                "reaches the public EKS endpoint and AWS APIs from Lambda's own network",
+            )
+        acknowledge.checkov(
+            self.function, "CKV_AWS_173", "the environment holds the cluster's name and a parameter name only"
+        )
         self.resource = CustomResource(self, "Resource", service_token=self.function.function_arn)

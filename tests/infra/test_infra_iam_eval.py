@@ -85,7 +85,8 @@ def test_functions_that_remove_nodes_can_terminate_this_clusters_instances(
 ) -> None:
     request = Request("ec2:TerminateInstances", INSTANCE, tag_context("aws:ResourceTag", OWNED))
     can = {name for name, statements in default_roles.items() if allowed(statements, request)}
-    assert can == {"provisioner", "disruption", "interruption", "spot_events"}
+    # ... and the removal at cdk destroy, which terminates what is left of the cluster's nodes
+    assert can == {"provisioner", "disruption", "interruption", "spot_events", "cleanup"}
 
 
 # --- tag -------------------------------------------------------------------------------------

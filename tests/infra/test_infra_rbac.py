@@ -1,15 +1,20 @@
-"""deploy/rbac.yaml grants exactly the Kubernetes requests the Lambda code makes.
+"""deploy/rbac.yaml grants each identity exactly the Kubernetes requests its Lambda code makes.
 
-How the used set is derived, so a new call in a flow cannot slip past:
+Two identities (``IDENTITIES``): the functions (group ``nodewright:autoscaler``) and the removal at
+``cdk destroy`` (group ``nodewright:cleanup``, functions/cleanup, ``nodewright.removal`` and the
+termination path it drives). How each used set is derived, so a new call cannot slip past:
 
-1. ``flow_calls()`` scans the flows (every module of the layer outside ``cluster/`` and ``cli/``;
-   the CLI runs with the user's own kubeconfig, not the functions' role) for ``cluster.<method>(``
-   and, for the generic verbs, the Resource constant passed first.
+1. ``flow_calls()`` scans the identity's sources (for the functions: every module of the layer
+   outside ``cluster/`` and ``cli/`` and the removal; the CLI runs with the user's own kubeconfig,
+   not the functions' role) for ``cluster.<method>(`` and, for the generic verbs, the Resource
+   constant passed first; the removal's one call into ``cluster/`` (``uninstall_webhooks``) is
+   named in ``CALLS_INTO_CLUSTER``.
 2. ``EXERCISES`` holds one exercise per such call: it runs the real ``Cluster`` method against a
    recording transport, so the HTTP requests (method, path) are the ones the code really sends.
    A flow call without an exercise fails ``test_every_cluster_call_of_the_flows_is_exercised``.
 3. Each request becomes an RBAC check (apiGroup, resource[/subresource], verb, namespace, name)
-   that must be allowed by rbac.yaml, and every grant in rbac.yaml must be used by some request.
+   that must be allowed by the roles rbac.yaml binds to the identity's group, and every grant of
+   those roles must be used by some request of that identity.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +42,7 @@ READER = re.compile(r"\bcluster\.(list_\w+),")
 NO_REQUEST = {"connect", "set_call_deadline"}
 GENERIC_VERBS = {"list", "get", "find", "create", "replace", "patch", "delete", "update_with_retry",
                  "add_finalizer", "remove_finalizer"}  # fmt: skip
+RBAC_GROUP = "rbac.authorization.k8s.io"
 VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "WATCH": "watch"}
 PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
@@ -54,12 +61,48 @@ class Check:
     name: str | None
 
 
-def flow_calls() -> set[tuple[str, str | None]]:
-    """(Cluster method, Resource constant for the generic verbs) called by the Lambda code."""
+@dataclass(frozen=True)
+class Identity:
+    """Who makes requests: the group its access entry maps to, and the code that runs as it."""
+
+    group: str
+    sources: tuple[Path, ...]
+
+
+REMOVAL = LAYER / "removal.py"
+
+
+def _functions_sources() -> tuple[Path, ...]:
+    layer = [
+        p for p in LAYER.rglob("*.py") if p.relative_to(LAYER).parts[0] not in NOT_FLOWS and p != REMOVAL
+    ]
+    functions = [p for p in (REPO_ROOT / "functions").rglob("*.py") if p.parent.name != "cleanup"]
+    return tuple(layer + functions)
+
+
+IDENTITIES = {
+    "functions": Identity("nodewright:autoscaler", _functions_sources()),
+    "cleanup": Identity(
+        "nodewright:cleanup",
+        (
+            REMOVAL,
+            *(LAYER / "termination").rglob("*.py"),
+            *(REPO_ROOT / "functions" / "cleanup").rglob("*.py"),
+        ),
+    ),
+}
+# Calls an identity makes through a helper of ``cluster/`` (which the scan does not read), with the
+# call site that must exist for the entry to stay.
+CALLS_INTO_CLUSTER = {"cleanup": {("uninstall_webhooks", None): (REMOVAL, "uninstall_webhooks(api)")}}
+
+
+def flow_calls(identity: str = "functions") -> set[tuple[str, str | None]]:
+    """(Cluster method, Resource constant for the generic verbs) called by ``identity``'s code."""
     found: set[tuple[str, str | None]] = set()
-    sources = [p for p in LAYER.rglob("*.py") if p.relative_to(LAYER).parts[0] not in NOT_FLOWS]
-    sources += list((REPO_ROOT / "functions").rglob("*.py"))
-    for path in sources:
+    for call, (path, site) in CALLS_INTO_CLUSTER.get(identity, {}).items():
+        assert site in path.read_text(), f"{site} is gone from {path}: drop {call} from CALLS_INTO_CLUSTER"
+        found.add(call)
+    for path in IDENTITIES[identity].sources:
         for method, resource in CALL.findall(path.read_text()):
             if method in NO_REQUEST:
                 continue
@@ -74,6 +117,7 @@ class Recorder:
     def __init__(self) -> None:
         self.requests: list[tuple[str, str]] = []
         self.missing: set[str] = set()  # paths that answer 404
+        self.objects: dict[str, dict[str, Any]] = {}  # what a GET of a path answers, when set
 
     def watch(self, path: str, query: dict[str, Any], **_: Any) -> Iterator[dict[str, Any]]:
         """``Cluster._watch``: recorded as a WATCH of ``path``; the server ends it at once."""
@@ -89,6 +133,8 @@ class Recorder:
             self.missing.discard(path)  # created by the next request
             raise NotFound(404, f"{path} not found")
         parts = PATH.match(path)
+        if method == "GET" and path in self.objects:
+            return self.objects[path]
         if method == "GET" and not parts["name"]:
             return {"items": [], "metadata": {"resourceVersion": "7"}}
         if method == "GET":
@@ -111,6 +157,19 @@ def _lease(cluster: Any, recorder: Recorder) -> None:
     second = cluster.writer_lease("interruption-test")  # present and free: taken over
     assert second.acquire()
     second.release()
+
+
+def _uninstall_webhooks(cluster: Any, recorder: Recorder) -> None:
+    """The webhooks as install-webhooks leaves them: one configuration, both CRDs converting."""
+    from nodewright.api import webhooks
+    from nodewright.cluster.install import uninstall_webhooks
+    from nodewright.cluster.resources import CRDS
+
+    url = "https://example.lambda-url.us-east-1.on.aws/secret/convert"
+    for crd in webhooks.conversion_crds(url):
+        served = {**crd, "metadata": {**crd["metadata"], "resourceVersion": "7"}, "status": {}}
+        recorder.objects[CRDS.path(name=crd["metadata"]["name"])] = served
+    assert uninstall_webhooks(cluster)
 
 
 POD = {"metadata": {"name": "web-1", "namespace": "shop", "uid": "u1"}}
@@ -166,6 +225,8 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     ("list_pods_on_node", None): lambda c, r: c.list_pods_on_node("n"),
     ("evict", None): lambda c, r: c.evict(POD),
     ("delete_pod", None): lambda c, r: c.delete_pod("shop", "web-1", grace_period_seconds=0),
+    # removal.py (the cleanup): cluster/install.py uninstall_webhooks
+    ("uninstall_webhooks", None): _uninstall_webhooks,
 }
 
 
@@ -183,13 +244,13 @@ def _check(method: str, path: str) -> Check:
     return Check(match["group"] or "", resource, verb, match["namespace"], match["name"])
 
 
-@pytest.fixture(scope="module")
-def used_checks() -> dict[Check, set[tuple[str, str | None]]]:
-    """Every RBAC check the exercised calls need → which calls need it."""
+def checks_of(identity: str) -> dict[Check, set[tuple[str, str | None]]]:
+    """Every RBAC check ``identity``'s calls need → which calls need it."""
     from nodewright.cluster.client import Cluster
 
     needed: dict[Check, set[tuple[str, str | None]]] = {}
-    for call, exercise in EXERCISES.items():
+    for call in flow_calls(identity):
+        exercise = EXERCISES[call]
         recorder = Recorder()
         cluster = Cluster(api_client=None)
         cluster.request = recorder  # type: ignore[method-assign]
@@ -199,6 +260,12 @@ def used_checks() -> dict[Check, set[tuple[str, str | None]]]:
         for method, path in recorder.requests:
             needed.setdefault(_check(method, path), set()).add(call)
     return needed
+
+
+@pytest.fixture(scope="module")
+def used_checks() -> dict[Check, set[tuple[str, str | None]]]:
+    """The functions' checks (the lease, events, …)."""
+    return checks_of("functions")
 
 
 @dataclass(frozen=True)
@@ -223,10 +290,26 @@ def rbac_documents() -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(RBAC.read_text()) if doc]
 
 
-def granted_rules() -> list[Rule]:
+def granted_rules(group: str | None = None) -> list[Rule]:
+    """The rules of the roles bound to ``group`` (every role's when None)."""
+    bound = {
+        (doc["roleRef"]["kind"], doc["roleRef"]["name"], doc["metadata"].get("namespace"))
+        for doc in rbac_documents()
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        and any(
+            subject == {"apiGroup": RBAC_GROUP, "kind": "Group", "name": group} for subject in doc["subjects"]
+        )
+    }
     rules = []
     for doc in rbac_documents():
         if doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        key = (doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace"))
+        if (
+            group is not None
+            and key not in bound
+            and (doc["kind"], doc["metadata"]["name"], None) not in bound
+        ):
             continue
         namespace = doc["metadata"].get("namespace") if doc["kind"] == "Role" else None
         for rule in doc["rules"]:
@@ -243,22 +326,26 @@ def granted_rules() -> list[Rule]:
 
 
 def test_every_cluster_call_of_the_flows_is_exercised() -> None:
-    calls = flow_calls()
-    assert calls, "no cluster call found: did the layer move?"
+    calls = flow_calls("functions") | flow_calls("cleanup")
+    assert flow_calls("functions"), "no cluster call found: did the layer move?"
     missing = calls - EXERCISES.keys()
     assert not missing, f"add an exercise (and the RBAC it needs) for {sorted(missing, key=str)}"
     stale = EXERCISES.keys() - calls
     assert not stale, f"no flow makes these calls any more; drop them (and their grants): {stale}"
 
 
-def test_rbac_allows_every_request_the_code_makes(used_checks: dict[Check, set[Any]]) -> None:
-    rules = granted_rules()
-    denied = {check: calls for check, calls in used_checks.items() if not any(r.allows(check) for r in rules)}
-    assert not denied, f"deploy/rbac.yaml refuses these requests: {denied}"
+@pytest.mark.parametrize("identity", sorted(IDENTITIES))
+def test_rbac_allows_every_request_the_code_makes(identity: str) -> None:
+    rules = granted_rules(IDENTITIES[identity].group)
+    used = checks_of(identity)
+    denied = {check: calls for check, calls in used.items() if not any(r.allows(check) for r in rules)}
+    assert not denied, f"deploy/rbac.yaml refuses these requests of the {identity}: {denied}"
 
 
-def test_rbac_grants_nothing_the_code_does_not_use(used_checks: dict[Check, set[Any]]) -> None:
-    for rule in granted_rules():
+@pytest.mark.parametrize("identity", sorted(IDENTITIES))
+def test_rbac_grants_nothing_the_code_does_not_use(identity: str) -> None:
+    used_checks = checks_of(identity)
+    for rule in granted_rules(IDENTITIES[identity].group):
         for group in rule.groups:
             for resource in rule.resources:
                 for verb in rule.verbs:
@@ -267,7 +354,47 @@ def test_rbac_grants_nothing_the_code_does_not_use(used_checks: dict[Check, set[
                         for c in used_checks
                         if (c.group, c.resource, c.verb) == (group, resource, verb) and rule.allows(c)
                     ]
-                    assert used, f"unused grant: {verb} {group or 'core'}/{resource} ({rule})"
+                    assert used, (
+                        f"unused grant of the {identity}: {verb} {group or 'core'}/{resource} ({rule})"
+                    )
+
+
+def test_every_role_is_bound_to_one_of_the_identities() -> None:
+    every = set(granted_rules())
+    assert every == set(granted_rules(IDENTITIES["functions"].group)) | set(
+        granted_rules(IDENTITIES["cleanup"].group)
+    )
+
+
+def test_the_cleanup_takes_the_webhooks_out_by_name_and_can_put_nothing_in() -> None:
+    from nodewright.api.webhooks import CONVERTED_CRDS
+    from nodewright.cluster.install import WEBHOOK_CONFIGURATIONS
+
+    rules = granted_rules(IDENTITIES["cleanup"].group)
+    webhook_rules = [r for r in rules if r.groups & {"admissionregistration.k8s.io", "apiextensions.k8s.io"}]
+    assert {(r.resources, r.verbs, r.names) for r in webhook_rules} == {
+        (
+            frozenset({"validatingwebhookconfigurations"}),
+            frozenset({"delete"}),
+            frozenset(WEBHOOK_CONFIGURATIONS),
+        ),
+        (frozenset({"customresourcedefinitions"}), frozenset({"get", "patch"}), frozenset(CONVERTED_CRDS)),
+    }
+    for verb in ("create", "update", "patch", "delete"):
+        other = Check("admissionregistration.k8s.io", "validatingwebhookconfigurations", verb, None, "other")
+        assert not any(r.allows(other) for r in rules), verb
+        crd = Check(
+            "apiextensions.k8s.io", "customresourcedefinitions", verb, None, "nodeclaims.karpenter.sh"
+        )
+        assert not any(r.allows(crd) for r in rules), verb
+    assert not any(
+        r.allows(Check("apiextensions.k8s.io", "customresourcedefinitions", verb, None, None))
+        for r in rules
+        for verb in ("create", "list")
+    )
+    # and nothing of the functions' own work: no lease, no NodeClaim creation, no watch
+    assert not any(r.verbs & {"create"} and r.resources & {"nodeclaims", "leases"} for r in rules)
+    assert not any("watch" in r.verbs for r in rules)
 
 
 def test_the_writer_lease_is_limited_to_its_namespace_and_name(used_checks: dict[Check, set[Any]]) -> None:
@@ -276,13 +403,13 @@ def test_the_writer_lease_is_limited_to_its_namespace_and_name(used_checks: dict
     lease_checks = {c for c in used_checks if c.resource == "leases"}
     assert {c.verb for c in lease_checks} == {"get", "create", "update"}
     assert {c.namespace for c in lease_checks} == {DEFAULT_LEASE_NAMESPACE}
-    lease_rules = [r for r in granted_rules() if "leases" in r.resources]
+    lease_rules = [r for r in granted_rules(IDENTITIES["functions"].group) if "leases" in r.resources]
     assert all(r.namespace == DEFAULT_LEASE_NAMESPACE for r in lease_rules)
     # Only create is unnamed (RBAC cannot name an object that does not exist yet).
     for rule in lease_rules:
         assert rule.names == {DEFAULT_LEASE_NAME} or rule.verbs == {"create"}, rule
     other = Check("coordination.k8s.io", "leases", "update", DEFAULT_LEASE_NAMESPACE, "kube-scheduler")
-    assert not any(r.allows(other) for r in granted_rules())
+    assert not any(r.allows(other) for r in granted_rules())  # nobody's
 
 
 def test_rbac_grants_no_secrets_wildcards_or_cluster_admin_and_watches_only_pods() -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import yaml
 
-from infra.capabilities import interruption_queue, schedules, wakeup
-from infra.capabilities.cluster_access import KUBERNETES_GROUP
+from infra.capabilities import interruption_queue, removal, schedules, wakeup
+from infra.capabilities.cluster_access import CLEANUP_GROUP, KUBERNETES_GROUP
 from infra.capabilities.functions import FUNCTION_SPECS
 from sandbox import triggers
 from sandbox.cluster import AUTOSCALER_GROUP, RBAC_FILE
@@ -23,12 +23,13 @@ def test_the_sandbox_identity_is_the_access_entry_group_that_deploy_rbac_binds()
         if doc and doc["kind"].endswith("Binding")
         for subject in doc["subjects"]
     }
-    assert bound == {KUBERNETES_GROUP}
+    assert bound == {KUBERNETES_GROUP, CLEANUP_GROUP}
 
 
 def test_functions_and_schedules_are_the_stacks() -> None:
     stack = {s.name: (s.memory_mb, int(s.timeout.to_seconds())) for s in FUNCTION_SPECS}
     stack[wakeup.WEBHOOK] = (wakeup.WEBHOOK_MEMORY_MB, int(wakeup.WEBHOOK_TIMEOUT.to_seconds()))
+    stack[removal.CLEANUP] = (removal.CLEANUP_MEMORY_MB, int(removal.CLEANUP_TIMEOUT.to_seconds()))
     assert {n: (s.memory_mb, s.timeout_seconds) for n, s in triggers.FUNCTIONS.items()} == stack
     assert {n: int(d.to_seconds()) for n, d in schedules.SCHEDULES.items()} == triggers.SCHEDULES
 

@@ -259,26 +259,33 @@ def rbac_documents() -> list[dict[str, Any]]:
 
 
 def test_access_entries_map_the_cluster_functions_roles_to_the_rbac_group(default_synth: Synth) -> None:
+    from infra.capabilities.cluster_access import CLEANUP_GROUP
+
     entries = [e["Properties"] for e in default_synth.resources("AWS::EKS::AccessEntry").values()]
     standard = [e for e in entries if e["Type"] == "STANDARD"]
-    roles_with_entries = {e["PrincipalArn"]["Fn::GetAtt"][0] for e in standard}
-    expected = {
+    groups = {e["PrincipalArn"]["Fn::GetAtt"][0]: e["KubernetesGroups"] for e in standard}
+    functions = {
         role
         for role in default_synth.resources("AWS::IAM::Role")
         if any(role.startswith(f"AutoscalerFunctions{n.replace('_', '')}Role") for n in CLUSTER_CLIENTS)
     }
-    assert roles_with_entries == expected
-    assert len(expected) == 4  # not the pricing or removal roles: they never call Kubernetes
+    (cleanup,) = [
+        r for r in default_synth.resources("AWS::IAM::Role") if r.startswith("AutoscalerRemovalcleanupRole")
+    ]
+    # not the pricing role: it never calls Kubernetes; the removal's has a group of its own
+    assert groups == {**{role: [KUBERNETES_GROUP] for role in functions}, cleanup: [CLEANUP_GROUP]}
+    assert len(functions) == 4
     for entry in standard:
         assert entry["ClusterName"] == "demo"
-        assert entry["KubernetesGroups"] == [KUBERNETES_GROUP]
         assert "AccessPolicies" not in entry  # permissions come from deploy/rbac.yaml only
     bindings = [d for d in rbac_documents() if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
-    assert len(bindings) == 2
+    assert len(bindings) == 3
+    assert sorted(b["subjects"][0]["name"] for b in bindings) == sorted(
+        [KUBERNETES_GROUP, KUBERNETES_GROUP, CLEANUP_GROUP]
+    )
     for binding in bindings:
-        assert binding["subjects"] == [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": KUBERNETES_GROUP}
-        ]
+        (subject,) = binding["subjects"]
+        assert subject["kind"] == "Group"
 
 
 def test_the_created_node_role_is_ec2s_with_the_node_policies_and_an_ec2_linux_access_entry(
@@ -362,7 +369,10 @@ def test_construct_works_in_another_cdk_app_with_an_existing_topic_role_and_secu
     template.has_resource_properties("AWS::EKS::AccessEntry", {"ClusterName": "prod"})
     for name, function in template.find_resources("AWS::Lambda::Function").items():
         vpc = function["Properties"].get("VpcConfig")
-        if any(name.startswith(f"AutoscalerFunctions{n.replace('_', '')}") for n in CLUSTER_CLIENTS):
+        calls_the_cluster = any(
+            name.startswith(f"AutoscalerFunctions{n.replace('_', '')}") for n in CLUSTER_CLIENTS
+        )
+        if calls_the_cluster or name.startswith("AutoscalerRemoval"):  # the removal drains the nodes
             assert vpc == {
                 "SubnetIds": ["subnet-0aaaaaaaaaaaaaaa1"],
                 "SecurityGroupIds": ["sg-0cccccccccccccccc"],
@@ -436,7 +446,7 @@ def test_checkov_fails_nothing_and_every_acknowledgment_is_needed(
         assert findings[f"{name}-acknowledged.template.json"]["skipped"] == expected, name
         assert findings[f"{name}-stripped.template.json"]["failed"] == expected, name
     in_vpc = {logical_id for check, logical_id in acknowledged["variant"] if check == "CKV_AWS_117"}
-    assert all("pricing" in i or "Removal" in i or "Wakeupwebhook" in i for i in in_vpc), (
+    assert all("pricing" in i or "Wakeupwebhook" in i for i in in_vpc), (
         "only the non-cluster functions stay outside"
     )
 

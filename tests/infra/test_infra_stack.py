@@ -44,7 +44,8 @@ def test_resource_counts_match_the_design(default_synth: Synth) -> None:
         "AWS::SQS::Queue": 3,  # interruption queue, its DLQ, failed invocations
         "AWS::Events::Rule": 9,  # 5 to the queue, 1 direct, 3 schedules
         "AWS::DynamoDB::Table": 1,
-        "AWS::EKS::AccessEntry": 5,  # 4 functions that call Kubernetes + the created node role
+        # 4 functions that call Kubernetes, the removal (it drains the nodes), the created node role
+        "AWS::EKS::AccessEntry": 6,
         "AWS::CloudWatch::Dashboard": 1,
         # 2 DLQs, 6 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE,
         # API server unreachable, AWS unreachable
@@ -303,7 +304,7 @@ def test_in_a_vpc_the_cluster_functions_run_in_the_given_subnets_with_https_out_
         for k, f in variant_synth.resources("AWS::Lambda::Function").items()
         if k.startswith("AutoscalerRemoval")
     ]
-    assert "VpcConfig" not in removal["Properties"]
+    assert removal["Properties"]["VpcConfig"] == expected  # it drains the nodes: it calls the cluster
     outputs = json.dumps(variant_synth.template["Outputs"])
     assert group_id in outputs  # printed, to allow 443 from it on the cluster security group
     for name in SPECS:  # and outside a VPC, none is placed
@@ -318,22 +319,6 @@ def test_log_groups_have_the_names_the_docs_give(default_synth: Synth) -> None:
     assert log_group_name("demo", "provisioner") == "/nodewright/demo/provisioner"
     deploy_doc = (REPO_ROOT / "docs" / "deploy.md").read_text()
     assert "/nodewright/<cluster>/provisioner" in deploy_doc
-
-
-def test_the_removal_runs_after_every_trigger_and_function_is_gone_and_before_the_node_role(
-    default_synth: Synth,
-) -> None:
-    (removal_id, _) = default_synth.one("AWS::CloudFormation::CustomResource")
-    resources = default_synth.template["Resources"]
-    for logical_id, resource in resources.items():
-        if resource["Type"] == "AWS::Events::Rule" or (
-            resource["Type"] == "AWS::Lambda::Function" and logical_id.startswith("AutoscalerFunctions")
-        ):
-            assert removal_id in resource.get("DependsOn", []), logical_id  # deleted before the removal
-    (node_role_id,) = [
-        k for k in default_synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerNodeRole")
-    ]
-    assert node_role_id in resources[removal_id]["DependsOn"]  # deleted after it: no role left in a profile
 
 
 def _alarms(synth: Synth) -> list[dict[str, Any]]:

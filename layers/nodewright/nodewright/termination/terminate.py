@@ -62,6 +62,9 @@ class Termination:
     passes: int = 0
     history: list[str] = field(default_factory=list)
     instance_checked_at: float | None = None  # monotonic time of the last "is it gone?" look
+    # Every pass's evictions and deletions, for the caller's report (``last_pass`` has one pass's).
+    evicted: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         last = self.last_pass
@@ -156,6 +159,8 @@ def step(ctx: Context, term: Termination) -> Termination:
             involuntary=term.involuntary,
             logger=ctx.logger,
         )
+        term.evicted += term.last_pass.evicted
+        term.deleted += term.last_pass.deleted
         if not term.last_pass.drained:
             return term
         term.history.append("drained")
