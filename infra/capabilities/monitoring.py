@@ -10,7 +10,8 @@ Who is told: ``alarmEmail`` creates a topic with that subscription, whose policy
 the same (``nodewright doctor`` checks it). With neither, synth and deploy print a warning that
 nobody will be told, and the stack output ``AlarmNotifications`` says so.
 
-Alarms: every dead-letter queue not empty; each function's errors and throttles; the scheduled
+Alarms: new messages in any dead-letter queue (its depth rising, so a message left unpurged
+hides no later failure); each function's errors and throttles; the scheduled
 functions' heartbeat (``PassesCompleted``, which they emit at the end of every invocation, idle or
 busy: missing data is a failure); pods pending too long, which also fires when the provisioner,
 the only one that sees pending pods, has stopped completing passes; the interruption queue's
@@ -80,13 +81,12 @@ class Monitoring(Construct):
 
         for name, queue in dead_letter_queues.items():
             self._alarm(
-                f"{name}NotEmpty",
-                queue.metric_approximate_number_of_messages_visible(
-                    period=Duration.minutes(5), statistic="Maximum"
-                ),
+                f"{name}NewMessages",
+                self._new_messages(queue),
                 threshold=0,
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                description=f"Nodewright {cluster_name}: messages in {name}; read them, fix, redrive",
+                description=f"Nodewright {cluster_name}: new messages in {name} (its depth rose); read "
+                "them, fix, redrive or purge. The alarm clears by itself: the next failure alarms again",
             )
         for name, function in functions.items():
             self._alarm(
@@ -265,6 +265,26 @@ class Monitoring(Construct):
     def _passes_completed(self, function: str, period: Duration | None = None) -> cloudwatch.Metric:
         return self._metric(
             m.PASSES_COMPLETED, period or Duration.minutes(HEARTBEAT_MINUTES), {"Function": function}
+        )
+
+    @staticmethod
+    def _new_messages(queue: sqs.IQueue) -> cloudwatch.MathExpression:
+        """How much a dead-letter queue's depth rose in the period: an alarm on new failures.
+
+        Not its depth: a queue left holding one message (nobody purged it) would keep the alarm in
+        ALARM and hide every failure after it. Not ``NumberOfMessagesSent`` either: SQS does not
+        count a message its redrive policy moves into a dead-letter queue there. A period without a
+        datapoint (SQS stops reporting an idle queue) repeats the last depth, so it reads as no rise.
+        """
+        return cloudwatch.MathExpression(
+            expression="DIFF(FILL(depth, REPEAT))",
+            using_metrics={
+                "depth": queue.metric_approximate_number_of_messages_visible(
+                    period=Duration.minutes(5), statistic="Maximum"
+                )
+            },
+            label="messages added to the queue",
+            period=Duration.minutes(5),
         )
 
     def _pending_too_long(self) -> cloudwatch.MathExpression:

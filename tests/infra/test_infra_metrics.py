@@ -248,8 +248,8 @@ def test_alarms_query_exactly_the_emitted_dimension_sets(default_synth: Synth) -
         if props.get("Namespace") == metrics.NAMESPACE:
             alarm_metrics.append((props["MetricName"], props["Dimensions"]))
         for query in props.get("Metrics", []):
-            if "MetricStat" in query:
-                metric = query["MetricStat"]["Metric"]
+            metric = (query.get("MetricStat") or {}).get("Metric") or {}
+            if metric.get("Namespace") == metrics.NAMESPACE:  # not AWS's own (e.g. AWS/SQS)
                 alarm_metrics.append((metric["MetricName"], metric["Dimensions"]))
     assert alarm_metrics
     for name, dimensions in alarm_metrics:

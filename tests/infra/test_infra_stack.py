@@ -336,9 +336,18 @@ def test_alarms_cover_dlqs_errors_throttles_heartbeats_pending_pods_queue_latenc
     by_metric: dict[str, list[dict[str, Any]]] = {}
     for alarm in alarms:
         by_metric.setdefault(alarm.get("MetricName", "(math)"), []).append(alarm)
-    assert len(by_metric["ApproximateNumberOfMessagesVisible"]) == 2
-    for alarm in by_metric["ApproximateNumberOfMessagesVisible"]:
+    assert "ApproximateNumberOfMessagesVisible" not in by_metric  # depth stays high until purged
+    depth = "ApproximateNumberOfMessagesVisible"
+    dead_letters = [
+        a
+        for a in by_metric["(math)"]
+        if any((q.get("MetricStat") or {}).get("Metric", {}).get("MetricName") == depth for q in a["Metrics"])
+    ]
+    assert len(dead_letters) == 2
+    for alarm in dead_letters:  # a rise in depth: new messages alarm, an unpurged old one does not
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+        (expression,) = [q["Expression"] for q in alarm["Metrics"] if "Expression" in q]
+        assert expression == "DIFF(FILL(depth, REPEAT))"
     assert len(by_metric["Errors"]) == 6
     assert len(by_metric["Throttles"]) == 6
     (unreachable,) = by_metric[metrics.API_SERVER_UNAVAILABLE.name]
