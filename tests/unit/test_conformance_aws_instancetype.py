@@ -87,7 +87,8 @@ def test_every_well_known_label_and_alias_selects_the_type(instance_types: list[
         wk.NODEPOOL: "default",
         **aliases(ZONE, REGION, "amd64", "g4dn.8xlarge"),
     }
-    assert set(selector) >= wk.WELL_KNOWN_LABELS - NOT_ON_G4DN
+    # The EC2NodeClass label comes from the NodePool's nodeClassRef, not from the type.
+    assert set(selector) >= wk.WELL_KNOWN_LABELS - NOT_ON_G4DN - {wk.EC2NODECLASS}
     assert g4dn.labels[wk.INSTANCE_NETWORK_BANDWIDTH] == "50000"  # the suite's own figure
     pod = spec(node_selector=tuple(sorted(selector.items())), extra={"nvidia.com/gpu": 1})
     assert candidates(plan(Snapshot(pods(1, pod), [pool(instance_types)]))) == ["g4dn.8xlarge"]
