@@ -113,7 +113,9 @@ def test_a_manifest_karpenter_refuses_is_refused_here_too(kubeconfig: Path, tmp_
                     "amiSelectorTerms": [{"alias": "al2023@latest"}],
                     "subnetSelectorTerms": [{"tags": {"a": "b"}}],
                     "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
-                    "networkInterfaces": [{"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"}],
+                    "networkInterfaces": [
+                        {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"}
+                    ],
                 },
             }
         )

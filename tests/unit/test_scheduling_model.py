@@ -81,7 +81,7 @@ def test_intersection_of_disjoint_sets_is_empty_and_gt_lt_gap_is_empty() -> None
 def test_min_values_survive_intersection_and_serialise() -> None:
     merged = Requirement.create("k", "In", ["a", "b", "c"], 2).intersect(Requirement.create("k", "Exists"))
     assert merged.min_values == 2
-    assert merged.to_k8s() == {"key": "k", "operator": "In", "values": ["a", "b", "c"], "minValues": 2}
+    assert merged.to_k8s() == [{"key": "k", "operator": "In", "values": ["a", "b", "c"], "minValues": 2}]
 
 
 def test_unknown_operator_and_bad_gt_value_are_reported() -> None:

@@ -56,14 +56,20 @@ def _y(kind: str, path: str, note: str = "") -> Feature:
     return Feature(kind, path, True, note)
 
 
-def _no(kind: str, path: str, note: str, when: Callable[[Any], bool] | None = None, what: str = "") -> Feature:
+def _no(
+    kind: str, path: str, note: str, when: Callable[[Any], bool] | None = None, what: str = ""
+) -> Feature:
     return Feature(kind, path, False, note, when, what)
 
 
 _POOL_TEMPLATE = "spec.template"
 FEATURES: tuple[Feature, ...] = (
     # --- NodePool --------------------------------------------------------------------------------
-    _y(NODEPOOL, f"{_POOL_TEMPLATE}.metadata.labels", "on the NodeClaim and the Node (kubernetes.io keys too)"),
+    _y(
+        NODEPOOL,
+        f"{_POOL_TEMPLATE}.metadata.labels",
+        "on the NodeClaim and the Node (kubernetes.io keys too)",
+    ),
     _y(NODEPOOL, f"{_POOL_TEMPLATE}.metadata.annotations", "on the NodeClaim and copied to the Node"),
     _y(
         NODEPOOL,
@@ -221,7 +227,9 @@ def not_acted_on(doc: Any) -> list[tuple[str, str]]:
 
         kubelet = as_dict(as_dict(as_dict(doc).get("spec")).get("kubelet"))
         found.extend(
-            (f"spec.kubelet.{key}", KUBELET_NOTE) for key in sorted(kubelet) if key not in KUBELET["properties"]
+            (f"spec.kubelet.{key}", KUBELET_NOTE)
+            for key in sorted(kubelet)
+            if key not in KUBELET["properties"]
         )
     return found
 

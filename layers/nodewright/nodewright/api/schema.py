@@ -22,7 +22,9 @@ DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
 DURATION_OR_NEVER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
 BUDGET_DURATION_PATTERN = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"
 BUDGET_NODES_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
-BUDGET_SCHEDULE_PATTERN = r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"
+BUDGET_SCHEDULE_PATTERN = (
+    r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"
+)
 # What Kubernetes enforces on label keys (qualified names) and values; Karpenter's CRDs give taint
 # keys the same key pattern. Taint values follow Kubernetes' own rule for them (a label value).
 QUALIFIED_NAME_PATTERN = (
@@ -99,8 +101,7 @@ def _label_key_rules(subject: str, *, nodepool: bool) -> list[dict[str, str]]:
     ``self.all(x, ...)`` for a labels map)."""
     rules = [
         (
-            f"{subject} in {_KARPENTER_SH_ALLOWED} || "
-            f'!{subject}.find("^([^/]+)").endsWith("karpenter.sh")',
+            f'{subject} in {_KARPENTER_SH_ALLOWED} || !{subject}.find("^([^/]+)").endsWith("karpenter.sh")',
             'label domain "karpenter.sh" is restricted',
         ),
         (f'{subject} != "kubernetes.io/hostname"', 'label "kubernetes.io/hostname" is restricted'),
@@ -110,7 +111,9 @@ def _label_key_rules(subject: str, *, nodepool: bool) -> list[dict[str, str]]:
         ),
     ]
     if nodepool:
-        rules.insert(1, (f'{subject} != "karpenter.sh/nodepool"', 'label "karpenter.sh/nodepool" is restricted'))
+        rules.insert(
+            1, (f'{subject} != "karpenter.sh/nodepool"', 'label "karpenter.sh/nodepool" is restricted')
+        )
     if subject == "self":
         return [cel(rule, message) for rule, message in rules]
     return [cel(f"self.all({subject}, {rule})", message) for rule, message in rules]
@@ -162,7 +165,8 @@ def requirements(*, nodepool: bool) -> Schema:
         ),
         cel(
             "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
-            "requirements with 'minValues' must have at least that many values specified in the 'values' field",
+            "requirements with 'minValues' must have at least that many values specified in the "
+            "'values' field",
         ),
     )
 
@@ -179,6 +183,7 @@ NODE_CLASS_REF = validated(
         required=["group", "kind", "name"],
     ),
 )
+
 
 def condition(*, strict: bool) -> Schema:
     """A status condition as Karpenter's CRDs hold it: NodePool and EC2NodeClass conditions need a
@@ -436,7 +441,8 @@ KUBELET = validated(
         "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
     ),
     cel(
-        "has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, (e in self.evictionSoft)):true",
+        "has(self.evictionSoftGracePeriod) ? "
+        "self.evictionSoftGracePeriod.all(e, (e in self.evictionSoft)):true",
         "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
     ),
 )
@@ -524,7 +530,8 @@ SUBNET_SELECTOR_TERMS = validated(
     cel("self.all(x, has(x.tags) || has(x.id))", "expected at least one, got none, ['tags', 'id']"),
     cel(
         "!self.all(x, has(x.id) && has(x.tags))",
-        "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term",
+        "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet "
+        "selector term",
     ),
 )
 
@@ -569,7 +576,8 @@ CAPACITY_RESERVATION_SELECTOR_TERMS = validated(
     ),
     cel(
         "!self.all(x, has(x.id) && (has(x.tags) || has(x.ownerID) || has(x.instanceMatchCriteria)))",
-        "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term",
+        "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation "
+        "selector term",
     ),
 )
 
@@ -661,7 +669,10 @@ EC2NODECLASS_SPEC = validated(
             "tags": validated(
                 string_map(),
                 cel("self.all(k, k != '')", "empty tag keys aren't supported"),
-                *(cel(rule, f"tag contains a restricted tag matching {tag}") for rule, tag in _RESTRICTED_TAGS),
+                *(
+                    cel(rule, f"tag contains a restricted tag matching {tag}")
+                    for rule, tag in _RESTRICTED_TAGS
+                ),
             ),
             "blockDeviceMappings": validated(
                 array(
@@ -723,7 +734,9 @@ EC2NODECLASS = obj(
         "spec": EC2NODECLASS_SPEC,
         "status": obj(
             {
-                "subnets": array(obj({"id": string(), "zone": string(), "zoneID": string()}, required=["id", "zone"])),
+                "subnets": array(
+                    obj({"id": string(), "zone": string(), "zoneID": string()}, required=["id", "zone"])
+                ),
                 "securityGroups": array(obj({"id": string(), "name": string()}, required=["id"])),
                 "amis": array(
                     obj(
@@ -758,7 +771,13 @@ EC2NODECLASS = obj(
                             "reservationType": string(enum=["default", "capacity-block"], default="default"),
                             "state": string(enum=["active", "expiring"], default="active"),
                         },
-                        required=["availabilityZone", "id", "instanceMatchCriteria", "instanceType", "ownerID"],
+                        required=[
+                            "availabilityZone",
+                            "id",
+                            "instanceMatchCriteria",
+                            "instanceType",
+                            "ownerID",
+                        ],
                     )
                 ),
                 "instanceProfile": string(),
@@ -790,7 +809,10 @@ V1BETA1_KUBELET = obj({**KUBELET["properties"], "containerRuntime": string(enum=
 
 # v1beta1 had Kubernetes' six operators only (Gte and Lte came with Karpenter v1.9's v1).
 V1BETA1_REQUIREMENT = obj(
-    {**REQUIREMENT["properties"], "operator": string(enum=["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])},
+    {
+        **REQUIREMENT["properties"],
+        "operator": string(enum=["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+    },
     required=["key", "operator"],
 )
 # The EC2NodeClass fields v1beta1 had (the later v1 fields are not served through v1beta1).
