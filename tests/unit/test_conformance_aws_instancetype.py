@@ -84,6 +84,7 @@ def test_every_well_known_label_and_alias_selects_the_type(instance_types: list[
         **g4dn.labels,
         wk.ZONE: ZONE,
         wk.CAPACITY_TYPE: "on-demand",
+        wk.INSTANCE_TENANCY: "default",  # the launch's choice, as zone and capacity type are
         wk.NODEPOOL: "default",
         **aliases(ZONE, REGION, "amd64", "g4dn.8xlarge"),
     }

@@ -12,10 +12,25 @@ NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
+# On a Node (set by its kubelet from user data): registration leaves the Node's taints as they are.
+DO_NOT_SYNC_TAINTS = "karpenter.sh/do-not-sync-taints"
 
 CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"
 CAPACITY_TYPE_RESERVED = "reserved"
+
+# Annotation domains Karpenter and Nodewright keep their own bookkeeping in (hashes, disruption
+# state): a NodeClaim's annotations in them are not synced onto its Node.
+BOOKKEEPING_ANNOTATION_DOMAINS: frozenset[str] = frozenset(
+    {
+        "karpenter.sh",
+        "karpenter.k8s.aws",
+        "compatibility.karpenter.sh",
+        "compatibility.karpenter.k8s.aws",
+        "nodewright.io",
+        "compatibility.nodewright.io",
+    }
+)
 
 # karpenter.k8s.aws
 EC2NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
@@ -47,6 +62,7 @@ CAPACITY_RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"
 CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-interruptible"
 TOPOLOGY_ZONE_ID = "topology.k8s.aws/zone-id"
 TENANCY_DEFAULT = "default"
+TENANCY_DEDICATED = "dedicated"
 
 # kubernetes.io
 ZONE = "topology.kubernetes.io/zone"
