@@ -69,7 +69,7 @@ class NetworkResolver:
     def __init__(self, ec2: Any) -> None:
         self._ec2 = ec2
         self._subnets: TTLCache[list[Subnet]] = TTLCache(SELECTOR_CACHE_SECONDS)
-        self._groups: TTLCache[list[str]] = TTLCache(SELECTOR_CACHE_SECONDS)
+        self._groups: TTLCache[list[tuple[str, str]]] = TTLCache(SELECTOR_CACHE_SECONDS)
         self._placement_groups: TTLCache[PlacementGroup] = TTLCache(SELECTOR_CACHE_SECONDS)
         self._inflight: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -129,17 +129,23 @@ class NetworkResolver:
 
     def security_groups(self, nodeclass_name: str, terms: list[dict[str, Any]]) -> list[str]:
         """Ids of every security group matching the terms; raises naming the selector when none does."""
+        return [group_id for group_id, _ in self.security_group_names(nodeclass_name, terms)]
+
+    def security_group_names(self, nodeclass_name: str, terms: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        """(id, name) of every security group matching the terms, by id; raises as ``security_groups``."""
         key = _freeze(terms)
         cached = self._groups.get(key)
         if cached is None:
-            found: set[str] = set()
+            found: dict[str, str] = {}
             for term in terms:
                 filters = term_filters(term, "group-id", "group-name")
                 if not filters:
                     continue
                 for page in self._ec2.get_paginator("describe_security_groups").paginate(Filters=filters):
-                    found.update(group["GroupId"] for group in page.get("SecurityGroups", []))
-            cached = self._groups.put(key, sorted(found))
+                    found.update(
+                        (g["GroupId"], g.get("GroupName", "")) for g in page.get("SecurityGroups", [])
+                    )
+            cached = self._groups.put(key, sorted(found.items()))
         if not cached:
             raise SelectorNoMatchError("securityGroup", nodeclass_name, terms)
         return cached

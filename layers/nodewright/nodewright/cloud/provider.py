@@ -31,6 +31,8 @@ from nodewright.cloud.errors import (
     InsufficientCapacityError,
     InvalidNodeClassError,
     LaunchError,
+    PlacementGroupError,
+    SelectorNoMatchError,
 )
 from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec
 from nodewright.cloud.network import NetworkResolver, Subnet
@@ -137,6 +139,21 @@ class Instance:
     @property
     def nodeclass_hash(self) -> str | None:
         return self.tags.get(TAG_NODECLASS_HASH)
+
+
+@dataclass
+class NodeClassResolution:
+    """``CloudProvider.nodeclass_status``'s answer: the v1 ``status`` fields that resolved, and one
+    (condition type, ok, reason, message) per part, in Karpenter's words (True: reason = type)."""
+
+    status: dict[str, Any] = field(default_factory=dict)
+    conditions: list[tuple[str, bool, str, str]] = field(default_factory=list)
+
+    def succeed(self, kind: str) -> None:
+        self.conditions.append((kind, True, kind, ""))
+
+    def fail(self, kind: str, reason: str, message: str) -> None:
+        self.conditions.append((kind, False, reason, message))
 
 
 @dataclass(frozen=True)
@@ -344,26 +361,79 @@ class CloudProvider:
 
         return node_storage(nodeclass, self.settings.region).per_hour
 
-    def nodeclass_status(self, nodeclass: Any) -> dict[str, Any]:
-        """What the NodeClass resolves to, in the v1 ``status`` shape (subnets, groups, AMIs, profile).
-
-        Raises the selector's typed error when one matches nothing, for the caller's condition.
-        """
+    def nodeclass_status(self, nodeclass: Any) -> NodeClassResolution:
+        """What the EC2NodeClass resolves to now, part by part, as Karpenter's EC2NodeClass status
+        controllers find it: the v1 ``status`` fields of the parts that resolve (subnets most free IPs
+        first, security groups with names, AMIs with their requirements, the instance profile, made
+        for ``role`` when needed) and, per part, its condition (``SubnetsReady``, ``SecurityGroupsReady``,
+        ``AMIsReady``, ``InstanceProfileReady``, ``PlacementGroupReady`` when a group is selected) with
+        Karpenter's reasons. A part that fails never hides the others."""
         nc = NodeClass(nodeclass)
-        subnets = self.network.subnets(nc.name, nc.subnet_selector_terms)
-        groups = self.network.security_groups(nc.name, nc.security_group_selector_terms)
-        amis = []
-        for image in self.amis.images(nc):
-            requirements = [{"key": "kubernetes.io/arch", "operator": "In", "values": [image.arch]}]
-            if image.gpu:
-                requirements.append({"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Exists"})
-            amis.append({"id": image.id, "name": image.name, "requirements": requirements})
-        return {
-            "subnets": [{"id": s.id, "zone": s.zone, "zoneID": s.zone_id} for s in subnets],
-            "securityGroups": [{"id": group} for group in groups],
-            "amis": amis,
-            "instanceProfile": self.templates.instance_profile(nc),
-        }
+        resolution = NodeClassResolution()
+        try:
+            subnets = sorted(
+                self.network.subnets(nc.name, nc.subnet_selector_terms),
+                key=lambda s: (-s.available_ips, s.id),
+            )
+        except SelectorNoMatchError:
+            resolution.fail("SubnetsReady", "SubnetsNotFound", "SubnetSelector did not match any Subnets")
+        else:
+            resolution.status["subnets"] = [
+                {"id": s.id, "zone": s.zone, **({"zoneID": s.zone_id} if s.zone_id else {})} for s in subnets
+            ]
+            resolution.succeed("SubnetsReady")
+        try:
+            groups = self.network.security_group_names(nc.name, nc.security_group_selector_terms)
+        except SelectorNoMatchError:
+            resolution.fail(
+                "SecurityGroupsReady",
+                "SecurityGroupsNotFound",
+                "SecurityGroupSelector did not match any SecurityGroups",
+            )
+        else:
+            resolution.status["securityGroups"] = [{"id": i, **({"name": n} if n else {})} for i, n in groups]
+            resolution.succeed("SecurityGroupsReady")
+        try:
+            images = self.amis.images(nc)
+        except (SelectorNoMatchError, InvalidNodeClassError):
+            resolution.fail("AMIsReady", "AMINotFound", "AMISelector did not match any AMIs")
+        except ClientError as exc:  # e.g. an SSM parameter the functions may not read
+            error = exc.response.get("Error") or {}
+            resolution.fail(
+                "AMIsReady", str(error.get("Code") or "AMIResolutionFailed"), str(error.get("Message"))
+            )
+        else:
+            amis = []
+            for image in images:
+                requirements = [{"key": wk.ARCH, "operator": "In", "values": [image.arch]}]
+                if image.gpu:
+                    requirements.append({"key": wk.INSTANCE_GPU_COUNT, "operator": "Exists"})
+                amis.append(
+                    {
+                        "id": image.id,
+                        **({"name": image.name} if image.name else {}),
+                        "requirements": requirements,
+                    }
+                )
+            resolution.status["amis"] = amis
+            resolution.succeed("AMIsReady")
+        try:
+            resolution.status["instanceProfile"] = self.templates.instance_profile(nc)
+        except CloudError as exc:
+            resolution.fail("InstanceProfileReady", "InstanceProfileCreationFailed", str(exc))
+        else:
+            resolution.succeed("InstanceProfileReady")
+        if nc.placement_group_selector:
+            try:
+                self._placement_group_id(nc)
+            except PlacementGroupError as exc:
+                reason = (
+                    "PlacementGroupNotFound" if exc.reason == "not found" else "PlacementGroupNotAvailable"
+                )
+                resolution.fail("PlacementGroupReady", reason, str(exc))
+            else:
+                resolution.succeed("PlacementGroupReady")
+        return resolution
 
     def _placement_group_id(self, nc: NodeClass) -> str | None:
         """The id of the placement group the EC2NodeClass selects (raises ``PlacementGroupError``)."""
