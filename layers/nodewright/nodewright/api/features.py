@@ -29,6 +29,7 @@ ALL_ACTED_ON_REASON = "AllFieldsActedOn"
 NODEPOOL = "NodePool"
 NODECLAIM = "NodeClaim"
 EC2NODECLASS = "EC2NodeClass"
+NODE = "Node"  # the labels, annotations and taints Karpenter puts on a node (table rows only)
 
 WINDOWS_FAMILIES = frozenset({"Windows2019", "Windows2022", "Windows2025"})
 WINDOWS_ALIASES = frozenset({"windows2019", "windows2022", "windows2025"})
@@ -186,6 +187,24 @@ FEATURES: tuple[Feature, ...] = (
         "status.conditions",
         "Ready, AMIsReady, SubnetsReady, SecurityGroupsReady, InstanceProfileReady, ValidationSucceeded, "
         "FieldsNotActedOn",
+    ),
+    # --- what Karpenter v1.14 puts on nodes beside the fields (table rows; no document sets them) ---
+    _y(NODE, "labels.topology.k8s.aws/zone-id", "on every offering, NodeClaim and Node (from the subnets)"),
+    _y(NODE, "labels.karpenter.k8s.aws/ec2nodeclass", "on every NodeClaim and Node; pods may select it"),
+    _y(NODE, "labels.karpenter.k8s.aws/instance-tenancy", "dedicated: launched as a Dedicated Instance"),
+    _y(
+        NODE,
+        "labels.node-role.kubernetes.io/*",
+        "kubernetes.io and k8s.io keys allowed (v1.9+), set at registration",
+    ),
+    _y(
+        NODE, "labels.karpenter.sh/do-not-sync-taints", "set by the user data; registration leaves the taints"
+    ),
+    _y(NODE, "taints.karpenter.sh/unregistered", "registered with it (user data), lifted at registration"),
+    _no(
+        NODE,
+        "labels.karpenter.k8s.aws/capacity-reservation-*",
+        "capacity reservations are not selected, so no node carries them",
     ),
 )
 
