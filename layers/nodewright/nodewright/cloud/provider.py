@@ -341,7 +341,7 @@ class CloudProvider:
         return [
             instance_type
             for instance_type in self.catalog.instance_types(
-                zones=set(zone_ids) | {s.zone for s in subnets}, kubelet=nc.kubelet or None, zone_ids=zone_ids
+                zones={s.zone for s in subnets}, kubelet=nc.kubelet or None, zone_ids=zone_ids
             )
             if _image_for(self.catalog.info(instance_type.name), images) is not None  # an AMI for its arch
             # cpuOptions.nestedVirtualization enabled: only the types EC2 says support it (as Karpenter).
