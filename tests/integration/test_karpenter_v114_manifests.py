@@ -124,3 +124,37 @@ def test_a_manifest_karpenter_refuses_is_refused_here_too(kubeconfig: Path, tmp_
     assert result.returncode != 0
     assert "must specify exactly one of ['role', 'instanceProfile']" in result.stderr
     assert "networkInterfaces must include a primary interface" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        ({"karpenter.sh/team": "a"}, 'label domain "karpenter.sh" is restricted'),
+        ({"karpenter.k8s.aws/anything": "a"}, 'label domain "karpenter.k8s.aws" is restricted'),
+        ({"kubernetes.io/hostname": "n"}, 'label "kubernetes.io/hostname" is restricted'),
+    ],
+)
+def test_a_restricted_label_is_refused_as_karpenter_v114_refuses_it(
+    kubeconfig: Path, tmp_path: Path, labels: dict[str, str], message: str
+) -> None:
+    """Karpenter's label rules use Kubernetes' CEL regex library (``find``): the emulator evaluates
+    them as kube-apiserver does, and a kubernetes.io label other than the hostname is a user's."""
+    pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "labelled"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {**labels, "node-role.kubernetes.io/worker": ""}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"},
+                    "requirements": [],
+                },
+            }
+        },
+    }
+    manifest = tmp_path / "pool.yaml"
+    manifest.write_text(yaml.safe_dump(pool))
+    result = kubectl(kubeconfig, "apply", "--validate=strict", "-f", str(manifest))
+    assert result.returncode != 0
+    assert message in result.stderr
