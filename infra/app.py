@@ -3,8 +3,8 @@
 Optional context (docs/deploy.md has the table): region, account; nodeRoleName | nodeRoleArn
 (an existing node role; otherwise the stack creates one); alarmEmail | alarmTopicArn;
 vpcId, subnetIds, securityGroupIds (run the cluster-facing functions in the cluster's VPC);
-ebsKmsKeyArns; interruptionMode (replace | event-only), pollInterval (seconds), architecture
-(arm64 | x86_64), tracing (true | false), layerAssetDir (a prebuilt layer).
+ebsKmsKeyArns; amiSsmParameters; interruptionMode (replace | event-only), pollInterval (seconds),
+architecture (arm64 | x86_64), tracing (true | false), layerAssetDir (a prebuilt layer).
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ class NodewrightAutoscaler(Construct):
             cluster_arn=cluster_arn,
             node_role_arn=self.node_role.role_arn,
             kms_key_arns=config.ebs_kms_key_arns,
+            ami_ssm_parameters=config.ami_ssm_parameters,
         )
         self.state = StateTable(self, "State")
         self.interruptions = InterruptionQueue(self, "Interruptions")

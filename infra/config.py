@@ -83,6 +83,9 @@ class NodewrightConfig:
     security_group_ids: tuple[str, ...] = ()
     # Customer-managed KMS keys the EC2NodeClasses' blockDeviceMappings name (kmsKeyID).
     ebs_kms_key_arns: tuple[str, ...] = ()
+    # SSM parameters (names, "/"-rooted, "*" allowed) the EC2NodeClasses' amiSelectorTerms[].ssmParameter
+    # name, in this account and region; the public /aws/service/* ones are always readable.
+    ami_ssm_parameters: tuple[str, ...] = ()
     # A prebuilt layer directory (containing python/): skips the pip build (fast tests).
     layer_asset_dir: Path | None = None
     # Where the functions' folders live (functions/<name>/app.py).
@@ -121,6 +124,12 @@ class NodewrightConfig:
                 "(arn:aws:sns:REGION:ACCOUNT:NAME)"
             )
         self._check_vpc()
+        for name in self.ami_ssm_parameters:
+            if not name.startswith("/") or any(c.isspace() for c in name):
+                raise ConfigError(
+                    f"amiSsmParameters: {name!r} is not an SSM parameter name: give it with its leading '/' "
+                    "(e.g. /platform/golden-ami or /platform/*), as the EC2NodeClass's ssmParameter names it"
+                )
         for key in self.ebs_kms_key_arns:
             if not _KMS_KEY_ARN.match(key):
                 raise ConfigError(
@@ -188,6 +197,7 @@ class NodewrightConfig:
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),
             ebs_kms_key_arns=_split(get("ebsKmsKeyArns")),
+            ami_ssm_parameters=_split(get("amiSsmParameters")),
             layer_asset_dir=Path(layer_dir) if layer_dir else None,
             functions_dir=Path(functions_dir) if functions_dir else None,
         )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.cloud.pricetable import PriceTable
-from nodewright.cloud.provider import DriftInputs, Instance, LaunchRequest, LaunchResult
+from nodewright.cloud.provider import DriftInputs, Instance, LaunchRequest, LaunchResult, NodeClassResolution
 from nodewright.cluster.client import EvictionOutcome, EvictionResult
 from nodewright.cluster.errors import Conflict
 from nodewright.cluster.objects import format_time
@@ -218,6 +218,11 @@ class FakeCluster:
         _merge(self.objects["NodePool"][name], {"status": status})
         return copy.deepcopy(self.objects["NodePool"][name])
 
+    def patch_ec2nodeclass_status(self, name: str, status: Obj) -> Obj:
+        self.calls.append(f"patch EC2NodeClass {name} status")
+        _merge(self.objects["EC2NodeClass"][name], {"status": status})
+        return copy.deepcopy(self.objects["EC2NodeClass"][name])
+
     def add_finalizer(self, resource: Resource, name: str, finalizer: str) -> Obj | None:
         obj = self.objects[resource.kind].get(name)
         if obj is None:
@@ -346,6 +351,7 @@ class FakeCloudProvider:
         self.fail_with: Exception | None = None
         self.gone: set[str] = set()  # instances terminated out of band (EC2 no longer has them)
         self.images: set[str] = {"ami-1"}  # what the EC2NodeClass selects now
+        self.nodeclass_problems: dict[str, tuple[str, str]] = {}  # condition type → (reason, message)
         self.unused_templates: list[str] = []
         self.template_cleanups = 0
         self._ids = itertools.count(1)
@@ -424,8 +430,22 @@ class FakeCloudProvider:
         deleted, self.unused_templates = self.unused_templates, []
         return deleted
 
-    def nodeclass_status(self, nodeclass: Mapping[str, Any]) -> dict[str, Any]:
-        return {"subnets": [], "securityGroups": [], "amis": [], "instanceProfile": ""}
+    def nodeclass_status(self, nodeclass: Mapping[str, Any]) -> NodeClassResolution:
+        """Everything resolves; ``nodeclass_problems[type] = (reason, message)`` fails a part."""
+        resolution = NodeClassResolution(
+            status={
+                "subnets": [{"id": "subnet-1", "zone": "us-west-2a", "zoneID": "usw2-az1"}],
+                "securityGroups": [{"id": "sg-1"}],
+                "amis": [{"id": i, "requirements": []} for i in sorted(self.images)],
+                "instanceProfile": "profile",
+            }
+        )
+        for kind in ("SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady"):
+            if kind in self.nodeclass_problems:
+                resolution.fail(kind, *self.nodeclass_problems[kind])
+            else:
+                resolution.succeed(kind)
+        return resolution
 
     def drift_inputs(self, nodeclass: Mapping[str, Any]) -> DriftInputs:
         return DriftInputs(frozenset(self.images), frozenset({"subnet-1"}), frozenset({"sg-1"}))

@@ -1,7 +1,8 @@
-"""Disruption: EventBridge schedule (every minute) → expiration, emptiness, drift, consolidation.
+"""Disruption: EventBridge schedule (every minute) → expiration, emptiness, drift, consolidation,
+then the EC2NodeClass and NodePool status (``nodewright.status``).
 
 Thin on purpose: check the scheduled event, reuse the per-container context, call
-``nodewright.disruption.run`` (see ``nodewright.disruption``).
+``nodewright.disruption.run`` (see ``nodewright.disruption``) and ``nodewright.status.reconcile``.
 """
 
 from __future__ import annotations
@@ -25,16 +26,17 @@ container = ContainerContext(logger=log, metrics=emf)
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """One pass, or passes while drains and budgets have something to follow; what was done."""
-    from nodewright import disruption
+    from nodewright import disruption, status
 
     check_scheduled_event(event, log)
     left = container.start_invocation(context)
     try:
         report = disruption.run(container.get(), left)
+        statuses = status.reconcile(container.get())
     except Exception as exc:  # API server or AWS unreachable: one line and metric; no pass, no heartbeat
         outage = report_outage(log, emf, exc)
         if outage is None:
             raise
         return outage
     record_pass_completed("disruption")
-    return report.summary()
+    return {**report.summary(), **statuses.summary()}

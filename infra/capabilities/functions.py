@@ -329,7 +329,8 @@ def function_role(
     )
     policy = iam.Policy(scope, f"{function}Policy", statements=statements_for(grants, inputs))
     policy.attach_to_role(role)
-    for resource, reason in wildcard_resources_for_nag(grants, inputs.cluster_name).items():
+    nag = wildcard_resources_for_nag(grants, inputs.cluster_name, inputs.ami_ssm_parameters)
+    for resource, reason in nag.items():
         acknowledge.nag(policy, f"AwsSolutions-IAM5[Resource::{resource}]", reason)
     return role, policy
 

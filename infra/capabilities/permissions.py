@@ -65,9 +65,12 @@ USED_RESOURCES = (
     "arn:{p}:ec2:{r}::snapshot/*",
     "arn:{p}:ec2:{r}:*:security-group/*",
     "arn:{p}:ec2:{r}:*:subnet/*",
+    "arn:{p}:ec2:{r}:*:placement-group/*",  # an EC2NodeClass's placementGroupSelector
 )
 EC2_RESOURCE = "arn:{p}:ec2:{r}:*:{kind}/*"
 SSM_PUBLIC_PARAMETERS = "arn:{p}:ssm:{r}::parameter/aws/service/*"
+# A parameter of this account an amiSelectorTerms[].ssmParameter names (``-c amiSsmParameters``).
+SSM_OWN_PARAMETER = "arn:{p}:ssm:{r}:{a}:parameter{name}"
 # GetInstanceProfile by name: a profile that does not exist has no path in its ARN, and the code
 # needs its NoSuchEntity answer (not AccessDenied) to create it, so reads cover every profile.
 INSTANCE_PROFILES = "arn:{p}:iam::{a}:instance-profile/*"
@@ -80,6 +83,7 @@ READ_ACTIONS = (
     "ec2:DescribeInstanceTypeOfferings",  # cloud/catalog.py
     "ec2:DescribeInstanceTypes",  # cloud/catalog.py
     "ec2:DescribeLaunchTemplates",  # cloud/launchtemplates.py
+    "ec2:DescribePlacementGroups",  # cloud/network.py (placementGroupSelector)
     "ec2:DescribeSecurityGroups",  # cloud/network.py
     "ec2:DescribeSubnets",  # cloud/network.py
 )
@@ -175,6 +179,7 @@ class PolicyInputs:
     cluster_arn: str
     node_role_arn: str
     kms_key_arns: tuple[str, ...] = ()
+    ami_ssm_parameters: tuple[str, ...] = ()  # -c amiSsmParameters: names an ssmParameter term may read
 
 
 def _request_tags(cluster_name: str) -> dict[str, dict[str, str]]:
@@ -218,6 +223,17 @@ def reads(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
         ),
         iam.PolicyStatement(
             sid="ThisClusterEndpoint", actions=["eks:DescribeCluster"], resources=[inputs.cluster_arn]
+        ),
+        *(
+            [
+                iam.PolicyStatement(
+                    sid="AmiParameters",
+                    actions=["ssm:GetParameter"],
+                    resources=[_arn(SSM_OWN_PARAMETER, name=name) for name in inputs.ami_ssm_parameters],
+                )
+            ]
+            if inputs.ami_ssm_parameters
+            else []
         ),
     ]
 
@@ -391,7 +407,9 @@ def statements_for(grants: tuple[str, ...], inputs: PolicyInputs) -> list[iam.Po
     return [statement for grant in grants for statement in GRANTS[grant](inputs)]
 
 
-def wildcard_resources_for_nag(grants: tuple[str, ...], cluster_name: str) -> dict[str, str]:
+def wildcard_resources_for_nag(
+    grants: tuple[str, ...], cluster_name: str, ami_ssm_parameters: tuple[str, ...] = ()
+) -> dict[str, str]:
     """Each wildcard resource of these grants as cdk-nag names it (IAM5 finding) → why it is acceptable."""
     nag = {"p": "<AWS::Partition>", "r": "<AWS::Region>", "a": "<AWS::AccountId>"}
     found: dict[str, str] = {}
@@ -431,6 +449,12 @@ def wildcard_resources_for_nag(grants: tuple[str, ...], cluster_name: str) -> di
         )
     if "reads" in grants:
         found[SSM_PUBLIC_PARAMETERS.format(**nag)] = "public AMI aliases only (/aws/service/...), read-only"
+        for name in ami_ssm_parameters:
+            if "*" in name:
+                found[SSM_OWN_PARAMETER.format(name=name, **nag)] = (
+                    "GetParameter only (read), on the parameter path the operator named with "
+                    "-c amiSsmParameters for their EC2NodeClasses' ssmParameter AMI terms"
+                )
     if {"reads", "prices", "cleanup", "vpc"} & set(grants):
         found["*"] = (
             "EC2 Describe* have no resource-level permissions (limited to this region by "

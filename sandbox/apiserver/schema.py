@@ -309,15 +309,44 @@ CEL_REASONS = {
 }
 
 
+def _kubernetes_functions() -> dict[str, Any]:
+    """Kubernetes' CEL library functions cel-python lacks and CRDs use: the regex library's ``find``
+    and ``findAll`` (Karpenter's label-domain rules: ``key.find("^([^/]+)").endsWith(...)``) and the
+    strings extension's ``split`` (its alias rules: ``alias.split('@')[0]``). Without them such a rule
+    was not evaluated, and the emulator accepted what kube-apiserver refuses."""
+    import re
+
+    from celpy import celtypes
+
+    def find(value: Any, pattern: Any) -> Any:
+        match = re.search(str(pattern), str(value))
+        return celtypes.StringType(match.group(0) if match else "")
+
+    def find_all(value: Any, pattern: Any, limit: Any = -1) -> Any:
+        found = [m.group(0) for m in re.finditer(str(pattern), str(value))]
+        found = found if int(limit) < 0 else found[: int(limit)]
+        return celtypes.ListType([celtypes.StringType(f) for f in found])
+
+    def split(value: Any, separator: Any, limit: Any = -1) -> Any:
+        count = int(limit)
+        if count == 0:
+            return celtypes.ListType([])
+        parts = str(value).split(str(separator), count - 1 if count > 0 else -1)
+        return celtypes.ListType([celtypes.StringType(p) for p in parts])
+
+    return {"find": find, "findAll": find_all, "split": split}
+
+
 @functools.lru_cache(maxsize=4096)
 def _cel_program(rule: str) -> Any:
-    """The compiled rule (cel-python), or None when it uses what cel-python does not implement
-    (some of Kubernetes' CEL libraries): such a rule is not evaluated (docs/architecture.md)."""
+    """The compiled rule (cel-python, with ``_kubernetes_functions``), or None when it uses what
+    neither implements (some of Kubernetes' CEL libraries): such a rule is not evaluated
+    (docs/architecture.md)."""
     import celpy
 
     try:
         environment = celpy.Environment()
-        return environment.program(environment.compile(rule))
+        return environment.program(environment.compile(rule), functions=_kubernetes_functions())
     except Exception as exc:  # celpy raises its own parse/compile errors
         log.warning("CEL rule not evaluated by the emulator (%s): %s", exc, rule)
         return None

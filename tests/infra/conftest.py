@@ -73,7 +73,8 @@ def default_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
 def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every optional context value set: e-mail alarms, tracing, x86_64, event-only, 2 s polls, an
     existing node role by ARN with an IAM path, the functions in a VPC (security group created),
-    a KMS key for node volumes, an explicit account and region."""
+    a KMS key for node volumes, SSM parameters an EC2NodeClass's AMI terms name, an explicit account
+    and region."""
     context = {
         **fast_context,
         "alarmEmail": "oncall@example.com",
@@ -85,6 +86,7 @@ def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
         "vpcId": "vpc-0123456789abcdef0",
         "subnetIds": "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2",
         "ebsKmsKeyArns": VARIANT_KMS_KEY_ARN,
+        "amiSsmParameters": "/platform/golden-ami,/team-a/*",
         "region": "eu-west-1",
         "account": "123456789012",
     }

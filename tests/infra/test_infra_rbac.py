@@ -207,6 +207,10 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     ("create_nodeclaim", None): lambda c, r: c.create_nodeclaim(CLAIM),
     # state/nodepools.py (status conditions)
     ("patch_nodepool_status", None): lambda c, r: c.patch_nodepool_status("default", {"conditions": []}),
+    # status.py (EC2NodeClass status)
+    ("patch_ec2nodeclass_status", None): lambda c, r: c.patch_ec2nodeclass_status(
+        "default", {"conditions": []}
+    ),
     # provisioning/launch.py, provisioning/lifecycle.py
     ("patch_nodeclaim_status", None): lambda c, r: c.patch_nodeclaim_status("default-x", {"nodeName": "n"}),
     ("delete_nodeclaim", None): lambda c, r: c.delete_nodeclaim("default-x"),

@@ -509,12 +509,12 @@ def test_an_instance_in_a_capacity_reservation_that_is_no_longer_active_has_drif
 
 
 def test_nodeclass_status_lists_what_the_selectors_resolve_to(env: Env) -> None:
-    status = CloudProvider(env.settings).nodeclass_status(nodeclass())
+    status = CloudProvider(env.settings).nodeclass_status(nodeclass()).status
     assert {(s["id"], s["zone"]) for s in status["subnets"]} == {
         *((subnet, zone) for zone, subnet in env.subnets.items()),
         (env.small_subnet, "us-east-1a"),
     }
-    assert status["securityGroups"] == [{"id": env.security_group}]
+    assert status["securityGroups"] == [{"id": env.security_group, "name": "nodes"}]
     assert [(a["id"], a["requirements"][0]["values"]) for a in status["amis"]] == [
         (AMD64_AMI, ["amd64"]),
         (ARM64_AMI, ["arm64"]),

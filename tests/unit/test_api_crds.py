@@ -37,7 +37,7 @@ def test_crd_serves_and_stores_only_v1_with_status_and_columns(name: str) -> Non
     assert crd["metadata"]["name"] == f"{crd['spec']['names']['plural']}.{crd['spec']['group']}"
     (version,) = crd["spec"]["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"]["status"] == {}
     assert {c["name"] for c in version["additionalPrinterColumns"]} >= {"Ready", "Age"}
     assert crd["spec"]["names"]["categories"] == ["karpenter"]
     assert crd["spec"]["scope"] == "Cluster"

@@ -192,11 +192,22 @@ def test_at_most_100_requirements() -> None:
     ]
 
 
-@pytest.mark.parametrize("key", ["kubernetes.io/custom", "karpenter.sh/custom", "karpenter.k8s.aws/custom"])
+@pytest.mark.parametrize("key", ["karpenter.sh/custom", "karpenter.k8s.aws/custom", "kubernetes.io/hostname"])
 def test_restricted_label_domains_in_requirements(key: str) -> None:
     (message,) = errors(nodepool(spec__template__spec__requirements=[{"key": key, "operator": "Exists"}]))
-    assert message.startswith("spec.template.spec.requirements[0].key: Invalid value: label domain")
-    assert "is restricted: use a well-known label" in message
+    assert message.startswith("spec.template.spec.requirements[0].key: Invalid value: label")
+    assert "restricted" in message
+
+
+@pytest.mark.parametrize(
+    "key", ["node-role.kubernetes.io/worker", "kubernetes.io/role", "example.k8s.io/team", "kops.k8s.io/ig"]
+)
+def test_kubernetes_io_and_k8s_io_labels_are_allowed_since_karpenter_1_9(key: str) -> None:
+    doc = nodepool(
+        spec__template__metadata={"labels": {key: "x"}},
+        spec__template__spec__requirements=[{"key": key, "operator": "In", "values": ["x"]}],
+    )
+    assert errors(doc) == []
 
 
 def test_nodepool_label_cannot_be_set() -> None:
@@ -261,12 +272,12 @@ def test_misspelt_well_known_label_warns_with_the_intended_key() -> None:
     ]
 
 
-def test_restricted_typo_of_well_known_label_is_an_error_naming_the_intended_key() -> None:
+def test_typo_of_well_known_label_is_a_warning_naming_the_intended_key() -> None:
     doc = nodepool(
         spec__template__spec__requirements=[{"key": "topology.kubernetes.io/zon", "operator": "Exists"}]
     )
-    (message,) = errors(doc)
-    assert message.startswith("spec.template.spec.requirements[0].key: Invalid value: label domain")
+    assert errors(doc) == []  # the kubernetes.io domain is a user's since Karpenter v1.9
+    (message,) = warnings(doc)
     assert message.endswith("did you mean topology.kubernetes.io/zone?")
 
 
@@ -451,11 +462,18 @@ def test_metadata_options_enums_and_bounds() -> None:
 
 
 def test_ami_family_enum() -> None:
-    (message,) = errors(nodeclass(amiFamily="Windows2022", amiSelectorTerms=[{"id": "ami-1"}]))
+    (message,) = errors(nodeclass(amiFamily="Ubuntu", amiSelectorTerms=[{"id": "ami-1"}]))
     assert message == (
-        'spec.amiFamily: Unsupported value: "Windows2022": supported values: "AL2", "AL2023", '
-        '"Bottlerocket", "Custom"'
+        'spec.amiFamily: Unsupported value: "Ubuntu": supported values: "AL2", "AL2023", '
+        '"Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025"'
     )
+
+
+def test_windows_family_is_accepted_and_said_not_acted_on() -> None:
+    doc = nodeclass(amiFamily="Windows2022", amiSelectorTerms=[{"id": "ami-1"}])
+    assert errors(doc) == []
+    (message,) = warnings(doc)
+    assert message.startswith("spec.amiFamily = Windows2019/2022/2025: not acted on: Windows nodes")
 
 
 def test_kubelet_rules() -> None:

@@ -84,10 +84,12 @@ def test_every_well_known_label_and_alias_selects_the_type(instance_types: list[
         **g4dn.labels,
         wk.ZONE: ZONE,
         wk.CAPACITY_TYPE: "on-demand",
+        wk.INSTANCE_TENANCY: "default",  # the launch's choice, as zone and capacity type are
         wk.NODEPOOL: "default",
         **aliases(ZONE, REGION, "amd64", "g4dn.8xlarge"),
     }
-    assert set(selector) >= wk.WELL_KNOWN_LABELS - NOT_ON_G4DN
+    # The EC2NodeClass label comes from the NodePool's nodeClassRef, not from the type.
+    assert set(selector) >= wk.WELL_KNOWN_LABELS - NOT_ON_G4DN - {wk.EC2NODECLASS}
     assert g4dn.labels[wk.INSTANCE_NETWORK_BANDWIDTH] == "50000"  # the suite's own figure
     pod = spec(node_selector=tuple(sorted(selector.items())), extra={"nvidia.com/gpu": 1})
     assert candidates(plan(Snapshot(pods(1, pod), [pool(instance_types)]))) == ["g4dn.8xlarge"]

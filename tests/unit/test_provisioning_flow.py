@@ -398,7 +398,12 @@ def test_an_invalid_nodepool_is_skipped_with_a_condition_and_one_event_while_oth
     assert len(invalid_events) == 1
     assert invalid_events[0][1] == "broken"
     good = {c["type"]: c["status"] for c in cluster.objects["NodePool"]["default"]["status"]["conditions"]}
-    assert good == {"ValidationSucceeded": "True", "NodeClassReady": "True", "Ready": "True"}
+    assert good == {
+        "ValidationSucceeded": "True",
+        "NodeClassReady": "True",
+        "FieldsNotActedOn": "False",
+        "Ready": "True",
+    }
 
 
 def test_a_nodepool_whose_nodeclass_is_missing_says_so(world: Any) -> None:

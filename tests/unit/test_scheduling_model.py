@@ -81,7 +81,7 @@ def test_intersection_of_disjoint_sets_is_empty_and_gt_lt_gap_is_empty() -> None
 def test_min_values_survive_intersection_and_serialise() -> None:
     merged = Requirement.create("k", "In", ["a", "b", "c"], 2).intersect(Requirement.create("k", "Exists"))
     assert merged.min_values == 2
-    assert merged.to_k8s() == {"key": "k", "operator": "In", "values": ["a", "b", "c"], "minValues": 2}
+    assert merged.to_k8s() == [{"key": "k", "operator": "In", "values": ["a", "b", "c"], "minValues": 2}]
 
 
 def test_unknown_operator_and_bad_gt_value_are_reported() -> None:
@@ -93,7 +93,8 @@ def test_unknown_operator_and_bad_gt_value_are_reported() -> None:
 
 def test_a_new_nodeclaim_is_labelled_with_a_value_of_each_custom_requirement_as_karpenter_does() -> None:
     """Karpenter's ``Requirements.Labels()``: one allowed value per custom key (well-known and
-    restricted keys come from the instance, not from here), so the node satisfies its NodePool."""
+    restricted keys come from the instance, not from here), so the node satisfies its NodePool. Since
+    Karpenter v1.9 a kubernetes.io key is a custom key like any other."""
     found = Requirements.from_k8s(
         [
             {
@@ -117,8 +118,9 @@ def test_a_new_nodeclaim_is_labelled_with_a_value_of_each_custom_requirement_as_
         "tier": "2",
         "generation": "6",
         wk.CAPACITY_TYPE: "spot",  # single-valued: as labels() always did
+        "kubernetes.io/custom": "x",
     }
-    assert found.matches_labels({**labels, wk.ZONE: "us-west-2a", "kubernetes.io/custom": "x"})
+    assert found.matches_labels({**labels, wk.ZONE: "us-west-2a"})
     assert Requirement.create("n", "Lt", ["0"]).any_value() == "-1"
     assert Requirement.create("n", "In", []).any_value() is None
 

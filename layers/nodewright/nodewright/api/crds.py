@@ -1,5 +1,9 @@
 """CustomResourceDefinitions for NodePool, NodeClaim and EC2NodeClass, built from ``api.schema``.
 
+They hold Karpenter v1.14's whole schema (its fields, defaults, CEL rules, printer columns and
+subresources), so a manifest Karpenter v1.14 accepts applies unchanged; ``api.features`` says which
+fields Nodewright acts on.
+
 The files under ``crds/`` are the output of ``python -m nodewright.api.crds crds/``; a unit test
 keeps them equal to what this module builds, so the schema has one source. Only ``v1`` is served
 and stored: older manifests are converted before they are applied (``nodewright convert``),
@@ -28,9 +32,14 @@ _DEFINITIONS: list[dict[str, Any]] = [
         "singular": "nodepool",
         "shortNames": [],
         "description": "NodePool describes the nodes Nodewright may launch and how it may disrupt them.",
+        # Karpenter v1.14's static NodePools: ``kubectl scale nodepool`` writes spec.replicas.
+        "subresources": {
+            "status": {},
+            "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"},
+        },
         "columns": [
             {"name": "NodeClass", "type": "string", "jsonPath": ".spec.template.spec.nodeClassRef.name"},
-            {"name": "Nodes", "type": "string", "jsonPath": ".status.resources.nodes"},
+            {"name": "Nodes", "type": "string", "jsonPath": ".status.nodes"},
             {"name": "Ready", "type": "string", "jsonPath": _READY},
             _AGE,
             {"name": "Weight", "type": "integer", "jsonPath": ".spec.weight", "priority": 1},
@@ -64,6 +73,7 @@ _DEFINITIONS: list[dict[str, Any]] = [
             {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
             {"name": "Ready", "type": "string", "jsonPath": _READY},
             _AGE,
+            {"name": "ImageID", "type": "string", "jsonPath": ".status.imageID", "priority": 1},
             {"name": "ID", "type": "string", "jsonPath": ".status.providerID", "priority": 1},
             {
                 "name": "NodePool",
@@ -134,7 +144,7 @@ def build_crd(definition: dict[str, Any]) -> dict[str, Any]:
                     "storage": True,
                     "additionalPrinterColumns": definition["columns"],
                     "schema": {"openAPIV3Schema": _with_description(schema, definition["description"])},
-                    "subresources": {"status": {}},
+                    "subresources": definition.get("subresources", {"status": {}}),
                 }
             ],
         },

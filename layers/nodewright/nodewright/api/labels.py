@@ -12,10 +12,25 @@ NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
+# On a Node (set by its kubelet from user data): registration leaves the Node's taints as they are.
+DO_NOT_SYNC_TAINTS = "karpenter.sh/do-not-sync-taints"
 
 CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"
 CAPACITY_TYPE_RESERVED = "reserved"
+
+# Annotation domains Karpenter and Nodewright keep their own bookkeeping in (hashes, disruption
+# state): a NodeClaim's annotations in them are not synced onto its Node.
+BOOKKEEPING_ANNOTATION_DOMAINS: frozenset[str] = frozenset(
+    {
+        "karpenter.sh",
+        "karpenter.k8s.aws",
+        "compatibility.karpenter.sh",
+        "compatibility.karpenter.k8s.aws",
+        "nodewright.io",
+        "compatibility.nodewright.io",
+    }
+)
 
 # karpenter.k8s.aws
 EC2NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
@@ -47,6 +62,7 @@ CAPACITY_RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"
 CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-interruptible"
 TOPOLOGY_ZONE_ID = "topology.k8s.aws/zone-id"
 TENANCY_DEFAULT = "default"
+TENANCY_DEDICATED = "dedicated"
 
 # kubernetes.io
 ZONE = "topology.kubernetes.io/zone"
@@ -95,17 +111,51 @@ WELL_KNOWN_LABELS: frozenset[str] = frozenset(
         CAPACITY_RESERVATION_TYPE,
         CAPACITY_RESERVATION_INTERRUPTIBLE,
         TOPOLOGY_ZONE_ID,
+        EC2NODECLASS,
     }
 )
 
-# Label domains a NodePool may not set or require (Karpenter's RestrictedLabelDomains),
-# except for the well-known labels above and the subdomains listed as allowed.
-RESTRICTED_LABEL_DOMAINS: frozenset[str] = frozenset(
-    {"kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"}
+# The karpenter.k8s.aws labels Karpenter v1.14's CRDs let a NodePool set or require (its CEL rule
+# "label domain karpenter.k8s.aws is restricted" lists them); every other key of that domain is refused.
+AWS_LABELS_ALLOWED_IN_NODEPOOLS: tuple[str, ...] = (
+    INSTANCE_TENANCY,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    EC2NODECLASS,
+    INSTANCE_ENCRYPTION_IN_TRANSIT,
+    "karpenter.k8s.aws/nitro-sandbox",
+    INSTANCE_CATEGORY,
+    INSTANCE_HYPERVISOR,
+    INSTANCE_FAMILY,
+    INSTANCE_GENERATION,
+    INSTANCE_LOCAL_NVME,
+    INSTANCE_SIZE,
+    INSTANCE_CPU,
+    INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    INSTANCE_MEMORY,
+    INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_GPU_NAME,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_MEMORY,
+    INSTANCE_ACCELERATOR_NAME,
+    INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_CAPABILITY_FLEX,
+    "karpenter.k8s.aws/placement-group-id",
+    "karpenter.k8s.aws/placement-group-partition",
 )
-ALLOWED_RESTRICTED_SUBDOMAINS: frozenset[str] = frozenset(
-    {"kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"}
-)
+
+# Label domains Karpenter reserves (v1.14): a NodePool may set or require only their well-known
+# keys (``karpenter.sh/capacity-type``; the ``karpenter.k8s.aws`` keys above). Since Karpenter v1.9
+# (kubernetes-sigs/karpenter#2586) the kubernetes.io and k8s.io domains are not restricted: a
+# NodePool may label its nodes ``node-role.kubernetes.io/worker``. Such a label reaches the Node at
+# registration (the NodeClaim's labels are synced onto it), not through the kubelet's
+# --node-labels, which the NodeRestriction admission plugin limits (``cloud.userdata.kubelet_may_set``).
+RESTRICTED_LABEL_DOMAINS: frozenset[str] = frozenset({"karpenter.sh", "karpenter.k8s.aws"})
 
 # Renamed in v1 (v1alpha5/v1beta1 → v1).
 LEGACY_PROVISIONER_NAME = "karpenter.sh/provisioner-name"
@@ -159,12 +209,12 @@ def label_domain(key: str) -> str:
 
 
 def is_restricted_label(key: str) -> bool:
-    """True when a NodePool may not set or require ``key`` (Karpenter's IsRestrictedNodeLabel)."""
-    if key in WELL_KNOWN_LABELS or key in DEPRECATED_LABEL_ALIASES:
+    """True when a NodePool may not set or require ``key`` (Karpenter v1.14's CRD rules: the
+    karpenter.sh domain but capacity-type and nodepool, kubernetes.io/hostname, the karpenter.k8s.aws
+    domain but ``AWS_LABELS_ALLOWED_IN_NODEPOOLS``)."""
+    if key in WELL_KNOWN_LABELS or key in DEPRECATED_LABEL_ALIASES or key in AWS_LABELS_ALLOWED_IN_NODEPOOLS:
         return False
     if key in RESTRICTED_LABELS:
         return True
     domain = label_domain(key)
-    if any(domain == d or domain.endswith("." + d) for d in ALLOWED_RESTRICTED_SUBDOMAINS):
-        return False
     return any(domain == d or domain.endswith("." + d) for d in RESTRICTED_LABEL_DOMAINS)

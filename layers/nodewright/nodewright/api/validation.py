@@ -23,8 +23,15 @@ from kubernetes.utils.quantity import parse_quantity
 from nodewright.api import labels
 from nodewright.api.convert import Conversion, convert_document
 from nodewright.api.durations import DURATION_UNITS_STRICT, DurationError, parse_duration
+from nodewright.api.features import WINDOWS_ALIASES, not_acted_on
 from nodewright.api.findings import Finding, error, warning
-from nodewright.api.schema import BUDGET_DURATION_PATTERN, BUDGET_NODES_PATTERN, SCHEMAS, Schema
+from nodewright.api.schema import (
+    BUDGET_DURATION_PATTERN,
+    BUDGET_NODES_PATTERN,
+    EVICTION_SIGNALS,
+    SCHEMAS,
+    Schema,
+)
 from nodewright.api.shapes import as_dict, as_list, dig, kind_of
 
 _V1 = {
@@ -72,16 +79,8 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _ALIAS = re.compile(r"^(?P<family>[a-zA-Z0-9]+)@(?P<version>.+)$")
 _ALIAS_VERSION = re.compile(r"^(latest|v?\d+(\.\d+)*)$")
-_EVICTION_SIGNALS = frozenset(
-    {
-        "memory.available",
-        "nodefs.available",
-        "nodefs.inodesFree",
-        "imagefs.available",
-        "imagefs.inodesFree",
-        "pid.available",
-    }
-)
+_EVICTION_SIGNALS = frozenset(EVICTION_SIGNALS)
+WINDOWS_FAMILY_OF_ALIAS = {alias: alias.title() for alias in WINDOWS_ALIASES}
 _RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 
 
@@ -159,10 +158,12 @@ def _walk(schema: Schema, value: Any, path: str, out: list[Finding], partial: bo
         properties = schema.get("properties")
         if properties is None:
             return
+        keeps_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
         for key, item in value.items():
             child = f"{path}.{key}" if path else key
             if key not in properties:
-                out.append(error(child, _unknown_field_message(child, key, properties)))
+                if not keeps_unknown:  # kept fields are reported as not acted on (``api.features``)
+                    out.append(error(child, _unknown_field_message(child, key, properties)))
             elif item is not None:
                 _walk(properties[key], item, child, out, partial)
         if not partial:
@@ -291,7 +292,7 @@ def _check_requirements(
             out.append(
                 error(f"{here}.values", f"Forbidden: operator {operator} takes no values; remove them")
             )
-        if operator in ("Gt", "Lt") and (len(values) != 1 or not str(values[0]).isdigit()):
+        if operator in ("Gt", "Lt", "Gte", "Lte") and (len(values) != 1 or not str(values[0]).isdigit()):
             out.append(
                 error(
                     f"{here}.values",
@@ -514,8 +515,12 @@ def _check_alias(alias: Any, path: str, out: list[Finding]) -> str | None:
         out.append(error(path, f"Invalid value: {alias!r}: write it as family@version, e.g. al2023@latest"))
         return None
     family = labels.ALIAS_FAMILIES.get(match["family"].lower())
+    if match["family"].lower() in WINDOWS_ALIASES:
+        if match["version"] != "latest":
+            out.append(error(path, "Invalid value: windows families may only specify version 'latest'"))
+        return WINDOWS_FAMILY_OF_ALIAS[match["family"].lower()]  # accepted; not acted on (api.features)
     if family is None:
-        known = ", ".join(labels.ALIAS_FAMILIES)
+        known = ", ".join([*labels.ALIAS_FAMILIES, *sorted(WINDOWS_ALIASES)])
         out.append(error(path, f"Unsupported value: {match['family']!r}: alias families are {known}"))
     if not _ALIAS_VERSION.match(match["version"]):
         out.append(
@@ -702,6 +707,7 @@ def validate_v1(doc: dict[str, Any], *, partial: bool = False) -> list[Finding]:
         _nodeclaim_rules(doc, out)
     else:
         _ec2nodeclass_rules(doc, out, partial)
+    out.extend(warning(path, f"not acted on: {note}") for path, note in not_acted_on(doc))
     return out
 
 

@@ -118,7 +118,10 @@ def offline_instance_types(region: str, prices_file: str | None = None, live: bo
         # in their zones; without a status every zone of the region is possible.
         subnets = (nodeclass.get("status") or {}).get("subnets") or []
         zones = {s["zone"] for s in subnets if s.get("zone")} or None
-        return catalog.instance_types(zones=zones, kubelet=(nodeclass.get("spec") or {}).get("kubelet"))
+        zone_ids = {s["zone"]: s["zoneID"] for s in subnets if s.get("zone") and s.get("zoneID")}
+        return catalog.instance_types(
+            zones=zones, kubelet=(nodeclass.get("spec") or {}).get("kubelet"), zone_ids=zone_ids
+        )
 
     return instance_types
 

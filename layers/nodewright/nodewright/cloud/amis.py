@@ -3,7 +3,9 @@
 Aliases (``al2023@latest``, ``al2@v20240807``, ``bottlerocket@v1.22.0``, ...) read the public
 SSM parameters for the cluster's Kubernetes version, once per architecture (and the GPU
 variant where the family publishes one). Selector terms (id / tags / name / owner) go to
-DescribeImages; the newest image per architecture wins. ``Custom`` needs selector terms.
+DescribeImages; an ``ssmParameter`` term (a parameter name or ARN) is read with SSM GetParameter
+and its AMI id described like an id term. The newest image per architecture wins. ``Custom``
+needs selector terms.
 """
 
 from __future__ import annotations
@@ -110,9 +112,27 @@ class AmiResolver:
                 found.append(Image(id=value, arch=arch, gpu=gpu, name=name))
         return found
 
+    def _ssm_image_id(self, parameter: str) -> str | None:
+        """The AMI id an ``ssmParameter`` term names (a parameter name or ARN; GetParameter takes both),
+        or None when the parameter does not exist."""
+        try:
+            value = self._ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("ParameterNotFound", "ParameterVersionNotFound"):
+                return None
+            raise
+        return str(value).strip() or None
+
     def _from_terms(self, terms: Iterable[dict[str, Any]]) -> list[Image]:
         candidates: dict[str, Image] = {}
-        for term in terms:
+        for given in terms:
+            term = given
+            if given.get("ssmParameter"):
+                # Karpenter's ssmParameter term: the parameter holds an AMI id, described like an id term.
+                image_id = self._ssm_image_id(str(given["ssmParameter"]))
+                if image_id is None:
+                    continue
+                term = {"id": image_id}
             filters = term_filters(term, "image-id", "name")
             # A name without an owner searches our own and Amazon's images, as Karpenter does.
             default_owners = ["self", "amazon"] if term.get("name") else []

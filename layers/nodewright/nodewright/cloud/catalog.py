@@ -184,9 +184,15 @@ class Catalog:
                 )
         return found
 
-    def instance_types(self, zones: Iterable[str] | None = None, kubelet: Any = None) -> list[Any]:
+    def instance_types(
+        self,
+        zones: Iterable[str] | None = None,
+        kubelet: Any = None,
+        zone_ids: Mapping[str, str] | None = None,
+    ) -> list[Any]:
         """The scheduler's InstanceType for every type offered in ``zones`` that Karpenter's AWS provider
-        offers (HVM, x86_64 or arm64: no mac types).
+        offers (HVM, x86_64 or arm64: no mac types). ``zone_ids`` (zone → zone ID, as the subnets
+        say it) labels each offering with ``topology.k8s.aws/zone-id``.
 
         ``kubelet`` is the NodeClass's v1 ``kubelet`` dict (or the scheduler's KubeletSettings);
         it changes allocatable (maxPods, podsPerCore, reserved, evictionHard).
@@ -218,7 +224,10 @@ class Catalog:
             raw = self.offerings(name, zone_list, unavailable)
             if not raw:
                 continue
-            offerings = [Offering(o.zone, o.capacity_type, o.price, o.available) for o in raw]
+            offerings = [
+                Offering(o.zone, o.capacity_type, o.price, o.available, (zone_ids or {}).get(o.zone, ""))
+                for o in raw
+            ]
             try:
                 result.append(instance_type_from_ec2(info, offerings, kubelet=kubelet))
             except (KeyError, TypeError, ValueError) as exc:  # one odd item never hides the others

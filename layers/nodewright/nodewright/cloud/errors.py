@@ -86,6 +86,19 @@ class SelectorNoMatchError(CloudError):
         )
 
 
+class PlacementGroupError(CloudError):
+    """The EC2NodeClass's placementGroupSelector names no available placement group."""
+
+    def __init__(self, nodeclass: str, selector: object, reason: str) -> None:
+        self.nodeclass = nodeclass
+        self.selector = selector
+        self.reason = reason
+        super().__init__(
+            f"EC2NodeClass {nodeclass!r}: placementGroupSelector {selector!r}: {reason}; create the "
+            "placement group or fix spec.placementGroupSelector"
+        )
+
+
 class NoSubnetError(SelectorNoMatchError):
     """No subnet matched the NodeClass's subnetSelectorTerms (or none in an allowed zone)."""
 

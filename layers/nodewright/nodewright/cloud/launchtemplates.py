@@ -65,7 +65,12 @@ def block_device_mappings(devices: Iterable[Mapping[str, Any]]) -> list[dict[str
         for key, out in strings:
             if ebs_in.get(key):
                 ebs[out] = ebs_in[key]
-        for key, out in (("iops", "Iops"), ("throughput", "Throughput")):
+        integers = (
+            ("iops", "Iops"),
+            ("throughput", "Throughput"),
+            ("volumeInitializationRate", "VolumeInitializationRate"),
+        )
+        for key, out in integers:
             if ebs_in.get(key) is not None:
                 ebs[out] = int(ebs_in[key])
         if ebs_in.get("encrypted") is not None:
@@ -74,14 +79,59 @@ def block_device_mappings(devices: Iterable[Mapping[str, Any]]) -> list[dict[str
     return mappings
 
 
+def network_interfaces(nodeclass: NodeClass, security_groups: list[str]) -> list[dict[str, Any]] | None:
+    """The launch template's ``NetworkInterfaces``, or None when the defaults do (``SecurityGroupIds``).
+
+    As Karpenter's AWS provider builds them: one per ``networkInterfaces`` entry (its network card,
+    device index and type: ``interface`` is an ENA interface, ``efa-only`` an EFA without IP
+    networking), else one primary interface when a field only an interface takes is set
+    (``associatePublicIPAddress``, ``ipPrefixCount``, ``connectionTracking``). The primary interface
+    (card 0, device 0) carries the public-IP choice and the IPv4 prefixes; every ENA interface the
+    connection-tracking timeouts (EFA-only interfaces have no IP traffic to track).
+    """
+    wanted = nodeclass.network_interfaces
+    public_ip = nodeclass.associate_public_ip
+    prefixes = nodeclass.ip_prefix_count
+    tracking = nodeclass.connection_tracking
+    if not wanted and public_ip is None and prefixes is None and not tracking:
+        return None
+    wanted = wanted or [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]
+    found = []
+    for entry in wanted:
+        card, device = int(entry.get("networkCardIndex", 0)), int(entry.get("deviceIndex", 0))
+        kind = str(entry.get("interfaceType") or "interface")
+        interface: dict[str, Any] = {
+            "NetworkCardIndex": card,
+            "DeviceIndex": device,
+            "InterfaceType": kind,
+            "Groups": list(security_groups),
+            "DeleteOnTermination": True,
+        }
+        if (card, device) == (0, 0):
+            if public_ip is not None:
+                interface["AssociatePublicIpAddress"] = public_ip
+            if prefixes is not None:
+                interface["Ipv4PrefixCount"] = prefixes
+        if tracking and kind != "efa-only":
+            interface["ConnectionTrackingSpecification"] = dict(tracking)
+        found.append(interface)
+    return found
+
+
 @dataclass(frozen=True)
 class TemplateSpec:
+    """Everything one launch template holds. ``tenancy`` is ``dedicated`` for a NodeClaim that allows
+    only Dedicated Instances (``karpenter.k8s.aws/instance-tenancy``), ``placement_group`` the id of
+    the placement group the EC2NodeClass's ``placementGroupSelector`` resolved to."""
+
     nodeclass: NodeClass
     image: Image
     user_data: str
     security_groups: tuple[str, ...]
     instance_profile: str
     tags: Mapping[str, str] = field(default_factory=dict)
+    tenancy: str = "default"
+    placement_group: str | None = None
 
     def data(self, name: str) -> dict[str, Any]:
         nodeclass = self.nodeclass
@@ -113,16 +163,22 @@ class TemplateSpec:
         mappings = block_device_mappings(devices)
         if mappings:
             data["BlockDeviceMappings"] = mappings
-        if nodeclass.associate_public_ip is not None:
-            data["NetworkInterfaces"] = [
-                {
-                    "DeviceIndex": 0,
-                    "AssociatePublicIpAddress": nodeclass.associate_public_ip,
-                    "Groups": list(self.security_groups),
-                }
-            ]
+        interfaces = network_interfaces(nodeclass, list(self.security_groups))
+        if interfaces is not None:
+            data["NetworkInterfaces"] = interfaces  # EC2 refuses SecurityGroupIds beside them
         else:
             data["SecurityGroupIds"] = list(self.security_groups)
+        placement: dict[str, Any] = {}
+        if self.tenancy != "default":
+            placement["Tenancy"] = self.tenancy
+        if self.placement_group:
+            placement["GroupId"] = self.placement_group
+        if placement:
+            data["Placement"] = placement
+        if nodeclass.nested_virtualization:
+            data["CpuOptions"] = {"NestedVirtualization": nodeclass.nested_virtualization}
+        if nodeclass.enclaves_enabled is not None:
+            data["EnclaveOptions"] = {"Enabled": nodeclass.enclaves_enabled}
         return data
 
     def digest(self) -> str:
@@ -135,6 +191,11 @@ class TemplateSpec:
             "securityGroups": sorted(self.security_groups),
             "instanceProfile": self.instance_profile,
             "publicIp": self.nodeclass.associate_public_ip,
+            "interfaces": network_interfaces(self.nodeclass, sorted(self.security_groups)),
+            "tenancy": self.tenancy,
+            "placementGroup": self.placement_group,
+            "cpu": self.nodeclass.nested_virtualization,
+            "enclaves": self.nodeclass.enclaves_enabled,
             "monitoring": self.nodeclass.detailed_monitoring,
             "tags": dict(sorted(self.tags.items())),
         }

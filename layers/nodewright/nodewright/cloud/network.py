@@ -14,10 +14,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from nodewright.cloud.cache import TTLCache
-from nodewright.cloud.errors import NoSubnetError, SelectorNoMatchError
+from nodewright.cloud.errors import NoSubnetError, PlacementGroupError, SelectorNoMatchError
 
 SELECTOR_CACHE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """A placement group as DescribePlacementGroups shows it."""
+
+    id: str
+    name: str
+    strategy: str
+    state: str
+    partition_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,8 @@ class NetworkResolver:
     def __init__(self, ec2: Any) -> None:
         self._ec2 = ec2
         self._subnets: TTLCache[list[Subnet]] = TTLCache(SELECTOR_CACHE_SECONDS)
-        self._groups: TTLCache[list[str]] = TTLCache(SELECTOR_CACHE_SECONDS)
+        self._groups: TTLCache[list[tuple[str, str]]] = TTLCache(SELECTOR_CACHE_SECONDS)
+        self._placement_groups: TTLCache[PlacementGroup] = TTLCache(SELECTOR_CACHE_SECONDS)
         self._inflight: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -115,17 +129,59 @@ class NetworkResolver:
 
     def security_groups(self, nodeclass_name: str, terms: list[dict[str, Any]]) -> list[str]:
         """Ids of every security group matching the terms; raises naming the selector when none does."""
+        return [group_id for group_id, _ in self.security_group_names(nodeclass_name, terms)]
+
+    def security_group_names(self, nodeclass_name: str, terms: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        """(id, name) of every security group matching the terms, by id; raises as ``security_groups``."""
         key = _freeze(terms)
         cached = self._groups.get(key)
         if cached is None:
-            found: set[str] = set()
+            found: dict[str, str] = {}
             for term in terms:
                 filters = term_filters(term, "group-id", "group-name")
                 if not filters:
                     continue
                 for page in self._ec2.get_paginator("describe_security_groups").paginate(Filters=filters):
-                    found.update(group["GroupId"] for group in page.get("SecurityGroups", []))
-            cached = self._groups.put(key, sorted(found))
+                    found.update(
+                        (g["GroupId"], g.get("GroupName", "")) for g in page.get("SecurityGroups", [])
+                    )
+            cached = self._groups.put(key, sorted(found.items()))
         if not cached:
             raise SelectorNoMatchError("securityGroup", nodeclass_name, terms)
         return cached
+
+    def placement_group(self, nodeclass_name: str, selector: Mapping[str, str]) -> PlacementGroup:
+        """The placement group ``placementGroupSelector`` names (``name`` or ``id``), if available.
+
+        Raises ``PlacementGroupError`` (naming the selector) when EC2 knows none or it is not in the
+        ``available`` state: a launch into it would fail, so the EC2NodeClass is not ready.
+        """
+        key = _freeze([selector])
+        cached = self._placement_groups.get(key)
+        if cached is not None:
+            return cached
+        kwargs = {"GroupIds": [selector["id"]]} if selector.get("id") else {"GroupNames": [selector["name"]]}
+        try:
+            found = self._ec2.describe_placement_groups(**kwargs).get("PlacementGroups", [])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in (
+                "InvalidPlacementGroup.Unknown",
+                "InvalidPlacementGroupId.Malformed",
+            ):
+                raise PlacementGroupError(nodeclass_name, dict(selector), "not found") from exc
+            raise
+        if not found:
+            raise PlacementGroupError(nodeclass_name, dict(selector), "not found")
+        raw = found[0]
+        group = PlacementGroup(
+            id=raw.get("GroupId", ""),
+            name=raw.get("GroupName", ""),
+            strategy=raw.get("Strategy", ""),
+            state=raw.get("State", ""),
+            partition_count=raw.get("PartitionCount"),
+        )
+        if group.state != "available":
+            raise PlacementGroupError(
+                nodeclass_name, dict(selector), f"it is {group.state or 'unknown'}, not available"
+            )
+        return self._placement_groups.put(key, group)

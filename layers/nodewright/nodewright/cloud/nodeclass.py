@@ -119,6 +119,52 @@ class NodeClass:
     def detailed_monitoring(self) -> bool:
         return bool(self.spec.get("detailedMonitoring", False))
 
+    @property
+    def network_interfaces(self) -> list[dict[str, Any]]:
+        """``networkInterfaces`` ({networkCardIndex, deviceIndex, interfaceType}), card then device order."""
+        found = [dict(n) for n in self.spec.get("networkInterfaces") or [] if isinstance(n, Mapping)]
+        return sorted(found, key=lambda n: (int(n.get("networkCardIndex", 0)), int(n.get("deviceIndex", 0))))
+
+    @property
+    def ip_prefix_count(self) -> int | None:
+        value = self.spec.get("ipPrefixCount")
+        return None if value is None else int(value)
+
+    @property
+    def connection_tracking(self) -> dict[str, int]:
+        """``connectionTracking`` as EC2's ConnectionTrackingSpecification (only the timeouts set)."""
+        names = {
+            "tcpEstablishedTimeout": "TcpEstablishedTimeout",
+            "udpStreamTimeout": "UdpStreamTimeout",
+            "udpTimeout": "UdpTimeout",
+        }
+        given = self.spec.get("connectionTracking") or {}
+        return {ec2: int(given[key]) for key, ec2 in names.items() if given.get(key) is not None}
+
+    @property
+    def placement_group_selector(self) -> dict[str, str] | None:
+        """``placementGroupSelector``: ``{"name": ...}`` or ``{"id": "pg-..."}``, or None."""
+        selector = self.spec.get("placementGroupSelector")
+        if not isinstance(selector, Mapping) or not (selector.get("name") or selector.get("id")):
+            return None
+        return {k: str(v) for k, v in selector.items() if k in ("name", "id") and v}
+
+    @property
+    def nested_virtualization(self) -> str | None:
+        """``cpuOptions.nestedVirtualization`` (enabled | disabled), or None."""
+        value = (self.spec.get("cpuOptions") or {}).get("nestedVirtualization")
+        return str(value) if value else None
+
+    @property
+    def enclaves_enabled(self) -> bool | None:
+        value = (self.spec.get("enclaveOptions") or {}).get("enabled")
+        return None if value is None else bool(value)
+
+    @property
+    def context(self) -> str | None:
+        """``context``: the reserved EC2 field CreateFleet takes as ``Context``."""
+        return self.spec.get("context") or None
+
     def hash(self) -> str:
         """The static-drift hash (``karpenter.k8s.aws/ec2nodeclass-hash``; ``api.hashing``)."""
         from nodewright.api.hashing import nodeclass_hash

@@ -19,6 +19,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
+from nodewright.api import labels as wk
 from nodewright.cloud import aws
 from nodewright.cloud.amis import AmiResolver, Image
 from nodewright.cloud.catalog import ON_DEMAND, SPOT, Catalog, RawOffering
@@ -30,6 +31,8 @@ from nodewright.cloud.errors import (
     InsufficientCapacityError,
     InvalidNodeClassError,
     LaunchError,
+    PlacementGroupError,
+    SelectorNoMatchError,
 )
 from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec
 from nodewright.cloud.network import NetworkResolver, Subnet
@@ -42,6 +45,8 @@ from nodewright.settings import Settings
 
 MAX_LAUNCH_ATTEMPTS = 6  # CreateFleet calls per NodeClaim before giving up (each marks what failed)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+
+UNREGISTERED_TAINT = {"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}
 
 TAG_NODEPOOL = "karpenter.sh/nodepool"
 TAG_NODECLAIM = "karpenter.sh/nodeclaim"
@@ -136,6 +141,21 @@ class Instance:
         return self.tags.get(TAG_NODECLASS_HASH)
 
 
+@dataclass
+class NodeClassResolution:
+    """``CloudProvider.nodeclass_status``'s answer: the v1 ``status`` fields that resolved, and one
+    (condition type, ok, reason, message) per part, in Karpenter's words (True: reason = type)."""
+
+    status: dict[str, Any] = field(default_factory=dict)
+    conditions: list[tuple[str, bool, str, str]] = field(default_factory=list)
+
+    def succeed(self, kind: str) -> None:
+        self.conditions.append((kind, True, kind, ""))
+
+    def fail(self, kind: str, reason: str, message: str) -> None:
+        self.conditions.append((kind, False, reason, message))
+
+
 @dataclass(frozen=True)
 class DriftInputs:
     """What a launch for the NodeClass would use now; an instance that differs has drifted."""
@@ -155,6 +175,7 @@ class _Launch:
     security_groups: tuple[str, ...]
     images: tuple[Image, ...]
     instance_profile: str
+    placement_group: str | None = None  # the id placementGroupSelector resolved to
 
 
 @dataclass(frozen=True)
@@ -244,6 +265,19 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
     )
 
 
+def tenancy(request: LaunchRequest) -> str:
+    """``dedicated`` when the NodeClaim is labelled so (it allows only Dedicated Instances), else
+    ``default``: Karpenter launches default tenancy when both are allowed."""
+    value = request.labels.get(wk.INSTANCE_TENANCY)
+    return wk.TENANCY_DEDICATED if value == wk.TENANCY_DEDICATED else wk.TENANCY_DEFAULT
+
+
+def supports_nested_virtualization(info: Mapping[str, Any] | None) -> bool:
+    """DescribeInstanceTypes' ``ProcessorInfo.SupportedFeatures`` names ``nested-virtualization``."""
+    features = ((info or {}).get("ProcessorInfo") or {}).get("SupportedFeatures") or []
+    return "nested-virtualization" in features
+
+
 def _type_name(candidate: Any) -> str:
     return candidate if isinstance(candidate, str) else str(candidate.name)
 
@@ -301,12 +335,20 @@ class CloudProvider:
     def instance_types(self, nodeclass: Any) -> list[Any]:
         """The scheduler's InstanceTypes for the NodeClass: zones its subnets cover, arches its AMIs cover."""
         nc = NodeClass(nodeclass)
-        zones = {s.zone for s in self.network.subnets(nc.name, nc.subnet_selector_terms)}
+        subnets = self.network.subnets(nc.name, nc.subnet_selector_terms)
+        zone_ids = {s.zone: s.zone_id for s in subnets if s.zone_id}
         images = self.amis.images(nc)
         return [
             instance_type
-            for instance_type in self.catalog.instance_types(zones=zones, kubelet=nc.kubelet or None)
+            for instance_type in self.catalog.instance_types(
+                zones={s.zone for s in subnets}, kubelet=nc.kubelet or None, zone_ids=zone_ids
+            )
             if _image_for(self.catalog.info(instance_type.name), images) is not None  # an AMI for its arch
+            # cpuOptions.nestedVirtualization enabled: only the types EC2 says support it (as Karpenter).
+            and (
+                nc.nested_virtualization != "enabled"
+                or supports_nested_virtualization(self.catalog.info(instance_type.name))
+            )
         ]
 
     def prices(self) -> PriceTable:
@@ -319,26 +361,84 @@ class CloudProvider:
 
         return node_storage(nodeclass, self.settings.region).per_hour
 
-    def nodeclass_status(self, nodeclass: Any) -> dict[str, Any]:
-        """What the NodeClass resolves to, in the v1 ``status`` shape (subnets, groups, AMIs, profile).
-
-        Raises the selector's typed error when one matches nothing, for the caller's condition.
-        """
+    def nodeclass_status(self, nodeclass: Any) -> NodeClassResolution:
+        """What the EC2NodeClass resolves to now, part by part, as Karpenter's EC2NodeClass status
+        controllers find it: the v1 ``status`` fields of the parts that resolve (subnets most free IPs
+        first, security groups with names, AMIs with their requirements, the instance profile, made
+        for ``role`` when needed) and, per part, its condition (``SubnetsReady``, ``SecurityGroupsReady``,
+        ``AMIsReady``, ``InstanceProfileReady``, ``PlacementGroupReady`` when a group is selected) with
+        Karpenter's reasons. A part that fails never hides the others."""
         nc = NodeClass(nodeclass)
-        subnets = self.network.subnets(nc.name, nc.subnet_selector_terms)
-        groups = self.network.security_groups(nc.name, nc.security_group_selector_terms)
-        amis = []
-        for image in self.amis.images(nc):
-            requirements = [{"key": "kubernetes.io/arch", "operator": "In", "values": [image.arch]}]
-            if image.gpu:
-                requirements.append({"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Exists"})
-            amis.append({"id": image.id, "name": image.name, "requirements": requirements})
-        return {
-            "subnets": [{"id": s.id, "zone": s.zone, "zoneID": s.zone_id} for s in subnets],
-            "securityGroups": [{"id": group} for group in groups],
-            "amis": amis,
-            "instanceProfile": self.templates.instance_profile(nc),
-        }
+        resolution = NodeClassResolution()
+        try:
+            subnets = sorted(
+                self.network.subnets(nc.name, nc.subnet_selector_terms),
+                key=lambda s: (-s.available_ips, s.id),
+            )
+        except SelectorNoMatchError:
+            resolution.fail("SubnetsReady", "SubnetsNotFound", "SubnetSelector did not match any Subnets")
+        else:
+            resolution.status["subnets"] = [
+                {"id": s.id, "zone": s.zone, **({"zoneID": s.zone_id} if s.zone_id else {})} for s in subnets
+            ]
+            resolution.succeed("SubnetsReady")
+        try:
+            groups = self.network.security_group_names(nc.name, nc.security_group_selector_terms)
+        except SelectorNoMatchError:
+            resolution.fail(
+                "SecurityGroupsReady",
+                "SecurityGroupsNotFound",
+                "SecurityGroupSelector did not match any SecurityGroups",
+            )
+        else:
+            resolution.status["securityGroups"] = [{"id": i, **({"name": n} if n else {})} for i, n in groups]
+            resolution.succeed("SecurityGroupsReady")
+        try:
+            images = self.amis.images(nc)
+        except (SelectorNoMatchError, InvalidNodeClassError):
+            resolution.fail("AMIsReady", "AMINotFound", "AMISelector did not match any AMIs")
+        except ClientError as exc:  # e.g. an SSM parameter the functions may not read
+            error = exc.response.get("Error") or {}
+            resolution.fail(
+                "AMIsReady", str(error.get("Code") or "AMIResolutionFailed"), str(error.get("Message"))
+            )
+        else:
+            amis = []
+            for image in images:
+                requirements = [{"key": wk.ARCH, "operator": "In", "values": [image.arch]}]
+                if image.gpu:
+                    requirements.append({"key": wk.INSTANCE_GPU_COUNT, "operator": "Exists"})
+                amis.append(
+                    {
+                        "id": image.id,
+                        **({"name": image.name} if image.name else {}),
+                        "requirements": requirements,
+                    }
+                )
+            resolution.status["amis"] = amis
+            resolution.succeed("AMIsReady")
+        try:
+            resolution.status["instanceProfile"] = self.templates.instance_profile(nc)
+        except CloudError as exc:
+            resolution.fail("InstanceProfileReady", "InstanceProfileCreationFailed", str(exc))
+        else:
+            resolution.succeed("InstanceProfileReady")
+        if nc.placement_group_selector:
+            try:
+                self._placement_group_id(nc)
+            except PlacementGroupError as exc:
+                reason = (
+                    "PlacementGroupNotFound" if exc.reason == "not found" else "PlacementGroupNotAvailable"
+                )
+                resolution.fail("PlacementGroupReady", reason, str(exc))
+            else:
+                resolution.succeed("PlacementGroupReady")
+        return resolution
+
+    def _placement_group_id(self, nc: NodeClass) -> str | None:
+        """The id of the placement group the EC2NodeClass selects (raises ``PlacementGroupError``)."""
+        selector = nc.placement_group_selector
+        return self.network.placement_group(nc.name, selector).id if selector else None
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
         """Keep (type, zone, capacity type) out of plans for 3 minutes (ICE, spot interruption)."""
@@ -362,6 +462,7 @@ class CloudProvider:
             security_groups=tuple(self.network.security_groups(nc.name, nc.security_group_selector_terms)),
             images=tuple(self.amis.images(nc)),
             instance_profile=self.templates.instance_profile(nc),
+            placement_group=self._placement_group_id(nc),
         )
         allowed_types = set(request.capacity_types) & {SPOT, ON_DEMAND}
         if not allowed_types:
@@ -467,7 +568,16 @@ class CloudProvider:
             image = _image_for(self.catalog.info(name), launch.images)
             if image is None:
                 continue
-            spec = TemplateSpec(nc, image, user_data, launch.security_groups, launch.instance_profile, tags)
+            spec = TemplateSpec(
+                nc,
+                image,
+                user_data,
+                launch.security_groups,
+                launch.instance_profile,
+                tags,
+                tenancy=tenancy(request),
+                placement_group=launch.placement_group,
+            )
             template = self.templates.ensure(spec)
             image_by_template[template] = image
             template_spec = {"LaunchTemplateName": template, "Version": "$Latest"}
@@ -499,6 +609,8 @@ class CloudProvider:
                 {"ResourceType": kind, "Tags": tag_list} for kind in ("instance", "volume", "fleet")
             ],
         }
+        if nc.context:
+            params["Context"] = nc.context
         if capacity_type == SPOT:
             params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
         else:
@@ -512,20 +624,27 @@ class CloudProvider:
         )
 
     def _user_data(self, request: LaunchRequest, nc: NodeClass, capacity_type: str) -> str:
-        """The node's bootstrap for its AMI family: cluster endpoint, labels, taints, kubelet."""
+        """The node's bootstrap for its AMI family: cluster endpoint, labels, taints, kubelet.
+
+        As Karpenter's AWS provider: the kubelet registers the Node with its taints and the
+        ``karpenter.sh/unregistered:NoExecute`` taint (lifted at registration, once the NodeClaim's
+        labels are on the Node), and labels it ``karpenter.sh/do-not-sync-taints=true``: its taints
+        are set here, at registration, so registration does not write them again (a DaemonSet that
+        already lifted a startup taint would see it come back)."""
         labels = {
             key: value
             for key, value in {
                 **request.labels,
                 TAG_NODEPOOL: request.nodepool_name,
                 LABEL_CAPACITY_TYPE: capacity_type,
+                wk.DO_NOT_SYNC_TAINTS: "true",
             }.items()
             if kubelet_may_set(key)
         }
         bootstrap = NodeBootstrap(
             cluster=cluster_info(self.settings),
             labels=labels,
-            taints=[*request.taints, *request.startup_taints],
+            taints=[*request.taints, *request.startup_taints, UNREGISTERED_TAINT],
             kubelet={**nc.kubelet, **(request.kubelet or {})},
             custom_user_data=nc.user_data,
             nodeclass_name=nc.name,

@@ -549,6 +549,10 @@ class Cluster:
         """Merge ``status`` into the NodePool's status subresource (its conditions, as a whole list)."""
         return self.patch(NODEPOOLS, name, {"status": status}, subresource="status")
 
+    def patch_ec2nodeclass_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``status`` into the EC2NodeClass's status subresource (lists as wholes)."""
+        return self.patch(EC2NODECLASSES, name, {"status": status}, subresource="status")
+
     def add_finalizer(
         self, resource: Resource, name: str, finalizer: str, namespace: str | None = None
     ) -> dict[str, Any] | None:

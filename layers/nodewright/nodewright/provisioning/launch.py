@@ -169,6 +169,11 @@ def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: 
         labels.ZONE: result.zone,
         labels.CAPACITY_TYPE: result.capacity_type,
     }
+    offerings = getattr(chosen, "offerings", ())
+    zone_ids = [getattr(o, "zone_id", "") for o in offerings if o.zone == result.zone]
+    zone_id = next((z for z in zone_ids if z), None)
+    if zone_id:
+        new_labels[labels.TOPOLOGY_ZONE_ID] = zone_id  # topology.k8s.aws/zone-id, as Karpenter labels nodes
     ctx.cluster.patch_nodeclaim(name, {"metadata": {"labels": new_labels}})
     status = dict(claim.get("status") or {})
     status.update(

@@ -4,8 +4,10 @@ Every step reads the state it needs from the cluster and EC2 and is safe to repe
 a pass that dies half-way is finished by the next one.
 
 - Launched, and a Node with the same providerID appeared → Registered: the NodeClaim's
-  labels and taints are synced onto the Node, which gets the ``karpenter.sh/termination``
-  finalizer and the ``karpenter.sh/registered`` label; the unregistered taint goes.
+  labels, annotations (its NodePool template's) and taints are synced onto the Node (the taints
+  not when the Node says ``karpenter.sh/do-not-sync-taints``: its kubelet registered them), which
+  gets the ``karpenter.sh/termination`` finalizer and the ``karpenter.sh/registered`` label; the
+  unregistered taint goes.
 - Registered, the Node Ready, its startupTaints gone and the requested extended resources
   reported → Initialized (``karpenter.sh/initialized`` on the Node; capacity and
   allocatable copied to the NodeClaim).
@@ -121,21 +123,35 @@ def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: dat
     claim_meta = claim.get("metadata") or {}
     spec = claim.get("spec") or {}
     node_labels = {**(claim_meta.get("labels") or {}), labels.NODE_REGISTERED: "true"}
+    # The NodePool's template annotations reach the Node (Karpenter syncs the NodeClaim's); the
+    # bookkeeping ones (static-drift hashes, disruption state) stay on the NodeClaim.
+    node_annotations = {
+        key: value
+        for key, value in (claim_meta.get("annotations") or {}).items()
+        if labels.label_domain(key) not in labels.BOOKKEEPING_ANNOTATION_DOMAINS
+    }
 
     def sync(current: dict[str, Any]) -> dict[str, Any]:
         """From the Node as it is now (guarded by its resourceVersion): the kubelet may be lifting a
-        startup taint at this very moment, and a stale list written back would restore it."""
+        startup taint at this very moment, and a stale list written back would restore it. A Node
+        labelled ``karpenter.sh/do-not-sync-taints=true`` registered with its taints (the user data
+        Nodewright writes, as Karpenter's AWS provider does): only the unregistered taint goes."""
+        current_meta = current.get("metadata") or {}
         taints = [
             t
             for t in (current.get("spec") or {}).get("taints") or []
             if t.get("key") != labels.UNREGISTERED_TAINT_KEY
         ]
-        present = {(t.get("key"), t.get("effect")) for t in taints}
-        taints += [t for t in spec.get("taints") or [] if (t.get("key"), t.get("effect")) not in present]
-        finalizers = list((current.get("metadata") or {}).get("finalizers") or [])
+        if (current_meta.get("labels") or {}).get(labels.DO_NOT_SYNC_TAINTS) != "true":
+            present = {(t.get("key"), t.get("effect")) for t in taints}
+            taints += [t for t in spec.get("taints") or [] if (t.get("key"), t.get("effect")) not in present]
+        finalizers = list(current_meta.get("finalizers") or [])
         if labels.TERMINATION_FINALIZER not in finalizers and not nodeclaims.is_deleting(current):
             finalizers.append(labels.TERMINATION_FINALIZER)  # (the API server refuses it on a deleting node)
-        return {"metadata": {"labels": node_labels, "finalizers": finalizers}, "spec": {"taints": taints}}
+        metadata = {"labels": node_labels, "finalizers": finalizers}
+        if node_annotations:
+            metadata["annotations"] = node_annotations
+        return {"metadata": metadata, "spec": {"taints": taints}}
 
     ctx.cluster.update_node(node_name, sync)
     checkpoint("lifecycle.node-registered")

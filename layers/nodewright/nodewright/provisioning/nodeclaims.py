@@ -64,7 +64,8 @@ def build(
 
     Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``).
 
-    Labels: the template's labels plus ``karpenter.sh/nodepool``, and what the requirements give
+    Labels: the template's labels plus ``karpenter.sh/nodepool``, ``karpenter.k8s.aws/ec2nodeclass`` and
+    ``karpenter.k8s.aws/instance-tenancy`` (the tenancy it launches with), and what the requirements give
     (``Requirements.node_labels``, Karpenter's ``Requirements.Labels()``: a value pinned by a
     single-valued ``In``, and one allowed value of every custom key), so the node the kubelet
     registers carries them from the start and satisfies its NodePool (requirement drift).
@@ -74,11 +75,16 @@ def build(
     template = (nodepool.get("spec") or {}).get("template") or {}
     template_meta = template.get("metadata") or {}
     template_spec = template.get("spec") or {}
+    claim_requirements = Requirements.from_k8s(requirements)
     claim_labels: dict[str, str] = {
         **dict(template_meta.get("labels") or {}),
-        **Requirements.from_k8s(requirements).node_labels(),
+        **claim_requirements.node_labels(),
     }
     claim_labels[labels.NODEPOOL] = pool_meta["name"]
+    node_class = (template_spec.get("nodeClassRef") or {}).get("name")
+    if node_class:
+        claim_labels[labels.EC2NODECLASS] = str(node_class)  # as Karpenter labels every NodeClaim and Node
+    claim_labels[labels.INSTANCE_TENANCY] = _tenancy(claim_requirements)
     spec: dict[str, Any] = {
         "nodeClassRef": dict(template_spec.get("nodeClassRef") or {}),
         "requirements": requirements,
@@ -111,6 +117,19 @@ def build(
             }
         ]
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+def _tenancy(requirements: Requirements) -> str:
+    """``dedicated`` when the requirements allow only Dedicated Instances, else ``default`` (Karpenter:
+    a NodeClaim that does not name the tenancy, or allows both, launches with default tenancy)."""
+    allowed = requirements.get(labels.INSTANCE_TENANCY)
+    if (
+        allowed is not None
+        and not allowed.has(labels.TENANCY_DEFAULT)
+        and allowed.has(labels.TENANCY_DEDICATED)
+    ):
+        return labels.TENANCY_DEDICATED
+    return labels.TENANCY_DEFAULT
 
 
 # --- reading -------------------------------------------------------------------------------------

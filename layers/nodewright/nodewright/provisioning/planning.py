@@ -38,6 +38,7 @@ class ClaimPlan:
     instance_types: list[str] = field(default_factory=list)
     price: float = 0.0  # $/h: the cheapest candidate offering plus the node's EBS volumes
     zones: list[str] = field(default_factory=list)
+    zone_ids: list[str] = field(default_factory=list)  # topology.k8s.aws/zone-id of those zones, when known
     capacity_types: list[str] = field(default_factory=list)
     volume_price: float = 0.0  # the EBS part of ``price``
     labels: dict[str, str] = field(default_factory=dict)
@@ -99,6 +100,7 @@ def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
         instance_types=names,
         price=claim.price,
         zones=sorted({o.zone for c in claim.instance_types for o in c.offerings}),
+        zone_ids=sorted({o.zone_id for c in claim.instance_types for o in c.offerings if o.zone_id}),
         capacity_types=sorted({o.capacity_type for c in claim.instance_types for o in c.offerings}),
         volume_price=claim.volume_price,
         labels={**claim.labels, **claim.requirements.node_labels()},

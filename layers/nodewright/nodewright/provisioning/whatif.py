@@ -80,6 +80,7 @@ class WhatIf:
                     "pods": [pod_key(p) for p in c.pods],
                     "instanceTypes": c.instance_types,
                     "zones": c.zones,
+                    "zoneIDs": c.zone_ids,
                     "capacityTypes": c.capacity_types,
                     "pricePerHour": round(c.price, 5),
                     "instancePricePerHour": round(c.price - c.volume_price, 5),

@@ -42,6 +42,8 @@ from nodewright.scheduling.resources import (
 )
 
 VM_MEMORY_OVERHEAD = 0.075
+# The tenancies every type is offered in (``karpenter.k8s.aws/instance-tenancy``).
+TENANCIES = frozenset({wk.TENANCY_DEFAULT, wk.TENANCY_DEDICATED})
 DEFAULT_EPHEMERAL_STORAGE = 20 * GIB  # the AMI families' default root volume
 _CPU_RESERVATION_LADDER = ((0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 40, 0.0025))
 _NAME = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.([a-z0-9-]+)$")
@@ -67,12 +69,14 @@ def unsupported_reason(info: Mapping[str, Any]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Offering:
-    """Where and how a type can be bought: one zone, one capacity type, its price per hour."""
+    """Where and how a type can be bought: one zone (and its zone ID, ``use1-az1``, when the
+    EC2NodeClass's subnets name it), one capacity type, its price per hour."""
 
     zone: str
     capacity_type: str
     price: float
     available: bool = True
+    zone_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,27 +122,32 @@ class InstanceType:
 
     @property
     def requirements(self) -> Requirements:
-        """Its labels plus the zones and capacity types it is offered in (available ones)."""
-        zones = {o.zone for o in self.offerings if o.available}
-        capacity_types = {o.capacity_type for o in self.offerings if o.available}
-        return Requirements.from_labels(self.labels).intersect(
-            Requirements(
-                [
-                    Requirement(wk.ZONE, False, frozenset(zones)),
-                    Requirement(wk.CAPACITY_TYPE, False, frozenset(capacity_types)),
-                ]
-            )
-        )
+        """Its labels plus the zones (and zone IDs), capacity types and tenancies it is offered in
+        (available ones). Every type can run as a Dedicated Instance: the launch chooses the tenancy
+        (``karpenter.k8s.aws/instance-tenancy``, default unless only dedicated is allowed)."""
+        available = [o for o in self.offerings if o.available]
+        found = [
+            Requirement(wk.ZONE, False, frozenset(o.zone for o in available)),
+            Requirement(wk.CAPACITY_TYPE, False, frozenset(o.capacity_type for o in available)),
+            Requirement(wk.INSTANCE_TENANCY, False, TENANCIES),
+        ]
+        zone_ids = frozenset(o.zone_id for o in available if o.zone_id)
+        if zone_ids:
+            found.append(Requirement(wk.TOPOLOGY_ZONE_ID, False, zone_ids))
+        return Requirements.from_labels(self.labels).intersect(Requirements(found))
 
     def available_offerings(self, requirements: Requirements | None = None) -> list[Offering]:
-        """Available offerings whose zone and capacity type the requirements allow, cheapest first."""
+        """Available offerings whose zone (or zone ID) and capacity type the requirements allow,
+        cheapest first."""
         zone = requirements.get(wk.ZONE) if requirements else None
+        zone_id = requirements.get(wk.TOPOLOGY_ZONE_ID) if requirements else None
         capacity_type = requirements.get(wk.CAPACITY_TYPE) if requirements else None
         found = [
             o
             for o in self.offerings
             if o.available
             and (zone is None or zone.has(o.zone))
+            and (zone_id is None or (bool(o.zone_id) and zone_id.has(o.zone_id)))
             and (capacity_type is None or capacity_type.has(o.capacity_type))
         ]
         return sorted(found, key=lambda o: (o.price, o.zone, o.capacity_type))
@@ -214,7 +223,6 @@ def _labels(info: Mapping[str, Any], vcpus: int, memory_mib: int, arch: str) -> 
         result[wk.INSTANCE_CATEGORY] = match.group(1)
         result[wk.INSTANCE_GENERATION] = match.group(2)
     result[wk.INSTANCE_CAPABILITY_FLEX] = str("-flex" in name.split(".", maxsplit=1)[0]).lower()
-    result[wk.INSTANCE_TENANCY] = wk.TENANCY_DEFAULT  # dedicated tenancy is not launched (see docs)
     result[wk.INSTANCE_NITRO_ENCLAVES_SUPPORTED] = str(
         info.get("NitroEnclavesSupport") == "supported"
     ).lower()

@@ -22,8 +22,10 @@ from nodewright.scheduling.results import CandidateType
 
 # Labels a pod may require although no NodePool requirement names them: every node carries them.
 ALLOW_UNDEFINED = wk.WELL_KNOWN_LABELS | {wk.HOSTNAME}
-# Keys an offering decides (not the type): checked against offerings, not type labels.
-OFFERING_KEYS = (wk.ZONE, wk.CAPACITY_TYPE)
+# Keys the NodePool gives its nodes (its name, its EC2NodeClass), not the instance type.
+POOL_KEYS = (wk.NODEPOOL, wk.EC2NODECLASS)
+# Keys an offering or the launch decides (not the type): checked against offerings, not type labels.
+OFFERING_KEYS = (wk.ZONE, wk.TOPOLOGY_ZONE_ID, wk.CAPACITY_TYPE, wk.INSTANCE_TENANCY)
 
 PoolOption = tuple[int, Requirements]  # (NodePool index, requirements a claim there would carry)
 
@@ -259,7 +261,7 @@ def _labels_satisfy(labels: dict[str, str], checks: Sequence[tuple[str, Requirem
     for label, requirement in checks:
         value = labels.get(label)
         if value is None:
-            if label in ALLOW_UNDEFINED and not requirement.allows_absent and label != wk.NODEPOOL:
+            if label in ALLOW_UNDEFINED and not requirement.allows_absent and label not in POOL_KEYS:
                 return False
             continue
         if not requirement.has(value):

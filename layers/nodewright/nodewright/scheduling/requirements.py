@@ -1,10 +1,16 @@
-"""Node selector requirements algebra: In, NotIn, Exists, DoesNotExist, Gt, Lt and minValues.
+"""Node selector requirements algebra: In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte and minValues.
 
 A requirement is a set of allowed values for one label key, kept in one of two shapes:
 an explicit set (``In``; ``DoesNotExist`` is the empty set) or a complement (everything except
 ``values``; ``NotIn``, ``Exists``, ``Gt`` and ``Lt`` are complements, the last two with integer
 bounds). Intersection is closed over these shapes, which is what NodePool x pod x instance-type
 compatibility needs. Semantics follow Karpenter's ``scheduling.Requirements``.
+
+``Gte`` and ``Lte`` are Karpenter's own operators (v1.9, kubernetes-sigs/karpenter#2674; Kubernetes'
+node affinity has only ``Gt``/``Lt``): ``Gte N`` allows integer values >= N, ``Lte N`` <= N. As
+Karpenter, they and ``Gt``/``Lt`` are one bound each: ``Gte N`` is kept as ``Gt N-1`` and ``Lte N``
+as ``Lt N+1`` (Karpenter keeps the other direction, ``Gt N`` as ``Gte N+1``: the same set of values),
+so a NodeClaim Karpenter wrote with ``Gte`` reads as the NodePool's ``Gt`` it came from.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ EXISTS = "Exists"
 DOES_NOT_EXIST = "DoesNotExist"
 GT = "Gt"
 LT = "Lt"
-OPERATORS = frozenset({IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT})
+GTE = "Gte"
+LTE = "Lte"
+OPERATORS = frozenset({IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT, GTE, LTE})
 
 
 def _as_int(value: str) -> int | None:
@@ -60,15 +68,17 @@ class Requirement:
             return cls(key, True, min_values=min_values)
         if operator == DOES_NOT_EXIST:
             return cls(key, False)
-        if operator in (GT, LT):
+        if operator in (GT, LT, GTE, LTE):
             bound = _as_int(values[0]) if len(values) == 1 else None
             if bound is None:
                 raise ValueError(
                     f"requirement {key} {operator} needs exactly one integer value, got {values}"
                 )
-            if operator == GT:
-                return cls(key, True, greater_than=bound, min_values=min_values)
-            return cls(key, True, less_than=bound, min_values=min_values)
+            if operator in (GT, GTE):
+                lower = bound if operator == GT else bound - 1
+                return cls(key, True, greater_than=lower, min_values=min_values)
+            upper = bound if operator == LT else bound + 1
+            return cls(key, True, less_than=upper, min_values=min_values)
         raise ValueError(f"requirement {key}: unknown operator {operator!r} (use one of {sorted(OPERATORS)})")
 
     def _in_bounds(self, value: str) -> bool:
@@ -145,19 +155,32 @@ class Requirement:
                 return str(number)
         return None
 
-    def to_k8s(self) -> dict[str, object]:
-        """The NodeSelectorRequirement form (plus ``minValues``), as a NodeClaim spec holds it."""
-        operator = self.operator
-        result: dict[str, object] = {"key": self.key, "operator": operator}
-        if operator in (IN, NOT_IN):
-            result["values"] = sorted(self.values)
-        elif operator == GT:
-            result["values"] = [str(self.greater_than)]
-        elif operator == LT:
-            result["values"] = [str(self.less_than)]
+    def to_k8s(self) -> list[dict[str, object]]:
+        """The NodeSelectorRequirement terms (plus ``minValues`` on the first), as a NodeClaim spec
+        holds them: one term per part of the conjunction, so ``Gt 2`` and ``Lt 9`` on one key (a
+        NodePool's lower bound met by a pod's upper one) are both kept, and so is ``NotIn`` beside them."""
+        terms: list[dict[str, object]] = []
+        if not self.complement:
+            operator = IN if self.values else DOES_NOT_EXIST
+            terms.append(
+                {
+                    "key": self.key,
+                    "operator": operator,
+                    **({"values": sorted(self.values)} if self.values else {}),
+                }
+            )
+        else:
+            if self.values:
+                terms.append({"key": self.key, "operator": NOT_IN, "values": sorted(self.values)})
+            if self.greater_than is not None:
+                terms.append({"key": self.key, "operator": GT, "values": [str(self.greater_than)]})
+            if self.less_than is not None:
+                terms.append({"key": self.key, "operator": LT, "values": [str(self.less_than)]})
+            if not terms:
+                terms.append({"key": self.key, "operator": EXISTS})
         if self.min_values is not None:
-            result["minValues"] = self.min_values
-        return result
+            terms[0]["minValues"] = self.min_values
+        return terms
 
     def __str__(self) -> str:
         operator = self.operator
@@ -283,4 +306,4 @@ class Requirements(Mapping[str, Requirement]):
         return found
 
     def to_k8s(self) -> list[dict[str, object]]:
-        return [self._by_key[k].to_k8s() for k in sorted(self._by_key)]
+        return [term for k in sorted(self._by_key) for term in self._by_key[k].to_k8s()]

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
-    from nodewright.cloud.provider import DriftInputs, Instance, LaunchRequest, LaunchResult
+    from nodewright.cloud.provider import (
+        DriftInputs,
+        Instance,
+        LaunchRequest,
+        LaunchResult,
+        NodeClassResolution,
+    )
     from nodewright.cluster.client import EvictionResult
     from nodewright.cluster.resources import Resource
     from nodewright.scheduling import InstanceType
@@ -55,7 +61,7 @@ class CloudProvider(CloudView, Protocol):
 
     def cleanup_launch_templates(self) -> builtins.list[str]: ...
 
-    def nodeclass_status(self, nodeclass: Mapping[str, Any]) -> dict[str, Any]: ...
+    def nodeclass_status(self, nodeclass: Mapping[str, Any]) -> NodeClassResolution: ...
 
     def drift_inputs(self, nodeclass: Mapping[str, Any]) -> DriftInputs: ...
 
@@ -127,6 +133,8 @@ class Cluster(Protocol):
     def delete_nodeclaim(self, name: str) -> Obj | None: ...
 
     def patch_nodepool_status(self, name: str, status: Obj) -> Obj: ...
+
+    def patch_ec2nodeclass_status(self, name: str, status: Obj) -> Obj: ...
 
     def add_finalizer(self, resource: Resource, name: str, finalizer: str) -> Obj | None: ...
 

@@ -1,10 +1,12 @@
 """Which NodePools a pass may use, and what each one already holds against its limits: one triage
 for every flow (provisioning plans only onto usable NodePools; disruption only disrupts within them).
 
-A NodePool is usable when it is not being deleted, it is valid, and its EC2NodeClass exists and is
-valid. An unusable one is skipped with a reason and status conditions saying what is wrong
-(``ValidationSucceeded``, ``NodeClassReady``, ``Ready``); the others keep working. ``record``
-writes the conditions only when they change, so an idle pass writes nothing.
+A NodePool is usable when it is not being deleted, it is valid, and its EC2NodeClass exists, is
+valid and is not reported not ready. An unusable one is skipped with a reason and status conditions
+saying what is wrong (``ValidationSucceeded``, ``NodeClassReady``, ``Ready``); the others keep
+working. A field Nodewright does not act on never makes a NodePool unusable: ``FieldsNotActedOn``
+and an event name it. ``record`` writes the conditions only when they change, so an idle pass
+writes nothing.
 """
 
 from __future__ import annotations
@@ -12,8 +14,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from nodewright.api.features import (
+    ALL_ACTED_ON_REASON,
+    FIELDS_NOT_ACTED_ON,
+    NOT_ACTED_ON_REASON,
+    not_acted_on,
+    summary,
+)
 from nodewright.cluster.objects import is_deleting, name_of, set_condition
 from nodewright.state.world import World, nodeclass_name, nodepool_name
 
@@ -54,7 +64,12 @@ def triage(world: World, validate: Validator | None = None) -> PoolTriage:
     """Validate every NodePool and its EC2NodeClass (pure: ``record`` writes the verdicts).
 
     ``validate(doc)`` returns the error messages for one document (empty when valid); by default
-    ``validation_errors``.
+    ``validation_errors``. The conditions are Karpenter v1.14's, with its reasons (True: the type's
+    name): ``ValidationSucceeded``; ``NodeClassReady`` (False: ``NodeClassNotFound``, or
+    ``NodeClassNotReady`` when the EC2NodeClass is invalid or its own ``Ready`` is False, as the
+    status controller ``nodewright.status`` writes it); ``Ready`` (False: ``UnhealthyDependents``);
+    and Nodewright's ``FieldsNotActedOn``, which names the fields set but not acted on and never
+    makes the NodePool unusable.
     """
     validate = validate or validation_errors
     result = PoolTriage()
@@ -67,44 +82,28 @@ def triage(world: World, validate: Validator | None = None) -> PoolTriage:
             continue
         errors = validate(pool)
         class_name = nodeclass_name(pool)
-        class_problem = ""
-        if class_name not in nodeclass_errors:
-            class_problem = (
-                f"EC2NodeClass {class_name!r} not found; apply it or fix spec.template.spec.nodeClassRef"
-            )
-        elif nodeclass_errors[class_name]:
-            class_problem = f"EC2NodeClass {class_name!r} is invalid: " + "; ".join(
-                nodeclass_errors[class_name]
-            )
-        conditions = list((pool.get("status") or {}).get("conditions") or [])
+        class_reason, class_problem = _nodeclass_problem(world, class_name, nodeclass_errors)
+        status = _Conditions(pool, now)
+        put = status.put
         if errors:
             message = "; ".join(errors)
-            conditions = set_condition(
-                conditions, VALIDATION_SUCCEEDED, False, reason="ValidationFailed", message=message, now=now
-            )
+            put(VALIDATION_SUCCEEDED, False, "ValidationFailed", message)
             result.skipped[name] = f"NodePool {name} is invalid: {message}"
         else:
-            conditions = set_condition(conditions, VALIDATION_SUCCEEDED, True, reason="Valid", now=now)
-        conditions = set_condition(
-            conditions,
-            NODECLASS_READY,
-            not class_problem,
-            reason="NodeClassNotReady" if class_problem else "Ready",
-            message=class_problem,
-            now=now,
-        )
+            put(VALIDATION_SUCCEEDED, True, VALIDATION_SUCCEEDED)
+        put(NODECLASS_READY, not class_problem, class_reason, class_problem)
         if class_problem and name not in result.skipped:
             result.skipped[name] = f"NodePool {name}: {class_problem}"
-        ready = name not in result.skipped
-        conditions = set_condition(
-            conditions,
-            READY,
-            ready,
-            reason="Ready" if ready else "NotReady",
-            message="" if ready else result.skipped[name],
-            now=now,
+        inert = not_acted_on(pool)
+        put(
+            FIELDS_NOT_ACTED_ON,
+            bool(inert),
+            NOT_ACTED_ON_REASON if inert else ALL_ACTED_ON_REASON,
+            summary(inert),
         )
-        result.conditions[name] = conditions
+        ready = name not in result.skipped
+        put(READY, ready, READY if ready else "UnhealthyDependents", "" if ready else result.skipped[name])
+        result.conditions[name] = conditions = status.conditions
         if _changed(pool, conditions):
             result.changed.append(name)
         if ready:
@@ -112,14 +111,68 @@ def triage(world: World, validate: Validator | None = None) -> PoolTriage:
     return result
 
 
+class _Conditions:
+    """An object's status conditions being set at one moment, each stamped with its generation."""
+
+    def __init__(self, obj: Mapping[str, Any], now: datetime) -> None:
+        self.conditions: list[Obj] = list((obj.get("status") or {}).get("conditions") or [])
+        self.generation = (obj.get("metadata") or {}).get("generation")
+        self.now = now
+
+    def put(self, kind: str, ok: bool, reason: str, message: str = "") -> None:
+        self.conditions = set_condition(
+            self.conditions,
+            kind,
+            ok,
+            reason=reason,
+            message=message,
+            now=self.now,
+            observed_generation=self.generation,
+        )
+
+
+def _nodeclass_problem(world: World, name: str, errors: Mapping[str, list[str]]) -> tuple[str, str]:
+    """(reason, message) of the NodePool's ``NodeClassReady`` ("" message: it is ready)."""
+    if name not in errors:
+        return (
+            "NodeClassNotFound",
+            f"EC2NodeClass {name!r} not found; apply it or fix spec.template.spec.nodeClassRef",
+        )
+    if errors[name]:
+        return "NodeClassNotReady", f"EC2NodeClass {name!r} is invalid: " + "; ".join(errors[name])
+    nodeclass = world.nodeclass(name) or {}
+    ready = next(
+        (c for c in (nodeclass.get("status") or {}).get("conditions") or [] if c.get("type") == READY), None
+    )
+    if ready is not None and ready.get("status") == "False":
+        return (
+            "NodeClassNotReady",
+            f"EC2NodeClass {name!r} is not ready: {ready.get('message') or ready.get('reason')}",
+        )
+    return NODECLASS_READY, ""
+
+
 def record(ctx: Context, world: World, verdicts: PoolTriage) -> None:
-    """Write changed conditions to the NodePools' status; an event when a NodePool becomes unusable."""
+    """Write changed conditions to the NodePools' status; an event when a NodePool becomes unusable,
+    and one when the fields it sets but Nodewright does not act on change."""
     for name in verdicts.changed:
+        pool = world.nodepool(name) or {"kind": "NodePool", "metadata": {"name": name}}
         ctx.cluster.patch_nodepool_status(name, {"conditions": verdicts.conditions[name]})
         if name in verdicts.skipped:
-            pool = world.nodepool(name) or {"kind": "NodePool", "metadata": {"name": name}}
             ctx.cluster.record_event(pool, "InvalidNodePool", verdicts.skipped[name], event_type="Warning")
             ctx.logger.warning("NodePool skipped", extra={"nodepool": name, "reason": verdicts.skipped[name]})
+        inert = _message(verdicts.conditions[name], FIELDS_NOT_ACTED_ON, only_true=True)
+        if inert and inert != _message(
+            (pool.get("status") or {}).get("conditions") or [], FIELDS_NOT_ACTED_ON
+        ):
+            ctx.cluster.record_event(pool, FIELDS_NOT_ACTED_ON, inert, event_type="Warning")
+
+
+def _message(conditions: Iterable[Mapping[str, Any]], kind: str, *, only_true: bool = False) -> str:
+    for cond in conditions:
+        if cond.get("type") == kind and (not only_true or cond.get("status") == "True"):
+            return str(cond.get("message") or "")
+    return ""
 
 
 def usage(world: World, candidate_limit: int) -> dict[str, dict[str, float]]:

@@ -138,7 +138,11 @@ def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, f
         instance_types=world.instance_types(nodeclass_name(pool)),
         node_price=world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0,
         weight=int(spec.get("weight") or 0),
-        labels={**((template.get("metadata") or {}).get("labels") or {}), labels.NODEPOOL: name},
+        labels={
+            **((template.get("metadata") or {}).get("labels") or {}),
+            labels.NODEPOOL: name,
+            labels.EC2NODECLASS: nodeclass_name(pool),
+        },
         taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("taints") or ()),
         startup_taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("startupTaints") or ()),
         limits=parse_resources(spec.get("limits")),
