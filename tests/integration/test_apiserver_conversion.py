@@ -361,7 +361,8 @@ def test_a_v1_nodepool_and_ec2nodeclass_read_as_v1beta1_and_replaced_keep_every_
         "metadata": {"name": name},
         "spec": {
             "role": "NodeRole",
-            "amiSelectorTerms": [{"ssmParameter": "/my/ami"}, {"alias": "al2023@v20240807"}],
+            "amiFamily": "AL2023",  # v1 needs it when no term is an alias
+            "amiSelectorTerms": [{"ssmParameter": "/my/ami"}, {"id": "ami-0123456789abcdef0"}],
             "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
             "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
             "kubelet": {"maxPods": 30},

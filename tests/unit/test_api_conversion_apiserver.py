@@ -268,3 +268,40 @@ def test_every_field_of_a_random_v1_object_survives_a_v1beta1_read_and_write_bac
         assert round_trip(obj) == stored(obj)
 
     check()
+
+
+def test_karpenters_v1_only_operators_read_as_the_bound_v1beta1_can_say_and_come_back() -> None:
+    """Gte/Lte (Karpenter v1.9) have no v1beta1 word: a v1beta1 reader sees Gt N-1 / Lt N+1, the
+    same integer bound, and the write-back restores the v1 operator."""
+    pool = _pool(
+        template_spec={
+            "requirements": [
+                {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["4"]},
+                {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lte", "values": ["16"]},
+            ]
+        }
+    )
+    read = read_as_v1beta1(stored(pool))
+    assert read["spec"]["template"]["spec"]["requirements"] == [
+        {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["3"]},
+        {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lt", "values": ["17"]},
+    ]
+    assert round_trip(pool) == stored(pool)
+
+
+def test_a_v1_value_v1beta1_has_no_word_for_is_left_out_of_the_v1beta1_form_and_comes_back() -> None:
+    nodeclass = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "win"},
+        "spec": {
+            "role": "NodeRole",
+            "amiFamily": "Windows2025",
+            "amiSelectorTerms": [{"id": "ami-0123456789abcdef0"}],
+            "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+            "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
+        },
+    }
+    read = read_as_v1beta1(stored(nodeclass))
+    assert "amiFamily" not in read["spec"]  # v1beta1's enum stops at Windows2022
+    assert round_trip(nodeclass) == stored(nodeclass)

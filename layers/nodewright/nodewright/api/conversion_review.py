@@ -33,6 +33,7 @@ field, unlike an AdmissionReview's: the caller logs them), so reads keep working
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Callable
@@ -228,6 +229,7 @@ def _to_v1beta1(obj: Doc, warn: Warn) -> Doc:
         else:
             defaulted_role = _nodeclass_to_v1beta1(out, spec)
     _prune_object(out, schema)  # what the v1beta1 schema carries, as the API server prunes it
+    _drop_values_outside_enums(out, schema)  # e.g. amiFamily Windows2025: v1beta1 cannot say it
     lost = _lost_fields(obj, out, schema, defaulted_role)
     if lost:
         _annotate(out, V1_FIELDS_ANNOTATION, json.dumps(lost, sort_keys=True, separators=(",", ":")))
@@ -246,6 +248,7 @@ def _nodepool_to_v1beta1(out: Doc, spec: Doc, schema: Schema, warn: Warn) -> Non
             disruption["expireAfter"] = expire
         if isinstance(tspec.get("nodeClassRef"), dict):
             tspec["nodeClassRef"] = _ref_to_v1beta1(out, tspec["nodeClassRef"], warn)
+        _operators_to_v1beta1(tspec.get("requirements"))
         kubelet_schema = _schema_at(schema, ["spec", "template", "spec", "kubelet"])
         _kubelet_from_annotation(out, tspec, kubelet_schema, warn)
     if disruption is not None and disruption.get("consolidationPolicy") == "WhenEmptyOrUnderutilized":
@@ -257,7 +260,53 @@ def _nodepool_to_v1beta1(out: Doc, spec: Doc, schema: Schema, warn: Warn) -> Non
 def _nodeclaim_to_v1beta1(out: Doc, spec: Doc, schema: Schema, warn: Warn) -> None:
     if isinstance(spec.get("nodeClassRef"), dict):
         spec["nodeClassRef"] = _ref_to_v1beta1(out, spec["nodeClassRef"], warn)
+    _operators_to_v1beta1(spec.get("requirements"))
     _kubelet_from_annotation(out, spec, _schema_at(schema, ["spec", "kubelet"]), warn)
+
+
+# v1's Gte/Lte (Karpenter v1.9) as v1beta1's Gt/Lt say them: over integers, Gte N is Gt N-1.
+_V1BETA1_OPERATOR = {"Gte": ("Gt", -1), "Lte": ("Lt", 1)}
+
+
+def _operators_to_v1beta1(requirements: Any) -> None:
+    """Requirements with an operator v1beta1 lacks, written with the one it has (Gte N → Gt N-1,
+    Lte N → Lt N+1), so a reader of the v1beta1 form sees the same bound; the v1 operator comes back
+    on write through ``V1_FIELDS_ANNOTATION`` (the difference is recorded like any other)."""
+    for requirement in as_list(requirements):
+        if not isinstance(requirement, dict) or requirement.get("operator") not in _V1BETA1_OPERATOR:
+            continue
+        operator, shift = _V1BETA1_OPERATOR[requirement["operator"]]
+        requirement["operator"] = operator
+        values = requirement.get("values")
+        if isinstance(values, list) and len(values) == 1 and isinstance(values[0], str):
+            # v1 validation refuses a non-integer bound; such a value is carried as it is
+            with contextlib.suppress(ValueError):
+                requirement["values"] = [str(int(values[0]) + shift)]
+
+
+def _drop_values_outside_enums(value: Any, schema: Schema) -> None:
+    """Remove the members (and list items) whose value the v1beta1 schema's ``enum`` does not allow:
+    a v1 value v1beta1 has no word for (amiFamily ``Windows2025``) must not make the v1beta1 form an
+    invalid write. What is dropped is recorded and restored like any pruned field."""
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        for key in list(value):
+            sub = properties.get(key) or schema.get("additionalProperties")
+            if not isinstance(sub, dict):
+                continue
+            if _outside_enum(value[key], sub):
+                del value[key]
+            else:
+                _drop_values_outside_enums(value[key], sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        items = schema["items"]
+        value[:] = [item for item in value if not _outside_enum(item, items)]
+        for item in value:
+            _drop_values_outside_enums(item, items)
+
+
+def _outside_enum(value: Any, schema: Schema) -> bool:
+    return "enum" in schema and not isinstance(value, dict | list) and value not in schema["enum"]
 
 
 def _kubelet_from_annotation(out: Doc, spec: Doc, kubelet_schema: Schema | None, warn: Warn) -> None:
