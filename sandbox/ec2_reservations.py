@@ -1,0 +1,507 @@
+"""The sandbox's EC2 capacity reservations: On-Demand Capacity Reservations and Capacity Blocks for ML.
+
+moto 5.2 has none of this API, so this module adds it to moto's EC2, answering as EC2 does:
+
+* ``CreateCapacityReservation`` (an ODCR: type, platform, zone, count, ``open``/``targeted``, end date,
+  tags), ``DescribeCapacityReservations`` (by id, with EC2's filters: ``state``, ``owner-id``,
+  ``instance-type``, ``availability-zone``, ``instance-match-criteria``, ``reservation-type``,
+  ``tag:<key>``, ``tag-key``; ``MaxResults``/``NextToken``; an unknown id is
+  ``InvalidCapacityReservationId.NotFound``), ``CancelCapacityReservation``. ``AvailableInstanceCount``
+  is the total less the live instances running in the reservation, counted at every answer.
+* Capacity Blocks: EC2 sells them through ``DescribeCapacityBlockOfferings``/``PurchaseCapacityBlock``
+  for a future date; the sandbox stands for a purchase with :func:`add_capacity_block` (an account
+  that bought one). A block is ``scheduled`` before its start, ``active`` until its end, then
+  ``expired``; from 30 minutes before its end EC2 terminates the instances still in it (done here
+  whenever reservations are read or launched into, as EC2 does on its own clock).
+* Launches (CreateFleet's instant fleets, through moto's ``Fleet``): an instance whose launch template
+  targets a reservation (``CapacityReservationSpecification.CapacityReservationTarget``) runs in it
+  only if the reservation is active, of the instance's type and zone, and has a free slot; else the
+  fleet answers ``ReservationCapacityExceeded`` (full) or ``InvalidParameterCombination`` (another
+  type or zone) for that override and tries the next, as EC2 does. A Capacity Block needs the fleet's
+  ``DefaultTargetCapacityType: capacity-block`` and the template's ``MarketType: capacity-block``; its
+  instances report ``InstanceLifecycle: capacity-block``. An untargeted on-demand instance that
+  matches an active ``open`` reservation with a free slot runs in it (EC2's open matching).
+  DescribeInstances then shows ``CapacityReservationId`` and ``CapacityReservationSpecification``.
+
+:func:`install` patches moto once per process (idempotent, never undone: with no reservation in an
+account, moto answers as before). It must run before ``fleet_network.install`` wraps ``Fleet``, so
+the sandbox calls it when it loads moto's EC2 (``sandbox.aws.preload_moto_ec2``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+CAPACITY_BLOCK = "capacity-block"
+RECLAIM_BEFORE_END = timedelta(minutes=30)  # EC2 starts terminating a block's instances then
+_LIVE = ("pending", "running", "stopping", "stopped")
+
+_lock = threading.RLock()
+_installed: dict[str, Callable[..., Any]] = {}
+_fleet_errors = threading.local()  # errors of the fleet being built, for its response
+_block_fleet = threading.local()  # the fleet being built asked for capacity-block
+
+
+@dataclass
+class Reservation:
+    id: str
+    owner_id: str
+    instance_type: str
+    platform: str
+    zone: str
+    total: int
+    match_criteria: str = "open"
+    reservation_type: str = "default"
+    tenancy: str = "default"
+    start: datetime = field(default_factory=lambda: datetime.now(UTC))
+    end: datetime | None = None
+    cancelled: bool = False
+    tags: dict[str, str] = field(default_factory=dict)
+    created: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def state(self, now: datetime) -> str:
+        if self.cancelled:
+            return "cancelled"
+        if self.end is not None and now >= self.end:
+            return "expired"
+        if now < self.start:
+            return "scheduled" if self.reservation_type == CAPACITY_BLOCK else "pending"
+        return "active"
+
+
+def _reservations(backend: Any) -> dict[str, Reservation]:
+    store = backend.__dict__.get("_sandbox_reservations")
+    if store is None:
+        store = backend.__dict__.setdefault("_sandbox_reservations", {})
+    return store
+
+
+def _in_use(backend: Any, reservation_id: str) -> list[Any]:
+    return [
+        i
+        for i in backend.all_instances()
+        if getattr(i, "capacity_reservation_id", None) == reservation_id and i.state in _LIVE
+    ]
+
+
+def _available(backend: Any, reservation: Reservation, now: datetime) -> int:
+    if reservation.state(now) != "active":
+        return 0
+    return max(0, reservation.total - len(_in_use(backend, reservation.id)))
+
+
+def _reclaim(backend: Any, now: datetime) -> None:
+    """EC2's clock: terminate what is still running in a block from 30 minutes before its end."""
+    for reservation in list(_reservations(backend).values()):
+        if reservation.reservation_type != CAPACITY_BLOCK or reservation.end is None:
+            continue
+        if now >= reservation.end - RECLAIM_BEFORE_END:
+            ids = [i.id for i in _in_use(backend, reservation.id)]
+            if ids:
+                backend.terminate_instances(ids)
+
+
+def _as_ec2(backend: Any, reservation: Reservation, now: datetime) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "CapacityReservationId": reservation.id,
+        "OwnerId": reservation.owner_id,
+        "CapacityReservationArn": (
+            f"arn:aws:ec2:{backend.region_name}:{reservation.owner_id}:capacity-reservation/{reservation.id}"
+        ),
+        "InstanceType": reservation.instance_type,
+        "InstancePlatform": reservation.platform,
+        "AvailabilityZone": reservation.zone,
+        "Tenancy": reservation.tenancy,
+        "TotalInstanceCount": reservation.total,
+        "AvailableInstanceCount": _available(backend, reservation, now),
+        "EbsOptimized": False,
+        "EphemeralStorage": False,
+        "State": reservation.state(now),
+        "StartDate": reservation.start,
+        "EndDateType": "limited" if reservation.end else "unlimited",
+        "InstanceMatchCriteria": reservation.match_criteria,
+        "CreateDate": reservation.created,
+        "Tags": [{"Key": k, "Value": v} for k, v in sorted(reservation.tags.items())],
+        "ReservationType": reservation.reservation_type,
+        "Interruptible": False,
+    }
+    if reservation.end is not None:
+        item["EndDate"] = reservation.end
+    return item
+
+
+def _matches(item: dict[str, Any], filters: dict[str, list[str]], tags: dict[str, str]) -> bool:
+    fields = {
+        "state": item["State"],
+        "owner-id": item["OwnerId"],
+        "instance-type": item["InstanceType"],
+        "availability-zone": item["AvailabilityZone"],
+        "instance-match-criteria": item["InstanceMatchCriteria"],
+        "reservation-type": item["ReservationType"],
+        "tenancy": item["Tenancy"],
+        "instance-platform": item["InstancePlatform"],
+        "capacity-reservation-id": item["CapacityReservationId"],
+    }
+    for name, values in filters.items():
+        if name == "tag-key":
+            if not any(v in tags for v in values):
+                return False
+        elif name.startswith("tag:"):
+            if tags.get(name[4:]) not in values:
+                return False
+        elif name in fields:
+            if fields[name] not in values:
+                return False
+        else:
+            from moto.ec2.exceptions import EC2ClientError
+
+            raise EC2ClientError("InvalidParameterValue", f"The filter '{name}' is invalid")
+    return True
+
+
+# --- the API -----------------------------------------------------------------------------------------
+
+
+def _create(self: Any) -> Any:
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+
+    backend = self.ec2_backend
+    count = int(self._get_param("InstanceCount") or 0)
+    if count < 1:
+        raise EC2ClientError("InvalidParameterValue", "InstanceCount must be at least 1")
+    zone = self._get_param("AvailabilityZone")
+    if not zone:
+        raise EC2ClientError("MissingParameter", "The request must contain the parameter AvailabilityZone")
+    end = self._get_param("EndDate")
+    tags = self._parse_tag_specification().get("capacity-reservation", {})
+    reservation = Reservation(
+        id=f"cr-{secrets.token_hex(9)[:17]}",
+        owner_id=backend.account_id,
+        instance_type=self._get_param("InstanceType"),
+        platform=self._get_param("InstancePlatform") or "Linux/UNIX",
+        zone=zone,
+        total=count,
+        match_criteria=self._get_param("InstanceMatchCriteria") or "open",
+        tenancy=self._get_param("Tenancy") or "default",
+        end=_when(end) if end else None,
+        tags=dict(tags),
+    )
+    with _lock:
+        _reservations(backend)[reservation.id] = reservation
+    return ActionResult({"CapacityReservation": _as_ec2(backend, reservation, datetime.now(UTC))})
+
+
+def _describe(self: Any) -> Any:
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+
+    backend = self.ec2_backend
+    now = datetime.now(UTC)
+    ids = list(self._get_param("CapacityReservationIds", []) or [])
+    filters = self._filters_from_querystring()
+    with _lock:
+        _reclaim(backend, now)
+        known = _reservations(backend)
+        for reservation_id in ids:
+            if reservation_id not in known:
+                raise EC2ClientError(
+                    "InvalidCapacityReservationId.NotFound",
+                    f"The capacity reservation ID '{reservation_id}' does not exist",
+                )
+        chosen = [known[i] for i in ids] if ids else sorted(known.values(), key=lambda r: r.created)
+        items = [
+            item
+            for r in chosen
+            if _matches(item := _as_ec2(backend, r, now), filters, r.tags)
+        ]
+    start = int(self._get_param("NextToken") or 0)
+    size = int(self._get_param("MaxResults") or 1000)
+    page = items[start : start + size]
+    token = str(start + size) if start + size < len(items) else None
+    return ActionResult({"CapacityReservations": page, "NextToken": token})
+
+
+def _cancel(self: Any) -> Any:
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+
+    reservation_id = self._get_param("CapacityReservationId")
+    with _lock:
+        reservation = _reservations(self.ec2_backend).get(reservation_id)
+        if reservation is None:
+            raise EC2ClientError(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{reservation_id}' does not exist",
+            )
+        if reservation.reservation_type == CAPACITY_BLOCK:
+            raise EC2ClientError("InvalidParameterValue", "Capacity Blocks cannot be cancelled")
+        reservation.cancelled = True
+    return ActionResult({"Return": True})
+
+
+def _when(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+# --- launches ------------------------------------------------------------------------------------------
+
+
+def _template_data(backend: Any, spec: Any) -> dict[str, Any]:
+    template_spec = getattr(spec, "launch_template_spec", None) or {}
+    template_id = template_spec.get("LaunchTemplateId")
+    if not template_id:
+        return {}
+    template = backend.get_launch_template(template_id=template_id)
+    version = template_spec.get("Version") or template.default_version_number
+    return dict(template.get_version(version).data)
+
+
+def _refusal(spec: Any, code: str, message: str, lifecycle: str) -> dict[str, Any]:
+    return {
+        "LaunchTemplateAndOverrides": {
+            "LaunchTemplateSpecification": dict(getattr(spec, "launch_template_spec", None) or {}),
+            "Overrides": dict(getattr(spec, "overrides", None) or {}),
+        },
+        "Lifecycle": lifecycle,
+        "ErrorCode": code,
+        "ErrorMessage": message,
+    }
+
+
+def _place(backend: Any, spec: Any, block_fleet: bool, now: datetime) -> tuple[Reservation | None, dict | None]:
+    """(the reservation this launch spec's instance runs in, or the fleet error refusing it)."""
+    data = _template_data(backend, spec)
+    target = ((data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}).get(
+        "CapacityReservationId"
+    )
+    market = (data.get("InstanceMarketOptions") or {}).get("MarketType")
+    lifecycle = CAPACITY_BLOCK if block_fleet else "on-demand"
+    zone = backend.get_subnet(spec.subnet_id).availability_zone if spec.subnet_id else ""
+    reservations = _reservations(backend)
+    if block_fleet and (not target or market != CAPACITY_BLOCK):
+        return None, _refusal(
+            spec,
+            "InvalidParameterCombination",
+            "A capacity-block fleet needs launch templates with MarketType capacity-block targeting a "
+            "Capacity Block",
+            lifecycle,
+        )
+    if target:
+        reservation = reservations.get(target)
+        if reservation is None:
+            return None, _refusal(
+                spec,
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{target}' does not exist",
+                lifecycle,
+            )
+        if (reservation.reservation_type == CAPACITY_BLOCK) != (market == CAPACITY_BLOCK):
+            return None, _refusal(
+                spec,
+                "InvalidParameterCombination",
+                "Launching into a Capacity Block needs MarketType capacity-block (and only then)",
+                lifecycle,
+            )
+        if reservation.instance_type != spec.instance_type or reservation.zone != zone:
+            return None, _refusal(
+                spec,
+                "InvalidParameterCombination",
+                f"The instance type and Availability Zone ({spec.instance_type}, {zone}) do not match "
+                f"those of the Capacity Reservation {target} ({reservation.instance_type}, {reservation.zone})",
+                lifecycle,
+            )
+        if _available(backend, reservation, now) < 1:
+            return None, _refusal(
+                spec,
+                "ReservationCapacityExceeded",
+                f"The requested amount of instance capacity exceeds the capacity available in the "
+                f"Capacity Reservation {target}",
+                lifecycle,
+            )
+        return reservation, None
+    for reservation in sorted(reservations.values(), key=lambda r: r.created):  # open matching
+        if (
+            reservation.match_criteria == "open"
+            and reservation.reservation_type != CAPACITY_BLOCK
+            and reservation.instance_type == spec.instance_type
+            and reservation.zone == zone
+            and _available(backend, reservation, now) > 0
+        ):
+            return reservation, None
+    return None, None
+
+
+def _create_on_demand_requests(self: Any, weight_to_add: float) -> None:
+    """moto's on-demand fulfilment with reservations: the launch specs in order until one launches."""
+    backend = self.ec2_backend
+    now = datetime.now(UTC)
+    block_fleet = bool(getattr(_block_fleet, "on", False))
+    if not _reservations(backend) and not block_fleet:
+        return _installed["on_demand"](self, weight_to_add)
+    errors: list[dict[str, Any]] = []
+    launched = 0
+    with _lock:
+        _reclaim(backend, now)
+        for spec in self.launch_specs:
+            if launched >= weight_to_add:
+                break
+            reservation, error = _place(backend, spec, block_fleet, now)
+            if error is not None:
+                errors.append(error)
+                continue
+            result = backend.run_instances(
+                image_id=spec.image_id,
+                count=1,
+                instance_type=spec.instance_type,
+                is_instance_type_default=False,
+                key_name=spec.key_name,
+                security_group_names=spec.group_set,
+                user_data=spec.user_data,
+                placement=None,
+                kernel_id=None,
+                ramdisk_id=None,
+                monitoring_enabled=spec.monitoring,
+                subnet_id=spec.subnet_id,
+                fleet_id=self.id,
+                tags=spec.tag_specifications,
+            )
+            for instance in result.instances:
+                if reservation is not None:
+                    targeted = bool(_target_of(backend, spec))
+                    instance.capacity_reservation_id = reservation.id
+                    instance.capacity_reservation_specification = {
+                        "CapacityReservationPreference": "open",
+                        **(
+                            {"CapacityReservationTarget": {"CapacityReservationId": reservation.id}}
+                            if targeted
+                            else {}
+                        ),
+                    }
+                    if reservation.reservation_type == CAPACITY_BLOCK:
+                        instance.lifecycle = CAPACITY_BLOCK  # InstanceLifecycle: capacity-block
+                self.on_demand_instances.append({"id": result.id, "instance": instance, "launch_spec": spec})
+                launched += 1
+        self.fulfilled_capacity += launched
+    pending = getattr(_fleet_errors, "errors", None)
+    if pending is not None:
+        pending.extend(errors)
+    return None
+
+
+def _target_of(backend: Any, spec: Any) -> str | None:
+    data = _template_data(backend, spec)
+    return ((data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}).get(
+        "CapacityReservationId"
+    )
+
+
+def _fleet_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """A ``capacity-block`` fleet is fulfilled like an on-demand one, from Capacity Blocks only."""
+    import inspect
+
+    bound = inspect.signature(_installed["init"]).bind(self, *args, **kwargs)
+    spec = dict(bound.arguments.get("target_capacity_specification") or {})
+    block = spec.get("DefaultTargetCapacityType") == CAPACITY_BLOCK
+    if block:
+        bound.arguments["target_capacity_specification"] = {**spec, "DefaultTargetCapacityType": "on-demand"}
+    _block_fleet.on = block
+    try:
+        _installed["init"](*bound.args, **bound.kwargs)
+    finally:
+        _block_fleet.on = False
+    if block:
+        self.target_capacity_specification = spec
+
+
+def _fleet_response(self: Any) -> Any:
+    """CreateFleet's answer with the reservations' refusals in ``Errors`` (beside any other's)."""
+    _fleet_errors.errors = []
+    try:
+        result = _installed["response"](self)
+        errors = list(_fleet_errors.errors)
+    finally:
+        _fleet_errors.errors = None
+    if errors and hasattr(result, "result") and isinstance(result.result, dict):
+        result.result["Errors"] = [*(result.result.get("Errors") or []), *errors]
+    return result
+
+
+def install() -> None:
+    """Give moto's EC2 the reservations API and launches into reservations (see the module)."""
+    from moto.ec2.models.fleets import Fleet
+    from moto.ec2.responses import EC2Response
+    from moto.ec2.responses.fleets import Fleets
+
+    with _lock:
+        if _installed:
+            return
+        _installed["on_demand"] = Fleet.create_on_demand_requests
+        _installed["init"] = Fleet.__init__
+        _installed["response"] = Fleets.create_fleet
+        Fleet.create_on_demand_requests = _create_on_demand_requests  # type: ignore[method-assign]
+        Fleet.__init__ = _fleet_init  # type: ignore[method-assign]
+        Fleets.create_fleet = _fleet_response  # type: ignore[method-assign]
+        EC2Response.create_capacity_reservation = _create  # type: ignore[attr-defined]
+        EC2Response.describe_capacity_reservations = _describe  # type: ignore[attr-defined]
+        EC2Response.cancel_capacity_reservation = _cancel  # type: ignore[attr-defined]
+
+
+# --- what an account holds (the sandbox's stand-in for a purchase) ---------------------------------------
+
+_counter = itertools.count(1)
+
+
+def add_capacity_block(
+    region: str,
+    instance_type: str,
+    zone: str,
+    count: int,
+    start: datetime,
+    end: datetime,
+    tags: dict[str, str] | None = None,
+    account_id: str | None = None,
+) -> str:
+    """A Capacity Block the account bought (EC2's ``PurchaseCapacityBlock`` of an offering): its id."""
+    from moto.backends import get_backend
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    install()
+    backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
+    reservation = Reservation(
+        id=f"cr-{secrets.token_hex(9)[:17]}",
+        owner_id=backend.account_id,
+        instance_type=instance_type,
+        platform="Linux/UNIX",
+        zone=zone,
+        total=count,
+        match_criteria="targeted",
+        reservation_type=CAPACITY_BLOCK,
+        start=start,
+        end=end,
+        tags=dict(tags or {}),
+    )
+    with _lock:
+        _reservations(backend)[reservation.id] = reservation
+    return reservation.id
+
+
+def reservations_in(region: str, account_id: str | None = None) -> Iterable[Reservation]:
+    """Every reservation of the account in the region (tests look at what EC2 holds)."""
+    from moto.backends import get_backend
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
+    with _lock:
+        return list(_reservations(backend).values())
+
+
+__all__ = ["CAPACITY_BLOCK", "Reservation", "add_capacity_block", "install", "reservations_in"]
