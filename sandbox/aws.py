@@ -68,6 +68,9 @@ class MotoServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         from moto.server import ThreadedMotoServer
 
+        from sandbox import ec2_reservations
+
+        ec2_reservations.install()  # EC2's capacity reservations, before fleet_network wraps Fleet
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.endpoint = ""
 

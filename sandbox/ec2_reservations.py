@@ -23,14 +23,13 @@ moto 5.2 has none of this API, so this module adds it to moto's EC2, answering a
   matches an active ``open`` reservation with a free slot runs in it (EC2's open matching).
   DescribeInstances then shows ``CapacityReservationId`` and ``CapacityReservationSpecification``.
 
-:func:`install` patches moto once per process (idempotent, never undone: with no reservation in an
-account, moto answers as before). It must run before ``fleet_network.install`` wraps ``Fleet``, so
-the sandbox calls it when it loads moto's EC2 (``sandbox.aws.preload_moto_ec2``).
+:func:`install` patches moto (idempotent, never undone: with no reservation in an account, moto
+answers as before);
+the sandbox calls it when it starts its moto server (``sandbox.aws.MotoServer``).
 """
 
 from __future__ import annotations
 
-import itertools
 import secrets
 import threading
 from collections.abc import Callable, Iterable
@@ -97,9 +96,17 @@ def _available(backend: Any, reservation: Reservation, now: datetime) -> int:
 
 
 def _reclaim(backend: Any, now: datetime) -> None:
-    """EC2's clock: terminate what is still running in a block from 30 minutes before its end."""
+    """EC2's clock: terminate what is still running in a block from 30 minutes before its end; an
+    On-Demand Capacity Reservation that expired or was cancelled lets its instances run on as plain
+    on-demand instances (DescribeInstances no longer names the reservation)."""
     for reservation in list(_reservations(backend).values()):
-        if reservation.reservation_type != CAPACITY_BLOCK or reservation.end is None:
+        if reservation.reservation_type != CAPACITY_BLOCK:
+            if reservation.state(now) in ("expired", "cancelled"):
+                for instance in _in_use(backend, reservation.id):
+                    instance.capacity_reservation_id = None
+                    instance.capacity_reservation_specification = {"CapacityReservationPreference": "open"}
+            continue
+        if reservation.end is None:
             continue
         if now >= reservation.end - RECLAIM_BEFORE_END:
             ids = [i.id for i in _in_use(backend, reservation.id)]
@@ -216,11 +223,7 @@ def _describe(self: Any) -> Any:
                     f"The capacity reservation ID '{reservation_id}' does not exist",
                 )
         chosen = [known[i] for i in ids] if ids else sorted(known.values(), key=lambda r: r.created)
-        items = [
-            item
-            for r in chosen
-            if _matches(item := _as_ec2(backend, r, now), filters, r.tags)
-        ]
+        items = [item for r in chosen if _matches(item := _as_ec2(backend, r, now), filters, r.tags)]
     start = int(self._get_param("NextToken") or 0)
     size = int(self._get_param("MaxResults") or 1000)
     page = items[start : start + size]
@@ -243,6 +246,7 @@ def _cancel(self: Any) -> Any:
         if reservation.reservation_type == CAPACITY_BLOCK:
             raise EC2ClientError("InvalidParameterValue", "Capacity Blocks cannot be cancelled")
         reservation.cancelled = True
+        _reclaim(self.ec2_backend, datetime.now(UTC))
     return ActionResult({"Return": True})
 
 
@@ -277,12 +281,14 @@ def _refusal(spec: Any, code: str, message: str, lifecycle: str) -> dict[str, An
     }
 
 
-def _place(backend: Any, spec: Any, block_fleet: bool, now: datetime) -> tuple[Reservation | None, dict | None]:
+def _place(
+    backend: Any, spec: Any, block_fleet: bool, now: datetime
+) -> tuple[Reservation | None, dict | None]:
     """(the reservation this launch spec's instance runs in, or the fleet error refusing it)."""
     data = _template_data(backend, spec)
-    target = ((data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}).get(
-        "CapacityReservationId"
-    )
+    target = (
+        (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+    ).get("CapacityReservationId")
     market = (data.get("InstanceMarketOptions") or {}).get("MarketType")
     lifecycle = CAPACITY_BLOCK if block_fleet else "on-demand"
     zone = backend.get_subnet(spec.subnet_id).availability_zone if spec.subnet_id else ""
@@ -316,7 +322,8 @@ def _place(backend: Any, spec: Any, block_fleet: bool, now: datetime) -> tuple[R
                 spec,
                 "InvalidParameterCombination",
                 f"The instance type and Availability Zone ({spec.instance_type}, {zone}) do not match "
-                f"those of the Capacity Reservation {target} ({reservation.instance_type}, {reservation.zone})",
+                f"those of the Capacity Reservation {target} "
+                f"({reservation.instance_type}, {reservation.zone})",
                 lifecycle,
             )
         if _available(backend, reservation, now) < 1:
@@ -404,52 +411,56 @@ def _target_of(backend: Any, spec: Any) -> str | None:
     )
 
 
-def _fleet_init(self: Any, *args: Any, **kwargs: Any) -> None:
-    """A ``capacity-block`` fleet is fulfilled like an on-demand one, from Capacity Blocks only."""
-    import inspect
-
-    bound = inspect.signature(_installed["init"]).bind(self, *args, **kwargs)
-    spec = dict(bound.arguments.get("target_capacity_specification") or {})
-    block = spec.get("DefaultTargetCapacityType") == CAPACITY_BLOCK
-    if block:
-        bound.arguments["target_capacity_specification"] = {**spec, "DefaultTargetCapacityType": "on-demand"}
-    _block_fleet.on = block
-    try:
-        _installed["init"](*bound.args, **bound.kwargs)
-    finally:
-        _block_fleet.on = False
-    if block:
-        self.target_capacity_specification = spec
-
-
 def _fleet_response(self: Any) -> Any:
     """CreateFleet's answer with the reservations' refusals in ``Errors`` (beside any other's)."""
+    if getattr(_fleet_errors, "errors", None) is not None:  # wrapped twice: the outer one reports
+        return _installed["response"](self)
     _fleet_errors.errors = []
+    read = self._get_param
+
+    def get_param(name: str, if_none: Any = None) -> Any:
+        # A capacity-block fleet is fulfilled as an on-demand one, from Capacity Blocks only.
+        value = read(name, if_none)
+        if (
+            name == "TargetCapacitySpecification"
+            and (value or {}).get("DefaultTargetCapacityType") == CAPACITY_BLOCK
+        ):
+            _block_fleet.on = True
+            return {**value, "DefaultTargetCapacityType": "on-demand"}
+        return value
+
+    self._get_param = get_param
     try:
         result = _installed["response"](self)
         errors = list(_fleet_errors.errors)
     finally:
         _fleet_errors.errors = None
+        _block_fleet.on = False
+        del self._get_param
     if errors and hasattr(result, "result") and isinstance(result.result, dict):
         result.result["Errors"] = [*(result.result.get("Errors") or []), *errors]
     return result
 
 
 def install() -> None:
-    """Give moto's EC2 the reservations API and launches into reservations (see the module)."""
+    """Give moto's EC2 the reservations API and launches into reservations (see the module).
+
+    Idempotent, and safe beside the sandbox's other moto patches whatever their order: a patch of
+    ours that another module's ``uninstall`` took away (restoring what it found before ours) is put
+    back around what is there now, and our wrappers pass through when one of ours is already on the
+    call stack, so being wrapped twice changes nothing. ``Fleet.__init__`` is left to
+    ``fleet_network``: a capacity-block request is read as an on-demand one by the response."""
     from moto.ec2.models.fleets import Fleet
     from moto.ec2.responses import EC2Response
     from moto.ec2.responses.fleets import Fleets
 
     with _lock:
-        if _installed:
-            return
-        _installed["on_demand"] = Fleet.create_on_demand_requests
-        _installed["init"] = Fleet.__init__
-        _installed["response"] = Fleets.create_fleet
-        Fleet.create_on_demand_requests = _create_on_demand_requests  # type: ignore[method-assign]
-        Fleet.__init__ = _fleet_init  # type: ignore[method-assign]
-        Fleets.create_fleet = _fleet_response  # type: ignore[method-assign]
+        if Fleet.create_on_demand_requests is not _create_on_demand_requests:
+            _installed["on_demand"] = Fleet.create_on_demand_requests
+            Fleet.create_on_demand_requests = _create_on_demand_requests  # type: ignore[method-assign]
+        if Fleets.create_fleet is not _fleet_response:
+            _installed["response"] = Fleets.create_fleet
+            Fleets.create_fleet = _fleet_response  # type: ignore[method-assign]
         EC2Response.create_capacity_reservation = _create  # type: ignore[attr-defined]
         EC2Response.describe_capacity_reservations = _describe  # type: ignore[attr-defined]
         EC2Response.cancel_capacity_reservation = _cancel  # type: ignore[attr-defined]
@@ -457,11 +468,10 @@ def install() -> None:
 
 # --- what an account holds (the sandbox's stand-in for a purchase) ---------------------------------------
 
-_counter = itertools.count(1)
-
 
 def add_capacity_block(
     region: str,
+    *,
     instance_type: str,
     zone: str,
     count: int,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import labels
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.provider import DriftInputs, Instance, LaunchRequest, LaunchResult, NodeClassResolution
+from nodewright.cloud.reservations import CapacityReservation
 from nodewright.cluster.client import EvictionOutcome, EvictionResult
 from nodewright.cluster.errors import Conflict
 from nodewright.cluster.objects import format_time
@@ -351,6 +352,7 @@ class FakeCloudProvider:
         self.fail_with: Exception | None = None
         self.gone: set[str] = set()  # instances terminated out of band (EC2 no longer has them)
         self.images: set[str] = {"ami-1"}  # what the EC2NodeClass selects now
+        self.reservations: dict[str, CapacityReservation] = {}  # capacity reservations EC2 holds
         self.nodeclass_problems: dict[str, tuple[str, str]] = {}  # condition type → (reason, message)
         self.unused_templates: list[str] = []
         self.template_cleanups = 0
@@ -453,6 +455,10 @@ class FakeCloudProvider:
     def drift_reason(self, instance: Instance, nodeclass: Mapping[str, Any]) -> str | None:
         """AMI drift only: the AMIs the NodeClass selects are ``images`` (a test changes them)."""
         return None if instance.image_id in self.drift_inputs(nodeclass).image_ids else "AMIDrift"
+
+    def capacity_reservations_by_id(self, ids: Iterable[str]) -> dict[str, CapacityReservation]:
+        """The ``reservations`` (a test fills them) among ``ids``."""
+        return {i: self.reservations[i] for i in ids if i in self.reservations}
 
 
 class RecordingMetrics:

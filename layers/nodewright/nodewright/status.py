@@ -8,9 +8,12 @@ latency users wait on) untouched.
 Per EC2NodeClass (not being deleted), from what EC2 answers now (``CloudProvider.nodeclass_status``):
 
 - ``status.subnets`` (most free IPs first, with zone IDs), ``securityGroups`` (with names), ``amis``
-  (with their requirements), ``instanceProfile`` (created for ``role`` when needed);
+  (with their requirements), ``instanceProfile`` (created for ``role`` when needed),
+  ``capacityReservations`` (the active reservations the terms select, ``expiring`` from 40 minutes
+  before a Capacity Block's end);
 - conditions with Karpenter's types and reasons: ``SubnetsReady``, ``SecurityGroupsReady``,
-  ``AMIsReady``, ``InstanceProfileReady``, ``PlacementGroupReady`` (when a group is selected),
+  ``AMIsReady``, ``InstanceProfileReady``, ``CapacityReservationsReady`` (informational),
+  ``PlacementGroupReady`` (when a group is selected),
   ``ValidationSucceeded``, Nodewright's informational ``FieldsNotActedOn``, and the root ``Ready``
   (True when every other but ``FieldsNotActedOn`` is; else ``UnhealthyDependents`` naming them).
 
@@ -47,8 +50,9 @@ if TYPE_CHECKING:
 
 READY = "Ready"
 VALIDATION_SUCCEEDED = "ValidationSucceeded"
-# Conditions that do not hold an object's readiness.
-INFORMATIONAL = frozenset({FIELDS_NOT_ACTED_ON})
+# Conditions that do not hold an object's readiness: a failed DescribeCapacityReservations costs the
+# reserved offerings of that minute, never the EC2NodeClass's on-demand and spot launches.
+INFORMATIONAL = frozenset({FIELDS_NOT_ACTED_ON, "CapacityReservationsReady"})
 
 
 @dataclass
@@ -135,9 +139,12 @@ def _nodeclass(ctx: Context, nodeclass: Obj, report: StatusReport) -> Obj:
     ]
     status.put(READY, not unhealthy, READY if not unhealthy else "UnhealthyDependents", "; ".join(unhealthy))
     wanted = {**resolution.status, "conditions": status.conditions}
-    # Parts that no longer resolve are cleared, as Karpenter clears them (a merge patch drops a null).
+    # Parts that no longer resolve are cleared, as Karpenter clears them (a merge patch drops a null);
+    # capacity reservations only when no term selects any (a failed read keeps the list it had).
     for key in ("subnets", "securityGroups", "amis", "instanceProfile"):
         wanted.setdefault(key, None)
+    if not (nodeclass.get("spec") or {}).get("capacityReservationSelectorTerms"):
+        wanted.setdefault("capacityReservations", None)
     current = nodeclass.get("status") or {}
     if not _same(current, wanted):
         written = ctx.cluster.patch_ec2nodeclass_status(name, wanted)

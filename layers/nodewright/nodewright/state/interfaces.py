@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         LaunchResult,
         NodeClassResolution,
     )
+    from nodewright.cloud.reservations import CapacityReservation
     from nodewright.cluster.client import EvictionResult
     from nodewright.cluster.resources import Resource
     from nodewright.scheduling import InstanceType
@@ -66,6 +67,10 @@ class CloudProvider(CloudView, Protocol):
     def drift_inputs(self, nodeclass: Mapping[str, Any]) -> DriftInputs: ...
 
     def drift_reason(self, instance: Instance, nodeclass: Mapping[str, Any]) -> str | None: ...
+
+    def capacity_reservations_by_id(self, ids: Iterable[str]) -> dict[str, CapacityReservation]:
+        """The active capacity reservations among ``ids``, as EC2 has them now."""
+        ...
 
 
 class Lease(Protocol):

@@ -119,6 +119,9 @@ class World:
         if not instance_type:
             return None
         price = None
+        if capacity_type == labels.CAPACITY_TYPE_RESERVED:  # what its reserved offering costs (near 0)
+            reservation = found.get(labels.CAPACITY_RESERVATION_ID, "")
+            return self._offering_price(claim, instance_type, zone, capacity_type, reservation)
         if self.prices is not None:
             if capacity_type == labels.CAPACITY_TYPE_SPOT:
                 price = self.prices.spot_price(instance_type, zone)
@@ -127,15 +130,25 @@ class World:
         return price if price is not None else self._offering_price(claim, instance_type, zone, capacity_type)
 
     def _offering_price(
-        self, claim: Mapping[str, Any], instance_type: str, zone: str, capacity_type: str
+        self,
+        claim: Mapping[str, Any],
+        instance_type: str,
+        zone: str,
+        capacity_type: str,
+        reservation: str = "",
     ) -> float | None:
         """A type the table does not price is priced as the launch ranked it: the catalog's offering
-        price (the documented estimate, counted by ``PriceEstimated``), so the two never disagree."""
+        price (the documented estimate, counted by ``PriceEstimated``), so the two never disagree; a
+        reserved node by its reservation's offering (the reservation no longer selected: nothing)."""
         name = nodeclass_name(claim)
         for candidate in self.instance_types(name) if name else ():
             if candidate.name == instance_type:
                 for offering in candidate.offerings:
-                    if offering.zone == zone and offering.capacity_type == capacity_type:
+                    if (
+                        offering.zone == zone
+                        and offering.capacity_type == capacity_type
+                        and offering.reservation_id == reservation
+                    ):
                         return offering.price
         return None
 

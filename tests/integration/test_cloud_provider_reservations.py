@@ -1,0 +1,175 @@
+"""Capacity reservations through the EC2 cloud provider, against the sandbox's EC2 (moto with
+``sandbox.ec2_reservations``): the terms select reservations, each becomes a reserved offering, a
+reserved launch targets its reservation and comes back labelled, a full reservation is marked
+unavailable, a Capacity Block launches with its market type, the status lists them, and an instance
+whose reservation is no longer selected has drifted."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from nodewright.cloud import reservations
+from nodewright.cloud.errors import InsufficientCapacityError
+from nodewright.cloud.provider import CloudProvider
+from test_cloud_provider import Env, FleetSpy, env, moto_catalog, nodeclass, request
+
+from sandbox import ec2_reservations
+
+__all__ = ["env", "moto_catalog"]
+
+TERMS = [{"tags": {"team": "ml"}}]
+
+
+@pytest.fixture
+def ec2(env: Env) -> Iterator[Env]:
+    ec2_reservations.install()
+    reservations.clear_caches()
+    yield env
+    reservations.clear_caches()
+
+
+def odcr(env: Env, instance_type: str = "m5.large", zone: str = "us-east-1b", count: int = 1) -> str:
+    return env.ec2.create_capacity_reservation(
+        InstanceType=instance_type,
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone=zone,
+        InstanceCount=count,
+        InstanceMatchCriteria="targeted",
+        TagSpecifications=[
+            {"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}
+        ],
+    )["CapacityReservation"]["CapacityReservationId"]
+
+
+def reserved(provider: CloudProvider, nc: dict[str, Any], name: str) -> list[Any]:
+    (found,) = [t for t in provider.instance_types(nc) if t.name == name]
+    return [o for o in found.offerings if o.capacity_type == "reserved"]
+
+
+def test_a_selected_reservation_is_one_reserved_offering_priced_near_zero(ec2: Env) -> None:
+    rid = odcr(ec2, count=2)
+    odcr(ec2, instance_type="c5.large")  # another reservation: not selected by this id
+    provider = CloudProvider(ec2.settings)
+
+    (offering,) = reserved(provider, nodeclass(capacityReservationSelectorTerms=[{"id": rid}]), "m5.large")
+    assert (offering.zone, offering.reservation_id, offering.reservation_capacity) == ("us-east-1b", rid, 2)
+    assert offering.reservation_type == "default"
+    on_demand = next(o for o in offering_types(provider, "m5.large") if o.capacity_type == "on-demand")
+    assert offering.price == pytest.approx(on_demand.price / 10_000_000)
+    assert reserved(provider, nodeclass(), "m5.large") == []  # no terms: no reserved offering
+
+
+def offering_types(provider: CloudProvider, name: str) -> list[Any]:
+    (found,) = [t for t in provider.instance_types(nodeclass()) if t.name == name]
+    return list(found.offerings)
+
+
+def test_a_reserved_launch_targets_the_reservation_and_a_full_one_is_marked_unavailable(ec2: Env) -> None:
+    rid = odcr(ec2)
+    provider = CloudProvider(ec2.settings)
+    nc = nodeclass(capacityReservationSelectorTerms=TERMS)
+    types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]
+
+    result = provider.create(
+        request("res-1", nodeclass=nc, instance_types=types, capacity_types=frozenset({"reserved"}))
+    )
+
+    assert (result.capacity_type, result.reservation_id, result.reservation_type) == (
+        "reserved",
+        rid,
+        "default",
+    )
+    instance = provider.get(result.instance_id)
+    assert (instance.capacity_reservation_id, instance.reservation_targeted, instance.capacity_type) == (
+        rid,
+        True,
+        "reserved",
+    )
+    # The offering still says one slot (the plan's view): EC2 refuses, the reservation is marked.
+    with pytest.raises(InsufficientCapacityError, match="ReservationCapacityExceeded"):
+        provider.create(
+            request("res-2", nodeclass=nc, instance_types=types, capacity_types=frozenset({"reserved"}))
+        )
+    assert ("m5.large", "us-east-1b", f"reserved:{rid}") in ec2.store.unavailable_offerings()
+    reservations.clear_caches()
+    (offering,) = reserved(provider, nc, "m5.large")
+    assert not offering.available  # EC2 now says no slot, and the store too
+
+
+def test_a_capacity_block_launches_with_its_market_type_into_a_capacity_block_fleet(ec2: Env) -> None:
+    now = datetime.now(UTC)
+    block = ec2_reservations.add_capacity_block(
+        "us-east-1",
+        instance_type="m5.large",
+        zone="us-east-1a",
+        count=1,
+        start=now - timedelta(hours=1),
+        end=now + timedelta(hours=3),
+        tags={"team": "ml"},
+    )
+    provider = CloudProvider(ec2.settings)
+    nc = nodeclass(capacityReservationSelectorTerms=TERMS)
+    types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]
+    spy = FleetSpy(provider.ec2)
+
+    result = provider.create(
+        request(
+            "block-1", nodeclass=nc, instance_types=types, capacity_types=frozenset({"reserved", "on-demand"})
+        )
+    )
+
+    assert (result.reservation_id, result.reservation_type) == (block, "capacity-block")
+    assert spy.calls[-1]["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "capacity-block"
+    raw = ec2.ec2.describe_instances(InstanceIds=[result.instance_id])["Reservations"][0]["Instances"][0]
+    assert raw["InstanceLifecycle"] == "capacity-block"
+    (status,) = provider.nodeclass_status(nc).status["capacityReservations"]
+    assert status["reservationType"] == "capacity-block"
+    assert status["state"] == "active"
+
+
+def test_a_capacity_block_is_expiring_from_forty_minutes_before_its_end(ec2: Env) -> None:
+    now = datetime.now(UTC)
+    ec2_reservations.add_capacity_block(
+        "us-east-1",
+        instance_type="m5.large",
+        zone="us-east-1a",
+        count=1,
+        start=now - timedelta(hours=1),
+        end=now + timedelta(minutes=39),
+        tags={"team": "ml"},
+    )
+    provider = CloudProvider(ec2.settings)
+    nc = nodeclass(capacityReservationSelectorTerms=TERMS)
+
+    (status,) = provider.nodeclass_status(nc).status["capacityReservations"]
+    assert status["state"] == "expiring"
+    (offering,) = reserved(provider, nc, "m5.large")
+    assert not offering.available  # no node is launched into a block about to end
+
+
+def test_an_instance_whose_reservation_is_no_longer_selected_has_drifted(ec2: Env) -> None:
+    rid = odcr(ec2)
+    provider = CloudProvider(ec2.settings)
+    nc = nodeclass(capacityReservationSelectorTerms=TERMS)
+    types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]
+    result = provider.create(
+        request("drift-1", nodeclass=nc, instance_types=types, capacity_types=frozenset({"reserved"}))
+    )
+    instance = provider.get(result.instance_id)
+    instance = dataclasses.replace(instance, security_groups=frozenset({ec2.security_group}))
+
+    assert provider.drift_reason(instance, nc) is None
+    other = nodeclass(capacityReservationSelectorTerms=[{"tags": {"team": "web"}}])
+    assert provider.drift_reason(instance, other) == "CapacityReservationDrift"
+    # An on-demand instance EC2 merely counted against an open reservation is never judged so.
+    untargeted = dataclasses.replace(instance, reservation_targeted=False)
+    assert provider.drift_reason(untargeted, other) is None
+    # A cancelled reservation lets its instance run on as on-demand, without it.
+    ec2.ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+    ec2.ec2.describe_capacity_reservations()  # EC2's clock moves on
+    after = provider.get(result.instance_id)
+    assert (after.capacity_reservation_id, after.capacity_type) == (None, "on-demand")
