@@ -146,10 +146,10 @@ FEATURES: tuple[Feature, ...] = (
     _y(EC2NODECLASS, "spec.amiSelectorTerms[].ssmParameter", "resolved with SSM GetParameter"),
     _y(EC2NODECLASS, "spec.subnetSelectorTerms", "id, tags"),
     _y(EC2NODECLASS, "spec.securityGroupSelectorTerms", "id, name, tags"),
-    _no(
+    _y(
         EC2NODECLASS,
         "spec.capacityReservationSelectorTerms",
-        "capacity reservations are not selected: nodes launch as on-demand or spot",
+        "id, tags, ownerID, instanceMatchCriteria; ODCRs and Capacity Blocks, capacity type reserved",
     ),
     _y(EC2NODECLASS, "spec.associatePublicIPAddress"),
     _y(EC2NODECLASS, "spec.ipPrefixCount", "Ipv4PrefixCount of the primary interface"),
@@ -181,7 +181,7 @@ FEATURES: tuple[Feature, ...] = (
     _y(EC2NODECLASS, "status.securityGroups"),
     _y(EC2NODECLASS, "status.amis"),
     _y(EC2NODECLASS, "status.instanceProfile"),
-    _no(EC2NODECLASS, "status.capacityReservations", "not written (capacity reservations are not selected)"),
+    _y(EC2NODECLASS, "status.capacityReservations", "state expiring from 40 minutes before a block's end"),
     _y(
         EC2NODECLASS,
         "status.conditions",
@@ -201,10 +201,10 @@ FEATURES: tuple[Feature, ...] = (
         NODE, "labels.karpenter.sh/do-not-sync-taints", "set by the user data; registration leaves the taints"
     ),
     _y(NODE, "taints.karpenter.sh/unregistered", "registered with it (user data), lifted at registration"),
-    _no(
+    _y(
         NODE,
         "labels.karpenter.k8s.aws/capacity-reservation-*",
-        "capacity reservations are not selected, so no node carries them",
+        "id, type (default, capacity-block), interruptible, on every node launched into a reservation",
     ),
 )
 
