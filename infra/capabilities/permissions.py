@@ -66,6 +66,7 @@ USED_RESOURCES = (
     "arn:{p}:ec2:{r}:*:security-group/*",
     "arn:{p}:ec2:{r}:*:subnet/*",
     "arn:{p}:ec2:{r}:*:placement-group/*",  # an EC2NodeClass's placementGroupSelector
+    "arn:{p}:ec2:{r}:*:capacity-reservation/*",  # a launch targeting a capacity reservation (block)
 )
 EC2_RESOURCE = "arn:{p}:ec2:{r}:*:{kind}/*"
 SSM_PUBLIC_PARAMETERS = "arn:{p}:ssm:{r}::parameter/aws/service/*"
@@ -78,6 +79,7 @@ INSTANCE_PROFILES = "arn:{p}:iam::{a}:instance-profile/*"
 OWN_INSTANCE_PROFILES = "arn:{p}:iam::{a}:instance-profile/nodewright/{r}/{cluster}/*"
 # EC2 reads of the launch path (catalog, subnets, security groups, AMIs, templates, instances).
 READ_ACTIONS = (
+    "ec2:DescribeCapacityReservations",  # cloud/reservations.py (capacityReservationSelectorTerms)
     "ec2:DescribeImages",  # cloud/amis.py
     "ec2:DescribeInstances",  # cloud/provider.py, cloud/launchtemplates.py
     "ec2:DescribeInstanceTypeOfferings",  # cloud/catalog.py
