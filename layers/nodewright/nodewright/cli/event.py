@@ -49,6 +49,22 @@ ACTION_TEXT = {
 }
 
 
+def read_text(name: str) -> str:
+    """The file's text (``-``: standard input), decoded as UTF-8 as SQS and EventBridge deliver it."""
+    data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    return data.decode("utf-8")
+
+
+def unreadable(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a file could not be read, in words (no traceback for a wrong file)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return (
+            f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); a message is "
+            "the JSON text SQS or EventBridge delivers"
+        )
+    return str(exc.strerror or exc)
+
+
 def run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
@@ -57,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
     failures = 0
     for name in args.files:
         try:
-            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
-        except OSError as exc:
-            print(f"{name}: cannot read: {exc.strerror}", file=sys.stderr)
+            text = read_text(name)
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"{name}: cannot read: {unreadable(exc)}", file=sys.stderr)
             failures += 1
             continue
         try:
