@@ -126,3 +126,37 @@ def test_describe_cluster_goes_through_cloud_eks() -> None:
 def test_missing_kubeconfig_names_the_setting(tmp_path) -> None:
     with pytest.raises(ClusterConfigError, match="NODEWRIGHT_KUBECONFIG"):
         auth.kubeconfig_configuration(str(tmp_path / "absent.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        ("apiVersion: v1\nusers: [{name: a\n", "not valid YAML"),
+        (
+            "- a\n- b\n",
+            "a kubeconfig is a YAML mapping (apiVersion, kind: Config, clusters, users, contexts)",
+        ),
+        ("kind: Config\nusers: [admin]\n", "users[0] must be a mapping with a name"),
+        (
+            "kind: Config\nclusters: [{name: a, cluster: 5}]\ncontexts: [{name: c, context: {cluster: a}}]\n"
+            "current-context: c\n",
+            "clusters[0] (a): cluster must be a mapping",
+        ),
+        ("kind: Config\n", "current-context"),
+        (
+            "kind: Config\nclusters: [{name: a, cluster: {server: 5}}]\n"
+            "contexts: [{name: c, context: {cluster: a}}]\ncurrent-context: c\n",
+            "malformed: AttributeError",
+        ),
+    ],
+    ids=["yaml", "list", "user-string", "cluster-scalar", "no-context", "server-number"],
+)
+def test_a_malformed_kubeconfig_is_a_config_error_naming_what_is_wrong(tmp_path, content, complaint) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(content)
+    with pytest.raises(ClusterConfigError) as failed:
+        auth.kubeconfig_configuration(str(path), setting="--kubeconfig")
+    message = str(failed.value)
+    assert message.startswith(f"cannot load kubeconfig '{path}': ")
+    assert complaint in message
+    assert message.endswith("; point --kubeconfig at a kubeconfig file")

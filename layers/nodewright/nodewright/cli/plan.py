@@ -218,7 +218,7 @@ def live_cluster(kubeconfig: str) -> Any:
     from nodewright.cluster.errors import ClusterConfigError
 
     try:
-        return Cluster(ApiClient(kubeconfig_configuration(kubeconfig)))
+        return Cluster(ApiClient(kubeconfig_configuration(kubeconfig, setting="--kubeconfig")))
     except ClusterConfigError as exc:
         print(f"nodewright plan: {exc}", file=sys.stderr)
         return None

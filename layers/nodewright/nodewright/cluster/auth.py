@@ -152,16 +152,86 @@ def eks_configuration(
     return configuration
 
 
-def kubeconfig_configuration(path: str) -> Configuration:
-    """A client configuration from a kubeconfig file (the sandbox, or a user's own API server)."""
+def kubeconfig_configuration(path: str, *, setting: str = "NODEWRIGHT_KUBECONFIG") -> Configuration:
+    """A client configuration from a kubeconfig file (the sandbox, or a user's own API server).
+
+    ``path`` may list several files as KUBECONFIG does (``a:b``). A file that is not a kubeconfig
+    (a directory, binary, malformed or list-shaped YAML, a scalar where a mapping belongs) raises
+    ``ClusterConfigError`` naming the file, what is wrong and ``setting``, where the path came from.
+    """
     from kubernetes import config
     from kubernetes.client import Configuration
 
+    def unusable(why: str) -> ClusterConfigError:
+        return ClusterConfigError(
+            f"cannot load kubeconfig {path!r}: {why}; point {setting} at a kubeconfig file"
+        )
+
+    _read_kubeconfigs(path, unusable)
     configuration = Configuration()
     try:
         config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
-    except (OSError, config.ConfigException) as exc:
-        raise ClusterConfigError(
-            f"cannot load kubeconfig {path!r}: {exc}; point NODEWRIGHT_KUBECONFIG at a readable kubeconfig"
-        ) from exc
+    except config.ConfigException as exc:
+        raise unusable(str(exc)) from exc
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        # The client's loader indexes the document as it expects it to be: a value of another
+        # shape deeper than _read_kubeconfigs looks (a cluster that is a number) fails there.
+        raise unusable(f"malformed: {type(exc).__name__}: {exc}") from exc
     return configuration
+
+
+# Each list of a kubeconfig, and the mapping each of its named entries holds.
+KUBECONFIG_LISTS = {"clusters": "cluster", "contexts": "context", "users": "user"}
+
+
+def _read_kubeconfigs(path: str, unusable: Callable[[str], ClusterConfigError]) -> list[dict[str, Any]]:
+    """Each existing file of ``path`` (``os.pathsep``-separated, as KUBECONFIG) parsed and checked
+    to have a kubeconfig's shape; missing files of a list are skipped as kubectl skips them."""
+    import os
+
+    import yaml
+
+    names = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
+    existing = [n for n in names if os.path.exists(n)]
+    if not existing:
+        raise unusable("no such file")
+    documents = []
+    for name in existing:
+        where = "" if len(existing) == 1 else f"{name}: "
+        if os.path.isdir(name):
+            raise unusable(f"{where}it is a directory")
+        try:
+            with open(name, "rb") as handle:
+                text = handle.read().decode("utf-8")
+        except OSError as exc:
+            raise unusable(f"{where}{exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise unusable(
+                f"{where}not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+            ) from exc
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise unusable(f"{where}not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from exc
+        if document is None:
+            raise unusable(f"{where}the file is empty")
+        if not isinstance(document, dict):
+            raise unusable(
+                f"{where}a kubeconfig is a YAML mapping (apiVersion, kind: Config, clusters, users, "
+                f"contexts); this file holds a {type(document).__name__}"
+            )
+        for key, inner in KUBECONFIG_LISTS.items():
+            entries = document.get(key) or []
+            if not isinstance(entries, list):
+                raise unusable(
+                    f"{where}{key} must be a list of named entries, not a {type(entries).__name__}"
+                )
+            for i, entry in enumerate(entries):
+                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                    raise unusable(f"{where}{key}[{i}] must be a mapping with a name")
+                if not isinstance(entry.get(inner) or {}, dict):
+                    raise unusable(f"{where}{key}[{i}] ({entry['name']}): {inner} must be a mapping")
+        documents.append(document)
+    return documents
