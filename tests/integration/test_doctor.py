@@ -61,7 +61,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     monkeypatch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
     with mock_aws():
         clients = {
-            s: boto3.client(s, region_name=REGION) for s in ("ec2", "iam", "sqs", "sns", "cloudformation")
+            s: boto3.client(s, region_name=REGION)
+            for s in ("ec2", "iam", "sqs", "sns", "cloudformation", "sts")
         }
         ec2, iam = clients["ec2"], clients["iam"]
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -204,19 +205,30 @@ def healthy_entries(world: World) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture
-def kube(tmp_path: Any) -> Iterator[Cluster]:
+def apiserver() -> Iterator[ApiServer]:
     with ApiServer() as server:
-        api = ApiClient(auth.kubeconfig_configuration(str(server.write_kubeconfig(tmp_path / "kubeconfig"))))
-        cluster = Cluster(api)
-        for file in sorted((REPO_ROOT / "crds").glob("*.yaml")):
-            for crd in yaml.safe_load_all(file.read_text()):
-                if crd:
-                    cluster.request("POST", CRDS.path(), body=crd)
-        for namespace in rbac_namespaces():
-            cluster.request("POST", NAMESPACES.path(), body=namespace)
-        cluster.list(EC2NODECLASSES)  # served
-        yield cluster
-        api.close()
+        yield server
+
+
+def client_as(server: ApiServer, token: str, folder: Any) -> Cluster:
+    """The layer's client with the kubeconfig of the identity ``token`` names."""
+    kubeconfig = server.write_kubeconfig(folder / f"kubeconfig-{token[:8]}", token=token)
+    return Cluster(ApiClient(auth.kubeconfig_configuration(str(kubeconfig))))
+
+
+@pytest.fixture
+def kube(apiserver: ApiServer, tmp_path: Any) -> Iterator[Cluster]:
+    api = ApiClient(auth.kubeconfig_configuration(str(apiserver.write_kubeconfig(tmp_path / "kubeconfig"))))
+    cluster = Cluster(api)
+    for file in sorted((REPO_ROOT / "crds").glob("*.yaml")):
+        for crd in yaml.safe_load_all(file.read_text()):
+            if crd:
+                cluster.request("POST", CRDS.path(), body=crd)
+    for namespace in rbac_namespaces():
+        cluster.request("POST", NAMESPACES.path(), body=namespace)
+    cluster.list(EC2NODECLASSES)  # served
+    yield cluster
+    api.close()
 
 
 @pytest.fixture
@@ -246,13 +258,16 @@ def nodeclass(
 
 
 def run_doctor(
-    world: World, kube: Any, entries: dict[str, dict[str, Any]]
+    world: World,
+    kube: Any,
+    entries: dict[str, dict[str, Any]],
+    rbac: Any = REPO_ROOT / "deploy" / "rbac.yaml",
+    eks: Any = None,
 ) -> dict[str, tuple[str, str, str]]:
-    eks = stubbed_eks(world, entries)
-    clients = {**world.clients, "eks": eks}
-    found = Doctor(CLUSTER, REGION, f"Nodewright-{CLUSTER}", clients.__getitem__, kube).run(
-        REPO_ROOT / "deploy" / "rbac.yaml"
-    )
+    clients = {**world.clients, "eks": eks or stubbed_eks(world, entries)}
+    found = Doctor(CLUSTER, REGION, f"Nodewright-{CLUSTER}", clients.__getitem__, kube).run(rbac)
+    checks = [f.check for f in found]
+    assert len(checks) == len(set(checks)), f"a check reported twice: {checks}"
     return {f.check: (f.status, f.detail, f.fix) for f in found}
 
 
@@ -431,3 +446,98 @@ def test_the_command_prints_every_finding_and_fails_when_one_fails(
     assert "fix: npx cdk deploy -c clusterName=demo" in out
     assert "FAIL  Kubernetes API: no client" in out
     assert out.rstrip().endswith("warning(s)")
+
+
+# The Kubernetes checks after "Kubernetes API", each reported whatever the others met.
+KUBERNETES_CHECKS = ("CRDs", "RBAC", "admission webhooks", "wake-up webhook", "conversion", "EC2NodeClasses")
+
+
+def test_an_identity_refused_after_version_goes_on_with_every_check_each_with_its_fix(
+    aws: World, apiserver: ApiServer, installed: Cluster, tmp_path: Any
+) -> None:
+    """/version answers anyone; an identity without read access gets 403 on everything else."""
+    deploy_stack(aws)
+    nobody = client_as(apiserver, apiserver.add_identity("alice"), tmp_path)
+
+    results = run_doctor(aws, nobody, healthy_entries(aws))
+
+    assert results["Kubernetes API"][0] == OK
+    caller = aws.clients["sts"].get_caller_identity()["Arn"]
+    for check in KUBERNETES_CHECKS:
+        status, detail, fix = results[check]
+        assert status == FAIL, (check, results[check])
+        assert detail.startswith("could not run: not allowed: "), detail
+        assert 'User "alice" cannot' in detail
+        assert f"aws eks associate-access-policy --cluster-name {CLUSTER} --principal-arn {caller}" in fix
+        assert "AmazonEKSAdminViewPolicy" in fix
+    # The AWS side was checked as usual.
+    assert results["Nodewright stack"][0] == OK
+    assert results["functions' access entries"][0] == OK
+
+
+class RevokedAfterVersion(Cluster):
+    """A client whose token the API server stops accepting right after ``/version`` (an access
+    entry deleted, a token expired mid-run)."""
+
+    def __init__(self, api_client: Any, server: ApiServer, token: str) -> None:
+        super().__init__(api_client)
+        self.server, self.token = server, token
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        answer = super().request(method, path, **kwargs)
+        if path == "/version":
+            self.server.identities.pop(self.token, None)
+        return answer
+
+
+def test_credentials_refused_after_version_are_a_problem_per_check_with_the_fix(
+    aws: World, apiserver: ApiServer, installed: Cluster, tmp_path: Any
+) -> None:
+    deploy_stack(aws)
+    token = apiserver.add_identity("bob", ("system:masters",))
+    revoked = RevokedAfterVersion(client_as(apiserver, token, tmp_path).api_client, apiserver, token)
+
+    results = run_doctor(aws, revoked, healthy_entries(aws))
+
+    assert results["Kubernetes API"][0] == OK
+    for check in KUBERNETES_CHECKS:
+        status, detail, fix = results[check]
+        assert status == FAIL, (check, results[check])
+        assert "does not accept your credentials (401" in detail, detail
+        assert f"aws eks update-kubeconfig --name {CLUSTER}" in fix
+
+
+def test_aws_unreadable_still_runs_the_kubernetes_checks(aws: World, installed: Cluster) -> None:
+    eks = boto3.client("eks", region_name=REGION)
+    stub = Stubber(eks)
+    stub.add_client_error("describe_cluster", "AccessDeniedException", "not authorized", 403)
+    stub.activate()
+
+    results = run_doctor(aws, installed, {}, eks=eks)
+
+    status, detail, fix = results["EKS cluster"]
+    assert status == FAIL
+    assert "AccessDeniedException" in detail
+    assert "region" in fix
+    assert results["RBAC: ClusterRole nodewright-autoscaler"][0] == OK
+    assert all(results[f"CRD {name}"][0] == OK for name in doctor_module.CRD_NAMES)
+    # What needs the stack's outputs says it could not be judged, not that the stack has no wake-up.
+    assert results["wake-up webhook"][0] == SKIP
+    assert "stack" in results["wake-up webhook"][1]
+
+
+def test_an_rbac_manifest_that_is_not_yaml_is_a_finding_and_the_rest_runs(
+    aws: World, installed: Cluster, tmp_path: Any
+) -> None:
+    deploy_stack(aws)
+    bad = tmp_path / "rbac.yaml"
+    bad.write_text("kind: ClusterRole\nrules: [\n")
+
+    results = run_doctor(aws, installed, healthy_entries(aws), rbac=bad)
+
+    status, detail, fix = results["RBAC"]
+    assert status == FAIL
+    assert f"cannot read {bad}" in detail
+    assert "--rbac" in fix
+    assert all(results[f"CRD {name}"][0] == OK for name in doctor_module.CRD_NAMES)
+    assert results["EC2NodeClasses"][0] == WARN  # none applied: the checks after RBAC ran
