@@ -54,14 +54,17 @@ class Router:
         return response
 
     def _authenticate(self, request: Request) -> rbac.Identity | None:
-        """The token's identity; None for the public health and version paths; 401 otherwise."""
+        """The token's identity; None for an anonymous request of the public health and version
+        paths; 401 otherwise. Credentials that are presented and rejected are a 401 on every path,
+        the public ones included: kube-apiserver only considers anonymous access for a request
+        without credentials (union.NewFailOnError)."""
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() == "bearer":
             for token, identity in list(self.identities.items()):
                 if hmac.compare_digest(given.strip().encode(), token.encode()):
                     return identity
-        if request.path in _PUBLIC:
+        if (request.path.rstrip("/") or "/") in _PUBLIC and not header:
             return None
         raise errors.unauthorized()
 

@@ -183,6 +183,19 @@ def test_wrong_or_missing_token_is_401(server: ApiServer) -> None:
         assert status_of(caught.value)["reason"] == "Unauthorized"
 
 
+def test_a_token_nobody_holds_is_401_even_where_anonymous_requests_are_answered(server: ApiServer) -> None:
+    """kube-apiserver fails a request whose credentials are rejected before anonymous access is
+    considered (union.NewFailOnError): a bad token gets 401 on /version too, anonymous gets 200."""
+    cfg = client.Configuration(host=server.url)
+    cfg.api_key = {"authorization": "wrong"}
+    cfg.api_key_prefix = {"authorization": "Bearer"}
+    with pytest.raises(ApiException) as caught:
+        client.VersionApi(client.ApiClient(cfg)).get_code()
+    assert caught.value.status == 401
+    anonymous = client.VersionApi(client.ApiClient(client.Configuration(host=server.url))).get_code()
+    assert anonymous.git_version.startswith("v1.")
+
+
 def test_version_is_a_complete_version_info(api: client.ApiClient) -> None:
     info = client.VersionApi(api).get_code()
     assert info.git_version.startswith("v1.")
