@@ -352,3 +352,13 @@ def test_a_directory_given_as_kubeconfig_is_named(tmp_path: Path, capsys: pytest
     assert main(["plan", "--kubeconfig", str(tmp_path), "--region", "us-west-2"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert f"cannot load kubeconfig '{tmp_path}': it is a directory" in line
+
+
+def test_a_prices_file_it_cannot_use_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"prices": {"m5.large": "cheap"}}')
+    args = ["plan", "--manifests", str(SEEDS / "pod-web-pod.yaml"), "--region", "us-west-2"]
+    assert main([*args, "--prices", str(prices)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    why = "m5.large: 'cheap' is not a price (USD per hour, a number)"
+    assert line == f"nodewright plan: cannot use prices file {prices}: {why}"
