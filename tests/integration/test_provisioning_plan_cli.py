@@ -362,3 +362,17 @@ def test_a_prices_file_it_cannot_use_is_one_line(tmp_path: Path, capsys: pytest.
     (line,) = capsys.readouterr().err.splitlines()
     why = "m5.large: 'cheap' is not a price (USD per hour, a number)"
     assert line == f"nodewright plan: cannot use prices file {prices}: {why}"
+
+
+def test_a_cluster_that_refuses_the_identity_is_one_line_with_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sandbox.apiserver import ApiServer
+
+    with ApiServer() as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "config", token=server.add_identity("alice"))
+        assert main(["plan", "--kubeconfig", str(kubeconfig), "--region", "us-west-2"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("nodewright plan: reading the cluster failed: not allowed: "), line
+    assert 'User "alice" cannot list' in line
+    assert "aws eks associate-access-policy" in line

@@ -135,7 +135,7 @@ def load_nodeclass(path: str) -> dict[str, Any]:
     """The first EC2NodeClass in the file (converted to v1 if older)."""
     from nodewright.api.manifests import validate_files
 
-    problems = []
+    problems: list[str] = []
     for report in validate_files([path]).documents:
         for doc in report.v1:
             if doc.get("kind") == "EC2NodeClass":

@@ -811,7 +811,8 @@ def _kubernetes_client(args: argparse.Namespace, region: str) -> Any:
     if not kubeconfig and default.is_file():
         kubeconfig = str(default)
     try:
-        return cluster.connect(Settings(cluster_name=args.cluster, region=region, kubeconfig=kubeconfig))
+        settings = Settings(cluster_name=args.cluster, region=region, kubeconfig=kubeconfig)
+        return cluster.connect(settings, kubeconfig_setting="--kubeconfig (or KUBECONFIG)")
     except Exception as exc:  # any failure to build a client (bad kubeconfig, no credentials) is a finding
         return exc
 

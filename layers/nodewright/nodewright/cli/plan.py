@@ -187,7 +187,10 @@ def run(args: argparse.Namespace) -> int:
             try:
                 result = what_if_live(cluster, instance_types, region)
             except (ApiError, ApiUnavailable) as exc:
-                print(f"nodewright plan: reading the cluster failed: {exc}", file=sys.stderr)
+                print(
+                    f"nodewright plan: reading the cluster failed: {_unreadable(exc, cluster)}",
+                    file=sys.stderr,
+                )
                 return 1
     result.region_source = region_source
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
@@ -213,7 +216,9 @@ def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, regio
         try:
             world, read = live_world(cluster, instance_types, region)
         except (ApiError, ApiUnavailable) as exc:
-            print(f"nodewright plan: reading the cluster failed: {exc}", file=sys.stderr)
+            print(
+                f"nodewright plan: reading the cluster failed: {_unreadable(exc, cluster)}", file=sys.stderr
+            )
             return 1
     usable, skipped = usable_nodepools(world)
     result = consolidation_what_if(world, usable, read.source)
@@ -221,6 +226,13 @@ def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, regio
         print(f"nodewright plan: {problem}", file=sys.stderr)
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 1 if read.rejected else 0
+
+
+def _unreadable(exc: BaseException, cluster: Any) -> str:
+    """Why the cluster could not be read and what to do, in one line (``cli._errors``)."""
+    from nodewright.cli import _errors
+
+    return _errors.one_line(exc, "<cluster>", host=cluster.host)
 
 
 def live_cluster(kubeconfig: str) -> Any:
