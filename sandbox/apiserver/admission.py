@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from . import admissionregistration
 from .errors import FieldError
 from .resources import ResourceType
 from .selectors import match_selector_object, valid_label_key, valid_label_value
@@ -269,6 +270,8 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
         job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
         job_spec.setdefault("backoffLimit", 6)
         _default_template(job_spec)
+    elif admissionregistration.is_admissionregistration(*key):
+        admissionregistration.default(rt.plural, obj)
     elif key == ("", "services"):
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
@@ -346,6 +349,8 @@ def reset_status_on_create(rt: ResourceType, obj: dict[str, Any]) -> None:
         obj["status"] = {}  # the zero counts are filled in by fill_zero_values
     elif key == ("", "services"):
         obj["status"] = {"loadBalancer": {}}
+    elif key == (admissionregistration.GROUP, admissionregistration.POLICIES):
+        obj["status"] = {}
     elif rt.custom and "status" in rt.subresources:
         obj.pop("status", None)
 
@@ -558,6 +563,8 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
             errors.append(FieldError.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
     elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
         errors += _validate_crd(obj)
+    elif admissionregistration.is_admissionregistration(*key):
+        errors += admissionregistration.validate(rt.plural, obj)
     elif rt.group == "rbac.authorization.k8s.io":
         from .rbac import validate as validate_rbac
 

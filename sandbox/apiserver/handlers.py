@@ -19,7 +19,17 @@ from typing import Any
 
 import yaml
 
-from . import admission, conversion, errors, managedfields, patching, protobuf, schema, webhooks
+from . import (
+    admission,
+    admissionregistration,
+    conversion,
+    errors,
+    managedfields,
+    patching,
+    protobuf,
+    schema,
+    webhooks,
+)
 from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -729,6 +739,8 @@ class ResourceHandlers:
 
     @staticmethod
     def _spec_changed(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+        if admissionregistration.is_admissionregistration(rt.group, rt.plural):
+            return admissionregistration.spec_changed(rt.plural, new, old)
         if rt.custom:
             ignore = {"metadata", "status", "apiVersion", "kind"}
             return {k: v for k, v in new.items() if k not in ignore} != {

@@ -25,7 +25,13 @@ from nodewright.cli.doctor import FAIL, OK, SKIP, WARN, Doctor
 from nodewright.cloud import readiness
 from nodewright.cluster import auth
 from nodewright.cluster.client import Cluster
-from nodewright.cluster.resources import CRDS, EC2NODECLASSES, NAMESPACES, VALIDATING_WEBHOOKS
+from nodewright.cluster.resources import (
+    CRDS,
+    EC2NODECLASSES,
+    MUTATING_WEBHOOKS,
+    NAMESPACES,
+    VALIDATING_WEBHOOKS,
+)
 
 from sandbox.apiserver import ApiServer
 from sandbox.install import rbac_namespaces
@@ -283,15 +289,14 @@ def test_a_healthy_install_passes_every_check(aws: World, installed: Cluster) ->
     results = run_doctor(aws, kube, healthy_entries(aws))
     statuses = {check: status for check, (status, _, _) in results.items()}
     not_ok = {c: results[c] for c, s in statuses.items() if s != OK}
-    # The emulator does not serve admissionregistration.k8s.io: that check says so (SKIP); a real
-    # API server answers it. Everything else passes, the RBAC of deploy/rbac.yaml included.
-    assert {c for c, (s, _, _) in not_ok.items() if s != SKIP} == set(), not_ok
+    # Everything passes, the RBAC of deploy/rbac.yaml and the admission webhooks included.
+    assert not_ok == {}, not_ok
     assert statuses["RBAC: Namespace nodewright"] == OK
     assert statuses["RBAC: ClusterRole nodewright-autoscaler"] == OK
     assert all(statuses[f"CRD {name}"] == OK for name in doctor_module.CRD_NAMES)
     assert statuses["EC2NodeClass default"] == OK
     assert statuses["endpoint reachable from the functions"] == OK
-    assert statuses["admission webhooks"] == SKIP
+    assert statuses["admission webhooks"] == OK
     assert statuses["wake-up webhook"] == OK
     assert all(statuses[f"conversion {name}"] == OK for name in webhooks.CONVERTED_CRDS)
 
@@ -541,3 +546,32 @@ def test_an_rbac_manifest_that_is_not_yaml_is_a_finding_and_the_rest_runs(
     assert "--rbac" in fix
     assert all(results[f"CRD {name}"][0] == OK for name in doctor_module.CRD_NAMES)
     assert results["EC2NodeClasses"][0] == WARN  # none applied: the checks after RBAC ran
+
+
+def test_a_mutating_webhook_of_a_removed_karpenter_is_found(aws: World, installed: Cluster) -> None:
+    """Karpenter's chart installs a defaulting MutatingWebhookConfiguration on its kinds; removed
+    without it, every NodePool write fails calling a service that is gone."""
+    deploy_stack(aws)
+    hook = {
+        "name": "defaulting.webhook.karpenter.sh",
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "clientConfig": {"service": {"name": "karpenter", "namespace": "kube-system"}},
+        "rules": [
+            {
+                "apiGroups": ["karpenter.sh"],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["nodepools"],
+            }
+        ],
+    }
+    installed.create(
+        MUTATING_WEBHOOKS, {"metadata": {"name": "defaulting.webhook.karpenter.sh"}, "webhooks": [hook]}
+    )
+
+    status, detail, fix = run_doctor(aws, installed, healthy_entries(aws))["admission webhooks"]
+
+    assert status == FAIL
+    assert "MutatingWebhookConfiguration defaulting.webhook.karpenter.sh" in detail
+    assert "kubectl delete" in fix
