@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import boto3
 import pytest
+import yaml
 from moto import mock_aws
 from nodewright.cluster import auth
 from nodewright.cluster.errors import ClusterConfigError
@@ -160,3 +161,49 @@ def test_a_malformed_kubeconfig_is_a_config_error_naming_what_is_wrong(tmp_path,
     assert message.startswith(f"cannot load kubeconfig '{path}': ")
     assert complaint in message
     assert message.endswith("; point --kubeconfig at a kubeconfig file")
+
+
+def kubeconfig_with_user(tmp_path, user: dict) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                "users": [{"name": "other", "user": {"token": "x"}}, {"name": "u", "user": user}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "ctx",
+            }
+        )
+    )
+    return str(path)
+
+
+def test_a_kubeconfig_s_as_and_as_groups_become_impersonation_headers_as_kubectl_sends_them(tmp_path) -> None:
+    path = kubeconfig_with_user(
+        tmp_path, {"token": "t", "as": "nodewright", "as-groups": ["nodewright:autoscaler", "team:a"]}
+    )
+    configuration = auth.kubeconfig_configuration(path)
+    assert auth.impersonation_headers(configuration) == [
+        ("Impersonate-User", "nodewright"),
+        ("Impersonate-Group", "nodewright:autoscaler"),
+        ("Impersonate-Group", "team:a"),
+    ]
+    plain = auth.kubeconfig_configuration(kubeconfig_with_user(tmp_path, {"token": "t"}))
+    assert auth.impersonation_headers(plain) == []
+
+
+@pytest.mark.parametrize(
+    ("user", "complaint"),
+    [
+        ({"token": "t", "as-groups": ["g"]}, "as-groups without as"),
+        ({"token": "t", "as": "u", "as-groups": "g"}, "as-groups must be a list of strings"),
+        ({"token": "t", "as": "u", "as-uid": "1"}, "as-uid"),
+        ({"token": "t", "as": "u", "as-user-extra": {"k": ["v"]}}, "as-user-extra"),
+    ],
+    ids=["groups-alone", "groups-string", "uid", "extra"],
+)
+def test_impersonation_the_client_cannot_send_faithfully_is_a_config_error(tmp_path, user, complaint) -> None:
+    with pytest.raises(ClusterConfigError, match=complaint):
+        auth.kubeconfig_configuration(kubeconfig_with_user(tmp_path, user))

@@ -167,17 +167,76 @@ def kubeconfig_configuration(path: str, *, setting: str = "NODEWRIGHT_KUBECONFIG
             f"cannot load kubeconfig {path!r}: {why}; point {setting} at a kubeconfig file"
         )
 
-    _read_kubeconfigs(path, unusable)
+    documents = _read_kubeconfigs(path, unusable)
     configuration = Configuration()
     try:
         config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
+        _, context = config.list_kube_config_contexts(config_file=path)
     except config.ConfigException as exc:
         raise unusable(str(exc)) from exc
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
         # The client's loader indexes the document as it expects it to be: a value of another
         # shape deeper than _read_kubeconfigs looks (a cluster that is a number) fails there.
         raise unusable(f"malformed: {type(exc).__name__}: {exc}") from exc
+    user_name = (context.get("context") or {}).get("user")
+    user = next(
+        (
+            entry.get("user") or {}
+            for d in documents
+            for entry in d.get("users") or []
+            if entry["name"] == user_name
+        ),
+        {},
+    )
+    setattr(configuration, IMPERSONATION_ATTRIBUTE, _impersonation(user, unusable))
     return configuration
+
+
+@dataclass(frozen=True)
+class Impersonation:
+    """A kubeconfig user's ``as`` and ``as-groups``: the identity every request asks to act as."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+
+
+# Where a Configuration made here carries its kubeconfig's impersonation (the kubernetes client's
+# own loader ignores ``as``/``as-groups``; kubectl honours them).
+IMPERSONATION_ATTRIBUTE = "nodewright_impersonation"
+
+
+def _impersonation(
+    user: dict[str, Any], unusable: Callable[[str], ClusterConfigError]
+) -> Impersonation | None:
+    """The user's impersonation as kubectl reads it (clientcmd AuthInfo ``as``, ``as-groups``).
+
+    ``as-uid`` and ``as-user-extra`` are refused rather than dropped: a request sent without them
+    would act with another identity than the kubeconfig says.
+    """
+    name, groups = user.get("as"), user.get("as-groups")
+    for unsupported in ("as-uid", "as-user-extra"):
+        if user.get(unsupported):
+            raise unusable(f"{unsupported} is not supported here; impersonate with as and as-groups only")
+    if groups is not None and (not isinstance(groups, list) or not all(isinstance(g, str) for g in groups)):
+        raise unusable("as-groups must be a list of strings")
+    if not name:
+        if groups:
+            raise unusable(
+                "as-groups without as: a request may only impersonate groups of a user it impersonates"
+            )
+        return None
+    if not isinstance(name, str):
+        raise unusable("as must be a user name (a string)")
+    return Impersonation(name, tuple(groups or ()))
+
+
+def impersonation_headers(configuration: Any) -> list[tuple[str, str]]:
+    """``Impersonate-User`` and one ``Impersonate-Group`` per group, as kubectl sends them (the
+    API server reads each group from its own header); none without impersonation."""
+    found = getattr(configuration, IMPERSONATION_ATTRIBUTE, None)
+    if not isinstance(found, Impersonation):
+        return []
+    return [("Impersonate-User", found.user), *(("Impersonate-Group", g) for g in found.groups)]
 
 
 # Each list of a kubeconfig, and the mapping each of its named entries holds.
