@@ -17,7 +17,8 @@ is consolidated onto a strictly cheaper one, and an AMI selection change rolls i
 
 ``--kubeconfig PATH`` runs the same story against another API server (the emulator stays off;
 the simulators and moto still run here). The functions act with the identity ``deploy/rbac.yaml``
-binds; the story's user with the administrator's.
+binds (there: the kubeconfig's credentials impersonating it, ``Sandbox``); the story's user with
+the kubeconfig's own.
 """
 
 from __future__ import annotations
