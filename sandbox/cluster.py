@@ -199,6 +199,11 @@ class Sandbox:
         self.loops = [self.scheduler, *kubelet.loops, self.controllers, self.garbage_collector]
         for loop in self.loops:
             loop.start()
+        # Up means pods can be admitted: each namespace has its default ServiceAccount.
+        if not self.controllers.wait_synced():
+            raise SandboxError(
+                f"no default ServiceAccounts from the controllers: {self.controllers.last_error}"
+            )
 
     def stop(self) -> None:
         """Stop everything this sandbox started; safe to call twice."""

@@ -165,6 +165,13 @@ class ResourceHandlers:
             return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
         return obj
 
+    def _namespace_active(self, namespace: str) -> bool:
+        found = self.store.peek(("", "namespaces"), "", namespace)
+        return found is not None and not (found.get("metadata") or {}).get("deletionTimestamp")
+
+    def _service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.peek(("", "serviceaccounts"), namespace, name)
+
     def _ns_check(self, rt: ResourceType, namespace: str, name: str) -> None:
         """Creating in a missing namespace is 404; in a terminating one, 403."""
         if not rt.namespaced:
@@ -346,6 +353,9 @@ class ResourceHandlers:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
         self._apply_defaults(rt, obj)
+        if rt.key == ("", "pods") and self._namespace_active(meta["namespace"]):
+            # Mutating admission, after NamespaceLifecycle (a missing namespace stays its 404).
+            admission.admit_service_account(obj, meta["namespace"], self._service_account)
         admission.reset_status_on_create(rt, obj)
         admission.fill_zero_values(rt, obj)
         if (rt.group, rt.plural) == ("", "nodes"):

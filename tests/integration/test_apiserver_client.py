@@ -17,6 +17,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from sandbox.apiserver import ApiServer
+from sandbox.simulators import Kube, ServiceAccounts
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,10 +91,18 @@ def api(server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> client.A
     return config.new_client_from_config(str(path))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def accounts(api: client.ApiClient) -> Iterator[ServiceAccounts]:
+    """kube-controller-manager's ServiceAccounts beside the server: without them no pod is admitted."""
+    with ServiceAccounts(Kube(api)) as controller:
+        yield controller
+
+
 @pytest.fixture
-def ns(api: client.ApiClient) -> str:
+def ns(api: client.ApiClient, accounts: ServiceAccounts) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    accounts.wait_for(name)
     return name
 
 
