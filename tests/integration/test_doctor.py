@@ -575,3 +575,112 @@ def test_a_mutating_webhook_of_a_removed_karpenter_is_found(aws: World, installe
     assert status == FAIL
     assert "MutatingWebhookConfiguration defaulting.webhook.karpenter.sh" in detail
     assert "kubectl delete" in fix
+
+
+def karpenter_deployment(
+    name: str = "karpenter",
+    namespace: str = "karpenter",
+    *,
+    labels: dict[str, str] | None = None,
+    image: str = "public.ecr.aws/karpenter/controller:1.0.8@sha256:" + "a" * 64,
+    replicas: int = 2,
+) -> dict[str, Any]:
+    """A Deployment as Karpenter's Helm chart renders it (charts/karpenter/templates/deployment.yaml:
+    the selector labels app.kubernetes.io/name and /instance on it and its pods, container
+    ``controller``)."""
+    chart_labels = (
+        {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+        if labels is None
+        else labels
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": {**chart_labels, "helm.sh/chart": "x"}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": chart_labels or {"app": name}},
+            "template": {
+                "metadata": {"labels": chart_labels or {"app": name}},
+                "spec": {"containers": [{"name": "controller", "image": image}]},
+            },
+        },
+    }
+
+
+def create_deployment(kube: Cluster, deployment: dict[str, Any], ready: int) -> None:
+    """Created, with the status the deployment controller would write for ``ready`` pods."""
+    from nodewright.cluster.resources import Resource
+
+    deployments = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+    namespace = deployment["metadata"]["namespace"]
+    if kube.find(NAMESPACES, namespace) is None:
+        kube.create(NAMESPACES, {"metadata": {"name": namespace}})
+    kube.create(deployments, deployment, namespace=namespace)
+    status = {"replicas": ready, "readyReplicas": ready, "availableReplicas": ready}
+    kube.patch(
+        deployments,
+        deployment["metadata"]["name"],
+        {"status": status},
+        namespace=namespace,
+        subresource="status",
+    )
+
+
+def test_a_karpenter_controller_still_running_is_a_warning_with_the_command_that_scales_it_to_zero(
+    aws: World, installed: Cluster
+) -> None:
+    deploy_stack(aws)
+    create_deployment(installed, karpenter_deployment(), ready=2)
+    # Renamed by nameOverride and pulled through a mirror: recognised by its controller image.
+    mirrored = karpenter_deployment(
+        "autoscaler",
+        "kube-system",
+        labels={"app": "autoscaler"},
+        image="123456789012.dkr.ecr.us-east-1.amazonaws.com/mirror/karpenter/controller:v0.37.0",
+        replicas=1,
+    )
+    create_deployment(installed, mirrored, ready=1)
+    # Another controller whose name merely contains karpenter is not Karpenter.
+    create_deployment(
+        installed,
+        karpenter_deployment(
+            "karpenter-dashboard", "default", labels={"app": "dash"}, image="grafana/grafana:11"
+        ),
+        1,
+    )
+
+    status, detail, fix = run_doctor(aws, installed, healthy_entries(aws))["Karpenter controller"]
+
+    assert status == WARN
+    assert "karpenter/karpenter (2 ready)" in detail
+    assert "kube-system/autoscaler (1 ready)" in detail
+    assert "karpenter-dashboard" not in detail
+    assert "both reconcile the same NodeClaims" in detail
+    assert "kubectl scale deployment karpenter -n karpenter --replicas=0" in fix
+    assert "kubectl scale deployment autoscaler -n kube-system --replicas=0" in fix
+
+
+def test_a_karpenter_scaled_to_zero_or_absent_passes(aws: World, installed: Cluster) -> None:
+    deploy_stack(aws)
+    assert run_doctor(aws, installed, healthy_entries(aws))["Karpenter controller"][0] == OK
+    create_deployment(installed, karpenter_deployment(replicas=0), ready=0)
+
+    status, detail, _ = run_doctor(aws, installed, healthy_entries(aws))["Karpenter controller"]
+
+    assert status == OK
+    assert "karpenter/karpenter is scaled to zero" in detail
+
+
+def test_an_identity_that_may_not_list_deployments_gets_a_check_that_could_not_run(
+    aws: World, apiserver: ApiServer, installed: Cluster, tmp_path: Any
+) -> None:
+    deploy_stack(aws)
+    nobody = client_as(apiserver, apiserver.add_identity("alice"), tmp_path)
+
+    status, detail, fix = run_doctor(aws, nobody, healthy_entries(aws))["Karpenter controller"]
+
+    assert status == WARN  # a warning check that could not run stays a warning
+    assert detail.startswith("could not run: not allowed: ")
+    assert 'cannot list resource "deployments" in API group "apps"' in detail
+    assert "associate-access-policy" in fix

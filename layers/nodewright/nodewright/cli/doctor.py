@@ -14,7 +14,13 @@ what is missing and the command that fixes it:
   webhook configuration is installed and calls this stack's function URL, and the CRDs serving
   v1beta1 convert through that same URL (a stale one fails v1beta1 requests, and v1 reads of
   objects still stored as v1beta1); every
-  EC2NodeClass names the node role and its subnet and security-group selectors match something.
+  EC2NodeClass names the node role and its subnet and security-group selectors match something;
+  no Karpenter controller still runs (a Deployment with the Helm chart's
+  ``app.kubernetes.io/name=karpenter`` or the Karpenter controller image): both would reconcile the
+  same NodeClaims.
+
+A check that cannot run (your identity gets 401/403, the API server or AWS cannot be reached) is
+reported with the command that fixes it, and every other check still runs.
 
 Exit status 1 when any check fails (warnings alone exit 0).
 """
@@ -483,6 +489,32 @@ class Doctor:
         self._check("wake-up webhook", lambda: self._wakeup(k8s, outputs))
         self._check("conversion", lambda: self._conversion(k8s, outputs))
         self._check("EC2NodeClasses", lambda: self._nodeclasses(k8s, outputs, cluster))
+        self._check("Karpenter controller", lambda: self._karpenter(k8s), severity=WARN)
+
+    def _karpenter(self, k8s: Any) -> None:
+        """A Karpenter controller that still runs reconciles the same NodeClaims as Nodewright:
+        both would launch for the same pending pods and disrupt the same nodes."""
+        found = [d for d in k8s.deployments(self.kube) if _is_karpenter(d)]
+        running = [d for d in found if _replicas(d) > 0]
+        if not running:
+            stopped = ", ".join(_where(d) for d in found)
+            detail = f"{stopped} is scaled to zero" if found else "no Karpenter controller Deployment"
+            self.add("Karpenter controller", OK, detail)
+            return
+        where = ", ".join(
+            f"{_where(d)} ({(d.get('status') or {}).get('readyReplicas') or 0} ready)" for d in running
+        )
+        self.add(
+            "Karpenter controller",
+            WARN,
+            f"{where} still runs: Karpenter and Nodewright both reconcile the same NodeClaims (double "
+            "launches, nodes disrupted twice)",
+            " && ".join(
+                f"kubectl scale deployment {name} -n {namespace} --replicas=0"
+                for namespace, name in (_where(d).split("/", 1) for d in running)
+            )
+            + " (with Helm or GitOps, set its replicas to 0 there, or uninstall it)",
+        )
 
     def _crds(self, k8s: Any) -> None:
         from nodewright.api.crds import build_crds
@@ -756,6 +788,41 @@ def _listed(value: str | None) -> list[str]:
     if not value or value == NONE:
         return []
     return [v for v in value.split(",") if v]
+
+
+# How an operator recognises a Karpenter controller: the selector label of Karpenter's Helm chart
+# (charts/karpenter/templates/_helpers.tpl, karpenter.selectorLabels), or its controller image
+# (values.yaml controller.image.repository public.ecr.aws/karpenter/controller; mirrors keep the path).
+KARPENTER_NAME_LABEL = ("app.kubernetes.io/name", "karpenter")
+KARPENTER_IMAGE_PATH = "karpenter/controller"
+
+
+def _is_karpenter(deployment: dict[str, Any]) -> bool:
+    template = (deployment.get("spec") or {}).get("template") or {}
+    key, value = KARPENTER_NAME_LABEL
+    for meta in (deployment.get("metadata") or {}, template.get("metadata") or {}):
+        if (meta.get("labels") or {}).get(key) == value:
+            return True
+    containers = (template.get("spec") or {}).get("containers") or []
+    return any(_image_repository(c.get("image") or "").endswith(KARPENTER_IMAGE_PATH) for c in containers)
+
+
+def _image_repository(image: str) -> str:
+    """``registry/path/name`` of an image reference, without its tag or digest."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return name[: len(name) - len(last)] + last.split(":", 1)[0]
+
+
+def _replicas(deployment: dict[str, Any]) -> int:
+    """The pods it runs or is about to: the most of what it asks for and what it has."""
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    return max(int(spec.get("replicas", 1) or 0), int(status.get("replicas") or 0))
+
+
+def _where(deployment: dict[str, Any]) -> str:
+    meta = deployment.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 RBAC_KINDS = ("Namespace", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
