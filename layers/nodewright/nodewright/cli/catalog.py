@@ -51,16 +51,15 @@ def load_requirements(path: str) -> list[dict[str, Any]]:
     """Requirement terms from a NodePool manifest (first NodePool in the file) or a bare list."""
     import yaml
 
+    from nodewright.textfiles import NotUtf8Error, decode_utf8
+
     try:
         with open(path, "rb") as handle:
-            raw = handle.read()
-        documents = [d for d in yaml.safe_load_all(raw.decode("utf-8")) if d is not None]
+            documents = [d for d in yaml.safe_load_all(decode_utf8(handle.read())) if d is not None]
     except OSError as exc:
         raise RequirementsFileError(f"cannot read {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise RequirementsFileError(
-            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
-        ) from exc
+    except NotUtf8Error as exc:
+        raise RequirementsFileError(f"{path} is {exc}") from exc
     except yaml.YAMLError as exc:
         raise RequirementsFileError(f"{path} is not valid YAML/JSON: {exc}".replace("\n", " ")) from exc
     for document in documents:

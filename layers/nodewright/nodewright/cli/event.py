@@ -51,18 +51,16 @@ ACTION_TEXT = {
 
 def read_text(name: str) -> str:
     """The file's text (``-``: standard input), decoded as UTF-8 as SQS and EventBridge deliver it."""
-    data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-    return data.decode("utf-8")
+    from nodewright.textfiles import decode_utf8
+
+    return decode_utf8(sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes())
 
 
-def unreadable(exc: OSError | UnicodeDecodeError) -> str:
+def unreadable(exc: OSError | ValueError) -> str:
     """Why a file could not be read, in words (no traceback for a wrong file)."""
-    if isinstance(exc, UnicodeDecodeError):
-        return (
-            f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); a message is "
-            "the JSON text SQS or EventBridge delivers"
-        )
-    return str(exc.strerror or exc)
+    if isinstance(exc, OSError):
+        return str(exc.strerror or exc)
+    return f"{exc}; a message is the JSON text SQS or EventBridge delivers"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     for name in args.files:
         try:
             text = read_text(name)
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # unreadable, or not UTF-8 (textfiles.NotUtf8Error)
             print(f"{name}: cannot read: {unreadable(exc)}", file=sys.stderr)
             failures += 1
             continue

@@ -63,11 +63,11 @@ class PriceTable:
 
         Raises ``OSError`` when it cannot be read and ``ValueError`` saying what is wrong when it
         is not such a document (not UTF-8, not JSON, another shape, a price that is no number)."""
-        raw = Path(path).read_bytes()
+        from nodewright.textfiles import decode_utf8
+
+        text = decode_utf8(Path(path).read_bytes())  # a NotUtf8Error is a ValueError
         try:
-            document = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from exc
+            document = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"not JSON: {exc}") from exc
         prices = document.get("prices", document) if isinstance(document, dict) else None

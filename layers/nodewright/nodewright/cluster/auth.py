@@ -250,6 +250,8 @@ def _read_kubeconfigs(path: str, unusable: Callable[[str], ClusterConfigError]) 
 
     import yaml
 
+    from nodewright.textfiles import NotUtf8Error, decode_utf8
+
     names = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
     existing = [n for n in names if os.path.exists(n)]
     if not existing:
@@ -261,13 +263,11 @@ def _read_kubeconfigs(path: str, unusable: Callable[[str], ClusterConfigError]) 
             raise unusable(f"{where}it is a directory")
         try:
             with open(name, "rb") as handle:
-                text = handle.read().decode("utf-8")
+                text = decode_utf8(handle.read())
         except OSError as exc:
             raise unusable(f"{where}{exc.strerror or exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise unusable(
-                f"{where}not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
-            ) from exc
+        except NotUtf8Error as exc:
+            raise unusable(f"{where}{exc}") from exc
         try:
             document = yaml.safe_load(text)
         except yaml.YAMLError as exc:
