@@ -311,3 +311,41 @@ def test_impersonation_needs_the_impersonate_verb_on_the_user_and_on_each_group(
         assert 'User "fn" cannot list resource "nodes"' in denied.value.message
     finally:
         allowed.api_client.close()
+
+
+@needs_kubectl
+def test_impersonating_a_service_account_or_a_uid_needs_its_own_grant(server, tmp_path: Path) -> None:
+    """As kube-apiserver's impersonation filter: a service account user is impersonated as
+    ``serviceaccounts`` in its namespace, a uid as ``uids`` in authentication.k8s.io."""
+    srv, admin, _ = server
+    dave = srv.write_kubeconfig(tmp_path / "dave", token=srv.add_identity("dave"))
+    refused = kubectl(dave, "get", "nodes", "--as", "system:serviceaccount:default:robot")
+    assert refused.returncode != 0
+    assert (
+        'serviceaccounts "robot" is forbidden: User "dave" cannot impersonate resource "serviceaccounts" '
+        'in API group "" in the namespace "default"'
+    ) in refused.stderr
+    # The administrator may impersonate anything: the account gets its groups, the uid is kept.
+    whoami = kubectl(
+        admin,
+        "auth",
+        "whoami",
+        "-o",
+        "json",
+        "--as",
+        "system:serviceaccount:default:robot",
+        "--as-uid",
+        "u-1",
+    )
+    assert whoami.returncode == 0, whoami.stderr
+    info = json.loads(whoami.stdout)["status"]["userInfo"]
+    assert info["username"] == "system:serviceaccount:default:robot"
+    assert set(info["groups"]) == {
+        "system:serviceaccounts",
+        "system:serviceaccounts:default",
+        "system:authenticated",
+    }
+    assert info.get("uid") == "u-1"
+    refused = kubectl(dave, "get", "nodes", "--as", "someone", "--as-uid", "u-1")
+    assert refused.returncode != 0
+    assert "forbidden" in refused.stderr
