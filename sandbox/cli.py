@@ -35,8 +35,13 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     from sandbox import demo
+    from sandbox.cluster import SandboxError
 
-    return demo.main(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
+    try:
+        return demo.main(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
+    except SandboxError as exc:  # an unusable --kubeconfig, a sandbox already running: one line
+        print(f"nodewright demo: {exc}", file=sys.stderr)
+        return 2
 
 
 def register_sandbox(subparsers: argparse._SubParsersAction) -> None:

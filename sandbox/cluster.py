@@ -158,6 +158,12 @@ class Sandbox:
         else:
             self._tmp = Path(tempfile.mkdtemp(prefix=f"nodewright-sandbox-{self.cluster_name}-"))
         if self._external_kubeconfig is not None:
+            from nodewright.cluster import ClusterConfigError, auth
+
+            try:  # the layer's own check: a directory, binary or malformed YAML is named, not a traceback
+                auth.kubeconfig_configuration(str(self._external_kubeconfig), setting="--kubeconfig")
+            except ClusterConfigError as exc:
+                raise SandboxError(str(exc)) from exc
             if not self._external_kubeconfig.is_file():
                 raise SandboxError(
                     f"kubeconfig {self._external_kubeconfig} does not exist; pass an existing file"

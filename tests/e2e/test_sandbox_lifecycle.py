@@ -203,3 +203,25 @@ def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
     )
     assert gone.returncode == 2
     assert "no sandbox 'cli' is running" in gone.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [(b"- a\n- b\n", "a kubeconfig is a YAML mapping"), (b"\xff\xfe", "not UTF-8 text")],
+    ids=["list", "binary"],
+)
+def test_demo_with_an_unusable_kubeconfig_is_one_line_and_leaves_nothing_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, complaint: str
+) -> None:
+    from nodewright.cli import main
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_bytes(content)
+    before = set(threading.enumerate())
+
+    assert main(["demo", "--kubeconfig", str(kubeconfig)]) == 2
+
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"nodewright demo: cannot load kubeconfig '{kubeconfig}': "), line
+    assert complaint in line
+    assert settled_threads(before) == set()
