@@ -743,7 +743,9 @@ class ServiceAccounts(ReconcileLoop):
         return wait_for_default_service_account(self.kube, namespace, timeout)
 
 
-def wait_for_default_service_account(kube: Kube, namespace: str, timeout: float = 30.0) -> Obj:
+def wait_for_default_service_account(
+    kube: Kube, namespace: str, timeout: float = SYNC_TIMEOUT_SECONDS
+) -> Obj:
     """Poll until ``namespace`` has its ``default`` ServiceAccount; raise after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
