@@ -22,7 +22,11 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
         help="the seeds' story in the sandbox: NodePools, inflate, launches, pods Running, a summary",
         description="The seeds' story in the sandbox (see sandbox/demo.py): what `make demo` runs.",
     )
-    parser.add_argument("--kubeconfig", help="run against this API server instead of the built-in emulator")
+    parser.add_argument(
+        "--kubeconfig",
+        help="run against this API server instead of the built-in emulator (the functions impersonate "
+        "deploy/rbac.yaml's identity there: the kubeconfig's user needs impersonate on it)",
+    )
     parser.add_argument(
         "--boot-delay", type=float, default=1.0, help="seconds a simulated instance takes to boot"
     )
@@ -31,8 +35,13 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     from sandbox import demo
+    from sandbox.cluster import SandboxError
 
-    return demo.main(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
+    try:
+        return demo.main(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
+    except SandboxError as exc:  # an unusable --kubeconfig, a sandbox already running: one line
+        print(f"nodewright demo: {exc}", file=sys.stderr)
+        return 2
 
 
 def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
@@ -60,7 +69,8 @@ def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--kubeconfig",
         default=None,
-        help="use this API server instead of the emulator (simulators and functions run against it)",
+        help="use this API server instead of the emulator (simulators and functions run against it; "
+        "the functions impersonate deploy/rbac.yaml's identity, which the kubeconfig's user must be allowed)",
     )
     up.add_argument("--no-crds", action="store_true", help="do not apply the project's CRDs from crds/")
     up.add_argument("--no-functions", action="store_true", help="run only the cluster and moto, no function")

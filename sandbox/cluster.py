@@ -158,12 +158,25 @@ class Sandbox:
         else:
             self._tmp = Path(tempfile.mkdtemp(prefix=f"nodewright-sandbox-{self.cluster_name}-"))
         if self._external_kubeconfig is not None:
+            from nodewright.cluster import ClusterConfigError, auth
+
+            try:  # the layer's own check: a directory, binary or malformed YAML is named, not a traceback
+                auth.kubeconfig_configuration(str(self._external_kubeconfig), setting="--kubeconfig")
+            except ClusterConfigError as exc:
+                raise SandboxError(str(exc)) from exc
             if not self._external_kubeconfig.is_file():
                 raise SandboxError(
                     f"kubeconfig {self._external_kubeconfig} does not exist; pass an existing file"
                 )
-            # Against another API server the functions use the kubeconfig given (its identity).
-            self.kubeconfig_path = self.functions_kubeconfig_path = self._external_kubeconfig
+            # Against another API server the functions act as deploy/rbac.yaml's identity too: the
+            # kubeconfig's credentials impersonating it, so that server checks their permissions.
+            self.kubeconfig_path = self._external_kubeconfig
+            self.functions_kubeconfig_path = impersonating_kubeconfig(
+                self._external_kubeconfig,
+                self._tmp / "functions-kubeconfig",
+                AUTOSCALER_USER,
+                AUTOSCALER_GROUP,
+            )
             return
         self.apiserver = ApiServer(host="127.0.0.1", port=0)
         self.apiserver.faults = self.api_faults
@@ -192,6 +205,11 @@ class Sandbox:
         self.loops = [self.scheduler, *kubelet.loops, self.controllers, self.garbage_collector]
         for loop in self.loops:
             loop.start()
+        # Up means pods can be admitted: each namespace has its default ServiceAccount.
+        if not self.controllers.wait_synced():
+            raise SandboxError(
+                f"no default ServiceAccounts from the controllers: {self.controllers.last_error}"
+            )
 
     def stop(self) -> None:
         """Stop everything this sandbox started; safe to call twice."""
@@ -376,6 +394,34 @@ class Sandbox:
                 if time.monotonic() > deadline:
                     raise SandboxError(f"CRD {crd['metadata']['name']} not served after {timeout:.0f}s")
                 time.sleep(0.05)
+
+
+# A kubeconfig's fields that name files, relative to the kubeconfig's own folder.
+_KUBECONFIG_FILES = {
+    "cluster": ("certificate-authority",),
+    "user": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def impersonating_kubeconfig(source: Path, target: Path, user: str, group: str) -> Path:
+    """A copy of ``source`` whose current context's user impersonates ``user`` in ``group``
+    (``as``/``as-groups``, which kubectl and the layer's client honour); relative file paths are
+    made absolute, since the copy lives elsewhere."""
+    config = yaml.safe_load(source.read_text())
+    context_name = config.get("current-context")
+    context = next(c["context"] for c in config.get("contexts") or [] if c["name"] == context_name)
+    for kind, fields in _KUBECONFIG_FILES.items():
+        for entry in config.get(f"{kind}s") or []:
+            values = entry.get(kind) or {}
+            for field in fields:
+                if values.get(field) and not Path(values[field]).is_absolute():
+                    values[field] = str((source.parent / values[field]).resolve())
+    for entry in config.get("users") or []:
+        if entry["name"] == context["user"]:
+            entry["user"] = {**(entry.get("user") or {}), "as": user, "as-groups": [group]}
+    target.write_text(yaml.safe_dump(config, sort_keys=False))
+    target.chmod(0o600)
+    return target
 
 
 def apply_rbac(kube: Kube, path: Path = RBAC_FILE) -> list[str]:

@@ -19,7 +19,17 @@ from typing import Any
 
 import yaml
 
-from . import admission, conversion, errors, managedfields, patching, protobuf, schema, webhooks
+from . import (
+    admission,
+    admissionregistration,
+    conversion,
+    errors,
+    managedfields,
+    patching,
+    protobuf,
+    schema,
+    webhooks,
+)
 from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -154,6 +164,13 @@ class ResourceHandlers:
         if in_list:
             return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
         return obj
+
+    def _namespace_active(self, namespace: str) -> bool:
+        found = self.store.peek(("", "namespaces"), "", namespace)
+        return found is not None and not (found.get("metadata") or {}).get("deletionTimestamp")
+
+    def _service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.peek(("", "serviceaccounts"), namespace, name)
 
     def _ns_check(self, rt: ResourceType, namespace: str, name: str) -> None:
         """Creating in a missing namespace is 404; in a terminating one, 403."""
@@ -345,6 +362,9 @@ class ResourceHandlers:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
         self._apply_defaults(rt, obj)
+        if rt.key == ("", "pods") and self._namespace_active(meta["namespace"]):
+            # Mutating admission, after NamespaceLifecycle (a missing namespace stays its 404).
+            admission.admit_service_account(obj, meta["namespace"], self._service_account)
         admission.reset_status_on_create(rt, obj)
         admission.fill_zero_values(rt, obj)
         if (rt.group, rt.plural) == ("", "nodes"):
@@ -738,6 +758,8 @@ class ResourceHandlers:
 
     @staticmethod
     def _spec_changed(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+        if admissionregistration.is_admissionregistration(rt.group, rt.plural):
+            return admissionregistration.spec_changed(rt.plural, new, old)
         if rt.custom:
             ignore = {"metadata", "status", "apiVersion", "kind"}
             return {k: v for k, v in new.items() if k not in ignore} != {

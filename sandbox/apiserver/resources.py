@@ -95,6 +95,20 @@ def _workload(plural: str, kind: str, short: str, subresources: frozenset[str]) 
     )
 
 
+def _admission(plural: str, kind: str, subresources: frozenset[str] = frozenset()) -> ResourceType:
+    """A cluster-scoped admissionregistration.k8s.io/v1 kind, in the ``api-extensions`` category."""
+    return _rt(
+        "admissionregistration.k8s.io",
+        "v1",
+        plural,
+        kind,
+        False,
+        categories=("api-extensions",),
+        subresources=subresources,
+        has_generation=True,
+    )
+
+
 BUILTINS: tuple[ResourceType, ...] = (
     _rt(
         "",
@@ -173,16 +187,13 @@ BUILTINS: tuple[ResourceType, ...] = (
     _review("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
     _review("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", False),
     _review("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", False),
-    # Called by the API server on writes (sandbox/apiserver/webhooks.py); no other admission kinds.
-    _rt(
-        "admissionregistration.k8s.io",
-        "v1",
-        "validatingwebhookconfigurations",
-        "ValidatingWebhookConfiguration",
-        False,
-        categories=("api-extensions",),
-        has_generation=True,
-    ),
+    # Validating webhooks are called by the API server on writes (sandbox/apiserver/webhooks.py);
+    # mutating webhooks and admission policies are stored and served, not applied
+    # (sandbox/apiserver/admissionregistration.py).
+    _admission("validatingwebhookconfigurations", "ValidatingWebhookConfiguration"),
+    _admission("mutatingwebhookconfigurations", "MutatingWebhookConfiguration"),
+    _admission("validatingadmissionpolicies", "ValidatingAdmissionPolicy", _STATUS),
+    _admission("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding"),
     _rt(
         "apiextensions.k8s.io",
         "v1",

@@ -156,6 +156,40 @@ def _involved(event: dict[str, Any]) -> str:
     return f"{involved.get('kind', '').lower()}/{involved.get('name', '')}"
 
 
+def _count(*path: str) -> Callable[[dict[str, Any]], int]:
+    return lambda obj: len(_get(*path, default=[])(obj) or [])
+
+
+def _param_kind(policy: dict[str, Any]) -> str:
+    kind = (policy.get("spec") or {}).get("paramKind")
+    return f"{kind.get('apiVersion', '')}/{kind.get('kind', '')}" if isinstance(kind, dict) else "<unset>"
+
+
+def _param_ref(binding: dict[str, Any]) -> str:
+    """printValidatingAdmissionPolicyBinding: namespace/name, */name, the selector, or <unset>."""
+    ref = (binding.get("spec") or {}).get("paramRef")
+    if not isinstance(ref, dict):
+        return "<unset>"
+    if ref.get("name"):
+        return f"{ref.get('namespace') or '*'}/{ref['name']}"
+    if isinstance(ref.get("selector"), dict):
+        return _selector_text(ref["selector"])
+    return "<unset>"
+
+
+def _selector_text(selector: dict[str, Any]) -> str:
+    """labels.Selector.String() of a LabelSelector: requirements sorted by key, comma-joined."""
+    terms = [(k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key", ""), expression.get("operator", "")
+        values = ",".join(sorted(expression.get("values") or []))
+        text = {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key}.get(
+            operator, f"!{key}"
+        )
+        terms.append((key, text))
+    return ",".join(text for _, text in sorted(terms)) or "<none>"
+
+
 _NAME_COL: Column = ("Name", "string", _name, 0)
 _AGE_COL: Column = ("Age", "string", age, 0)
 
@@ -215,6 +249,28 @@ COLUMNS: dict[tuple[str, str], list[Column]] = {
     ("coordination.k8s.io", "leases"): [
         _NAME_COL,
         ("Holder", "string", _get("spec", "holderIdentity"), 0),
+        _AGE_COL,
+    ],
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): [
+        _NAME_COL,
+        ("Webhooks", "integer", _count("webhooks"), 0),
+        _AGE_COL,
+    ],
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): [
+        _NAME_COL,
+        ("Webhooks", "integer", _count("webhooks"), 0),
+        _AGE_COL,
+    ],
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"): [
+        _NAME_COL,
+        ("Validations", "integer", _count("spec", "validations"), 0),
+        ("ParamKind", "string", _param_kind, 0),
+        _AGE_COL,
+    ],
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): [
+        _NAME_COL,
+        ("PolicyName", "string", _get("spec", "policyName"), 0),
+        ("ParamRef", "string", _param_ref, 0),
         _AGE_COL,
     ],
     ("apiextensions.k8s.io", "customresourcedefinitions"): [

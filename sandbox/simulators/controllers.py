@@ -15,6 +15,7 @@
   whose controller has no scale subresource (a DaemonSet) fails to sync: the fail-safe writes
   disruptionsAllowed 0 and DisruptionAllowed False/SyncFailed, and no observedGeneration.
 * Namespace deletion: deletes a terminating namespace's objects, then finalizes it.
+* ServiceAccounts: each active namespace's ``default`` ServiceAccount (pods need it to be admitted).
 * Storage protection: a deleting PVC waits for the pods using it, a deleting PV for its claim.
 * Node lifecycle: the ``node.kubernetes.io/unschedulable:NoSchedule`` taint follows the cordon.
 * Pod garbage collection: pods bound to a node that no longer exists are force-deleted (the real
@@ -28,6 +29,8 @@ import hashlib
 import json
 import math
 import secrets
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -670,6 +673,32 @@ class NamespaceController:
                         raise
 
 
+class ServiceAccountsController:
+    """kube-controller-manager's serviceaccounts controller: every active namespace has a
+    ``default`` ServiceAccount (made again if deleted), which the ServiceAccount admission plugin
+    requires of every pod that names none."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        self.ensure(snap.namespaces)
+
+    def ensure(self, namespaces: list[Obj]) -> None:
+        accounts, _ = self.kube.list(core("serviceaccounts"), fieldSelector="metadata.name=default")
+        have = {sa["metadata"]["namespace"] for sa in accounts}
+        for namespace in namespaces:
+            meta = namespace["metadata"]
+            if meta.get("deletionTimestamp") or meta["name"] in have:
+                continue
+            body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+            try:
+                self.kube.create(core("serviceaccounts", meta["name"]), body)
+            except ApiException as exc:
+                if exc.status not in (403, 404, 409):  # terminating, gone, or made meanwhile
+                    raise
+
+
 class StorageProtectionController:
     """The pvc-protection and pv-protection controllers: a deleting PVC keeps its finalizer while a
     pod that is not terminated uses it; a deleting PV keeps its finalizer while it is Bound."""
@@ -773,14 +802,70 @@ class PodGarbageCollector:
                 )
 
 
+SYNC_TIMEOUT_SECONDS = 30.0  # what a loaded machine may take for a controller's first pass
+
+
+class ServiceAccounts(ReconcileLoop):
+    """The serviceaccounts controller on its own, for an API server that runs without the other
+    simulators (the emulator's own tests): kube-controller-manager always runs beside kube-apiserver,
+    and without it no pod is admitted in a namespace. ``with`` starts it and returns once every
+    namespace has its ``default`` ServiceAccount."""
+
+    name = "serviceaccounts"
+    watch_paths = (core("namespaces"), core("serviceaccounts"))
+
+    def __init__(self, kube: Kube, resync: float = 1.0) -> None:
+        super().__init__(kube, resync)
+        self.controller = ServiceAccountsController(kube)
+        self.synced = threading.Event()
+
+    def reconcile(self) -> None:
+        namespaces, _ = self.kube.list(core("namespaces"))
+        self.controller.ensure(namespaces)
+        self.synced.set()
+
+    def __enter__(self) -> ServiceAccounts:
+        self.start()
+        if not self.synced.wait(SYNC_TIMEOUT_SECONDS):
+            self.stop()
+            raise RuntimeError(f"no ServiceAccounts after {SYNC_TIMEOUT_SECONDS:.0f}s: {self.last_error}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_for(self, namespace: str, timeout: float = SYNC_TIMEOUT_SECONDS) -> Obj:
+        """The namespace's ``default`` ServiceAccount once it exists (what a client creating pods
+        right after their namespace waits for, as ``kubectl wait --for=create`` would)."""
+        return wait_for_default_service_account(self.kube, namespace, timeout)
+
+
+def wait_for_default_service_account(
+    kube: Kube, namespace: str, timeout: float = SYNC_TIMEOUT_SECONDS
+) -> Obj:
+    """Poll until ``namespace`` has its ``default`` ServiceAccount; raise after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = kube.get_or_none(core("serviceaccounts", namespace, "default"))
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespace {namespace} has no default ServiceAccount after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
 class ControllerManager(ReconcileLoop):
-    """All controllers, one pass each per change of any pod (or every ``resync`` seconds)."""
+    """All controllers, one pass each per change of any pod (or every ``resync`` seconds).
+
+    ``synced`` is set after the first pass: every namespace then has its ``default``
+    ServiceAccount, so pods can be admitted (``Sandbox`` waits for it before it is up)."""
 
     name = "controller-manager"
     watch_paths = (
         core("pods"),
         core("nodes"),
         core("namespaces"),
+        core("serviceaccounts"),
         group("apps/v1", "deployments"),
         group("apps/v1", "replicasets"),
         group("apps/v1", "daemonsets"),
@@ -789,7 +874,9 @@ class ControllerManager(ReconcileLoop):
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
+        self.synced = threading.Event()
         self.controllers = [
+            ServiceAccountsController(kube),
             PodGarbageCollector(kube),
             NodeLifecycleController(kube),
             StorageProtectionController(kube),
@@ -809,3 +896,10 @@ class ControllerManager(ReconcileLoop):
                 self.errors += 1
                 self.last_error = f"{type(controller).__name__}: {exc.status} {exc.reason}"
                 log.warning("%s failed: %s", type(controller).__name__, self.last_error)
+            else:
+                if isinstance(controller, ServiceAccountsController):
+                    self.synced.set()
+
+    def wait_synced(self, timeout: float = SYNC_TIMEOUT_SECONDS) -> bool:
+        """Whether every namespace got its ``default`` ServiceAccount within ``timeout``."""
+        return self.synced.wait(timeout)

@@ -18,6 +18,7 @@ from nodewright.api import webhooks as manifests
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import JsonWebhookServer
 from sandbox.apiserver.tls import make_serving_cert
+from sandbox.simulators import Kube, ServiceAccounts
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,9 +42,13 @@ class Recorder(JsonWebhookServer):
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.ApiClient]:
+    """The administrator's client, kube-controller-manager's ServiceAccounts beside the server."""
     with ApiServer() as server:
         path = server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-        yield config.new_client_from_config(str(path))
+        admin = config.new_client_from_config(str(path))
+        with ServiceAccounts(Kube(admin)):
+            yield admin
+        admin.close()
 
 
 @pytest.fixture

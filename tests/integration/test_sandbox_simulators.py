@@ -575,3 +575,28 @@ def test_deleting_a_namespace_removes_its_objects_then_the_namespace(sb, kube) -
         return False
 
     wait_for("the namespace to go", gone)
+
+
+def test_every_active_namespace_gets_its_default_service_account_as_kube_controller_manager_gives_it(
+    sb, kube
+) -> None:
+    def default_account(namespace: str) -> dict | None:
+        return kube.get_or_none(core("serviceaccounts", namespace, "default"))
+
+    for namespace in ("default", "kube-system", "kube-public", "kube-node-lease", "nodewright"):
+        assert wait_for(f"{namespace}'s default ServiceAccount", lambda n=namespace: default_account(n))
+    kube.create(core("namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}})
+    made = wait_for("fresh's default ServiceAccount", lambda: default_account("fresh"))
+    assert set(made) >= {"apiVersion", "kind", "metadata"}
+    assert made["kind"] == "ServiceAccount"
+    # Deleted, it comes back (the serviceaccounts controller watches them too).
+    kube.delete(core("serviceaccounts", "fresh", "default"))
+    recreated = wait_for(
+        "the default ServiceAccount back",
+        lambda: (sa := default_account("fresh")) and sa["metadata"]["uid"] != made["metadata"]["uid"] and sa,
+    )
+    assert recreated["metadata"]["name"] == "default"
+    # A deployment in the new namespace gets its pods (the ServiceAccount admission lets them in).
+    kube.create(group("apps/v1", "deployments", "fresh"), deployment("in-fresh", 1, namespace="fresh"))
+    (pod,) = wait_for("its pod", lambda: pods_of(kube, "in-fresh", "fresh"))
+    assert pod["spec"]["serviceAccountName"] == "default"

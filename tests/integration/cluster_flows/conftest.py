@@ -187,12 +187,20 @@ class World:
 
 
 @pytest.fixture
-def apiserver() -> Iterator[Any]:
+def apiserver(tmp_path: Any) -> Iterator[Any]:
+    """The API emulator, with kube-controller-manager's ServiceAccounts beside it (without them no
+    pod is admitted, as on a real cluster)."""
     from sandbox.apiserver import ApiServer
+    from sandbox.simulators import Kube, ServiceAccounts, api_client_from_kubeconfig
 
     server = ApiServer("127.0.0.1", port=0).start()
-    yield server
-    server.stop()
+    admin = api_client_from_kubeconfig(server.write_kubeconfig(tmp_path / "admin-kubeconfig"))
+    try:
+        with ServiceAccounts(Kube(admin)):
+            yield server
+    finally:
+        admin.close()
+        server.stop()
 
 
 @pytest.fixture

@@ -176,6 +176,19 @@ class Cluster:
             logger().warning("API server answered 401; re-signing the EKS token and retrying once")
             return self._request_once(method, path, query, body, content_type)
 
+    def _impersonating(self, headers: dict[str, str]) -> Any:
+        """``headers`` plus the kubeconfig's impersonation (``auth.impersonation_headers``): a
+        header dict that repeats ``Impersonate-Group`` once per group, as the API server reads it."""
+        extra = auth.impersonation_headers(self.api_client.configuration)
+        if not extra:
+            return headers
+        from urllib3 import HTTPHeaderDict
+
+        combined = HTTPHeaderDict(headers)
+        for name, value in extra:
+            combined.add(name, value)
+        return combined
+
     def _request_once(
         self, method: str, path: str, query: dict[str, Any] | None, body: Any, content_type: str
     ) -> dict[str, Any]:
@@ -196,7 +209,11 @@ class Cluster:
         )
         try:
             response = self.api_client.call_api(
-                method_, url, header_params, body_, _request_timeout=self._call_timeout(method, path)
+                method_,
+                url,
+                self._impersonating(header_params),
+                body_,
+                _request_timeout=self._call_timeout(method, path),
             )
             try:
                 raw = response.read()
@@ -431,7 +448,11 @@ class Cluster:
         )
         try:
             response = self.api_client.call_api(
-                method_, url, header_params, body_, _request_timeout=(self.timeout[0], read_timeout)
+                method_,
+                url,
+                self._impersonating(header_params),
+                body_,
+                _request_timeout=(self.timeout[0], read_timeout),
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ApiUnavailable(f"watch {path}: API server unreachable at {self.host}: {exc}") from exc

@@ -44,6 +44,7 @@ PERSISTENT_VOLUME_CLAIMS = Resource(
     "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True
 )
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)

@@ -4,7 +4,10 @@
             whether EC2 is taking the instance itself as NodeClaim annotations; delete the NodeClaim
             (its karpenter.sh/termination finalizer keeps it, marked, until we are done)
     step:   one drain pass; once drained: delete the Node, terminate the instance (unless EC2 is
-            already taking it), remove the Node's and then the NodeClaim's finalizer. When the
+            taking it: then the NodeClaim stays, deleting, until EC2 has — the record that keeps
+            garbage collection from taking the instance for a leak — or until
+            ``RECLAIM_GRACE_SECONDS`` after the deadline, when we terminate it after all), remove
+            the Node's and then the NodeClaim's finalizer. When the
             instance is already gone (terminated out of band), finish at once: its kubelet will
             never confirm a pod's deletion, so the pods bound to the node are force-deleted (as
             the pod garbage collector does for a vanished node) and their controllers recreate
@@ -39,6 +42,9 @@ REASON_ANNOTATION = "nodewright.io/termination-reason"
 INSTANCE_GOING_ANNOTATION = "nodewright.io/instance-going"
 DISRUPTED_TAINT = {"key": labels.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 
+# EC2 reclaims a spot instance at the end of its notice (a reservation's at its end time); one it
+# has not taken this long after the deadline is terminated by us: it is billed, and nobody else will.
+RECLAIM_GRACE_SECONDS = 300.0
 MIN_WAIT_SECONDS = 0.25
 # How often a drain asks EC2 whether the instance still exists (one DescribeInstances).
 INSTANCE_CHECK_SECONDS = 10.0
@@ -170,24 +176,52 @@ def step(ctx: Context, term: Termination) -> Termination:
     return term
 
 
-def _finish(ctx: Context, term: Termination) -> None:
-    """Drained: terminate the instance, then let the Node and NodeClaim go (in that order)."""
-    if not term.instance_going:
+def _finish(ctx: Context, term: Termination, *, instance_gone: bool = False) -> None:
+    """Drained: terminate the instance, then let the Node and NodeClaim go (in that order).
+
+    An instance EC2 is taking (``instance_going``) is left to EC2 while its deadline and
+    ``RECLAIM_GRACE_SECONDS`` last: the Node goes, the NodeClaim stays, deleting, and a later pass
+    (``pending_terminations``) releases it once the instance is gone."""
+    if term.instance_going and not instance_gone and term.instance_id:
+        if not _reclaim_overdue(ctx, term):
+            _release_node(ctx, term)
+            term.history.append("left-for-ec2")
+            term.done = True  # nothing to do until EC2 acts; the NodeClaim keeps the record
+            return
+        ctx.logger.warning(
+            "EC2 has not reclaimed the instance past its deadline: terminating it",
+            extra={"nodeclaim": term.nodeclaim, "instance": term.instance_id, "deadline": str(term.deadline)},
+        )
+        ctx.cloud.delete(term.instance_id)
+        term.history.append("instance-terminated")
+        checkpoint("termination.instance-terminated")
+    elif not term.instance_going and not instance_gone:
         if term.instance_id:
             ctx.cloud.delete(term.instance_id)
         elif term.nodeclaim:  # launched but never recorded (a crash): find it by its NodeClaim tag
             ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
         term.history.append("instance-terminated")
         checkpoint("termination.instance-terminated")
-    if term.node:
-        ctx.cluster.remove_finalizer(NODES, term.node, labels.TERMINATION_FINALIZER)
-        ctx.cluster.delete_node(term.node)
-        checkpoint("termination.node-released")
+    _release_node(ctx, term)
     if term.nodeclaim:
         ctx.cluster.delete_nodeclaim(term.nodeclaim)  # idempotent; marks it if a resume found it unmarked
         ctx.cluster.remove_finalizer(NODECLAIMS, term.nodeclaim, labels.TERMINATION_FINALIZER)
     term.history.append("removed")
     term.done = True
+
+
+def _release_node(ctx: Context, term: Termination) -> None:
+    if term.node:
+        ctx.cluster.remove_finalizer(NODES, term.node, labels.TERMINATION_FINALIZER)
+        ctx.cluster.delete_node(term.node)
+        checkpoint("termination.node-released")
+
+
+def _reclaim_overdue(ctx: Context, term: Termination) -> bool:
+    """Whether EC2 should have taken the instance by now (no deadline: nothing to wait for)."""
+    if term.deadline is None:
+        return True
+    return ctx.clock.now() >= term.deadline + timedelta(seconds=RECLAIM_GRACE_SECONDS)
 
 
 def _instance_gone(ctx: Context, term: Termination) -> bool:
@@ -219,8 +253,7 @@ def _finish_without_instance(ctx: Context, term: Termination) -> None:
             "instance already gone: pods force-deleted, node and NodeClaim released",
             extra={"nodeclaim": term.nodeclaim, "node": term.node, "instance": term.instance_id},
         )
-    term.instance_going = True  # nothing left to terminate
-    _finish(ctx, term)
+    _finish(ctx, term, instance_gone=True)
 
 
 def run(ctx: Context, terms: list[Termination], *, budget_seconds: float) -> list[Termination]:
