@@ -53,6 +53,7 @@ def test_drain_in_tiers_waits_for_the_pdb_then_removes_everything(
     world.pod("batch-1", "node-a", labels={"app": "batch"})
     world.pod("dns-1", "node-a", priority_class=CRITICAL)
     world.pod("agent-1", "node-a", owner_kind="DaemonSet")
+    world.pod("cni-1", "node-a", owner_kind="DaemonSet", priority_class="system-node-critical")
     world.pod(
         "stays-1",
         "node-a",
@@ -79,8 +80,11 @@ def test_drain_in_tiers_waits_for_the_pdb_then_removes_everything(
     assert term.done, term.summary()
     assert sorted(evictions[0:2]) == ["batch-1:evicted", "web-1:blocked"], "first pass: the whole first tier"
     assert "web-1:evicted" in evictions
-    assert evictions.index("web-1:evicted") < evictions.index("dns-1:evicted"), "critical pods go last"
-    assert not any(e.startswith(("agent-1", "stays-1")) for e in evictions), "DaemonSet/tolerating pods stay"
+    # Karpenter's tiers: non-critical, non-critical DaemonSet, critical, critical DaemonSet.
+    order = [e.split(":")[0] for e in evictions if e.endswith(":evicted")]
+    assert order.index("web-1") < order.index("agent-1") < order.index("dns-1") < order.index("cni-1"), order
+    assert order.index("batch-1") < order.index("agent-1"), order
+    assert not any(e.startswith("stays-1") for e in evictions), "a pod tolerating the disrupted taint stays"
     assert world.cluster.find_node("node-a") is None
     assert world.cluster.find_nodeclaim("claim-node-a") is None
     assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
@@ -124,6 +128,28 @@ def test_do_not_disrupt_waits_for_the_deadline_unless_the_node_goes_regardless(w
     term_b = _begin(ctx, node_b, claim_b, involuntary=True)
     termination.step(ctx, term_b)
     assert term_b.last_pass.evicted == ["default/careful-b"]
+
+
+def test_a_do_not_disrupt_duration_holds_the_drain_only_until_it_elapses(world, ctx, clock) -> None:
+    node, claim = _node_with_claim(world)
+    world.pod(
+        "careful",
+        "node-a",
+        annotations={"karpenter.sh/do-not-disrupt": "20s"},
+        started=clock.now() - timedelta(seconds=5),
+    )
+    world.pod("web-1", "node-a")
+    term = _begin(ctx, node, claim, involuntary=False)
+    assert term.deadline is None, "no terminationGracePeriod: only the annotation's duration holds it"
+    termination.step(ctx, term)
+    assert term.last_pass.waiting_do_not_disrupt == ["default/careful"]
+    assert term.last_pass.evicted == ["default/web-1"]
+    clock.advance(14)
+    termination.step(ctx, term)
+    assert term.last_pass.waiting_do_not_disrupt == ["default/careful"], "15 s after it started"
+    clock.advance(1)
+    termination.step(ctx, term)
+    assert term.last_pass.evicted == ["default/careful"], "20 s after it started: evicted"
 
 
 def test_a_termination_cut_short_is_resumed_from_the_cluster_and_nothing_is_done_twice(

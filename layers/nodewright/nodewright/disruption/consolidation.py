@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
-from nodewright.api.models import DEFAULT_EXPIRE_AFTER, NodePool
+from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, NodePool
 from nodewright.cluster import objects
 from nodewright.state.pods import as_pending, is_currently_reschedulable, is_disruptable, is_reschedulable
 from nodewright.state.pods import key as pod_key
@@ -231,7 +231,7 @@ def _blocked(world: World, node: Obj, *, eventual: bool) -> str | None:
         return None
     pods = world.pods_on(node)
     for pod in pods:
-        if not is_disruptable(pod):
+        if not is_disruptable(pod, world.taken_at):
             return f"pod {pod_key(pod)} has {labels.DO_NOT_DISRUPT}"
     for pod in pods:
         why = world.pdb_limits.eviction_blocker(pod)
@@ -267,7 +267,7 @@ def _lifetime_left(claim: Mapping[str, Any], now: datetime) -> float:
 
 
 def _initialized_at(claim: Obj) -> datetime | None:
-    cond = objects.condition(claim, "Initialized")
+    cond = objects.condition(claim, INITIALIZED)
     if not cond or cond.get("status") != "True":
         return None
     return objects.parse_time(cond.get("lastTransitionTime")) or objects.parse_time(
@@ -316,7 +316,8 @@ def evaluate(
     from nodewright import scheduling
 
     limits = sim.world.pdb_limits
-    displaced = [as_pending(p) for c in chosen for p in c.pods if is_currently_reschedulable(p, limits)]
+    now = sim.world.taken_at
+    displaced = [as_pending(p) for c in chosen for p in c.pods if is_currently_reschedulable(p, limits, now)]
     snapshot, unreadable = sim.snapshot(displaced + pending, without=[c.node_name for c in chosen])
     plan = scheduling.plan(snapshot)
     displaced_keys = {pod_key(p) for p in displaced}

@@ -18,7 +18,8 @@ Each pass:
 5. drive every termination (this pass's and any left half-done) for a short slice.
 
 It loops (every ``POLL_SECONDS``) only while there is something to follow: a drain still running,
-an empty node held back by a budget, or one that becomes eligible before the invocation ends.
+an empty node held back by a budget, or one that becomes eligible before the invocation ends — a
+``karpenter.sh/do-not-disrupt`` duration that elapses then included (``protection_ends``).
 Otherwise it returns after one pass: an idle cluster costs one short pass a minute.
 """
 
@@ -46,7 +47,14 @@ from nodewright.disruption.decide import (
     pods_fingerprint,
 )
 from nodewright.state import nodepools
-from nodewright.state.pods import is_reschedulable
+from nodewright.state.pods import (
+    FOREVER,
+    do_not_disrupt_until,
+    invalid_do_not_disrupt,
+    is_active,
+    is_reschedulable,
+)
+from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
@@ -151,6 +159,10 @@ def disruption_pass(
         last_pod_event=last_events,
         now=world.taken_at,
     )
+    ends = protection_ends(world)
+    if ends is not None:  # a node a do-not-disrupt duration holds is worth a look the moment it elapses
+        decision.next_check = min(filter(None, (decision.next_check, ends)))
+    _say_invalid_do_not_disrupt(ctx, world)
     if decision.disrupt or _graceful_work(world, usable, drifted):
         if lease.acquire():
             try:
@@ -169,6 +181,39 @@ def disruption_pass(
             report.lease_skipped += 1
             ctx.logger.info("another writer holds the lease; disruptions wait for the next pass")
     return decision, termination.pending_terminations(ctx)
+
+
+def protection_ends(world: World) -> datetime | None:
+    """The earliest moment a ``karpenter.sh/do-not-disrupt`` duration of an active pod on a node of
+    a live NodeClaim elapses (None: none will)."""
+    ends = [
+        until
+        for claim in world.nodeclaims
+        if not objects.is_deleting(claim) and (node := world.node_of(claim)) is not None
+        for pod in world.pods_on(node)
+        if is_active(pod)
+        and (until := do_not_disrupt_until(pod)) is not None
+        and world.taken_at < until < FOREVER
+    ]
+    return min(ends, default=None)
+
+
+def _say_invalid_do_not_disrupt(ctx: Context, world: World) -> None:
+    """Karpenter's ``InvalidDoNotDisruptAnnotation`` Warning on each pod of a managed node whose
+    ``karpenter.sh/do-not-disrupt`` value is ignored (deduplicated per container, as why-nots are)."""
+    now = time.monotonic()
+    for claim in world.nodeclaims:
+        node = world.node_of(claim)
+        for pod in world.pods_on(node) if node is not None else ():
+            why = invalid_do_not_disrupt(pod)
+            seen = (pod_key(pod), why or "")
+            if (
+                why is None
+                or now - _recent_why_not.get(seen, -WHY_NOT_REPEAT_SECONDS) < WHY_NOT_REPEAT_SECONDS
+            ):
+                continue
+            _recent_why_not[seen] = now
+            ctx.cluster.record_event(pod, "InvalidDoNotDisruptAnnotation", why, event_type="Warning")
 
 
 def _graceful_work(world: World, usable: list[dict[str, Any]], drifted: dict[str, str]) -> bool:
@@ -377,6 +422,15 @@ WHY_NOT_REPEAT_SECONDS = 600.0
 _recent_why_not: dict[tuple[str, str], float] = {}
 
 
+def _forget_old_why_nots() -> float:
+    """Drop the remembered events older than ``WHY_NOT_REPEAT_SECONDS``; the monotonic time now."""
+    now = time.monotonic()
+    for seen, stamp in list(_recent_why_not.items()):
+        if now - stamp > WHY_NOT_REPEAT_SECONDS:
+            del _recent_why_not[seen]
+    return now
+
+
 def _why_not(
     ctx: Context,
     world: World,
@@ -385,10 +439,7 @@ def _why_not(
     *,
     reason: str = "Unconsolidatable",
 ) -> None:
-    now = time.monotonic()
-    for seen, stamp in list(_recent_why_not.items()):
-        if now - stamp > WHY_NOT_REPEAT_SECONDS:
-            del _recent_why_not[seen]
+    now = _forget_old_why_nots()
     by_name = {objects.name_of(c): c for c in world.nodeclaims}
     for name, why in sorted(why_not.items()):
         decision.held.setdefault(name, why)

@@ -156,7 +156,7 @@ class World:
         """The PodDisruptionBudgets, as the Eviction API and Karpenter read them (``state.pdbs``)."""
         from nodewright.state.pdbs import PdbLimits
 
-        return PdbLimits(self.pdbs)
+        return PdbLimits(self.pdbs, now=self.taken_at)
 
     def going_node_names(self) -> set[str]:
         """The nodes on their way out: the Node or its NodeClaim is being deleted (a termination,
@@ -193,7 +193,7 @@ class World:
         def leaves(pod: Obj, node: str) -> bool:
             if node in regardless:
                 return is_reschedulable(pod)
-            return is_currently_reschedulable(pod, self.pdb_limits)
+            return is_currently_reschedulable(pod, self.pdb_limits, self.taken_at)
 
         # In node-name order: the plan is the same whatever order the set came in.
         return [as_pending(p) for name in sorted(set(going)) for p in self.pods_on(name) if leaves(p, name)]
