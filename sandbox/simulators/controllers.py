@@ -6,7 +6,10 @@
   scales the old ReplicaSets to 0 at once (a Recreate-style roll, simpler than RollingUpdate).
 * DaemonSet: one pod per node that the pod's node affinity selects and whose taints it tolerates
   (with the tolerations the real controller adds), pinned with a ``matchFields metadata.name``
-  node affinity as the real controller does; the scheduler binds it.
+  node affinity as the real controller does; the scheduler binds it. As kube-controller-manager's
+  ``NodeShouldRunDaemonPod``: a node that gains an untolerated NoSchedule taint (a cordon, Karpenter's
+  ``karpenter.sh/disrupted``) keeps its running daemon pod but gets no new one, and only an
+  untolerated NoExecute taint (or lost node affinity) removes it.
 * PodDisruptionBudget status as kube-controller-manager's disruption controller writes it
   (``pkg/controller/disruption``): expectedPods (the controllers' scale: a Deployment's, a
   ReplicaSet's; pods without a controller are not counted, with an ``UnmanagedPods`` event),
@@ -366,12 +369,28 @@ class DaemonSetController:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 
-    def should_run(self, daemonset: Obj, node: Obj) -> bool:
+    def should_run(self, daemonset: Obj, node: Obj) -> tuple[bool, bool]:
+        """(shouldRun, shouldContinueRunning) of kube-controller-manager's ``NodeShouldRunDaemonPod``:
+        a new pod needs every NoSchedule/NoExecute taint tolerated; a running one only NoExecute."""
         template = (daemonset.get("spec") or {}).get("template") or {}
         spec = json.loads(json.dumps(template.get("spec") or {}))
         spec["tolerations"] = [*(spec.get("tolerations") or []), *DAEMONSET_TOLERATIONS]
         pod = {"metadata": template.get("metadata") or {}, "spec": spec}
-        return matches_node_affinity(pod, node) and untolerated_taint(pod, node) is None
+        if not matches_node_affinity(pod, node):
+            return False, False
+        taint = untolerated_taint(pod, node)
+        if taint is None:
+            return True, True
+        no_execute = {
+            **node,
+            "spec": {
+                **(node.get("spec") or {}),
+                "taints": [
+                    t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"
+                ],
+            },
+        }
+        return False, untolerated_taint(pod, no_execute) is None
 
     def reconcile(self, snap: Snapshot) -> None:
         for daemonset in snap.daemonsets:
@@ -379,7 +398,9 @@ class DaemonSetController:
             if meta.get("deletionTimestamp"):
                 continue
             namespace = meta["namespace"]
-            eligible = {n["metadata"]["name"] for n in snap.nodes if self.should_run(daemonset, n)}
+            verdicts = {n["metadata"]["name"]: self.should_run(daemonset, n) for n in snap.nodes}
+            eligible = {name for name, (run, _) in verdicts.items() if run}
+            keep = {name for name, (_, stay) in verdicts.items() if stay}
             by_node: dict[str, list[Obj]] = {}
             pods = [p for p in snap.owned_by(meta["uid"], snap.pods) if is_active(p)]
             for pod in pods:
@@ -390,7 +411,7 @@ class DaemonSetController:
                 pod["spec"] = pin_to_node(pod["spec"], node_name)
                 self.kube.create(core("pods", namespace), pod)
             for node_name, node_pods in by_node.items():
-                extras = node_pods if node_name not in eligible else node_pods[1:]
+                extras = node_pods if node_name not in keep else node_pods[1:]
                 for pod in extras:
                     self.kube.delete_ignoring_missing(core("pods", namespace, pod["metadata"]["name"]))
             scheduled = [p for p in pods if (p.get("spec") or {}).get("nodeName") in eligible]

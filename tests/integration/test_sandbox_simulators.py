@@ -228,6 +228,48 @@ def test_daemonset_runs_one_pinned_pod_per_node(sb, kube, ec2) -> None:
     assert status["desiredNumberScheduled"] == len(pods)
 
 
+def test_a_daemon_pod_stays_on_a_node_tainted_no_schedule_and_is_not_recreated_there(sb, kube, ec2) -> None:
+    """kube-controller-manager's NodeShouldRunDaemonPod: an untolerated NoSchedule taint (Karpenter's
+    karpenter.sh/disrupted) stops new daemon pods, not the running one; once evicted it stays gone."""
+    launch(sb, ec2, "m5.large", "us-east-1b")
+    wait_for("a ready node", lambda: any(ready(n) for n in kube.list(core("nodes"))[0]))
+    kube.create(
+        group("apps/v1", "daemonsets", "default"),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "logs", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "logs"}},
+                "template": {
+                    "metadata": {"labels": {"app": "logs"}},
+                    "spec": {"containers": [{"name": "logs", "image": "logs:1"}]},
+                },
+            },
+        },
+    )
+    running = wait_for(
+        "a running logs pod",
+        lambda: [p for p in pods_of(kube, "logs") if p["status"].get("phase") == "Running"],
+    )
+    node_name = running[0]["spec"]["nodeName"]
+    node = kube.get(core("nodes", name=node_name))
+    taints = [*(node["spec"].get("taints") or []), {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    kube.patch(core("nodes", name=node_name), {"spec": {"taints": taints}})
+
+    def status() -> dict:
+        return kube.get(group("apps/v1", "daemonsets", "default", "logs")).get("status") or {}
+
+    wait_for("the tainted node counted as misscheduled", lambda: status().get("numberMisscheduled") == 1)
+    assert [p["metadata"]["name"] for p in pods_of(kube, "logs") if p["spec"]["nodeName"] == node_name] == [
+        running[0]["metadata"]["name"]
+    ], "the running daemon pod stays"
+    kube.delete(core("pods", "default", running[0]["metadata"]["name"]), grace_period_seconds=0)
+    wait_for("the evicted pod gone", lambda: status().get("numberMisscheduled") == 0)
+    assert not [p for p in pods_of(kube, "logs") if p["spec"].get("nodeName") == node_name], "not recreated"
+    kube.delete(group("apps/v1", "daemonsets", "default", "logs"))
+
+
 def test_pdb_status_and_evicted_pods_come_back(sb, kube, ec2) -> None:
     # Room for the three pods of its own (it relied on nodes earlier tests of the module launched).
     instance_id = launch(sb, ec2, "m5.xlarge", "us-east-1a")
