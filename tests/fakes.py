@@ -163,6 +163,9 @@ class FakeCluster:
     def list_storage_classes(self) -> list[Obj]:
         return []
 
+    def list_volume_attachments(self) -> list[Obj]:
+        return self._list("VolumeAttachment")
+
     def find_node(self, name: str) -> Obj | None:
         found = self.objects["Node"].get(name)
         return copy.deepcopy(found) if found else None

@@ -199,7 +199,7 @@ def test_the_node_do_not_disrupt_annotation_holds_an_empty_node() -> None:
 # --- budgets -------------------------------------------------------------------------------------
 
 
-def test_a_do_not_disrupt_daemonset_pod_holds_an_empty_node_for_its_duration_and_the_pass_comes_back_then() -> None:
+def test_a_do_not_disrupt_daemonset_pod_holds_an_empty_node_until_its_duration_ends_and_says_when() -> None:
     agent = pod("agent", "a", owner="DaemonSet")
     agent["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "10m"}
     agent["status"]["startTime"] = _time(NOW - timedelta(minutes=4))

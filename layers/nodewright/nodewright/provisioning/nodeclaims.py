@@ -16,14 +16,19 @@ from typing import Any
 from nodewright.api import labels
 from nodewright.api.conversion_review import KUBELET_ANNOTATION
 from nodewright.api.hashing import nodeclaim_annotations
+from nodewright.api.models import INITIALIZED, LAUNCHED, REGISTERED
 from nodewright.cluster.objects import condition, format_time, is_deleting, name_of, set_condition
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
 from nodewright.cluster.objects import parse_time as timestamp
 from nodewright.scheduling.requirements import Requirements
 
 # The reading helpers are shared with the other flows (``nodewright.cluster.objects``) and
-# re-exported here under the names this package reads best with.
+# re-exported here under the names this package reads best with, as are the lifecycle's condition
+# names (defined once, in ``api.models``).
 __all__ = [
+    "INITIALIZED",
+    "LAUNCHED",
+    "REGISTERED",
     "build",
     "condition",
     "created_at",
@@ -40,10 +45,6 @@ __all__ = [
 
 API_VERSION = "karpenter.sh/v1"
 KIND = "NodeClaim"
-# Conditions of Karpenter v1's NodeClaim lifecycle, in the order they become true.
-LAUNCHED = "Launched"
-REGISTERED = "Registered"
-INITIALIZED = "Initialized"
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 
 
