@@ -19,6 +19,11 @@
   disruptionsAllowed 0 and DisruptionAllowed False/SyncFailed, and no observedGeneration.
 * Namespace deletion: deletes a terminating namespace's objects, then finalizes it.
 * Storage protection: a deleting PVC waits for the pods using it, a deleting PV for its claim.
+* Attach/detach (kube-controller-manager's attach-detach controller with a CSI driver's
+  external-attacher): a VolumeAttachment ``csi-<sha256(handle+driver+node)>`` for every CSI
+  PersistentVolume a pod bound to a node mounts through its claim (generic ephemeral volumes too),
+  attached at once; ``detach_seconds`` after no pod on that node uses it any more (the kubelet's
+  unmount and EC2's detach), it is deleted and its ``external-attacher/<driver>`` finalizer removed.
 * Node lifecycle: the ``node.kubernetes.io/unschedulable:NoSchedule`` taint follows the cordon.
 * Pod garbage collection: pods bound to a node that no longer exists are force-deleted (the real
   PodGC waits 40 s first; the sandbox does not).
@@ -31,6 +36,7 @@ import hashlib
 import json
 import math
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -743,6 +749,104 @@ class StorageProtectionController:
                 raise
 
 
+VOLUME_ATTACHMENTS = group("storage.k8s.io/v1", "volumeattachments")
+
+
+class AttachDetachController:
+    """Attachments follow the pods that mount CSI volumes (see the module docstring)."""
+
+    def __init__(self, kube: Kube, detach_seconds: float = 5.0) -> None:
+        self.kube = kube
+        self.detach_seconds = detach_seconds
+        self._unused_since: dict[str, float] = {}  # VolumeAttachment → when no pod used it any more
+
+    @staticmethod
+    def attachment_name(handle: str, driver: str, node: str) -> str:
+        """``GetCSIAttachmentName`` of the CSI volume plugin."""
+        return "csi-" + hashlib.sha256(f"{handle}{driver}{node}".encode()).hexdigest()
+
+    def _wanted(self, snap: Snapshot, csi: dict[str, tuple[str, str]]) -> set[tuple[str, str]]:
+        """(PersistentVolume, node) of every CSI volume a pod bound to a node (not finished) mounts."""
+        if not csi:
+            return set()
+        claims, _ = self.kube.list(core("persistentvolumeclaims"))
+        volume_of = {
+            (c["metadata"]["namespace"], c["metadata"]["name"]): (c.get("spec") or {}).get("volumeName")
+            for c in claims
+        }
+        wanted = set()
+        for pod in snap.pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node or is_terminal(pod):
+                continue
+            meta = pod["metadata"]
+            for volume in (pod.get("spec") or {}).get("volumes") or []:
+                if claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"):
+                    name = claim
+                elif volume.get("ephemeral") is not None:
+                    name = f"{meta['name']}-{volume.get('name')}"
+                else:
+                    continue
+                pv = volume_of.get((meta["namespace"], name))
+                if pv in csi:
+                    wanted.add((pv, node))
+        return wanted
+
+    def reconcile(self, snap: Snapshot) -> None:
+        volumes, _ = self.kube.list(core("persistentvolumes"))
+        csi = {
+            v["metadata"]["name"]: (v["spec"]["csi"]["volumeHandle"], v["spec"]["csi"]["driver"])
+            for v in volumes
+            if ((v.get("spec") or {}).get("csi") or {}).get("driver")
+        }
+        attachments, _ = self.kube.list(VOLUME_ATTACHMENTS)
+        wanted = self._wanted(snap, csi)
+        have: dict[tuple[str, str], Obj] = {}
+        clock = time.monotonic()
+        for va in attachments:
+            spec = va.get("spec") or {}
+            key = ((spec.get("source") or {}).get("persistentVolumeName") or "", spec.get("nodeName") or "")
+            name = va["metadata"]["name"]
+            have[key] = va
+            if va["metadata"].get("deletionTimestamp"):
+                self._detached(va)
+            elif key in wanted:
+                self._unused_since.pop(name, None)
+            elif clock - self._unused_since.setdefault(name, clock) >= self.detach_seconds:
+                self._unused_since.pop(name, None)
+                self.kube.delete_ignoring_missing(f"{VOLUME_ATTACHMENTS}/{name}")
+        for pv, node in sorted(wanted - have.keys()):
+            handle, driver = csi[pv]
+            self._attach(self.attachment_name(handle, driver, node), driver, pv, node)
+
+    def _attach(self, name: str, driver: str, pv: str, node: str) -> None:
+        body = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "VolumeAttachment",
+            "metadata": {"name": name, "finalizers": [f"external-attacher/{driver.replace('.', '-')}"]},
+            "spec": {"attacher": driver, "nodeName": node, "source": {"persistentVolumeName": pv}},
+        }
+        try:
+            created = self.kube.create(VOLUME_ATTACHMENTS, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return
+            raise
+        _patch_status(self.kube, f"{VOLUME_ATTACHMENTS}/{name}", created, {"attached": True})
+
+    def _detached(self, va: Obj) -> None:
+        """The external-attacher's detach: its finalizer goes, and with it the object."""
+        kept = [f for f in va["metadata"].get("finalizers") or [] if not f.startswith("external-attacher/")]
+        patch = {
+            "metadata": {"resourceVersion": va["metadata"]["resourceVersion"], "finalizers": kept or None}
+        }
+        try:
+            self.kube.patch(f"{VOLUME_ATTACHMENTS}/{va['metadata']['name']}", patch, MERGE_PATCH)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+
+
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
@@ -814,6 +918,7 @@ class ControllerManager(ReconcileLoop):
             PodGarbageCollector(kube),
             NodeLifecycleController(kube),
             StorageProtectionController(kube),
+            AttachDetachController(kube),
             DeploymentController(kube),
             ReplicaSetController(kube),
             DaemonSetController(kube),
