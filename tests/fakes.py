@@ -77,7 +77,7 @@ class FakeLease:
         return None
 
 
-KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget")
+KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget", "VolumeAttachment")
 # How finely the fake watch lets the clock move while it waits for a pod.
 WATCH_STEP_SECONDS = 0.25
 

@@ -68,13 +68,14 @@ def add_node(
     instance_type: str,
     *,
     pool: dict[str, Any] = NODEPOOL,
+    capacity_type: str = "on-demand",
     **annotations: str,
 ) -> None:
     instance = f"i-{abs(hash(name)) % 10**17:017d}"
     claim_labels = {
         "karpenter.sh/nodepool": "default",
         "node.kubernetes.io/instance-type": instance_type,
-        "karpenter.sh/capacity-type": "on-demand",
+        "karpenter.sh/capacity-type": capacity_type,
         "topology.kubernetes.io/zone": ZONE,
         "kubernetes.io/arch": "amd64",
         "kubernetes.io/os": "linux",
@@ -562,3 +563,35 @@ def test_drift_goes_on_while_drift_commands_are_in_flight(env) -> None:
     assert second["method"] == "drift"
     assert second["nodeclaims"] != first["nodeclaims"]
     assert len(cloud.requests) == 2
+
+
+def test_spot_to_spot_is_behind_karpenters_feature_gate_off_by_default(env) -> None:
+    """SpotToSpotConsolidation off (the default): a spot node whose pods would fit a cheaper spot
+    node is not replaced at all (nor by on-demand), and says so as Karpenter does; on: it is."""
+    import dataclasses
+
+    ctx, cluster, cloud = env
+    cloud.types = catalog(spot=True, zones=(ZONE,))
+    spot_pool = copy.deepcopy(NODEPOOL)
+    spot_pool["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
+    ]
+    cluster.objects["NodePool"]["default"].update(copy.deepcopy(spot_pool))
+    add_node(cluster, "big", "m5.2xlarge", pool=spot_pool, capacity_type="spot")
+    add_pod(cluster, "web-1", "node-big")
+    assert not ctx.settings.spot_to_spot_consolidation, "off by default"
+
+    for _ in range(2):
+        report = one_pass(ctx)
+        assert report.decisions == []
+        ctx.clock.advance(consolidation.VALIDATION_SECONDS)  # type: ignore[attr-defined]
+    assert ("NodeClaim", "big", "Unconsolidatable", consolidation.SPOT_TO_SPOT_DISABLED) in cluster.events
+    assert cloud.requests == []
+
+    ctx.settings = dataclasses.replace(ctx.settings, spot_to_spot_consolidation=True)
+    held = one_pass(ctx).held
+    # On, the spot-to-spot rules apply (this catalog has too few cheaper spot types for them).
+    assert held["big"] == (
+        "SpotToSpotConsolidation requires 15 cheaper instance type options than the current candidate "
+        "to consolidate, got 5"
+    )

@@ -327,7 +327,15 @@ def _choose(
         return None
     sim, pending = question
     room = _budget_room(world, usable, consolidation.UNDERUTILIZED)
-    choice = consolidation.choose(sim, world, usable, last_events, pending=pending, room=room)
+    choice = consolidation.choose(
+        sim,
+        world,
+        usable,
+        last_events,
+        pending=pending,
+        room=room,
+        spot_to_spot=ctx.settings.spot_to_spot_consolidation,
+    )
     _why_not(ctx, world, choice.blocked, decision)  # vetoes are said whatever else happens
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
     if choice.command is None:

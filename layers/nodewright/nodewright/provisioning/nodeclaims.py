@@ -60,10 +60,13 @@ def build(
     requirements: list[dict[str, Any]],
     requests: Mapping[str, str],
     nodeclass: Mapping[str, Any] | None = None,
+    min_values_relaxed: bool = False,
 ) -> dict[str, Any]:
     """A NodeClaim for ``nodepool`` (its v1 dict) with the plan's requirements and resource requests.
 
-    Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``).
+    Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``),
+    and, as Karpenter annotates every NodeClaim it creates, ``karpenter.sh/nodeclaim-min-values-relaxed``:
+    ``"true"`` when the BestEffort minValues policy lowered a requirement's minValues, else ``"false"``.
 
     Labels: the template's labels plus ``karpenter.sh/nodepool``, and what the requirements give
     (``Requirements.node_labels``, Karpenter's ``Requirements.Labels()``: a value pinned by a
@@ -91,6 +94,7 @@ def build(
     annotations = {
         **dict(template_meta.get("annotations") or {}),
         **nodeclaim_annotations(nodepool, nodeclass),
+        labels.NODECLAIM_MIN_VALUES_RELAXED: "true" if min_values_relaxed else "false",
     }
     kubelet = (pool_meta.get("annotations") or {}).get(KUBELET_ANNOTATION)
     if kubelet:

@@ -57,6 +57,9 @@ class World:
     persistent_volume_claims: list[Obj] = field(default_factory=list)
     storage_classes: list[Obj] = field(default_factory=list)
     cloud: CloudView | None = None
+    # The deployment's minValues policy (Settings.relax_min_values: Karpenter's BestEffort), so every
+    # simulation of this World plans with it: provisioning, an interruption's replacement, disruption.
+    relax_min_values: bool = False
     # Instance types per EC2NodeClass name, shared with worlds derived from this one.
     _instance_types: dict[str, list[InstanceType]] = field(default_factory=dict, init=False, repr=False)
 
@@ -284,4 +287,10 @@ def observe(ctx: Context) -> World:
         futures = {name: pool.submit(read) for name, read in readers.items()}
         capacity = {name: future.result() for name, future in futures.items()}
     pods = cluster.list_pods()
-    return World(taken_at=ctx.clock.now(), pods=pods, cloud=ctx.cloud, **capacity)
+    return World(
+        taken_at=ctx.clock.now(),
+        pods=pods,
+        cloud=ctx.cloud,
+        relax_min_values=ctx.settings.relax_min_values,
+        **capacity,
+    )
