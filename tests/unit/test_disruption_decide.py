@@ -205,7 +205,7 @@ def test_a_do_not_disrupt_daemonset_pod_holds_an_empty_node_until_its_duration_e
     agent["status"]["startTime"] = _time(NOW - timedelta(minutes=4))
     held = run([nodeclaim("a")], [agent])
     assert held.disrupt == []
-    assert held.held["a"] == "pod default/agent has karpenter.sh/do-not-disrupt"
+    assert held.held["a"] == 'Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=default/agent)'
     assert held.next_check == NOW + timedelta(minutes=6), "looked at again when the protection ends"
     later = run([nodeclaim("a")], [agent], now=NOW + timedelta(minutes=6))
     assert [(c.name, c.reason) for c in later.disrupt] == [("a", EMPTY)]

@@ -61,6 +61,7 @@ from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
 from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, NodePool
 from nodewright.cluster import objects
+from nodewright.disruption.decide import NODE_DO_NOT_DISRUPT, pod_do_not_disrupt
 from nodewright.state.pods import as_pending, is_currently_reschedulable, is_disruptable, is_reschedulable
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, nodepool_name
@@ -72,7 +73,6 @@ if TYPE_CHECKING:
 
 UNDERUTILIZED = "Underutilized"
 DRIFTED = "Drifted"
-EMPTY = "Empty"
 MULTI_NODE_MAX = 100
 SPOT_TO_SPOT_MIN_TYPES = 15
 VALIDATION_SECONDS = 15.0
@@ -198,7 +198,7 @@ def candidates(
             disruption = NodePool.from_dict(pool).spec.disruption
             after = disruption.consolidate_after_seconds
             if after is None:
-                why_not[name] = f"NodePool {pool_name} has consolidation disabled (consolidateAfter: Never)"
+                why_not[name] = consolidation_disabled(pool_name)
                 continue
             if disruption.consolidation_policy != "WhenEmptyOrUnderutilized":
                 continue  # WhenEmpty: emptiness only (no event, as Karpenter)
@@ -229,13 +229,13 @@ def _blocked(world: World, node: Obj, *, eventual: bool) -> str | None:
     Eviction API would refuse now (``state.pdbs``) — not for an ``eventual`` disruption, whose
     drain the NodeClaim's terminationGracePeriod bounds."""
     if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
-        return f"node {objects.name_of(node)} has {labels.DO_NOT_DISRUPT}"
+        return NODE_DO_NOT_DISRUPT
     if eventual:
         return None
     pods = world.pods_on(node)
     for pod in pods:
         if not is_disruptable(pod, world.taken_at):
-            return f"pod {pod_key(pod)} has {labels.DO_NOT_DISRUPT}"
+            return pod_do_not_disrupt(pod_key(pod))
     for pod in pods:
         why = world.pdb_limits.eviction_blocker(pod)
         if why:
@@ -524,8 +524,9 @@ class Choice:
     """What one pass's consolidation found: its command, or why each node was left alone."""
 
     command: Command | None
-    blocked: dict[str, str]  # NodeClaim → veto (do-not-disrupt, a PDB, consolidateAfter: Never)
-    why_not: dict[str, str]  # NodeClaim → why no command removes it (evaluated when none was found)
+    blocked: dict[str, str]  # NodeClaim → veto (do-not-disrupt, a PDB, no price): DisruptionBlocked
+    why_not: dict[str, str]  # NodeClaim → why no command removes it (consolidateAfter: Never, and the
+    # evaluated ones when none was found): Unconsolidatable
     evaluated: int  # candidates past the vetoes
 
 
@@ -546,7 +547,10 @@ def choose(
     found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
     ordered = by_disruption_cost(found)
     thresholds = thresholds_of(usable)
-    why_not: dict[str, str] = {}
+    # Karpenter says a disabled consolidation as Unconsolidatable, the vetoes as DisruptionBlocked.
+    disabled = {consolidation_disabled(objects.name_of(p)) for p in usable}
+    why_not = {name: why for name, why in blocked.items() if why in disabled}
+    blocked = {name: why for name, why in blocked.items() if why not in disabled}
     command = multi_node(sim, ordered, pending, room, thresholds, spot_to_spot=spot_to_spot)
     if command is None:
         command = single_node(
@@ -560,6 +564,10 @@ def choose(
             spot_to_spot=spot_to_spot,
         )
     return Choice(command, blocked, why_not, len(ordered))
+
+
+def consolidation_disabled(pool: str) -> str:
+    return f'NodePool "{pool}" has consolidation disabled'
 
 
 def budget_message(pool: str, reason: str) -> str:

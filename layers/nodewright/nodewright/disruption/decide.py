@@ -54,6 +54,15 @@ from nodewright.state.world import nodepool_name, nodes_by_instance_id
 EXPIRED = "Expired"
 EMPTY = "Empty"
 CONSOLIDATING_POLICIES = frozenset({"WhenEmpty", "WhenEmptyOrUnderutilized"})
+# Karpenter's words for a do-not-disrupt veto (StateNode.ValidateNodeDisruptable and
+# ValidatePodsDisruptable), as its DisruptionBlocked events say them; every method says them so.
+NODE_DO_NOT_DISRUPT = f'Disruption is blocked through the "{labels.DO_NOT_DISRUPT}" annotation'
+
+
+def pod_do_not_disrupt(pod: str) -> str:
+    return f'Pod has "{labels.DO_NOT_DISRUPT}" annotation (Pod={pod})'
+
+
 NOMINATION_SECONDS = 20.0
 
 
@@ -162,11 +171,11 @@ def decide(
             decision.held[name] = "empty, but not initialized yet"
             continue
         if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
-            decision.held[name] = f"node {objects.name_of(node)} has {labels.DO_NOT_DISRUPT}"
+            decision.held[name] = NODE_DO_NOT_DISRUPT
             continue
         protected = next((p for p in on_node[objects.name_of(node)] if not is_disruptable(p, now)), None)
         if protected is not None:
-            decision.held[name] = f"pod {pod_key(protected)} has {labels.DO_NOT_DISRUPT}"
+            decision.held[name] = pod_do_not_disrupt(pod_key(protected))
             until = do_not_disrupt_until(protected)
             if until is not None and until != FOREVER:
                 decision.next_check = min(filter(None, (decision.next_check, until)))

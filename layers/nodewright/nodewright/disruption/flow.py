@@ -55,7 +55,7 @@ from nodewright.state.pods import (
     is_reschedulable,
 )
 from nodewright.state.pods import key as pod_key
-from nodewright.state.world import World, observe
+from nodewright.state.world import World, nodepool_name, observe
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -149,6 +149,7 @@ def disruption_pass(
     world = observe(ctx)
     last_events = record_pod_events(ctx, world)
     usable = nodepools.triage(world).usable
+    mark_consolidatable(ctx, world, usable, last_events)
     drifted = drift.mark(ctx, world, usable)
     report.drifted.update(drifted)  # every NodeClaim found drifted in this invocation's passes
     decision = decide(
@@ -336,7 +337,7 @@ def _choose(
         room=room,
         spot_to_spot=ctx.settings.spot_to_spot_consolidation,
     )
-    _why_not(ctx, world, choice.blocked, decision)  # vetoes are said whatever else happens
+    _why_not(ctx, world, choice.blocked, decision, reason="DisruptionBlocked")  # said whatever happens
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
     if choice.command is None:
         _why_not(ctx, world, choice.why_not, decision)
@@ -379,7 +380,7 @@ def _drift_command(
         if verdict.command is not None:
             return verdict.command
         why_not[candidate.name] = verdict.why_not
-    _why_not(ctx, world, why_not, decision, reason="NotDisruptable")
+    _why_not(ctx, world, why_not, decision, reason="DisruptionBlocked")
     return None
 
 
@@ -485,6 +486,38 @@ def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
     return last
 
 
+def mark_consolidatable(
+    ctx: Context, world: World, usable: list[dict[str, Any]], last_events: dict[str, datetime]
+) -> None:
+    """Karpenter's ``Consolidatable`` condition (its nodeclaim disruption controller): True once an
+    initialized NodeClaim of a NodePool whose ``consolidateAfter`` is not Never has had no pod event
+    for ``consolidateAfter`` (counted from its initialization when it had none); removed otherwise.
+    Written only when it changes."""
+    from nodewright.api.models import CONSOLIDATABLE, INITIALIZED, NodePool
+    from nodewright.termination import conditions
+
+    after_of = {
+        objects.name_of(p): NodePool.from_dict(p).spec.disruption.consolidate_after_seconds for p in usable
+    }
+    for claim in world.nodeclaims:
+        pool = nodepool_name(claim)
+        if pool not in after_of or objects.is_deleting(claim):
+            continue
+        name, after = objects.name_of(claim), after_of[pool]
+        initialized = objects.condition(claim, INITIALIZED) or {}
+        since = last_events.get(name) or objects.parse_time(initialized.get("lastTransitionTime"))
+        present = conditions.conditions_of(claim)
+        if (
+            after is None
+            or initialized.get("status") != "True"
+            or since is None
+            or world.taken_at - since < timedelta(seconds=after)
+        ):
+            conditions.clear_condition(ctx, name, present, CONSOLIDATABLE)
+        else:
+            conditions.set_condition(ctx, name, present, CONSOLIDATABLE, True)
+
+
 def _disrupt(
     ctx: Context, world: World, candidate: Candidate, decision: Decision, report: DisruptionReport
 ) -> None:
@@ -496,6 +529,8 @@ def _disrupt(
         return
     price = world.price_of(candidate.nodeclaim)
     checkpoints.checkpoint("disruption.candidate-chosen")
+    if candidate.reason == EMPTY:  # a command of Karpenter's queue (expiration is its own controller's)
+        execute.mark_disrupted(ctx, candidate.nodeclaim, EMPTY)
     termination.begin(
         ctx,
         nodeclaim=candidate.nodeclaim,
@@ -506,6 +541,8 @@ def _disrupt(
         involuntary=False,
         instance_going=False,
     )
+    if candidate.reason == EMPTY:
+        execute.say_terminating(ctx, candidate.nodeclaim, candidate.node, EMPTY)
     report.disrupted.append(
         {
             "nodeclaim": candidate.name,
