@@ -191,12 +191,19 @@ def _volumes_detached(ctx: Context, term: Termination, node: dict[str, Any]) -> 
         return True
     name = term.node or ""
     now = ctx.clock.now()
-    waiting = blocking_attachments(
-        name,
-        ctx.cluster.list_volume_attachments(),
-        ctx.cluster.list_pods_on_node(name),
-        ctx.cluster.list_persistent_volume_claims(),
-        now,
+    attached = [
+        va for va in ctx.cluster.list_volume_attachments() if (va.get("spec") or {}).get("nodeName") == name
+    ]
+    waiting = (  # the pods and their claims are read only when something is attached
+        blocking_attachments(
+            name,
+            attached,
+            ctx.cluster.list_pods_on_node(name),
+            ctx.cluster.list_persistent_volume_claims(),
+            now,
+        )
+        if attached
+        else []
     )
     term.awaiting_volumes = len(waiting)
     if not waiting:
