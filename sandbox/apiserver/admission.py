@@ -602,6 +602,21 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
     elif key == ("storage.k8s.io", "storageclasses"):
         if not obj.get("provisioner"):
             errors.append(FieldError.required("provisioner"))
+    elif key == ("storage.k8s.io", "volumeattachments"):
+        # pkg/apis/storage/validation ValidateVolumeAttachment: attacher, nodeName and exactly one source.
+        spec = obj.get("spec") or {}
+        for field in ("attacher", "nodeName"):
+            if not spec.get(field):
+                errors.append(FieldError.required(f"spec.{field}"))
+        source = spec.get("source") or {}
+        if bool(source.get("persistentVolumeName")) == bool(source.get("inlineVolumeSpec")):
+            errors.append(
+                FieldError.invalid(
+                    "spec.source",
+                    source,
+                    "must specify exactly one of persistentVolumeName and inlineVolumeSpec",
+                )
+            )
     elif key == ("coordination.k8s.io", "leases"):
         duration = (obj.get("spec") or {}).get("leaseDurationSeconds")
         if duration is not None and (not isinstance(duration, int) or duration <= 0):

@@ -150,6 +150,9 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
     _rt("", "v1", "secrets", "Secret", True),
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, short_names=("sc",)),
+    # Written by kube-controller-manager's attach-detach controller and a CSI driver's external-attacher
+    # (sandbox/simulators/controllers.py); Karpenter's termination waits for them to go.
+    _rt("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, subresources=_STATUS),
     _workload("deployments", "Deployment", "deploy", _SCALABLE),
     _workload("replicasets", "ReplicaSet", "rs", _SCALABLE),
     _workload("daemonsets", "DaemonSet", "ds", _STATUS),

@@ -35,6 +35,7 @@ from nodewright.cluster.resources import (
     PERSISTENT_VOLUMES,
     PODS,
     STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
     Resource,
 )
 from nodewright.observability import logger
@@ -494,6 +495,11 @@ class Cluster:
 
     def list_storage_classes(self) -> builtins.list[dict[str, Any]]:
         return self.list(STORAGE_CLASSES)
+
+    def list_volume_attachments(self) -> builtins.list[dict[str, Any]]:
+        """Every VolumeAttachment (kube-apiserver serves no field selector on ``spec.nodeName``:
+        the caller filters by node, as Karpenter's cache index does)."""
+        return self.list(VOLUME_ATTACHMENTS)
 
     def list_nodepools(self) -> builtins.list[dict[str, Any]]:
         return self.list(NODEPOOLS)
