@@ -223,9 +223,11 @@ def _call(webhook: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     if not url.startswith("https://"):
         raise WebhookFailure(f"{url}: webhooks are called over https only")
     body = {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "request": request}
-    timeout = float(webhook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
+    timeout = int(webhook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
+    # kube-apiserver's REST client tells the webhook its deadline (?timeout=10s) and gives up then.
+    called = f"{url}{'&' if '?' in url else '?'}timeout={timeout}s"
     try:
-        review = post_json(url, client.get("caBundle"), body, timeout)
+        review = post_json(called, client.get("caBundle"), body, timeout)
     except Exception as exc:  # refused, timed out, TLS, a non-2xx status, not JSON
         raise WebhookFailure(f"Post {url.split('://', 1)[0]}://...: {exc}") from exc
     response = review.get("response") if isinstance(review, dict) else None
