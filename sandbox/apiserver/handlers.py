@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, conversion, errors, managedfields, patching, protobuf, schema, webhooks
+from . import admission, conversion, errors, eventsv1, managedfields, patching, protobuf, schema, webhooks
 from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -165,6 +165,8 @@ class ResourceHandlers:
         """The object as the client sees it through ``rt``'s version (a copy when it must change)."""
         if rt.custom:
             return self._convert(rt, [obj], rt.version)[0]
+        if rt.stored_as == eventsv1.CORE_KEY:
+            obj = eventsv1.from_core(obj)
         if in_list:
             return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
         return obj
@@ -244,6 +246,8 @@ class ResourceHandlers:
     def _to_storage(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """Custom objects are stored in the CRD's storage version; a webhook's answer gets that version's
         defaults here (kube-apiserver applies them when it reads from etcd: the same to every reader)."""
+        if rt.stored_as == eventsv1.CORE_KEY:
+            return eventsv1.to_core(obj)
         if not rt.custom or not rt.storage_version:
             return obj
         out = self._convert(rt, [obj], rt.storage_version)[0]
@@ -305,7 +309,9 @@ class ResourceHandlers:
     def parse_selectors(self, rt: ResourceType, query: dict[str, str]) -> tuple[Any, Any]:
         try:
             labels = parse_label_selector(query.get("labelSelector"))
-            fields = parse_field_selector(query.get("fieldSelector"), rt.key, rt.selectable_fields)
+            fields = parse_field_selector(
+                query.get("fieldSelector"), (rt.group, rt.plural), rt.selectable_fields
+            )
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
         return labels, fields
