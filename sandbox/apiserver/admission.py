@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from . import eventsv1
+from . import eventsv1, webhooks
 from .errors import FieldError
 from .resources import ResourceType
 from .selectors import match_selector_object, valid_label_key, valid_label_value
@@ -550,6 +550,8 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
             )
     elif key in (eventsv1.CORE_KEY, eventsv1.KEY):
         errors += eventsv1.validate(obj, through_events_v1=key == eventsv1.KEY)
+    elif key == webhooks.CONFIGURATIONS:
+        errors += webhooks.validate_configuration(obj)
     elif key == ("storage.k8s.io", "storageclasses"):
         if not obj.get("provisioner"):
             errors.append(FieldError.required("provisioner"))
