@@ -26,15 +26,17 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
+import socket
 import ssl
 import string
 import threading
 import time
 import urllib.parse
 import uuid
-from collections import deque
+from collections import Counter, deque
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -52,6 +54,33 @@ SECRET_ALPHABET = string.ascii_letters + string.digits
 
 
 class _QuietServer(ThreadingHTTPServer):
+    """Keeps its open connections (kept alive between requests), so that closing it closes them:
+    a URL that went away answers nothing, not even on a connection opened before."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connections: set[Any] = set()
+        self.connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.connections_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self.connections_lock:
+            connections, self.connections = list(self.connections), set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                connection.close()
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A caller that hangs up or fails the TLS handshake is its own business (no traceback)."""
 
@@ -71,6 +100,7 @@ class _Server:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.httpd.close_connections()
         self._thread.join(timeout=5)
 
 
@@ -101,6 +131,8 @@ class FunctionUrl(Trigger):
         self._extra: list[Worker] = []  # containers beyond the runtime's own one
         self._pool_lock = threading.Lock()
         self.throttled = 0
+        # Requests by the path's last segment (admit, convert, ...; never the secret before it).
+        self.requests: Counter[str] = Counter()
 
     def start(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -132,6 +164,7 @@ class FunctionUrl(Trigger):
     ) -> tuple[int, dict[str, str], bytes]:
         """One request to the URL: (status, headers, body) as the function URL answers it."""
         assert self.runtime is not None
+        self.requests[raw.partition("?")[0].rstrip("/").rsplit("/", 1)[-1]] += 1
         return self._answer_of(self._invoke(self.to_event(method, raw, headers, body)))
 
     def to_event(self, method: str, raw: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
@@ -240,8 +273,6 @@ class BlackHole(Trigger):
     handshake (a caller waits for its own timeout). ``connections`` counts the callers."""
 
     def __init__(self) -> None:
-        import socket
-
         self._socket = socket.create_server(("127.0.0.1", 0), backlog=1024)
         self._held: list[Any] = []
         self._stop = threading.Event()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from nodewright.api import webhooks as manifests
 
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import JsonWebhookServer
@@ -293,3 +294,115 @@ def test_the_webhook_is_told_its_deadline_in_the_query(api: client.ApiClient, ho
     _configure(api, timeoutSeconds=3)
     _set_condition(api, _pending_pod(api), "Unschedulable")
     assert hook.paths == ["/secret/admit?timeout=3s"]
+
+
+@pytest.fixture
+def wakeup(api: client.ApiClient) -> Iterator[Recorder]:
+    """Nodewright's wake-up configuration, as install-webhooks renders it, pointing at a recorder."""
+    recorder = Recorder()
+    admission = client.AdmissionregistrationV1Api(api)
+    admission.create_validating_webhook_configuration(
+        manifests.wakeup_configuration(recorder.url, recorder.ca_bundle)
+    )
+    yield recorder
+    admission.delete_validating_webhook_configuration(manifests.CONFIGURATION_NAME)
+    recorder.close()
+
+
+def _event(api: client.ApiClient, group_version: str, body: dict[str, Any]) -> dict[str, Any]:
+    path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+    body = {"metadata": {"name": f"e.{uuid.uuid4().hex[:8]}", "namespace": "default"}, **body}
+    answer = api.call_api(
+        *api.param_serialize(
+            method="POST",
+            resource_path=f"{path}/namespaces/default/events",
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+    )
+    data = answer.read()
+    assert answer.status == 201, data
+    return json.loads(data)
+
+
+SCHEDULER_EVENT = {
+    "eventTime": "2026-03-01T12:00:00.000000Z",
+    "reportingController": "default-scheduler",
+    "reportingInstance": "default-scheduler-host",
+    "action": "Scheduling",
+    "reason": "FailedScheduling",
+    "regarding": {"kind": "Pod", "namespace": "default", "name": "web", "apiVersion": "v1"},
+    "note": "0/3 nodes are available: 3 Insufficient cpu.",
+    "type": "Warning",
+}
+
+
+def test_the_wakeup_configuration_calls_out_for_a_schedulers_failed_scheduling_event(
+    api: client.ApiClient, wakeup: Recorder
+) -> None:
+    _event(api, "events.k8s.io/v1", SCHEDULER_EVENT)  # kube-scheduler v1.30+
+    _event(  # the events library's core/v1 fallback, or another scheduler
+        api,
+        "v1",
+        {
+            "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web"},
+            "reason": "FailedScheduling",
+            "message": "0/3 nodes are available",
+            "source": {"component": "my-scheduler"},
+        },
+    )
+
+    assert len(wakeup.reviews) == 2
+    first, second = (r["request"] for r in wakeup.reviews)
+    assert (first["operation"], first["resource"]["group"]) == ("CREATE", "events.k8s.io")
+    assert first["object"]["regarding"]["name"] == "web"
+    assert (second["operation"], second["resource"]["group"]) == ("CREATE", "")
+
+
+def test_the_wakeup_configuration_leaves_every_other_write_in_the_api_server(
+    api: client.ApiClient, wakeup: Recorder
+) -> None:
+    _event(api, "events.k8s.io/v1", {**SCHEDULER_EVENT, "reason": "Scheduled", "action": "Binding"})
+    _event(api, "events.k8s.io/v1", {**SCHEDULER_EVENT, "regarding": {"kind": "Node", "name": "n"}})
+    _event(  # the provisioner's own
+        api,
+        "v1",
+        {
+            "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web"},
+            "reason": "FailedScheduling",
+            "message": "Failed to schedule pod, incompatible with nodepool",
+            "source": {"component": "nodewright"},
+            "reportingComponent": "nodewright",
+        },
+    )
+    assert wakeup.reviews == []
+    name = _event(api, "events.k8s.io/v1", SCHEDULER_EVENT)["metadata"]["name"]
+    assert len(wakeup.reviews) == 1
+    wakeup.reviews.clear()
+    series = {"series": {"count": 2, "lastObservedTime": "2026-03-01T12:00:05.000000Z"}}
+    answer = api.call_api(  # the events library's repeat of an Event: a series PATCH
+        *api.param_serialize(
+            method="PATCH",
+            resource_path=f"/apis/events.k8s.io/v1/namespaces/default/events/{name}",
+            header_params={"Content-Type": "application/strategic-merge-patch+json"},
+            body=series,
+            auth_settings=["BearerToken"],
+        )
+    )
+    assert answer.status == 200, answer.read()
+    pod = _pending_pod(api)
+    _set_condition(api, pod, "Unschedulable", "0/0 nodes are available")  # the old signal
+
+    assert wakeup.reviews == []
+
+
+def test_a_match_condition_that_does_not_compile_refuses_the_configuration(api: client.ApiClient) -> None:
+    """kube-apiserver compiles matchConditions when the configuration is written (422 otherwise)."""
+    broken = status_configuration("https://127.0.0.1:1/x", "")
+    broken["metadata"]["name"] = "broken"
+    broken["webhooks"][0]["matchConditions"] = [{"name": "bad", "expression": "object.reason == "}]
+    with pytest.raises(ApiException) as refused:
+        client.AdmissionregistrationV1Api(api).create_validating_webhook_configuration(broken)
+    assert refused.value.status == 422
+    assert "webhooks[0].matchConditions[0].expression" in refused.value.body
