@@ -57,49 +57,15 @@ HOOK = "unschedulable.example.com"
 
 def status_configuration(url: str, ca_bundle: str) -> dict[str, Any]:
     """A webhook on pods/status UPDATE whose matchConditions pass only a pod's transition to
-    ``PodScheduled=False/Unschedulable`` (the shape Nodewright's wake-up had before it moved to the
-    scheduler's Events): what these tests exercise the emulator's admission with."""
-    unschedulable = (
-        "{o}.status.conditions.exists(c, c.type == 'PodScheduled' && c.status == 'False' && "
-        "has(c.reason) && c.reason == 'Unschedulable')"
-    )
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": NAME},
-        "webhooks": [
-            {
-                "name": HOOK,
-                "clientConfig": {"url": url, "caBundle": ca_bundle},
-                "rules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["pods/status"],
-                        "scope": "Namespaced",
-                    }
-                ],
-                "matchConditions": [
-                    {
-                        "name": "becomes-unschedulable",
-                        "expression": "has(object.status) && has(object.status.conditions) && "
-                        + unschedulable.format(o="object"),
-                    },
-                    {
-                        "name": "was-not-unschedulable",
-                        "expression": "!(has(oldObject.status) && has(oldObject.status.conditions) && "
-                        + unschedulable.format(o="oldObject")
-                        + ")",
-                    },
-                ],
-                "failurePolicy": "Ignore",
-                "sideEffects": "None",
-                "timeoutSeconds": 2,
-                "admissionReviewVersions": ["v1"],
-            }
-        ],
-    }
+    ``PodScheduled=False/Unschedulable`` (Nodewright's wake-up before it moved to the scheduler's
+    Events, kept by the benchmark that measures it): what these tests exercise the emulator's
+    admission with, under a name of its own."""
+    from bench.scheduler_stall import pods_status_configuration
+
+    configuration = pods_status_configuration(url, ca_bundle)
+    configuration["metadata"] = {"name": NAME}
+    configuration["webhooks"][0]["name"] = HOOK
+    return configuration
 
 
 @pytest.fixture
