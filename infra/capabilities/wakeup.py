@@ -1,4 +1,4 @@
-"""The wake-up: a Lambda function URL the API server calls when a pod becomes unschedulable.
+"""The wake-up: a Lambda function URL the API server calls when kube-scheduler cannot place a pod.
 
 * a Secrets Manager secret (48 letters and digits, generated per stack): the URL's first path
   segment. The function URL is ``AuthType NONE`` (kube-apiserver cannot sign requests), so the
@@ -43,7 +43,7 @@ from infra.config import NodewrightConfig
 WEBHOOK = "webhook"
 WAKEUP_ALIAS = "wakeup"
 # 256 MB: the webhook parses one review and makes one asynchronous call; a cold start imports
-# Powertools and boto3 (~1-1.5 s). The API server waits at most 2 s (timeoutSeconds) and then
+# Powertools and boto3 (~1-1.5 s). The API server waits at most 1 s (timeoutSeconds) and then
 # ignores the answer, but the invocation goes on: 10 s lets a slow cold start still send its wake-up
 # (a timeout costs nothing until it is used).
 WEBHOOK_MEMORY_MB = 256

@@ -10,8 +10,8 @@
   current version's creation time, so a rotation has a window in which both work
   (``nodewright.wakeup.webhook``).
 
-Both use the quick client (1 s connect, 2 s read, one retry): the API server waits at most 2 s for
-the webhook's answer.
+All use the quick client (1 s connect, 2 s read, one retry): the API server waits at most 1 s for
+the webhook's answer (and writes its Event anyway; the invocation goes on and still wakes).
 """
 
 from __future__ import annotations
