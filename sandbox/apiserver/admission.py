@@ -18,7 +18,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from . import admissionregistration
+from . import admissionregistration, eventsv1, webhooks
 from . import errors as api_errors
 from .errors import FieldError
 from .resources import ResourceType
@@ -597,8 +597,10 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
             errors.append(
                 FieldError.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
             )
-    elif key == ("", "events"):
-        errors += _validate_event(obj)
+    elif key in (eventsv1.CORE_KEY, eventsv1.KEY):
+        errors += eventsv1.validate(obj, through_events_v1=key == eventsv1.KEY)
+    elif key == webhooks.CONFIGURATIONS:
+        errors += webhooks.validate_configuration(obj)
     elif key == ("storage.k8s.io", "storageclasses"):
         if not obj.get("provisioner"):
             errors.append(FieldError.required("provisioner"))
@@ -630,16 +632,6 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
 
         errors += validate_rbac(key, obj)
     return errors
-
-
-def _validate_event(event: dict[str, Any]) -> list[FieldError]:
-    """ValidateEventCreate: the event's namespace and its involved object's must agree (a cluster-scoped
-    object's events live in "default" or no namespace)."""
-    involved = (event.get("involvedObject") or {}).get("namespace") or ""
-    namespace = (event.get("metadata") or {}).get("namespace") or ""
-    if (not involved and namespace not in ("", "default")) or (involved and involved != namespace):
-        return [FieldError.invalid("involvedObject.namespace", involved, "does not match event.namespace")]
-    return []
 
 
 def _validate_taints(taints: list[Any], path: str) -> list[FieldError]:

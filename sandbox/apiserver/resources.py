@@ -45,6 +45,9 @@ class ResourceType:
     only_verbs: tuple[str, ...] = ()
     # A create-only review (SubjectAccessReview, ...): answered, never stored.
     virtual: bool = False
+    # Another resource whose storage this one shares, converting on the way (events.k8s.io Events
+    # are core Events: sandbox/apiserver/eventsv1.py).
+    stored_as: tuple[str, str] | None = None
 
     @property
     def api_version(self) -> str:
@@ -52,8 +55,8 @@ class ResourceType:
 
     @property
     def key(self) -> tuple[str, str]:
-        """Storage key: the same object whatever version it is read through."""
-        return (self.group, self.plural)
+        """Storage key: the same object whatever version (or cohabiting group) it is read through."""
+        return self.stored_as or (self.group, self.plural)
 
     @property
     def list_kind(self) -> str:
@@ -180,7 +183,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         has_generation=True,
     ),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", True, allow_unconditional_update=False),
-    _rt("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",)),
+    _rt("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",), stored_as=("", "events")),
     _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import errors
+from . import errors, eventsv1
 from .handlers import Request, Response
 from .resources import ResourceType
 
@@ -381,9 +381,11 @@ def to_table(
 ) -> dict[str, Any]:
     """``include``: the request's includeObject, Metadata (default), Object (kubectl --sort-by) or None."""
     columns = _custom_columns(rt) if rt.custom else COLUMNS.get(rt.key, [_NAME_COL, _AGE_COL])
+    # events.k8s.io Events are core Events: printed by the same columns, from the core/v1 shape.
+    cells_of = eventsv1.to_core if rt.stored_as == eventsv1.CORE_KEY else (lambda o: o)
     rows = []
     for obj in objects:
-        row: dict[str, Any] = {"cells": [getter(obj) for _, _, getter, _ in columns]}
+        row: dict[str, Any] = {"cells": [getter(cells_of(obj)) for _, _, getter, _ in columns]}
         if include == "Object":
             row["object"] = {"kind": rt.kind, "apiVersion": rt.api_version, **obj}
         elif include != "None":

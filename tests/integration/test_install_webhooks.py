@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import kubernetes
 import pytest
 import yaml
+from kubernetes import config
 from moto import mock_aws
 from nodewright.api import webhooks
 from nodewright.cli import main
@@ -57,10 +59,18 @@ def test_it_prints_the_configuration_with_the_secret_path_for_kubectl_apply(
     assert hook["clientConfig"] == {"url": f"{FUNCTION_URL}{SECRET}/admit"}
     assert hook["failurePolicy"] == "Ignore"
     assert hook["sideEffects"] == "None"
-    assert 1 <= hook["timeoutSeconds"] <= 2
-    assert hook["rules"][0]["resources"] == ["pods/status"]
-    assert hook["rules"][0]["operations"] == ["UPDATE"]
-    assert [c["name"] for c in hook["matchConditions"]] == ["becomes-unschedulable", "was-not-unschedulable"]
+    assert hook["timeoutSeconds"] == 1
+    (rule,) = hook["rules"]
+    assert (rule["apiGroups"], rule["resources"], rule["operations"]) == (
+        ["events.k8s.io", ""],
+        ["events"],
+        ["CREATE"],
+    )
+    assert [c["name"] for c in hook["matchConditions"]] == [
+        "failed-scheduling",
+        "regarding-a-pod",
+        "not-nodewrights-own",
+    ]
     assert [c["metadata"]["name"] for c in crds] == [
         "nodepools.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
@@ -223,3 +233,30 @@ def test_an_unreachable_aws_endpoint_is_one_line_naming_it(
         reset_clients()
     line = one_line_error(capsys)
     assert f"cannot reach AWS at {endpoint}" in line
+
+
+def test_apply_replaces_an_installed_pods_status_configuration_whole(
+    stack: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cluster upgraded from the pods/status wake-up (which makes kube-scheduler wait for the
+    URL): ``--apply`` leaves nothing of it, not a rule, not a matchCondition."""
+    from bench.scheduler_stall import pods_status_configuration
+
+    key = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+    with ApiServer() as server:
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "config"))
+        old = pods_status_configuration(f"{FUNCTION_URL}{SECRET}/admit", "")
+        old["webhooks"][0]["clientConfig"] = {"url": f"{FUNCTION_URL}{SECRET}/admit"}
+        client = config.new_client_from_config(kubeconfig)
+        kubernetes.client.AdmissionregistrationV1Api(client).create_validating_webhook_configuration(old)
+
+        assert main(["install-webhooks", "--cluster", "demo", "--kubeconfig", kubeconfig, "--apply"]) == 0
+
+        assert "nodewright-wakeup configured" in capsys.readouterr().out
+        stored: Any = server.store.get(key, "", webhooks.CONFIGURATION_NAME)
+        rendered = webhooks.wakeup_configuration(f"{FUNCTION_URL}{SECRET}/admit")
+        (hook,) = stored["webhooks"]
+        assert hook["rules"] == rendered["webhooks"][0]["rules"]
+        assert hook["matchConditions"] == rendered["webhooks"][0]["matchConditions"]
+        assert hook["timeoutSeconds"] == webhooks.TIMEOUT_SECONDS
+        assert "pods/status" not in json.dumps(stored)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# Events: the component Nodewright reports its own as (source.component, reportingComponent), and
+# the reason a scheduler (kube-scheduler, and Nodewright as Karpenter does) gives a pod it cannot place.
+EVENT_COMPONENT = "nodewright"
+FAILED_SCHEDULING = "FailedScheduling"
+
 # karpenter.sh
 NODEPOOL = "karpenter.sh/nodepool"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from nodewright.api.labels import EVENT_COMPONENT
 from nodewright.cluster import auth, objects
 from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, ServerBusy, error_for
 from nodewright.cluster.lease import DEFAULT_DURATION_SECONDS, WriterLease
@@ -50,7 +51,6 @@ DEFAULT_TIMEOUT = (5.0, 30.0)
 LIST_PAGE_SIZE = 500
 PENDING_PODS = "status.phase=Pending"
 CONFLICT_ATTEMPTS = 5
-EVENT_COMPONENT = "nodewright"
 
 
 class EvictionOutcome(StrEnum):
