@@ -19,6 +19,7 @@ from kubernetes import config
 
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import JsonWebhookServer
+from sandbox.simulators.controllers import ServiceAccounts
 from sandbox.simulators.kube import Kube, core, group
 from sandbox.simulators.scheduler import Scheduler
 
@@ -74,7 +75,9 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
 @pytest.fixture
 def kube(tmp_path: Any) -> Iterator[Kube]:
     with ApiServer() as server:
-        yield Kube(config.new_client_from_config(str(server.write_kubeconfig(tmp_path / "config"))))
+        kube = Kube(config.new_client_from_config(str(server.write_kubeconfig(tmp_path / "config"))))
+        with ServiceAccounts(kube):  # kube-controller-manager's: without them no pod is admitted
+            yield kube
 
 
 @pytest.fixture

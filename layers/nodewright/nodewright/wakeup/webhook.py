@@ -223,6 +223,10 @@ class Webhook:
                 try:
                     self._secrets = _checked(self._secret_source())
                 except Exception as exc:
+                    from aws_lambda_powertools.metrics import MetricUnit
+
+                    # Alarmed on (WebhookSecretUnreadable): a role, key or secret problem to fix.
+                    self._metrics.add_metric(name="WebhookSecretErrors", unit=MetricUnit.Count, value=1)
                     if self._secrets is None:
                         raise
                     # Keep serving with what was read last; say so (never the values).
