@@ -31,7 +31,8 @@ behaviour. It is written from the Service Authorization Reference (read here fro
   passes the role (``iam:PassRole``, ``iam:PassedToService`` ec2.amazonaws.com).
 * SSM public parameters (``/aws/service/...``) have no account in their ARN.
 
-Adding a call: add its entry to :data:`MODEL` (and a known answer to tests/unit/test_sandbox_iam_model.py).
+Adding a call: add its entry to :data:`MODEL`, with a known answer in
+tests/integration/test_sandbox_iam_model.py.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from functools import cache
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from sandbox.iam.evaluator import Request
+from sandbox.iam.evaluator import Request, default_key_policy
 from sandbox.shared_data import REPO_ROOT
 
 NEW = "(new)"  # the id of a resource the call creates; EC2 names it "*" in a denial
@@ -422,9 +423,11 @@ def _kms_requests(call: Call, data: Mapping[str, Any]) -> list[Request]:
     via = {"kms:ViaService": f"ec2.{call.region}.amazonaws.com"}
     for key in sorted(k for k in keys if k):
         arn = key if key.startswith("arn:") else f"arn:aws:kms:{call.region}:{call.account}:key/{key}"
-        requests.append(Request("kms:CreateGrant", arn, {**via, "kms:GrantIsForAWSResource": "true"}))
+        policy = default_key_policy(arn.split(":")[4])  # the key policy a key is created with
+        grant = {**via, "kms:GrantIsForAWSResource": "true"}
+        requests.append(Request("kms:CreateGrant", arn, grant, resource_policy=policy))
         for action in ("kms:GenerateDataKeyWithoutPlaintext", "kms:Decrypt", "kms:DescribeKey"):
-            requests.append(Request(action, arn, via))
+            requests.append(Request(action, arn, via, resource_policy=policy))
     return requests
 
 
@@ -648,7 +651,7 @@ def authorizations(call: Call, world: World) -> list[Request]:
             raise UnknownCall(
                 f"the sandbox has no authorization model for {call.label}: add its IAM action(s), resource "
                 "ARN(s) and condition keys to MODEL in sandbox/iam/authorization.py (from the Service "
-                "Authorization Reference), with a known answer in tests/unit/test_sandbox_iam_model.py"
+                "Authorization Reference), with a known answer in tests/integration/test_sandbox_iam_model.py"
             )
         rule = wildcard(action)
     region = GLOBAL_REGION.get(call.service, call.region)

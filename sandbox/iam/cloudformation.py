@@ -155,3 +155,8 @@ class Template:
         if role.get("Policies") or role.get("ManagedPolicyArns"):
             raise NotImplementedError(f"{role_id}: inline or managed policies on the role itself")
         return found
+
+    def role_statements(self, role_id: str) -> list[dict[str, Any]]:
+        """Every statement of the role's identity policies, resolved (one list)."""
+        policies = self.role_policies(role_id)
+        return [statement for _, document in policies for statement in document["Statement"]]

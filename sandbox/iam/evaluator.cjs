@@ -31,6 +31,7 @@ async function decide(principal, request, identityPolicies) {
       identityPolicies,
       serviceControlPolicies: [],
       resourceControlPolicies: [],
+      ...(request.resourcePolicy ? { resourcePolicy: request.resourcePolicy } : {}),
     },
     { simulationMode: 'Strict' },
   );
@@ -44,7 +45,7 @@ async function decide(principal, request, identityPolicies) {
   const grants = outcome.overallResult === 'Allowed' && single ? getGrantReasons(single.analysis) : [];
   return {
     result: outcome.overallResult,
-    grants: grants.map((g) => ({ policy: g.policyIdentifier, sid: g.statementId || null, index: g.statementIndex })),
+    grants: grants.map((g) => ({ policy: g.policyIdentifier || g.policyType, sid: g.statementId || null, index: g.statementIndex })),
     ignored: (single && single.ignoredContextKeys) || [],
   };
 }
@@ -73,7 +74,7 @@ function accountless(principal, request, identityPolicies) {
   const grants = analysis.result === 'Allowed' ? getGrantReasons(analysis) : [];
   return {
     result: analysis.result,
-    grants: grants.map((g) => ({ policy: g.policyIdentifier, sid: g.statementId || null, index: g.statementIndex })),
+    grants: grants.map((g) => ({ policy: g.policyIdentifier || g.policyType, sid: g.statementId || null, index: g.statementIndex })),
     ignored: [],
   };
 }

@@ -44,14 +44,36 @@ class Request:
     resource: str
     context: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     account: str = ""
+    # The resource's own policy where the service always consults one (a KMS key's key policy).
+    resource_policy: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def as_json(self, default_account: str) -> dict[str, Any]:
-        return {
+        found = {
             "action": self.action,
             "resource": self.resource,
             "account": self.account or default_account,
             "context": {k: v if isinstance(v, str) else list(v) for k, v in self.context.items()},
         }
+        if self.resource_policy is not None:
+            found["resourcePolicy"] = self.resource_policy
+        return found
+
+
+def default_key_policy(account: str) -> dict[str, Any]:
+    """A KMS key's default key policy: the account's IAM policies decide (KMS consults the key
+    policy first; without this statement no identity policy can grant the key)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "Enable IAM User Permissions",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            }
+        ],
+    }
 
 
 @dataclass(frozen=True)
@@ -179,8 +201,9 @@ class Evaluator:
     def decide(self, principal: str, requests: Sequence[Request]) -> list[Decision]:
         if not requests:
             return []
+        account = principal.split(":")[4] or self.account  # the caller's own account
         answer = self._ask(
-            {"op": "decide", "principal": principal, "requests": [r.as_json(self.account) for r in requests]}
+            {"op": "decide", "principal": principal, "requests": [r.as_json(account) for r in requests]}
         )
         return [
             Decision(
