@@ -27,13 +27,17 @@ $(NODE_STAMP): package.json package-lock.json
 kubectl:
 	@command -v kubectl >/dev/null || { apt-get update -qq && apt-get install -y -qq kubernetes-client; }
 
+# Where every sandbox records its IAM decisions (nodewright sandbox iam-report writes docs/iam.md).
+IAM_RECORDS := $(CURDIR)/.nodewright/iam-decisions
+
 demo: $(STAMP) $(NODE_STAMP)
-	$(BIN)/nodewright demo
+	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/nodewright demo
 
 test: $(STAMP) $(NODE_STAMP) kubectl
 	$(BIN)/ruff check .
 	$(BIN)/mypy layers/nodewright/nodewright functions/*/app.py tests/fakes.py
-	$(BIN)/pytest -n 2 --dist loadgroup --durations=25
+	rm -rf $(IAM_RECORDS)
+	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 2 --dist loadgroup --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -45,6 +45,7 @@ class Denial:
     action: str
     resource: str
     message: str
+    expected: bool = False  # provoked by a test (expecting_denials)
 
 
 @dataclass
@@ -124,6 +125,7 @@ class Enforcement:
         self._by_key: dict[str, Identity] = {}
         self._overrides: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        self._expecting = 0  # denials a test provokes on purpose: kept, not recorded
 
     # lifecycle
     def start(self) -> Enforcement:
@@ -191,6 +193,17 @@ class Enforcement:
                 self._overrides.pop(function, None)
                 self._register_all()
 
+    @contextlib.contextmanager
+    def expecting_denials(self) -> Iterator[None]:
+        """Denials in this block are a test's own doing: in ``denials``, not in the records."""
+        with self._lock:
+            self._expecting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._expecting -= 1
+
     # deciding
     def authorize(self, identity: Identity, call: Call) -> Verdict:
         assert self.evaluator is not None
@@ -228,6 +241,7 @@ class Enforcement:
             request.action if request else call.label,
             authorization.shown(request.resource) if request else "",
             message,
+            expected=self._expecting > 0,
         )
         with self._lock:
             self.denials.append(denial)
@@ -288,7 +302,7 @@ class Enforcement:
                     )
                     + "\n"
                 )
-            for denial in self.denials:
+            for denial in (d for d in self.denials if not d.expected):
                 out.write(
                     json.dumps(
                         {
