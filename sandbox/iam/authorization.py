@@ -49,10 +49,9 @@ from sandbox.shared_data import REPO_ROOT
 
 NEW = "(new)"  # the id of a resource the call creates; EC2 names it "*" in a denial
 IAM_DATA = REPO_ROOT / "node_modules" / "@cloud-copilot" / "iam-data" / "data" / "actions"
-# botocore service name -> IAM service prefix, where they differ.
-IAM_PREFIX = {"lambda": "lambda", "secretsmanager": "secretsmanager"}
 EC2_PRINCIPAL = "ec2.amazonaws.com"
-GLOBAL_REGION = {"iam": "us-east-1", "pricing": "us-east-1", "sts": "us-east-1"}
+# aws:RequestedRegion of a global service: the region of its one endpoint.
+GLOBAL_REGION = {"iam": "us-east-1"}
 
 
 class UnknownCall(LookupError):
@@ -224,7 +223,8 @@ def no_authorization(call: Call, world: World) -> list[Request]:
 
 
 def _prefix(call: Call) -> str:
-    return IAM_PREFIX.get(call.service, call.service)
+    """The IAM service prefix of the call (botocore's service name for every service modelled)."""
+    return call.service
 
 
 # EC2
