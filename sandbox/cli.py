@@ -233,6 +233,9 @@ def _serve(args: argparse.Namespace, sandbox: Any, stop: threading.Event) -> Non
     print("environment for running a function by hand:")
     for name, value in env.items():
         print(f"  export {name}={shlex.quote(value)}")
+    print("  # and the function's own role keys (each function has its own; the provisioner's:)")
+    for name, value in sandbox.credentials("provisioner").items():
+        print(f"  export {name}={shlex.quote(value)}")
     runtime = None
     live = None
     try:

@@ -144,13 +144,13 @@ class FakeWorld:
 @cache
 def _actions(prefix: str) -> Mapping[str, Any]:
     path = IAM_DATA / f"{prefix}.json"
-    return json.loads(path.read_text()) if path.is_file() else {}  # type: ignore[no-any-return]
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def reference(action: str) -> Mapping[str, Any] | None:
     """The Service Authorization Reference's entry for ``service:Action`` (None: no such action)."""
     prefix, name = action.split(":", 1)
-    return _actions(prefix).get(name.lower())  # type: ignore[no-any-return]
+    return _actions(prefix).get(name.lower())
 
 
 def wildcard_only(action: str) -> bool:

@@ -54,7 +54,7 @@ class Template:
 
     @property
     def resources(self) -> Mapping[str, Any]:
-        return self.template["Resources"]  # type: ignore[no-any-return]
+        return self.template["Resources"]
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, str | int | float | bool) or value is None:

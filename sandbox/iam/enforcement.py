@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from sandbox.iam.requests import parse, signature
 
 log = logging.getLogger("sandbox.iam")
 RECORDS_VARIABLE = "NODEWRIGHT_IAM_RECORDS"
+DECISION_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,9 @@ class Enforcement:
         self._overrides: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._expecting = 0  # denials a test provokes on purpose: kept, not recorded
+        # Decisions by (principal, requests): IAM's answer is a function of them and the policies,
+        # so a repeated call (every Describe*, every GetItem) costs no round trip to the evaluator.
+        self._decided: OrderedDict[str, list[Decision]] = OrderedDict()
 
     # lifecycle
     def start(self) -> Enforcement:
@@ -174,6 +179,7 @@ class Enforcement:
     def _register_all(self) -> None:
         assert self.policies is not None
         assert self.evaluator is not None
+        self._decided.clear()  # the policies change: every cached answer may too
         for name, identity in self.policies.identities.items():
             self.evaluator.set_policies(
                 identity.principal, self._overrides.get(name) or self.policies.policies(name)
@@ -213,7 +219,7 @@ class Enforcement:
             verdict = Verdict(False, reason="NoModel", detail=str(exc))
             self._note_denial(identity, call, None, verdict)
             return verdict
-        decisions = self.evaluator.decide(identity.principal, requests)
+        decisions = self._decide(identity.principal, requests)
         for request, decision in zip(requests, decisions, strict=True):
             if not decision.allowed:
                 verdict = Verdict(
@@ -232,6 +238,21 @@ class Enforcement:
                 for grant in decision.grants:
                     self.allowed.add((identity.function, request.action, kind, grant.label))
         return Verdict(True, requests, decisions)
+
+    def _decide(self, principal: str, requests: list[Request]) -> list[Decision]:
+        assert self.evaluator is not None
+        key = json.dumps([principal, [r.as_json("") for r in requests]], sort_keys=True, default=str)
+        with self._lock:
+            found = self._decided.get(key)
+            if found is not None:
+                self._decided.move_to_end(key)
+                return found
+        decisions = self.evaluator.decide(principal, requests)
+        with self._lock:
+            self._decided[key] = decisions
+            while len(self._decided) > DECISION_CACHE_SIZE:
+                self._decided.popitem(last=False)
+        return decisions
 
     def _note_denial(self, identity: Identity, call: Call, request: Request | None, verdict: Verdict) -> None:
         message = denials.message(identity.principal, call, request, verdict.reason, verdict.detail)
@@ -326,7 +347,8 @@ def _resource_type(arn: str) -> str:
     for separator in ("/", ":"):
         if separator in resource:
             return resource.split(separator, 1)[0]
-    return arn.split(":")[2]  # a queue's ARN ends with its name: the service stands for the type
+    service = arn.split(":")[2]  # a queue's or topic's ARN ends with its name
+    return {"sqs": "queue", "sns": "topic"}.get(service, service)
 
 
 class IamMiddleware:

@@ -88,7 +88,7 @@ def synthesized(directory: Path | None = None) -> dict[str, Any]:
     with _locked(directory / f"stack-{digest}.lock"):
         if not cached.is_file():
             _synthesize_to(cached)
-    return json.loads(cached.read_text())  # type: ignore[no-any-return]
+    return json.loads(cached.read_text())
 
 
 def _synthesize_to(target: Path) -> None:
