@@ -128,6 +128,7 @@ class Enforcement:
         self._overrides: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._expecting = 0  # denials a test provokes on purpose: kept, not recorded
+        self._unwritten: list[Denial] = []  # denials not yet in the records (a test's own never are)
         # Decisions by (principal, requests): IAM's answer is a function of them and the policies,
         # so a repeated call (every Describe*, every GetItem) costs no round trip to the evaluator.
         self._decided: OrderedDict[str, list[Decision]] = OrderedDict()
@@ -266,6 +267,8 @@ class Enforcement:
         )
         with self._lock:
             self.denials.append(denial)
+            if not denial.expected:
+                self._unwritten.append(denial)
         log.warning("IAM denied %s: %s", identity.function, message)
 
     def denials_of(self, function: str) -> list[Denial]:
@@ -309,8 +312,9 @@ class Enforcement:
 
     # records
     def write_records(self, directory: str | Path | None = None) -> Path | None:
+        """Append what was decided since the last write to ``directory`` (or $NODEWRIGHT_IAM_RECORDS)."""
         target = directory or os.environ.get(RECORDS_VARIABLE)
-        if not target or not (self.allowed or self.denials):
+        if not target or not (self.allowed or self._unwritten):
             return None
         folder = Path(target)
         folder.mkdir(parents=True, exist_ok=True)
@@ -323,7 +327,8 @@ class Enforcement:
                     )
                     + "\n"
                 )
-            for denial in (d for d in self.denials if not d.expected):
+            unwritten, self._unwritten = self._unwritten, []
+            for denial in unwritten:
                 out.write(
                     json.dumps(
                         {
