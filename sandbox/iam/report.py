@@ -78,8 +78,11 @@ def render(records: Iterable[dict[str, Any]], *, with_unused: bool = True) -> st
         lines += [
             "## Granted, not exercised by this run",
             "",
-            "Statements of each role that no call of the run needed (a condition the run never met,",
-            "e.g. EBS KMS keys, which only `-c ebsKmsKeyArns` grants; or a path the run did not take).",
+            "Statements of each role that no call of the run needed: `sqs:SendMessage` on the",
+            "failed-invocations queue is Lambda's own on-failure delivery (made with the role, never by",
+            "the code); `pricing:GetProducts` is answered by a stub (moto has no Pricing API); an",
+            "instance profile is created by whichever launching function needs it first; KMS",
+            "statements exist only with `-c ebsKmsKeyArns`; other paths the run did not take.",
             "",
             "| function | statement | actions |",
             "|---|---|---|",
