@@ -38,7 +38,7 @@ tests/integration/test_sandbox_iam_model.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -670,8 +670,3 @@ def _role_of(principal: str) -> str:
         return principal
     head, rest = principal.split(":assumed-role/", 1)
     return f"{head.replace(':sts:', ':iam:')}:role/{rest.split('/', 1)[0]}"
-
-
-def describe(requests: Sequence[Request]) -> list[str]:
-    """One line per authorization, for messages and tests."""
-    return [f"{r.action} on {shown(r.resource)}" for r in requests]
