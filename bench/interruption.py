@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
         from sandbox.lambdas import load_function
 
         app = load_function("interruption")
-        settings = Settings.from_env()
+        settings = Settings.from_env({**os.environ, **sb.credentials("interruption")})  # as its own role
         cluster = sb.admin_cluster()  # the setup is the user's; the handler acts as the functions' identity
         instance_ids = _owned_nodes(sb, cluster, args.nodes, args.pods)
         container = ContainerContext(logger=logger(), metrics=metrics(), settings=settings)

@@ -2,7 +2,13 @@
 
     with Sandbox(cluster_name="demo") as sb:
         subprocess.run(["kubectl", "--kubeconfig", sb.kubeconfig_path, "get", "nodes"])
-        handler(event, context)  # with os.environ updated from sb.env()
+        os.environ.update(sb.env())
+        load_function("provisioner").handler(event, context)  # as the provisioner's own role
+
+AWS is moto behind IAM enforcement (sandbox.iam): every request a function makes is evaluated
+against that function's own policy from the synthesized stack. ``env(function=NAME)`` carries a
+function's role credentials; ``sandbox.lambdas.load_function`` binds each handler it loads to its
+own role; the sandbox's own clients (``aws_client``) act as the account's owner.
 
 ``kubeconfig=PATH`` runs the same simulators against any API server (the emulator stays off), which
 is how the sandbox's faithfulness is checked against a real kube-apiserver.
@@ -27,7 +33,8 @@ from kubernetes.client.exceptions import ApiException
 from sandbox import faults as faults_module
 from sandbox import fleet_network
 from sandbox.apiserver import ApiServer
-from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.aws import ACCOUNT_ID, AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.iam.enforcement import Enforcement
 from sandbox.install import rbac_namespaces
 from sandbox.prices import SpotHistory
 from sandbox.shared_data import REPO_ROOT
@@ -51,6 +58,12 @@ RBAC_PLURALS = {
 AUTOSCALER_USER = "arn:aws:sts::123456789012:assumed-role/nodewright-functions/{{SessionName}}"
 _running_lock = threading.Lock()
 _running: list[Sandbox] = []  # at most one: moto's backends and the fault patch are process-global
+
+
+def running() -> Sandbox | None:
+    """The sandbox running in this process, if any (at most one)."""
+    with _running_lock:
+        return _running[0] if _running else None
 
 
 class SandboxError(RuntimeError):
@@ -97,6 +110,7 @@ class Sandbox:
         self._api_clients: list[Any] = []
         self._ec2: Any = None
         self._catalog: Any = None
+        self.iam = Enforcement(cluster_name, region, ACCOUNT_ID)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -132,13 +146,17 @@ class Sandbox:
 
     def _start_aws(self) -> None:
         preload_moto_ec2()
-        self._moto = MotoServer()
+        self.iam.start()
+        self._moto = MotoServer(enforcement=self.iam)
         self.aws_endpoint = self._moto.start()
         self._moto.reset()  # a clean account even if an earlier run in this process left state behind
         fleet_network.install()
         faults_module.install(self.faults)
         SpotHistory.install()
-        self.aws = seed(self.aws_endpoint, self.cluster_name, self.region, self.zones)
+        self.aws = seed(
+            self.aws_endpoint, self.cluster_name, self.region, self.zones, self.iam.node_role_name
+        )
+        self.iam.learn(self.env())  # the table, queue and node role the functions' variables name
 
     def _start_kubernetes_capturing(self, errors: list[BaseException]) -> None:
         try:
@@ -233,6 +251,7 @@ class Sandbox:
                 self._moto.reset()
             self._moto.stop()
             self._moto = None
+        self.iam.stop()
         if self.aws_endpoint:  # _start_aws got as far as the patches
             faults_module.uninstall(self.faults)
             fleet_network.uninstall()
@@ -265,11 +284,14 @@ class Sandbox:
     def start_aws(self) -> None:
         if self._moto is None:
             port = int(self.aws_endpoint.rsplit(":", 1)[1])
-            self._moto = MotoServer(port=port)
+            self._moto = MotoServer(port=port, enforcement=self.iam)
             self._moto.start()
 
-    def env(self) -> dict[str, str]:
-        """Environment for running the real functions (and kubectl) against this sandbox."""
+    def env(self, function: str | None = None) -> dict[str, str]:
+        """Environment for running the real functions (and kubectl) against this sandbox; with a
+        ``function``, also its role's credentials (what Lambda sets). Without one it carries no AWS
+        credentials: a handler run in this process signs as its own role (``load_function``), and
+        an AWS call made with no function's keys is refused as AWS refuses an unknown key."""
         if self.aws is None:
             raise SandboxError("the sandbox is not started; call start() or use it in a with block")
         return {
@@ -277,9 +299,7 @@ class Sandbox:
             "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
             "AWS_ENDPOINT_URL": self.aws_endpoint,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
+            **(self.credentials(function) if function else {}),
             "AWS_EC2_METADATA_DISABLED": "true",
             "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
             "NODEWRIGHT_KUBECONFIG": str(self.functions_kubeconfig_path),
@@ -288,6 +308,18 @@ class Sandbox:
             "NODE_ROLE": self.aws.node_role_name,
             "INTERRUPTION_QUEUE_URL": self.aws.interruption_queue_url,
         }
+
+    def credentials(self, function: str) -> dict[str, str]:
+        """``function``'s role credentials as Lambda sets them (AWS_ACCESS_KEY_ID, ...)."""
+        return self.iam.credentials(function)
+
+    @staticmethod
+    def owner_credentials() -> dict[str, str]:
+        """The sandbox's own identity, the account's owner, as environment variables: for the
+        sandbox's own looks through the layer's code (never for a function)."""
+        from sandbox.iam.policies import ADMINISTRATOR_KEY, ADMINISTRATOR_SECRET
+
+        return {"AWS_ACCESS_KEY_ID": ADMINISTRATOR_KEY, "AWS_SECRET_ACCESS_KEY": ADMINISTRATOR_SECRET}
 
     @property
     def state_dir(self) -> Path:

@@ -337,6 +337,14 @@ class LambdaApi(Trigger):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                path, _, query = self.path.partition("?")
+                # The caller's role is held to its IAM policy (lambda:InvokeFunction), as in AWS.
+                denied = runtime.sandbox.iam.check(
+                    "POST", path, query=query, headers=dict(self.headers), body=body
+                )
+                if denied is not None:
+                    _answer(self, int(denied[0].split()[0]), denied[2], dict(denied[1]))
+                    return
                 status, answer = trigger.accept(self.path, self.headers.get("X-Amz-Invocation-Type"), body)
                 _answer(self, status, answer, {"Content-Type": "application/json"})
 

@@ -23,6 +23,24 @@ class SettingsError(ValueError):
     """A required setting is missing or malformed; the message names the variable."""
 
 
+@dataclass(frozen=True)
+class AwsCredentials:
+    """The AWS credentials the environment gives (Lambda sets the execution role's session in
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``). Carried by the settings
+    so every client a function builds signs as that function; the secret never appears in a repr."""
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> AwsCredentials | None:
+        key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+        if not key or not secret:
+            return None  # botocore's own chain (profile, SSO, container or instance role) decides
+        return cls(key, secret, env.get("AWS_SESSION_TOKEN") or None)
+
+
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -65,6 +83,8 @@ class Settings:
     # AWS_ENDPOINT_URL_<SERVICE>: one service elsewhere than the others (the sandbox's Lambda).
     service_endpoints: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
+    # The credentials in the environment when the settings were read (None: botocore's chain).
+    aws_credentials: AwsCredentials | None = None
 
     @property
     def relax_min_values(self) -> bool:
@@ -114,4 +134,5 @@ class Settings:
                 for key, value in env.items()
                 if key.startswith(SERVICE_ENDPOINT_PREFIX) and value
             },
+            aws_credentials=AwsCredentials.from_env(env),
         )
