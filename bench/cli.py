@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     subparsers_for = parser.add_subparsers(dest="benchmark", metavar="NAME", required=True)
     for name in _benchmarks():
         module = importlib.import_module(f"bench.{name}")
-        sub = subparsers_for.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
+        # bench/scheduler_stall.py is ``nodewright bench scheduler-stall``
+        sub = subparsers_for.add_parser(
+            name.replace("_", "-"), help=(module.__doc__ or "").strip().splitlines()[0]
+        )
         module.configure(sub)
         sub.set_defaults(func=module.run)

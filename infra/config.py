@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 REBALANCE_MODES = ("replace", "event-only")
+# Karpenter's --min-values-policy; the layer's settings.MIN_VALUES_POLICIES (infra imports no layer code).
+MIN_VALUES_POLICIES = ("Strict", "BestEffort")
 ARCHITECTURES = ("arm64", "x86_64")
 # EKS cluster names: 1-100 characters, alphanumerics, hyphens and underscores, starting alphanumeric.
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
@@ -76,6 +78,10 @@ class NodewrightConfig:
     # The API server's wake-up (function URL + webhook, infra/capabilities/wakeup.py); false: pods
     # wait for the minute schedule.
     wakeup: bool = True
+    # Karpenter's --min-values-policy (MIN_VALUES_POLICY) and SpotToSpotConsolidation feature gate
+    # (SPOT_TO_SPOT_CONSOLIDATION), read by the layer's settings.
+    min_values_policy: str = "Strict"
+    spot_to_spot_consolidation: bool = False
     # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
     # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
     vpc_id: str | None = None
@@ -109,6 +115,10 @@ class NodewrightConfig:
         if self.rebalance_mode not in REBALANCE_MODES:
             raise ConfigError(
                 f"interruptionMode {self.rebalance_mode!r}: use one of {', '.join(REBALANCE_MODES)}"
+            )
+        if self.min_values_policy not in MIN_VALUES_POLICIES:
+            raise ConfigError(
+                f"minValuesPolicy {self.min_values_policy!r}: use one of {', '.join(MIN_VALUES_POLICIES)}"
             )
         if not 1 <= self.poll_interval_seconds <= 30:
             raise ConfigError(f"pollInterval {self.poll_interval_seconds:g}: use 1-30 seconds")
@@ -193,6 +203,8 @@ class NodewrightConfig:
             tracing=str(get("tracing") or "false").lower() in ("1", "true", "yes"),
             wakeup=str(get("wakeup") if get("wakeup") is not None else "true").lower()
             not in ("0", "false", "no", "off"),
+            min_values_policy=str(get("minValuesPolicy") or "Strict"),
+            spot_to_spot_consolidation=_flag(get("spotToSpotConsolidation"), "spotToSpotConsolidation"),
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),
@@ -201,6 +213,16 @@ class NodewrightConfig:
             layer_asset_dir=Path(layer_dir) if layer_dir else None,
             functions_dir=Path(functions_dir) if functions_dir else None,
         )
+
+
+def _flag(value: Any, flag: str) -> bool:
+    """A boolean context value (``-c flag=true``), false when absent; anything else is refused."""
+    text = str(value).lower() if value is not None else "false"
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{flag} {value!r}: use true or false")
 
 
 def node_role_from(name: Any, arn: Any) -> NodeRoleRef | None:

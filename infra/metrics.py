@@ -247,6 +247,24 @@ WEBHOOK_REFUSED = MetricSpec(
     "function URL requests refused, by reason (NotFound, RateLimited, TooLarge, NotAReview, ...)",
     WEBHOOK,
 )
+WEBHOOK_SECRET_ERRORS = MetricSpec(
+    "WebhookSecretErrors",
+    "Count",
+    "Sum",
+    (),
+    "reads of the webhook's secret that failed (first read: requests refused 503; reread: the last "
+    "one read is kept)",
+    WEBHOOK,
+)
+PREVIOUS_SECRET_REQUESTS = MetricSpec(
+    "PreviousSecretRequests",
+    "Count",
+    "Sum",
+    (),
+    "requests on the path the last rotation replaced (the API server still has the old URL: run "
+    "nodewright install-webhooks --apply before the rotation window closes)",
+    WEBHOOK,
+)
 WAKEUPS_HANDLED = MetricSpec(
     "WakeupsHandled", "Count", "Sum", (), "provisioner invocations started by a wake-up", WAKEUP_HANDLER
 )
@@ -292,6 +310,8 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     WAKEUP_ERRORS,
     WAKEUPS_COALESCED,
     WEBHOOK_REFUSED,
+    WEBHOOK_SECRET_ERRORS,
+    PREVIOUS_SECRET_REQUESTS,
     WAKEUPS_HANDLED,
     WAKEUPS_STALE,
 )

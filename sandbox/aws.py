@@ -62,16 +62,42 @@ def preload_moto_ec2() -> None:
         boto3.Session = original
 
 
+def _enforcing_server(host: str, port: int, enforcement: Any) -> Any:
+    """moto's ThreadedMotoServer whose WSGI app sits behind the IAM middleware (``enforcement``:
+    a started ``sandbox.iam.Enforcement``; None: moto as it is, every request allowed)."""
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    class Server(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app: Any = DomainDispatcherApplication(create_backend_app)
+            if enforcement is not None:
+                from sandbox.iam.enforcement import IamMiddleware
+
+                app = IamMiddleware(app, enforcement)
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return Server(ip_address=host, port=port, verbose=False)
+
+
 class MotoServer:
-    """moto's ThreadedMotoServer on a free port, stopped without leaving its socket open."""
+    """moto's ThreadedMotoServer on a free port, stopped without leaving its socket open; with an
+    ``enforcement`` every request a function signs is held to its IAM policy (sandbox.iam)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        from moto.server import ThreadedMotoServer
-
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, enforcement: Any = None) -> None:
         from sandbox import ec2_reservations
 
         ec2_reservations.install()  # EC2's capacity reservations, before fleet_network wraps Fleet
-        self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        self._server = _enforcing_server(host, port, enforcement)
         self.endpoint = ""
 
     def start(self) -> str:
@@ -155,18 +181,30 @@ def _terminated_at(instance: Any) -> datetime | None:
 
 @cache
 def _session(region: str) -> boto3.session.Session:
-    """One session per region: its loader caches the endpoint and service models between clients."""
+    """One session per region: its loader caches the endpoint and service models between clients.
+    It signs as the sandbox's own identity, the account's owner (never held to a function's policy)."""
+    from sandbox.iam.policies import ADMINISTRATOR_KEY, ADMINISTRATOR_SECRET
+
     return boto3.session.Session(
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        aws_session_token="testing",
+        aws_access_key_id=ADMINISTRATOR_KEY,
+        aws_secret_access_key=ADMINISTRATOR_SECRET,
         region_name=region,
     )
 
 
-def aws_client(service: str, endpoint: str, region: str) -> Any:
-    """A boto3 client for the moto server (standard retries, test credentials)."""
-    return _session(region).client(
+def aws_client(service: str, endpoint: str, region: str, credentials: dict[str, str] | None = None) -> Any:
+    """A boto3 client for the moto server as the sandbox's own identity (standard retries): seeding,
+    the simulators, the tests' own look at AWS; with ``credentials`` (``Sandbox.credentials``), as
+    that function's role instead (what Lambda does with it on the function's behalf)."""
+    session = _session(region)
+    if credentials is not None:
+        session = boto3.session.Session(
+            aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
+            region_name=region,
+        )
+    return session.client(
         service,
         endpoint_url=endpoint,
         config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30),
@@ -308,8 +346,11 @@ def _interruption_routes(sqs: Any, events: Any, cluster_name: str, region: str) 
     return queue_url, dlq_url, direct_url
 
 
-def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) -> AwsSeed:
-    """Create the cluster's AWS resources in the moto server at ``endpoint``."""
+def seed(
+    endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...], node_role_name: str | None = None
+) -> AwsSeed:
+    """Create the cluster's AWS resources in the moto server at ``endpoint``; the node role is named
+    as the stack names it (``node_role_name``, from the synthesized template)."""
     ec2 = aws_client("ec2", endpoint, region)
     iam = aws_client("iam", endpoint, region)
     eks = aws_client("eks", endpoint, region)
@@ -346,7 +387,7 @@ def seed(endpoint: str, cluster_name: str, region: str, zones: tuple[str, ...]) 
                 {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
             ],
         }
-        node_role_name = f"KarpenterNodeRole-{cluster_name}"
+        node_role_name = node_role_name or f"KarpenterNodeRole-{cluster_name}"
         node_role_arn = iam.create_role(RoleName=node_role_name, AssumeRolePolicyDocument=json.dumps(trust))[
             "Role"
         ]["Arn"]

@@ -22,7 +22,11 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
         help="the seeds' story in the sandbox: NodePools, inflate, launches, pods Running, a summary",
         description="The seeds' story in the sandbox (see sandbox/demo.py): what `make demo` runs.",
     )
-    parser.add_argument("--kubeconfig", help="run against this API server instead of the built-in emulator")
+    parser.add_argument(
+        "--kubeconfig",
+        help="run against this API server instead of the built-in emulator (the functions impersonate "
+        "deploy/rbac.yaml's identity there: the kubeconfig's user needs impersonate on it)",
+    )
     parser.add_argument(
         "--boot-delay", type=float, default=1.0, help="seconds a simulated instance takes to boot"
     )
@@ -31,8 +35,13 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     from sandbox import demo
+    from sandbox.cluster import SandboxError
 
-    return demo.main(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
+    try:
+        return demo.main(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
+    except SandboxError as exc:  # an unusable --kubeconfig, a sandbox already running: one line
+        print(f"nodewright demo: {exc}", file=sys.stderr)
+        return 2
 
 
 def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
@@ -60,7 +69,8 @@ def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--kubeconfig",
         default=None,
-        help="use this API server instead of the emulator (simulators and functions run against it)",
+        help="use this API server instead of the emulator (simulators and functions run against it; "
+        "the functions impersonate deploy/rbac.yaml's identity, which the kubeconfig's user must be allowed)",
     )
     up.add_argument("--no-crds", action="store_true", help="do not apply the project's CRDs from crds/")
     up.add_argument("--no-functions", action="store_true", help="run only the cluster and moto, no function")
@@ -94,6 +104,29 @@ def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
         "--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for the sandbox to be up"
     )
     kubeconfig.set_defaults(func=run_kubeconfig)
+    report = actions.add_parser(
+        "iam-report",
+        help="write docs/iam.md from the IAM decisions the last runs recorded",
+        description="Every sandbox records what its IAM enforcement allowed each function and by which "
+        "statement (make test and make demo write them to .nodewright/iam-decisions). This writes the "
+        "table: per function, each action, resource type and allowing statement; statements not "
+        "exercised; denials met.",
+    )
+    report.add_argument("--records", type=Path, default=None, help="default: .nodewright/iam-decisions")
+    report.add_argument("--out", type=Path, default=Path("docs") / "iam.md", help="default: docs/iam.md")
+    report.set_defaults(func=run_iam_report)
+
+
+def run_iam_report(args: argparse.Namespace) -> int:
+    from sandbox.iam import report
+
+    try:
+        count = report.write(args.records or report.DEFAULT_RECORDS, args.out)
+    except FileNotFoundError as exc:
+        print(f"nodewright sandbox iam-report: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out} from {count} recorded decisions")
+    return 0
 
 
 def _cluster_options(parser: argparse.ArgumentParser) -> None:
@@ -209,6 +242,9 @@ def _serve(args: argparse.Namespace, sandbox: Any, stop: threading.Event) -> Non
     print(f"moto endpoint: {sandbox.aws_endpoint}")
     print("environment for running a function by hand:")
     for name, value in env.items():
+        print(f"  export {name}={shlex.quote(value)}")
+    print("  # and the function's own role keys (each function has its own; the provisioner's:)")
+    for name, value in sandbox.credentials("provisioner").items():
         print(f"  export {name}={shlex.quote(value)}")
     runtime = None
     live = None

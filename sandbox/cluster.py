@@ -2,7 +2,13 @@
 
     with Sandbox(cluster_name="demo") as sb:
         subprocess.run(["kubectl", "--kubeconfig", sb.kubeconfig_path, "get", "nodes"])
-        handler(event, context)  # with os.environ updated from sb.env()
+        os.environ.update(sb.env())
+        load_function("provisioner").handler(event, context)  # as the provisioner's own role
+
+AWS is moto behind IAM enforcement (sandbox.iam): every request a function makes is evaluated
+against that function's own policy from the synthesized stack. ``env(function=NAME)`` carries a
+function's role credentials; ``sandbox.lambdas.load_function`` binds each handler it loads to its
+own role; the sandbox's own clients (``aws_client``) act as the account's owner.
 
 ``kubeconfig=PATH`` runs the same simulators against any API server (the emulator stays off), which
 is how the sandbox's faithfulness is checked against a real kube-apiserver.
@@ -27,7 +33,8 @@ from kubernetes.client.exceptions import ApiException
 from sandbox import faults as faults_module
 from sandbox import fleet_network
 from sandbox.apiserver import ApiServer
-from sandbox.aws import AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.aws import ACCOUNT_ID, AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.iam.enforcement import Enforcement
 from sandbox.install import rbac_namespaces
 from sandbox.prices import SpotHistory
 from sandbox.shared_data import REPO_ROOT
@@ -51,6 +58,12 @@ RBAC_PLURALS = {
 AUTOSCALER_USER = "arn:aws:sts::123456789012:assumed-role/nodewright-functions/{{SessionName}}"
 _running_lock = threading.Lock()
 _running: list[Sandbox] = []  # at most one: moto's backends and the fault patch are process-global
+
+
+def running() -> Sandbox | None:
+    """The sandbox running in this process, if any (at most one)."""
+    with _running_lock:
+        return _running[0] if _running else None
 
 
 class SandboxError(RuntimeError):
@@ -97,6 +110,7 @@ class Sandbox:
         self._api_clients: list[Any] = []
         self._ec2: Any = None
         self._catalog: Any = None
+        self.iam = Enforcement(cluster_name, region, ACCOUNT_ID)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -132,13 +146,17 @@ class Sandbox:
 
     def _start_aws(self) -> None:
         preload_moto_ec2()
-        self._moto = MotoServer()
+        self.iam.start()
+        self._moto = MotoServer(enforcement=self.iam)
         self.aws_endpoint = self._moto.start()
         self._moto.reset()  # a clean account even if an earlier run in this process left state behind
         fleet_network.install()
         faults_module.install(self.faults)
         SpotHistory.install()
-        self.aws = seed(self.aws_endpoint, self.cluster_name, self.region, self.zones)
+        self.aws = seed(
+            self.aws_endpoint, self.cluster_name, self.region, self.zones, self.iam.node_role_name
+        )
+        self.iam.learn(self.env())  # the table, queue and node role the functions' variables name
 
     def _start_kubernetes_capturing(self, errors: list[BaseException]) -> None:
         try:
@@ -158,12 +176,25 @@ class Sandbox:
         else:
             self._tmp = Path(tempfile.mkdtemp(prefix=f"nodewright-sandbox-{self.cluster_name}-"))
         if self._external_kubeconfig is not None:
+            from nodewright.cluster import ClusterConfigError, auth
+
+            try:  # the layer's own check: a directory, binary or malformed YAML is named, not a traceback
+                auth.kubeconfig_configuration(str(self._external_kubeconfig), setting="--kubeconfig")
+            except ClusterConfigError as exc:
+                raise SandboxError(str(exc)) from exc
             if not self._external_kubeconfig.is_file():
                 raise SandboxError(
                     f"kubeconfig {self._external_kubeconfig} does not exist; pass an existing file"
                 )
-            # Against another API server the functions use the kubeconfig given (its identity).
-            self.kubeconfig_path = self.functions_kubeconfig_path = self._external_kubeconfig
+            # Against another API server the functions act as deploy/rbac.yaml's identity too: the
+            # kubeconfig's credentials impersonating it, so that server checks their permissions.
+            self.kubeconfig_path = self._external_kubeconfig
+            self.functions_kubeconfig_path = impersonating_kubeconfig(
+                self._external_kubeconfig,
+                self._tmp / "functions-kubeconfig",
+                AUTOSCALER_USER,
+                AUTOSCALER_GROUP,
+            )
             return
         self.apiserver = ApiServer(host="127.0.0.1", port=0)
         self.apiserver.faults = self.api_faults
@@ -192,6 +223,11 @@ class Sandbox:
         self.loops = [self.scheduler, *kubelet.loops, self.controllers, self.garbage_collector]
         for loop in self.loops:
             loop.start()
+        # Up means pods can be admitted: each namespace has its default ServiceAccount.
+        if not self.controllers.wait_synced():
+            raise SandboxError(
+                f"no default ServiceAccounts from the controllers: {self.controllers.last_error}"
+            )
 
     def stop(self) -> None:
         """Stop everything this sandbox started; safe to call twice."""
@@ -215,6 +251,7 @@ class Sandbox:
                 self._moto.reset()
             self._moto.stop()
             self._moto = None
+        self.iam.stop()
         if self.aws_endpoint:  # _start_aws got as far as the patches
             faults_module.uninstall(self.faults)
             fleet_network.uninstall()
@@ -247,11 +284,14 @@ class Sandbox:
     def start_aws(self) -> None:
         if self._moto is None:
             port = int(self.aws_endpoint.rsplit(":", 1)[1])
-            self._moto = MotoServer(port=port)
+            self._moto = MotoServer(port=port, enforcement=self.iam)
             self._moto.start()
 
-    def env(self) -> dict[str, str]:
-        """Environment for running the real functions (and kubectl) against this sandbox."""
+    def env(self, function: str | None = None) -> dict[str, str]:
+        """Environment for running the real functions (and kubectl) against this sandbox; with a
+        ``function``, also its role's credentials (what Lambda sets). Without one it carries no AWS
+        credentials: a handler run in this process signs as its own role (``load_function``), and
+        an AWS call made with no function's keys is refused as AWS refuses an unknown key."""
         if self.aws is None:
             raise SandboxError("the sandbox is not started; call start() or use it in a with block")
         return {
@@ -259,9 +299,7 @@ class Sandbox:
             "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
             "AWS_ENDPOINT_URL": self.aws_endpoint,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
+            **(self.credentials(function) if function else {}),
             "AWS_EC2_METADATA_DISABLED": "true",
             "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
             "NODEWRIGHT_KUBECONFIG": str(self.functions_kubeconfig_path),
@@ -270,6 +308,18 @@ class Sandbox:
             "NODE_ROLE": self.aws.node_role_name,
             "INTERRUPTION_QUEUE_URL": self.aws.interruption_queue_url,
         }
+
+    def credentials(self, function: str) -> dict[str, str]:
+        """``function``'s role credentials as Lambda sets them (AWS_ACCESS_KEY_ID, ...)."""
+        return self.iam.credentials(function)
+
+    @staticmethod
+    def owner_credentials() -> dict[str, str]:
+        """The sandbox's own identity, the account's owner, as environment variables: for the
+        sandbox's own looks through the layer's code (never for a function)."""
+        from sandbox.iam.policies import ADMINISTRATOR_KEY, ADMINISTRATOR_SECRET
+
+        return {"AWS_ACCESS_KEY_ID": ADMINISTRATOR_KEY, "AWS_SECRET_ACCESS_KEY": ADMINISTRATOR_SECRET}
 
     @property
     def state_dir(self) -> Path:
@@ -376,6 +426,34 @@ class Sandbox:
                 if time.monotonic() > deadline:
                     raise SandboxError(f"CRD {crd['metadata']['name']} not served after {timeout:.0f}s")
                 time.sleep(0.05)
+
+
+# A kubeconfig's fields that name files, relative to the kubeconfig's own folder.
+_KUBECONFIG_FILES = {
+    "cluster": ("certificate-authority",),
+    "user": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def impersonating_kubeconfig(source: Path, target: Path, user: str, group: str) -> Path:
+    """A copy of ``source`` whose current context's user impersonates ``user`` in ``group``
+    (``as``/``as-groups``, which kubectl and the layer's client honour); relative file paths are
+    made absolute, since the copy lives elsewhere."""
+    config = yaml.safe_load(source.read_text())
+    context_name = config.get("current-context")
+    context = next(c["context"] for c in config.get("contexts") or [] if c["name"] == context_name)
+    for kind, fields in _KUBECONFIG_FILES.items():
+        for entry in config.get(f"{kind}s") or []:
+            values = entry.get(kind) or {}
+            for field in fields:
+                if values.get(field) and not Path(values[field]).is_absolute():
+                    values[field] = str((source.parent / values[field]).resolve())
+    for entry in config.get("users") or []:
+        if entry["name"] == context["user"]:
+            entry["user"] = {**(entry.get("user") or {}), "as": user, "as-groups": [group]}
+    target.write_text(yaml.safe_dump(config, sort_keys=False))
+    target.chmod(0o600)
+    return target
 
 
 def apply_rbac(kube: Kube, path: Path = RBAC_FILE) -> list[str]:

@@ -17,7 +17,8 @@ is consolidated onto a strictly cheaper one, and an AMI selection change rolls i
 
 ``--kubeconfig PATH`` runs the same story against another API server (the emulator stays off;
 the simulators and moto still run here). The functions act with the identity ``deploy/rbac.yaml``
-binds; the story's user with the administrator's.
+binds (there: the kubeconfig's credentials impersonating it, ``Sandbox``); the story's user with
+the kubeconfig's own.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def tell_the_story(story: SandboxRun) -> int:
     print()
     print(watcher.summary())
     print()
-    interrupted = interrupt_a_spot_node(story, watcher)
+    interrupted, left_for_ec2 = interrupt_a_spot_node(story, watcher)
     print()
     runner = DisruptionRunner(story, REGION)
     emptied = scale_down(story, watcher, runner)
@@ -104,7 +105,8 @@ def tell_the_story(story: SandboxRun) -> int:
     consolidated = consolidate(story, watcher, runner, nodeclass)
     print()
     rolled = consolidated is not None and drift(story, watcher, runner, consolidated)
-    return 0 if interrupted and emptied and consolidated and rolled else 1
+    released = left_for_ec2 is None or released_after_reclaim(story, left_for_ec2)
+    return 0 if interrupted and emptied and consolidated and rolled and released else 1
 
 
 # --- part two: a spot interruption -------------------------------------------------------------
@@ -176,6 +178,8 @@ class InterruptionTimeline:
         self.evicted: list[str] = []
         self.node_gone_at: float | None = None
         self.claim_gone_at: float | None = None
+        # EC2 takes a spot instance itself: the NodeClaim then stays, deleting, until it has.
+        self.claim_left_at: float | None = None
         self.warned_at = 0.0
         # Whether the spot_events pass launched capacity; None until it returns. When the scheduling
         # core found room for the node's pods on existing nodes it launches nothing (as Karpenter would).
@@ -215,10 +219,11 @@ class InterruptionTimeline:
 
     @property
     def done(self) -> bool:
-        """Old node and NodeClaim gone, every inflate pod ready (on the replacement, if one launched)."""
+        """Old node gone, its NodeClaim gone or left for EC2's reclaim, every inflate pod ready (on
+        the replacement, if one launched)."""
         return (
             self.node_gone_at is not None
-            and self.claim_gone_at is not None
+            and (self.claim_gone_at is not None or self.claim_left_at is not None)
             and self.ready == self.replicas
             and self.replacement_launched is not None
             and (bool(self.on_replacement) or not self.replacement_launched)
@@ -226,6 +231,7 @@ class InterruptionTimeline:
 
     def tick(self) -> None:
         from nodewright.cluster.resources import NODECLAIMS, NODES, PODS
+        from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
 
         cluster = self.story.cluster
         kind, zone, capacity = self.offering
@@ -264,6 +270,18 @@ class InterruptionTimeline:
         claim = claims.get(self.claim)
         if claim is not None and claim["metadata"].get("deletionTimestamp") and self.once("claim-deleting"):
             self.say(f"NodeClaim {self.claim} deleting (its termination finalizer holds it until drained)")
+        annotations = ((claim or {}).get("metadata") or {}).get("annotations") or {}
+        if (
+            node is None
+            and claim is not None
+            and annotations.get(INSTANCE_GOING_ANNOTATION) == "true"
+            and self.once("claim-left")
+        ):
+            self.claim_left_at = time.monotonic()
+            self.say(
+                f"NodeClaim {self.claim} stays, deleting, until EC2 reclaims its instance "
+                f"({INSTANCE_GOING_ANNOTATION}): garbage collection will not take it for a leak"
+            )
         if claim is None and self.once("claim-gone"):
             self.claim_gone_at = time.monotonic()
             self.say(f"NodeClaim {self.claim} gone")
@@ -290,8 +308,9 @@ class InterruptionTimeline:
                 )
 
 
-def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
-    """Part two of the story; True when the interruption was handled end to end, once."""
+def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> tuple[bool, str | None]:
+    """Part two of the story: whether the interruption was handled end to end, once, and the
+    NodeClaim left for EC2's reclaim (``released_after_reclaim`` checks it at the story's end)."""
     from nodewright.cluster.resources import NODECLAIMS, PDBS
 
     from sandbox.lambdas import LambdaContext, load_function
@@ -311,7 +330,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     node = pick_spot_node(watcher)
     if node is None:
         story.say("no spot node runs inflate pods: nothing to interrupt")
-        return False
+        return False, None
     instance_id = _instance_id(node)
     claim = next(c for c in watcher.claims if (c.get("status") or {}).get("instanceID") == instance_id)
     timeline = InterruptionTimeline(story, node, claim)
@@ -351,7 +370,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     story.wait_for(f"the drain to finish and inflate to run on {where}", lambda: timeline.done, 60)
     timeline.stop()
     watcher.tick(narrate=False)  # the timeline told part two; part three must not retell it
-    finished = max(timeline.node_gone_at or 0.0, timeline.claim_gone_at or 0.0) - timeline.warned_at
+    finished = (timeline.node_gone_at or 0.0) - timeline.warned_at
 
     claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
     launches_before = len(story.fleet_calls)
@@ -379,13 +398,15 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
     print()
     print("Interruption timeline")
     print(f"  warning → spot_events returned:   {handled:6.2f}s")
-    if timeline.node_gone_at and timeline.claim_gone_at:
+    if timeline.node_gone_at and (timeline.claim_gone_at or timeline.claim_left_at):
         print(
-            f"  warning → node and NodeClaim gone: {finished:6.2f}s of the {NOTICE_SECONDS:.0f}s notice "
+            f"  warning → node drained and gone: {finished:6.2f}s of the {NOTICE_SECONDS:.0f}s notice "
             f"({NOTICE_SECONDS - finished:.0f}s to spare)"
         )
+        kept = "gone" if timeline.claim_gone_at else "kept, deleting, until EC2 reclaims the instance"
+        print(f"  NodeClaim {timeline.claim}: {kept}")
     else:
-        print(f"  node or NodeClaim NOT gone after {time.monotonic() - timeline.warned_at:.0f}s")
+        print(f"  node or NodeClaim NOT done after {time.monotonic() - timeline.warned_at:.0f}s")
     print(
         f"  pods evicted: {len(timeline.evicted)}/{len(timeline.on_victim)}; inflate pods on a replacement "
         f"node: {len(timeline.on_replacement)}; ready: {timeline.ready}/{timeline.replicas}"
@@ -394,7 +415,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
         f"  PodDisruptionBudget: never fewer than {timeline.fewest_ready}/{timeline.replicas} inflate pods "
         f"ready (maxUnavailable 1 allows {timeline.replicas - 1})"
     )
-    return (
+    handled_once = (
         timeline.done
         and result.get("disposition") == "acted"
         and unchanged
@@ -403,6 +424,25 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> bool:
         and not response.get("batchItemFailures")
         and timeline.fewest_ready >= timeline.replicas - 1
     )
+    left = timeline.claim if timeline.claim_left_at and not timeline.claim_gone_at else None
+    return handled_once, left
+
+
+def released_after_reclaim(story: SandboxRun, claim: str) -> bool:
+    """The interrupted node's NodeClaim, kept while EC2 had not reclaimed its instance, is gone
+    once it has (the sandbox's EC2 reclaims two minutes after the warning; the next pass of a
+    flow then releases the NodeClaim). True when it went."""
+    from nodewright.cluster.resources import NODECLAIMS
+    from nodewright.termination.terminate import RECLAIM_GRACE_SECONDS
+
+    gone = story.wait_for(
+        f"NodeClaim {claim} to go after EC2's reclaim",
+        lambda: story.cluster.find(NODECLAIMS, claim) is None,
+        NOTICE_SECONDS + RECLAIM_GRACE_SECONDS,
+    )
+    if gone:
+        story.say(f"NodeClaim {claim} gone: EC2 reclaimed its instance, and the next pass released it")
+    return gone
 
 
 def scale_down(story: SandboxRun, watcher: Watcher, runner: DisruptionRunner) -> bool:

@@ -2,7 +2,8 @@
 
 ``SandboxRun`` starts a :class:`sandbox.Sandbox` on the seeds' cluster (``my-eks-cluster`` in
 us-west-2, as the seeds' selectors and zones name it), points this process's environment at it
-as the functions' environment (their restricted identity, moto), keeps an administrator's
+as the functions' environment (their restricted Kubernetes identity, moto; each handler signs
+its AWS calls as its own role), keeps an administrator's
 ``Cluster`` for the user's side of a story, and can invoke the real provisioner handler back to
 back as EventBridge would (every minute on AWS; here each invocation loops ``INVOCATION_SECONDS``).
 ``fleet_calls`` records every CreateFleet request (a botocore hook on the provider's own client).
@@ -104,7 +105,10 @@ class SandboxRun:
         from nodewright.cloud.provider import CloudProvider
         from nodewright.settings import Settings
 
-        self.settings = Settings.from_env()
+        # The provisioner's settings as its container reads them (its role's credentials over this
+        # environment: load_function binds the handler to the same), so its Context reuses this
+        # provider and the CreateFleet hook below.
+        self.settings = Settings.from_env({**os.environ, **self.sandbox.credentials("provisioner")})
         # The story's user acts with the administrator's kubeconfig; the handlers, invoked in this
         # process, connect with the functions' own (restricted) identity from the environment.
         self.cluster = self.sandbox.admin_cluster()

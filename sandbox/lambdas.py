@@ -19,13 +19,23 @@ from sandbox.shared_data import REPO_ROOT
 
 
 def load_function(name: str, path: str | Path | None = None) -> ModuleType:
-    """Import ``functions/<name>/app.py`` (or ``path``) as Lambda would, without touching sys.path."""
+    """Import ``functions/<name>/app.py`` (or ``path``) as Lambda would, without touching sys.path.
+
+    With a sandbox running in this process, the handler's container signs its AWS calls as the
+    function's own role, as in Lambda (several functions share this process; each one's
+    ``ContainerContext`` reads its settings with its own credentials over the environment)."""
     path = Path(path) if path else REPO_ROOT / "functions" / name / "app.py"
     spec = importlib.util.spec_from_file_location(f"nodewright_function_{name}", path)
     if spec is None or spec.loader is None:
         raise FileNotFoundError(f"no Lambda handler at {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    from sandbox.cluster import running
+
+    sandbox = running()
+    container = getattr(module, "container", None)
+    if sandbox is not None and container is not None:
+        container.run_as(sandbox.credentials(name))
     return module
 
 

@@ -843,6 +843,7 @@ class Rig:
     def true_instance_types(self, nodeclass: dict[str, Any]) -> list[Any]:
         """The product's catalog for ``nodeclass`` (``CloudProvider``) with each offering's
         availability as EC2 would answer now (``sandbox.faults``)."""
+        import os
         from dataclasses import replace
 
         from nodewright.cloud.provider import CloudProvider
@@ -853,7 +854,9 @@ class Rig:
         meta = nodeclass.get("metadata") or {}
         key = (str(meta.get("name")), str(meta.get("generation")))
         if key not in self._catalogs:  # built once per NodeClass spec: 1,400 types take a second
-            self._catalogs[key] = CloudProvider.shared(Settings.from_env()).instance_types(nodeclass)
+            # the sandbox's own look, as the account's owner
+            owner = Settings.from_env({**os.environ, **self.sandbox.owner_credentials()})
+            self._catalogs[key] = CloudProvider.shared(owner).instance_types(nodeclass)
         out = self.sandbox.faults.unavailable_offerings()
         iced = {o.instance_type for o in out}
 

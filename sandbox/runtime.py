@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import events, triggers
+from sandbox.aws import aws_client
 from sandbox.triggers import FunctionSpec
 
 RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market takes the instance back
@@ -282,7 +283,7 @@ class QueueSource(_Loop):
         assert self.runtime is not None
         runtime = self.runtime
         url = runtime.sandbox.aws.interruption_queue_url
-        got = runtime.sqs.receive_message(
+        got = runtime.poller.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=triggers.QUEUE_BATCH_SIZE,
             WaitTimeSeconds=1,
@@ -313,7 +314,7 @@ class QueueSource(_Loop):
             if m["MessageId"] not in failed
         ]
         if finished:
-            runtime.sqs.delete_message_batch(QueueUrl=url, Entries=finished)
+            runtime.poller.delete_message_batch(QueueUrl=url, Entries=finished)
         if failed:
             runtime.say(
                 "interruption",
@@ -409,6 +410,7 @@ class Runtime:
         self.triggers: list[Trigger] = []
         self.invocations: list[Invocation] = []
         self.sqs: Any = None
+        self.poller: Any = None  # the interruption queue's event source mapping (the function's role)
         self.ec2: Any = None
         self._lock = threading.Lock()
         self._stopping = False
@@ -422,7 +424,7 @@ class Runtime:
         spec = triggers.FUNCTIONS[name]
         return {
             **inherited,
-            **self.sandbox.env(),
+            **self.sandbox.env(function=name),  # its role's credentials, as Lambda sets them
             "REBALANCE_MODE": "replace",
             "POLL_INTERVAL_SECONDS": "5",
             "POWERTOOLS_SERVICE_NAME": f"nodewright-{self.cluster_name}",
@@ -440,9 +442,11 @@ class Runtime:
         with self._lock:
             if name not in self.workers:
                 self.logs_dir.mkdir(parents=True, exist_ok=True)
+                env = self.function_env(name)
+                self.sandbox.iam.learn(env, name)  # the physical names its variables give (Ref)
                 self.workers[name] = Worker(
                     triggers.FUNCTIONS[name],
-                    self.function_env(name),
+                    env,
                     self.logs_dir / f"{name}.log",
                     f"nodewright-{name.replace('_', '-')}",
                 )
@@ -473,6 +477,10 @@ class Runtime:
 
     def start(self) -> Runtime:
         self.sqs = self.sandbox.aws_client("sqs")
+        # Lambda's event source mapping polls the queue with the function's own role.
+        self.poller = aws_client(
+            "sqs", self.sandbox.aws_endpoint, self.region, self.sandbox.credentials("interruption")
+        )
         self.ec2 = self.sandbox.aws_client("ec2")
         wanted: list[Trigger] = [SpotMarket()]
         if "interruption" in self.function_names:
@@ -503,10 +511,10 @@ class Runtime:
         self.triggers = []
         for worker in list(self.workers.values()):
             worker.stop()
-        for client in (self.sqs, self.ec2):
+        for client in (self.sqs, self.poller, self.ec2):
             if client is not None:
                 client.close()
-        self.sqs = self.ec2 = None
+        self.sqs = self.poller = self.ec2 = None
 
     def __enter__(self) -> Runtime:
         return self.start()

@@ -69,3 +69,5 @@ DIRECT_MAX_EVENT_AGE_SECONDS = 120
 # The provisioner's wakeup alias (wakeup.py): no retries, events at most a minute old.
 WAKEUP_RETRY_ATTEMPTS = 0
 WAKEUP_MAX_EVENT_AGE_SECONDS = 60
+# The webhook's reserved concurrency (wakeup.py WEBHOOK_CONCURRENCY): containers behind its URL.
+WEBHOOK_CONCURRENCY = 5

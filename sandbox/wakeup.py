@@ -3,12 +3,20 @@
 * :class:`FunctionUrl`: the webhook function's URL, HTTPS on 127.0.0.1 with a throw-away CA (a real
   function URL has a publicly trusted certificate, so only the sandbox's configuration carries a
   ``caBundle``). Each request becomes a function URL event (payload version 2.0) and a synchronous
-  invocation of ``webhook``; a body over Lambda's 6 MB request limit is refused with 413 before it.
+  invocation of ``webhook`` in a free container: up to ``WEBHOOK_CONCURRENCY`` containers (the
+  function's reserved concurrency), a new one starting cold; with every one busy the request is
+  throttled (429), as Lambda throttles a function URL. A body over Lambda's 6 MB request limit is
+  refused with 413 before it.
 * :class:`LambdaApi`: Lambda's Invoke API on 127.0.0.1 (the webhook's ``AWS_ENDPOINT_URL_LAMBDA``),
   for the provisioner's ``wakeup`` alias only: an asynchronous invocation (``Event``) is accepted
   with 202 and queued; a throttled one (the provisioner's one container is busy: reserved
   concurrency 1) waits and is retried until ``WAKEUP_MAX_EVENT_AGE_SECONDS``, then dropped, never
   retried after it ran (``WAKEUP_RETRY_ATTEMPTS`` 0), as Lambda's event queue does for that alias.
+  In a runtime without the provisioner (a benchmark of the webhook alone) a wake-up is accepted,
+  counted and not delivered.
+* :class:`BlackHole`: a URL that accepts connections and never answers (a private control plane
+  without egress, a firewall dropping packets): what a webhook configuration points at when its
+  function URL is unreachable.
 * :func:`install`: the per-stack secret in Secrets Manager (moto), the two servers, and what
   ``nodewright install-webhooks --apply`` applies (the ValidatingWebhookConfiguration, and the
   NodePool and EC2NodeClass CRDs serving v1beta1 through the conversion webhook), applied to the
@@ -18,21 +26,23 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
+import socket
 import ssl
 import string
 import threading
 import time
 import urllib.parse
 import uuid
-from collections import deque
+from collections import Counter, deque
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from sandbox import triggers
-from sandbox.runtime import Trigger
+from sandbox.runtime import Invocation, Trigger, Worker
 
 if TYPE_CHECKING:
     from sandbox.runtime import Runtime
@@ -44,6 +54,33 @@ SECRET_ALPHABET = string.ascii_letters + string.digits
 
 
 class _QuietServer(ThreadingHTTPServer):
+    """Keeps its open connections (kept alive between requests), so that closing it closes them:
+    a URL that went away answers nothing, not even on a connection opened before."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connections: set[Any] = set()
+        self.connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.connections_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self.connections_lock:
+            connections, self.connections = list(self.connections), set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                connection.close()
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A caller that hangs up or fails the TLS handshake is its own business (no traceback)."""
 
@@ -63,6 +100,7 @@ class _Server:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.httpd.close_connections()
         self._thread.join(timeout=5)
 
 
@@ -79,7 +117,9 @@ def _answer(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: 
 
 
 class FunctionUrl(Trigger):
-    """``https://127.0.0.1:<port>/`` in front of the ``webhook`` function."""
+    """``https://127.0.0.1:<port>/`` in front of the ``webhook`` function's containers."""
+
+    FUNCTION = "webhook"
 
     def __init__(self) -> None:
         from sandbox.apiserver.tls import make_serving_cert
@@ -88,15 +128,26 @@ class FunctionUrl(Trigger):
         self.runtime: Runtime | None = None
         self._server: _Server | None = None
         self.url = ""
+        self._extra: list[Worker] = []  # containers beyond the runtime's own one
+        self._pool_lock = threading.Lock()
+        self.throttled = 0
+        # Requests by the path's last segment (admit, convert, ...; never the secret before it).
+        self.requests: Counter[str] = Counter()
 
     def start(self, runtime: Runtime) -> None:
         self.runtime = runtime
         trigger = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as a function URL's endpoint
+            # The answer's headers and body are two writes: with Nagle's algorithm the body waits
+            # for the caller's delayed ACK (40 ms a call) on a kept-alive connection.
+            disable_nagle_algorithm = True
+
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > MAX_REQUEST_BYTES:
+                    self.close_connection = True  # the body is not read: the connection cannot go on
                     _answer(self, 413, b'{"Message":"Request must be smaller than 6291456 bytes"}', {})
                     return
                 body = self.rfile.read(length) if length else b""
@@ -114,11 +165,17 @@ class FunctionUrl(Trigger):
     def invoke(
         self, method: str, raw: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
+        """One request to the URL: (status, headers, body) as the function URL answers it."""
         assert self.runtime is not None
+        self.requests[raw.partition("?")[0].rstrip("/").rsplit("/", 1)[-1]] += 1
+        return self._answer_of(self._invoke(self.to_event(method, raw, headers, body)))
+
+    def to_event(self, method: str, raw: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        """The function URL event (payload version 2.0) of a request."""
         path, _, query = raw.partition("?")
         now = datetime.now(UTC)
         text = body.decode("utf-8", errors="replace")
-        event = {
+        return {
             "version": "2.0",
             "routeKey": "$default",
             "rawPath": path,
@@ -144,7 +201,13 @@ class FunctionUrl(Trigger):
             "body": text,
             "isBase64Encoded": False,
         }
-        done = self.runtime.invoke("webhook", event)
+
+    def _answer_of(self, done: Invocation | None) -> tuple[int, dict[str, str], bytes]:
+        assert self.runtime is not None
+        if done is None:
+            self.throttled += 1
+            return 429, {"Content-Type": "application/json"}, b'{"Message":"Rate Exceeded."}'
+        self.runtime.record(done)
         if not done.ok or not isinstance(done.result, dict):
             return 502, {"Content-Type": "application/json"}, b'{"Message":"Internal Server Error"}'
         result = done.result
@@ -152,10 +215,95 @@ class FunctionUrl(Trigger):
         payload = base64.b64decode(raw_body) if result.get("isBase64Encoded") else str(raw_body).encode()
         return int(result.get("statusCode", 200)), dict(result.get("headers") or {}), payload
 
+    def _invoke(self, event: dict[str, Any]) -> Invocation | None:
+        """The invocation in a free container (a new one, cold, while fewer than the reserved
+        concurrency run); None when every container is busy: throttled."""
+        assert self.runtime is not None
+        for worker in self._containers():
+            done = worker.invoke(event, blocking=False)
+            if done is not None:
+                return done
+        with self._pool_lock:
+            if 1 + len(self._extra) >= triggers.WEBHOOK_CONCURRENCY:
+                return None
+            runtime = self.runtime
+            worker = Worker(
+                triggers.FUNCTIONS[self.FUNCTION],
+                runtime.function_env(self.FUNCTION),
+                runtime.logs_dir / f"{self.FUNCTION}.log",
+                f"nodewright-{self.FUNCTION}",
+            )
+            self._extra.append(worker)
+        return worker.invoke(event, blocking=False)
+
+    def _containers(self) -> list[Worker]:
+        assert self.runtime is not None
+        with self._pool_lock:
+            return [self.runtime.worker(self.FUNCTION), *self._extra]
+
+    def warm(self, containers: int = 1) -> None:
+        """Start ``containers`` containers and let each serve a request (imports, secret): the
+        stack has been deployed all along, so its containers are warm, as after any earlier call.
+        A cold one (a loaded machine) can outlast the API server's timeout."""
+        assert self.runtime is not None
+        probe = self.to_event("GET", "/", {}, b"")
+        while len(self._containers()) < min(containers, triggers.WEBHOOK_CONCURRENCY):
+            with self._pool_lock:
+                runtime = self.runtime
+                self._extra.append(
+                    Worker(
+                        triggers.FUNCTIONS[self.FUNCTION],
+                        runtime.function_env(self.FUNCTION),
+                        runtime.logs_dir / f"{self.FUNCTION}.log",
+                        f"nodewright-{self.FUNCTION}",
+                    )
+                )
+        for worker in self._containers()[:containers]:
+            worker.invoke(probe)
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
+        with self._pool_lock:
+            extra, self._extra = self._extra, []
+        for worker in extra:
+            worker.stop()
+
+
+class BlackHole(Trigger):
+    """``https://127.0.0.1:<port>/``: accepts every connection and never answers, not even the TLS
+    handshake (a caller waits for its own timeout). ``connections`` counts the callers."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self._held: list[Any] = []
+        self._stop = threading.Event()
+        self.connections = 0
+        self.url = f"https://127.0.0.1:{self._socket.getsockname()[1]}/"
+        self._thread = threading.Thread(target=self._accept, name="black-hole", daemon=True)
+
+    def start(self, runtime: Runtime | None = None) -> None:
+        self._thread.start()
+
+    def _accept(self) -> None:
+        self._socket.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            self._held.append(connection)  # never read, never written, closed at stop
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for connection in self._held:
+            connection.close()
+        self._socket.close()
 
 
 class LambdaApi(Trigger):
@@ -174,6 +322,7 @@ class LambdaApi(Trigger):
         self.accepted = 0
         self.delivered = 0
         self.expired = 0
+        self.undelivered = 0  # accepted by a runtime without the function
 
     def function_name(self, runtime: Runtime) -> str:
         """The alias ARN the stack gives the webhook as WAKE_FUNCTION."""
@@ -188,6 +337,14 @@ class LambdaApi(Trigger):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                path, _, query = self.path.partition("?")
+                # The caller's role is held to its IAM policy (lambda:InvokeFunction), as in AWS.
+                denied = runtime.sandbox.iam.check(
+                    "POST", path, query=query, headers=dict(self.headers), body=body
+                )
+                if denied is not None:
+                    _answer(self, int(denied[0].split()[0]), denied[2], dict(denied[1]))
+                    return
                 status, answer = trigger.accept(self.path, self.headers.get("X-Amz-Invocation-Type"), body)
                 _answer(self, status, answer, {"Content-Type": "application/json"})
 
@@ -227,7 +384,7 @@ class LambdaApi(Trigger):
     def in_flight(self) -> int:
         """Wake-ups accepted and not yet over: queued, or their invocation still running."""
         with self._wake:
-            return self.accepted - self.delivered - self.expired
+            return self.accepted - self.delivered - self.expired - self.undelivered
 
     def _deliver(self) -> None:
         """Lambda's event queue: in order, retried while throttled, dropped once too old."""
@@ -240,6 +397,11 @@ class LambdaApi(Trigger):
                 if self._stop.is_set():
                     return
                 queued_at, event = self._queue[0]
+            if self.function not in runtime.function_names:  # nothing to deliver to: counted only
+                with self._wake:
+                    self._queue.popleft()
+                    self.undelivered += 1
+                continue
             if time.monotonic() - queued_at > triggers.WAKEUP_MAX_EVENT_AGE_SECONDS:
                 with self._wake:
                     self._queue.popleft()
@@ -305,7 +467,5 @@ def install(runtime: Runtime) -> tuple[FunctionUrl, LambdaApi]:
     resources = {r.kind: r for r in (CRDS, VALIDATING_WEBHOOKS)}
     for document in documents:
         install_module.apply(admin, resources[document["kind"]], document)
-    # The stack has been deployed all along: its webhook container is warm (imports, secret), as
-    # after any earlier call. A cold one here (a loaded machine) can outlast the API server's 2 s.
-    url.invoke("GET", "/", {}, b"")
+    url.warm()
     return url, lambda_api

@@ -78,7 +78,7 @@ class FakeLease:
         return None
 
 
-KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget")
+KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget", "VolumeAttachment")
 # How finely the fake watch lets the clock move while it waits for a pod.
 WATCH_STEP_SECONDS = 0.25
 
@@ -163,6 +163,9 @@ class FakeCluster:
 
     def list_storage_classes(self) -> list[Obj]:
         return []
+
+    def list_volume_attachments(self) -> list[Obj]:
+        return self._list("VolumeAttachment")
 
     def find_node(self, name: str) -> Obj | None:
         found = self.objects["Node"].get(name)

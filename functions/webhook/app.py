@@ -8,11 +8,15 @@ the secret.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import LambdaFunctionUrlEvent
 from nodewright.observability import logger, metrics, trace
 
+# botocore logs every response body at DEBUG, and GetSecretValue's is the secret: whatever level
+# Lambda's log controls give the root logger, that line is never written.
+logging.getLogger("botocore.parsers").setLevel(logging.INFO)
 log = logger()
 emf = metrics()
 _webhook: Any = None
@@ -28,7 +32,7 @@ def webhook() -> Any:
 
         settings = Settings.from_env()
         _webhook = Webhook(
-            secret=lambda: wakeup.read_secret(settings),
+            secrets=lambda: wakeup.read_path_secrets(settings),
             wake=lambda event: wakeup.wake(settings, event),
             logger=log,
             metrics=emf,
@@ -38,7 +42,8 @@ def webhook() -> Any:
     return _webhook
 
 
-@log.inject_lambda_context(correlation_id_path="requestContext.requestId", clear_state=True)
+# log_event=False whatever POWERTOOLS_LOGGER_LOG_EVENT says: the event's path is the secret.
+@log.inject_lambda_context(correlation_id_path="requestContext.requestId", clear_state=True, log_event=False)
 @emf.log_metrics
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

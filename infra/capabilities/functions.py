@@ -160,6 +160,8 @@ class NodewrightFunctions(Construct):
             "CLUSTER_NAME": config.cluster_name,
             "REBALANCE_MODE": config.rebalance_mode,
             "POLL_INTERVAL_SECONDS": f"{config.poll_interval_seconds:g}",
+            "MIN_VALUES_POLICY": config.min_values_policy,
+            "SPOT_TO_SPOT_CONSOLIDATION": "true" if config.spot_to_spot_consolidation else "false",
             "POWERTOOLS_SERVICE_NAME": service_name(config.cluster_name),
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             "NODEWRIGHT_TRACING": "true" if config.tracing else "false",

@@ -15,7 +15,8 @@ hides no later failure); each function's errors and throttles; the scheduled
 functions' heartbeat (``PassesCompleted``, which they emit at the end of every invocation, idle or
 busy: missing data is a failure); pods pending too long, which also fires when the provisioner,
 the only one that sees pending pods, has stopped completing passes; the interruption queue's
-oldest message; interruption handling slower than the notice allows; insufficient capacity.
+oldest message; interruption handling slower than the notice allows; insufficient capacity; the
+webhook unable to read its secret.
 """
 
 from __future__ import annotations
@@ -167,6 +168,15 @@ class Monitoring(Construct):
             description=f"Nodewright {cluster_name}: {ICE_ALARM_PER_15_MINUTES}+ insufficient-capacity "
             "errors in 15 minutes; widen the NodePools' instance requirements",
         )
+        if wakeup:
+            self._alarm(
+                "WebhookSecretUnreadable",
+                self._metric(m.WEBHOOK_SECRET_ERRORS, Duration.minutes(5)),
+                threshold=1,
+                description=f"Nodewright {cluster_name}: the webhook function cannot read its secret "
+                "(its role, the secret's KMS key, or a deleted secret): until it can, the API server's "
+                "wake-ups and v1beta1 conversions are refused (the schedule still provisions)",
+            )
         self.dashboard = self._dashboard(cluster_name, functions, interruption_queue, dead_letter_queues)
         out.output(
             self,
@@ -442,6 +452,8 @@ class Monitoring(Construct):
                             m.WAKEUPS_STALE,
                             m.WAKEUPS_COALESCED,
                             m.WAKEUP_ERRORS,
+                            m.WEBHOOK_SECRET_ERRORS,
+                            m.PREVIOUS_SECRET_REQUESTS,
                         )
                     ],
                     right=[self._by_dimension(m.WEBHOOK_REFUSED)],

@@ -12,6 +12,9 @@ list of statements built here:
   only as part of those creations; the instance profiles under this cluster's path; PassRole for
   the node role only; KMS for the EBS keys given with ``-c ebsKmsKeyArns``;
 - ``terminate``: TerminateInstances on instances carrying this cluster's tags;
+- ``prune``: DeleteLaunchTemplate on this cluster's launch templates (the provisioner deletes the
+  ones no live instance uses, ``provisioning/lifecycle.py``);
+- ``drift``: DescribeCapacityReservations (dynamic drift: is a node's reservation still active);
 - ``prices``: pricing:GetProducts and ec2:DescribeSpotPriceHistory;
 - ``cleanup`` (the custom resource that runs at ``cdk destroy``): read this cluster's endpoint,
   terminate its instances (as ``terminate``), delete its launch templates and instance profiles,
@@ -22,16 +25,20 @@ DynamoDB actions are granted per function on the state table (``TABLE_ACTIONS``)
 queue's ``grant_consume_messages`` (interruption only). The EKS token is a presigned
 sts:GetCallerIdentity, which needs no permission.
 
-The tag contract (tests/infra/test_infra_iam_tags.py launches through moto and checks the tags
-the code really sends against these statements; tests/infra/test_infra_iam_eval.py evaluates
-the synthesized statements):
+Every AWS call a function makes in the sandbox is evaluated against its synthesized role
+(``sandbox/iam``, the suite, the demo and the chaos run; ``docs/iam.md`` lists what each function
+was allowed by which statement). The tag contract (tests/infra/test_infra_iam_tags.py launches
+through moto and checks the tags the code really sends against these statements;
+tests/infra/test_infra_iam_eval.py evaluates the synthesized statements):
 
 - at creation, every ``TAGGED_AT_CREATION`` resource type of a launch is gated on the request
   carrying ``kubernetes.io/cluster/<cluster>=owned``, ``eks:eks-cluster-name=<cluster>`` and
   ``karpenter.sh/nodepool`` (as Karpenter v1's ``AllowScopedEC2InstanceActionsWithTags``).
   CreateFleet tags instance, volume and fleet; the launch template tags network interfaces and
-  itself. EC2 evaluates ``aws:RequestTag`` over the request's tags, so the spot request a fleet
-  creates is covered though EC2 offers no way to tag it (aws/karpenter-provider-aws#4550);
+  itself. EC2 evaluates ``aws:RequestTag`` per created resource with the tags that resource gets,
+  and a fleet's spot request gets none (EC2 offers no way to tag it,
+  aws/karpenter-provider-aws#4550): RunInstances on spot requests is allowed without tags, as in
+  Karpenter's policy; the instance the same request launches is gated on the tags;
 - only instances carrying ``kubernetes.io/cluster/<cluster>=owned`` and a ``karpenter.sh/nodepool``
   tag can be terminated; only such launch templates launched from or deleted;
 - instance profiles live under the path ``/nodewright/<region>/<cluster>/`` and carry
@@ -55,9 +62,10 @@ TAGGED_AT_CREATION = (
     "volume",
     "fleet",
     "network-interface",
-    "spot-instances-request",
     "launch-template",
 )
+# Created by a spot launch with no tags (EC2 cannot tag a fleet's spot request): RunInstances only.
+UNTAGGED_AT_CREATION = ("spot-instances-request",)
 CREATE_ACTIONS = ("CreateFleet", "RunInstances", "CreateLaunchTemplate")
 # Used, not created, by a launch: no tags to check (an AMI has no account in its ARN).
 USED_RESOURCES = (
@@ -90,6 +98,7 @@ READ_ACTIONS = (
     "ec2:DescribeSubnets",  # cloud/network.py
 )
 PRICE_READ_ACTIONS = ("ec2:DescribeSpotPriceHistory",)  # cloud/pricing.py
+DRIFT_READ_ACTIONS = ("ec2:DescribeCapacityReservations",)  # cloud/provider.py drift_reason
 CLEANUP_READ_ACTIONS = ("ec2:DescribeLaunchTemplates", "ec2:DescribeInstances")  # cloud/cleanup.py
 # Where the removal at cdk destroy keeps its report (an SSM parameter: it outlives the stack).
 REMOVAL_REPORT_PARAMETER = "/nodewright/{cluster}/removal-report"
@@ -130,8 +139,9 @@ EC2_SERVICE_PRINCIPALS = ("ec2.amazonaws.com", "ec2.amazonaws.com.cn")
 TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
     # markers (GetItem/PutItem), unavailable offerings (Query, PutItem on ICE), prices (Query)
     "provisioner": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"),
-    # prices and unavailable offerings for the catalog: read only
-    "disruption": ("dynamodb:Query",),
+    # prices and unavailable offerings for the catalog; a replacement's launch marks the offerings
+    # that had no capacity (PutItem), as the provisioner's does
+    "disruption": ("dynamodb:Query", "dynamodb:PutItem"),
     # idempotency records (Get/Put/Update/DeleteItem), offerings marked unavailable, replacements
     "interruption": (
         "dynamodb:GetItem",
@@ -150,11 +160,13 @@ TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
     # the price table: read the previous one, write the new one
     "pricing": ("dynamodb:Query", "dynamodb:PutItem"),
 }
-# Which grants each function's role holds. The disruption flow removes nodes but never launches
-# (replacements for consolidation are not built); the interruption paths launch replacements.
+# Which grants each function's role holds. Disruption launches the replacements of a consolidation
+# replace or a drift roll (disruption/execute.py launch_replacements, through provisioning's launch)
+# and reads capacity reservations for drift; the interruption paths launch replacements; the
+# provisioner's lifecycle deletes launch templates no live instance uses.
 FUNCTION_GRANTS: dict[str, tuple[str, ...]] = {
-    "provisioner": ("reads", "launch", "terminate"),
-    "disruption": ("reads", "terminate"),
+    "provisioner": ("reads", "launch", "terminate", "prune"),
+    "disruption": ("reads", "launch", "terminate", "drift"),
     "interruption": ("reads", "launch", "terminate"),
     "spot_events": ("reads", "launch", "terminate"),
     "pricing": ("prices",),
@@ -258,6 +270,13 @@ def launch(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
             conditions=_resource_tags(cluster_name),
         ),
         iam.PolicyStatement(
+            # A spot launch's request: EC2 gives it no tags (so no aws:RequestTag to test); it is
+            # only ever created with the instance of the same RunInstances, which is tag-gated.
+            sid="SpotRequestsOfTaggedLaunches",
+            actions=["ec2:RunInstances"],
+            resources=_ec2_arns(UNTAGGED_AT_CREATION),
+        ),
+        iam.PolicyStatement(
             sid="CreateOnlyTaggedForThisCluster",
             actions=[*launch_actions, "ec2:CreateLaunchTemplate"],
             resources=_ec2_arns(TAGGED_AT_CREATION),
@@ -337,6 +356,24 @@ def terminate(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
     ]
 
 
+def _delete_owned_launch_templates(cluster_name: str) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid="DeleteOwnedLaunchTemplates",
+        actions=["ec2:DeleteLaunchTemplate"],
+        resources=_ec2_arns(("launch-template",)),
+        conditions=_resource_tags(cluster_name),
+    )
+
+
+def prune(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
+    """The provisioner's lifecycle deletes this cluster's launch templates no live instance uses."""
+    return [_delete_owned_launch_templates(inputs.cluster_name)]
+
+
+def drift(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
+    return [_regional("DriftReads", DRIFT_READ_ACTIONS)]
+
+
 def prices(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
     return [
         _regional("SpotPriceHistory", PRICE_READ_ACTIONS),
@@ -357,21 +394,18 @@ def cleanup(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
     own_profiles = _arn(OWN_INSTANCE_PROFILES, cluster=cluster_name)
     return [
         _regional("CleanupReads", CLEANUP_READ_ACTIONS),
+        _delete_owned_launch_templates(cluster_name),
         iam.PolicyStatement(
             sid="ThisClusterEndpoint", actions=["eks:DescribeCluster"], resources=[inputs.cluster_arn]
         ),
         *terminate(inputs),
         iam.PolicyStatement(
-            sid="DeleteOwnedLaunchTemplates",
-            actions=["ec2:DeleteLaunchTemplate"],
-            resources=_ec2_arns(("launch-template",)),
-            conditions=_resource_tags(cluster_name),
-        ),
-        iam.PolicyStatement(
-            # The listing is narrowed to this cluster's path by the call's PathPrefix, not by IAM.
+            # A list action with no resource-level permissions (IAM authorizes it on "*"; a statement
+            # naming instance-profile/* never matches it). The call's PathPrefix narrows the listing
+            # to this cluster's path.
             sid="ListInstanceProfiles",
             actions=["iam:ListInstanceProfiles"],
-            resources=[_arn(INSTANCE_PROFILES)],
+            resources=["*"],
         ),
         iam.PolicyStatement(
             sid="DeleteOwnInstanceProfiles",
@@ -399,6 +433,8 @@ GRANTS = {
     "reads": reads,
     "launch": launch,
     "terminate": terminate,
+    "prune": prune,
+    "drift": drift,
     "prices": prices,
     "cleanup": cleanup,
     "vpc": vpc,
@@ -426,6 +462,11 @@ def wildcard_resources_for_nag(
                 f"{kind} ids are unknown before creation: every statement on them requires this cluster's "
                 "request tags (aws:RequestTag) or, to launch from a template, its resource tags"
             )
+        for kind in UNTAGGED_AT_CREATION:
+            found[EC2_RESOURCE.format(kind=kind, **nag)] = (
+                "RunInstances only: a spot launch's request, which EC2 cannot tag; it is only created "
+                "with the instance of the same launch, which requires this cluster's request tags"
+            )
         found[INSTANCE_PROFILES.format(**nag)] = (
             "GetInstanceProfile only (read): a missing profile's ARN has no path, and the code needs "
             "NoSuchEntity to know it must create it"
@@ -434,16 +475,14 @@ def wildcard_resources_for_nag(
         found[EC2_RESOURCE.format(kind="instance", **nag)] = (
             "instance ids are unknown before launch: TerminateInstances requires this cluster's tags"
         )
+    if {"cleanup", "prune"} & set(grants):
+        template = EC2_RESOURCE.format(kind="launch-template", **nag)
+        deleting = "DeleteLaunchTemplate requires this cluster's resource tags"
+        found[template] = f"{found[template]}; {deleting}" if template in found else deleting
     if "cleanup" in grants:
-        found[EC2_RESOURCE.format(kind="launch-template", **nag)] = (
-            "DeleteLaunchTemplate requires this cluster's resource tags"
-        )
         found[EC2_RESOURCE.format(kind="instance", **nag)] = (
             "the removal at cdk destroy terminates this cluster's instances, whose ids it cannot know in "
             "advance: TerminateInstances requires this cluster's tags"
-        )
-        found[INSTANCE_PROFILES.format(**nag)] = (
-            "ListInstanceProfiles only (read, narrowed to this cluster's path by the call)"
         )
     if {"launch", "cleanup"} & set(grants):
         found[OWN_INSTANCE_PROFILES.format(cluster=cluster_name, **nag)] = (
@@ -457,10 +496,11 @@ def wildcard_resources_for_nag(
                     "GetParameter only (read), on the parameter path the operator named with "
                     "-c amiSsmParameters for their EC2NodeClasses' ssmParameter AMI terms"
                 )
-    if {"reads", "prices", "cleanup", "vpc"} & set(grants):
+    if {"reads", "prices", "cleanup", "vpc", "drift"} & set(grants):
         found["*"] = (
             "EC2 Describe* have no resource-level permissions (limited to this region by "
-            "aws:RequestedRegion); pricing:GetProducts has no resources; Lambda checks its VPC "
+            "aws:RequestedRegion); pricing:GetProducts and iam:ListInstanceProfiles (read; the call "
+            "narrows it to this cluster's path) have none either; Lambda checks its VPC "
             "network-interface calls on '*'"
         )
     return found

@@ -1,9 +1,11 @@
-"""The wake-up: a Lambda function URL the API server calls when a pod becomes unschedulable.
+"""The wake-up: a Lambda function URL the API server calls when kube-scheduler cannot place a pod.
 
 * a Secrets Manager secret (48 letters and digits, generated per stack): the URL's first path
   segment. The function URL is ``AuthType NONE`` (kube-apiserver cannot sign requests), so the
   secret path is what tells the API server from a stranger, who gets 404 (docs/deploy.md, threat
-  model);
+  model). It rotates without an outage: the webhook reads every version (no ``VersionStage``
+  condition on its grant) and accepts ``AWSPREVIOUS`` during a rotation window
+  (``nodewright.wakeup.webhook``);
 * the ``webhook`` function (``functions/webhook``): answers ``allowed: true`` at once and invokes
   the provisioner asynchronously. Its role can read that one secret and invoke the provisioner's
   ``wakeup`` alias, nothing else: no cluster access, no EC2;
@@ -41,7 +43,7 @@ from infra.config import NodewrightConfig
 WEBHOOK = "webhook"
 WAKEUP_ALIAS = "wakeup"
 # 256 MB: the webhook parses one review and makes one asynchronous call; a cold start imports
-# Powertools and boto3 (~1-1.5 s). The API server waits at most 2 s (timeoutSeconds) and then
+# Powertools and boto3 (~1-1.5 s). The API server waits at most 1 s (timeoutSeconds) and then
 # ignores the answer, but the invocation goes on: 10 s lets a slow cold start still send its wake-up
 # (a timeout costs nothing until it is used).
 WEBHOOK_MEMORY_MB = 256
@@ -78,9 +80,10 @@ class Wakeup(Construct):
             ),
         )
         rotation_reason = (
-            "the secret is part of the URL the API server's webhook configurations hold: rotating it "
-            "means re-running `nodewright install-webhooks` (docs/deploy.md), which Secrets Manager "
-            "rotation cannot do; the webhook rereads it on a new container"
+            "the secret is part of the URL the API server's webhook configurations hold, which a "
+            "rotation Lambda cannot rewrite: an operator rotates it with put-secret-value and then "
+            "`nodewright install-webhooks --apply` (docs/deploy.md); the webhook accepts AWSCURRENT "
+            "and AWSPREVIOUS meanwhile and rereads them within a minute, so nothing is refused"
         )
         acknowledge.nag(self.secret, "AwsSolutions-SMG4", rotation_reason)
         acknowledge.checkov(

@@ -8,13 +8,18 @@ rolling-update strategy. Validation covers what callers get wrong in practice an
 from __future__ import annotations
 
 import copy
+import random
 import re
+import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from . import admissionregistration, eventsv1, webhooks
+from . import errors as api_errors
 from .errors import FieldError
 from .resources import ResourceType
 from .selectors import match_selector_object, valid_label_key, valid_label_value
@@ -269,6 +274,8 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
         job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
         job_spec.setdefault("backoffLimit", 6)
         _default_template(job_spec)
+    elif admissionregistration.is_admissionregistration(*key):
+        admissionregistration.default(rt.plural, obj)
     elif key == ("", "services"):
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
@@ -346,6 +353,8 @@ def reset_status_on_create(rt: ResourceType, obj: dict[str, Any]) -> None:
         obj["status"] = {}  # the zero counts are filled in by fill_zero_values
     elif key == ("", "services"):
         obj["status"] = {"loadBalancer": {}}
+    elif key == (admissionregistration.GROUP, admissionregistration.POLICIES):
+        obj["status"] = {}
     elif rt.custom and "status" in rt.subresources:
         obj.pop("status", None)
 
@@ -382,6 +391,47 @@ STORAGE_PROTECTION = {
     ("", "persistentvolumes"): "kubernetes.io/pv-protection",
     ("", "persistentvolumeclaims"): "kubernetes.io/pvc-protection",
 }
+
+
+DEFAULT_SERVICE_ACCOUNT = "default"
+# getServiceAccount: the default ServiceAccount is looked up this many times, 100-200 ms apart
+# (kube-controller-manager may not have made it for a new namespace yet); any other, once.
+DEFAULT_SERVICE_ACCOUNT_LOOKUPS = 10
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def admit_service_account(
+    pod: dict[str, Any],
+    namespace: str,
+    lookup: Callable[[str, str], dict[str, Any] | None],
+    wait: Callable[[float], Any] = time.sleep,
+) -> None:
+    """The ServiceAccount admission plugin on a pod create (enabled by default in kube-apiserver):
+    no ``serviceAccountName`` means ``default``, and the ServiceAccount must exist, else 403
+    ``error looking up service account <ns>/<name>: serviceaccount "<name>" not found``.
+    Mounting its token (a projected volume) is not emulated."""
+    meta, spec = pod["metadata"], pod.setdefault("spec", {})
+    if MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
+        if spec.get("serviceAccountName"):
+            raise api_errors.forbidden(
+                "pods", "", meta.get("name", ""), "a mirror pod may not reference service accounts"
+            )
+        return
+    name = spec.get("serviceAccountName") or spec.get("serviceAccount") or DEFAULT_SERVICE_ACCOUNT
+    spec["serviceAccountName"] = spec["serviceAccount"] = name
+    attempts = DEFAULT_SERVICE_ACCOUNT_LOOKUPS if name == DEFAULT_SERVICE_ACCOUNT else 1
+    interval = random.uniform(0.1, 0.2)
+    for attempt in range(attempts):
+        if attempt:
+            wait(interval)
+        if lookup(namespace, name) is not None:
+            return
+    raise api_errors.forbidden(
+        "pods",
+        "",
+        meta.get("name", ""),
+        f'error looking up service account {namespace}/{name}: serviceaccount "{name}" not found',
+    )
 
 
 def admit_storage_protection(rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -547,32 +597,41 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
             errors.append(
                 FieldError.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
             )
-    elif key == ("", "events"):
-        errors += _validate_event(obj)
+    elif key in (eventsv1.CORE_KEY, eventsv1.KEY):
+        errors += eventsv1.validate(obj, through_events_v1=key == eventsv1.KEY)
+    elif key == webhooks.CONFIGURATIONS:
+        errors += webhooks.validate_configuration(obj)
     elif key == ("storage.k8s.io", "storageclasses"):
         if not obj.get("provisioner"):
             errors.append(FieldError.required("provisioner"))
+    elif key == ("storage.k8s.io", "volumeattachments"):
+        # pkg/apis/storage/validation ValidateVolumeAttachment: attacher, nodeName and exactly one source.
+        spec = obj.get("spec") or {}
+        for field in ("attacher", "nodeName"):
+            if not spec.get(field):
+                errors.append(FieldError.required(f"spec.{field}"))
+        source = spec.get("source") or {}
+        if bool(source.get("persistentVolumeName")) == bool(source.get("inlineVolumeSpec")):
+            errors.append(
+                FieldError.invalid(
+                    "spec.source",
+                    source,
+                    "must specify exactly one of persistentVolumeName and inlineVolumeSpec",
+                )
+            )
     elif key == ("coordination.k8s.io", "leases"):
         duration = (obj.get("spec") or {}).get("leaseDurationSeconds")
         if duration is not None and (not isinstance(duration, int) or duration <= 0):
             errors.append(FieldError.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
     elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
         errors += _validate_crd(obj)
+    elif admissionregistration.is_admissionregistration(*key):
+        errors += admissionregistration.validate(rt.plural, obj)
     elif rt.group == "rbac.authorization.k8s.io":
         from .rbac import validate as validate_rbac
 
         errors += validate_rbac(key, obj)
     return errors
-
-
-def _validate_event(event: dict[str, Any]) -> list[FieldError]:
-    """ValidateEventCreate: the event's namespace and its involved object's must agree (a cluster-scoped
-    object's events live in "default" or no namespace)."""
-    involved = (event.get("involvedObject") or {}).get("namespace") or ""
-    namespace = (event.get("metadata") or {}).get("namespace") or ""
-    if (not involved and namespace not in ("", "default")) or (involved and involved != namespace):
-        return [FieldError.invalid("involvedObject.namespace", involved, "does not match event.namespace")]
-    return []
 
 
 def _validate_taints(taints: list[Any], path: str) -> list[FieldError]:

@@ -3,7 +3,9 @@
 Each write is a read-check-write under the store lock, then the object semantics kube-apiserver's
 generic registry applies: preconditions and resourceVersion conflicts, defaults and validation,
 status/spec separation between the main resource and ``/status``, generation bumps, finalizers and
-graceful pod deletion.
+graceful pod deletion. Validating webhooks are called with no lock held (an update is then stored
+only if the object has not changed meanwhile, else rebuilt: GuaranteedUpdate), so a slow webhook
+costs its own request only, as on kube-apiserver.
 """
 
 from __future__ import annotations
@@ -12,14 +14,25 @@ import base64
 import copy
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import yaml
 
-from . import admission, conversion, errors, managedfields, patching, protobuf, schema, webhooks
+from . import (
+    admission,
+    admissionregistration,
+    conversion,
+    errors,
+    eventsv1,
+    managedfields,
+    patching,
+    protobuf,
+    schema,
+    webhooks,
+)
 from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -54,6 +67,18 @@ class Target:
     namespace: str | None
     name: str | None
     subresource: str | None
+
+
+@dataclass
+class _Update:
+    """An update validated under the store lock, waiting for its webhooks before it is stored."""
+
+    t: Target
+    ctx: Context
+    new: dict[str, Any]
+    old: dict[str, Any]  # in the request's version
+    stored_old: dict[str, Any]  # as stored: the write lands only if this is still what is stored
+    managed: list[dict[str, Any]] | None
 
 
 class Context:
@@ -151,9 +176,18 @@ class ResourceHandlers:
         """The object as the client sees it through ``rt``'s version (a copy when it must change)."""
         if rt.custom:
             return self._convert(rt, [obj], rt.version)[0]
+        if rt.stored_as == eventsv1.CORE_KEY:
+            obj = eventsv1.from_core(obj)
         if in_list:
             return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
         return obj
+
+    def _namespace_active(self, namespace: str) -> bool:
+        found = self.store.peek(("", "namespaces"), "", namespace)
+        return found is not None and not (found.get("metadata") or {}).get("deletionTimestamp")
+
+    def _service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.peek(("", "serviceaccounts"), namespace, name)
 
     def _ns_check(self, rt: ResourceType, namespace: str, name: str) -> None:
         """Creating in a missing namespace is 404; in a terminating one, 403."""
@@ -230,6 +264,8 @@ class ResourceHandlers:
     def _to_storage(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """Custom objects are stored in the CRD's storage version; a webhook's answer gets that version's
         defaults here (kube-apiserver applies them when it reads from etcd: the same to every reader)."""
+        if rt.stored_as == eventsv1.CORE_KEY:
+            return eventsv1.to_core(obj)
         if not rt.custom or not rt.storage_version:
             return obj
         out = self._convert(rt, [obj], rt.storage_version)[0]
@@ -300,7 +336,9 @@ class ResourceHandlers:
     def parse_selectors(self, rt: ResourceType, query: dict[str, str]) -> tuple[Any, Any]:
         try:
             labels = parse_label_selector(query.get("labelSelector"))
-            fields = parse_field_selector(query.get("fieldSelector"), rt.key, rt.selectable_fields)
+            fields = parse_field_selector(
+                query.get("fieldSelector"), (rt.group, rt.plural), rt.selectable_fields
+            )
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
         return labels, fields
@@ -345,6 +383,9 @@ class ResourceHandlers:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
         self._apply_defaults(rt, obj)
+        if rt.key == ("", "pods") and self._namespace_active(meta["namespace"]):
+            # Mutating admission, after NamespaceLifecycle (a missing namespace stays its 404).
+            admission.admit_service_account(obj, meta["namespace"], self._service_account)
         admission.reset_status_on_create(rt, obj)
         admission.fill_zero_values(rt, obj)
         if (rt.group, rt.plural) == ("", "nodes"):
@@ -428,11 +469,13 @@ class ResourceHandlers:
             raise errors.bad_request(
                 f"the name of the object ({name}) does not match the name on the URL ({t.name})"
             )
-        with self.store.lock:
-            old = self.store.get(t.rt.key, t.namespace or "", t.name or "")
+
+        def attempt(old: dict[str, Any] | None) -> Response | _Update:
             if old is None:
                 raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
-            return self._commit_update(t, ctx, obj, old, "update")
+            return self._prepare_update(t, ctx, copy.deepcopy(obj), old, "update")
+
+        return self._guaranteed_update(t, ctx, attempt)
 
     def patch(self, t: Target, ctx: Context) -> Response:
         rt = t.rt
@@ -444,8 +487,8 @@ class ResourceHandlers:
         if content_type not in accepted:
             raise errors.unsupported_media_type(content_type, accepted)
         body = decode_body(ctx.request, allow_yaml=content_type == patching.APPLY_PATCH)
-        with self.store.lock:
-            old = self.store.get(rt.key, t.namespace or "", t.name or "")
+
+        def attempt(old: dict[str, Any] | None) -> Response | _Update:
             if content_type == patching.APPLY_PATCH:
                 return self._server_side_apply(t, ctx, body, old)
             if old is None:
@@ -466,9 +509,13 @@ class ResourceHandlers:
                 raise ApiError(422, "Invalid", str(exc), {}) from exc
             if not isinstance(patched, dict):
                 raise ApiError(422, "Invalid", "the patched document is not an object", {})
-            return self._commit_update(t, ctx, patched, old, "patch", presented_old=current)
+            return self._prepare_update(t, ctx, patched, old, "patch", presented_old=current)
 
-    def _server_side_apply(self, t: Target, ctx: Context, body: Any, old: dict[str, Any] | None) -> Response:
+        return self._guaranteed_update(t, ctx, attempt)
+
+    def _server_side_apply(
+        self, t: Target, ctx: Context, body: Any, old: dict[str, Any] | None
+    ) -> Response | _Update:
         """Server-side apply: field ownership, conflicts (``force``), removal of fields no longer applied."""
         if not isinstance(body, dict):
             raise errors.bad_request("an apply patch must be an object")
@@ -505,13 +552,37 @@ class ResourceHandlers:
             if rt.namespaced:
                 merged["metadata"].setdefault("namespace", t.namespace)
             return self.create(t, ctx, merged, managed=managed)
-        return self._commit_update(t, ctx, merged, old, "patch", managed=managed, presented_old=live)
+        return self._prepare_update(t, ctx, merged, old, "patch", managed=managed, presented_old=live)
 
     @staticmethod
     def _manager(ctx: Context) -> str:
         return managedfields.manager_of(ctx.request.query, ctx.request.headers.get("user-agent", ""))
 
-    def _commit_update(
+    def _guaranteed_update(
+        self, t: Target, ctx: Context, attempt: Callable[[dict[str, Any] | None], Response | _Update]
+    ) -> Response:
+        """kube-apiserver's GuaranteedUpdate: ``attempt`` builds and validates the new object from
+        what is stored (under the store lock); the validating webhooks are called with no lock held,
+        as kube-apiserver calls them with nothing but the request waiting (a slow webhook costs its
+        caller, never the other clients); the write then lands only if the object is still the one
+        the attempt started from, else the attempt runs again on what is stored now (webhooks
+        included), as an etcd precondition failure makes kube-apiserver retry."""
+        while True:
+            with self.store.lock:
+                outcome = attempt(self.store.get(t.rt.key, t.namespace or "", t.name or ""))
+                if isinstance(outcome, Response):
+                    return outcome
+                configurations, _ = self.store.list(webhooks.CONFIGURATIONS)
+                if not configurations:
+                    return self._finish_update(outcome)
+            self._call_webhooks(t, ctx, "UPDATE", outcome.new, outcome.old)
+            with self.store.lock:
+                current = self.store.peek(t.rt.key, t.namespace or "", t.name or "")
+                started_from = outcome.stored_old["metadata"]["resourceVersion"]
+                if current is not None and current["metadata"]["resourceVersion"] == started_from:
+                    return self._finish_update(outcome)
+
+    def _prepare_update(
         self,
         t: Target,
         ctx: Context,
@@ -521,10 +592,11 @@ class ResourceHandlers:
         *,
         managed: list[dict[str, Any]] | None = None,
         presented_old: dict[str, Any] | None = None,
-    ) -> Response:
-        """Validate and store ``new`` over ``old`` (caller holds the store lock). ``old`` is as stored;
-        ``new`` and everything compared with it are in the request's version (``presented_old``, when
-        the caller converted ``old`` already)."""
+    ) -> _Update:
+        """Validate ``new`` over ``old`` (caller holds the store lock): what the webhooks are then
+        asked about and :meth:`_finish_update` stores. ``old`` is as stored; ``new`` and everything
+        compared with it are in the request's version (``presented_old``, when the caller converted
+        ``old`` already)."""
         rt = t.rt
         stored_old = old
         old = presented_old if presented_old is not None else self._present(rt, old)
@@ -640,7 +712,20 @@ class ResourceHandlers:
                 problems += admission.validate_stored_versions(new, new["status"])
         if problems:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
-        self._call_webhooks(t, ctx, "UPDATE", new, old)
+        return _Update(t, ctx, new, old, stored_old, managed)
+
+    def _finish_update(self, update: _Update) -> Response:
+        """Store what :meth:`_prepare_update` validated and the webhooks allowed (store lock held)."""
+        t, ctx, new, old, stored_old, managed = (
+            update.t,
+            update.ctx,
+            update.new,
+            update.old,
+            update.stored_old,
+            update.managed,
+        )
+        rt = t.rt
+        meta, old_meta = new["metadata"], old["metadata"]
         admission.fill_zero_values(rt, new)
         if managed is None:
             managed = managedfields.record_update(
@@ -738,6 +823,8 @@ class ResourceHandlers:
 
     @staticmethod
     def _spec_changed(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+        if admissionregistration.is_admissionregistration(rt.group, rt.plural):
+            return admissionregistration.spec_changed(rt.plural, new, old)
         if rt.custom:
             ignore = {"metadata", "status", "apiVersion", "kind"}
             return {k: v for k, v in new.items() if k not in ignore} != {

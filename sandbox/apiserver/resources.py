@@ -45,6 +45,9 @@ class ResourceType:
     only_verbs: tuple[str, ...] = ()
     # A create-only review (SubjectAccessReview, ...): answered, never stored.
     virtual: bool = False
+    # Another resource whose storage this one shares, converting on the way (events.k8s.io Events
+    # are core Events: sandbox/apiserver/eventsv1.py).
+    stored_as: tuple[str, str] | None = None
 
     @property
     def api_version(self) -> str:
@@ -52,8 +55,8 @@ class ResourceType:
 
     @property
     def key(self) -> tuple[str, str]:
-        """Storage key: the same object whatever version it is read through."""
-        return (self.group, self.plural)
+        """Storage key: the same object whatever version (or cohabiting group) it is read through."""
+        return self.stored_as or (self.group, self.plural)
 
     @property
     def list_kind(self) -> str:
@@ -90,6 +93,20 @@ def _workload(plural: str, kind: str, short: str, subresources: frozenset[str]) 
         True,
         short_names=(short,),
         categories=("all",),
+        subresources=subresources,
+        has_generation=True,
+    )
+
+
+def _admission(plural: str, kind: str, subresources: frozenset[str] = frozenset()) -> ResourceType:
+    """A cluster-scoped admissionregistration.k8s.io/v1 kind, in the ``api-extensions`` category."""
+    return _rt(
+        "admissionregistration.k8s.io",
+        "v1",
+        plural,
+        kind,
+        False,
+        categories=("api-extensions",),
         subresources=subresources,
         has_generation=True,
     )
@@ -136,6 +153,9 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
     _rt("", "v1", "secrets", "Secret", True),
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, short_names=("sc",)),
+    # Written by kube-controller-manager's attach-detach controller and a CSI driver's external-attacher
+    # (sandbox/simulators/controllers.py); Karpenter's termination waits for them to go.
+    _rt("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, subresources=_STATUS),
     _workload("deployments", "Deployment", "deploy", _SCALABLE),
     _workload("replicasets", "ReplicaSet", "rs", _SCALABLE),
     _workload("daemonsets", "DaemonSet", "ds", _STATUS),
@@ -163,7 +183,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         has_generation=True,
     ),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", True, allow_unconditional_update=False),
-    _rt("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",)),
+    _rt("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",), stored_as=("", "events")),
     _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
@@ -173,16 +193,13 @@ BUILTINS: tuple[ResourceType, ...] = (
     _review("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
     _review("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", False),
     _review("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", False),
-    # Called by the API server on writes (sandbox/apiserver/webhooks.py); no other admission kinds.
-    _rt(
-        "admissionregistration.k8s.io",
-        "v1",
-        "validatingwebhookconfigurations",
-        "ValidatingWebhookConfiguration",
-        False,
-        categories=("api-extensions",),
-        has_generation=True,
-    ),
+    # Validating webhooks are called by the API server on writes (sandbox/apiserver/webhooks.py);
+    # mutating webhooks and admission policies are stored and served, not applied
+    # (sandbox/apiserver/admissionregistration.py).
+    _admission("validatingwebhookconfigurations", "ValidatingWebhookConfiguration"),
+    _admission("mutatingwebhookconfigurations", "MutatingWebhookConfiguration"),
+    _admission("validatingadmissionpolicies", "ValidatingAdmissionPolicy", _STATUS),
+    _admission("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding"),
     _rt(
         "apiextensions.k8s.io",
         "v1",

@@ -17,6 +17,9 @@ from .resources import Registry
 from .storage import Store
 
 _PUBLIC = {"/version", "/healthz", "/livez", "/readyz"}
+IMPERSONATE_EXTRA = "impersonate-extra-"
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+AUTHENTICATION_GROUP = "authentication.k8s.io"
 
 
 class Router:
@@ -54,39 +57,65 @@ class Router:
         return response
 
     def _authenticate(self, request: Request) -> rbac.Identity | None:
-        """The token's identity; None for the public health and version paths; 401 otherwise."""
+        """The token's identity; None for an anonymous request of the public health and version
+        paths; 401 otherwise. Credentials that are presented and rejected are a 401 on every path,
+        the public ones included: kube-apiserver only considers anonymous access for a request
+        without credentials (union.NewFailOnError)."""
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() == "bearer":
             for token, identity in list(self.identities.items()):
                 if hmac.compare_digest(given.strip().encode(), token.encode()):
                     return identity
-        if request.path in _PUBLIC:
+        if (request.path.rstrip("/") or "/") in _PUBLIC and not header:
             return None
         raise errors.unauthorized()
 
     def _impersonate(self, request: Request, identity: rbac.Identity) -> rbac.Identity:
-        """``Impersonate-User``/``-Group``: allowed when the caller may ``impersonate`` each of them."""
-        user = request.headers.get("impersonate-user")
-        groups = [g for g in request.headers.get("impersonate-group", "").split("\n") if g]
-        if not user and not groups:
+        """``Impersonate-User``/``-Group``/``-Uid``/``-Extra-<key>`` (the impersonation filter):
+        allowed when the caller may ``impersonate`` each of them (a service account user as
+        ``serviceaccounts`` in its namespace, uids and user extras in authentication.k8s.io)."""
+        headers = request.headers
+        user = headers.get("impersonate-user") or ""
+        requested_groups = [g for g in headers.get("impersonate-group", "").split("\n") if g]
+        groups = list(requested_groups)
+        uid = headers.get("impersonate-uid") or ""
+        extras = {
+            k.removeprefix(IMPERSONATE_EXTRA): v
+            for k, v in headers.items()
+            if k.startswith(IMPERSONATE_EXTRA)
+        }
+        if not (user or groups or uid or extras):
             return identity
         if not user:
-            raise errors.internal("requested impersonation of groups without impersonating a user")
-        wanted = [("users", user)] + [("groups", g) for g in groups]
-        for resource, name in wanted:
-            attrs = rbac.Attributes(identity, "impersonate", True, resource=resource, name=name)
+            raise errors.internal(
+                "requested impersonation of groups, a uid or extras without impersonating a user"
+            )
+
+        def asks(resource: str, name: str, **where: str) -> rbac.Attributes:
+            return rbac.Attributes(identity, "impersonate", True, resource=resource, name=name, **where)
+
+        wanted = []
+        if user.startswith(SERVICE_ACCOUNT_PREFIX) and user.count(":") == 3:
+            namespace, name = user.removeprefix(SERVICE_ACCOUNT_PREFIX).split(":", 1)
+            wanted.append(asks("serviceaccounts", name, namespace=namespace))
+            if not groups:  # a service account's groups are a fixed mapping
+                groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+        else:
+            wanted.append(asks("users", user))
+        wanted += [asks("groups", g) for g in requested_groups]
+        wanted += [
+            asks("userextras", value, api_group=AUTHENTICATION_GROUP, subresource=key)
+            for key, value in extras.items()
+        ]
+        if uid:
+            wanted.append(asks("uids", uid, api_group=AUTHENTICATION_GROUP))
+        for attrs in wanted:
             allowed, _ = self.authorizer.decide(attrs)
             if not allowed:
-                raise errors.ApiError(
-                    403,
-                    "Forbidden",
-                    f'{resource} "{name}" is forbidden: User "{identity.user}" cannot impersonate resource '
-                    f'"{resource}" in API group "" at the cluster scope',
-                    {"name": name, "kind": resource},
-                )
+                raise rbac.forbidden(attrs)
         extra = () if rbac.AUTHENTICATED in groups else (rbac.AUTHENTICATED,)
-        return rbac.Identity(user, (*groups, *extra))
+        return rbac.Identity(user, (*groups, *extra), uid)
 
     def _dispatch(self, request: Request) -> Response:
         path = request.path.rstrip("/") or "/"

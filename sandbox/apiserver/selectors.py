@@ -268,6 +268,19 @@ FIELD_LABELS: dict[tuple[str, str], dict[str, Callable[[dict[str, Any]], str]]] 
         "source": _path("source", "component"),
         "type": _path("type"),
     },
+    # events.k8s.io/v1's labels (its field label conversion), read from the stored core/v1 shape.
+    ("events.k8s.io", "events"): {
+        "regarding.kind": _path("involvedObject", "kind"),
+        "regarding.namespace": _path("involvedObject", "namespace"),
+        "regarding.name": _path("involvedObject", "name"),
+        "regarding.uid": _path("involvedObject", "uid"),
+        "regarding.apiVersion": _path("involvedObject", "apiVersion"),
+        "regarding.resourceVersion": _path("involvedObject", "resourceVersion"),
+        "regarding.fieldPath": _path("involvedObject", "fieldPath"),
+        "reason": _path("reason"),
+        "reportingController": _path("reportingComponent"),
+        "type": _path("type"),
+    },
     ("", "persistentvolumeclaims"): {"status.phase": _path("status", "phase")},
     ("apps", "replicasets"): {"status.replicas": _path("status", "replicas")},
 }

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import errors
+from . import errors, eventsv1
 from .handlers import Request, Response
 from .resources import ResourceType
 
@@ -156,6 +156,40 @@ def _involved(event: dict[str, Any]) -> str:
     return f"{involved.get('kind', '').lower()}/{involved.get('name', '')}"
 
 
+def _count(*path: str) -> Callable[[dict[str, Any]], int]:
+    return lambda obj: len(_get(*path, default=[])(obj) or [])
+
+
+def _param_kind(policy: dict[str, Any]) -> str:
+    kind = (policy.get("spec") or {}).get("paramKind")
+    return f"{kind.get('apiVersion', '')}/{kind.get('kind', '')}" if isinstance(kind, dict) else "<unset>"
+
+
+def _param_ref(binding: dict[str, Any]) -> str:
+    """printValidatingAdmissionPolicyBinding: namespace/name, */name, the selector, or <unset>."""
+    ref = (binding.get("spec") or {}).get("paramRef")
+    if not isinstance(ref, dict):
+        return "<unset>"
+    if ref.get("name"):
+        return f"{ref.get('namespace') or '*'}/{ref['name']}"
+    if isinstance(ref.get("selector"), dict):
+        return _selector_text(ref["selector"])
+    return "<unset>"
+
+
+def _selector_text(selector: dict[str, Any]) -> str:
+    """labels.Selector.String() of a LabelSelector: requirements sorted by key, comma-joined."""
+    terms = [(k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key", ""), expression.get("operator", "")
+        values = ",".join(sorted(expression.get("values") or []))
+        text = {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key}.get(
+            operator, f"!{key}"
+        )
+        terms.append((key, text))
+    return ",".join(text for _, text in sorted(terms)) or "<none>"
+
+
 _NAME_COL: Column = ("Name", "string", _name, 0)
 _AGE_COL: Column = ("Age", "string", age, 0)
 
@@ -215,6 +249,28 @@ COLUMNS: dict[tuple[str, str], list[Column]] = {
     ("coordination.k8s.io", "leases"): [
         _NAME_COL,
         ("Holder", "string", _get("spec", "holderIdentity"), 0),
+        _AGE_COL,
+    ],
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): [
+        _NAME_COL,
+        ("Webhooks", "integer", _count("webhooks"), 0),
+        _AGE_COL,
+    ],
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): [
+        _NAME_COL,
+        ("Webhooks", "integer", _count("webhooks"), 0),
+        _AGE_COL,
+    ],
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"): [
+        _NAME_COL,
+        ("Validations", "integer", _count("spec", "validations"), 0),
+        ("ParamKind", "string", _param_kind, 0),
+        _AGE_COL,
+    ],
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): [
+        _NAME_COL,
+        ("PolicyName", "string", _get("spec", "policyName"), 0),
+        ("ParamRef", "string", _param_ref, 0),
         _AGE_COL,
     ],
     ("apiextensions.k8s.io", "customresourcedefinitions"): [
@@ -325,9 +381,11 @@ def to_table(
 ) -> dict[str, Any]:
     """``include``: the request's includeObject, Metadata (default), Object (kubectl --sort-by) or None."""
     columns = _custom_columns(rt) if rt.custom else COLUMNS.get(rt.key, [_NAME_COL, _AGE_COL])
+    # events.k8s.io Events are core Events: printed by the same columns, from the core/v1 shape.
+    cells_of = eventsv1.to_core if rt.stored_as == eventsv1.CORE_KEY else (lambda o: o)
     rows = []
     for obj in objects:
-        row: dict[str, Any] = {"cells": [getter(obj) for _, _, getter, _ in columns]}
+        row: dict[str, Any] = {"cells": [getter(cells_of(obj)) for _, _, getter, _ in columns]}
         if include == "Object":
             row["object"] = {"kind": rt.kind, "apiVersion": rt.api_version, **obj}
         elif include != "None":

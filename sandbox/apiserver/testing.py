@@ -77,6 +77,7 @@ class JsonWebhookServer:
         from .tls import make_serving_cert
 
         self.requests: list[Any] = []
+        self.paths: list[str] = []  # each request's path and query
         cert = make_serving_cert("127.0.0.1")
         self.ca_bundle = cert.ca_data
         server = self
@@ -85,6 +86,7 @@ class JsonWebhookServer:
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(request)
+                server.paths.append(self.path)
                 body = json.dumps(answer(request)).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

@@ -6,7 +6,10 @@
   scales the old ReplicaSets to 0 at once (a Recreate-style roll, simpler than RollingUpdate).
 * DaemonSet: one pod per node that the pod's node affinity selects and whose taints it tolerates
   (with the tolerations the real controller adds), pinned with a ``matchFields metadata.name``
-  node affinity as the real controller does; the scheduler binds it.
+  node affinity as the real controller does; the scheduler binds it. As kube-controller-manager's
+  ``NodeShouldRunDaemonPod``: a node that gains an untolerated NoSchedule taint (a cordon, Karpenter's
+  ``karpenter.sh/disrupted``) keeps its running daemon pod but gets no new one, and only an
+  untolerated NoExecute taint (or lost node affinity) removes it.
 * PodDisruptionBudget status as kube-controller-manager's disruption controller writes it
   (``pkg/controller/disruption``): expectedPods (the controllers' scale: a Deployment's, a
   ReplicaSet's; pods without a controller are not counted, with an ``UnmanagedPods`` event),
@@ -15,7 +18,13 @@
   whose controller has no scale subresource (a DaemonSet) fails to sync: the fail-safe writes
   disruptionsAllowed 0 and DisruptionAllowed False/SyncFailed, and no observedGeneration.
 * Namespace deletion: deletes a terminating namespace's objects, then finalizes it.
+* ServiceAccounts: each active namespace's ``default`` ServiceAccount (pods need it to be admitted).
 * Storage protection: a deleting PVC waits for the pods using it, a deleting PV for its claim.
+* Attach/detach (kube-controller-manager's attach-detach controller with a CSI driver's
+  external-attacher): a VolumeAttachment ``csi-<sha256(handle+driver+node)>`` for every CSI
+  PersistentVolume a pod bound to a node mounts through its claim (generic ephemeral volumes too),
+  attached at once; ``detach_seconds`` after no pod on that node uses it any more (the kubelet's
+  unmount and EC2's detach), it is deleted and its ``external-attacher/<driver>`` finalizer removed.
 * Node lifecycle: the ``node.kubernetes.io/unschedulable:NoSchedule`` taint follows the cordon.
 * Pod garbage collection: pods bound to a node that no longer exists are force-deleted (the real
   PodGC waits 40 s first; the sandbox does not).
@@ -28,6 +37,8 @@ import hashlib
 import json
 import math
 import secrets
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -366,12 +377,28 @@ class DaemonSetController:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 
-    def should_run(self, daemonset: Obj, node: Obj) -> bool:
+    def should_run(self, daemonset: Obj, node: Obj) -> tuple[bool, bool]:
+        """(shouldRun, shouldContinueRunning) of kube-controller-manager's ``NodeShouldRunDaemonPod``:
+        a new pod needs every NoSchedule/NoExecute taint tolerated; a running one only NoExecute."""
         template = (daemonset.get("spec") or {}).get("template") or {}
         spec = json.loads(json.dumps(template.get("spec") or {}))
         spec["tolerations"] = [*(spec.get("tolerations") or []), *DAEMONSET_TOLERATIONS]
         pod = {"metadata": template.get("metadata") or {}, "spec": spec}
-        return matches_node_affinity(pod, node) and untolerated_taint(pod, node) is None
+        if not matches_node_affinity(pod, node):
+            return False, False
+        taint = untolerated_taint(pod, node)
+        if taint is None:
+            return True, True
+        no_execute = {
+            **node,
+            "spec": {
+                **(node.get("spec") or {}),
+                "taints": [
+                    t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"
+                ],
+            },
+        }
+        return False, untolerated_taint(pod, no_execute) is None
 
     def reconcile(self, snap: Snapshot) -> None:
         for daemonset in snap.daemonsets:
@@ -379,7 +406,9 @@ class DaemonSetController:
             if meta.get("deletionTimestamp"):
                 continue
             namespace = meta["namespace"]
-            eligible = {n["metadata"]["name"] for n in snap.nodes if self.should_run(daemonset, n)}
+            verdicts = {n["metadata"]["name"]: self.should_run(daemonset, n) for n in snap.nodes}
+            eligible = {name for name, (run, _) in verdicts.items() if run}
+            keep = {name for name, (_, stay) in verdicts.items() if stay}
             by_node: dict[str, list[Obj]] = {}
             pods = [p for p in snap.owned_by(meta["uid"], snap.pods) if is_active(p)]
             for pod in pods:
@@ -390,7 +419,7 @@ class DaemonSetController:
                 pod["spec"] = pin_to_node(pod["spec"], node_name)
                 self.kube.create(core("pods", namespace), pod)
             for node_name, node_pods in by_node.items():
-                extras = node_pods if node_name not in eligible else node_pods[1:]
+                extras = node_pods if node_name not in keep else node_pods[1:]
                 for pod in extras:
                     self.kube.delete_ignoring_missing(core("pods", namespace, pod["metadata"]["name"]))
             scheduled = [p for p in pods if (p.get("spec") or {}).get("nodeName") in eligible]
@@ -670,6 +699,32 @@ class NamespaceController:
                         raise
 
 
+class ServiceAccountsController:
+    """kube-controller-manager's serviceaccounts controller: every active namespace has a
+    ``default`` ServiceAccount (made again if deleted), which the ServiceAccount admission plugin
+    requires of every pod that names none."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        self.ensure(snap.namespaces)
+
+    def ensure(self, namespaces: list[Obj]) -> None:
+        accounts, _ = self.kube.list(core("serviceaccounts"), fieldSelector="metadata.name=default")
+        have = {sa["metadata"]["namespace"] for sa in accounts}
+        for namespace in namespaces:
+            meta = namespace["metadata"]
+            if meta.get("deletionTimestamp") or meta["name"] in have:
+                continue
+            body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+            try:
+                self.kube.create(core("serviceaccounts", meta["name"]), body)
+            except ApiException as exc:
+                if exc.status not in (403, 404, 409):  # terminating, gone, or made meanwhile
+                    raise
+
+
 class StorageProtectionController:
     """The pvc-protection and pv-protection controllers: a deleting PVC keeps its finalizer while a
     pod that is not terminated uses it; a deleting PV keeps its finalizer while it is Bound."""
@@ -719,6 +774,104 @@ class StorageProtectionController:
             self.kube.patch(path, patch, "application/json-patch+json")
         except ApiException as exc:
             if exc.status not in (404, 409, 422):
+                raise
+
+
+VOLUME_ATTACHMENTS = group("storage.k8s.io/v1", "volumeattachments")
+
+
+class AttachDetachController:
+    """Attachments follow the pods that mount CSI volumes (see the module docstring)."""
+
+    def __init__(self, kube: Kube, detach_seconds: float = 5.0) -> None:
+        self.kube = kube
+        self.detach_seconds = detach_seconds
+        self._unused_since: dict[str, float] = {}  # VolumeAttachment → when no pod used it any more
+
+    @staticmethod
+    def attachment_name(handle: str, driver: str, node: str) -> str:
+        """``GetCSIAttachmentName`` of the CSI volume plugin."""
+        return "csi-" + hashlib.sha256(f"{handle}{driver}{node}".encode()).hexdigest()
+
+    def _wanted(self, snap: Snapshot, csi: dict[str, tuple[str, str]]) -> set[tuple[str, str]]:
+        """(PersistentVolume, node) of every CSI volume a pod bound to a node (not finished) mounts."""
+        if not csi:
+            return set()
+        claims, _ = self.kube.list(core("persistentvolumeclaims"))
+        volume_of = {
+            (c["metadata"]["namespace"], c["metadata"]["name"]): (c.get("spec") or {}).get("volumeName")
+            for c in claims
+        }
+        wanted = set()
+        for pod in snap.pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node or is_terminal(pod):
+                continue
+            meta = pod["metadata"]
+            for volume in (pod.get("spec") or {}).get("volumes") or []:
+                if claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"):
+                    name = claim
+                elif volume.get("ephemeral") is not None:
+                    name = f"{meta['name']}-{volume.get('name')}"
+                else:
+                    continue
+                pv = volume_of.get((meta["namespace"], name))
+                if pv in csi:
+                    wanted.add((pv, node))
+        return wanted
+
+    def reconcile(self, snap: Snapshot) -> None:
+        volumes, _ = self.kube.list(core("persistentvolumes"))
+        csi = {
+            v["metadata"]["name"]: (v["spec"]["csi"]["volumeHandle"], v["spec"]["csi"]["driver"])
+            for v in volumes
+            if ((v.get("spec") or {}).get("csi") or {}).get("driver")
+        }
+        attachments, _ = self.kube.list(VOLUME_ATTACHMENTS)
+        wanted = self._wanted(snap, csi)
+        have: dict[tuple[str, str], Obj] = {}
+        clock = time.monotonic()
+        for va in attachments:
+            spec = va.get("spec") or {}
+            key = ((spec.get("source") or {}).get("persistentVolumeName") or "", spec.get("nodeName") or "")
+            name = va["metadata"]["name"]
+            have[key] = va
+            if va["metadata"].get("deletionTimestamp"):
+                self._detached(va)
+            elif key in wanted:
+                self._unused_since.pop(name, None)
+            elif clock - self._unused_since.setdefault(name, clock) >= self.detach_seconds:
+                self._unused_since.pop(name, None)
+                self.kube.delete_ignoring_missing(f"{VOLUME_ATTACHMENTS}/{name}")
+        for pv, node in sorted(wanted - have.keys()):
+            handle, driver = csi[pv]
+            self._attach(self.attachment_name(handle, driver, node), driver, pv, node)
+
+    def _attach(self, name: str, driver: str, pv: str, node: str) -> None:
+        body = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "VolumeAttachment",
+            "metadata": {"name": name, "finalizers": [f"external-attacher/{driver.replace('.', '-')}"]},
+            "spec": {"attacher": driver, "nodeName": node, "source": {"persistentVolumeName": pv}},
+        }
+        try:
+            created = self.kube.create(VOLUME_ATTACHMENTS, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return
+            raise
+        _patch_status(self.kube, f"{VOLUME_ATTACHMENTS}/{name}", created, {"attached": True})
+
+    def _detached(self, va: Obj) -> None:
+        """The external-attacher's detach: its finalizer goes, and with it the object."""
+        kept = [f for f in va["metadata"].get("finalizers") or [] if not f.startswith("external-attacher/")]
+        patch = {
+            "metadata": {"resourceVersion": va["metadata"]["resourceVersion"], "finalizers": kept or None}
+        }
+        try:
+            self.kube.patch(f"{VOLUME_ATTACHMENTS}/{va['metadata']['name']}", patch, MERGE_PATCH)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
                 raise
 
 
@@ -773,14 +926,70 @@ class PodGarbageCollector:
                 )
 
 
+SYNC_TIMEOUT_SECONDS = 30.0  # what a loaded machine may take for a controller's first pass
+
+
+class ServiceAccounts(ReconcileLoop):
+    """The serviceaccounts controller on its own, for an API server that runs without the other
+    simulators (the emulator's own tests): kube-controller-manager always runs beside kube-apiserver,
+    and without it no pod is admitted in a namespace. ``with`` starts it and returns once every
+    namespace has its ``default`` ServiceAccount."""
+
+    name = "serviceaccounts"
+    watch_paths = (core("namespaces"), core("serviceaccounts"))
+
+    def __init__(self, kube: Kube, resync: float = 1.0) -> None:
+        super().__init__(kube, resync)
+        self.controller = ServiceAccountsController(kube)
+        self.synced = threading.Event()
+
+    def reconcile(self) -> None:
+        namespaces, _ = self.kube.list(core("namespaces"))
+        self.controller.ensure(namespaces)
+        self.synced.set()
+
+    def __enter__(self) -> ServiceAccounts:
+        self.start()
+        if not self.synced.wait(SYNC_TIMEOUT_SECONDS):
+            self.stop()
+            raise RuntimeError(f"no ServiceAccounts after {SYNC_TIMEOUT_SECONDS:.0f}s: {self.last_error}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_for(self, namespace: str, timeout: float = SYNC_TIMEOUT_SECONDS) -> Obj:
+        """The namespace's ``default`` ServiceAccount once it exists (what a client creating pods
+        right after their namespace waits for, as ``kubectl wait --for=create`` would)."""
+        return wait_for_default_service_account(self.kube, namespace, timeout)
+
+
+def wait_for_default_service_account(
+    kube: Kube, namespace: str, timeout: float = SYNC_TIMEOUT_SECONDS
+) -> Obj:
+    """Poll until ``namespace`` has its ``default`` ServiceAccount; raise after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = kube.get_or_none(core("serviceaccounts", namespace, "default"))
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespace {namespace} has no default ServiceAccount after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
 class ControllerManager(ReconcileLoop):
-    """All controllers, one pass each per change of any pod (or every ``resync`` seconds)."""
+    """All controllers, one pass each per change of any pod (or every ``resync`` seconds).
+
+    ``synced`` is set after the first pass: every namespace then has its ``default``
+    ServiceAccount, so pods can be admitted (``Sandbox`` waits for it before it is up)."""
 
     name = "controller-manager"
     watch_paths = (
         core("pods"),
         core("nodes"),
         core("namespaces"),
+        core("serviceaccounts"),
         group("apps/v1", "deployments"),
         group("apps/v1", "replicasets"),
         group("apps/v1", "daemonsets"),
@@ -789,10 +998,13 @@ class ControllerManager(ReconcileLoop):
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
+        self.synced = threading.Event()
         self.controllers = [
+            ServiceAccountsController(kube),
             PodGarbageCollector(kube),
             NodeLifecycleController(kube),
             StorageProtectionController(kube),
+            AttachDetachController(kube),
             DeploymentController(kube),
             ReplicaSetController(kube),
             DaemonSetController(kube),
@@ -809,3 +1021,10 @@ class ControllerManager(ReconcileLoop):
                 self.errors += 1
                 self.last_error = f"{type(controller).__name__}: {exc.status} {exc.reason}"
                 log.warning("%s failed: %s", type(controller).__name__, self.last_error)
+            else:
+                if isinstance(controller, ServiceAccountsController):
+                    self.synced.set()
+
+    def wait_synced(self, timeout: float = SYNC_TIMEOUT_SECONDS) -> bool:
+        """Whether every namespace got its ``default`` ServiceAccount within ``timeout``."""
+        return self.synced.wait(timeout)

@@ -11,10 +11,30 @@ Score: least allocated (the default), ties broken by node name so runs are repea
 
 When no node fits, the pod gets ``PodScheduled=False``, reason ``Unschedulable`` and the real
 message shape: ``0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu.``
+
+Its writes are kube-scheduler's (v1.30-v1.35, ``pkg/scheduler/schedule_one.go``), with the same
+synchronicity, because what a slow admission webhook costs the scheduler depends on it:
+
+* one scheduling loop, one pod at a time; for a pod that fits nowhere, ``handleSchedulingFailure``
+  records a ``FailedScheduling`` Event (the events recorder: queued, written by the broadcaster,
+  never waited for: ``sandbox/simulators/recorder.py``) and then, **synchronously in the loop**,
+  patches ``pods/status`` with the ``PodScheduled`` condition when its status, reason or message
+  changed (``updatePod``: nothing is written otherwise; ``lastTransitionTime`` kept while the status
+  stays False). Every failed attempt records the Event; the recorder makes repeats a series.
+  (kube-scheduler v1.34+ moves that patch off the loop only with the ``SchedulerAsyncAPICalls``
+  feature gate, beta and off by default.)
+* a pod that fits is bound through ``pods/binding`` and a ``Scheduled`` Event is recorded.
+  kube-scheduler binds in a goroutine of its own; this simulator binds in its loop: slower than
+  kube-scheduler, never faster.
+* writes go through a client-side rate limiter of 50 requests a second with bursts of 100
+  (kube-scheduler's ``clientConnection`` defaults); the Events through the recorder's own client and
+  limiter. The lists each pass starts with stand in for kube-scheduler's informers and are not
+  limited.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,8 +45,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 from sandbox.apiserver.admission import cluster_now
-from sandbox.simulators.kube import STRATEGIC_MERGE_PATCH, Kube, core, record_event
+from sandbox.simulators.kube import STRATEGIC_MERGE_PATCH, Kube, core
 from sandbox.simulators.loop import ReconcileLoop
+from sandbox.simulators.recorder import CLIENT_BURST, CLIENT_QPS, RateLimiter, Recorder, truncate_note
 
 DEFAULT_SCHEDULER = "default-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
@@ -388,6 +409,22 @@ class Scheduler(ReconcileLoop):
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
         self.bound_count = 0
+        # time.monotonic() of each PodScheduled=False status write that returned (the benchmark's count)
+        self.marked_unschedulable: list[float] = []
+        self.recorder = Recorder(kube, DEFAULT_SCHEDULER)
+        self.limiter = RateLimiter(CLIENT_QPS, CLIENT_BURST)
+
+    def start(self) -> None:
+        self.recorder.start()
+        super().start()
+
+    def signal_stop(self) -> None:
+        self.recorder.signal_stop()
+        super().signal_stop()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        super().stop(timeout)
+        self.recorder.stop(timeout)
 
     def reconcile(self) -> None:
         nodes, _ = self.kube.list(core("nodes"))
@@ -409,6 +446,7 @@ class Scheduler(ReconcileLoop):
             "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid")},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
+        self.limiter.wait(self._stop)
         try:
             self.kube.create(core("pods", meta["namespace"], meta["name"], "binding"), body)
         except ApiException as exc:
@@ -416,51 +454,49 @@ class Scheduler(ReconcileLoop):
                 return False
             raise
         self.bound_count += 1
-        record_event(
-            self.kube,
-            {"kind": "Pod", "apiVersion": "v1", **pod},
+        self.recorder.eventf(
+            pod,
+            "Normal",
             "Scheduled",
+            "Binding",
             f"Successfully assigned {meta['namespace']}/{meta['name']} to {node_name}",
-            component="default-scheduler",
         )
         return True
 
     def _mark_unschedulable(self, pod: Pod, message: str) -> None:
-        for condition in (pod.get("status") or {}).get("conditions") or []:
-            if (
-                condition.get("type") == "PodScheduled"
-                and condition.get("reason") == "Unschedulable"
-                and condition.get("message") == message
-            ):
-                return  # already said; writing it again would only wake every watcher
-        meta = pod["metadata"]
-        patch = {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "message": message,
-                        "lastProbeTime": None,
-                        "lastTransitionTime": now(),
-                    }
-                ]
-            }
+        """``handleSchedulingFailure``: the Event (queued: never waited for), then the status write
+        (in the loop: the next pod waits for it, and for any admission webhook it calls)."""
+        self.recorder.eventf(pod, "Warning", "FailedScheduling", "Scheduling", truncate_note(message))
+        current = next(
+            (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
+            None,
+        )
+        if current is not None and (
+            current.get("status"),
+            current.get("reason"),
+            current.get("message"),
+            current.get("lastProbeTime"),
+        ) == ("False", "Unschedulable", message, None):
+            return  # podutil.UpdatePodCondition: nothing changed, nothing written
+        same_status = current is not None and current.get("status") == "False"
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": current.get("lastTransitionTime") if same_status and current else now(),
         }
+        meta = pod["metadata"]
+        self.limiter.wait(self._stop)
         try:
             self.kube.patch(
-                core("pods", meta["namespace"], meta["name"], "status"), patch, STRATEGIC_MERGE_PATCH
+                core("pods", meta["namespace"], meta["name"], "status"),
+                {"status": {"conditions": [condition]}},
+                STRATEGIC_MERGE_PATCH,
             )
         except ApiException as exc:
             if exc.status != 404:
                 raise
             return
-        record_event(
-            self.kube,
-            {"kind": "Pod", "apiVersion": "v1", **pod},
-            "FailedScheduling",
-            message,
-            component="default-scheduler",
-            event_type="Warning",
-        )
+        self.marked_unschedulable.append(time.monotonic())

@@ -27,7 +27,14 @@ from nodewright.cluster.resources import (
     NODEPOOLS,
     NODES,
     PODS,
+    VOLUME_ATTACHMENTS,
     Resource,
+)
+from nodewright.cluster.resources import (
+    PERSISTENT_VOLUME_CLAIMS as PVCS,
+)
+from nodewright.cluster.resources import (
+    PERSISTENT_VOLUMES as PVS,
 )
 from nodewright.disruption import consolidation, drift, flow
 
@@ -315,10 +322,7 @@ def test_an_underutilized_node_is_replaced_by_a_strictly_cheaper_one_before_it_d
     assert instance_type(cluster, now_on) == "m5.large"
     assert [(c.get("status") or {}).get("nodeName") for c in cluster.list(NODECLAIMS)] == [now_on]
     assert [i["InstanceType"] for i in live_instances(env)] == ["m5.large"]
-    assert any(
-        reason == "Disrupting" and "replacing 1 node" in message
-        for reason, message in reasons_for(cluster, big)
-    )
+    assert ("DisruptionTerminating", "Disrupting Node: Underutilized") in reasons_for(cluster, big)
 
 
 def test_a_node_whose_pods_fit_elsewhere_is_deleted_without_a_new_node(cluster: Any, env: Any) -> None:
@@ -363,7 +367,8 @@ def pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
 
 
 VETOES = {
-    "do-not-disrupt": labels.DO_NOT_DISRUPT,
+    # Karpenter's words for each veto (its DisruptionBlocked events).
+    "do-not-disrupt": f'Pod has "{labels.DO_NOT_DISRUPT}" annotation (Pod=default/small-',
     "pdb": "PDB default/small blocks eviction",
     # The Eviction API answers 500 for a pod covered by two PDBs, however much each allows: a command
     # would taint and cordon the node and its drain would never end (issue 24, defect 2).
@@ -391,7 +396,7 @@ def test_do_not_disrupt_or_a_pdb_that_allows_nothing_keeps_the_node_and_says_why
     assert running_on(cluster, "small") == [big]
     assert not disrupted_taint(cluster, big), "nothing is left tainted and cordoned"
     assert not cluster.get(NODES, big)["spec"].get("unschedulable")
-    why = [m for reason, m in reasons_for(cluster, big) if reason == "Unconsolidatable"]
+    why = [m for reason, m in reasons_for(cluster, big) if reason == "DisruptionBlocked"]  # Karpenter's
     assert any(VETOES[veto] in message for message in why), (why, [r["held"] for r in reports])
     if veto == "two-pdbs":
         assert any("covered by 2 PDBs (default/small-a, default/small-b)" in m for m in why), why
@@ -439,7 +444,7 @@ def test_when_empty_or_consolidate_after_never_never_consolidates_an_underutiliz
     assert big in node_names(cluster)
     if disruption.get("consolidateAfter") == "Never":
         assert any(
-            reason == "Unconsolidatable" and "consolidateAfter: Never" in message
+            reason == "Unconsolidatable" and message == 'NodePool "m5" has consolidation disabled'
             for reason, message in reasons_for(cluster, big)
         )
 
@@ -507,7 +512,11 @@ def test_a_nodepool_template_edit_rolls_its_nodes_one_at_a_time_replacing_each_b
 # --- spot-to-spot -----------------------------------------------------------------------------------
 
 
-def test_spot_to_spot_consolidation_acts_only_with_fifteen_cheaper_types(cluster: Any, env: Any) -> None:
+def test_spot_to_spot_consolidation_acts_only_with_fifteen_cheaper_types(
+    cluster: Any, env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPOT_TO_SPOT_CONSOLIDATION", "true")  # Karpenter's feature gate, off by default
+
     def requirements(cheaper: list[str]) -> list[dict[str, Any]]:
         return [SPOT, {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.xlarge", *cheaper]}]
 
@@ -518,7 +527,12 @@ def test_spot_to_spot_consolidation_acts_only_with_fifteen_cheaper_types(cluster
 
     assert [d for r in held for d in r["decisions"]] == []
     why = [m for reason, m in reasons_for(cluster, big) if reason == "Unconsolidatable"]
-    assert any("needs 15 cheaper instance types" in m and "got 14" in m for m in why), why
+    assert any(
+        m
+        == "SpotToSpotConsolidation requires 15 cheaper instance type options than the current candidate to "
+        "consolidate, got 14"
+        for m in why
+    ), why
     # The fifteenth type (widening a requirement drifts nothing): now it acts. The command's
     # execution (replacement initialized, then the drain) is the on-demand replace test's; this one
     # stops once the replacement is launched.
@@ -716,3 +730,148 @@ def test_deleting_a_nodepool_drains_and_removes_its_nodeclaims_and_instances(clu
     drained_then_terminated(reports, set(claim_of.values()))
     assert cluster.find(NODEPOOLS, "doomed") is None
     wait_for("both app pods pending, no NodePool left", lambda: len(cluster.list_pending_pods()) == 2)
+
+
+# --- karpenter.sh/do-not-disrupt with a duration (issue 26) -------------------------------------------
+
+
+def test_a_do_not_disrupt_duration_protects_its_node_until_it_elapses_then_consolidation_goes_on(
+    cluster: Any, env: Any
+) -> None:
+    cluster.create(NODEPOOLS, m5_pool())
+    big = one_big_node_left_mostly_idle(cluster)
+    (small,) = [
+        p
+        for p in cluster.list(PODS, namespace="default")
+        if (p["metadata"].get("labels") or {}).get("app") == "small"
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    started = datetime.fromisoformat(small["status"]["startTime"].replace("Z", "+00:00"))
+    # 45 s from now, whatever the setup took (the duration counts from the pod's start): long enough
+    # for the passes below to look at the node while it is protected, even on a loaded machine.
+    seconds = int((datetime.now(UTC) - started).total_seconds()) + 45
+    cluster.patch(
+        PODS,
+        small["metadata"]["name"],
+        {"metadata": {"annotations": {labels.DO_NOT_DISRUPT: f"{seconds}s"}}},
+        namespace="default",
+    )
+    until = started + timedelta(seconds=seconds)
+
+    held = disrupt_past_the_waits(cluster, big)
+
+    assert datetime.now(UTC) < until, "the checks above ran while the protection lasted"
+    assert [d for r in held for d in r["decisions"]] == []
+    assert any(labels.DO_NOT_DISRUPT in why for why in held[-1]["held"].values()), held[-1]["held"]
+    decided_after = None
+    deadline = time.monotonic() + 90
+    while decided_after is None:
+        if time.monotonic() > deadline:
+            pytest.fail("no consolidation within 90 s of the protection's end")
+        provision(seconds=1)
+        report = disrupt()
+        if report["decisions"]:
+            decided_after = datetime.now(UTC)
+    assert decided_after >= until, "consolidation acted only once the duration had elapsed"
+    assert [(d["action"], d["reason"]) for d in report["decisions"]] == [("replace", "Underutilized")]
+
+
+# --- VolumeAttachments hold the instance (issue 26) ---------------------------------------------------
+
+
+def test_a_drained_nodes_instance_is_terminated_only_after_its_volume_attachment_is_gone(
+    cluster: Any, env: Any
+) -> None:
+    kube = env.admin_cluster()
+    kube.create(
+        PVS,
+        {
+            "metadata": {"name": "pv-db"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0db"},
+                "claimRef": {"namespace": "default", "name": "db"},
+            },
+        },
+    )
+    kube.create(
+        PVCS,
+        {
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "volumeName": "pv-db",
+            },
+        },
+        namespace="default",
+    )
+    try:
+        cluster.create(
+            NODEPOOLS, nodepool("disks", [ON_DEMAND, ONLY_LARGE], disruption={"consolidateAfter": "Never"})
+        )
+        db = deployment("db", 1, "1")
+        db["spec"]["template"]["spec"]["volumes"] = [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "db"}}
+        ]
+        cluster.create(DEPLOYMENTS, db, namespace="default")
+        wait_for("the db pod pending", lambda: len(cluster.list_pending_pods()) == 1)
+        provision(seconds=8)
+        wait_for("db Running", lambda: len(running_on(cluster, "db")) == 1)
+        (node,) = running_on(cluster, "db")
+        initialized(cluster, node)
+        wait_for("its volume attached to the node", lambda: attachments_on(cluster, node) == 1)
+        (claim,) = [c["metadata"]["name"] for c in cluster.list(NODECLAIMS)]
+        (instance,) = [i["InstanceId"] for i in live_instances(env)]
+
+        seen: list[tuple[int, str]] = []  # (attachments on the node, instance state), as they change
+        conditions: set[tuple[str, str, str]] = set()
+        stop = threading.Event()
+
+        def watch() -> None:
+            ec2 = env.aws_client("ec2")
+            try:
+                while not stop.is_set():
+                    found = ec2.describe_instances(InstanceIds=[instance])["Reservations"]
+                    state = found[0]["Instances"][0]["State"]["Name"] if found else "gone"
+                    observed = (attachments_on(cluster, node), state)
+                    if not seen or seen[-1] != observed:
+                        seen.append(observed)
+                    current = cluster.find(NODECLAIMS, claim)
+                    for c in ((current or {}).get("status") or {}).get("conditions") or []:
+                        conditions.add((c["type"], c["status"], c.get("reason", "")))
+                    time.sleep(0.1)
+            finally:
+                ec2.close()
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            done = kubectl(env.kubeconfig_path, "delete", "nodeclaim", claim, "--wait=false")
+            assert done.returncode == 0, done.stderr
+            deadline = time.monotonic() + 90
+            while cluster.find(NODECLAIMS, claim) is not None:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the NodeClaim was not terminated within 90 s: {seen}")
+                disrupt()
+        finally:
+            stop.set()
+            watcher.join()
+
+        assert not [s for s in seen if s[0] and s[1] != "running"], f"terminated under its volume: {seen}"
+        assert seen[-1][0] == 0
+        assert ("VolumesDetached", "Unknown", "AwaitingVolumeDetachment") in conditions, conditions
+        assert ("Drained", "True", "Drained") in conditions, conditions
+        assert any(reason == "AwaitingVolumeDetachment" for reason, _ in reasons_for(cluster, node))
+    finally:
+        for pvc in kube.list(PVCS, namespace="default"):
+            kube.patch(PVCS, pvc["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace="default")
+            kube.delete(PVCS, pvc["metadata"]["name"], namespace="default")
+        for pv in kube.list(PVS):
+            kube.patch(PVS, pv["metadata"]["name"], {"metadata": {"finalizers": None}})
+            kube.delete(PVS, pv["metadata"]["name"])
+
+
+def attachments_on(kube: Any, node: str) -> int:
+    return sum(1 for va in kube.list(VOLUME_ATTACHMENTS) if va["spec"]["nodeName"] == node)

@@ -1,82 +1,89 @@
-"""Each real handler, run in the sandbox, makes only AWS calls its own role grants.
+"""Each function, run in the sandbox as its own role, does its real work, and no more.
 
-The stack gives every function a role with only the grants it uses
-(``infra.capabilities.permissions.FUNCTION_GRANTS`` and ``TABLE_ACTIONS``). Narrowing is only
-safe if it matches what the code really calls, and the flows change: this scenario runs the
-provisioner (a spot launch), spot_events (a replacement launch, a drain, a termination), the
-queue path, a disruption pass and the price refresh through their real handlers, records every
-AWS operation each one makes (botocore's ``before-parameter-build`` on every client the layer
-builds, through its one session), and
-checks that each is an action its role holds. Resource and condition scoping of those actions is
-evaluated in tests/infra/test_infra_iam_eval.py and test_infra_iam_tags.py.
+The sandbox evaluates every AWS request a function signs against that function's role as
+``cdk synth`` produces it (``sandbox/iam``). Here each real handler runs its real work end to end
+(the provisioner's spot launch and its launch-template pruning, spot_events' and interruption's
+replacements and drains, disruption's expiration, consolidation replace and drift reads, the
+price refresh, the webhook's secret and wake-up, the removal at ``cdk destroy``) and must meet no
+denial; then each role is asked, with its own keys, for what it must not do, and AWS's refusal
+comes back in each service's own error shape. Last, the check is shown to bite: with one
+statement dropped from the disruption role, a consolidation replace is refused CreateFleet and
+abandons its command saying so.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
-from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS
+from botocore.exceptions import ClientError
+from nodewright.api import labels
+from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS
+from nodewright.disruption import consolidation, drift, flow
 from nodewright.state.pods import is_provisionable
 
 from sandbox import events
+from sandbox.aws import aws_client
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
-# What every role also holds, outside permissions.py: its log group (Lambda writes the logs, the
-# code never calls CloudWatch Logs) and, for the interruption function, the queue's consume grant.
-QUEUE_CONSUMER = {
-    "sqs:ReceiveMessage",
-    "sqs:DeleteMessage",
-    "sqs:ChangeMessageVisibility",
-    "sqs:GetQueueAttributes",
+ACCOUNT = "123456789012"
+ON_DEMAND = {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}
+M5 = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large", "m5.xlarge"]}
+CONSOLIDATE = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1s"}
+# Every call a function makes that its role must allow, by function (what the suite checks it made).
+REAL_WORK = {
+    "provisioner": {
+        "ec2:CreateFleet",
+        "ec2:CreateLaunchTemplate",
+        "iam:CreateInstanceProfile",
+        "iam:PassRole",
+    },
+    "spot_events": {"ec2:CreateFleet", "dynamodb:PutItem"},
+    "interruption": {"ec2:CreateFleet", "ec2:TerminateInstances", "dynamodb:PutItem", "sqs:ReceiveMessage"},
+    "disruption": {"ec2:TerminateInstances", "ec2:DescribeCapacityReservations"},  # drift reads
+    "pricing": {"ec2:DescribeSpotPriceHistory", "dynamodb:PutItem"},
 }
 
 
-class Recorder:
-    """The AWS operations the layer's clients make, by the function running at the time."""
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Any]:
+    from sandbox import Sandbox
 
-    def __init__(self) -> None:
-        self.current: str | None = None
-        self.calls: dict[str, set[str]] = {}
-        self._hooked: set[int] = set()
+    with Sandbox(cluster_name="e2e-roles", boot_delay=0.2, init_delay=0.2) as sb:
+        sb.apply_crds()
+        yield sb
 
-    def hook(self, client: Any) -> Any:
-        if id(client) not in self._hooked:
-            client.meta.events.register("before-parameter-build", self._record)
-            self._hooked.add(id(client))
-        return client
 
-    def _record(self, model: Any, **_: Any) -> None:
-        if self.current is not None:
-            action = f"{model.service_model.signing_name}:{model.name}"
-            self.calls.setdefault(self.current, set()).add(action)
+@pytest.fixture
+def env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from nodewright.cloud import aws
+    from nodewright.cluster import reset_connections
 
-    def run(self, function: str, handler: Any, event: Any, seconds: float) -> Any:
-        fresh_container()
-        self.current = function
-        try:
-            if function == "provisioner":  # its loop lasts ``seconds``; its writes keep a real timeout
-                with provisioner_invocation(seconds) as context:
-                    return handler(event, context)
-            return handler(event, LambdaContext(seconds, f"nodewright-{function}"))
-        finally:
-            self.current = None
+    for key, value in sandbox.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
+    monkeypatch.setattr(consolidation, "NOMINATION_SECONDS", 1.0)
+    monkeypatch.setattr(consolidation, "VALIDATION_SECONDS", 2.0)
+    drift.forget_dynamic()
+    flow.forget_proposals()
+    sandbox.warm_catalog()
+    sandbox.iam.denials.clear()
+    yield sandbox
+    reset_connections()
+    aws.reset_clients()
 
 
 def fresh_container() -> None:
-    """What a function's own container would start with (each runs alone in Lambda): no cache,
-    provider or connection left by another function run in this process (each handler module,
-    loaded afresh, holds its own container and processor). Only the instance catalog is kept:
-    moto's DescribeInstanceTypes takes 5-7 s, and every function that reads it holds the same
-    Describe* grant."""
+    """What a function's own container starts with (each runs alone in Lambda): no cache, provider
+    or connection left by another function run in this process. Only the instance catalog is kept
+    (moto's DescribeInstanceTypes takes 5-7 s; every function that reads it holds the same grant)."""
     from nodewright.cloud import catalog, eks
     from nodewright.cloud.provider import CloudProvider
     from nodewright.cluster import reset_connections
@@ -93,52 +100,17 @@ def fresh_container() -> None:
     reset_connections()
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Any]:
-    from sandbox import Sandbox
-
-    with Sandbox(cluster_name="e2e-roles", boot_delay=0.2, init_delay=0.2) as sb:
-        sb.apply_crds()
-        yield sb
-
-
-@pytest.fixture
-def recorder(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
-    from nodewright.cloud import aws
-    from nodewright.cluster import reset_connections
-
-    for key, value in sandbox.env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
-    aws.reset_clients()
-    recording = Recorder()
-
-    class RecordingSession(boto3.session.Session):
-        """The layer builds every client from one session (nodewright.cloud.aws): hook them all."""
-
-        def client(self, *args: Any, **kwargs: Any) -> Any:
-            return recording.hook(super().client(*args, **kwargs))
-
-    monkeypatch.setattr(aws, "_session", RecordingSession())
-    yield recording
-    reset_connections()
-    aws.reset_clients()
+def run(function: str, event: Any, seconds: float) -> Any:
+    """One invocation of the real handler, loaded as Lambda loads it (signing as its own role)."""
+    fresh_container()
+    handler = load_function(function).handler
+    if function == "provisioner":  # its loop lasts ``seconds``; its writes keep a real timeout
+        with provisioner_invocation(seconds) as context:
+            return handler(event, context)
+    return handler(event, LambdaContext(seconds, f"nodewright-{function}"))
 
 
-def granted_actions(function: str) -> set[str]:
-    from infra.capabilities.permissions import FUNCTION_GRANTS, GRANTS, TABLE_ACTIONS, PolicyInputs
-
-    inputs = PolicyInputs(
-        cluster_name="c", cluster_arn="arn:aws:eks:r:1:cluster/c", node_role_arn="arn:aws:iam::1:role/n"
-    )
-    actions = {a for grant in FUNCTION_GRANTS[function] for s in GRANTS[grant](inputs) for a in s.actions}
-    actions |= set(TABLE_ACTIONS[function])
-    if function == "interruption":
-        actions |= QUEUE_CONSUMER
-    return actions
-
-
-def _wait(what: str, check: Any, timeout: float) -> None:
+def wait(what: str, check: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -146,7 +118,7 @@ def _wait(what: str, check: Any, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def _launched_instance(kube: Any, exclude: set[str]) -> str:
+def launched_instance(kube: Any, exclude: set[str]) -> str:
     """The instance of a NodeClaim not in ``exclude``, once its node has registered."""
     found: list[str] = []
 
@@ -160,28 +132,69 @@ def _launched_instance(kube: Any, exclude: set[str]) -> str:
                 return True
         return False
 
-    _wait("a new node", registered, 45)
+    wait("a new node", registered, 45)
     return found[0]
 
 
-def _claim_of(kube: Any, instance_id: str) -> dict[str, Any]:
+def claim_of(kube: Any, instance_id: str) -> dict[str, Any]:
     return next(c for c in kube.list(NODECLAIMS) if c["status"].get("providerID", "").endswith(instance_id))
 
 
-def test_every_call_of_every_function_is_granted_to_its_own_role(sandbox: Any, recorder: Recorder) -> None:
+def allowed_actions(sb: Any, function: str) -> set[str]:
+    return {action for name, action, _, _ in sb.iam.allowed if name == function}
+
+
+def empty(kube: Any, sb: Any) -> None:
+    """Back to an empty cluster (as the sandbox's owner)."""
+    for deployment in kube.list(DEPLOYMENTS, namespace="default"):
+        kube.delete(DEPLOYMENTS, deployment["metadata"]["name"], namespace="default")
+    ec2 = sb.aws_client("ec2")
+    try:
+        reservations = ec2.describe_instances(
+            Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        )["Reservations"]
+        ids = [i["InstanceId"] for r in reservations for i in r["Instances"]]
+        if ids:
+            ec2.terminate_instances(InstanceIds=ids)
+    finally:
+        ec2.close()
+    for claim in kube.list(NODECLAIMS):
+        kube.patch(NODECLAIMS, claim["metadata"]["name"], {"metadata": {"finalizers": None}})
+        kube.delete(NODECLAIMS, claim["metadata"]["name"])
+    for pool in kube.list(NODEPOOLS):
+        kube.delete(NODEPOOLS, pool["metadata"]["name"])
+    for nodeclass_ in kube.list(EC2NODECLASSES):
+        kube.delete(EC2NODECLASSES, nodeclass_["metadata"]["name"])
+
+    def emptied() -> bool:
+        for pod in kube.list(PODS, namespace="default"):
+            kube.delete(PODS, pod["metadata"]["name"], namespace="default", grace_period_seconds=0)
+        for node in kube.list(NODES):
+            kube.patch(NODES, node["metadata"]["name"], {"metadata": {"finalizers": None}})
+            kube.delete(NODES, node["metadata"]["name"])
+        return not kube.list(PODS, namespace="default") and not kube.list(NODES)
+
+    wait("the cluster to empty", emptied, 20)
+
+
+# --- the real work -----------------------------------------------------------------------------------
+
+
+def test_every_function_does_its_real_work_under_its_own_role(env: Any) -> None:
     from botocore.stub import Stubber
     from nodewright.cloud import aws
     from nodewright.settings import Settings
 
-    kube = sandbox.admin_cluster()  # the user's side; the handlers act as the functions' identity
-    kube.create(EC2NODECLASSES, nodeclass(sandbox))
+    from sandbox.iam.authorization import Call
+
+    kube = env.admin_cluster()  # the user's side; the handlers act as the functions' identity
+    kube.create(EC2NODECLASSES, nodeclass(env))
     spot = [
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
         {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
     ]
     kube.create(NODEPOOLS, nodepool("spot", spot))
-    # One pod per node: each displaced pod needs a replacement launch of its own, so the interruption
-    # function's CreateFleet does not depend on whether an earlier replacement had room to spare.
+    # One pod per node: each displaced pod needs a replacement launch of its own.
     apart = inflate(2)
     apart["spec"]["template"]["spec"]["affinity"] = {
         "podAntiAffinity": {
@@ -194,56 +207,288 @@ def test_every_call_of_every_function_is_granted_to_its_own_role(sandbox: Any, r
         }
     }
     kube.create(DEPLOYMENTS, apart, namespace="default")
-    _wait(
+    wait(
         "2 unschedulable pods",
         lambda: sum(1 for p in kube.list_pending_pods() if is_provisionable(p)) == 2,
         30,
     )
+    try:
+        # provisioner: a spot launch
+        run("provisioner", scheduled_event(), 30)
+        first = launched_instance(kube, set())
+        # spot_events: a spot warning → a replacement launch and a drain
+        direct = run("spot_events", events.spot_warning(first), 60)
+        assert direct["disposition"] == "acted", direct
+        second = launched_instance(kube, {first})
+        wait(
+            "both inflate pods running on nodes",
+            lambda: (
+                sum(
+                    1
+                    for p in kube.list_pods(namespace="default", label_selector="app=inflate")
+                    if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+                )
+                == 2
+            ),
+            60,
+        )
+        # interruption: a rebalance recommendation through the queue, polled as Lambda's event
+        # source mapping does (with the interruption role) → a replacement, a drain, a termination
+        queue = env.aws.interruption_queue_url
+        owner_sqs = env.aws_client("sqs")
+        owner_sqs.send_message(
+            QueueUrl=queue, MessageBody=json.dumps(events.rebalance_recommendation(second))
+        )
+        owner_sqs.close()
+        poller = aws_client("sqs", env.aws_endpoint, env.region, env.credentials("interruption"))
+        got = poller.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)["Messages"]
+        batch = events.sqs_event(
+            [events.sqs_record(m["Body"], receipt_handle=m["ReceiptHandle"]) for m in got]
+        )
+        assert run("interruption", batch, 60) == {"batchItemFailures": []}
+        poller.delete_message(QueueUrl=queue, ReceiptHandle=got[0]["ReceiptHandle"])
+        poller.close()
+        third = launched_instance(kube, {first, second})
+        # disruption: the last node expired → drained and terminated
+        kube.patch(NODECLAIMS, claim_of(kube, third)["metadata"]["name"], {"spec": {"expireAfter": "1s"}})
+        time.sleep(1.5)
+        run("disruption", scheduled_event(), 30)
+        # disruption's dynamic drift asks whether a node's capacity reservation is still active
+        # (moto does not implement DescribeCapacityReservations: asked of the enforcement alone)
+        reservations = Call("ec2", "DescribeCapacityReservations", {}, env.region, ACCOUNT, "")
+        with env.iam.expecting_denials():
+            readers = {f for f in REAL_WORK if env.iam.authorize(env.iam.identity(f), reservations).allowed}
+        assert readers == {"disruption"}
+        # pricing: the Pricing API is not in moto; an empty page answers it (the call is what is recorded)
+        pricing = aws.client("pricing", Settings.from_env({**dict(env.env()), **env.credentials("pricing")}),
+                             region=aws.PRICING_API_REGION)  # fmt: skip
+        with Stubber(pricing) as stub:
+            stub.add_response("get_products", {"PriceList": [], "FormatVersion": "aws_v1"})
+            run("pricing", scheduled_event(), 30)
+    finally:
+        empty(kube, env)
 
-    # provisioner: a spot launch
-    recorder.run("provisioner", load_function("provisioner").handler, scheduled_event(), 30)
-    first = _launched_instance(kube, set())
-    # spot_events: a spot warning → a replacement launch and a drain (EC2 ends the instance itself)
-    warning = events.spot_warning(first)
-    direct = recorder.run("spot_events", load_function("spot_events").handler, warning, 60)
-    assert direct["disposition"] == "acted", direct
-    second = _launched_instance(kube, {first})
-    # The warned node's pod running again on its replacement, so the next replacement cannot be it.
-    _wait(
-        "both inflate pods running on nodes",
-        lambda: (
-            sum(
-                1
-                for p in kube.list_pods(namespace="default", label_selector="app=inflate")
-                if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
-            )
-            == 2
-        ),
-        60,
-    )
-    # interruption: a rebalance recommendation on the queue → a replacement, a drain, a termination
-    rebalance = events.rebalance_recommendation(second)
-    batch = events.sqs_batches([json.dumps(rebalance)])[0]
-    assert recorder.run("interruption", load_function("interruption").handler, batch, 60) == {
-        "batchItemFailures": []
+    assert [d.message for d in env.iam.denials if not d.expected] == []
+    for function, needed in REAL_WORK.items():
+        assert needed <= allowed_actions(env, function), (function, needed - allowed_actions(env, function))
+
+
+def test_the_provisioner_prunes_launch_templates_and_the_removal_removes_everything(env: Any) -> None:
+    """The provisioner's lifecycle deletes unused launch templates (DeleteLaunchTemplate); the removal
+    at ``cdk destroy`` lists and deletes this cluster's templates and instance profiles."""
+    from datetime import timedelta
+
+    from nodewright.cloud.cleanup import remove_cluster_resources
+    from nodewright.cloud.nodeclass import NodeClass
+    from nodewright.cloud.provider import CloudProvider
+    from nodewright.settings import Settings
+
+    base = dict(env.env())
+    provisioner = CloudProvider(Settings.from_env({**base, **env.credentials("provisioner")}))
+    profile = provisioner.templates.instance_profile(NodeClass(nodeclass(env)))
+    ec2 = env.aws_client("ec2")
+    try:
+        made = ec2.create_launch_template(
+            LaunchTemplateName=f"nodewright/{env.cluster_name}/prune-me",
+            LaunchTemplateData={"ImageId": next(iter(env.aws.images.values()))},
+            TagSpecifications=[
+                {
+                    "ResourceType": "launch-template",
+                    "Tags": [
+                        {"Key": f"kubernetes.io/cluster/{env.cluster_name}", "Value": "owned"},
+                        {"Key": "karpenter.sh/nodepool", "Value": "default"},
+                        {"Key": "karpenter.k8s.aws/cluster", "Value": env.cluster_name},
+                    ],
+                }
+            ],
+        )["LaunchTemplate"]
+    finally:
+        ec2.close()
+    assert made["LaunchTemplateName"] in provisioner.templates.cleanup(min_age=timedelta(0))
+    report = remove_cluster_resources(Settings.from_env({**base, **env.credentials("cleanup")}))
+    assert profile in report.instance_profiles_deleted, report
+    assert [d.message for d in env.iam.denials if not d.expected] == []
+    assert "ec2:DeleteLaunchTemplate" in allowed_actions(env, "provisioner")
+    assert {"iam:ListInstanceProfiles", "iam:DeleteInstanceProfile"} <= allowed_actions(env, "cleanup")
+
+
+def test_the_webhook_reads_its_secret_and_wakes_only_the_provisioner_alias(env: Any) -> None:
+    """Its role (infra/capabilities/wakeup.py): GetSecretValue of its secret, and lambda:Invoke of the
+    provisioner's wakeup alias only; a secret or function it was not given is refused."""
+    owner = env.aws_client("secretsmanager")
+    arn = owner.create_secret(
+        Name=f"nodewright-{env.cluster_name}-webhook-path-roles", SecretString="x" * 48
+    )["ARN"]
+    other = owner.create_secret(Name="someone-elses", SecretString="y")["ARN"]
+    owner.close()
+    webhook_env = {
+        "WEBHOOK_SECRET_ARN": arn,
+        "WAKE_FUNCTION": f"arn:aws:lambda:{env.region}:123456789012:function:nodewright-provisioner:wakeup",
     }
-    third = _launched_instance(kube, {first, second})
-    # disruption: the last node expired → drained and terminated
-    kube.patch(NODECLAIMS, _claim_of(kube, third)["metadata"]["name"], {"spec": {"expireAfter": "1s"}})
-    time.sleep(1.5)
-    recorder.run("disruption", load_function("disruption").handler, scheduled_event(), 30)
-    # pricing: the Pricing API is not in moto; an empty page answers it (the call is what is recorded)
-    pricing = aws.client("pricing", Settings.from_env(), region=aws.PRICING_API_REGION)
-    with Stubber(pricing) as stub:
-        stub.add_response("get_products", {"PriceList": [], "FormatVersion": "aws_v1"})
-        recorder.run("pricing", load_function("pricing").handler, scheduled_event(), 30)
+    env.iam.learn(webhook_env, "webhook")  # the physical names the stack gives it (Ref)
+    secrets = aws_client("secretsmanager", env.aws_endpoint, env.region, env.credentials("webhook"))
+    try:
+        assert secrets.get_secret_value(SecretId=arn)["SecretString"] == "x" * 48
+        with pytest.raises(ClientError) as refused, env.iam.expecting_denials():
+            secrets.get_secret_value(SecretId=other)
+        assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+        assert "secretsmanager:GetSecretValue" in refused.value.response["Error"]["Message"]
+    finally:
+        secrets.close()
+    principal = env.iam.identity("webhook").principal
+    from sandbox.iam.authorization import Call
 
-    calls = recorder.calls
-    assert {"ec2:CreateFleet", "iam:CreateInstanceProfile"} <= calls["provisioner"]
-    assert "ec2:CreateFleet" in calls["spot_events"]
-    assert {"ec2:CreateFleet", "ec2:TerminateInstances", "dynamodb:PutItem"} <= calls["interruption"]
-    assert "ec2:TerminateInstances" in calls["disruption"]
-    assert {"pricing:GetProducts", "ec2:DescribeSpotPriceHistory"} <= calls["pricing"]
-    ungranted = {function: sorted(made - granted_actions(function)) for function, made in calls.items()}
-    assert ungranted == {function: [] for function in calls}, ungranted
-    assert set(calls) == {"provisioner", "spot_events", "interruption", "disruption", "pricing"}
+    wake = Call(
+        "lambda",
+        "Invoke",
+        {"FunctionName": webhook_env["WAKE_FUNCTION"]},
+        env.region,
+        "123456789012",
+        principal,
+    )
+    assert env.iam.authorize(env.iam.identity("webhook"), wake).allowed
+    elsewhere = Call(
+        "lambda", "Invoke", {"FunctionName": "nodewright-disruption"}, env.region, "123456789012", principal
+    )
+    with env.iam.expecting_denials():
+        assert not env.iam.authorize(env.iam.identity("webhook"), elsewhere).allowed
+
+
+# --- and no more -------------------------------------------------------------------------------------
+
+
+def refused(call: Callable[[], Any]) -> dict[str, Any]:
+    with pytest.raises(ClientError) as raised:
+        call()
+    return dict(raised.value.response["Error"]) | {
+        "status": raised.value.response["ResponseMetadata"]["HTTPStatusCode"]
+    }
+
+
+def test_each_role_is_refused_what_it_must_not_do_in_each_services_own_shape(env: Any) -> None:
+    owner = env.aws_client("ec2")
+    foreign = owner.run_instances(ImageId=next(iter(env.aws.images.values())), MinCount=1, MaxCount=1)
+    foreign_id = foreign["Instances"][0]["InstanceId"]  # not tagged for this cluster
+    owner.close()
+    client = {
+        (function, service): aws_client(service, env.aws_endpoint, env.region, env.credentials(function))
+        for function in ("pricing", "disruption", "provisioner", "webhook")
+        for service in ("ec2", "sqs", "dynamodb", "iam")
+    }
+    with env.iam.expecting_denials():
+        refusals(env, client, foreign_id)
+    assert {d.function for d in env.iam.denials} == {"disruption", "pricing", "provisioner", "webhook"}
+
+
+def refusals(env: Any, client: dict[tuple[str, str], Any], foreign_id: str) -> None:
+    try:
+        # EC2: 403 UnauthorizedOperation, with the principal, the action, the resource and the encoded message
+        error = refused(lambda: client["disruption", "ec2"].terminate_instances(InstanceIds=[foreign_id]))
+        assert (error["Code"], error["status"]) == ("UnauthorizedOperation", 403)
+        assert error["Message"].startswith(
+            "You are not authorized to perform this operation. User: arn:aws:sts::"
+        )
+        assert (
+            f"is not authorized to perform: ec2:TerminateInstances on resource: arn:aws:ec2:{env.region}:"
+            in error["Message"]
+        )
+        assert "Encoded authorization failure message: " in error["Message"]
+        error = refused(client["pricing", "ec2"].describe_instances)
+        assert error["Code"] == "UnauthorizedOperation"
+        # The queue is the interruption function's alone: SQS's AccessDenied (the action in lower case)
+        queue = env.aws.interruption_queue_url
+        error = refused(lambda: client["provisioner", "sqs"].receive_message(QueueUrl=queue))
+        assert (error["Code"], error["status"]) == ("AccessDenied", 403)
+        assert "sqs:receivemessage" in error["Message"]
+        # DynamoDB: 400 AccessDeniedException; disruption reads (and marks) offerings, never deletes
+        key = {"pk": {"S": "x"}, "sk": {"S": "y"}}
+        error = refused(
+            lambda: client["disruption", "dynamodb"].delete_item(TableName=env.aws.state_table, Key=key)
+        )
+        assert (error["Code"], error["status"]) == ("AccessDeniedException", 400)
+        # IAM: AccessDenied; only the node role may be passed, by the launching functions
+        error = refused(lambda: client["pricing", "iam"].get_instance_profile(InstanceProfileName="x"))
+        assert (error["Code"], error["status"]) == ("AccessDenied", 403)
+        # The webhook touches no EC2 at all
+        assert refused(client["webhook", "ec2"].describe_subnets)["Code"] == "UnauthorizedOperation"
+        # A key the sandbox does not know is refused as AWS refuses one
+        stranger = aws_client(
+            "ec2",
+            env.aws_endpoint,
+            env.region,
+            {"AWS_ACCESS_KEY_ID": "AKIAUNKNOWN", "AWS_SECRET_ACCESS_KEY": "x"},
+        )
+        assert refused(stranger.describe_subnets)["Code"] == "AuthFailure"
+        stranger.close()
+    finally:
+        for each in client.values():
+            each.close()
+
+
+# --- the check bites ---------------------------------------------------------------------------------
+
+
+def test_without_its_create_fleet_statement_a_consolidation_replace_is_refused_and_abandoned(
+    env: Any,
+) -> None:
+    """Drop the statement that lets disruption launch from this cluster's launch templates: the
+    replace is denied ec2:CreateFleet on its launch template, the replacement fails to launch
+    (UnauthorizedOperation) and the command is abandoned saying so; the candidate keeps running,
+    untainted."""
+    kube = env.admin_cluster()
+    kube.create(EC2NODECLASSES, nodeclass(env))
+    kube.create(NODEPOOLS, nodepool("m5", [ON_DEMAND, M5], disruption=CONSOLIDATE))
+    try:
+        big = inflate(1, cpu="3", memory="256Mi")
+        big["metadata"]["name"] = "big"
+        big["spec"]["selector"] = {"matchLabels": {"app": "big"}}
+        big["spec"]["template"]["metadata"] = {"labels": {"app": "big"}}
+        kube.create(DEPLOYMENTS, big, namespace="default")
+        wait("big to be pending", lambda: bool(kube.list_pending_pods()), 30)
+        run("provisioner", scheduled_event(), 8)
+        small = inflate(1, cpu="250m", memory="256Mi")
+        small["metadata"]["name"] = "small"
+        small["spec"]["selector"] = {"matchLabels": {"app": "small"}}
+        small["spec"]["template"]["metadata"] = {"labels": {"app": "small"}}
+        kube.create(DEPLOYMENTS, small, namespace="default")
+
+        def running(app: str) -> list[str]:
+            return [
+                p["spec"]["nodeName"]
+                for p in kube.list(PODS, namespace="default")
+                if (p["metadata"].get("labels") or {}).get("app") == app
+                and (p.get("status") or {}).get("phase") == "Running"
+            ]
+
+        wait("big and small running", lambda: bool(running("big")) and bool(running("small")), 60)
+        kube.patch(DEPLOYMENTS, "big", {"spec": {"replicas": 0}}, namespace="default")
+        wait("big gone", lambda: not running("big"), 30)
+        (candidate,) = [c["metadata"]["name"] for c in kube.list(NODECLAIMS)]
+
+        with (
+            env.iam.without_statement("disruption", "LaunchFromOwnedLaunchTemplates"),
+            env.iam.expecting_denials(),
+        ):
+            abandoned: list[dict[str, Any]] = []
+            deadline = time.monotonic() + 120
+            while not abandoned:
+                if time.monotonic() > deadline:
+                    pytest.fail("no command was abandoned within 120s")
+                run("provisioner", scheduled_event(), 1)  # registers and initializes the node
+                report = run("disruption", scheduled_event(), 12)
+                abandoned = [c for c in report["commands"] if c["action"] == "abandoned"]
+        (command,) = abandoned
+        assert command["nodeclaims"] == [candidate]
+        assert "UnauthorizedOperation" in command["detail"], command
+        assert "ec2:CreateFleet" in command["detail"], command
+        denied = [d for d in env.iam.denials if d.function == "disruption"]
+        assert denied
+        assert {(d.action, d.resource.rsplit(":", 1)[1].split("/")[0]) for d in denied} == {
+            ("ec2:CreateFleet", "launch-template")
+        }
+        failed = [e for e in kube.list(EVENTS, namespace="default") if e["reason"] == "LaunchFailed"]
+        assert any("UnauthorizedOperation" in e["message"] for e in failed), [e["message"] for e in failed]
+        node = kube.get(NODES, running("small")[0])
+        assert not any(t.get("key") == labels.DISRUPTED_TAINT_KEY for t in node["spec"].get("taints") or [])
+    finally:
+        empty(kube, env)

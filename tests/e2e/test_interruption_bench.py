@@ -21,6 +21,7 @@ def test_bench_interruption_small_run_acts_on_every_node_and_reports_figures(cap
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert figures["interruptionsActed"] == 3
     assert figures["nodeClaimsLeft"] == 0
+    assert figures["nodeClaimsLeftForEc2"] == 3, "drained, each waits for EC2's reclaim (none here)"
     assert figures["failedMessages"] == 0
     assert figures["messagesPerSecond"] > 0
     assert 0 < figures["cordonAndEvictP50Seconds"] <= figures["cordonAndEvictP99Seconds"]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS
 from nodewright.state.pods import is_provisionable
+from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
 
 from sandbox import events
 from sandbox.lambdas import LambdaContext, load_function
@@ -154,7 +155,9 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     assert set(created).isdisjoint(claims_before)
     assert elapsed < NOTICE_SECONDS, f"drained in {elapsed:.1f}s"
     assert cluster.find_node(victim_name) is None
-    assert cluster.find(NODECLAIMS, victim_claim) is None
+    left = cluster.find(NODECLAIMS, victim_claim)  # kept, deleting, until EC2 has reclaimed the instance
+    assert left["metadata"]["deletionTimestamp"]
+    assert left["metadata"]["annotations"][INSTANCE_GOING_ANNOTATION] == "true"
     assert lowest[0] >= REPLICAS - 1, "the PodDisruptionBudget (maxUnavailable 1) was honoured"
     _wait("every inflate pod ready again", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=30)
     # The replacement's node (matched by providerID: its registration is the provisioner's next pass).
@@ -176,6 +179,35 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
             events.sqs_batches([json.dumps(event)])[0], LambdaContext(30, "nodewright-interruption")
         ) == {"batchItemFailures": []}
         cluster.set_call_deadline(None)
+    assert {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == claims_before | set(created)
+
+    # The provisioner's garbage collection (forced: as a minute later) leaves the instance to EC2:
+    # it is neither reported as leaked nor terminated before EC2 reclaims it (issue 25).
+    ec2 = sandbox.aws_client("ec2")
+    try:
+        _scheduled_provisioner_pass(cluster)
+        (described,) = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"]
+        assert described["State"]["Name"] == "running", "not terminated as a leak before EC2 reclaims it"
+        assert cluster.find(NODECLAIMS, victim_claim) is not None
+        # EC2 reclaims it (the spot market, two minutes after the notice); the next pass releases it.
+        ec2.terminate_instances(InstanceIds=[instance_id])
+    finally:
+        ec2.close()
+    _scheduled_provisioner_pass(cluster)
+    assert cluster.find(NODECLAIMS, victim_claim) is None
     assert {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)} == (
         claims_before - {victim_claim}
     ) | set(created)
+
+
+def _scheduled_provisioner_pass(cluster: Any) -> dict[str, Any]:
+    """One scheduled provisioner invocation with garbage collection due (as a minute later)."""
+    from nodewright.provisioning import lifecycle
+
+    lifecycle.reset_gc_clock()
+    result = load_function("provisioner").handler(
+        {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}},
+        LambdaContext(25, "nodewright-provisioner"),
+    )
+    cluster.set_call_deadline(None)
+    return result

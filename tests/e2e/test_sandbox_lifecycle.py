@@ -16,7 +16,7 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox.apiserver import ApiServer
-from sandbox.cluster import SandboxError
+from sandbox.cluster import AUTOSCALER_GROUP, AUTOSCALER_USER, SandboxError
 from sandbox.shared_data import REPO_ROOT
 from sandbox.simulators.kube import Kube, core
 
@@ -96,10 +96,41 @@ def test_a_second_sandbox_starts_clean_and_can_use_another_api_server(tmp_path: 
                 )
                 time.sleep(0.1)
             [condition] = kube.get(core("pods", "default", "p"))["status"]["conditions"]
+            functions_identity = functions_acting_on(second)
         assert kubeconfig.is_file()  # the caller's file: the sandbox leaves it alone
     assert reservations == []
     assert vpcs == []
     assert condition["message"] == "no nodes available to schedule pods"
+    # The functions act as deploy/rbac.yaml's identity there too (impersonated with the
+    # kubeconfig's credentials), so that server checks their permissions, not the administrator's.
+    user, groups, refused = functions_identity
+    assert user == AUTOSCALER_USER
+    assert AUTOSCALER_GROUP in groups
+    assert f'User "{AUTOSCALER_USER}" cannot create resource "nodes"' in refused
+
+
+def functions_acting_on(sandbox: Sandbox) -> tuple[str, list[str], str]:
+    """(user, groups) the API server sees for the functions' kubeconfig, and its answer to a
+    write deploy/rbac.yaml does not grant (creating a Node)."""
+    from kubernetes.client import ApiClient
+    from nodewright.cluster import ApiError, Cluster, auth
+
+    cluster = Cluster(ApiClient(auth.kubeconfig_configuration(sandbox.env()["NODEWRIGHT_KUBECONFIG"])))
+    try:
+        review = cluster.request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+        try:
+            cluster.request("POST", "/api/v1/nodes", body={"metadata": {"name": "not-granted"}})
+            refused = ""
+        except ApiError as exc:
+            refused = exc.message
+    finally:
+        cluster.api_client.close()
+    info = review["status"]["userInfo"]
+    return info["username"], info.get("groups", []), refused
 
 
 def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
@@ -172,3 +203,25 @@ def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
     )
     assert gone.returncode == 2
     assert "no sandbox 'cli' is running" in gone.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [(b"- a\n- b\n", "a kubeconfig is a YAML mapping"), (b"\xff\xfe", "not UTF-8 text")],
+    ids=["list", "binary"],
+)
+def test_demo_with_an_unusable_kubeconfig_is_one_line_and_leaves_nothing_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, complaint: str
+) -> None:
+    from nodewright.cli import main
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_bytes(content)
+    before = set(threading.enumerate())
+
+    assert main(["demo", "--kubeconfig", str(kubeconfig)]) == 2
+
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"nodewright demo: cannot load kubeconfig '{kubeconfig}': "), line
+    assert complaint in line
+    assert settled_threads(before) == set()

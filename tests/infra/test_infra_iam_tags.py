@@ -3,17 +3,11 @@
 The public launch path of ``nodewright.cloud`` (``CloudProvider.create``: subnets, security groups,
 AMI alias, instance profile, launch template, CreateFleet) runs against moto, so every request
 goes through botocore's request shapes and moto's parsing. Each recorded call is then turned
-into the IAM authorizations AWS makes for it (``authorizations``), and each is decided by
-``iam_eval`` against the statements of the provisioner's role. A call this model does not know
-fails the test: a new AWS call in the launch path must come with its permission.
-
-How EC2 authorizes, as modelled here (and as Karpenter v1's policy relies on): CreateFleet is
-authorized as ``ec2:CreateFleet`` on the fleet, the launch templates, subnets, security groups
-and image, and as ``ec2:RunInstances`` on everything the instance launch creates or uses;
-``aws:RequestTag`` holds the tags of the request (CreateFleet's and the launch template's
-TagSpecifications); every tagged resource type is also authorized as ``ec2:CreateTags`` with
-``ec2:CreateAction``. CreateInstanceProfile with tags is also authorized as
-``iam:TagInstanceProfile``, whose ``aws:ResourceTag`` are the tags being applied.
+into the IAM authorizations AWS makes for it by the sandbox's model
+(``sandbox.iam.authorization``, the one the sandbox enforces with; how EC2 authorizes a fleet is
+written there) and each is decided by the sandbox's evaluator against the provisioner's role. A
+call the model does not know fails the test: a new AWS call in the launch path must come with its
+permission.
 """
 
 from __future__ import annotations
@@ -25,17 +19,24 @@ from typing import Any
 
 import boto3
 import pytest
-from iam_eval import ACCOUNT, REGION, Request, Template, allowed, ec2_arn, tag_context
+from iam_eval import REGION, Request, Template, allowed, decide_many
 from infra_synth import Synth
 from moto import mock_aws
 
-from infra.capabilities.permissions import TAGGED_AT_CREATION
+from infra.capabilities.permissions import FUNCTION_GRANTS, TAGGED_AT_CREATION, UNTAGGED_AT_CREATION
+from sandbox.iam.authorization import Call, authorizations
+from sandbox.iam.enforcement import MotoWorld
+from sandbox.iam.evaluator import default_key_policy
 
 CLUSTER = "demo"  # the fast synth's clusterName
+ACCOUNT = "123456789012"  # moto's
 K8S_VERSION = "1.31"
 AMI = "ami-0aaaaaaaaaaaaaaa1"
-KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-NODE_ROLE = "NodeRole"
+KMS_KEY = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+NODE_ROLE = f"NodewrightNode-{CLUSTER}-{REGION}"  # the role the stack creates (infra/config.py)
+VARIANT_ACCOUNT = "123456789012"  # conftest.py variant_synth's account
+KEY_POLICY = default_key_policy(VARIANT_ACCOUNT)  # a key's default policy: IAM policies decide
+PRINCIPAL = f"arn:aws:sts::{ACCOUNT}:assumed-role/provisioner/nodewright-provisioner"
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Recorded:
     fleet_tags: dict[str, str] = field(default_factory=dict)
     instance_tags: dict[str, str] = field(default_factory=dict)
     template_data: dict[str, Any] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)  # every authorization the calls need
 
     def record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         self.calls.append((model.service_model.endpoint_prefix, model.name, copy.deepcopy(params)))
@@ -161,6 +163,10 @@ def recorded() -> Iterator[Recorded]:
         result.instance_tags = {t["Key"]: t["Value"] for t in reservation["Instances"][0].get("Tags", [])}
         (created,) = result.params("CreateLaunchTemplate")
         result.template_data = created["LaunchTemplateData"]
+        world = MotoWorld(ACCOUNT)  # read after the launch: the template and the profile exist
+        for service, operation, params in result.calls:
+            call = Call(service, operation, params, REGION, ACCOUNT, PRINCIPAL)
+            result.requests += authorizations(call, world)  # UnknownCall: a call with no model
         yield result
         aws.reset_clients()
         clear_caches()
@@ -171,94 +177,7 @@ def provisioner_statements(synth: Synth) -> list[dict[str, Any]]:
     (role_id,) = [
         k for k in synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerFunctionsprovisionerRole")
     ]
-    return Template(synth.template).role_statements(role_id)
-
-
-def authorizations(recorded: Recorded, node_role_arn: str) -> list[Request]:
-    """Every IAM authorization the recorded calls need, with its resource and condition context."""
-    regional = {"aws:RequestedRegion": REGION}
-    (template,) = recorded.params("CreateLaunchTemplate")
-    template_tags = _tags(template["TagSpecifications"])
-    template_arn = ec2_arn("launch-template", "lt-0123456789abcdef0")
-    profiles: dict[str, tuple[str, dict[str, str]]] = {}  # name → (ARN with path, tags)
-    requests: list[Request] = []
-    for service, operation, params in recorded.calls:
-        if service == "ec2" and operation.startswith("Describe"):
-            requests.append(Request(f"ec2:{operation}", "*", regional))
-        elif (service, operation) == ("ssm", "GetParameter"):
-            arn = f"arn:aws:ssm:{REGION}::parameter{params['Name']}"
-            requests.append(Request("ssm:GetParameter", arn))
-        elif (service, operation) == ("eks", "DescribeCluster"):
-            requests.append(
-                Request("eks:DescribeCluster", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{params['name']}")
-            )
-        elif (service, operation) == ("iam", "GetInstanceProfile"):
-            requests.append(
-                Request(
-                    "iam:GetInstanceProfile",
-                    f"arn:aws:iam::{ACCOUNT}:instance-profile/{params['InstanceProfileName']}",
-                )
-            )
-        elif (service, operation) == ("iam", "CreateInstanceProfile"):
-            arn = f"arn:aws:iam::{ACCOUNT}:instance-profile{params['Path']}{params['InstanceProfileName']}"
-            tags = {t["Key"]: t["Value"] for t in params["Tags"]}
-            profiles[params["InstanceProfileName"]] = (arn, tags)
-            context = tag_context("aws:RequestTag", tags)
-            requests.append(Request("iam:CreateInstanceProfile", arn, context))
-            requests.append(
-                Request("iam:TagInstanceProfile", arn, {**context, **tag_context("aws:ResourceTag", tags)})
-            )
-        elif (service, operation) == ("iam", "AddRoleToInstanceProfile"):
-            arn, tags = profiles[params["InstanceProfileName"]]
-            requests.append(
-                Request("iam:AddRoleToInstanceProfile", arn, tag_context("aws:ResourceTag", tags))
-            )
-            requests.append(
-                Request("iam:PassRole", node_role_arn, {"iam:PassedToService": "ec2.amazonaws.com"})
-            )
-        elif (service, operation) == ("ec2", "CreateLaunchTemplate"):
-            context = tag_context("aws:RequestTag", template_tags)
-            requests.append(Request("ec2:CreateLaunchTemplate", template_arn, context))
-            requests.append(
-                Request(
-                    "ec2:CreateTags", template_arn, {**context, "ec2:CreateAction": "CreateLaunchTemplate"}
-                )
-            )
-        elif (service, operation) == ("ec2", "CreateFleet"):
-            request_tags = {
-                **_tags(params["TagSpecifications"]),
-                **_tags(template["LaunchTemplateData"]["TagSpecifications"]),
-            }
-            context = tag_context("aws:RequestTag", request_tags)
-            from_template = tag_context("aws:ResourceTag", template_tags)
-            used = [ec2_arn("image", AMI), ec2_arn("subnet", "subnet-1"), ec2_arn("security-group", "sg-1")]
-            created = ["instance", "volume", "network-interface"]
-            if params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot":
-                created.append("spot-instances-request")
-            requests += [Request("ec2:CreateFleet", ec2_arn("fleet", "fleet-1"), context)]
-            requests += [Request("ec2:CreateFleet", arn, context) for arn in used]
-            requests += [
-                Request(a, template_arn, {**context, **from_template})
-                for a in ("ec2:CreateFleet", "ec2:RunInstances")
-            ]
-            requests += [Request("ec2:RunInstances", arn, context) for arn in used]
-            requests += [Request("ec2:RunInstances", ec2_arn(kind, "x-1"), context) for kind in created]
-            tagged_kinds = {s["ResourceType"] for s in params["TagSpecifications"]}
-            tagged_kinds |= {s["ResourceType"] for s in template["LaunchTemplateData"]["TagSpecifications"]}
-            requests += [
-                Request(
-                    "ec2:CreateTags", ec2_arn(kind, "x-1"), {**context, "ec2:CreateAction": "CreateFleet"}
-                )
-                for kind in sorted(tagged_kinds)
-            ]
-            requests.append(
-                Request("iam:PassRole", node_role_arn, {"iam:PassedToService": "ec2.amazonaws.com"})
-            )
-        else:
-            raise AssertionError(
-                f"no authorization model for {service}:{operation}; add it with its permission"
-            )
-    return requests
+    return Template(synth.template, account=ACCOUNT).role_statements(role_id)
 
 
 def test_the_launch_tags_fleet_instance_volume_and_network_interfaces_with_this_cluster(
@@ -276,45 +195,53 @@ def test_the_launch_tags_fleet_instance_volume_and_network_interfaces_with_this_
     template_kinds = {s["ResourceType"]: _tags([s]) for s in recorded.template_data["TagSpecifications"]}
     assert set(template_kinds) == {"instance", "volume", "network-interface"}
     assert ownership.items() <= template_kinds["network-interface"].items()
-    # Everything the policy gates on request tags is tagged by the launch, except the spot request,
-    # which EC2 offers no way to tag from a fleet (covered by the request's tags).
+    # Everything the policy gates on request tags is tagged by the launch; the spot request, which
+    # EC2 offers no way to tag from a fleet, is the one resource created untagged.
     tagged = (
         {s["ResourceType"] for s in fleet["TagSpecifications"]} | set(template_kinds) | {"launch-template"}
     )
-    assert set(TAGGED_AT_CREATION) - tagged == {"spot-instances-request"}
+    assert set(TAGGED_AT_CREATION) <= tagged
+    assert not set(UNTAGGED_AT_CREATION) & tagged
 
 
-def test_every_authorization_of_a_spot_launch_is_allowed_for_the_provisioner_only(
+def test_every_authorization_of_a_spot_launch_is_allowed_for_the_provisioner(
     recorded: Recorded, default_synth: Synth
 ) -> None:
-    (node_role_id,) = [
-        k for k in default_synth.resources("AWS::IAM::Role") if k.startswith("AutoscalerNodeRole")
-    ]
-    node_role_arn = f"arn:aws:iam::{ACCOUNT}:role/{node_role_id}"  # how iam_eval resolves the created role
-    requests = authorizations(recorded, node_role_arn)
+    requests = recorded.requests
     assert {r.action for r in requests} >= {
         "ec2:CreateFleet",
         "ec2:RunInstances",
         "ec2:CreateTags",
         "iam:PassRole",
+        "iam:CreateInstanceProfile",
+        "iam:TagInstanceProfile",
     }
+    (passed,) = {r.resource for r in requests if r.action == "iam:PassRole"}
+    assert passed == f"arn:aws:iam::{ACCOUNT}:role/{NODE_ROLE}"
+    # The KMS key is the stack's only with -c ebsKmsKeyArns (test_ebs_kms_keys_are_granted...).
+    assert {r.action for r in requests if r.action.startswith("kms:")} >= {"kms:CreateGrant"}
+    launch = [r for r in requests if not r.action.startswith("kms:")]
     statements = provisioner_statements(default_synth)
-    denied = [r for r in requests if not allowed(statements, r)]
+    decisions = decide_many(statements, launch, ACCOUNT)
+    denied = [(r.action, r.resource, d) for r, d in zip(launch, decisions, strict=True) if d != "Allowed"]
     assert denied == []
     # The same launch with another cluster's tags is refused at every tagged creation.
     foreign = [
         Request(
             r.action,
             r.resource,
-            {k.replace(f"/{CLUSTER}", "/other"): v.replace(CLUSTER, "other") for k, v in r.context.items()},
+            {
+                k.replace(f"/{CLUSTER}", "/other"): v.replace(CLUSTER, "other") if isinstance(v, str) else v
+                for k, v in r.context.items()
+            },
         )
-        for r in requests
+        for r in launch
         if r.action in ("ec2:RunInstances", "ec2:CreateFleet")
         and "aws:RequestTag/eks:eks-cluster-name" in r.context
         and any(f":{kind}/" in r.resource for kind in TAGGED_AT_CREATION)
     ]
     assert foreign
-    assert not [r for r in foreign if allowed(statements, r)]
+    assert not [r for r in foreign if allowed(statements, r, ACCOUNT)]
 
 
 def test_a_kms_encrypted_volume_reaches_the_launch_template_as_ec2_expects(recorded: Recorded) -> None:
@@ -332,25 +259,36 @@ def test_a_kms_encrypted_volume_reaches_the_launch_template_as_ec2_expects(recor
 def test_ebs_kms_keys_are_granted_to_the_launching_functions_only(variant_synth: Synth) -> None:
     from conftest import VARIANT_KMS_KEY_ARN
 
-    template = Template(variant_synth.template, account="123456789012", region="eu-west-1")
+    template = Template(variant_synth.template, account=VARIANT_ACCOUNT, region="eu-west-1")
     launch_key = {"kms:GrantIsForAWSResource": "true"}
     for logical_id in variant_synth.resources("AWS::IAM::Role"):
         if not logical_id.startswith(("AutoscalerFunctions", "AutoscalerRemoval")):
             continue
         statements = template.role_statements(logical_id)
-        launcher = any(n in logical_id for n in ("provisioner", "interruption", "spotevents"))
+        launcher = any(
+            f"Functions{name.replace('_', '')}Role" in logical_id
+            for name, grants in FUNCTION_GRANTS.items()
+            if "launch" in grants
+        )
         for action in (
             "kms:CreateGrant",
             "kms:GenerateDataKeyWithoutPlaintext",
             "kms:Decrypt",
             "kms:DescribeKey",
         ):
-            request = Request(action, VARIANT_KMS_KEY_ARN, launch_key)
-            assert allowed(statements, request) == launcher, (logical_id, action)
+            request = Request(action, VARIANT_KMS_KEY_ARN, launch_key, resource_policy=KEY_POLICY)
+            assert allowed(statements, request, VARIANT_ACCOUNT) == launcher, (logical_id, action)
         other_key = VARIANT_KMS_KEY_ARN.replace("1234abcd", "ffffffff")
-        assert not allowed(statements, Request("kms:Decrypt", other_key)), logical_id
+        other = Request("kms:Decrypt", other_key, resource_policy=KEY_POLICY)
+        assert not allowed(statements, other, VARIANT_ACCOUNT), logical_id
         if launcher:  # grants only for AWS resources (the volume), never to a principal of choice
             assert not allowed(
                 statements,
-                Request("kms:CreateGrant", VARIANT_KMS_KEY_ARN, {"kms:GrantIsForAWSResource": "false"}),
+                Request(
+                    "kms:CreateGrant",
+                    VARIANT_KMS_KEY_ARN,
+                    {"kms:GrantIsForAWSResource": "false"},
+                    resource_policy=KEY_POLICY,
+                ),
+                VARIANT_ACCOUNT,
             )

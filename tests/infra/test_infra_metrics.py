@@ -167,6 +167,13 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
     module = load_function(function)
     monkeypatch.setattr(module.container, "get", SimpleNamespace)  # no AWS, no cluster
     idle = SimpleNamespace(summary=lambda: {"passes": 1}, stale_wakeup=False)
+    if function == "disruption":  # its other controllers, after the flow: nothing to do either
+        for controller in ("status", "capacityreservation"):
+            found = importlib.util.find_spec(f"nodewright.{controller}")
+            if found is not None:
+                monkeypatch.setattr(
+                    importlib.import_module(f"nodewright.{controller}"), "reconcile", lambda ctx: idle
+                )
     layer_flow = importlib.import_module(f"nodewright.{flow}")
     monkeypatch.setattr(layer_flow, "run", lambda ctx, seconds, **_: idle)
     module.handler(scheduled_event(), LambdaContext(55, function_name=f"nodewright-{function}"))
@@ -258,22 +265,64 @@ def test_alarms_query_exactly_the_emitted_dimension_sets(default_synth: Synth) -
 
 
 def test_the_webhook_emits_the_declared_dimension_sets(emf: Any) -> None:
+    import json
     import logging
+    from datetime import UTC, datetime
 
     from aws_lambda_powertools import Metrics
-    from nodewright.wakeup.webhook import Webhook
+    from nodewright.wakeup.webhook import PathSecrets, Webhook
 
     emitter = Metrics(namespace=metrics.NAMESPACE)
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    reads = iter([PathSecrets("x" * 48, previous="y" * 48, current_since=now)])
+
+    def secrets() -> PathSecrets:
+        return next(reads)  # then StopIteration: the reread fails and the last secrets are kept
+
+    clock = [0.0]
     webhook = Webhook(
-        secret=lambda: "x" * 48, wake=lambda event: None, logger=logging.getLogger("t"), metrics=emitter
+        secrets=secrets,
+        wake=lambda event: None,
+        logger=logging.getLogger("t"),
+        metrics=emitter,
+        now=lambda: now,
+        monotonic=lambda: clock[0],
     )
-    review = '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}'
+    failed_scheduling = {  # what the wake-up's configuration sends: kube-scheduler's Event
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "web-1.17a", "namespace": "default"},
+        "reportingController": "default-scheduler",
+        "reason": "FailedScheduling",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "web-1", "apiVersion": "v1"},
+        "type": "Warning",
+    }
+    review = json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u",
+                "operation": "CREATE",
+                "resource": {"group": "events.k8s.io", "version": "v1", "resource": "events"},
+                "object": failed_scheduling,
+            },
+        }
+    )
     webhook.serve("POST", "/" + "x" * 48 + "/admit", review)
     webhook.serve("POST", "/" + "x" * 48 + "/admit", review)
-    webhook.serve("POST", "/guess/admit", "{}")
+    webhook.serve("POST", "/" + "y" * 48 + "/admit", review)  # the path the rotation replaced
+    clock[0] = 3600.0
+    webhook.serve("POST", "/guess/admit", "{}")  # a miss rereads the secret: it fails
     emitter.flush_metrics()
     seen = emf()
-    for spec in (metrics.WAKEUPS, metrics.WAKEUPS_COALESCED, metrics.WEBHOOK_REFUSED):
+    for spec in (
+        metrics.WAKEUPS,
+        metrics.WAKEUPS_COALESCED,
+        metrics.WEBHOOK_REFUSED,
+        metrics.PREVIOUS_SECRET_REQUESTS,
+        metrics.WEBHOOK_SECRET_ERRORS,
+    ):
         assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name
 
 

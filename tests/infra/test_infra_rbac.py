@@ -186,6 +186,7 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     ("list_persistent_volumes", None): lambda c, r: c.list_persistent_volumes(),
     ("list_persistent_volume_claims", None): lambda c, r: c.list_persistent_volume_claims(),
     ("list_storage_classes", None): lambda c, r: c.list_storage_classes(),
+    ("list_volume_attachments", None): lambda c, r: c.list_volume_attachments(),
     # provisioning/loop.py
     ("list_pending_pods", None): lambda c, r: c.list_pending_pods(),
     ("wait_for_pending_pods", None): lambda c, r: (

@@ -37,6 +37,7 @@ def test_functions_and_schedules_are_the_stacks() -> None:
 def test_the_wakeup_alias_settings_are_the_stacks() -> None:
     assert int(wakeup.WAKEUP_MAX_EVENT_AGE.to_seconds()) == triggers.WAKEUP_MAX_EVENT_AGE_SECONDS
     assert triggers.WAKEUP_RETRY_ATTEMPTS == 0
+    assert triggers.WEBHOOK_CONCURRENCY == wakeup.WEBHOOK_CONCURRENCY
 
 
 def _eventbridge(pattern: dict) -> dict:

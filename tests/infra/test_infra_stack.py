@@ -49,7 +49,7 @@ def test_resource_counts_match_the_design(default_synth: Synth) -> None:
         "AWS::CloudWatch::Dashboard": 1,
         # 2 DLQs, 6 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE,
         # API server unreachable, AWS unreachable
-        "AWS::CloudWatch::Alarm": 22,
+        "AWS::CloudWatch::Alarm": 23,
         "AWS::IAM::Role": 8,  # one per function (webhook too), the removal's, the node role
         "AWS::CloudFormation::CustomResource": 1,
         "AWS::SNS::Topic": 0,  # only with alarmEmail
@@ -246,6 +246,8 @@ def test_environment_matches_the_settings_the_layer_reads(default_synth: Synth) 
     assert env["NODE_ROLE"] == {"Ref": node_role_id}  # the created role's name
     assert env["REBALANCE_MODE"] == "replace"
     assert env["POLL_INTERVAL_SECONDS"] == "5"
+    assert env["MIN_VALUES_POLICY"] == "Strict", "Karpenter's default"
+    assert env["SPOT_TO_SPOT_CONSOLIDATION"] == "false", "off by default, as Karpenter's feature gate"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
     assert env["POWERTOOLS_SERVICE_NAME"] == metrics.service_name("demo")
     assert env["NODEWRIGHT_TRACING"] == "false"
@@ -271,6 +273,8 @@ def test_variant_context_reaches_the_functions(variant_synth: Synth) -> None:
             continue
         assert env["REBALANCE_MODE"] == "event-only"
         assert env["POLL_INTERVAL_SECONDS"] == "2"
+        assert env["MIN_VALUES_POLICY"] == "BestEffort"
+        assert env["SPOT_TO_SPOT_CONSOLIDATION"] == "true"
         assert env["NODE_ROLE"] == "MyNodeRole"
 
 
@@ -490,3 +494,15 @@ def test_the_stack_outputs_what_nodewright_doctor_reads(default_synth: Synth, va
     roles = json.dumps(default[readiness.OUTPUT_CLUSTER_ACCESS_ROLES]["Value"])
     assert roles.count("AutoscalerFunctions") == 4
     assert "pricing" not in roles
+
+
+def test_the_webhook_unable_to_read_its_secret_alarms_on_the_first_failure(default_synth: Synth) -> None:
+    """Until the webhook can read its secret, every wake-up and v1beta1 conversion is refused; a
+    failed reread keeps serving with the old one, but the role or key needs fixing before expiry."""
+    (alarm,) = [a for k, a in _alarms_by_id(default_synth).items() if "WebhookSecretUnreadable" in k]
+    assert alarm["MetricName"] == metrics.WEBHOOK_SECRET_ERRORS.name
+    assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["Period"]) == (
+        1,
+        "GreaterThanOrEqualToThreshold",
+        300,
+    )

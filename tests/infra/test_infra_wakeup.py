@@ -69,6 +69,17 @@ def test_the_webhook_role_can_only_invoke_the_wakeup_alias_read_its_secret_and_l
     assert all(e["Properties"]["PrincipalArn"] != {"Fn::GetAtt": [role_id, "Arn"]} for e in entries)
 
 
+def test_the_webhook_can_read_the_previous_version_of_its_secret_during_a_rotation(
+    default_synth: Synth,
+) -> None:
+    """The webhook accepts AWSCURRENT and AWSPREVIOUS during a rotation window: a grant limited to
+    one version stage would refuse the old path before install-webhooks had replaced it."""
+    role_id, _ = _one_starting(default_synth, "AWS::IAM::Role", "AutoscalerWakeupWebhookRole")
+    reads = [s for s in _statements(default_synth, role_id) if "secretsmanager:GetSecretValue" in s["Action"]]
+    assert reads
+    assert all("Condition" not in s for s in reads)
+
+
 def test_a_wakeup_is_never_retried_expires_in_a_minute_and_goes_to_no_failure_queue(
     default_synth: Synth,
 ) -> None:

@@ -17,6 +17,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from sandbox.apiserver import ApiServer
+from sandbox.simulators import Kube, ServiceAccounts
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,10 +91,18 @@ def api(server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> client.A
     return config.new_client_from_config(str(path))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def accounts(api: client.ApiClient) -> Iterator[ServiceAccounts]:
+    """kube-controller-manager's ServiceAccounts beside the server: without them no pod is admitted."""
+    with ServiceAccounts(Kube(api)) as controller:
+        yield controller
+
+
 @pytest.fixture
-def ns(api: client.ApiClient) -> str:
+def ns(api: client.ApiClient, accounts: ServiceAccounts) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    accounts.wait_for(name)
     return name
 
 
@@ -181,6 +190,19 @@ def test_wrong_or_missing_token_is_401(server: ApiServer) -> None:
             client.CoreV1Api(client.ApiClient(cfg)).list_namespace()
         assert caught.value.status == 401
         assert status_of(caught.value)["reason"] == "Unauthorized"
+
+
+def test_a_token_nobody_holds_is_401_even_where_anonymous_requests_are_answered(server: ApiServer) -> None:
+    """kube-apiserver fails a request whose credentials are rejected before anonymous access is
+    considered (union.NewFailOnError): a bad token gets 401 on /version too, anonymous gets 200."""
+    cfg = client.Configuration(host=server.url)
+    cfg.api_key = {"authorization": "wrong"}
+    cfg.api_key_prefix = {"authorization": "Bearer"}
+    with pytest.raises(ApiException) as caught:
+        client.VersionApi(client.ApiClient(cfg)).get_code()
+    assert caught.value.status == 401
+    anonymous = client.VersionApi(client.ApiClient(client.Configuration(host=server.url))).get_code()
+    assert anonymous.git_version.startswith("v1.")
 
 
 def test_version_is_a_complete_version_info(api: client.ApiClient) -> None:

@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from nodewright.api import conversion_review, webhooks
-from nodewright.wakeup.webhook import Webhook
+from nodewright.wakeup.webhook import PathSecrets, Webhook
 
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import JsonWebhookServer
@@ -75,7 +75,7 @@ class ConversionWebhook:
         self.answer: Any = None  # review -> answer, instead of the real handler's
         self.log = Recorder()
         self.webhook = Webhook(
-            secret=lambda: SECRET,
+            secrets=lambda: PathSecrets(SECRET),
             wake=lambda event: None,
             logger=self.log,
             metrics=self.log,

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import KUBECTL, kubectl
-from sandbox.simulators import Kube
+from sandbox.simulators import Kube, ServiceAccounts
 
 pytestmark = pytest.mark.timeout(60)
 needs_kubectl = pytest.mark.skipif(not shutil.which(KUBECTL), reason="kubectl is not installed")
@@ -37,10 +37,20 @@ def kube(server) -> Iterator[Kube]:
     api.close()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def accounts(server) -> Iterator[ServiceAccounts]:
+    """kube-controller-manager's ServiceAccounts beside the server: without them no pod is admitted."""
+    api = config.new_client_from_config(config_file=str(server[1]))
+    with ServiceAccounts(Kube(api)) as controller:
+        yield controller
+    api.close()
+
+
 @pytest.fixture
-def ns(kube: Kube) -> str:
+def ns(kube: Kube, accounts: ServiceAccounts) -> str:
     name = f"f-{uuid.uuid4().hex[:8]}"
     kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+    accounts.wait_for(name)
     return name
 
 
@@ -570,3 +580,39 @@ def test_crd_stored_versions_are_written_through_status_and_checked_against_spec
     assert refused.value.status == 422
     assert "must appear in spec.versions" in status_of(refused.value)["message"]
     kube.delete(f"{crds}/{name}")
+
+
+def test_a_pod_is_refused_until_its_namespace_has_the_service_account_it_runs_as(tmp_path: Path) -> None:
+    """The ServiceAccount admission plugin of a stock kube-apiserver: nobody here plays
+    kube-controller-manager, so a new namespace has no ``default`` ServiceAccount and a pod without
+    ``serviceAccountName`` is refused (after the plugin's short wait for the default one)."""
+    with ApiServer() as alone:
+        api = config.new_client_from_config(config_file=str(alone.write_kubeconfig(tmp_path / "kubeconfig")))
+        try:
+            refused_until_the_service_account_exists(Kube(api))
+        finally:
+            api.close()
+
+
+def refused_until_the_service_account_exists(kube: Kube) -> None:
+    namespace = f"sa-{uuid.uuid4().hex[:8]}"
+    kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "pause:3.9"}]}}
+    with pytest.raises(ApiException) as refused:
+        kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+    assert refused.value.status == 403
+    status = status_of(refused.value)
+    assert status["reason"] == "Forbidden"
+    assert status["message"] == (
+        f'pods "p" is forbidden: error looking up service account {namespace}/default: '
+        'serviceaccount "default" not found'
+    )
+    assert status["details"] == {"name": "p", "kind": "pods"}
+    kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": "default"}})
+    created = kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+    assert created["spec"]["serviceAccountName"] == "default"
+    assert created["spec"]["serviceAccount"] == "default"
+    # A missing namespace is still NamespaceLifecycle's 404, which runs first.
+    with pytest.raises(ApiException) as missing:
+        kube.create("/api/v1/namespaces/nowhere/pods", pod)
+    assert missing.value.status == 404

@@ -15,6 +15,7 @@ from kubernetes import client, config
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import KUBECTL, DeletionConfirmer, kubectl
 from sandbox.shared_data import REPO_ROOT
+from sandbox.simulators import Kube, ServiceAccounts
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -70,10 +71,18 @@ def core(kubeconfig: Path) -> client.CoreV1Api:
     return client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def accounts(core: client.CoreV1Api) -> Iterator[ServiceAccounts]:
+    """kube-controller-manager's ServiceAccounts beside the server: without them no pod is admitted."""
+    with ServiceAccounts(Kube(core.api_client)) as controller:
+        yield controller
+
+
 @pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
+def ns(core: client.CoreV1Api, accounts: ServiceAccounts) -> str:
     name = f"k-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": name}})
+    accounts.wait_for(name)
     return name
 
 
@@ -385,6 +394,8 @@ def test_kubectl_create_generators_and_run_send_protobuf_that_is_decoded(
     """Every built-in kind kubectl's generators send as protobuf arrives whole, as JSON would."""
     ns = f"gen-{uuid.uuid4().hex[:6]}"
     ok(kubectl(kubeconfig, "create", "namespace", ns))
+    # As a kubectl user does before creating pods in a new namespace: its default ServiceAccount.
+    ok(kubectl(kubeconfig, "wait", "--for=create", "serviceaccount/default", "-n", ns, "--timeout=30s"))
     image = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
     ok(
         kubectl(

@@ -205,3 +205,147 @@ def test_discovery_lists_the_rbac_and_review_resources_with_their_real_verbs(ser
         assert rbac == {"clusterrolebindings", "clusterroles", "rolebindings", "roles"}
     finally:
         api.close()
+
+
+def impersonating_kubeconfig(source: Path, target: Path, user: str, groups: list[str]) -> Path:
+    """``source`` with its user impersonating ``user`` in ``groups`` (kubeconfig ``as``/``as-groups``)."""
+    document = yaml.safe_load(source.read_text())
+    document["users"][0]["user"].update({"as": user, "as-groups": groups})
+    target.write_text(yaml.safe_dump(document))
+    return target
+
+
+def test_a_kubeconfig_that_impersonates_the_functions_group_gets_exactly_deploy_rbac(
+    server, tmp_path: Path
+) -> None:
+    """The administrator's credentials, impersonating the functions' identity: the server checks
+    deploy/rbac.yaml's grants, so a verb it does not grant fails as it would for the functions."""
+    _, admin, _ = server
+    kubeconfig = impersonating_kubeconfig(
+        admin, tmp_path / "as-functions", AUTOSCALER_USER, [AUTOSCALER_GROUP]
+    )
+    cluster = functions_cluster(kubeconfig)
+    try:
+        review = cluster.request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+        user = review["status"]["userInfo"]
+        assert user["username"] == AUTOSCALER_USER
+        assert set(user["groups"]) == {AUTOSCALER_GROUP, "system:authenticated"}
+        assert cluster.request("GET", "/api/v1/nodes")["kind"] == "NodeList"  # granted
+        with pytest.raises(ApiError) as denied:  # nodes: get/list/patch/delete, never create
+            cluster.request("POST", "/api/v1/nodes", body={"metadata": {"name": "n1"}})
+        assert denied.value.status == 403
+        assert (
+            f'User "{AUTOSCALER_USER}" cannot create resource "nodes" in API group "" at the cluster scope'
+            in denied.value.message
+        )
+        with pytest.raises(ApiError) as denied:
+            cluster.request("GET", "/api/v1/namespaces/kube-system/secrets")
+        assert denied.value.status == 403
+        # Watches carry the impersonation too: refused, so no event of kube-system's objects.
+        query = {"watch": "true", "timeoutSeconds": 1}
+        assert list(cluster._watch("/api/v1/namespaces/kube-system/secrets", query, read_timeout=5)) == []
+    finally:
+        cluster.api_client.close()
+
+
+def test_impersonation_needs_the_impersonate_verb_on_the_user_and_on_each_group(
+    server, tmp_path: Path
+) -> None:
+    srv, admin, _ = server
+    api = config.new_client_from_config(config_file=str(admin))
+    kube = Kube(api)
+    try:
+        kube.create(
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            {
+                "metadata": {"name": "impersonate-functions-user"},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["users"],
+                        "verbs": ["impersonate"],
+                        "resourceNames": ["fn"],
+                    }
+                ],
+            },
+        )
+        kube.create(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            {
+                "metadata": {"name": "carol-impersonates-fn"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "impersonate-functions-user",
+                },
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}],
+            },
+        )
+    finally:
+        api.close()
+    carol = srv.write_kubeconfig(tmp_path / "carol", token=srv.add_identity("carol"))
+    for user, groups, refused in (
+        ("someone", [], 'users "someone" is forbidden: User "carol" cannot impersonate resource "users"'),
+        (
+            "fn",
+            [AUTOSCALER_GROUP],
+            f'groups "{AUTOSCALER_GROUP}" is forbidden: User "carol" cannot impersonate',
+        ),
+    ):
+        cluster = functions_cluster(impersonating_kubeconfig(carol, tmp_path / f"as-{user}", user, groups))
+        try:
+            with pytest.raises(ApiError) as denied:
+                cluster.request("GET", "/api/v1/nodes")
+            assert denied.value.status == 403
+            assert denied.value.message.startswith(refused), denied.value.message
+        finally:
+            cluster.api_client.close()
+    allowed = functions_cluster(impersonating_kubeconfig(carol, tmp_path / "as-fn", "fn", []))
+    try:
+        with pytest.raises(ApiError) as denied:  # impersonation allowed; "fn" itself may not list nodes
+            allowed.request("GET", "/api/v1/nodes")
+        assert 'User "fn" cannot list resource "nodes"' in denied.value.message
+    finally:
+        allowed.api_client.close()
+
+
+@needs_kubectl
+def test_impersonating_a_service_account_or_a_uid_needs_its_own_grant(server, tmp_path: Path) -> None:
+    """As kube-apiserver's impersonation filter: a service account user is impersonated as
+    ``serviceaccounts`` in its namespace, a uid as ``uids`` in authentication.k8s.io."""
+    srv, admin, _ = server
+    dave = srv.write_kubeconfig(tmp_path / "dave", token=srv.add_identity("dave"))
+    refused = kubectl(dave, "get", "nodes", "--as", "system:serviceaccount:default:robot")
+    assert refused.returncode != 0
+    assert (
+        'serviceaccounts "robot" is forbidden: User "dave" cannot impersonate resource "serviceaccounts" '
+        'in API group "" in the namespace "default"'
+    ) in refused.stderr
+    # The administrator may impersonate anything: the account gets its groups, the uid is kept.
+    whoami = kubectl(
+        admin,
+        "auth",
+        "whoami",
+        "-o",
+        "json",
+        "--as",
+        "system:serviceaccount:default:robot",
+        "--as-uid",
+        "u-1",
+    )
+    assert whoami.returncode == 0, whoami.stderr
+    info = json.loads(whoami.stdout)["status"]["userInfo"]
+    assert info["username"] == "system:serviceaccount:default:robot"
+    assert set(info["groups"]) == {
+        "system:serviceaccounts",
+        "system:serviceaccounts:default",
+        "system:authenticated",
+    }
+    assert info.get("uid") == "u-1"
+    refused = kubectl(dave, "get", "nodes", "--as", "someone", "--as-uid", "u-1")
+    assert refused.returncode != 0
+    assert "forbidden" in refused.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sandbox.apiserver.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
@@ -163,3 +165,42 @@ def test_printer_column_paths_with_escaped_dots_and_filters() -> None:
     assert _jsonpath(r".metadata.labels.node\.kubernetes\.io/instance-type")(obj) == "m5.large"
     assert _jsonpath('.status.conditions[?(@.type=="Ready")].status')(obj) == "True"
     assert _jsonpath(".status.missing")(obj) is None
+
+
+def test_the_serviceaccount_admission_defaults_the_name_and_waits_a_little_only_for_default() -> None:
+    """kube-apiserver's ServiceAccount plugin: no serviceAccountName means "default"; the default one
+    is looked up again up to 10 times (the controller may not have made it yet), another one once."""
+    from sandbox.apiserver import admission
+    from sandbox.apiserver.errors import ApiError
+
+    answers: list[dict[str, Any] | None] = [None, None, None, {"metadata": {"name": "default"}}]
+    looked: list[tuple[str, str]] = []
+    waits: list[float] = []
+
+    def lookup(namespace: str, name: str) -> dict[str, Any] | None:
+        looked.append((namespace, name))
+        return answers.pop(0) if answers else None
+
+    pod: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    admission.admit_service_account(pod, "team", lookup, waits.append)
+    assert pod["spec"]["serviceAccountName"] == "default"
+    assert pod["spec"]["serviceAccount"] == "default"
+    assert looked == [("team", "default")] * 4
+    assert len(waits) == 3
+    assert all(0.1 <= w <= 0.2 for w in waits)
+    assert len(set(waits)) == 1  # one interval, drawn once per request
+
+    looked.clear()
+    named: dict[str, Any] = {"metadata": {"name": "q"}, "spec": {"serviceAccountName": "robot"}}
+    with pytest.raises(ApiError) as refused:
+        admission.admit_service_account(named, "team", lookup, waits.append)
+    assert looked == [("team", "robot")]
+    assert refused.value.code == 403
+    assert refused.value.message == (
+        'pods "q" is forbidden: error looking up service account team/robot: serviceaccount "robot" not found'
+    )
+
+    looked.clear()
+    with pytest.raises(ApiError):
+        admission.admit_service_account({"metadata": {"name": "r"}, "spec": {}}, "team", lookup, waits.append)
+    assert len(looked) == admission.DEFAULT_SERVICE_ACCOUNT_LOOKUPS == 10

@@ -178,7 +178,7 @@ def test_an_ami_named_by_an_ssm_parameter_is_launched(ec2: Env) -> None:
     result = provider.create(request("ssm-1", nodeclass=nodeclass(**spec), instance_types=["c5.large"]))
 
     assert result.image_id == custom
-    assert [a["id"] for a in provider.nodeclass_status(nodeclass(**spec))["amis"]] == [custom]
+    assert [a["id"] for a in provider.nodeclass_status(nodeclass(**spec)).status["amis"]] == [custom]
 
 
 def test_every_offering_carries_the_zone_id_of_its_subnet(ec2: Env) -> None:

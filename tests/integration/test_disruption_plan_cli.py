@@ -173,7 +173,7 @@ def test_a_do_not_disrupt_node_stays_and_the_plan_says_why_in_text_too(
     text = capsys.readouterr().out
     assert "nothing is written" in text
     assert "removes NodeClaim default-a" in text
-    assert "default-b: node node-b has karpenter.sh/do-not-disrupt" in text
+    assert 'default-b: Disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation' in text
 
 
 # --- the same answers as the flow (issue 24: 2, 4 and 5) ---------------------------------------------

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import kubernetes
 import pytest
 import yaml
+from kubernetes import config
 from moto import mock_aws
 from nodewright.api import webhooks
 from nodewright.cli import main
@@ -57,10 +59,18 @@ def test_it_prints_the_configuration_with_the_secret_path_for_kubectl_apply(
     assert hook["clientConfig"] == {"url": f"{FUNCTION_URL}{SECRET}/admit"}
     assert hook["failurePolicy"] == "Ignore"
     assert hook["sideEffects"] == "None"
-    assert 1 <= hook["timeoutSeconds"] <= 2
-    assert hook["rules"][0]["resources"] == ["pods/status"]
-    assert hook["rules"][0]["operations"] == ["UPDATE"]
-    assert [c["name"] for c in hook["matchConditions"]] == ["becomes-unschedulable", "was-not-unschedulable"]
+    assert hook["timeoutSeconds"] == 1
+    (rule,) = hook["rules"]
+    assert (rule["apiGroups"], rule["resources"], rule["operations"]) == (
+        ["events.k8s.io", ""],
+        ["events"],
+        ["CREATE"],
+    )
+    assert [c["name"] for c in hook["matchConditions"]] == [
+        "failed-scheduling",
+        "regarding-a-pod",
+        "not-nodewrights-own",
+    ]
     assert [c["metadata"]["name"] for c in crds] == [
         "nodepools.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
@@ -121,3 +131,132 @@ def test_apply_creates_then_configures_and_uninstall_removes_it(
             assert [v["name"] for v in crd["spec"]["versions"]] == ["v1"]
             assert crd["spec"]["conversion"] == {"strategy": "None"}
         assert server.store.get(crd_key, "", "nodeclaims.karpenter.sh") is None  # never installed here
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    """What the command printed: nothing on stdout, one line on stderr, no traceback."""
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    (line,) = captured.err.splitlines()
+    assert line.startswith("nodewright install-webhooks: "), line
+    return line
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("action", ["--uninstall", "--apply"])
+def test_a_directory_as_kubeconfig_is_one_line_naming_it(
+    stack: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str
+) -> None:
+    assert main(["install-webhooks", "--cluster", "demo", "--kubeconfig", str(tmp_path), action]) == 1
+    line = one_line_error(capsys)
+    assert f"cannot load kubeconfig '{tmp_path}': it is a directory" in line
+    assert "--kubeconfig" in line
+
+
+def test_an_unreachable_api_server_is_one_line_naming_it(
+    stack: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ApiServer() as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "config")
+    config = yaml.safe_load(kubeconfig.read_text())
+    server_url = f"https://127.0.0.1:{closed_port()}"
+    config["clusters"][0]["cluster"]["server"] = server_url
+    kubeconfig.write_text(yaml.safe_dump(config))
+
+    assert (
+        main(["install-webhooks", "--cluster", "demo", "--kubeconfig", str(kubeconfig), "--uninstall"]) == 1
+    )
+    line = one_line_error(capsys)
+    assert f"cannot reach the API server {server_url}" in line
+
+
+@pytest.mark.parametrize("action", ["--uninstall", "--apply"])
+@pytest.mark.parametrize("identity", ["unknown token", "no rights"])
+def test_credentials_refused_by_the_api_server_are_one_line_with_the_fix(
+    stack: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], identity: str, action: str
+) -> None:
+    with ApiServer() as server:
+        token = "not-a-known-token" if identity == "unknown token" else server.add_identity("alice")
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "config", token=token))
+
+        assert main(["install-webhooks", "--cluster", "demo", "--kubeconfig", kubeconfig, action]) == 1
+
+    line = one_line_error(capsys)
+    if identity == "unknown token":
+        assert "401" in line
+        assert "aws eks update-kubeconfig --name demo" in line
+    else:
+        assert 'User "alice" cannot' in line
+        assert "AmazonEKSClusterAdminPolicy" in line
+
+
+def test_no_aws_credentials_is_one_line_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nodewright.cloud import aws
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setattr(aws, "_session", None)  # a new session: credentials are looked up again
+    aws.reset_clients()
+    try:
+        assert main(["install-webhooks", "--cluster", "demo", "--region", REGION]) == 1
+    finally:
+        aws.reset_clients()
+    line = one_line_error(capsys)
+    assert "no AWS credentials" in line
+    assert "aws configure" in line
+
+
+def test_an_unreachable_aws_endpoint_is_one_line_naming_it(
+    stack: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nodewright.cloud.aws import reset_clients
+
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    reset_clients()
+    try:
+        assert main(["install-webhooks", "--cluster", "demo"]) == 1
+    finally:
+        reset_clients()
+    line = one_line_error(capsys)
+    assert f"cannot reach AWS at {endpoint}" in line
+
+
+def test_apply_replaces_an_installed_pods_status_configuration_whole(
+    stack: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cluster upgraded from the pods/status wake-up (which makes kube-scheduler wait for the
+    URL): ``--apply`` leaves nothing of it, not a rule, not a matchCondition."""
+    from bench.scheduler_stall import pods_status_configuration
+
+    key = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+    with ApiServer() as server:
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "config"))
+        old = pods_status_configuration(f"{FUNCTION_URL}{SECRET}/admit", "")
+        old["webhooks"][0]["clientConfig"] = {"url": f"{FUNCTION_URL}{SECRET}/admit"}
+        client = config.new_client_from_config(kubeconfig)
+        kubernetes.client.AdmissionregistrationV1Api(client).create_validating_webhook_configuration(old)
+
+        assert main(["install-webhooks", "--cluster", "demo", "--kubeconfig", kubeconfig, "--apply"]) == 0
+
+        assert "nodewright-wakeup configured" in capsys.readouterr().out
+        stored: Any = server.store.get(key, "", webhooks.CONFIGURATION_NAME)
+        rendered = webhooks.wakeup_configuration(f"{FUNCTION_URL}{SECRET}/admit")
+        (hook,) = stored["webhooks"]
+        assert hook["rules"] == rendered["webhooks"][0]["rules"]
+        assert hook["matchConditions"] == rendered["webhooks"][0]["matchConditions"]
+        assert hook["timeoutSeconds"] == webhooks.TIMEOUT_SECONDS
+        assert "pods/status" not in json.dumps(stored)

@@ -320,3 +320,59 @@ def test_a_directory_without_manifests_and_an_empty_file_are_named(
     problems = json.loads(capsys.readouterr().out)["manifestProblems"]
     assert any("is a directory with no *.yaml" in p for p in problems)
     assert any("holds no YAML document" in p for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        (b"apiVersion: v1\nclusters: [{name: a\n", "not valid YAML"),
+        (b"- name: a\n- name: b\n", "a kubeconfig is a YAML mapping"),
+        (b"apiVersion: v1\nkind: Config\nclusters: {name: a}\n", "clusters must be a list"),
+        (b"\xff\xfe\x00binary", "not UTF-8 text"),
+        (b"", "empty"),
+    ],
+    ids=["malformed-yaml", "list-shaped", "clusters-mapping", "binary", "empty"],
+)
+def test_an_unusable_kubeconfig_is_one_line_naming_it_and_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, complaint: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_bytes(content)
+
+    for consolidate in ([], ["--consolidate"]):
+        assert main(["plan", "--kubeconfig", str(kubeconfig), "--region", "us-west-2", *consolidate]) == 2
+
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"nodewright plan: cannot load kubeconfig '{kubeconfig}': "), line
+        assert complaint in line
+        assert line.endswith("point --kubeconfig at a kubeconfig file"), line
+
+
+def test_a_directory_given_as_kubeconfig_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--kubeconfig", str(tmp_path), "--region", "us-west-2"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"cannot load kubeconfig '{tmp_path}': it is a directory" in line
+
+
+def test_a_prices_file_it_cannot_use_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"prices": {"m5.large": "cheap"}}')
+    args = ["plan", "--manifests", str(SEEDS / "pod-web-pod.yaml"), "--region", "us-west-2"]
+    assert main([*args, "--prices", str(prices)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    why = "m5.large: 'cheap' is not a price (USD per hour, a number)"
+    assert line == f"nodewright plan: cannot use prices file {prices}: {why}"
+
+
+def test_a_cluster_that_refuses_the_identity_is_one_line_with_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sandbox.apiserver import ApiServer
+
+    with ApiServer() as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "config", token=server.add_identity("alice"))
+        assert main(["plan", "--kubeconfig", str(kubeconfig), "--region", "us-west-2"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("nodewright plan: reading the cluster failed: not allowed: "), line
+    assert 'User "alice" cannot list' in line
+    assert "aws eks associate-access-policy" in line

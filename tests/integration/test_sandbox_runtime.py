@@ -103,10 +103,11 @@ def test_a_busy_container_throttles_an_asynchronous_tick(worker: Worker) -> None
 
 
 class _Runtime:
-    """Just what QueueSource uses of the Runtime: moto's SQS, a region, and an invoke to stub."""
+    """Just what QueueSource uses of the Runtime: moto's SQS (the poller, as the function's role in
+    the sandbox), a region, and an invoke to stub."""
 
     def __init__(self, sqs: Any, url: str, answer: Any) -> None:
-        self.sqs = sqs
+        self.poller = sqs
         self.region = "us-east-1"
         self.sandbox = SimpleNamespace(aws=SimpleNamespace(interruption_queue_url=url))
         self.answer = answer

@@ -228,6 +228,106 @@ def test_daemonset_runs_one_pinned_pod_per_node(sb, kube, ec2) -> None:
     assert status["desiredNumberScheduled"] == len(pods)
 
 
+def test_a_daemon_pod_stays_on_a_node_tainted_no_schedule_and_is_not_recreated_there(sb, kube, ec2) -> None:
+    """kube-controller-manager's NodeShouldRunDaemonPod: an untolerated NoSchedule taint (Karpenter's
+    karpenter.sh/disrupted) stops new daemon pods, not the running one; once evicted it stays gone."""
+    launch(sb, ec2, "m5.large", "us-east-1b")
+    wait_for("a ready node", lambda: any(ready(n) for n in kube.list(core("nodes"))[0]))
+    kube.create(
+        group("apps/v1", "daemonsets", "default"),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "logs", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "logs"}},
+                "template": {
+                    "metadata": {"labels": {"app": "logs"}},
+                    "spec": {"containers": [{"name": "logs", "image": "logs:1"}]},
+                },
+            },
+        },
+    )
+    running = wait_for(
+        "a running logs pod",
+        lambda: [p for p in pods_of(kube, "logs") if p["status"].get("phase") == "Running"],
+    )
+    node_name = running[0]["spec"]["nodeName"]
+    node = kube.get(core("nodes", name=node_name))
+    taints = [*(node["spec"].get("taints") or []), {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    kube.patch(core("nodes", name=node_name), {"spec": {"taints": taints}})
+
+    def status() -> dict:
+        return kube.get(group("apps/v1", "daemonsets", "default", "logs")).get("status") or {}
+
+    wait_for("the tainted node counted as misscheduled", lambda: status().get("numberMisscheduled") == 1)
+    assert [p["metadata"]["name"] for p in pods_of(kube, "logs") if p["spec"]["nodeName"] == node_name] == [
+        running[0]["metadata"]["name"]
+    ], "the running daemon pod stays"
+    kube.delete(core("pods", "default", running[0]["metadata"]["name"]), grace_period_seconds=0)
+    wait_for("the evicted pod gone", lambda: status().get("numberMisscheduled") == 0)
+    assert not [p for p in pods_of(kube, "logs") if p["spec"].get("nodeName") == node_name], "not recreated"
+    kube.delete(group("apps/v1", "daemonsets", "default", "logs"))
+
+
+def test_a_pod_mounting_a_csi_volume_gets_a_volume_attachment_that_goes_after_the_pod(sb, kube, ec2) -> None:
+    """The attach-detach controller and the CSI external-attacher: attached while a pod on the node
+    mounts the volume, detached (deleted, finalizer removed) some seconds after it is gone."""
+    import hashlib
+
+    node = wait_for("a ready node", lambda: next((n for n in kube.list(core("nodes"))[0] if ready(n)), None))
+    node_name = node["metadata"]["name"]
+    kube.create(
+        core("persistentvolumes"),
+        {
+            "metadata": {"name": "pv-data"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0123"},
+                "claimRef": {"namespace": "default", "name": "data"},
+            },
+        },
+    )
+    kube.create(
+        core("persistentvolumeclaims", "default"),
+        {
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "volumeName": "pv-data",
+            },
+        },
+    )
+    kube.create(
+        core("pods", "default"),
+        {
+            "metadata": {"name": "db"},
+            "spec": {
+                "nodeName": node_name,
+                "containers": [{"name": "db", "image": "db:1"}],
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
+            },
+        },
+    )
+    name = "csi-" + hashlib.sha256(f"vol-0123ebs.csi.aws.com{node_name}".encode()).hexdigest()
+    path = group("storage.k8s.io/v1", "volumeattachments", name=name)
+    attached = wait_for(
+        "the attachment",
+        lambda: (va := kube.get_or_none(path)) and (va.get("status") or {}).get("attached") and va,
+    )
+    assert attached["spec"] == {
+        "attacher": "ebs.csi.aws.com",
+        "nodeName": node_name,
+        "source": {"persistentVolumeName": "pv-data"},
+    }
+    assert attached["metadata"]["finalizers"] == ["external-attacher/ebs-csi-aws-com"]
+    kube.delete(core("pods", "default", "db"), grace_period_seconds=0)
+    wait_for("the attachment gone", lambda: kube.get_or_none(path) is None, timeout=30)
+    kube.delete(core("persistentvolumeclaims", "default", "data"))
+
+
 def test_pdb_status_and_evicted_pods_come_back(sb, kube, ec2) -> None:
     # Room for the three pods of its own (it relied on nodes earlier tests of the module launched).
     instance_id = launch(sb, ec2, "m5.xlarge", "us-east-1a")
@@ -391,9 +491,11 @@ def test_scaling_a_deployment_down_removes_pods(sb, kube) -> None:
 
 
 def test_the_simulated_components_write_the_events_the_real_ones_do(sb, kube) -> None:
-    """kube-scheduler (Scheduled, FailedScheduling), the replicaset and deployment controllers
-    (SuccessfulCreate, ScalingReplicaSet) and the kubelet (Pulled/Created/Started; Starting and
-    NodeReady on the node) report through core/v1 Events, as kubectl describe shows them."""
+    """kube-scheduler (Scheduled, FailedScheduling: events.k8s.io/v1, read here through core/v1 as
+    the same objects), the replicaset and deployment controllers (SuccessfulCreate,
+    ScalingReplicaSet) and the kubelet (Pulled/Created/Started; Starting and NodeReady on the node)
+    report Events, as kubectl describe shows them ("From": the source, else the reporting
+    controller)."""
     kube.create(group("apps/v1", "deployments", "default"), deployment("evented", 1))
     wait_for(
         "evented running",
@@ -403,7 +505,8 @@ def test_the_simulated_components_write_the_events_the_real_ones_do(sb, kube) ->
     def reasons() -> dict[str, set[str]]:
         found: dict[str, set[str]] = {}
         for event in kube.list(core("events", "default"))[0]:
-            found.setdefault(event["reason"], set()).add(event["source"]["component"])
+            source = event["source"].get("component") or event["reportingComponent"]
+            found.setdefault(event["reason"], set()).add(source)
         return found
 
     wanted = {
@@ -575,3 +678,28 @@ def test_deleting_a_namespace_removes_its_objects_then_the_namespace(sb, kube) -
         return False
 
     wait_for("the namespace to go", gone)
+
+
+def test_every_active_namespace_gets_its_default_service_account_as_kube_controller_manager_gives_it(
+    sb, kube
+) -> None:
+    def default_account(namespace: str) -> dict | None:
+        return kube.get_or_none(core("serviceaccounts", namespace, "default"))
+
+    for namespace in ("default", "kube-system", "kube-public", "kube-node-lease", "nodewright"):
+        assert wait_for(f"{namespace}'s default ServiceAccount", lambda n=namespace: default_account(n))
+    kube.create(core("namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}})
+    made = wait_for("fresh's default ServiceAccount", lambda: default_account("fresh"))
+    assert set(made) >= {"apiVersion", "kind", "metadata"}
+    assert made["kind"] == "ServiceAccount"
+    # Deleted, it comes back (the serviceaccounts controller watches them too).
+    kube.delete(core("serviceaccounts", "fresh", "default"))
+    recreated = wait_for(
+        "the default ServiceAccount back",
+        lambda: (sa := default_account("fresh")) and sa["metadata"]["uid"] != made["metadata"]["uid"] and sa,
+    )
+    assert recreated["metadata"]["name"] == "default"
+    # A deployment in the new namespace gets its pods (the ServiceAccount admission lets them in).
+    kube.create(group("apps/v1", "deployments", "fresh"), deployment("in-fresh", 1, namespace="fresh"))
+    (pod,) = wait_for("its pod", lambda: pods_of(kube, "in-fresh", "fresh"))
+    assert pod["spec"]["serviceAccountName"] == "default"

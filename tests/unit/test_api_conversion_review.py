@@ -450,13 +450,15 @@ class Recorder:
 def _serve(review: Any) -> tuple[dict[str, Any], Recorder]:
     """``review`` POSTed to ``/<secret>/convert``: the function URL event through the webhook
     function's Lambda handler (``functions/webhook/app.py``) to its container's ``Webhook``."""
-    from nodewright.wakeup.webhook import Webhook
+    from nodewright.wakeup.webhook import PathSecrets, Webhook
 
     from sandbox.lambdas import LambdaContext, load_function
 
     app = load_function("webhook")
     recorder = Recorder()
-    app._webhook = Webhook(secret=lambda: SECRET, wake=lambda event: None, logger=recorder, metrics=recorder)
+    app._webhook = Webhook(
+        secrets=lambda: PathSecrets(SECRET), wake=lambda event: None, logger=recorder, metrics=recorder
+    )
     path = f"/{SECRET}/convert"
     event = {
         "version": "2.0",

@@ -228,3 +228,64 @@ def test_cli_adds_each_node_s_ebs_volumes_to_its_price(
     assert row["nodePrice"] == pytest.approx(row["price"] + row["ebsPrice"], abs=1e-6)
     assert main(args) == 0
     assert "NODE/H = PRICE/H + EBS 20Gi gp3: $0.0022/h per node" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        (b"\xff\xfe\x00binary", "not UTF-8 text"),
+        (b"requirements: 5\n", "requirements must be a list of {key, operator, values} terms"),
+        (b"- 5\n- x\n", "requirement 0 must be a mapping"),
+        (b"- {operator: In, values: [a]}\n", "requirement 0: key must be a string"),
+        (b"- {key: a, operator: In, values: x}\n", "requirement 0 (a): values must be a list"),
+        (b"- {key: a, operator: Foo, values: [x]}\n", "unknown operator 'Foo'"),
+    ],
+    ids=["binary", "scalar", "not-mappings", "no-key", "values-string", "bad-operator"],
+)
+def test_cli_reports_a_requirements_file_it_cannot_use_in_one_line(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, complaint: str
+) -> None:
+    bad = tmp_path / "requirements.yaml"
+    bad.write_bytes(content)
+    assert main(["catalog", "--region", REGION, "--requirements", str(bad)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: "), line
+    assert str(bad) in line
+    assert complaint in line
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        (b"\xff\xfe{", "not UTF-8 text"),
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", 'a JSON object {"prices": {type: usd}}'),
+        (b'{"prices": [1, 2]}', 'a JSON object {"prices": {type: usd}}'),
+        (b'{"prices": {"m5.large": "cheap"}}', "m5.large: 'cheap' is not a price"),
+    ],
+    ids=["binary", "not-json", "list", "prices-list", "price-text"],
+)
+def test_cli_reports_a_prices_file_it_cannot_use_in_one_line(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, complaint: str
+) -> None:
+    bad = tmp_path / "prices.json"
+    bad.write_bytes(content)
+    assert main(["catalog", "--region", REGION, "--prices", str(bad)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: cannot use prices file {bad}: "), line
+    assert complaint in line
+    assert main(["catalog", "--region", REGION, "--prices", str(tmp_path)]) == 2
+    assert "Is a directory" in capsys.readouterr().err
+
+
+def test_cli_says_why_a_nodeclass_file_holds_no_ec2nodeclass(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "nodeclass.yaml"
+    bad.write_text("- a\n- b\n")
+    assert main(["catalog", "--region", REGION, "--nodeclass", str(bad)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert (
+        line
+        == f"error: {bad} holds no EC2NodeClass (a manifest must be a YAML mapping with apiVersion and kind)"
+    )

@@ -179,6 +179,27 @@ def test_clients_are_built_once_with_adaptive_retries_and_the_sandbox_endpoint()
     aws.reset_clients()
 
 
+def test_a_client_signs_as_the_settings_credentials_and_is_cached_per_identity() -> None:
+    """Lambda's environment gives one identity per container; the sandbox runs several functions in
+    one process, so a client built for one must never sign for another."""
+    from nodewright.cloud import aws
+    from nodewright.settings import Settings
+
+    aws.reset_clients()
+    base = {"CLUSTER_NAME": "c1", "AWS_REGION": "eu-west-1"}
+    first = Settings.from_env({**base, "AWS_ACCESS_KEY_ID": "AKIAFIRST", "AWS_SECRET_ACCESS_KEY": "s1"})
+    second = Settings.from_env({**base, "AWS_ACCESS_KEY_ID": "AKIASECOND", "AWS_SECRET_ACCESS_KEY": "s2"})
+    assert "s1" not in repr(first)  # the secret never shows in a repr (log lines)
+    one, other = aws.client("ec2", first), aws.client("ec2", second)
+    assert one is not other
+    assert one._request_signer._credentials.access_key == "AKIAFIRST"
+    assert other._request_signer._credentials.access_key == "AKIASECOND"
+    assert aws.client("ec2", Settings.from_env({**base, "AWS_ACCESS_KEY_ID": "AKIAFIRST",
+                                                "AWS_SECRET_ACCESS_KEY": "s1"})) is one  # fmt: skip
+    assert (aws.identity(first), aws.identity(Settings.from_env(base))) == ("AKIAFIRST", None)
+    aws.reset_clients()
+
+
 def test_a_fleet_answer_is_read_into_the_instance_and_the_refused_offerings() -> None:
     from nodewright.cloud.amis import Image
     from nodewright.cloud.errors import FleetError

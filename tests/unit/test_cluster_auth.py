@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import boto3
 import pytest
+import yaml
 from moto import mock_aws
 from nodewright.cluster import auth
 from nodewright.cluster.errors import ClusterConfigError
@@ -126,3 +127,83 @@ def test_describe_cluster_goes_through_cloud_eks() -> None:
 def test_missing_kubeconfig_names_the_setting(tmp_path) -> None:
     with pytest.raises(ClusterConfigError, match="NODEWRIGHT_KUBECONFIG"):
         auth.kubeconfig_configuration(str(tmp_path / "absent.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        ("apiVersion: v1\nusers: [{name: a\n", "not valid YAML"),
+        (
+            "- a\n- b\n",
+            "a kubeconfig is a YAML mapping (apiVersion, kind: Config, clusters, users, contexts)",
+        ),
+        ("kind: Config\nusers: [admin]\n", "users[0] must be a mapping with a name"),
+        (
+            "kind: Config\nclusters: [{name: a, cluster: 5}]\ncontexts: [{name: c, context: {cluster: a}}]\n"
+            "current-context: c\n",
+            "clusters[0] (a): cluster must be a mapping",
+        ),
+        ("kind: Config\n", "current-context"),
+        (
+            "kind: Config\nclusters: [{name: a, cluster: {server: 5}}]\n"
+            "contexts: [{name: c, context: {cluster: a}}]\ncurrent-context: c\n",
+            "malformed: AttributeError",
+        ),
+    ],
+    ids=["yaml", "list", "user-string", "cluster-scalar", "no-context", "server-number"],
+)
+def test_a_malformed_kubeconfig_is_a_config_error_naming_what_is_wrong(tmp_path, content, complaint) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(content)
+    with pytest.raises(ClusterConfigError) as failed:
+        auth.kubeconfig_configuration(str(path), setting="--kubeconfig")
+    message = str(failed.value)
+    assert message.startswith(f"cannot load kubeconfig '{path}': ")
+    assert complaint in message
+    assert message.endswith("; point --kubeconfig at a kubeconfig file")
+
+
+def kubeconfig_with_user(tmp_path, user: dict) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                "users": [{"name": "other", "user": {"token": "x"}}, {"name": "u", "user": user}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "ctx",
+            }
+        )
+    )
+    return str(path)
+
+
+def test_a_kubeconfig_s_as_and_as_groups_become_impersonation_headers_as_kubectl_sends_them(tmp_path) -> None:
+    path = kubeconfig_with_user(
+        tmp_path, {"token": "t", "as": "nodewright", "as-groups": ["nodewright:autoscaler", "team:a"]}
+    )
+    configuration = auth.kubeconfig_configuration(path)
+    assert auth.impersonation_headers(configuration) == [
+        ("Impersonate-User", "nodewright"),
+        ("Impersonate-Group", "nodewright:autoscaler"),
+        ("Impersonate-Group", "team:a"),
+    ]
+    plain = auth.kubeconfig_configuration(kubeconfig_with_user(tmp_path, {"token": "t"}))
+    assert auth.impersonation_headers(plain) == []
+
+
+@pytest.mark.parametrize(
+    ("user", "complaint"),
+    [
+        ({"token": "t", "as-groups": ["g"]}, "as-groups without as"),
+        ({"token": "t", "as": "u", "as-groups": "g"}, "as-groups must be a list of strings"),
+        ({"token": "t", "as": "u", "as-uid": "1"}, "as-uid"),
+        ({"token": "t", "as": "u", "as-user-extra": {"k": ["v"]}}, "as-user-extra"),
+    ],
+    ids=["groups-alone", "groups-string", "uid", "extra"],
+)
+def test_impersonation_the_client_cannot_send_faithfully_is_a_config_error(tmp_path, user, complaint) -> None:
+    with pytest.raises(ClusterConfigError, match=complaint):
+        auth.kubeconfig_configuration(kubeconfig_with_user(tmp_path, user))

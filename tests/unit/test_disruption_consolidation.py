@@ -68,13 +68,14 @@ def add_node(
     instance_type: str,
     *,
     pool: dict[str, Any] = NODEPOOL,
+    capacity_type: str = "on-demand",
     **annotations: str,
 ) -> None:
     instance = f"i-{abs(hash(name)) % 10**17:017d}"
     claim_labels = {
         "karpenter.sh/nodepool": "default",
         "node.kubernetes.io/instance-type": instance_type,
-        "karpenter.sh/capacity-type": "on-demand",
+        "karpenter.sh/capacity-type": capacity_type,
         "topology.kubernetes.io/zone": ZONE,
         "kubernetes.io/arch": "amd64",
         "kubernetes.io/os": "linux",
@@ -163,6 +164,12 @@ def one_pass(ctx: Context) -> flow.DisruptionReport:
     return report
 
 
+def condition(cluster: FakeCluster, name: str, kind: str) -> tuple[str, str, str] | None:
+    """(status, reason, message) of a NodeClaim's condition, None when it has none."""
+    found = objects.condition(cluster.objects["NodeClaim"][name], kind)
+    return (found["status"], found["reason"], found["message"]) if found else None
+
+
 def pass_after_validation(ctx: Context) -> flow.DisruptionReport:
     first = one_pass(ctx)
     assert first.decisions == [], "a consolidation command never acts on first sight"
@@ -196,15 +203,44 @@ def test_two_underused_nodes_are_replaced_by_one_cheaper_node_and_drained_once_i
         )
 
     replacement = request.nodeclaim_name
+    for name in ("a", "b"):  # Karpenter's queue marks its candidates
+        assert condition(cluster, name, "DisruptionReason") == ("True", "Underutilized", "Underutilized")
+        assert condition(cluster, name, "Consolidatable") == ("True", "Consolidatable", "Consolidatable")
+    assert (
+        "NodeClaim",
+        replacement,
+        "DisruptionLaunching",
+        "Launching NodeClaim: Underutilized",
+    ) in cluster.events
     assert one_pass(ctx).commands[0]["action"] == "waiting"
+    waiting = (
+        "NodeClaim",
+        replacement,
+        "DisruptionWaitingReadiness",
+        "Waiting on readiness to continue disruption",
+    )
+    assert waiting in cluster.events
+    assert one_pass(ctx).commands[0]["action"] == "waiting"
+    assert cluster.events.count(waiting) == 1, "not repeated every pass"
     cluster.objects["NodeClaim"][replacement]["status"]["conditions"].append(
         {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-12-02T12:00:30Z"}
     )
     report = one_pass(ctx)
     assert report.commands[0]["action"] == "draining"
     assert all(objects.is_deleting(cluster.objects["NodeClaim"][n]) for n in ("a", "b"))
-    reasons = {e[2] for e in cluster.events}
-    assert "Disrupting" in reasons
+    for name in ("a", "b"):
+        assert (
+            "Node",
+            f"node-{name}",
+            "DisruptionTerminating",
+            "Disrupting Node: Underutilized",
+        ) in cluster.events
+        assert (
+            "NodeClaim",
+            name,
+            "DisruptionTerminating",
+            "Disrupting NodeClaim: Underutilized",
+        ) in cluster.events
 
 
 def test_a_node_whose_pods_fit_elsewhere_is_deleted_without_a_replacement(env) -> None:
@@ -227,8 +263,8 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted_without_a_replacement(env) -
 @pytest.mark.parametrize(
     ("veto", "expected"),
     [
-        ("node", "node node-b has karpenter.sh/do-not-disrupt"),
-        ("pod", "pod default/web-2 has karpenter.sh/do-not-disrupt"),
+        ("node", 'Disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation'),
+        ("pod", 'Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=default/web-2)'),
     ],
 )
 def test_do_not_disrupt_on_the_node_or_a_pod_keeps_it_and_says_why(env, veto: str, expected: str) -> None:
@@ -240,7 +276,7 @@ def test_do_not_disrupt_on_the_node_or_a_pod_keeps_it_and_says_why(env, veto: st
     ctx.clock.advance(consolidation.VALIDATION_SECONDS)
     report = pass_after_validation(ctx)
     assert all("b" not in d["nodeclaims"] for d in report.decisions)
-    assert ("NodeClaim", "b", "Unconsolidatable", expected) in cluster.events
+    assert ("NodeClaim", "b", "DisruptionBlocked", expected) in cluster.events, "Karpenter's reason and words"
 
 
 def test_a_zero_budget_for_underutilized_blocks_consolidation(env) -> None:
@@ -306,6 +342,7 @@ def test_a_replacement_that_fails_to_launch_abandons_the_command_and_untaints(en
     for name in ("a", "b"):
         assert not objects.has_taint(cluster.objects["Node"][f"node-{name}"], "karpenter.sh/disrupted")
         assert execute.COMMAND_ANNOTATION not in objects.annotations_of(cluster.objects["NodeClaim"][name])
+        assert condition(cluster, name, "DisruptionReason") is None, "cleared, as Karpenter clears it"
     assert any(e[2] == "DisruptionAbandoned" for e in cluster.events)
 
 
@@ -363,7 +400,13 @@ def add_pdb(cluster: FakeCluster, name: str, app: str, *, status: dict[str, Any]
 
 
 def consolidation_events(cluster: FakeCluster, name: str) -> list[str]:
-    return [e[3] for e in cluster.events if e[:3] == ("NodeClaim", name, "Unconsolidatable")]
+    """What the NodeClaim was told about why it stays: Karpenter's DisruptionBlocked for a veto,
+    Unconsolidatable for a simulation that found no command."""
+    return [
+        e[3]
+        for e in cluster.events
+        if e[:2] == ("NodeClaim", name) and e[2] in ("DisruptionBlocked", "Unconsolidatable")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -505,7 +548,7 @@ def test_drift_is_eventual_for_a_nodeclaim_with_a_termination_grace_period(env, 
         ("drift", "delete", ["bounded"])
     ]
     assert objects.is_deleting(cluster.objects["NodeClaim"]["bounded"]), "its drain is bounded by 1h"
-    assert ("NodeClaim", "unbounded", "NotDisruptable") in {e[:3] for e in cluster.events}
+    assert ("NodeClaim", "unbounded", "DisruptionBlocked") in {e[:3] for e in cluster.events}
 
 
 def test_a_node_whose_instance_type_has_no_price_is_not_consolidated_and_says_why(env) -> None:
@@ -562,3 +605,58 @@ def test_drift_goes_on_while_drift_commands_are_in_flight(env) -> None:
     assert second["method"] == "drift"
     assert second["nodeclaims"] != first["nodeclaims"]
     assert len(cloud.requests) == 2
+
+
+def test_spot_to_spot_is_behind_karpenters_feature_gate_off_by_default(env) -> None:
+    """SpotToSpotConsolidation off (the default): a spot node whose pods would fit a cheaper spot
+    node is not replaced at all (nor by on-demand), and says so as Karpenter does; on: it is."""
+    import dataclasses
+
+    ctx, cluster, cloud = env
+    cloud.types = catalog(spot=True, zones=(ZONE,))
+    spot_pool = copy.deepcopy(NODEPOOL)
+    spot_pool["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
+    ]
+    cluster.objects["NodePool"]["default"].update(copy.deepcopy(spot_pool))
+    add_node(cluster, "big", "m5.2xlarge", pool=spot_pool, capacity_type="spot")
+    add_pod(cluster, "web-1", "node-big")
+    assert not ctx.settings.spot_to_spot_consolidation, "off by default"
+
+    for _ in range(2):
+        report = one_pass(ctx)
+        assert report.decisions == []
+        ctx.clock.advance(consolidation.VALIDATION_SECONDS)  # type: ignore[attr-defined]
+    assert ("NodeClaim", "big", "Unconsolidatable", consolidation.SPOT_TO_SPOT_DISABLED) in cluster.events
+    assert cloud.requests == []
+
+    ctx.settings = dataclasses.replace(ctx.settings, spot_to_spot_consolidation=True)
+    held = one_pass(ctx).held
+    # On, the spot-to-spot rules apply (this catalog has too few cheaper spot types for them).
+    assert held["big"] == (
+        "SpotToSpotConsolidation requires 15 cheaper instance type options than the current candidate "
+        "to consolidate, got 5"
+    )
+
+
+def test_consolidatable_follows_consolidate_after_since_the_last_pod_event(env) -> None:
+    """Karpenter's Consolidatable condition: True once consolidateAfter has passed since the last
+    pod event; removed when a pod arrives (the wait starts again) or consolidation is disabled."""
+    ctx, cluster, _cloud = env
+    cluster.objects["NodePool"]["default"]["spec"]["disruption"]["consolidateAfter"] = "5m"
+    add_node(cluster, "a", "m5.2xlarge")
+    add_pod(cluster, "web-1", "node-a", **{"karpenter.sh/do-not-disrupt": "true"})
+    one_pass(ctx)  # the pod event is recorded now
+    assert condition(cluster, "a", "Consolidatable") is None
+    ctx.clock.advance(301)  # type: ignore[attr-defined]
+    one_pass(ctx)
+    assert condition(cluster, "a", "Consolidatable") == ("True", "Consolidatable", "Consolidatable")
+    add_pod(cluster, "web-2", "node-a")
+    one_pass(ctx)
+    assert condition(cluster, "a", "Consolidatable") is None, "a pod event restarts the wait"
+    ctx.clock.advance(301)  # type: ignore[attr-defined]
+    one_pass(ctx)
+    assert condition(cluster, "a", "Consolidatable") is not None
+    cluster.objects["NodePool"]["default"]["spec"]["disruption"]["consolidateAfter"] = "Never"
+    one_pass(ctx)
+    assert condition(cluster, "a", "Consolidatable") is None, "consolidation disabled"

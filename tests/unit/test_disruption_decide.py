@@ -199,6 +199,18 @@ def test_the_node_do_not_disrupt_annotation_holds_an_empty_node() -> None:
 # --- budgets -------------------------------------------------------------------------------------
 
 
+def test_a_do_not_disrupt_daemonset_pod_holds_an_empty_node_until_its_duration_ends_and_says_when() -> None:
+    agent = pod("agent", "a", owner="DaemonSet")
+    agent["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "10m"}
+    agent["status"]["startTime"] = _time(NOW - timedelta(minutes=4))
+    held = run([nodeclaim("a")], [agent])
+    assert held.disrupt == []
+    assert held.held["a"] == 'Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=default/agent)'
+    assert held.next_check == NOW + timedelta(minutes=6), "looked at again when the protection ends"
+    later = run([nodeclaim("a")], [agent], now=NOW + timedelta(minutes=6))
+    assert [(c.name, c.reason) for c in later.disrupt] == [("a", EMPTY)]
+
+
 def test_the_default_budget_lets_ten_percent_of_a_nodepool_go_at_once_rounded_up() -> None:
     claims = [nodeclaim(f"n{i:02d}") for i in range(11)]
     decision = run(claims)  # default budget: nodes 10% of 11 → 2

@@ -40,3 +40,17 @@ def test_malformed_and_missing_files_fail_with_a_reason(tmp_path, capsys) -> Non
     captured = capsys.readouterr()
     assert "malformed: message is not JSON" in captured.out
     assert "cannot read" in captured.err
+
+
+def test_a_file_that_is_not_utf8_is_named_in_one_line_without_a_traceback(tmp_path, capsys) -> None:
+    binary = tmp_path / "capture.bin"
+    binary.write_bytes(b"\xff\xfe{\x00\x00garbage")
+    good = str(SAMPLES / "rebalance-recommendation.json")
+
+    assert main(["event", str(binary), good]) == 1
+
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"{binary}: cannot read: not UTF-8 text")
+    assert "byte 0xff at offset 0" in line
+    assert f"{good}:" in captured.out  # the other file is still explained

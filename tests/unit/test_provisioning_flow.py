@@ -28,6 +28,7 @@ from nodewright.context import Context
 from nodewright.provisioning import flow, lifecycle, nodeclaims, planning
 from nodewright.settings import Settings
 from nodewright.state import nodepools
+from test_scheduling_support import catalog
 
 
 def pending_pod(name: str) -> dict[str, Any]:
@@ -56,6 +57,7 @@ NODEPOOL = {
     },
 }
 NODECLASS = {"apiVersion": "karpenter.k8s.aws/v1", "metadata": {"name": "default"}, "spec": {"role": "r"}}
+SCHEDULING_CORE_PLAN = planning.plan  # the real one, for the tests that need it past the stand-in
 
 
 @pytest.fixture
@@ -1121,3 +1123,50 @@ def test_an_interruption_plans_the_pods_its_drain_evicts_regardless_but_not_a_bl
     replace_for_displaced(ctx, ["interrupted"])
 
     assert [p["metadata"]["name"] for p in seen[0][1]] == ["web-1"]
+
+
+@pytest.mark.parametrize(("policy", "created"), [("Strict", False), ("BestEffort", True)])
+def test_the_min_values_policy_reaches_the_plan_and_a_relaxed_nodeclaim_says_so(
+    world: Any, monkeypatch: pytest.MonkeyPatch, policy: str, created: bool
+) -> None:
+    """Karpenter's --min-values-policy as the stack's setting: three instance types asked for, two
+    in the catalog. Strict: nothing launched; BestEffort: the NodeClaim asks for the two, its
+    minValues lowered to 2 and karpenter.sh/nodeclaim-min-values-relaxed "true"."""
+    from dataclasses import replace
+
+    ctx, cluster, cloud = world
+    cloud.types = [
+        t for t in catalog(spot=False, zones=("us-west-2a",)) if t.name in ("m5.large", "m5.xlarge")
+    ]
+    monkeypatch.setattr(planning, "plan", SCHEDULING_CORE_PLAN)
+    ctx.settings = replace(ctx.settings, min_values_policy=policy)
+    wanted = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large", "m5.xlarge", "m7i.large"]}
+    cluster.objects["NodePool"]["default"]["spec"]["template"]["spec"]["requirements"] = [
+        {**wanted, "minValues": 3}
+    ]
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    report = flow.provision(ctx)
+
+    assert bool(report.created) is created, report.unschedulable
+    if not created:
+        assert "minValues 3" in report.unschedulable["default/inflate-1"]
+        return
+    claim = cluster.objects["NodeClaim"][report.created[0]]
+    assert claim["metadata"]["annotations"][labels.NODECLAIM_MIN_VALUES_RELAXED] == "true"
+    [types] = [r for r in claim["spec"]["requirements"] if r["key"] == labels.INSTANCE_TYPE]
+    assert types["minValues"] == 2
+
+
+def test_a_nodeclaim_whose_min_values_are_met_is_annotated_not_relaxed(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx, cluster, cloud = world
+    cloud.types = catalog(spot=False, zones=("us-west-2a",))
+    monkeypatch.setattr(planning, "plan", SCHEDULING_CORE_PLAN)
+    cluster.add("Pod", pending_pod("inflate-1"))
+    report = flow.provision(ctx)
+    claim = cluster.objects["NodeClaim"][report.created[0]]
+    assert claim["metadata"]["annotations"][labels.NODECLAIM_MIN_VALUES_RELAXED] == "false", (
+        "as Karpenter writes it"
+    )

@@ -475,3 +475,45 @@ def assert_types_exclude(result: Plan, types: set[str]) -> None:
 def assert_pools(result: Plan, pools: set[str]) -> None:
     assert not result.unschedulable, result.unschedulable
     assert {c.nodepool for c in result.new_claims} == pools
+
+
+def _gpu_pod_under_min_values(relax: bool) -> Snapshot:
+    """A GPU pod under a NodePool asking for two instance families (minValues 2): only one family in
+    the catalog has a GPU, so the candidates cannot meet it."""
+    family = Requirement.create(wk.INSTANCE_FAMILY, "Exists", (), 2)
+    return Snapshot(
+        pods(1, spec(extra={"nvidia.com/gpu": 1})),
+        [nodepool(requirements=requirements(**ON_DEMAND).with_requirement(family))],
+        relax_min_values=relax,
+    )
+
+
+def test_best_effort_min_values_launches_with_what_there_is_and_says_it_relaxed() -> None:
+    """Karpenter's --min-values-policy BestEffort: the NodeClaim is planned, its requirement's
+    minValues lowered to the families its candidates offer, and marked relaxed; Strict refuses."""
+    strict = plan(_gpu_pod_under_min_values(relax=False))
+    assert strict.new_claims == []
+    assert all(
+        f"minValues 2 for {wk.INSTANCE_FAMILY} not met" in why for why in strict.unschedulable.values()
+    )
+
+    relaxed = plan(_gpu_pod_under_min_values(relax=True))
+    assert relaxed.unschedulable == {}
+    [claim] = relaxed.new_claims
+    assert claim.min_values_relaxed
+    families = {
+        by.labels[wk.INSTANCE_FAMILY] for by in catalog() if by.name in {c.name for c in claim.instance_types}
+    }
+    assert claim.requirements[wk.INSTANCE_FAMILY].min_values == len(families) == 1
+
+
+def test_min_values_met_is_never_marked_relaxed() -> None:
+    family = Requirement.create(wk.INSTANCE_FAMILY, "Exists", (), 2)
+    snapshot = Snapshot(
+        pods(1, spec(cpu=500)),
+        [nodepool(requirements=requirements(**ON_DEMAND).with_requirement(family))],
+        relax_min_values=True,
+    )
+    [claim] = plan(snapshot).new_claims
+    assert not claim.min_values_relaxed
+    assert claim.requirements[wk.INSTANCE_FAMILY].min_values == 2

@@ -1,8 +1,8 @@
 """The pod rules every flow shares (``nodewright.state.pods``), one table per kind of pod.
 
 Each row is a pod as the API server returns it and what each predicate answers for it; the
-expectations follow Karpenter's ``pkg/utils/pod/scheduling.go`` except where ``state.pods``
-documents a departure (DaemonSet pods are not drained).
+expectations follow Karpenter's ``pkg/utils/pod/scheduling.go`` (v1.12+, with the do-not-disrupt
+grace period) except where ``state.pods`` documents a departure.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def pod(
     deleted: datetime | None = None,
     nominated: str | None = None,
     priority_class: str | None = None,
+    started: datetime | None = None,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": "p", "namespace": "shop", "annotations": annotations or {}}
     if owner:
@@ -48,6 +49,8 @@ def pod(
     status: dict[str, Any] = {"phase": phase, "conditions": conditions or []}
     if nominated:
         status["nominatedNodeName"] = nominated
+    if started:
+        status["startTime"] = _time(started)
     return {"metadata": metadata, "spec": spec, "status": status}
 
 
@@ -61,7 +64,8 @@ EVERYTHING = {"operator": "Exists"}
 # name: (pod, provisionable, reschedulable, evictable, waiting eviction, disruptable)
 BOUND_PODS: dict[str, tuple[dict[str, Any], bool, bool, bool, bool, bool]] = {
     "running ReplicaSet pod": (pod(), False, True, True, True, True),
-    "DaemonSet pod": (pod(owner=("DaemonSet", "apps/v1")), False, False, True, False, True),
+    # Drained, in a last tier, as Karpenter's terminator drains them (it waits for them too).
+    "DaemonSet pod": (pod(owner=("DaemonSet", "apps/v1")), False, False, True, True, True),
     "a CRD's own DaemonSet kind": (pod(owner=("DaemonSet", "example.com/v1")), False, True, True, True, True),
     "mirror pod (owned by its Node)": (pod(owner=("Node", "v1")), False, False, False, False, True),
     "mirror pod (annotation)": (
@@ -148,9 +152,9 @@ def test_bound_pods(case: str) -> None:
     subject, provisionable, reschedulable, evictable, waiting, disruptable = BOUND_PODS[case]
     assert pods.is_provisionable(subject) is provisionable
     assert pods.is_reschedulable(subject) is reschedulable
-    assert pods.is_evictable(subject) is evictable
+    assert pods.is_evictable(subject, NOW) is evictable
     assert pods.is_waiting_eviction(subject, NOW) is waiting
-    assert pods.is_disruptable(subject) is disruptable
+    assert pods.is_disruptable(subject, NOW) is disruptable
 
 
 PENDING_PODS: dict[str, tuple[dict[str, Any], bool]] = {
@@ -203,3 +207,63 @@ def test_facts_about_a_pod() -> None:
     marked = pending()
     marked["status"]["conditions"] = [{**UNSCHEDULABLE, "lastTransitionTime": _time(since)}]
     assert pods.pending_since(marked) == since
+
+
+# --- karpenter.sh/do-not-disrupt with a duration (Karpenter v1.12+) ---------------------------------
+
+DND = "karpenter.sh/do-not-disrupt"
+
+
+def protected(value: str, started: datetime | None) -> dict[str, Any]:
+    return pod(annotations={DND: value}, started=started)
+
+
+@pytest.mark.parametrize(
+    ("value", "started", "until"),
+    [
+        ("5m", NOW - timedelta(minutes=2), NOW + timedelta(minutes=3)),
+        ("1h30m", NOW, NOW + timedelta(minutes=90)),
+        ("+20s", NOW - timedelta(seconds=5), NOW + timedelta(seconds=15)),
+        ("5m", NOW - timedelta(minutes=6), NOW - timedelta(minutes=1)),
+    ],
+)
+def test_a_duration_protects_the_pod_until_that_long_after_the_kubelet_started_it(
+    value: str, started: datetime, until: datetime
+) -> None:
+    subject = protected(value, started)
+    assert pods.do_not_disrupt_until(subject) == until
+    still = until > NOW
+    assert pods.has_do_not_disrupt(subject, NOW) is still
+    assert pods.is_disruptable(subject, NOW) is not still
+    assert pods.is_evictable(subject, NOW) is not still
+    assert pods.is_disruptable(subject, until), "free the moment the duration has passed"
+    assert pods.invalid_do_not_disrupt(subject) is None
+
+
+def test_a_duration_on_a_pod_the_kubelet_has_not_started_protects_it_until_it_starts() -> None:
+    subject = protected("5m", None)
+    assert pods.do_not_disrupt_until(subject) == pods.FOREVER
+    assert not pods.is_disruptable(subject, NOW + timedelta(days=365))
+
+
+def test_true_protects_for_good() -> None:
+    subject = protected("true", NOW - timedelta(days=30))
+    assert pods.do_not_disrupt_until(subject) == pods.FOREVER
+    assert not pods.is_evictable(subject, NOW + timedelta(days=365))
+
+
+@pytest.mark.parametrize("value", ["false", "soon", "5", "0s", "-5m", "Never", "", "5 m", "TRUE"])
+def test_a_value_that_is_neither_true_nor_a_positive_duration_is_ignored_and_said_so(value: str) -> None:
+    subject = protected(value, NOW - timedelta(seconds=1))
+    assert pods.do_not_disrupt_until(subject) is None
+    assert pods.is_disruptable(subject, NOW)
+    assert pods.is_evictable(subject, NOW)
+    assert pods.invalid_do_not_disrupt(subject) == (
+        f"Invalid karpenter.sh/do-not-disrupt annotation value {value!r}, ignoring annotation. "
+        "Use 'true' or a duration like '5m', '1h'"
+    )
+
+
+def test_no_annotation_is_neither_protected_nor_invalid() -> None:
+    assert pods.do_not_disrupt_until(pod()) is None
+    assert pods.invalid_do_not_disrupt(pod()) is None

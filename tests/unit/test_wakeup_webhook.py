@@ -1,15 +1,26 @@
 """The wake-up webhook's HTTP side (``nodewright.wakeup.webhook``): who gets an answer, who is
-woken, and that nothing a stranger sends gets further than a cheap refusal."""
+woken (a scheduler's FailedScheduling Event about a Pod, nothing else), that nothing a stranger
+sends gets further than a cheap refusal, and that the secret rotates without an outage and never
+reaches a log line."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from nodewright.wakeup import events
-from nodewright.wakeup.webhook import BURST, MAX_BODY_BYTES, TokenBucket, Webhook
+from nodewright.wakeup.webhook import (
+    BURST,
+    MAX_BODY_BYTES,
+    ROTATION_WINDOW,
+    SECRET_MAX_AGE_SECONDS,
+    SECRET_MISS_REFRESH_SECONDS,
+    PathSecrets,
+    TokenBucket,
+    Webhook,
+)
 
 SECRET = "s" * 20 + "0123456789abcdefghijklmnop"
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -41,12 +52,41 @@ class Clock:
         return self.mono
 
 
+def failed_scheduling(**changes: Any) -> dict[str, Any]:
+    """kube-scheduler's Event (events.k8s.io/v1) for a pod it could not place."""
+    event = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "web-1.17a", "namespace": "default"},
+        "eventTime": "2026-12-03T12:00:00.000000Z",
+        "reportingController": "default-scheduler",
+        "reportingInstance": "default-scheduler-ip-10-0-0-1",
+        "action": "Scheduling",
+        "reason": "FailedScheduling",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "web-1", "apiVersion": "v1"},
+        "note": "0/3 nodes are available: 3 Insufficient cpu.",
+        "type": "Warning",
+    }
+    event.update(changes)
+    return event
+
+
+EVENTS_V1 = {"group": "events.k8s.io", "version": "v1", "resource": "events"}
+
+
 def admission_review(uid: str = "uid-1", **request: Any) -> str:
+    """An AdmissionReview as the wake-up's configuration sends it (``request`` fields override)."""
     return json.dumps(
         {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
-            "request": {"uid": uid, "operation": "UPDATE", **request},
+            "request": {
+                "uid": uid,
+                "operation": "CREATE",
+                "resource": EVENTS_V1,
+                "object": failed_scheduling(),
+                **request,
+            },
         }
     )
 
@@ -57,7 +97,7 @@ def hook() -> tuple[Webhook, list[dict[str, Any]], Recorder, Clock]:
     recorder = Recorder()
     clock = Clock()
     webhook = Webhook(
-        secret=lambda: SECRET,
+        secrets=lambda: PathSecrets(SECRET),
         wake=sent.append,
         logger=recorder,
         metrics=recorder,
@@ -78,7 +118,69 @@ def test_an_admission_review_on_the_secret_path_is_allowed_and_wakes_the_provisi
     assert answer.body["kind"] == "AdmissionReview"
     assert len(sent) == 1
     assert events.sent_at(sent[0]) == T0
+    assert sent[0]["detail"] == {"reason": "FailedScheduling"}
     assert recorder.metrics == ["Wakeups"]
+
+
+def test_a_core_v1_failed_scheduling_event_wakes_as_well(hook: Any) -> None:
+    """What the events library's fallback (and an older scheduler) writes: involvedObject,
+    reportingComponent."""
+    webhook, sent, _recorder, _clock = hook
+    core_event = {
+        "metadata": {"name": "web-1.17a", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web-1"},
+        "reason": "FailedScheduling",
+        "message": "0/3 nodes are available",
+        "source": {"component": "default-scheduler"},
+        "reportingComponent": "default-scheduler",
+    }
+    resource = {"group": "", "version": "v1", "resource": "events"}
+
+    answer = webhook.serve("POST", f"/{SECRET}/admit", admission_review(resource=resource, object=core_event))
+
+    assert answer.body["response"]["allowed"] is True
+    assert len(sent) == 1
+
+
+@pytest.mark.parametrize(
+    "request_changes",
+    [
+        {"object": failed_scheduling(reason="Scheduled")},
+        {"object": failed_scheduling(regarding={"kind": "Node", "name": "n"})},
+        {"object": failed_scheduling(reportingController="nodewright")},  # the provisioner's own
+        {"operation": "UPDATE"},  # a series update repeats an Event already rung for
+        {"resource": {"group": "", "version": "v1", "resource": "configmaps"}, "object": {}},
+        {"object": None},
+    ],
+)
+def test_a_review_the_wakeup_does_not_ring_for_is_allowed_and_wakes_nothing(
+    hook: Any, request_changes: dict[str, Any]
+) -> None:
+    webhook, sent, recorder, _clock = hook
+
+    answer = webhook.serve("POST", f"/{SECRET}/admit", admission_review(**request_changes))
+
+    assert answer.status == 200
+    assert answer.body["response"]["allowed"] is True
+    assert sent == []
+    assert any(line.startswith("review ignored") for line in recorder.lines)
+
+
+def test_a_pods_status_review_from_the_old_configuration_still_wakes_and_says_to_reinstall(
+    hook: Any,
+) -> None:
+    """Until install-webhooks --apply replaces it, a pods/status configuration keeps calling: the
+    wake-up still works, and the log says it makes kube-scheduler wait (once per container)."""
+    webhook, sent, recorder, clock = hook
+    pods_status = {"resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "status"}
+    for uid in ("a", "b"):
+        review = admission_review(uid, operation="UPDATE", object={"kind": "Pod"}, **pods_status)
+        assert webhook.serve("POST", f"/{SECRET}/admit", review).body["response"]["allowed"] is True
+        clock.mono += 2.0
+
+    assert [e["detail"] for e in sent] == [{"reason": "PodUnschedulable"}] * 2
+    warnings = [line for line in recorder.lines if "install-webhooks --apply" in line]
+    assert len(warnings) == 1
 
 
 @pytest.mark.parametrize(
@@ -197,7 +299,12 @@ def test_a_failed_wakeup_is_counted_and_the_review_still_allowed_and_the_next_on
         raise RuntimeError("TooManyRequestsException")
 
     webhook = Webhook(
-        secret=lambda: SECRET, wake=refuse, logger=recorder, metrics=recorder, monotonic=clock, now=lambda: T0
+        secrets=lambda: PathSecrets(SECRET),
+        wake=refuse,
+        logger=recorder,
+        metrics=recorder,
+        monotonic=clock,
+        now=lambda: T0,
     )
     first = webhook.serve("POST", f"/{SECRET}/admit", admission_review())
     second = webhook.serve("POST", f"/{SECRET}/admit", admission_review())
@@ -212,11 +319,13 @@ def test_an_unreadable_or_short_secret_refuses_everything_with_503(hook: Any) ->
     _webhook, _sent, recorder, clock = hook
     sent: list[dict[str, Any]] = []
 
-    def unreadable() -> str:
+    def unreadable() -> PathSecrets:
         raise RuntimeError("AccessDenied")
 
-    for source in (unreadable, lambda: "short"):
-        webhook = Webhook(secret=source, wake=sent.append, logger=recorder, metrics=recorder, monotonic=clock)
+    for source in (unreadable, lambda: PathSecrets("short")):
+        webhook = Webhook(
+            secrets=source, wake=sent.append, logger=recorder, metrics=recorder, monotonic=clock
+        )
         assert webhook.serve("POST", "/short/admit", admission_review()).status == 503
     assert sent == []
 
@@ -227,7 +336,9 @@ def test_a_bug_inside_is_a_500_not_an_exception(hook: Any) -> None:
     def broken_wake(event: dict[str, Any]) -> None:
         raise AssertionError("unexpected")
 
-    webhook = Webhook(secret=lambda: SECRET, wake=broken_wake, logger=recorder, metrics=recorder)
+    webhook = Webhook(
+        secrets=lambda: PathSecrets(SECRET), wake=broken_wake, logger=recorder, metrics=recorder
+    )
     webhook._metrics = None  # the failure path itself breaks
     answer = webhook.serve("POST", f"/{SECRET}/admit", admission_review())
     assert answer.status == 500
@@ -236,7 +347,7 @@ def test_a_bug_inside_is_a_500_not_an_exception(hook: Any) -> None:
 def test_a_conversion_review_on_the_convert_path_is_converted_with_the_stacks_node_role(hook: Any) -> None:
     _webhook, _sent, recorder, clock = hook
     webhook = Webhook(
-        secret=lambda: SECRET,
+        secrets=lambda: PathSecrets(SECRET),
         wake=lambda e: None,
         logger=recorder,
         metrics=recorder,
@@ -310,3 +421,175 @@ def test_the_handler_answers_500_when_the_function_is_misconfigured(monkeypatch:
     answer = app.handler(event, LambdaContext(5, "nodewright-webhook"))
     assert answer["statusCode"] == 500
     assert app.handler({"not": "a url event"}, LambdaContext(5, "nodewright-webhook"))["statusCode"] == 500
+
+
+OLD = "o" * 20 + "0123456789abcdefghijklmnop"
+NEW = "n" * 20 + "0123456789abcdefghijklmnop"
+
+
+class Rotating:
+    """Secrets Manager's two labels as a test moves them, counting reads."""
+
+    def __init__(self, secrets: PathSecrets) -> None:
+        self.secrets = secrets
+        self.reads = 0
+        self.fail = False
+
+    def __call__(self) -> PathSecrets:
+        self.reads += 1
+        if self.fail:
+            raise RuntimeError("ThrottlingException: Rate exceeded")
+        return self.secrets
+
+
+class WallClock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def rotating_hook(source: Rotating, clock: Clock, wall: WallClock, recorder: Recorder) -> Webhook:
+    return Webhook(
+        secrets=source,
+        wake=lambda event: None,
+        logger=recorder,
+        metrics=recorder,
+        monotonic=clock,
+        now=wall,
+        limiter=TokenBucket(1000.0, 1000, clock),
+        coalesce_seconds=0.0,
+    )
+
+
+def _status(webhook: Webhook, secret: str) -> int:
+    return webhook.serve("POST", f"/{secret}/admit", admission_review()).status
+
+
+def test_during_the_rotation_window_both_secrets_are_accepted_and_after_it_only_the_new_one() -> None:
+    source = Rotating(PathSecrets(NEW, OLD, T0 - timedelta(minutes=5)))
+    clock, wall, recorder = Clock(), WallClock(), Recorder()
+    webhook = rotating_hook(source, clock, wall, recorder)
+
+    assert _status(webhook, NEW) == 200
+    assert _status(webhook, OLD) == 200  # the API server has not been given the new path yet
+    assert recorder.metrics.count("PreviousSecretRequests") == 1
+
+    wall.now = T0 - timedelta(minutes=5) + ROTATION_WINDOW
+    assert _status(webhook, OLD) == 404
+    assert _status(webhook, NEW) == 200
+
+
+def test_a_warm_container_follows_a_rotation_without_a_redeploy() -> None:
+    """Reread every SECRET_MAX_AGE_SECONDS, and sooner (at most every SECRET_MISS_REFRESH_SECONDS)
+    when the API server already calls a path this container does not know."""
+    source = Rotating(PathSecrets(OLD))
+    clock, wall, recorder = Clock(), WallClock(), Recorder()
+    webhook = rotating_hook(source, clock, wall, recorder)
+    assert _status(webhook, OLD) == 200
+
+    source.secrets = PathSecrets(NEW, OLD, T0)  # put-secret-value, then install-webhooks at once
+    clock.mono += 1.0
+    assert _status(webhook, NEW) == 404  # read a second ago: not reread yet
+    clock.mono += SECRET_MISS_REFRESH_SECONDS
+    assert _status(webhook, NEW) == 200
+    assert _status(webhook, OLD) == 200  # the window is open
+
+    source.secrets = PathSecrets(NEW)  # the window closed early: the AWSPREVIOUS label removed
+    clock.mono += SECRET_MAX_AGE_SECONDS
+    assert _status(webhook, OLD) == 404
+    assert _status(webhook, NEW) == 200
+
+
+def test_a_strangers_guesses_reread_the_secret_at_most_once_per_miss_interval() -> None:
+    source = Rotating(PathSecrets(NEW))
+    clock, wall, recorder = Clock(), WallClock(), Recorder()
+    webhook = rotating_hook(source, clock, wall, recorder)
+    for guess in range(200):  # 200 guesses over 20 s
+        assert _status(webhook, f"{guess:048d}") == 404
+        clock.mono += 0.1
+
+    assert source.reads <= 1 + int(20 / SECRET_MISS_REFRESH_SECONDS) + 1
+
+
+def test_a_container_that_cannot_reread_the_secret_keeps_serving_with_what_it_read() -> None:
+    source = Rotating(PathSecrets(NEW))
+    clock, wall, recorder = Clock(), WallClock(), Recorder()
+    webhook = rotating_hook(source, clock, wall, recorder)
+    assert _status(webhook, NEW) == 200
+
+    source.fail = True
+    clock.mono += SECRET_MAX_AGE_SECONDS
+    assert _status(webhook, NEW) == 200
+    assert any("cannot be reread" in line and "ThrottlingException" in line for line in recorder.lines)
+    assert not any(NEW in line for line in recorder.lines)
+
+
+def test_the_function_never_logs_the_secret_for_a_wrong_right_or_previous_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The handler as deployed, its secret in (moto's) Secrets Manager, rotated once; every log
+    line it writes captured, Powertools told to log events and everything at DEBUG (botocore's
+    response bodies included, the secret's GetSecretValue among them)."""
+    import io
+    import logging
+
+    import boto3
+    from moto import mock_aws
+    from nodewright.observability import logger_level
+
+    from sandbox.lambdas import LambdaContext, load_function
+
+    wrong = "w" * 48
+    for key, value in {
+        "CLUSTER_NAME": "demo",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "WAKE_FUNCTION": "arn:aws:lambda:us-east-1:123456789012:function:nodewright-provisioner:wakeup",
+        "POWERTOOLS_LOGGER_LOG_EVENT": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        secrets = boto3.client("secretsmanager", "us-east-1")
+        arn = secrets.create_secret(Name="path", SecretString=OLD)["ARN"]
+        secrets.put_secret_value(SecretId=arn, SecretString=NEW)
+        monkeypatch.setenv("WEBHOOK_SECRET_ARN", arn)
+        app = load_function("webhook")
+        capsys.readouterr()  # only what the function writes from here on
+        everything = io.StringIO()
+        handler = logging.StreamHandler(everything)
+        root = logging.getLogger()
+        root.addHandler(handler)
+        previous_level = root.level
+        root.setLevel(logging.DEBUG)
+        try:
+            with logger_level("DEBUG"):
+                answers = {
+                    secret: app.handler(_url_event(f"/{secret}/admit", admission_review()), LambdaContext(5))
+                    for secret in (wrong, NEW, OLD)
+                }
+        finally:
+            root.removeHandler(handler)
+            root.setLevel(previous_level)
+
+    assert {s: a["statusCode"] for s, a in answers.items()} == {wrong: 404, NEW: 200, OLD: 200}
+    written = capsys.readouterr().out + everything.getvalue()
+    assert "request refused" in written  # the log was captured
+    for secret in (wrong, NEW, OLD):
+        assert secret not in written
+
+
+def _url_event(path: str, body: str) -> dict[str, Any]:
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": "timeout=1s",
+        "headers": {"content-type": "application/json"},
+        "requestContext": {"http": {"method": "POST", "path": path}, "requestId": "r-1"},
+        "body": body,
+        "isBase64Encoded": False,
+    }

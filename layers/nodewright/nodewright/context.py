@@ -106,6 +106,7 @@ class ContainerContext:
         self._settings = settings if settings is not None else (context.settings if context else None)
         self._context = context
         self._call_deadline: float | None = None
+        self._identity: dict[str, str] = {}
 
     def start_invocation(self, lambda_context: Any) -> float:
         """Note this invocation's time; returns the seconds left. Every API-server call made
@@ -116,12 +117,22 @@ class ContainerContext:
             self._context.cluster.set_call_deadline(self._call_deadline)
         return left
 
+    def run_as(self, variables: dict[str, str]) -> None:
+        """Read the settings with ``variables`` over the process environment (the sandbox: this
+        function's own role credentials, where several functions share one process). In Lambda
+        each container is a process of its own and this is never called."""
+        if self._settings is not None:
+            raise RuntimeError("run_as must come before the container reads its settings")
+        self._identity = dict(variables)
+
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            import os
+
             from nodewright.settings import Settings
 
-            self._settings = Settings.from_env()
+            self._settings = Settings.from_env({**os.environ, **self._identity} if self._identity else None)
         return self._settings
 
     @property

@@ -11,10 +11,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 SERVICE_ENDPOINT_PREFIX = "AWS_ENDPOINT_URL_"
+# Karpenter's --min-values-policy (MIN_VALUES_POLICY): Strict refuses a NodeClaim whose candidate
+# types cannot meet a requirement's minValues; BestEffort launches it with what there is.
+MIN_VALUES_STRICT = "Strict"
+MIN_VALUES_BEST_EFFORT = "BestEffort"
+MIN_VALUES_POLICIES = (MIN_VALUES_STRICT, MIN_VALUES_BEST_EFFORT)
+_TRUE = ("1", "true", "yes")
 
 
 class SettingsError(ValueError):
     """A required setting is missing or malformed; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class AwsCredentials:
+    """The AWS credentials the environment gives (Lambda sets the execution role's session in
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``). Carried by the settings
+    so every client a function builds signs as that function; the secret never appears in a repr."""
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> AwsCredentials | None:
+        key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+        if not key or not secret:
+            return None  # botocore's own chain (profile, SSO, container or instance role) decides
+        return cls(key, secret, env.get("AWS_SESSION_TOKEN") or None)
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -51,9 +75,21 @@ class Settings:
     # and the Secrets Manager secret holding its URL's secret path.
     wake_function: str | None = None
     webhook_secret: str | None = None
+    # Karpenter's --min-values-policy (see MIN_VALUES_POLICIES), read by every plan through the World.
+    min_values_policy: str = MIN_VALUES_STRICT
+    # Karpenter's SpotToSpotConsolidation feature gate, off by default as there: a node whose
+    # candidates are all spot is consolidated by deletion only, never replaced by another spot node.
+    spot_to_spot_consolidation: bool = False
     # AWS_ENDPOINT_URL_<SERVICE>: one service elsewhere than the others (the sandbox's Lambda).
     service_endpoints: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
+    # The credentials in the environment when the settings were read (None: botocore's chain).
+    aws_credentials: AwsCredentials | None = None
+
+    @property
+    def relax_min_values(self) -> bool:
+        """Whether the scheduling core may relax minValues (Karpenter's ``relaxMinValues``)."""
+        return self.min_values_policy == MIN_VALUES_BEST_EFFORT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -67,6 +103,14 @@ class Settings:
         rebalance_mode = env.get("REBALANCE_MODE", "replace")
         if rebalance_mode not in ("replace", "event-only"):
             raise SettingsError(f"REBALANCE_MODE={rebalance_mode!r}: use 'replace' or 'event-only'")
+        min_values_policy = env.get("MIN_VALUES_POLICY") or MIN_VALUES_STRICT
+        if min_values_policy not in MIN_VALUES_POLICIES:
+            raise SettingsError(
+                f"MIN_VALUES_POLICY={min_values_policy!r}: use {' or '.join(map(repr, MIN_VALUES_POLICIES))}"
+            )
+        spot_to_spot = env.get("SPOT_TO_SPOT_CONSOLIDATION") or "false"
+        if spot_to_spot.lower() not in (*_TRUE, "0", "false", "no"):
+            raise SettingsError(f"SPOT_TO_SPOT_CONSOLIDATION={spot_to_spot!r}: use 'true' or 'false'")
         return cls(
             cluster_name=cluster,
             region=region,
@@ -80,7 +124,9 @@ class Settings:
             batch_idle_seconds=_number(env, "BATCH_IDLE_SECONDS", 1.0),
             batch_max_seconds=_number(env, "BATCH_MAX_SECONDS", 10.0),
             idle_after_seconds=_number(env, "IDLE_AFTER_SECONDS", 600.0),
-            tracing=env.get("NODEWRIGHT_TRACING", "false").lower() in ("1", "true", "yes"),
+            tracing=env.get("NODEWRIGHT_TRACING", "false").lower() in _TRUE,
+            min_values_policy=min_values_policy,
+            spot_to_spot_consolidation=spot_to_spot.lower() in _TRUE,
             wake_function=env.get("WAKE_FUNCTION") or None,
             webhook_secret=env.get("WEBHOOK_SECRET_ARN") or None,
             service_endpoints={
@@ -88,4 +134,5 @@ class Settings:
                 for key, value in env.items()
                 if key.startswith(SERVICE_ENDPOINT_PREFIX) and value
             },
+            aws_credentials=AwsCredentials.from_env(env),
         )

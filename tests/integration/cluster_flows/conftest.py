@@ -103,7 +103,10 @@ class World:
         tolerations: list[dict[str, Any]] | None = None,
         grace: int = 30,
         namespace: str = "default",
+        started: datetime | None = None,
+        volumes: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
+        """A bound Running pod; ``started``: the kubelet's ``status.startTime``."""
         spec: dict[str, Any] = {
             "nodeName": node,
             "terminationGracePeriodSeconds": grace,
@@ -113,6 +116,8 @@ class World:
             spec["priorityClassName"] = priority_class
         if tolerations:
             spec["tolerations"] = tolerations
+        if volumes:
+            spec["volumes"] = volumes
         self.cluster.create(
             PODS,
             {
@@ -133,13 +138,10 @@ class World:
                 "spec": spec,
             },
         )
-        return self.cluster.patch(
-            PODS,
-            name,
-            {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
-            namespace=namespace,
-            subresource="status",
-        )
+        status: dict[str, Any] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        if started is not None:
+            status["startTime"] = started.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self.cluster.patch(PODS, name, {"status": status}, namespace=namespace, subresource="status")
 
     def pdb(self, name: str, match_labels: dict[str, str], allowed: int, namespace: str = "default") -> None:
         created = self.cluster.create(
@@ -187,12 +189,20 @@ class World:
 
 
 @pytest.fixture
-def apiserver() -> Iterator[Any]:
+def apiserver(tmp_path: Any) -> Iterator[Any]:
+    """The API emulator, with kube-controller-manager's ServiceAccounts beside it (without them no
+    pod is admitted, as on a real cluster)."""
     from sandbox.apiserver import ApiServer
+    from sandbox.simulators import Kube, ServiceAccounts, api_client_from_kubeconfig
 
     server = ApiServer("127.0.0.1", port=0).start()
-    yield server
-    server.stop()
+    admin = api_client_from_kubeconfig(server.write_kubeconfig(tmp_path / "admin-kubeconfig"))
+    try:
+        with ServiceAccounts(Kube(admin)):
+            yield server
+    finally:
+        admin.close()
+        server.stop()
 
 
 @pytest.fixture

@@ -204,3 +204,49 @@ def test_a_nodepool_whose_ec2nodeclass_is_missing_is_not_disrupted_within(world,
 
     assert report.disrupted == []
     assert world.cluster.find_node("node-a") is not None
+
+
+def test_a_do_not_disrupt_duration_holds_an_empty_node_and_the_invocation_comes_back_when_it_ends(
+    world, ctx, clock
+) -> None:
+    nodepool(world, after="0s")
+    ready_node(world, clock, "a")
+    world.pod(
+        "agent",
+        "node-a",
+        owner_kind="DaemonSet",
+        annotations={"karpenter.sh/do-not-disrupt": "20s"},
+        started=clock.now() - timedelta(seconds=5),
+    )
+    started = clock.now()
+
+    report = run(ctx, remaining_seconds=60)
+
+    assert [(d["nodeclaim"], d["reason"]) for d in report.disrupted] == [("a", "Empty")]
+    assert report.passes >= 2, "held by the pod's protection, then looked at again"
+    # startTime is written to the second: the protection ends 14-15 s after the test began.
+    assert clock.now() - started >= timedelta(seconds=14), "not before the 20 s had passed"
+
+
+def test_an_invalid_do_not_disrupt_value_is_ignored_with_karpenters_warning_on_the_pod(
+    world, ctx, clock
+) -> None:
+    nodepool(world, after="0s")
+    ready_node(world, clock, "a")
+    world.pod("agent", "node-a", owner_kind="DaemonSet", annotations={"karpenter.sh/do-not-disrupt": "soon"})
+
+    report = run(ctx, remaining_seconds=60)
+
+    assert [d["nodeclaim"] for d in report.disrupted] == ["a"], "the value protects nothing"
+    warnings = [
+        (e["type"], e["message"])
+        for e in world.cluster.list(EVENTS, namespace="default")
+        if e["reason"] == "InvalidDoNotDisruptAnnotation" and e["involvedObject"]["name"] == "agent"
+    ]
+    assert warnings == [
+        (
+            "Warning",
+            "Invalid karpenter.sh/do-not-disrupt annotation value 'soon', ignoring annotation. "
+            "Use 'true' or a duration like '5m', '1h'",
+        )
+    ]

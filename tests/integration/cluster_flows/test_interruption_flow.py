@@ -7,6 +7,7 @@ from nodewright import termination
 from nodewright.cluster.resources import EVENTS
 from nodewright.interruption.events import Action, parse_message
 from nodewright.interruption.flow import handle_event
+from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION, RECLAIM_GRACE_SECONDS
 
 INSTANCE = "i-0aaaaaaaaaaaaaaa1"
 
@@ -82,8 +83,10 @@ def test_spot_warning_cordons_replaces_before_evicting_then_drains_and_cleans_up
     termination.run(ctx, outcome.terminations, budget_seconds=60)
     assert term.done
     assert world.cluster.find_node("node-a") is None
-    assert world.cluster.find_nodeclaim("default-a") is None
+    # EC2 reclaims a spot instance itself; its NodeClaim stays, deleting, until EC2 has.
     assert cloud.terminated == [], "EC2 reclaims a spot instance itself"
+    assert term.history[-1] == "left-for-ec2"
+    assert world.cluster.find_nodeclaim("default-a")["metadata"]["deletionTimestamp"]
     assert clock.now() < event.deadline, "drained inside the two-minute notice"
 
 
@@ -132,10 +135,11 @@ def test_terminated_instance_pods_are_deleted_not_waited_for(world, ctx, clock, 
     clock.advance(5)
     outcome = handle_event(ctx, parse_message(message), replace=replacement)
     [term] = outcome.terminations
-    assert sorted(term.last_pass.deleted) == ["default/web-1", "default/web-2"]
+    # The DaemonSet pod is drained too (Karpenter's terminator waits for it as for the rest).
+    assert sorted(term.last_pass.deleted) == ["default/agent", "default/web-1", "default/web-2"]
     termination.run(ctx, outcome.terminations, budget_seconds=30)
     assert term.done
-    assert world.pod_names() == ["agent"]  # the DaemonSet pod goes with the node (pod GC in a real cluster)
+    assert world.pod_names() == []
 
 
 def test_second_event_for_a_node_already_terminating_resumes_without_another_replacement(
@@ -200,3 +204,66 @@ def test_lease_held_by_the_provisioner_skips_the_replacement_not_the_drain(
     assert replacement.calls == []
     assert "lease" in outcome.replacement["skipped"]
     assert outcome.terminations[0].last_pass.evicted
+
+
+def _spot_warning_handled(world, ctx, clock, cloud, replacement):
+    """A spot warning for a node whose instance EC2 has (launched an hour ago), drained: the
+    NodeClaim's work is done, EC2 reclaims the instance at the notice's end."""
+    from datetime import timedelta
+
+    from fakes import instance
+
+    _owned_node_with_pods(world)
+    cloud.instances[INSTANCE] = instance(
+        INSTANCE, "m5.large", "us-west-2a", "spot", "default-a", launch_time=clock.now() - timedelta(hours=1)
+    )
+    event = parse_message(_message(clock, **{"instance-action": "terminate"}))
+    outcome = handle_event(ctx, event, replace=replacement)
+    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    assert world.cluster.find_node("node-a") is None
+    return event
+
+
+def _garbage_collection(ctx):
+    from nodewright.provisioning import lifecycle
+    from nodewright.state.world import observe
+
+    report = lifecycle.LifecycleReport()
+    lifecycle.collect_garbage(ctx, observe(ctx), report, force=True)
+    return report
+
+
+def test_a_spot_instance_left_for_ec2_is_not_collected_as_leaked_before_ec2_reclaims_it(
+    world, ctx, clock, cloud, replacement
+) -> None:
+    event = _spot_warning_handled(world, ctx, clock, cloud, replacement)
+    clock.advance(30)  # the provisioner's next pass, inside the two-minute notice
+
+    report = _garbage_collection(ctx)
+
+    assert report.leaked_terminated == [], "EC2 is taking it: not a leak"
+    assert cloud.terminated == []
+    claim = world.cluster.find_nodeclaim("default-a")
+    assert claim is not None, "kept (deleting) while its instance exists: the record that EC2 takes it"
+    assert claim["metadata"]["annotations"][INSTANCE_GOING_ANNOTATION] == "true"
+    # EC2 reclaims it; the next pass of any flow releases the NodeClaim.
+    cloud.instances.pop(INSTANCE)
+    cloud.gone.add(INSTANCE)
+    clock.advance(event.deadline.timestamp() - clock.now().timestamp() + 1)
+    termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
+    assert world.cluster.find_nodeclaim("default-a") is None
+    assert _garbage_collection(ctx).leaked_terminated == []
+    assert cloud.terminated == [], "EC2 reclaimed it itself"
+
+
+def test_a_spot_instance_ec2_does_not_reclaim_is_terminated_after_the_notice_not_left_running(
+    world, ctx, clock, cloud, replacement
+) -> None:
+    event = _spot_warning_handled(world, ctx, clock, cloud, replacement)
+    clock.advance(event.deadline.timestamp() - clock.now().timestamp() + RECLAIM_GRACE_SECONDS + 1)
+
+    termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
+
+    assert cloud.terminated == [INSTANCE], "past the notice and its grace: we pay for it, so we end it"
+    assert world.cluster.find_nodeclaim("default-a") is None
+    assert _garbage_collection(ctx).leaked_terminated == []

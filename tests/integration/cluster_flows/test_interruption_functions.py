@@ -128,7 +128,9 @@ def test_direct_path_first_then_queue_acts_once(world, make_processor, functions
     assert first["disposition"] == "acted"
     assert second == {"batchItemFailures": []}
     assert replacement.calls == [["node-a"]]
-    assert world.cluster.find_nodeclaim("default-a") is None
+    assert world.cluster.find_node("node-a") is None
+    left = world.cluster.find_nodeclaim("default-a")  # deleting until EC2 has reclaimed the instance
+    assert left["metadata"]["deletionTimestamp"]
 
 
 @pytest.mark.usefixtures("owned_node", "state_table")
@@ -139,14 +141,17 @@ def test_redelivery_after_the_node_is_gone_is_a_duplicate(world, make_processor,
     context = FakeLambdaContext(function_name="nodewright-spot-events")
 
     first = spot_events.handler(spot_event("spot-again"), context)
-    assert world.cluster.find_nodeclaim("default-a") is None, "the node is gone: nothing owns the instance"
+    assert world.cluster.find_node("node-a") is None, "the node is gone"
     again = spot_events.handler(spot_event("spot-again"), context)
     other = spot_events.handler(spot_event("spot-other"), context)
 
     assert first["disposition"] == "acted"
     assert again["disposition"] == "duplicate"
     assert again["outcome"] == first["outcome"]
-    assert other["disposition"] == "not-owned", "another event for the same instance is not a duplicate"
+    # Another event for the same instance is not a duplicate: until EC2 has reclaimed the instance
+    # its NodeClaim records it, so the termination is resumed (nothing more to do), not redone.
+    assert other["disposition"] == "acted"
+    assert other["outcome"]["resumed"] == [first["instanceIds"][0]]
     assert replacement.calls == [["node-a"]]
 
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from nodewright import termination
 from nodewright.cluster import objects
+from nodewright.cluster.resources import (
+    EVENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    VOLUME_ATTACHMENTS,
+)
 
 CRITICAL = "system-cluster-critical"
 
@@ -53,6 +60,7 @@ def test_drain_in_tiers_waits_for_the_pdb_then_removes_everything(
     world.pod("batch-1", "node-a", labels={"app": "batch"})
     world.pod("dns-1", "node-a", priority_class=CRITICAL)
     world.pod("agent-1", "node-a", owner_kind="DaemonSet")
+    world.pod("cni-1", "node-a", owner_kind="DaemonSet", priority_class="system-node-critical")
     world.pod(
         "stays-1",
         "node-a",
@@ -79,8 +87,11 @@ def test_drain_in_tiers_waits_for_the_pdb_then_removes_everything(
     assert term.done, term.summary()
     assert sorted(evictions[0:2]) == ["batch-1:evicted", "web-1:blocked"], "first pass: the whole first tier"
     assert "web-1:evicted" in evictions
-    assert evictions.index("web-1:evicted") < evictions.index("dns-1:evicted"), "critical pods go last"
-    assert not any(e.startswith(("agent-1", "stays-1")) for e in evictions), "DaemonSet/tolerating pods stay"
+    # Karpenter's tiers: non-critical, non-critical DaemonSet, critical, critical DaemonSet.
+    order = [e.split(":")[0] for e in evictions if e.endswith(":evicted")]
+    assert order.index("web-1") < order.index("agent-1") < order.index("dns-1") < order.index("cni-1"), order
+    assert order.index("batch-1") < order.index("agent-1"), order
+    assert not any(e.startswith("stays-1") for e in evictions), "a pod tolerating the disrupted taint stays"
     assert world.cluster.find_node("node-a") is None
     assert world.cluster.find_nodeclaim("claim-node-a") is None
     assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
@@ -124,6 +135,28 @@ def test_do_not_disrupt_waits_for_the_deadline_unless_the_node_goes_regardless(w
     term_b = _begin(ctx, node_b, claim_b, involuntary=True)
     termination.step(ctx, term_b)
     assert term_b.last_pass.evicted == ["default/careful-b"]
+
+
+def test_a_do_not_disrupt_duration_holds_the_drain_only_until_it_elapses(world, ctx, clock) -> None:
+    node, claim = _node_with_claim(world)
+    world.pod(
+        "careful",
+        "node-a",
+        annotations={"karpenter.sh/do-not-disrupt": "20s"},
+        started=clock.now() - timedelta(seconds=5),
+    )
+    world.pod("web-1", "node-a")
+    term = _begin(ctx, node, claim, involuntary=False)
+    assert term.deadline is None, "no terminationGracePeriod: only the annotation's duration holds it"
+    termination.step(ctx, term)
+    assert term.last_pass.waiting_do_not_disrupt == ["default/careful"]
+    assert term.last_pass.evicted == ["default/web-1"]
+    clock.advance(14)
+    termination.step(ctx, term)
+    assert term.last_pass.waiting_do_not_disrupt == ["default/careful"], "15 s after it started"
+    clock.advance(1)
+    termination.step(ctx, term)
+    assert term.last_pass.evicted == ["default/careful"], "20 s after it started: evicted"
 
 
 def test_a_termination_cut_short_is_resumed_from_the_cluster_and_nothing_is_done_twice(
@@ -246,3 +279,155 @@ def test_a_deleted_node_without_a_nodeclaim_is_drained_and_its_instance_terminat
     termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
     assert world.cluster.find_node("node-b") is None
     assert cloud.terminated == ["i-0bbbbbbbbbbbbbbb2"]
+
+
+# --- VolumeAttachments: the instance goes once they are gone (Karpenter's termination) ------------------
+
+
+def _attached_volume(world, pod_name: str, node: str, *, tolerates: bool = False, **pod: Any) -> str:
+    """A CSI PersistentVolume bound to a claim that ``pod_name`` (on ``node``) mounts, and the
+    VolumeAttachment the attach-detach controller made for it; the attachment's name."""
+    pv = f"pv-{pod_name}"
+    world.cluster.create(
+        PERSISTENT_VOLUMES,
+        {
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{pod_name}"},
+                "claimRef": {"namespace": "default", "name": f"data-{pod_name}"},
+            },
+        },
+    )
+    world.cluster.create(
+        PERSISTENT_VOLUME_CLAIMS,
+        {
+            "metadata": {"name": f"data-{pod_name}", "namespace": "default"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "volumeName": pv,
+            },
+        },
+        namespace="default",
+    )
+    tolerations = [{"key": "karpenter.sh/disrupted", "operator": "Exists"}] if tolerates else None
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{pod_name}"}}]
+    world.pod(pod_name, node, volumes=volumes, tolerations=tolerations, **pod)
+    attachment = f"csi-{pod_name}"
+    world.cluster.create(
+        VOLUME_ATTACHMENTS,
+        {
+            "metadata": {"name": attachment},
+            "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node, "source": {"persistentVolumeName": pv}},
+        },
+    )
+    return attachment
+
+
+def _status_writes(ctx, monkeypatch) -> list[tuple[str, str, str]]:
+    """(type, status, reason) of every NodeClaim condition the code under test writes, in order."""
+    seen: list[tuple[str, str, str]] = []
+    real = ctx.cluster.patch_nodeclaim_status
+
+    def recording(name, status):
+        before = {
+            c["type"]: c
+            for c in (ctx.cluster.get_nodeclaim(name).get("status") or {}).get("conditions") or []
+        }
+        for cond in status.get("conditions") or ():
+            old = before.get(cond["type"])
+            if old is None or (old["status"], old.get("reason")) != (cond["status"], cond.get("reason")):
+                seen.append((cond["type"], cond["status"], cond.get("reason")))
+        return real(name, status)
+
+    monkeypatch.setattr(ctx.cluster, "patch_nodeclaim_status", recording)
+    return seen
+
+
+def test_the_instance_is_terminated_only_once_the_drained_pods_volume_attachments_are_gone(
+    world, ctx, clock, cloud, monkeypatch
+) -> None:
+    node, claim = _node_with_claim(world)
+    attachment = _attached_volume(world, "db-0", "node-a")
+    writes = _status_writes(ctx, monkeypatch)
+    term = _begin(ctx, node, claim, involuntary=False)
+
+    termination.step(ctx, term)  # db-0 evicted: its kubelet has not confirmed yet
+    assert ("Drained", "Unknown", "Draining") in writes
+    world.kubelet_confirm()
+    termination.step(ctx, term)
+    assert not term.done, "drained, but its volume is still attached"
+    assert term.awaiting_volumes == 1
+    assert cloud.terminated == []
+    assert ("Drained", "True", "Drained") in writes
+    assert writes[-1] == ("VolumesDetached", "Unknown", "AwaitingVolumeDetachment")
+    events = [
+        e
+        for e in world.cluster.list(EVENTS, namespace="default")
+        if e["reason"] == "AwaitingVolumeDetachment"
+    ]
+    assert [(e["type"], e["message"]) for e in events] == [
+        ("Warning", "Awaiting deletion of 1 VolumeAttachments bound to node")
+    ]
+    termination.step(ctx, term)
+    again = [
+        e
+        for e in world.cluster.list(EVENTS, namespace="default")
+        if e["reason"] == "AwaitingVolumeDetachment"
+    ]
+    assert len(again) == 1, "one event while it waits, not one per pass"
+
+    world.cluster.delete(VOLUME_ATTACHMENTS, attachment)  # the attach-detach controller detaches it
+    termination.step(ctx, term)
+
+    assert term.done
+    assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
+    assert writes[-2:] == [
+        ("VolumesDetached", "True", "VolumesDetached"),
+        ("InstanceTerminating", "True", "InstanceTerminating"),
+    ]
+
+
+def test_the_volume_of_a_pod_the_drain_leaves_on_the_node_does_not_hold_the_instance(
+    world, ctx, cloud
+) -> None:
+    node, claim = _node_with_claim(world)
+    _attached_volume(world, "log-0", "node-a", tolerates=True)
+    world.cluster.create(
+        VOLUME_ATTACHMENTS,
+        {
+            "metadata": {"name": "csi-inline"},
+            "spec": {
+                "attacher": "ebs.csi.aws.com",
+                "nodeName": "node-a",
+                "source": {
+                    "inlineVolumeSpec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-x"}}
+                },
+            },
+        },
+    )
+    term = _begin(ctx, node, claim, involuntary=False)
+    termination.step(ctx, term)
+    assert term.done, "a tolerating pod's volume and an inline volume are never waited for"
+    assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
+
+
+def test_the_termination_grace_period_bounds_the_wait_for_volume_attachments(
+    world, ctx, clock, cloud, monkeypatch
+) -> None:
+    node, claim = _node_with_claim(world, terminationGracePeriod="60s")
+    _attached_volume(world, "db-0", "node-a", grace=5)
+    writes = _status_writes(ctx, monkeypatch)
+    term = _begin(ctx, node, claim, involuntary=False)
+    termination.step(ctx, term)
+    world.kubelet_confirm()
+    termination.step(ctx, term)
+    assert not term.done
+    assert term.awaiting_volumes == 1
+    clock.advance(61)
+    termination.step(ctx, term)
+    assert term.done, "the grace period has elapsed: the attachment no longer holds the instance"
+    assert ("VolumesDetached", "False", "TerminationGracePeriodElapsed") in writes
+    assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+# Events: the component Nodewright reports its own as (source.component, reportingComponent), and
+# the reason a scheduler (kube-scheduler, and Nodewright as Karpenter does) gives a pod it cannot place.
+EVENT_COMPONENT = "nodewright"
+FAILED_SCHEDULING = "FailedScheduling"
+
 # karpenter.sh
 NODEPOOL = "karpenter.sh/nodepool"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 NODE_REGISTERED = "karpenter.sh/registered"
 NODE_INITIALIZED = "karpenter.sh/initialized"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+NODECLAIM_MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-relaxed"
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"

@@ -312,13 +312,18 @@ class NodeClaimSpec(NodeClaimTemplateSpec):
     resources: ResourceRequirements = field(default_factory=ResourceRequirements)
 
 
-# NodeClaim condition types.
+# NodeClaim condition types, as Karpenter v1 names them (pkg/apis/v1/nodeclaim_status.go): the one
+# definition every flow writes and reads them by.
 LAUNCHED = "Launched"
 REGISTERED = "Registered"
 INITIALIZED = "Initialized"
+READY = "Ready"
 DRIFTED = "Drifted"
 CONSOLIDATABLE = "Consolidatable"
-READY = "Ready"
+DISRUPTION_REASON = "DisruptionReason"
+DRAINED = "Drained"
+VOLUMES_DETACHED = "VolumesDetached"
+INSTANCE_TERMINATING = "InstanceTerminating"
 
 
 @dataclass

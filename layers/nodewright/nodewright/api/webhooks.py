@@ -1,12 +1,17 @@
 """What ``nodewright install-webhooks`` applies to a cluster: the wake-up webhook and CRD conversion.
 
 * ``wakeup_configuration(url)``: a ValidatingWebhookConfiguration (admissionregistration.k8s.io/v1)
-  on ``pods/status`` UPDATE. Its CEL ``matchConditions`` (GA in Kubernetes 1.30) let the API server
-  call out only when a pod's ``PodScheduled`` condition *becomes* False/Unschedulable: a status
-  update that keeps it so (the scheduler rewriting its message), a pod that binds, a kubelet's
-  Running update, never leave the API server. ``failurePolicy: Ignore`` and a 2 s timeout: an
-  unreachable URL costs a pod status write at most 2 s and changes nothing else (the schedule still
-  provisions).
+  on the CREATE of Events, in both groups (kube-scheduler v1.30+ writes events.k8s.io/v1, the
+  events library's fallback and older schedulers core/v1). Its CEL ``matchConditions`` (GA in
+  Kubernetes 1.30) let the API server call out only for a ``FailedScheduling`` Event about a Pod
+  that Nodewright did not write itself: every other Event, and the series updates that repeat a
+  pod's Event, never leave the API server. kube-scheduler records that Event through its
+  asynchronous broadcaster, so however long the call takes, its scheduling loop does not wait
+  (docs/architecture.md, "The wake-up"); the pods/status UPDATE this configuration replaces is
+  written in the loop, which a slow URL stalled. ``failurePolicy: Ignore`` and a 1 s timeout: an
+  unreachable URL delays an Event's write by at most 1 s and changes nothing else (the schedule
+  still provisions). ``install-webhooks --apply`` replaces a configuration of the same name whole,
+  so an installed pods/status configuration is gone with it.
 * ``conversion_crds(url)``: the NodePool and EC2NodeClass CRDs (``api.crds``: v1 served and
   stored) serving ``v1beta1`` too, converted by the ConversionReview webhook on the same function
   URL (``api.conversion_review``), so v1beta1 manifests can be applied unchanged and read back in
@@ -23,36 +28,41 @@ import copy
 from typing import Any
 
 from nodewright.api.crds import build_crds
+from nodewright.api.labels import EVENT_COMPONENT, FAILED_SCHEDULING
 from nodewright.api.schema import SCHEMAS_V1BETA1
 
 CONFIGURATION_NAME = "nodewright-wakeup"
 WEBHOOK_NAME = "wakeup.nodewright.io"
 ADMIT_PATH = "admit"
 CONVERT_PATH = "convert"
-TIMEOUT_SECONDS = 2
+# The API server waits this long for an answer before it writes the Event anyway. Nothing waits on
+# that write but the Event itself; one second keeps what a black-holed URL holds on the API server
+# small (at kube-scheduler's 50 Event writes a second: about 50 requests in flight).
+TIMEOUT_SECONDS = 1
 PART_OF = {"app.kubernetes.io/part-of": "nodewright"}
 # The kinds users apply in v1beta1 (the seeds): their CRDs serve it through the webhook.
 CONVERTED_CRDS = ("nodepools.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
-
-# A PodScheduled condition the scheduler set because no node fits. The request's object and
-# oldObject are the whole Pod (a pods/status update); has() guards every optional field, because a
-# CEL error with failurePolicy Ignore skips the webhook silently.
-_UNSCHEDULABLE = (
-    "{o}.status.conditions.exists(c, c.type == 'PodScheduled' && c.status == 'False' && "
-    "has(c.reason) && c.reason == 'Unschedulable')"
+# Both shapes of an Event: events.k8s.io/v1 (regarding, reportingController) and core/v1
+# (involvedObject, reportingComponent). has() guards every optional field, because a CEL error with
+# failurePolicy Ignore skips the webhook silently.
+_REGARDS_A_POD = (
+    "has(object.regarding) ? "
+    "(has(object.regarding.kind) && object.regarding.kind == 'Pod') : "
+    "(has(object.involvedObject) && has(object.involvedObject.kind) && object.involvedObject.kind == 'Pod')"
+)
+_REPORTED_BY_NODEWRIGHT = (
+    f"(has(object.reportingController) && object.reportingController == '{EVENT_COMPONENT}') || "
+    f"(has(object.reportingComponent) && object.reportingComponent == '{EVENT_COMPONENT}')"
 )
 MATCH_CONDITIONS: tuple[dict[str, str], ...] = (
     {
-        "name": "becomes-unschedulable",
-        "expression": "has(object.status) && has(object.status.conditions) && "
-        + _UNSCHEDULABLE.format(o="object"),
+        "name": "failed-scheduling",
+        "expression": f"has(object.reason) && object.reason == '{FAILED_SCHEDULING}'",
     },
-    {
-        "name": "was-not-unschedulable",
-        "expression": "!(has(oldObject.status) && has(oldObject.status.conditions) && "
-        + _UNSCHEDULABLE.format(o="oldObject")
-        + ")",
-    },
+    {"name": "regarding-a-pod", "expression": _REGARDS_A_POD},
+    # Nodewright's own FailedScheduling Events (a pod no NodePool can hold) would wake it for
+    # nothing: the provisioner already knows.
+    {"name": "not-nodewrights-own", "expression": f"!({_REPORTED_BY_NODEWRIGHT})"},
 )
 
 
@@ -64,7 +74,8 @@ def endpoint(function_url: str, secret: str, path: str) -> str:
 
 
 def wakeup_configuration(url: str, ca_bundle: str | None = None) -> dict[str, Any]:
-    """The ValidatingWebhookConfiguration that rings ``url`` when a pod becomes unschedulable.
+    """The ValidatingWebhookConfiguration that rings ``url`` when a scheduler records that it could
+    not place a pod.
 
     ``ca_bundle`` (base64 PEM): only for a URL whose certificate no public CA signed (the sandbox's);
     a Lambda function URL's is publicly trusted."""
@@ -81,10 +92,10 @@ def wakeup_configuration(url: str, ca_bundle: str | None = None) -> dict[str, An
                 "clientConfig": client_config,
                 "rules": [
                     {
-                        "apiGroups": [""],
+                        "apiGroups": ["events.k8s.io", ""],
                         "apiVersions": ["v1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["pods/status"],
+                        "operations": ["CREATE"],
+                        "resources": ["events"],
                         "scope": "Namespaced",
                     }
                 ],

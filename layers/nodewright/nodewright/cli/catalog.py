@@ -44,32 +44,61 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 class RequirementsFileError(ValueError):
-    """The --requirements file is not a NodePool or a list of requirements; the message says why."""
+    """An input file (--requirements, --nodeclass, --prices) cannot be used; the message says why."""
 
 
 def load_requirements(path: str) -> list[dict[str, Any]]:
     """Requirement terms from a NodePool manifest (first NodePool in the file) or a bare list."""
     import yaml
 
+    from nodewright.textfiles import NotUtf8Error, decode_utf8
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            documents = [d for d in yaml.safe_load_all(handle) if d is not None]
+        with open(path, "rb") as handle:
+            documents = [d for d in yaml.safe_load_all(decode_utf8(handle.read())) if d is not None]
     except OSError as exc:
         raise RequirementsFileError(f"cannot read {path}: {exc.strerror}") from exc
+    except NotUtf8Error as exc:
+        raise RequirementsFileError(f"{path} is {exc}") from exc
     except yaml.YAMLError as exc:
-        raise RequirementsFileError(f"{path} is not valid YAML/JSON: {exc}") from exc
+        raise RequirementsFileError(f"{path} is not valid YAML/JSON: {exc}".replace("\n", " ")) from exc
     for document in documents:
         if isinstance(document, list):
-            return [dict(term) for term in document]
+            return _terms(path, document)
         if isinstance(document, dict) and document.get("kind") == "NodePool":
-            spec = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
-            return [dict(term) for term in spec.get("requirements") or []]
+            found: Any = document
+            for key in ("spec", "template", "spec", "requirements"):
+                found = found.get(key) if isinstance(found, dict) else None
+            return _terms(path, found or [])
         if isinstance(document, dict) and "requirements" in document:
-            return [dict(term) for term in document["requirements"] or []]
+            return _terms(path, document["requirements"] or [])
     raise RequirementsFileError(
         f"{path} holds no NodePool and no requirements list; give a NodePool manifest or "
         "a YAML list of {key, operator, values} terms"
     )
+
+
+def _terms(path: str, terms: Any) -> list[dict[str, Any]]:
+    """``terms`` checked to be requirements the scheduling code can read, or why not."""
+    from nodewright.scheduling.requirements import Requirements
+
+    if not isinstance(terms, list):
+        raise RequirementsFileError(f"{path}: requirements must be a list of {{key, operator, values}} terms")
+    for i, term in enumerate(terms):
+        if not isinstance(term, dict):
+            raise RequirementsFileError(
+                f"{path}: requirement {i} must be a mapping {{key, operator, values}}"
+            )
+        if not isinstance(term.get("key"), str) or not isinstance(term.get("operator"), str):
+            raise RequirementsFileError(f"{path}: requirement {i}: key must be a string, and operator too")
+        values = term.get("values", [])
+        if not isinstance(values, list) or not all(isinstance(v, str | int | float) for v in values):
+            raise RequirementsFileError(f"{path}: requirement {i} ({term['key']}): values must be a list")
+    try:
+        Requirements.from_k8s(terms)
+    except ValueError as exc:
+        raise RequirementsFileError(f"{path}: {exc}") from exc
+    return [dict(term) for term in terms]
 
 
 def _price_store(args: argparse.Namespace, settings: Any) -> Any:
@@ -82,7 +111,11 @@ def _price_store(args: argparse.Namespace, settings: Any) -> Any:
         return StateStore(settings)
     store = InMemoryStateStore()
     if args.prices:
-        store.put_price_table(PriceTable.from_ondemand_file(args.prices))
+        try:
+            store.put_price_table(PriceTable.from_ondemand_file(args.prices))
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise RequirementsFileError(f"cannot use prices file {args.prices}: {why}") from exc
         return store
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -101,11 +134,14 @@ def load_nodeclass(path: str) -> dict[str, Any]:
     """The first EC2NodeClass in the file (converted to v1 if older)."""
     from nodewright.api.manifests import validate_files
 
+    problems: list[str] = []
     for report in validate_files([path]).documents:
         for doc in report.v1:
             if doc.get("kind") == "EC2NodeClass":
                 return doc
-    raise RequirementsFileError(f"{path} holds no EC2NodeClass")
+        problems.extend(str(f) for f in report.findings if f.is_error)
+    why = f" ({problems[0]})" if problems else ""
+    raise RequirementsFileError(f"{path} holds no EC2NodeClass{why}")
 
 
 def rows(
@@ -189,12 +225,17 @@ def run(args: argparse.Namespace) -> int:
         state_table=os.environ.get("STATE_TABLE") or None,
         aws_endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
     )
-    store = _price_store(args, settings)
+    try:
+        store = _price_store(args, settings)
+    except RequirementsFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     catalog = Catalog(aws.client("ec2", settings), store, (settings.region, settings.aws_endpoint_url))
     # The functions' JSON log lines (e.g. the estimated-price warning, shown here as "~") would
     # garble the table or the JSON on stdout.
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from nodewright.cli import _errors
     from nodewright.cloud import ebs
 
     with logger_level("ERROR"):
@@ -204,11 +245,8 @@ def run(args: argparse.Namespace) -> int:
             storage = ebs.node_storage(nodeclass, settings.region)
             found = rows(catalog.instance_types(), terms, estimated, storage.per_hour)
         except (BotoCoreError, ClientError) as exc:  # no credentials, endpoint unreachable, denied
-            print(
-                f"error: cannot read the EC2 catalog of {settings.region}: {exc}; check your AWS "
-                "credentials, region and network (or AWS_ENDPOINT_URL)",
-                file=sys.stderr,
-            )
+            why = _errors.one_line(exc, settings.cluster_name)
+            print(f"error: cannot read the EC2 catalog of {settings.region}: {why}", file=sys.stderr)
             return 1
     shown = found if args.limit <= 0 else found[: args.limit]
     if args.json:

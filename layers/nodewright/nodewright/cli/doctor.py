@@ -14,7 +14,13 @@ what is missing and the command that fixes it:
   webhook configuration is installed and calls this stack's function URL, and the CRDs serving
   v1beta1 convert through that same URL (a stale one fails v1beta1 requests, and v1 reads of
   objects still stored as v1beta1); every
-  EC2NodeClass names the node role and its subnet and security-group selectors match something.
+  EC2NodeClass names the node role and its subnet and security-group selectors match something;
+  no Karpenter controller still runs (a Deployment with the Helm chart's
+  ``app.kubernetes.io/name=karpenter`` or the Karpenter controller image): both would reconcile the
+  same NodeClaims.
+
+A check that cannot run (your identity gets 401/403, the API server or AWS cannot be reached) is
+reported with the command that fixes it, and every other check still runs.
 
 Exit status 1 when any check fails (warnings alone exit 0).
 """
@@ -93,17 +99,74 @@ class Doctor:
         self.clients = clients
         self.kube = kube  # a nodewright.cluster.Cluster, or an exception saying why there is none
         self.findings: list[Finding] = []
+        self._caller: str | None = None
 
     def add(self, check: str, status: str, detail: str, fix: str = "") -> None:
         self.findings.append(Finding(check, status, detail, fix))
 
-    # ------------------------------------------------------------------ AWS
     def run(self, rbac_manifest: Path | None) -> list[Finding]:
+        """Every check, in order; one that cannot run (AWS or the API server refusing, unreachable)
+        is a finding with its fix and the others still run."""
+        cluster, outputs = self._aws()
+        self._kubernetes(rbac_manifest, outputs, cluster)
+        return self.findings
+
+    def _check(self, check: str, run: Callable[[], Any], severity: str = FAIL) -> None:
+        """Run one check; what stops it (an AWS error, a 401/403, an unreachable API server)
+        becomes its finding, with the command that fixes it, instead of ending the doctor."""
+        from nodewright.cli import _errors
+
+        try:
+            run()
+        except _errors.stopping_errors() as exc:
+            problem, fix = self._describe(exc)
+            self.add(check, severity, f"could not run: {problem}", fix)
+
+    def _guard(self, check: str, read: Callable[[], Any]) -> Any:
+        """Run one AWS read; what stops it becomes a finding (and ``_FAILED``) instead of a traceback."""
+        from nodewright.cli import _errors
+
+        try:
+            return read()
+        except _errors.stopping_errors() as exc:
+            problem, fix = self._describe(exc)
+            self.add(check, FAIL, f"could not read it: {problem}", fix)
+            return _FAILED
+
+    def _describe(self, exc: BaseException) -> tuple[str, str]:
+        from nodewright.cli import _errors
+        from nodewright.cluster import ApiError
+
+        principal = _errors.PRINCIPAL_PLACEHOLDER
+        if isinstance(exc, ApiError) and exc.status in (401, 403):
+            principal = self._principal()
+        host = self.kube.host if not isinstance(self.kube, Exception) else ""
+        return _errors.describe(exc, self.cluster_name, principal=principal, host=host)
+
+    def _principal(self) -> str:
+        """Your AWS identity as an access entry names it (for the fix of a 401/403), once."""
+        if self._caller is None:
+            from nodewright.cli import _errors
+            from nodewright.cloud import readiness as aws
+
+            try:
+                self._caller = aws.caller_principal_arn(self.clients)
+            except _errors.stopping_errors():
+                self._caller = _errors.PRINCIPAL_PLACEHOLDER
+        return self._caller
+
+    # ------------------------------------------------------------------ AWS
+    def _aws(self) -> tuple[dict[str, Any], dict[str, str] | None]:
+        """The AWS checks; the cluster as DescribeCluster has it ({} when unknown) and the stack's
+        outputs (None when unknown: no stack, or it could not be read)."""
+        cluster, outputs = self._cluster_and_stack()
+        self._check("spot service-linked role", self._spot_service_linked_role)
+        return cluster, outputs
+
+    def _cluster_and_stack(self) -> tuple[dict[str, Any], dict[str, str] | None]:
         from nodewright.cloud import readiness as aws
 
         cluster = self._guard("EKS cluster", lambda: aws.describe_cluster(self.clients, self.cluster_name))
-        if cluster is _FAILED:
-            return self.findings
         if cluster is None:
             self.add(
                 "EKS cluster",
@@ -111,7 +174,8 @@ class Doctor:
                 f"no cluster {self.cluster_name!r} in {self.region}",
                 "check --cluster and --region (aws eks list-clusters)",
             )
-            return self.findings
+        if not isinstance(cluster, dict):
+            return {}, None  # the stack's checks compare it with the cluster
         status = OK if cluster.get("status") == "ACTIVE" else WARN
         self.add("EKS cluster", status, f"{cluster.get('status')}, Kubernetes {cluster.get('version')}")
         self._authentication_mode(cluster)
@@ -124,37 +188,28 @@ class Doctor:
                 f"no stack {self.stack_name} in {self.region}",
                 f"npx cdk deploy -c clusterName={self.cluster_name} (docs/deploy.md)",
             )
-        elif outputs is not _FAILED:
-            missing = [k for k in aws.STACK_OUTPUTS if k not in outputs]
-            if missing:
-                self.add(
-                    "Nodewright stack",
-                    WARN,
-                    f"{self.stack_name} lacks outputs {missing} (an older release?)",
-                    "redeploy: npx cdk deploy",
-                )
-            else:
-                self.add("Nodewright stack", OK, self.stack_name)
-            self._endpoint_reachable(cluster, outputs)
-            self._function_network(cluster, outputs)
-            if entries is not _FAILED:
-                self._function_access_entries(outputs, entries)
-                self._node_role(outputs, entries)
-            self._interruption_queue(outputs)
-            self._alarm_target(outputs)
-        self._spot_service_linked_role()
-        self._kubernetes(rbac_manifest, outputs if isinstance(outputs, dict) else {}, cluster)
-        return self.findings
-
-    def _guard(self, check: str, read: Callable[[], Any]) -> Any:
-        """Run one read; an AWS error (AccessDenied, …) becomes a finding instead of a traceback."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            return read()
-        except (ClientError, BotoCoreError) as exc:
-            self.add(check, FAIL, f"could not read it: {exc}", "check your AWS credentials and region")
-            return _FAILED
+        if not isinstance(outputs, dict):
+            return cluster, None
+        missing = [k for k in aws.STACK_OUTPUTS if k not in outputs]
+        if missing:
+            self.add(
+                "Nodewright stack",
+                WARN,
+                f"{self.stack_name} lacks outputs {missing} (an older release?)",
+                "redeploy: npx cdk deploy",
+            )
+        else:
+            self.add("Nodewright stack", OK, self.stack_name)
+        self._check(
+            "endpoint reachable from the functions", lambda: self._endpoint_reachable(cluster, outputs)
+        )
+        self._check("AWS APIs from the functions' subnets", lambda: self._function_network(cluster, outputs))
+        if entries is not _FAILED:
+            self._function_access_entries(outputs, entries)
+            self._check("node role", lambda: self._node_role(outputs, entries))
+        self._check("interruption queue", lambda: self._interruption_queue(outputs))
+        self._check("alarm notifications", lambda: self._alarm_target(outputs))
+        return cluster, outputs
 
     def _authentication_mode(self, cluster: dict[str, Any]) -> None:
         mode = (cluster.get("accessConfig") or {}).get("authenticationMode")
@@ -395,10 +450,9 @@ class Doctor:
     def _spot_service_linked_role(self) -> None:
         from nodewright.cloud import readiness as aws
 
-        exists = self._guard("spot service-linked role", lambda: aws.service_linked_role_exists(self.clients))
-        if exists is True:
+        if aws.service_linked_role_exists(self.clients):
             self.add("spot service-linked role", OK, aws.SPOT_SERVICE_LINKED_ROLE)
-        elif exists is False:
+        else:
             self.add(
                 "spot service-linked role",
                 WARN,
@@ -408,7 +462,7 @@ class Doctor:
 
     # ------------------------------------------------------------------ Kubernetes
     def _kubernetes(
-        self, rbac_manifest: Path | None, outputs: dict[str, str], cluster: dict[str, Any]
+        self, rbac_manifest: Path | None, outputs: dict[str, str] | None, cluster: dict[str, Any]
     ) -> None:
         from nodewright.cluster import ClusterError
         from nodewright.cluster import readiness as k8s
@@ -419,21 +473,48 @@ class Doctor:
         try:
             version = k8s.server_version(self.kube)
         except ClusterError as exc:
+            problem, fix = self._describe(exc)
+            # Nothing else can be read then: one finding, not the same one per check.
             self.add(
                 "Kubernetes API",
                 FAIL,
-                f"{exc} (from where doctor runs; the functions' own path is checked above)",
-                "a 401/403: give your identity an access entry; unreachable: run doctor from inside the VPC "
-                "of a private endpoint or with --kubeconfig",
+                f"{problem} (from where doctor runs; the functions' own path is checked above)",
+                fix,
             )
             return
         self.add("Kubernetes API", OK, f"{version.get('gitVersion', '?')} at {self.kube.host}")
-        self._crds(k8s)
-        self._rbac(k8s, rbac_manifest)
-        self._webhooks(k8s)
-        self._wakeup(k8s, outputs)
-        self._conversion(k8s, outputs)
-        self._nodeclasses(k8s, outputs, cluster)
+        self._check("CRDs", lambda: self._crds(k8s))
+        self._check("RBAC", lambda: self._rbac(k8s, rbac_manifest))
+        self._check("admission webhooks", lambda: self._webhooks(k8s))
+        self._check("wake-up webhook", lambda: self._wakeup(k8s, outputs))
+        self._check("conversion", lambda: self._conversion(k8s, outputs))
+        self._check("EC2NodeClasses", lambda: self._nodeclasses(k8s, outputs, cluster))
+        self._check("Karpenter controller", lambda: self._karpenter(k8s), severity=WARN)
+
+    def _karpenter(self, k8s: Any) -> None:
+        """A Karpenter controller that still runs reconciles the same NodeClaims as Nodewright:
+        both would launch for the same pending pods and disrupt the same nodes."""
+        found = [d for d in k8s.deployments(self.kube) if _is_karpenter(d)]
+        running = [d for d in found if _replicas(d) > 0]
+        if not running:
+            stopped = ", ".join(_where(d) for d in found)
+            detail = f"{stopped} is scaled to zero" if found else "no Karpenter controller Deployment"
+            self.add("Karpenter controller", OK, detail)
+            return
+        where = ", ".join(
+            f"{_where(d)} ({(d.get('status') or {}).get('readyReplicas') or 0} ready)" for d in running
+        )
+        self.add(
+            "Karpenter controller",
+            WARN,
+            f"{where} still runs: Karpenter and Nodewright both reconcile the same NodeClaims (double "
+            "launches, nodes disrupted twice)",
+            " && ".join(
+                f"kubectl scale deployment {name} -n {namespace} --replicas=0"
+                for namespace, name in (_where(d).split("/", 1) for d in running)
+            )
+            + " (with Helm or GitOps, set its replicas to 0 there, or uninstall it)",
+        )
 
     def _crds(self, k8s: Any) -> None:
         from nodewright.api.crds import build_crds
@@ -471,12 +552,18 @@ class Doctor:
                 self.add(check, OK, "v1 served and stored, schema of this release")
 
     def _rbac(self, k8s: Any, manifest: Path | None) -> None:
-        import yaml
-
         if manifest is None or not manifest.is_file():
             self.add("RBAC", SKIP, "no deploy/rbac.yaml to compare with", "pass --rbac PATH")
             return
-        documents = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+        documents = _rbac_documents(manifest)
+        if isinstance(documents, str):
+            self.add(
+                "RBAC",
+                FAIL,
+                f"cannot read {manifest}: {documents}",
+                "pass --rbac the deploy/rbac.yaml of this release",
+            )
+            return
         for doc in documents:
             kind, meta = doc["kind"], doc["metadata"]
             label = f"{kind} {meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta['name']}"
@@ -553,11 +640,14 @@ class Doctor:
         else:
             self.add("admission webhooks", OK, "none on Karpenter's objects points at a missing service")
 
-    def _wakeup(self, k8s: Any, outputs: dict[str, str]) -> None:
+    def _wakeup(self, k8s: Any, outputs: dict[str, str] | None) -> None:
         """The wake-up's configuration is installed and points at this stack's function URL."""
         from nodewright.api.webhooks import CONFIGURATION_NAME
         from nodewright.cloud import readiness as aws
 
+        if outputs is None:
+            self.add("wake-up webhook", SKIP, UNKNOWN_STACK)
+            return
         url = outputs.get(aws.OUTPUT_WEBHOOK_URL, aws.NONE)
         fix = f"nodewright install-webhooks --cluster {self.cluster_name} --apply"
         if url == aws.NONE:
@@ -587,7 +677,7 @@ class Doctor:
             return
         self.add("wake-up webhook", OK, f"{CONFIGURATION_NAME} calls this stack's function URL")
 
-    def _conversion(self, k8s: Any, outputs: dict[str, str]) -> None:
+    def _conversion(self, k8s: Any, outputs: dict[str, str] | None) -> None:
         """The CRDs that serve v1beta1 convert through this stack's function URL.
 
         A conversion URL left by an earlier stack (redeployed, renamed, or ``-c wakeup=false``)
@@ -597,6 +687,9 @@ class Doctor:
         from nodewright.api.webhooks import CONVERTED_CRDS
         from nodewright.cloud import readiness as aws
 
+        if outputs is None:
+            self.add("conversion", SKIP, UNKNOWN_STACK)
+            return
         stack_url = outputs.get(aws.OUTPUT_WEBHOOK_URL, aws.NONE)
         for name in CONVERTED_CRDS:
             found = k8s.crd(self.kube, name)
@@ -631,7 +724,7 @@ class Doctor:
             else:
                 self.add(check, WARN, f"converts through {where}: v1beta1 requests fail", fix)
 
-    def _nodeclasses(self, k8s: Any, outputs: dict[str, str], cluster: dict[str, Any]) -> None:
+    def _nodeclasses(self, k8s: Any, outputs: dict[str, str] | None, cluster: dict[str, Any]) -> None:
         from nodewright.cloud import readiness as aws
         from nodewright.cloud.errors import NoSubnetError, SelectorNoMatchError
         from nodewright.cloud.network import NetworkResolver
@@ -651,7 +744,7 @@ class Doctor:
                 f"Key=karpenter.sh/discovery,Value={self.cluster_name}) and kubectl apply your EC2NodeClass",
             )
             return
-        node_role = outputs.get(aws.OUTPUT_NODE_ROLE_NAME)
+        node_role = (outputs or {}).get(aws.OUTPUT_NODE_ROLE_NAME)
         resolver = NetworkResolver(self.clients("ec2"))
         for nodeclass in nodeclasses:
             name, spec = nodeclass["metadata"]["name"], nodeclass.get("spec") or {}
@@ -683,6 +776,10 @@ class Doctor:
 
 
 _FAILED = object()
+UNKNOWN_STACK = (
+    "not judged: the stack's outputs are unknown (see the Nodewright stack and EKS cluster checks), "
+    "so which function URL it should call is too"
+)
 
 
 def _listed(value: str | None) -> list[str]:
@@ -691,6 +788,63 @@ def _listed(value: str | None) -> list[str]:
     if not value or value == NONE:
         return []
     return [v for v in value.split(",") if v]
+
+
+# How an operator recognises a Karpenter controller: the selector label of Karpenter's Helm chart
+# (charts/karpenter/templates/_helpers.tpl, karpenter.selectorLabels), or its controller image
+# (values.yaml controller.image.repository public.ecr.aws/karpenter/controller; mirrors keep the path).
+KARPENTER_NAME_LABEL = ("app.kubernetes.io/name", "karpenter")
+KARPENTER_IMAGE_PATH = "karpenter/controller"
+
+
+def _is_karpenter(deployment: dict[str, Any]) -> bool:
+    template = (deployment.get("spec") or {}).get("template") or {}
+    key, value = KARPENTER_NAME_LABEL
+    for meta in (deployment.get("metadata") or {}, template.get("metadata") or {}):
+        if (meta.get("labels") or {}).get(key) == value:
+            return True
+    containers = (template.get("spec") or {}).get("containers") or []
+    return any(_image_repository(c.get("image") or "").endswith(KARPENTER_IMAGE_PATH) for c in containers)
+
+
+def _image_repository(image: str) -> str:
+    """``registry/path/name`` of an image reference, without its tag or digest."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return name[: len(name) - len(last)] + last.split(":", 1)[0]
+
+
+def _replicas(deployment: dict[str, Any]) -> int:
+    """The pods it runs or is about to: the most of what it asks for and what it has."""
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    return max(int(spec.get("replicas", 1) or 0), int(status.get("replicas") or 0))
+
+
+def _where(deployment: dict[str, Any]) -> str:
+    meta = deployment.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+RBAC_KINDS = ("Namespace", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def _rbac_documents(manifest: Path) -> list[dict[str, Any]] | str:
+    """The manifest's documents, each a named object of an RBAC kind; or what is wrong with it."""
+    import yaml
+
+    try:
+        documents = [d for d in yaml.safe_load_all(manifest.read_text(encoding="utf-8")) if d]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        return f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    for i, doc in enumerate(documents):
+        if (
+            not isinstance(doc, dict)
+            or doc.get("kind") not in RBAC_KINDS
+            or not isinstance(doc.get("metadata"), dict)
+            or not isinstance(doc["metadata"].get("name"), str)
+        ):
+            return f"document {i} is not a named {'/'.join(RBAC_KINDS)}"
+    return documents
 
 
 def _rule_key(rule: dict[str, Any]) -> tuple[Any, ...]:
@@ -724,7 +878,8 @@ def _kubernetes_client(args: argparse.Namespace, region: str) -> Any:
     if not kubeconfig and default.is_file():
         kubeconfig = str(default)
     try:
-        return cluster.connect(Settings(cluster_name=args.cluster, region=region, kubeconfig=kubeconfig))
+        settings = Settings(cluster_name=args.cluster, region=region, kubeconfig=kubeconfig)
+        return cluster.connect(settings, kubeconfig_setting="--kubeconfig (or KUBECONFIG)")
     except Exception as exc:  # any failure to build a client (bad kubeconfig, no credentials) is a finding
         return exc
 

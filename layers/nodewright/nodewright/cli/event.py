@@ -49,6 +49,20 @@ ACTION_TEXT = {
 }
 
 
+def read_text(name: str) -> str:
+    """The file's text (``-``: standard input), decoded as UTF-8 as SQS and EventBridge deliver it."""
+    from nodewright.textfiles import decode_utf8
+
+    return decode_utf8(sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes())
+
+
+def unreadable(exc: OSError | ValueError) -> str:
+    """Why a file could not be read, in words (no traceback for a wrong file)."""
+    if isinstance(exc, OSError):
+        return str(exc.strerror or exc)
+    return f"{exc}; a message is the JSON text SQS or EventBridge delivers"
+
+
 def run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
@@ -57,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
     failures = 0
     for name in args.files:
         try:
-            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
-        except OSError as exc:
-            print(f"{name}: cannot read: {exc.strerror}", file=sys.stderr)
+            text = read_text(name)
+        except (OSError, ValueError) as exc:  # unreadable, or not UTF-8 (textfiles.NotUtf8Error)
+            print(f"{name}: cannot read: {unreadable(exc)}", file=sys.stderr)
             failures += 1
             continue
         try:

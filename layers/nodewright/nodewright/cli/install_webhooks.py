@@ -11,7 +11,9 @@ convert`` again; no NodePool or EC2NodeClass is touched). The printed YAML holds
 treat it as a credential (docs/deploy.md, threat model).
 
 Exit status 1 with the reason when the stack has no wake-up (deployed with ``-c wakeup=false``: the
-CRDs then stay v1 only, as ``kubectl apply -f crds/`` installs them) or cannot be read.
+CRDs then stay v1 only, as ``kubectl apply -f crds/`` installs them) or cannot be read, and with one
+line saying what to do when AWS or the API server cannot be reached or refuses (no credentials, an
+unusable kubeconfig, 401/403).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nodewright.settings import Settings
@@ -42,12 +44,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+KUBECONFIG_SETTING = "--kubeconfig (or KUBECONFIG)"
+
+
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from nodewright.api import webhooks
-    from nodewright.cloud import readiness
-    from nodewright.cloud.wakeup import read_secret
+    from nodewright.cli import _errors
     from nodewright.settings import Settings
 
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
@@ -60,13 +63,37 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig or os.environ.get("KUBECONFIG"),
         aws_endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
     )
-    if args.uninstall:
-        return _uninstall(settings)
+    client: Any = None
+    try:
+        if args.uninstall:
+            client = _connect(settings)
+            return _uninstall(client)
+        documents = _documents(args, settings)
+        if documents is None:
+            return 1
+        if not args.apply:
+            sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
+            return 0
+        client = _connect(settings)
+        return _apply(client, documents)
+    except _errors.stopping_errors() as exc:  # AWS or the API server: unreachable, refusing, no credentials
+        line = _errors.one_line(exc, args.cluster, needs="admin", host=client.host if client else "")
+        print(f"nodewright install-webhooks: {line}", file=sys.stderr)
+        return 1
+
+
+def _documents(args: argparse.Namespace, settings: Settings) -> list[dict[str, Any]] | None:
+    """What points the API server at the stack's function URL; None (the reason printed) when the
+    stack has none."""
+    from nodewright.api import webhooks
+    from nodewright.cloud import readiness
+    from nodewright.cloud.wakeup import read_secret
+
     stack = args.stack or f"Nodewright-{args.cluster}"
     outputs = readiness.stack_outputs(readiness.default_clients(settings), stack)
     if outputs is None:
-        print(f"nodewright install-webhooks: no stack {stack} in {region}", file=sys.stderr)
-        return 1
+        print(f"nodewright install-webhooks: no stack {stack} in {settings.region}", file=sys.stderr)
+        return None
     url = outputs.get(readiness.OUTPUT_WEBHOOK_URL, readiness.NONE)
     secret_arn = outputs.get(readiness.OUTPUT_WEBHOOK_SECRET, readiness.NONE)
     if readiness.NONE in (url, secret_arn):
@@ -76,34 +103,37 @@ def run(args: argparse.Namespace) -> int:
             "and the CRDs serve v1 only (convert v1beta1 manifests with `nodewright convert`)",
             file=sys.stderr,
         )
-        return 1
+        return None
     secret = read_secret(settings, secret_arn)
-    documents = webhooks.install_documents(
+    return webhooks.install_documents(
         webhooks.endpoint(url, secret, webhooks.ADMIT_PATH),
         webhooks.endpoint(url, secret, webhooks.CONVERT_PATH),
     )
-    if not args.apply:
-        sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
-        return 0
+
+
+def _connect(settings: Settings) -> Any:
+    """The operator's own client: the kubeconfig's identity, else an EKS token from AWS credentials."""
     from nodewright import cluster
+
+    return cluster.connect(settings, kubeconfig_setting=KUBECONFIG_SETTING)
+
+
+def _apply(client: Any, documents: list[dict[str, Any]]) -> int:
     from nodewright.cluster import install
     from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
 
     resources = {r.kind: r for r in (CRDS, VALIDATING_WEBHOOKS)}
-    client = cluster.connect(settings)
     for document in documents:
         done = install.apply(client, resources[document["kind"]], document)
         print(f"{document['kind'].lower()}/{document['metadata']['name']} {done}")
     return 0
 
 
-def _uninstall(settings: Settings) -> int:
-    from nodewright import cluster
+def _uninstall(client: Any) -> int:
     from nodewright.api import webhooks
     from nodewright.cluster import install
     from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
 
-    client = cluster.connect(settings)
     gone = install.remove(client, VALIDATING_WEBHOOKS, webhooks.CONFIGURATION_NAME)
     print(
         f"validatingwebhookconfiguration/{webhooks.CONFIGURATION_NAME} {'deleted' if gone else 'not found'}"

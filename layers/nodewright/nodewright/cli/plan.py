@@ -21,6 +21,10 @@ your credentials). On-demand prices come from ``--prices FILE``, else from an in
 ``nodewright.offline_prices`` entry point (the development install registers the sandbox's: real
 prices when ../shared/data has them, and its spot market), else the documented estimate. The
 planning path is the provisioner's own.
+
+Exit status 0 when every input was planned, 1 when some manifest was rejected (the rest is still
+planned) or the cluster could not be read, 2 when an input cannot be used at all (a missing path,
+a kubeconfig that is not one, a prices file that is not one).
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ OFFLINE_PRICES_GROUP = "nodewright.offline_prices"
 FALLBACK_REGION = "us-west-2"
 
 
+class PricesFileError(ValueError):
+    """``--prices`` names a file that is not a ``{"prices": {type: usd}}`` document; says why."""
+
+
 def default_region() -> tuple[str, str]:
     """(region, where it came from), as the AWS CLI and SDKs resolve it: AWS_REGION, then botocore's
     AWS_DEFAULT_REGION and shared config (the AWS_PROFILE's ``region``), else a named fallback."""
@@ -99,7 +107,11 @@ def offline_instance_types(region: str, prices_file: str | None = None, live: bo
 
             print(f"nodewright plan: {exc}; asking EC2 for the catalog instead", file=sys.stderr)
     if prices_file:
-        prices = PriceTable.from_ondemand_file(prices_file)
+        try:
+            prices = PriceTable.from_ondemand_file(prices_file)
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise PricesFileError(f"cannot use prices file {prices_file}: {why}") from exc
     else:
         prices = _installed_prices(region, data) or PriceTable(source="estimate")
     if data is not None:
@@ -160,7 +172,11 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
     with logger_level("ERROR"):  # the function's JSON logs would garble the plan on stdout
-        instance_types = offline_instance_types(region, args.prices, args.live)
+        try:
+            instance_types = offline_instance_types(region, args.prices, args.live)
+        except PricesFileError as exc:
+            print(f"nodewright plan: {exc}", file=sys.stderr)
+            return 2
         if args.consolidate:
             return consolidate(args, paths if args.manifests else None, instance_types, region)
         if args.manifests:
@@ -174,7 +190,10 @@ def run(args: argparse.Namespace) -> int:
             try:
                 result = what_if_live(cluster, instance_types, region)
             except (ApiError, ApiUnavailable) as exc:
-                print(f"nodewright plan: reading the cluster failed: {exc}", file=sys.stderr)
+                print(
+                    f"nodewright plan: reading the cluster failed: {_unreadable(exc, cluster)}",
+                    file=sys.stderr,
+                )
                 return 1
     result.region_source = region_source
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
@@ -200,7 +219,9 @@ def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, regio
         try:
             world, read = live_world(cluster, instance_types, region)
         except (ApiError, ApiUnavailable) as exc:
-            print(f"nodewright plan: reading the cluster failed: {exc}", file=sys.stderr)
+            print(
+                f"nodewright plan: reading the cluster failed: {_unreadable(exc, cluster)}", file=sys.stderr
+            )
             return 1
     usable, skipped = usable_nodepools(world)
     result = consolidation_what_if(world, usable, read.source)
@@ -208,6 +229,13 @@ def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, regio
         print(f"nodewright plan: {problem}", file=sys.stderr)
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 1 if read.rejected else 0
+
+
+def _unreadable(exc: BaseException, cluster: Any) -> str:
+    """Why the cluster could not be read and what to do, in one line (``cli._errors``)."""
+    from nodewright.cli import _errors
+
+    return _errors.one_line(exc, "<cluster>", host=cluster.host)
 
 
 def live_cluster(kubeconfig: str) -> Any:
@@ -221,7 +249,7 @@ def live_cluster(kubeconfig: str) -> Any:
     from nodewright.cluster.errors import ClusterConfigError
 
     try:
-        return Cluster(ApiClient(kubeconfig_configuration(kubeconfig)))
+        return Cluster(ApiClient(kubeconfig_configuration(kubeconfig, setting="--kubeconfig")))
     except ClusterConfigError as exc:
         print(f"nodewright plan: {exc}", file=sys.stderr)
         return None

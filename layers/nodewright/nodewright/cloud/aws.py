@@ -4,6 +4,11 @@ Every client gets botocore's adaptive retry mode (throttling such as
 RequestLimitExceeded/Throttling is retried with client-side rate limiting), the
 settings' region and, in the sandbox, the moto server's endpoint. Clients are
 cached per warm container: building one costs ~0.1 s and they are thread-safe.
+
+A client signs with the credentials the settings were read with (``Settings.aws_credentials``:
+in Lambda the execution role's session from the environment, exactly what botocore's own
+environment provider would read) and is cached under them: the sandbox runs several functions
+in one process, each as its own role, and a client built for one must never sign for another.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from nodewright.settings import Settings
+from nodewright.settings import AwsCredentials, Settings
 
 # Adaptive mode: retries with exponential backoff plus a client-side token bucket that slows
 # the caller down when AWS throttles. 5 attempts: botocore's backoff waits up to 2, 4, 8 and 16 s
@@ -30,7 +35,7 @@ RETRY_CONFIG = Config(
 # The Pricing API has endpoints in a few regions only; us-east-1 serves every region's prices.
 PRICING_API_REGION = "us-east-1"
 
-_clients: dict[tuple[str, str, str | None, bool], Any] = {}
+_clients: dict[tuple[str, str, str | None, bool, AwsCredentials | None], Any] = {}
 _session: boto3.session.Session | None = None  # one session: it caches the parsed service models
 _lock = threading.Lock()
 
@@ -51,19 +56,36 @@ def client(service: str, settings: Settings, region: str | None = None, *, quick
     global _session  # noqa: PLW0603 - the per-container session, built on first use
     region_name = region or settings.region
     endpoint = settings.service_endpoints.get(service.replace("-", "_")) or settings.aws_endpoint_url
-    key = (service, region_name, endpoint, quick)
+    credentials = settings.aws_credentials
+    key = (service, region_name, endpoint, quick, credentials)
     with _lock:  # a boto3 Session is not thread-safe: build clients under the lock
         cached = _clients.get(key)
         if cached is None:
             _session = _session or boto3.session.Session()
+            signing = (
+                {
+                    "aws_access_key_id": credentials.access_key_id,
+                    "aws_secret_access_key": credentials.secret_access_key,
+                    "aws_session_token": credentials.session_token,
+                }
+                if credentials is not None
+                else {}
+            )
             cached = _session.client(
                 service,
                 region_name=region_name,
                 endpoint_url=endpoint,
                 config=QUICK_CONFIG if quick else RETRY_CONFIG,
+                **signing,
             )
             _clients[key] = cached
         return cached
+
+
+def identity(settings: Settings) -> str | None:
+    """Whose credentials ``settings`` sign with (the access key id; None: botocore's chain), for
+    the per-container caches that hold answers only that identity may see."""
+    return settings.aws_credentials.access_key_id if settings.aws_credentials else None
 
 
 def reset_clients() -> None:

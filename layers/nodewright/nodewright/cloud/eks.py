@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from nodewright.cloud.aws import client
+from nodewright.cloud.aws import client, identity
 from nodewright.cloud.cache import TTLCache
 from nodewright.cloud.errors import CloudError
 from nodewright.settings import Settings
@@ -50,7 +50,7 @@ def describe_cluster(settings: Settings) -> dict[str, Any]:
                 "check CLUSTER_NAME and the function role's eks:DescribeCluster permission"
             ) from exc
 
-    key = (settings.cluster_name, settings.region, settings.aws_endpoint_url)
+    key = (settings.cluster_name, settings.region, settings.aws_endpoint_url, identity(settings))
     return _described.get_or_load(key, load)
 
 

@@ -59,11 +59,23 @@ class PriceTable:
 
     @classmethod
     def from_ondemand_file(cls, path: Any) -> PriceTable:
-        """Read a ``{"prices": {type: usd}}`` JSON document (the shared reference price file)."""
-        document = json.loads(Path(path).read_text())
-        prices = document.get("prices", document)
-        return cls(
-            on_demand={str(k): float(v) for k, v in prices.items()},
-            updated_at=time.time(),
-            source=str(document.get("source", path)),
-        )
+        """Read a ``{"prices": {type: usd}}`` JSON document (the shared reference price file).
+
+        Raises ``OSError`` when it cannot be read and ``ValueError`` saying what is wrong when it
+        is not such a document (not UTF-8, not JSON, another shape, a price that is no number)."""
+        from nodewright.textfiles import decode_utf8
+
+        text = decode_utf8(Path(path).read_bytes())  # a NotUtf8Error is a ValueError
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from exc
+        prices = document.get("prices", document) if isinstance(document, dict) else None
+        if not isinstance(prices, dict):
+            raise ValueError('expected a JSON object {"prices": {type: usd}}')
+        on_demand = {}
+        for name, value in prices.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name}: {value!r} is not a price (USD per hour, a number)")
+            on_demand[str(name)] = float(value)
+        return cls(on_demand=on_demand, updated_at=time.time(), source=str(document.get("source", path)))

@@ -384,7 +384,7 @@ def _image_for(info: Mapping[str, Any] | None, images: Sequence[Image]) -> Image
 class CloudProvider:
     """EC2 for one cluster. Keep one per warm container (``CloudProvider.shared``) to reuse caches."""
 
-    _shared: dict[tuple[str, str, str | None, str | None], CloudProvider] = {}
+    _shared: dict[tuple[str, str, str | None, str | None, str | None], CloudProvider] = {}
     _shared_lock = threading.Lock()
 
     def __init__(self, settings: Settings, store: Any = None) -> None:
@@ -401,7 +401,13 @@ class CloudProvider:
 
     @classmethod
     def shared(cls, settings: Settings) -> CloudProvider:
-        key = (settings.cluster_name, settings.region, settings.aws_endpoint_url, settings.state_table)
+        key = (
+            settings.cluster_name,
+            settings.region,
+            settings.aws_endpoint_url,
+            settings.state_table,
+            aws.identity(settings),  # its clients sign as this identity
+        )
         with cls._shared_lock:
             if key not in cls._shared:
                 cls._shared[key] = cls(settings)

@@ -8,6 +8,7 @@ anything with the same methods in tests.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,17 @@ def stack_outputs(clients: Clients, stack_name: str) -> dict[str, str] | None:
             return None
         raise
     return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def caller_principal_arn(clients: Clients) -> str:
+    """The caller's IAM principal as an EKS access entry names it: an assumed role's role ARN
+    (``arn:aws:sts::1:assumed-role/R/session`` → ``arn:aws:iam::1:role/R``), else the ARN itself."""
+    arn = str(clients("sts").get_caller_identity()["Arn"])
+    assumed = re.fullmatch(r"arn:([\w-]+):sts::(\d+):assumed-role/([^/]+)/.*", arn)
+    if assumed:
+        partition, account, role_name = assumed.groups()
+        return f"arn:{partition}:iam::{account}:role/{role_name}"
+    return arn
 
 
 def describe_cluster(clients: Clients, cluster_name: str) -> dict[str, Any] | None:

@@ -92,11 +92,13 @@ _connections: dict[tuple[str, ...], Any] = {}  # settings → the kubernetes Api
 _lock = threading.Lock()
 
 
-def connect(settings: Settings) -> Cluster:
+def connect(settings: Settings, *, kubeconfig_setting: str = "NODEWRIGHT_KUBECONFIG") -> Cluster:
     """A ``Cluster`` for ``settings``. Its client (endpoint and CA from DescribeCluster, the EKS token,
     the connection pool) is built once per container and shared; each caller gets a ``Cluster`` of
     its own, so the call deadline one invocation sets (``set_call_deadline``) binds only the
-    Context that set it, not another holder of the same connection (a test, the CLI)."""
+    Context that set it, not another holder of the same connection (a test, the CLI).
+    ``kubeconfig_setting`` names where ``settings.kubeconfig`` came from in a load error (the CLI:
+    ``--kubeconfig``)."""
     key = (settings.cluster_name, settings.kubeconfig or "", settings.region, settings.aws_endpoint_url or "")
     with _lock:
         api_client = _connections.get(key)
@@ -107,7 +109,7 @@ def connect(settings: Settings) -> Cluster:
             from nodewright.cluster.client import CALL_RETRIES
 
             if settings.kubeconfig:
-                configuration = auth.kubeconfig_configuration(settings.kubeconfig)
+                configuration = auth.kubeconfig_configuration(settings.kubeconfig, setting=kubeconfig_setting)
             else:
                 configuration = auth.eks_configuration(settings)
             configuration.retries = Retry(**CALL_RETRIES)

@@ -152,16 +152,145 @@ def eks_configuration(
     return configuration
 
 
-def kubeconfig_configuration(path: str) -> Configuration:
-    """A client configuration from a kubeconfig file (the sandbox, or a user's own API server)."""
+def kubeconfig_configuration(path: str, *, setting: str = "NODEWRIGHT_KUBECONFIG") -> Configuration:
+    """A client configuration from a kubeconfig file (the sandbox, or a user's own API server).
+
+    ``path`` may list several files as KUBECONFIG does (``a:b``). A file that is not a kubeconfig
+    (a directory, binary, malformed or list-shaped YAML, a scalar where a mapping belongs) raises
+    ``ClusterConfigError`` naming the file, what is wrong and ``setting``, where the path came from.
+    """
     from kubernetes import config
     from kubernetes.client import Configuration
 
+    def unusable(why: str) -> ClusterConfigError:
+        return ClusterConfigError(
+            f"cannot load kubeconfig {path!r}: {why}; point {setting} at a kubeconfig file"
+        )
+
+    documents = _read_kubeconfigs(path, unusable)
     configuration = Configuration()
     try:
         config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
-    except (OSError, config.ConfigException) as exc:
-        raise ClusterConfigError(
-            f"cannot load kubeconfig {path!r}: {exc}; point NODEWRIGHT_KUBECONFIG at a readable kubeconfig"
-        ) from exc
+        _, context = config.list_kube_config_contexts(config_file=path)
+    except config.ConfigException as exc:
+        raise unusable(str(exc)) from exc
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        # The client's loader indexes the document as it expects it to be: a value of another
+        # shape deeper than _read_kubeconfigs looks (a cluster that is a number) fails there.
+        raise unusable(f"malformed: {type(exc).__name__}: {exc}") from exc
+    user_name = (context.get("context") or {}).get("user")
+    user = next(
+        (
+            entry.get("user") or {}
+            for d in documents
+            for entry in d.get("users") or []
+            if entry["name"] == user_name
+        ),
+        {},
+    )
+    setattr(configuration, IMPERSONATION_ATTRIBUTE, _impersonation(user, unusable))
     return configuration
+
+
+@dataclass(frozen=True)
+class Impersonation:
+    """A kubeconfig user's ``as`` and ``as-groups``: the identity every request asks to act as."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+
+
+# Where a Configuration made here carries its kubeconfig's impersonation (the kubernetes client's
+# own loader ignores ``as``/``as-groups``; kubectl honours them).
+IMPERSONATION_ATTRIBUTE = "nodewright_impersonation"
+
+
+def _impersonation(
+    user: dict[str, Any], unusable: Callable[[str], ClusterConfigError]
+) -> Impersonation | None:
+    """The user's impersonation as kubectl reads it (clientcmd AuthInfo ``as``, ``as-groups``).
+
+    ``as-uid`` and ``as-user-extra`` are refused rather than dropped: a request sent without them
+    would act with another identity than the kubeconfig says.
+    """
+    name, groups = user.get("as"), user.get("as-groups")
+    for unsupported in ("as-uid", "as-user-extra"):
+        if user.get(unsupported):
+            raise unusable(f"{unsupported} is not supported here; impersonate with as and as-groups only")
+    if groups is not None and (not isinstance(groups, list) or not all(isinstance(g, str) for g in groups)):
+        raise unusable("as-groups must be a list of strings")
+    if not name:
+        if groups:
+            raise unusable(
+                "as-groups without as: a request may only impersonate groups of a user it impersonates"
+            )
+        return None
+    if not isinstance(name, str):
+        raise unusable("as must be a user name (a string)")
+    return Impersonation(name, tuple(groups or ()))
+
+
+def impersonation_headers(configuration: Any) -> list[tuple[str, str]]:
+    """``Impersonate-User`` and one ``Impersonate-Group`` per group, as kubectl sends them (the
+    API server reads each group from its own header); none without impersonation."""
+    found = getattr(configuration, IMPERSONATION_ATTRIBUTE, None)
+    if not isinstance(found, Impersonation):
+        return []
+    return [("Impersonate-User", found.user), *(("Impersonate-Group", g) for g in found.groups)]
+
+
+# Each list of a kubeconfig, and the mapping each of its named entries holds.
+KUBECONFIG_LISTS = {"clusters": "cluster", "contexts": "context", "users": "user"}
+
+
+def _read_kubeconfigs(path: str, unusable: Callable[[str], ClusterConfigError]) -> list[dict[str, Any]]:
+    """Each existing file of ``path`` (``os.pathsep``-separated, as KUBECONFIG) parsed and checked
+    to have a kubeconfig's shape; missing files of a list are skipped as kubectl skips them."""
+    import os
+
+    import yaml
+
+    from nodewright.textfiles import NotUtf8Error, decode_utf8
+
+    names = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
+    existing = [n for n in names if os.path.exists(n)]
+    if not existing:
+        raise unusable("no such file")
+    documents = []
+    for name in existing:
+        where = "" if len(existing) == 1 else f"{name}: "
+        if os.path.isdir(name):
+            raise unusable(f"{where}it is a directory")
+        try:
+            with open(name, "rb") as handle:
+                text = decode_utf8(handle.read())
+        except OSError as exc:
+            raise unusable(f"{where}{exc.strerror or exc}") from exc
+        except NotUtf8Error as exc:
+            raise unusable(f"{where}{exc}") from exc
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise unusable(f"{where}not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from exc
+        if document is None:
+            raise unusable(f"{where}the file is empty")
+        if not isinstance(document, dict):
+            raise unusable(
+                f"{where}a kubeconfig is a YAML mapping (apiVersion, kind: Config, clusters, users, "
+                f"contexts); this file holds a {type(document).__name__}"
+            )
+        for key, inner in KUBECONFIG_LISTS.items():
+            entries = document.get(key) or []
+            if not isinstance(entries, list):
+                raise unusable(
+                    f"{where}{key} must be a list of named entries, not a {type(entries).__name__}"
+                )
+            for i, entry in enumerate(entries):
+                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                    raise unusable(f"{where}{key}[{i}] must be a mapping with a name")
+                if not isinstance(entry.get(inner) or {}, dict):
+                    raise unusable(f"{where}{key}[{i}] ({entry['name']}): {inner} must be a mapping")
+        documents.append(document)
+    return documents

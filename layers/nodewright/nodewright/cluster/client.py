@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from nodewright.api.labels import EVENT_COMPONENT
 from nodewright.cluster import auth, objects
 from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, ServerBusy, error_for
 from nodewright.cluster.lease import DEFAULT_DURATION_SECONDS, WriterLease
@@ -35,6 +36,7 @@ from nodewright.cluster.resources import (
     PERSISTENT_VOLUMES,
     PODS,
     STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
     Resource,
 )
 from nodewright.observability import logger
@@ -49,7 +51,6 @@ DEFAULT_TIMEOUT = (5.0, 30.0)
 LIST_PAGE_SIZE = 500
 PENDING_PODS = "status.phase=Pending"
 CONFLICT_ATTEMPTS = 5
-EVENT_COMPONENT = "nodewright"
 
 
 class EvictionOutcome(StrEnum):
@@ -176,6 +177,19 @@ class Cluster:
             logger().warning("API server answered 401; re-signing the EKS token and retrying once")
             return self._request_once(method, path, query, body, content_type)
 
+    def _impersonating(self, headers: dict[str, str]) -> Any:
+        """``headers`` plus the kubeconfig's impersonation (``auth.impersonation_headers``): a
+        header dict that repeats ``Impersonate-Group`` once per group, as the API server reads it."""
+        extra = auth.impersonation_headers(self.api_client.configuration)
+        if not extra:
+            return headers
+        from urllib3 import HTTPHeaderDict
+
+        combined = HTTPHeaderDict(headers)
+        for name, value in extra:
+            combined.add(name, value)
+        return combined
+
     def _request_once(
         self, method: str, path: str, query: dict[str, Any] | None, body: Any, content_type: str
     ) -> dict[str, Any]:
@@ -196,7 +210,11 @@ class Cluster:
         )
         try:
             response = self.api_client.call_api(
-                method_, url, header_params, body_, _request_timeout=self._call_timeout(method, path)
+                method_,
+                url,
+                self._impersonating(header_params),
+                body_,
+                _request_timeout=self._call_timeout(method, path),
             )
             try:
                 raw = response.read()
@@ -431,7 +449,11 @@ class Cluster:
         )
         try:
             response = self.api_client.call_api(
-                method_, url, header_params, body_, _request_timeout=(self.timeout[0], read_timeout)
+                method_,
+                url,
+                self._impersonating(header_params),
+                body_,
+                _request_timeout=(self.timeout[0], read_timeout),
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ApiUnavailable(f"watch {path}: API server unreachable at {self.host}: {exc}") from exc
@@ -473,6 +495,11 @@ class Cluster:
 
     def list_storage_classes(self) -> builtins.list[dict[str, Any]]:
         return self.list(STORAGE_CLASSES)
+
+    def list_volume_attachments(self) -> builtins.list[dict[str, Any]]:
+        """Every VolumeAttachment (kube-apiserver serves no field selector on ``spec.nodeName``:
+        the caller filters by node, as Karpenter's cache index does)."""
+        return self.list(VOLUME_ATTACHMENTS)
 
     def list_nodepools(self) -> builtins.list[dict[str, Any]]:
         return self.list(NODEPOOLS)

@@ -90,16 +90,17 @@ def condition(obj: Mapping[str, Any], condition_type: str) -> dict[str, Any] | N
 def set_condition(
     conditions: Iterable[Mapping[str, Any]],
     condition_type: str,
-    status: bool,
+    status: bool | None,
     *,
     reason: str,
     message: str = "",
     now: datetime,
     observed_generation: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Conditions with ``condition_type`` set (added, or replaced in place); its ``lastTransitionTime``
-    moves only when the status changes. The one condition upsert: NodeClaims, NodePools, any object."""
-    wanted = "True" if status else "False"
+    """Conditions with ``condition_type`` set (added, or replaced in place) to True, False or, for
+    ``status`` None, Unknown; its ``lastTransitionTime`` moves only when the status changes. The one
+    condition upsert: NodeClaims, NodePools, any object."""
+    wanted = "Unknown" if status is None else "True" if status else "False"
     new: dict[str, Any] = {"type": condition_type, "status": wanted, "reason": reason, "message": message}
     if observed_generation is not None:
         new["observedGeneration"] = observed_generation

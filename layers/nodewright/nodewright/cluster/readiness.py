@@ -15,6 +15,7 @@ from nodewright.cluster.resources import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
     CRDS,
+    DEPLOYMENTS,
     EC2NODECLASSES,
     MUTATING_WEBHOOKS,
     NAMESPACES,
@@ -76,6 +77,11 @@ def validating_webhook_configuration(cluster: Cluster, name: str) -> dict[str, A
 
 def service(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
     return cluster.find(SERVICES, name, namespace)
+
+
+def deployments(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every Deployment, in every namespace (to find a controller that should not run)."""
+    return cluster.list(DEPLOYMENTS)
 
 
 def ec2nodeclasses(cluster: Cluster) -> list[dict[str, Any]] | str:

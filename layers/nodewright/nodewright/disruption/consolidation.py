@@ -28,11 +28,13 @@ nodeclaim"). *Delete*: no new node is needed. *Replace*: exactly one new node, a
 than what is removed, each priced at its worst launch price (the dearest offering it may launch
 as), less the NodePool's price-improvement threshold (``PRICE_IMPROVEMENT_ANNOTATION``, percent of
 the removed nodes' $/h; Karpenter's users asked for it to stop churn for a few cents). When every
-candidate is spot and the replacement may be spot, it is spot-to-spot: the replacement is pinned
-to spot and, for a single node, needs at least ``SPOT_TO_SPOT_MIN_TYPES`` cheaper types (or the
-NodePool's minValues) and launches with only the cheapest that many, so it cannot race to the
-bottom. Multi-node replacements drop types at least as dear as a removed node of the same type
-(deleting the others would do).
+candidate is spot and the replacement may be spot, it is spot-to-spot, which Karpenter puts behind
+its ``SpotToSpotConsolidation`` feature gate (off by default; here the ``spotToSpotConsolidation``
+stack setting, ``spot_to_spot``): off, there is no replacement at all (such nodes are consolidated
+by deletion only); on, the replacement is pinned to spot and, for a single node, needs at least
+``SPOT_TO_SPOT_MIN_TYPES`` cheaper types (or the NodePool's minValues) and launches with only the
+cheapest that many, so it cannot race to the bottom. Multi-node replacements drop types at least
+as dear as a removed node of the same type (deleting the others would do).
 
 **Methods** (``multi_node``, ``single_node``), Karpenter's order: candidates sorted by disruption
 cost (``disruption_cost``: pods weighted by deletion cost and priority, times the share of the
@@ -57,8 +59,9 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
-from nodewright.api.models import DEFAULT_EXPIRE_AFTER, NodePool
+from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, NodePool
 from nodewright.cluster import objects
+from nodewright.disruption.decide import NODE_DO_NOT_DISRUPT, pod_do_not_disrupt
 from nodewright.state.pods import as_pending, is_currently_reschedulable, is_disruptable, is_reschedulable
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, nodepool_name
@@ -70,7 +73,6 @@ if TYPE_CHECKING:
 
 UNDERUTILIZED = "Underutilized"
 DRIFTED = "Drifted"
-EMPTY = "Empty"
 MULTI_NODE_MAX = 100
 SPOT_TO_SPOT_MIN_TYPES = 15
 VALIDATION_SECONDS = 15.0
@@ -78,6 +80,7 @@ MULTI_NODE_SECONDS = 20.0  # Karpenter: 1 min; a Lambda pass must leave time for
 SINGLE_NODE_SECONDS = 20.0  # Karpenter: 3 min
 NOMINATION_SECONDS = 20.0
 PRICE_IMPROVEMENT_ANNOTATION = "nodewright.io/consolidation-price-improvement-percent"
+SPOT_TO_SPOT_DISABLED = "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
@@ -195,7 +198,7 @@ def candidates(
             disruption = NodePool.from_dict(pool).spec.disruption
             after = disruption.consolidate_after_seconds
             if after is None:
-                why_not[name] = f"NodePool {pool_name} has consolidation disabled (consolidateAfter: Never)"
+                why_not[name] = consolidation_disabled(pool_name)
                 continue
             if disruption.consolidation_policy != "WhenEmptyOrUnderutilized":
                 continue  # WhenEmpty: emptiness only (no event, as Karpenter)
@@ -226,13 +229,13 @@ def _blocked(world: World, node: Obj, *, eventual: bool) -> str | None:
     Eviction API would refuse now (``state.pdbs``) — not for an ``eventual`` disruption, whose
     drain the NodeClaim's terminationGracePeriod bounds."""
     if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
-        return f"node {objects.name_of(node)} has {labels.DO_NOT_DISRUPT}"
+        return NODE_DO_NOT_DISRUPT
     if eventual:
         return None
     pods = world.pods_on(node)
     for pod in pods:
-        if not is_disruptable(pod):
-            return f"pod {pod_key(pod)} has {labels.DO_NOT_DISRUPT}"
+        if not is_disruptable(pod, world.taken_at):
+            return pod_do_not_disrupt(pod_key(pod))
     for pod in pods:
         why = world.pdb_limits.eviction_blocker(pod)
         if why:
@@ -267,7 +270,7 @@ def _lifetime_left(claim: Mapping[str, Any], now: datetime) -> float:
 
 
 def _initialized_at(claim: Obj) -> datetime | None:
-    cond = objects.condition(claim, "Initialized")
+    cond = objects.condition(claim, INITIALIZED)
     if not cond or cond.get("status") != "True":
         return None
     return objects.parse_time(cond.get("lastTransitionTime")) or objects.parse_time(
@@ -310,13 +313,15 @@ def evaluate(
     method: str,
     thresholds: Mapping[str, float],
     min_values: Callable[[NewClaim], int] | None = None,
+    spot_to_spot: bool = False,
 ) -> Verdict:
     """The command that removes ``chosen`` (see the module), or why there is none. ``sim`` and
-    ``pending``: ``simulation``'s."""
+    ``pending``: ``simulation``'s; ``spot_to_spot``: Karpenter's feature gate."""
     from nodewright import scheduling
 
     limits = sim.world.pdb_limits
-    displaced = [as_pending(p) for c in chosen for p in c.pods if is_currently_reschedulable(p, limits)]
+    now = sim.world.taken_at
+    displaced = [as_pending(p) for c in chosen for p in c.pods if is_currently_reschedulable(p, limits, now)]
     snapshot, unreadable = sim.snapshot(displaced + pending, without=[c.node_name for c in chosen])
     plan = scheduling.plan(snapshot)
     displaced_keys = {pod_key(p) for p in displaced}
@@ -337,7 +342,13 @@ def evaluate(
     if len(claims) != 1:
         return Verdict(None, f"removing it needs {len(claims)} new nodes")
     return _cheaper(
-        chosen, claims[0], reason=reason, method=method, thresholds=thresholds, min_values=min_values
+        chosen,
+        claims[0],
+        reason=reason,
+        method=method,
+        thresholds=thresholds,
+        min_values=min_values,
+        spot_to_spot_gate=spot_to_spot,
     )
 
 
@@ -349,6 +360,7 @@ def _cheaper(
     method: str,
     thresholds: Mapping[str, float],
     min_values: Callable[[NewClaim], int] | None,
+    spot_to_spot_gate: bool,
 ) -> Verdict:
     """Keep the replacement's types that are cheaper than the removed nodes (see the module)."""
     from nodewright.scheduling.requirements import Requirement
@@ -362,6 +374,8 @@ def _cheaper(
     spot_to_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen) and (
         capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
     )
+    if spot_to_spot and not spot_to_spot_gate:
+        return Verdict(None, SPOT_TO_SPOT_DISABLED)
     if spot_to_spot:
         spot = Requirement(labels.CAPACITY_TYPE, False, frozenset({labels.CAPACITY_TYPE_SPOT}))
         requirements = requirements.with_requirement(spot)
@@ -385,8 +399,8 @@ def _cheaper(
         if len(options) < needed:
             return Verdict(
                 None,
-                f"spot-to-spot consolidation needs {needed} cheaper instance types than the current one, "
-                f"got {len(options)}",
+                f"SpotToSpotConsolidation requires {needed} cheaper instance type options than the current "
+                f"candidate to consolidate, got {len(options)}",
             )
         options = options[:needed]
     names = frozenset(o.name for o in options)
@@ -425,6 +439,7 @@ def multi_node(
     thresholds: Mapping[str, float],
     *,
     seconds: float = MULTI_NODE_SECONDS,
+    spot_to_spot: bool = False,
 ) -> Command | None:
     """The longest prefix (≥ 2, ≤ ``MULTI_NODE_MAX``) of the budget-filtered, non-empty candidates
     one command removes, by binary search (Karpenter's firstNConsolidationOption)."""
@@ -449,7 +464,13 @@ def multi_node(
     while low <= high and time.monotonic() < stop:
         mid = (low + high) // 2
         verdict = evaluate(
-            sim, allowed[: mid + 1], pending, reason=UNDERUTILIZED, method="multi", thresholds=thresholds
+            sim,
+            allowed[: mid + 1],
+            pending,
+            reason=UNDERUTILIZED,
+            method="multi",
+            thresholds=thresholds,
+            spot_to_spot=spot_to_spot,
         )
         if verdict.command is not None:
             best, low = verdict.command, mid + 1
@@ -468,6 +489,7 @@ def single_node(
     why_not: dict[str, str],
     seconds: float = SINGLE_NODE_SECONDS,
     min_values: Callable[[NewClaim], int] | None = None,
+    spot_to_spot: bool = False,
 ) -> Command | None:
     """The first candidate (cheapest to disrupt first) one command removes; each other one gets its
     "why not" in ``why_not``."""
@@ -489,6 +511,7 @@ def single_node(
             method="single",
             thresholds=thresholds,
             min_values=min_values,
+            spot_to_spot=spot_to_spot,
         )
         if verdict.command is not None:
             return verdict.command
@@ -501,8 +524,9 @@ class Choice:
     """What one pass's consolidation found: its command, or why each node was left alone."""
 
     command: Command | None
-    blocked: dict[str, str]  # NodeClaim → veto (do-not-disrupt, a PDB, consolidateAfter: Never)
-    why_not: dict[str, str]  # NodeClaim → why no command removes it (evaluated when none was found)
+    blocked: dict[str, str]  # NodeClaim → veto (do-not-disrupt, a PDB, no price): DisruptionBlocked
+    why_not: dict[str, str]  # NodeClaim → why no command removes it (consolidateAfter: Never, and the
+    # evaluated ones when none was found): Unconsolidatable
     evaluated: int  # candidates past the vetoes
 
 
@@ -515,19 +539,35 @@ def choose(
     pending: list[Obj],
     room: Mapping[str, int | None],
     ignore_waits: bool = False,
+    spot_to_spot: bool = False,
 ) -> Choice:
     """Multi-node, then single-node consolidation over the candidates (the disruption flow's choice
-    after drift, and ``nodewright plan --consolidate``'s)."""
+    after drift, and ``nodewright plan --consolidate``'s); ``spot_to_spot``: Karpenter's
+    ``SpotToSpotConsolidation`` feature gate (the stack's setting)."""
     found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
     ordered = by_disruption_cost(found)
     thresholds = thresholds_of(usable)
-    why_not: dict[str, str] = {}
-    command = multi_node(sim, ordered, pending, room, thresholds)
+    # Karpenter says a disabled consolidation as Unconsolidatable, the vetoes as DisruptionBlocked.
+    disabled = {consolidation_disabled(objects.name_of(p)) for p in usable}
+    why_not = {name: why for name, why in blocked.items() if why in disabled}
+    blocked = {name: why for name, why in blocked.items() if why not in disabled}
+    command = multi_node(sim, ordered, pending, room, thresholds, spot_to_spot=spot_to_spot)
     if command is None:
         command = single_node(
-            sim, ordered, pending, room, thresholds, why_not=why_not, min_values=min_values_of
+            sim,
+            ordered,
+            pending,
+            room,
+            thresholds,
+            why_not=why_not,
+            min_values=min_values_of,
+            spot_to_spot=spot_to_spot,
         )
     return Choice(command, blocked, why_not, len(ordered))
+
+
+def consolidation_disabled(pool: str) -> str:
+    return f'NodePool "{pool}" has consolidation disabled'
 
 
 def budget_message(pool: str, reason: str) -> str:

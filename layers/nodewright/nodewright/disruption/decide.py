@@ -10,7 +10,9 @@ Karpenter v1's rules for the two methods built so far, in the order they run:
   WhenEmptyOrUnderutilized and whose ``consolidateAfter`` is not Never, an initialized node with no
   reschedulable pod (``state.pods.is_reschedulable``: DaemonSet, mirror, finished and terminating
   pods do not count; a pod that tolerates the disrupted taint does, as in Karpenter), no
-  ``karpenter.sh/do-not-disrupt: "true"`` annotation, and no pod event for ``consolidateAfter`` —
+  ``karpenter.sh/do-not-disrupt: "true"`` annotation on the node nor an active one on any of its
+  pods (a DaemonSet's or mirror pod's counts too, as in Karpenter; a duration holds the node only
+  until it elapses, and the pass comes back then), and no pod event for ``consolidateAfter`` —
   and for at least ``NOMINATION_SECONDS`` since it was initialized, so pods the provisioner planned
   onto a new node have time to bind — is removed, as many per NodePool as its budgets allow.
 
@@ -37,14 +39,30 @@ from croniter import croniter
 
 from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
-from nodewright.api.models import DEFAULT_EXPIRE_AFTER, Budget, NodePool
+from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, Budget, NodePool
 from nodewright.cluster import objects
-from nodewright.state.pods import reschedulable_by_node
+from nodewright.state.pods import (
+    FOREVER,
+    do_not_disrupt_until,
+    is_disruptable,
+    node_name,
+    reschedulable_by_node,
+)
+from nodewright.state.pods import key as pod_key
 from nodewright.state.world import nodepool_name, nodes_by_instance_id
 
 EXPIRED = "Expired"
 EMPTY = "Empty"
 CONSOLIDATING_POLICIES = frozenset({"WhenEmpty", "WhenEmptyOrUnderutilized"})
+# Karpenter's words for a do-not-disrupt veto (StateNode.ValidateNodeDisruptable and
+# ValidatePodsDisruptable), as its DisruptionBlocked events say them; every method says them so.
+NODE_DO_NOT_DISRUPT = f'Disruption is blocked through the "{labels.DO_NOT_DISRUPT}" annotation'
+
+
+def pod_do_not_disrupt(pod: str) -> str:
+    return f'Pod has "{labels.DO_NOT_DISRUPT}" annotation (Pod={pod})'
+
+
 NOMINATION_SECONDS = 20.0
 
 
@@ -122,6 +140,10 @@ def decide(
     pools = {objects.name_of(p): NodePool.from_dict(p) for p in nodepools if not objects.is_deleting(p)}
     nodes_by_instance = nodes_by_instance_id(nodes)
     movable = reschedulable_by_node(pods)
+    on_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for pod in pods:
+        if bound := node_name(pod):
+            on_node[bound].append(pod)
     live = [c for c in nodeclaims if not objects.is_deleting(c)]
 
     expired = set()
@@ -149,7 +171,14 @@ def decide(
             decision.held[name] = "empty, but not initialized yet"
             continue
         if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
-            decision.held[name] = f"node {objects.name_of(node)} has {labels.DO_NOT_DISRUPT}"
+            decision.held[name] = NODE_DO_NOT_DISRUPT
+            continue
+        protected = next((p for p in on_node[objects.name_of(node)] if not is_disruptable(p, now)), None)
+        if protected is not None:
+            decision.held[name] = pod_do_not_disrupt(pod_key(protected))
+            until = do_not_disrupt_until(protected)
+            if until is not None and until != FOREVER:
+                decision.next_check = min(filter(None, (decision.next_check, until)))
             continue
         quiet_since = max(initialized, last_pod_event.get(name, initialized))
         eligible_at = max(
@@ -237,7 +266,7 @@ def _expire_after_seconds(claim: Mapping[str, Any]) -> float | None:
 
 
 def _initialized_at(claim: dict[str, Any]) -> datetime | None:
-    cond = objects.condition(claim, "Initialized")
+    cond = objects.condition(claim, INITIALIZED)
     if not cond or cond.get("status") != "True":
         return None
     return objects.parse_time(cond.get("lastTransitionTime")) or objects.parse_time(

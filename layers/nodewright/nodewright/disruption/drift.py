@@ -2,7 +2,8 @@
 
 Karpenter v1's three kinds, checked in this order for every launched NodeClaim of a usable NodePool:
 
-* **static** (``NodePoolDrifted``, ``NodeClassDrifted``): the NodeClaim's hash annotations
+* **static** (``NodePoolDrifted``, ``NodeClassDrift``: Karpenter's and its AWS provider's names,
+  which users and dashboards match on): the NodeClaim's hash annotations
   (``api.hashing``, written when it was created) differ from the hashes of its NodePool's template
   and its EC2NodeClass's static fields now. A NodeClaim whose hash version differs (another
   release, or Karpenter) is re-annotated with the current hashes instead, as Karpenter's hash
@@ -17,9 +18,10 @@ Karpenter v1's three kinds, checked in this order for every launched NodeClaim o
   EC2NodeClass was edited since (Karpenter's drift controller watches them too): an AMI released
   behind an alias is seen within a minute, a user's edit at the next pass.
 
-The verdict is the NodeClaim's ``Drifted`` condition (True with the reason; removed when no longer
-drifted), written only when it changes. The drift *method* (``disruption.methods``) replaces the
-drifted nodes, empty ones first, then the oldest, within the ``Drifted`` budgets.
+The verdict is the NodeClaim's ``Drifted`` condition as Karpenter writes it (True, reason and
+message the drift reason; removed when no longer drifted), written only when it changes. The drift
+*method* (``flow``) replaces the drifted nodes, empty ones first, then the oldest, within the
+``Drifted`` budgets.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from nodewright.state.interfaces import Obj
 
 NODEPOOL_DRIFTED = "NodePoolDrifted"
-NODECLASS_DRIFTED = "NodeClassDrifted"
+NODECLASS_DRIFTED = "NodeClassDrift"  # the AWS provider's name (its other reasons: cloud/provider.py)
 REQUIREMENTS_DRIFTED = "RequirementsDrifted"
 DYNAMIC_EVERY = timedelta(minutes=1)
 
@@ -176,16 +178,12 @@ def forget_dynamic() -> None:
 
 
 def _record(ctx: Context, world: World, claim: Obj, reason: str | None) -> None:
-    """Write the ``Drifted`` condition when the verdict changed (an event when a node drifts)."""
-    if reason == drifted(claim):
-        return
-    conditions = [c for c in (claim.get("status") or {}).get("conditions") or [] if c.get("type") != DRIFTED]
-    if reason:
-        conditions = objects.set_condition(
-            conditions, DRIFTED, True, reason=reason, message=reason, now=world.taken_at
-        )
-    ctx.cluster.patch_nodeclaim_status(objects.name_of(claim), {"conditions": conditions})
-    claim.setdefault("status", {})["conditions"] = conditions
-    if reason:
-        ctx.cluster.record_event(claim, "Drifted", f"NodeClaim {objects.name_of(claim)} drifted: {reason}")
-        ctx.logger.info("NodeClaim drifted", extra={"nodeclaim": objects.name_of(claim), "reason": reason})
+    """Write the ``Drifted`` condition when the verdict changed (Karpenter publishes no event for it;
+    the log says it, as Karpenter's "marking drifted")."""
+    from nodewright.termination import conditions
+
+    name, present = objects.name_of(claim), conditions.conditions_of(claim)
+    if reason is None:
+        conditions.clear_condition(ctx, name, present, DRIFTED)
+    elif conditions.set_condition(ctx, name, present, DRIFTED, True, reason=reason):
+        ctx.logger.info("NodeClaim drifted", extra={"nodeclaim": name, "reason": reason})

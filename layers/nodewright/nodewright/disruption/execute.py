@@ -17,11 +17,22 @@ NodeClaims so that any invocation can take it up (a crash at any step converges)
 
 ``release_orphans`` lifts a disrupted taint that no command and no termination owns (a crash between
 the taint and the annotation cannot happen, the annotation is written first; this is the guard
-for anything else, e.g. a command whose annotation a user removed).
+for anything else, e.g. a command whose annotation a user removed), and the ``DisruptionReason``
+condition with it, as Karpenter clears it from nodes no command holds.
+
+What users read, as Karpenter's disruption queue writes it: each candidate NodeClaim gets the
+``DisruptionReason`` condition (True, reason Underutilized/Empty/Drifted) when its command starts,
+removed if the command is abandoned; the events are Karpenter's — ``DisruptionLaunching``
+("Launching NodeClaim: Underutilized") and ``DisruptionWaitingReadiness`` ("Waiting on readiness to
+continue disruption") on each replacement NodeClaim, ``DisruptionTerminating`` ("Disrupting Node:
+Underutilized", "Disrupting NodeClaim: Underutilized") on each candidate as its termination begins.
+A command that is given up says why in a ``DisruptionAbandoned`` Warning (Nodewright's: Karpenter
+only logs it).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -30,11 +41,12 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright import termination
 from nodewright.api import labels
-from nodewright.api.models import INITIALIZED, LAUNCHED
+from nodewright.api.models import DISRUPTION_REASON, INITIALIZED, LAUNCHED
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.provisioning import launch_replacements
 from nodewright.state.world import World
+from nodewright.termination import conditions
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -46,6 +58,10 @@ REPLACEMENTS_ANNOTATION = "nodewright.io/disruption-replacements"
 REPLACEMENT_TIMEOUT = timedelta(minutes=10)
 # A command whose replacements were never recorded (a crash during their launch) is given up after this.
 UNRECORDED_GRACE = timedelta(minutes=2)
+# Karpenter's event recorder drops a repeat within two minutes: a replacement waiting for minutes
+# must not get an event every pass.
+EVENT_REPEAT_SECONDS = 120.0
+_recent_events: dict[tuple[str, str], float] = {}
 
 
 @dataclass
@@ -71,11 +87,14 @@ def start(ctx: Context, world: World, command: Command) -> Outcome:
     names = [c.name for c in command.candidates]
     message = command.describe()
     for candidate in command.candidates:
-        ctx.cluster.record_event(candidate.node, "Disrupting", message)
-        ctx.cluster.record_event(candidate.nodeclaim, "Disrupting", message)
+        mark_disrupted(ctx, candidate.nodeclaim, command.reason)
     if not command.replacements:
         _terminate(
-            ctx, [c.nodeclaim for c in command.candidates], [c.node for c in command.candidates], message
+            ctx,
+            [c.nodeclaim for c in command.candidates],
+            [c.node for c in command.candidates],
+            message,
+            reason=command.reason,
         )
         return Outcome(message, "draining", names)
     command_id = uuid.uuid4().hex[:8]
@@ -94,6 +113,8 @@ def start(ctx: Context, world: World, command: Command) -> Outcome:
         abandon(ctx, [c.nodeclaim for c in command.candidates], [c.node for c in command.candidates], why)
         return Outcome(message, "abandoned", names, why)
     checkpoint("disruption.replacements-launched")
+    for name in report.created:
+        _say_once(ctx, _nodeclaim_ref(name), "DisruptionLaunching", f"Launching NodeClaim: {command.reason}")
     for candidate in command.candidates:
         ctx.cluster.patch_nodeclaim(
             candidate.name, {"metadata": {"annotations": {REPLACEMENTS_ANNOTATION: ",".join(report.created)}}}
@@ -130,9 +151,17 @@ def follow(ctx: Context, world: World) -> list[Outcome]:
             abandon(ctx, claims, nodes, problem)
             outcomes.append(Outcome(value, "abandoned", names, problem))
         elif all(r is not None and _is_true(r, INITIALIZED) for r in replacements):
-            _terminate(ctx, claims, nodes, f"{reason}: replaced by {recorded}")
+            _terminate(ctx, claims, nodes, f"{reason}: replaced by {recorded}", reason=reason)
             outcomes.append(Outcome(value, "draining", names, f"replacements {recorded} initialized"))
         else:
+            for replacement in replacements:
+                if replacement is not None and not _is_true(replacement, INITIALIZED):
+                    _say_once(
+                        ctx,
+                        replacement,
+                        "DisruptionWaitingReadiness",
+                        "Waiting on readiness to continue disruption",
+                    )
             outcomes.append(Outcome(value, "waiting", names, f"waiting for {recorded} to initialize"))
     return outcomes
 
@@ -164,6 +193,9 @@ def abandon(ctx: Context, claims: list[Obj], nodes: list[Obj], why: str) -> None
             objects.name_of(claim),
             {"metadata": {"annotations": {COMMAND_ANNOTATION: None, REPLACEMENTS_ANNOTATION: None}}},
         )
+        conditions.clear_condition(
+            ctx, objects.name_of(claim), conditions.conditions_of(claim), DISRUPTION_REASON
+        )
         ctx.cluster.record_event(claim, "DisruptionAbandoned", why, event_type="Warning")
     ctx.logger.warning(
         "disruption command abandoned", extra={"nodeclaims": [objects.name_of(c) for c in claims], "why": why}
@@ -190,6 +222,9 @@ def release_orphans(ctx: Context, world: World) -> list[str]:
             continue
         if COMMAND_ANNOTATION in objects.annotations_of(claim):
             continue
+        conditions.clear_condition(
+            ctx, objects.name_of(claim), conditions.conditions_of(claim), DISRUPTION_REASON
+        )
         if objects.has_taint(node, labels.DISRUPTED_TAINT_KEY):
             _untaint(ctx, objects.name_of(node))
             released.append(objects.name_of(node))
@@ -198,20 +233,53 @@ def release_orphans(ctx: Context, world: World) -> list[str]:
     return released
 
 
-def _terminate(ctx: Context, claims: list[Obj], nodes: list[Obj], reason: str) -> None:
+def _terminate(ctx: Context, claims: list[Obj], nodes: list[Obj], why: str, *, reason: str) -> None:
+    """Begin each candidate's termination, with Karpenter's ``DisruptionTerminating`` events."""
     node_of = {objects.node_instance_id(n): n for n in nodes}
     for claim in claims:
         instance = objects.nodeclaim_instance_id(claim)
+        node = node_of.get(instance)
         termination.begin(
             ctx,
             nodeclaim=claim,
-            node=node_of.get(instance),
+            node=node,
             instance_id=instance,
             deadline=None,  # the NodeClaim's terminationGracePeriod, if any, bounds the drain
-            reason=reason,
+            reason=why,
             involuntary=False,
             instance_going=False,
         )
+        say_terminating(ctx, claim, node, reason)
+
+
+def mark_disrupted(ctx: Context, claim: Obj, reason: str) -> None:
+    """The ``DisruptionReason`` condition Karpenter's queue sets on a candidate it disrupts."""
+    conditions.set_condition(
+        ctx, objects.name_of(claim), conditions.conditions_of(claim), DISRUPTION_REASON, True, reason=reason
+    )
+
+
+def say_terminating(ctx: Context, claim: Obj, node: Obj | None, reason: str) -> None:
+    """Karpenter's ``DisruptionTerminating`` events on the Node and the NodeClaim."""
+    if node is not None:
+        ctx.cluster.record_event(node, "DisruptionTerminating", f"Disrupting Node: {reason}")
+    ctx.cluster.record_event(claim, "DisruptionTerminating", f"Disrupting NodeClaim: {reason}")
+
+
+def _nodeclaim_ref(name: str) -> Obj:
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name}}
+
+
+def _say_once(ctx: Context, involved: Obj, reason: str, message: str) -> None:
+    """An event, not repeated within ``EVENT_REPEAT_SECONDS`` (per container)."""
+    now = time.monotonic()
+    for seen, stamp in list(_recent_events.items()):
+        if now - stamp > EVENT_REPEAT_SECONDS:
+            del _recent_events[seen]
+    key = (objects.name_of(involved), reason)
+    if key not in _recent_events:
+        _recent_events[key] = now
+        ctx.cluster.record_event(involved, reason, message)
 
 
 def _untaint(ctx: Context, node_name: str) -> None:

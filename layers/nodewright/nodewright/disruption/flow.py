@@ -18,7 +18,8 @@ Each pass:
 5. drive every termination (this pass's and any left half-done) for a short slice.
 
 It loops (every ``POLL_SECONDS``) only while there is something to follow: a drain still running,
-an empty node held back by a budget, or one that becomes eligible before the invocation ends.
+an empty node held back by a budget, or one that becomes eligible before the invocation ends — a
+``karpenter.sh/do-not-disrupt`` duration that elapses then included (``protection_ends``).
 Otherwise it returns after one pass: an idle cluster costs one short pass a minute.
 """
 
@@ -46,8 +47,15 @@ from nodewright.disruption.decide import (
     pods_fingerprint,
 )
 from nodewright.state import nodepools
-from nodewright.state.pods import is_reschedulable
-from nodewright.state.world import World, observe
+from nodewright.state.pods import (
+    FOREVER,
+    do_not_disrupt_until,
+    invalid_do_not_disrupt,
+    is_active,
+    is_reschedulable,
+)
+from nodewright.state.pods import key as pod_key
+from nodewright.state.world import World, nodepool_name, observe
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -141,6 +149,7 @@ def disruption_pass(
     world = observe(ctx)
     last_events = record_pod_events(ctx, world)
     usable = nodepools.triage(world).usable
+    mark_consolidatable(ctx, world, usable, last_events)
     drifted = drift.mark(ctx, world, usable)
     report.drifted.update(drifted)  # every NodeClaim found drifted in this invocation's passes
     decision = decide(
@@ -151,6 +160,10 @@ def disruption_pass(
         last_pod_event=last_events,
         now=world.taken_at,
     )
+    ends = protection_ends(world)
+    if ends is not None:  # a node a do-not-disrupt duration holds is worth a look the moment it elapses
+        decision.next_check = min(filter(None, (decision.next_check, ends)))
+    _say_invalid_do_not_disrupt(ctx, world)
     if decision.disrupt or _graceful_work(world, usable, drifted):
         if lease.acquire():
             try:
@@ -169,6 +182,39 @@ def disruption_pass(
             report.lease_skipped += 1
             ctx.logger.info("another writer holds the lease; disruptions wait for the next pass")
     return decision, termination.pending_terminations(ctx)
+
+
+def protection_ends(world: World) -> datetime | None:
+    """The earliest moment a ``karpenter.sh/do-not-disrupt`` duration of an active pod on a node of
+    a live NodeClaim elapses (None: none will)."""
+    ends = [
+        until
+        for claim in world.nodeclaims
+        if not objects.is_deleting(claim) and (node := world.node_of(claim)) is not None
+        for pod in world.pods_on(node)
+        if is_active(pod)
+        and (until := do_not_disrupt_until(pod)) is not None
+        and world.taken_at < until < FOREVER
+    ]
+    return min(ends, default=None)
+
+
+def _say_invalid_do_not_disrupt(ctx: Context, world: World) -> None:
+    """Karpenter's ``InvalidDoNotDisruptAnnotation`` Warning on each pod of a managed node whose
+    ``karpenter.sh/do-not-disrupt`` value is ignored (deduplicated per container, as why-nots are)."""
+    now = time.monotonic()
+    for claim in world.nodeclaims:
+        node = world.node_of(claim)
+        for pod in world.pods_on(node) if node is not None else ():
+            why = invalid_do_not_disrupt(pod)
+            seen = (pod_key(pod), why or "")
+            if (
+                why is None
+                or now - _recent_why_not.get(seen, -WHY_NOT_REPEAT_SECONDS) < WHY_NOT_REPEAT_SECONDS
+            ):
+                continue
+            _recent_why_not[seen] = now
+            ctx.cluster.record_event(pod, "InvalidDoNotDisruptAnnotation", why, event_type="Warning")
 
 
 def _graceful_work(world: World, usable: list[dict[str, Any]], drifted: dict[str, str]) -> bool:
@@ -282,8 +328,16 @@ def _choose(
         return None
     sim, pending = question
     room = _budget_room(world, usable, consolidation.UNDERUTILIZED)
-    choice = consolidation.choose(sim, world, usable, last_events, pending=pending, room=room)
-    _why_not(ctx, world, choice.blocked, decision)  # vetoes are said whatever else happens
+    choice = consolidation.choose(
+        sim,
+        world,
+        usable,
+        last_events,
+        pending=pending,
+        room=room,
+        spot_to_spot=ctx.settings.spot_to_spot_consolidation,
+    )
+    _why_not(ctx, world, choice.blocked, decision, reason="DisruptionBlocked")  # said whatever happens
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
     if choice.command is None:
         _why_not(ctx, world, choice.why_not, decision)
@@ -326,7 +380,7 @@ def _drift_command(
         if verdict.command is not None:
             return verdict.command
         why_not[candidate.name] = verdict.why_not
-    _why_not(ctx, world, why_not, decision, reason="NotDisruptable")
+    _why_not(ctx, world, why_not, decision, reason="DisruptionBlocked")
     return None
 
 
@@ -377,6 +431,15 @@ WHY_NOT_REPEAT_SECONDS = 600.0
 _recent_why_not: dict[tuple[str, str], float] = {}
 
 
+def _forget_old_why_nots() -> float:
+    """Drop the remembered events older than ``WHY_NOT_REPEAT_SECONDS``; the monotonic time now."""
+    now = time.monotonic()
+    for seen, stamp in list(_recent_why_not.items()):
+        if now - stamp > WHY_NOT_REPEAT_SECONDS:
+            del _recent_why_not[seen]
+    return now
+
+
 def _why_not(
     ctx: Context,
     world: World,
@@ -385,10 +448,7 @@ def _why_not(
     *,
     reason: str = "Unconsolidatable",
 ) -> None:
-    now = time.monotonic()
-    for seen, stamp in list(_recent_why_not.items()):
-        if now - stamp > WHY_NOT_REPEAT_SECONDS:
-            del _recent_why_not[seen]
+    now = _forget_old_why_nots()
     by_name = {objects.name_of(c): c for c in world.nodeclaims}
     for name, why in sorted(why_not.items()):
         decision.held.setdefault(name, why)
@@ -426,6 +486,38 @@ def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
     return last
 
 
+def mark_consolidatable(
+    ctx: Context, world: World, usable: list[dict[str, Any]], last_events: dict[str, datetime]
+) -> None:
+    """Karpenter's ``Consolidatable`` condition (its nodeclaim disruption controller): True once an
+    initialized NodeClaim of a NodePool whose ``consolidateAfter`` is not Never has had no pod event
+    for ``consolidateAfter`` (counted from its initialization when it had none); removed otherwise.
+    Written only when it changes."""
+    from nodewright.api.models import CONSOLIDATABLE, INITIALIZED, NodePool
+    from nodewright.termination import conditions
+
+    after_of = {
+        objects.name_of(p): NodePool.from_dict(p).spec.disruption.consolidate_after_seconds for p in usable
+    }
+    for claim in world.nodeclaims:
+        pool = nodepool_name(claim)
+        if pool not in after_of or objects.is_deleting(claim):
+            continue
+        name, after = objects.name_of(claim), after_of[pool]
+        initialized = objects.condition(claim, INITIALIZED) or {}
+        since = last_events.get(name) or objects.parse_time(initialized.get("lastTransitionTime"))
+        present = conditions.conditions_of(claim)
+        if (
+            after is None
+            or initialized.get("status") != "True"
+            or since is None
+            or world.taken_at - since < timedelta(seconds=after)
+        ):
+            conditions.clear_condition(ctx, name, present, CONSOLIDATABLE)
+        else:
+            conditions.set_condition(ctx, name, present, CONSOLIDATABLE, True)
+
+
 def _disrupt(
     ctx: Context, world: World, candidate: Candidate, decision: Decision, report: DisruptionReport
 ) -> None:
@@ -437,6 +529,8 @@ def _disrupt(
         return
     price = world.price_of(candidate.nodeclaim)
     checkpoints.checkpoint("disruption.candidate-chosen")
+    if candidate.reason == EMPTY:  # a command of Karpenter's queue (expiration is its own controller's)
+        execute.mark_disrupted(ctx, candidate.nodeclaim, EMPTY)
     termination.begin(
         ctx,
         nodeclaim=candidate.nodeclaim,
@@ -447,6 +541,8 @@ def _disrupt(
         involuntary=False,
         instance_going=False,
     )
+    if candidate.reason == EMPTY:
+        execute.say_terminating(ctx, candidate.nodeclaim, candidate.node, EMPTY)
     report.disrupted.append(
         {
             "nodeclaim": candidate.name,

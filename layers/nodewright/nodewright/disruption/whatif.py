@@ -114,8 +114,11 @@ class ConsolidationWhatIf:
         return "\n".join(lines)
 
 
-def consolidation_what_if(world: World, usable: list[Obj], source: str) -> ConsolidationWhatIf:
-    """The command a disruption pass would take for consolidation now (see the module)."""
+def consolidation_what_if(
+    world: World, usable: list[Obj], source: str, *, spot_to_spot: bool = False
+) -> ConsolidationWhatIf:
+    """The command a disruption pass would take for consolidation now (see the module);
+    ``spot_to_spot``: the stack's ``spotToSpotConsolidation`` (Karpenter's feature gate, off by default)."""
     result = ConsolidationWhatIf(source=source, nodeclaims=len(world.nodeclaims))
     for claim in world.nodeclaims:
         price = world.price_of(claim)
@@ -139,7 +142,14 @@ def consolidation_what_if(world: World, usable: list[Obj], source: str) -> Conso
         if (when := objects.parse_time((c.get("status") or {}).get("lastPodEventTime"))) is not None
     }
     choice = consolidation.choose(
-        sim, world, usable, last_events, pending=pending, room=room, ignore_waits=True
+        sim,
+        world,
+        usable,
+        last_events,
+        pending=pending,
+        room=room,
+        ignore_waits=True,
+        spot_to_spot=spot_to_spot,
     )
     result.command, result.blocked, result.why_not = choice.command, choice.blocked, choice.why_not
     result.evaluated = choice.evaluated

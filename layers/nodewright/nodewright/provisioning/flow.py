@@ -199,6 +199,7 @@ def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan)
             requirements=claim_plan.requirements,
             requests=claim_plan.requests,
             nodeclass=world.nodeclass_of(pool),
+            min_values_relaxed=claim_plan.min_values_relaxed,
         )
         try:
             return ctx.cluster.create_nodeclaim(body)

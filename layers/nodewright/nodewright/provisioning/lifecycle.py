@@ -230,13 +230,19 @@ def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool
 
 
 def finalize(ctx: Context, claim: dict[str, Any], node: dict[str, Any] | None) -> None:
-    """A NodeClaim being deleted: drain and delete its Node, terminate the instance, drop the finalizer."""
-    name = nodeclaims.name_of(claim)
-    if node is not None:
-        from nodewright import termination
+    """A NodeClaim being deleted: drain and delete its Node, terminate the instance, drop the finalizer.
 
-        if not termination.drain_and_delete_node(ctx, node, claim):
-            return  # still draining; the next pass continues where this one stopped
+    One whose termination recorded that EC2 is taking the instance (a spot reclaim) is the
+    termination's to finish: it leaves the instance to EC2 until after its deadline."""
+    from nodewright import termination
+    from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
+
+    name = nodeclaims.name_of(claim)
+    if ((claim.get("metadata") or {}).get("annotations") or {}).get(INSTANCE_GOING_ANNOTATION) == "true":
+        termination.step(ctx, termination.from_nodeclaim(claim, node, ctx.clock.now()))
+        return
+    if node is not None and not termination.drain_and_delete_node(ctx, node, claim):
+        return  # still draining; the next pass continues where this one stopped
     instance_id = nodeclaims.instance_id(claim)
     terminated = [instance_id] if instance_id and ctx.cloud.delete(instance_id) else []
     # A crash may have left an instance whose id never reached the status: find it by its tag.

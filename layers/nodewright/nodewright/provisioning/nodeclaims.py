@@ -16,14 +16,19 @@ from typing import Any
 from nodewright.api import labels
 from nodewright.api.conversion_review import KUBELET_ANNOTATION
 from nodewright.api.hashing import nodeclaim_annotations
+from nodewright.api.models import INITIALIZED, LAUNCHED, REGISTERED
 from nodewright.cluster.objects import condition, format_time, is_deleting, name_of, set_condition
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
 from nodewright.cluster.objects import parse_time as timestamp
 from nodewright.scheduling.requirements import Requirements
 
 # The reading helpers are shared with the other flows (``nodewright.cluster.objects``) and
-# re-exported here under the names this package reads best with.
+# re-exported here under the names this package reads best with, as are the lifecycle's condition
+# names (defined once, in ``api.models``).
 __all__ = [
+    "INITIALIZED",
+    "LAUNCHED",
+    "REGISTERED",
     "build",
     "condition",
     "created_at",
@@ -40,10 +45,6 @@ __all__ = [
 
 API_VERSION = "karpenter.sh/v1"
 KIND = "NodeClaim"
-# Conditions of Karpenter v1's NodeClaim lifecycle, in the order they become true.
-LAUNCHED = "Launched"
-REGISTERED = "Registered"
-INITIALIZED = "Initialized"
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -59,10 +60,13 @@ def build(
     requirements: list[dict[str, Any]],
     requests: Mapping[str, str],
     nodeclass: Mapping[str, Any] | None = None,
+    min_values_relaxed: bool = False,
 ) -> dict[str, Any]:
     """A NodeClaim for ``nodepool`` (its v1 dict) with the plan's requirements and resource requests.
 
-    Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``).
+    Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``),
+    and, as Karpenter annotates every NodeClaim it creates, ``karpenter.sh/nodeclaim-min-values-relaxed``:
+    ``"true"`` when the BestEffort minValues policy lowered a requirement's minValues, else ``"false"``.
 
     Labels: the template's labels plus ``karpenter.sh/nodepool``, ``karpenter.k8s.aws/ec2nodeclass`` and
     ``karpenter.k8s.aws/instance-tenancy`` (the tenancy it launches with), and what the requirements give
@@ -96,6 +100,7 @@ def build(
     annotations = {
         **dict(template_meta.get("annotations") or {}),
         **nodeclaim_annotations(nodepool, nodeclass),
+        labels.NODECLAIM_MIN_VALUES_RELAXED: "true" if min_values_relaxed else "false",
     }
     kubelet = (pool_meta.get("annotations") or {}).get(KUBELET_ANNOTATION)
     if kubelet:

@@ -44,6 +44,7 @@ class ClaimPlan:
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
     startup_taints: list[dict[str, str]] = field(default_factory=list)
+    min_values_relaxed: bool = False  # the BestEffort minValues policy lowered a requirement's minValues
 
 
 @dataclass
@@ -91,7 +92,11 @@ def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
     requirements = [r for r in claim.requirements.to_k8s() if r.get("key") != labels.INSTANCE_TYPE]
     # The candidates in the scheduler's order (cheapest first): the launcher and a resumed
     # launch after a crash read them back from here.
-    requirements.append({"key": labels.INSTANCE_TYPE, "operator": "In", "values": names})
+    candidates: dict[str, Any] = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": names}
+    asked = claim.requirements.get(labels.INSTANCE_TYPE)
+    if asked is not None and asked.min_values is not None:
+        candidates["minValues"] = asked.min_values  # the NodePool's (or the relaxed) minValues stays
+    requirements.append(candidates)
     return ClaimPlan(
         nodepool=claim.nodepool,
         requirements=requirements,
@@ -106,6 +111,7 @@ def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
         labels={**claim.labels, **claim.requirements.node_labels()},
         taints=[_taint(t) for t in claim.taints],
         startup_taints=[_taint(t) for t in claim.startup_taints],
+        min_values_relaxed=claim.min_values_relaxed,
     )
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from nodewright.api.shapes import dig
@@ -184,6 +185,8 @@ class _ReadOnlyPass:
     cluster: Any
     cloud: _OfflineCloud
     clock: _WallClock = field(default_factory=_WallClock)
+    # The deployment settings a World takes: Karpenter's default minValues policy (Strict).
+    settings: Any = field(default_factory=lambda: SimpleNamespace(relax_min_values=False))
 
 
 # A plan simulates at most this many pods per workload: a typo'd replicas must not exhaust memory.

@@ -4,11 +4,15 @@ Demand is what existing capacity could not take, per class and NodePool option. 
 weight) and requirement set, ``packing.Packer`` chooses node shapes by cost per packed pod; the
 nodes are then cut into NodeClaims, most expensive first, each with its candidate types (cheapest
 first, at most ``MAX_CANDIDATE_TYPES``) and charged to ``Limits``. What the limits (or minValues)
-refuse moves to the class's next NodePool option, or is reported with the reason.
+refuse moves to the class's next NodePool option, or is reported with the reason. Under Karpenter's
+BestEffort minValues policy (``relax_min_values``), candidates short of a requirement's minValues
+are kept instead, and the NodeClaim's requirement carries the minValues they do meet
+(``NewClaim.min_values_relaxed``), as Karpenter's scheduler relaxes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import ge
@@ -88,10 +92,13 @@ class _Group:
 class ClaimPacker:
     """Turns demand into the plan's NodeClaims; remembers which classes each claim holds."""
 
-    def __init__(self, pools: NodePools, topology: Topology, plan: Plan) -> None:
+    def __init__(
+        self, pools: NodePools, topology: Topology, plan: Plan, *, relax_min_values: bool = False
+    ) -> None:
         self.pools = pools
         self.topology = topology
         self.plan = plan
+        self.relax_min_values = relax_min_values
         self.claim_classes: list[set[int]] = []  # class indices on each new claim
         self.by_name: dict[str, InstanceType] = {}
 
@@ -209,7 +216,7 @@ class ClaimPacker:
         limit_reason: str | None = None
         memo: dict[tuple[int, ...], list[CandidateType]] = {}
         # Claims that share a candidate list share its requirements (keyed by the list's identity).
-        claim_requirements: dict[int, tuple[list[CandidateType], Requirements]] = {}
+        claim_requirements: dict[int, tuple[list[CandidateType], Requirements, bool]] = {}
         for _, node_counts, load, copies in nodes:
             for _ in range(copies):
                 candidates, reason = self._candidates(
@@ -234,10 +241,9 @@ class ClaimPacker:
                 entry = claim_requirements.get(id(candidates))
                 if entry is None or entry[0] is not candidates:
                     names = frozenset(c.name for c in candidates)
-                    entry = (
-                        candidates,
-                        requirements.with_requirement(Requirement(wk.INSTANCE_TYPE, False, names)),
-                    )
+                    met = requirements.with_requirement(Requirement(wk.INSTANCE_TYPE, False, names))
+                    relaxed = self._relaxed(met, candidates, by_name)
+                    entry = (candidates, relaxed, relaxed is not met)
                     claim_requirements[id(candidates)] = entry
                 self.claim_classes.append(set(node_counts))
                 self.plan.new_claims.append(
@@ -251,6 +257,7 @@ class ClaimPacker:
                         pool.startup_taints,
                         dict(zip(dims, load, strict=True)),
                         pool.node_price,
+                        entry[2],
                     )
                 )
         return limit_reason
@@ -311,7 +318,7 @@ class ClaimPacker:
                 break
         found = _prefer_generic(found, by_name)
         short = self._min_values_short(pool_index, requirements, found, by_name)
-        if short:
+        if short and not (self.relax_min_values and found):
             return [], short
         if cacheable:
             memo[load] = found
@@ -337,6 +344,26 @@ class ClaimPacker:
                     f"for {key} not met ({len(distinct)} value(s) among the candidate instance types)"
                 )
         return None
+
+    @staticmethod
+    def _relaxed(
+        requirements: Requirements, found: list[CandidateType], by_name: dict[str, InstanceType]
+    ) -> Requirements:
+        """``requirements`` with each minValues the candidates do not meet lowered to what they offer
+        (the same object when every minValues is met): Karpenter's BestEffort relaxation."""
+        lowered = []
+        for key, requirement in requirements.items():
+            if not requirement.min_values:
+                continue
+            distinct: set[str] = set()
+            for candidate in found:
+                distinct |= _label_values(by_name[candidate.name], candidate, key)
+            if len(distinct) < requirement.min_values:
+                lowered.append(dataclasses.replace(requirement, min_values=len(distinct)))
+        if not lowered:
+            return requirements
+        keys = {r.key for r in lowered}
+        return Requirements([*(r for k, r in requirements.items() if k not in keys), *lowered])
 
     def _caps(self, group: _Group) -> tuple[Caps, Conflicts]:
         """Per-node caps and conflicts from hostname spread, hostname anti-affinity and host ports."""

@@ -221,6 +221,10 @@ class Snapshot:
     claims: Sequence[PersistentVolumeClaim] = ()
     volumes: Sequence[PersistentVolume] = ()
     storage_classes: Sequence[StorageClass] = ()
+    # Karpenter's relaxMinValues (its --min-values-policy BestEffort): a NodeClaim whose candidate
+    # types cannot meet a requirement's minValues is planned with what they offer, that requirement's
+    # minValues lowered to it (NewClaim.min_values_relaxed), instead of refused (Strict).
+    relax_min_values: bool = False
 
 
 # --- parsers from Kubernetes JSON -------------------------------------------------------------

@@ -34,6 +34,9 @@ class NewClaim:
     startup_taints: tuple[Taint, ...] = ()
     requests: Resources = field(default_factory=dict)
     volume_price: float = 0.0  # $/h of the node's EBS volumes, on top of the instance
+    # A requirement's minValues was lowered to what the candidates offer (Snapshot.relax_min_values);
+    # the NodeClaim says so in karpenter.sh/nodeclaim-min-values-relaxed.
+    min_values_relaxed: bool = False
 
     def label_values(self) -> dict[str, list[str]]:
         """label → allowed values of its ``In`` requirements (the full form: ``requirements.to_k8s()``)."""

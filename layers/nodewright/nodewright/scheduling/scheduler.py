@@ -62,7 +62,9 @@ class Scheduler:
         self.pools = NodePools(snapshot)
         self.topology = Topology(snapshot.nodes)
         self.existing = ExistingNodes(snapshot.nodes, snapshot.daemonsets, self.topology)
-        self.claims = ClaimPacker(self.pools, self.topology, self.plan)
+        self.claims = ClaimPacker(
+            self.pools, self.topology, self.plan, relax_min_values=snapshot.relax_min_values
+        )
         self.demands: list[Demand] = []
         self.followers: list[Follower] = []
         self._domains: dict[tuple[tuple[PoolOption, ...], str, Requirements], list[str]] = {}

@@ -12,8 +12,9 @@ meets; Karpenter's ``pkg/utils/pdb`` predicts it. The rules, each written once h
   0; the API server answers 429 "still being processed" meanwhile);
 * **unhealthy pods**: under ``unhealthyPodEvictionPolicy: AlwaysAllow`` a pod that is not Ready may
   go whatever the budget says (the API server's test, ``IsPodReady``);
-* only a pod a drain would evict is held by a PDB (``state.pods.is_evictable``): one the drain
-  leaves alone (do-not-disrupt, tolerating the disrupted taint, a mirror pod, terminating) is not.
+* only a pod a drain would evict is held by a PDB (``state.pods.is_evictable``, at the moment the
+  limits are read for): one the drain leaves alone (do-not-disrupt, tolerating the disrupted taint,
+  a mirror pod, terminating) is not.
 
 Two questions are asked of them:
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from nodewright.state.pods import is_evictable
@@ -91,9 +93,10 @@ def budget_of(pdb: Obj) -> Budget:
 
 
 class PdbLimits:
-    """The PodDisruptionBudgets of a World, asked per pod (see the module)."""
+    """The PodDisruptionBudgets of a World, asked per pod at ``now`` (see the module)."""
 
-    def __init__(self, pdbs: Iterable[Obj]) -> None:
+    def __init__(self, pdbs: Iterable[Obj], *, now: datetime) -> None:
+        self.now = now
         self._by_namespace: dict[str, list[Budget]] = defaultdict(list)
         for pdb in pdbs:
             try:
@@ -142,7 +145,7 @@ class PdbLimits:
     def _holding(self, pod: Obj) -> list[Budget] | None:
         """The PDBs that hold the pod back, or None when none can: it is not one the drain evicts,
         no PDB covers it, or an unhealthy pod's only PDB lets it go (AlwaysAllow)."""
-        if not is_evictable(pod):
+        if not is_evictable(pod, self.now):
             return None
         covering = self.covering(pod)
         if not covering:

@@ -13,7 +13,13 @@ Which flow asks which question:
   disruption's simulations: ``is_currently_reschedulable`` (reschedulable, and free to leave now:
   no do-not-disrupt, no PodDisruptionBudget that never lets it go — ``state.pdbs``);
 * termination: ``is_waiting_eviction`` (a pod the node must be rid of before it goes),
-  ``is_evictable`` (one the drain may evict now), ``is_critical`` (its tier).
+  ``is_evictable`` (one the drain may evict now), ``is_critical`` and ``is_daemon`` (its tier).
+
+``karpenter.sh/do-not-disrupt`` is read once, by ``do_not_disrupt_until``: ``"true"`` protects the
+pod for good, a Go duration (``"5m"``) until that long after the kubelet started the pod
+(``status.startTime``, as Karpenter v1.12+ reads it), any other value not at all (Karpenter ignores
+it with an ``InvalidDoNotDisruptAnnotation`` event: ``invalid_do_not_disrupt`` says why). Every
+question that depends on it takes the moment it is asked at.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
+from nodewright.api.durations import DurationError, parse_duration
 from nodewright.api.tolerations import Toleration
 from nodewright.cluster.objects import parse_time
 
@@ -40,6 +47,9 @@ DEFAULT_GRACE_SECONDS = 30
 # Karpenter stops waiting for a pod this long past its deletionTimestamp (deletion + grace period):
 # its kubelet is gone or stuck, and the node must not wait for it for ever.
 STUCK_TERMINATING = timedelta(minutes=1)
+# ``do_not_disrupt_until`` for a protection that never ends ("true", or a duration on a pod whose
+# start the kubelet has not reported yet: Karpenter fails safe there).
+FOREVER = datetime.max.replace(tzinfo=UTC)
 
 
 # --- the questions the flows ask ---------------------------------------------------------------------
@@ -86,56 +96,52 @@ def is_reschedulable(pod: Pod) -> bool:
     )
 
 
-def is_currently_reschedulable(pod: Pod, pdbs: PdbLimits) -> bool:
+def is_currently_reschedulable(pod: Pod, pdbs: PdbLimits, now: datetime) -> bool:
     """A pod of a node that is going which will need a place now (Karpenter's
     ``IsCurrentlyReschedulable``):
 
     * ``is_reschedulable``;
-    * ``is_disruptable`` (no active do-not-disrupt);
+    * ``is_disruptable`` at ``now`` (no active do-not-disrupt);
     * not ``fully_blocked`` by its PodDisruptionBudgets (``state.pdbs``: ``maxUnavailable: 0``,
       ``minAvailable: 100%``, or more than one PDB).
 
     The others may never leave a voluntarily drained node: capacity launched for them would stand
     empty until emptiness removed it, and be launched again the next minute.
     """
-    return is_reschedulable(pod) and is_disruptable(pod) and pdbs.fully_blocked(pod) is None
+    return is_reschedulable(pod) and is_disruptable(pod, now) and pdbs.fully_blocked(pod) is None
 
 
-def is_evictable(pod: Pod) -> bool:
-    """A pod a voluntary drain may evict now:
+def is_evictable(pod: Pod, now: datetime) -> bool:
+    """A pod a voluntary drain may evict now (Karpenter's ``IsEvictable``):
 
     * ``is_active`` (a terminating pod is already leaving);
     * not ``tolerates_disrupted_taint`` (it chose to stay to the end);
     * not ``is_mirror`` (the API server cannot delete it);
-    * not ``has_do_not_disrupt`` (it holds the drain until the deadline; an involuntary
-      termination, where the instance goes anyway, evicts it regardless).
+    * not ``has_do_not_disrupt`` at ``now`` (it holds the drain until its protection ends or the
+      deadline; an involuntary termination, where the instance goes anyway, evicts it regardless).
+
+    DaemonSet pods are evictable: the drain takes them in a last tier (``termination.drain``).
     """
     return (
         is_active(pod)
         and not tolerates_disrupted_taint(pod)
         and not is_mirror(pod)
-        and not has_do_not_disrupt(pod)
+        and not has_do_not_disrupt(pod, now)
     )
 
 
 def is_drainable(pod: Pod, now: datetime) -> bool:
-    """A pod a drain waits for:
+    """A pod a drain waits for (Karpenter's ``IsDrainable``):
 
     * not ``tolerates_disrupted_taint``;
     * not ``is_stuck_terminating`` (terminating a minute past its deletionTimestamp);
-    * not ``is_mirror``;
-    * not ``is_daemon`` — Nodewright's departure: Karpenter evicts DaemonSet pods in a last tier;
-      Nodewright leaves them to go with the node (as the original drain did).
+    * not ``is_mirror``.
 
-    ``has_do_not_disrupt`` pods are drainable: the drain waits for them even though it does not
-    evict them before the deadline.
+    DaemonSet pods are drainable, as in Karpenter: they are evicted last, so log and metrics agents
+    outlive the workload, and the node goes only once they are gone. ``has_do_not_disrupt`` pods are
+    drainable: the drain waits for them even though it does not evict them before the deadline.
     """
-    return (
-        not tolerates_disrupted_taint(pod)
-        and not is_stuck_terminating(pod, now)
-        and not is_mirror(pod)
-        and not is_daemon(pod)
-    )
+    return not tolerates_disrupted_taint(pod) and not is_stuck_terminating(pod, now) and not is_mirror(pod)
 
 
 def is_waiting_eviction(pod: Pod, now: datetime) -> bool:
@@ -143,9 +149,10 @@ def is_waiting_eviction(pod: Pod, now: datetime) -> bool:
     return not is_terminal(pod) and is_drainable(pod, now)
 
 
-def is_disruptable(pod: Pod) -> bool:
-    """A pod that does not veto a voluntary disruption: not (``is_active`` and ``has_do_not_disrupt``)."""
-    return not (is_active(pod) and has_do_not_disrupt(pod))
+def is_disruptable(pod: Pod, now: datetime) -> bool:
+    """A pod that does not veto a voluntary disruption at ``now`` (Karpenter's ``IsDisruptable``):
+    not (``is_active`` and ``has_do_not_disrupt``)."""
+    return not (is_active(pod) and has_do_not_disrupt(pod, now))
 
 
 def as_pending(pod: Pod) -> dict[str, Any]:
@@ -228,9 +235,53 @@ def is_mirror(pod: Pod) -> bool:
     return is_owned_by(pod, "Node", "v1") or MIRROR_ANNOTATION in (_meta(pod).get("annotations") or {})
 
 
-def has_do_not_disrupt(pod: Pod) -> bool:
-    """``karpenter.sh/do-not-disrupt: "true"``."""
-    return (_meta(pod).get("annotations") or {}).get(labels.DO_NOT_DISRUPT) == "true"
+def has_do_not_disrupt(pod: Pod, now: datetime) -> bool:
+    """``karpenter.sh/do-not-disrupt`` protects the pod at ``now`` (see ``do_not_disrupt_until``)."""
+    until = do_not_disrupt_until(pod)
+    return until is not None and now < until
+
+
+def do_not_disrupt_until(pod: Pod) -> datetime | None:
+    """When the pod's ``karpenter.sh/do-not-disrupt`` protection ends (Karpenter's
+    ``IsDoNotDisruptActive``, v1.12+):
+
+    * ``"true"``: never (``FOREVER``);
+    * a positive Go duration (``"5m"``, ``"1h30m"``): that long after ``status.startTime`` (when the
+      kubelet acknowledged the pod); ``FOREVER`` while the pod has no start time yet (fail-safe);
+    * absent, or anything else (``"false"``, ``"soon"``, ``"0s"``, ``"-5m"``): None, no protection
+      (``invalid_do_not_disrupt`` says why; Karpenter ignores such a value with a Warning event).
+    """
+    value = _annotations(pod).get(labels.DO_NOT_DISRUPT)
+    if value is None:
+        return None
+    if value == "true":
+        return FOREVER
+    seconds = _do_not_disrupt_seconds(value)
+    if seconds is None:
+        return None
+    started = parse_time(_status(pod).get("startTime"))
+    return FOREVER if started is None else started + timedelta(seconds=seconds)
+
+
+def invalid_do_not_disrupt(pod: Pod) -> str | None:
+    """Why the pod's ``karpenter.sh/do-not-disrupt`` value is ignored, or None when it is absent,
+    ``"true"`` or a positive duration."""
+    value = _annotations(pod).get(labels.DO_NOT_DISRUPT)
+    if value is None or value == "true" or _do_not_disrupt_seconds(value) is not None:
+        return None
+    return (
+        f"Invalid {labels.DO_NOT_DISRUPT} annotation value {value!r}, ignoring annotation. "
+        "Use 'true' or a duration like '5m', '1h'"
+    )
+
+
+def _do_not_disrupt_seconds(value: str) -> float | None:
+    """A positive Go duration in seconds (Go's ``time.ParseDuration`` accepts a leading ``+``)."""
+    try:
+        seconds = parse_duration(value.removeprefix("+"), allow_never=False)
+    except DurationError:
+        return None
+    return seconds if seconds and seconds > 0 else None
 
 
 def tolerates_disrupted_taint(pod: Pod) -> bool:
@@ -277,6 +328,10 @@ def pending_since(pod: Pod) -> datetime | None:
 
 def _meta(pod: Pod) -> Mapping[str, Any]:
     return pod.get("metadata") or {}
+
+
+def _annotations(pod: Pod) -> Mapping[str, str]:
+    return _meta(pod).get("annotations") or {}
 
 
 def _spec(pod: Pod) -> Mapping[str, Any]:

@@ -94,6 +94,7 @@ class Simulation:
             claims=self.claims,
             volumes=self.volumes,
             storage_classes=self.storage_classes,
+            relax_min_values=self.world.relax_min_values,
         )
         return snapshot, unreadable
 

@@ -57,6 +57,9 @@ class World:
     persistent_volume_claims: list[Obj] = field(default_factory=list)
     storage_classes: list[Obj] = field(default_factory=list)
     cloud: CloudView | None = None
+    # The deployment's minValues policy (Settings.relax_min_values: Karpenter's BestEffort), so every
+    # simulation of this World plans with it: provisioning, an interruption's replacement, disruption.
+    relax_min_values: bool = False
     # Instance types per EC2NodeClass name, shared with worlds derived from this one.
     _instance_types: dict[str, list[InstanceType]] = field(default_factory=dict, init=False, repr=False)
 
@@ -169,7 +172,7 @@ class World:
         """The PodDisruptionBudgets, as the Eviction API and Karpenter read them (``state.pdbs``)."""
         from nodewright.state.pdbs import PdbLimits
 
-        return PdbLimits(self.pdbs)
+        return PdbLimits(self.pdbs, now=self.taken_at)
 
     def going_node_names(self) -> set[str]:
         """The nodes on their way out: the Node or its NodeClaim is being deleted (a termination,
@@ -206,7 +209,7 @@ class World:
         def leaves(pod: Obj, node: str) -> bool:
             if node in regardless:
                 return is_reschedulable(pod)
-            return is_currently_reschedulable(pod, self.pdb_limits)
+            return is_currently_reschedulable(pod, self.pdb_limits, self.taken_at)
 
         # In node-name order: the plan is the same whatever order the set came in.
         return [as_pending(p) for name in sorted(set(going)) for p in self.pods_on(name) if leaves(p, name)]
@@ -297,4 +300,10 @@ def observe(ctx: Context) -> World:
         futures = {name: pool.submit(read) for name, read in readers.items()}
         capacity = {name: future.result() for name, future in futures.items()}
     pods = cluster.list_pods()
-    return World(taken_at=ctx.clock.now(), pods=pods, cloud=ctx.cloud, **capacity)
+    return World(
+        taken_at=ctx.clock.now(),
+        pods=pods,
+        cloud=ctx.cloud,
+        relax_min_values=ctx.settings.relax_min_values,
+        **capacity,
+    )

@@ -1,11 +1,13 @@
 """One drain pass over one node: evict the current tier, delete what the deadline no longer allows.
 
 Which pods a drain waits for, and which it may evict, are ``state.pods`` rules
-(``is_waiting_eviction``, ``is_evictable``); the order is Karpenter's: non-critical pods first,
-then critical ones (``system-cluster-critical`` / ``system-node-critical``), so cluster services
-keep running while the workload moves. A ``karpenter.sh/do-not-disrupt`` pod is not evicted by a
-voluntary termination before its deadline; when the node is going away regardless (an
-interruption) it is evicted like the rest.
+(``is_waiting_eviction``, ``is_evictable``); the order is Karpenter's terminator's: non-critical
+pods, non-critical DaemonSet pods, critical pods (``system-cluster-critical`` /
+``system-node-critical``), then critical DaemonSet pods — each tier only once the ones before it
+are gone — so cluster services keep running while the workload moves, and the node's log and
+metrics agents outlive what they watch. A ``karpenter.sh/do-not-disrupt`` pod is not evicted by a
+voluntary termination while its protection lasts, before the deadline; when the node is going away
+regardless (an interruption) it is evicted like the rest.
 
 A pass never waits: it reads the node's pods, acts, and reports what is left and when the next
 pass is worth making. The caller (``terminate.run``) loops passes within its time budget, so a
@@ -85,7 +87,7 @@ def drain_pass(
         ref = podrules.key(pod)
         if ref in forced or not podrules.is_active(pod):
             continue
-        if not podrules.is_evictable(pod):  # active and waiting eviction: only do-not-disrupt is left
+        if not podrules.is_evictable(pod, now):  # active and waiting eviction: only do-not-disrupt is left
             if not involuntary:
                 result.waiting_do_not_disrupt.append(ref)
                 continue
@@ -98,12 +100,13 @@ def drain_pass(
 
 
 def drain_tiers(pods: list[dict[str, Any]], now: datetime) -> list[list[dict[str, Any]]]:
-    """The pods the node must be rid of (``is_waiting_eviction``), in eviction order: non-critical,
-    then critical. Empty tiers are dropped."""
+    """The pods the node must be rid of (``is_waiting_eviction``), in Karpenter's eviction order:
+    non-critical, non-critical DaemonSet, critical, critical DaemonSet. Empty tiers are dropped."""
     waiting = [p for p in pods if podrules.is_waiting_eviction(p, now)]
     tiers = [
-        [p for p in waiting if not podrules.is_critical(p)],
-        [p for p in waiting if podrules.is_critical(p)],
+        [p for p in waiting if podrules.is_critical(p) is critical and podrules.is_daemon(p) is daemon]
+        for critical in (False, True)
+        for daemon in (False, True)
     ]
     return [tier for tier in tiers if tier]
 

@@ -3,8 +3,16 @@
     begin:  taint karpenter.sh/disrupted:NoSchedule + cordon; record the deadline, reason and
             whether EC2 is taking the instance itself as NodeClaim annotations; delete the NodeClaim
             (its karpenter.sh/termination finalizer keeps it, marked, until we are done)
-    step:   one drain pass; once drained: delete the Node, terminate the instance (unless EC2 is
-            already taking it), remove the Node's and then the NodeClaim's finalizer. When the
+    step:   one drain pass; once drained and the node's VolumeAttachments are gone (or the
+            NodeClaim's terminationGracePeriod has elapsed; ``termination.volumes``): delete the
+            Node, terminate the instance (unless EC2 is taking it: then the NodeClaim stays,
+            deleting, until EC2 has — the record that keeps garbage collection from taking the
+            instance for a leak — or until ``RECLAIM_GRACE_SECONDS`` after the deadline, when we
+            terminate it after all), remove the Node's and then the NodeClaim's finalizer. The
+            NodeClaim's conditions say where it is, as Karpenter's: ``Drained`` (Unknown/Draining,
+            then True), ``VolumesDetached`` (Unknown/AwaitingVolumeDetachment, then True, or
+            False/TerminationGracePeriodElapsed) and ``InstanceTerminating`` (True once the
+            instance is asked to go). When the
             instance is already gone (terminated out of band), finish at once: its kubelet will
             never confirm a pod's deletion, so the pods bound to the node are force-deleted (as
             the pod garbage collector does for a vanished node) and their controllers recreate
@@ -25,11 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
+from nodewright.api.models import DRAINED, INSTANCE_TERMINATING, VOLUMES_DETACHED
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
+from nodewright.cluster.errors import NotFound
 from nodewright.cluster.resources import NODECLAIMS, NODES
 from nodewright.state.world import INVOLUNTARY_ANNOTATION
+from nodewright.termination import conditions
 from nodewright.termination.drain import DrainPass, drain_pass
+from nodewright.termination.volumes import blocking_attachments
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -39,6 +51,9 @@ REASON_ANNOTATION = "nodewright.io/termination-reason"
 INSTANCE_GOING_ANNOTATION = "nodewright.io/instance-going"
 DISRUPTED_TAINT = {"key": labels.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 
+# EC2 reclaims a spot instance at the end of its notice (a reservation's at its end time); one it
+# has not taken this long after the deadline is terminated by us: it is billed, and nobody else will.
+RECLAIM_GRACE_SECONDS = 300.0
 MIN_WAIT_SECONDS = 0.25
 # How often a drain asks EC2 whether the instance still exists (one DescribeInstances).
 INSTANCE_CHECK_SECONDS = 10.0
@@ -65,6 +80,8 @@ class Termination:
     # Every pass's evictions and deletions, for the caller's report (``last_pass`` has one pass's).
     evicted: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    conditions: list[dict[str, Any]] = field(default_factory=list)  # the NodeClaim's, kept current
+    awaiting_volumes: int = 0  # VolumeAttachments the instance waits for (last look)
 
     def summary(self) -> dict[str, Any]:
         last = self.last_pass
@@ -97,6 +114,7 @@ def begin(
     node_name = objects.name_of(node) if node else None
     deadline = _earliest(deadline, _grace_deadline(nodeclaim, ctx.clock.now()))
     term = Termination(claim_name, node_name, instance_id, deadline, involuntary, instance_going, reason)
+    term.conditions = _conditions(nodeclaim)
     if node_name:
         ctx.cluster.taint_node(node_name, [DISRUPTED_TAINT], cordon=True)
         term.history.append("cordoned")
@@ -135,6 +153,7 @@ def from_nodeclaim(nodeclaim: dict[str, Any], node: dict[str, Any] | None, now: 
         involuntary=annotations.get(INVOLUNTARY_ANNOTATION) == "true",
         instance_going=annotations.get(INSTANCE_GOING_ANNOTATION) == "true",
         reason=annotations.get(REASON_ANNOTATION, "NodeClaim deleted"),
+        conditions=_conditions(nodeclaim),
     )
 
 
@@ -162,32 +181,125 @@ def step(ctx: Context, term: Termination) -> Termination:
         term.evicted += term.last_pass.evicted
         term.deleted += term.last_pass.deleted
         if not term.last_pass.drained:
+            _condition(ctx, term, DRAINED, None, "Draining")
             return term
-        term.history.append("drained")
+        if "drained" not in term.history:
+            term.history.append("drained")
+        _condition(ctx, term, DRAINED, True)
         checkpoint("termination.drained")
+        if not _volumes_detached(ctx, term, node):
+            return term
         ctx.cluster.delete_node(term.node or "")
     _finish(ctx, term)
     return term
 
 
-def _finish(ctx: Context, term: Termination) -> None:
-    """Drained: terminate the instance, then let the Node and NodeClaim go (in that order)."""
-    if not term.instance_going:
+def _volumes_detached(ctx: Context, term: Termination, node: dict[str, Any]) -> bool:
+    """Whether the instance may go: none of the node's VolumeAttachments holds it any more
+    (``termination.volumes``), or the NodeClaim's terminationGracePeriod has elapsed. Not asked when
+    EC2 is taking the instance itself: nothing of ours terminates it."""
+    if term.instance_going:
+        return True
+    name = term.node or ""
+    now = ctx.clock.now()
+    attached = [
+        va for va in ctx.cluster.list_volume_attachments() if (va.get("spec") or {}).get("nodeName") == name
+    ]
+    waiting = (  # the pods and their claims are read only when something is attached
+        blocking_attachments(
+            name,
+            attached,
+            ctx.cluster.list_pods_on_node(name),
+            ctx.cluster.list_persistent_volume_claims(),
+            now,
+        )
+        if attached
+        else []
+    )
+    term.awaiting_volumes = len(waiting)
+    if not waiting:
+        _condition(ctx, term, VOLUMES_DETACHED, True)
+        return True
+    if term.deadline is not None and now >= term.deadline:
+        _condition(ctx, term, VOLUMES_DETACHED, False, "TerminationGracePeriodElapsed")
+        return True
+    if _condition(ctx, term, VOLUMES_DETACHED, None, "AwaitingVolumeDetachment"):
+        ctx.cluster.record_event(
+            node,
+            "AwaitingVolumeDetachment",
+            f"Awaiting deletion of {len(waiting)} VolumeAttachments bound to node",
+            event_type="Warning",
+        )
+    return False
+
+
+def _condition(
+    ctx: Context, term: Termination, condition_type: str, status: bool | None, reason: str | None = None
+) -> bool:
+    """Write one of the termination's NodeClaim conditions (``termination.conditions``); True when it
+    changed. A NodeClaim already gone has nothing to say."""
+    if not term.nodeclaim:
+        return False
+    try:
+        return conditions.set_condition(
+            ctx, term.nodeclaim, term.conditions, condition_type, status, reason=reason
+        )
+    except NotFound:
+        return False
+
+
+def _conditions(nodeclaim: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return [dict(c) for c in ((nodeclaim or {}).get("status") or {}).get("conditions") or []]
+
+
+def _finish(ctx: Context, term: Termination, *, instance_gone: bool = False) -> None:
+    """Drained: terminate the instance, then let the Node and NodeClaim go (in that order).
+
+    An instance EC2 is taking (``instance_going``) is left to EC2 while its deadline and
+    ``RECLAIM_GRACE_SECONDS`` last: the Node goes, the NodeClaim stays, deleting, and a later pass
+    (``pending_terminations``) releases it once the instance is gone."""
+    if term.instance_going and not instance_gone and term.instance_id:
+        if not _reclaim_overdue(ctx, term):
+            _release_node(ctx, term)
+            term.history.append("left-for-ec2")
+            term.done = True  # nothing to do until EC2 acts; the NodeClaim keeps the record
+            return
+        ctx.logger.warning(
+            "EC2 has not reclaimed the instance past its deadline: terminating it",
+            extra={"nodeclaim": term.nodeclaim, "instance": term.instance_id, "deadline": str(term.deadline)},
+        )
+        ctx.cloud.delete(term.instance_id)
+        _condition(ctx, term, INSTANCE_TERMINATING, True)
+        term.history.append("instance-terminated")
+        checkpoint("termination.instance-terminated")
+    elif not term.instance_going and not instance_gone:
         if term.instance_id:
             ctx.cloud.delete(term.instance_id)
         elif term.nodeclaim:  # launched but never recorded (a crash): find it by its NodeClaim tag
             ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
+        _condition(ctx, term, INSTANCE_TERMINATING, True)
         term.history.append("instance-terminated")
         checkpoint("termination.instance-terminated")
-    if term.node:
-        ctx.cluster.remove_finalizer(NODES, term.node, labels.TERMINATION_FINALIZER)
-        ctx.cluster.delete_node(term.node)
-        checkpoint("termination.node-released")
+    _release_node(ctx, term)
     if term.nodeclaim:
         ctx.cluster.delete_nodeclaim(term.nodeclaim)  # idempotent; marks it if a resume found it unmarked
         ctx.cluster.remove_finalizer(NODECLAIMS, term.nodeclaim, labels.TERMINATION_FINALIZER)
     term.history.append("removed")
     term.done = True
+
+
+def _release_node(ctx: Context, term: Termination) -> None:
+    if term.node:
+        ctx.cluster.remove_finalizer(NODES, term.node, labels.TERMINATION_FINALIZER)
+        ctx.cluster.delete_node(term.node)
+        checkpoint("termination.node-released")
+
+
+def _reclaim_overdue(ctx: Context, term: Termination) -> bool:
+    """Whether EC2 should have taken the instance by now (no deadline: nothing to wait for)."""
+    if term.deadline is None:
+        return True
+    return ctx.clock.now() >= term.deadline + timedelta(seconds=RECLAIM_GRACE_SECONDS)
 
 
 def _instance_gone(ctx: Context, term: Termination) -> bool:
@@ -219,8 +331,7 @@ def _finish_without_instance(ctx: Context, term: Termination) -> None:
             "instance already gone: pods force-deleted, node and NodeClaim released",
             extra={"nodeclaim": term.nodeclaim, "node": term.node, "instance": term.instance_id},
         )
-    term.instance_going = True  # nothing left to terminate
-    _finish(ctx, term)
+    _finish(ctx, term, instance_gone=True)
 
 
 def run(ctx: Context, terms: list[Termination], *, budget_seconds: float) -> list[Termination]:

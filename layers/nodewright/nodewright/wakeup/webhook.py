@@ -5,18 +5,33 @@ judged before anything is parsed, cheapest check first, and the answer to a stra
 
 1. more than ``RATE_PER_SECOND`` requests per container (bursts of ``BURST``): **429** (the API
    server then applies the webhook's ``failurePolicy: Ignore``);
-2. a path that is not ``/<secret>/admit`` or ``/<secret>/convert``: **404** (the secret compared
-   in constant time; never logged);
+2. a path that is not ``/<secret>/admit`` or ``/<secret>/convert``: **404** (the secrets compared
+   in constant time; never logged, never in an answer);
 3. not a POST: **405**; a body over the path's limit (``MAX_BODY_BYTES``): **413**;
 4. not JSON, or not the review that path takes (``AdmissionReview`` admission.k8s.io/v1 with a
    request uid; ``ConversionReview`` apiextensions.k8s.io/v1): **400**;
 5. an admission review: answered ``allowed: true`` with its uid, always. The provisioner is woken
-   unless this container woke it less than ``COALESCE_SECONDS`` ago (a burst of unschedulable pods
-   is one wake-up, not hundreds) or the request is a dry run. A failed wake-up is logged and
-   counted; the answer is still ``allowed``.
+   when the review is what the wake-up's configuration sends (``wake_reason``: the CREATE of a
+   ``FailedScheduling`` Event about a Pod, or a pod's status update from a pods/status configuration
+   installed before the wake-up moved to Events, with a warning to reinstall), unless this
+   container woke it less than ``COALESCE_SECONDS`` ago (a burst of unschedulable pods is one
+   wake-up, not hundreds) or the request is a dry run. Nothing else in the review is used: the
+   provisioner reads the cluster. A failed wake-up is logged and counted; the answer is still
+   ``allowed``.
 6. a conversion review: ``api.conversion_review.review`` (the stack's node role fills in an
    EC2NodeClass with neither role nor instanceProfile: logged as a warning and recorded in an
    annotation, since a ConversionReview response has no warnings field).
+
+**The secret rotates without an outage.** It is Secrets Manager's: ``AWSCURRENT`` and, after a
+rotation, ``AWSPREVIOUS`` (``PutSecretValue`` moves the labels itself). Both are accepted while the
+current version is younger than ``ROTATION_WINDOW`` (the API server keeps calling the old path
+until ``install-webhooks --apply`` gives it the new one); then the previous one is refused, and an
+operator can end the window at once by removing the ``AWSPREVIOUS`` label (docs/deploy.md). A
+container rereads both at least every ``SECRET_MAX_AGE_SECONDS``, and at most every
+``SECRET_MISS_REFRESH_SECONDS`` when a path matches neither (the new configuration reached the API
+server before this container's cache expired), so warm containers follow a rotation without a
+redeploy and a stranger's guesses cost at most one read per that interval. A container that cannot
+reread keeps what it read last.
 """
 
 from __future__ import annotations
@@ -27,10 +42,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodewright.wakeup.events import wakeup_event
+from nodewright.api.labels import EVENT_COMPONENT, FAILED_SCHEDULING
+from nodewright.wakeup.events import POD_UNSCHEDULABLE, wakeup_event
 
 ADMIT = "admit"
 CONVERT = "convert"
@@ -44,6 +60,22 @@ BURST = 100
 # within Karpenter's batching window (1 s idle) after it, so a closer wake-up adds nothing.
 COALESCE_SECONDS = 1.0
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
+# The secret: reread at least this often by a warm container, and at most this often when a path
+# matches none of the known ones; the previous one accepted while the current is younger than this.
+SECRET_MAX_AGE_SECONDS = 60.0
+SECRET_MISS_REFRESH_SECONDS = 10.0
+ROTATION_WINDOW = timedelta(hours=24)
+MIN_SECRET_LENGTH = 32
+
+
+@dataclass(frozen=True)
+class PathSecrets:
+    """The URL's secret path segment as Secrets Manager holds it: ``AWSCURRENT``, and ``AWSPREVIOUS``
+    with the time the current version was created (None when the secret was never rotated)."""
+
+    current: str
+    previous: str | None = None
+    current_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -95,17 +127,17 @@ class TokenBucket:
 
 
 class Webhook:
-    """One container's webhook: its secret (read once, on the first request), the wake-up it sends,
-    the rate limit and the coalescing clock.
+    """One container's webhook: its secrets (read on the first request, reread as the module says),
+    the wake-up it sends, the rate limit and the coalescing clock.
 
-    ``secret`` returns the URL's secret path segment; ``wake`` sends one wake-up event (an
-    asynchronous Lambda invocation); ``metrics`` is Powertools Metrics.
+    ``secrets`` reads the URL's secret path segments (:class:`PathSecrets`); ``wake`` sends one
+    wake-up event (an asynchronous Lambda invocation); ``metrics`` is Powertools Metrics.
     """
 
     def __init__(
         self,
         *,
-        secret: Callable[[], str],
+        secrets: Callable[[], PathSecrets],
         wake: Callable[[dict[str, Any]], None],
         logger: Any,
         metrics: Any,
@@ -116,8 +148,11 @@ class Webhook:
         limiter: TokenBucket | None = None,
         coalesce_seconds: float = COALESCE_SECONDS,
     ) -> None:
-        self._secret_source = secret
-        self._secret: str | None = None
+        self._secret_source = secrets
+        self._secrets: PathSecrets | None = None
+        self._secrets_read_at = 0.0
+        self._secrets_lock = threading.Lock()
+        self._warned_pods_status = False
         self._wake = wake
         self._log = logger
         self._metrics = metrics
@@ -147,11 +182,10 @@ class Webhook:
         if not self._limiter.take():
             return self._refuse("RateLimited", refusal(429, "Too Many Requests"))
         try:
-            secret = self._secret_value()
+            action = self._route(path)
         except Exception as exc:  # no secret, no way to tell a caller from a stranger
-            self._log.error("the webhook secret cannot be read", extra={"error": str(exc)})
+            self._log.error("the webhook secret cannot be read", extra={"error": _error_text(exc)})
             return self._refuse("SecretUnavailable", refusal(503, "Service Unavailable"))
-        action = _action(path, secret)
         if action is None:
             return self._refuse("NotFound", NOT_FOUND)
         if method.upper() != "POST":
@@ -167,13 +201,41 @@ class Webhook:
             return self._admit(review)
         return self._convert(review)
 
-    def _secret_value(self) -> str:
-        if self._secret is None:
-            value = self._secret_source().strip()
-            if len(value) < 32:
-                raise ValueError("the secret is shorter than 32 characters: not unguessable")
-            self._secret = value
-        return self._secret
+    def _route(self, path: str) -> str | None:
+        """``admit`` or ``convert`` for a path under an accepted secret, else None; a miss rereads
+        the secrets (at most every ``SECRET_MISS_REFRESH_SECONDS``) and tries once more."""
+        action, previous = _action(path, self._accepted(miss=False))
+        if action is None:
+            action, previous = _action(path, self._accepted(miss=True))
+        if action is not None and previous:
+            from aws_lambda_powertools.metrics import MetricUnit
+
+            # The API server still calls the path the rotation replaced: install-webhooks is due.
+            self._metrics.add_metric(name="PreviousSecretRequests", unit=MetricUnit.Count, value=1)
+        return action
+
+    def _accepted(self, *, miss: bool) -> tuple[str, str | None]:
+        """(current, previous while the rotation window is open); reread when too old."""
+        with self._secrets_lock:
+            age = self._monotonic() - self._secrets_read_at
+            due = SECRET_MISS_REFRESH_SECONDS if miss else SECRET_MAX_AGE_SECONDS
+            if self._secrets is None or age >= due:
+                try:
+                    self._secrets = _checked(self._secret_source())
+                except Exception as exc:
+                    from aws_lambda_powertools.metrics import MetricUnit
+
+                    # Alarmed on (WebhookSecretUnreadable): a role, key or secret problem to fix.
+                    self._metrics.add_metric(name="WebhookSecretErrors", unit=MetricUnit.Count, value=1)
+                    if self._secrets is None:
+                        raise
+                    # Keep serving with what was read last; say so (never the values).
+                    self._log.error("the webhook secret cannot be reread", extra={"error": _error_text(exc)})
+                self._secrets_read_at = self._monotonic()
+            secrets = self._secrets
+        since = secrets.current_since
+        in_window = since is not None and self._now() - since < ROTATION_WINDOW
+        return secrets.current, secrets.previous if in_window else None
 
     def _admit(self, review: Any) -> Answer:
         request = review.get("request") if isinstance(review, dict) else None
@@ -184,8 +246,18 @@ class Webhook:
             or not isinstance(request.get("uid"), str)
         ):
             return self._refuse("NotAReview", refusal(400, "not an admission.k8s.io/v1 AdmissionReview"))
-        if not request.get("dryRun"):
-            self._maybe_wake()
+        reason = wake_reason(request)
+        if reason is None:
+            # Not what the wake-up's configuration sends: allowed, and nobody woken for it.
+            self._log.info("review ignored", extra={"resource": _resource_name(request)})
+        elif not request.get("dryRun"):
+            if reason == POD_UNSCHEDULABLE and not self._warned_pods_status:
+                self._warned_pods_status = True
+                self._log.warning(
+                    "the installed wake-up configuration is the pods/status one, which makes "
+                    "kube-scheduler wait for this URL: run nodewright install-webhooks --apply"
+                )
+            self._maybe_wake(reason)
         return Answer(
             200,
             {
@@ -195,7 +267,7 @@ class Webhook:
             },
         )
 
-    def _maybe_wake(self) -> None:
+    def _maybe_wake(self, reason: str) -> None:
         from aws_lambda_powertools.metrics import MetricUnit
 
         with self._wake_lock:
@@ -205,7 +277,7 @@ class Webhook:
                 return
             self._last_wake = now
         try:
-            self._wake(wakeup_event(self._now(), self._region))
+            self._wake(wakeup_event(self._now(), self._region, reason))
         except Exception as exc:  # the schedule still provisions; the next unschedulable pod tries again
             with self._wake_lock:
                 self._last_wake = None
@@ -213,7 +285,7 @@ class Webhook:
             self._metrics.add_metric(name="WakeupErrors", unit=MetricUnit.Count, value=1)
             return
         self._metrics.add_metric(name="Wakeups", unit=MetricUnit.Count, value=1)
-        self._log.info("provisioner woken")
+        self._log.info("provisioner woken", extra={"reason": reason})
 
     def _convert(self, review: Any) -> Answer:
         from nodewright.api import conversion_review
@@ -253,11 +325,65 @@ class Webhook:
         return answer
 
 
-def _action(path: str, secret: str) -> str | None:
-    """``admit`` or ``convert`` for ``/<secret>/<action>``; None for anything else."""
-    parts = path.strip("/").split("/")
-    if len(parts) != 2 or parts[1] not in (ADMIT, CONVERT):
-        # Still compare: a wrong action must not take less time than a wrong secret.
-        hmac.compare_digest(parts[0].encode(), secret.encode())
+def wake_reason(request: dict[str, Any]) -> str | None:
+    """What an admission request says happened, when it is one the wake-up rings for:
+    ``FailedScheduling`` (a scheduler's Event about a Pod, in either group, not Nodewright's own),
+    ``PodUnschedulable`` (a pod's status update: the pods/status configuration), else None."""
+    resource = _mapping(request.get("resource"))
+    obj = _mapping(request.get("object"))
+    if resource.get("resource") == "events" and request.get("operation") == "CREATE":
+        regarding = obj.get("regarding") if "regarding" in obj else obj.get("involvedObject")
+        reporter = obj.get("reportingController") or obj.get("reportingComponent")
+        if (
+            obj.get("reason") == FAILED_SCHEDULING
+            and isinstance(regarding, dict)
+            and regarding.get("kind") == "Pod"
+            and reporter != EVENT_COMPONENT
+        ):
+            return FAILED_SCHEDULING
         return None
-    return parts[1] if hmac.compare_digest(parts[0].encode(), secret.encode()) else None
+    if resource.get("resource") == "pods" and request.get("subResource") == "status":
+        return POD_UNSCHEDULABLE
+    return None
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _resource_name(request: dict[str, Any]) -> str:
+    resource = _mapping(request.get("resource"))
+    name = "/".join(str(resource.get(k) or "") for k in ("group", "version", "resource"))
+    return name[:100]
+
+
+def _checked(secrets: PathSecrets) -> PathSecrets:
+    """``secrets`` with a current one long enough to be unguessable; a short previous one dropped."""
+    current = secrets.current.strip()
+    if len(current) < MIN_SECRET_LENGTH:
+        raise ValueError(f"the secret is shorter than {MIN_SECRET_LENGTH} characters: not unguessable")
+    previous = (secrets.previous or "").strip()
+    return PathSecrets(
+        current, previous if len(previous) >= MIN_SECRET_LENGTH else None, secrets.current_since
+    )
+
+
+def _error_text(exc: Exception) -> str:
+    """An exception's text for a log line: its type and message. AWS's errors name the secret's ARN,
+    never its value (that is only ever in GetSecretValue's response), and this module raises none
+    that holds one."""
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _action(path: str, secrets: tuple[str, str | None]) -> tuple[str | None, bool]:
+    """(``admit`` or ``convert``, whether the previous secret matched) for ``/<secret>/<action>``;
+    (None, False) for anything else. Every candidate is compared, in constant time, whatever
+    matched first: a wrong action or secret takes as long as a right one."""
+    parts = path.strip("/").split("/")
+    given = parts[0].encode()
+    current, previous = secrets
+    matches_current = hmac.compare_digest(given, current.encode())
+    matches_previous = hmac.compare_digest(given, (previous or current).encode()) and previous is not None
+    if len(parts) != 2 or parts[1] not in (ADMIT, CONVERT) or not (matches_current or matches_previous):
+        return None, False
+    return parts[1], not matches_current

@@ -1,0 +1,33 @@
+"""``nodewright bench scheduler-stall`` at a small size, so the benchmark cannot rot: it produces its
+three figures, and every run (the black-holed URL's included) marks every pod and exercises the
+configuration it measures. No timing is asserted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("sandbox-runtime")]
+
+
+def test_bench_scheduler_stall_small_run_marks_every_pod_in_every_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench import scheduler_stall
+
+    runs = scheduler_stall.measure(8, scheduler_stall.PRODUCT, lambda line: None)
+
+    assert set(runs) == {"none", "healthy", "unreachable"}
+    assert all(run.marked == 8 for run in runs.values())
+    assert runs["none"].webhook_calls == 0
+    assert runs["healthy"].webhook_calls >= 1  # the real webhook function answered
+    assert runs["unreachable"].webhook_calls >= 1  # the black hole was connected to
+
+    parser = argparse.ArgumentParser()
+    scheduler_stall.configure(parser)
+    assert scheduler_stall.run(parser.parse_args(["--pods", "4", "--json"])) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(figures) == {"noWebhookPerSecond", "healthyPerSecond", "unreachablePerSecond"}
+    assert all(value > 0 for value in figures.values())
