@@ -61,7 +61,6 @@ class Reservation:
     start: datetime = field(default_factory=lambda: datetime.now(UTC))
     end: datetime | None = None
     cancelled: bool = False
-    tags: dict[str, str] = field(default_factory=dict)
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def state(self, now: datetime) -> str:
@@ -79,6 +78,12 @@ def _reservations(backend: Any) -> dict[str, Reservation]:
     if store is None:
         store = backend.__dict__.setdefault("_sandbox_reservations", {})
     return store
+
+
+def _tags(backend: Any, reservation_id: str) -> dict[str, str]:
+    """A reservation's tags, kept where EC2 keeps every resource's (moto's tag store: CreateTags and
+    DescribeTags see them, and so does the IAM enforcement's ``aws:ResourceTag``)."""
+    return dict(backend.tags.get(reservation_id, {}))
 
 
 def _in_use(backend: Any, reservation_id: str) -> list[Any]:
@@ -134,7 +139,7 @@ def _as_ec2(backend: Any, reservation: Reservation, now: datetime) -> dict[str, 
         "EndDateType": "limited" if reservation.end else "unlimited",
         "InstanceMatchCriteria": reservation.match_criteria,
         "CreateDate": reservation.created,
-        "Tags": [{"Key": k, "Value": v} for k, v in sorted(reservation.tags.items())],
+        "Tags": [{"Key": k, "Value": v} for k, v in sorted(_tags(backend, reservation.id).items())],
         "ReservationType": reservation.reservation_type,
         "Interruptible": False,
     }
@@ -198,10 +203,11 @@ def _create(self: Any) -> Any:
         match_criteria=self._get_param("InstanceMatchCriteria") or "open",
         tenancy=self._get_param("Tenancy") or "default",
         end=_when(end) if end else None,
-        tags=dict(tags),
     )
     with _lock:
         _reservations(backend)[reservation.id] = reservation
+        if tags:
+            backend.create_tags([reservation.id], dict(tags))
     return ActionResult({"CapacityReservation": _as_ec2(backend, reservation, datetime.now(UTC))})
 
 
@@ -223,7 +229,9 @@ def _describe(self: Any) -> Any:
                     f"The capacity reservation ID '{reservation_id}' does not exist",
                 )
         chosen = [known[i] for i in ids] if ids else sorted(known.values(), key=lambda r: r.created)
-        items = [item for r in chosen if _matches(item := _as_ec2(backend, r, now), filters, r.tags)]
+        items = [
+            item for r in chosen if _matches(item := _as_ec2(backend, r, now), filters, _tags(backend, r.id))
+        ]
     start = int(self._get_param("NextToken") or 0)
     size = int(self._get_param("MaxResults") or 1000)
     page = items[start : start + size]
@@ -497,10 +505,11 @@ def add_capacity_block(
         reservation_type=CAPACITY_BLOCK,
         start=start,
         end=end,
-        tags=dict(tags or {}),
     )
     with _lock:
         _reservations(backend)[reservation.id] = reservation
+        if tags:
+            backend.create_tags([reservation.id], dict(tags))
     return reservation.id
 
 

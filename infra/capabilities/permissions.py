@@ -5,8 +5,9 @@ function's role is the union of the *grants* it needs (``FUNCTION_GRANTS``); eac
 list of statements built here:
 
 - ``reads``: the EC2 Describe* calls of the catalog, subnets, security groups, AMIs, launch
-  templates and instances (``READ_ACTIONS``), public AMI parameters (ssm:GetParameter) and
-  eks:DescribeCluster for this cluster;
+  templates, instances and capacity reservations (``READ_ACTIONS``: the reservations an
+  EC2NodeClass selects are offerings, status and drift), public AMI parameters (ssm:GetParameter)
+  and eks:DescribeCluster for this cluster;
 - ``launch``: CreateFleet (instant; EC2 also authorizes RunInstances for it) and
   CreateLaunchTemplate, each only with this cluster's tags on everything it creates; CreateTags
   only as part of those creations; the instance profiles under this cluster's path; PassRole for
@@ -14,7 +15,6 @@ list of statements built here:
 - ``terminate``: TerminateInstances on instances carrying this cluster's tags;
 - ``prune``: DeleteLaunchTemplate on this cluster's launch templates (the provisioner deletes the
   ones no live instance uses, ``provisioning/lifecycle.py``);
-- ``drift``: DescribeCapacityReservations (dynamic drift: is a node's reservation still active);
 - ``prices``: pricing:GetProducts and ec2:DescribeSpotPriceHistory;
 - ``cleanup`` (the custom resource that runs at ``cdk destroy``): read this cluster's endpoint,
   terminate its instances (as ``terminate``), delete its launch templates and instance profiles,
@@ -98,7 +98,6 @@ READ_ACTIONS = (
     "ec2:DescribeSubnets",  # cloud/network.py
 )
 PRICE_READ_ACTIONS = ("ec2:DescribeSpotPriceHistory",)  # cloud/pricing.py
-DRIFT_READ_ACTIONS = ("ec2:DescribeCapacityReservations",)  # cloud/provider.py drift_reason
 CLEANUP_READ_ACTIONS = ("ec2:DescribeLaunchTemplates", "ec2:DescribeInstances")  # cloud/cleanup.py
 # Where the removal at cdk destroy keeps its report (an SSM parameter: it outlives the stack).
 REMOVAL_REPORT_PARAMETER = "/nodewright/{cluster}/removal-report"
@@ -161,12 +160,12 @@ TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
     "pricing": ("dynamodb:Query", "dynamodb:PutItem"),
 }
 # Which grants each function's role holds. Disruption launches the replacements of a consolidation
-# replace or a drift roll (disruption/execute.py launch_replacements, through provisioning's launch)
-# and reads capacity reservations for drift; the interruption paths launch replacements; the
+# replace or a drift roll (disruption/execute.py launch_replacements, through provisioning's launch);
+# the interruption paths launch replacements; the
 # provisioner's lifecycle deletes launch templates no live instance uses.
 FUNCTION_GRANTS: dict[str, tuple[str, ...]] = {
     "provisioner": ("reads", "launch", "terminate", "prune"),
-    "disruption": ("reads", "launch", "terminate", "drift"),
+    "disruption": ("reads", "launch", "terminate"),
     "interruption": ("reads", "launch", "terminate"),
     "spot_events": ("reads", "launch", "terminate"),
     "pricing": ("prices",),
@@ -370,10 +369,6 @@ def prune(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
     return [_delete_owned_launch_templates(inputs.cluster_name)]
 
 
-def drift(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
-    return [_regional("DriftReads", DRIFT_READ_ACTIONS)]
-
-
 def prices(inputs: PolicyInputs) -> list[iam.PolicyStatement]:
     return [
         _regional("SpotPriceHistory", PRICE_READ_ACTIONS),
@@ -434,7 +429,6 @@ GRANTS = {
     "launch": launch,
     "terminate": terminate,
     "prune": prune,
-    "drift": drift,
     "prices": prices,
     "cleanup": cleanup,
     "vpc": vpc,
@@ -496,7 +490,7 @@ def wildcard_resources_for_nag(
                     "GetParameter only (read), on the parameter path the operator named with "
                     "-c amiSsmParameters for their EC2NodeClasses' ssmParameter AMI terms"
                 )
-    if {"reads", "prices", "cleanup", "vpc", "drift"} & set(grants):
+    if {"reads", "prices", "cleanup", "vpc"} & set(grants):
         found["*"] = (
             "EC2 Describe* have no resource-level permissions (limited to this region by "
             "aws:RequestedRegion); pricing:GetProducts and iam:ListInstanceProfiles (read; the call "
