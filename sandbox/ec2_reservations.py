@@ -454,24 +454,34 @@ def install() -> None:
     """Give moto's EC2 the reservations API and launches into reservations (see the module).
 
     Idempotent, and safe beside the sandbox's other moto patches whatever their order: a patch of
-    ours that another module's ``uninstall`` took away (restoring what it found before ours) is put
-    back around what is there now, and our wrappers pass through when one of ours is already on the
-    call stack, so being wrapped twice changes nothing. ``Fleet.__init__`` is left to
-    ``fleet_network``: a capacity-block request is read as an on-demand one by the response."""
+    ours is put in place the first time and whenever moto's own method is back (another module's
+    ``uninstall`` restored it), and left alone when another module's wrapper is there (the fault
+    injector wraps ours once the sandbox is up: wrapping it again made each CreateFleet call itself
+    until Python gave up). Our wrappers pass through when one of ours is already on the call stack.
+    ``Fleet.__init__`` is left to ``fleet_network``: a capacity-block request is read as an
+    on-demand one by the response."""
     from moto.ec2.models.fleets import Fleet
     from moto.ec2.responses import EC2Response
     from moto.ec2.responses.fleets import Fleets
 
     with _lock:
-        if Fleet.create_on_demand_requests is not _create_on_demand_requests:
+        if _needs_wrapping("on_demand", Fleet.create_on_demand_requests, _create_on_demand_requests):
             _installed["on_demand"] = Fleet.create_on_demand_requests
             Fleet.create_on_demand_requests = _create_on_demand_requests  # type: ignore[method-assign]
-        if Fleets.create_fleet is not _fleet_response:
+        if _needs_wrapping("response", Fleets.create_fleet, _fleet_response):
             _installed["response"] = Fleets.create_fleet
             Fleets.create_fleet = _fleet_response  # type: ignore[method-assign]
         EC2Response.create_capacity_reservation = _create  # type: ignore[attr-defined]
         EC2Response.describe_capacity_reservations = _describe  # type: ignore[attr-defined]
         EC2Response.cancel_capacity_reservation = _cancel  # type: ignore[attr-defined]
+
+
+def _needs_wrapping(key: str, current: Any, ours: Any) -> bool:
+    """Whether to put ``ours`` over ``current``: never over itself; the first time; and again when
+    ``current`` is moto's own method (not a wrapper of the sandbox's, which then wraps ours)."""
+    if current is ours:
+        return False
+    return key not in _installed or str(getattr(current, "__module__", "")).startswith("moto.")
 
 
 # --- what an account holds (the sandbox's stand-in for a purchase) ---------------------------------------

@@ -164,12 +164,6 @@ def test_a_pod_lands_in_an_on_demand_capacity_reservation_and_its_node_carries_i
     kube.delete(PODS, "trainer", namespace="default")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open defect: through the provisioner handler the block-selecting pod stays pending ('no "
-    "instance type ... matches the requirements') although CloudProvider.instance_types offers the "
-    "block and scheduling.plan places the same pod on it (checked by hand); not yet found",
-)
 def test_a_capacity_blocks_end_drains_its_node_ahead_of_time(kube: Any, sandbox: Any) -> None:
     now = datetime.now(UTC)
     block = ec2_reservations.add_capacity_block(
@@ -220,6 +214,13 @@ def test_a_capacity_blocks_end_drains_its_node_ahead_of_time(kube: Any, sandbox:
         "Name"
     ]
     assert state in ("shutting-down", "terminated")
-    (klass,) = kube.list(EC2NODECLASSES)
-    listed = {r["id"]: r for r in klass["status"]["capacityReservations"]}
-    assert listed[block]["state"] == "expiring"
+
+    def listed_expiring() -> bool:
+        (klass,) = kube.list(EC2NODECLASSES)
+        listed = {r["id"]: r for r in klass["status"].get("capacityReservations") or []}
+        return block in listed and listed[block]["state"] == "expiring"
+
+    # The status controller reads the terms' reservations again once its minute-old answer expires.
+    wait_for(
+        "the block listed expiring in the EC2NodeClass status", listed_expiring, timeout=120, step=disrupt
+    )

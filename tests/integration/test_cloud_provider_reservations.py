@@ -173,3 +173,33 @@ def test_an_instance_whose_reservation_is_no_longer_selected_has_drifted(ec2: En
     ec2.ec2.describe_capacity_reservations()  # EC2's clock moves on
     after = provider.get(result.instance_id)
     assert (after.capacity_reservation_id, after.capacity_type) == (None, "on-demand")
+
+
+def test_a_capacity_block_bought_while_the_fault_injector_is_installed_still_launches(ec2: Env) -> None:
+    """The sandbox installs the reservations before the fault injector wraps CreateFleet; buying a
+    block afterwards (``add_capacity_block`` installs again) must not wrap the wrapper that wraps
+    it: each CreateFleet recursed until Python gave up and moto answered 500."""
+    from sandbox import faults
+
+    injector = faults.FaultInjector()
+    faults.install(injector)
+    try:
+        now = datetime.now(UTC)
+        block = ec2_reservations.add_capacity_block(
+            "us-east-1",
+            instance_type="m5.large",
+            zone="us-east-1a",
+            count=1,
+            start=now - timedelta(hours=1),
+            end=now + timedelta(hours=3),
+            tags={"team": "ml"},
+        )
+        provider = CloudProvider(ec2.settings)
+        nc = nodeclass(capacityReservationSelectorTerms=TERMS)
+        types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]
+        result = provider.create(
+            request("block-2", nodeclass=nc, instance_types=types, capacity_types=frozenset({"reserved"}))
+        )
+        assert result.reservation_id == block
+    finally:
+        faults.uninstall(injector)
