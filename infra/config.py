@@ -82,6 +82,8 @@ class NodewrightConfig:
     # (SPOT_TO_SPOT_CONSOLIDATION), read by the layer's settings.
     min_values_policy: str = "Strict"
     spot_to_spot_consolidation: bool = False
+    # Karpenter's NodeOverlay feature gate (NODE_OVERLAY; off by default in v1.14, as there).
+    node_overlay: bool = False
     # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
     # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
     vpc_id: str | None = None
@@ -205,6 +207,7 @@ class NodewrightConfig:
             not in ("0", "false", "no", "off"),
             min_values_policy=str(get("minValuesPolicy") or "Strict"),
             spot_to_spot_consolidation=_flag(get("spotToSpotConsolidation"), "spotToSpotConsolidation"),
+            node_overlay=_flag(get("nodeOverlay"), "nodeOverlay"),
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),

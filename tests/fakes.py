@@ -78,7 +78,16 @@ class FakeLease:
         return None
 
 
-KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget", "VolumeAttachment")
+KINDS = (
+    "NodeClaim",
+    "Node",
+    "Pod",
+    "NodePool",
+    "EC2NodeClass",
+    "PodDisruptionBudget",
+    "VolumeAttachment",
+    "NodeOverlay",
+)
 # How finely the fake watch lets the clock move while it waits for a pod.
 WATCH_STEP_SECONDS = 0.25
 
@@ -148,6 +157,9 @@ class FakeCluster:
 
     def list_ec2nodeclasses(self) -> list[Obj]:
         return self._list("EC2NodeClass")
+
+    def list_nodeoverlays(self) -> list[Obj]:
+        return self._list("NodeOverlay")
 
     def list_daemonsets(self) -> list[Obj]:
         return []
@@ -226,6 +238,11 @@ class FakeCluster:
         self.calls.append(f"patch EC2NodeClass {name} status")
         _merge(self.objects["EC2NodeClass"][name], {"status": status})
         return copy.deepcopy(self.objects["EC2NodeClass"][name])
+
+    def patch_nodeoverlay_status(self, name: str, status: Obj) -> Obj:
+        self.calls.append(f"patch NodeOverlay {name} status")
+        _merge(self.objects["NodeOverlay"][name], {"status": status})
+        return copy.deepcopy(self.objects["NodeOverlay"][name])
 
     def add_finalizer(self, resource: Resource, name: str, finalizer: str) -> Obj | None:
         obj = self.objects[resource.kind].get(name)

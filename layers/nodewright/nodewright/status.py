@@ -17,6 +17,11 @@ Per EC2NodeClass (not being deleted), from what EC2 answers now (``CloudProvider
   ``ValidationSucceeded``, Nodewright's informational ``FieldsNotActedOn``, and the root ``Ready``
   (True when every other but ``FieldsNotActedOn`` is; else ``UnhealthyDependents`` naming them).
 
+Per NodeOverlay (with the stack's ``nodeOverlay`` gate, Karpenter's): ``ValidationSucceeded`` as
+Karpenter's nodeoverlay controller writes it (True; False ``RuntimeValidation`` with the errors, or
+``Conflict`` "conflict with another overlay") under the root ``Ready`` (``UnhealthyDependents``), from
+the same resolution every plan applies (``state.overlays``).
+
 Per NodePool: ``status.nodes`` and ``status.resources`` (the capacity of its NodeClaims, ``nodes``
 included, as Karpenter's counter controller sums it), ``nodeClassObservedGeneration``, and the
 conditions of the one NodePool triage (``state.nodepools``), which now sees the EC2NodeClass's
@@ -62,12 +67,14 @@ class StatusReport:
     nodeclasses: list[str] = field(default_factory=list)
     nodepools: list[str] = field(default_factory=list)
     not_ready: dict[str, str] = field(default_factory=dict)
+    nodeoverlays: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
             "nodeclassStatuses": self.nodeclasses,
             "nodepoolStatuses": self.nodepools,
             "nodeclassesNotReady": self.not_ready,
+            "nodeoverlayStatuses": self.nodeoverlays,
         }
 
 
@@ -106,7 +113,31 @@ def reconcile(ctx: Context) -> StatusReport:
             report.nodepools.append(name)
         elif name in verdicts.changed:
             report.nodepools.append(name)
+    if ctx.settings.node_overlay:
+        world.cloud = ctx.cloud
+        world.nodeoverlays = cluster.list_nodeoverlays()
+        _nodeoverlays(ctx, world, report)
     return report
+
+
+def _nodeoverlays(ctx: Context, world: World, report: StatusReport) -> None:
+    """Each NodeOverlay's ``ValidationSucceeded`` and ``Ready`` (see the module), written when changed."""
+    resolution = world.overlays
+    if resolution is None:
+        return
+    for overlay in world.nodeoverlays:
+        name = name_of(overlay)
+        verdict = resolution.verdicts.get(name)
+        if verdict is None:  # a document without a name: the API server never stores one
+            continue
+        status = _Status(overlay, ctx.clock.now())
+        status.put(VALIDATION_SUCCEEDED, verdict.ok, verdict.reason, verdict.message)
+        unhealthy = "" if verdict.ok else f"{VALIDATION_SUCCEEDED}=False"
+        status.put(READY, verdict.ok, READY if verdict.ok else "UnhealthyDependents", unhealthy)
+        wanted = {"conditions": status.conditions}
+        if not _same(overlay.get("status") or {}, wanted):
+            ctx.cluster.patch_nodeoverlay_status(name, wanted)
+            report.nodeoverlays.append(name)
 
 
 def _nodeclass(ctx: Context, nodeclass: Obj, report: StatusReport) -> Obj:

@@ -1,4 +1,4 @@
-"""Every user-facing field of Karpenter v1.14's NodePool, NodeClaim and EC2NodeClass, and whether
+"""Every user-facing field of Karpenter v1.14's NodePool, NodeClaim, EC2NodeClass and NodeOverlay, and whether
 Nodewright acts on it: the one definition the README's feature table, ``nodewright validate``'s
 warnings and the ``FieldsNotActedOn`` status condition are all made from.
 
@@ -29,6 +29,7 @@ ALL_ACTED_ON_REASON = "AllFieldsActedOn"
 NODEPOOL = "NodePool"
 NODECLAIM = "NodeClaim"
 EC2NODECLASS = "EC2NodeClass"
+NODEOVERLAY = "NodeOverlay"
 NODE = "Node"  # the labels, annotations and taints Karpenter puts on a node (table rows only)
 
 WINDOWS_FAMILIES = frozenset({"Windows2019", "Windows2022", "Windows2025"})
@@ -188,6 +189,17 @@ FEATURES: tuple[Feature, ...] = (
         "Ready, AMIsReady, SubnetsReady, SecurityGroupsReady, InstanceProfileReady, ValidationSucceeded, "
         "FieldsNotActedOn",
     ),
+    # --- NodeOverlay (karpenter.sh/v1alpha1; read with the stack's nodeOverlay gate, off by default) ---
+    _y(
+        NODEOVERLAY,
+        "spec.requirements",
+        "matched against each NodePool's instance types and offerings (labels, template labels, nodepool)",
+    ),
+    _y(NODEOVERLAY, "spec.price", "replaces the price of the offerings it selects"),
+    _y(NODEOVERLAY, "spec.priceAdjustment", "+/-N or +/-N% of the offerings' price, never below 0"),
+    _y(NODEOVERLAY, "spec.capacity", "extended resources added to capacity (hugepages less memory)"),
+    _y(NODEOVERLAY, "spec.weight", "highest first; same weight: the later name, a conflict applies nowhere"),
+    _y(NODEOVERLAY, "status.conditions", "Ready, ValidationSucceeded (RuntimeValidation, Conflict)"),
     # --- what Karpenter v1.14 puts on nodes beside the fields (table rows; no document sets them) ---
     _y(NODE, "labels.topology.k8s.aws/zone-id", "on every offering, NodeClaim and Node (from the subnets)"),
     _y(NODE, "labels.karpenter.k8s.aws/ec2nodeclass", "on every NodeClaim and Node; pods may select it"),
