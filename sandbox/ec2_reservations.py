@@ -13,8 +13,10 @@ moto 5.2 has none of this API, so this module adds it to moto's EC2, answering a
   that bought one). A block is ``scheduled`` before its start, ``active`` until its end, then
   ``expired``; from 30 minutes before its end EC2 terminates the instances still in it (done here
   whenever reservations are read or launched into, as EC2 does on its own clock).
-* Launches (CreateFleet's instant fleets, through moto's ``Fleet``): an instance whose launch template
-  targets a reservation (``CapacityReservationSpecification.CapacityReservationTarget``) runs in it
+* Launches (CreateFleet's instant fleets, through moto's ``Fleet``), the overrides tried in the
+  order of the fleet's on-demand allocation strategy (``sandbox.ec2_fleet_allocation``): an
+  instance whose launch template targets a reservation
+  (``CapacityReservationSpecification.CapacityReservationTarget``) runs in it
   only if the reservation is active, of the instance's type and zone, and has a free slot; else the
   fleet answers ``ReservationCapacityExceeded`` (full) or ``InvalidParameterCombination`` (another
   type or zone) for that override and tries the next, as EC2 does. A Capacity Block needs the fleet's
@@ -36,6 +38,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from sandbox import ec2_fleet_allocation
 
 CAPACITY_BLOCK = "capacity-block"
 RECLAIM_BEFORE_END = timedelta(minutes=30)  # EC2 starts terminating a block's instances then
@@ -356,9 +360,13 @@ def _place(
 
 
 def _create_on_demand_requests(self: Any, weight_to_add: float) -> None:
-    """moto's on-demand fulfilment with reservations: the launch specs in order until one launches."""
+    """moto's on-demand fulfilment as EC2's: the launch specs in the order the fleet's allocation
+    strategy gives them (``sandbox.ec2_fleet_allocation``; moto took the first), each launched into the
+    reservation it targets or matches, until one launches."""
     backend = self.ec2_backend
     now = datetime.now(UTC)
+    strategy = (self.on_demand_options or {}).get("AllocationStrategy")
+    self.launch_specs = ec2_fleet_allocation.order(self.launch_specs, strategy, backend.region_name)
     block_fleet = bool(getattr(_block_fleet, "on", False))
     if not _reservations(backend) and not block_fleet:
         return _installed["on_demand"](self, weight_to_add)

@@ -203,3 +203,26 @@ def test_a_capacity_block_bought_while_the_fault_injector_is_installed_still_lau
         assert result.reservation_id == block
     finally:
         faults.uninstall(injector)
+
+
+def test_a_capacity_block_fleet_names_no_on_demand_allocation(ec2: Env) -> None:
+    """As Karpenter's fleet builder: OnDemandOptions only for on-demand and On-Demand Capacity
+    Reservations; a capacity-block fleet carries no on-demand allocation strategy."""
+    now = datetime.now(UTC)
+    ec2_reservations.add_capacity_block(
+        "us-east-1",
+        instance_type="m5.large",
+        zone="us-east-1a",
+        count=1,
+        start=now - timedelta(hours=1),
+        end=now + timedelta(hours=3),
+        tags={"team": "ml"},
+    )
+    provider = CloudProvider(ec2.settings)
+    nc = nodeclass(capacityReservationSelectorTerms=TERMS)
+    types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]
+    spy = FleetSpy(provider.ec2)
+    provider.create(
+        request("block-3", nodeclass=nc, instance_types=types, capacity_types=frozenset({"reserved"}))
+    )
+    assert "OnDemandOptions" not in spy.calls[-1]

@@ -80,6 +80,9 @@ class LaunchRequest:
     # The capacity reservations a ``reserved`` launch may target (``karpenter.k8s.aws/capacity-
     # reservation-id In [...]``: the ones the plan holds a slot in); None: any the candidates offer.
     reservation_ids: frozenset[str] | None = None
+    # A NodeOverlay priced the candidates (the NodeClaim's karpenter.sh/price-overlay-applied): EC2
+    # must launch in the order of those prices (prioritized), not its own list prices (lowest-price).
+    prioritized: bool = False
 
 
 @dataclass(frozen=True)
@@ -317,6 +320,21 @@ def _one_reservation_type(
         if kept:
             narrowed.append((min(o.price for o in kept), order, name, kept))
     return narrowed
+
+
+def _allocation(
+    capacity_type: str, prioritized: bool, reservations: Mapping[str, RawOffering]
+) -> dict[str, Any]:
+    """CreateFleet's allocation options, as Karpenter's fleet builder sets them: spot
+    ``price-capacity-optimized``, on-demand (and an On-Demand Capacity Reservation) ``lowest-price``;
+    with a NodeOverlay's prices (``prioritized``) ``capacity-optimized-prioritized`` and ``prioritized``,
+    so EC2 follows the overrides' Priority, not its own prices. A Capacity Block takes neither."""
+    if capacity_type == SPOT:
+        strategy = "capacity-optimized-prioritized" if prioritized else "price-capacity-optimized"
+        return {"SpotOptions": {"AllocationStrategy": strategy}}
+    if any(o.reservation_type == CAPACITY_BLOCK for o in reservations.values()):
+        return {}
+    return {"OnDemandOptions": {"AllocationStrategy": "prioritized" if prioritized else "lowest-price"}}
 
 
 def _fleet_capacity_type(capacity_type: str, reservations: Mapping[str, RawOffering]) -> str:
@@ -732,7 +750,11 @@ class CloudProvider:
                     template, {"LaunchTemplateSpecification": template_spec, "Overrides": []}
                 )
                 prices[(name, offering.zone)] = offering.price
-                config["Overrides"].append({"InstanceType": name, "SubnetId": subnets[offering.zone].id})
+                # The price as the plan ranked it (a NodeOverlay's included): EC2 honours it with a
+                # prioritized allocation strategy, lower first, as Karpenter's overrides carry it.
+                config["Overrides"].append(
+                    {"InstanceType": name, "SubnetId": subnets[offering.zone].id, "Priority": offering.price}
+                )
         instance_tags = {
             **tags,
             TAG_NODECLAIM: request.nodeclaim_name,
@@ -757,10 +779,7 @@ class CloudProvider:
         }
         if nc.context:
             params["Context"] = nc.context
-        if capacity_type == SPOT:
-            params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-        else:
-            params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        params.update(_allocation(capacity_type, request.prioritized, reservation_by_template))
         return FleetRequest(
             params=params,
             capacity_type=capacity_type,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
+from nodewright.api.overlays import PRICE_OVERLAY_APPLIED
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
@@ -130,6 +131,7 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
         startup_taints=list(spec.get("startupTaints") or []),
         kubelet=_kubelet_overrides(claim) or None,
         reservation_ids=frozenset(reservations) if reservations is not None else None,
+        prioritized=(meta.get("annotations") or {}).get(PRICE_OVERLAY_APPLIED) == "true",
     )
 
 

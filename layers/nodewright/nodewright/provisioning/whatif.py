@@ -185,8 +185,8 @@ class _ReadOnlyPass:
     cluster: Any
     cloud: _OfflineCloud
     clock: _WallClock = field(default_factory=_WallClock)
-    # The deployment settings a World takes: Karpenter's default minValues policy (Strict); the cluster's
-    # NodeOverlays are read (a plan shows what they do: the deployment acts on them with its nodeOverlay gate).
+    # The deployment settings a World takes: Karpenter's default minValues policy (Strict); the
+    # cluster's NodeOverlays are read (a plan shows what they do; the functions need the nodeOverlay gate).
     settings: Any = field(default_factory=lambda: SimpleNamespace(relax_min_values=False, node_overlay=True))
 
 

@@ -86,6 +86,8 @@ class Offering:
     reservation_type: str = ""
     interruptible: bool = False
     reservation_capacity: int = 0
+    # A NodeOverlay set this price (Karpenter's ``IsPriceOverlaid``): the launch then ranks by it.
+    price_overlaid: bool = False
 
     def label(self, key: str) -> str | None:
         """The value this offering gives a reservation label (``None``: the node has no such label)."""

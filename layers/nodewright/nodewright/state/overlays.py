@@ -256,7 +256,7 @@ def _changed(instance_type: InstanceType, update: _TypeUpdate) -> InstanceType:
     """A copy of the type with the update's prices and capacity (the original is shared by the other
     NodePools and must stay as the cloud answered)."""
     offerings = tuple(
-        replace(o, price=adjusted_price(o.price, price.change))
+        replace(o, price=adjusted_price(o.price, price.change), price_overlaid=True)
         if (price := update.prices.get(offering_key(o)))
         else o
         for o in instance_type.offerings
