@@ -24,6 +24,11 @@ moto 5.2 has none of this API, so this module adds it to moto's EC2, answering a
   instances report ``InstanceLifecycle: capacity-block``. An untargeted on-demand instance that
   matches an active ``open`` reservation with a free slot runs in it (EC2's open matching).
   DescribeInstances then shows ``CapacityReservationId`` and ``CapacityReservationSpecification``.
+* Interruptible Capacity Reservations (lent by an ODCR owner of the organization;
+  :func:`add_interruptible_reservation`): ``Interruptible: true``, launched into only by an instant
+  fleet of ``DefaultTargetCapacityType: reserved-capacity`` whose ``ReservedCapacityOptions`` name
+  ``interruptible-capacity-reservation`` (any other fleet targeting one is refused), never matched
+  as ``open``; their instances' lifecycle is ``interruptible-capacity-reservation``.
 
 :func:`install` patches moto (idempotent, never undone: with no reservation in an account, moto
 answers as before);
@@ -48,7 +53,12 @@ _LIVE = ("pending", "running", "stopping", "stopped")
 _lock = threading.RLock()
 _installed: dict[str, Callable[..., Any]] = {}
 _fleet_errors = threading.local()  # errors of the fleet being built, for its response
-_block_fleet = threading.local()  # the fleet being built asked for capacity-block
+# The reserved capacity the fleet being built asked for: ``kind`` None (on-demand), ``capacity-block``
+# or ``reserved-capacity``; ``types``: a reserved-capacity fleet's ReservedCapacityOptions.ReservationTypes.
+_fleet_target = threading.local()
+RESERVED_CAPACITY = "reserved-capacity"
+INTERRUPTIBLE = "interruptible-capacity-reservation"
+RESERVATION_TYPES = ("on-demand-capacity-reservation", CAPACITY_BLOCK, INTERRUPTIBLE)
 
 
 @dataclass
@@ -65,6 +75,9 @@ class Reservation:
     start: datetime = field(default_factory=lambda: datetime.now(UTC))
     end: datetime | None = None
     cancelled: bool = False
+    # Interruptible: capacity an ODCR owner of the organization lends (EC2's
+    # CreateInterruptibleCapacityReservationAllocation) and can take back with a 2-minute notice.
+    interruptible: bool = False
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def state(self, now: datetime) -> str:
@@ -145,7 +158,7 @@ def _as_ec2(backend: Any, reservation: Reservation, now: datetime) -> dict[str, 
         "CreateDate": reservation.created,
         "Tags": [{"Key": k, "Value": v} for k, v in sorted(_tags(backend, reservation.id).items())],
         "ReservationType": reservation.reservation_type,
-        "Interruptible": False,
+        "Interruptible": reservation.interruptible,
     }
     if reservation.end is not None:
         item["EndDate"] = reservation.end
@@ -293,18 +306,36 @@ def _refusal(spec: Any, code: str, message: str, lifecycle: str) -> dict[str, An
     }
 
 
+def _reservation_type_of(reservation: Reservation) -> str:
+    """The word a reserved-capacity fleet's ReservationTypes uses for the kind of this reservation."""
+    if reservation.interruptible:
+        return INTERRUPTIBLE
+    return CAPACITY_BLOCK if reservation.reservation_type == CAPACITY_BLOCK else RESERVATION_TYPES[0]
+
+
 def _place(
-    backend: Any, spec: Any, block_fleet: bool, now: datetime
+    backend: Any, spec: Any, fleet: tuple[str | None, frozenset[str]], now: datetime
 ) -> tuple[Reservation | None, dict | None]:
-    """(the reservation this launch spec's instance runs in, or the fleet error refusing it)."""
+    """(the reservation this launch spec's instance runs in, or the fleet error refusing it);
+    ``fleet``: the fleet's reserved kind and a reserved-capacity fleet's reservation types."""
+    kind, reservation_types = fleet
+    block_fleet = kind == CAPACITY_BLOCK
     data = _template_data(backend, spec)
     target = (
         (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
     ).get("CapacityReservationId")
     market = (data.get("InstanceMarketOptions") or {}).get("MarketType")
-    lifecycle = CAPACITY_BLOCK if block_fleet else "on-demand"
+    lifecycle = CAPACITY_BLOCK if block_fleet else INTERRUPTIBLE if kind == RESERVED_CAPACITY else "on-demand"
     zone = backend.get_subnet(spec.subnet_id).availability_zone if spec.subnet_id else ""
     reservations = _reservations(backend)
+    if kind == RESERVED_CAPACITY and not target:
+        return None, _refusal(
+            spec,
+            "InvalidParameterCombination",
+            "A reserved-capacity fleet launches only into the Capacity Reservations its launch templates "
+            "target",
+            lifecycle,
+        )
     if block_fleet and (not target or market != CAPACITY_BLOCK):
         return None, _refusal(
             spec,
@@ -320,6 +351,24 @@ def _place(
                 spec,
                 "InvalidCapacityReservationId.NotFound",
                 f"The capacity reservation ID '{target}' does not exist",
+                lifecycle,
+            )
+        if kind == RESERVED_CAPACITY and _reservation_type_of(reservation) not in reservation_types:
+            return None, _refusal(
+                spec,
+                "InvalidParameterCombination",
+                f"The Capacity Reservation {target} is of a reservation type "
+                f"({_reservation_type_of(reservation)}) the fleet's ReservedCapacityOptions do not name "
+                f"({', '.join(sorted(reservation_types))})",
+                lifecycle,
+            )
+        if reservation.interruptible and kind != RESERVED_CAPACITY:
+            return None, _refusal(
+                spec,
+                "InvalidParameterCombination",
+                f"Launching into the interruptible Capacity Reservation {target} needs an instant fleet of "
+                "DefaultTargetCapacityType reserved-capacity with ReservedCapacityOptions naming "
+                "interruptible-capacity-reservation",
                 lifecycle,
             )
         if (reservation.reservation_type == CAPACITY_BLOCK) != (market == CAPACITY_BLOCK):
@@ -351,6 +400,7 @@ def _place(
         if (
             reservation.match_criteria == "open"
             and reservation.reservation_type != CAPACITY_BLOCK
+            and not reservation.interruptible
             and reservation.instance_type == spec.instance_type
             and reservation.zone == zone
             and _available(backend, reservation, now) > 0
@@ -367,8 +417,8 @@ def _create_on_demand_requests(self: Any, weight_to_add: float) -> None:
     now = datetime.now(UTC)
     strategy = (self.on_demand_options or {}).get("AllocationStrategy")
     self.launch_specs = ec2_fleet_allocation.order(self.launch_specs, strategy, backend.region_name)
-    block_fleet = bool(getattr(_block_fleet, "on", False))
-    if not _reservations(backend) and not block_fleet:
+    fleet = (getattr(_fleet_target, "kind", None), getattr(_fleet_target, "types", frozenset()))
+    if not _reservations(backend) and fleet[0] is None:
         return _installed["on_demand"](self, weight_to_add)
     errors: list[dict[str, Any]] = []
     launched = 0
@@ -377,7 +427,7 @@ def _create_on_demand_requests(self: Any, weight_to_add: float) -> None:
         for spec in self.launch_specs:
             if launched >= weight_to_add:
                 break
-            reservation, error = _place(backend, spec, block_fleet, now)
+            reservation, error = _place(backend, spec, fleet, now)
             if error is not None:
                 errors.append(error)
                 continue
@@ -411,6 +461,8 @@ def _create_on_demand_requests(self: Any, weight_to_add: float) -> None:
                     }
                     if reservation.reservation_type == CAPACITY_BLOCK:
                         instance.lifecycle = CAPACITY_BLOCK  # InstanceLifecycle: capacity-block
+                    elif reservation.interruptible:
+                        instance.lifecycle = INTERRUPTIBLE
                 self.on_demand_instances.append({"id": result.id, "instance": instance, "launch_spec": spec})
                 launched += 1
         self.fulfilled_capacity += launched
@@ -434,14 +486,24 @@ def _fleet_response(self: Any) -> Any:
     _fleet_errors.errors = []
     read = self._get_param
 
+    options = read("ReservedCapacityOptions") or {}
+    target_type = (read("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType")
+    if options and target_type != RESERVED_CAPACITY:
+        from moto.ec2.exceptions import EC2ClientError
+
+        _fleet_errors.errors = None
+        raise EC2ClientError(
+            "InvalidParameterCombination",
+            "ReservedCapacityOptions can be specified only with DefaultTargetCapacityType reserved-capacity",
+        )
+
     def get_param(name: str, if_none: Any = None) -> Any:
-        # A capacity-block fleet is fulfilled as an on-demand one, from Capacity Blocks only.
+        # A capacity-block or reserved-capacity fleet is fulfilled as an on-demand one, from the
+        # reservations its templates target only.
         value = read(name, if_none)
-        if (
-            name == "TargetCapacitySpecification"
-            and (value or {}).get("DefaultTargetCapacityType") == CAPACITY_BLOCK
-        ):
-            _block_fleet.on = True
+        if name == "TargetCapacitySpecification" and target_type in (CAPACITY_BLOCK, RESERVED_CAPACITY):
+            _fleet_target.kind = target_type
+            _fleet_target.types = frozenset(options.get("ReservationTypes") or RESERVATION_TYPES)
             return {**value, "DefaultTargetCapacityType": "on-demand"}
         return value
 
@@ -451,7 +513,8 @@ def _fleet_response(self: Any) -> Any:
         errors = list(_fleet_errors.errors)
     finally:
         _fleet_errors.errors = None
-        _block_fleet.on = False
+        _fleet_target.kind = None
+        _fleet_target.types = frozenset()
         del self._get_param
     if errors and hasattr(result, "result") and isinstance(result.result, dict):
         result.result["Errors"] = [*(result.result.get("Errors") or []), *errors]
@@ -531,6 +594,41 @@ def add_capacity_block(
     return reservation.id
 
 
+def add_interruptible_reservation(
+    region: str,
+    *,
+    instance_type: str,
+    zone: str,
+    count: int,
+    owner_id: str = "210987654321",
+    tags: dict[str, str] | None = None,
+    account_id: str | None = None,
+) -> str:
+    """An interruptible Capacity Reservation lent to the account (what the owner's
+    ``CreateInterruptibleCapacityReservationAllocation`` makes of its ODCR's unused instances, seen
+    from the organization's other accounts): its id."""
+    from moto.backends import get_backend
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    install()
+    backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
+    reservation = Reservation(
+        id=f"cr-{secrets.token_hex(9)[:17]}",
+        owner_id=owner_id,
+        instance_type=instance_type,
+        platform="Linux/UNIX",
+        zone=zone,
+        total=count,
+        match_criteria="targeted",
+        interruptible=True,
+    )
+    with _lock:
+        _reservations(backend)[reservation.id] = reservation
+        if tags:
+            backend.create_tags([reservation.id], dict(tags))
+    return reservation.id
+
+
 def reservations_in(region: str, account_id: str | None = None) -> Iterable[Reservation]:
     """Every reservation of the account in the region (tests look at what EC2 holds)."""
     from moto.backends import get_backend
@@ -541,4 +639,12 @@ def reservations_in(region: str, account_id: str | None = None) -> Iterable[Rese
         return list(_reservations(backend).values())
 
 
-__all__ = ["CAPACITY_BLOCK", "Reservation", "add_capacity_block", "install", "reservations_in"]
+__all__ = [
+    "CAPACITY_BLOCK",
+    "INTERRUPTIBLE",
+    "Reservation",
+    "add_capacity_block",
+    "add_interruptible_reservation",
+    "install",
+    "reservations_in",
+]

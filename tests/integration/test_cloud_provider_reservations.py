@@ -226,3 +226,58 @@ def test_a_capacity_block_fleet_names_no_on_demand_allocation(ec2: Env) -> None:
         request("block-3", nodeclass=nc, instance_types=types, capacity_types=frozenset({"reserved"}))
     )
     assert "OnDemandOptions" not in spy.calls[-1]
+
+
+def test_an_interruptible_reservation_is_launched_into_by_a_reserved_capacity_fleet(ec2: Env) -> None:
+    """Karpenter's reserved launch into an interruptible Capacity Reservation: a reserved-capacity
+    instant fleet naming interruptible-capacity-reservation (EC2 refuses any other fleet into it); the
+    instance is labelled interruptible."""
+    rid = ec2_reservations.add_interruptible_reservation(
+        "us-east-1", instance_type="m5.large", zone="us-east-1b", count=1, tags={"team": "ml"}
+    )
+    provider = CloudProvider(ec2.settings)
+    nc = nodeclass(capacityReservationSelectorTerms=TERMS)
+    types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]
+    (offering,) = reserved(provider, nc, "m5.large")
+    assert offering.interruptible
+    spy = FleetSpy(provider.ec2)
+
+    result = provider.create(
+        request("iodcr-1", nodeclass=nc, instance_types=types, capacity_types=frozenset({"reserved"}))
+    )
+
+    assert (result.reservation_id, result.interruptible) == (rid, True)
+    params = spy.calls[-1]
+    assert params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "reserved-capacity"
+    assert params["ReservedCapacityOptions"] == {"ReservationTypes": ["interruptible-capacity-reservation"]}
+    assert "OnDemandOptions" not in params
+    raw = ec2.ec2.describe_instances(InstanceIds=[result.instance_id])["Reservations"][0]["Instances"][0]
+    assert raw["InstanceLifecycle"] == "interruptible-capacity-reservation"
+    assert provider.get(result.instance_id).capacity_type == "reserved"
+
+
+def test_the_sandboxs_ec2_refuses_an_on_demand_fleet_into_an_interruptible_reservation(ec2: Env) -> None:
+    rid = ec2_reservations.add_interruptible_reservation(
+        "us-east-1", instance_type="m5.large", zone="us-east-1b", count=1
+    )
+    template = ec2.ec2.create_launch_template(
+        LaunchTemplateName="iodcr-on-demand",
+        LaunchTemplateData={
+            "ImageId": "ami-12c6146b",
+            "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": rid}},
+        },
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    answer = ec2.ec2.create_fleet(
+        Type="instant",
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"},
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": "$Latest"},
+                "Overrides": [{"InstanceType": "m5.large", "SubnetId": ec2.subnets["us-east-1b"]}],
+            }
+        ],
+    )
+    assert not answer.get("Instances")
+    (error,) = answer["Errors"]
+    assert error["ErrorCode"] == "InvalidParameterCombination"
+    assert "reserved-capacity" in error["ErrorMessage"]

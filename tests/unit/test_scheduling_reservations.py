@@ -108,3 +108,43 @@ def test_an_exhausted_or_expiring_reservation_is_not_offered() -> None:
     (claim,) = result.new_claims
     assert claim.requirements.get(wk.CAPACITY_RESERVATION_ID) is None
     assert claim.instance_types[0].name == "m6g.large"  # the cheapest on-demand type
+
+
+def test_a_nodeclaim_holds_one_kind_of_reservation_the_uninterruptible_one_on_a_tie() -> None:
+    """One CreateFleet launches into one kind (ODCR, Capacity Block or interruptible reservation):
+    with an ODCR and an interruptible reservation priced alike, the NodeClaim holds the ODCR only."""
+    from nodewright.scheduling import instance_type_from_ec2
+    from test_scheduling_support import ec2_info
+
+    def offering(rid: str, zone: str, interruptible: bool) -> Offering:
+        return Offering(
+            zone,
+            RESERVED,
+            0.096 / 10_000_000,
+            True,
+            reservation_id=rid,
+            reservation_type="default",
+            interruptible=interruptible,
+            reservation_capacity=1,
+        )
+
+    m5 = instance_type_from_ec2(
+        ec2_info("m5.large"),
+        [
+            Offering("us-east-1a", "on-demand", 0.096),
+            offering("cr-lent", "us-east-1a", True),
+            offering("cr-own", "us-east-1b", False),
+        ],
+    )
+    result = plan(
+        Snapshot(
+            pods(2, BIG),
+            [
+                nodepool(
+                    instance_types=[m5], requirements=requirements(**{wk.CAPACITY_TYPE: ("In", ["reserved"])})
+                )
+            ],
+        )
+    )
+    held = [sorted(c.requirements.get(wk.CAPACITY_RESERVATION_ID).values) for c in result.new_claims]
+    assert held == [["cr-own"], ["cr-lent"]]  # the ODCR first, then (its slot used) the lent one

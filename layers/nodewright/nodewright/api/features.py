@@ -216,7 +216,8 @@ FEATURES: tuple[Feature, ...] = (
     _y(
         NODE,
         "labels.karpenter.k8s.aws/capacity-reservation-*",
-        "id, type (default, capacity-block), interruptible, on every node launched into a reservation",
+        "id, type (default, capacity-block), interruptible, on every node launched into a reservation; "
+        "an interruptible reservation is launched into by a reserved-capacity fleet",
     ),
 )
 

@@ -38,7 +38,14 @@ from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec
 from nodewright.cloud.network import NetworkResolver, Subnet
 from nodewright.cloud.nodeclass import NodeClass
 from nodewright.cloud.pricetable import PriceTable
-from nodewright.cloud.reservations import CAPACITY_BLOCK, CapacityReservation, ReservationResolver
+from nodewright.cloud.reservations import (
+    CAPACITY_BLOCK,
+    INTERRUPTIBLE_RESERVATION,
+    RESERVED_CAPACITY,
+    CapacityReservation,
+    ReservationResolver,
+    reservation_kind,
+)
 from nodewright.cloud.state import state_store
 from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
@@ -306,17 +313,20 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
 def _one_reservation_type(
     entries: Sequence[tuple[float, int, str, list[RawOffering]]],
 ) -> list[tuple[float, int, str, list[RawOffering]]]:
-    """The reserved candidates narrowed to one reservation type: CreateFleet's
-    ``DefaultTargetCapacityType`` is ``on-demand`` for On-Demand Capacity Reservations and
-    ``capacity-block`` for Capacity Blocks, never both. The type of the cheapest offering wins, a
-    Capacity Block on a tie (Karpenter's capacity-block design)."""
+    """The reserved candidates narrowed to one kind of reservation: CreateFleet's
+    ``DefaultTargetCapacityType`` is ``on-demand`` for On-Demand Capacity Reservations,
+    ``capacity-block`` for Capacity Blocks and ``reserved-capacity`` for interruptible ones, one per
+    fleet. The kind of the cheapest offering wins (``scheduling.reservations.kind_order`` breaks a tie,
+    as the plan did)."""
+    from nodewright.scheduling.reservations import kind_order
+
     offerings = [o for entry in entries for o in entry[3]]
     if not offerings:
         return []
-    chosen = min(offerings, key=lambda o: (o.price, o.reservation_type != CAPACITY_BLOCK)).reservation_type
+    chosen = reservation_kind(min(offerings, key=lambda o: (o.price, *kind_order(o))))
     narrowed = []
     for _price, order, name, usable in entries:
-        kept = [o for o in usable if o.reservation_type == chosen]
+        kept = [o for o in usable if reservation_kind(o) == chosen]
         if kept:
             narrowed.append((min(o.price for o in kept), order, name, kept))
     return narrowed
@@ -328,10 +338,14 @@ def _allocation(
     """CreateFleet's allocation options, as Karpenter's fleet builder sets them: spot
     ``price-capacity-optimized``, on-demand (and an On-Demand Capacity Reservation) ``lowest-price``;
     with a NodeOverlay's prices (``prioritized``) ``capacity-optimized-prioritized`` and ``prioritized``,
-    so EC2 follows the overrides' Priority, not its own prices. A Capacity Block takes neither."""
+    so EC2 follows the overrides' Priority, not its own prices. A Capacity Block takes neither; an
+    interruptible Capacity Reservation its ``ReservedCapacityOptions``."""
     if capacity_type == SPOT:
         strategy = "capacity-optimized-prioritized" if prioritized else "price-capacity-optimized"
         return {"SpotOptions": {"AllocationStrategy": strategy}}
+    if any(o.interruptible for o in reservations.values()):
+        # EC2 Fleet launches into interruptible Capacity Reservations only as reserved capacity.
+        return {"ReservedCapacityOptions": {"ReservationTypes": [INTERRUPTIBLE_RESERVATION]}}
     if any(o.reservation_type == CAPACITY_BLOCK for o in reservations.values()):
         return {}
     return {"OnDemandOptions": {"AllocationStrategy": "prioritized" if prioritized else "lowest-price"}}
@@ -339,9 +353,12 @@ def _allocation(
 
 def _fleet_capacity_type(capacity_type: str, reservations: Mapping[str, RawOffering]) -> str:
     """CreateFleet's ``DefaultTargetCapacityType``: a reserved launch is ``on-demand`` into an On-Demand
-    Capacity Reservation (its templates target it), ``capacity-block`` into a Capacity Block."""
+    Capacity Reservation (its templates target it), ``capacity-block`` into a Capacity Block,
+    ``reserved-capacity`` into an interruptible Capacity Reservation."""
     if capacity_type != RESERVED:
         return capacity_type
+    if any(o.interruptible for o in reservations.values()):
+        return RESERVED_CAPACITY
     blocks = any(o.reservation_type == CAPACITY_BLOCK for o in reservations.values())
     return "capacity-block" if blocks else ON_DEMAND
 

@@ -45,6 +45,20 @@ NOT_FOUND_CODES = frozenset(
 )
 
 
+# An interruptible Capacity Reservation (capacity an ODCR owner lends inside the organization, taken
+# back with a 2-minute notice) is launched into by a ``reserved-capacity`` instant fleet whose
+# ``ReservedCapacityOptions`` name this reservation type; its instances' lifecycle is the same word.
+RESERVED_CAPACITY = "reserved-capacity"
+INTERRUPTIBLE_RESERVATION = "interruptible-capacity-reservation"
+
+
+def reservation_kind(offering: Any) -> tuple[str, bool]:
+    """What one CreateFleet can launch into together: the reservation type and whether it is
+    interruptible (an ODCR, a Capacity Block and an interruptible reservation each need their own
+    ``DefaultTargetCapacityType``)."""
+    return str(offering.reservation_type or DEFAULT), bool(offering.interruptible)
+
+
 def reserved_price(on_demand_price: float) -> float:
     """What a reserved offering of a type costs in a plan (see the module)."""
     return on_demand_price / RESERVED_PRICE_DIVISOR
@@ -222,10 +236,13 @@ __all__ = [
     "DEFAULT",
     "EXPIRATION_LEAD",
     "EXPIRING",
+    "INTERRUPTIBLE_RESERVATION",
+    "RESERVED_CAPACITY",
     "CapacityReservation",
     "ReservationResolver",
     "clear_caches",
     "from_ec2",
     "queries",
+    "reservation_kind",
     "reserved_price",
 ]

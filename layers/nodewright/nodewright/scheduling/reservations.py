@@ -5,10 +5,11 @@ prefers the types a reservation holds; but a reservation takes only so many inst
 (``Offering.reservation_capacity``, from EC2's ``AvailableInstanceCount``). After the packing,
 ``allocate`` walks the new NodeClaims in plan order and gives each one slot in every reservation its
 candidates could launch into that still has one (Karpenter reserves every compatible offering for a
-NodeClaim, so the launch may try all of them and never over-launches any), of one reservation type
-only: CreateFleet's ``DefaultTargetCapacityType`` is ``on-demand`` for an On-Demand Capacity
-Reservation and ``capacity-block`` for a Capacity Block, never both; the type of the cheapest
-reserved offering wins, a Capacity Block on a tie (Karpenter's capacity-block design).
+NodeClaim, so the launch may try all of them and never over-launches any), of one kind only:
+CreateFleet's ``DefaultTargetCapacityType`` is ``on-demand`` for an On-Demand Capacity Reservation,
+``capacity-block`` for a Capacity Block and ``reserved-capacity`` for an interruptible reservation,
+one per fleet; the kind of the cheapest reserved offering wins, a Capacity Block on a tie (Karpenter's
+capacity-block design), then a reservation that cannot be taken back.
 
 * A NodeClaim that holds reservations is narrowed to them: ``karpenter.sh/capacity-type In
   [reserved]``, ``karpenter.k8s.aws/capacity-reservation-id In [...]``, the candidates that have one
@@ -23,6 +24,8 @@ Pure: a plan in, the same plan narrowed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from nodewright.api import labels as wk
 from nodewright.scheduling.requirements import Requirement
 from nodewright.scheduling.results import CandidateType, NewClaim, Plan
@@ -31,6 +34,12 @@ CAPACITY_BLOCK = "capacity-block"
 EXHAUSTED = (
     "every capacity reservation its NodePool allows is in use (karpenter.sh/capacity-type reserved only)"
 )
+
+
+def kind_order(offering: Any) -> tuple[bool, bool]:
+    """Among reserved offerings of one price, the kind preferred: a Capacity Block (Karpenter's
+    capacity-block design), then capacity that cannot be taken back before an interruptible one."""
+    return offering.reservation_type != CAPACITY_BLOCK, bool(offering.interruptible)
 
 
 def allocate(plan: Plan) -> None:
@@ -66,9 +75,13 @@ def _hold(claim: NewClaim, remaining: dict[str, int]) -> frozenset[str]:
     ]
     if not open_offerings:
         return frozenset()
-    cheapest = min(open_offerings, key=lambda o: (o.price, o.reservation_type != CAPACITY_BLOCK))
+    cheapest = min(
+        open_offerings, key=lambda o: (o.price, o.reservation_type != CAPACITY_BLOCK, o.interruptible)
+    )
     held = frozenset(
-        o.reservation_id for o in open_offerings if o.reservation_type == cheapest.reservation_type
+        o.reservation_id
+        for o in open_offerings
+        if (o.reservation_type, o.interruptible) == (cheapest.reservation_type, cheapest.interruptible)
     )
     for reservation in held:
         remaining[reservation] -= 1
@@ -103,4 +116,4 @@ def _narrow(claim: NewClaim, held: frozenset[str]) -> NewClaim | None:
     return claim
 
 
-__all__ = ["EXHAUSTED", "allocate"]
+__all__ = ["EXHAUSTED", "allocate", "kind_order"]
