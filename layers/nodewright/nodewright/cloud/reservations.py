@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -79,6 +79,8 @@ class CapacityReservation:
     end_time: datetime | None = None
     interruptible: bool = False
     tenancy: str = "default"
+    tags: Mapping[str, str] = field(default_factory=dict)
+    ec2_state: str = ACTIVE  # EC2's State (a live query asks for active ones only)
 
     def state(self, now: datetime) -> str:
         """``expiring`` for a Capacity Block within ``EXPIRATION_LEAD`` of its end, else ``active``."""
@@ -132,6 +134,12 @@ def from_ec2(raw: Mapping[str, Any]) -> CapacityReservation | None:
         end_time=end if isinstance(end, datetime) else None,
         interruptible=bool(raw.get("Interruptible")),
         tenancy=str(raw.get("Tenancy") or "default"),
+        tags={
+            str(t.get("Key")): str(t.get("Value", ""))
+            for t in raw.get("Tags") or []
+            if isinstance(t, Mapping)
+        },
+        ec2_state=str(raw.get("State") or ACTIVE),
     )
 
 
@@ -226,6 +234,69 @@ class ReservationResolver:
             request["NextToken"] = token
 
 
+def selected_by(
+    terms: Sequence[Mapping[str, Any]], reservations: Iterable[CapacityReservation], now: datetime
+) -> list[CapacityReservation]:
+    """What ``queries(terms)`` would answer from these reservations, without EC2 (``nodewright plan``
+    over a saved DescribeCapacityReservations answer): the active ones not yet ended that a term
+    selects, by id. The same rules as the filters a live query sends."""
+    chosen: dict[str, CapacityReservation] = {}
+    for reservation in reservations:
+        if reservation.ec2_state != ACTIVE or (reservation.end_time and reservation.end_time <= now):
+            continue
+        if any(_term_selects(term, reservation) for term in terms):
+            chosen[reservation.id] = reservation
+    return [chosen[key] for key in sorted(chosen)]
+
+
+def _term_selects(term: Mapping[str, Any], reservation: CapacityReservation) -> bool:
+    if term.get("id"):
+        return reservation.id == str(term["id"])
+    tags = term.get("tags") or {}
+    criteria = term.get("instanceMatchCriteria")
+    if not tags and not criteria:
+        return False  # as ``queries``: such a term sends no query
+    if term.get("ownerID") and reservation.owner_id != str(term["ownerID"]):
+        return False
+    for key, value in tags.items():
+        if value == "*" and key not in reservation.tags:
+            return False
+        if value != "*" and reservation.tags.get(key) != str(value):
+            return False
+    return not criteria or reservation.match_criteria == criteria
+
+
+class SavedAnswerError(ValueError):
+    """A saved DescribeCapacityReservations answer that cannot be read; the message says where."""
+
+
+def from_saved_answer(doc: Mapping[str, Any], source: str) -> list[CapacityReservation]:
+    """The reservations of a saved DescribeCapacityReservations answer: the mapping
+    ``aws ec2 describe-capacity-reservations --output json`` prints (``{"CapacityReservations": [...]}``),
+    each item as EC2 gives it. An item without its id, type or zone raises ``SavedAnswerError``."""
+    items = doc.get("CapacityReservations")
+    if not isinstance(items, list):
+        raise SavedAnswerError(f"{source}: CapacityReservations must be a list of EC2's reservation items")
+    found = []
+    for index, raw in enumerate(items):
+        fields = ("CapacityReservationId", "InstanceType", "AvailabilityZone")
+        missing = [k for k in fields if not raw.get(k)] if isinstance(raw, Mapping) else list(fields)
+        if missing:
+            raise SavedAnswerError(
+                f"{source}: CapacityReservations[{index}] lacks {', '.join(missing) or 'its fields'}; "
+                "save the answer of aws ec2 describe-capacity-reservations --output json"
+            )
+        reservation = from_ec2(raw)
+        if reservation is not None:
+            found.append(reservation)
+    return found
+
+
+def is_saved_answer(doc: Any) -> bool:
+    """Whether a document is a saved DescribeCapacityReservations answer (not a Kubernetes object)."""
+    return isinstance(doc, Mapping) and "CapacityReservations" in doc and "kind" not in doc
+
+
 def clear_caches() -> None:
     _QUERIES.clear()
 
@@ -240,9 +311,13 @@ __all__ = [
     "RESERVED_CAPACITY",
     "CapacityReservation",
     "ReservationResolver",
+    "SavedAnswerError",
     "clear_caches",
     "from_ec2",
+    "from_saved_answer",
+    "is_saved_answer",
     "queries",
     "reservation_kind",
     "reserved_price",
+    "selected_by",
 ]

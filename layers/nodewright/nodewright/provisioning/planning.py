@@ -48,6 +48,8 @@ class ClaimPlan:
     # A NodeOverlay priced one of its candidates: the NodeClaim says so, and its launch ranks the
     # candidates by their overlaid prices (Karpenter's price-overlay-applied).
     price_overlay: bool = False
+    reservation_ids: list[str] = field(default_factory=list)  # the capacity reservations it holds a slot in
+    overlays: list[str] = field(default_factory=list)  # the NodeOverlays that priced its cheapest candidate
 
 
 @dataclass
@@ -117,6 +119,9 @@ def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
         startup_taints=[_taint(t) for t in claim.startup_taints],
         min_values_relaxed=claim.min_values_relaxed,
         price_overlay=any(o.price_overlaid for c in kept for o in c.offerings),
+        reservation_ids=sorted(held.values)
+        if (held := claim.requirements.get(labels.CAPACITY_RESERVATION_ID))
+        else [],
     )
 
 
