@@ -570,28 +570,17 @@ def add_capacity_block(
     account_id: str | None = None,
 ) -> str:
     """A Capacity Block the account bought (EC2's ``PurchaseCapacityBlock`` of an offering): its id."""
-    from moto.backends import get_backend
-    from moto.core import DEFAULT_ACCOUNT_ID
-
-    install()
-    backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
-    reservation = Reservation(
-        id=f"cr-{secrets.token_hex(9)[:17]}",
-        owner_id=backend.account_id,
+    return _hold(
+        region,
+        account_id,
+        tags,
         instance_type=instance_type,
-        platform="Linux/UNIX",
         zone=zone,
         total=count,
-        match_criteria="targeted",
         reservation_type=CAPACITY_BLOCK,
         start=start,
         end=end,
     )
-    with _lock:
-        _reservations(backend)[reservation.id] = reservation
-        if tags:
-            backend.create_tags([reservation.id], dict(tags))
-    return reservation.id
 
 
 def add_interruptible_reservation(
@@ -607,6 +596,14 @@ def add_interruptible_reservation(
     """An interruptible Capacity Reservation lent to the account (what the owner's
     ``CreateInterruptibleCapacityReservationAllocation`` makes of its ODCR's unused instances, seen
     from the organization's other accounts): its id."""
+    return _hold(
+        region, account_id, tags, instance_type=instance_type, zone=zone, total=count, owner_id=owner_id,
+        interruptible=True,
+    )  # fmt: skip
+
+
+def _hold(region: str, account_id: str | None, tags: dict[str, str] | None, **fields: Any) -> str:
+    """A targeted reservation the account holds without having created it through the API."""
     from moto.backends import get_backend
     from moto.core import DEFAULT_ACCOUNT_ID
 
@@ -614,13 +611,10 @@ def add_interruptible_reservation(
     backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
     reservation = Reservation(
         id=f"cr-{secrets.token_hex(9)[:17]}",
-        owner_id=owner_id,
-        instance_type=instance_type,
+        owner_id=fields.pop("owner_id", backend.account_id),
         platform="Linux/UNIX",
-        zone=zone,
-        total=count,
         match_criteria="targeted",
-        interruptible=True,
+        **fields,
     )
     with _lock:
         _reservations(backend)[reservation.id] = reservation

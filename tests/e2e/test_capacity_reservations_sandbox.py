@@ -10,19 +10,17 @@ with ``sandbox.ec2_reservations``), through the real provisioner and disruption 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from handler_calls import disrupt, node_of, provision, wait_for
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 
 from sandbox import ec2_reservations
 from sandbox.aws import aws_client
-from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.workloads import nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("capacity-reservations-e2e")]
@@ -62,42 +60,6 @@ def kube(sandbox: Any) -> Iterator[Any]:
     patch.undo()
 
 
-def wait_for(
-    what: str, check: Callable[[], bool], timeout: float = 90.0, step: Callable[[], Any] | None = None
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        if step is not None:
-            step()
-        time.sleep(0.2)
-
-
-def release() -> None:
-    from nodewright.cluster import connect
-    from nodewright.settings import Settings
-
-    connect(Settings.from_env()).set_call_deadline(None)
-
-
-def provision() -> dict[str, Any]:
-    app = load_function("provisioner")
-    with provisioner_invocation(8) as context:
-        answer = app.handler(scheduled_event(), context)
-    release()
-    return answer
-
-
-def disrupt() -> dict[str, Any]:
-    from nodewright.disruption import flow
-
-    app = load_function("disruption")
-    answer = app.handler(scheduled_event(), LambdaContext(flow.SAFETY_MARGIN_SECONDS + 8))
-    release()
-    return answer
-
-
 def pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
     container = {
         "name": "c",
@@ -110,13 +72,6 @@ def pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
         "spec": {"containers": [container], **spec},
     }
-
-
-def node_of(kube: Any, name: str) -> dict[str, Any] | None:
-    found = next((p for p in kube.list(PODS, namespace="default") if p["metadata"]["name"] == name), None)
-    if not found or found["status"].get("phase") != "Running":
-        return None
-    return next((n for n in kube.list(NODES) if n["metadata"]["name"] == found["spec"]["nodeName"]), None)
 
 
 def test_a_pod_lands_in_an_on_demand_capacity_reservation_and_its_node_carries_its_labels(

@@ -9,16 +9,14 @@ the NodeClaim says the overlay priced it, and the overlay is Ready.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from handler_calls import disrupt, node_of, provision, wait_for
 from nodewright.api import labels
-from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEOVERLAYS, NODEPOOLS, NODES, PODS
+from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEOVERLAYS, NODEPOOLS, PODS
 
-from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.workloads import nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("nodeoverlay-e2e")]
@@ -67,38 +65,6 @@ def kube(sandbox: Any) -> Iterator[Any]:
     patch.undo()
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
-
-
-def release() -> None:
-    from nodewright.cluster import connect
-    from nodewright.settings import Settings
-
-    connect(Settings.from_env()).set_call_deadline(None)
-
-
-def provision() -> dict[str, Any]:
-    app = load_function("provisioner")
-    with provisioner_invocation(8) as context:
-        answer = app.handler(scheduled_event(), context)
-    release()
-    return answer
-
-
-def disrupt() -> dict[str, Any]:
-    from nodewright.disruption import flow
-
-    app = load_function("disruption")
-    answer = app.handler(scheduled_event(), LambdaContext(flow.SAFETY_MARGIN_SECONDS + 8))
-    release()
-    return answer
-
-
 def pod(name: str) -> dict[str, Any]:
     container = {
         "name": "c",
@@ -111,13 +77,6 @@ def pod(name: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
         "spec": {"containers": [container]},
     }
-
-
-def node_of(kube: Any, name: str) -> dict[str, Any] | None:
-    found = next((p for p in kube.list(PODS, namespace="default") if p["metadata"]["name"] == name), None)
-    if not found or found["status"].get("phase") != "Running":
-        return None
-    return next((n for n in kube.list(NODES) if n["metadata"]["name"] == found["spec"]["nodeName"]), None)
 
 
 def land(kube: Any, name: str) -> dict[str, Any]:

@@ -45,6 +45,20 @@ def odcr(env: Env, instance_type: str = "m5.large", zone: str = "us-east-1b", co
     )["CapacityReservation"]["CapacityReservationId"]
 
 
+def bought_block(ends_in: timedelta) -> str:
+    """A one-instance m5.large Capacity Block in us-east-1a, started an hour ago, tagged team=ml."""
+    now = datetime.now(UTC)
+    return ec2_reservations.add_capacity_block(
+        "us-east-1",
+        instance_type="m5.large",
+        zone="us-east-1a",
+        count=1,
+        start=now - timedelta(hours=1),
+        end=now + ends_in,
+        tags={"team": "ml"},
+    )
+
+
 def reserved(provider: CloudProvider, nc: dict[str, Any], name: str) -> list[Any]:
     (found,) = [t for t in provider.instance_types(nc) if t.name == name]
     return [o for o in found.offerings if o.capacity_type == "reserved"]
@@ -101,16 +115,7 @@ def test_a_reserved_launch_targets_the_reservation_and_a_full_one_is_marked_unav
 
 
 def test_a_capacity_block_launches_with_its_market_type_into_a_capacity_block_fleet(ec2: Env) -> None:
-    now = datetime.now(UTC)
-    block = ec2_reservations.add_capacity_block(
-        "us-east-1",
-        instance_type="m5.large",
-        zone="us-east-1a",
-        count=1,
-        start=now - timedelta(hours=1),
-        end=now + timedelta(hours=3),
-        tags={"team": "ml"},
-    )
+    block = bought_block(timedelta(hours=3))
     provider = CloudProvider(ec2.settings)
     nc = nodeclass(capacityReservationSelectorTerms=TERMS)
     types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]
@@ -132,16 +137,7 @@ def test_a_capacity_block_launches_with_its_market_type_into_a_capacity_block_fl
 
 
 def test_a_capacity_block_is_expiring_from_forty_minutes_before_its_end(ec2: Env) -> None:
-    now = datetime.now(UTC)
-    ec2_reservations.add_capacity_block(
-        "us-east-1",
-        instance_type="m5.large",
-        zone="us-east-1a",
-        count=1,
-        start=now - timedelta(hours=1),
-        end=now + timedelta(minutes=39),
-        tags={"team": "ml"},
-    )
+    bought_block(timedelta(minutes=39))
     provider = CloudProvider(ec2.settings)
     nc = nodeclass(capacityReservationSelectorTerms=TERMS)
 
@@ -184,16 +180,7 @@ def test_a_capacity_block_bought_while_the_fault_injector_is_installed_still_lau
     injector = faults.FaultInjector()
     faults.install(injector)
     try:
-        now = datetime.now(UTC)
-        block = ec2_reservations.add_capacity_block(
-            "us-east-1",
-            instance_type="m5.large",
-            zone="us-east-1a",
-            count=1,
-            start=now - timedelta(hours=1),
-            end=now + timedelta(hours=3),
-            tags={"team": "ml"},
-        )
+        block = bought_block(timedelta(hours=3))
         provider = CloudProvider(ec2.settings)
         nc = nodeclass(capacityReservationSelectorTerms=TERMS)
         types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]
@@ -208,16 +195,7 @@ def test_a_capacity_block_bought_while_the_fault_injector_is_installed_still_lau
 def test_a_capacity_block_fleet_names_no_on_demand_allocation(ec2: Env) -> None:
     """As Karpenter's fleet builder: OnDemandOptions only for on-demand and On-Demand Capacity
     Reservations; a capacity-block fleet carries no on-demand allocation strategy."""
-    now = datetime.now(UTC)
-    ec2_reservations.add_capacity_block(
-        "us-east-1",
-        instance_type="m5.large",
-        zone="us-east-1a",
-        count=1,
-        start=now - timedelta(hours=1),
-        end=now + timedelta(hours=3),
-        tags={"team": "ml"},
-    )
+    bought_block(timedelta(hours=3))
     provider = CloudProvider(ec2.settings)
     nc = nodeclass(capacityReservationSelectorTerms=TERMS)
     types = [t for t in provider.instance_types(nc) if t.name == "m5.large"]

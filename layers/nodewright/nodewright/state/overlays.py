@@ -132,10 +132,13 @@ def resolve(overlays: Iterable[NodeOverlay], pools: Mapping[str, PoolFacts]) -> 
     own: dict[tuple[str, str], Requirements] = {}  # a type's requirements in a NodePool, built once
     for overlay in by_precedence(overlays):
         errors = runtime_errors(overlay)
+        try:
+            wanted = Requirements.from_k8s(overlay.requirements)
+        except (TypeError, ValueError) as exc:  # what no API server stores; a manifest may hold it
+            errors.append(str(exc))
         if errors:
             resolution.verdicts[overlay.name] = Verdict(False, REASON_RUNTIME_VALIDATION, "; ".join(errors))
             continue
-        wanted = Requirements.from_k8s(overlay.requirements)
         selected = {
             pool: [
                 (t, found) for t in facts.instance_types if (found := _selected(pool, facts, t, wanted, own))

@@ -144,7 +144,7 @@ class World:
 
             pools = {
                 name_of(p): PoolFacts(
-                    ((p.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {},
+                    (((p.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {},
                     self.instance_types(nodeclass_name(p)),
                 )
                 for p in self.nodepools
