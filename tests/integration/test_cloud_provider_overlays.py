@@ -5,7 +5,6 @@ Priority the overlaid price, as Karpenter's fleet builder does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,9 +20,9 @@ __all__ = ["env", "moto_catalog"]
 
 
 @pytest.fixture
-def ec2(env: Env) -> Iterator[Env]:
+def ec2(env: Env) -> Env:
     ec2_reservations.install()  # the sandbox's EC2: fleets allocate by their strategy
-    yield env
+    return env
 
 
 def candidates(provider: CloudProvider) -> list[Any]:

@@ -127,7 +127,8 @@ def test_a_saved_reservation_the_nodeclass_selects_is_used_for_its_free_slots(tm
     assert claim["capacityTypes"] == ["reserved"]
     assert claim["instanceTypes"] == ["m5.xlarge"]
     others = [c for c in result["nodeClaims"] if not c["capacityReservations"]]
-    assert len(others) == 2 and all(c["capacityTypes"] == ["on-demand"] for c in others)
+    assert len(others) == 2
+    assert all(c["capacityTypes"] == ["on-demand"] for c in others)
     assert [r["id"] for r in result["capacityReservations"]] == [
         "cr-0aaaaaaaaaaaaaaa1",
         "cr-0bbbbbbbbbbbbbbb2",

@@ -93,11 +93,13 @@ def test_the_higher_weight_sets_the_price_and_capacities_of_both_are_merged() ->
     (m5,) = [t for t in resolution.apply("default", catalog()) if t.name == "m5.large"]
     (original,) = [t for t in catalog() if t.name == "m5.large"]
     assert prices([m5], "m5.large", "on-demand") == {round(0.096 * 0.8, 6)}
-    assert m5.capacity["custom-device/gpu"] == 1 and m5.allocatable["custom-device/gpu"] == 1
+    assert m5.capacity["custom-device/gpu"] == 1
+    assert m5.allocatable["custom-device/gpu"] == 1
     assert m5.capacity["hugepages-2Mi"] == 50 * MIB
     # Hugepages are taken out of the memory pods can use, as Karpenter's allocatable does.
     assert m5.allocatable["memory"] == original.allocatable["memory"] - 50 * MIB
-    assert resolution.verdicts["overlay-a"].ok and resolution.verdicts["overlay-b"].ok
+    assert resolution.verdicts["overlay-a"].ok
+    assert resolution.verdicts["overlay-b"].ok
     assert resolution.applied("default", "m5.large").names == ["overlay-a", "overlay-b"]
 
 
@@ -131,7 +133,8 @@ def test_overlays_of_one_weight_on_different_resources_do_not_conflict() -> None
     )
     two = overlay("price", requirements=[on(wk.INSTANCE_TYPE, "m5.large")], price="0.05")
     resolution = resolve([one, two], POOLS)
-    assert resolution.verdicts["fuse"].ok and resolution.verdicts["price"].ok
+    assert resolution.verdicts["fuse"].ok
+    assert resolution.verdicts["price"].ok
 
 
 def test_precedence_is_weight_then_the_later_name() -> None:
@@ -194,7 +197,8 @@ def test_an_extended_resource_only_an_overlay_declares_can_be_scheduled() -> Non
     an overlay adding it to m5 types, the plan places it on one."""
     fuse = spec(cpu=500, memory_mib=512, extra={"smarter-devices/fuse": 1})
     without = plan(Snapshot(pods(1, fuse), [nodepool()]))
-    assert not without.new_claims and without.unschedulable
+    assert not without.new_claims
+    assert without.unschedulable
 
     devices = overlay(
         "fuse", requirements=[on(wk.INSTANCE_FAMILY, "m5")], capacity={"smarter-devices/fuse": "2"}
