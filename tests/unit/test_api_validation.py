@@ -469,11 +469,23 @@ def test_ami_family_enum() -> None:
     )
 
 
-def test_windows_family_is_accepted_and_said_not_acted_on() -> None:
-    doc = nodeclass(amiFamily="Windows2022", amiSelectorTerms=[{"id": "ami-1"}])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"amiFamily": "Windows2022", "amiSelectorTerms": [{"id": "ami-1"}]},
+        {"amiSelectorTerms": [{"alias": "windows2025@latest"}]},
+        {"amiFamily": "Windows2019", "amiSelectorTerms": [{"alias": "windows2019@latest"}]},
+    ],
+)
+def test_windows_families_and_aliases_are_acted_on(spec: dict[str, object]) -> None:
+    doc = nodeclass(**spec)
     assert errors(doc) == []
-    (message,) = warnings(doc)
-    assert message.startswith("spec.amiFamily = Windows2019/2022/2025: not acted on: Windows nodes")
+    assert warnings(doc) == []
+
+
+def test_a_pinned_windows_alias_is_refused_as_karpenter_refuses_it() -> None:
+    (message,) = errors(nodeclass(amiSelectorTerms=[{"alias": "windows2022@v20250101"}]))
+    assert message.endswith("windows families may only specify version 'latest'")
 
 
 def test_kubelet_rules() -> None:
