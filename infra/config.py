@@ -76,6 +76,9 @@ class NodewrightConfig:
     # The API server's wake-up (function URL + webhook, infra/capabilities/wakeup.py); false: pods
     # wait for the minute schedule.
     wakeup: bool = True
+    # Static NodePools (spec.replicas) are run: Karpenter v1.14's StaticCapacity feature gate, off by
+    # default there as here.
+    static_capacity: bool = False
     # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
     # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
     vpc_id: str | None = None
@@ -193,6 +196,7 @@ class NodewrightConfig:
             tracing=str(get("tracing") or "false").lower() in ("1", "true", "yes"),
             wakeup=str(get("wakeup") if get("wakeup") is not None else "true").lower()
             not in ("0", "false", "no", "off"),
+            static_capacity=str(get("staticCapacity") or "false").lower() in ("1", "true", "yes", "on"),
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),

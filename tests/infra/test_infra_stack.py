@@ -249,6 +249,7 @@ def test_environment_matches_the_settings_the_layer_reads(default_synth: Synth) 
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
     assert env["POWERTOOLS_SERVICE_NAME"] == metrics.service_name("demo")
     assert env["NODEWRIGHT_TRACING"] == "false"
+    assert env["STATIC_CAPACITY"] == "false"  # Karpenter v1.14's StaticCapacity gate is off by default
     assert env["STATE_TABLE"]["Ref"].startswith("AutoscalerStateTable")
     assert env["INTERRUPTION_QUEUE_URL"]["Ref"].startswith("AutoscalerInterruptionsQueue")
     # every variable the stack sets is one the layer (or Powertools) reads: no dead configuration
@@ -271,6 +272,7 @@ def test_variant_context_reaches_the_functions(variant_synth: Synth) -> None:
             continue
         assert env["REBALANCE_MODE"] == "event-only"
         assert env["POLL_INTERVAL_SECONDS"] == "2"
+        assert env["STATIC_CAPACITY"] == "true"
         assert env["NODE_ROLE"] == "MyNodeRole"
 
 

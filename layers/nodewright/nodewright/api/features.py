@@ -93,10 +93,12 @@ FEATURES: tuple[Feature, ...] = (
     _y(NODEPOOL, "spec.disruption.budgets", "nodes, schedule, duration, reasons"),
     _y(NODEPOOL, "spec.limits"),
     _y(NODEPOOL, "spec.weight"),
-    _no(
+    _y(
         NODEPOOL,
         "spec.replicas",
-        "static NodePools are not run: the NodePool provisions for pending pods like any other",
+        "static NodePools with -c staticCapacity=true (Karpenter's StaticCapacity gate, off by default): "
+        "that many nodes whatever the pods, kubectl scale, limits.nodes; no pending pod, consolidation or "
+        "emptiness touches them, drift replaces one for one",
     ),
     _y(NODEPOOL, "status.resources", "written every minute (the disruption function)"),
     _y(NODEPOOL, "status.nodes"),
@@ -205,6 +207,13 @@ FEATURES: tuple[Feature, ...] = (
         "labels.karpenter.k8s.aws/capacity-reservation-*",
         "capacity reservations are not selected, so no node carries them",
     ),
+)
+
+# What a static NodePool's FieldsNotActedOn says while the stack's staticCapacity setting is off.
+STATIC_CAPACITY_OFF = (
+    "spec.replicas",
+    "the stack's staticCapacity setting is off (Karpenter v1.14's StaticCapacity feature gate, off by "
+    "default): the NodePool launches no node; deploy with -c staticCapacity=true",
 )
 
 # Kubelet settings Nodewright renders (``api.schema.KUBELET``'s properties); any other field is kept
