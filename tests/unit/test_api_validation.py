@@ -673,3 +673,17 @@ def test_the_longest_duration_kubernetes_accepts_is_valid() -> None:
     from nodewright.api.durations import parse_duration
 
     assert parse_duration("2562047h") == 2562047 * 3600
+
+
+def test_a_static_nodepool_is_valid_with_its_replicas_and_a_nodes_limit() -> None:
+    doc = nodepool(spec__replicas=3, spec__limits={"nodes": "5"})
+    assert errors(doc) == []
+    assert warnings(doc) == []
+
+
+def test_a_static_nodepool_takes_no_other_limit_and_no_weight() -> None:
+    doc = nodepool(spec__replicas=3, spec__limits={"nodes": "5", "cpu": "100"}, spec__weight=10)
+    assert errors(doc) == [
+        "spec.limits: Invalid value: only 'limits.nodes' is supported on static NodePools; remove cpu",
+        "spec.weight: Forbidden: 'weight' is not supported on static NodePools; remove it",
+    ]

@@ -450,6 +450,27 @@ def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
     )
     _check_budgets(disruption.get("budgets"), "spec.disruption.budgets", out)
     _check_resources(spec.get("limits"), "spec.limits", out)
+    _check_static(spec, out)
+
+
+def _check_static(spec: dict[str, Any], out: list[Finding]) -> None:
+    """Karpenter v1.14's rules for a static NodePool (``replicas`` set; its CRD's CEL rules): only
+    ``limits.nodes``, no ``weight``."""
+    if spec.get("replicas") is None:
+        return
+    limits = as_dict(spec.get("limits"))
+    if limits and set(limits) != {"nodes"}:
+        out.append(
+            error(
+                "spec.limits",
+                "Invalid value: only 'limits.nodes' is supported on static NodePools; remove "
+                + ", ".join(sorted(k for k in limits if k != "nodes")),
+            )
+        )
+    if spec.get("weight") is not None:
+        out.append(
+            error("spec.weight", "Forbidden: 'weight' is not supported on static NodePools; remove it")
+        )
 
 
 def _nodeclaim_rules(doc: dict[str, Any], out: list[Finding]) -> None:
