@@ -82,6 +82,9 @@ class NodewrightConfig:
     # (SPOT_TO_SPOT_CONSOLIDATION), read by the layer's settings.
     min_values_policy: str = "Strict"
     spot_to_spot_consolidation: bool = False
+    # Static NodePools (spec.replicas) are run: Karpenter v1.14's StaticCapacity feature gate, off by
+    # default there as here.
+    static_capacity: bool = False
     # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
     # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
     vpc_id: str | None = None
@@ -205,6 +208,7 @@ class NodewrightConfig:
             not in ("0", "false", "no", "off"),
             min_values_policy=str(get("minValuesPolicy") or "Strict"),
             spot_to_spot_consolidation=_flag(get("spotToSpotConsolidation"), "spotToSpotConsolidation"),
+            static_capacity=_flag(get("staticCapacity"), "staticCapacity"),
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),

@@ -165,6 +165,7 @@ class NodewrightFunctions(Construct):
             "POWERTOOLS_SERVICE_NAME": service_name(config.cluster_name),
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             "NODEWRIGHT_TRACING": "true" if config.tracing else "false",
+            "STATIC_CAPACITY": "true" if config.static_capacity else "false",
         }
         self.functions: dict[str, lambda_.Function] = {}
         self.roles: dict[str, iam.Role] = {}

@@ -84,6 +84,7 @@ def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
         "pollInterval": "2",
         "minValuesPolicy": "BestEffort",
         "spotToSpotConsolidation": "true",
+        "staticCapacity": "true",
         "nodeRoleArn": VARIANT_NODE_ROLE_ARN,
         "vpcId": "vpc-0123456789abcdef0",
         "subnetIds": "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2",

@@ -251,6 +251,7 @@ def test_environment_matches_the_settings_the_layer_reads(default_synth: Synth) 
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
     assert env["POWERTOOLS_SERVICE_NAME"] == metrics.service_name("demo")
     assert env["NODEWRIGHT_TRACING"] == "false"
+    assert env["STATIC_CAPACITY"] == "false"  # Karpenter v1.14's StaticCapacity gate is off by default
     assert env["STATE_TABLE"]["Ref"].startswith("AutoscalerStateTable")
     assert env["INTERRUPTION_QUEUE_URL"]["Ref"].startswith("AutoscalerInterruptionsQueue")
     # every variable the stack sets is one the layer (or Powertools) reads: no dead configuration
@@ -275,6 +276,7 @@ def test_variant_context_reaches_the_functions(variant_synth: Synth) -> None:
         assert env["POLL_INTERVAL_SECONDS"] == "2"
         assert env["MIN_VALUES_POLICY"] == "BestEffort"
         assert env["SPOT_TO_SPOT_CONSOLIDATION"] == "true"
+        assert env["STATIC_CAPACITY"] == "true"
         assert env["NODE_ROLE"] == "MyNodeRole"
 
 

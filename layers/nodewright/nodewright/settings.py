@@ -71,6 +71,9 @@ class Settings:
     batch_max_seconds: float = 10.0
     idle_after_seconds: float = 600.0
     tracing: bool = False
+    # Static NodePools (``spec.replicas``) are run: Karpenter v1.14's StaticCapacity feature gate, off by
+    # default (``-c staticCapacity=true``). Off, a static NodePool launches nothing and says so.
+    static_capacity: bool = False
     # The wake-up webhook (functions/webhook): what it wakes (the provisioner's wake-up alias ARN)
     # and the Secrets Manager secret holding its URL's secret path.
     wake_function: str | None = None
@@ -127,6 +130,7 @@ class Settings:
             tracing=env.get("NODEWRIGHT_TRACING", "false").lower() in _TRUE,
             min_values_policy=min_values_policy,
             spot_to_spot_consolidation=spot_to_spot.lower() in _TRUE,
+            static_capacity=env.get("STATIC_CAPACITY", "false").lower() in _TRUE,
             wake_function=env.get("WAKE_FUNCTION") or None,
             webhook_secret=env.get("WEBHOOK_SECRET_ARN") or None,
             service_endpoints={

@@ -94,7 +94,7 @@ def default_region() -> tuple[str, str]:
 def offline_instance_types(region: str, prices_file: str | None = None, live: bool = False) -> Any:
     """``instance_types(nodeclass)`` through the production catalog code (see the module docstring)."""
     from nodewright.cli._offline import NoOfflineCatalog, catalog_data, offline_catalog
-    from nodewright.cloud.catalog import Catalog
+    from nodewright.cloud.catalog import Catalog, node_shape
     from nodewright.cloud.pricetable import PriceTable
     from nodewright.cloud.state import InMemoryStateStore
 
@@ -132,7 +132,10 @@ def offline_instance_types(region: str, prices_file: str | None = None, live: bo
         zones = {s["zone"] for s in subnets if s.get("zone")} or None
         zone_ids = {s["zone"]: s["zoneID"] for s in subnets if s.get("zone") and s.get("zoneID")}
         return catalog.instance_types(
-            zones=zones, kubelet=(nodeclass.get("spec") or {}).get("kubelet"), zone_ids=zone_ids
+            zones=zones,
+            kubelet=(nodeclass.get("spec") or {}).get("kubelet"),
+            zone_ids=zone_ids,
+            shape=node_shape(nodeclass),
         )
 
     return instance_types

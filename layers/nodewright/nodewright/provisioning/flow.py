@@ -1,6 +1,7 @@
 """One provisioning pass, top to bottom.
 
-    observe → lifecycle → NodePools → plan → NodeClaims created → launch → status → events → metrics
+    observe → lifecycle → NodePools → static NodePools → plan → NodeClaims created → launch → status
+    → events → metrics
 
 The NodeClaims are created before anything is launched: the object is the record of
 intent, and the next pass finishes whatever a crash interrupted (see ``launch``).
@@ -19,7 +20,7 @@ from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster.errors import Conflict
 from nodewright.context import is_outage
-from nodewright.provisioning import lifecycle, nodeclaims, planning
+from nodewright.provisioning import lifecycle, nodeclaims, planning, static
 from nodewright.provisioning.launch import (
     Launched,
     LaunchFailure,
@@ -54,6 +55,7 @@ class PassReport:
     lifecycle: lifecycle.LifecycleReport = field(default_factory=lifecycle.LifecycleReport)
     cost_per_hour: float = 0.0
     pending_keys: frozenset[str] = frozenset()
+    static_deleted: list[str] = field(default_factory=list)  # NodeClaims a static NodePool scaled down
     stopped: str | None = None  # why the pass stopped writing early (its guard said so)
 
     def summary(self) -> dict[str, Any]:
@@ -66,6 +68,7 @@ class PassReport:
             "failures": [f"{x.nodeclaim}: {x.code}" for x in self.failures],
             "unschedulable": len(self.unschedulable),
             "skippedNodePools": sorted(self.skipped_nodepools),
+            **({"staticDeleted": self.static_deleted} if self.static_deleted else {}),
             "registered": self.lifecycle.registered,
             "initialized": self.lifecycle.initialized,
             "planSeconds": round(self.plan_seconds, 4),
@@ -87,9 +90,12 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
     lifecycle.delete_orphans(ctx, nodepools.orphaned_claims(world), report.lifecycle)
     lifecycle.collect_garbage(ctx, world, report.lifecycle)
 
-    pools = nodepools.triage(world)
+    pools = nodepools.triage(world, static_capacity=ctx.settings.static_capacity)
     nodepools.record(ctx, world, pools)
     report.skipped_nodepools = pools.skipped
+    # Static NodePools: their replicas, whatever the pods (scale-downs delete now, scale-ups below).
+    scaled = static.reconcile(ctx, world, pools)
+    report.static_deleted = scaled.deleted
 
     pending = world.provisionable_pods()
     _measure_pending(report, world, pending)
@@ -109,7 +115,7 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
 
     # Left by a pass that crashed before recording its launch: adopt the instance or launch now.
     to_launch = [(c, False) for c in world.nodeclaims if _awaiting_launch(c)]
-    for claim_plan in plan.new_claims:
+    for claim_plan in [*scaled.to_create, *plan.new_claims]:
         if _must_stop(ctx, guard, report):
             break
         claim = create_nodeclaim(ctx, world, claim_plan)

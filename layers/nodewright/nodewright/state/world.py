@@ -121,6 +121,10 @@ class World:
         capacity_type = found.get(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_ON_DEMAND)
         if not instance_type:
             return None
+        if found.get(labels.OS) == "windows":  # the table prices Linux: the catalog's adds the licence
+            windows = self._offering_price(claim, instance_type, zone, capacity_type)
+            if windows is not None:
+                return windows
         price = None
         if self.prices is not None:
             if capacity_type == labels.CAPACITY_TYPE_SPOT:
