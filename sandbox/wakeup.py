@@ -133,6 +133,8 @@ class FunctionUrl(Trigger):
         self.throttled = 0
         # Requests by the path's last segment (admit, convert, ...; never the secret before it).
         self.requests: Counter[str] = Counter()
+        # What each admission call was about: (operation, kind, name, reason, reporting controller).
+        self.admitted: list[tuple[str, str, str, str, str]] = []
 
     def start(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -167,7 +169,10 @@ class FunctionUrl(Trigger):
     ) -> tuple[int, dict[str, str], bytes]:
         """One request to the URL: (status, headers, body) as the function URL answers it."""
         assert self.runtime is not None
-        self.requests[raw.partition("?")[0].rstrip("/").rsplit("/", 1)[-1]] += 1
+        action = raw.partition("?")[0].rstrip("/").rsplit("/", 1)[-1]
+        self.requests[action] += 1
+        if action == "admit":
+            self.admitted.append(_reviewed(body))
         return self._answer_of(self._invoke(self.to_event(method, raw, headers, body)))
 
     def to_event(self, method: str, raw: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
@@ -469,3 +474,21 @@ def install(runtime: Runtime) -> tuple[FunctionUrl, LambdaApi]:
         install_module.apply(admin, resources[document["kind"]], document)
     url.warm()
     return url, lambda_api
+
+
+def _reviewed(body: bytes) -> tuple[str, str, str, str, str]:
+    """(operation, kind, name, reason, reporting controller) of the object an AdmissionReview is
+    about ("" where the body does not say): what a test checks the API server called out for."""
+    try:
+        request = json.loads(body).get("request") or {}
+    except (ValueError, AttributeError):
+        return ("", "", "", "", "")
+    obj = request.get("object") or {}
+    reporting = obj.get("reportingController") or (obj.get("source") or {}).get("component") or ""
+    return (
+        str(request.get("operation") or ""),
+        str(obj.get("kind") or ""),
+        str((obj.get("metadata") or {}).get("name") or ""),
+        str(obj.get("reason") or ""),
+        str(reporting),
+    )

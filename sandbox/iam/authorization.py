@@ -543,11 +543,11 @@ def ssm_parameter(call: Call, world: World) -> list[Request]:
         return [Request(f"ssm:{call.operation}", name)]
     if name.startswith("/aws/service/"):  # AWS's public parameters: no account
         return [Request(f"ssm:{call.operation}", f"arn:aws:ssm:{call.region}::parameter{name}")]
-    return [
-        Request(
-            f"ssm:{call.operation}", f"arn:aws:ssm:{call.region}:{call.account}:parameter/{name.lstrip('/')}"
-        )
-    ]
+    arn = f"arn:aws:ssm:{call.region}:{call.account}:parameter/{name.lstrip('/')}"
+    requests = [Request(f"ssm:{call.operation}", arn)]
+    if call.operation == "PutParameter" and call.params.get("Tags"):  # tags on create need their own
+        requests.append(Request("ssm:AddTagsToResource", arn))
+    return requests
 
 
 def eks_cluster(call: Call, world: World) -> list[Request]:
@@ -633,6 +633,8 @@ MODEL: dict[tuple[str, str], Rule] = {
     ("sqs", "GetQueueUrl"): sqs_queue(param="QueueName"),
     # The rest
     ("ssm", "GetParameter"): ssm_parameter,
+    # ssm:PutParameter, and ssm:AddTagsToResource when it carries Tags.
+    ("ssm", "PutParameter"): ssm_parameter,
     ("eks", "DescribeCluster"): eks_cluster,
     ("secretsmanager", "GetSecretValue"): secret,
     ("secretsmanager", "DescribeSecret"): secret,

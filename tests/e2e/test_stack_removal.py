@@ -116,7 +116,7 @@ def _cleanup_identity(sb: Any, directory: Path) -> str:
 
 def _cleanup_env(sb: Any, kubeconfig: str) -> dict[str, str]:
     """The removal function's environment: the stack's variables, Lambda's, the sandbox's endpoints."""
-    sandbox = sb.env()
+    sandbox = sb.env("cleanup")  # its own role's credentials: the sandbox holds it to its policy
     return {
         **{k: os.environ[k] for k in INHERITED if k in os.environ},
         "CLUSTER_NAME": sb.cluster_name,
@@ -141,6 +141,7 @@ def _cleanup_env(sb: Any, kubeconfig: str) -> dict[str, str]:
                 "AWS_EC2_METADATA_DISABLED",
                 "MOTO_EC2_LOAD_DEFAULT_AMIS",
             )
+            if key in sandbox
         },
         "NODEWRIGHT_KUBECONFIG": kubeconfig,
     }

@@ -332,6 +332,10 @@ def test_instance_profiles_carry_their_path_and_passing_the_role_is_authorized()
             ("ssm:GetParameter", f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/mine/x"),
         ),
         (
+            ("ssm", "PutParameter", {"Name": "/nodewright/c/removal-report", "Overwrite": True}),
+            ("ssm:PutParameter", f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/nodewright/c/removal-report"),
+        ),
+        (
             ("dynamodb", "Query", {"TableName": "t", "IndexName": "i"}),
             ("dynamodb:Query", f"arn:aws:dynamodb:us-east-1:{ACCOUNT}:table/t/index/i"),
         ),
