@@ -343,8 +343,10 @@ class Router:
         if method not in ("PUT", "PATCH"):
             raise errors.method_not_allowed()
         body = decode_body(ctx.request)
-        with self.store.lock:
-            stored = self.store.get(t.rt.key, t.namespace or "", t.name or "")
+        content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
+
+        def attempt(stored: dict[str, Any] | None) -> Any:
+            """ScaleREST's update, one GuaranteedUpdate attempt (the store lock held)."""
             if stored is None:
                 raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
             presented = self.handlers._present(t.rt, stored)
@@ -354,7 +356,6 @@ class Router:
             if method == "PUT":
                 wanted = body
             else:
-                content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
                 try:
                     wanted = (
                         patching.json_patch(scale, body)
@@ -381,9 +382,11 @@ class Router:
             precondition = (wanted.get("metadata") or {}).get("resourceVersion")
             if precondition:
                 updated["metadata"]["resourceVersion"] = precondition
-            response = self.handlers._commit_update(
+            return self.handlers._prepare_update(
                 t, ctx, updated, stored, "update" if method == "PUT" else "patch", presented_old=presented
             )
+
+        response = self.handlers._guaranteed_update(t, ctx, attempt)
         scale, _ = custom_scale_of(response.body, paths)
         return self._with_warnings(ctx, Response(200, scale))
 

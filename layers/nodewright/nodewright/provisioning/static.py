@@ -117,7 +117,7 @@ def surplus(world: World, pool: Mapping[str, Any]) -> list[Obj]:
         if not (claim.get("status") or {}).get("providerID") or node is None:
             return (0, 0.0, name_of(claim))  # not launched (or not registered) yet
         pods = [p for p in world.pods_on(node) if not is_terminal(p)]
-        held = any(has_do_not_disrupt(p) for p in pods)
+        held = any(has_do_not_disrupt(p, world.taken_at) for p in pods)
         if all(is_daemon(p) for p in pods) and not held:
             return (1, 0.0, name_of(claim))  # empty: nothing but DaemonSet pods
         cost = disruption_cost(pods, claim, world.taken_at)
