@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import ArnFormat, CfnResource, Stack
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.capabilities import outputs as out
@@ -19,11 +20,11 @@ from infra.capabilities.layer import NodewrightLayer
 from infra.capabilities.monitoring import Monitoring
 from infra.capabilities.network import FunctionPlacement
 from infra.capabilities.node_role import NodeRole
-from infra.capabilities.permissions import TABLE_ACTIONS, PolicyInputs
+from infra.capabilities.permissions import CLEANUP, TABLE_ACTIONS, PolicyInputs
 from infra.capabilities.removal import Removal
 from infra.capabilities.schedules import Schedules
 from infra.capabilities.state_table import StateTable
-from infra.capabilities.wakeup import Wakeup
+from infra.capabilities.wakeup import WEBHOOK, Wakeup
 from infra.config import NodewrightConfig
 from infra.metrics import NAMESPACE, service_name
 
@@ -147,6 +148,13 @@ class NodewrightAutoscaler(Construct):
             wakeup=config.wakeup,
         )
 
+    def _roles(self) -> dict[str, iam.IRole]:
+        """Every function's role by the name ``nodewright.spec.iam`` gives the function."""
+        roles: dict[str, iam.IRole] = {**self.functions.roles, CLEANUP: self.removal.role}
+        if self.wakeup is not None:
+            roles[WEBHOOK] = self.wakeup.role
+        return roles
+
     def _outputs(self) -> None:
         """What the stack made, under fixed keys (``nodewright doctor`` reads them)."""
         cluster_roles = [role.role_arn for role in self.functions.cluster_roles.values()]
@@ -187,6 +195,18 @@ class NodewrightAutoscaler(Construct):
                 out.WEBHOOK_SECRET,
                 self.wakeup.secret.secret_arn if self.wakeup else out.NONE,
                 "the secret path of that URL (never printed by the stack)",
+            ),
+            (
+                out.FUNCTION_ROLES,
+                out.pairs({name: role.role_arn for name, role in self._roles().items()}),
+                "each function's role (function=ARN): nodewright doctor simulates them",
+            ),
+            (out.STATE_TABLE, self.state.table.table_arn, "the state table"),
+            (out.FAILURE_QUEUE, self.functions.failure_queue.queue_arn, "the failed-invocations queue"),
+            (
+                out.WAKEUP_ALIAS,
+                self.wakeup.alias.function_arn if self.wakeup else out.NONE,
+                "the provisioner alias the webhook invokes (none: -c wakeup=false)",
             ),
         ):
             out.output(self, key, value, description)

@@ -32,6 +32,7 @@ from nodewright.cluster.resources import (
     NAMESPACES,
     VALIDATING_WEBHOOKS,
 )
+from nodewright.spec import iam as spec_iam
 
 from sandbox.apiserver import ApiServer
 from sandbox.install import rbac_namespaces
@@ -105,10 +106,11 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             Path="/aws-service-role/spot.amazonaws.com/",
             AssumeRolePolicyDocument="{}",
         )
-        function_roles = [
-            iam.create_role(RoleName=f"fn-{n}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-            for n in ("provisioner", "disruption", "interruption", "spot_events")
-        ]
+        roles = {
+            n: iam.create_role(RoleName=f"fn-{n}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+            for n in spec_iam.FUNCTIONS
+        }
+        function_roles = [roles[n] for n in spec_iam.CLUSTER_CLIENTS]
         queue = clients["sqs"].create_queue(QueueName="interruptions")["QueueUrl"]
         topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
         clients["sns"].set_topic_attributes(
@@ -160,7 +162,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             readiness.OUTPUT_ALARM_TOPIC: topic,
             readiness.OUTPUT_WEBHOOK_URL: "https://abc.lambda-url.us-east-1.on.aws/",
             readiness.OUTPUT_WEBHOOK_SECRET: "arn:aws:secretsmanager:us-east-1:123456789012:secret:p-AbCdEf",
+            readiness.OUTPUT_FUNCTION_ROLES: ",".join(f"{n}={arn}" for n, arn in roles.items()),
+            readiness.OUTPUT_STATE_TABLE: f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/Nodewright-demo-State",
+            readiness.OUTPUT_FAILURE_QUEUE: f"arn:aws:sqs:{REGION}:{ACCOUNT}:Nodewright-demo-Failed",
+            readiness.OUTPUT_WAKEUP_ALIAS: f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:Nodewright-p:wakeup",
         }
+        simulate_principal_policy(clients["iam"], lambda role, action, resource, context: ALLOWED)
         yield World(
             clients,
             described["arn"],
@@ -172,6 +179,73 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             subnets,
             cluster_sg,
         )
+
+
+ALLOWED = ("allowed", {})
+
+
+def simulate_principal_policy(iam: Any, decide: Any) -> None:
+    """IAM's SimulatePrincipalPolicy, which moto 5.2 does not implement (its IAM backend has no
+    such action), answered in AWS's documented response shape, validated against botocore's service
+    model as its Stubber validates a stubbed response: ``decide(role, action, resource, context)`` →
+    (``EvalDecision``, extra fields: ``PermissionsBoundaryDecisionDetail`` and ``MatchedStatements``
+    of the resource's result, ``OrganizationsDecisionDetail`` of the action's). botocore validates
+    the request before it is answered; every other IAM call reaches moto. ``iam.simulated`` records
+    the requests."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.validate import validate_parameters
+
+    iam.decide = decide  # a later call only changes the answers
+    if hasattr(iam, "simulated"):
+        return
+    output_shape = iam.meta.service_model.operation_model("SimulatePrincipalPolicy").output_shape
+    asked: list[dict[str, Any]] = []
+    iam.simulated = asked
+
+    def answer(params: dict[str, Any]) -> dict[str, Any]:
+        context = {e["ContextKeyName"]: e["ContextKeyValues"][0] for e in params.get("ContextEntries", [])}
+        role = params["PolicySourceArn"]
+        results = []
+        for action in params["ActionNames"]:
+            per_resource, organizations = [], {"AllowedByOrganizations": True}
+            for resource in params.get("ResourceArns") or ["*"]:
+                decision, extra = iam.decide(role, action, resource, context)
+                organizations = extra.get("OrganizationsDecisionDetail", organizations)
+                per_resource.append(
+                    {
+                        "EvalResourceName": resource,
+                        "EvalResourceDecision": decision,
+                        "MatchedStatements": extra.get("MatchedStatements", []),
+                        "MissingContextValues": [],
+                        "PermissionsBoundaryDecisionDetail": extra.get(
+                            "PermissionsBoundaryDecisionDetail", {"AllowedByPermissionsBoundary": True}
+                        ),
+                    }
+                )
+            first = next((r for r in per_resource if r["EvalResourceDecision"] != "allowed"), per_resource[0])
+            results.append(
+                {
+                    "EvalActionName": action,
+                    "EvalResourceName": first["EvalResourceName"],
+                    "EvalDecision": first["EvalResourceDecision"],
+                    "MatchedStatements": first["MatchedStatements"],
+                    "MissingContextValues": [],
+                    "OrganizationsDecisionDetail": organizations,
+                    "ResourceSpecificResults": per_resource,
+                }
+            )
+        response = {"EvaluationResults": results, "IsTruncated": False}
+        validate_parameters(response, output_shape)
+        return response
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        asked.append(dict(params))
+
+    def respond(**_: Any) -> tuple[Any, dict[str, Any]]:
+        return AWSResponse("https://iam.amazonaws.com/", 200, {}, None), answer(asked[-1])
+
+    iam.meta.events.register("before-parameter-build.iam.SimulatePrincipalPolicy", capture)
+    iam.meta.events.register("before-call.iam.SimulatePrincipalPolicy", respond)
 
 
 def deploy_stack(world: World) -> None:
@@ -299,6 +373,100 @@ def test_a_healthy_install_passes_every_check(aws: World, installed: Cluster) ->
     assert statuses["admission webhooks"] == OK
     assert statuses["wake-up webhook"] == OK
     assert all(statuses[f"conversion {name}"] == OK for name in webhooks.CONVERTED_CRDS)
+    # Every function's role was simulated against every statement of its requirements.
+    assert all(statuses[f"role of {name}"] == OK for name in spec_iam.FUNCTIONS)
+    asked = {
+        (call["PolicySourceArn"].rsplit("/", 1)[-1], a)
+        for call in aws.clients["iam"].simulated
+        for a in call["ActionNames"]
+    }
+    assert ("fn-provisioner", "ec2:CreateFleet") in asked
+    assert ("fn-webhook", "secretsmanager:GetSecretValue") in asked
+    assert ("fn-cleanup", "iam:DeleteInstanceProfile") in asked
+    assert ("fn-pricing", "ec2:CreateFleet") not in asked
+
+
+def test_each_role_denied_an_action_it_uses_fails_with_why_and_the_fix(
+    aws: World, installed: Cluster
+) -> None:
+    """A permissions boundary, an explicit Deny, an SCP and a missing statement, each on one role:
+    each is named (action, resource, why) with what lifts it; the other roles pass."""
+    deploy_stack(aws)
+
+    def decide(role: str, action: str, resource: str, context: dict[str, str]) -> tuple[str, dict[str, Any]]:
+        name = role.rsplit("/", 1)[-1]
+        assert context["aws:RequestedRegion"] == REGION
+        if name == "fn-provisioner" and action == "ec2:CreateFleet":
+            return "implicitDeny", {
+                "PermissionsBoundaryDecisionDetail": {"AllowedByPermissionsBoundary": False}
+            }
+        if name == "fn-disruption" and action == "ec2:TerminateInstances":
+            assert context[f"aws:ResourceTag/kubernetes.io/cluster/{CLUSTER}"] == "owned"
+            deny = {"SourcePolicyId": "NoTerminations", "SourcePolicyType": "IAM Policy"}
+            return "explicitDeny", {"MatchedStatements": [deny]}
+        if name == "fn-interruption" and action == "iam:PassRole":
+            assert context["iam:PassedToService"] == "ec2.amazonaws.com"
+            return "implicitDeny", {"OrganizationsDecisionDetail": {"AllowedByOrganizations": False}}
+        if name == "fn-spot_events" and action == "ec2:CreateTags":
+            return "implicitDeny", {}
+        return ALLOWED
+
+    simulate_principal_policy(aws.clients["iam"], decide)
+    results = run_doctor(aws, installed, healthy_entries(aws))
+
+    status, detail, fix = results["role of provisioner"]
+    assert status == FAIL
+    assert detail == (
+        "arn:aws:iam::123456789012:role/fn-provisioner: ec2:CreateFleet on "
+        "arn:aws:ec2:us-east-1::image/nodewright-doctor-probe and 8 more: not allowed by the role's "
+        "permissions boundary"
+    )
+    assert "add ec2:CreateFleet to the permissions boundary of fn-provisioner" in fix
+    status, detail, fix = results["role of disruption"]
+    assert (status, "ec2:TerminateInstances" in detail, "explicit Deny" in detail) == (FAIL, True, True)
+    assert (
+        "remove or narrow the Deny of ec2:TerminateInstances in the policy NoTerminations of fn-disruption"
+        in fix
+    )
+    status, detail, fix = results["role of interruption"]
+    assert (status, "service control policy" in detail) == (FAIL, True)
+    assert "ask your organization's administrators to let fn-interruption do iam:PassRole" in fix
+    status, detail, fix = results["role of spot_events"]
+    assert (status, "ec2:CreateTags" in detail, "no statement allows it" in detail) == (FAIL, True, True)
+    redeploy = "npx cdk deploy -c clusterName=demo"
+    assert fix == f"redeploy to restore statement TagOnlyOnCreate of fn-spot_events: {redeploy}"
+    for fine in ("pricing", "cleanup", "webhook"):
+        assert results[f"role of {fine}"][0] == OK, results[f"role of {fine}"]
+
+
+def test_a_caller_who_may_not_simulate_gets_a_check_that_could_not_run(
+    aws: World, installed: Cluster
+) -> None:
+    from botocore.exceptions import ClientError
+
+    deploy_stack(aws)
+
+    def refuse(**_: Any) -> None:
+        raise ClientError(
+            {
+                "Error": {
+                    "Code": "AccessDenied",
+                    "Message": "not authorized to perform: iam:SimulatePrincipalPolicy",
+                }
+            },
+            "SimulatePrincipalPolicy",
+        )
+
+    aws.clients["iam"].meta.events.register_first("before-call.iam.SimulatePrincipalPolicy", refuse)
+    results = run_doctor(aws, installed, healthy_entries(aws))
+
+    status, detail, _ = results["role of provisioner"]
+    assert (status, detail.startswith("could not run"), "iam:SimulatePrincipalPolicy" in detail) == (
+        FAIL,
+        True,
+        True,
+    )
+    assert results["node role"][0] == OK  # the other checks still ran
 
 
 def install_conversion(kube: Cluster, url: str) -> None:

@@ -6,8 +6,10 @@ what is missing and the command that fixes it:
 - AWS: the EKS cluster and its authentication mode; the Nodewright stack; whether the functions
   can reach the cluster endpoint from where they run (public access for Lambda, or their subnets
   and security groups in the cluster's VPC) and the AWS APIs (NAT or VPC endpoints); the
-  functions' and the node role's access entries; the node role itself; the spot service-linked
-  role; the interruption queue; who the alarms notify.
+  functions' and the node role's access entries; the node role itself; each function's role,
+  simulated (``iam:SimulatePrincipalPolicy``: its policies, permissions boundary and the
+  organization's SCPs) against every action ``nodewright.spec.iam`` says it uses; the spot
+  service-linked role; the interruption queue; who the alarms notify.
 - Kubernetes: the API answers; the CRDs are installed at this release's version with no
   conversion webhook pointing nowhere; deploy/rbac.yaml is applied; the writers' Lease namespace
   exists; no admission webhook for Karpenter's groups points at a missing service; the wake-up's
@@ -28,6 +30,7 @@ Exit status 1 when any check fails (warnings alone exit 0).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -207,6 +210,7 @@ class Doctor:
         if entries is not _FAILED:
             self._function_access_entries(outputs, entries)
             self._check("node role", lambda: self._node_role(outputs, entries))
+        self._check("function roles", lambda: self._function_roles(cluster, outputs))
         self._check("interruption queue", lambda: self._interruption_queue(outputs))
         self._check("alarm notifications", lambda: self._alarm_target(outputs))
         return cluster, outputs
@@ -393,6 +397,78 @@ class Doctor:
             self.add("node role", FAIL, f"{name}: " + "; ".join(problems), " && ".join(fixes))
         else:
             self.add("node role", OK, f"{name}: EC2 trust, the node policies, an EC2_LINUX access entry")
+
+    def _function_roles(self, cluster: dict[str, Any], outputs: dict[str, str]) -> None:
+        """Ask IAM (``iam:SimulatePrincipalPolicy``) whether each function's role allows every action
+        of ``nodewright.spec.iam.requirements``, the one definition the stack's policies are built
+        from, with the request context the code sends: a permissions boundary, an SCP or a Deny
+        added since the deploy shows here instead of as AccessDenied in a launch."""
+        from nodewright.cloud import readiness as aws
+        from nodewright.spec import iam as spec
+
+        roles = aws.listed_pairs(outputs.get(aws.OUTPUT_FUNCTION_ROLES))
+        if not roles:
+            self.add(
+                "function roles",
+                WARN,
+                f"{self.stack_name} does not name its functions' roles (an older release): not simulated",
+                "redeploy: npx cdk deploy",
+            )
+            return
+        in_vpc = bool(_listed(outputs.get(aws.OUTPUT_FUNCTION_SUBNETS)))
+        for function, role_arn in roles.items():
+            partition, account = _arn_field(role_arn, 1), _arn_field(role_arn, 4)
+            names = spec.Names(
+                partition=partition,
+                region=self.region,
+                account=account,
+                cluster=self.cluster_name,
+                cluster_arn=str(cluster.get("arn") or ""),
+                node_role_arn=_known(outputs.get(aws.OUTPUT_NODE_ROLE_ARN)),
+                table_arn=_known(outputs.get(aws.OUTPUT_STATE_TABLE)),
+                interruption_queue_arn=aws.queue_arn(outputs.get(aws.OUTPUT_INTERRUPTION_QUEUE, "")),
+                failure_queue_arn=_known(outputs.get(aws.OUTPUT_FAILURE_QUEUE)),
+                webhook_secret_arn=_known(outputs.get(aws.OUTPUT_WEBHOOK_SECRET)),
+                wakeup_alias_arn=_known(outputs.get(aws.OUTPUT_WAKEUP_ALIAS)),
+            )
+            self._check(
+                f"role of {function}",
+                functools.partial(self._simulate_role, function, role_arn, names, in_vpc),
+            )
+
+    def _simulate_role(self, function: str, role_arn: str, names: Any, in_vpc: bool) -> None:
+        from nodewright.cloud import readiness as aws
+        from nodewright.spec import iam as spec
+
+        check = f"role of {function}"
+        probes = spec.probes(spec.requirements(function, names, in_vpc=in_vpc), names.region, names.account)
+        if not probes:
+            self.add(
+                check, SKIP, f"nothing known to simulate for {function!r} (a function of another release?)"
+            )
+            return
+        denied: list[tuple[spec.Probe, aws.Denial]] = []
+        for probe in probes:
+            denials = aws.simulate(self.clients, role_arn, probe.actions, probe.resources, probe.context)
+            denied.extend((probe, d) for d in denials)
+        asked = sum(len(p.actions) for p in probes)
+        if not denied:
+            self.add(check, OK, f"{role_arn.rsplit('/', 1)[-1]}: the {asked} actions it uses are allowed")
+            return
+        # One line per (action, why), naming the first resource and how many more share it.
+        grouped: dict[tuple[str, str], list[str]] = {}
+        fixes: list[str] = []
+        for probe, denial in denied:
+            grouped.setdefault((denial.action, denial.reason), []).append(denial.resource)
+            fix = _denial_fix(denial, probe.sid, role_arn, self.cluster_name)
+            if fix not in fixes:
+                fixes.append(fix)
+        details = [
+            f"{action} on {resources[0]}{f' and {len(resources) - 1} more' if len(resources) > 1 else ''}: "
+            f"{_DENIAL_WORDS[reason]}"
+            for (action, reason), resources in grouped.items()
+        ]
+        self.add(check, FAIL, f"{role_arn}: " + "; ".join(details), " && ".join(fixes))
 
     def _interruption_queue(self, outputs: dict[str, str]) -> None:
         from nodewright.cloud import readiness as aws
@@ -780,6 +856,43 @@ UNKNOWN_STACK = (
     "not judged: the stack's outputs are unknown (see the Nodewright stack and EKS cluster checks), "
     "so which function URL it should call is too"
 )
+
+
+_DENIAL_WORDS = {
+    "organizations": "denied by a service control policy of the organization",
+    "boundary": "not allowed by the role's permissions boundary",
+    "explicit": "denied by an explicit Deny",
+    "implicit": "no statement allows it",
+}
+
+
+def _denial_fix(denial: Any, sid: str, role_arn: str, cluster_name: str) -> str:
+    """The command (or the person) that lifts one denial."""
+    role = role_arn.rsplit("/", 1)[-1]
+    if denial.reason == "organizations":
+        return f"ask your organization's administrators to let {role} do {denial.action} (an SCP denies it)"
+    if denial.reason == "boundary":
+        return (
+            f"add {denial.action} to the permissions boundary of {role} "
+            f"(aws iam get-role --role-name {role} --query Role.PermissionsBoundary)"
+        )
+    if denial.reason == "explicit":
+        where = f" {denial.policy}" if denial.policy else ""
+        return f"remove or narrow the Deny of {denial.action} in the policy{where} of {role}"
+    missing = f" (IAM lacked context {', '.join(denial.missing_context)})" if denial.missing_context else ""
+    redeploy = f"npx cdk deploy -c clusterName={cluster_name}"
+    return f"redeploy to restore statement {sid} of {role}{missing}: {redeploy}"
+
+
+def _arn_field(arn: str, index: int) -> str:
+    parts = arn.split(":")
+    return parts[index] if len(parts) > index else ""
+
+
+def _known(value: str | None) -> str:
+    from nodewright.cloud.readiness import NONE
+
+    return "" if not value or value == NONE else value
 
 
 def _listed(value: str | None) -> list[str]:

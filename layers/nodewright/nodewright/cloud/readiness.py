@@ -31,6 +31,10 @@ OUTPUT_INTERRUPTION_QUEUE = "NodewrightInterruptionQueueUrl"
 OUTPUT_ALARM_TOPIC = "NodewrightAlarmTopicArn"
 OUTPUT_WEBHOOK_URL = "NodewrightWebhookUrl"
 OUTPUT_WEBHOOK_SECRET = "NodewrightWebhookSecretArn"
+OUTPUT_FUNCTION_ROLES = "NodewrightFunctionRoles"
+OUTPUT_STATE_TABLE = "NodewrightStateTableArn"
+OUTPUT_FAILURE_QUEUE = "NodewrightFailedInvocationsQueueArn"
+OUTPUT_WAKEUP_ALIAS = "NodewrightWakeupAliasArn"
 STACK_OUTPUTS = (
     OUTPUT_NODE_ROLE_ARN,
     OUTPUT_NODE_ROLE_NAME,
@@ -41,6 +45,10 @@ STACK_OUTPUTS = (
     OUTPUT_ALARM_TOPIC,
     OUTPUT_WEBHOOK_URL,
     OUTPUT_WEBHOOK_SECRET,
+    OUTPUT_FUNCTION_ROLES,
+    OUTPUT_STATE_TABLE,
+    OUTPUT_FAILURE_QUEUE,
+    OUTPUT_WAKEUP_ALIAS,
 )
 NONE = "none"
 SPOT_SERVICE_LINKED_ROLE = "AWSServiceRoleForEC2Spot"
@@ -220,3 +228,113 @@ def topic(clients: Clients, topic_arn: str) -> TopicFacts | None:
 
 def service_linked_role_exists(clients: Clients, name: str = SPOT_SERVICE_LINKED_ROLE) -> bool:
     return role(clients, name) is not None
+
+
+def listed_pairs(value: str | None) -> dict[str, str]:
+    """An output of ``key=value`` pairs (``NodewrightFunctionRoles``) as a dict; {} for none."""
+    if not value or value == NONE:
+        return {}
+    return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+
+
+def queue_arn(queue_url: str) -> str:
+    """``https://sqs.<region>.amazonaws.com/<account>/<name>`` → ``arn:aws:sqs:<region>:<account>:<name>``
+    ("" when the URL is not one)."""
+    match = re.fullmatch(
+        r"https://sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(\d{12})/([\w.-]+)", queue_url or ""
+    )
+    if match is None:
+        return ""
+    region, account, name = match.groups()
+    partition = (
+        "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    )
+    return f"arn:{partition}:sqs:{region}:{account}:{name}"
+
+
+# Why IAM refused a simulated request (SimulatePrincipalPolicy's answer, read in this order).
+ORGANIZATIONS = "organizations"  # an SCP of the account's organization
+BOUNDARY = "boundary"  # the role's permissions boundary does not allow it
+EXPLICIT = "explicit"  # a Deny statement in a policy of the role
+IMPLICIT = "implicit"  # no statement allows it
+
+
+@dataclass(frozen=True)
+class Denial:
+    """One (action, resource) a role may not do, and why (``ORGANIZATIONS``, ``BOUNDARY``,
+    ``EXPLICIT``, ``IMPLICIT``); ``policy``: the denying policy IAM names, if any."""
+
+    action: str
+    resource: str
+    reason: str
+    policy: str = ""
+    missing_context: tuple[str, ...] = ()
+
+
+def simulate(
+    clients: Clients,
+    role_arn: str,
+    actions: tuple[str, ...],
+    resources: tuple[str, ...],
+    context: dict[str, str],
+) -> list[Denial]:
+    """Ask IAM (``iam:SimulatePrincipalPolicy``, read only) whether ``role_arn`` may do each action on
+    each resource with ``context``: its identity policies, its permissions boundary and the
+    organization's SCPs are evaluated, as for a real request. The denials; [] when all are allowed.
+    ``resources`` ``("*",)``: the actions take no resource."""
+    from nodewright.spec.iam import context_type
+
+    params: dict[str, Any] = {
+        "PolicySourceArn": role_arn,
+        "ActionNames": list(actions),
+        "ContextEntries": [
+            {"ContextKeyName": key, "ContextKeyValues": [value], "ContextKeyType": context_type(value)}
+            for key, value in sorted(context.items())
+        ],
+    }
+    if resources != ("*",):
+        params["ResourceArns"] = list(resources)
+    denials = []
+    for page in clients("iam").get_paginator("simulate_principal_policy").paginate(**params):
+        for result in page.get("EvaluationResults", []):
+            organizations = (result.get("OrganizationsDecisionDetail") or {}).get(
+                "AllowedByOrganizations", True
+            )
+            per_resource = result.get("ResourceSpecificResults") or [
+                {
+                    "EvalResourceName": result.get("EvalResourceName", "*"),
+                    "EvalResourceDecision": result.get("EvalDecision"),
+                    "MatchedStatements": result.get("MatchedStatements", []),
+                    "MissingContextValues": result.get("MissingContextValues", []),
+                    "PermissionsBoundaryDecisionDetail": result.get("PermissionsBoundaryDecisionDetail"),
+                }
+            ]
+            for answer in per_resource:
+                decision = answer.get("EvalResourceDecision")
+                if decision == "allowed":
+                    continue
+                boundary = (answer.get("PermissionsBoundaryDecisionDetail") or {}).get(
+                    "AllowedByPermissionsBoundary", True
+                )
+                policies = [
+                    str(s.get("SourcePolicyId") or s.get("SourcePolicyType") or "")
+                    for s in answer.get("MatchedStatements") or []
+                ]
+                if not organizations:
+                    reason = ORGANIZATIONS
+                elif not boundary:
+                    reason = BOUNDARY
+                elif decision == "explicitDeny":
+                    reason = EXPLICIT
+                else:
+                    reason = IMPLICIT
+                denials.append(
+                    Denial(
+                        action=str(result.get("EvalActionName")),
+                        resource=str(answer.get("EvalResourceName") or "*"),
+                        reason=reason,
+                        policy=next((p for p in policies if p), "") if reason == EXPLICIT else "",
+                        missing_context=tuple(answer.get("MissingContextValues") or ()),
+                    )
+                )
+    return denials
