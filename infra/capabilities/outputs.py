@@ -19,6 +19,13 @@ INTERRUPTION_QUEUE = "NodewrightInterruptionQueueUrl"
 ALARM_TOPIC = "NodewrightAlarmTopicArn"
 WEBHOOK_URL = "NodewrightWebhookUrl"
 WEBHOOK_SECRET = "NodewrightWebhookSecretArn"
+# How the API server reaches the wake-up (public, private, off), and in private mode what
+# install-webhooks renders the caBundle from and the doctor checks: the certificate, the internal
+# load balancer and its security group.
+WAKEUP_MODE = "NodewrightWakeupMode"
+WAKEUP_CERTIFICATE = "NodewrightWakeupCertificateArn"
+WAKEUP_LOAD_BALANCER = "NodewrightWakeupLoadBalancerArn"
+WAKEUP_SECURITY_GROUP = "NodewrightWakeupSecurityGroup"
 # What nodewright doctor simulates each role against (nodewright.spec.iam): the roles by function,
 # and the resources the stack grants them with CDK's grant helpers.
 FUNCTION_ROLES = "NodewrightFunctionRoles"

@@ -44,6 +44,9 @@ from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 from nodewright.spec import iam as spec
 from nodewright.spec.iam import (  # noqa: F401 - the names the CDK app and its tests use
+    CERTIFICATE,
+    CERTIFICATE_GRANTS,
+    CERTIFICATES,
     CLEANUP,
     CLUSTER_CLIENTS,
     CLUSTER_NAME_TAG,
@@ -64,6 +67,7 @@ from nodewright.spec.iam import (  # noqa: F401 - the names the CDK app and its 
     UNTAGGED_AT_CREATION,
     USED_RESOURCES,
     VPC_NETWORK_INTERFACE_ACTIONS,
+    WEBHOOK,
     grants_of,
 )
 
@@ -168,6 +172,11 @@ def wildcard_resources_for_nag(
                     "GetParameter only (read), on the parameter path the operator named with "
                     "-c amiSsmParameters for their EC2NodeClasses' ssmParameter AMI terms"
                 )
+    if "certificate" in grants:
+        found[CERTIFICATES.format(**nag)] = (
+            "ACM certificate ids are unknown before the import: importing requires this cluster's request "
+            "tags, deleting its resource tags"
+        )
     if {"reads", "prices", "cleanup", "vpc", "drift"} & set(grants):
         found["*"] = (
             "EC2 Describe* have no resource-level permissions (limited to this region by "

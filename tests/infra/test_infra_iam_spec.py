@@ -88,19 +88,20 @@ def _refused(statements: list[dict[str, Any]], probes: list[spec.Probe], account
     ]
 
 
-@pytest.mark.parametrize("which", ["default", "variant"])
+@pytest.mark.parametrize("which", ["default", "variant", "private"])
 def test_every_role_allows_every_request_the_doctor_asks_about(
-    which: str, default_synth: Synth, variant_synth: Synth
+    which: str, default_synth: Synth, variant_synth: Synth, private_synth: Synth
 ) -> None:
-    synth, account, region = (
-        (default_synth, ACCOUNT, REGION)
-        if which == "default"
-        else (variant_synth, VARIANT_ACCOUNT, VARIANT_REGION)
-    )
+    synth, account, region = {
+        "default": (default_synth, ACCOUNT, REGION),
+        "variant": (variant_synth, VARIANT_ACCOUNT, VARIANT_REGION),
+        "private": (private_synth, ACCOUNT, REGION),
+    }[which]
     roles, names, in_vpc = _deployed(synth, account, region)
     if which == "variant":  # the doctor cannot know the deploy's KMS keys; the infra test can
         names = spec.Names(**{**vars(names), "kms_key_arns": (VARIANT_KMS_KEY_ARN,)})
-    assert sorted(roles) == sorted(spec.FUNCTIONS)
+    expected = [f for f in spec.FUNCTIONS if f != spec.CERTIFICATE or which == "private"]
+    assert sorted(roles) == sorted(expected)
     asked = 0
     for function, statements in roles.items():
         probes = spec.probes(spec.requirements(function, names, in_vpc=in_vpc), region, account)

@@ -27,7 +27,9 @@ Statements are modelled on Karpenter v1's controller policy and reconciled with 
 - ``cleanup`` (the custom resource that runs at ``cdk destroy``): read this cluster's endpoint,
   terminate its instances (as ``terminate``), delete its launch templates and instance profiles,
   write the removal's report to its SSM parameter;
-- ``vpc``: the network-interface calls Lambda makes for a function placed in a VPC.
+- ``vpc``: the network-interface calls Lambda makes for a function placed in a VPC;
+- ``certificate`` (``-c wakeup=private``: the custom resource that makes the wake-up's TLS
+  certificate): import it into ACM tagged for this cluster, and delete it, only so tagged.
 
 What the stack grants with CDK's grant helpers on resources it makes (the state table, the queues,
 the webhook's secret and the wake-up alias) is not built from here, but the actions the code uses
@@ -157,10 +159,15 @@ FUNCTION_GRANTS: dict[str, tuple[str, ...]] = {
 CLUSTER_CLIENTS = ("provisioner", "disruption", "interruption", "spot_events")
 CLEANUP = "cleanup"  # the removal at cdk destroy (functions/cleanup)
 WEBHOOK = "webhook"  # the wake-up (functions/webhook)
-# Every function with a role of its own, as the stack's NodewrightFunctionRoles output names them.
-FUNCTIONS = (*FUNCTION_GRANTS, CLEANUP, WEBHOOK)
+CERTIFICATE = "wakeup_certificate"  # the private wake-up's certificate (functions/wakeup_certificate)
+# Every function with a role of its own, as the stack's NodewrightFunctionRoles output names them
+# (the webhook without -c wakeup=false, the certificate's with -c wakeup=private only).
+FUNCTIONS = (*FUNCTION_GRANTS, CLEANUP, WEBHOOK, CERTIFICATE)
 # The grants of the removal's role (with "vpc" too when it runs in the cluster's VPC).
 CLEANUP_GRANTS = ("cleanup",)
+CERTIFICATE_GRANTS = ("certificate",)
+# Imported ACM certificates: their ids are unknown before the import.
+CERTIFICATES = "arn:{p}:acm:{r}:{a}:certificate/*"
 
 Condition = Mapping[str, Mapping[str, "str | tuple[str, ...]"]]
 
@@ -359,7 +366,31 @@ GRANTS: dict[str, tuple[Statement, ...]] = {
         ),
     ),
     "vpc": (Statement("LambdaVpcNetworkInterfaces", VPC_NETWORK_INTERFACE_ACTIONS, ("*",)),),
+    "certificate": (
+        # ImportCertificate with Tags is also authorized as AddTagsToCertificate.
+        Statement(
+            "ImportTaggedCertificates",
+            ("acm:ImportCertificate", "acm:AddTagsToCertificate"),
+            (CERTIFICATES,),
+            {"StringEquals": _tags("aws:RequestTag")},
+        ),
+        Statement(
+            "DeleteOwnCertificates",
+            ("acm:DeleteCertificate",),
+            (CERTIFICATES,),
+            {"StringEquals": _tags("aws:ResourceTag")},
+        ),
+    ),
 }
+
+
+def certificate_tags(cluster: str) -> dict[str, str]:
+    """The tags the private wake-up's certificate is imported with (what ``certificate`` requires)."""
+    return {
+        key.removeprefix("aws:RequestTag/").format(cluster=cluster): value.format(cluster=cluster)
+        for key, value in _tags("aws:RequestTag").items()
+    }
+
 
 # Functions whose failed asynchronous invocations Lambda sends to the failed-invocations queue with
 # the function's own role (interruption is polled from SQS; the removal and the webhook have none).
@@ -393,7 +424,9 @@ def resource_grants(function: str) -> tuple[Statement, ...]:
 
 def grants_of(function: str, *, in_vpc: bool = False) -> tuple[str, ...]:
     """The grants ``function``'s policy is built from (``vpc`` for a function placed in a VPC)."""
-    base = CLEANUP_GRANTS if function == CLEANUP else FUNCTION_GRANTS.get(function, ())
+    base = {CLEANUP: CLEANUP_GRANTS, CERTIFICATE: CERTIFICATE_GRANTS}.get(function) or FUNCTION_GRANTS.get(
+        function, ()
+    )
     placed = in_vpc and (function in CLUSTER_CLIENTS or function == CLEANUP)
     return (*base, *(("vpc",) if placed else ()))
 
