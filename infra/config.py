@@ -195,10 +195,7 @@ class NodewrightConfig:
             if group or self.wakeup_subnet_ids:
                 raise ConfigError("clusterSecurityGroupId and wakeupSubnetIds are for -c wakeup=private only")
             return
-        where = (
-            "(`aws eks describe-cluster --name NAME --query cluster.resourcesVpcConfig` or "
-            "`nodewright doctor --cluster NAME` prints them)"
-        )
+        where = "(`aws eks describe-cluster --name NAME --query cluster.resourcesVpcConfig` shows them)"
         if not self.vpc_id:
             raise ConfigError(
                 f"wakeup=private needs -c vpcId: the cluster's VPC, where its load balancer goes {where}"

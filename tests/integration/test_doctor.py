@@ -69,7 +69,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     with mock_aws():
         clients = {
             s: boto3.client(s, region_name=REGION)
-            for s in ("ec2", "iam", "sqs", "sns", "cloudformation", "sts")
+            for s in ("ec2", "iam", "sqs", "sns", "cloudformation", "sts", "elbv2", "acm")
         }
         ec2, iam = clients["ec2"], clients["iam"]
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -162,6 +162,10 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             readiness.OUTPUT_ALARM_TOPIC: topic,
             readiness.OUTPUT_WEBHOOK_URL: "https://abc.lambda-url.us-east-1.on.aws/",
             readiness.OUTPUT_WEBHOOK_SECRET: "arn:aws:secretsmanager:us-east-1:123456789012:secret:p-AbCdEf",
+            readiness.OUTPUT_WAKEUP_MODE: "public",
+            readiness.OUTPUT_WAKEUP_CERTIFICATE: "none",
+            readiness.OUTPUT_WAKEUP_LOAD_BALANCER: "none",
+            readiness.OUTPUT_WAKEUP_SECURITY_GROUP: "none",
             readiness.OUTPUT_FUNCTION_ROLES: ",".join(f"{n}={arn}" for n, arn in roles.items()),
             readiness.OUTPUT_STATE_TABLE: f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/Nodewright-demo-State",
             readiness.OUTPUT_FAILURE_QUEUE: f"arn:aws:sqs:{REGION}:{ACCOUNT}:Nodewright-demo-Failed",
@@ -343,9 +347,22 @@ def run_doctor(
     entries: dict[str, dict[str, Any]],
     rbac: Any = REPO_ROOT / "deploy" / "rbac.yaml",
     eks: Any = None,
+    *,
+    answers: dict[str, int | str] | None = None,
 ) -> dict[str, tuple[str, str, str]]:
+    """The doctor with moto, the EKS stub and the emulator; ``answers``: what a GET of each URL gets
+    (default: the stack's function URL answers a path without the secret 404, as the webhook does)."""
     clients = {**world.clients, "eks": eks or stubbed_eks(world, entries)}
-    found = Doctor(CLUSTER, REGION, f"Nodewright-{CLUSTER}", clients.__getitem__, kube).run(rbac)
+    url = world.outputs[readiness.OUTPUT_WEBHOOK_URL]
+    answers = {url.rstrip("/") + "/nodewright-doctor": 404} if answers is None else answers
+    found = Doctor(
+        CLUSTER,
+        REGION,
+        f"Nodewright-{CLUSTER}",
+        clients.__getitem__,
+        kube,
+        probe=lambda asked: answers.get(asked, "URLError: no route"),
+    ).run(rbac)
     checks = [f.check for f in found]
     assert len(checks) == len(set(checks)), f"a check reported twice: {checks}"
     return {f.check: (f.status, f.detail, f.fix) for f in found}
@@ -852,3 +869,199 @@ def test_an_identity_that_may_not_list_deployments_gets_a_check_that_could_not_r
     assert detail.startswith("could not run: not allowed: ")
     assert 'cannot list resource "deployments" in API group "apps"' in detail
     assert "associate-access-policy" in fix
+
+
+# --- the wake-up's three modes ------------------------------------------------------------------
+
+
+def private_stack(world: World, *, admits: bool = True, certificate_for: str | None = None) -> str:
+    """-c wakeup=private as moto can hold it: an internal load balancer in the cluster's subnets whose
+    security group admits (or not) the cluster security group on 443, its HTTPS listener serving a
+    certificate the stack made for its name (or ``certificate_for`` another); the outputs. Returns
+    the certificate's PEM."""
+    from nodewright.wakeup.certificate import self_signed
+
+    ec2, elbv2, acm = world.clients["ec2"], world.clients["elbv2"], world.clients["acm"]
+    group = ec2.create_security_group(GroupName="wakeup", Description="wakeup", VpcId=world.vpc)["GroupId"]
+    if admits:
+        ec2.authorize_security_group_ingress(
+            GroupId=group,
+            IpPermissions=[
+                {
+                    "IpProtocol": "tcp",
+                    "FromPort": 443,
+                    "ToPort": 443,
+                    "UserIdGroupPairs": [{"GroupId": world.cluster_sg}],
+                }
+            ],
+        )
+    balancer = elbv2.create_load_balancer(
+        Name="nodewright-wakeup",
+        Subnets=world.subnets,
+        SecurityGroups=[group],
+        Scheme="internal",
+        Type="application",
+    )["LoadBalancers"][0]
+    made = self_signed(certificate_for or balancer["DNSName"], CLUSTER)
+    certificate = acm.import_certificate(
+        Certificate=made.certificate.encode(), PrivateKey=made.private_key.encode()
+    )["CertificateArn"]
+    elbv2.create_listener(
+        LoadBalancerArn=balancer["LoadBalancerArn"],
+        Protocol="HTTPS",
+        Port=443,
+        Certificates=[{"CertificateArn": certificate}],
+        DefaultActions=[
+            {
+                "Type": "fixed-response",
+                "FixedResponseConfig": {"StatusCode": "404", "ContentType": "text/plain"},
+            }
+        ],
+    )
+    world.outputs.update(
+        {
+            readiness.OUTPUT_WAKEUP_MODE: "private",
+            readiness.OUTPUT_WEBHOOK_URL: f"https://{balancer['DNSName']}/",
+            readiness.OUTPUT_WAKEUP_CERTIFICATE: certificate,
+            readiness.OUTPUT_WAKEUP_LOAD_BALANCER: balancer["LoadBalancerArn"],
+            readiness.OUTPUT_WAKEUP_SECURITY_GROUP: group,
+        }
+    )
+    return made.certificate
+
+
+def install_wakeup(kube: Cluster, world: World, ca_bundle: str | None = None) -> None:
+    url = world.outputs[readiness.OUTPUT_WEBHOOK_URL]
+    kube.create(
+        VALIDATING_WEBHOOKS,
+        webhooks.wakeup_configuration(webhooks.endpoint(url, "s" * 48, webhooks.ADMIT_PATH), ca_bundle),
+    )
+    for crd in webhooks.conversion_crds(webhooks.endpoint(url, "s" * 48, webhooks.CONVERT_PATH), ca_bundle):
+        spec = crd["spec"]
+        kube.patch(
+            CRDS,
+            crd["metadata"]["name"],
+            {"spec": {"versions": spec["versions"], "conversion": spec["conversion"]}},
+        )
+
+
+def test_a_private_wakeup_the_control_plane_can_reach_with_its_certificate_installed_passes(
+    aws: World, installed: Cluster
+) -> None:
+    import base64
+
+    pem = private_stack(aws)
+    deploy_stack(aws)
+    install_wakeup(installed, aws, base64.b64encode(pem.encode()).decode())
+
+    results = run_doctor(aws, installed, healthy_entries(aws), answers={})  # nothing to GET in private mode
+
+    status, detail, _ = results["wake-up endpoint"]
+    assert (status, detail.startswith("private: the internal load balancer")) == (OK, True), detail
+    assert results["wake-up webhook"][:2] == (
+        OK,
+        "nodewright-wakeup calls this stack's private wake-up on kube-scheduler's Events",
+    )
+    for name in webhooks.CONVERTED_CRDS:
+        assert results[f"conversion {name}"][0] == OK, results[f"conversion {name}"]
+
+
+def test_a_private_wakeup_the_control_plane_cannot_reach_or_trust_is_named_with_the_fix(
+    aws: World, installed: Cluster
+) -> None:
+    import base64
+
+    private_stack(aws, admits=False, certificate_for="internal-other.us-east-1.elb.amazonaws.com")
+    deploy_stack(aws)
+    stranger = base64.b64encode(self_signed_pem("internal-x.elb.amazonaws.com").encode()).decode()
+    install_wakeup(installed, aws, stranger)
+
+    results = run_doctor(aws, installed, healthy_entries(aws), answers={})
+
+    status, detail, fix = results["wake-up endpoint"]
+    assert status == FAIL
+    assert "admit no HTTPS from the control plane's" in detail
+    assert aws.cluster_sg in detail
+    assert f"--source-group {aws.cluster_sg}" in fix
+    assert (
+        "the certificate names ['internal-other.us-east-1.elb.amazonaws.com'], not the load balancer"
+        in detail
+    )
+    status, detail, fix = results["wake-up webhook"]
+    assert (status, "caBundle is not the stack's certificate" in detail) == (WARN, True), detail
+    assert fix == "nodewright install-webhooks --cluster demo --apply"
+    nodepools, _ = webhooks.CONVERTED_CRDS
+    assert results[f"conversion {nodepools}"][0] == WARN
+
+
+def self_signed_pem(name: str) -> str:
+    from nodewright.wakeup.certificate import self_signed
+
+    return self_signed(name, CLUSTER).certificate
+
+
+def test_a_public_url_refused_by_a_policy_fails_with_the_private_flags_as_a_way_out(
+    aws: World, installed: Cluster
+) -> None:
+    deploy_stack(aws)
+    url = aws.outputs[readiness.OUTPUT_WEBHOOK_URL].rstrip("/") + "/nodewright-doctor"
+
+    results = run_doctor(aws, installed, healthy_entries(aws), answers={url: 403})
+
+    status, detail, fix = results["wake-up endpoint"]
+    assert (status, "answers 403" in detail) == (FAIL, True)
+    assert f"-c wakeup=private -c vpcId={aws.vpc} -c clusterSecurityGroupId={aws.cluster_sg}" in fix
+
+
+def test_with_the_wakeup_off_a_configuration_left_installed_is_named_with_the_uninstall(
+    aws: World, installed: Cluster
+) -> None:
+    old_url = aws.outputs[readiness.OUTPUT_WEBHOOK_URL]
+    aws.outputs.update(
+        {
+            readiness.OUTPUT_WAKEUP_MODE: "off",
+            readiness.OUTPUT_WEBHOOK_URL: "none",
+            readiness.OUTPUT_WEBHOOK_SECRET: "none",
+            readiness.OUTPUT_WAKEUP_ALIAS: "none",
+        }
+    )
+    deploy_stack(aws)
+    installed.create(
+        VALIDATING_WEBHOOKS, webhooks.wakeup_configuration(webhooks.endpoint(old_url, "s" * 48, "admit"))
+    )
+
+    results = run_doctor(aws, installed, healthy_entries(aws), answers={})
+
+    assert results["wake-up endpoint"][:2] == (
+        OK,
+        "off (-c wakeup=false): pods get nodes on the minute schedule; no URL to reach",
+    )
+    status, detail, fix = results["wake-up webhook"]
+    assert (status, "wake-up is off but nodewright-wakeup is still installed" in detail) == (WARN, True)
+    assert fix == "nodewright install-webhooks --cluster demo --uninstall"
+
+
+def test_the_old_pods_status_configuration_is_stale_with_the_command_that_replaces_it(
+    aws: World, installed: Cluster
+) -> None:
+    deploy_stack(aws)
+    configuration = webhooks.wakeup_configuration(
+        webhooks.endpoint(aws.outputs[readiness.OUTPUT_WEBHOOK_URL], "s" * 48, webhooks.ADMIT_PATH)
+    )
+    configuration["webhooks"][0]["rules"] = [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["pods/status"],
+            "scope": "Namespaced",
+        }
+    ]
+    configuration["webhooks"][0].pop("matchConditions")
+    installed.create(VALIDATING_WEBHOOKS, configuration)
+
+    results = run_doctor(aws, installed, healthy_entries(aws))
+
+    status, detail, fix = results["wake-up webhook"]
+    assert (status, "the old pods/status configuration" in detail) == (WARN, True)
+    assert fix == "nodewright install-webhooks --cluster demo --apply"

@@ -74,6 +74,13 @@ def test_the_certificate_names_exactly_the_dns_name_for_ten_years_with_an_elb_us
 
     made = self_signed(NAME, "a-cluster-name-long-enough-to-need-its-common-name-cut-at-64-characters")
     certificate = x509.load_pem_x509_certificate(made.certificate.encode())
+    assert [a.value for a in certificate.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)] == [NAME]
+    longest = f"internal-{'n' * 32}-1234567890.ap-southeast-5.elb.amazonaws.com"  # over 64: no common name
+    long_made = x509.load_pem_x509_certificate(self_signed(longest, "demo").certificate.encode())
+    assert long_made.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME) == []
+    assert long_made.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    ).value.get_values_for_type(x509.DNSName) == [longest]
     names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert names.get_values_for_type(x509.DNSName) == [NAME]
     assert certificate.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
@@ -137,7 +144,8 @@ def test_create_imports_a_tagged_certificate_for_the_name_and_delete_removes_it(
     arn = created["physical"]
     assert created["data"] == {"CertificateArn": arn}
     described = acm.describe_certificate(CertificateArn=arn)["Certificate"]
-    assert described["DomainName"] == NAME or NAME in described.get("SubjectAlternativeNames", [])
+    assert described["DomainName"] == NAME
+    assert described["SubjectAlternativeNames"] == [NAME]
     tags = {t["Key"]: t["Value"] for t in acm.list_tags_for_certificate(CertificateArn=arn)["Tags"]}
     assert tags == certificate_tags("demo")
     assert "BEGIN CERTIFICATE" in acm.get_certificate(CertificateArn=arn)["Certificate"]

@@ -60,6 +60,16 @@ STACK_OUTPUTS = (
 )
 NONE = "none"
 SPOT_SERVICE_LINKED_ROLE = "AWSServiceRoleForEC2Spot"
+# How the API server reaches the wake-up (infra/config.py WAKEUP_MODES, the output's values).
+PUBLIC, PRIVATE, OFF = "public", "private", "off"
+
+
+def wakeup_mode(outputs: dict[str, str]) -> str:
+    """``public``, ``private`` or ``off``; a stack from before the output: public when it has a URL."""
+    mode = outputs.get(OUTPUT_WAKEUP_MODE)
+    if mode in (PUBLIC, PRIVATE, OFF):
+        return mode
+    return OFF if outputs.get(OUTPUT_WEBHOOK_URL, NONE) == NONE else PUBLIC
 
 
 def default_clients(settings: Settings) -> Clients:
@@ -346,3 +356,91 @@ def simulate(
                     )
                 )
     return denials
+
+
+@dataclass(frozen=True)
+class LoadBalancerFacts:
+    """The private wake-up's load balancer as Elastic Load Balancing describes it."""
+
+    scheme: str
+    state: str
+    vpc_id: str
+    dns_name: str
+    subnets: tuple[str, ...]
+    security_groups: tuple[str, ...]
+    # (port, protocol, certificate ARNs) per listener
+    listeners: tuple[tuple[int, str, tuple[str, ...]], ...]
+
+
+def load_balancer(clients: Clients, arn: str) -> LoadBalancerFacts | None:
+    elbv2 = clients("elbv2")
+    try:
+        (found,) = elbv2.describe_load_balancers(LoadBalancerArns=[arn])["LoadBalancers"]
+    except ClientError as exc:
+        if _code(exc) in ("LoadBalancerNotFound", "LoadBalancerNotFoundException"):
+            return None
+        raise
+    listeners = tuple(
+        (
+            int(listener.get("Port", 0)),
+            str(listener.get("Protocol", "")),
+            tuple(c["CertificateArn"] for c in listener.get("Certificates", []) if c.get("CertificateArn")),
+        )
+        for listener in elbv2.describe_listeners(LoadBalancerArn=arn).get("Listeners", [])
+    )
+    return LoadBalancerFacts(
+        scheme=str(found.get("Scheme", "")),
+        state=str((found.get("State") or {}).get("Code", "")),
+        vpc_id=str(found.get("VpcId", "")),
+        dns_name=str(found.get("DNSName", "")),
+        subnets=tuple(z["SubnetId"] for z in found.get("AvailabilityZones", []) if z.get("SubnetId")),
+        security_groups=tuple(found.get("SecurityGroups", [])),
+        listeners=listeners,
+    )
+
+
+@dataclass(frozen=True)
+class CertificateFacts:
+    pem: str
+    names: tuple[str, ...]  # DomainName and SubjectAlternativeNames
+    not_after: Any  # datetime, as botocore parses it
+    status: str
+
+
+def certificate(clients: Clients, arn: str) -> CertificateFacts | None:
+    acm = clients("acm")
+    try:
+        described = acm.describe_certificate(CertificateArn=arn)["Certificate"]
+        pem = str(acm.get_certificate(CertificateArn=arn)["Certificate"])
+    except ClientError as exc:
+        if _code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+    names = {described.get("DomainName", ""), *described.get("SubjectAlternativeNames", [])} - {""}
+    return CertificateFacts(
+        pem, tuple(sorted(names)), described.get("NotAfter"), str(described.get("Status", ""))
+    )
+
+
+def admits_https_from(group: dict[str, Any], sources: set[str]) -> bool:
+    """Whether a security group's ingress lets any of the ``sources`` groups in on 443."""
+    for rule in group.get("IpPermissions", []):
+        port_ok = rule.get("IpProtocol") == "-1" or rule.get("FromPort", 0) <= 443 <= rule.get("ToPort", 0)
+        if port_ok and {p.get("GroupId") for p in rule.get("UserIdGroupPairs", [])} & sources:
+            return True
+    return False
+
+
+def probe_url(url: str, timeout: float = 5.0) -> int | str:
+    """The HTTP status ``url`` answers a GET with, or what kept it from answering (read only: a
+    path without the webhook's secret is refused before anything is done)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError) as exc:
+        return f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"

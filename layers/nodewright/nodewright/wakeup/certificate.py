@@ -28,6 +28,7 @@ VALIDITY = timedelta(days=3650)
 # Clocks differ: valid from a little before now, as certificate authorities do.
 BACKDATE = timedelta(minutes=5)
 ORGANIZATION = "Nodewright"
+MAX_COMMON_NAME = 64
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,13 @@ def self_signed(dns_name: str, cluster_name: str, now: datetime | None = None) -
         raise ValueError(f"{dns_name!r} is not a DNS name")
     now = now or datetime.now(UTC)
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name(
-        [
-            # The common name is at most 64 characters (RFC 5280); the subjectAltName carries the name.
-            x509.NameAttribute(NameOID.COMMON_NAME, f"nodewright wake-up {cluster_name}"[:64]),
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION),
-        ]
-    )
+    # The subjectAltName is what clients check. The common name (what ACM shows as the certificate's
+    # domain) is the same name when it fits RFC 5280's 64 characters, and left out otherwise (ACM then
+    # shows the first subjectAltName): a load balancer's name in a long region name does not fit.
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, f"{ORGANIZATION} {cluster_name}"[:64])]
+    if len(dns_name) <= MAX_COMMON_NAME:
+        attributes.insert(0, x509.NameAttribute(NameOID.COMMON_NAME, dns_name))
+    name = x509.Name(attributes)
     not_after = now + VALIDITY
     certificate = (
         x509.CertificateBuilder()
