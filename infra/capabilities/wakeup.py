@@ -1,5 +1,5 @@
 """The wake-up: the webhook the API server calls when kube-scheduler cannot place a pod, and that
-converts v1beta1 NodePools and EC2NodeClasses; reached one of two ways (``-c wakeup=``):
+converts v1beta1 NodePools and EC2NodeClasses (``-c wakeup=``):
 
 * ``public`` (the default): a Lambda function URL, ``AuthType NONE`` (below);
 * ``private``: an internal Application Load Balancer in the cluster's VPC that only the cluster
@@ -7,13 +7,14 @@ converts v1beta1 NodePools and EC2NodeClasses; reached one of two ways (``-c wak
   function URL and no permission for ``*``;
 * ``false``: none of this module; pods wait for the minute schedule.
 
-Both modes have:
+Public and private both have:
 
 * a Secrets Manager secret (48 letters and digits, generated per stack): the URL's first path
-  segment. The function URL is ``AuthType NONE`` (kube-apiserver cannot sign requests), so the
-  secret path is what tells the API server from a stranger, who gets 404 (docs/deploy.md, threat
-  model). It rotates without an outage: the webhook reads every version (no ``VersionStage``
-  condition on its grant) and accepts ``AWSPREVIOUS`` during a rotation window
+  segment. kube-apiserver cannot sign requests (the function URL is ``AuthType NONE``; the private
+  load balancer admits the cluster security group, which is on managed nodes too), so the secret
+  path is what tells the API server from a stranger, who gets 404 (docs/deploy.md, threat model).
+  It rotates without an outage: the webhook reads every version (no ``VersionStage`` condition on
+  its grant) and accepts ``AWSPREVIOUS`` during a rotation window
   (``nodewright.wakeup.webhook``);
 * the ``webhook`` function (``functions/webhook``): answers ``allowed: true`` at once and invokes
   the provisioner asynchronously. Its role can read that one secret and invoke the provisioner's
@@ -81,7 +82,6 @@ class Wakeup(Construct):
         policy_inputs: PolicyInputs,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.mode = str(config.wakeup)
         self.secret = secretsmanager.Secret(
             self,
             "PathSecret",

@@ -8,13 +8,17 @@ what is missing and the command that fixes it:
   and security groups in the cluster's VPC) and the AWS APIs (NAT or VPC endpoints); the
   functions' and the node role's access entries; the node role itself; each function's role,
   simulated (``iam:SimulatePrincipalPolicy``: its policies, permissions boundary and the
-  organization's SCPs) against every action ``nodewright.spec.iam`` says it uses; the spot
-  service-linked role; the interruption queue; who the alarms notify.
+  organization's SCPs) against every action ``nodewright.spec.iam`` says it uses; which way the
+  wake-up is served (``-c wakeup=`` public, private or off) and whether the API server can reach
+  it (the function URL answers; or the internal load balancer is in the cluster's VPC, admits the
+  control plane's security groups on 443 and serves the stack's certificate for its name); the
+  spot service-linked role; the interruption queue; who the alarms notify.
 - Kubernetes: the API answers; the CRDs are installed at this release's version with no
   conversion webhook pointing nowhere; deploy/rbac.yaml is applied; the writers' Lease namespace
   exists; no admission webhook for Karpenter's groups points at a missing service; the wake-up's
-  webhook configuration is installed and calls this stack's function URL, and the CRDs serving
-  v1beta1 convert through that same URL (a stale one fails v1beta1 requests, and v1 reads of
+  webhook configuration is installed (none left with the wake-up off), watches kube-scheduler's
+  Events (not the old pods/status write), calls this stack's URL and trusts its certificate, and
+  the CRDs serving v1beta1 convert through that same URL (a stale one fails v1beta1 requests, and v1 reads of
   objects still stored as v1beta1); every
   EC2NodeClass names the node role and its subnet and security-group selectors match something;
   no Karpenter controller still runs (a Deployment with the Helm chart's
