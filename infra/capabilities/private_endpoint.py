@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from aws_cdk import CustomResource, Duration, Stack
+from aws_cdk import AssetHashType, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_lambda as lambda_
@@ -275,14 +275,10 @@ class CertificateResource(Construct):
         if config.layer_asset_dir is not None:
             code = lambda_.Code.from_asset(str(config.layer_asset_dir))
         else:
-            from aws_cdk import AssetHashType
-
             built = build_dependency_layer("cryptography", config.architecture, CERTIFICATE_REQUIREMENTS)
             code = lambda_.Code.from_asset(
                 str(built.root), asset_hash=built.input_hash, asset_hash_type=AssetHashType.CUSTOM
             )
-        from aws_cdk import RemovalPolicy
-
         return lambda_.LayerVersion(
             self,
             "Cryptography",
