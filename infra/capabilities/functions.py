@@ -27,8 +27,8 @@ from infra.capabilities import acknowledge
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.capabilities.permissions import (
     CLUSTER_CLIENTS,
-    FUNCTION_GRANTS,
     PolicyInputs,
+    grants_of,
     statements_for,
     wildcard_resources_for_nag,
 )
@@ -174,7 +174,7 @@ class NodewrightFunctions(Construct):
         self._extra_dependencies: list[CfnResource] = []
         for spec in FUNCTION_SPECS:
             in_vpc = config.in_vpc and spec.name in CLUSTER_CLIENTS
-            grants = (*FUNCTION_GRANTS[spec.name], *(("vpc",) if in_vpc else ()))
+            grants = grants_of(spec.name, in_vpc=in_vpc)
             role, policy = function_role(
                 self,
                 spec.name,

@@ -249,7 +249,7 @@ def record_pod_events(ctx: Context, world: World, pending: list[dict[str, Any]],
 
 
 def publish_metrics(ctx: Context, report: PassReport) -> None:
-    """EMF: pending pods and age, launches by type/zone/capacity type, errors by code, plan time, $/h."""
+    """EMF of a provisioning pass: pending pods and age, plan time, $/h, and its launches."""
     metrics = ctx.metrics
     metrics.add_metric(name="PendingPods", unit=MetricUnit.Count, value=report.pending_pods)
     metrics.add_metric(
@@ -260,7 +260,15 @@ def publish_metrics(ctx: Context, report: PassReport) -> None:
     )
     if report.plan_seconds:
         metrics.add_metric(name="PlanSeconds", unit=MetricUnit.Seconds, value=report.plan_seconds)
-    namespace = getattr(metrics, "namespace", None)
+    publish_launches(ctx, report)
+
+
+def publish_launches(ctx: Context, report: PassReport) -> None:
+    """EMF of what launched and what failed to, for every launch path (a provisioning pass, an
+    interruption's replacements, a disruption command's): launches by type/zone/capacity type,
+    failures by error code (``LaunchErrors``, graphed) and by class (``LaunchFailures``: one
+    series per ``cloud.errors.LAUNCH_FAILURE_CLASSES`` value, which the alarms watch)."""
+    namespace = getattr(ctx.metrics, "namespace", None)
     launched = Counter((x.instance_type, x.zone, x.capacity_type) for x in report.launched if not x.adopted)
     for (instance_type, zone, capacity_type), count in sorted(launched.items()):
         with single_metric(
@@ -274,3 +282,8 @@ def publish_metrics(ctx: Context, report: PassReport) -> None:
             name="LaunchErrors", unit=MetricUnit.Count, value=count, namespace=namespace
         ) as metric:
             metric.add_dimension(name="ErrorCode", value=code)
+    for failure_class, count in sorted(Counter(f.failure_class for f in report.failures).items()):
+        with single_metric(
+            name="LaunchFailures", unit=MetricUnit.Count, value=count, namespace=namespace
+        ) as metric:
+            metric.add_dimension(name="Class", value=failure_class)
