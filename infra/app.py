@@ -4,7 +4,8 @@ Optional context (docs/deploy.md has the table): region, account; nodeRoleName |
 (an existing node role; otherwise the stack creates one); alarmEmail | alarmTopicArn;
 vpcId, subnetIds, securityGroupIds (run the cluster-facing functions in the cluster's VPC);
 ebsKmsKeyArns; amiSsmParameters; interruptionMode (replace | event-only), pollInterval (seconds),
-architecture (arm64 | x86_64), tracing (true | false), layerAssetDir (a prebuilt layer).
+architecture (arm64 | x86_64), tracing (true | false), staticCapacity (true | false: static NodePools),
+layerAssetDir (a prebuilt layer).
 """
 
 from __future__ import annotations

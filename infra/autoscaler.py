@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import ArnFormat, CfnResource, Stack
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.capabilities import outputs as out
@@ -19,7 +20,7 @@ from infra.capabilities.layer import NodewrightLayer
 from infra.capabilities.monitoring import Monitoring
 from infra.capabilities.network import FunctionPlacement
 from infra.capabilities.node_role import NodeRole
-from infra.capabilities.permissions import TABLE_ACTIONS, PolicyInputs
+from infra.capabilities.permissions import CERTIFICATE, CLEANUP, TABLE_ACTIONS, WEBHOOK, PolicyInputs
 from infra.capabilities.removal import Removal
 from infra.capabilities.schedules import Schedules
 from infra.capabilities.state_table import StateTable
@@ -95,8 +96,9 @@ class NodewrightAutoscaler(Construct):
                     "NODEWRIGHT_TRACING": "true" if config.tracing else "false",
                 },
                 functions_dir=config.functions_dir or DEFAULT_FUNCTIONS_DIR,
+                policy_inputs=policy_inputs,
             )
-            if config.wakeup
+            if config.wakeup_enabled
             else None
         )
         self.removal = Removal(
@@ -144,8 +146,17 @@ class NodewrightAutoscaler(Construct):
             },
             alarm_email=config.alarm_email,
             alarm_topic_arn=config.alarm_topic_arn,
-            wakeup=config.wakeup,
+            wakeup=config.wakeup_enabled,
         )
+
+    def _roles(self) -> dict[str, iam.IRole]:
+        """Every function's role by the name ``nodewright.spec.iam`` gives the function."""
+        roles: dict[str, iam.IRole] = {**self.functions.roles, CLEANUP: self.removal.role}
+        if self.wakeup is not None:
+            roles[WEBHOOK] = self.wakeup.role
+        if self.wakeup is not None and self.wakeup.private is not None:
+            roles[CERTIFICATE] = self.wakeup.private.certificate.role
+        return roles
 
     def _outputs(self) -> None:
         """What the stack made, under fixed keys (``nodewright doctor`` reads them)."""
@@ -179,14 +190,50 @@ class NodewrightAutoscaler(Construct):
             ),
             (out.INTERRUPTION_QUEUE, self.interruptions.queue.queue_url, "the interruption queue"),
             (
+                out.WAKEUP_MODE,
+                str(self.config.wakeup),
+                "how the API server reaches the wake-up: public, private or off",
+            ),
+            (
                 out.WEBHOOK_URL,
-                self.wakeup.url.url if self.wakeup else out.NONE,
-                "the wake-up function URL (none: -c wakeup=false); nodewright install-webhooks uses it",
+                self.wakeup.url if self.wakeup else out.NONE,
+                "the wake-up's URL: the function URL, or the private load balancer's (none: "
+                "-c wakeup=false); nodewright install-webhooks uses it",
+            ),
+            (
+                out.WAKEUP_CERTIFICATE,
+                (self.wakeup.certificate_arn if self.wakeup else None) or out.NONE,
+                "private mode: the load balancer's certificate in ACM, the webhooks' caBundle (none: "
+                "public or off)",
+            ),
+            (
+                out.WAKEUP_LOAD_BALANCER,
+                self.wakeup.private.load_balancer.ref if self.wakeup and self.wakeup.private else out.NONE,
+                "private mode: the internal load balancer (none: public or off)",
+            ),
+            (
+                out.WAKEUP_SECURITY_GROUP,
+                self.wakeup.private.security_group.attr_group_id
+                if self.wakeup and self.wakeup.private
+                else out.NONE,
+                "private mode: its security group, which admits 443 from the cluster security group only",
             ),
             (
                 out.WEBHOOK_SECRET,
                 self.wakeup.secret.secret_arn if self.wakeup else out.NONE,
                 "the secret path of that URL (never printed by the stack)",
+            ),
+            (
+                out.FUNCTION_ROLES,
+                out.pairs({name: role.role_arn for name, role in self._roles().items()}),
+                "each function's role (function=ARN): nodewright doctor simulates them",
+            ),
+            (out.STATE_TABLE, self.state.table.table_arn, "the state table"),
+            (out.FAILURE_QUEUE, self.functions.failure_queue.queue_arn, "the failed-invocations queue"),
+            (
+                out.WAKEUP_ALIAS,
+                self.wakeup.alias.function_arn if self.wakeup else out.NONE,
+                "the provisioner alias the webhook invokes (none: -c wakeup=false)",
             ),
         ):
             out.output(self, key, value, description)

@@ -13,6 +13,11 @@ from pathlib import Path
 from typing import Any
 
 REBALANCE_MODES = ("replace", "event-only")
+# How the API server reaches the wake-up and CRD conversion webhook (infra/capabilities/wakeup.py):
+# a public Lambda function URL, an internal Application Load Balancer in the cluster's VPC, or
+# none (the minute schedule only). ``-c wakeup=true`` is public, as before there were three.
+WAKEUP_PUBLIC, WAKEUP_PRIVATE, WAKEUP_OFF = "public", "private", "off"
+WAKEUP_MODES = (WAKEUP_PUBLIC, WAKEUP_PRIVATE, WAKEUP_OFF)
 # Karpenter's --min-values-policy; the layer's settings.MIN_VALUES_POLICIES (infra imports no layer code).
 MIN_VALUES_POLICIES = ("Strict", "BestEffort")
 ARCHITECTURES = ("arm64", "x86_64")
@@ -75,15 +80,24 @@ class NodewrightConfig:
     alarm_topic_arn: str | None = None
     architecture: str = "arm64"
     tracing: bool = False
-    # The API server's wake-up (function URL + webhook, infra/capabilities/wakeup.py); false: pods
-    # wait for the minute schedule.
-    wakeup: bool = True
+    # The API server's wake-up (webhook, secret, provisioner alias; infra/capabilities/wakeup.py),
+    # reached through a public function URL, a private (internal) load balancer, or off: pods wait
+    # for the minute schedule. True/False (older callers of NodewrightAutoscaler): public/off.
+    wakeup: str | bool = WAKEUP_PUBLIC
+    # Private mode: the cluster security group (resourcesVpcConfig.clusterSecurityGroupId, on the
+    # control plane's network interfaces), the only source the load balancer admits on 443; and its
+    # subnets when not subnetIds (two or more, in the cluster's VPC: -c vpcId).
+    cluster_security_group_id: str | None = None
+    wakeup_subnet_ids: tuple[str, ...] = ()
     # Karpenter's --min-values-policy (MIN_VALUES_POLICY) and SpotToSpotConsolidation feature gate
     # (SPOT_TO_SPOT_CONSOLIDATION), read by the layer's settings.
     min_values_policy: str = "Strict"
     spot_to_spot_consolidation: bool = False
     # Karpenter's NodeOverlay feature gate (NODE_OVERLAY; off by default in v1.14, as there).
     node_overlay: bool = False
+    # Static NodePools (spec.replicas) are run: Karpenter v1.14's StaticCapacity feature gate, off by
+    # default there as here.
+    static_capacity: bool = False
     # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
     # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
     vpc_id: str | None = None
@@ -100,6 +114,10 @@ class NodewrightConfig:
     functions_dir: Path | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.wakeup, bool):
+            object.__setattr__(self, "wakeup", WAKEUP_PUBLIC if self.wakeup else WAKEUP_OFF)
+        if self.wakeup not in WAKEUP_MODES:
+            raise ConfigError(f"wakeup {self.wakeup!r}: use public, private or false")
         if not _CLUSTER_NAME.match(self.cluster_name):
             raise ConfigError(
                 f"clusterName {self.cluster_name!r} is not an EKS cluster name: "
@@ -136,6 +154,7 @@ class NodewrightConfig:
                 "(arn:aws:sns:REGION:ACCOUNT:NAME)"
             )
         self._check_vpc()
+        self._check_private_wakeup()
         for name in self.ami_ssm_parameters:
             if not name.startswith("/") or any(c.isspace() for c in name):
                 raise ConfigError(
@@ -159,7 +178,7 @@ class NodewrightConfig:
             for value in values:
                 if not pattern.match(value):
                     raise ConfigError(f"{flag}: {value!r} is not a {flag.removesuffix('s')}")
-        if (self.vpc_id or self.security_group_ids) and not self.subnet_ids:
+        if (self.vpc_id or self.security_group_ids) and not self.subnet_ids and not self.wakeup_subnet_ids:
             raise ConfigError(
                 "subnetIds is not set: a VPC placement needs the private subnets the functions run in "
                 "(-c subnetIds=subnet-a,subnet-b; `nodewright doctor --cluster NAME` prints the cluster's)"
@@ -170,9 +189,45 @@ class NodewrightConfig:
                 "or securityGroupIds (yours)"
             )
 
+    def _check_private_wakeup(self) -> None:
+        for value in self.wakeup_subnet_ids:
+            if not _SUBNET_ID.match(value):
+                raise ConfigError(f"wakeupSubnetIds: {value!r} is not a subnetId")
+        group = self.cluster_security_group_id
+        if group and not _SECURITY_GROUP_ID.match(group):
+            raise ConfigError(f"clusterSecurityGroupId: {group!r} is not a security group id")
+        if self.wakeup != WAKEUP_PRIVATE:
+            if group or self.wakeup_subnet_ids:
+                raise ConfigError("clusterSecurityGroupId and wakeupSubnetIds are for -c wakeup=private only")
+            return
+        where = "(`aws eks describe-cluster --name NAME --query cluster.resourcesVpcConfig` shows them)"
+        if not self.vpc_id:
+            raise ConfigError(
+                f"wakeup=private needs -c vpcId: the cluster's VPC, where its load balancer goes {where}"
+            )
+        if not group:
+            raise ConfigError(
+                "wakeup=private needs -c clusterSecurityGroupId: the cluster security group, the only "
+                f"source its load balancer admits {where}"
+            )
+        if len(set(self.load_balancer_subnets)) < 2:
+            raise ConfigError(
+                "wakeup=private needs two or more private subnets of the cluster's VPC in different zones "
+                f"for its load balancer: -c subnetIds (where the functions run) or -c wakeupSubnetIds {where}"
+            )
+
     @property
     def in_vpc(self) -> bool:
         return bool(self.subnet_ids)
+
+    @property
+    def wakeup_enabled(self) -> bool:
+        return self.wakeup != WAKEUP_OFF
+
+    @property
+    def load_balancer_subnets(self) -> tuple[str, ...]:
+        """Private mode: the internal load balancer's subnets."""
+        return self.wakeup_subnet_ids or self.subnet_ids
 
     @property
     def creates_node_role(self) -> bool:
@@ -203,11 +258,13 @@ class NodewrightConfig:
             alarm_topic_arn=get("alarmTopicArn") or None,
             architecture=str(get("architecture") or "arm64"),
             tracing=str(get("tracing") or "false").lower() in ("1", "true", "yes"),
-            wakeup=str(get("wakeup") if get("wakeup") is not None else "true").lower()
-            not in ("0", "false", "no", "off"),
+            wakeup=_wakeup_mode(get("wakeup")),
+            cluster_security_group_id=get("clusterSecurityGroupId") or None,
+            wakeup_subnet_ids=_split(get("wakeupSubnetIds")),
             min_values_policy=str(get("minValuesPolicy") or "Strict"),
             spot_to_spot_consolidation=_flag(get("spotToSpotConsolidation"), "spotToSpotConsolidation"),
             node_overlay=_flag(get("nodeOverlay"), "nodeOverlay"),
+            static_capacity=_flag(get("staticCapacity"), "staticCapacity"),
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),
@@ -216,6 +273,18 @@ class NodewrightConfig:
             layer_asset_dir=Path(layer_dir) if layer_dir else None,
             functions_dir=Path(functions_dir) if functions_dir else None,
         )
+
+
+def _wakeup_mode(value: Any) -> str:
+    """``-c wakeup=public|private|false``; absent or ``true``: public (what it was when it was a flag)."""
+    text = str(value).strip().lower() if value is not None else WAKEUP_PUBLIC
+    if text in ("1", "true", "yes", "on", WAKEUP_PUBLIC):
+        return WAKEUP_PUBLIC
+    if text in ("0", "false", "no", WAKEUP_OFF, ""):
+        return WAKEUP_OFF
+    if text == WAKEUP_PRIVATE:
+        return WAKEUP_PRIVATE
+    raise ConfigError(f"wakeup {value!r}: use public, private or false")
 
 
 def _flag(value: Any, flag: str) -> bool:

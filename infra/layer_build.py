@@ -69,9 +69,13 @@ CACHE_GENERATIONS_KEPT = 2
 # The AWS services the layer creates clients for (nodewright/cloud: aws.client("…")); botocore
 # keeps only these service models (plus its top-level endpoint, partition and retry data).
 # lambda and secretsmanager: the wake-up webhook (cloud/wakeup.py).
+# acm: the private wake-up's certificate (cloud/wakeup.py).
 BOTO_SERVICES = frozenset(
-    {"dynamodb", "ec2", "eks", "iam", "lambda", "pricing", "secretsmanager", "ssm", "sts"}
+    {"acm", "dynamodb", "ec2", "eks", "iam", "lambda", "pricing", "secretsmanager", "ssm", "sts"}
 )
+# The private wake-up's certificate function alone needs cryptography (nodewright/wakeup/certificate.py):
+# it gets a layer of its own (build_dependency_layer) rather than 15 MB more in every function's.
+CERTIFICATE_REQUIREMENTS = ("cryptography",)
 
 # Distributions removed after pip: they only serve kubernetes.aio (dropped) and aiohttp.
 DROPPED_DISTRIBUTIONS = frozenset(
@@ -185,7 +189,7 @@ def _run(command: list[str], step: str) -> None:
         raise LayerBuildError(f"layer build step '{step}' failed ({' '.join(command[:4])} …):\n{tail}")
 
 
-def _pip_install(target: Path, arch: str) -> None:
+def _pip_install(target: Path, arch: str, requirements: list[str] | None = None) -> None:
     command = [
         sys.executable,
         "-m",
@@ -204,7 +208,7 @@ def _pip_install(target: Path, arch: str) -> None:
         "--only-binary=:all:",
         "-c",
         str(REPO_ROOT / "constraints.txt"),
-        *runtime_requirements(),
+        *(requirements if requirements is not None else runtime_requirements()),
     ]
     try:
         _run(command, "pip install (needs PyPI the first time; later builds reuse build/layer)")
@@ -380,6 +384,36 @@ def build_layer(arch: str = "arm64", *, log: bool = True) -> BuiltLayer:
         built = _read_manifest(root, key)
         assert built is not None
         return built
+
+
+def build_dependency_layer(name: str, arch: str, requirements: tuple[str, ...]) -> BuiltLayer:
+    """A layer of ``requirements`` alone (pinned by constraints.txt), for one function that needs
+    what the others do not: pip for the Lambda platform, cached under build/layer/ like the layer."""
+    if arch not in PLATFORMS:
+        raise LayerBuildError(f"architecture {arch!r} is not supported: use one of {sorted(PLATFORMS)}")
+    digest = hashlib.sha256()
+    digest.update(f"{name}|{arch}|{RUNTIME_PYTHON}|{','.join(PLATFORMS[arch])}|{requirements}\n".encode())
+    for fixed in (REPO_ROOT / "constraints.txt", Path(__file__)):
+        digest.update(fixed.read_bytes())
+    key = digest.hexdigest()[:20]
+    root = CACHE_ROOT / f"{name}-{arch}-{key}"
+    with _cache_lock():
+        cached = _read_manifest(root, key)
+        if cached:
+            return cached
+        work = CACHE_ROOT / f".work-{name}-{arch}-{key}"
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            _pip_install(work / "asset" / "python", arch, list(requirements))
+            size, count = directory_size(work / "asset")
+            (work / "manifest.json").write_text(json.dumps({"unzipped_bytes": size, "file_count": count}))
+            shutil.rmtree(root, ignore_errors=True)
+            work.rename(root)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    built = _read_manifest(root, key)
+    assert built is not None
+    return built
 
 
 def _prune_old_generations(arch: str, keep: Path) -> None:

@@ -61,13 +61,15 @@ OLDEST_PENDING_POD_AGE = MetricSpec(
     "age of the oldest pod still pending",
     PROVISIONING,
 )
+# Every launch path (a provisioning pass, an interruption's and a disruption command's replacements).
+LAUNCHES = "nodewright/provisioning/flow.py publish_launches"
 NODECLAIMS_LAUNCHED = MetricSpec(
     "NodeClaimsLaunched",
     "Count",
     "Sum",
     ("InstanceType", "Zone", "CapacityType"),
     "instances launched, per type, zone and capacity type",
-    PROVISIONING,
+    LAUNCHES,
 )
 LAUNCH_ERRORS = MetricSpec(
     "LaunchErrors",
@@ -75,7 +77,15 @@ LAUNCH_ERRORS = MetricSpec(
     "Sum",
     ("ErrorCode",),
     "NodeClaims whose launch failed, by error code",
-    PROVISIONING,
+    LAUNCHES,
+)
+LAUNCH_FAILURES = MetricSpec(
+    "LaunchFailures",
+    "Count",
+    "Sum",
+    ("Class",),
+    "NodeClaims whose launch failed, by class (LAUNCH_FAILURE_CLASSES): what the launch alarms watch",
+    LAUNCHES,
 )
 CLUSTER_COST = MetricSpec(
     "ClusterCostPerHour", "None", "Maximum", (), "$/h of the nodes Nodewright manages", PROVISIONING
@@ -90,6 +100,15 @@ CREATE_FLEET_ERRORS = MetricSpec(
     (),
     "errors CreateFleet answered inside launches (ICE included, retried ones too)",
     "nodewright/cloud/provider.py CloudProvider.create",
+)
+CAPACITY_RESERVATIONS_UNREAD = MetricSpec(
+    "CapacityReservationsUnread",
+    "Count",
+    "Sum",
+    (),
+    "EC2NodeClasses whose capacity reservations DescribeCapacityReservations did not answer for "
+    "(no reserved offerings that pass)",
+    "nodewright/cloud/provider.py CloudProvider.capacity_reservations",
 )
 PRICE_ESTIMATED = MetricSpec(
     "PriceEstimated",
@@ -282,9 +301,11 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     OLDEST_PENDING_POD_AGE,
     NODECLAIMS_LAUNCHED,
     LAUNCH_ERRORS,
+    LAUNCH_FAILURES,
     CLUSTER_COST,
     PLAN_SECONDS,
     CREATE_FLEET_ERRORS,
+    CAPACITY_RESERVATIONS_UNREAD,
     PRICE_ESTIMATED,
     INTERRUPTIONS_HANDLED,
     INTERRUPTION_HANDLING_SECONDS,
@@ -324,14 +345,11 @@ HEARTBEAT_FUNCTIONS = ("provisioner", "disruption")
 # Values of the dimensions, for the dashboard's per-value lines: the capacity types the cloud
 # provider reports (nodewright/cloud/catalog.py SPOT, ON_DEMAND).
 CAPACITY_TYPES = ("spot", "on-demand")
-# The LaunchErrors codes that mean "no capacity" (nodewright/cloud/errors.py
-# INSUFFICIENT_CAPACITY_CODES; a test keeps the two equal). The ICE alarm sums LaunchErrors
-# over these codes: an alarm cannot use SEARCH, so each code is its own metric.
-INSUFFICIENT_CAPACITY_CODES = (
-    "InsufficientFreeAddressesInSubnet",
-    "InsufficientInstanceCapacity",
-    "MaxSpotInstanceCountExceeded",
-    "UnfulfillableCapacity",
-    "Unsupported",
-    "VcpuLimitExceeded",
-)
+# The values of LaunchFailures' Class dimension (nodewright/cloud/errors.py LAUNCH_FAILURE_CLASSES;
+# a test keeps the two equal): an alarm cannot use SEARCH, so each class is its own series.
+INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+QUOTA = "Quota"
+PERMISSION = "Permission"
+INVALID_REQUEST = "InvalidRequest"
+OTHER = "Other"
+LAUNCH_FAILURE_CLASSES = (PERMISSION, INVALID_REQUEST, QUOTA, OTHER, INSUFFICIENT_CAPACITY)

@@ -25,7 +25,7 @@ from botocore.config import Config
 from nodewright.cloud.state import StateStore, create_state_table
 from nodewright.settings import Settings
 
-from sandbox import triggers
+from sandbox import eks_amis, triggers
 from sandbox.catalog import bundled_catalog
 from sandbox.prices import price_table
 
@@ -412,6 +412,7 @@ def seed(
         images = _register_images(ec2, region)
         parameters = ssm_ami_parameters(images)
         inject_ssm_parameters(region, parameters)
+        parameters.update(eks_amis.seed(ec2, region, images, AMI_KUBERNETES_VERSIONS))
 
         state_table = f"nodewright-{cluster_name}-state"
         create_state_table(dynamodb, state_table)

@@ -79,6 +79,12 @@ def register_sandbox(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="no function URL webhook (as -c wakeup=false): pending pods wait for the provisioner's tick",
     )
+    up.add_argument(
+        "--private-wakeup",
+        action="store_true",
+        help="serve the wake-up as -c wakeup=private does: behind a load balancer on https://localhost with "
+        "the certificate the stack makes (in moto's ACM) as the caBundle",
+    )
     up.add_argument("--quiet", action="store_true", help="no live log of what the functions do")
     up.set_defaults(func=run_up)
     interrupt = actions.add_parser(
@@ -250,15 +256,21 @@ def _serve(args: argparse.Namespace, sandbox: Any, stop: threading.Event) -> Non
     live = None
     try:
         if not args.no_functions:
-            runtime = Runtime(sandbox, say=say, wakeup=not args.no_wakeup).start()
+            runtime = Runtime(
+                sandbox,
+                say=say,
+                wakeup=not args.no_wakeup,
+                wakeup_mode="private" if args.private_wakeup else "public",
+            ).start()
             print(
                 "functions: provisioner and disruption every minute, pricing every 12 hours, interruption "
                 "on the SQS queue, spot_events on the direct EventBridge rule; each in its own worker "
                 "acting as the group deploy/rbac.yaml binds"
             )
             if runtime.wakeup:
+                through = "private load balancer" if args.private_wakeup else "function URL"
                 print(
-                    "wake-up: the API server calls the webhook's function URL "
+                    f"wake-up: the API server calls the webhook's {through} "
                     f"{runtime.function_url}<secret>/admit when a pod becomes unschedulable "
                     "(kubectl get validatingwebhookconfigurations; --no-wakeup: pods wait for the tick)"
                 )

@@ -137,6 +137,8 @@ class Sandbox:
             self.apply_rbac()
             if self.run_simulators:
                 self._start_simulators()
+            else:
+                self._start_service_accounts()
         except BaseException:
             self.stop()
             raise
@@ -228,6 +230,17 @@ class Sandbox:
             raise SandboxError(
                 f"no default ServiceAccounts from the controllers: {self.controllers.last_error}"
             )
+
+    def _start_service_accounts(self) -> None:
+        """Without the simulators, still kube-controller-manager's serviceaccounts controller: it
+        runs beside every kube-apiserver, and without it no pod is admitted anywhere."""
+        from sandbox.simulators import ServiceAccounts
+
+        accounts = ServiceAccounts(Kube(self.api_client()))
+        self.loops = [accounts]
+        accounts.start()
+        if not accounts.synced.wait(60):
+            raise SandboxError(f"no default ServiceAccounts: {accounts.last_error}")
 
     def stop(self) -> None:
         """Stop everything this sandbox started; safe to call twice."""

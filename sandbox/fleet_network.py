@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from sandbox import fleet_storage
+
 _lock = threading.Lock()
 _original: dict[str, Callable[..., Any]] = {}
 _holders: list[object] = []  # one entry per install() not yet undone
@@ -68,6 +70,7 @@ def _apply(fleet: Any) -> None:
         primary = getattr(instance, "nics", {}).get(0)
         if primary is not None:
             primary._group_set = list(groups)
+        fleet_storage.apply(backend, instance, data)  # and its block devices (sandbox.fleet_storage)
 
 
 def _fleet_init(self: Any, *args: Any, **kwargs: Any) -> None:

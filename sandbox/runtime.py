@@ -393,6 +393,7 @@ class Runtime:
         schedules: dict[str, int] | None = None,
         env: dict[str, str] | None = None,
         wakeup: bool = True,
+        wakeup_mode: str = "public",
     ) -> None:
         self.sandbox = sandbox
         self.cluster_name = sandbox.cluster_name
@@ -405,6 +406,7 @@ class Runtime:
         # Variables one function has besides the others' (the webhook's, set by sandbox/wakeup.py).
         self.function_envs: dict[str, dict[str, str]] = {}
         self.wakeup = wakeup and "webhook" in self.function_names
+        self.wakeup_mode = wakeup_mode  # "public" (a function URL) or "private" (sandbox/wakeup.py)
         self.function_url = ""
         self.workers: dict[str, Worker] = {}
         self.triggers: list[Trigger] = []
@@ -496,7 +498,7 @@ class Runtime:
         if self.wakeup:
             from sandbox import wakeup
 
-            url, lambda_api = wakeup.install(self)
+            url, lambda_api = wakeup.install(self, self.wakeup_mode)
             self.triggers += [url, lambda_api]
             self.function_url = url.url
         return self

@@ -7,6 +7,15 @@
   function's reserved concurrency), a new one starting cold; with every one busy the request is
   throttled (429), as Lambda throttles a function URL. A body over Lambda's 6 MB request limit is
   refused with 413 before it.
+* :class:`LoadBalancer`: ``-c wakeup=private``'s internal load balancer in front of the same
+  containers: HTTPS with the certificate the stack makes (``nodewright.wakeup.certificate``, for the
+  load balancer's name, here ``localhost``; imported into moto's ACM, where the stack's custom
+  resource puts it, and read back from there as ``install-webhooks`` does for the ``caBundle``), the
+  listener rule (only ``POST`` on ``/*/admit`` and ``/*/convert`` reaches the function, anything
+  else is the load balancer's own 404), the load balancer's Lambda event and answer shape, and its
+  1 MB limits on a Lambda target's request body (413) and answer (502). Not modelled: security
+  groups and routing (everything is 127.0.0.1), and the certificate is imported by the sandbox,
+  not by the custom resource's function under its role.
 * :class:`LambdaApi`: Lambda's Invoke API on 127.0.0.1 (the webhook's ``AWS_ENDPOINT_URL_LAMBDA``),
   for the provisioner's ``wakeup`` alias only: an asynchronous invocation (``Event``) is accepted
   with 202 and queued; a throttled one (the provisioner's one container is busy: reserved
@@ -133,6 +142,8 @@ class FunctionUrl(Trigger):
         self.throttled = 0
         # Requests by the path's last segment (admit, convert, ...; never the secret before it).
         self.requests: Counter[str] = Counter()
+        # What each admission call was about: (operation, kind, name, reason, reporting controller).
+        self.admitted: list[tuple[str, str, str, str, str]] = []
 
     def start(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -167,7 +178,10 @@ class FunctionUrl(Trigger):
     ) -> tuple[int, dict[str, str], bytes]:
         """One request to the URL: (status, headers, body) as the function URL answers it."""
         assert self.runtime is not None
-        self.requests[raw.partition("?")[0].rstrip("/").rsplit("/", 1)[-1]] += 1
+        action = raw.partition("?")[0].rstrip("/").rsplit("/", 1)[-1]
+        self.requests[action] += 1
+        if action == "admit":
+            self.admitted.append(_reviewed(body))
         return self._answer_of(self._invoke(self.to_event(method, raw, headers, body)))
 
     def to_event(self, method: str, raw: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
@@ -269,6 +283,93 @@ class FunctionUrl(Trigger):
             extra, self._extra = self._extra, []
         for worker in extra:
             worker.stop()
+
+
+class LoadBalancer(FunctionUrl):
+    """``https://localhost:<port>/``: the private wake-up's internal Application Load Balancer in front
+    of the ``webhook`` function's containers (see the module docstring)."""
+
+    NAME = "localhost"  # the load balancer's DNS name here: what the certificate names
+    # A Lambda target's limits (Elastic Load Balancing user guide, "Lambda functions as targets").
+    MAX_BODY_BYTES = 1024 * 1024
+    MAX_ANSWER_BYTES = 1024 * 1024
+    FORWARDED = ("admit", "convert")  # the listener rule's path patterns /*/admit, /*/convert
+
+    def __init__(self, cluster_name: str) -> None:
+        from nodewright.wakeup.certificate import self_signed
+
+        super().__init__()
+        made = self_signed(self.NAME, cluster_name)
+        self.certificate, self._private_key = made.certificate, made.private_key
+        self.certificate_arn = ""
+
+    def start(self, runtime: Runtime) -> None:
+        import tempfile
+        from pathlib import Path
+
+        from sandbox.apiserver.tls import ServingCert
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2  # the listener's TLS 1.2/1.3 policy
+        with tempfile.TemporaryDirectory() as folder:
+            cert, key = Path(folder) / "tls.crt", Path(folder) / "tls.key"
+            cert.write_text(self.certificate)
+            key.write_text(self._private_key)
+            context.load_cert_chain(cert, key)
+        self.cert = ServingCert(self.certificate.encode(), context)
+        super().start(runtime)
+        assert self._server is not None
+        self.url = f"https://{self.NAME}:{self._server.port}/"
+
+    def invoke(
+        self, method: str, raw: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        """The listener: its rule forwards POST on /*/admit and /*/convert; anything else is its own
+        404 (nothing invoked); a body over a Lambda target's 1 MB is refused."""
+        path = raw.partition("?")[0]
+        segments = path.split("/")
+        if method != "POST" or len(segments) != 3 or segments[2] not in self.FORWARDED:
+            return 404, {"Content-Type": "text/plain"}, b"Not Found"
+        if len(body) > self.MAX_BODY_BYTES:
+            return (
+                413,
+                {"Content-Type": "text/html"},
+                b"<html><body><h1>413 Request Entity Too Large</h1></body></html>",
+            )
+        return super().invoke(method, raw, headers, body)
+
+    def to_event(self, method: str, raw: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        """What the load balancer sends a Lambda target: the body as text for a text content type,
+        base64 otherwise."""
+        path, _, query = raw.partition("?")
+        text_like = (headers.get("Content-Type") or headers.get("content-type") or "").startswith(
+            ("application/json", "text/")
+        )
+        return {
+            "requestContext": {
+                "elb": {
+                    "targetGroupArn": f"arn:aws:elasticloadbalancing:us-east-1:{ACCOUNT}:targetgroup/"
+                    "nodewright-wakeup-sandbox/0123456789abcdef"
+                }
+            },
+            "httpMethod": method,
+            "path": path,
+            "queryStringParameters": dict(urllib.parse.parse_qsl(query, keep_blank_values=True)),
+            "headers": {k.lower(): v for k, v in headers.items()},
+            "body": body.decode("utf-8", errors="replace") if text_like else base64.b64encode(body).decode(),
+            "isBase64Encoded": not text_like,
+        }
+
+    def _answer_of(self, done: Invocation | None) -> tuple[int, dict[str, str], bytes]:
+        result = done.result if done is not None and done.ok else None
+        if isinstance(result, dict) and (
+            len(json.dumps(result)) > self.MAX_ANSWER_BYTES or "statusCode" not in result
+        ):
+            assert self.runtime is not None
+            assert done is not None
+            self.runtime.record(done)
+            return 502, {"Content-Type": "text/html"}, b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+        return super()._answer_of(done)
 
 
 class BlackHole(Trigger):
@@ -433,9 +534,11 @@ def make_secret() -> str:
     return "".join(secrets.choice(SECRET_ALPHABET) for _ in range(48))
 
 
-def install(runtime: Runtime) -> tuple[FunctionUrl, LambdaApi]:
-    """Start the function URL and the Invoke API, store the secret, and register the webhook
-    configuration with the emulator; returns the two triggers (the runtime stops them)."""
+def install(runtime: Runtime, mode: str = "public") -> tuple[FunctionUrl, LambdaApi]:
+    """Start the function URL (``mode`` "private": the internal load balancer, its certificate in
+    moto's ACM) and the Invoke API, store the secret, and register the webhook configuration with
+    the emulator as ``install-webhooks --apply`` does; returns the two triggers (the runtime stops
+    them)."""
     from nodewright.api import webhooks
     from nodewright.cluster import install as install_module
     from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
@@ -451,17 +554,19 @@ def install(runtime: Runtime) -> tuple[FunctionUrl, LambdaApi]:
         secrets_client.close()
     lambda_api = LambdaApi()
     lambda_api.start(runtime)
-    url = FunctionUrl()
+    url = LoadBalancer(runtime.cluster_name) if mode == "private" else FunctionUrl()
     runtime.function_envs["webhook"] = {
         "WAKE_FUNCTION": lambda_api.function_name(runtime),
         "WEBHOOK_SECRET_ARN": arn,
         "AWS_ENDPOINT_URL_LAMBDA": lambda_api.endpoint,
     }
     url.start(runtime)
+    # A function URL's certificate is publicly trusted; the sandbox's stand-in's is not.
+    ca_bundle = _imported_certificate(runtime, url) if isinstance(url, LoadBalancer) else url.cert.ca_data
     documents = webhooks.install_documents(
         webhooks.endpoint(url.url, secret, webhooks.ADMIT_PATH),
         webhooks.endpoint(url.url, secret, webhooks.CONVERT_PATH),
-        url.cert.ca_data,
+        ca_bundle,
     )
     admin = sandbox.admin_cluster()
     resources = {r.kind: r for r in (CRDS, VALIDATING_WEBHOOKS)}
@@ -469,3 +574,39 @@ def install(runtime: Runtime) -> tuple[FunctionUrl, LambdaApi]:
         install_module.apply(admin, resources[document["kind"]], document)
     url.warm()
     return url, lambda_api
+
+
+def _reviewed(body: bytes) -> tuple[str, str, str, str, str]:
+    """(operation, kind, name, reason, reporting controller) of the object an AdmissionReview is
+    about ("" where the body does not say): what a test checks the API server called out for."""
+    try:
+        request = json.loads(body).get("request") or {}
+    except (ValueError, AttributeError):
+        return ("", "", "", "", "")
+    obj = request.get("object") or {}
+    reporting = obj.get("reportingController") or (obj.get("source") or {}).get("component") or ""
+    return (
+        str(request.get("operation") or ""),
+        str(obj.get("kind") or ""),
+        str((obj.get("metadata") or {}).get("name") or ""),
+        str(obj.get("reason") or ""),
+        str(reporting),
+    )
+
+
+def _imported_certificate(runtime: Runtime, balancer: LoadBalancer) -> str:
+    """Import the load balancer's certificate into ACM as the stack's custom resource does, and read
+    it back as ``install-webhooks`` does: the ``caBundle`` (base64 PEM)."""
+    from nodewright.spec.iam import certificate_tags
+
+    acm = runtime.sandbox.aws_client("acm")
+    try:
+        balancer.certificate_arn = acm.import_certificate(
+            Certificate=balancer.certificate.encode(),
+            PrivateKey=balancer._private_key.encode(),
+            Tags=[{"Key": k, "Value": v} for k, v in certificate_tags(runtime.cluster_name).items()],
+        )["CertificateArn"]
+        pem = str(acm.get_certificate(CertificateArn=balancer.certificate_arn)["Certificate"])
+    finally:
+        acm.close()
+    return base64.b64encode(pem.encode()).decode()

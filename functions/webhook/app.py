@@ -1,9 +1,10 @@
-"""Webhook: the function URL kube-apiserver calls (wake-up admission webhook, CRD conversion).
+"""Webhook: what kube-apiserver calls (wake-up admission webhook, CRD conversion), through the
+function URL (``-c wakeup=public``) or the internal load balancer (``-c wakeup=private``).
 
-Thin on purpose: read the function URL event (Powertools' data class, no pydantic to import on a
-cold start the API server is waiting for), hand method, path and body to the container's
-``nodewright.wakeup.webhook.Webhook``, return its answer. The event is never logged: its path holds
-the secret.
+Thin on purpose: read the function URL's event or the load balancer's (Powertools' data classes,
+no pydantic to import on a cold start the API server is waiting for), hand method, path and body to
+the container's ``nodewright.wakeup.webhook.Webhook``, return its answer in the caller's shape. The
+event is never logged: its path holds the secret.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from aws_lambda_powertools.utilities.data_classes import LambdaFunctionUrlEvent
+from aws_lambda_powertools.utilities.data_classes import ALBEvent, LambdaFunctionUrlEvent
 from nodewright.observability import logger, metrics, trace
 
 # botocore logs every response body at DEBUG, and GetSecretValue's is the secret: whatever level
@@ -47,14 +48,20 @@ def webhook() -> Any:
 @emf.log_metrics
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from nodewright.wakeup.webhook import refusal
+    from nodewright.wakeup.webhook import Answer, refusal
 
+    from_load_balancer = "elb" in (event.get("requestContext") or {})
+    respond = Answer.load_balancer_response if from_load_balancer else Answer.function_url_response
     try:
-        request = LambdaFunctionUrlEvent(event)
-        body = request.decoded_body or ""
-        method, path = request.request_context.http.method, request.raw_path or "/"
+        if from_load_balancer:
+            target = ALBEvent(event)
+            body, method, path = target.decoded_body or "", target.http_method, target.path or "/"
+        else:
+            request = LambdaFunctionUrlEvent(event)
+            body = request.decoded_body or ""
+            method, path = request.request_context.http.method, request.raw_path or "/"
         hook = webhook()
     except Exception as exc:  # a misconfigured function (no CLUSTER_NAME) or a malformed event
         log.error("webhook cannot serve", extra={"error": f"{type(exc).__name__}: {exc}"})
-        return refusal(500, "Internal Server Error").function_url_response()
-    return hook.serve(method, path, body).function_url_response()
+        return respond(refusal(500, "Internal Server Error"))
+    return respond(hook.serve(method, path, body))

@@ -27,8 +27,8 @@ from infra.capabilities import acknowledge
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.capabilities.permissions import (
     CLUSTER_CLIENTS,
-    FUNCTION_GRANTS,
     PolicyInputs,
+    grants_of,
     statements_for,
     wildcard_resources_for_nag,
 )
@@ -166,6 +166,7 @@ class NodewrightFunctions(Construct):
             "POWERTOOLS_SERVICE_NAME": service_name(config.cluster_name),
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             "NODEWRIGHT_TRACING": "true" if config.tracing else "false",
+            "STATIC_CAPACITY": "true" if config.static_capacity else "false",
         }
         self.functions: dict[str, lambda_.Function] = {}
         self.roles: dict[str, iam.Role] = {}
@@ -174,7 +175,7 @@ class NodewrightFunctions(Construct):
         self._extra_dependencies: list[CfnResource] = []
         for spec in FUNCTION_SPECS:
             in_vpc = config.in_vpc and spec.name in CLUSTER_CLIENTS
-            grants = (*FUNCTION_GRANTS[spec.name], *(("vpc",) if in_vpc else ()))
+            grants = grants_of(spec.name, in_vpc=in_vpc)
             role, policy = function_role(
                 self,
                 spec.name,

@@ -15,7 +15,8 @@ hides no later failure); each function's errors and throttles; the scheduled
 functions' heartbeat (``PassesCompleted``, which they emit at the end of every invocation, idle or
 busy: missing data is a failure); pods pending too long, which also fires when the provisioner,
 the only one that sees pending pods, has stopped completing passes; the interruption queue's
-oldest message; interruption handling slower than the notice allows; insufficient capacity; the
+oldest message; interruption handling slower than the notice allows; launches failing, one alarm
+per class (insufficient capacity, a quota, a denial, an invalid request, anything else); the
 webhook unable to read its secret.
 """
 
@@ -41,6 +42,9 @@ INTERRUPTION_LATENCY_ALARM_SECONDS = 60  # a spot warning gives 120 s; acting af
 QUEUE_AGE_ALARM_SECONDS = 60
 # NodeClaims failed for lack of capacity in 15 minutes (a stuck pod's NodeClaim fails every pass).
 ICE_ALARM_PER_15_MINUTES = 10
+# Launches failed for no classified reason (throttling past botocore's retries, EC2 faults): a few.
+# Quota, permission and invalid-request failures alarm on the first: each needs a person.
+LAUNCH_OTHER_PER_15_MINUTES = 3
 # Every invocation that cannot reach the API server counts once; a few in 5 minutes is an outage.
 API_SERVER_UNAVAILABLE_PER_5_MINUTES = 3
 # Functions that run every minute alarm on repeated errors; one failed tick is retried by
@@ -161,13 +165,7 @@ class Monitoring(Construct):
             f"{API_SERVER_UNAVAILABLE_PER_5_MINUTES}+ times in 5 minutes (no credentials from the "
             "execution role, no route to the endpoints from the VPC, or an outage)",
         )
-        self._alarm(
-            "InsufficientCapacityRate",
-            self._insufficient_capacity(Duration.minutes(15)),
-            threshold=ICE_ALARM_PER_15_MINUTES,
-            description=f"Nodewright {cluster_name}: {ICE_ALARM_PER_15_MINUTES}+ insufficient-capacity "
-            "errors in 15 minutes; widen the NodePools' instance requirements",
-        )
+        self._launch_alarms(cluster_name)
         if wakeup:
             self._alarm(
                 "WebhookSecretUnreadable",
@@ -311,18 +309,67 @@ class Monitoring(Construct):
             period=Duration.minutes(HEARTBEAT_MINUTES),
         )
 
-    def _insufficient_capacity(self, period: Duration) -> cloudwatch.MathExpression:
-        """LaunchErrors summed over the no-capacity codes: alarms cannot use SEARCH."""
-        by_code = {
-            f"ice{index}": self._metric(m.LAUNCH_ERRORS, period, {"ErrorCode": code})
-            for index, code in enumerate(m.INSUFFICIENT_CAPACITY_CODES)
-        }
-        return cloudwatch.MathExpression(
-            expression=" + ".join(f"FILL({name}, 0)" for name in by_code),
-            using_metrics=by_code,
-            label="NodeClaims failed for lack of capacity",
-            period=period,
-        )
+    def _launch_failures(self, failure_class: str, period: Duration) -> cloudwatch.Metric:
+        """NodeClaims of one failure class (``LaunchFailures{Class}``): a plain metric per class,
+        because an alarm cannot use SEARCH."""
+        return self._metric(m.LAUNCH_FAILURES, period, {"Class": failure_class})
+
+    def _launch_alarms(self, cluster_name: str) -> None:
+        """One alarm per class of launch failure (``m.LAUNCH_FAILURE_CLASSES``), each saying what to
+        do. Every launch path counts: provisioning, an interruption's and a disruption's replacements."""
+        doctor = f"`nodewright doctor --cluster {cluster_name}`"
+        logs = f"`aws logs tail /nodewright/{cluster_name}/provisioner` (or disruption, interruption)"
+        for alarm_id, failure_class, threshold, description in (
+            (
+                "InsufficientCapacityRate",
+                m.INSUFFICIENT_CAPACITY,
+                ICE_ALARM_PER_15_MINUTES,
+                f"{ICE_ALARM_PER_15_MINUTES}+ launches failed for lack of EC2 capacity (or free addresses "
+                "in the subnets) in 15 minutes: widen the NodePools' instance requirements (more types, "
+                "zones, spot and on-demand) or the subnets",
+            ),
+            (
+                "LaunchQuotaExceeded",
+                m.QUOTA,
+                1,
+                "a launch hit an account quota (VcpuLimitExceeded, MaxSpotInstanceCountExceeded, "
+                "InstanceLimitExceeded, launch templates, instance profiles, ...): request an increase in "
+                "the Service Quotas console (https://console.aws.amazon.com/servicequotas/home/services/"
+                "ec2/quotas; the NodeClaim's LaunchFailed event names the code) or lower the NodePools' "
+                "limits",
+            ),
+            (
+                "LaunchPermissionDenied",
+                m.PERMISSION,
+                1,
+                "a launch was denied (UnauthorizedOperation, AccessDenied): an SCP, a permissions "
+                f"boundary or an edited role. Run {doctor}: it simulates each function's role against "
+                "the actions it uses and names the denial; `aws sts decode-authorization-message` "
+                "decodes EC2's message in the LaunchFailed event",
+            ),
+            (
+                "LaunchRequestInvalid",
+                m.INVALID_REQUEST,
+                1,
+                "EC2 refused a launch as invalid (InvalidParameter*, an AMI, subnet, security group, "
+                "launch template or instance profile that is gone or wrong) or a NodeClaim cannot be "
+                "launched as configured: read the NodeClaim's LaunchFailed event and "
+                f"{logs}; fix the EC2NodeClass (`nodewright validate`, {doctor})",
+            ),
+            (
+                "LaunchFailedOther",
+                m.OTHER,
+                LAUNCH_OTHER_PER_15_MINUTES,
+                f"{LAUNCH_OTHER_PER_15_MINUTES}+ launches failed in 15 minutes for another reason "
+                f"(throttling, an EC2 fault, an unexpected error): read {logs}",
+            ),
+        ):
+            self._alarm(
+                alarm_id,
+                self._launch_failures(failure_class, Duration.minutes(15)),
+                threshold=threshold,
+                description=f"Nodewright {cluster_name}: {description}",
+            )
 
     def _alarm(
         self,
@@ -380,9 +427,13 @@ class Monitoring(Construct):
         )
         dashboard.add_widgets(
             graph(
-                "Launch errors by code / CreateFleet errors",
+                "Launch failures by code / by class, CreateFleet errors, reservations unread (right)",
                 [self._by_dimension(m.LAUNCH_ERRORS)],
-                right=[self._metric(m.CREATE_FLEET_ERRORS, five), self._insufficient_capacity(five)],
+                right=[
+                    self._metric(m.CREATE_FLEET_ERRORS, five),
+                    self._metric(m.CAPACITY_RESERVATIONS_UNREAD, five),
+                    *(self._launch_failures(c, five).with_(label=c) for c in m.LAUNCH_FAILURE_CLASSES),
+                ],
             ),
             graph(
                 "Interruptions by kind / messages not acted on",

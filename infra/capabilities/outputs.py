@@ -19,6 +19,19 @@ INTERRUPTION_QUEUE = "NodewrightInterruptionQueueUrl"
 ALARM_TOPIC = "NodewrightAlarmTopicArn"
 WEBHOOK_URL = "NodewrightWebhookUrl"
 WEBHOOK_SECRET = "NodewrightWebhookSecretArn"
+# How the API server reaches the wake-up (public, private, off), and in private mode what
+# install-webhooks renders the caBundle from and the doctor checks: the certificate, the internal
+# load balancer and its security group.
+WAKEUP_MODE = "NodewrightWakeupMode"
+WAKEUP_CERTIFICATE = "NodewrightWakeupCertificateArn"
+WAKEUP_LOAD_BALANCER = "NodewrightWakeupLoadBalancerArn"
+WAKEUP_SECURITY_GROUP = "NodewrightWakeupSecurityGroup"
+# What nodewright doctor simulates each role against (nodewright.spec.iam): the roles by function,
+# and the resources the stack grants them with CDK's grant helpers.
+FUNCTION_ROLES = "NodewrightFunctionRoles"
+STATE_TABLE = "NodewrightStateTableArn"
+FAILURE_QUEUE = "NodewrightFailedInvocationsQueueArn"
+WAKEUP_ALIAS = "NodewrightWakeupAliasArn"
 NONE = "none"
 
 
@@ -30,3 +43,8 @@ def output(scope: Construct, key: str, value: str, description: str) -> CfnOutpu
 
 def joined(values: list[str]) -> str:
     return Fn.join(",", values) if values else NONE
+
+
+def pairs(values: dict[str, str]) -> str:
+    """``key=value,key=value`` (values may be tokens), or ``none``."""
+    return joined([Fn.join("=", [key, value]) for key, value in values.items()])

@@ -31,11 +31,10 @@ from infra.capabilities.functions import (
     function_role,
 )
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
-from infra.capabilities.permissions import PolicyInputs, removal_report_parameter
+from infra.capabilities.permissions import CLEANUP, PolicyInputs, grants_of, removal_report_parameter
 from infra.config import NodewrightConfig
 from infra.metrics import NAMESPACE, service_name
 
-CLEANUP = "cleanup"
 # Lambda's maximum. The removal drains for at most 10 minutes (nodewright/removal.py DRAIN_SECONDS,
 # PodDisruptionBudgets may hold a workload that long), then finishes each node (1 minute), cleans
 # up AWS (2 minutes) and answers CloudFormation (45 s kept for it): about 14 minutes at worst. It
@@ -64,7 +63,7 @@ class Removal(Construct):
             self,
             CLEANUP,
             f"Nodewright: removes what it made for cluster {config.cluster_name} at cdk destroy",
-            (CLEANUP, *(("vpc",) if in_vpc else ())),
+            grants_of(CLEANUP, in_vpc=in_vpc),
             policy_inputs,
         )
         log_group = function_log_group(self, CLEANUP, config.cluster_name)

@@ -1,10 +1,20 @@
-"""The wake-up: a Lambda function URL the API server calls when kube-scheduler cannot place a pod.
+"""The wake-up: the webhook the API server calls when kube-scheduler cannot place a pod, and that
+converts v1beta1 NodePools and EC2NodeClasses (``-c wakeup=``):
+
+* ``public`` (the default): a Lambda function URL, ``AuthType NONE`` (below);
+* ``private``: an internal Application Load Balancer in the cluster's VPC that only the cluster
+  security group may reach, with a certificate the stack makes (``private_endpoint.py``); no
+  function URL and no permission for ``*``;
+* ``false``: none of this module; pods wait for the minute schedule.
+
+Public and private both have:
 
 * a Secrets Manager secret (48 letters and digits, generated per stack): the URL's first path
-  segment. The function URL is ``AuthType NONE`` (kube-apiserver cannot sign requests), so the
-  secret path is what tells the API server from a stranger, who gets 404 (docs/deploy.md, threat
-  model). It rotates without an outage: the webhook reads every version (no ``VersionStage``
-  condition on its grant) and accepts ``AWSPREVIOUS`` during a rotation window
+  segment. kube-apiserver cannot sign requests (the function URL is ``AuthType NONE``; the private
+  load balancer admits the cluster security group, which is on managed nodes too), so the secret
+  path is what tells the API server from a stranger, who gets 404 (docs/deploy.md, threat model).
+  It rotates without an outage: the webhook reads every version (no ``VersionStage`` condition on
+  its grant) and accepts ``AWSPREVIOUS`` during a rotation window
   (``nodewright.wakeup.webhook``);
 * the ``webhook`` function (``functions/webhook``): answers ``allowed: true`` at once and invokes
   the provisioner asynchronously. Its role can read that one secret and invoke the provisioner's
@@ -20,9 +30,8 @@
 * the webhook's reserved concurrency (``WEBHOOK_CONCURRENCY``) bounds what a flood can cost and how
   many wake-ups can be in flight: each container sends at most one a second; a request beyond it
   gets 429, which the API server treats as ``failurePolicy: Ignore``;
-* outputs: the function URL and the secret's ARN, which ``nodewright install-webhooks`` reads.
-
-``-c wakeup=false`` leaves all of this out: pods then wait for the minute schedule.
+* outputs: the URL (the function URL, or ``https://<load balancer>/``) and the secret's ARN, which
+  ``nodewright install-webhooks`` reads, and in private mode the certificate's ARN (its caBundle).
 """
 
 from __future__ import annotations
@@ -38,9 +47,10 @@ from constructs import Construct
 from infra.capabilities import acknowledge
 from infra.capabilities.functions import function_asset_dir, function_log_group
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
-from infra.config import NodewrightConfig
+from infra.capabilities.permissions import WEBHOOK, PolicyInputs
+from infra.capabilities.private_endpoint import PrivateEndpoint
+from infra.config import WAKEUP_PRIVATE, NodewrightConfig
 
-WEBHOOK = "webhook"
 WAKEUP_ALIAS = "wakeup"
 # 256 MB: the webhook parses one review and makes one asynchronous call; a cold start imports
 # Powertools and boto3 (~1-1.5 s). The API server waits at most 1 s (timeoutSeconds) and then
@@ -69,6 +79,7 @@ class Wakeup(Construct):
         provisioner: lambda_.Function,
         environment: dict[str, str],
         functions_dir: Path,
+        policy_inputs: PolicyInputs,
     ) -> None:
         super().__init__(scope, construct_id)
         self.secret = secretsmanager.Secret(
@@ -145,14 +156,31 @@ class Wakeup(Construct):
         # Start after the grants exist; the role itself is implied by GetAtt (cfn-lint W3005).
         policy = self.role.node.find_child("DefaultPolicy").node.default_child
         self.function.node.default_child.add_override("DependsOn", [Stack.of(self).get_logical_id(policy)])
-        self.url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
-        acknowledge.checkov(
-            self.url,
-            "CKV_AWS_258",
-            "kube-apiserver calls webhooks without AWS signatures, so IAM auth is impossible; the "
-            "path's per-stack secret, 404 otherwise, body and rate limits and a role that can only "
-            "wake the provisioner bound what a caller can do (docs/deploy.md, threat model)",
-        )
+        # What the API server calls: the function URL, or the private load balancer.
+        self.private: PrivateEndpoint | None = None
+        self.certificate_arn: str | None = None
+        if config.wakeup == WAKEUP_PRIVATE:
+            self.private = PrivateEndpoint(
+                self,
+                "Private",
+                config=config,
+                webhook=self.function,
+                layer=layer,
+                policy_inputs=policy_inputs,
+                functions_dir=functions_dir,
+            )
+            self.url = self.private.url
+            self.certificate_arn = self.private.certificate.arn
+        else:
+            function_url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
+            acknowledge.checkov(
+                function_url,
+                "CKV_AWS_258",
+                "kube-apiserver calls webhooks without AWS signatures, so IAM auth is impossible; the "
+                "path's per-stack secret, 404 otherwise, body and rate limits and a role that can only "
+                "wake the provisioner bound what a caller can do (docs/deploy.md, threat model)",
+            )
+            self.url = function_url.url
         self._acknowledge(config)
 
     def _acknowledge(self, config: NodewrightConfig) -> None:
@@ -172,8 +200,9 @@ class Wakeup(Construct):
         acknowledge.checkov(
             function,
             "CKV_AWS_117",
-            "the webhook talks to no VPC resource: it answers the API server on its function URL and "
-            "calls the Lambda API; in a VPC it would need a NAT or an endpoint to do that",
+            "the webhook talks to no VPC resource: the API server reaches it through its function URL or "
+            "the private load balancer (which invokes it as a Lambda target), and it calls the Lambda and "
+            "Secrets Manager APIs; in a VPC it would need a NAT or endpoints to do that",
         )
         if not config.tracing:
             acknowledge.nag(

@@ -48,6 +48,8 @@ class ResourceType:
     # Another resource whose storage this one shares, converting on the way (events.k8s.io Events
     # are core Events: sandbox/apiserver/eventsv1.py).
     stored_as: tuple[str, str] | None = None
+    # A custom resource's scale subresource: (specReplicasPath, statusReplicasPath, labelSelectorPath).
+    scale_paths: tuple[str, str, str] | None = field(default=None, compare=False, hash=False)
 
     @property
     def api_version(self) -> str:
@@ -311,6 +313,7 @@ class Registry:
                 storage_version=(storage or {}).get("name", v["name"]),
                 printer_columns=tuple(v.get("additionalPrinterColumns") or ()),
                 selectable_fields=selectable,
+                scale_paths=_scale_paths(subs.get("scale")),
             )
         name = crd["metadata"]["name"]
         with self._lock:
@@ -333,6 +336,18 @@ class Registry:
         for g, v, _ in self._custom:
             served.setdefault(g, set()).add(v)
         self._custom_groups = {g: _sort_versions(list(vs)) for g, vs in served.items()}
+
+
+def _scale_paths(scale: Any) -> tuple[str, str, str] | None:
+    """A CRD version's ``subresources.scale`` as (specReplicasPath, statusReplicasPath,
+    labelSelectorPath); None when it has none."""
+    if not isinstance(scale, dict):
+        return None
+    return (
+        str(scale.get("specReplicasPath") or ""),
+        str(scale.get("statusReplicasPath") or ""),
+        str(scale.get("labelSelectorPath") or ""),
+    )
 
 
 def _version_priority(version: str) -> tuple[int, int, int, str]:

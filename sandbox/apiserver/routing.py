@@ -6,6 +6,7 @@ serves (e.g. after the last CRD of a group is deleted) answer Go's plain-text ``
 
 from __future__ import annotations
 
+import copy
 import hmac
 from collections.abc import Callable
 from typing import Any
@@ -282,6 +283,8 @@ class Router:
 
     def _scale(self, t: Target, ctx: Context) -> Response:
         """The autoscaling/v1 Scale view of a workload (``kubectl scale`` patches it)."""
+        if t.rt.scale_paths is not None:
+            return self._custom_scale(t, ctx, t.rt.scale_paths)
         method = ctx.request.method
         if method == "GET":
             return Response(200, scale_of(self.handlers.get(t).body))
@@ -326,10 +329,109 @@ class Router:
                 current = self.store.write(t.rt.key, current)
         return Response(200, scale_of(current))
 
+    def _custom_scale(self, t: Target, ctx: Context, paths: tuple[str, str, str]) -> Response:
+        """A custom resource's Scale, as apiextensions-apiserver's ``ScaleREST`` serves it: read from the
+        CRD's replica paths; an update sets ``specReplicasPath`` and stores the custom resource through
+        its own update path (schema, CEL rules with ``oldSelf``, generation, webhooks, conflicts)."""
+        method = ctx.request.method
+        spec_path = paths[0]
+        if method == "GET":
+            scale, found = custom_scale_of(self.handlers.get(t).body, paths)
+            if not found:
+                raise errors.internal(f'the spec replicas field "{spec_path}" does not exist')
+            return Response(200, scale)
+        if method not in ("PUT", "PATCH"):
+            raise errors.method_not_allowed()
+        body = decode_body(ctx.request)
+        content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
+
+        def attempt(stored: dict[str, Any] | None) -> Any:
+            """ScaleREST's update, one GuaranteedUpdate attempt (the store lock held)."""
+            if stored is None:
+                raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
+            presented = self.handlers._present(t.rt, stored)
+            scale, found = custom_scale_of(presented, paths)
+            if not found:
+                scale["spec"]["replicas"] = _NO_SPEC_REPLICAS  # ScaleREST's "was not set" sentinel
+            if method == "PUT":
+                wanted = body
+            else:
+                try:
+                    wanted = (
+                        patching.json_patch(scale, body)
+                        if content_type == patching.JSON_PATCH
+                        else patching.merge_patch(scale, body)
+                    )
+                except patching.PatchError as exc:
+                    raise ApiError(422, "Invalid", str(exc), {}) from exc
+            if not isinstance(wanted, dict):
+                raise errors.bad_request("the body of a scale update must be a Scale object")
+            replicas = (wanted.get("spec") or {}).get("replicas", 0)
+            if isinstance(replicas, bool) or not isinstance(replicas, int):
+                raise errors.bad_request(
+                    "json: cannot unmarshal into Go struct field ScaleSpec.spec.replicas of type int32"
+                )
+            if replicas == _NO_SPEC_REPLICAS:
+                raise errors.bad_request(f'the spec replicas field "{spec_path}" cannot be empty')
+            updated = copy.deepcopy(presented)
+            target = updated
+            *parents, leaf = _split_path(spec_path)
+            for part in parents:
+                target = target.setdefault(part, {})
+            target[leaf] = replicas
+            precondition = (wanted.get("metadata") or {}).get("resourceVersion")
+            if precondition:
+                updated["metadata"]["resourceVersion"] = precondition
+            return self.handlers._prepare_update(
+                t, ctx, updated, stored, "update" if method == "PUT" else "patch", presented_old=presented
+            )
+
+        response = self.handlers._guaranteed_update(t, ctx, attempt)
+        scale, _ = custom_scale_of(response.body, paths)
+        return self._with_warnings(ctx, Response(200, scale))
+
     @staticmethod
     def _with_warnings(ctx: Context, response: Response) -> Response:
         response.warnings.extend(ctx.warnings)
         return response
+
+
+_NO_SPEC_REPLICAS = -2147483648  # the smallest int32: ScaleREST's mark of a Scale without spec replicas
+
+
+def _split_path(path: str) -> list[str]:
+    return path.removeprefix(".").split(".")
+
+
+def _nested(obj: Any, path: str) -> Any:
+    for part in _split_path(path):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def custom_scale_of(cr: dict[str, Any], paths: tuple[str, str, str]) -> tuple[dict[str, Any], bool]:
+    """The autoscaling/v1 Scale of a custom resource (``scaleFromCustomResource``), and whether its
+    ``specReplicasPath`` holds a value. A missing status replicas is 0, a missing selector omitted."""
+    spec_path, status_path, selector_path = paths
+    meta = cr.get("metadata") or {}
+    spec_replicas = _nested(cr, spec_path)
+    found = isinstance(spec_replicas, int) and not isinstance(spec_replicas, bool)
+    status_replicas = _nested(cr, status_path)
+    status: dict[str, Any] = {"replicas": status_replicas if isinstance(status_replicas, int) else 0}
+    selector = _nested(cr, selector_path) if selector_path else None
+    if isinstance(selector, str) and selector:
+        status["selector"] = selector
+    metadata = {
+        key: meta[key]
+        for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+        if meta.get(key)
+    }
+    # ScaleSpec.replicas is omitempty: a Scale of 0 replicas has an empty spec.
+    spec = {"replicas": spec_replicas} if found and spec_replicas else {}
+    scale = {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": metadata, "spec": spec}
+    return {**scale, "status": status}, found
 
 
 def scale_of(workload: dict[str, Any]) -> dict[str, Any]:

@@ -37,8 +37,10 @@ from sandbox.iam.synth import PLACEHOLDER_CLUSTER, synth_context
 from sandbox.shared_data import REPO_ROOT
 
 SYNTH_TIMEOUT_SECONDS = 600
-# What feeds the synth besides infra/ itself (and this package's synth script).
+# What feeds the synth besides infra/ itself (and this package's synth script): the IAM facts
+# infra/capabilities/permissions.py builds the policies from live in the layer's spec package.
 _INPUT_FILES = ("cdk.json", "sandbox/iam/synth.py")
+_INPUT_DIRECTORIES = ("infra", "layers/nodewright/nodewright/spec")
 _LIBRARIES = ("aws-cdk-lib", "cdk-nag", "constructs", "jsii")
 ADMINISTRATOR_KEY = "AKIASANDBOXADMINISTR"  # the sandbox's own identity: the account's owner
 ADMINISTRATOR_SECRET = "sandbox-administrator-secret"
@@ -58,7 +60,8 @@ def cache_dir() -> Path:
 def synth_inputs_digest() -> str:
     """A hash of everything that feeds the synth (a changed input means a new synth)."""
     digest = hashlib.sha256()
-    files = sorted((REPO_ROOT / "infra").rglob("*.py")) + [REPO_ROOT / name for name in _INPUT_FILES]
+    files = [path for folder in _INPUT_DIRECTORIES for path in sorted((REPO_ROOT / folder).rglob("*.py"))]
+    files += [REPO_ROOT / name for name in _INPUT_FILES]
     for path in files:
         digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
     context = synth_context(Path("<stubs>"))

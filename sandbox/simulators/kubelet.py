@@ -16,11 +16,17 @@ Two loops share one registry of the nodes this kubelet owns:
   ContainersReady conditions, podIP, startTime, container statuses) and confirms graceful deletion
   (a pod with a deletionTimestamp is deleted with grace 0, as the kubelet does once its containers stop).
 
-Capacity and allocatable follow the EKS AMI's bootstrap defaults, which Karpenter also assumes:
+Capacity and allocatable follow the EKS AMI's bootstrap defaults, which Karpenter also assumes, from
+what the instance itself is (never from its NodeClaim, so a wrong computation in the product shows):
 
 * cpu = vCPUs; memory = instance MiB minus 7.5 % (the VM overhead Karpenter subtracts);
-  pods = ENIs * (IPv4 per ENI - 1) + 2; ephemeral-storage = 20 Gi (the AMI's root volume);
-  nvidia.com/gpu and aws.amazon.com/neuron from the GPU/Neuron counts.
+  pods = the bootstrap's ``--max-pods`` in the instance's user data, else ENIs * (IPv4 per ENI - 1) + 2;
+  ephemeral-storage = the size of the volume the kubelet lives on (``sandbox.eks_amis``: the root
+  volume, Bottlerocket's data volume), or, when the user data builds the instance-store RAID0 array,
+  the type's instance store (decimal GB);
+  nvidia.com/gpu and aws.amazon.com/neuron from the GPU/Neuron counts; on a Windows node the VPC
+  resource controller's vpc.amazonaws.com/PrivateIPv4Address (IPv4 per interface - 1).
+* a node of a Windows AMI is ``kubernetes.io/os=windows`` with its ``node.kubernetes.io/windows-build``.
 * allocatable = capacity - kube-reserved - eviction threshold, with kube-reserved
   cpu = 6 % of the first core + 1 % of the second + 0.5 % of cores 3-4 + 0.25 % of the rest,
   memory = 11 Mi * pods + 255 Mi, ephemeral-storage = 1 Gi; eviction: memory 100 Mi,
@@ -39,6 +45,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from sandbox import eks_amis
 from sandbox.simulators.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, core, group, record_event
 from sandbox.simulators.loop import ReconcileLoop
 from sandbox.simulators.scheduler import now
@@ -75,13 +82,26 @@ def max_pods(info: dict[str, Any]) -> int:
     return enis * (ips - 1) + 2
 
 
-def node_resources(info: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the instance is, beyond its type: its OS and the storage and pods its bootstrap gives it."""
+
+    os: str = "linux"
+    windows_build: str = ""
+    storage_bytes: int = EPHEMERAL_STORAGE_GI * 1024**3
+    max_pods: int | None = None
+
+
+def node_resources(
+    info: dict[str, Any], facts: NodeFacts | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
     """(capacity, allocatable) for an EC2 ``InstanceTypeInfo``, per the module docstring."""
+    facts = facts or NodeFacts()
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     memory_mi = int(info["MemoryInfo"]["SizeInMiB"])
     memory_mi -= math.ceil(memory_mi * 0.075)
-    pods = max_pods(info)
-    storage_ki = EPHEMERAL_STORAGE_GI * 1024 * 1024
+    pods = facts.max_pods if facts.max_pods is not None else max_pods(info)
+    storage_ki = facts.storage_bytes // 1024
     capacity = {
         "cpu": str(vcpus),
         "memory": f"{memory_mi * 1024}Ki",
@@ -94,6 +114,9 @@ def node_resources(info: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]
     neurons = sum(d.get("Count", 0) for d in (info.get("NeuronInfo") or {}).get("NeuronDevices", []))
     if neurons:
         capacity["aws.amazon.com/neuron"] = str(neurons)
+    ips = int((info.get("NetworkInfo") or {}).get("Ipv4AddressesPerInterface") or 0)
+    if facts.os == "windows" and ips > 1:
+        capacity["vpc.amazonaws.com/PrivateIPv4Address"] = str(ips - 1)
     allocatable = dict(capacity)
     allocatable["cpu"] = f"{vcpus * 1000 - kube_reserved_millicores(vcpus)}m"
     allocatable["memory"] = f"{(memory_mi - (11 * pods + 255) - 100) * 1024}Ki"
@@ -236,6 +259,7 @@ class NodeLifecycle(ReconcileLoop):
         self.init_delay = init_delay
         self._first_running: dict[str, float] = {}
         self._types: dict[str, dict[str, Any]] = {}
+        self._images: dict[str, dict[str, Any]] = {}
 
     def _instances(self) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
@@ -248,6 +272,47 @@ class NodeLifecycle(ReconcileLoop):
                     for instance in reservation["Instances"]:
                         found[instance["InstanceId"]] = instance
         return found
+
+    def _facts(self, instance: dict[str, Any]) -> NodeFacts:
+        """The instance's OS (its AMI), its kubelet's storage (its volumes, or the instance-store
+        array its user data builds) and the max pods its user data gives the kubelet."""
+        image_id = instance.get("ImageId") or ""
+        if image_id not in self._images:
+            found = self.ec2.describe_images(ImageIds=[image_id])["Images"] if image_id else []
+            self._images[image_id] = found[0] if found else {}
+        image = self._images[image_id]
+        family = eks_amis.family_of(image.get("Name") or "", image.get("Platform"))
+        user_data = (
+            self.ec2.describe_instance_attribute(InstanceId=instance["InstanceId"], Attribute="userData").get(
+                "UserData"
+            )
+            or {}
+        )
+        boot = eks_amis.read_user_data(family, str(user_data.get("Value") or ""))
+        store = (self._type_info(instance["InstanceType"]).get("InstanceStorageInfo") or {}).get(
+            "TotalSizeInGB"
+        )
+        if boot.raid0 and store:
+            storage = int(store) * 1000**3
+        else:
+            device = eks_amis.kubelet_device(family, instance.get("RootDeviceName") or "")
+            volume = next(
+                (
+                    (m.get("Ebs") or {}).get("VolumeId")
+                    for m in instance.get("BlockDeviceMappings") or []
+                    if m.get("DeviceName") == device
+                ),
+                None,
+            )
+            sizes = self.ec2.describe_volumes(VolumeIds=[volume])["Volumes"] if volume else []
+            storage = int(sizes[0]["Size"]) * 1024**3 if sizes else EPHEMERAL_STORAGE_GI * 1024**3
+        windows = family == "windows"
+        return NodeFacts(
+            os="windows" if windows else "linux",
+            windows_build=eks_amis.windows_build(image.get("Name") or "") if windows else "",
+            storage_bytes=storage,
+            max_pods=boot.max_pods,
+        )
 
     def _type_info(self, instance_type: str) -> dict[str, Any]:
         if instance_type not in self._types:
@@ -313,6 +378,10 @@ class NodeLifecycle(ReconcileLoop):
                 labels[requirement["key"]] = requirement["values"][0]
         labels.update((nodeclaim.get("metadata") or {}).get("labels") or {})
         labels.update(instance_type_labels(info))
+        facts = self._facts(instance)
+        labels["kubernetes.io/os"] = facts.os
+        if facts.windows_build:
+            labels["node.kubernetes.io/windows-build"] = facts.windows_build
         labels.update(
             {
                 "kubernetes.io/hostname": node_name,
@@ -340,14 +409,14 @@ class NodeLifecycle(ReconcileLoop):
             "kind": "Node",
             "metadata": {"name": node_name, "labels": labels},
             "spec": {"providerID": f"aws:///{zone}/{instance['InstanceId']}", "taints": taints},
-            "status": self._status(instance, labels, ready=False),
+            "status": self._status(instance, labels, facts, ready=False),
         }
         try:
             self.kube.create(core("nodes"), body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-        status = self._status(instance, labels, ready=True)
+        status = self._status(instance, labels, facts, ready=True)
         self.kube.patch(
             core("nodes", name=node_name, sub="status"), {"status": status}, STRATEGIC_MERGE_PATCH
         )
@@ -374,8 +443,11 @@ class NodeLifecycle(ReconcileLoop):
             )
         self._remove_taints(node_name, _is_not_ready_taint)
 
-    def _status(self, instance: dict[str, Any], labels: dict[str, str], ready: bool) -> dict[str, Any]:
-        capacity, allocatable = node_resources(self._type_info(instance["InstanceType"]))
+    def _status(
+        self, instance: dict[str, Any], labels: dict[str, str], facts: NodeFacts, ready: bool
+    ) -> dict[str, Any]:
+        capacity, allocatable = node_resources(self._type_info(instance["InstanceType"]), facts)
+        windows = facts.os == "windows"
         private_ip = instance.get("PrivateIpAddress", "")
         node_name = labels["kubernetes.io/hostname"]
         return {
@@ -392,12 +464,14 @@ class NodeLifecycle(ReconcileLoop):
                 "architecture": labels["kubernetes.io/arch"],
                 "bootID": instance["InstanceId"],
                 "containerRuntimeVersion": "containerd://1.7.22",
-                "kernelVersion": "6.1.112-sandbox",
+                "kernelVersion": f"{facts.windows_build}.0" if windows else "6.1.112-sandbox",
                 "kubeProxyVersion": KUBELET_VERSION,
                 "kubeletVersion": KUBELET_VERSION,
                 "machineID": instance["InstanceId"],
-                "operatingSystem": "linux",
-                "osImage": "Amazon Linux 2023 (sandbox)",
+                "operatingSystem": facts.os,
+                "osImage": "Windows Server Datacenter (sandbox)"
+                if windows
+                else "Amazon Linux 2023 (sandbox)",
                 "systemUUID": instance["InstanceId"],
             },
         }

@@ -44,6 +44,7 @@ CASES: list[tuple[str, list[str], bool]] = [
     ("bench interruption", ["--nodes", "1", "--pods", "1"], False),
     ("bench latency", ["--bursts", "1", "--pods", "1"], False),
     ("bench sandbox", ["--runs", "1"], False),
+    ("bench scheduler-stall", ["--pods", "4"], False),
 ]
 ELSEWHERE = {"chaos": "tests/e2e/test_chaos_run.py"}
 

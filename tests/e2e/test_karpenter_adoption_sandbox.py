@@ -11,6 +11,7 @@ them. Nothing is replaced; the EC2NodeClass and NodePool show Ready (``kubectl g
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -131,7 +132,8 @@ def launch_as_karpenter(sb: Any, kube: Any) -> tuple[str, str]:
 
     ec2, ssm = sb.aws_client("ec2"), sb.aws_client("ssm")
     try:
-        settings = Settings.from_env()
+        # Karpenter's own calls (this test plays it): the account owner's identity, not a function's.
+        settings = Settings.from_env({**os.environ, **sb.owner_credentials()})
         images = AmiResolver(ec2, ssm, lambda: cluster_info(settings)).images(NodeClass(nodeclass(sb)))
         image = next(i for i in images if i.arch == "amd64" and not i.gpu)
         discovery = [{"Name": "tag:karpenter.sh/discovery", "Values": [sb.cluster_name]}]

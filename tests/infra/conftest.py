@@ -38,11 +38,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def stub_functions_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from infra.capabilities.functions import FUNCTION_SPECS
-    from infra.capabilities.removal import CLEANUP
-    from infra.capabilities.wakeup import WEBHOOK
+    from infra.capabilities.permissions import CERTIFICATE, CLEANUP, WEBHOOK
 
     root = tmp_path_factory.mktemp("functions")
-    for name in [*(spec.name for spec in FUNCTION_SPECS), CLEANUP, WEBHOOK]:
+    for name in [*(spec.name for spec in FUNCTION_SPECS), CLEANUP, WEBHOOK, CERTIFICATE]:
         (root / name).mkdir()
         (root / name / "app.py").write_text("def handler(event, context):\n    return None\n")
     return root
@@ -85,6 +84,7 @@ def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
         "minValuesPolicy": "BestEffort",
         "spotToSpotConsolidation": "true",
         "nodeOverlay": "true",
+        "staticCapacity": "true",
         "nodeRoleArn": VARIANT_NODE_ROLE_ARN,
         "vpcId": "vpc-0123456789abcdef0",
         "subnetIds": "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2",
@@ -92,5 +92,22 @@ def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
         "amiSsmParameters": "/platform/golden-ami,/team-a/*",
         "region": "eu-west-1",
         "account": "123456789012",
+    }
+    return synth_app(context, tmp_path_factory.mktemp("cdk.out"))
+
+
+PRIVATE_CLUSTER_SG = "sg-0ccccccccccccccc3"
+
+
+@pytest.fixture(scope="session")
+def private_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """``-c wakeup=private``: the wake-up behind an internal load balancer in the functions' subnets of
+    the cluster's VPC, admitting the cluster security group only."""
+    context = {
+        **fast_context,
+        "wakeup": "private",
+        "vpcId": "vpc-0123456789abcdef0",
+        "subnetIds": "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2",
+        "clusterSecurityGroupId": PRIVATE_CLUSTER_SG,
     }
     return synth_app(context, tmp_path_factory.mktemp("cdk.out"))

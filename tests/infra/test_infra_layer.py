@@ -170,8 +170,11 @@ def test_real_layer_is_small_complete_and_built_for_the_runtime(tmp_path: Path) 
     provided = {"nodewright"}
     shipped = {p.name.removesuffix(".pyc").removesuffix(".py") for p in site.iterdir()} | {"yaml", "dateutil"}
     missing = {}
+    # the private wake-up's certificate function has cryptography in a layer of its own (below)
+    elsewhere = {"nodewright/wakeup/certificate.py": set(layer_build.CERTIFICATE_REQUIREMENTS)}
     for source in (site / "nodewright").rglob("*.py"):
-        unknown = _imports(source) - stdlib - provided - shipped - {"__future__"}
+        own_layer = elsewhere.get(str(source.relative_to(site)), set())
+        unknown = _imports(source) - stdlib - provided - shipped - own_layer - {"__future__"}
         if unknown:
             missing[str(source.relative_to(site))] = sorted(unknown)
     assert not missing, f"imported by the layer but not shipped: {missing}"
@@ -184,3 +187,27 @@ def test_real_layer_is_small_complete_and_built_for_the_runtime(tmp_path: Path) 
     (staged,) = [p.parent for p in (tmp_path / "cdk.out").glob("asset.*/python")]
     assert (staged / "python/nodewright/__init__.py").is_file()
     assert layer_build.directory_size(staged)[0] <= layer_build.MAX_UNZIPPED_BYTES
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_certificate_functions_own_layer_makes_a_certificate_on_the_runtimes_python() -> None:
+    """``cryptography`` for the private wake-up's certificate function alone, built by pip for the
+    function's platform: arm64's is aarch64 code; x86_64's, loaded by the runtime's Python 3.13 with
+    the layer's package, makes the certificate the function imports into ACM."""
+    arm = layer_build.build_dependency_layer("cryptography", "arm64", layer_build.CERTIFICATE_REQUIREMENTS)
+    (rust,) = (arm.root / "python" / "cryptography" / "hazmat" / "bindings").glob("_rust*.so")
+    assert int.from_bytes(rust.read_bytes()[18:20], "little") == ELF_MACHINE_AARCH64
+    x86 = layer_build.build_dependency_layer("cryptography", "x86_64", layer_build.CERTIFICATE_REQUIREMENTS)
+    probe = (
+        "from nodewright.wakeup.certificate import self_signed; "
+        "print(self_signed('internal-x.eu-west-1.elb.amazonaws.com', 'demo').certificate.splitlines()[0])"
+    )
+    paths = [str(x86.root / "python"), str(REPO_ROOT / "layers" / "nodewright")]
+    made = subprocess.run(
+        [layer_build.find_runtime_python(), "-I", "-c", f"import sys; sys.path[:0] = {paths!r}; {probe}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert made.stdout.strip() == "-----BEGIN CERTIFICATE-----"

@@ -98,6 +98,7 @@ def test_the_provisioner_emits_the_declared_dimension_sets(emf: Any) -> None:
         metrics.PLAN_SECONDS,
         metrics.NODECLAIMS_LAUNCHED,
         metrics.LAUNCH_ERRORS,
+        metrics.LAUNCH_FAILURES,
     ):
         assert seen[spec.name] == {*spec.dimensions, "service"}, spec.name
 
@@ -198,10 +199,12 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
     assert metrics.PASSES_COMPLETED.name not in emf()
 
 
-def test_ice_codes_are_the_cloud_layers() -> None:
-    from nodewright.cloud.errors import INSUFFICIENT_CAPACITY_CODES
+def test_launch_failure_classes_are_the_cloud_layers() -> None:
+    from nodewright.cloud import errors
 
-    assert set(metrics.INSUFFICIENT_CAPACITY_CODES) == set(INSUFFICIENT_CAPACITY_CODES)
+    assert metrics.LAUNCH_FAILURE_CLASSES == errors.LAUNCH_FAILURE_CLASSES
+    for name in ("INSUFFICIENT_CAPACITY", "QUOTA", "PERMISSION", "INVALID_REQUEST", "OTHER"):
+        assert getattr(metrics, name) == getattr(errors, name)
 
 
 def test_capacity_types_are_the_ones_the_provider_reports() -> None:

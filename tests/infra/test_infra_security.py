@@ -52,8 +52,10 @@ def statement_for(synth: Synth, sid: str) -> dict[str, Any]:
     return found[0]
 
 
-def test_no_statement_grants_a_wildcard_action(default_synth: Synth, variant_synth: Synth) -> None:
-    for synth in (default_synth, variant_synth):
+def test_no_statement_grants_a_wildcard_action(
+    default_synth: Synth, variant_synth: Synth, private_synth: Synth
+) -> None:
+    for synth in (default_synth, variant_synth, private_synth):
         for statement in statements(synth):
             assert statement["Effect"] == "Allow"
             for action in as_list(statement["Action"]):
@@ -383,9 +385,9 @@ def test_construct_works_in_another_cdk_app_with_an_existing_topic_role_and_secu
             assert vpc is None, name
 
 
-def test_cfn_lint_reports_nothing(default_synth: Synth, variant_synth: Synth) -> None:
+def test_cfn_lint_reports_nothing(default_synth: Synth, variant_synth: Synth, private_synth: Synth) -> None:
     result = subprocess.run(
-        [cfn_tool("cfn-lint"), str(default_synth.path), str(variant_synth.path)],
+        [cfn_tool("cfn-lint"), str(default_synth.path), str(variant_synth.path), str(private_synth.path)],
         capture_output=True,
         text=True,
         check=False,
@@ -408,13 +410,13 @@ def _checkov_findings(report: Any) -> dict[str, dict[str, set[tuple[str, str]]]]
 
 
 def test_checkov_fails_nothing_and_every_acknowledgment_is_needed(
-    default_synth: Synth, variant_synth: Synth, tmp_path: Path
+    default_synth: Synth, variant_synth: Synth, private_synth: Synth, tmp_path: Path
 ) -> None:
-    """Scan both templates (outside and inside a VPC) and copies without acknowledgments: each copy
-    must fail exactly the acknowledged checks, so an acknowledgment never hides a check that would
-    pass anyway. One checkov run for all four files."""
+    """Scan the three templates (outside and inside a VPC, the private wake-up) and copies without
+    acknowledgments: each copy must fail exactly the acknowledged checks, so an acknowledgment never
+    hides a check that would pass anyway. One checkov run for all six files."""
     acknowledged: dict[str, set[tuple[str, str]]] = {}
-    for name, synth in (("default", default_synth), ("variant", variant_synth)):
+    for name, synth in (("default", default_synth), ("variant", variant_synth), ("private", private_synth)):
         template = synth.template
         stripped = copy.deepcopy(template)
         acknowledged[name] = set()
@@ -451,6 +453,8 @@ def test_checkov_fails_nothing_and_every_acknowledgment_is_needed(
     assert all("pricing" in i or "Wakeupwebhook" in i for i in in_vpc), (
         "only the non-cluster functions stay outside"
     )
+    logs = {logical_id for check, logical_id in acknowledged["private"] if check == "CKV_AWS_91"}
+    assert len(logs) == 1  # the private wake-up's load balancer: its access logs would hold the secret
 
 
 ROLE_ARN_WITH_PATH = "arn:aws:iam::123456789012:role/a/b/Nodes"

@@ -47,9 +47,9 @@ def test_resource_counts_match_the_design(default_synth: Synth) -> None:
         # 4 functions that call Kubernetes, the removal (it drains the nodes), the created node role
         "AWS::EKS::AccessEntry": 6,
         "AWS::CloudWatch::Dashboard": 1,
-        # 2 DLQs, 6 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, ICE,
-        # API server unreachable, AWS unreachable
-        "AWS::CloudWatch::Alarm": 23,
+        # 2 DLQs, 6 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, five
+        # launch failure classes, API server unreachable, AWS unreachable, the webhook's secret
+        "AWS::CloudWatch::Alarm": 27,
         "AWS::IAM::Role": 8,  # one per function (webhook too), the removal's, the node role
         "AWS::CloudFormation::CustomResource": 1,
         "AWS::SNS::Topic": 0,  # only with alarmEmail
@@ -252,6 +252,7 @@ def test_environment_matches_the_settings_the_layer_reads(default_synth: Synth) 
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
     assert env["POWERTOOLS_SERVICE_NAME"] == metrics.service_name("demo")
     assert env["NODEWRIGHT_TRACING"] == "false"
+    assert env["STATIC_CAPACITY"] == "false"  # Karpenter v1.14's StaticCapacity gate is off by default
     assert env["STATE_TABLE"]["Ref"].startswith("AutoscalerStateTable")
     assert env["INTERRUPTION_QUEUE_URL"]["Ref"].startswith("AutoscalerInterruptionsQueue")
     # every variable the stack sets is one the layer (or Powertools) reads: no dead configuration
@@ -277,6 +278,7 @@ def test_variant_context_reaches_the_functions(variant_synth: Synth) -> None:
         assert env["MIN_VALUES_POLICY"] == "BestEffort"
         assert env["SPOT_TO_SPOT_CONSOLIDATION"] == "true"
         assert env["NODE_OVERLAY"] == "true"
+        assert env["STATIC_CAPACITY"] == "true"
         assert env["NODE_ROLE"] == "MyNodeRole"
 
 
@@ -372,16 +374,26 @@ def test_alarms_cover_dlqs_errors_throttles_heartbeats_pending_pods_queue_latenc
         assert (heartbeat["Threshold"], heartbeat["ComparisonOperator"]) == (1, "LessThanThreshold")
         assert heartbeat["TreatMissingData"] == "breaching"
         assert (heartbeat["Period"], heartbeat["Statistic"]) == (300, "Sum")
-    math = {a["AlarmDescription"]: a for a in by_metric["(math)"]}
-    (ice,) = [a for d, a in math.items() if "insufficient-capacity" in d]
-    (expression,) = [q for q in ice["Metrics"] if "Expression" in q]
-    codes = [q["MetricStat"]["Metric"] for q in ice["Metrics"] if "MetricStat" in q]
-    assert {c["MetricName"] for c in codes} == {metrics.LAUNCH_ERRORS.name}
-    assert sorted(d["Value"] for c in codes for d in c["Dimensions"] if d["Name"] == "ErrorCode") == sorted(
-        metrics.INSUFFICIENT_CAPACITY_CODES
-    )
-    assert expression["Expression"].count("FILL(") == len(metrics.INSUFFICIENT_CAPACITY_CODES)
-    assert ice["Threshold"] == 10
+    launches = {
+        d["Value"]: a
+        for a in by_metric[metrics.LAUNCH_FAILURES.name]
+        for d in a["Dimensions"]
+        if d["Name"] == "Class"
+    }
+    # a plain series per class, no SEARCH
+    assert sorted(launches) == sorted(metrics.LAUNCH_FAILURE_CLASSES)
+    assert launches[metrics.INSUFFICIENT_CAPACITY]["Threshold"] == 10
+    assert launches[metrics.OTHER]["Threshold"] == 3
+    for needs_a_person in (metrics.QUOTA, metrics.PERMISSION, metrics.INVALID_REQUEST):
+        assert launches[needs_a_person]["Threshold"] == 1, needs_a_person
+    assert "Service Quotas" in launches[metrics.QUOTA]["AlarmDescription"]
+    assert "nodewright doctor" in launches[metrics.PERMISSION]["AlarmDescription"]
+    for alarm in launches.values():
+        assert (alarm["Statistic"], alarm["Period"], alarm["ComparisonOperator"]) == (
+            "Sum",
+            900,
+            "GreaterThanOrEqualToThreshold",
+        )
     for alarm in alarms:
         if alarm.get("Namespace") == metrics.NAMESPACE:
             assert alarm["MetricName"] in metrics.METRIC_NAMES

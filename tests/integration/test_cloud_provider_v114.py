@@ -90,6 +90,9 @@ def test_prefixes_alone_give_the_primary_interface(ec2: Env) -> None:
 def test_cpu_enclave_volume_initialization_and_context_reach_ec2(ec2: Env) -> None:
     spy_client = CloudProvider(ec2.settings)
     spy = FleetSpy(spy_client.ec2)
+    # A snapshot that exists: EC2 (and the sandbox's fleet, sandbox.fleet_storage) refuses one that does not.
+    volume = ec2.ec2.create_volume(Size=40, AvailabilityZone="us-east-1a")["VolumeId"]
+    snapshot = ec2.ec2.create_snapshot(VolumeId=volume)["SnapshotId"]
     spec = {
         "cpuOptions": {"nestedVirtualization": "disabled"},
         "enclaveOptions": {"enabled": True},
@@ -99,7 +102,7 @@ def test_cpu_enclave_volume_initialization_and_context_reach_ec2(ec2: Env) -> No
                 "deviceName": "/dev/xvda",
                 "rootVolume": True,
                 "ebs": {
-                    "snapshotID": "snap-0123456789",
+                    "snapshotID": snapshot,
                     "volumeSize": "40Gi",
                     "volumeInitializationRate": 200,
                 },
@@ -112,7 +115,7 @@ def test_cpu_enclave_volume_initialization_and_context_reach_ec2(ec2: Env) -> No
     assert data["CpuOptions"] == {"NestedVirtualization": "disabled"}
     assert data["EnclaveOptions"] == {"Enabled": True}
     assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeInitializationRate"] == 200
-    assert data["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"] == "snap-0123456789"
+    assert data["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"] == snapshot
     assert spy.calls[-1]["Context"] == spec["context"]
 
 

@@ -32,6 +32,7 @@ from nodewright.cluster.resources import (
     NAMESPACES,
     VALIDATING_WEBHOOKS,
 )
+from nodewright.spec import iam as spec_iam
 
 from sandbox.apiserver import ApiServer
 from sandbox.install import rbac_namespaces
@@ -68,7 +69,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     with mock_aws():
         clients = {
             s: boto3.client(s, region_name=REGION)
-            for s in ("ec2", "iam", "sqs", "sns", "cloudformation", "sts")
+            for s in ("ec2", "iam", "sqs", "sns", "cloudformation", "sts", "elbv2", "acm")
         }
         ec2, iam = clients["ec2"], clients["iam"]
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -105,10 +106,11 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             Path="/aws-service-role/spot.amazonaws.com/",
             AssumeRolePolicyDocument="{}",
         )
-        function_roles = [
-            iam.create_role(RoleName=f"fn-{n}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-            for n in ("provisioner", "disruption", "interruption", "spot_events")
-        ]
+        roles = {
+            n: iam.create_role(RoleName=f"fn-{n}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+            for n in spec_iam.FUNCTIONS
+        }
+        function_roles = [roles[n] for n in spec_iam.CLUSTER_CLIENTS]
         queue = clients["sqs"].create_queue(QueueName="interruptions")["QueueUrl"]
         topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
         clients["sns"].set_topic_attributes(
@@ -160,7 +162,16 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             readiness.OUTPUT_ALARM_TOPIC: topic,
             readiness.OUTPUT_WEBHOOK_URL: "https://abc.lambda-url.us-east-1.on.aws/",
             readiness.OUTPUT_WEBHOOK_SECRET: "arn:aws:secretsmanager:us-east-1:123456789012:secret:p-AbCdEf",
+            readiness.OUTPUT_WAKEUP_MODE: "public",
+            readiness.OUTPUT_WAKEUP_CERTIFICATE: "none",
+            readiness.OUTPUT_WAKEUP_LOAD_BALANCER: "none",
+            readiness.OUTPUT_WAKEUP_SECURITY_GROUP: "none",
+            readiness.OUTPUT_FUNCTION_ROLES: ",".join(f"{n}={arn}" for n, arn in roles.items()),
+            readiness.OUTPUT_STATE_TABLE: f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/Nodewright-demo-State",
+            readiness.OUTPUT_FAILURE_QUEUE: f"arn:aws:sqs:{REGION}:{ACCOUNT}:Nodewright-demo-Failed",
+            readiness.OUTPUT_WAKEUP_ALIAS: f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:Nodewright-p:wakeup",
         }
+        simulate_principal_policy(clients["iam"], lambda role, action, resource, context: ALLOWED)
         yield World(
             clients,
             described["arn"],
@@ -172,6 +183,73 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             subnets,
             cluster_sg,
         )
+
+
+ALLOWED = ("allowed", {})
+
+
+def simulate_principal_policy(iam: Any, decide: Any) -> None:
+    """IAM's SimulatePrincipalPolicy, which moto 5.2 does not implement (its IAM backend has no
+    such action), answered in AWS's documented response shape, validated against botocore's service
+    model as its Stubber validates a stubbed response: ``decide(role, action, resource, context)`` →
+    (``EvalDecision``, extra fields: ``PermissionsBoundaryDecisionDetail`` and ``MatchedStatements``
+    of the resource's result, ``OrganizationsDecisionDetail`` of the action's). botocore validates
+    the request before it is answered; every other IAM call reaches moto. ``iam.simulated`` records
+    the requests."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.validate import validate_parameters
+
+    iam.decide = decide  # a later call only changes the answers
+    if hasattr(iam, "simulated"):
+        return
+    output_shape = iam.meta.service_model.operation_model("SimulatePrincipalPolicy").output_shape
+    asked: list[dict[str, Any]] = []
+    iam.simulated = asked
+
+    def answer(params: dict[str, Any]) -> dict[str, Any]:
+        context = {e["ContextKeyName"]: e["ContextKeyValues"][0] for e in params.get("ContextEntries", [])}
+        role = params["PolicySourceArn"]
+        results = []
+        for action in params["ActionNames"]:
+            per_resource, organizations = [], {"AllowedByOrganizations": True}
+            for resource in params.get("ResourceArns") or ["*"]:
+                decision, extra = iam.decide(role, action, resource, context)
+                organizations = extra.get("OrganizationsDecisionDetail", organizations)
+                per_resource.append(
+                    {
+                        "EvalResourceName": resource,
+                        "EvalResourceDecision": decision,
+                        "MatchedStatements": extra.get("MatchedStatements", []),
+                        "MissingContextValues": [],
+                        "PermissionsBoundaryDecisionDetail": extra.get(
+                            "PermissionsBoundaryDecisionDetail", {"AllowedByPermissionsBoundary": True}
+                        ),
+                    }
+                )
+            first = next((r for r in per_resource if r["EvalResourceDecision"] != "allowed"), per_resource[0])
+            results.append(
+                {
+                    "EvalActionName": action,
+                    "EvalResourceName": first["EvalResourceName"],
+                    "EvalDecision": first["EvalResourceDecision"],
+                    "MatchedStatements": first["MatchedStatements"],
+                    "MissingContextValues": [],
+                    "OrganizationsDecisionDetail": organizations,
+                    "ResourceSpecificResults": per_resource,
+                }
+            )
+        response = {"EvaluationResults": results, "IsTruncated": False}
+        validate_parameters(response, output_shape)
+        return response
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        asked.append(dict(params))
+
+    def respond(**_: Any) -> tuple[Any, dict[str, Any]]:
+        return AWSResponse("https://iam.amazonaws.com/", 200, {}, None), answer(asked[-1])
+
+    iam.meta.events.register("before-parameter-build.iam.SimulatePrincipalPolicy", capture)
+    iam.meta.events.register("before-call.iam.SimulatePrincipalPolicy", respond)
 
 
 def deploy_stack(world: World) -> None:
@@ -269,9 +347,22 @@ def run_doctor(
     entries: dict[str, dict[str, Any]],
     rbac: Any = REPO_ROOT / "deploy" / "rbac.yaml",
     eks: Any = None,
+    *,
+    answers: dict[str, int | str] | None = None,
 ) -> dict[str, tuple[str, str, str]]:
+    """The doctor with moto, the EKS stub and the emulator; ``answers``: what a GET of each URL gets
+    (default: the stack's function URL answers a path without the secret 404, as the webhook does)."""
     clients = {**world.clients, "eks": eks or stubbed_eks(world, entries)}
-    found = Doctor(CLUSTER, REGION, f"Nodewright-{CLUSTER}", clients.__getitem__, kube).run(rbac)
+    url = world.outputs[readiness.OUTPUT_WEBHOOK_URL]
+    answers = {url.rstrip("/") + "/nodewright-doctor": 404} if answers is None else answers
+    found = Doctor(
+        CLUSTER,
+        REGION,
+        f"Nodewright-{CLUSTER}",
+        clients.__getitem__,
+        kube,
+        probe=lambda asked: answers.get(asked, "URLError: no route"),
+    ).run(rbac)
     checks = [f.check for f in found]
     assert len(checks) == len(set(checks)), f"a check reported twice: {checks}"
     return {f.check: (f.status, f.detail, f.fix) for f in found}
@@ -299,6 +390,100 @@ def test_a_healthy_install_passes_every_check(aws: World, installed: Cluster) ->
     assert statuses["admission webhooks"] == OK
     assert statuses["wake-up webhook"] == OK
     assert all(statuses[f"conversion {name}"] == OK for name in webhooks.CONVERTED_CRDS)
+    # Every function's role was simulated against every statement of its requirements.
+    assert all(statuses[f"role of {name}"] == OK for name in spec_iam.FUNCTIONS)
+    asked = {
+        (call["PolicySourceArn"].rsplit("/", 1)[-1], a)
+        for call in aws.clients["iam"].simulated
+        for a in call["ActionNames"]
+    }
+    assert ("fn-provisioner", "ec2:CreateFleet") in asked
+    assert ("fn-webhook", "secretsmanager:GetSecretValue") in asked
+    assert ("fn-cleanup", "iam:DeleteInstanceProfile") in asked
+    assert ("fn-pricing", "ec2:CreateFleet") not in asked
+
+
+def test_each_role_denied_an_action_it_uses_fails_with_why_and_the_fix(
+    aws: World, installed: Cluster
+) -> None:
+    """A permissions boundary, an explicit Deny, an SCP and a missing statement, each on one role:
+    each is named (action, resource, why) with what lifts it; the other roles pass."""
+    deploy_stack(aws)
+
+    def decide(role: str, action: str, resource: str, context: dict[str, str]) -> tuple[str, dict[str, Any]]:
+        name = role.rsplit("/", 1)[-1]
+        assert context["aws:RequestedRegion"] == REGION
+        if name == "fn-provisioner" and action == "ec2:CreateFleet":
+            return "implicitDeny", {
+                "PermissionsBoundaryDecisionDetail": {"AllowedByPermissionsBoundary": False}
+            }
+        if name == "fn-disruption" and action == "ec2:TerminateInstances":
+            assert context[f"aws:ResourceTag/kubernetes.io/cluster/{CLUSTER}"] == "owned"
+            deny = {"SourcePolicyId": "NoTerminations", "SourcePolicyType": "IAM Policy"}
+            return "explicitDeny", {"MatchedStatements": [deny]}
+        if name == "fn-interruption" and action == "iam:PassRole":
+            assert context["iam:PassedToService"] == "ec2.amazonaws.com"
+            return "implicitDeny", {"OrganizationsDecisionDetail": {"AllowedByOrganizations": False}}
+        if name == "fn-spot_events" and action == "ec2:CreateTags":
+            return "implicitDeny", {}
+        return ALLOWED
+
+    simulate_principal_policy(aws.clients["iam"], decide)
+    results = run_doctor(aws, installed, healthy_entries(aws))
+
+    status, detail, fix = results["role of provisioner"]
+    assert status == FAIL
+    assert detail == (
+        "arn:aws:iam::123456789012:role/fn-provisioner: ec2:CreateFleet on "
+        "arn:aws:ec2:us-east-1::image/nodewright-doctor-probe and 9 more: not allowed by the role's "
+        "permissions boundary"
+    )
+    assert "add ec2:CreateFleet to the permissions boundary of fn-provisioner" in fix
+    status, detail, fix = results["role of disruption"]
+    assert (status, "ec2:TerminateInstances" in detail, "explicit Deny" in detail) == (FAIL, True, True)
+    assert (
+        "remove or narrow the Deny of ec2:TerminateInstances in the policy NoTerminations of fn-disruption"
+        in fix
+    )
+    status, detail, fix = results["role of interruption"]
+    assert (status, "service control policy" in detail) == (FAIL, True)
+    assert "ask your organization's administrators to let fn-interruption do iam:PassRole" in fix
+    status, detail, fix = results["role of spot_events"]
+    assert (status, "ec2:CreateTags" in detail, "no statement allows it" in detail) == (FAIL, True, True)
+    redeploy = "npx cdk deploy -c clusterName=demo"
+    assert fix == f"redeploy to restore statement TagOnlyOnCreate of fn-spot_events: {redeploy}"
+    for fine in ("pricing", "cleanup", "webhook"):
+        assert results[f"role of {fine}"][0] == OK, results[f"role of {fine}"]
+
+
+def test_a_caller_who_may_not_simulate_gets_a_check_that_could_not_run(
+    aws: World, installed: Cluster
+) -> None:
+    from botocore.exceptions import ClientError
+
+    deploy_stack(aws)
+
+    def refuse(**_: Any) -> None:
+        raise ClientError(
+            {
+                "Error": {
+                    "Code": "AccessDenied",
+                    "Message": "not authorized to perform: iam:SimulatePrincipalPolicy",
+                }
+            },
+            "SimulatePrincipalPolicy",
+        )
+
+    aws.clients["iam"].meta.events.register_first("before-call.iam.SimulatePrincipalPolicy", refuse)
+    results = run_doctor(aws, installed, healthy_entries(aws))
+
+    status, detail, _ = results["role of provisioner"]
+    assert (status, detail.startswith("could not run"), "iam:SimulatePrincipalPolicy" in detail) == (
+        FAIL,
+        True,
+        True,
+    )
+    assert results["node role"][0] == OK  # the other checks still ran
 
 
 def install_conversion(kube: Cluster, url: str) -> None:
@@ -684,3 +869,199 @@ def test_an_identity_that_may_not_list_deployments_gets_a_check_that_could_not_r
     assert detail.startswith("could not run: not allowed: ")
     assert 'cannot list resource "deployments" in API group "apps"' in detail
     assert "associate-access-policy" in fix
+
+
+# --- the wake-up's three modes ------------------------------------------------------------------
+
+
+def private_stack(world: World, *, admits: bool = True, certificate_for: str | None = None) -> str:
+    """-c wakeup=private as moto can hold it: an internal load balancer in the cluster's subnets whose
+    security group admits (or not) the cluster security group on 443, its HTTPS listener serving a
+    certificate the stack made for its name (or ``certificate_for`` another); the outputs. Returns
+    the certificate's PEM."""
+    from nodewright.wakeup.certificate import self_signed
+
+    ec2, elbv2, acm = world.clients["ec2"], world.clients["elbv2"], world.clients["acm"]
+    group = ec2.create_security_group(GroupName="wakeup", Description="wakeup", VpcId=world.vpc)["GroupId"]
+    if admits:
+        ec2.authorize_security_group_ingress(
+            GroupId=group,
+            IpPermissions=[
+                {
+                    "IpProtocol": "tcp",
+                    "FromPort": 443,
+                    "ToPort": 443,
+                    "UserIdGroupPairs": [{"GroupId": world.cluster_sg}],
+                }
+            ],
+        )
+    balancer = elbv2.create_load_balancer(
+        Name="nodewright-wakeup",
+        Subnets=world.subnets,
+        SecurityGroups=[group],
+        Scheme="internal",
+        Type="application",
+    )["LoadBalancers"][0]
+    made = self_signed(certificate_for or balancer["DNSName"], CLUSTER)
+    certificate = acm.import_certificate(
+        Certificate=made.certificate.encode(), PrivateKey=made.private_key.encode()
+    )["CertificateArn"]
+    elbv2.create_listener(
+        LoadBalancerArn=balancer["LoadBalancerArn"],
+        Protocol="HTTPS",
+        Port=443,
+        Certificates=[{"CertificateArn": certificate}],
+        DefaultActions=[
+            {
+                "Type": "fixed-response",
+                "FixedResponseConfig": {"StatusCode": "404", "ContentType": "text/plain"},
+            }
+        ],
+    )
+    world.outputs.update(
+        {
+            readiness.OUTPUT_WAKEUP_MODE: "private",
+            readiness.OUTPUT_WEBHOOK_URL: f"https://{balancer['DNSName']}/",
+            readiness.OUTPUT_WAKEUP_CERTIFICATE: certificate,
+            readiness.OUTPUT_WAKEUP_LOAD_BALANCER: balancer["LoadBalancerArn"],
+            readiness.OUTPUT_WAKEUP_SECURITY_GROUP: group,
+        }
+    )
+    return made.certificate
+
+
+def install_wakeup(kube: Cluster, world: World, ca_bundle: str | None = None) -> None:
+    url = world.outputs[readiness.OUTPUT_WEBHOOK_URL]
+    kube.create(
+        VALIDATING_WEBHOOKS,
+        webhooks.wakeup_configuration(webhooks.endpoint(url, "s" * 48, webhooks.ADMIT_PATH), ca_bundle),
+    )
+    for crd in webhooks.conversion_crds(webhooks.endpoint(url, "s" * 48, webhooks.CONVERT_PATH), ca_bundle):
+        spec = crd["spec"]
+        kube.patch(
+            CRDS,
+            crd["metadata"]["name"],
+            {"spec": {"versions": spec["versions"], "conversion": spec["conversion"]}},
+        )
+
+
+def test_a_private_wakeup_the_control_plane_can_reach_with_its_certificate_installed_passes(
+    aws: World, installed: Cluster
+) -> None:
+    import base64
+
+    pem = private_stack(aws)
+    deploy_stack(aws)
+    install_wakeup(installed, aws, base64.b64encode(pem.encode()).decode())
+
+    results = run_doctor(aws, installed, healthy_entries(aws), answers={})  # nothing to GET in private mode
+
+    status, detail, _ = results["wake-up endpoint"]
+    assert (status, detail.startswith("private: the internal load balancer")) == (OK, True), detail
+    assert results["wake-up webhook"][:2] == (
+        OK,
+        "nodewright-wakeup calls this stack's private wake-up on kube-scheduler's Events",
+    )
+    for name in webhooks.CONVERTED_CRDS:
+        assert results[f"conversion {name}"][0] == OK, results[f"conversion {name}"]
+
+
+def test_a_private_wakeup_the_control_plane_cannot_reach_or_trust_is_named_with_the_fix(
+    aws: World, installed: Cluster
+) -> None:
+    import base64
+
+    private_stack(aws, admits=False, certificate_for="internal-other.us-east-1.elb.amazonaws.com")
+    deploy_stack(aws)
+    stranger = base64.b64encode(self_signed_pem("internal-x.elb.amazonaws.com").encode()).decode()
+    install_wakeup(installed, aws, stranger)
+
+    results = run_doctor(aws, installed, healthy_entries(aws), answers={})
+
+    status, detail, fix = results["wake-up endpoint"]
+    assert status == FAIL
+    assert "admit no HTTPS from the control plane's" in detail
+    assert aws.cluster_sg in detail
+    assert f"--source-group {aws.cluster_sg}" in fix
+    assert (
+        "the certificate names ['internal-other.us-east-1.elb.amazonaws.com'], not the load balancer"
+        in detail
+    )
+    status, detail, fix = results["wake-up webhook"]
+    assert (status, "caBundle is not the stack's certificate" in detail) == (WARN, True), detail
+    assert fix == "nodewright install-webhooks --cluster demo --apply"
+    nodepools, _ = webhooks.CONVERTED_CRDS
+    assert results[f"conversion {nodepools}"][0] == WARN
+
+
+def self_signed_pem(name: str) -> str:
+    from nodewright.wakeup.certificate import self_signed
+
+    return self_signed(name, CLUSTER).certificate
+
+
+def test_a_public_url_refused_by_a_policy_fails_with_the_private_flags_as_a_way_out(
+    aws: World, installed: Cluster
+) -> None:
+    deploy_stack(aws)
+    url = aws.outputs[readiness.OUTPUT_WEBHOOK_URL].rstrip("/") + "/nodewright-doctor"
+
+    results = run_doctor(aws, installed, healthy_entries(aws), answers={url: 403})
+
+    status, detail, fix = results["wake-up endpoint"]
+    assert (status, "answers 403" in detail) == (FAIL, True)
+    assert f"-c wakeup=private -c vpcId={aws.vpc} -c clusterSecurityGroupId={aws.cluster_sg}" in fix
+
+
+def test_with_the_wakeup_off_a_configuration_left_installed_is_named_with_the_uninstall(
+    aws: World, installed: Cluster
+) -> None:
+    old_url = aws.outputs[readiness.OUTPUT_WEBHOOK_URL]
+    aws.outputs.update(
+        {
+            readiness.OUTPUT_WAKEUP_MODE: "off",
+            readiness.OUTPUT_WEBHOOK_URL: "none",
+            readiness.OUTPUT_WEBHOOK_SECRET: "none",
+            readiness.OUTPUT_WAKEUP_ALIAS: "none",
+        }
+    )
+    deploy_stack(aws)
+    installed.create(
+        VALIDATING_WEBHOOKS, webhooks.wakeup_configuration(webhooks.endpoint(old_url, "s" * 48, "admit"))
+    )
+
+    results = run_doctor(aws, installed, healthy_entries(aws), answers={})
+
+    assert results["wake-up endpoint"][:2] == (
+        OK,
+        "off (-c wakeup=false): pods get nodes on the minute schedule; no URL to reach",
+    )
+    status, detail, fix = results["wake-up webhook"]
+    assert (status, "wake-up is off but nodewright-wakeup is still installed" in detail) == (WARN, True)
+    assert fix == "nodewright install-webhooks --cluster demo --uninstall"
+
+
+def test_the_old_pods_status_configuration_is_stale_with_the_command_that_replaces_it(
+    aws: World, installed: Cluster
+) -> None:
+    deploy_stack(aws)
+    configuration = webhooks.wakeup_configuration(
+        webhooks.endpoint(aws.outputs[readiness.OUTPUT_WEBHOOK_URL], "s" * 48, webhooks.ADMIT_PATH)
+    )
+    configuration["webhooks"][0]["rules"] = [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["pods/status"],
+            "scope": "Namespaced",
+        }
+    ]
+    configuration["webhooks"][0].pop("matchConditions")
+    installed.create(VALIDATING_WEBHOOKS, configuration)
+
+    results = run_doctor(aws, installed, healthy_entries(aws))
+
+    status, detail, fix = results["wake-up webhook"]
+    assert (status, "the old pods/status configuration" in detail) == (WARN, True)
+    assert fix == "nodewright install-webhooks --cluster demo --apply"

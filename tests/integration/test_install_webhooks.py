@@ -17,12 +17,14 @@ from kubernetes import config
 from moto import mock_aws
 from nodewright.api import webhooks
 from nodewright.cli import main
+from nodewright.wakeup.certificate import self_signed
 
 from sandbox.apiserver import ApiServer
 
 REGION = "us-east-1"
 FUNCTION_URL = "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.us-east-1.on.aws/"
 SECRET = "Zx9" * 16
+PRIVATE_NAME = "internal-Nodewr-Wakeu-1a2b3c4d5e6f-1234567890.us-east-1.elb.amazonaws.com"
 
 
 @pytest.fixture
@@ -44,7 +46,21 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         cloudformation = boto3.client("cloudformation", REGION)
         cloudformation.create_stack(StackName="Nodewright-demo", TemplateBody=json.dumps(template))
         template["Outputs"] = {key: {"Value": "none"} for key in outputs}
+        template["Outputs"]["NodewrightWakeupMode"] = {"Value": "off"}
         cloudformation.create_stack(StackName="Nodewright-off", TemplateBody=json.dumps(template))
+        # -c wakeup=private: the internal load balancer's URL and the certificate the stack imported.
+        made = self_signed(PRIVATE_NAME, "private")
+        certificate = boto3.client("acm", REGION).import_certificate(
+            Certificate=made.certificate.encode(), PrivateKey=made.private_key.encode()
+        )["CertificateArn"]
+        private = {
+            "NodewrightWakeupMode": "private",
+            "NodewrightWebhookUrl": f"https://{PRIVATE_NAME}/",
+            "NodewrightWebhookSecretArn": arn,
+            "NodewrightWakeupCertificateArn": certificate,
+        }
+        template["Outputs"] = {key: {"Value": value} for key, value in private.items()}
+        cloudformation.create_stack(StackName="Nodewright-private", TemplateBody=json.dumps(template))
         yield
 
 
@@ -87,11 +103,49 @@ def test_it_prints_the_configuration_with_the_secret_path_for_kubectl_apply(
         }
 
 
-def test_a_stack_without_the_wakeup_says_so_and_fails(
+def test_a_stack_with_the_wakeup_off_has_nothing_to_install(
     stack: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["install-webhooks", "--cluster", "off"]) == 1
-    assert "wakeup=false" in capsys.readouterr().err
+    assert main(["install-webhooks", "--cluster", "off"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing for kubectl apply
+    assert err.startswith("nodewright install-webhooks: nothing to install")
+    assert "wakeup=false" in err
+    assert "install-webhooks --cluster off --uninstall" in err
+
+
+def test_a_private_stack_renders_its_certificate_as_the_ca_bundle_for_the_load_balancers_url(
+    stack: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import base64
+
+    from cryptography import x509
+
+    assert main(["install-webhooks", "--cluster", "private"]) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    configs = [
+        (d["webhooks"][0]["clientConfig"]) for d in documents if d["kind"] == "ValidatingWebhookConfiguration"
+    ]
+    configs += [
+        d["spec"]["conversion"]["webhook"]["clientConfig"]
+        for d in documents
+        if d["kind"] == "CustomResourceDefinition"
+    ]
+    assert len(configs) == 3
+    pem = boto3.client("acm", REGION).get_certificate(
+        CertificateArn=boto3.client("acm", REGION).list_certificates()["CertificateSummaryList"][0][
+            "CertificateArn"
+        ]
+    )["Certificate"]
+    for client_config in configs:
+        assert client_config["url"].startswith(f"https://{PRIVATE_NAME}/{SECRET}/")
+        bundle = base64.b64decode(client_config["caBundle"]).decode()
+        assert bundle == pem
+        # the name the API server checks (the URL's host) is the one the certificate carries
+        names = x509.load_pem_x509_certificate(bundle.encode()).extensions.get_extension_for_class(
+            x509.SubjectAlternativeName
+        )
+        assert names.value.get_values_for_type(x509.DNSName) == [PRIVATE_NAME]
 
 
 def test_a_missing_stack_is_named(stack: None, capsys: pytest.CaptureFixture[str]) -> None:

@@ -469,11 +469,23 @@ def test_ami_family_enum() -> None:
     )
 
 
-def test_windows_family_is_accepted_and_said_not_acted_on() -> None:
-    doc = nodeclass(amiFamily="Windows2022", amiSelectorTerms=[{"id": "ami-1"}])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"amiFamily": "Windows2022", "amiSelectorTerms": [{"id": "ami-1"}]},
+        {"amiSelectorTerms": [{"alias": "windows2025@latest"}]},
+        {"amiFamily": "Windows2019", "amiSelectorTerms": [{"alias": "windows2019@latest"}]},
+    ],
+)
+def test_windows_families_and_aliases_are_acted_on(spec: dict[str, object]) -> None:
+    doc = nodeclass(**spec)
     assert errors(doc) == []
-    (message,) = warnings(doc)
-    assert message.startswith("spec.amiFamily = Windows2019/2022/2025: not acted on: Windows nodes")
+    assert warnings(doc) == []
+
+
+def test_a_pinned_windows_alias_is_refused_as_karpenter_refuses_it() -> None:
+    (message,) = errors(nodeclass(amiSelectorTerms=[{"alias": "windows2022@v20250101"}]))
+    assert message.endswith("windows families may only specify version 'latest'")
 
 
 def test_kubelet_rules() -> None:
@@ -661,3 +673,17 @@ def test_the_longest_duration_kubernetes_accepts_is_valid() -> None:
     from nodewright.api.durations import parse_duration
 
     assert parse_duration("2562047h") == 2562047 * 3600
+
+
+def test_a_static_nodepool_is_valid_with_its_replicas_and_a_nodes_limit() -> None:
+    doc = nodepool(spec__replicas=3, spec__limits={"nodes": "5"})
+    assert errors(doc) == []
+    assert warnings(doc) == []
+
+
+def test_a_static_nodepool_takes_no_other_limit_and_no_weight() -> None:
+    doc = nodepool(spec__replicas=3, spec__limits={"nodes": "5", "cpu": "100"}, spec__weight=10)
+    assert errors(doc) == [
+        "spec.limits: Invalid value: only 'limits.nodes' is supported on static NodePools; remove cpu",
+        "spec.weight: Forbidden: 'weight' is not supported on static NodePools; remove it",
+    ]

@@ -164,8 +164,8 @@ def test_custom_family_passes_userdata_through_untouched() -> None:
 
 
 def test_unsupported_family_is_named_in_the_error() -> None:
-    with pytest.raises(InvalidNodeClassError, match="Windows2022"):
-        render("Windows2022", spec())
+    with pytest.raises(InvalidNodeClassError, match="Ubuntu"):
+        render("Ubuntu", spec())
 
 
 def test_toml_writer_round_trips_nested_tables_and_quoted_keys() -> None:

@@ -114,16 +114,16 @@ def test_a_field_not_acted_on_is_named_and_disables_nothing(
     cluster.add("NodePool", pool)
     nodeclass = copy.deepcopy(NODECLASS)
     nodeclass["metadata"]["name"] = "raid"
-    nodeclass["spec"]["instanceStorePolicy"] = "RAID0"
+    nodeclass["spec"]["kubelet"] = {"shutdownGracePeriod": "30s"}  # passed through by Karpenter, not here
     cluster.add("EC2NodeClass", nodeclass)
 
-    status.reconcile(ctx)
+    status.reconcile(ctx)  # the stack's staticCapacity is off (the default)
 
     static = cluster.objects["NodePool"]["static"]
     assert conditions(static)["FieldsNotActedOn"] == ("True", "NotActedOn")
     assert conditions(static)["Ready"] == ("True", "Ready")
     message = next(c["message"] for c in static["status"]["conditions"] if c["type"] == "FieldsNotActedOn")
-    assert message.startswith("spec.replicas: not acted on (static NodePools are not run")
+    assert message.startswith("spec.replicas: not acted on (the stack's staticCapacity setting is off")
     raid = cluster.objects["EC2NodeClass"]["raid"]
     assert conditions(raid)["FieldsNotActedOn"] == ("True", "NotActedOn")
     assert conditions(raid)["Ready"] == ("True", "Ready")

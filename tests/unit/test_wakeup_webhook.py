@@ -526,12 +526,16 @@ def test_a_container_that_cannot_reread_the_secret_keeps_serving_with_what_it_re
     assert not any(NEW in line for line in recorder.lines)
 
 
+@pytest.mark.parametrize("caller", ["function URL", "load balancer"])
 def test_the_function_never_logs_the_secret_for_a_wrong_right_or_previous_one(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caller: str
 ) -> None:
     """The handler as deployed, its secret in (moto's) Secrets Manager, rotated once; every log
     line it writes captured, Powertools told to log events and everything at DEBUG (botocore's
-    response bodies included, the secret's GetSecretValue among them)."""
+    response bodies included, the secret's GetSecretValue among them). The function URL's event
+    (-c wakeup=public) and the internal load balancer's (-c wakeup=private) alike: the same secret
+    path, the same rotation, each answered in its caller's shape."""
+    event = _url_event if caller == "function URL" else _load_balancer_event
     import io
     import logging
 
@@ -568,7 +572,7 @@ def test_the_function_never_logs_the_secret_for_a_wrong_right_or_previous_one(
         try:
             with logger_level("DEBUG"):
                 answers = {
-                    secret: app.handler(_url_event(f"/{secret}/admit", admission_review()), LambdaContext(5))
+                    secret: app.handler(event(f"/{secret}/admit", admission_review()), LambdaContext(5))
                     for secret in (wrong, NEW, OLD)
                 }
         finally:
@@ -576,6 +580,11 @@ def test_the_function_never_logs_the_secret_for_a_wrong_right_or_previous_one(
             root.setLevel(previous_level)
 
     assert {s: a["statusCode"] for s, a in answers.items()} == {wrong: 404, NEW: 200, OLD: 200}
+    assert json.loads(answers[NEW]["body"])["response"]["allowed"] is True
+    if caller == "load balancer":  # ELB needs the status line; a function URL has none
+        assert {a.get("statusDescription") for a in answers.values()} == {"404 Not Found", "200 OK"}
+    else:
+        assert all("statusDescription" not in a for a in answers.values())
     written = capsys.readouterr().out + everything.getvalue()
     assert "request refused" in written  # the log was captured
     for secret in (wrong, NEW, OLD):
@@ -592,4 +601,25 @@ def _url_event(path: str, body: str) -> dict[str, Any]:
         "requestContext": {"http": {"method": "POST", "path": path}, "requestId": "r-1"},
         "body": body,
         "isBase64Encoded": False,
+    }
+
+
+def _load_balancer_event(path: str, body: str) -> dict[str, Any]:
+    """What an Application Load Balancer sends a Lambda target (the private wake-up): the body
+    base64-encoded, as ELB does for a request it does not take for text."""
+    import base64
+
+    return {
+        "requestContext": {
+            "elb": {
+                "targetGroupArn": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/"
+                "nodewright-wakeup-2a97516c354b68/0123456789abcdef"
+            }
+        },
+        "httpMethod": "POST",
+        "path": path,
+        "queryStringParameters": {"timeout": "1s"},
+        "headers": {"content-type": "application/json", "host": "internal-x.us-east-1.elb.amazonaws.com"},
+        "body": base64.b64encode(body.encode()).decode(),
+        "isBase64Encoded": True,
     }

@@ -71,6 +71,9 @@ class Settings:
     batch_max_seconds: float = 10.0
     idle_after_seconds: float = 600.0
     tracing: bool = False
+    # Static NodePools (``spec.replicas``) are run: Karpenter v1.14's StaticCapacity feature gate, off by
+    # default (``-c staticCapacity=true``). Off, a static NodePool launches nothing and says so.
+    static_capacity: bool = False
     # The wake-up webhook (functions/webhook): what it wakes (the provisioner's wake-up alias ARN)
     # and the Secrets Manager secret holding its URL's secret path.
     wake_function: str | None = None
@@ -128,6 +131,7 @@ class Settings:
             min_values_policy=min_values_policy,
             spot_to_spot_consolidation=_gate(env, "SPOT_TO_SPOT_CONSOLIDATION"),
             node_overlay=_gate(env, "NODE_OVERLAY"),
+            static_capacity=_gate(env, "STATIC_CAPACITY"),
             wake_function=env.get("WAKE_FUNCTION") or None,
             webhook_secret=env.get("WEBHOOK_SECRET_ARN") or None,
             service_endpoints={

@@ -94,7 +94,7 @@ def reconcile(ctx: Context) -> StatusReport:
         nodepools=cluster.list_nodepools(),
         nodeclasses=nodeclasses,
     )
-    verdicts = nodepools.triage(world)
+    verdicts = nodepools.triage(world, static_capacity=ctx.settings.static_capacity)
     nodepools.record(ctx, world, verdicts)
     counts = _counts(world)
     for pool in world.nodepools:

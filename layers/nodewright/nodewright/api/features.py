@@ -32,9 +32,6 @@ EC2NODECLASS = "EC2NodeClass"
 NODEOVERLAY = "NodeOverlay"
 NODE = "Node"  # the labels, annotations and taints Karpenter puts on a node (table rows only)
 
-WINDOWS_FAMILIES = frozenset({"Windows2019", "Windows2022", "Windows2025"})
-WINDOWS_ALIASES = frozenset({"windows2019", "windows2022", "windows2025"})
-
 
 @dataclass(frozen=True)
 class Feature:
@@ -97,10 +94,12 @@ FEATURES: tuple[Feature, ...] = (
     _y(NODEPOOL, "spec.disruption.budgets", "nodes, schedule, duration, reasons"),
     _y(NODEPOOL, "spec.limits"),
     _y(NODEPOOL, "spec.weight"),
-    _no(
+    _y(
         NODEPOOL,
         "spec.replicas",
-        "static NodePools are not run: the NodePool provisions for pending pods like any other",
+        "static NodePools with -c staticCapacity=true (Karpenter's StaticCapacity gate, off by default): "
+        "that many nodes whatever the pods, kubectl scale, limits.nodes; no pending pod, consolidation or "
+        "emptiness touches them, drift replaces one for one",
     ),
     _y(NODEPOOL, "status.resources", "written every minute (the disruption function)"),
     _y(NODEPOOL, "status.nodes"),
@@ -124,21 +123,16 @@ FEATURES: tuple[Feature, ...] = (
     _y(NODECLAIM, "status.conditions", "Launched, Registered, Initialized, Ready, Drifted, Consolidatable"),
     _y(NODECLAIM, "status.lastPodEventTime"),
     # --- EC2NodeClass ----------------------------------------------------------------------------------
-    _y(EC2NODECLASS, "spec.amiFamily", "AL2, AL2023, Bottlerocket, Custom"),
-    _no(
+    _y(
         EC2NODECLASS,
         "spec.amiFamily",
-        "Windows nodes are not launched: the EC2NodeClass resolves no AMI, so its NodePools launch nothing",
-        when=lambda value: value in WINDOWS_FAMILIES,
-        what="Windows2019/2022/2025",
+        "AL2, AL2023, Bottlerocket, Windows2019/2022/2025 (PowerShell bootstrap, kubernetes.io/os=windows, "
+        "x86_64 types, prices with the licence estimated), Custom",
     ),
-    _y(EC2NODECLASS, "spec.amiSelectorTerms[].alias", "al2, al2023, bottlerocket"),
-    _no(
+    _y(
         EC2NODECLASS,
         "spec.amiSelectorTerms[].alias",
-        "Windows nodes are not launched: the EC2NodeClass resolves no AMI, so its NodePools launch nothing",
-        when=lambda value: isinstance(value, str) and value.split("@", 1)[0].lower() in WINDOWS_ALIASES,
-        what="windows2019/2022/2025@latest",
+        "al2, al2023, bottlerocket; windows2019/2022/2025@latest (the public Windows Server Core parameter)",
     ),
     _y(EC2NODECLASS, "spec.amiSelectorTerms[].id"),
     _y(EC2NODECLASS, "spec.amiSelectorTerms[].name"),
@@ -163,11 +157,17 @@ FEATURES: tuple[Feature, ...] = (
     _y(EC2NODECLASS, "spec.instanceProfile"),
     _y(EC2NODECLASS, "spec.userData"),
     _y(EC2NODECLASS, "spec.tags"),
-    _y(EC2NODECLASS, "spec.blockDeviceMappings", "every EBS field, volumeInitializationRate included"),
-    _no(
+    _y(
+        EC2NODECLASS,
+        "spec.blockDeviceMappings",
+        "every EBS field, volumeInitializationRate included; the rootVolume (else the family's kubelet "
+        "volume) is the nodes' ephemeral-storage",
+    ),
+    _y(
         EC2NODECLASS,
         "spec.instanceStorePolicy",
-        "instance-store disks are not assembled into a RAID0 array nor counted as ephemeral storage",
+        "RAID0: built by the user data of AL2, AL2023 and Bottlerocket, the instance store counted as "
+        "ephemeral-storage",
     ),
     _y(EC2NODECLASS, "spec.detailedMonitoring"),
     _y(EC2NODECLASS, "spec.metadataOptions"),
@@ -203,6 +203,7 @@ FEATURES: tuple[Feature, ...] = (
     # --- what Karpenter v1.14 puts on nodes beside the fields (table rows; no document sets them) ---
     _y(NODE, "labels.topology.k8s.aws/zone-id", "on every offering, NodeClaim and Node (from the subnets)"),
     _y(NODE, "labels.karpenter.k8s.aws/ec2nodeclass", "on every NodeClaim and Node; pods may select it"),
+    _y(NODE, "labels.node.kubernetes.io/windows-build", "on Windows nodes, the build of their AMI family"),
     _y(NODE, "labels.karpenter.k8s.aws/instance-tenancy", "dedicated: launched as a Dedicated Instance"),
     _y(
         NODE,
@@ -219,6 +220,13 @@ FEATURES: tuple[Feature, ...] = (
         "id, type (default, capacity-block), interruptible, on every node launched into a reservation; "
         "an interruptible reservation is launched into by a reserved-capacity fleet",
     ),
+)
+
+# What a static NodePool's FieldsNotActedOn says while the stack's staticCapacity setting is off.
+STATIC_CAPACITY_OFF = (
+    "spec.replicas",
+    "the stack's staticCapacity setting is off (Karpenter v1.14's StaticCapacity feature gate, off by "
+    "default): the NodePool launches no node; deploy with -c staticCapacity=true",
 )
 
 # Kubelet settings Nodewright renders (``api.schema.KUBELET``'s properties); any other field is kept

@@ -203,6 +203,15 @@ EC2NODECLASS_KIND = "EC2NodeClass"
 # EC2NodeClass: AMI families and the alias family names (alias: family@version).
 AMI_FAMILIES: tuple[str, ...] = ("AL2", "AL2023", "Bottlerocket", "Custom")
 ALIAS_FAMILIES: dict[str, str] = {"al2": "AL2", "al2023": "AL2023", "bottlerocket": "Bottlerocket"}
+# The EKS-optimized Windows Server Core families (alias windows2019@latest, ...; only ``latest``), and
+# the ``node.kubernetes.io/windows-build`` of each (Karpenter v1's Windows<year>Build).
+WINDOWS_FAMILIES: tuple[str, ...] = ("Windows2019", "Windows2022", "Windows2025")
+WINDOWS_ALIAS_FAMILIES: dict[str, str] = {family.lower(): family for family in WINDOWS_FAMILIES}
+WINDOWS_BUILDS: dict[str, str] = {
+    "Windows2019": "10.0.17763",
+    "Windows2022": "10.0.20348",
+    "Windows2025": "10.0.26100",
+}
 
 # Tags Nodewright sets itself on every instance: a user may not set them in EC2NodeClass.spec.tags.
 RESERVED_TAG_KEYS: frozenset[str] = frozenset({NODEPOOL, NODECLAIM_TAG, EC2NODECLASS, "eks:eks-cluster-name"})

@@ -455,7 +455,8 @@ class EC2NodeClassSpec(Model):
             return self.ami_family
         for term in self.ami_selector_terms:
             if term.alias and "@" in term.alias:
-                return labels.ALIAS_FAMILIES.get(term.alias.split("@", 1)[0].lower())
+                alias = term.alias.split("@", 1)[0].lower()
+                return labels.ALIAS_FAMILIES.get(alias) or labels.WINDOWS_ALIAS_FAMILIES.get(alias)
         return None
 
 

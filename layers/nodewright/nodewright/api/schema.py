@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodewright.api.labels import AMI_FAMILIES, AWS_LABELS_ALLOWED_IN_NODEPOOLS
+from nodewright.api.labels import AMI_FAMILIES, AWS_LABELS_ALLOWED_IN_NODEPOOLS, WINDOWS_FAMILIES
 
 Schema = dict[str, Any]
 
@@ -646,7 +646,7 @@ def _alias_family_rule(alias: str, family: str) -> dict[str, str]:
     )
 
 
-EC2NODECLASS_AMI_FAMILIES = [*AMI_FAMILIES, "Windows2019", "Windows2022", "Windows2025"]
+EC2NODECLASS_AMI_FAMILIES = [*AMI_FAMILIES, *WINDOWS_FAMILIES]
 
 EC2NODECLASS_SPEC = validated(
     obj(

@@ -23,7 +23,7 @@ from kubernetes.utils.quantity import parse_quantity
 from nodewright.api import labels, overlays
 from nodewright.api.convert import Conversion, convert_document
 from nodewright.api.durations import DURATION_UNITS_STRICT, DurationError, parse_duration
-from nodewright.api.features import WINDOWS_ALIASES, not_acted_on
+from nodewright.api.features import not_acted_on
 from nodewright.api.findings import Finding, error, warning
 from nodewright.api.schema import (
     BUDGET_DURATION_PATTERN,
@@ -82,7 +82,6 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _ALIAS = re.compile(r"^(?P<family>[a-zA-Z0-9]+)@(?P<version>.+)$")
 _ALIAS_VERSION = re.compile(r"^(latest|v?\d+(\.\d+)*)$")
 _EVICTION_SIGNALS = frozenset(EVICTION_SIGNALS)
-WINDOWS_FAMILY_OF_ALIAS = {alias: alias.title() for alias in WINDOWS_ALIASES}
 _RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 
 
@@ -453,6 +452,27 @@ def _nodepool_rules(doc: dict[str, Any], out: list[Finding]) -> None:
     )
     _check_budgets(disruption.get("budgets"), "spec.disruption.budgets", out)
     _check_resources(spec.get("limits"), "spec.limits", out)
+    _check_static(spec, out)
+
+
+def _check_static(spec: dict[str, Any], out: list[Finding]) -> None:
+    """Karpenter v1.14's rules for a static NodePool (``replicas`` set; its CRD's CEL rules): only
+    ``limits.nodes``, no ``weight``."""
+    if spec.get("replicas") is None:
+        return
+    limits = as_dict(spec.get("limits"))
+    if limits and set(limits) != {"nodes"}:
+        out.append(
+            error(
+                "spec.limits",
+                "Invalid value: only 'limits.nodes' is supported on static NodePools; remove "
+                + ", ".join(sorted(k for k in limits if k != "nodes")),
+            )
+        )
+    if spec.get("weight") is not None:
+        out.append(
+            error("spec.weight", "Forbidden: 'weight' is not supported on static NodePools; remove it")
+        )
 
 
 def _nodeclaim_rules(doc: dict[str, Any], out: list[Finding]) -> None:
@@ -517,12 +537,12 @@ def _check_alias(alias: Any, path: str, out: list[Finding]) -> str | None:
         out.append(error(path, f"Invalid value: {alias!r}: write it as family@version, e.g. al2023@latest"))
         return None
     family = labels.ALIAS_FAMILIES.get(match["family"].lower())
-    if match["family"].lower() in WINDOWS_ALIASES:
+    if match["family"].lower() in labels.WINDOWS_ALIAS_FAMILIES:
         if match["version"] != "latest":
             out.append(error(path, "Invalid value: windows families may only specify version 'latest'"))
-        return WINDOWS_FAMILY_OF_ALIAS[match["family"].lower()]  # accepted; not acted on (api.features)
+        return labels.WINDOWS_ALIAS_FAMILIES[match["family"].lower()]
     if family is None:
-        known = ", ".join([*labels.ALIAS_FAMILIES, *sorted(WINDOWS_ALIASES)])
+        known = ", ".join([*labels.ALIAS_FAMILIES, *labels.WINDOWS_ALIAS_FAMILIES])
         out.append(error(path, f"Unsupported value: {match['family']!r}: alias families are {known}"))
     if not _ALIAS_VERSION.match(match["version"]):
         out.append(

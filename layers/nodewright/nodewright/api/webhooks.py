@@ -77,8 +77,9 @@ def wakeup_configuration(url: str, ca_bundle: str | None = None) -> dict[str, An
     """The ValidatingWebhookConfiguration that rings ``url`` when a scheduler records that it could
     not place a pod.
 
-    ``ca_bundle`` (base64 PEM): only for a URL whose certificate no public CA signed (the sandbox's);
-    a Lambda function URL's is publicly trusted."""
+    ``ca_bundle`` (base64 PEM): for a URL whose certificate no public CA signed: the private
+    wake-up's load balancer (the stack's self-signed certificate), the sandbox's; a Lambda function
+    URL's is publicly trusted."""
     client_config: dict[str, Any] = {"url": url}
     if ca_bundle:
         client_config["caBundle"] = ca_bundle
@@ -134,7 +135,7 @@ def _converted() -> list[dict[str, Any]]:
 
 def with_conversion(crd: dict[str, Any], url: str, ca_bundle: str | None = None) -> dict[str, Any]:
     """``crd`` (v1 served and stored) serving v1beta1 too, converted by the webhook at ``url``
-    (``ca_bundle``: only for a certificate no public CA signed, the sandbox's)."""
+    (``ca_bundle``: for a certificate no public CA signed: the private wake-up's, the sandbox's)."""
     out = copy.deepcopy(crd)
     spec = out["spec"]
     v1 = next(v for v in spec["versions"] if v["name"] == "v1")

@@ -6,13 +6,19 @@ what is missing and the command that fixes it:
 - AWS: the EKS cluster and its authentication mode; the Nodewright stack; whether the functions
   can reach the cluster endpoint from where they run (public access for Lambda, or their subnets
   and security groups in the cluster's VPC) and the AWS APIs (NAT or VPC endpoints); the
-  functions' and the node role's access entries; the node role itself; the spot service-linked
-  role; the interruption queue; who the alarms notify.
+  functions' and the node role's access entries; the node role itself; each function's role,
+  simulated (``iam:SimulatePrincipalPolicy``: its policies, permissions boundary and the
+  organization's SCPs) against every action ``nodewright.spec.iam`` says it uses; which way the
+  wake-up is served (``-c wakeup=`` public, private or off) and whether the API server can reach
+  it (the function URL answers; or the internal load balancer is in the cluster's VPC, admits the
+  control plane's security groups on 443 and serves the stack's certificate for its name); the
+  spot service-linked role; the interruption queue; who the alarms notify.
 - Kubernetes: the API answers; the CRDs are installed at this release's version with no
   conversion webhook pointing nowhere; deploy/rbac.yaml is applied; the writers' Lease namespace
   exists; no admission webhook for Karpenter's groups points at a missing service; the wake-up's
-  webhook configuration is installed and calls this stack's function URL, and the CRDs serving
-  v1beta1 convert through that same URL (a stale one fails v1beta1 requests, and v1 reads of
+  webhook configuration is installed (none left with the wake-up off), watches kube-scheduler's
+  Events (not the old pods/status write), calls this stack's URL and trusts its certificate, and
+  the CRDs serving v1beta1 convert through that same URL (a stale one fails v1beta1 requests, and v1 reads of
   objects still stored as v1beta1); every
   EC2NodeClass names the node role and its subnet and security-group selectors match something;
   no Karpenter controller still runs (a Deployment with the Helm chart's
@@ -28,6 +34,7 @@ Exit status 1 when any check fails (warnings alone exit 0).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -92,7 +99,19 @@ class Doctor:
     """Gathers facts through ``nodewright.cloud.readiness`` and ``nodewright.cluster.readiness``
     and judges them; every finding carries its fix."""
 
-    def __init__(self, cluster_name: str, region: str, stack_name: str, clients: Any, kube: Any) -> None:
+    def __init__(
+        self,
+        cluster_name: str,
+        region: str,
+        stack_name: str,
+        clients: Any,
+        kube: Any,
+        *,
+        probe: Callable[[str], int | str] | None = None,
+    ) -> None:
+        from nodewright.cloud.readiness import probe_url
+
+        self.probe = probe or probe_url  # GET a URL: its status, or why it did not answer
         self.cluster_name = cluster_name
         self.region = region
         self.stack_name = stack_name
@@ -207,6 +226,8 @@ class Doctor:
         if entries is not _FAILED:
             self._function_access_entries(outputs, entries)
             self._check("node role", lambda: self._node_role(outputs, entries))
+        self._check("function roles", lambda: self._function_roles(cluster, outputs))
+        self._check("wake-up endpoint", lambda: self._wakeup_endpoint(cluster, outputs))
         self._check("interruption queue", lambda: self._interruption_queue(outputs))
         self._check("alarm notifications", lambda: self._alarm_target(outputs))
         return cluster, outputs
@@ -278,13 +299,8 @@ class Doctor:
         cluster_group = vpc.get("clusterSecurityGroupId")
         allowed = cluster_group in groups
         if not allowed and cluster_group:
-            for group in aws.security_groups(self.clients, [cluster_group]):
-                for rule in group.get("IpPermissions", []):
-                    port_ok = rule.get("IpProtocol") == "-1" or rule.get("FromPort", 0) <= 443 <= rule.get(
-                        "ToPort", 0
-                    )
-                    sources = {p.get("GroupId") for p in rule.get("UserIdGroupPairs", [])}
-                    allowed = allowed or (port_ok and bool(sources & set(groups)))
+            found = aws.security_groups(self.clients, [cluster_group])
+            allowed = any(aws.admits_https_from(group, set(groups)) for group in found)
         if allowed:
             self.add(check, OK, f"private endpoint; the functions' security groups {groups} may reach it")
         else:
@@ -393,6 +409,196 @@ class Doctor:
             self.add("node role", FAIL, f"{name}: " + "; ".join(problems), " && ".join(fixes))
         else:
             self.add("node role", OK, f"{name}: EC2 trust, the node policies, an EC2_LINUX access entry")
+
+    def _function_roles(self, cluster: dict[str, Any], outputs: dict[str, str]) -> None:
+        """Ask IAM (``iam:SimulatePrincipalPolicy``) whether each function's role allows every action
+        of ``nodewright.spec.iam.requirements``, the one definition the stack's policies are built
+        from, with the request context the code sends: a permissions boundary, an SCP or a Deny
+        added since the deploy shows here instead of as AccessDenied in a launch."""
+        from nodewright.cloud import readiness as aws
+        from nodewright.spec import iam as spec
+
+        roles = aws.listed_pairs(outputs.get(aws.OUTPUT_FUNCTION_ROLES))
+        if not roles:
+            self.add(
+                "function roles",
+                WARN,
+                f"{self.stack_name} does not name its functions' roles (an older release): not simulated",
+                "redeploy: npx cdk deploy",
+            )
+            return
+        in_vpc = bool(_listed(outputs.get(aws.OUTPUT_FUNCTION_SUBNETS)))
+        for function, role_arn in roles.items():
+            partition, account = _arn_field(role_arn, 1), _arn_field(role_arn, 4)
+            names = spec.Names(
+                partition=partition,
+                region=self.region,
+                account=account,
+                cluster=self.cluster_name,
+                cluster_arn=str(cluster.get("arn") or ""),
+                node_role_arn=_known(outputs.get(aws.OUTPUT_NODE_ROLE_ARN)),
+                table_arn=_known(outputs.get(aws.OUTPUT_STATE_TABLE)),
+                interruption_queue_arn=aws.queue_arn(outputs.get(aws.OUTPUT_INTERRUPTION_QUEUE, "")),
+                failure_queue_arn=_known(outputs.get(aws.OUTPUT_FAILURE_QUEUE)),
+                webhook_secret_arn=_known(outputs.get(aws.OUTPUT_WEBHOOK_SECRET)),
+                wakeup_alias_arn=_known(outputs.get(aws.OUTPUT_WAKEUP_ALIAS)),
+            )
+            self._check(
+                f"role of {function}",
+                functools.partial(self._simulate_role, function, role_arn, names, in_vpc),
+            )
+
+    def _simulate_role(self, function: str, role_arn: str, names: Any, in_vpc: bool) -> None:
+        from nodewright.cloud import readiness as aws
+        from nodewright.spec import iam as spec
+
+        check = f"role of {function}"
+        probes = spec.probes(spec.requirements(function, names, in_vpc=in_vpc), names.region, names.account)
+        if not probes:
+            self.add(
+                check, SKIP, f"nothing known to simulate for {function!r} (a function of another release?)"
+            )
+            return
+        denied: list[tuple[spec.Probe, aws.Denial]] = []
+        for probe in probes:
+            denials = aws.simulate(self.clients, role_arn, probe.actions, probe.resources, probe.context)
+            denied.extend((probe, d) for d in denials)
+        asked = sum(len(p.actions) for p in probes)
+        if not denied:
+            self.add(check, OK, f"{role_arn.rsplit('/', 1)[-1]}: the {asked} actions it uses are allowed")
+            return
+        # One line per (action, why), naming the first resource and how many more share it.
+        grouped: dict[tuple[str, str], list[str]] = {}
+        fixes: list[str] = []
+        for probe, denial in denied:
+            grouped.setdefault((denial.action, denial.reason), []).append(denial.resource)
+            fix = _denial_fix(denial, probe.sid, role_arn, self.cluster_name)
+            if fix not in fixes:
+                fixes.append(fix)
+        details = [
+            f"{action} on {resources[0]}{f' and {len(resources) - 1} more' if len(resources) > 1 else ''}: "
+            f"{_DENIAL_WORDS[reason]}"
+            for (action, reason), resources in grouped.items()
+        ]
+        self.add(check, FAIL, f"{role_arn}: " + "; ".join(details), " && ".join(fixes))
+
+    def _wakeup_endpoint(self, cluster: dict[str, Any], outputs: dict[str, str]) -> None:
+        """Which way the API server reaches the wake-up and conversion (``-c wakeup=``), and whether it
+        can: the function URL answers (404 without the secret); or the internal load balancer is active
+        in the cluster's VPC, admits the cluster security group on 443 and serves the stack's
+        certificate, issued for its name and not about to end."""
+        from nodewright.cloud import readiness as aws
+
+        check = "wake-up endpoint"
+        mode = aws.wakeup_mode(outputs)
+        url = outputs.get(aws.OUTPUT_WEBHOOK_URL, aws.NONE)
+        if mode == aws.OFF:
+            self.add(
+                check, OK, "off (-c wakeup=false): pods get nodes on the minute schedule; no URL to reach"
+            )
+            return
+        if mode == aws.PUBLIC:
+            answer = self.probe(url.rstrip("/") + "/nodewright-doctor")
+            if answer == 404:
+                self.add(check, OK, f"public: the function URL {url} answers (404 without the secret)")
+            elif answer == 403:
+                self.add(
+                    check,
+                    FAIL,
+                    "public: the function URL answers 403: its AuthType or resource policy changed (an SCP "
+                    "or Config rule refusing public URLs?); the API server's wake-ups and conversions are "
+                    "refused",
+                    f"redeploy (npx cdk deploy -c clusterName={self.cluster_name}), or go private: "
+                    f"{self._private_flags(cluster)}",
+                )
+            else:
+                self.add(
+                    check,
+                    WARN,
+                    f"public: the function URL {url} did not answer as expected from here ({answer}); the "
+                    "API server calls it over the internet, from the control plane's own network",
+                    "check that the stack's webhook function and its URL exist "
+                    "(aws lambda get-function-url-config)",
+                )
+            return
+        self._private_endpoint(check, cluster, outputs)
+
+    def _private_endpoint(self, check: str, cluster: dict[str, Any], outputs: dict[str, str]) -> None:
+        from datetime import UTC, datetime, timedelta
+
+        from nodewright.cloud import readiness as aws
+
+        vpc = cluster.get("resourcesVpcConfig") or {}
+        arn = outputs.get(aws.OUTPUT_WAKEUP_LOAD_BALANCER, aws.NONE)
+        facts = aws.load_balancer(self.clients, arn) if arn != aws.NONE else None
+        redeploy = f"npx cdk deploy -c clusterName={self.cluster_name} {self._private_flags(cluster)}"
+        if facts is None:
+            self.add(check, FAIL, f"private: the load balancer {arn} does not exist", f"redeploy: {redeploy}")
+            return
+        problems, fixes = [], []
+        if facts.scheme != "internal":
+            problems.append(f"the load balancer is {facts.scheme}, not internal")
+            fixes.append(f"redeploy: {redeploy}")
+        if facts.state not in ("active", ""):
+            problems.append(f"the load balancer is {facts.state}")
+        if vpc.get("vpcId") and facts.vpc_id != vpc.get("vpcId"):
+            problems.append(f"the load balancer is in {facts.vpc_id}, the cluster in {vpc.get('vpcId')}")
+            fixes.append(f"redeploy in the cluster's VPC: {redeploy}")
+        # kube-apiserver's calls into the VPC leave from the control plane's network interfaces, which
+        # carry the cluster security group (and the cluster's additional groups).
+        sources = {g for g in [vpc.get("clusterSecurityGroupId"), *(vpc.get("securityGroupIds") or [])] if g}
+        groups = aws.security_groups(self.clients, list(facts.security_groups))
+        if sources and not any(aws.admits_https_from(g, sources) for g in groups):
+            problems.append(
+                f"its security groups {list(facts.security_groups)} admit no HTTPS from the control plane's "
+                f"{sorted(sources)}: the API server cannot connect"
+            )
+            group = facts.security_groups[0] if facts.security_groups else "sg-…"
+            fixes.append(
+                f"aws ec2 authorize-security-group-ingress --group-id {group} --protocol tcp --port 443 "
+                f"--source-group {vpc.get('clusterSecurityGroupId')} (or redeploy: {redeploy})"
+            )
+        certificate_arn = outputs.get(aws.OUTPUT_WAKEUP_CERTIFICATE, aws.NONE)
+        https = [certs for port, protocol, certs in facts.listeners if port == 443 and protocol == "HTTPS"]
+        if not https or certificate_arn not in https[0]:
+            problems.append("no HTTPS listener on 443 serves the stack's certificate")
+            fixes.append(f"redeploy: {redeploy}")
+        found = aws.certificate(self.clients, certificate_arn) if certificate_arn != aws.NONE else None
+        if found is None:
+            problems.append(f"the certificate {certificate_arn} is not in ACM")
+            fixes.append(f"redeploy: {redeploy}")
+        else:
+            if facts.dns_name and facts.dns_name.lower() not in {n.lower() for n in found.names}:
+                problems.append(
+                    f"the certificate names {list(found.names)}, not the load balancer {facts.dns_name}"
+                )
+                fixes.append(f"redeploy: {redeploy}")
+            if isinstance(found.not_after, datetime) and found.not_after - datetime.now(UTC) < timedelta(
+                days=365
+            ):
+                problems.append(f"the certificate ends {found.not_after:%Y-%m-%d}")
+                fixes.append(
+                    "make a new one: redeploy with another load balancer (it is made for the load balancer's "
+                    "name; docs/deploy.md), then nodewright install-webhooks --apply"
+                )
+        if problems:
+            self.add(check, FAIL, "private: " + "; ".join(problems), " && ".join(dict.fromkeys(fixes)))
+            return
+        self.add(
+            check,
+            OK,
+            f"private: the internal load balancer {facts.dns_name} in {facts.vpc_id} admits the control "
+            "plane on 443 and serves the stack's certificate",
+        )
+
+    def _private_flags(self, cluster: dict[str, Any]) -> str:
+        """The -c flags of -c wakeup=private for this cluster, from its own VPC configuration."""
+        vpc = cluster.get("resourcesVpcConfig") or {}
+        return (
+            f"-c wakeup=private -c vpcId={vpc.get('vpcId')} -c clusterSecurityGroupId="
+            f"{vpc.get('clusterSecurityGroupId')} -c subnetIds=<two or more private subnets of "
+            f"{','.join(vpc.get('subnetIds') or [])}>"
+        )
 
     def _interruption_queue(self, outputs: dict[str, str]) -> None:
         from nodewright.cloud import readiness as aws
@@ -641,41 +847,105 @@ class Doctor:
             self.add("admission webhooks", OK, "none on Karpenter's objects points at a missing service")
 
     def _wakeup(self, k8s: Any, outputs: dict[str, str] | None) -> None:
-        """The wake-up's configuration is installed and points at this stack's function URL."""
+        """The wake-up's configuration is installed, watches kube-scheduler's FailedScheduling Event
+        (not the old pods/status write), calls this stack's URL and trusts its certificate; with the
+        wake-up off, none is left behind."""
         from nodewright.api.webhooks import CONFIGURATION_NAME
         from nodewright.cloud import readiness as aws
 
+        check = "wake-up webhook"
         if outputs is None:
-            self.add("wake-up webhook", SKIP, UNKNOWN_STACK)
+            self.add(check, SKIP, UNKNOWN_STACK)
             return
+        mode = aws.wakeup_mode(outputs)
         url = outputs.get(aws.OUTPUT_WEBHOOK_URL, aws.NONE)
-        fix = f"nodewright install-webhooks --cluster {self.cluster_name} --apply"
-        if url == aws.NONE:
-            self.add(
-                "wake-up webhook", SKIP, "the stack has no wake-up (-c wakeup=false): pods wait for the tick"
-            )
-            return
+        install = f"nodewright install-webhooks --cluster {self.cluster_name} --apply"
         found = k8s.validating_webhook_configuration(self.kube, CONFIGURATION_NAME)
+        if mode == aws.OFF:
+            if found is None:
+                self.add(check, OK, "off (-c wakeup=false), and no configuration is installed")
+            else:
+                self.add(
+                    check,
+                    WARN,
+                    f"the stack's wake-up is off but {CONFIGURATION_NAME} is still installed: every call "
+                    "waits for a URL the stack no longer serves",
+                    f"nodewright install-webhooks --cluster {self.cluster_name} --uninstall",
+                )
+            return
         if found is None:
             self.add(
-                "wake-up webhook",
+                check,
                 WARN,
                 f"validatingwebhookconfiguration {CONFIGURATION_NAME} is not installed: an idle cluster's "
                 "first pending pod waits for the minute tick",
-                fix,
+                install,
             )
             return
-        urls = [(h.get("clientConfig") or {}).get("url") or "" for h in found.get("webhooks") or []]
-        if not any(u.startswith(url.rstrip("/") + "/") for u in urls):
+        hooks = found.get("webhooks") or []
+        resources = {r for h in hooks for rule in h.get("rules") or [] for r in rule.get("resources") or []}
+        if "pods/status" in resources:
             self.add(
-                "wake-up webhook",
+                check,
                 WARN,
-                f"{CONFIGURATION_NAME} calls another URL than this stack's function URL (a redeployed "
-                "stack?): wake-ups go nowhere",
-                fix,
+                f"{CONFIGURATION_NAME} is the old pods/status configuration: kube-scheduler waits for the "
+                "URL on every pod it marks unschedulable (up to 2 s each when it does not answer)",
+                install,
             )
             return
-        self.add("wake-up webhook", OK, f"{CONFIGURATION_NAME} calls this stack's function URL")
+        configs = [h.get("clientConfig") or {} for h in hooks]
+        if not any((c.get("url") or "").startswith(url.rstrip("/") + "/") for c in configs):
+            self.add(
+                check,
+                WARN,
+                f"{CONFIGURATION_NAME} calls another URL than this stack's {mode} wake-up (a redeployed "
+                "stack, or one switched between public and private?): wake-ups go nowhere",
+                install,
+            )
+            return
+        trust = self._trust_problem(configs, outputs, mode)
+        if trust:
+            self.add(
+                check,
+                WARN,
+                f"{CONFIGURATION_NAME}: {trust}: wake-ups are refused at the TLS handshake",
+                install,
+            )
+            return
+        self.add(
+            check, OK, f"{CONFIGURATION_NAME} calls this stack's {mode} wake-up on kube-scheduler's Events"
+        )
+
+    def _trust_problem(self, configs: list[dict[str, Any]], outputs: dict[str, str], mode: str) -> str:
+        """Why the API server would not trust the stack's endpoint with these clientConfigs ("" if it
+        would): private, each caBundle must be the stack's certificate; public, none may be set (a
+        caBundle replaces the public roots the function URL's certificate chains to)."""
+        import base64
+
+        from nodewright.cloud import readiness as aws
+
+        bundles = {c.get("caBundle") or "" for c in configs}
+        if mode == aws.PUBLIC:
+            return (
+                "its caBundle is set, so the function URL's public certificate is not trusted"
+                if bundles - {""}
+                else ""
+            )
+        arn = outputs.get(aws.OUTPUT_WAKEUP_CERTIFICATE, aws.NONE)
+        found = aws.certificate(self.clients, arn) if arn != aws.NONE else None
+        if found is None:
+            return ""  # the wake-up endpoint check says the certificate is gone
+        expected = base64.b64encode(found.pem.encode()).decode()
+
+        def pem(bundle: str) -> str:
+            try:
+                return base64.b64decode(bundle).decode().strip()
+            except (ValueError, UnicodeDecodeError):
+                return bundle
+
+        if any(pem(b) != found.pem.strip() for b in bundles) and expected not in bundles:
+            return "its caBundle is not the stack's certificate"
+        return ""
 
     def _conversion(self, k8s: Any, outputs: dict[str, str] | None) -> None:
         """The CRDs that serve v1beta1 convert through this stack's function URL.
@@ -702,13 +972,19 @@ class Doctor:
                 self.add(check, OK, "v1 only: v1beta1 manifests go through `nodewright convert`")
                 continue
             if stack_url != aws.NONE and url.startswith(stack_url.rstrip("/") + "/"):
-                self.add(check, OK, "v1beta1 converted by this stack's function URL")
+                client_config = (conversion.get("webhook") or {}).get("clientConfig") or {}
+                trust = self._trust_problem([client_config], outputs, aws.wakeup_mode(outputs))
+                if trust:
+                    fix = f"nodewright install-webhooks --cluster {self.cluster_name} --apply"
+                    self.add(check, WARN, f"{trust}: v1beta1 requests fail", fix)
+                else:
+                    self.add(check, OK, "v1beta1 converted by this stack's wake-up URL")
                 continue
             stored = (found.get("status") or {}).get("storedVersions") or []
             where = (
-                "another URL than this stack's function URL"
+                "another URL than this stack's wake-up URL"
                 if stack_url != aws.NONE
-                else ("a function URL, and this stack has none (-c wakeup=false)")
+                else ("a URL, and this stack has no wake-up (-c wakeup=false)")
             )
             fix = (
                 f"nodewright install-webhooks --cluster {self.cluster_name} --apply"
@@ -780,6 +1056,43 @@ UNKNOWN_STACK = (
     "not judged: the stack's outputs are unknown (see the Nodewright stack and EKS cluster checks), "
     "so which function URL it should call is too"
 )
+
+
+_DENIAL_WORDS = {
+    "organizations": "denied by a service control policy of the organization",
+    "boundary": "not allowed by the role's permissions boundary",
+    "explicit": "denied by an explicit Deny",
+    "implicit": "no statement allows it",
+}
+
+
+def _denial_fix(denial: Any, sid: str, role_arn: str, cluster_name: str) -> str:
+    """The command (or the person) that lifts one denial."""
+    role = role_arn.rsplit("/", 1)[-1]
+    if denial.reason == "organizations":
+        return f"ask your organization's administrators to let {role} do {denial.action} (an SCP denies it)"
+    if denial.reason == "boundary":
+        return (
+            f"add {denial.action} to the permissions boundary of {role} "
+            f"(aws iam get-role --role-name {role} --query Role.PermissionsBoundary)"
+        )
+    if denial.reason == "explicit":
+        where = f" {denial.policy}" if denial.policy else ""
+        return f"remove or narrow the Deny of {denial.action} in the policy{where} of {role}"
+    missing = f" (IAM lacked context {', '.join(denial.missing_context)})" if denial.missing_context else ""
+    redeploy = f"npx cdk deploy -c clusterName={cluster_name}"
+    return f"redeploy to restore statement {sid} of {role}{missing}: {redeploy}"
+
+
+def _arn_field(arn: str, index: int) -> str:
+    parts = arn.split(":")
+    return parts[index] if len(parts) > index else ""
+
+
+def _known(value: str | None) -> str:
+    from nodewright.cloud.readiness import NONE
+
+    return "" if not value or value == NONE else value
 
 
 def _listed(value: str | None) -> list[str]:

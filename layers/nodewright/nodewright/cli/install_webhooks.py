@@ -1,19 +1,24 @@
 """``nodewright install-webhooks --cluster NAME [--stack S] [--apply | --uninstall]``: the webhooks.
 
-Reads the stack's outputs (``NodewrightWebhookUrl``, ``NodewrightWebhookSecretArn``) and the
-secret, with your AWS credentials, and prints what points the API server at the function URL
+Reads the stack's outputs (``NodewrightWakeupMode``, ``NodewrightWebhookUrl``,
+``NodewrightWebhookSecretArn``, and in private mode ``NodewrightWakeupCertificateArn``) and the
+secret, with your AWS credentials, and prints what points the API server at the stack's wake-up URL
 (``kubectl apply -f -`` ready): the ValidatingWebhookConfiguration that wakes the provisioner when a
 pod becomes unschedulable, and the NodePool and EC2NodeClass CRDs serving ``v1beta1`` next to
-``v1`` through the conversion webhook (v1 stays the storage version). ``--apply`` applies them with
-your kubeconfig instead; ``--uninstall`` deletes the webhook configuration and puts the CRDs back
-to v1 only (pods then wait for the minute schedule; v1beta1 manifests go through ``nodewright
-convert`` again; no NodePool or EC2NodeClass is touched). The printed YAML holds the secret path:
-treat it as a credential (docs/deploy.md, threat model).
+``v1`` through the conversion webhook (v1 stays the storage version). With ``-c wakeup=public``
+that URL is the function URL (a public CA signs its certificate); with ``-c wakeup=private`` it is
+the internal load balancer's, and the stack's own certificate, read from ACM, is rendered as each
+webhook's ``caBundle``. ``--apply`` applies them with your kubeconfig instead; ``--uninstall``
+deletes the webhook configuration and puts the CRDs back to v1 only (pods then wait for the minute
+schedule; v1beta1 manifests go through ``nodewright convert`` again; no NodePool or EC2NodeClass is
+touched). The printed YAML holds the secret path: treat it as a credential (docs/deploy.md, threat
+model).
 
-Exit status 1 with the reason when the stack has no wake-up (deployed with ``-c wakeup=false``: the
-CRDs then stay v1 only, as ``kubectl apply -f crds/`` installs them) or cannot be read, and with one
-line saying what to do when AWS or the API server cannot be reached or refuses (no credentials, an
-unusable kubeconfig, 401/403).
+With ``-c wakeup=false`` there is nothing to install: it says so and exits 0 (the CRDs stay v1
+only, as ``kubectl apply -f crds/`` installs them; ``--uninstall`` still takes out what an earlier
+install left). Exit status 1 with the reason when the stack cannot be read, and with one line saying
+what to do when AWS or the API server cannot be reached or refuses (no credentials, an unusable
+kubeconfig, 401/403).
 """
 
 from __future__ import annotations
@@ -69,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
             client = _connect(settings)
             return _uninstall(client)
         documents = _documents(args, settings)
-        if documents is None:
-            return 1
+        if isinstance(documents, int):
+            return documents
         if not args.apply:
             sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
             return 0
@@ -82,32 +87,49 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _documents(args: argparse.Namespace, settings: Settings) -> list[dict[str, Any]] | None:
-    """What points the API server at the stack's function URL; None (the reason printed) when the
-    stack has none."""
+def _documents(args: argparse.Namespace, settings: Settings) -> list[dict[str, Any]] | int:
+    """What points the API server at the stack's wake-up URL; else the exit status (the reason
+    printed): 1 when there is no such stack, 0 when its wake-up is off."""
+    import base64
+
     from nodewright.api import webhooks
     from nodewright.cloud import readiness
-    from nodewright.cloud.wakeup import read_secret
+    from nodewright.cloud.wakeup import certificate_pem, read_secret
 
     stack = args.stack or f"Nodewright-{args.cluster}"
     outputs = readiness.stack_outputs(readiness.default_clients(settings), stack)
     if outputs is None:
         print(f"nodewright install-webhooks: no stack {stack} in {settings.region}", file=sys.stderr)
-        return None
+        return 1
+    mode = readiness.wakeup_mode(outputs)
     url = outputs.get(readiness.OUTPUT_WEBHOOK_URL, readiness.NONE)
     secret_arn = outputs.get(readiness.OUTPUT_WEBHOOK_SECRET, readiness.NONE)
-    if readiness.NONE in (url, secret_arn):
+    if mode == readiness.OFF or readiness.NONE in (url, secret_arn):
         print(
-            f"nodewright install-webhooks: stack {stack} has no wake-up (deployed with -c wakeup=false, or "
-            "an older release): redeploy without it to get one; pods meanwhile get nodes on the schedule, "
-            "and the CRDs serve v1 only (convert v1beta1 manifests with `nodewright convert`)",
+            f"nodewright install-webhooks: nothing to install: stack {stack} has the wake-up off (-c "
+            "wakeup=false), so pods get nodes on the minute schedule and the CRDs serve v1 only (convert "
+            "v1beta1 manifests with `nodewright convert`). If an earlier install left the wake-up's "
+            f"configuration or converting CRDs: nodewright install-webhooks --cluster {args.cluster} "
+            "--uninstall",
             file=sys.stderr,
         )
-        return None
+        return 0
+    ca_bundle = None
+    if mode == readiness.PRIVATE:
+        certificate = outputs.get(readiness.OUTPUT_WAKEUP_CERTIFICATE, readiness.NONE)
+        if certificate == readiness.NONE:
+            print(
+                f"nodewright install-webhooks: stack {stack} is private but names no certificate",
+                file=sys.stderr,
+            )
+            return 1
+        # The stack's own certificate is the API server's trust anchor for this one name.
+        ca_bundle = base64.b64encode(certificate_pem(settings, certificate).encode()).decode()
     secret = read_secret(settings, secret_arn)
     return webhooks.install_documents(
         webhooks.endpoint(url, secret, webhooks.ADMIT_PATH),
         webhooks.endpoint(url, secret, webhooks.CONVERT_PATH),
+        ca_bundle,
     )
 
 

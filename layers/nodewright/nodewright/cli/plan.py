@@ -103,7 +103,7 @@ def offline_instance_types(
     ``reservations``: the saved answer's reservations, which the EC2NodeClass's terms select from
     (None: with ``live``, EC2's own; else none)."""
     from nodewright.cli._offline import NoOfflineCatalog, catalog_data, offline_catalog
-    from nodewright.cloud.catalog import Catalog
+    from nodewright.cloud.catalog import Catalog, node_shape
     from nodewright.cloud.pricetable import PriceTable
     from nodewright.cloud.state import InMemoryStateStore
 
@@ -150,6 +150,7 @@ def offline_instance_types(
             kubelet=spec.get("kubelet"),
             zone_ids=zone_ids,
             reservations=selected(spec.get("capacityReservationSelectorTerms") or []),
+            shape=node_shape(nodeclass),
         )
 
     def selected(terms: list[Any]) -> list[Any]:

@@ -1,8 +1,9 @@
 """AMI resolution for an EC2NodeClass.
 
-Aliases (``al2023@latest``, ``al2@v20240807``, ``bottlerocket@v1.22.0``, ...) read the public
-SSM parameters for the cluster's Kubernetes version, once per architecture (and the GPU
-variant where the family publishes one). Selector terms (id / tags / name / owner) go to
+Aliases (``al2023@latest``, ``al2@v20240807``, ``bottlerocket@v1.22.0``, ``windows2022@latest``, ...)
+read the public SSM parameters for the cluster's Kubernetes version, once per architecture (and the
+GPU variant where the family publishes one; Windows Server Core: x86_64 only, ``latest`` only).
+Selector terms (id / tags / name / owner) go to
 DescribeImages; an ``ssmParameter`` term (a parameter name or ARN) is read with SSM GetParameter
 and its AMI id described like an id term. The newest image per architecture wins. ``Custom``
 needs selector terms.
@@ -16,6 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from nodewright.api.labels import WINDOWS_BUILDS
 from nodewright.cloud.cache import TTLCache
 from nodewright.cloud.eks import ClusterInfo
 from nodewright.cloud.errors import InvalidNodeClassError, SelectorNoMatchError
@@ -35,6 +37,7 @@ class Image:
     gpu: bool = False  # an accelerated variant (NVIDIA drivers) meant for GPU instance types
     name: str = ""
     creation_date: str = ""
+    windows_build: str = ""  # an EKS-optimized Windows Server AMI: its node.kubernetes.io/windows-build
 
 
 def ssm_parameters(family: str, version: str, k8s: str, arch: str, gpu: bool) -> str | None:
@@ -60,7 +63,20 @@ def ssm_parameters(family: str, version: str, k8s: str, arch: str, gpu: bool) ->
     if family == "Bottlerocket":
         flavour = f"aws-k8s-{k8s}-nvidia" if gpu else f"aws-k8s-{k8s}"
         return f"/aws/service/bottlerocket/{flavour}/{ec2_arch}/{'latest' if latest else date}/image_id"
+    if family in WINDOWS_BUILDS:
+        # The EKS-optimized Windows Server Core AMI: x86_64 only, no GPU variant, only the latest one.
+        if gpu or arch != "amd64" or not latest:
+            return None
+        return windows_ssm_parameter(family, k8s)
     return None
+
+
+def windows_ssm_parameter(family: str, k8s: str) -> str:
+    """The public parameter of the latest EKS-optimized Windows Server Core AMI of a family (Amazon EKS
+    user guide, "Retrieve recommended Microsoft Windows AMI IDs"): ``Windows2022`` on 1.32 →
+    ``/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.32/image_id``."""
+    year = family.removeprefix("Windows")
+    return f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id"
 
 
 class AmiResolver:
@@ -109,7 +125,8 @@ class AmiResolver:
                     if exc.response["Error"]["Code"] in ("ParameterNotFound", "ParameterVersionNotFound"):
                         continue  # no such variant for this version/arch: fine
                     raise
-                found.append(Image(id=value, arch=arch, gpu=gpu, name=name))
+                build = WINDOWS_BUILDS.get(family, "")
+                found.append(Image(id=value, arch=arch, gpu=gpu, name=name, windows_build=build))
         return found
 
     def _ssm_image_id(self, parameter: str) -> str | None:

@@ -20,7 +20,12 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from nodewright.cloud.cache import TTLCache
-from nodewright.cloud.pricetable import PriceTable, estimate_on_demand_price, estimate_spot_price
+from nodewright.cloud.pricetable import (
+    PriceTable,
+    estimate_on_demand_price,
+    estimate_spot_price,
+    windows_license_per_hour,
+)
 from nodewright.observability import logger, metrics
 
 CATALOG_TTL_SECONDS = 300.0
@@ -249,6 +254,7 @@ class Catalog:
         kubelet: Any = None,
         zone_ids: Mapping[str, str] | None = None,
         reservations: Iterable[Any] = (),
+        shape: Any = None,
     ) -> list[Any]:
         """The scheduler's InstanceType for every type offered in ``zones`` that Karpenter's AWS provider
         offers (HVM, x86_64 or arm64: no mac types). ``zone_ids`` (zone → zone ID, as the subnets
@@ -257,6 +263,9 @@ class Catalog:
         ``kubelet`` is the NodeClass's v1 ``kubelet`` dict (or the scheduler's KubeletSettings);
         it changes allocatable (maxPods, podsPerCore, reserved, evictionHard). ``reservations``
         (``cloud.reservations.CapacityReservation``) add a reserved offering each to their type.
+        ``shape`` (``node_shape(nodeclass)``) is the node the EC2NodeClass makes: its OS and
+        ephemeral storage; a Windows shape offers only the types a Windows AMI runs on, priced with
+        its licence.
         """
         # Imported here: the catalog is also used by the CLI, whose --help must stay fast.
         from nodewright.scheduling.instancetypes import (
@@ -283,11 +292,15 @@ class Catalog:
         for name, info in sorted(self.data().types.items()):
             if unsupported_reason(info) is not None:  # as the AWS provider's DescribeInstanceTypes filters
                 continue
+            if shape is not None and shape.excludes(info):
+                continue
             raw = self.offerings(name, zone_list, unavailable)
             if reserved_list:
                 raw += self.reserved_offerings(name, reserved_list, zone_list, unavailable)
             if not raw:
                 continue
+            if shape is not None and shape.windows:
+                raw = windows_offerings(info, raw)
             offerings = [
                 Offering(
                     o.zone,
@@ -303,7 +316,65 @@ class Catalog:
                 for o in raw
             ]
             try:
-                result.append(instance_type_from_ec2(info, offerings, kubelet=kubelet))
+                result.append(instance_type_from_ec2(info, offerings, kubelet=kubelet, shape=shape))
             except (KeyError, TypeError, ValueError) as exc:  # one odd item never hides the others
                 logger().warning("skipping a malformed instance type", instance_type=name, error=str(exc))
         return result
+
+
+# --- the node an EC2NodeClass makes: its OS and its storage ---------------------------------------
+
+
+def node_shape(nodeclass: Mapping[str, Any]) -> Any:
+    """The scheduler's ``NodeShape`` of every node of this EC2NodeClass: its AMI family's OS (and
+    Windows build), and its ephemeral storage as Karpenter v1.14's ``ephemeralStorage`` finds it — the
+    size of the ``rootVolume`` mapping; else, when mappings are given, a Custom family's last one, or
+    the one on the family's ephemeral device (``EPHEMERAL_BLOCK_DEVICE``); else that device's default
+    size (20 GiB; Windows 50 GiB); ``instanceStorePolicy: RAID0`` makes the instance store count
+    instead on the types that have one."""
+    from nodewright.api import labels
+    from nodewright.cloud.launchtemplates import EPHEMERAL_BLOCK_DEVICE, default_block_devices
+    from nodewright.cloud.nodeclass import NodeClass
+    from nodewright.scheduling.instancetypes import DEFAULT_EPHEMERAL_STORAGE, OS_WINDOWS, NodeShape
+    from nodewright.scheduling.resources import EPHEMERAL_STORAGE, parse_resource
+
+    nc = NodeClass(nodeclass)
+    family = nc.ami_family
+    mappings = nc.block_device_mappings
+    device = EPHEMERAL_BLOCK_DEVICE.get(family)
+
+    def size(mapping: Mapping[str, Any] | None) -> int | None:
+        value = ((mapping or {}).get("ebs") or {}).get("volumeSize")
+        if value is None:
+            return None
+        return parse_resource(EPHEMERAL_STORAGE, value if isinstance(value, str) else f"{value}Gi")
+
+    found: int | None = None
+    if mappings:
+        found = size(next((m for m in mappings if m.get("rootVolume")), None))
+        if found is None and family == "Custom":
+            found = size(mappings[-1])
+        elif found is None:
+            found = size(next((m for m in mappings if m.get("deviceName") == device), None))
+    if found is None:
+        found = size(next((m for m in default_block_devices(family) if m["deviceName"] == device), None))
+    windows_build = labels.WINDOWS_BUILDS.get(family, "")
+    return NodeShape(
+        os=OS_WINDOWS if windows_build else NodeShape().os,
+        windows_build=windows_build,
+        root_storage=found if found is not None else DEFAULT_EPHEMERAL_STORAGE,
+        instance_store_raid0=nc.instance_store_policy == "RAID0",
+    )
+
+
+def windows_offerings(info: Mapping[str, Any], offerings: Iterable[RawOffering]) -> list[RawOffering]:
+    """The offerings of a type run as Windows Server: the Linux price the price table holds plus the
+    licence (``windows_license_per_hour``), always marked estimated — Nodewright fetches no Windows
+    price list (Karpenter ranks Windows types by their Linux prices)."""
+    licence = windows_license_per_hour(info)
+    return [
+        o  # a reservation's price is the Linux on-demand price / 10^7 as Karpenter's, not a market's
+        if o.reservation_id
+        else RawOffering(o.zone, o.capacity_type, round(o.price + licence, 6), o.available, estimated=True)
+        for o in offerings
+    ]

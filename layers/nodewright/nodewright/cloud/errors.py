@@ -21,6 +21,100 @@ INSUFFICIENT_CAPACITY_CODES: frozenset[str] = frozenset(
 )
 
 
+# Why a NodeClaim's launch failed, in the classes an operator acts on differently: one CloudWatch
+# series per class (``LaunchFailures{Class}``), so an alarm can watch each without SEARCH.
+INSUFFICIENT_CAPACITY = "InsufficientCapacity"  # EC2 has none now: wait, or widen the NodePools
+QUOTA = "Quota"  # an account quota: ask for more (Service Quotas), or lower the NodePools' limits
+PERMISSION = "Permission"  # IAM said no: an SCP, a permissions boundary, an edited role
+INVALID_REQUEST = "InvalidRequest"  # the launch as configured cannot be made: fix the EC2NodeClass
+OTHER = "Other"  # throttling, an EC2 fault, an unexpected error
+# Most actionable first: a NodeClaim whose offerings failed for several reasons is counted under
+# the one that needs a person (a quota, a denial) rather than the capacity EC2 may have later.
+LAUNCH_FAILURE_CLASSES: tuple[str, ...] = (PERMISSION, INVALID_REQUEST, QUOTA, OTHER, INSUFFICIENT_CAPACITY)
+# Account quotas, as EC2, EBS and IAM name them. VcpuLimitExceeded and MaxSpotInstanceCountExceeded
+# also mark the offering unavailable (INSUFFICIENT_CAPACITY_CODES: the launch tries the next one,
+# as Karpenter does), but what ends them is a quota increase, not time.
+QUOTA_CODES: frozenset[str] = frozenset(
+    {
+        "VcpuLimitExceeded",  # running On-Demand vCPUs per instance family group
+        "MaxSpotInstanceCountExceeded",  # Spot vCPUs
+        "InstanceLimitExceeded",
+        "MaxFleetCountExceeded",
+        "LaunchTemplateLimitExceeded",  # launch templates per region
+        "VolumeLimitExceeded",  # EBS storage per volume type
+        "NetworkInterfaceLimitExceeded",
+        "LimitExceeded",  # IAM: instance profiles per account
+        "ResourceLimitExceeded",
+    }
+)
+# EC2's throttling answer: a rate, not a quota (botocore retried it already).
+THROTTLING_CODES: frozenset[str] = frozenset(
+    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"}
+)
+PERMISSION_CODES: frozenset[str] = frozenset(
+    {
+        "UnauthorizedOperation",  # EC2's denial (an encoded authorization message)
+        "AccessDenied",  # IAM, STS, SSM
+        "AccessDeniedException",  # KMS, EKS, DynamoDB
+        "AuthFailure",
+        "Blocked",
+        "OptInRequired",
+        "InvalidClientTokenId",
+        "ExpiredToken",
+        "UnrecognizedClientException",
+    }
+)
+# Our own reasons a launch cannot be made as configured (the EC2NodeClass or NodeClaim is at fault).
+CONFIGURATION_CODES: frozenset[str] = frozenset(
+    {
+        "NoInstanceTypes",
+        "SelectorNoMatchError",
+        "NoSubnetError",
+        "PlacementGroupError",
+        "InvalidNodeClassError",
+        "MissingParameter",
+        "UnsupportedOperation",
+        "NoSuchEntity",  # IAM: the EC2NodeClass's instanceProfile does not exist
+        "ValidationError",
+    }
+)
+
+
+def launch_failure_class(*codes: str) -> str:
+    """The class (``LAUNCH_FAILURE_CLASSES``) of a failed launch whose offerings failed with
+    ``codes`` (EC2's error codes, or our own): the most actionable of theirs. The one place launch
+    errors are classified; ``tests/unit/test_cloud_errors.py`` holds the table."""
+    found = {_code_class(code) for code in codes} or {OTHER}
+    return next(kind for kind in LAUNCH_FAILURE_CLASSES if kind in found)
+
+
+def _code_class(code: str) -> str:
+    if code in PERMISSION_CODES:
+        return PERMISSION
+    if code in THROTTLING_CODES:
+        return OTHER
+    if code in QUOTA_CODES or code.endswith("LimitExceeded"):
+        return QUOTA
+    if code in INSUFFICIENT_CAPACITY_CODES or code.startswith("Insufficient"):
+        return INSUFFICIENT_CAPACITY  # and our InsufficientCapacityError
+    # EC2's InvalidParameter*, InvalidAMIID.*, InvalidSubnetID.NotFound, InvalidLaunchTemplate*, ...;
+    # ours: InvalidNodeClaim, InvalidNodeClassError.
+    if code in CONFIGURATION_CODES or code.startswith("Invalid"):
+        return INVALID_REQUEST
+    return OTHER
+
+
+def error_code(error: BaseException) -> str:
+    """The code an AWS answer carries (``AccessDenied``, ``InvalidParameterValue``, ...), else the
+    exception's type name."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        code = (response.get("Error") or {}).get("Code")
+        if code:
+            return str(code)
+    return type(error).__name__
+
+
 @dataclass(frozen=True)
 class FleetError:
     """One offering CreateFleet refused: the error code and the (type, zone, capacity type)."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from nodewright.api.labels import WINDOWS_FAMILIES
 from nodewright.cloud.amis import Image
 from nodewright.cloud.cache import TTLCache
 from nodewright.cloud.errors import CloudError, InvalidNodeClassError
@@ -40,8 +41,19 @@ def volume_gib(size: Any) -> int:
     return max(1, math.ceil(parse_quantity(str(size)) / (1 << 30)))
 
 
+# The volume each AMI family's kubelet keeps its files on (Karpenter's EphemeralBlockDevice): its size
+# is the node's ephemeral storage. Bottlerocket's is its data volume; Custom has none.
+EPHEMERAL_BLOCK_DEVICE = {
+    "AL2": "/dev/xvda",
+    "AL2023": "/dev/xvda",
+    "Bottlerocket": "/dev/xvdb",
+    **dict.fromkeys(WINDOWS_FAMILIES, "/dev/sda1"),
+}
+
+
 def default_block_devices(family: str) -> list[dict[str, Any]]:
-    """Karpenter's defaults: a 20 GiB encrypted gp3 root (Bottlerocket: 4 GiB OS + 20 GiB data)."""
+    """Karpenter's defaults: a 20 GiB encrypted gp3 root (Bottlerocket: 4 GiB OS + 20 GiB data;
+    Windows: a 50 GiB C: drive on /dev/sda1)."""
 
     def gp3(device: str, size: str) -> dict[str, Any]:
         return {"deviceName": device, "ebs": {"volumeSize": size, "volumeType": "gp3", "encrypted": True}}
@@ -50,6 +62,8 @@ def default_block_devices(family: str) -> list[dict[str, Any]]:
         return [gp3("/dev/xvda", "4Gi"), gp3("/dev/xvdb", "20Gi")]
     if family in ("AL2", "AL2023"):
         return [gp3("/dev/xvda", "20Gi")]
+    if family in WINDOWS_FAMILIES:
+        return [gp3("/dev/sda1", "50Gi")]
     return []
 
 

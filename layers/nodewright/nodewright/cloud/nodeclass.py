@@ -10,16 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nodewright.api import labels
 from nodewright.api.models import MetadataOptions
 from nodewright.cloud.errors import InvalidNodeClassError
 
-FAMILY_BY_ALIAS = {
-    "al2": "AL2",
-    "al2023": "AL2023",
-    "bottlerocket": "Bottlerocket",
-    "windows2019": "Windows2019",
-    "windows2022": "Windows2022",
-}
+FAMILY_BY_ALIAS = {**labels.ALIAS_FAMILIES, **labels.WINDOWS_ALIAS_FAMILIES}
 
 
 def _as_dict(nodeclass: Any) -> dict[str, Any]:
@@ -61,14 +56,15 @@ class NodeClass:
 
     @property
     def ami_family(self) -> str:
-        """AL2/AL2023/Bottlerocket/Custom: from the alias (v1) or the explicit amiFamily."""
+        """AL2/AL2023/Bottlerocket/Windows20xx/Custom: from the alias (v1) or the explicit amiFamily."""
         alias = self.alias
         if alias:
             family = FAMILY_BY_ALIAS.get(alias.split("@", 1)[0].lower())
             if family is None:
                 raise InvalidNodeClassError(
                     f"EC2NodeClass {self.name!r}: unknown AMI alias {alias!r}; use al2, al2023 or "
-                    "bottlerocket followed by @latest or @<version>"
+                    "bottlerocket followed by @latest or @<version>, or windows2019, windows2022 or "
+                    "windows2025 followed by @latest"
                 )
             return family
         family = self.spec.get("amiFamily") or ("Custom" if self.ami_selector_terms else "AL2023")
@@ -110,6 +106,11 @@ class NodeClass:
     @property
     def block_device_mappings(self) -> list[dict[str, Any]]:
         return [dict(b) for b in self.spec.get("blockDeviceMappings") or []]
+
+    @property
+    def instance_store_policy(self) -> str | None:
+        """``instanceStorePolicy`` (``RAID0``), or None: instance-store disks are left alone."""
+        return self.spec.get("instanceStorePolicy") or None
 
     @property
     def metadata_options(self) -> dict[str, Any]:

@@ -22,6 +22,11 @@ ESTIMATE_PER_GIB = 0.00275
 ESTIMATE_PER_GPU = 0.45
 # Spot with no history for (type, zone): assume the typical discount of ~60 % off on-demand.
 ESTIMATE_SPOT_FRACTION = 0.4
+# Windows Server licence included in a Windows instance's price, USD per vCPU-hour: the difference
+# between the us-east-1 Windows and Linux on-demand prices of m5.large ($0.188 vs $0.096), c5.xlarge
+# ($0.354 vs $0.170) and m5.24xlarge ($9.024 vs $4.608) alike. Burstable (T) types are charged it on
+# their baseline only, so for them this overestimates. The price table holds Linux prices only.
+WINDOWS_LICENSE_PER_VCPU = 0.046
 
 
 def estimate_on_demand_price(info: Mapping[str, Any]) -> float:
@@ -35,6 +40,13 @@ def estimate_on_demand_price(info: Mapping[str, Any]) -> float:
     accelerators = (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or []
     gpus += sum(int(a.get("Count") or 0) for a in accelerators)
     return round(vcpus * ESTIMATE_PER_VCPU + gib * ESTIMATE_PER_GIB + gpus * ESTIMATE_PER_GPU, 6)
+
+
+def windows_license_per_hour(info: Mapping[str, Any]) -> float:
+    """What running a DescribeInstanceTypes item as Windows Server adds to its Linux price (an estimate:
+    ``WINDOWS_LICENSE_PER_VCPU`` per default vCPU)."""
+    vcpus = float((info.get("VCpuInfo") or {}).get("DefaultVCpus") or 0)
+    return round(vcpus * WINDOWS_LICENSE_PER_VCPU, 6)
 
 
 def estimate_spot_price(on_demand_price: float) -> float:

@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 from nodewright.api import labels as wk
 from nodewright.cloud import aws
 from nodewright.cloud.amis import AmiResolver, Image
-from nodewright.cloud.catalog import ON_DEMAND, RESERVED, SPOT, Catalog, RawOffering, reserved_key
+from nodewright.cloud.catalog import ON_DEMAND, RESERVED, SPOT, Catalog, RawOffering, node_shape, reserved_key
 from nodewright.cloud.eks import cluster_info
 from nodewright.cloud.errors import (
     CloudError,
@@ -462,6 +462,7 @@ class CloudProvider:
                 kubelet=nc.kubelet or None,
                 zone_ids=zone_ids,
                 reservations=self.capacity_reservations(nc),
+                shape=node_shape(nc.raw),
             )
             if _image_for(self.catalog.info(instance_type.name), images) is not None  # an AMI for its arch
             # cpuOptions.nestedVirtualization enabled: only the types EC2 says support it (as Karpenter).
@@ -547,6 +548,11 @@ class CloudProvider:
                 requirements = [{"key": wk.ARCH, "operator": "In", "values": [image.arch]}]
                 if image.gpu:
                     requirements.append({"key": wk.INSTANCE_GPU_COUNT, "operator": "Exists"})
+                if image.windows_build:  # Karpenter's known requirements of a Windows alias's AMI
+                    requirements.append({"key": wk.OS, "operator": "In", "values": ["windows"]})
+                    requirements.append(
+                        {"key": wk.WINDOWS_BUILD, "operator": "In", "values": [image.windows_build]}
+                    )
                 amis.append(
                     {
                         "id": image.id,
@@ -831,6 +837,7 @@ class CloudProvider:
             kubelet={**nc.kubelet, **(request.kubelet or {})},
             custom_user_data=nc.user_data,
             nodeclass_name=nc.name,
+            instance_store_raid0=nc.instance_store_policy == "RAID0",
         )
         return render(nc.ami_family, bootstrap)
 

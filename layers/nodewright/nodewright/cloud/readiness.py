@@ -31,6 +31,14 @@ OUTPUT_INTERRUPTION_QUEUE = "NodewrightInterruptionQueueUrl"
 OUTPUT_ALARM_TOPIC = "NodewrightAlarmTopicArn"
 OUTPUT_WEBHOOK_URL = "NodewrightWebhookUrl"
 OUTPUT_WEBHOOK_SECRET = "NodewrightWebhookSecretArn"
+OUTPUT_WAKEUP_MODE = "NodewrightWakeupMode"
+OUTPUT_WAKEUP_CERTIFICATE = "NodewrightWakeupCertificateArn"
+OUTPUT_WAKEUP_LOAD_BALANCER = "NodewrightWakeupLoadBalancerArn"
+OUTPUT_WAKEUP_SECURITY_GROUP = "NodewrightWakeupSecurityGroup"
+OUTPUT_FUNCTION_ROLES = "NodewrightFunctionRoles"
+OUTPUT_STATE_TABLE = "NodewrightStateTableArn"
+OUTPUT_FAILURE_QUEUE = "NodewrightFailedInvocationsQueueArn"
+OUTPUT_WAKEUP_ALIAS = "NodewrightWakeupAliasArn"
 STACK_OUTPUTS = (
     OUTPUT_NODE_ROLE_ARN,
     OUTPUT_NODE_ROLE_NAME,
@@ -41,9 +49,27 @@ STACK_OUTPUTS = (
     OUTPUT_ALARM_TOPIC,
     OUTPUT_WEBHOOK_URL,
     OUTPUT_WEBHOOK_SECRET,
+    OUTPUT_WAKEUP_MODE,
+    OUTPUT_WAKEUP_CERTIFICATE,
+    OUTPUT_WAKEUP_LOAD_BALANCER,
+    OUTPUT_WAKEUP_SECURITY_GROUP,
+    OUTPUT_FUNCTION_ROLES,
+    OUTPUT_STATE_TABLE,
+    OUTPUT_FAILURE_QUEUE,
+    OUTPUT_WAKEUP_ALIAS,
 )
 NONE = "none"
 SPOT_SERVICE_LINKED_ROLE = "AWSServiceRoleForEC2Spot"
+# How the API server reaches the wake-up (infra/config.py WAKEUP_MODES, the output's values).
+PUBLIC, PRIVATE, OFF = "public", "private", "off"
+
+
+def wakeup_mode(outputs: dict[str, str]) -> str:
+    """``public``, ``private`` or ``off``; a stack from before the output: public when it has a URL."""
+    mode = outputs.get(OUTPUT_WAKEUP_MODE)
+    if mode in (PUBLIC, PRIVATE, OFF):
+        return mode
+    return OFF if outputs.get(OUTPUT_WEBHOOK_URL, NONE) == NONE else PUBLIC
 
 
 def default_clients(settings: Settings) -> Clients:
@@ -220,3 +246,201 @@ def topic(clients: Clients, topic_arn: str) -> TopicFacts | None:
 
 def service_linked_role_exists(clients: Clients, name: str = SPOT_SERVICE_LINKED_ROLE) -> bool:
     return role(clients, name) is not None
+
+
+def listed_pairs(value: str | None) -> dict[str, str]:
+    """An output of ``key=value`` pairs (``NodewrightFunctionRoles``) as a dict; {} for none."""
+    if not value or value == NONE:
+        return {}
+    return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+
+
+def queue_arn(queue_url: str) -> str:
+    """``https://sqs.<region>.amazonaws.com/<account>/<name>`` → ``arn:aws:sqs:<region>:<account>:<name>``
+    ("" when the URL is not one)."""
+    match = re.fullmatch(
+        r"https://sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(\d{12})/([\w.-]+)", queue_url or ""
+    )
+    if match is None:
+        return ""
+    region, account, name = match.groups()
+    partition = (
+        "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    )
+    return f"arn:{partition}:sqs:{region}:{account}:{name}"
+
+
+# Why IAM refused a simulated request (SimulatePrincipalPolicy's answer, read in this order).
+ORGANIZATIONS = "organizations"  # an SCP of the account's organization
+BOUNDARY = "boundary"  # the role's permissions boundary does not allow it
+EXPLICIT = "explicit"  # a Deny statement in a policy of the role
+IMPLICIT = "implicit"  # no statement allows it
+
+
+@dataclass(frozen=True)
+class Denial:
+    """One (action, resource) a role may not do, and why (``ORGANIZATIONS``, ``BOUNDARY``,
+    ``EXPLICIT``, ``IMPLICIT``); ``policy``: the denying policy IAM names, if any."""
+
+    action: str
+    resource: str
+    reason: str
+    policy: str = ""
+    missing_context: tuple[str, ...] = ()
+
+
+def simulate(
+    clients: Clients,
+    role_arn: str,
+    actions: tuple[str, ...],
+    resources: tuple[str, ...],
+    context: dict[str, str],
+) -> list[Denial]:
+    """Ask IAM (``iam:SimulatePrincipalPolicy``, read only) whether ``role_arn`` may do each action on
+    each resource with ``context``: its identity policies, its permissions boundary and the
+    organization's SCPs are evaluated, as for a real request. The denials; [] when all are allowed.
+    ``resources`` ``("*",)``: the actions take no resource."""
+    from nodewright.spec.iam import context_type
+
+    params: dict[str, Any] = {
+        "PolicySourceArn": role_arn,
+        "ActionNames": list(actions),
+        "ContextEntries": [
+            {"ContextKeyName": key, "ContextKeyValues": [value], "ContextKeyType": context_type(value)}
+            for key, value in sorted(context.items())
+        ],
+    }
+    if resources != ("*",):
+        params["ResourceArns"] = list(resources)
+    denials = []
+    for page in clients("iam").get_paginator("simulate_principal_policy").paginate(**params):
+        for result in page.get("EvaluationResults", []):
+            organizations = (result.get("OrganizationsDecisionDetail") or {}).get(
+                "AllowedByOrganizations", True
+            )
+            per_resource = result.get("ResourceSpecificResults") or [
+                {
+                    "EvalResourceName": result.get("EvalResourceName", "*"),
+                    "EvalResourceDecision": result.get("EvalDecision"),
+                    "MatchedStatements": result.get("MatchedStatements", []),
+                    "MissingContextValues": result.get("MissingContextValues", []),
+                    "PermissionsBoundaryDecisionDetail": result.get("PermissionsBoundaryDecisionDetail"),
+                }
+            ]
+            for answer in per_resource:
+                decision = answer.get("EvalResourceDecision")
+                if decision == "allowed":
+                    continue
+                boundary = (answer.get("PermissionsBoundaryDecisionDetail") or {}).get(
+                    "AllowedByPermissionsBoundary", True
+                )
+                policies = [
+                    str(s.get("SourcePolicyId") or s.get("SourcePolicyType") or "")
+                    for s in answer.get("MatchedStatements") or []
+                ]
+                if not organizations:
+                    reason = ORGANIZATIONS
+                elif not boundary:
+                    reason = BOUNDARY
+                elif decision == "explicitDeny":
+                    reason = EXPLICIT
+                else:
+                    reason = IMPLICIT
+                denials.append(
+                    Denial(
+                        action=str(result.get("EvalActionName")),
+                        resource=str(answer.get("EvalResourceName") or "*"),
+                        reason=reason,
+                        policy=next((p for p in policies if p), "") if reason == EXPLICIT else "",
+                        missing_context=tuple(answer.get("MissingContextValues") or ()),
+                    )
+                )
+    return denials
+
+
+@dataclass(frozen=True)
+class LoadBalancerFacts:
+    """The private wake-up's load balancer as Elastic Load Balancing describes it."""
+
+    scheme: str
+    state: str
+    vpc_id: str
+    dns_name: str
+    subnets: tuple[str, ...]
+    security_groups: tuple[str, ...]
+    # (port, protocol, certificate ARNs) per listener
+    listeners: tuple[tuple[int, str, tuple[str, ...]], ...]
+
+
+def load_balancer(clients: Clients, arn: str) -> LoadBalancerFacts | None:
+    elbv2 = clients("elbv2")
+    try:
+        (found,) = elbv2.describe_load_balancers(LoadBalancerArns=[arn])["LoadBalancers"]
+    except ClientError as exc:
+        if _code(exc) in ("LoadBalancerNotFound", "LoadBalancerNotFoundException"):
+            return None
+        raise
+    listeners = tuple(
+        (
+            int(listener.get("Port", 0)),
+            str(listener.get("Protocol", "")),
+            tuple(c["CertificateArn"] for c in listener.get("Certificates", []) if c.get("CertificateArn")),
+        )
+        for listener in elbv2.describe_listeners(LoadBalancerArn=arn).get("Listeners", [])
+    )
+    return LoadBalancerFacts(
+        scheme=str(found.get("Scheme", "")),
+        state=str((found.get("State") or {}).get("Code", "")),
+        vpc_id=str(found.get("VpcId", "")),
+        dns_name=str(found.get("DNSName", "")),
+        subnets=tuple(z["SubnetId"] for z in found.get("AvailabilityZones", []) if z.get("SubnetId")),
+        security_groups=tuple(found.get("SecurityGroups", [])),
+        listeners=listeners,
+    )
+
+
+@dataclass(frozen=True)
+class CertificateFacts:
+    pem: str
+    names: tuple[str, ...]  # DomainName and SubjectAlternativeNames
+    not_after: Any  # datetime, as botocore parses it
+    status: str
+
+
+def certificate(clients: Clients, arn: str) -> CertificateFacts | None:
+    acm = clients("acm")
+    try:
+        described = acm.describe_certificate(CertificateArn=arn)["Certificate"]
+        pem = str(acm.get_certificate(CertificateArn=arn)["Certificate"])
+    except ClientError as exc:
+        if _code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+    names = {described.get("DomainName", ""), *described.get("SubjectAlternativeNames", [])} - {""}
+    return CertificateFacts(
+        pem, tuple(sorted(names)), described.get("NotAfter"), str(described.get("Status", ""))
+    )
+
+
+def admits_https_from(group: dict[str, Any], sources: set[str]) -> bool:
+    """Whether a security group's ingress lets any of the ``sources`` groups in on 443."""
+    for rule in group.get("IpPermissions", []):
+        port_ok = rule.get("IpProtocol") == "-1" or rule.get("FromPort", 0) <= 443 <= rule.get("ToPort", 0)
+        if port_ok and {p.get("GroupId") for p in rule.get("UserIdGroupPairs", [])} & sources:
+            return True
+    return False
+
+
+def probe_url(url: str, timeout: float = 5.0) -> int | str:
+    """The HTTP status ``url`` answers a GET with, or what kept it from answering (read only: a
+    path without the webhook's secret is refused before anything is done)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError) as exc:
+        return f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"

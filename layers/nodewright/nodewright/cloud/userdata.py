@@ -5,7 +5,15 @@
 - AL2023: a MIME multipart document; the NodeClass's parts first (shell or NodeConfig),
   then nodeadm's ``NodeConfig`` (``application/node.eks.aws``) with the kubelet config.
 - Bottlerocket: the NodeClass's TOML with ``[settings.kubernetes]`` laid over it.
+- Windows2019/2022/2025: a ``<powershell>`` block, the NodeClass's PowerShell first, then the EKS
+  Windows bootstrap (``Start-EKSBootstrap.ps1``) with the cluster facts and the kubelet flags.
 - Custom: the NodeClass's ``userData`` as given, untouched.
+
+``instanceStorePolicy: RAID0`` makes the node assemble its NVMe instance-store disks into a RAID0 array
+its kubelet and containerd live on, as Karpenter's user data asks each family to: AL2's bootstrap.sh
+``--local-disks raid0``, AL2023's NodeConfig ``instance.localStorage.strategy: RAID0``, Bottlerocket's
+``settings.bootstrap-commands`` (``apiclient ephemeral-storage init`` and ``bind``). Windows and Custom
+get nothing (Karpenter's docs: configure the disks yourself).
 
 Kubelet settings are only passed when the NodePool/NodeClass sets them; otherwise the AMI
 computes its own defaults (max pods from the ENI limits, kube-reserved from the size), which
@@ -37,6 +45,7 @@ from typing import Any
 import tomli_w
 import yaml
 
+from nodewright.api.labels import WINDOWS_FAMILIES
 from nodewright.cloud.eks import ClusterInfo
 from nodewright.cloud.errors import InvalidNodeClassError
 
@@ -81,6 +90,7 @@ class NodeBootstrap:
     kubelet: Mapping[str, Any] = field(default_factory=dict)
     custom_user_data: str | None = None
     nodeclass_name: str = ""
+    instance_store_raid0: bool = False  # instanceStorePolicy: RAID0
 
 
 # What Kubernetes accepts (apimachinery's IsQualifiedName / IsValidLabelValue), and the kubelet
@@ -261,7 +271,11 @@ def al2(spec: NodeBootstrap) -> str:
     ]
     if spec.kubelet.get("maxPods") is not None:
         lines.append("--use-max-pods false \\")
-    lines.append(f"--kubelet-extra-args {q(' '.join(kubelet_flags(spec)))}")
+    extra = f"--kubelet-extra-args {q(' '.join(kubelet_flags(spec)))}"
+    if spec.instance_store_raid0:
+        lines += [f"{extra} \\", "--local-disks raid0"]
+    else:
+        lines.append(extra)
     bootstrap = _text_part("\n".join(lines) + "\n", "text/x-shellscript")
     return _mime([*_user_parts(spec.custom_user_data, "text/x-shellscript", spec.nodeclass_name), bootstrap])
 
@@ -295,19 +309,18 @@ def nodeconfig(spec: NodeBootstrap) -> dict[str, Any]:
     body: dict[str, Any] = {"config": config}
     if flags:
         body["flags"] = flags
-    return {
-        "apiVersion": "node.eks.aws/v1alpha1",
-        "kind": "NodeConfig",
-        "spec": {
-            "cluster": {
-                "name": spec.cluster.name,
-                "apiServerEndpoint": spec.cluster.endpoint,
-                "certificateAuthority": spec.cluster.certificate_authority,
-                "cidr": spec.cluster.service_cidr,
-            },
-            "kubelet": body,
+    node_spec: dict[str, Any] = {
+        "cluster": {
+            "name": spec.cluster.name,
+            "apiServerEndpoint": spec.cluster.endpoint,
+            "certificateAuthority": spec.cluster.certificate_authority,
+            "cidr": spec.cluster.service_cidr,
         },
+        "kubelet": body,
     }
+    if spec.instance_store_raid0:
+        node_spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
+    return {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": node_spec}
 
 
 def al2023(spec: NodeBootstrap) -> str:
@@ -367,7 +380,55 @@ def bottlerocket(spec: NodeBootstrap) -> str:
             if entry not in taints[key]:
                 taints[key].append(entry)
         k8s["node-taints"] = taints
+    if spec.instance_store_raid0:
+        commands = settings.setdefault("bootstrap-commands", {})
+        commands[BOTTLEROCKET_INSTANCE_STORE_COMMAND] = {
+            "commands": [
+                ["apiclient", "ephemeral-storage", "init"],
+                ["apiclient", "ephemeral-storage", "bind", "--dirs", *BOTTLEROCKET_EPHEMERAL_DIRS],
+            ],
+            "mode": "always",
+            "essential": True,
+        }
     return dump_toml(document) + "\n"
+
+
+# Karpenter's Bottlerocket bootstrap command for instanceStorePolicy RAID0 (Bottlerocket v1.22.0+): the
+# instance-store disks as one array, with containerd's, the kubelet's and the pods' logs directories on it.
+BOTTLEROCKET_INSTANCE_STORE_COMMAND = "000-mount-instance-storage"
+BOTTLEROCKET_EPHEMERAL_DIRS = ("/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
+WINDOWS_BOOTSTRAP_SCRIPT = "$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1"
+
+
+def _ps_quote(value: str) -> str:
+    """A PowerShell single-quoted string (a quote inside is doubled, nothing else is special)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def windows(spec: NodeBootstrap) -> str:
+    """The EKS Windows AMIs' bootstrap, as Karpenter's Windows family writes it: the NodeClass's
+    PowerShell, then ``Start-EKSBootstrap.ps1`` with the cluster name, endpoint and CA, the kubelet
+    flags (node labels and taints quoted as AL2's; ``--max-pods`` of 110 unless the kubelet settings
+    say otherwise, the pod density Windows nodes have) and the cluster DNS IP."""
+    from nodewright.scheduling.instancetypes import WINDOWS_MAX_PODS
+
+    cluster = spec.cluster
+    flags = kubelet_flags(spec)
+    if spec.kubelet.get("maxPods") is None:
+        flags.append(f"--max-pods={WINDOWS_MAX_PODS}")
+    lines = ["<powershell>"]
+    if spec.custom_user_data and spec.custom_user_data.strip():
+        lines.append(spec.custom_user_data.rstrip("\n"))
+    lines.append(f'[string]$EKSBootstrapScriptFile = "{WINDOWS_BOOTSTRAP_SCRIPT}"')
+    lines.append(
+        f"& $EKSBootstrapScriptFile -EKSClusterName {_ps_quote(cluster.name)} "
+        f"-APIServerEndpoint {_ps_quote(cluster.endpoint)} "
+        f"-Base64ClusterCA {_ps_quote(cluster.certificate_authority)} "
+        f"-KubeletExtraArgs {_ps_quote(' '.join(flags))} "
+        f"-DNSClusterIP {_ps_quote(_cluster_dns(spec)[0])}"
+    )
+    lines.append("</powershell>")
+    return "\n".join(lines)
 
 
 def render(family: str, spec: NodeBootstrap) -> str:
@@ -378,9 +439,11 @@ def render(family: str, spec: NodeBootstrap) -> str:
         return al2023(spec)
     if family == "Bottlerocket":
         return bottlerocket(spec)
+    if family in WINDOWS_FAMILIES:
+        return windows(spec)
     if family == "Custom":
         return spec.custom_user_data or ""
     raise InvalidNodeClassError(
         f"EC2NodeClass {spec.nodeclass_name!r}: AMI family {family!r} is not supported; use AL2, AL2023, "
-        "Bottlerocket or Custom"
+        "Bottlerocket, Windows2019, Windows2022, Windows2025 or Custom"
     )

@@ -12,11 +12,18 @@
 
 All use the quick client (1 s connect, 2 s read, one retry): the API server waits at most 1 s for
 the webhook's answer (and writes its Event anyway; the invocation goes on and still wakes).
+
+The private wake-up's certificate (``-c wakeup=private``; ``nodewright.wakeup.certificate``), with
+the default client: ``import_certificate`` and ``delete_certificate`` (the stack's custom resource,
+``functions/wakeup_certificate``), ``certificate_pem`` (what ``install-webhooks`` renders as the
+``caBundle``).
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from nodewright.cloud import aws
@@ -64,3 +71,50 @@ def read_secret(settings: Settings, secret_id: str | None = None) -> str:
         raise SettingsError("WEBHOOK_SECRET_ARN is not set; the stack sets it to the webhook's secret")
     value = aws.client("secretsmanager", settings, quick=True).get_secret_value(SecretId=name)
     return str(value["SecretString"])
+
+
+# ACM refuses to delete a certificate a listener still uses; CloudFormation deletes the listener
+# first, and ACM notices within seconds to minutes.
+CERTIFICATE_IN_USE_RETRY_SECONDS = 10.0
+
+
+def import_certificate(settings: Settings, certificate: str, private_key: str, tags: dict[str, str]) -> str:
+    """Import a PEM certificate and its key into ACM, tagged; its ARN."""
+    answer = aws.client("acm", settings).import_certificate(
+        Certificate=certificate.encode(),
+        PrivateKey=private_key.encode(),
+        Tags=[{"Key": key, "Value": value} for key, value in tags.items()],
+    )
+    return str(answer["CertificateArn"])
+
+
+def delete_certificate(
+    settings: Settings,
+    certificate_arn: str,
+    seconds: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Delete an ACM certificate, waiting up to ``seconds`` while ACM still sees it in use; False
+    when it was already gone. Raises the last ``ResourceInUseException`` past the deadline."""
+    from botocore.exceptions import ClientError
+
+    acm = aws.client("acm", settings)
+    deadline = monotonic() + seconds
+    while True:
+        try:
+            acm.delete_certificate(CertificateArn=certificate_arn)
+            return True
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code == "ResourceNotFoundException":
+                return False
+            if code != "ResourceInUseException" or monotonic() + CERTIFICATE_IN_USE_RETRY_SECONDS > deadline:
+                raise
+        sleep(CERTIFICATE_IN_USE_RETRY_SECONDS)
+
+
+def certificate_pem(settings: Settings, certificate_arn: str) -> str:
+    """The PEM certificate ACM holds under ``certificate_arn`` (an imported one: its own)."""
+    return str(aws.client("acm", settings).get_certificate(CertificateArn=certificate_arn)["Certificate"])

@@ -48,7 +48,6 @@ acts (``flow``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections import Counter
@@ -58,10 +57,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.api.durations import DurationError, parse_duration
-from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, NodePool
+from nodewright.api.models import INITIALIZED, NodePool
 from nodewright.cluster import objects
 from nodewright.disruption.decide import NODE_DO_NOT_DISRUPT, pod_do_not_disrupt
+from nodewright.state import nodepools
+from nodewright.state.cost import disruption_cost
 from nodewright.state.pods import as_pending, is_currently_reschedulable, is_disruptable, is_reschedulable
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, nodepool_name
@@ -81,7 +81,6 @@ SINGLE_NODE_SECONDS = 20.0  # Karpenter: 3 min
 NOMINATION_SECONDS = 20.0
 PRICE_IMPROVEMENT_ANNOTATION = "nodewright.io/consolidation-price-improvement-percent"
 SPOT_TO_SPOT_DISABLED = "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
-POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 @dataclass
@@ -195,6 +194,8 @@ def candidates(
         if initialized is None:
             continue
         if reason == UNDERUTILIZED:
+            if nodepools.is_static(pool):
+                continue  # a static NodePool is never consolidated (its replicas say how many)
             disruption = NodePool.from_dict(pool).spec.disruption
             after = disruption.consolidate_after_seconds
             if after is None:
@@ -241,32 +242,6 @@ def _blocked(world: World, node: Obj, *, eventual: bool) -> str | None:
         if why:
             return why
     return None
-
-
-def disruption_cost(pods: Iterable[Obj], claim: Mapping[str, Any], now: datetime) -> float:
-    """Karpenter's: Σ over the pods of 1 + deletion cost/2^27 + priority/2^25 (clamped to [-10, 10]),
-    times the share of the NodeClaim's lifetime (``expireAfter``) left; an empty node costs 0."""
-    total = 0.0
-    for pod in pods:
-        cost = 1.0
-        raw = objects.annotations_of(pod).get(POD_DELETION_COST)
-        with contextlib.suppress(ValueError):
-            cost += float(raw) / 2**27 if raw else 0.0
-        cost += float((pod.get("spec") or {}).get("priority") or 0) / 2**25
-        total += min(10.0, max(-10.0, cost))
-    return total * _lifetime_left(claim, now)
-
-
-def _lifetime_left(claim: Mapping[str, Any], now: datetime) -> float:
-    raw = (claim.get("spec") or {}).get("expireAfter") or DEFAULT_EXPIRE_AFTER
-    try:
-        seconds = parse_duration(raw)
-    except DurationError:
-        seconds = None
-    created = objects.parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
-    if not seconds or created is None:
-        return 1.0
-    return max(0.0, min(1.0, 1.0 - (now - created).total_seconds() / seconds))
 
 
 def _initialized_at(claim: Obj) -> datetime | None:

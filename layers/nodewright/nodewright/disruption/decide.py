@@ -41,6 +41,7 @@ from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
 from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, Budget, NodePool
 from nodewright.cluster import objects
+from nodewright.state.nodepools import is_static
 from nodewright.state.pods import (
     FOREVER,
     do_not_disrupt_until,
@@ -137,7 +138,12 @@ def decide(
     maps a NodeClaim to the last time a pod came to or left its node, as far as anyone observed.
     """
     decision = Decision()
-    pools = {objects.name_of(p): NodePool.from_dict(p) for p in nodepools if not objects.is_deleting(p)}
+    # Static NodePools' nodes are never empty-consolidated: their replicas say how many there are.
+    pools = {
+        objects.name_of(p): NodePool.from_dict(p)
+        for p in nodepools
+        if not objects.is_deleting(p) and not is_static(p)
+    }
     nodes_by_instance = nodes_by_instance_id(nodes)
     movable = reschedulable_by_node(pods)
     on_node: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -374,6 +374,13 @@ def _drift_command(
         if budget is not None and budget <= 0:
             why_not[candidate.name] = consolidation.budget_message(candidate.nodepool, consolidation.DRIFTED)
             continue
+        pool = world.nodepool(candidate.nodepool) or {}
+        if nodepools.is_static(pool):  # Karpenter's StaticDrift: one for one, from the NodePool's template
+            replacement, why = nodepools.static_drift_replacement(world, pool)
+            if replacement is not None:
+                return consolidation.Command(consolidation.DRIFTED, "drift", [candidate], [replacement])
+            why_not[candidate.name] = why
+            continue
         verdict = consolidation.evaluate(
             sim, [candidate], pending, reason=consolidation.DRIFTED, method="drift", thresholds={}
         )

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from nodewright.provisioning import nodeclaims, planning
-from nodewright.provisioning.flow import PassReport, create_nodeclaim, launch_one, publish_metrics
+from nodewright.provisioning.flow import PassReport, create_nodeclaim, launch_one, publish_launches
 from nodewright.provisioning.launch import Launched
 from nodewright.state import nodepools
 from nodewright.state.pods import key as pod_key
@@ -52,7 +52,7 @@ def replace_for_displaced(ctx: Context, node_names: Iterable[str]) -> PassReport
     report.unschedulable = plan.unschedulable
     report.nominated = plan.nominated
     _create_and_launch(ctx, remaining, plan.new_claims, report)
-    publish_metrics(ctx, report)
+    publish_launches(ctx, report)
     ctx.logger.info(
         "replacement capacity for displaced nodes", extra={"nodes": sorted(going), **report.summary()}
     )
@@ -67,7 +67,7 @@ def launch_replacements(ctx: Context, world: World, new_claims: Iterable[NewClai
     report = PassReport()
     plans = [planning.claim_plan(claim, []) for claim in new_claims]
     _create_and_launch(ctx, world, plans, report)
-    publish_metrics(ctx, report)
+    publish_launches(ctx, report)
     ctx.logger.info("replacement capacity for a disruption", extra=report.summary())
     return report
 

@@ -1,6 +1,7 @@
 """One provisioning pass, top to bottom.
 
-    observe → lifecycle → NodePools → plan → NodeClaims created → launch → status → events → metrics
+    observe → lifecycle → NodePools → static NodePools → plan → NodeClaims created → launch → status
+    → events → metrics
 
 The NodeClaims are created before anything is launched: the object is the record of
 intent, and the next pass finishes whatever a crash interrupted (see ``launch``).
@@ -19,7 +20,7 @@ from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster.errors import Conflict
 from nodewright.context import is_outage
-from nodewright.provisioning import lifecycle, nodeclaims, planning
+from nodewright.provisioning import lifecycle, nodeclaims, planning, static
 from nodewright.provisioning.launch import (
     Launched,
     LaunchFailure,
@@ -54,6 +55,7 @@ class PassReport:
     lifecycle: lifecycle.LifecycleReport = field(default_factory=lifecycle.LifecycleReport)
     cost_per_hour: float = 0.0
     pending_keys: frozenset[str] = frozenset()
+    static_deleted: list[str] = field(default_factory=list)  # NodeClaims a static NodePool scaled down
     stopped: str | None = None  # why the pass stopped writing early (its guard said so)
 
     def summary(self) -> dict[str, Any]:
@@ -66,6 +68,7 @@ class PassReport:
             "failures": [f"{x.nodeclaim}: {x.code}" for x in self.failures],
             "unschedulable": len(self.unschedulable),
             "skippedNodePools": sorted(self.skipped_nodepools),
+            **({"staticDeleted": self.static_deleted} if self.static_deleted else {}),
             "registered": self.lifecycle.registered,
             "initialized": self.lifecycle.initialized,
             "planSeconds": round(self.plan_seconds, 4),
@@ -87,9 +90,12 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
     lifecycle.delete_orphans(ctx, nodepools.orphaned_claims(world), report.lifecycle)
     lifecycle.collect_garbage(ctx, world, report.lifecycle)
 
-    pools = nodepools.triage(world)
+    pools = nodepools.triage(world, static_capacity=ctx.settings.static_capacity)
     nodepools.record(ctx, world, pools)
     report.skipped_nodepools = pools.skipped
+    # Static NodePools: their replicas, whatever the pods (scale-downs delete now, scale-ups below).
+    scaled = static.reconcile(ctx, world, pools)
+    report.static_deleted = scaled.deleted
 
     pending = world.provisionable_pods()
     _measure_pending(report, world, pending)
@@ -109,7 +115,7 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
 
     # Left by a pass that crashed before recording its launch: adopt the instance or launch now.
     to_launch = [(c, False) for c in world.nodeclaims if _awaiting_launch(c)]
-    for claim_plan in plan.new_claims:
+    for claim_plan in [*scaled.to_create, *plan.new_claims]:
         if _must_stop(ctx, guard, report):
             break
         claim = create_nodeclaim(ctx, world, claim_plan)
@@ -244,7 +250,7 @@ def record_pod_events(ctx: Context, world: World, pending: list[dict[str, Any]],
 
 
 def publish_metrics(ctx: Context, report: PassReport) -> None:
-    """EMF: pending pods and age, launches by type/zone/capacity type, errors by code, plan time, $/h."""
+    """EMF of a provisioning pass: pending pods and age, plan time, $/h, and its launches."""
     metrics = ctx.metrics
     metrics.add_metric(name="PendingPods", unit=MetricUnit.Count, value=report.pending_pods)
     metrics.add_metric(
@@ -255,7 +261,15 @@ def publish_metrics(ctx: Context, report: PassReport) -> None:
     )
     if report.plan_seconds:
         metrics.add_metric(name="PlanSeconds", unit=MetricUnit.Seconds, value=report.plan_seconds)
-    namespace = getattr(metrics, "namespace", None)
+    publish_launches(ctx, report)
+
+
+def publish_launches(ctx: Context, report: PassReport) -> None:
+    """EMF of what launched and what failed to, for every launch path (a provisioning pass, an
+    interruption's replacements, a disruption command's): launches by type/zone/capacity type,
+    failures by error code (``LaunchErrors``, graphed) and by class (``LaunchFailures``: one
+    series per ``cloud.errors.LAUNCH_FAILURE_CLASSES`` value, which the alarms watch)."""
+    namespace = getattr(ctx.metrics, "namespace", None)
     launched = Counter((x.instance_type, x.zone, x.capacity_type) for x in report.launched if not x.adopted)
     for (instance_type, zone, capacity_type), count in sorted(launched.items()):
         with single_metric(
@@ -269,3 +283,8 @@ def publish_metrics(ctx: Context, report: PassReport) -> None:
             name="LaunchErrors", unit=MetricUnit.Count, value=count, namespace=namespace
         ) as metric:
             metric.add_dimension(name="ErrorCode", value=code)
+    for failure_class, count in sorted(Counter(f.failure_class for f in report.failures).items()):
+        with single_metric(
+            name="LaunchFailures", unit=MetricUnit.Count, value=count, namespace=namespace
+        ) as metric:
+            metric.add_dimension(name="Class", value=failure_class)

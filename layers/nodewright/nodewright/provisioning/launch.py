@@ -44,10 +44,20 @@ class Launched:
 
 @dataclass(frozen=True)
 class LaunchFailure:
+    """One NodeClaim whose launch failed: the error code (EC2's, or ours) and its class
+    (``cloud.errors.launch_failure_class``; the ``LaunchFailures{Class}`` metric's dimension)."""
+
     nodeclaim: str
     nodepool: str
     code: str
     message: str
+    failure_class: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.failure_class:
+            from nodewright.cloud.errors import launch_failure_class
+
+            object.__setattr__(self, "failure_class", launch_failure_class(self.code))
 
 
 def launch_claim(
@@ -82,7 +92,7 @@ def launch_claim(
             result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates))
         except cloud_errors.InsufficientCapacityError as exc:
             codes = sorted({e.code for e in exc.errors}) or ["InsufficientInstanceCapacity"]
-            return _fail(ctx, claim, codes[0], str(exc))
+            return _fail(ctx, claim, codes[0], str(exc), cloud_errors.launch_failure_class(*codes))
         except cloud_errors.LaunchError as exc:
             return _fail(ctx, claim, exc.code, str(exc))
         except cloud_errors.CloudError as exc:
@@ -246,8 +256,10 @@ def fail_unexpectedly(ctx: Context, claim: dict[str, Any], exc: Exception) -> La
     error, the next pass adopts the instance by its tag; if not, the next pass tries again,
     until the registration timeout removes the NodeClaim.
     """
+    from nodewright.cloud.errors import error_code
+
     name = nodeclaims.name_of(claim)
-    code = type(exc).__name__
+    code = error_code(exc)  # an AWS answer's own code (AccessDenied, ...), else the exception's type
     message = f"NodeClaim {name}: launch failed unexpectedly ({code}: {exc}); it is retried on the next pass"
     ctx.logger.exception("launch failed unexpectedly", extra={"nodeclaim": name, "code": code})
     for step in (
@@ -269,11 +281,14 @@ def _mark_not_launched(ctx: Context, claim: dict[str, Any], reason: str, message
     ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
 
 
-def _fail(ctx: Context, claim: dict[str, Any], code: str, message: str) -> LaunchFailure:
-    """A launch that cannot succeed: event, log, and the NodeClaim goes (no instance exists)."""
+def _fail(
+    ctx: Context, claim: dict[str, Any], code: str, message: str, failure_class: str = ""
+) -> LaunchFailure:
+    """A launch that cannot succeed: event, log, and the NodeClaim goes (no instance exists).
+    ``failure_class``: when several codes made it fail (``cloud.errors.launch_failure_class``)."""
     name = nodeclaims.name_of(claim)
     ctx.cluster.record_event(claim, "LaunchFailed", message, event_type="Warning")
     ctx.logger.warning("launch failed", extra={"nodeclaim": name, "code": code, "error": message})
     ctx.cluster.delete_nodeclaim(name)
     ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
-    return LaunchFailure(nodeclaim=name, nodepool=nodepool_name(claim), code=code, message=message)
+    return LaunchFailure(name, nodepool_name(claim), code, message, failure_class)

@@ -87,6 +87,7 @@ class InvocationReport:
             "seconds": round(self.seconds, 3),
             "launched": sum(len(p.launched) for p in self.passes),
             "nodeClaimsCreated": [c for p in self.passes for c in p.created],
+            "staticDeleted": [c for p in self.passes for c in p.static_deleted],
             "failures": sum(len(p.failures) for p in self.passes),
             "pendingPods": self.passes[-1].pending_pods if self.passes else 0,
         }
@@ -158,6 +159,7 @@ def _active(result: PassReport, idle_after: float) -> bool:
         or life.finalized
         or life.orphans_deleted
         or life.node_deletions
+        or result.static_deleted
     )
     young = result.youngest_pending_seconds is not None and result.youngest_pending_seconds < idle_after
     return bool(moving or young)

@@ -16,7 +16,9 @@ json`` prints) stands for the account's reservations: those an EC2NodeClass's
 ``capacityReservationSelectorTerms`` select become reserved offerings (``saved_reservations``). Every
 other kind is reported as ignored, never dropped silently. A live cluster (``--kubeconfig``) is
 read, never written: one snapshot, as a pass reads. NodePools go through the same triage and the
-same scheduling bridge as a provisioning pass; only the instance catalog is handed in.
+same scheduling bridge as a provisioning pass; only the instance catalog is handed in. A static
+NodePool's replicas are planned as the pass keeps them (``provisioning.static``): its missing
+NodeClaims, and those beyond its replicas it would delete.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 from nodewright.api.shapes import dig
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.reservations import is_saved_answer
-from nodewright.provisioning import nodeclaims, planning
+from nodewright.provisioning import nodeclaims, planning, static
 from nodewright.state import nodepools
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, observe
@@ -74,6 +76,13 @@ class WhatIf:
     # The NodeOverlays' verdicts (name → applied, reason, message), and the capacity reservations read.
     overlays: dict[str, dict[str, Any]] = field(default_factory=dict)
     capacity_reservations: list[dict[str, Any]] = field(default_factory=list)
+    static_nodepools: list[str] = field(
+        default_factory=list
+    )  # spec.replicas: their NodeClaims are claims too
+    static_scale_down: list[str] = field(
+        default_factory=list
+    )  # NodeClaims beyond a static NodePool's replicas
+    static_held: dict[str, str] = field(default_factory=dict)  # why a static NodePool short of replicas waits
 
     @property
     def cost_per_hour(self) -> float:
@@ -103,9 +112,12 @@ class WhatIf:
                     "capacityReservations": c.reservation_ids,
                     "nodeOverlays": c.overlays,
                     "priceOverlayApplied": c.price_overlay,
+                    "static": c.nodepool in self.static_nodepools,
                 }
                 for c in self.claims
             ],
+            "staticScaleDown": self.static_scale_down,
+            "staticHeld": self.static_held,
             "nodeOverlays": self.overlays,
             "capacityReservations": self.capacity_reservations,
             "costPerHour": round(self.cost_per_hour, 5),
@@ -125,8 +137,11 @@ class WhatIf:
         ]
         for claim in self.claims:
             shown = ", ".join(claim.instance_types[:5]) + (" …" if len(claim.instance_types) > 5 else "")
+            where = f"NodePool {claim.nodepool}"
+            if claim.nodepool in self.static_nodepools:
+                where = f"static {where} (a replica)"
             lines.append(
-                f"  NodeClaim on NodePool {claim.nodepool}: {len(claim.pods)} pod(s), ${claim.price:.4f}/h "
+                f"  NodeClaim on {where}: {len(claim.pods)} pod(s), ${claim.price:.4f}/h "
                 f"(instance ${claim.price - claim.volume_price:.4f} + EBS ${claim.volume_price:.4f}), "
                 f"{'/'.join(claim.capacity_types)} in {', '.join(claim.zones)}"
             )
@@ -137,6 +152,17 @@ class WhatIf:
                 lines.append(f"      priced by NodeOverlay(s): {', '.join(claim.overlays)}")
             if claim.taints:
                 lines.append("      taints: " + ", ".join(_taint_text(t) for t in claim.taints))
+        if self.static_scale_down:
+            lines.append("Beyond their static NodePool's replicas, deleted (drained first):")
+            lines.extend(f"  nodeclaim/{name}" for name in self.static_scale_down)
+        if self.static_held:
+            lines.append("Static NodePools short of their replicas:")
+            lines.extend(f"  {reason}" for _, reason in sorted(self.static_held.items()))
+        if self.static_nodepools:
+            lines.append(
+                "(static NodePools run on a stack deployed with -c staticCapacity=true, Karpenter's "
+                "StaticCapacity gate; off by default)"
+            )
         if self.placements:
             lines.append(f"{len(self.placements)} pod(s) fit on existing capacity:")
             lines.extend(f"  {pod} → {target}" for pod, target in sorted(self.placements.items()))
@@ -354,12 +380,25 @@ def usable_nodepools(world: World) -> tuple[list[dict[str, Any]], dict[str, str]
 
 
 def plan_world(world: World, pending: list[dict[str, Any]], region: str, result: WhatIf) -> WhatIf:
-    """The provisioner's triage and planning over the world, filled into ``result``."""
+    """The provisioner's triage and planning over the world, filled into ``result``: the static
+    NodePools' replicas as a pass with ``staticCapacity`` on keeps them (``provisioning.static``), then
+    the pending pods."""
     result.pods = len(pending)
     result.region = result.region or region
-    usable, result.skipped_nodepools = usable_nodepools(world)
-    view = planning.plan(world, pending, usable)
-    result.claims = view.new_claims
+    verdicts = nodepools.triage(world, _pool_errors_only)
+    result.skipped_nodepools = verdicts.skipped
+    scaled = static.StaticReport()
+    replicas = static.plan(world, verdicts, scaled)
+    result.static_held = scaled.held
+    result.static_nodepools = sorted(nodeclaims.name_of(p) for p in world.nodepools if nodepools.is_static(p))
+    result.static_scale_down = [
+        nodeclaims.name_of(claim)
+        for pool in world.nodepools
+        if nodepools.is_static(pool)
+        for claim in static.surplus(world, pool)
+    ]
+    view = planning.plan(world, pending, verdicts.usable)
+    result.claims = [*replicas, *view.new_claims]
     overlays = world.overlays
     if overlays is not None:
         result.overlays = {

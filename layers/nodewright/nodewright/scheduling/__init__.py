@@ -10,6 +10,7 @@ from nodewright.api.tolerations import Toleration
 from nodewright.scheduling.instancetypes import (
     InstanceType,
     KubeletSettings,
+    NodeShape,
     Offering,
     instance_type_from_ec2,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "NewClaim",
     "Node",
     "NodePoolInput",
+    "NodeShape",
     "Offering",
     "PersistentVolume",
     "PersistentVolumeClaim",

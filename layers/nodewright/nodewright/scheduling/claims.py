@@ -316,7 +316,7 @@ class ClaimPacker:
             found.append(self.pools.candidate(instance_type, instance_prices[option.name], requirements))
             if len(found) >= MAX_CANDIDATE_TYPES:
                 break
-        found = _prefer_generic(found, by_name)
+        found = prefer_generic(found, by_name)
         short = self._min_values_short(pool_index, requirements, found, by_name)
         if short and not (self.relax_min_values and found):
             return [], short
@@ -331,19 +331,7 @@ class ClaimPacker:
         found: list[CandidateType],
         by_name: dict[str, InstanceType],
     ) -> str | None:
-        """The minValues requirement the candidates do not meet, or None."""
-        for key, requirement in requirements.items():
-            if not requirement.min_values:
-                continue
-            distinct: set[str] = set()
-            for candidate in found:
-                distinct |= _label_values(by_name[candidate.name], candidate, key)
-            if len(distinct) < requirement.min_values:
-                return (
-                    f"NodePool {self.pools.pools[pool_index].name}: minValues {requirement.min_values} "
-                    f"for {key} not met ({len(distinct)} value(s) among the candidate instance types)"
-                )
-        return None
+        return min_values_short(self.pools.pools[pool_index].name, requirements, found, by_name)
 
     @staticmethod
     def _relaxed(
@@ -454,7 +442,25 @@ class ClaimPacker:
         return take, [c for (c, _), n in zip(free, fits_in, strict=True) if n >= take]
 
 
-def _prefer_generic(found: list[CandidateType], by_name: dict[str, InstanceType]) -> list[CandidateType]:
+def min_values_short(
+    pool: str, requirements: Requirements, found: list[CandidateType], by_name: dict[str, InstanceType]
+) -> str | None:
+    """The minValues requirement the candidates do not meet, or None."""
+    for key, requirement in requirements.items():
+        if not requirement.min_values:
+            continue
+        distinct: set[str] = set()
+        for candidate in found:
+            distinct |= _label_values(by_name[candidate.name], candidate, key)
+        if len(distinct) < requirement.min_values:
+            return (
+                f"NodePool {pool}: minValues {requirement.min_values} "
+                f"for {key} not met ({len(distinct)} value(s) among the candidate instance types)"
+            )
+    return None
+
+
+def prefer_generic(found: list[CandidateType], by_name: dict[str, InstanceType]) -> list[CandidateType]:
     """Drop metal and accelerator types when generic ones hold the pods too, as Karpenter's AWS
     provider does before CreateFleet: they cost more for what the pods use, or need a host."""
     generic = [c for c in found if not is_exotic(by_name[c.name])]

@@ -12,7 +12,12 @@ reservations:
   0.5 % of the next two, 0.25 % of the rest; ephemeral-storage 1 GiB;
 - eviction threshold: memory.available 100 MiB, nodefs.available 10 %;
 - the NodeClass kubelet settings override maxPods, podsPerCore, systemReserved, kubeReserved and
-  evictionHard.
+  evictionHard;
+- the ``NodeShape`` the EC2NodeClass gives every node: its OS (Windows: ``kubernetes.io/os=windows``,
+  ``node.kubernetes.io/windows-build``, 110 pods rather than the ENI limit, the VPC resource
+  controller's ``vpc.amazonaws.com/PrivateIPv4Address``) and its ephemeral-storage: the volume the
+  kubelet's filesystem is on, or with ``instanceStorePolicy: RAID0`` the type's instance store
+  (``TotalSizeInGB`` decimal gigabytes), as Karpenter's AWS provider computes it.
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ from nodewright.scheduling.resources import (
 )
 
 VM_MEMORY_OVERHEAD = 0.075
+OS_LINUX = "linux"
+OS_WINDOWS = "windows"
+# What the VPC resource controller gives a Windows node per secondary IPv4 address of its primary
+# interface (Karpenter's privateIPv4Address: IPv4 addresses per interface - 1).
+PRIVATE_IPV4_ADDRESS = "vpc.amazonaws.com/PrivateIPv4Address"
+WINDOWS_MAX_PODS = 110  # a family without ENI-limited pod density (Karpenter's default max pods)
+GB = 1000**3  # instance store sizes are decimal gigabytes (Karpenter: "%dG")
 # The tenancies every type is offered in (``karpenter.k8s.aws/instance-tenancy``).
 TENANCIES = frozenset({wk.TENANCY_DEFAULT, wk.TENANCY_DEDICATED})
 DEFAULT_EPHEMERAL_STORAGE = 20 * GIB  # the AMI families' default root volume
@@ -130,6 +142,37 @@ def _offering_allowed(offering: Offering, requirements: Requirements) -> bool:
         elif not requirement.has(value):
             return False
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What an EC2NodeClass makes of every node besides its instance type (``cloud.catalog.node_shape``
+    reads it from the EC2NodeClass): the OS its AMI family runs, and the ephemeral storage its kubelet
+    sees — ``root_storage`` bytes (the volume the kubelet's filesystem is on), or, with
+    ``instance_store_raid0``, the type's instance store when it has one."""
+
+    os: str = OS_LINUX
+    windows_build: str = ""
+    root_storage: int = DEFAULT_EPHEMERAL_STORAGE
+    instance_store_raid0: bool = False
+
+    @property
+    def windows(self) -> bool:
+        return self.os == OS_WINDOWS
+
+    def excludes(self, info: Mapping[str, Any]) -> str | None:
+        """Why no node of this shape can be of the type: the EKS-optimized Windows AMIs are x86_64 only
+        (Karpenter publishes no OS for an arm64 type of a Windows family)."""
+        if self.windows and _arch(info) != "amd64":
+            return "Windows Server AMIs run on x86_64 types only"
+        return None
+
+    def ephemeral_storage(self, info: Mapping[str, Any]) -> int:
+        """The node's ephemeral-storage capacity (Karpenter's ``ephemeralStorage``)."""
+        store = (info.get("InstanceStorageInfo") or {}).get("TotalSizeInGB")
+        if self.instance_store_raid0 and store:
+            return int(store) * GB
+        return self.root_storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,17 +307,27 @@ def _lower(value: object) -> str:
     return str(value).lower().replace(" ", "-")
 
 
-def _labels(info: Mapping[str, Any], vcpus: int, memory_mib: int, arch: str) -> dict[str, str]:
+def _arch(info: Mapping[str, Any]) -> str:
+    """The Kubernetes architecture of a type (its first supported one Karpenter offers)."""
+    architectures = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
+    return next((_ARCH[a] for a in architectures if a in _ARCH), str(architectures[0]))
+
+
+def _labels(
+    info: Mapping[str, Any], vcpus: int, memory_mib: int, arch: str, shape: NodeShape
+) -> dict[str, str]:
     name = str(info["InstanceType"])
     result = {
         wk.INSTANCE_TYPE: name,
         wk.ARCH: arch,
-        wk.OS: "linux",
+        wk.OS: shape.os,
         wk.INSTANCE_CPU: str(vcpus),
         wk.INSTANCE_MEMORY: str(memory_mib),
         wk.INSTANCE_FAMILY: name.split(".", maxsplit=1)[0],
         wk.INSTANCE_SIZE: name.rsplit(".", maxsplit=1)[-1],
     }
+    if shape.windows_build:
+        result[wk.WINDOWS_BUILD] = shape.windows_build
     match = _NAME.match(name)
     if match:
         result[wk.INSTANCE_CATEGORY] = match.group(1)
@@ -343,24 +396,33 @@ def _extended_resources(info: Mapping[str, Any]) -> Resources:
 
 
 def instance_type_from_ec2(
-    info: Mapping[str, Any], offerings: Sequence[Offering], kubelet: KubeletSettings | None = None
+    info: Mapping[str, Any],
+    offerings: Sequence[Offering],
+    kubelet: KubeletSettings | None = None,
+    shape: NodeShape | None = None,
 ) -> InstanceType:
     """One DescribeInstanceTypes item (AWS JSON shape) → ``InstanceType``; see the module doc."""
     kubelet = kubelet or KubeletSettings()
+    shape = shape or NodeShape()
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     memory_mib = int(info["MemoryInfo"]["SizeInMiB"])
-    architectures = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
-    arch = next((_ARCH[a] for a in architectures if a in _ARCH), str(architectures[0]))
-    pods = kubelet.max_pods if kubelet.max_pods is not None else eni_limited_pods(info)
+    arch = _arch(info)
+    if kubelet.max_pods is not None:
+        pods = kubelet.max_pods
+    else:  # Windows AMIs do not limit pod density by ENIs (Karpenter: SupportsENILimitedPodDensity)
+        pods = WINDOWS_MAX_PODS if shape.windows else eni_limited_pods(info)
     if kubelet.pods_per_core:
         pods = min(pods, kubelet.pods_per_core * vcpus)
     capacity: Resources = {
         CPU: vcpus * 1000,
         MEMORY: (memory_mib - math.ceil(memory_mib * VM_MEMORY_OVERHEAD)) * MIB,
-        EPHEMERAL_STORAGE: DEFAULT_EPHEMERAL_STORAGE,
+        EPHEMERAL_STORAGE: shape.ephemeral_storage(info),
         PODS: pods,
         **_extended_resources(info),
     }
+    ips = int((info.get("NetworkInfo") or {}).get("Ipv4AddressesPerInterface") or 0)
+    if shape.windows and ips > 1:
+        capacity[PRIVATE_IPV4_ADDRESS] = ips - 1
     kube_reserved: Resources = {
         CPU: kube_reserved_cpu(vcpus * 1000),
         MEMORY: (11 * pods + 255) * MIB,
@@ -372,7 +434,7 @@ def instance_type_from_ec2(
     )
     overhead = Overhead(kube_reserved, _quantities(kubelet.system_reserved), eviction)
     zones = sorted({o.zone for o in offerings})
-    type_labels = _labels(info, vcpus, memory_mib, arch)
+    type_labels = _labels(info, vcpus, memory_mib, arch, shape)
     if zones:
         type_labels[wk.REGION] = zones[0][:-1] if zones[0][-1].isalpha() else zones[0]
     return InstanceType(str(info["InstanceType"]), type_labels, capacity, overhead, tuple(offerings))

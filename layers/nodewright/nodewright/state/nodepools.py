@@ -21,10 +21,12 @@ from nodewright.api.features import (
     ALL_ACTED_ON_REASON,
     FIELDS_NOT_ACTED_ON,
     NOT_ACTED_ON_REASON,
+    STATIC_CAPACITY_OFF,
     not_acted_on,
     summary,
 )
-from nodewright.cluster.objects import is_deleting, name_of, set_condition
+from nodewright.api.labels import DISRUPTED_TAINT_KEY
+from nodewright.cluster.objects import has_taint, is_deleting, name_of, set_condition
 from nodewright.state.world import World, nodeclass_name, nodepool_name
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ def validation_errors(document: Mapping[str, Any]) -> list[str]:
     return [str(f) for f in validate_document(dict(document)) if f.is_error]
 
 
-def triage(world: World, validate: Validator | None = None) -> PoolTriage:
+def triage(world: World, validate: Validator | None = None, *, static_capacity: bool = True) -> PoolTriage:
     """Validate every NodePool and its EC2NodeClass (pure: ``record`` writes the verdicts).
 
     ``validate(doc)`` returns the error messages for one document (empty when valid); by default
@@ -69,7 +71,8 @@ def triage(world: World, validate: Validator | None = None) -> PoolTriage:
     ``NodeClassNotReady`` when the EC2NodeClass is invalid or its own ``Ready`` is False, as the
     status controller ``nodewright.status`` writes it); ``Ready`` (False: ``UnhealthyDependents``);
     and Nodewright's ``FieldsNotActedOn``, which names the fields set but not acted on and never
-    makes the NodePool unusable.
+    makes the NodePool unusable: ``spec.replicas`` too when ``static_capacity`` (the stack's setting,
+    Karpenter's StaticCapacity gate) is off.
     """
     validate = validate or validation_errors
     result = PoolTriage()
@@ -95,6 +98,8 @@ def triage(world: World, validate: Validator | None = None) -> PoolTriage:
         if class_problem and name not in result.skipped:
             result.skipped[name] = f"NodePool {name}: {class_problem}"
         inert = not_acted_on(pool)
+        if not static_capacity and is_static(pool):
+            inert.append(STATIC_CAPACITY_OFF)
         put(
             FIELDS_NOT_ACTED_ON,
             bool(inert),
@@ -200,6 +205,90 @@ def charged_capacity(world: World, claim: Mapping[str, Any], candidate_limit: in
     candidates = world.candidates_for(claim, candidate_limit)
     keys: set[str] = set().union(*(c.capacity for c in candidates)) if candidates else set()
     return {k: float(max(c.capacity.get(k, 0) for c in candidates)) for k in keys}
+
+
+# --- static NodePools (``spec.replicas``) ---------------------------------------------------------
+
+
+def replicas(pool: Mapping[str, Any]) -> int | None:
+    """A static NodePool's ``spec.replicas``; None for a dynamic one."""
+    value = (pool.get("spec") or {}).get("replicas")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def is_static(pool: Mapping[str, Any]) -> bool:
+    """Karpenter's ``IsStaticNodePool``: ``spec.replicas`` is set. Such a NodePool keeps that many
+    nodes whatever the pods; no plan places pending pods on a new NodeClaim of it, consolidation and
+    emptiness leave its nodes alone (``provisioning.static`` runs it)."""
+    return replicas(pool) is not None
+
+
+def node_limit(pool: Mapping[str, Any]) -> int | None:
+    """``spec.limits.nodes`` (the only limit a static NodePool may have), or None."""
+    from nodewright.scheduling.resources import NODES, parse_resources
+
+    limit = parse_resources((pool.get("spec") or {}).get("limits")).get(NODES)
+    return None if limit is None else int(limit)
+
+
+@dataclass
+class StaticNodes:
+    """A static NodePool's NodeClaims as Karpenter's NodePoolState counts them: ``active`` (neither
+    being deleted nor replaced), ``drifting`` (their node tainted ``karpenter.sh/disrupted`` by a
+    disruption command that replaces them first), ``deleting``. ``limits.nodes`` bounds all three."""
+
+    active: list[Obj] = field(default_factory=list)
+    drifting: list[Obj] = field(default_factory=list)
+    deleting: list[Obj] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.active) + len(self.drifting) + len(self.deleting)
+
+
+def static_nodes(world: World, pool_name: str) -> StaticNodes:
+    found = StaticNodes()
+    for claim in world.nodeclaims:
+        if nodepool_name(claim) != pool_name:
+            continue
+        node = world.node_of(claim)
+        if is_deleting(claim):
+            found.deleting.append(claim)
+        elif node is not None and has_taint(node, DISRUPTED_TAINT_KEY):
+            found.drifting.append(claim)
+        else:
+            found.active.append(claim)
+    return found
+
+
+def static_room(pool: Mapping[str, Any], nodes: StaticNodes, wanted: int) -> int:
+    """How many of ``wanted`` more NodeClaims ``limits.nodes`` lets the NodePool have (Karpenter's
+    ``ReserveNodeCount``: active, drifting and deleting ones all count until they are gone)."""
+    limit = node_limit(pool)
+    return wanted if limit is None else max(0, min(wanted, limit - nodes.total))
+
+
+def static_template(world: World, pool: Mapping[str, Any]) -> tuple[Any, str]:
+    """The NodeClaim (the scheduling core's ``NewClaim``) one more replica of a static NodePool is,
+    or None and why none can be launched (``scheduling.static.static_claim``)."""
+    from nodewright.scheduling.static import static_claim
+    from nodewright.state.snapshot import nodepool_input
+
+    return static_claim(nodepool_input(pool, world, {}))
+
+
+def static_drift_replacement(world: World, pool: Mapping[str, Any]) -> tuple[Any, str]:
+    """The one-for-one replacement of a drifted node of a static NodePool (Karpenter's ``StaticDrift``),
+    or None and why it waits: while the NodePool scales down (more nodes than replicas), or when
+    ``limits.nodes`` leaves no room for the replacement beside the node it replaces."""
+    name = name_of(dict(pool))
+    nodes = static_nodes(world, name)
+    wanted = replicas(pool) or 0
+    if len(nodes.active) + len(nodes.drifting) > wanted:
+        return None, f"NodePool {name} has more nodes than its {wanted} replicas: it scales down first"
+    if static_room(pool, nodes, 1) < 1:
+        return None, f"NodePool {name}: limits.nodes {node_limit(pool)} leaves no room for a replacement"
+    return static_template(world, pool)
 
 
 def orphaned_claims(world: World) -> list[Obj]:

@@ -71,7 +71,13 @@ class Simulation:
             elif not _initialized(claim):
                 self.uninitialized[name_of(node)] = f"nodeclaim/{name_of(claim)}, node/{name_of(node)}"
         usage = nodepools.usage(world, MAX_CANDIDATE_TYPES)
-        self.nodepools = [nodepool_input(pool, world, usage.get(name_of(pool), {})) for pool in pools]
+        # A static NodePool's nodes are capacity like any other, but no plan adds a node to it: its
+        # replicas alone say how many it has (Karpenter's provisioner skips static NodePools).
+        self.nodepools = [
+            nodepool_input(pool, world, usage.get(name_of(pool), {}))
+            for pool in pools
+            if not nodepools.is_static(pool)
+        ]
         self.daemonsets = [model.daemonset_from_k8s(d) for d in world.daemonsets]
         self.claims = [model.pvc_from_k8s(c) for c in world.persistent_volume_claims]
         self.volumes = [model.pv_from_k8s(v) for v in world.persistent_volumes]

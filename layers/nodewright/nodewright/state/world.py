@@ -180,6 +180,10 @@ class World:
         capacity_type = found.get(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_ON_DEMAND)
         if not instance_type:
             return None
+        if found.get(labels.OS) == "windows":  # the table prices Linux: the catalog's adds the licence
+            windows = self._offering_price(claim, instance_type, zone, capacity_type)
+            if windows is not None:
+                return windows
         price = None
         if self.overlays is not None and (pool := nodepool_name(claim)) and self.nodepool(pool):
             reservation = found.get(labels.CAPACITY_RESERVATION_ID, "")

@@ -92,6 +92,17 @@ class Answer:
             "isBase64Encoded": False,
         }
 
+    def load_balancer_response(self) -> dict[str, Any]:
+        """What a Lambda target returns to an Application Load Balancer (the private wake-up): the
+        same, with the status line ELB requires."""
+        from http import HTTPStatus
+
+        try:
+            phrase = HTTPStatus(self.status).phrase
+        except ValueError:
+            phrase = ""
+        return {**self.function_url_response(), "statusDescription": f"{self.status} {phrase}".strip()}
+
 
 def refusal(status: int, message: str) -> Answer:
     return Answer(status, {"message": message})
