@@ -359,3 +359,25 @@ def test_cli_shows_the_reservations_a_nodeclass_selects_as_reserved_rows(
     saved.write_text("{}\n")
     assert main([*args, "--nodeclass", str(nodeclass), "--reservations", str(saved)]) == 2
     assert "not a DescribeCapacityReservations answer" in capsys.readouterr().err
+
+
+def test_a_windows_types_reserved_offering_keeps_its_reservation_and_karpenters_price() -> None:
+    """A Windows node's offerings carry the licence; a reservation's stays the reservation (its id,
+    type, free slots) at Karpenter's on-demand price / 10^7, which no licence changes."""
+    from nodewright.cloud.catalog import RESERVED, RawOffering, windows_offerings
+
+    info = ec2_item("m5.large", 2, 8192, "x86_64")
+    reserved = RawOffering(
+        "us-west-2a",
+        RESERVED,
+        1e-8,
+        True,
+        reservation_id="cr-1",
+        reservation_type="default",
+        reservation_capacity=2,
+    )
+    on_demand = RawOffering("us-west-2a", "on-demand", 0.096, True)
+    windows_reserved, windows_on_demand = windows_offerings(info, [reserved, on_demand])
+    assert windows_reserved == reserved
+    assert windows_on_demand.price > on_demand.price
+    assert windows_on_demand.estimated
