@@ -259,3 +259,56 @@ def test_the_sandboxs_ec2_refuses_an_on_demand_fleet_into_an_interruptible_reser
     (error,) = answer["Errors"]
     assert error["ErrorCode"] == "InvalidParameterCombination"
     assert "reserved-capacity" in error["ErrorMessage"]
+
+
+@pytest.mark.parametrize(
+    ("terms", "expected"),
+    [
+        ([{"tags": {"team": "*"}}], {"ml", "web", "lent"}),
+        ([{"tags": {"team": "ml"}}], {"ml", "lent"}),
+        ([{"tags": {"team": "ml"}, "ownerID": "210987654321"}], {"lent"}),
+        ([{"tags": {"team": "ml"}, "ownerID": "123456789012"}], {"ml"}),
+        ([{"instanceMatchCriteria": "open"}], {"web", "untagged"}),
+        ([{"tags": {"team": "web"}, "instanceMatchCriteria": "targeted"}], set()),
+        ([{"tags": {"team": "web"}}, {"tags": {"team": "ml"}, "ownerID": "210987654321"}], {"web", "lent"}),
+    ],
+)
+def test_the_live_query_and_the_offline_plan_select_the_same_reservations(
+    ec2: Env, terms: list[dict[str, Any]], expected: set[str]
+) -> None:
+    """``capacityReservationSelectorTerms`` as Karpenter reads them (a ``*`` tag value is any value
+    of that key, ``ownerID`` narrows a tags term, terms are ORed), once as the DescribeCapacityReservations
+    filters the functions send and once as ``selected_by`` applies them to a saved answer
+    (``nodewright plan``): both select the same reservations."""
+    ids = {
+        "ml": odcr(ec2),
+        "web": ec2.ec2.create_capacity_reservation(
+            InstanceType="c5.large",
+            InstancePlatform="Linux/UNIX",
+            AvailabilityZone="us-east-1a",
+            InstanceCount=1,
+            InstanceMatchCriteria="open",
+            TagSpecifications=[
+                {"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "web"}]}
+            ],
+        )["CapacityReservation"]["CapacityReservationId"],
+        "untagged": ec2.ec2.create_capacity_reservation(
+            InstanceType="m5.large",
+            InstancePlatform="Linux/UNIX",
+            AvailabilityZone="us-east-1a",
+            InstanceCount=1,
+            InstanceMatchCriteria="open",
+        )["CapacityReservation"]["CapacityReservationId"],
+        "lent": ec2_reservations.add_interruptible_reservation(
+            "us-east-1", instance_type="m5.large", zone="us-east-1b", count=1, tags={"team": "ml"}
+        ),
+    }
+    names = {rid: name for name, rid in ids.items()}
+    saved = reservations.from_saved_answer(ec2.ec2.describe_capacity_reservations(), "saved")
+    assert len(saved) == len(ids)
+
+    live = reservations.ReservationResolver(ec2.ec2, ("us-east-1", None)).select(terms)
+    offline = reservations.selected_by(terms, saved, datetime.now(UTC))
+
+    assert {names[r.id] for r in live} == expected
+    assert {names[r.id] for r in offline} == expected

@@ -184,3 +184,51 @@ def test_an_overlay_the_crd_would_refuse_is_a_manifest_problem(tmp_path: Path, b
     status, result = plan(tmp_path, POOL, NODECLASS, WEB, overlay("bad", **bad))
     assert status == 1
     assert any("NodeOverlay/bad" in p for p in result["manifestProblems"])
+
+
+def test_with_live_and_no_saved_answer_the_reservations_are_read_from_ec2(tmp_path: Path) -> None:
+    """``--live`` without a saved answer: the EC2NodeClass's terms are asked of EC2 itself (here the
+    sandbox's EC2 under moto), as the functions ask, and the reservation it selects holds a NodeClaim."""
+    import boto3
+    from moto import mock_aws
+    from nodewright.cloud import aws, catalog, reservations
+
+    from sandbox import ec2_reservations
+
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all([POOL, NODECLASS, WEB]))
+    with mock_aws():
+        aws.reset_clients()
+        catalog.clear_caches()
+        reservations.clear_caches()
+        ec2_reservations.install()
+        ec2 = boto3.client("ec2", region_name="us-west-2")
+
+        def odcr(team: str) -> str:
+            return ec2.create_capacity_reservation(
+                InstanceType="m5.xlarge",
+                InstancePlatform="Linux/UNIX",
+                AvailabilityZone="us-west-2a",
+                InstanceCount=1,
+                InstanceMatchCriteria="targeted",
+                TagSpecifications=[
+                    {"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": team}]}
+                ],
+            )["CapacityReservation"]["CapacityReservationId"]
+
+        selected, _other = odcr("ml"), odcr("web")
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):
+                status = main(
+                    ["plan", "--manifests", str(tmp_path), "--region", "us-west-2", "--live", "--json"]
+                )
+        finally:
+            aws.reset_clients()
+            catalog.clear_caches()
+            reservations.clear_caches()
+    result = json.loads(printed.getvalue())
+    assert status == 0
+    (held,) = [c for c in result["nodeClaims"] if c["capacityReservations"]]
+    assert held["capacityReservations"] == [selected]
+    assert held["capacityTypes"] == ["reserved"]
+    assert sum(len(c["pods"]) for c in result["nodeClaims"]) == 3
