@@ -1,11 +1,12 @@
 """What the sandbox e2e scenarios of capacity reservations and NodeOverlays do with the real handlers:
-invoke the provisioner and the disruption function in-process, wait for a condition (never a
-sleep), find the node a pod runs on."""
+set the environment they run in, invoke the provisioner and the disruption function in-process, wait
+for a condition (never a sleep), make a pod and find the node it runs on."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,6 +14,44 @@ from nodewright.cluster.resources import NODES, PODS
 
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+
+
+@contextlib.contextmanager
+def handlers_against(sandbox: Any, **variables: str) -> Iterator[None]:
+    """The environment the handlers run in against ``sandbox`` (its endpoints, a one-second poll, the
+    e2e metrics namespace, and ``variables``, e.g. a stack setting), put back afterwards with the
+    cluster connections the handlers opened dropped."""
+    from nodewright.cluster import reset_connections
+
+    patch = pytest.MonkeyPatch()
+    environment = {
+        **sandbox.env(),
+        "POWERTOOLS_METRICS_NAMESPACE": "NodewrightE2E",
+        "POLL_INTERVAL_SECONDS": "1",
+        **variables,
+    }
+    for key, value in environment.items():
+        patch.setenv(key, value)
+    try:
+        yield
+    finally:
+        reset_connections()
+        patch.undo()
+
+
+def pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
+    """A busybox pod ``default/name`` asking ``cpu``, labelled ``app: name``, with more ``spec``."""
+    container = {
+        "name": "c",
+        "image": "public.ecr.aws/docker/library/busybox",
+        "resources": {"requests": {"cpu": cpu}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {"containers": [container], **spec},
+    }
 
 
 def wait_for(

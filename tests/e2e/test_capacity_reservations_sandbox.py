@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from handler_calls import disrupt, node_of, provision, wait_for
+from handler_calls import disrupt, handlers_against, node_of, pod, provision, wait_for
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 
@@ -43,35 +43,13 @@ def sandbox() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def kube(sandbox: Any) -> Iterator[Any]:
-    from nodewright.cluster import reset_connections
-
-    patch = pytest.MonkeyPatch()
-    for key, value in sandbox.env().items():
-        patch.setenv(key, value)
-    patch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
-    patch.setenv("POLL_INTERVAL_SECONDS", "1")
-    client = sandbox.admin_cluster()
-    klass = nodeclass(sandbox)
-    klass["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"team": "ml"}}]
-    client.create(EC2NODECLASSES, klass)
-    client.create(NODEPOOLS, nodepool("reserved", RESERVED_POOL))
-    yield client
-    reset_connections()
-    patch.undo()
-
-
-def pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
-    container = {
-        "name": "c",
-        "image": "public.ecr.aws/docker/library/busybox",
-        "resources": {"requests": {"cpu": cpu}},
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-        "spec": {"containers": [container], **spec},
-    }
+    with handlers_against(sandbox):
+        client = sandbox.admin_cluster()
+        klass = nodeclass(sandbox)
+        klass["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"team": "ml"}}]
+        client.create(EC2NODECLASSES, klass)
+        client.create(NODEPOOLS, nodepool("reserved", RESERVED_POOL))
+        yield client
 
 
 def test_a_pod_lands_in_an_on_demand_capacity_reservation_and_its_node_carries_its_labels(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import disrupt, node_of, provision, wait_for
+from handler_calls import disrupt, handlers_against, node_of, pod, provision, wait_for
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEOVERLAYS, NODEPOOLS, PODS
 
@@ -49,39 +49,17 @@ def sandbox() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def kube(sandbox: Any) -> Iterator[Any]:
-    from nodewright.cluster import reset_connections
-
-    patch = pytest.MonkeyPatch()
-    for key, value in sandbox.env().items():
-        patch.setenv(key, value)
-    patch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodewrightE2E")
-    patch.setenv("POLL_INTERVAL_SECONDS", "1")
-    patch.setenv("NODE_OVERLAY", "true")  # the stack's nodeOverlay setting (Karpenter's gate)
-    client = sandbox.admin_cluster()
-    client.create(EC2NODECLASSES, nodeclass(sandbox))
-    client.create(NODEPOOLS, nodepool("general", POOL))
-    yield client
-    reset_connections()
-    patch.undo()
-
-
-def pod(name: str) -> dict[str, Any]:
-    container = {
-        "name": "c",
-        "image": "public.ecr.aws/docker/library/busybox",
-        "resources": {"requests": {"cpu": "3"}},
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-        "spec": {"containers": [container]},
-    }
+    # NODE_OVERLAY: the stack's nodeOverlay setting (Karpenter's gate), on.
+    with handlers_against(sandbox, NODE_OVERLAY="true"):
+        client = sandbox.admin_cluster()
+        client.create(EC2NODECLASSES, nodeclass(sandbox))
+        client.create(NODEPOOLS, nodepool("general", POOL))
+        yield client
 
 
 def land(kube: Any, name: str) -> dict[str, Any]:
     """The node a new 3-CPU pod lands on through the provisioner."""
-    kube.create(PODS, pod(name), namespace="default")
+    kube.create(PODS, pod(name, "3"), namespace="default")
     wait_for(
         f"{name} unschedulable", lambda: any(p["metadata"]["name"] == name for p in kube.list_pending_pods())
     )
