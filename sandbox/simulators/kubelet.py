@@ -387,8 +387,15 @@ class NodeLifecycle(ReconcileLoop):
                 "kubernetes.io/hostname": node_name,
                 "topology.kubernetes.io/zone": zone,
                 "topology.kubernetes.io/region": self.region,
+                # What the user data's node labels say (Nodewright writes the launch's capacity type):
+                # reserved for an instance launched targeting a capacity reservation.
                 "karpenter.sh/capacity-type": "spot"
                 if instance.get("InstanceLifecycle") == "spot"
+                else "reserved"
+                if (
+                    (instance.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget")
+                    or {}
+                )
                 else "on-demand",
             }
         )

@@ -477,37 +477,6 @@ def test_dynamic_drift_is_the_ami_subnet_or_security_groups_the_nodeclass_no_lon
     assert provider.drift_reason(elsewhere, nc) == "SubnetDrift"
 
 
-def test_an_instance_in_a_capacity_reservation_that_is_no_longer_active_has_drifted(env: Env) -> None:
-    """moto has no capacity reservations: DescribeCapacityReservations is stubbed."""
-    from botocore.stub import Stubber
-
-    provider = CloudProvider(env.settings)
-    instance = provider.get(provider.create(request()).instance_id)
-    instance = dataclasses.replace(
-        instance,
-        security_groups=frozenset({env.security_group}),
-        capacity_reservation_id="cr-0123456789abcdef0",
-    )
-    nc = nodeclass()
-    provider.drift_inputs(nc)  # resolve (and cache) the selectors before stubbing EC2
-    with Stubber(provider.ec2) as stub:
-        ids = {"CapacityReservationIds": ["cr-0123456789abcdef0"]}
-        stub.add_response(
-            "describe_capacity_reservations",
-            {"CapacityReservations": [{"CapacityReservationId": "cr-0123456789abcdef0", "State": "active"}]},
-            ids,
-        )
-        stub.add_response(
-            "describe_capacity_reservations",
-            {"CapacityReservations": [{"CapacityReservationId": "cr-0123456789abcdef0", "State": "expired"}]},
-            ids,
-        )
-        stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound")
-        assert provider.drift_reason(instance, nc) is None
-        assert provider.drift_reason(instance, nc) == "CapacityReservationDrift"
-        assert provider.drift_reason(instance, nc) == "CapacityReservationDrift"
-
-
 def test_nodeclass_status_lists_what_the_selectors_resolve_to(env: Env) -> None:
     status = CloudProvider(env.settings).nodeclass_status(nodeclass()).status
     assert {(s["id"], s["zone"]) for s in status["subnets"]} == {

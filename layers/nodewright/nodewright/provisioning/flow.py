@@ -206,6 +206,7 @@ def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan)
             requests=claim_plan.requests,
             nodeclass=world.nodeclass_of(pool),
             min_values_relaxed=claim_plan.min_values_relaxed,
+            price_overlay=claim_plan.price_overlay,
         )
         try:
             return ctx.cluster.create_nodeclaim(body)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
+from nodewright.api.overlays import PRICE_OVERLAY_APPLIED
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
@@ -120,9 +121,12 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
     spec = claim.get("spec") or {}
     requirements = spec.get("requirements") or []
     capacity_types = allowed_values(
-        requirements, labels.CAPACITY_TYPE, {labels.CAPACITY_TYPE_SPOT, labels.CAPACITY_TYPE_ON_DEMAND}
+        requirements,
+        labels.CAPACITY_TYPE,
+        {labels.CAPACITY_TYPE_SPOT, labels.CAPACITY_TYPE_ON_DEMAND, labels.CAPACITY_TYPE_RESERVED},
     )
     zones = allowed_values(requirements, labels.ZONE, None)
+    reservations = allowed_values(requirements, labels.CAPACITY_RESERVATION_ID, None)
     return LaunchRequest(
         nodeclaim_name=meta["name"],
         nodeclaim_uid=str(meta.get("uid") or meta["name"]),
@@ -136,6 +140,8 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
         taints=list(spec.get("taints") or []),
         startup_taints=list(spec.get("startupTaints") or []),
         kubelet=_kubelet_overrides(claim) or None,
+        reservation_ids=frozenset(reservations) if reservations is not None else None,
+        prioritized=(meta.get("annotations") or {}).get(PRICE_OVERLAY_APPLIED) == "true",
     )
 
 
@@ -184,6 +190,14 @@ def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: 
     zone_id = next((z for z in zone_ids if z), None)
     if zone_id:
         new_labels[labels.TOPOLOGY_ZONE_ID] = zone_id  # topology.k8s.aws/zone-id, as Karpenter labels nodes
+    if getattr(result, "reservation_id", ""):  # launched into a capacity reservation: its three labels
+        new_labels.update(
+            {
+                labels.CAPACITY_RESERVATION_ID: result.reservation_id,
+                labels.CAPACITY_RESERVATION_TYPE: result.reservation_type or "default",
+                labels.CAPACITY_RESERVATION_INTERRUPTIBLE: str(bool(result.interruptible)).lower(),
+            }
+        )
     ctx.cluster.patch_nodeclaim(name, {"metadata": {"labels": new_labels}})
     status = dict(claim.get("status") or {})
     status.update(
