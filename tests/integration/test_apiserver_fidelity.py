@@ -446,6 +446,103 @@ def test_crd_cel_rules_are_evaluated_with_self_and_old_self(kube: Kube) -> None:
     assert created["spec"]["nodeClassRef"] == {"name": "a"}
 
 
+CEL_ERRORS_CRD = crd(
+    "celerrors.nodewright.dev",
+    "Shape",
+    {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "x-kubernetes-validations": [
+                    # Reads values without has(): an object with minValues and no values errors.
+                    {"rule": "self.minValues <= self.values.size()", "message": "minValues too large"}
+                ],
+                "properties": {
+                    "minValues": {"type": "integer"},
+                    "values": {"type": "array", "items": {"type": "string"}},
+                    "weight": {
+                        "type": "integer",
+                        "x-kubernetes-validations": [{"rule": "100 / self > 0"}],
+                    },
+                    "broken": {"type": "string", "x-kubernetes-validations": [{"rule": "self =="}]},
+                    "taints": {
+                        "type": "array",
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["key"],
+                        "items": {
+                            "type": "object",
+                            "x-kubernetes-validations": [
+                                {
+                                    "rule": "self.value == oldSelf.value",
+                                    "message": "a taint's value is immutable",
+                                }
+                            ],
+                            "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                        },
+                    },
+                },
+            }
+        },
+    },
+)
+
+
+def test_a_cel_rule_that_fails_to_evaluate_rejects_the_write(kube: Kube) -> None:
+    """kube-apiserver's validateExpressions: an evaluation error (a key read without has(), a division
+    by zero) or a rule that does not compile is a 422 naming the rule, never a write let through; a
+    transition rule on a listType=map item compares it with the old item of the same key."""
+    kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CEL_ERRORS_CRD)
+    shapes = "/apis/celerrors.nodewright.dev/v1/shapes"
+    wait_until(lambda: kube.get_or_none(shapes) is not None)
+
+    def refused(spec: dict[str, Any]) -> list[dict[str, Any]]:
+        body = {"apiVersion": "celerrors.nodewright.dev/v1", "kind": "Shape", "metadata": {"name": "s"}}
+        with pytest.raises(ApiException) as caught:
+            kube.create(shapes, {**body, "spec": spec})
+        assert caught.value.status == 422
+        return status_of(caught.value)["details"]["causes"]  # type: ignore[no-any-return]
+
+    assert refused({"minValues": 1}) == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "object": no such key: values evaluating rule: minValues too large',
+            "field": "spec",
+        }
+    ]
+    assert refused({"minValues": 0, "values": [], "weight": 0}) == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "integer": division by zero evaluating rule: 100 / self > 0',
+            "field": "spec.weight",
+        }
+    ]
+    (cause,) = refused({"minValues": 0, "values": [], "broken": "x"})
+    assert cause["field"] == "spec.broken"
+    assert cause["message"].startswith('Invalid value: "string": rule compile error: ')
+
+    created = {
+        "apiVersion": "celerrors.nodewright.dev/v1",
+        "kind": "Shape",
+        "metadata": {"name": "ok"},
+        "spec": {"minValues": 0, "values": [], "taints": [{"key": "a", "value": "1"}]},
+    }
+    kube.create(shapes, created)
+    with pytest.raises(ApiException) as caught:
+        kube.patch(f"{shapes}/ok", {"spec": {"taints": [{"key": "a", "value": "2"}]}})
+    assert status_of(caught.value)["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "object": a taint\'s value is immutable',
+            "field": "spec.taints[0]",
+        }
+    ]
+    added = kube.patch(
+        f"{shapes}/ok", {"spec": {"taints": [{"key": "a", "value": "1"}, {"key": "b", "value": "9"}]}}
+    )
+    assert [t["key"] for t in added["spec"]["taints"]] == ["a", "b"]  # a new item has no old value
+
+
 def _deployment_yaml(name: str, replicas: int | None, image: str, env: bool = True) -> str:
     lines = [
         "apiVersion: apps/v1",
