@@ -106,6 +106,7 @@ class Row:
     pods: int
     state: str
     ready: bool  # the Node's Ready condition (False for a NodeClaim without a node)
+    has_node: bool = True  # False: a NodeClaim whose instance has not joined as a Node yet
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,7 @@ def rows(world: World) -> list[Row]:
             pods=count,
             state=claim_state(claim, node),
             ready=ready,
+            has_node=node is not None,
         )
 
     def created(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -344,7 +346,11 @@ def render(frame: Frame, *, source: str, height: int | None = None, live: bool =
     summary = Text()
     summary.append("nodewright top", style="bold")
     summary.append(f"  {source}  {frame.taken_at:%H:%M:%S}\n", style="dim")
-    summary.append(f"{len(frame.rows)} node{'' if len(frame.rows) == 1 else 's'}  ")
+    nodes = sum(1 for r in frame.rows if r.has_node)
+    summary.append(f"{nodes} node{'' if nodes == 1 else 's'}")
+    if len(frame.rows) > nodes:
+        summary.append(f" + {len(frame.rows) - nodes} launching", style="cyan")
+    summary.append("  ")
     summary.append(f"${frame.price_per_hour:.4f}/h", style="bold green")
     summary.append(f" (${frame.price_per_hour * HOURS_PER_MONTH:,.2f}/month)")
     if frame.unpriced:

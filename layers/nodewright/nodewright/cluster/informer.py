@@ -214,7 +214,7 @@ class Reflector:
         """List, then watch until ``stop()``: resume after each request, list again after a 410, back
         off after failures. Meant for its own (daemon) thread."""
         failures = 0
-        listed = False
+        listed = self.resource_version is not None  # listed before (``list``): watch on from there
         while not self._stopped.is_set():
             try:
                 if not listed:
