@@ -55,6 +55,8 @@ MIN_REDRAW_SECONDS = 0.25
 MAX_REDRAW_SECONDS = 1.0
 # --once without a terminal: wide enough for every column.
 DEFAULT_WIDTH = 150
+# Cells of a requested-vs-allocatable bar.
+BAR_WIDTH = 12
 
 LAUNCHING = "launching"
 LAUNCHED = "launched"
@@ -334,10 +336,12 @@ def _age(at: datetime | None, now: datetime) -> str:
     return f"{seconds // 3600}h"
 
 
-def render(frame: Frame, *, source: str, height: int | None = None, live: bool = False) -> Any:
+def render(
+    frame: Frame, *, source: str, width: int | None = None, height: int | None = None, live: bool = False
+) -> Any:
     """The frame as one rich renderable: summary, the node table, the decisions, and in live mode how
     to quit. With ``height`` (a screen's lines) the node table gets what the rest leaves, and says how
-    many nodes it could not show."""
+    many nodes it could not show; with ``width``, long node names are cut to fit it."""
     from rich import box
     from rich.console import Group
     from rich.table import Table
@@ -347,9 +351,10 @@ def render(frame: Frame, *, source: str, height: int | None = None, live: bool =
     summary.append("nodewright top", style="bold")
     summary.append(f"  {source}  {frame.taken_at:%H:%M:%S}\n", style="dim")
     nodes = sum(1 for r in frame.rows if r.has_node)
+    launching = sum(1 for r in frame.rows if not r.has_node and r.state in (LAUNCHING, LAUNCHED))
     summary.append(f"{nodes} node{'' if nodes == 1 else 's'}")
-    if len(frame.rows) > nodes:
-        summary.append(f" + {len(frame.rows) - nodes} launching", style="cyan")
+    if launching:
+        summary.append(f" + {launching} launching", style="cyan")
     summary.append("  ")
     summary.append(f"${frame.price_per_hour:.4f}/h", style="bold green")
     summary.append(f" (${frame.price_per_hour * HOURS_PER_MONTH:,.2f}/month)")
@@ -360,37 +365,50 @@ def render(frame: Frame, *, source: str, height: int | None = None, live: bool =
     for problem in frame.problems:
         summary.append(f"\n{problem}", style="red")
 
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold")
-    for name in ("NODE", "NODEPOOL", "TYPE", "CAPACITY", "ZONE", "$/H", "CPU", "", "MEMORY", "GiB", "PODS"):
-        table.add_column(
-            name, justify="right" if name in ("$/H", "", "GiB", "PODS") else "left", no_wrap=True
-        )
-    table.add_column("STATE", no_wrap=True)
     shown = frame.rows
     if height is not None:
-        # summary (2 + problems), the table's edges and header (4), decisions' title and header (2), one
-        # line per decision (at least 1), the quit line (1)
-        room = height - (2 + len(frame.problems)) - 4 - 2 - max(len(frame.decisions), 1) - (1 if live else 0)
+        # summary (2 + problems), the table's header and rule (2), decisions' title, its blank line and
+        # header (3), one line per decision (at least 1), the quit line (1)
+        room = height - (2 + len(frame.problems)) - 2 - 3 - max(len(frame.decisions), 1) - (1 if live else 0)
         if len(frame.rows) > room:
             shown = frame.rows[: max(room - 1, 1)]
+    headers = ("NODEPOOL", "TYPE", "CAPACITY", "ZONE", "$/H", "CPU", "", "MEMORY", "GiB", "PODS", "STATE")
+    cells: list[tuple[str, list[Any]]] = []
     for r in shown:
         state = Text(r.state, style=STATE_STYLES.get(r.state, ""))
         if r.state in (REGISTERED, INITIALIZED, DRIFTED, DISRUPTING, UNMANAGED) and not r.ready:
             state.append(" NotReady", style="bold red")
-        table.add_row(
-            r.name,
+        figures = [
             r.nodepool or "-",
             r.instance_type or "-",
             r.capacity_type or "-",
             r.zone or "-",
             f"{r.price:.4f}" if r.price is not None else "-",
-            _bar(r.cpu_requested, r.cpu_allocatable, 12),
+            _bar(r.cpu_requested, r.cpu_allocatable, BAR_WIDTH),
             f"{_cores(r.cpu_requested)}/{_cores(r.cpu_allocatable)}",
-            _bar(r.memory_requested, r.memory_allocatable, 12),
+            _bar(r.memory_requested, r.memory_allocatable, BAR_WIDTH),
             f"{_gib(r.memory_requested)}/{_gib(r.memory_allocatable)}",
             str(r.pods),
             state,
+        ]
+        cells.append((r.name, figures))
+    # One space between columns; on a narrow screen the node's name gives way (an ellipsis), not the
+    # figures: it gets what the other columns leave of ``width``.
+    others = sum(
+        1
+        + max(
+            [len(header), *(BAR_WIDTH if header in ("CPU", "MEMORY") else len(str(f[i])) for _, f in cells)]
         )
+        for i, header in enumerate(headers)
+    )
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0, header_style="bold")
+    name_width = max(12, width - others) if width is not None else None
+    table.add_column("NODE", no_wrap=True, overflow="ellipsis", max_width=name_width)
+    for header in headers:
+        right = header in ("$/H", "", "GiB", "PODS")
+        table.add_column(header, justify="right" if right else "left", no_wrap=True)
+    for name, figures in cells:
+        table.add_row(name, *figures)
     if len(shown) < len(frame.rows):
         table.add_row(Text(f"… and {len(frame.rows) - len(shown)} more", style="dim"))
 
@@ -403,7 +421,8 @@ def render(frame: Frame, *, source: str, height: int | None = None, live: bool =
         reason = Text(d.reason + (f" x{d.count}" if d.count > 1 else ""))
         reason.stylize("yellow" if d.type == "Warning" else "cyan")
         events.add_row(_age(d.at, frame.taken_at), reason, d.regarding, d.message)
-    parts: list[Any] = [summary, table, Text("recent decisions (events of nodewright)", style="bold")]
+    title = Text("\nrecent decisions (events of nodewright)", style="bold")
+    parts: list[Any] = [summary, table, title]
     parts.append(events if frame.decisions else Text("  none yet", style="dim"))
     if live:
         parts.append(Text("q or Ctrl-C to quit", style="dim"))
@@ -620,10 +639,16 @@ def _print_once(frame: Frame, source: str, args: argparse.Namespace) -> int:
 
     probe = Console()
     width = args.width or (probe.width if probe.is_terminal else DEFAULT_WIDTH)
-    console = Console(width=width, record=bool(args.svg))
-    console.print(render(frame, source=source))
-    if args.svg:
-        console.save_svg(args.svg, title="nodewright top")
+    view = render(frame, source=source, width=width)
+    Console(width=width).print(view)
+    if args.svg:  # in colour, whatever stdout is
+        import io
+
+        image = Console(
+            file=io.StringIO(), width=width, record=True, force_terminal=True, color_system="truecolor"
+        )
+        image.print(view)
+        image.save_svg(args.svg, title="nodewright top")
     return 0
 
 
@@ -648,7 +673,10 @@ def _live(cluster: Cluster, prices: Prices, source: str) -> int:
                     frame = view.frame()
                     if not view.synced:
                         frame.problems.insert(0, "listing the cluster …")
-                    live.update(render(frame, source=source, height=console.height, live=True), refresh=True)
+                    live.update(
+                        render(frame, source=source, width=console.width, height=console.height, live=True),
+                        refresh=True,
+                    )
                     drawn = time.monotonic()
             return 0
     except KeyboardInterrupt:
