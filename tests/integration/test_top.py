@@ -22,7 +22,15 @@ from kubernetes.client import ApiClient
 from nodewright.cli import main, top
 from nodewright.cluster import auth
 from nodewright.cluster.client import Cluster
-from nodewright.cluster.resources import CRDS, EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
+from nodewright.cluster.resources import (
+    CLUSTER_ROLES,
+    CRDS,
+    EC2NODECLASSES,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PODS,
+)
 
 from sandbox.apiserver import ApiServer
 from sandbox.shared_data import REPO_ROOT
@@ -267,7 +275,7 @@ def test_one_frame_shows_each_node_its_claims_state_the_cost_pending_pods_and_de
     assert row_of(text, "new-claim")[-1] == "launching"
 
     assert f"2 nodes + 1 launching  ${0.5 + spot_price:.4f}/h" in text
-    assert "pods 3 running, 1 pending" in text
+    assert "pods 3 bound, 1 pending" in text
     assert re.search(r"Launching\s+NodeClaim/new-claim\s+launching m5.large in us-east-1a", text)
     assert svg.read_text().startswith("<svg")
 
@@ -342,6 +350,23 @@ def test_a_watch_from_a_version_the_server_no_longer_keeps_is_listed_again(
         assert view.reflectors["pods"].lists == 1  # its version was still kept: no list
     finally:
         view.stop()
+
+
+def test_a_resource_the_identity_may_not_list_is_named_and_the_rest_still_shown(
+    server: ApiServer, admin: Cluster, reader: Path, prices: Path
+) -> None:
+    the_cluster(admin)
+    admin.patch(
+        CLUSTER_ROLES,
+        "top",
+        {"rules": [r for r in READER_RULES if r["apiGroups"] != ["karpenter.k8s.aws"]]},
+    )
+    code, text, errors = once(reader, "--prices", str(prices))
+    assert (code, errors) == (1, "")
+    (problem,) = [line for line in text.splitlines() if line.startswith("nodeclasses: ")]
+    assert "not allowed" in problem
+    assert row_of(text, "od-node")[:5] == ["od-node", "default", "m5.large", "on-demand", "us-east-1a"]
+    assert "pods 3 bound, 1 pending" in text
 
 
 def test_an_unreachable_api_server_is_one_line_and_exit_1(server: ApiServer, reader: Path) -> None:

@@ -207,7 +207,7 @@ def test_rows_carry_placement_price_requests_and_state_of_each_node_then_each_un
     assert launching.cpu_allocatable == 3920  # what the NodeClaim was launched for
 
 
-def test_the_frame_sums_known_prices_and_counts_pods_running_and_waiting_for_capacity() -> None:
+def test_the_frame_sums_known_prices_and_counts_pods_bound_and_waiting_for_capacity() -> None:
     nodes = [
         node("a", I1, placed("m5.large", "us-east-1a", "on-demand")),
         node("b", I2, placed("x9.huge", "z", "on-demand")),
@@ -221,7 +221,7 @@ def test_the_frame_sums_known_prices_and_counts_pods_running_and_waiting_for_cap
     frame = top.build_frame(world(nodes, [], pods), [])
     assert frame.price_per_hour == pytest.approx(0.096)
     assert frame.unpriced == 1  # x9.huge: no price, shown as such rather than guessed
-    assert (frame.pods_running, frame.pods_pending) == (1, 1)
+    assert (frame.pods_bound, frame.pods_pending) == (1, 1)
 
 
 def event(reason: str, minutes_ago: float, *, kind: str = "NodeClaim", name: str = "c", **extra: Any) -> dict:

@@ -6,7 +6,7 @@ $/h, CPU and memory requested by its pods against its allocatable as bars, pods,
 state: launching (no instance yet), launched (instance up, not joined), registered, initialized,
 drifted, disrupting (a disruption command holds it: the DisruptionReason condition or the
 karpenter.sh/disrupted taint), deleting; nodes without a NodeClaim are "unmanaged". Above: the
-cluster's $/h (and per month), pods running and pending (waiting for capacity, as the provisioner
+cluster's $/h (and per month), pods bound and pending (waiting for capacity, as the provisioner
 counts them); below: Nodewright's recent decisions, its Kubernetes Events (source nodewright).
 
 Prices are the product's own rule (``World.price_of``) over the catalog ``nodewright plan`` uses
@@ -22,11 +22,11 @@ scripts; ``--svg FILE`` also saves it as an SVG image).
 RBAC (only LIST and WATCH requests): list and watch on nodes, pods and events (core), nodeclaims,
 nodepools and nodeoverlays (karpenter.sh), ec2nodeclasses (karpenter.k8s.aws); on EKS the access
 policy AmazonEKSAdminViewPolicy grants them. A resource type the cluster does not serve (the CRDs
-missing) shows as empty; a resource it refuses (403) is named at the top.
+missing) shows as empty; one it refuses (403) is named at the top and the rest is still shown.
 
 The kubeconfig is --kubeconfig, else KUBECONFIG, else ~/.kube/config (its current context).
-Exit status 0; 1 when --once could not read the cluster; 2 when the kubeconfig or the terminal
-cannot be used.
+Exit status 0; 1 when --once could not read the cluster, or some of it (the frame shows the rest);
+2 when the kubeconfig or the terminal cannot be used.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class Decision:
 class Frame:
     rows: list[Row]
     decisions: list[Decision]
-    pods_running: int
+    pods_bound: int
     pods_pending: int
     taken_at: datetime
     problems: list[str] = field(default_factory=list)  # what could not be read, shown at the top
@@ -283,7 +283,7 @@ def build_frame(world: World, events: Iterable[Mapping[str, Any]], problems: Ite
     return Frame(
         rows=rows(world),
         decisions=decisions(events),
-        pods_running=sum(1 for p in world.pods if is_bound(p) and not is_terminal(p)),
+        pods_bound=sum(1 for p in world.pods if is_bound(p) and not is_terminal(p)),
         pods_pending=sum(1 for p in world.pods if is_provisionable(p)),
         taken_at=world.taken_at,
         problems=list(problems),
@@ -360,7 +360,7 @@ def render(
     summary.append(f" (${frame.price_per_hour * HOURS_PER_MONTH:,.2f}/month)")
     if frame.unpriced:
         summary.append(f" + {frame.unpriced} unpriced", style="yellow")
-    summary.append(f"  pods {frame.pods_running} running, ")
+    summary.append(f"  pods {frame.pods_bound} bound, ")
     summary.append(f"{frame.pods_pending} pending", style="bold red" if frame.pods_pending else "")
     for problem in frame.problems:
         summary.append(f"\n{problem}", style="red")
@@ -467,10 +467,18 @@ class ClusterView:
             cluster, EVENTS, field_selector=f"source={EVENT_COMPONENT}", on_change=on_change
         )
 
-    def list_once(self) -> None:
-        """One list of each (``--once``): raises the first ``ClusterError``."""
+    def list_once(self) -> bool:
+        """One list of each (``--once``); whether every list succeeded. A refused list (403, ...) is
+        kept as that reflector's ``error`` and the others are still read; an API server that cannot be
+        reached raises ``ApiUnavailable`` at the first list."""
+        from nodewright.cluster.errors import ApiError
+
         for reflector in self.reflectors.values():
-            reflector.list()
+            try:
+                reflector.list()
+            except ApiError as exc:
+                reflector.error = exc
+        return all(r.error is None for r in self.reflectors.values())
 
     def start(self) -> None:
         for reflector in self.reflectors.values():
@@ -620,12 +628,13 @@ def run(args: argparse.Namespace) -> int:
     if args.once:
         view = ClusterView(cluster, prices)
         try:
-            view.list_once()
+            complete = view.list_once()
         except _errors.stopping_errors() as exc:
             why = _errors.one_line(exc, "<cluster>", host=cluster.host)
             print(f"nodewright top: reading the cluster failed: {why}", file=sys.stderr)
             return 1
-        return _print_once(view.frame(), source, args)
+        _print_once(view.frame(), source, args)
+        return 0 if complete else 1
     if not sys.stdout.isatty():
         print(
             "nodewright top: the live view needs a terminal; use --once to print one frame", file=sys.stderr
@@ -634,7 +643,7 @@ def run(args: argparse.Namespace) -> int:
     return _live(cluster, prices, source)
 
 
-def _print_once(frame: Frame, source: str, args: argparse.Namespace) -> int:
+def _print_once(frame: Frame, source: str, args: argparse.Namespace) -> None:
     from rich.console import Console
 
     probe = Console()
@@ -649,7 +658,6 @@ def _print_once(frame: Frame, source: str, args: argparse.Namespace) -> int:
         )
         image.print(view)
         image.save_svg(args.svg, title="nodewright top")
-    return 0
 
 
 def _live(cluster: Cluster, prices: Prices, source: str) -> int:
