@@ -451,7 +451,7 @@ class ClusterView:
 
         self.cluster = cluster
         self.prices = prices
-        # Capacity before pods, as a pass reads (a pod that binds in between is seen bound, not pending).
+        # --once lists capacity before pods, as a pass reads (a pod that binds in between is seen bound).
         self.reflectors: dict[str, Reflector] = {
             name: Reflector(cluster, resource, on_change=on_change)
             for name, resource in (
