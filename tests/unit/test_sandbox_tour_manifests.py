@@ -5,8 +5,8 @@ refused ``iam:PassRole`` and the tour never gets a node."""
 from __future__ import annotations
 
 import yaml
-from infra.config import created_node_role_name
 
+from infra.config import created_node_role_name
 from sandbox.shared_data import REPO_ROOT
 
 
