@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# Each function container's API server request rate limit (Karpenter's KUBE_CLIENT_QPS/KUBE_CLIENT_BURST):
+# the defaults are the layer's, where the numbers are reasoned (a plain module, as nodewright.spec).
+from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
+
 REBALANCE_MODES = ("replace", "event-only")
 # How the API server reaches the wake-up and CRD conversion webhook (infra/capabilities/wakeup.py):
 # a public Lambda function URL, an internal Application Load Balancer in the cluster's VPC, or
@@ -98,6 +102,11 @@ class NodewrightConfig:
     # Static NodePools (spec.replicas) are run: Karpenter v1.14's StaticCapacity feature gate, off by
     # default there as here.
     static_capacity: bool = False
+    # The request rate limit of each function container towards the API server (-c kubeClientQPS,
+    # -c kubeClientBurst): tokens a second and bucket size. The API server sees the containers at
+    # work times these.
+    kube_client_qps: float = KUBE_CLIENT_QPS
+    kube_client_burst: int = KUBE_CLIENT_BURST
     # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
     # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
     vpc_id: str | None = None
@@ -142,6 +151,12 @@ class NodewrightConfig:
             )
         if not 1 <= self.poll_interval_seconds <= 30:
             raise ConfigError(f"pollInterval {self.poll_interval_seconds:g}: use 1-30 seconds")
+        if not (0 < self.kube_client_qps < float("inf")):
+            raise ConfigError(f"kubeClientQPS {self.kube_client_qps:g}: use requests a second above zero")
+        if self.kube_client_burst < 1:
+            raise ConfigError(
+                f"kubeClientBurst {self.kube_client_burst}: use a whole number of requests, 1 or more"
+            )
         if self.architecture not in ARCHITECTURES:
             raise ConfigError(f"architecture {self.architecture!r}: use one of {', '.join(ARCHITECTURES)}")
         if self.alarm_email and self.alarm_topic_arn:
@@ -247,6 +262,10 @@ class NodewrightConfig:
             poll = float(get("pollInterval") or 5.0)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"pollInterval {get('pollInterval')!r} is not a number of seconds") from exc
+        kube_client_qps = _number(get("kubeClientQPS"), "kubeClientQPS", KUBE_CLIENT_QPS)
+        kube_client_burst = _number(get("kubeClientBurst"), "kubeClientBurst", KUBE_CLIENT_BURST)
+        if not kube_client_burst.is_integer():
+            raise ConfigError(f"kubeClientBurst {get('kubeClientBurst')!r} is not a whole number of requests")
         layer_dir = get("layerAssetDir")
         functions_dir = get("functionsDir")
         return cls(
@@ -265,6 +284,8 @@ class NodewrightConfig:
             spot_to_spot_consolidation=_flag(get("spotToSpotConsolidation"), "spotToSpotConsolidation"),
             node_overlay=_flag(get("nodeOverlay"), "nodeOverlay"),
             static_capacity=_flag(get("staticCapacity"), "staticCapacity"),
+            kube_client_qps=kube_client_qps,
+            kube_client_burst=int(kube_client_burst),
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),
@@ -285,6 +306,16 @@ def _wakeup_mode(value: Any) -> str:
     if text == WAKEUP_PRIVATE:
         return WAKEUP_PRIVATE
     raise ConfigError(f"wakeup {value!r}: use public, private or false")
+
+
+def _number(value: Any, flag: str, default: float) -> float:
+    """A numeric context value (``-c flag=20``), ``default`` when absent; anything else is refused."""
+    if value is None or value == "":
+        return float(default)
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{flag} {value!r} is not a number") from exc
 
 
 def _flag(value: Any, flag: str) -> bool:

@@ -116,6 +116,14 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
 )
 
 
+def kube_client_environment(config: NodewrightConfig) -> dict[str, str]:
+    """The API server request rate limit every function that calls Kubernetes reads (settings.py)."""
+    return {
+        "KUBE_CLIENT_QPS": f"{config.kube_client_qps:g}",
+        "KUBE_CLIENT_BURST": str(config.kube_client_burst),
+    }
+
+
 def function_asset_dir(functions_dir: Path, name: str) -> Path:
     """The folder of one function; a clear error if it is missing (synth would fail anyway)."""
     folder = functions_dir / name
@@ -167,6 +175,7 @@ class NodewrightFunctions(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             "NODEWRIGHT_TRACING": "true" if config.tracing else "false",
             "STATIC_CAPACITY": "true" if config.static_capacity else "false",
+            **kube_client_environment(config),
         }
         self.functions: dict[str, lambda_.Function] = {}
         self.roles: dict[str, iam.Role] = {}

@@ -29,6 +29,7 @@ from infra.capabilities.functions import (
     function_asset_dir,
     function_log_group,
     function_role,
+    kube_client_environment,
 )
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.capabilities.permissions import CLEANUP, PolicyInputs, grants_of, removal_report_parameter
@@ -90,6 +91,7 @@ class Removal(Construct):
                 REPORT_PARAMETER_VARIABLE: self.report_parameter,
                 "POWERTOOLS_SERVICE_NAME": service_name(config.cluster_name),
                 "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+                **kube_client_environment(config),
             },
             log_group=log_group,
         )

@@ -6,6 +6,7 @@ reading ``os.environ`` deep inside the layer.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,16 @@ MIN_VALUES_STRICT = "Strict"
 MIN_VALUES_BEST_EFFORT = "BestEffort"
 MIN_VALUES_POLICIES = (MIN_VALUES_STRICT, MIN_VALUES_BEST_EFFORT)
 _TRUE = ("1", "true", "yes")
+# The client-side request rate limit of each function container (nodewright.cluster.ratelimit), in
+# Karpenter's variables (KUBE_CLIENT_QPS/KUBE_CLIENT_BURST, 200/300 for its one controller process).
+# Here every warm container of every function has a bucket of its own, so the rate the API server
+# sees is the containers at work times this: four of them (the provisioner, the disruption pass and
+# two interruption batches) at 50/s are Karpenter's 200/s. A burst of 100 covers one provisioning
+# pass over a 5,000-node, 50,000-pod cluster (its ~120 list pages of 500) or one batch of ten spot
+# warnings (cordon, replacement, evictions: ~15 requests a node) without waiting. The stack sets both
+# (-c kubeClientQPS / -c kubeClientBurst, infra/config.py); these are its defaults.
+KUBE_CLIENT_QPS = 50.0
+KUBE_CLIENT_BURST = 100
 
 
 class SettingsError(ValueError):
@@ -39,6 +50,21 @@ class AwsCredentials:
         if not key or not secret:
             return None  # botocore's own chain (profile, SSO, container or instance role) decides
         return cls(key, secret, env.get("AWS_SESSION_TOKEN") or None)
+
+
+def _positive(env: Mapping[str, str], name: str, default: float, *, integer: bool = False) -> float:
+    """A rate setting: a number above zero (a whole one when ``integer``), ``default`` when absent."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)) or (integer and not value.is_integer()):
+        kind = "a whole number" if integer else "a number"
+        raise SettingsError(f"{name}={raw!r}: use {kind} above zero, e.g. {name}={default:g}")
+    return value
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -86,6 +112,10 @@ class Settings:
     # Karpenter's NodeOverlay feature gate (alpha, off by default in v1.14 as there): with it, the
     # NodeOverlays are read and change the prices and capacity every plan sees (``state.overlays``).
     node_overlay: bool = False
+    # The API server request rate limit of this container: tokens a second and bucket size (see
+    # KUBE_CLIENT_QPS above).
+    kube_client_qps: float = KUBE_CLIENT_QPS
+    kube_client_burst: int = KUBE_CLIENT_BURST
     # AWS_ENDPOINT_URL_<SERVICE>: one service elsewhere than the others (the sandbox's Lambda).
     service_endpoints: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -127,6 +157,8 @@ class Settings:
             batch_idle_seconds=_number(env, "BATCH_IDLE_SECONDS", 1.0),
             batch_max_seconds=_number(env, "BATCH_MAX_SECONDS", 10.0),
             idle_after_seconds=_number(env, "IDLE_AFTER_SECONDS", 600.0),
+            kube_client_qps=_positive(env, "KUBE_CLIENT_QPS", KUBE_CLIENT_QPS),
+            kube_client_burst=int(_positive(env, "KUBE_CLIENT_BURST", KUBE_CLIENT_BURST, integer=True)),
             tracing=env.get("NODEWRIGHT_TRACING", "false").lower() in _TRUE,
             min_values_policy=min_values_policy,
             spot_to_spot_consolidation=_gate(env, "SPOT_TO_SPOT_CONSOLIDATION"),

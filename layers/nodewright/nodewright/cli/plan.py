@@ -294,9 +294,14 @@ def live_cluster(kubeconfig: str) -> Any:
     from nodewright.cluster.auth import kubeconfig_configuration
     from nodewright.cluster.client import Cluster
     from nodewright.cluster.errors import ClusterConfigError
+    from nodewright.cluster.ratelimit import TokenBucket
+    from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
 
     try:
-        return Cluster(ApiClient(kubeconfig_configuration(kubeconfig, setting="--kubeconfig")))
+        return Cluster(
+            ApiClient(kubeconfig_configuration(kubeconfig, setting="--kubeconfig")),
+            limiter=TokenBucket(KUBE_CLIENT_QPS, KUBE_CLIENT_BURST),  # the functions' default rate
+        )
     except ClusterConfigError as exc:
         print(f"nodewright plan: {exc}", file=sys.stderr)
         return None

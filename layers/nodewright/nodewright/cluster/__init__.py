@@ -39,8 +39,10 @@ clock may not advance), well inside EKS's 15-minute window, and once more after 
 
 Errors (``nodewright.cluster.errors``): ``NotFound``, ``Conflict`` (``already_exists``), ``Invalid``,
 ``ApiError`` (``status``, ``reason``, ``message``), ``ApiUnavailable``, ``ServerBusy`` (429/5xx: both
-of those); ``err.transient`` says whether
-waiting and retrying can help (5xx, 429, unreachable, lease held by another writer).
+of those), ``ClientThrottled`` (an ``ApiUnavailable``: the client's own request rate limit,
+``nodewright.cluster.ratelimit``, would hold a call past the invocation's deadline);
+``err.transient`` says whether waiting and retrying can help (5xx, 429, unreachable, lease held by
+another writer).
 
 Pure helpers on the dicts (``nodewright.cluster.objects``): ``instance_id_from_provider_id``,
 ``nodeclaim_instance_id``, ``node_instance_id``, ``condition``, ``set_condition`` (the one condition
@@ -57,6 +59,7 @@ from nodewright.cluster.client import Cluster, EvictionOutcome, EvictionResult
 from nodewright.cluster.errors import (
     ApiError,
     ApiUnavailable,
+    ClientThrottled,
     ClusterConfigError,
     ClusterError,
     Conflict,
@@ -65,6 +68,7 @@ from nodewright.cluster.errors import (
     ServerBusy,
 )
 from nodewright.cluster.lease import LeaseLost, LeaseUnavailable, WriterLease
+from nodewright.cluster.ratelimit import TokenBucket
 
 if TYPE_CHECKING:
     from nodewright.settings import Settings
@@ -72,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ApiError",
     "ApiUnavailable",
+    "ClientThrottled",
     "Cluster",
     "ClusterConfigError",
     "ClusterError",
@@ -83,26 +88,37 @@ __all__ = [
     "LeaseUnavailable",
     "NotFound",
     "ServerBusy",
+    "TokenBucket",
     "WriterLease",
     "connect",
     "reset_connections",
 ]
 
-_connections: dict[tuple[str, ...], Any] = {}  # settings → the kubernetes ApiClient
+# settings → the kubernetes ApiClient and the request rate limiter every Cluster on it shares
+_connections: dict[tuple[Any, ...], tuple[Any, TokenBucket]] = {}
 _lock = threading.Lock()
 
 
 def connect(settings: Settings, *, kubeconfig_setting: str = "NODEWRIGHT_KUBECONFIG") -> Cluster:
     """A ``Cluster`` for ``settings``. Its client (endpoint and CA from DescribeCluster, the EKS token,
-    the connection pool) is built once per container and shared; each caller gets a ``Cluster`` of
-    its own, so the call deadline one invocation sets (``set_call_deadline``) binds only the
-    Context that set it, not another holder of the same connection (a test, the CLI).
+    the connection pool) and its request rate limiter (``settings.kube_client_qps`` and
+    ``kube_client_burst``: one token bucket for every thread of the container) are built once per
+    container and shared; each caller gets a ``Cluster`` of its own, so the call deadline one
+    invocation sets (``set_call_deadline``) binds only the Context that set it, not another holder
+    of the same connection (a test, the CLI).
     ``kubeconfig_setting`` names where ``settings.kubeconfig`` came from in a load error (the CLI:
     ``--kubeconfig``)."""
-    key = (settings.cluster_name, settings.kubeconfig or "", settings.region, settings.aws_endpoint_url or "")
+    key = (
+        settings.cluster_name,
+        settings.kubeconfig or "",
+        settings.region,
+        settings.aws_endpoint_url or "",
+        settings.kube_client_qps,
+        settings.kube_client_burst,
+    )
     with _lock:
-        api_client = _connections.get(key)
-        if api_client is None:
+        connection = _connections.get(key)
+        if connection is None:
             from kubernetes.client import ApiClient
             from urllib3 import Retry
 
@@ -113,13 +129,15 @@ def connect(settings: Settings, *, kubeconfig_setting: str = "NODEWRIGHT_KUBECON
             else:
                 configuration = auth.eks_configuration(settings)
             configuration.retries = Retry(**CALL_RETRIES)
-            api_client = _connections[key] = ApiClient(configuration)
-        return Cluster(api_client)
+            limiter = TokenBucket(settings.kube_client_qps, settings.kube_client_burst)
+            connection = _connections[key] = (ApiClient(configuration), limiter)
+        api_client, limiter = connection
+        return Cluster(api_client, limiter=limiter)
 
 
 def reset_connections() -> None:
     """Forget cached clients (tests, or after the sandbox restarts on a new port)."""
     with _lock:
-        for api_client in _connections.values():
+        for api_client, _ in _connections.values():
             api_client.close()
         _connections.clear()

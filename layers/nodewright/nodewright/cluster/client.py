@@ -24,6 +24,7 @@ from nodewright.api.labels import EVENT_COMPONENT
 from nodewright.cluster import auth, objects
 from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, ServerBusy, error_for
 from nodewright.cluster.lease import DEFAULT_DURATION_SECONDS, WriterLease
+from nodewright.cluster.ratelimit import TokenBucket
 from nodewright.cluster.resources import (
     DAEMONSETS,
     EC2NODECLASSES,
@@ -40,6 +41,7 @@ from nodewright.cluster.resources import (
     VOLUME_ATTACHMENTS,
     Resource,
 )
+from nodewright.context import Clock, SystemClock
 from nodewright.observability import logger
 
 PATCH_CONTENT_TYPES = {
@@ -102,11 +104,24 @@ class Cluster:
     attempt's connect and read timeouts shrink to fit, and a call that cannot fit is refused at
     once with ``ApiUnavailable`` (transient), so a black-holed API server costs seconds, not the
     whole invocation.
+
+    ``limiter``: the container's request rate limit (``ratelimit.TokenBucket``, shared by every
+    ``Cluster`` on the same connection); every request takes a token first (``throttle``), within
+    the call deadline. None: unlimited (the sandbox's own simulators, which are not the product).
     """
 
-    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        limiter: TokenBucket | None = None,
+    ) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        self.limiter = limiter
+        # The limiter's clock (tests inject one), so its waits and the call deadline agree.
+        self.clock: Clock = limiter.clock if limiter is not None else SystemClock()
         self._deadline: float | None = None
         # The resourceVersion of the last list_pending_pods: wait_for_pending_pods watches from it.
         self._pending_version: str | None = None
@@ -117,11 +132,20 @@ class Cluster:
     def _call_timeout(self, method: str, path: str) -> tuple[float, float]:
         if self._deadline is None:
             return self.timeout
-        left = self._deadline - time.monotonic()
+        left = self._deadline - self.clock.monotonic()
         if left < MIN_CALL_SECONDS:
             raise ApiUnavailable(f"{method} {path}: not started, the invocation has {max(left, 0):.1f}s left")
         per_attempt = left / ATTEMPTS_PER_CALL
         return (min(self.timeout[0], per_attempt), min(self.timeout[1], per_attempt))
+
+    def throttle(self, method: str, path: str) -> None:
+        """Wait for the rate limiter's token before a request (every one: list pages, writes,
+        evictions, watches); ``ClientThrottled`` at once when the wait would leave the call less
+        than ``MIN_CALL_SECONDS`` before the deadline."""
+        if self.limiter is None:
+            return
+        deadline = None if self._deadline is None else self._deadline - MIN_CALL_SECONDS
+        self.limiter.wait(f"{method} {path}", deadline=deadline)
 
     @property
     def host(self) -> str:
@@ -153,7 +177,7 @@ class Cluster:
                     "API server busy; reading again",
                     extra={"path": path, "status": exc.status, "waitSeconds": round(wait, 2)},
                 )
-                time.sleep(wait)
+                self.clock.sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _read_retry_wait(self, method: str, error: ServerBusy, attempt: int) -> float | None:
@@ -163,7 +187,7 @@ class Cluster:
         wait = min(
             error.retry_after_seconds or READ_RETRY_BACKOFF_SECONDS * 2**attempt, READ_RETRY_MAX_WAIT_SECONDS
         )
-        if self._deadline is not None and self._deadline - time.monotonic() - wait < MIN_CALL_SECONDS:
+        if self._deadline is not None and self._deadline - self.clock.monotonic() - wait < MIN_CALL_SECONDS:
             return None
         return wait
 
@@ -197,6 +221,7 @@ class Cluster:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        self.throttle(method, path)
         query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json"}
         if body is not None:
@@ -379,7 +404,7 @@ class Cluster:
             except Conflict:
                 if attempt == CONFLICT_ATTEMPTS - 1:
                     raise
-                time.sleep(0.05 * (attempt + 1))
+                self.clock.sleep(0.05 * (attempt + 1))
         return None  # unreachable
 
     # ------------------------------------------------------------------ reads
@@ -415,7 +440,7 @@ class Cluster:
             return
         seconds = max(1, math.ceil(timeout_seconds))  # the API server takes whole seconds
         if self._deadline is not None:
-            left = self._deadline - time.monotonic() - MIN_CALL_SECONDS
+            left = self._deadline - self.clock.monotonic() - MIN_CALL_SECONDS
             if left < 1:
                 return
             seconds = min(seconds, int(left))
@@ -441,6 +466,7 @@ class Cluster:
         (the caller's next list says why). Read timeouts and dropped streams end it quietly."""
         import urllib3
 
+        self.throttle("GET", path)
         method_, url, header_params, body_, _ = self.api_client.param_serialize(
             "GET",
             path,

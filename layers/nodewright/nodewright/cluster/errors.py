@@ -66,6 +66,11 @@ class ApiUnavailable(ClusterError):
     transient = True
 
 
+class ClientThrottled(ApiUnavailable):
+    """The client's own request rate limit (``cluster.ratelimit``) would hold a call past the
+    invocation's deadline: not started, as a call the deadline leaves no time for is not."""
+
+
 class ServerBusy(ApiError, ApiUnavailable):  # type: ignore[override]  # both say transient: True for 429/5xx
     """429 or 5xx: the server is there but cannot serve now (API Priority and Fairness, overload,
     etcd trouble). An ``ApiError`` (status, ``Retry-After``) and an ``ApiUnavailable``, so a handler

@@ -14,7 +14,8 @@ again now and then.
 
 The watch stream is read by the kubernetes client's ``watch.Watch`` (line framing, the version of every
 event and bookmark, ERROR events raised as ``ApiException``); the request itself goes through the
-``Cluster``'s ``ApiClient`` as every other call does (its TLS, token refresh and impersonation).
+``Cluster``'s ``ApiClient`` as every other call does (its TLS, token refresh, impersonation and
+request rate limit).
 Only LIST and WATCH requests are made: the RBAC a reader needs is ``list`` and ``watch``.
 """
 
@@ -169,6 +170,7 @@ class Reflector:
         if field_selector:
             query.append(("fieldSelector", field_selector))
         cluster = self.cluster
+        cluster.throttle("GET", self.resource.path())  # the container's request rate limit, as every call
         method, url, headers, body, _ = cluster.api_client.param_serialize(
             "GET",
             self.resource.path(),

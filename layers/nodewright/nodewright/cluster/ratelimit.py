@@ -1,0 +1,72 @@
+"""The client-side request rate limit: a token bucket every request to the API server takes a token from.
+
+client-go throttles each client with ``flowcontrol.NewTokenBucketRateLimiter(QPS, Burst)`` (5/10 by
+default; Karpenter's controller sets ``KUBE_CLIENT_QPS``/``KUBE_CLIENT_BURST``, 200/300): up to
+``burst`` requests go at once, then one every ``1/qps`` seconds. The API server's own defence, API
+Priority and Fairness, answers a flood with 429 and ``Retry-After`` (EKS's control plane included);
+limiting here keeps a storm of work (an AZ-wide spot reclaim) from becoming a storm of 429s.
+
+One ``TokenBucket`` is shared by every thread of a function container (``nodewright.cluster.connect``
+keeps it with the container's API client), as client-go's limiter is shared by a rest client's
+goroutines. A waiter reserves its token under the lock and sleeps outside it, as
+``golang.org/x/time/rate``'s ``Wait`` does: concurrent callers are served in the order they asked,
+and a wait that would end past the caller's deadline is refused at once, taking nothing (client-go:
+"rate: Wait(n=1) would exceed context deadline").
+"""
+
+from __future__ import annotations
+
+import threading
+
+from nodewright.cluster.errors import ClientThrottled
+from nodewright.context import Clock, SystemClock
+
+
+class TokenBucket:
+    """``burst`` tokens, refilled at ``qps`` per second; ``wait`` takes one (see the module docstring).
+
+    ``requests``, ``waits`` and ``waited_seconds`` count what went through: how many requests, how
+    many of them were held back and for how long in total (benches report them; tests assert on them).
+    """
+
+    def __init__(self, qps: float, burst: int, *, clock: Clock | None = None) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"a token bucket needs qps > 0 and burst >= 1, not qps={qps:g} burst={burst}")
+        self.qps = float(qps)
+        self.burst = int(burst)
+        self.clock: Clock = clock or SystemClock()
+        self._tokens = float(self.burst)
+        self._last = self.clock.monotonic()
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.waits = 0
+        self.waited_seconds = 0.0
+
+    def reserve(self, what: str, *, deadline: float | None = None) -> float:
+        """Take a token; the seconds until it is due (0.0: now). ``deadline`` is on ``clock.monotonic``:
+        when the token would come after it, nothing is taken and ``ClientThrottled`` is raised."""
+        with self._lock:
+            now = self.clock.monotonic()
+            if now > self._last:
+                self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+                self._last = now
+            wait = 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.qps
+            if deadline is not None and now + wait > deadline:
+                raise ClientThrottled(
+                    f"{what}: not started, the client's request rate limit ({self.qps:g}/s, burst "
+                    f"{self.burst}; KUBE_CLIENT_QPS/KUBE_CLIENT_BURST) would hold it {wait:.1f}s, "
+                    f"past the invocation's deadline in {max(deadline - now, 0.0):.1f}s"
+                )
+            self._tokens -= 1.0  # below zero: later callers queue behind this reservation
+            self.requests += 1
+            if wait > 0:
+                self.waits += 1
+                self.waited_seconds += wait
+            return wait
+
+    def wait(self, what: str, *, deadline: float | None = None) -> float:
+        """Block until a token is this caller's (``reserve``, then sleep on the clock); the seconds waited."""
+        wait = self.reserve(what, deadline=deadline)
+        if wait > 0:
+            self.clock.sleep(wait)
+        return wait
