@@ -270,11 +270,11 @@ def test_issue16_defect4_kubectl_delete_node_is_followed_by_the_provisioner_too(
     name, claim = _registered_node(ctx, cluster)
     cluster.delete_node("ip-10-0-0-1")  # held by the finalizer
 
-    report = flow.provision(ctx)
-    assert report.lifecycle.node_deletions == [name]
-    assert cluster.objects["NodeClaim"][name]["metadata"]["deletionTimestamp"], "the NodeClaim follows"
-
-    flow.provision(ctx)  # the NodeClaim's finalizer step drains and terminates
+    report = flow.provision(ctx)  # the NodeClaim follows; nothing to drain, so it is finished at once
+    assert report.termination.node_deletions == (name,)
+    assert [(t.nodeclaim, t.reason, t.done) for t in report.termination.terminations] == [
+        (name, "Node ip-10-0-0-1 deleted", True)
+    ]
     assert cluster.objects["Node"] == {}
     assert name not in cluster.objects["NodeClaim"]
     assert claim["status"]["instanceID"] in cloud.terminated
@@ -371,7 +371,7 @@ def test_deleting_a_nodepool_deletes_its_nodeclaims_which_terminate_their_instan
     del cluster.objects["NodePool"]["default"]
 
     assert flow.provision(ctx).lifecycle.orphans_deleted == [name]
-    assert flow.provision(ctx).lifecycle.finalized == [name]
+    assert [t.nodeclaim for t in flow.provision(ctx).termination.finished] == [name]
     assert cluster.objects["NodeClaim"] == {}
     assert cloud.instances == {}
 
@@ -682,7 +682,7 @@ def test_replacement_capacity_is_launched_for_the_reschedulable_pods_of_a_node_a
     cluster.add("Pod", app)
     cluster.add("Pod", daemon)
 
-    report = replace_for_displaced(ctx, [node["metadata"]["name"]])
+    report = replace_for_displaced(ctx, [node["metadata"]["name"]], guard=None)
 
     assert len(report.created) == 1
     assert len(report.launched) == 1
@@ -732,7 +732,7 @@ def test_a_second_interruption_plans_the_pods_of_the_node_already_going_with_its
     cluster.add("Pod", pending_pod("evicted-app"))  # the first node's pod, evicted already
     seen = _recording_planner()
 
-    replace_for_displaced(ctx, ["rebalanced"])
+    replace_for_displaced(ctx, ["rebalanced"], guard=None)
 
     planned_world, pending = seen[0]
     assert sorted(p["metadata"]["name"] for p in pending) == ["evicted-app", "first-app", "second-app"]
@@ -774,7 +774,7 @@ def test_nothing_is_launched_when_the_displaced_node_runs_only_daemonset_pods(wo
     daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent"}]
     cluster.add("Pod", daemon)
 
-    report = replace_for_displaced(ctx, ["doomed"])
+    report = replace_for_displaced(ctx, ["doomed"], guard=None)
 
     assert report.created == []
     assert cloud.instances == {}
@@ -1120,7 +1120,7 @@ def test_an_interruption_plans_the_pods_its_drain_evicts_regardless_but_not_a_bl
     _web(cluster, "voluntary", pod_name="web-2", deleting="claim")
     seen = _recording_planner()
 
-    replace_for_displaced(ctx, ["interrupted"])
+    replace_for_displaced(ctx, ["interrupted"], guard=None)
 
     assert [p["metadata"]["name"] for p in seen[0][1]] == ["web-1"]
 

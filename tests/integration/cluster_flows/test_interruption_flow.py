@@ -22,7 +22,7 @@ class FakeReplacement:
         self.calls: list[tuple[list[str], bool]] = []
         self.pods_at_call: list[str] = []
 
-    def __call__(self, ctx, node_names):
+    def __call__(self, ctx, node_names, *, guard=None):
         cordoned = bool(self.cluster.get_node(node_names[0])["spec"].get("unschedulable"))
         self.calls.append((list(node_names), cordoned))
         self.pods_at_call = sorted(
@@ -74,13 +74,14 @@ def test_spot_warning_cordons_replaces_before_evicting_then_drains_and_cleans_up
     assert cloud.unavailable == [("m5.large", "us-west-2a", "spot", "SpotInterruption")]
     assert replacement.calls == [(["node-a"], True)], "cordoned, then the replacement"
     assert replacement.pods_at_call == ["agent", "web-1", "web-2"], "no eviction before the replacement"
-    assert outcome.replacement == {"created": ["default-replacement"]}
+    assert outcome.replacement is not None
+    assert outcome.replacement.summary() == {"created": ["default-replacement"]}
     [term] = outcome.terminations
     assert sorted(term.last_pass.evicted) == ["default/web-1", "default/web-2"], "all evictions at once"
     assert term.deadline == event.deadline
     assert world.cluster.get_node("node-a")["spec"]["unschedulable"] is True
 
-    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=60)
     assert term.done
     assert world.cluster.find_node("node-a") is None
     # EC2 reclaims a spot instance itself; its NodeClaim stays, deleting, until EC2 has.
@@ -122,7 +123,7 @@ def test_rebalance_replace_mode_terminates_the_instance_itself(world, ctx, clock
     outcome = handle_event(
         ctx, parse_message(_message(clock, "EC2 Instance Rebalance Recommendation")), replace=replacement
     )
-    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=60)
     assert outcome.terminations[0].done
     assert cloud.terminated == [INSTANCE], "no one else will terminate it"
     assert cloud.unavailable == [], "only a spot interruption marks the offering"
@@ -137,7 +138,7 @@ def test_terminated_instance_pods_are_deleted_not_waited_for(world, ctx, clock, 
     [term] = outcome.terminations
     # The DaemonSet pod is drained too (Karpenter's terminator waits for it as for the rest).
     assert sorted(term.last_pass.deleted) == ["default/agent", "default/web-1", "default/web-2"]
-    termination.run(ctx, outcome.terminations, budget_seconds=30)
+    termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=30)
     assert term.done
     assert world.pod_names() == []
 
@@ -172,7 +173,8 @@ def test_failed_replacement_does_not_stop_the_drain(world, ctx, clock, cluster) 
     _owned_node_with_pods(world)
     failing = FakeReplacement(cluster, fail=True)
     outcome = handle_event(ctx, parse_message(_message(clock)), replace=failing)
-    assert outcome.replacement == {"error": "RuntimeError: no capacity anywhere"}
+    assert outcome.replacement is not None
+    assert outcome.replacement.error == "RuntimeError: no capacity anywhere"
     assert outcome.terminations[0].last_pass.evicted
 
 
@@ -187,7 +189,8 @@ def test_a_replacement_stopped_by_an_outage_is_one_warning_and_the_drain_goes_on
         cluster, error=ApiUnavailable("POST nodeclaims: the invocation has 0.0s left")
     )
     outcome = handle_event(ctx, parse_message(_message(clock)), replace=out_of_time)
-    assert outcome.replacement == {"error": "ApiUnavailable: POST nodeclaims: the invocation has 0.0s left"}
+    assert outcome.replacement is not None
+    assert outcome.replacement.error == "ApiUnavailable: POST nodeclaims: the invocation has 0.0s left"
     assert outcome.terminations[0].last_pass.evicted
     logged = capsys.readouterr().out
     assert "replacement launch stopped by an outage" in logged
@@ -202,7 +205,8 @@ def test_lease_held_by_the_provisioner_skips_the_replacement_not_the_drain(
     assert provisioner.acquire()
     outcome = handle_event(ctx, parse_message(_message(clock)), replace=replacement)
     assert replacement.calls == []
-    assert "lease" in outcome.replacement["skipped"]
+    assert outcome.replacement is not None
+    assert "lease" in outcome.replacement.skipped
     assert outcome.terminations[0].last_pass.evicted
 
 
@@ -219,7 +223,7 @@ def _spot_warning_handled(world, ctx, clock, cloud, replacement):
     )
     event = parse_message(_message(clock, **{"instance-action": "terminate"}))
     outcome = handle_event(ctx, event, replace=replacement)
-    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=60)
     assert world.cluster.find_node("node-a") is None
     return event
 
@@ -250,7 +254,7 @@ def test_a_spot_instance_left_for_ec2_is_not_collected_as_leaked_before_ec2_recl
     cloud.instances.pop(INSTANCE)
     cloud.gone.add(INSTANCE)
     clock.advance(event.deadline.timestamp() - clock.now().timestamp() + 1)
-    termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
+    termination.reconcile(ctx, termination.observe(ctx), budget_seconds=30)
     assert world.cluster.find_nodeclaim("default-a") is None
     assert _garbage_collection(ctx).leaked_terminated == []
     assert cloud.terminated == [], "EC2 reclaimed it itself"
@@ -262,7 +266,7 @@ def test_a_spot_instance_ec2_does_not_reclaim_is_terminated_after_the_notice_not
     event = _spot_warning_handled(world, ctx, clock, cloud, replacement)
     clock.advance(event.deadline.timestamp() - clock.now().timestamp() + RECLAIM_GRACE_SECONDS + 1)
 
-    termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
+    termination.reconcile(ctx, termination.observe(ctx), budget_seconds=30)
 
     assert cloud.terminated == [INSTANCE], "past the notice and its grace: we pay for it, so we end it"
     assert world.cluster.find_nodeclaim("default-a") is None

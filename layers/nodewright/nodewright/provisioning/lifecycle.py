@@ -13,10 +13,9 @@ a pass that dies half-way is finished by the next one.
   allocatable copied to the NodeClaim).
 - Launched but not registered within ``REGISTRATION_TTL`` → the instance is terminated and
   the NodeClaim deleted, with an event.
-- A NodeClaim being deleted (by a user, by a flow, or because its NodePool went) → its
-  Node is drained and deleted, the instance terminated, then the finalizer removed; when the
-  instance is already gone, at once (``termination``: the pods bound to it are force-deleted).
-- A Node deleted by hand (``kubectl delete node``) → its NodeClaim is deleted, as above.
+- A NodeClaim being deleted is the termination controller's (``termination.reconcile``, which the
+  provisioning pass runs next): this module only asks, by deleting the NodeClaim (a registration
+  timeout, a deleted NodePool, a vanished instance).
 - An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
   → terminated once it is older than ``LEAK_GRACE``; one tagged with a live NodeClaim whose
   recorded instance is another one (a second launch for the same NodeClaim) → terminated once
@@ -33,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.checkpoints import checkpoint
-from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import INITIALIZED, LAUNCHED, REGISTERED
 from nodewright.state.world import World, nodepool_name
@@ -56,12 +54,10 @@ class LifecycleReport:
     registered: list[str] = field(default_factory=list)
     initialized: list[str] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
-    finalized: list[str] = field(default_factory=list)
     orphans_deleted: list[str] = field(default_factory=list)
     leaked_terminated: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
     templates_deleted: list[str] = field(default_factory=list)
-    node_deletions: list[str] = field(default_factory=list)
 
 
 _last_gc: dict[str, datetime] = {}
@@ -83,9 +79,8 @@ def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None)
         name = nodeclaims.name_of(claim)
         node = world.node_of(claim)
         if nodeclaims.is_deleting(claim):
-            finalize(ctx, claim, node)
-            report.finalized.append(name)
-        elif not nodeclaims.is_true(claim, LAUNCHED):
+            continue  # the termination controller's
+        if not nodeclaims.is_true(claim, LAUNCHED):
             # The launch step owns it (launch, or adopt the instance a crash left) until the
             # registration timeout: a NodeClaim whose launch keeps failing must not hold its
             # pods' place for ever.
@@ -102,19 +97,7 @@ def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None)
         elif not nodeclaims.is_true(claim, INITIALIZED) and node is not None and _initialized(claim, node):
             initialize(ctx, claim, node, world.taken_at)
             report.initialized.append(name)
-    _follow_node_deletions(ctx, world, report)
     return report
-
-
-def _follow_node_deletions(ctx: Context, world: World, report: LifecycleReport) -> None:
-    """``kubectl delete node``: its NodeClaim is marked for deletion (finalized on the next pass);
-    a Node without a NodeClaim is drained and terminated here, one pass at a time."""
-    from nodewright import termination
-
-    for term in termination.node_deletions(ctx, world.nodes, world.nodeclaims):
-        if term.nodeclaim is None:
-            termination.step(ctx, term)
-        report.node_deletions.append(term.nodeclaim or term.node or "")
 
 
 def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: datetime) -> None:
@@ -226,34 +209,11 @@ def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool
         message = f"NodeClaim {name}: not launched within {minutes} minutes of its creation ({why}); deleted"
     ctx.cluster.record_event(claim, "RegistrationTimeout", message, event_type="Warning")
     ctx.logger.warning("NodeClaim registration timed out", extra={"nodeclaim": name})
-    ctx.cluster.delete_nodeclaim(name)  # the finalizer step below terminates the instance
-
-
-def finalize(ctx: Context, claim: dict[str, Any], node: dict[str, Any] | None) -> None:
-    """A NodeClaim being deleted: drain and delete its Node, terminate the instance, drop the finalizer.
-
-    One whose termination recorded that EC2 is taking the instance (a spot reclaim) is the
-    termination's to finish: it leaves the instance to EC2 until after its deadline."""
-    from nodewright import termination
-    from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
-
-    name = nodeclaims.name_of(claim)
-    if ((claim.get("metadata") or {}).get("annotations") or {}).get(INSTANCE_GOING_ANNOTATION) == "true":
-        termination.step(ctx, termination.from_nodeclaim(claim, node, ctx.clock.now()))
-        return
-    if node is not None and not termination.drain_and_delete_node(ctx, node, claim):
-        return  # still draining; the next pass continues where this one stopped
-    instance_id = nodeclaims.instance_id(claim)
-    terminated = [instance_id] if instance_id and ctx.cloud.delete(instance_id) else []
-    # A crash may have left an instance whose id never reached the status: find it by its tag.
-    terminated += ctx.cloud.delete_by_nodeclaim(name)
-    checkpoint("lifecycle.instance-terminated")
-    ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
-    ctx.logger.info("NodeClaim finalized", extra={"nodeclaim": name, "terminated": terminated})
+    ctx.cluster.delete_nodeclaim(name)  # asks for its termination: the instance is terminated
 
 
 def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: LifecycleReport) -> None:
-    """NodeClaims of a deleted NodePool: delete them (their finalizer drains and terminates)."""
+    """NodeClaims of a deleted NodePool: delete them (their termination drains and terminates)."""
     for claim in orphans:
         name = nodeclaims.name_of(claim)
         ctx.cluster.record_event(claim, "NodePoolDeleted", f"NodePool {nodepool_name(claim)} was deleted")
