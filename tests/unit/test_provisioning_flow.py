@@ -25,7 +25,7 @@ from nodewright.api import labels
 from nodewright.cloud.provider import LaunchResult
 from nodewright.cluster.objects import format_time
 from nodewright.context import Context
-from nodewright.provisioning import flow, lifecycle, nodeclaims, planning
+from nodewright.provisioning import flow, garbage, lifecycle, nodeclaims, planning
 from nodewright.settings import Settings
 from nodewright.state import nodepools
 from test_scheduling_support import catalog
@@ -70,7 +70,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> tuple[Context, FakeCluster, FakeCl
     ctx = Context(settings, cluster, cloud, None, RecordingLogger(), RecordingMetrics(), clock=clock)
     monkeypatch.setattr(nodepools, "validation_errors", lambda doc: list(doc.get("errors", [])))
     monkeypatch.setattr(planning, "plan", StandInPlanner())
-    lifecycle.reset_gc_clock(templates=True)
+    garbage.reset_gc_clock(templates=True)
     monkeypatch.setattr(flow, "_recent_events", {})
     return ctx, cluster, cloud
 
@@ -289,11 +289,11 @@ def test_issue16_defect3_a_vanished_instance_releases_its_node_and_nodeclaim_in_
     instance_id = claim["status"]["instanceID"]
     del cloud.instances[instance_id]
     cloud.gone.add(instance_id)
-    ctx.clock.advance(lifecycle.LEAK_GRACE.total_seconds() + 1)
-    lifecycle.reset_gc_clock()
+    ctx.clock.advance(garbage.LEAK_GRACE.total_seconds() + 1)
+    garbage.reset_gc_clock()
 
     report = flow.provision(ctx)  # GC: the instance is gone → the NodeClaim is deleted
-    assert report.lifecycle.vanished == [name]
+    assert report.garbage.vanished == [name]
     flow.provision(ctx)  # finalized at once: no drain waits on a dead kubelet
 
     assert cluster.objects["Node"] == {}
@@ -328,7 +328,7 @@ def test_leaked_instances_are_terminated_after_the_grace_period_only(world: Any)
 
     report = flow.provision(ctx)
 
-    assert report.lifecycle.leaked_terminated == ["i-old"]
+    assert report.garbage.leaked_terminated == ["i-old"]
     assert set(cloud.instances) == {"i-young"}
 
 
@@ -351,14 +351,14 @@ def test_a_second_instance_tagged_with_a_live_nodeclaim_is_a_leak_once_registrat
     twin = instance("i-twin", "m5.large", "us-west-2a", "on-demand", name, launch_time=ctx.clock.now())
     cloud.instances["i-twin"] = twin
 
-    lifecycle.reset_gc_clock()
-    assert flow.provision(ctx).lifecycle.leaked_terminated == []  # young: it might still be adopted
+    garbage.reset_gc_clock()
+    assert flow.provision(ctx).garbage.leaked_terminated == []  # young: it might still be adopted
 
     ctx.clock.advance(lifecycle.REGISTRATION_TTL.total_seconds() + 60)
-    lifecycle.reset_gc_clock()
+    garbage.reset_gc_clock()
     report = flow.provision(ctx)
 
-    assert report.lifecycle.leaked_terminated == ["i-twin"]
+    assert report.garbage.leaked_terminated == ["i-twin"]
     assert name in cluster.objects["NodeClaim"]
     assert recorded in cloud.instances
 
@@ -370,7 +370,7 @@ def test_deleting_a_nodepool_deletes_its_nodeclaims_which_terminate_their_instan
     cluster.objects["Pod"].clear()
     del cluster.objects["NodePool"]["default"]
 
-    assert flow.provision(ctx).lifecycle.orphans_deleted == [name]
+    assert flow.provision(ctx).garbage.orphans_deleted == [name]
     assert [t.nodeclaim for t in flow.provision(ctx).termination.finished] == [name]
     assert cluster.objects["NodeClaim"] == {}
     assert cloud.instances == {}
@@ -785,17 +785,17 @@ def test_unused_launch_templates_are_deleted_by_a_pass_at_most_every_ten_minutes
     cloud.unused_templates = ["nodewright-old"]
 
     first = flow.provision(ctx)
-    assert first.lifecycle.templates_deleted == ["nodewright-old"]
+    assert first.garbage.templates_deleted == ["nodewright-old"]
     assert cloud.template_cleanups == 1
 
     cloud.unused_templates = ["nodewright-newer"]
     ctx.clock.advance(5 * 60)
-    lifecycle.reset_gc_clock()  # invocations a minute apart: leaks are looked for, templates wait
-    assert flow.provision(ctx).lifecycle.templates_deleted == []
+    garbage.reset_gc_clock()  # invocations a minute apart: leaks are looked for, templates wait
+    assert flow.provision(ctx).garbage.templates_deleted == []
     assert cloud.template_cleanups == 1
 
     ctx.clock.advance(5 * 60)
-    assert flow.provision(ctx).lifecycle.templates_deleted == ["nodewright-newer"]
+    assert flow.provision(ctx).garbage.templates_deleted == ["nodewright-newer"]
     assert cloud.template_cleanups == 2
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from nodewright import termination
 from nodewright.cluster.resources import EVENTS
+from nodewright.interruption import flow as interruption
 from nodewright.interruption.events import Action, parse_message
-from nodewright.interruption.flow import handle_event
 from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION, RECLAIM_GRACE_SECONDS
 
 INSTANCE = "i-0aaaaaaaaaaaaaaa1"
@@ -69,7 +69,7 @@ def test_spot_warning_cordons_replaces_before_evicting_then_drains_and_cleans_up
     _owned_node_with_pods(world)
     event = parse_message(_message(clock, **{"instance-action": "terminate"}))
 
-    outcome = handle_event(ctx, event, replace=replacement)
+    outcome = interruption.reconcile(ctx, event, replace=replacement)
 
     assert cloud.unavailable == [("m5.large", "us-west-2a", "spot", "SpotInterruption")]
     assert replacement.calls == [(["node-a"], True)], "cordoned, then the replacement"
@@ -94,7 +94,7 @@ def test_spot_warning_cordons_replaces_before_evicting_then_drains_and_cleans_up
 def test_instance_without_nodeclaim_is_not_ours(world, ctx, clock, cloud, replacement) -> None:
     world.node("managed-node-group-node", "i-0ccccccccccccccc3")  # a Node, but no NodeClaim: not ours
     event = parse_message(_message(clock, instance="i-0ccccccccccccccc3"))
-    outcome = handle_event(ctx, event, replace=replacement)
+    outcome = interruption.reconcile(ctx, event, replace=replacement)
     assert outcome.not_owned == ["i-0ccccccccccccccc3"]
     assert outcome.terminations == []
     assert replacement.calls == []
@@ -110,7 +110,7 @@ def test_rebalance_in_event_only_mode_records_an_event_and_touches_nothing(
         _message(clock, "EC2 Instance Rebalance Recommendation"), rebalance_mode="event-only"
     )
     assert event.action is Action.RECORD_ONLY
-    outcome = handle_event(ctx, event, replace=replacement)
+    outcome = interruption.reconcile(ctx, event, replace=replacement)
     assert outcome.recorded == [INSTANCE]
     assert replacement.calls == []
     reasons = [e["reason"] for e in world.cluster.list(EVENTS)]
@@ -120,7 +120,7 @@ def test_rebalance_in_event_only_mode_records_an_event_and_touches_nothing(
 
 def test_rebalance_replace_mode_terminates_the_instance_itself(world, ctx, clock, cloud, replacement) -> None:
     _owned_node_with_pods(world)
-    outcome = handle_event(
+    outcome = interruption.reconcile(
         ctx, parse_message(_message(clock, "EC2 Instance Rebalance Recommendation")), replace=replacement
     )
     termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=60)
@@ -134,7 +134,7 @@ def test_terminated_instance_pods_are_deleted_not_waited_for(world, ctx, clock, 
     world.pdb("web", {"app": "web"}, allowed=0)  # a PDB cannot protect pods of a dead instance
     message = _message(clock, "EC2 Instance State-change Notification", state="terminated")
     clock.advance(5)
-    outcome = handle_event(ctx, parse_message(message), replace=replacement)
+    outcome = interruption.reconcile(ctx, parse_message(message), replace=replacement)
     [term] = outcome.terminations
     # The DaemonSet pod is drained too (Karpenter's terminator waits for it as for the rest).
     assert sorted(term.last_pass.deleted) == ["default/agent", "default/web-1", "default/web-2"]
@@ -148,7 +148,7 @@ def test_second_event_for_a_node_already_terminating_resumes_without_another_rep
 ) -> None:
     _owned_node_with_pods(world)
     world.pdb("web", {"app": "web"}, allowed=0)
-    first = handle_event(
+    first = interruption.reconcile(
         ctx, parse_message(_message(clock, **{"instance-action": "terminate"})), replace=replacement
     )
     assert not first.terminations[0].done
@@ -163,7 +163,7 @@ def test_second_event_for_a_node_already_terminating_resumes_without_another_rep
             "affectedEntities": [{"entityValue": INSTANCE}],
         },
     }
-    second = handle_event(ctx, parse_message(health), replace=replacement)
+    second = interruption.reconcile(ctx, parse_message(health), replace=replacement)
     assert second.resumed == [INSTANCE]
     assert len(replacement.calls) == 1
     assert second.terminations[0].deadline == first.terminations[0].deadline.replace(microsecond=0)
@@ -172,7 +172,7 @@ def test_second_event_for_a_node_already_terminating_resumes_without_another_rep
 def test_failed_replacement_does_not_stop_the_drain(world, ctx, clock, cluster) -> None:
     _owned_node_with_pods(world)
     failing = FakeReplacement(cluster, fail=True)
-    outcome = handle_event(ctx, parse_message(_message(clock)), replace=failing)
+    outcome = interruption.reconcile(ctx, parse_message(_message(clock)), replace=failing)
     assert outcome.replacement is not None
     assert outcome.replacement.error == "RuntimeError: no capacity anywhere"
     assert outcome.terminations[0].last_pass.evicted
@@ -188,7 +188,7 @@ def test_a_replacement_stopped_by_an_outage_is_one_warning_and_the_drain_goes_on
     out_of_time = FakeReplacement(
         cluster, error=ApiUnavailable("POST nodeclaims: the invocation has 0.0s left")
     )
-    outcome = handle_event(ctx, parse_message(_message(clock)), replace=out_of_time)
+    outcome = interruption.reconcile(ctx, parse_message(_message(clock)), replace=out_of_time)
     assert outcome.replacement is not None
     assert outcome.replacement.error == "ApiUnavailable: POST nodeclaims: the invocation has 0.0s left"
     assert outcome.terminations[0].last_pass.evicted
@@ -203,7 +203,7 @@ def test_lease_held_by_the_provisioner_skips_the_replacement_not_the_drain(
     _owned_node_with_pods(world)
     provisioner = world.cluster.writer_lease("provisioner", duration_seconds=60)
     assert provisioner.acquire()
-    outcome = handle_event(ctx, parse_message(_message(clock)), replace=replacement)
+    outcome = interruption.reconcile(ctx, parse_message(_message(clock)), replace=replacement)
     assert replacement.calls == []
     assert outcome.replacement is not None
     assert "lease" in outcome.replacement.skipped
@@ -222,19 +222,17 @@ def _spot_warning_handled(world, ctx, clock, cloud, replacement):
         INSTANCE, "m5.large", "us-west-2a", "spot", "default-a", launch_time=clock.now() - timedelta(hours=1)
     )
     event = parse_message(_message(clock, **{"instance-action": "terminate"}))
-    outcome = handle_event(ctx, event, replace=replacement)
+    outcome = interruption.reconcile(ctx, event, replace=replacement)
     termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=60)
     assert world.cluster.find_node("node-a") is None
     return event
 
 
 def _garbage_collection(ctx):
-    from nodewright.provisioning import lifecycle
+    from nodewright.provisioning import garbage
     from nodewright.state.world import observe
 
-    report = lifecycle.LifecycleReport()
-    lifecycle.collect_garbage(ctx, observe(ctx), report, force=True)
-    return report
+    return garbage.reconcile(ctx, observe(ctx), force=True)
 
 
 def test_a_spot_instance_left_for_ec2_is_not_collected_as_leaked_before_ec2_reclaims_it(

@@ -245,10 +245,13 @@ def run(ctx: Context, remaining_seconds: float) -> DisruptionReport:
         )
         report.add(passed)
         left = deadline - clock.monotonic()
-        if left > 0:
-            report.terminations = termination.reconcile(
+        report.terminations = (  # no time left: nothing driven, the next invocation resumes them
+            termination.reconcile(
                 ctx, termination.observe(ctx), budget_seconds=min(DRIVE_SLICE_SECONDS, left)
             )
+            if left > 0
+            else termination.TerminationReport()
+        )
         left = deadline - clock.monotonic()
         wait = _next_look(ctx, passed, report.terminations)
         if wait is None or wait >= left:

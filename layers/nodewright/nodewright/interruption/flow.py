@@ -1,7 +1,9 @@
 """The interruption controller: what one interruption event makes happen in the cluster.
 
-``handle_event(ctx, event, replace=, write_deadline=) -> EventOutcome``, for ``replace-and-drain``
-events, per instance this cluster owns (matched by instance id against NodeClaim
+``reconcile(ctx, event, replace=, write_deadline=) -> EventOutcome`` (Karpenter's interruption
+controller reconciles one queue message at a time, as this does; ``processing`` is what receives the
+messages and makes sure each acts once). For ``replace-and-drain`` events, per instance this cluster
+owns (matched by instance id against NodeClaim
 ``status.instanceID``/``providerID`` and Node ``spec.providerID``, never by DNS name):
 
 1. spot interruption: mark the (type, zone, spot) offering unavailable, so the replacement and
@@ -15,8 +17,9 @@ events, per instance this cluster owns (matched by instance id against NodeClaim
 4. the termination controller's first step (``termination.reconcile``), so every eviction is
    issued within the first second or two.
 
-The objects are read afresh for each event (not from a pass's ``World``): an event acts on the
-cluster as it is when it arrives, and a redelivery must see what the first delivery did.
+Its input is the event, not a pass's ``World``: the objects it acts on are read afresh for each
+event, since an event acts on the cluster as it is when it arrives, and a redelivery must see what
+the first delivery did.
 ``processing`` then drives the drains (``termination.reconcile`` with the invocation's time); what
 is left is resumed by the next invocation of any function. A NodeClaim already being deleted is
 resumed, not replaced a second time.
@@ -162,7 +165,7 @@ def find_targets(
     return targets
 
 
-def handle_event(
+def reconcile(
     ctx: Context,
     event: InterruptionEvent,
     *,

@@ -1,7 +1,7 @@
 """The core both interruption functions call: one message in, a disposition out, acting at most once.
 
 ``InterruptionProcessor.handle(message)`` parses the message, and for events that act runs the
-interruption controller (``flow.handle_event``) through its idempotency step
+interruption controller (``flow.reconcile``) through its idempotency step
 (``_handle_idempotently``): Powertools Idempotency keyed on the event id, over the state table with
 one key space shared by both functions (``key_prefix`` and static partition key fixed here, not
 derived from the Lambda function's name) — so the SQS path and the direct EventBridge path act once
@@ -39,8 +39,9 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import observability, termination
 from nodewright.context import remaining_seconds
+from nodewright.interruption import flow
 from nodewright.interruption.events import Action, InterruptionEvent, MalformedMessage, parse_message
-from nodewright.interruption.flow import Disposition, EventOutcome, OwnershipIndex, Replacer, handle_event
+from nodewright.interruption.flow import Disposition, EventOutcome, OwnershipIndex, Replacer
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
@@ -230,7 +231,7 @@ class InterruptionProcessor:
         return MessageResult(Disposition.DUPLICATE, event, stored)
 
     def _handle_idempotently(self, event: InterruptionEvent, lambda_context: Any) -> EventOutcome | Replayed:
-        """Idempotency: ``flow.handle_event`` once per event id, whichever function and container
+        """Idempotency: ``flow.reconcile`` once per event id, whichever function and container
         gets the event first; the typed outcome of this run, or ``Replayed`` with what the first run
         stored. Without a state table (the CLI, offline) every call runs."""
         deadline = self.ctx.clock.monotonic() + remaining_seconds(lambda_context) - WRITE_MARGIN_SECONDS
@@ -253,7 +254,7 @@ class InterruptionProcessor:
     ) -> EventOutcome:
         """The interruption controller itself (``payload`` only carries the idempotency key;
         ``deadline``: when the replacement must stop writing)."""
-        return handle_event(self.ctx, event, replace=self._replace, write_deadline=deadline)
+        return flow.reconcile(self.ctx, event, replace=self._replace, write_deadline=deadline)
 
     def _idempotent_handler(self) -> Callable[..., EventOutcome | Replayed] | None:
         """``_handle_once`` wrapped in Powertools Idempotency, built on first need (None: no table)."""

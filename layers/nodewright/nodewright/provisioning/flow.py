@@ -1,8 +1,11 @@
-"""One provisioning pass, top to bottom: its controllers, in order, over one observed ``World``.
+"""One pass of the provisioner function, top to bottom: its controllers, in order, over one
+observed ``World`` (``provision``), each ``reconcile(ctx, world)`` with a typed report:
 
-    observe → lifecycle (registration, initialization, timeouts) → termination (every NodeClaim and
-    Node being deleted, one step each) → orphans and garbage → NodePools → static NodePools → plan
-    → NodeClaims created → launch → events → metrics
+    observe → lifecycle (``lifecycle``: registration, initialization, timeouts) → termination
+    (``nodewright.termination``: every NodeClaim and Node being deleted, one step each) → garbage
+    collection (``garbage``: orphans, vanished and leaked instances, launch templates) →
+    provisioning (``reconcile`` here: NodePools → static NodePools → plan → NodeClaims created →
+    launch → pod events) → metrics
 
 The NodeClaims are created before anything is launched: the object is the record of
 intent, and the next pass finishes whatever a crash interrupted (``launch.create_and_launch``).
@@ -12,13 +15,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import termination
-from nodewright.provisioning import lifecycle, nodeclaims, planning, static
+from nodewright.provisioning import garbage, lifecycle, nodeclaims, planning, static
 from nodewright.provisioning.launch import Launched, Launches, LaunchFailure, create_and_launch
 from nodewright.state import nodepools
 from nodewright.state.guard import WriteGuard
@@ -46,6 +49,7 @@ class PassReport:
     skipped_nodepools: dict[str, str] = field(default_factory=dict)
     lifecycle: lifecycle.LifecycleReport = field(default_factory=lifecycle.LifecycleReport)
     termination: termination.TerminationReport = field(default_factory=termination.TerminationReport)
+    garbage: garbage.GarbageReport = field(default_factory=garbage.GarbageReport)
     cost_per_hour: float = 0.0
     pending_keys: frozenset[str] = frozenset()
     static_deleted: list[str] = field(default_factory=list)  # NodeClaims a static NodePool scaled down
@@ -77,20 +81,29 @@ class PassReport:
 
 
 def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
-    """Run one pass: see the module docstring. Safe to repeat; never launches twice for one NodeClaim.
+    """One pass of the provisioner function: its controllers, in order, over one observed ``World``
+    (see the module docstring). Safe to repeat; never launches twice for one NodeClaim.
 
     ``guard``: checked before each NodeClaim is created or launched; when it says stop (the lease
     is no longer ours, or the invocation's time is up), the pass writes nothing more and the next
     pass picks up what is left.
     """
-    report = PassReport()
     world = observe(ctx)
+    registered = lifecycle.reconcile(ctx, world)
+    terminated = termination.reconcile(ctx, world)
+    collected = garbage.reconcile(ctx, world)
+    provisioned = reconcile(ctx, world, guard=guard)
+    report = replace(provisioned, lifecycle=registered, termination=terminated, garbage=collected)
+    publish_metrics(ctx, report)
+    ctx.logger.info("provisioning pass", extra=report.summary())
+    return report
 
-    lifecycle.reconcile(ctx, world, report.lifecycle)
-    report.termination = termination.reconcile(ctx, world)
-    lifecycle.delete_orphans(ctx, nodepools.orphaned_claims(world), report.lifecycle)
-    lifecycle.collect_garbage(ctx, world, report.lifecycle)
 
+def reconcile(ctx: Context, world: World, *, guard: WriteGuard | None = None) -> PassReport:
+    """The provisioning controller: NodePools → static NodePools → plan → create and launch → pod
+    events, over ``world``. Its report carries the provisioning fields; ``provision`` adds the
+    other controllers' reports of the pass."""
+    report = PassReport()
     pools = nodepools.triage(world, static_capacity=ctx.settings.static_capacity)
     nodepools.record(ctx, world, pools)
     report.skipped_nodepools = pools.skipped
@@ -124,8 +137,6 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
 
     record_pod_events(ctx, world, pending, report)
     report.cost_per_hour = cluster_cost_per_hour(world, report.launched)
-    publish_metrics(ctx, report)
-    ctx.logger.info("provisioning pass", extra=report.summary())
     return report
 
 

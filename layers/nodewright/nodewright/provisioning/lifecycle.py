@@ -1,7 +1,9 @@
-"""The NodeClaim lifecycle after launch: Registered → Initialized, timeouts, deletions, leaks.
+"""The lifecycle controller, run by every provisioning pass: ``reconcile(ctx, world)``, a NodeClaim
+after its launch: Registered → Initialized, and the registration timeout (Karpenter's nodeclaim
+lifecycle controller).
 
-Every step reads the state it needs from the cluster and EC2 and is safe to repeat:
-a pass that dies half-way is finished by the next one.
+Every step reads the state it needs from the cluster and is safe to repeat: a pass that dies
+half-way is finished by the next one.
 
 - Launched, and a Node with the same providerID appeared → Registered: the NodeClaim's
   labels, annotations (its NodePool template's) and taints are synced onto the Node (the taints
@@ -11,17 +13,11 @@ a pass that dies half-way is finished by the next one.
 - Registered, the Node Ready, its startupTaints gone and the requested extended resources
   reported → Initialized (``karpenter.sh/initialized`` on the Node; capacity and
   allocatable copied to the NodeClaim).
-- Launched but not registered within ``REGISTRATION_TTL`` → the instance is terminated and
-  the NodeClaim deleted, with an event.
-- A NodeClaim being deleted is the termination controller's (``termination.reconcile``, which the
-  provisioning pass runs next): this module only asks, by deleting the NodeClaim (a registration
-  timeout, a deleted NodePool, a vanished instance).
-- An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
-  → terminated once it is older than ``LEAK_GRACE``; one tagged with a live NodeClaim whose
-  recorded instance is another one (a second launch for the same NodeClaim) → terminated once
-  it is older than ``REGISTRATION_TTL``. A launched NodeClaim whose instance is gone → deleted.
-- Launch templates of this cluster that no live instance uses (and older than an hour) → deleted,
-  at most every ``TEMPLATE_GC_INTERVAL``: every AMI or user-data change leaves one behind.
+- Not launched, or launched but not registered, within ``REGISTRATION_TTL`` → the NodeClaim is
+  deleted, with an event: its termination (the termination controller's, which the pass runs next)
+  terminates the instance.
+- A NodeClaim being deleted is left to the termination controller; leaked instances, vanished
+  ones and unused launch templates to the garbage-collection controller (``garbage``).
 """
 
 from __future__ import annotations
@@ -34,47 +30,27 @@ from nodewright.api import labels
 from nodewright.checkpoints import checkpoint
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import INITIALIZED, LAUNCHED, REGISTERED
-from nodewright.state.world import World, nodepool_name
+from nodewright.state.world import World
 
 if TYPE_CHECKING:
     from nodewright.context import Context
 
 REGISTRATION_TTL = timedelta(minutes=15)
-# An instance younger than this may belong to a NodeClaim whose status write is in flight.
-LEAK_GRACE = timedelta(minutes=2)
-# DescribeInstances for garbage collection at most this often per container.
-GC_INTERVAL = timedelta(seconds=60)
-# Unused launch templates are looked for this often (DescribeLaunchTemplates + DescribeInstances).
-TEMPLATE_GC_INTERVAL = timedelta(minutes=10)
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 @dataclass
 class LifecycleReport:
+    """What one ``reconcile`` moved along: NodeClaims registered, initialized, given up on."""
+
     registered: list[str] = field(default_factory=list)
     initialized: list[str] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
-    orphans_deleted: list[str] = field(default_factory=list)
-    leaked_terminated: list[str] = field(default_factory=list)
-    vanished: list[str] = field(default_factory=list)
-    templates_deleted: list[str] = field(default_factory=list)
 
 
-_last_gc: dict[str, datetime] = {}
-_last_template_gc: dict[str, datetime] = {}
-
-
-def reset_gc_clock(*, templates: bool = False) -> None:
-    """Forget when leaks were last looked for (tests and benchmarks emulating invocations a minute
-    apart); ``templates``: the launch-template clock too (tests starting from a fresh container)."""
-    _last_gc.clear()
-    if templates:
-        _last_template_gc.clear()
-
-
-def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None) -> LifecycleReport:
+def reconcile(ctx: Context, world: World) -> LifecycleReport:
     """Move every NodeClaim one step along its lifecycle; see the module docstring."""
-    report = report or LifecycleReport()
+    report = LifecycleReport()
     for claim in world.nodeclaims:
         name = nodeclaims.name_of(claim)
         node = world.node_of(claim)
@@ -91,7 +67,7 @@ def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None)
             if node is not None:
                 register(ctx, claim, node, world.taken_at)
                 report.registered.append(name)
-            elif _launched_before(claim, world.taken_at - REGISTRATION_TTL):
+            elif launched_before(claim, world.taken_at - REGISTRATION_TTL):
                 _give_up_registration(ctx, claim)
                 report.timed_out.append(name)
         elif not nodeclaims.is_true(claim, INITIALIZED) and node is not None and _initialized(claim, node):
@@ -184,7 +160,8 @@ def initialize(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: d
     ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
 
 
-def _launched_before(claim: dict[str, Any], moment: datetime) -> bool:
+def launched_before(claim: dict[str, Any], moment: datetime) -> bool:
+    """Whether the NodeClaim was launched (created, when it says no launch time) before ``moment``."""
     cond = nodeclaims.condition(claim, LAUNCHED) or {}
     launched = nodeclaims.timestamp(cond.get("lastTransitionTime")) or nodeclaims.created_at(claim)
     return bool(launched and launched < moment)
@@ -210,82 +187,3 @@ def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool
     ctx.cluster.record_event(claim, "RegistrationTimeout", message, event_type="Warning")
     ctx.logger.warning("NodeClaim registration timed out", extra={"nodeclaim": name})
     ctx.cluster.delete_nodeclaim(name)  # asks for its termination: the instance is terminated
-
-
-def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: LifecycleReport) -> None:
-    """NodeClaims of a deleted NodePool: delete them (their termination drains and terminates)."""
-    for claim in orphans:
-        name = nodeclaims.name_of(claim)
-        ctx.cluster.record_event(claim, "NodePoolDeleted", f"NodePool {nodepool_name(claim)} was deleted")
-        ctx.cluster.delete_nodeclaim(name)
-        report.orphans_deleted.append(name)
-
-
-def _leaked(instance: Any, claim: dict[str, Any] | None, now: datetime) -> bool:
-    """Whether an instance tagged for this cluster belongs to no NodeClaim.
-
-    Checks: its NodeClaim is gone (after ``LEAK_GRACE``: the create may still be in flight), or
-    its NodeClaim records another instance (after ``REGISTRATION_TTL``: a NodeClaim that has
-    recorded none yet may still adopt this one by its tag).
-    """
-    age = now - instance.launch_time if instance.launch_time else None
-    if claim is None:
-        return age is None or age >= LEAK_GRACE
-    recorded = nodeclaims.instance_id(claim)
-    return bool(recorded) and recorded != instance.id and (age is None or age >= REGISTRATION_TTL)
-
-
-def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, force: bool = False) -> None:
-    """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL);
-    delete unused launch templates (at most every TEMPLATE_GC_INTERVAL)."""
-    _collect_launch_templates(ctx, world.taken_at, report, force=force)
-    key = ctx.settings.cluster_name
-    last = _last_gc.get(key)
-    if not force and last is not None and world.taken_at - last < GC_INTERVAL:
-        return
-    _last_gc[key] = world.taken_at
-    instances = ctx.cloud.list()
-    claims = {nodeclaims.name_of(c): c for c in world.nodeclaims}
-    live_instance_ids = set()
-    for instance in instances:
-        live_instance_ids.add(instance.id)
-        if not _leaked(instance, claims.get(instance.nodeclaim or ""), world.taken_at):
-            continue
-        ctx.logger.warning(
-            "terminating leaked instance",
-            extra={"instance": instance.id, "nodeclaim": instance.nodeclaim},
-        )
-        ctx.cloud.delete(instance.id)
-        report.leaked_terminated.append(instance.id)
-    for claim in world.nodeclaims:
-        instance_id = nodeclaims.instance_id(claim)
-        if (
-            instance_id
-            and instance_id not in live_instance_ids
-            and not nodeclaims.is_deleting(claim)
-            and _launched_before(claim, world.taken_at - LEAK_GRACE)
-        ):
-            name = nodeclaims.name_of(claim)
-            ctx.cluster.record_event(
-                claim,
-                "InstanceTerminated",
-                f"instance {instance_id} of NodeClaim {name} is gone",
-                event_type="Warning",
-            )
-            ctx.cluster.delete_nodeclaim(name)
-            report.vanished.append(name)
-
-
-def _collect_launch_templates(ctx: Context, now: datetime, report: LifecycleReport, *, force: bool) -> None:
-    key = ctx.settings.cluster_name
-    last = _last_template_gc.get(key)
-    if not force and last is not None and now - last < TEMPLATE_GC_INTERVAL:
-        return
-    _last_template_gc[key] = now
-    try:
-        report.templates_deleted = ctx.cloud.cleanup_launch_templates()
-    except Exception as exc:  # best effort: the next interval tries again, the pass goes on
-        ctx.logger.warning("launch template cleanup failed", extra={"error": f"{type(exc).__name__}: {exc}"})
-        return
-    if report.templates_deleted:
-        ctx.logger.info("unused launch templates deleted", extra={"templates": report.templates_deleted})

@@ -157,7 +157,7 @@ def _active(result: PassReport, idle_after: float) -> bool:
         or result.launched
         or life.registered
         or result.termination.terminations
-        or life.orphans_deleted
+        or result.garbage.orphans_deleted
         or result.static_deleted
     )
     young = result.youngest_pending_seconds is not None and result.youngest_pending_seconds < idle_after

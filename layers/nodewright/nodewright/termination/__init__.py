@@ -14,8 +14,9 @@ Read in this order:
 * ``terminate`` (one ``step``, ``drive``), ``drain`` (one drain pass, Karpenter's tiers), ``volumes``
   (which VolumeAttachments hold the instance), ``conditions`` (the NodeClaim conditions Karpenter
   writes: termination's ``Drained``, ``VolumesDetached``, ``InstanceTerminating``, and disruption's);
-* ``finish_unlaunched`` (a NodeClaim whose launch failed for good: nothing to drain) and
-  ``finish_now`` (the removal's last resort past its deadline) are the two ways to finish at once.
+* ``finish_unlaunched`` (a NodeClaim whose launch failed for good: nothing to drain),
+  ``finish_leaked`` (an instance with no NodeClaim, which garbage collection found) and
+  ``finish_now`` (the removal's last resort past its deadline) are the ways to finish at once.
 
 No other package deletes a Node or removes its finalizer, terminates a NodeClaim's instance or
 removes the NodeClaim's finalizer (``tests/unit/test_import_boundaries.py``). Which pods a drain
@@ -30,6 +31,7 @@ from nodewright.termination.terminate import (
     DISRUPTED_TAINT,
     Termination,
     TerminationRequest,
+    finish_leaked,
     finish_now,
     finish_unlaunched,
     request,
@@ -45,6 +47,7 @@ __all__ = [
     "TerminationReport",
     "TerminationRequest",
     "drain_pass",
+    "finish_leaked",
     "finish_now",
     "finish_unlaunched",
     "observe",

@@ -409,6 +409,13 @@ def finish_unlaunched(ctx: Context, nodeclaim: str) -> None:
     ctx.cluster.remove_finalizer(NODECLAIMS, nodeclaim, labels.TERMINATION_FINALIZER)
 
 
+def finish_leaked(ctx: Context, instance_id: str) -> None:
+    """An instance of this cluster that belongs to no NodeClaim (leaked by a crash; the garbage
+    collector decides which): there is no Node or NodeClaim to release, only the instance to
+    terminate."""
+    ctx.cloud.delete(instance_id)
+
+
 def drive(ctx: Context, terms: Sequence[Termination], *, budget_seconds: float) -> None:
     """Step every termination until all are done or ``budget_seconds`` (minus a margin) are spent.
 
