@@ -29,6 +29,7 @@ from typing import Any
 
 from bench._report import print_figures
 from sandbox import events
+from sandbox.eks_amis import nodeadm_user_data
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -129,6 +130,7 @@ def _owned_nodes(sb: Any, cluster: Any, nodes: int, pods: int) -> list[str]:
             MinCount=1,
             MaxCount=1,
             SubnetId=subnet,
+            UserData=nodeadm_user_data(sb.cluster_name),  # the bootstrap that joins the cluster
             TagSpecifications=[
                 {
                     "ResourceType": "instance",

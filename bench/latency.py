@@ -76,11 +76,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def measure_warm(args: argparse.Namespace) -> dict[str, Any]:
+    from sandbox.harness import quiet_functions
+
+    with quiet_functions():
+        return _measure_warm(args)
+
+
+def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
     from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
-    from sandbox.harness import SandboxRun, percentile, quiet_functions, seed_objects
+    from sandbox.harness import SandboxRun, percentile, seed_objects
 
-    quiet_functions()
     import_seconds = handler_import_seconds()
     latencies: list[float] = []
     # The functions print their JSON logs and EMF metrics on stdout, as in Lambda (from the
@@ -140,10 +146,15 @@ def print_warm(figures: dict[str, Any], memory_mb: int) -> None:
 
 def measure_from_idle(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Both runs of bench/_from_idle.py (progress on stderr)."""
-    from bench import _from_idle
     from sandbox.harness import quiet_functions
 
-    quiet_functions()
+    with quiet_functions():
+        return _measure_from_idle(args)
+
+
+def _measure_from_idle(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from bench import _from_idle
+
     bursts = args.bursts if args.bursts != 10 else 3  # 10: the warm-path default, too long here
 
     def say(line: str) -> None:

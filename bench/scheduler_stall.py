@@ -111,9 +111,8 @@ def measure(pods: int, design: str, say: Callable[[str], None]) -> dict[str, Run
     from sandbox.simulators.kube import Kube
     from sandbox.wakeup import BlackHole, FunctionUrl
 
-    quiet_functions()
     results: dict[str, Run] = {}
-    with Sandbox(cluster_name="bench-stall", simulators=False) as sb:
+    with quiet_functions(), Sandbox(cluster_name="bench-stall", simulators=False) as sb:
         admin = sb.admin_cluster()
         kube = Kube(sb.api_client())
         runtime = Runtime(sb, functions=("webhook",), schedules={}, wakeup=True).start()

@@ -93,6 +93,8 @@ class NodewrightConfig:
     # (SPOT_TO_SPOT_CONSOLIDATION), read by the layer's settings.
     min_values_policy: str = "Strict"
     spot_to_spot_consolidation: bool = False
+    # Karpenter's NodeOverlay feature gate (NODE_OVERLAY; off by default in v1.14, as there).
+    node_overlay: bool = False
     # Static NodePools (spec.replicas) are run: Karpenter v1.14's StaticCapacity feature gate, off by
     # default there as here.
     static_capacity: bool = False
@@ -261,6 +263,7 @@ class NodewrightConfig:
             wakeup_subnet_ids=_split(get("wakeupSubnetIds")),
             min_values_policy=str(get("minValuesPolicy") or "Strict"),
             spot_to_spot_consolidation=_flag(get("spotToSpotConsolidation"), "spotToSpotConsolidation"),
+            node_overlay=_flag(get("nodeOverlay"), "nodeOverlay"),
             static_capacity=_flag(get("staticCapacity"), "staticCapacity"),
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),

@@ -101,6 +101,15 @@ CREATE_FLEET_ERRORS = MetricSpec(
     "errors CreateFleet answered inside launches (ICE included, retried ones too)",
     "nodewright/cloud/provider.py CloudProvider.create",
 )
+CAPACITY_RESERVATIONS_UNREAD = MetricSpec(
+    "CapacityReservationsUnread",
+    "Count",
+    "Sum",
+    (),
+    "EC2NodeClasses whose capacity reservations DescribeCapacityReservations did not answer for "
+    "(no reserved offerings that pass)",
+    "nodewright/cloud/provider.py CloudProvider.capacity_reservations",
+)
 PRICE_ESTIMATED = MetricSpec(
     "PriceEstimated",
     "Count",
@@ -296,6 +305,7 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     CLUSTER_COST,
     PLAN_SECONDS,
     CREATE_FLEET_ERRORS,
+    CAPACITY_RESERVATIONS_UNREAD,
     PRICE_ESTIMATED,
     INTERRUPTIONS_HANDLED,
     INTERRUPTION_HANDLING_SECONDS,

@@ -53,9 +53,8 @@ DISRUPTION_WAIT_SECONDS = 150.0  # part three gives up after this long (normally
 
 def main(kubeconfig: str | None = None, boot_delay: float = 1.0) -> int:
     """Tell the story; 0 when every part ended as it should."""
-    quiet_functions()
     story = SandboxRun(kubeconfig=kubeconfig, boot_delay=boot_delay)
-    with contextlib.redirect_stdout(WithoutMetricLines(sys.stdout)), story:
+    with quiet_functions(), contextlib.redirect_stdout(WithoutMetricLines(sys.stdout)), story:
         return tell_the_story(story)
 
 

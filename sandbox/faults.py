@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
+from sandbox.fleet_network import fleet_error, template_data
+
 ICE_CODE = "InsufficientInstanceCapacity"
 THROTTLE_CODE = "RequestLimitExceeded"
 THROTTLEABLE = frozenset({"CreateFleet"})  # the operations whose moto handler is patched
@@ -135,21 +137,6 @@ def _override_offering(
     return Offering(str(instance_type), str(zone or ""), capacity_type)
 
 
-def _template_data(backend: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    if "LaunchTemplateId" in spec:
-        template = backend.get_launch_template(template_id=spec["LaunchTemplateId"])
-    elif "LaunchTemplateName" in spec:
-        template = backend.get_launch_template_by_name(name=spec["LaunchTemplateName"])
-    else:
-        return {}
-    version = spec.get("Version")
-    if version in (None, "$Default"):
-        version = template.default_version_number
-    elif version == "$Latest":
-        version = template.latest_version_number
-    return dict(template.get_version(version).data)
-
-
 def _filter_configs(
     backend: Any, injector: FaultInjector, configs: list[dict[str, Any]], capacity_type: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -158,26 +145,17 @@ def _filter_configs(
     errors: list[dict[str, Any]] = []
     for config in configs:
         spec = config.get("LaunchTemplateSpecification", {})
-        data = _template_data(backend, spec)
+        data = template_data(backend, spec)
         available = []
         for override in config.get("Overrides") or [{}]:
             offering = _override_offering(backend, data, override, capacity_type)
             if injector.is_unavailable(offering):
-                errors.append(
-                    {
-                        "LaunchTemplateAndOverrides": {
-                            "LaunchTemplateSpecification": dict(spec),
-                            "Overrides": dict(override),
-                        },
-                        "Lifecycle": capacity_type,
-                        "ErrorCode": ICE_CODE,
-                        "ErrorMessage": (
-                            f"We currently do not have sufficient {offering.instance_type} capacity in the "
-                            f"Availability Zone you requested ({offering.zone}). "
-                            "Our system will be working on provisioning additional capacity."
-                        ),
-                    }
+                message = (
+                    f"We currently do not have sufficient {offering.instance_type} capacity in the "
+                    f"Availability Zone you requested ({offering.zone}). "
+                    "Our system will be working on provisioning additional capacity."
                 )
+                errors.append(fleet_error(spec, override, capacity_type, ICE_CODE, message))
             else:
                 available.append(override)
         if available:
@@ -211,7 +189,7 @@ def _patched_response_create_fleet(self: Any) -> Any:
     errors = getattr(_pending, "errors", [])
     _pending.errors = []
     if errors and hasattr(result, "result") and isinstance(result.result, dict):
-        result.result["Errors"] = errors
+        result.result["Errors"] = [*(result.result.get("Errors") or []), *errors]  # fleet_network's too
     return result
 
 

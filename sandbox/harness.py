@@ -11,10 +11,12 @@ back as EventBridge would (every minute on AWS; here each invocation loops ``INV
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from sandbox.shared_data import REPO_ROOT
@@ -27,13 +29,30 @@ SEED_NODEPOOLS = ("default", "web-app", "gpu-workload", "batch-jobs")
 INVOCATION_SECONDS = 10.0  # each harness invocation loops this long (the real schedule: every minute)
 
 
-def quiet_functions() -> None:
-    """The functions' JSON logs and EMF metrics would drown the story: keep warnings only."""
-    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
-    os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
+@contextlib.contextmanager
+def quiet_functions() -> Iterator[None]:
+    """The functions' JSON logs and EMF metrics would drown the story: keep warnings only.
+
+    A context manager that puts the environment and the shared logger back when it ends: a bench
+    run inside a test worker (``tests/e2e/test_bench_scheduler_stall.py``) left
+    ``POWERTOOLS_METRICS_DISABLED`` set, and every later test in that worker that reads a
+    function's EMF line failed."""
     from nodewright.observability import logger
 
+    quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    saved = {key: os.environ.get(key) for key in quiet}
+    level = logger().level
+    os.environ.update(quiet)
     logger().setLevel("WARNING")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        logger().setLevel(level)
 
 
 class WithoutMetricLines(io.TextIOBase):

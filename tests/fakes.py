@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import labels
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.provider import DriftInputs, Instance, LaunchRequest, LaunchResult, NodeClassResolution
+from nodewright.cloud.reservations import CapacityReservation
 from nodewright.cluster.client import EvictionOutcome, EvictionResult
 from nodewright.cluster.errors import Conflict
 from nodewright.cluster.objects import format_time
@@ -77,7 +78,16 @@ class FakeLease:
         return None
 
 
-KINDS = ("NodeClaim", "Node", "Pod", "NodePool", "EC2NodeClass", "PodDisruptionBudget", "VolumeAttachment")
+KINDS = (
+    "NodeClaim",
+    "Node",
+    "Pod",
+    "NodePool",
+    "EC2NodeClass",
+    "PodDisruptionBudget",
+    "VolumeAttachment",
+    "NodeOverlay",
+)
 # How finely the fake watch lets the clock move while it waits for a pod.
 WATCH_STEP_SECONDS = 0.25
 
@@ -147,6 +157,9 @@ class FakeCluster:
 
     def list_ec2nodeclasses(self) -> list[Obj]:
         return self._list("EC2NodeClass")
+
+    def list_nodeoverlays(self) -> list[Obj]:
+        return self._list("NodeOverlay")
 
     def list_daemonsets(self) -> list[Obj]:
         return []
@@ -225,6 +238,11 @@ class FakeCluster:
         self.calls.append(f"patch EC2NodeClass {name} status")
         _merge(self.objects["EC2NodeClass"][name], {"status": status})
         return copy.deepcopy(self.objects["EC2NodeClass"][name])
+
+    def patch_nodeoverlay_status(self, name: str, status: Obj) -> Obj:
+        self.calls.append(f"patch NodeOverlay {name} status")
+        _merge(self.objects["NodeOverlay"][name], {"status": status})
+        return copy.deepcopy(self.objects["NodeOverlay"][name])
 
     def add_finalizer(self, resource: Resource, name: str, finalizer: str) -> Obj | None:
         obj = self.objects[resource.kind].get(name)
@@ -354,6 +372,7 @@ class FakeCloudProvider:
         self.fail_with: Exception | None = None
         self.gone: set[str] = set()  # instances terminated out of band (EC2 no longer has them)
         self.images: set[str] = {"ami-1"}  # what the EC2NodeClass selects now
+        self.reservations: dict[str, CapacityReservation] = {}  # capacity reservations EC2 holds
         self.nodeclass_problems: dict[str, tuple[str, str]] = {}  # condition type → (reason, message)
         self.unused_templates: list[str] = []
         self.template_cleanups = 0
@@ -456,6 +475,10 @@ class FakeCloudProvider:
     def drift_reason(self, instance: Instance, nodeclass: Mapping[str, Any]) -> str | None:
         """AMI drift only: the AMIs the NodeClass selects are ``images`` (a test changes them)."""
         return None if instance.image_id in self.drift_inputs(nodeclass).image_ids else "AMIDrift"
+
+    def capacity_reservations_by_id(self, ids: Iterable[str]) -> dict[str, CapacityReservation]:
+        """The ``reservations`` (a test fills them) among ``ids``."""
+        return {i: self.reservations[i] for i in ids if i in self.reservations}
 
 
 class RecordingMetrics:

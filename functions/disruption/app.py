@@ -2,7 +2,8 @@
 then the EC2NodeClass and NodePool status (``nodewright.status``).
 
 Thin on purpose: check the scheduled event, reuse the per-container context, call
-``nodewright.disruption.run`` (see ``nodewright.disruption``) and ``nodewright.status.reconcile``.
+``nodewright.disruption.run`` (see ``nodewright.disruption``), ``nodewright.status.reconcile`` and
+``nodewright.capacityreservation.reconcile``.
 """
 
 from __future__ import annotations
@@ -26,17 +27,18 @@ container = ContainerContext(logger=log, metrics=emf)
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """One pass, or passes while drains and budgets have something to follow; what was done."""
-    from nodewright import disruption, status
+    from nodewright import capacityreservation, disruption, status
 
     check_scheduled_event(event, log)
     left = container.start_invocation(context)
     try:
         report = disruption.run(container.get(), left)
         statuses = status.reconcile(container.get())
+        reservations = capacityreservation.reconcile(container.get())  # capacity blocks, ODCRs ended
     except Exception as exc:  # API server or AWS unreachable: one line and metric; no pass, no heartbeat
         outage = report_outage(log, emf, exc)
         if outage is None:
             raise
         return outage
     record_pass_completed("disruption")
-    return {**report.summary(), **statuses.summary()}
+    return {**report.summary(), **statuses.summary(), **reservations.summary()}

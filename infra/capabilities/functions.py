@@ -162,6 +162,7 @@ class NodewrightFunctions(Construct):
             "POLL_INTERVAL_SECONDS": f"{config.poll_interval_seconds:g}",
             "MIN_VALUES_POLICY": config.min_values_policy,
             "SPOT_TO_SPOT_CONSOLIDATION": "true" if config.spot_to_spot_consolidation else "false",
+            "NODE_OVERLAY": "true" if config.node_overlay else "false",
             "POWERTOOLS_SERVICE_NAME": service_name(config.cluster_name),
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             "NODEWRIGHT_TRACING": "true" if config.tracing else "false",

@@ -427,10 +427,11 @@ class Monitoring(Construct):
         )
         dashboard.add_widgets(
             graph(
-                "Launch failures by code / by class and CreateFleet errors (right)",
+                "Launch failures by code / by class, CreateFleet errors, reservations unread (right)",
                 [self._by_dimension(m.LAUNCH_ERRORS)],
                 right=[
                     self._metric(m.CREATE_FLEET_ERRORS, five),
+                    self._metric(m.CAPACITY_RESERVATIONS_UNREAD, five),
                     *(self._launch_failures(c, five).with_(label=c) for c in m.LAUNCH_FAILURE_CLASSES),
                 ],
             ),

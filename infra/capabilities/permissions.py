@@ -5,7 +5,7 @@ The statements themselves are CDK-free facts in ``nodewright.spec.iam`` (``GRANT
 (``iam:SimulatePrincipalPolicy``) whether each deployed role still allows them: this module only
 renders them with CloudFormation's partition, region and account and makes ``iam.PolicyStatement``s
 of them, and names the reason for each wildcard cdk-nag finds. The grants (see the spec for what
-each holds): ``reads``, ``launch``, ``terminate``, ``prune``, ``drift``, ``prices``, ``cleanup``
+each holds): ``reads``, ``launch``, ``terminate``, ``prune``, ``prices``, ``cleanup``
 (the removal at ``cdk destroy``), ``vpc``.
 
 DynamoDB actions are granted per function on the state table (``TABLE_ACTIONS``), SQS by the
@@ -177,7 +177,7 @@ def wildcard_resources_for_nag(
             "ACM certificate ids are unknown before the import: importing requires this cluster's request "
             "tags, deleting its resource tags"
         )
-    if {"reads", "prices", "cleanup", "vpc", "drift"} & set(grants):
+    if {"reads", "prices", "cleanup", "vpc"} & set(grants):
         found["*"] = (
             "EC2 Describe* have no resource-level permissions (limited to this region by "
             "aws:RequestedRegion); pricing:GetProducts and iam:ListInstanceProfiles (read; the call "

@@ -6,14 +6,21 @@ from typing import Any
 
 from .resources import Registry, ResourceType
 
+# What kube-apiserver v1.36.1 answers on /version (its official build; seen on a cluster of that
+# release): the binary version, the emulation version (the binary's minor unless
+# --emulated-version says otherwise) and the minimum compatibility version (one minor before).
 VERSION_INFO = {
     "major": "1",
-    "minor": "32",
-    "gitVersion": "v1.32.4",
-    "gitCommit": "59526cd4867447956156ae3a602fcbac10a2c335",
+    "minor": "36",
+    "emulationMajor": "1",
+    "emulationMinor": "36",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "35",
+    "gitVersion": "v1.36.1",
+    "gitCommit": "756939600b9a7180fc2df6550a4585b638875e67",
     "gitTreeState": "clean",
-    "buildDate": "2025-04-22T16:02:27Z",
-    "goVersion": "go1.23.6",
+    "buildDate": "2026-05-12T09:51:34Z",
+    "goVersion": "go1.26.2",
     "compiler": "gc",
     "platform": "linux/amd64",
 }

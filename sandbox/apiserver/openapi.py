@@ -27,6 +27,7 @@ from typing import Any
 
 from kubernetes.client import models as client_models
 
+from .discovery import VERSION_INFO
 from .protoschema import SCHEMA_FILE
 from .resources import Registry, ResourceType
 from .schema import model_for
@@ -254,7 +255,7 @@ def group_version_document(registry: Registry, group: str, version: str) -> dict
         paths.update(_paths(rt, _kind_ref(rt, prefix)))
     return {
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.32.4"},
+        "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]},
         "paths": paths,
         "components": {"schemas": schemas(registry, group, version, prefix)},
     }
@@ -285,7 +286,7 @@ def swagger(registry: Registry) -> dict[str, Any]:
     text = json.dumps(definitions).replace('"#/components/schemas/', f'"{prefix}')
     return {
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": "v1.32.4"},
+        "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]},
         "paths": {},
         "definitions": json.loads(text),
     }

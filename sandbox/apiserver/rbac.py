@@ -34,6 +34,7 @@ CLUSTERROLES = (RBAC_GROUP, "clusterroles")
 CLUSTERROLEBINDINGS = (RBAC_GROUP, "clusterrolebindings")
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
+UNAUTHENTICATED = "system:unauthenticated"
 BOOTSTRAP_LABEL = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 
 
@@ -402,7 +403,7 @@ def _cluster_role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _binding(name: str, role: str, group: str) -> dict[str, Any]:
+def _binding(name: str, role: str, *groups: str) -> dict[str, Any]:
     return {
         "kind": "ClusterRoleBinding",
         "apiVersion": f"{RBAC_GROUP}/v1",
@@ -412,7 +413,7 @@ def _binding(name: str, role: str, group: str) -> dict[str, Any]:
             "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
         },
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role},
-        "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": group}],
+        "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": group} for group in groups],
     }
 
 
@@ -455,7 +456,7 @@ def bootstrap_policy() -> list[tuple[tuple[str, str], dict[str, Any]]]:
     bindings = [
         _binding("cluster-admin", "cluster-admin", MASTERS),
         _binding("system:discovery", "system:discovery", AUTHENTICATED),
-        _binding("system:public-info-viewer", "system:public-info-viewer", AUTHENTICATED),
+        _binding("system:public-info-viewer", "system:public-info-viewer", AUTHENTICATED, UNAUTHENTICATED),
         _binding("system:basic-user", "system:basic-user", AUTHENTICATED),
     ]
     stamp = admission.now()

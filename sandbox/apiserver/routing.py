@@ -17,7 +17,16 @@ from .handlers import Context, Request, ResourceHandlers, Response, Target, deco
 from .resources import Registry
 from .storage import Store
 
-_PUBLIC = {"/version", "/healthz", "/livez", "/readyz"}
+# How a request without credentials is treated. ``eks``: Amazon EKS from Kubernetes 1.32 (anonymous
+# authentication restricted to the health checks: any other path is a 401; the user guide's "Anonymous
+# authentication changes"). ``kube-apiserver``: kube-apiserver's default ``--anonymous-auth=true``
+# (every such request is system:anonymous in system:unauthenticated, and RBAC decides: a 403 where
+# no rule allows it; the bootstrap policy's system:public-info-viewer lets it read /version too).
+ANONYMOUS_EKS = "eks"
+ANONYMOUS_KUBE_APISERVER = "kube-apiserver"
+ANONYMOUS_MODES = (ANONYMOUS_EKS, ANONYMOUS_KUBE_APISERVER)
+EKS_ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
+ANONYMOUS = rbac.Identity("system:anonymous", (rbac.UNAUTHENTICATED,))
 IMPERSONATE_EXTRA = "impersonate-extra-"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
@@ -31,7 +40,12 @@ class Router:
         identities: dict[str, rbac.Identity],
         address: Callable[[], str],
         stopping: Callable[[], bool],
+        *,
+        anonymous: str = ANONYMOUS_EKS,
     ) -> None:
+        if anonymous not in ANONYMOUS_MODES:
+            raise ValueError(f"anonymous={anonymous!r}: use one of {', '.join(ANONYMOUS_MODES)}")
+        self.anonymous = anonymous
         self.store = store
         self.registry = registry
         self.identities = identities
@@ -42,13 +56,9 @@ class Router:
 
     def handle(self, request: Request) -> Response:
         try:
-            identity = self._authenticate(request)
-            if identity is not None:
-                identity = self._impersonate(request, identity)
-                path = request.path.rstrip("/") or "/"
-                self.authorizer.authorize(
-                    rbac.request_attributes(identity, request.method, path, request.query)
-                )
+            identity = self._impersonate(request, self._authenticate(request))
+            path = request.path.rstrip("/") or "/"
+            self.authorizer.authorize(rbac.request_attributes(identity, request.method, path, request.query))
             request.identity = identity
             response = self._dispatch(request)
         except ApiError as exc:
@@ -57,20 +67,23 @@ class Router:
             return Response(exc.code, exc.status(), headers=dict(exc.headers))
         return response
 
-    def _authenticate(self, request: Request) -> rbac.Identity | None:
-        """The token's identity; None for an anonymous request of the public health and version
-        paths; 401 otherwise. Credentials that are presented and rejected are a 401 on every path,
-        the public ones included: kube-apiserver only considers anonymous access for a request
-        without credentials (union.NewFailOnError)."""
+    def _authenticate(self, request: Request) -> rbac.Identity:
+        """The token's identity, or system:anonymous for a request without credentials where the
+        ``anonymous`` mode admits one (see ``ANONYMOUS_EKS``); 401 otherwise. Credentials that are
+        presented and rejected are a 401 on every path, the health checks included: kube-apiserver
+        only considers anonymous access for a request without credentials (union.NewFailOnError)."""
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() == "bearer":
             for token, identity in list(self.identities.items()):
                 if hmac.compare_digest(given.strip().encode(), token.encode()):
                     return identity
-        if (request.path.rstrip("/") or "/") in _PUBLIC and not header:
-            return None
-        raise errors.unauthorized()
+        if header:
+            raise errors.unauthorized()
+        path = request.path.rstrip("/") or "/"
+        if self.anonymous == ANONYMOUS_EKS and path not in EKS_ANONYMOUS_PATHS:
+            raise errors.unauthorized()
+        return ANONYMOUS
 
     def _impersonate(self, request: Request, identity: rbac.Identity) -> rbac.Identity:
         """``Impersonate-User``/``-Group``/``-Uid``/``-Extra-<key>`` (the impersonation filter):
@@ -271,7 +284,7 @@ class Router:
         body = decode_body(ctx.request)
         if not isinstance(body, dict):
             raise errors.bad_request(f"the body of a create must be a {t.rt.kind} object")
-        identity = ctx.request.identity or rbac.Identity("system:anonymous", ("system:unauthenticated",))
+        identity = ctx.request.identity or ANONYMOUS
         kind = t.rt.kind
         if kind == "SelfSubjectRulesReview":
             answer = rbac.rules_review(self.authorizer, body, identity)

@@ -175,7 +175,7 @@ def _json_type(value: Any) -> str:
 
 
 def validate_custom(obj: dict[str, Any], schema: dict[str, Any] | None) -> list[FieldError]:
-    """The OpenAPI v3 checks kube-apiserver runs on custom objects (CEL rules are not evaluated)."""
+    """The OpenAPI v3 checks kube-apiserver runs on custom objects (CEL rules: ``validate_cel``)."""
     if not schema:
         return []
     errors: list[FieldError] = []
@@ -338,52 +338,101 @@ def _kubernetes_functions() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _cel_program(rule: str) -> Any:
-    """The compiled rule (cel-python, with ``_kubernetes_functions``), or None when it uses what
-    neither implements (some of Kubernetes' CEL libraries): such a rule is not evaluated
-    (docs/architecture.md)."""
+def _cel_program(rule: str) -> tuple[Any, str]:
+    """The compiled rule (cel-python, with ``_kubernetes_functions``) and '', or None and why it does
+    not compile (also a rule using what neither implements: some of Kubernetes' CEL libraries)."""
     import celpy
 
     try:
         environment = celpy.Environment()
-        return environment.program(environment.compile(rule), functions=_kubernetes_functions())
+        return environment.program(environment.compile(rule), functions=_kubernetes_functions()), ""
     except Exception as exc:  # celpy raises its own parse/compile errors
-        log.warning("CEL rule not evaluated by the emulator (%s): %s", exc, rule)
-        return None
+        log.warning("CEL rule not compiled by the emulator (%s): %s", exc, rule)
+        return None, str(exc)
 
 
 ABSENT = object()  # no old value: a create, or a field the old object did not have
 
 
-def _cel_holds(rule: str, value: Any, old: Any) -> bool | None:
-    """True/False, or None when the rule is not evaluated (not compiled, or a transition rule
-    without an old value)."""
-    from celpy import CELEvalError, json_to_cel
+def _cel_go_error(exc: Any) -> str:
+    """cel-python's evaluation error in cel-go's words where they differ (``no such key: x``,
+    ``division by zero``, ``integer overflow``, ``no such overload``); its own words otherwise."""
+    text = str(exc.args[0]) if getattr(exc, "args", None) else str(exc)
+    lacking = re.match(r"undeclared reference to '([^']*)'", text)
+    if lacking:  # cel-python resolves functions at evaluation: a Kubernetes library it lacks
+        return (
+            f"the emulator's CEL (cel-python) lacks {lacking.group(1)!r}, which kube-apiserver may "
+            "have (add it to sandbox.apiserver.schema._kubernetes_functions)"
+        )
+    missing = re.match(r"no such member in mapping: '(.*)'", text)
+    if missing:
+        return f"no such key: {missing.group(1)}"
+    if "divide by zero" in text:
+        return "division by zero"
+    if "overflow" in text:
+        return "integer overflow"
+    if "no matching overload" in text:
+        return "no such overload"
+    return text
 
-    program = _cel_program(rule)
+
+def _cel_error(
+    rule: dict[str, Any], schema: dict[str, Any], value: Any, old: Any, path: str
+) -> FieldError | None:
+    """What kube-apiserver's ``validateExpressions`` makes of one rule at ``path``: None when it holds
+    (or, a transition rule, has no old value to hold against), else the field error.
+
+    Not only a rule that evaluates to false fails: one that does not compile (``rule compile
+    error``) or whose evaluation fails (a key read without ``has()``, a division by zero, arguments
+    no overload takes) rejects the write too, its value shown as the schema's type."""
+    from celpy import CELEvalError, celtypes, json_to_cel
+
+    text = rule["rule"]
+    shown = str(schema.get("type") or _json_type(value))
+    named = (rule.get("message") or "").strip() or text.strip()  # ruleErrorString
+    program, why = _cel_program(text)
     if program is None:
-        return None
-    uses_old = "oldSelf" in rule
+        return FieldError.invalid(path, shown, f"rule compile error: {' '.join(why.split())}")
+    uses_old = "oldSelf" in text
     if uses_old and old is ABSENT:
-        return None
+        return None  # transition rules are evaluated only against an existing value
     activation = {"self": json_to_cel(value)}
     if uses_old:
         activation["oldSelf"] = json_to_cel(old)
     try:
         result = program.evaluate(activation)
-    except (CELEvalError, TypeError, ValueError) as exc:
-        log.warning("CEL rule %r failed to evaluate: %s", rule, exc)
-        return None
+    except (CELEvalError, TypeError, ValueError, ArithmeticError, LookupError) as exc:
+        result = exc if isinstance(exc, CELEvalError) else CELEvalError(str(exc))
     if isinstance(result, CELEvalError):
-        return False  # an evaluation error (a missing field without has()) fails the rule
-    return bool(result)
+        error = _cel_go_error(result)
+        if error.startswith("no such overload"):
+            detail = (
+                f"'{error}': call arguments did not match a supported operator, function or macro "
+                f"signature for rule: {named}"
+            )
+        else:
+            detail = f"{error} evaluating rule: {named}"
+        return FieldError.invalid(path, shown, detail)
+    if isinstance(result, bool | celtypes.BoolType) and bool(result):
+        return None  # only true holds (a rule is type-checked to a bool by kube-apiserver)
+    where = f"{path}{rule['fieldPath']}" if rule.get("fieldPath") else path
+    message = (rule.get("message") or "").strip() or f"failed rule: {named}"
+    reason = rule.get("reason")
+    if reason == "FieldValueRequired":
+        return FieldError.required(where, message)
+    if reason == "FieldValueForbidden":
+        return FieldError.forbidden(where, message)
+    if reason == "FieldValueDuplicate":
+        return FieldError.duplicate(where, shown)
+    return FieldError.invalid(where, shown, message)
 
 
 def validate_cel(
     obj: dict[str, Any], schema: dict[str, Any] | None, old: dict[str, Any] | None
 ) -> list[FieldError]:
     """``x-kubernetes-validations`` at every level of the schema, as kube-apiserver evaluates them:
-    ``self`` is the value there, ``oldSelf`` the previous one (transition rules only on update)."""
+    ``self`` is the value there, ``oldSelf`` the previous one (transition rules only on update,
+    where the old value correlates: a map's key, a ``listType: map`` item with the same keys)."""
     if not schema:
         return []
     errors: list[FieldError] = []
@@ -391,21 +440,24 @@ def validate_cel(
     return errors
 
 
+def _old_item(item: Any, old: Any, schema: dict[str, Any]) -> Any:
+    """The old item of a ``listType: map`` list with the same key values (only those correlate)."""
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    if schema.get("x-kubernetes-list-type") != "map" or not keys or not isinstance(old, list):
+        return ABSENT
+    if not isinstance(item, dict):
+        return ABSENT
+    wanted = [item.get(k) for k in keys]
+    return next((o for o in old if isinstance(o, dict) and [o.get(k) for k in keys] == wanted), ABSENT)
+
+
 def _cel_walk(value: Any, old: Any, schema: dict[str, Any], path: str, errors: list[FieldError]) -> None:
     if value is None:
-        return
+        return  # only non-null values are validated (a rule on the parent checks presence)
     for rule in schema.get("x-kubernetes-validations") or []:
-        holds = _cel_holds(rule["rule"], value, old)
-        if holds is False:
-            where = f"{path}{rule.get('fieldPath', '')}" if rule.get("fieldPath") else path
-            message = rule.get("message") or f"failed rule: {rule['rule']}"
-            kind = CEL_REASONS.get(rule.get("reason", ""))
-            if kind == "required":
-                errors.append(FieldError.required(where, message))
-            elif kind == "forbidden":
-                errors.append(FieldError.forbidden(where, message))
-            else:
-                errors.append(FieldError.invalid(where, value, message))
+        error = _cel_error(rule, schema, value, old, path)
+        if error is not None:
+            errors.append(error)
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
@@ -416,6 +468,5 @@ def _cel_walk(value: Any, old: Any, schema: dict[str, Any], path: str, errors: l
             old_item = old[key] if isinstance(old, dict) and key in old else ABSENT
             _cel_walk(item, old_item, sub, f"{path}.{key}" if path else key, errors)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        # oldSelf of a list item is only defined for map lists (matched by key); not correlated here.
         for index, item in enumerate(value):
-            _cel_walk(item, ABSENT, schema["items"], f"{path}[{index}]", errors)
+            _cel_walk(item, _old_item(item, old, schema), schema["items"], f"{path}[{index}]", errors)

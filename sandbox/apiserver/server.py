@@ -27,7 +27,7 @@ import yaml
 from . import admission, rbac
 from .handlers import Request, Response
 from .resources import Registry
-from .routing import Router
+from .routing import ANONYMOUS_EKS, Router
 from .storage import Store
 from .tls import ServingCert, make_serving_cert
 
@@ -245,9 +245,18 @@ class ApiServer:
     ADMIN = rbac.Identity("kubernetes-admin", (rbac.MASTERS, rbac.AUTHENTICATED))
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, token: str | None = None, watch_history: int = 1000
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        watch_history: int = 1000,
+        *,
+        anonymous: str = ANONYMOUS_EKS,
     ) -> None:
+        """``anonymous``: how a request without credentials is treated, as on EKS (the default: only
+        the health checks) or as by kube-apiserver's ``--anonymous-auth=true`` (RBAC decides)."""
         self.host = host
+        self.anonymous = anonymous
         self.port = port
         self.token = token or secrets.token_urlsafe(24)
         # kube-apiserver's static token file: bearer token -> identity (the first is the administrator's).
@@ -308,7 +317,12 @@ class ApiServer:
         if self._httpd is not None:
             return self
         router = Router(
-            self.store, self.registry, self.identities, lambda: f"{self.host}:{self.port}", self._stopping
+            self.store,
+            self.registry,
+            self.identities,
+            lambda: f"{self.host}:{self.port}",
+            self._stopping,
+            anonymous=self.anonymous,
         )
         if self._cert is None:
             self._cert = make_serving_cert(self.host)

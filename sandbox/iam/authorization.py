@@ -24,7 +24,8 @@ behaviour. It is written from the Service Authorization Reference (read here fro
   what the request itself names (override subnets and images; "resource-level permissions for
   this action do not include the resources specified in a launch template"), and
   ``ec2:RunInstances`` on everything the launch creates or uses, the launch template's resources
-  included; ``iam:PassRole`` of the instance profile's role with ``iam:PassedToService``.
+  included (the capacity reservation its ``CapacityReservationTarget`` names, with the
+  reservation's tags); ``iam:PassRole`` of the instance profile's role with ``iam:PassedToService``.
 * IAM: an instance profile's ARN carries its path (a missing one: none); CreateInstanceProfile
   with tags is also authorized as ``iam:TagInstanceProfile`` (whose ``aws:ResourceTag`` are the
   tags being applied, as Karpenter's controller policy relies on); AddRoleToInstanceProfile
@@ -301,6 +302,7 @@ _EC2_KIND_OF_PREFIX = {
     "ami": "image",
     "snap": "snapshot",
     "vpc": "vpc",
+    "cr": "capacity-reservation",
 }
 
 
@@ -336,12 +338,19 @@ class _Launch:
                 if (m.get("Ebs") or {}).get("SnapshotId")
             },
             "key-pair": {data["KeyName"]} if data.get("KeyName") else set(),
+            # The reservation the template targets (RunInstances' ``capacity-reservation`` resource).
+            "capacity-reservation": {target} if (target := _reservation_target(data)) else set(),
         }
         return {kind: ids for kind, ids in found.items() if ids}
 
     def created(self) -> list[str]:
         kinds = ["instance", "volume", "network-interface"]
         return [*kinds, "spot-instances-request"] if self.spot else kinds
+
+
+def _reservation_target(data: Mapping[str, Any]) -> str | None:
+    specification = data.get("CapacityReservationSpecification") or {}
+    return (specification.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
 
 
 def create_fleet(call: Call, world: World) -> list[Request]:

@@ -4,14 +4,23 @@ Two loops share one registry of the nodes this kubelet owns:
 
 * :class:`NodeLifecycle` polls EC2 (the moto endpoint) for instances tagged
   ``kubernetes.io/cluster/<cluster>=owned`` or ``eks:eks-cluster-name=<cluster>``. ``boot_delay``
-  seconds after an instance is first seen running it registers a Node named after its private DNS
-  name, with providerID ``aws:///<zone>/<instance-id>``, the well-known labels of its instance type,
-  capacity/allocatable (below) and the labels, taints and startupTaints of the NodeClaim named in the
-  instance's ``karpenter.sh/nodeclaim`` tag; marks it Ready (removing the not-ready taint) and,
-  ``init_delay`` later, removes the startupTaints. When the instance stops or terminates, the node
+  seconds after an instance is first seen running it registers a Node as a real node's bootstrap and
+  kubelet do, from the instance alone, never from its NodeClaim: named after its private DNS name,
+  providerID ``aws:///<zone>/<instance-id>``, the labels the kubelet and the cloud provider set
+  (hostname, OS, arch, Windows build; instance type, zone, region), capacity/allocatable (below), and
+  the labels and taints its **user data** gives the kubelet (``sandbox.eks_amis.read_user_data``:
+  ``--node-labels``, ``--register-with-taints``, Bottlerocket's ``node-labels``/``node-taints``), so a
+  label, taint or ``karpenter.sh/unregistered`` taint the product leaves out of the user data is not
+  there, and the NodeClaim's own labels and taints reach the Node only through the product's
+  registration. An instance whose user data joins no cluster or another one, or whose kubelet would
+  refuse its flags (a restricted ``--node-labels`` key, a malformed taint), never registers. It marks
+  the Node Ready (removing the not-ready taint). When the instance stops or terminates, the node
   goes NotReady, then is deleted on the next poll (what the cloud node-lifecycle controller does).
   A node deleted while its instance still runs is not registered again: the sandbox's instances
   never reboot, and Karpenter-style termination deletes the node before the instance.
+* The agents an operator runs for its NodePools' ``startupTaints`` (a CNI, a storage driver) lift
+  them ``init_delay`` after registration, once: the sandbox's stand-in knows them from the NodeClaim
+  named in the instance's ``karpenter.sh/nodeclaim`` tag, as the operator configured both alike.
 * :class:`PodRunner` runs the pods bound to those nodes (phase Running, Initialized/Ready/
   ContainersReady conditions, podIP, startTime, container statuses) and confirms graceful deletion
   (a pod with a deletionTimestamp is deleted with grace 0, as the kubelet does once its containers stop).
@@ -36,8 +45,8 @@ what the instance itself is (never from its NodeClaim, so a wrong computation in
 from __future__ import annotations
 
 import itertools
+import logging
 import math
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,12 +59,13 @@ from sandbox.simulators.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, co
 from sandbox.simulators.loop import ReconcileLoop
 from sandbox.simulators.scheduler import now
 
+log = logging.getLogger("sandbox.simulators")
+
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 KUBELET_VERSION = "v1.31.0-eks-sandbox"
 EPHEMERAL_STORAGE_GI = 20
 GONE_STATES = ("stopping", "stopped", "shutting-down", "terminated")
-_FAMILY = re.compile(r"^([a-z]+)(\d+)([a-z-]*)$")
 
 
 # --- the node a given instance type makes ------------------------------------------------------
@@ -124,54 +134,10 @@ def node_resources(
     return capacity, allocatable
 
 
-def instance_type_labels(info: dict[str, Any]) -> dict[str, str]:
-    """The well-known labels Karpenter puts on a node of this instance type (those the catalog can give)."""
-    name = info["InstanceType"]
-    family, _, size = name.partition(".")
+def architecture(info: dict[str, Any]) -> str:
+    """The ``kubernetes.io/arch`` of an instance type (arm64 or amd64)."""
     architectures = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
-    labels = {
-        "node.kubernetes.io/instance-type": name,
-        "kubernetes.io/arch": "arm64" if "arm64" in architectures else "amd64",
-        "kubernetes.io/os": "linux",
-        "karpenter.k8s.aws/instance-family": family,
-        "karpenter.k8s.aws/instance-size": size,
-        "karpenter.k8s.aws/instance-cpu": str(info["VCpuInfo"]["DefaultVCpus"]),
-        "karpenter.k8s.aws/instance-memory": str(info["MemoryInfo"]["SizeInMiB"]),
-    }
-    match = _FAMILY.match(family)
-    if match:
-        labels["karpenter.k8s.aws/instance-category"] = match.group(1)
-        labels["karpenter.k8s.aws/instance-generation"] = match.group(2)
-    manufacturer = (info.get("ProcessorInfo") or {}).get("Manufacturer")
-    if manufacturer:
-        labels["karpenter.k8s.aws/instance-cpu-manufacturer"] = manufacturer.lower()
-    if info.get("Hypervisor"):
-        labels["karpenter.k8s.aws/instance-hypervisor"] = info["Hypervisor"]
-    network = info.get("NetworkInfo") or {}
-    if "EncryptionInTransitSupported" in network:
-        labels["karpenter.k8s.aws/instance-encryption-in-transit-supported"] = str(
-            network["EncryptionInTransitSupported"]
-        ).lower()
-    cards = network.get("NetworkCards") or []
-    if cards and cards[0].get("BaselineBandwidthInGbps"):
-        labels["karpenter.k8s.aws/instance-network-bandwidth"] = str(
-            int(cards[0]["BaselineBandwidthInGbps"] * 1000)
-        )
-    ebs = ((info.get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps")
-    if ebs:
-        labels["karpenter.k8s.aws/instance-ebs-bandwidth"] = str(ebs)
-    storage = (info.get("InstanceStorageInfo") or {}).get("TotalSizeInGB")
-    if storage:
-        labels["karpenter.k8s.aws/instance-local-nvme"] = str(storage)
-    gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
-    if gpus:
-        labels["karpenter.k8s.aws/instance-gpu-name"] = gpus[0]["Name"].lower()
-        labels["karpenter.k8s.aws/instance-gpu-manufacturer"] = gpus[0]["Manufacturer"].lower()
-        labels["karpenter.k8s.aws/instance-gpu-count"] = str(sum(g.get("Count", 0) for g in gpus))
-        labels["karpenter.k8s.aws/instance-gpu-memory"] = str(
-            gpus[0].get("MemoryInfo", {}).get("SizeInMiB", 0)
-        )
-    return labels
+    return "arm64" if "arm64" in architectures else "amd64"
 
 
 def _is_not_ready_taint(taint: dict[str, Any]) -> bool:
@@ -260,6 +226,7 @@ class NodeLifecycle(ReconcileLoop):
         self._first_running: dict[str, float] = {}
         self._types: dict[str, dict[str, Any]] = {}
         self._images: dict[str, dict[str, Any]] = {}
+        self._boots: dict[str, eks_amis.Bootstrap] = {}
 
     def _instances(self) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
@@ -273,22 +240,38 @@ class NodeLifecycle(ReconcileLoop):
                         found[instance["InstanceId"]] = instance
         return found
 
-    def _facts(self, instance: dict[str, Any]) -> NodeFacts:
-        """The instance's OS (its AMI), its kubelet's storage (its volumes, or the instance-store
-        array its user data builds) and the max pods its user data gives the kubelet."""
+    def _image(self, instance: dict[str, Any]) -> dict[str, Any]:
         image_id = instance.get("ImageId") or ""
         if image_id not in self._images:
             found = self.ec2.describe_images(ImageIds=[image_id])["Images"] if image_id else []
             self._images[image_id] = found[0] if found else {}
-        image = self._images[image_id]
-        family = eks_amis.family_of(image.get("Name") or "", image.get("Platform"))
-        user_data = (
-            self.ec2.describe_instance_attribute(InstanceId=instance["InstanceId"], Attribute="userData").get(
-                "UserData"
+        return self._images[image_id]
+
+    def _family(self, instance: dict[str, Any]) -> str | None:
+        image = self._image(instance)
+        return eks_amis.family_of(image.get("Name") or "", image.get("Platform"))
+
+    def _bootstrap(self, instance: dict[str, Any]) -> eks_amis.Bootstrap:
+        """What the instance's bootstrap reads in its user data (read once: user data does not change
+        while an instance runs)."""
+        instance_id = instance["InstanceId"]
+        if instance_id not in self._boots:
+            user_data = (
+                self.ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData").get(
+                    "UserData"
+                )
+                or {}
             )
-            or {}
-        )
-        boot = eks_amis.read_user_data(family, str(user_data.get("Value") or ""))
+            self._boots[instance_id] = eks_amis.read_user_data(
+                self._family(instance), str(user_data.get("Value") or "")
+            )
+        return self._boots[instance_id]
+
+    def _facts(self, instance: dict[str, Any], boot: eks_amis.Bootstrap) -> NodeFacts:
+        """The instance's OS (its AMI), its kubelet's storage (its volumes, or the instance-store
+        array its user data builds) and the max pods its user data gives the kubelet."""
+        image = self._image(instance)
+        family = self._family(instance)
         store = (self._type_info(instance["InstanceType"]).get("InstanceStorageInfo") or {}).get(
             "TotalSizeInGB"
         )
@@ -328,7 +311,7 @@ class NodeLifecycle(ReconcileLoop):
             owned = self.registry.nodes.get(instance_id)
             if state == "running":
                 if owned is None and instance_id not in self.registry.done:
-                    if self._silent(instance_id):
+                    if self._silent(instance_id) or not self._joins(instance):
                         continue
                     first = self._first_running.setdefault(instance_id, clock)
                     if clock - first >= self.boot_delay:
@@ -352,56 +335,71 @@ class NodeLifecycle(ReconcileLoop):
                 registry.never_register.add(instance_id)
             return instance_id in registry.never_register
 
+    def _joins(self, instance: dict[str, Any]) -> bool:
+        """Whether the instance's bootstrap joins this cluster with a kubelet that starts; one that
+        does not never will (user data does not change while it runs)."""
+        boot = self._bootstrap(instance)
+        if boot.refused:
+            why = f"its kubelet does not start: {boot.refused}"
+        elif boot.cluster != self.cluster_name:
+            why = (
+                f"its user data joins cluster {boot.cluster!r}"
+                if boot.cluster
+                else "its user data joins no cluster"
+            )
+        else:
+            return True
+        log.warning("instance %s never registers a Node: %s", instance["InstanceId"], why)
+        with self.registry.lock:
+            self.registry.never_register.add(instance["InstanceId"])
+        return False
+
     # registration
 
-    def _nodeclaim(self, tags: dict[str, str]) -> dict[str, Any]:
+    def _startup_taints(self, tags: dict[str, str]) -> list[dict[str, Any]]:
+        """The taints the operator's startup agents lift: its NodePool's startupTaints, which the
+        stand-in reads from the NodeClaim named in the instance's tag (never the kubelet's input)."""
         name = tags.get("karpenter.sh/nodeclaim")
         if not name:
-            return {}
+            return []
         try:
-            return self.kube.get_or_none(group("karpenter.sh/v1", "nodeclaims", name=name)) or {}
+            claim = self.kube.get_or_none(group("karpenter.sh/v1", "nodeclaims", name=name)) or {}
         except ApiException:
-            return {}  # the CRD may not be installed: register with the instance's own facts
+            return []  # the CRD may not be installed: no agent waits for a NodeClaim's taints
+        return list((claim.get("spec") or {}).get("startupTaints") or [])
 
     def _register(self, instance: dict[str, Any]) -> None:
         tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
         info = self._type_info(instance["InstanceType"])
         zone = instance["Placement"]["AvailabilityZone"]
         node_name = instance.get("PrivateDnsName") or instance["InstanceId"]
-        nodeclaim = self._nodeclaim(tags)
-        claim_spec = nodeclaim.get("spec") or {}
-
-        labels: dict[str, str] = {}
-        # The NodeClaim's labels, and its single-valued In requirements as labels, as Karpenter sets them.
-        for requirement in claim_spec.get("requirements") or []:
-            if requirement.get("operator") == "In" and len(requirement.get("values") or []) == 1:
-                labels[requirement["key"]] = requirement["values"][0]
-        labels.update((nodeclaim.get("metadata") or {}).get("labels") or {})
-        labels.update(instance_type_labels(info))
-        facts = self._facts(instance)
-        labels["kubernetes.io/os"] = facts.os
+        boot = self._bootstrap(instance)
+        facts = self._facts(instance, boot)
+        # The kubelet's own labels; its --node-labels override them (the kubelet warns and uses them);
+        # then what the cloud provider sets when it initializes the node.
+        labels = {
+            "kubernetes.io/hostname": node_name,
+            "kubernetes.io/os": facts.os,
+            "kubernetes.io/arch": architecture(info),
+        }
         if facts.windows_build:
             labels["node.kubernetes.io/windows-build"] = facts.windows_build
+        labels.update(boot.labels)
         labels.update(
             {
-                "kubernetes.io/hostname": node_name,
+                "node.kubernetes.io/instance-type": instance["InstanceType"],
                 "topology.kubernetes.io/zone": zone,
                 "topology.kubernetes.io/region": self.region,
-                "karpenter.sh/capacity-type": "spot"
-                if instance.get("InstanceLifecycle") == "spot"
-                else "on-demand",
             }
         )
-        for tag in ("karpenter.sh/nodepool", "karpenter.k8s.aws/ec2nodeclass"):
-            if tag in tags:
-                labels[tag] = tags[tag]
-        startup_taints = list(claim_spec.get("startupTaints") or [])
-        taints = [*(claim_spec.get("taints") or []), *startup_taints]
         body = {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": node_name, "labels": labels},
-            "spec": {"providerID": f"aws:///{zone}/{instance['InstanceId']}", "taints": taints},
+            "spec": {
+                "providerID": f"aws:///{zone}/{instance['InstanceId']}",
+                "taints": [dict(t) for t in boot.taints],
+            },
             "status": self._status(instance, labels, facts, ready=False),
         }
         try:
@@ -432,7 +430,7 @@ class NodeLifecycle(ReconcileLoop):
                 node_name=node_name,
                 private_ip=instance.get("PrivateIpAddress", ""),
                 registered_at=time.monotonic(),
-                startup_taints=startup_taints,
+                startup_taints=self._startup_taints(tags),
             )
         self._remove_taints(node_name, _is_not_ready_taint)
 
@@ -491,7 +489,8 @@ class NodeLifecycle(ReconcileLoop):
         return True
 
     def _initialize(self, owned: OwnedNode) -> None:
-        """Drop the startup taints (and a not-ready taint a conflict left behind at registration)."""
+        """The startup agents lift their taints, once (a taint put back later stays, as it does when
+        an agent only lifts it as it starts); a not-ready taint a conflict left behind goes too."""
         startup = {(t.get("key"), t.get("value"), t.get("effect")) for t in owned.startup_taints}
         if self._remove_taints(
             owned.node_name,

@@ -253,12 +253,12 @@ def test_every_function_does_its_real_work_under_its_own_role(env: Any) -> None:
         # cannot be shortened after launch) → its pass drains the node and terminates the instance
         kube.delete(NODECLAIMS, claim_of(kube, third)["metadata"]["name"])
         run("disruption", scheduled_event(), 30)
-        # disruption's dynamic drift asks whether a node's capacity reservation is still active
-        # (moto does not implement DescribeCapacityReservations: asked of the enforcement alone)
+        # every function that plans a launch reads the capacity reservations an EC2NodeClass selects
+        # (its reserved offerings; disruption's status and drift too): one regional read statement
         reservations = Call("ec2", "DescribeCapacityReservations", {}, env.region, ACCOUNT, "")
         with env.iam.expecting_denials():
             readers = {f for f in REAL_WORK if env.iam.authorize(env.iam.identity(f), reservations).allowed}
-        assert readers == {"disruption"}
+        assert readers == {"provisioner", "disruption", "interruption", "spot_events"}
         # pricing: the Pricing API is not in moto; an empty page answers it (the call is what is recorded)
         pricing = aws.client("pricing", Settings.from_env({**dict(env.env()), **env.credentials("pricing")}),
                              region=aws.PRICING_API_REGION)  # fmt: skip

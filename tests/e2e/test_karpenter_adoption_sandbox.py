@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from nodewright.api import hashing
 from nodewright.api import labels as wk
+from nodewright.cloud.userdata import kubelet_may_set
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 
 from sandbox.apiserver.testing import kubectl
+from sandbox.eks_amis import nodeadm_user_data
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.workloads import DEPLOYMENTS, REPLICASETS, nodeclass
@@ -147,8 +149,15 @@ def launch_as_karpenter(sb: Any, kube: Any) -> tuple[str, str]:
             f"kubernetes.io/cluster/{sb.cluster_name}": "owned",
             "Name": f"default/{CLAIM}",
         }
-        # The NodeClaim first, as Karpenter creates it before the launch: the kubelet reads it.
-        kube.create(NODECLAIMS, karpenter_nodeclaim(subnet))
+        claim = karpenter_nodeclaim(subnet)
+        kube.create(NODECLAIMS, claim)
+        # Karpenter's user data: nodeadm joining the cluster, the NodeClaim's labels the kubelet may
+        # set itself, and the unregistered taint its registration lifts.
+        user_data = nodeadm_user_data(
+            sb.cluster_name,
+            labels={k: v for k, v in claim["metadata"]["labels"].items() if kubelet_may_set(k)},
+            taints=(f"{wk.UNREGISTERED_TAINT_KEY}:NoExecute",),
+        )
         instance = ec2.run_instances(
             ImageId=image.id,
             InstanceType="c5.large",
@@ -156,6 +165,7 @@ def launch_as_karpenter(sb: Any, kube: Any) -> tuple[str, str]:
             MaxCount=1,
             SubnetId=subnet["SubnetId"],
             SecurityGroupIds=groups,
+            UserData=user_data,
             TagSpecifications=[
                 {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
             ],
@@ -206,8 +216,8 @@ def karpenter_nodeclaim(subnet: dict[str, Any]) -> dict[str, Any]:
 
 
 def finish_as_karpenter(kube: Any, instance_id: str, image_id: str) -> str:
-    """Karpenter's registration and initialization, already done: the node's finalizer and labels,
-    the NodeClaim's status and conditions."""
+    """Karpenter's registration and initialization, already done: the NodeClaim's labels synced onto
+    the node, its finalizer, the unregistered taint lifted; the NodeClaim's status and conditions."""
     node = wait_for(
         "the kubelet to register the instance",
         lambda: next(
@@ -215,15 +225,21 @@ def finish_as_karpenter(kube: Any, instance_id: str, image_id: str) -> str:
         ),
     )
     name = node["metadata"]["name"]
+    claim_labels = kube.get(NODECLAIMS, CLAIM)["metadata"]["labels"]
     kube.patch(
         NODES,
         name,
         {
             "metadata": {
                 "finalizers": [wk.TERMINATION_FINALIZER],
-                "labels": {wk.NODE_REGISTERED: "true", wk.NODE_INITIALIZED: "true"},
+                "labels": {**claim_labels, wk.NODE_REGISTERED: "true", wk.NODE_INITIALIZED: "true"},
                 "annotations": {"example.com/owner": "platform"},
-            }
+            },
+            "spec": {
+                "taints": [
+                    t for t in node["spec"].get("taints") or [] if t["key"] != wk.UNREGISTERED_TAINT_KEY
+                ]
+            },
         },
     )
     now = "2026-11-01T10:01:55Z"

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from sandbox import Sandbox
+from sandbox.eks_amis import nodeadm_user_data
 from sandbox.simulators.kube import Kube, core, group
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("sandbox")]
@@ -89,6 +90,7 @@ def test_inflate_runs_on_instances_launched_in_moto_and_returns_pending_when_one
                         MaxCount=1,
                         InstanceType="m5.2xlarge",  # 8 vCPU: 7 inflate pods fit after kube-reserved
                         SubnetId=sb.aws.subnets[zone],
+                        UserData=nodeadm_user_data("scenario"),  # a self-managed node's bootstrap
                         TagSpecifications=[
                             {
                                 "ResourceType": "instance",

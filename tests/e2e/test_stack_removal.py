@@ -37,6 +37,7 @@ import yaml
 from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS, PODS, VALIDATING_WEBHOOKS
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
+from sandbox.eks_amis import nodeadm_user_data
 from sandbox.harness import CLUSTER, SEEDS
 from sandbox.runtime import INHERITED, Runtime, Worker
 from sandbox.shared_data import REPO_ROOT
@@ -237,6 +238,8 @@ def _system_node_group(sb: Any) -> list[str]:
             MinCount=2,
             MaxCount=2,
             SubnetId=subnet,
+            # What EKS gives a managed node group's nodes: nodeadm joining the cluster, its label.
+            UserData=nodeadm_user_data(sb.cluster_name, labels={"eks.amazonaws.com/nodegroup": "system"}),
             TagSpecifications=[
                 {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
             ],

@@ -83,6 +83,7 @@ def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
         "pollInterval": "2",
         "minValuesPolicy": "BestEffort",
         "spotToSpotConsolidation": "true",
+        "nodeOverlay": "true",
         "staticCapacity": "true",
         "nodeRoleArn": VARIANT_NODE_ROLE_ARN,
         "vpcId": "vpc-0123456789abcdef0",

@@ -105,10 +105,18 @@ def test_only_the_provisioner_and_the_removal_delete_launch_templates_and_only_t
         assert can == expected, tags
 
 
-def test_only_disruption_reads_capacity_reservations_for_drift(default_roles: dict[str, Any]) -> None:
+def test_the_cluster_functions_read_capacity_reservations_in_their_region(
+    default_roles: dict[str, Any],
+) -> None:
+    """The reservations an EC2NodeClass selects are offerings (every function that plans a launch:
+    the provisioner, a replacement's launch in disruption and both interruption paths), its status
+    and drift: one regional read statement, not one per purpose."""
     request = Request("ec2:DescribeCapacityReservations", "*", {"aws:RequestedRegion": REGION})
     assert {name for name, statements in default_roles.items() if allowed(statements, request)} == {
-        "disruption"
+        "provisioner",
+        "disruption",
+        "interruption",
+        "spot_events",
     }
     elsewhere = Request("ec2:DescribeCapacityReservations", "*", {"aws:RequestedRegion": "eu-west-1"})
     assert not allowed(default_roles["disruption"], elsewhere)

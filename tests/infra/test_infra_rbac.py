@@ -181,6 +181,7 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     ("list_pods", None): lambda c, r: c.list_pods(),
     ("list_nodepools", None): lambda c, r: c.list_nodepools(),
     ("list_ec2nodeclasses", None): lambda c, r: c.list_ec2nodeclasses(),
+    ("list_nodeoverlays", None): lambda c, r: c.list_nodeoverlays(),
     ("list_daemonsets", None): lambda c, r: c.list_daemonsets(),
     ("list_pdbs", None): lambda c, r: c.list_pdbs(),
     ("list_persistent_volumes", None): lambda c, r: c.list_persistent_volumes(),
@@ -211,6 +212,10 @@ EXERCISES: dict[tuple[str, str | None], Callable[[Any, Recorder], None]] = {
     # status.py (EC2NodeClass status)
     ("patch_ec2nodeclass_status", None): lambda c, r: c.patch_ec2nodeclass_status(
         "default", {"conditions": []}
+    ),
+    # status.py (NodeOverlay status, with the nodeOverlay gate)
+    ("patch_nodeoverlay_status", None): lambda c, r: c.patch_nodeoverlay_status(
+        "savings-plan", {"conditions": []}
     ),
     # provisioning/launch.py, provisioning/lifecycle.py
     ("patch_nodeclaim_status", None): lambda c, r: c.patch_nodeclaim_status("default-x", {"nodeName": "n"}),

@@ -469,6 +469,7 @@ ROLE_ARN_WITH_PATH = "arn:aws:iam::123456789012:role/a/b/Nodes"
         ({"clusterName": "demo", "pollInterval": "fast"}, "pollInterval"),
         ({"clusterName": "demo", "minValuesPolicy": "Lenient"}, "minValuesPolicy 'Lenient': use one of"),
         ({"clusterName": "demo", "spotToSpotConsolidation": "maybe"}, "spotToSpotConsolidation 'maybe'"),
+        ({"clusterName": "demo", "nodeOverlay": "yes please"}, "nodeOverlay 'yes please'"),
         ({"clusterName": "demo", "pollInterval": "120"}, "1-30 seconds"),
         ({"clusterName": "demo", "architecture": "riscv"}, "architecture"),
         ({"clusterName": "demo", "alarmEmail": "a@b.c", "alarmTopicArn": "arn:aws:sns:x"}, "not both"),

@@ -248,6 +248,7 @@ def test_environment_matches_the_settings_the_layer_reads(default_synth: Synth) 
     assert env["POLL_INTERVAL_SECONDS"] == "5"
     assert env["MIN_VALUES_POLICY"] == "Strict", "Karpenter's default"
     assert env["SPOT_TO_SPOT_CONSOLIDATION"] == "false", "off by default, as Karpenter's feature gate"
+    assert env["NODE_OVERLAY"] == "false", "off by default, as Karpenter v1.14's feature gate"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
     assert env["POWERTOOLS_SERVICE_NAME"] == metrics.service_name("demo")
     assert env["NODEWRIGHT_TRACING"] == "false"
@@ -276,6 +277,7 @@ def test_variant_context_reaches_the_functions(variant_synth: Synth) -> None:
         assert env["POLL_INTERVAL_SECONDS"] == "2"
         assert env["MIN_VALUES_POLICY"] == "BestEffort"
         assert env["SPOT_TO_SPOT_CONSOLIDATION"] == "true"
+        assert env["NODE_OVERLAY"] == "true"
         assert env["STATIC_CAPACITY"] == "true"
         assert env["NODE_ROLE"] == "MyNodeRole"
 

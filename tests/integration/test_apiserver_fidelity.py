@@ -446,6 +446,103 @@ def test_crd_cel_rules_are_evaluated_with_self_and_old_self(kube: Kube) -> None:
     assert created["spec"]["nodeClassRef"] == {"name": "a"}
 
 
+CEL_ERRORS_CRD = crd(
+    "celerrors.nodewright.dev",
+    "Shape",
+    {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "x-kubernetes-validations": [
+                    # Reads values without has(): an object with minValues and no values errors.
+                    {"rule": "self.minValues <= self.values.size()", "message": "minValues too large"}
+                ],
+                "properties": {
+                    "minValues": {"type": "integer"},
+                    "values": {"type": "array", "items": {"type": "string"}},
+                    "weight": {
+                        "type": "integer",
+                        "x-kubernetes-validations": [{"rule": "100 / self > 0"}],
+                    },
+                    "broken": {"type": "string", "x-kubernetes-validations": [{"rule": "self =="}]},
+                    "taints": {
+                        "type": "array",
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["key"],
+                        "items": {
+                            "type": "object",
+                            "x-kubernetes-validations": [
+                                {
+                                    "rule": "self.value == oldSelf.value",
+                                    "message": "a taint's value is immutable",
+                                }
+                            ],
+                            "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                        },
+                    },
+                },
+            }
+        },
+    },
+)
+
+
+def test_a_cel_rule_that_fails_to_evaluate_rejects_the_write(kube: Kube) -> None:
+    """kube-apiserver's validateExpressions: an evaluation error (a key read without has(), a division
+    by zero) or a rule that does not compile is a 422 naming the rule, never a write let through; a
+    transition rule on a listType=map item compares it with the old item of the same key."""
+    kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CEL_ERRORS_CRD)
+    shapes = "/apis/celerrors.nodewright.dev/v1/shapes"
+    wait_until(lambda: kube.get_or_none(shapes) is not None)
+
+    def refused(spec: dict[str, Any]) -> list[dict[str, Any]]:
+        body = {"apiVersion": "celerrors.nodewright.dev/v1", "kind": "Shape", "metadata": {"name": "s"}}
+        with pytest.raises(ApiException) as caught:
+            kube.create(shapes, {**body, "spec": spec})
+        assert caught.value.status == 422
+        return status_of(caught.value)["details"]["causes"]  # type: ignore[no-any-return]
+
+    assert refused({"minValues": 1}) == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "object": no such key: values evaluating rule: minValues too large',
+            "field": "spec",
+        }
+    ]
+    assert refused({"minValues": 0, "values": [], "weight": 0}) == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "integer": division by zero evaluating rule: 100 / self > 0',
+            "field": "spec.weight",
+        }
+    ]
+    (cause,) = refused({"minValues": 0, "values": [], "broken": "x"})
+    assert cause["field"] == "spec.broken"
+    assert cause["message"].startswith('Invalid value: "string": rule compile error: ')
+
+    created = {
+        "apiVersion": "celerrors.nodewright.dev/v1",
+        "kind": "Shape",
+        "metadata": {"name": "ok"},
+        "spec": {"minValues": 0, "values": [], "taints": [{"key": "a", "value": "1"}]},
+    }
+    kube.create(shapes, created)
+    with pytest.raises(ApiException) as caught:
+        kube.patch(f"{shapes}/ok", {"spec": {"taints": [{"key": "a", "value": "2"}]}})
+    assert status_of(caught.value)["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "object": a taint\'s value is immutable',
+            "field": "spec.taints[0]",
+        }
+    ]
+    added = kube.patch(
+        f"{shapes}/ok", {"spec": {"taints": [{"key": "a", "value": "1"}, {"key": "b", "value": "9"}]}}
+    )
+    assert [t["key"] for t in added["spec"]["taints"]] == ["a", "b"]  # a new item has no old value
+
+
 def _deployment_yaml(name: str, replicas: int | None, image: str, env: bool = True) -> str:
     lines = [
         "apiVersion: apps/v1",
@@ -616,3 +713,87 @@ def refused_until_the_service_account_exists(kube: Kube) -> None:
     with pytest.raises(ApiException) as missing:
         kube.create("/api/v1/namespaces/nowhere/pods", pod)
     assert missing.value.status == 404
+
+
+def _anonymous_get(url: str, path: str, token: str | None = None) -> tuple[int, Any]:
+    """GET without credentials (or with a bearer ``token``): the status and the decoded body."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url + path)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            status, body = answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read()
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, body.decode()
+
+
+def test_version_is_what_kube_apiserver_v1_36_reports(server, kube: Kube) -> None:
+    """kube-apiserver v1.36.1's /version, field for field and in its order (version.Info: the binary,
+    emulation and minimum compatibility versions, then the build); the OpenAPI documents say it too."""
+    info = kube.get("/version")
+    assert list(info) == [
+        "major",
+        "minor",
+        "emulationMajor",
+        "emulationMinor",
+        "minCompatibilityMajor",
+        "minCompatibilityMinor",
+        "gitVersion",
+        "gitCommit",
+        "gitTreeState",
+        "buildDate",
+        "goVersion",
+        "compiler",
+        "platform",
+    ]
+    assert (info["major"], info["minor"], info["gitVersion"]) == ("1", "36", "v1.36.1")
+    assert (info["emulationMajor"], info["emulationMinor"]) == ("1", "36")
+    assert (info["minCompatibilityMajor"], info["minCompatibilityMinor"]) == ("1", "35")
+    assert (info["buildDate"], info["goVersion"]) == ("2026-05-12T09:51:34Z", "go1.26.2")
+    parsed = client.VersionApi(kube.api_client).get_code()  # the client's model takes every field
+    assert (parsed.emulation_minor, parsed.min_compatibility_minor) == ("36", "35")
+    assert kube.get("/openapi/v2")["info"]["version"] == "v1.36.1"
+    assert kube.get("/openapi/v3/api/v1")["info"]["version"] == "v1.36.1"
+
+
+def test_on_eks_a_request_without_credentials_is_answered_only_on_the_health_checks(server) -> None:
+    """EKS (Kubernetes 1.32 and later) restricts anonymous authentication to /healthz, /livez and
+    /readyz: anything else, /version included, is 401 Unauthorized; a token nobody holds is 401 on
+    the health checks too (rejected credentials are never taken for anonymous)."""
+    srv, _ = server
+    for path in ("/healthz", "/livez", "/readyz"):
+        assert _anonymous_get(srv.url, path) == (200, "ok")
+        assert _anonymous_get(srv.url, path, token="nobody-holds-this")[0] == 401
+    for path in ("/version", "/api", "/apis", "/api/v1/namespaces/default/pods", "/openapi/v2"):
+        status, body = _anonymous_get(srv.url, path)
+        assert (status, body["reason"], body["message"]) == (401, "Unauthorized", "Unauthorized"), path
+
+
+def test_with_kube_apiservers_anonymous_auth_rbac_judges_system_anonymous() -> None:
+    """kube-apiserver's default --anonymous-auth=true: a request without credentials is
+    system:anonymous in system:unauthenticated, which the bootstrap policy lets read /version and the
+    health checks (system:public-info-viewer) and nothing else: 403 Forbidden, naming the user."""
+    with ApiServer(anonymous="kube-apiserver") as srv:
+        assert _anonymous_get(srv.url, "/healthz") == (200, "ok")
+        assert _anonymous_get(srv.url, "/version")[1]["gitVersion"] == "v1.36.1"
+        status, body = _anonymous_get(srv.url, "/api/v1/namespaces/default/pods")
+        assert (status, body["reason"]) == (403, "Forbidden")
+        assert body["message"] == (
+            'pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" '
+            'in the namespace "default"'
+        )
+        status, body = _anonymous_get(srv.url, "/apis")
+        assert (status, body["message"]) == (
+            403,
+            'forbidden: User "system:anonymous" cannot get path "/apis"',
+        )
+        assert _anonymous_get(srv.url, "/version", token="nobody-holds-this")[0] == 401
+    with pytest.raises(ValueError, match="anonymous='open'"):
+        ApiServer(anonymous="open").start()

@@ -18,11 +18,14 @@ from nodewright.api.hashing import nodeclass_hash
 from nodewright.cloud import aws, eks
 from nodewright.cloud.catalog import CatalogData, clear_caches, fetch_catalog, prime_catalog
 from nodewright.cloud.errors import (
+    INVALID_REQUEST,
     InsufficientCapacityError,
     InvalidNodeClassError,
     LaunchError,
     NoSubnetError,
+    launch_failure_class,
 )
+from nodewright.cloud.nodeclass import NodeClass
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.provider import CloudProvider, LaunchRequest, parse_provider_id
 from nodewright.cloud.state import StateStore, create_state_table
@@ -286,6 +289,30 @@ def test_a_non_capacity_fleet_error_fails_the_launch_with_its_code(env: Env) -> 
     assert env.store.unavailable_offerings() == set()
 
 
+def test_a_launched_instance_runs_with_the_instance_profile_the_provider_made(env: Env) -> None:
+    """The removal keeps a profile a live instance uses: EC2 reports the template's profile on it."""
+    provider = CloudProvider(env.settings)
+    launched = provider.create(request())
+    profile = provider.templates.instance_profile(NodeClass(nodeclass()))
+    arn = boto3.client("iam").get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]["Arn"]
+    described = env.ec2.describe_instances(InstanceIds=[launched.instance_id])["Reservations"][0]
+    assert described["Instances"][0]["IamInstanceProfile"]["Arn"] == arn
+
+
+def test_a_nodeclass_naming_an_instance_profile_that_does_not_exist_fails_the_launch(env: Env) -> None:
+    """EC2 refuses every override (InvalidParameterValue), as it does on AWS: nothing is launched and
+    the error, an invalid request the operator fixes in the EC2NodeClass, names the profile."""
+    provider = CloudProvider(env.settings)
+    missing = request(nodeclass=nodeclass(role=None, instanceProfile="deleted-profile"))
+    with pytest.raises(LaunchError) as failed:
+        provider.create(missing)
+    assert failed.value.code == "InvalidParameterValue"
+    assert "Value (deleted-profile) for parameter iamInstanceProfile.name is invalid" in str(failed.value)
+    assert launch_failure_class(failed.value.code) == INVALID_REQUEST
+    assert env.store.unavailable_offerings() == set()  # not a capacity error: no offering ruled out
+    assert provider.list() == []
+
+
 def test_retried_launch_with_same_nodeclaim_returns_the_same_instance(env: Env) -> None:
     first = CloudProvider(env.settings).create(request())
     retry_provider = CloudProvider(env.settings)  # a new invocation, cold caches
@@ -475,37 +502,6 @@ def test_dynamic_drift_is_the_ami_subnet_or_security_groups_the_nodeclass_no_lon
     )
     elsewhere = dataclasses.replace(instance, subnet_id="subnet-0000000000000dead")
     assert provider.drift_reason(elsewhere, nc) == "SubnetDrift"
-
-
-def test_an_instance_in_a_capacity_reservation_that_is_no_longer_active_has_drifted(env: Env) -> None:
-    """moto has no capacity reservations: DescribeCapacityReservations is stubbed."""
-    from botocore.stub import Stubber
-
-    provider = CloudProvider(env.settings)
-    instance = provider.get(provider.create(request()).instance_id)
-    instance = dataclasses.replace(
-        instance,
-        security_groups=frozenset({env.security_group}),
-        capacity_reservation_id="cr-0123456789abcdef0",
-    )
-    nc = nodeclass()
-    provider.drift_inputs(nc)  # resolve (and cache) the selectors before stubbing EC2
-    with Stubber(provider.ec2) as stub:
-        ids = {"CapacityReservationIds": ["cr-0123456789abcdef0"]}
-        stub.add_response(
-            "describe_capacity_reservations",
-            {"CapacityReservations": [{"CapacityReservationId": "cr-0123456789abcdef0", "State": "active"}]},
-            ids,
-        )
-        stub.add_response(
-            "describe_capacity_reservations",
-            {"CapacityReservations": [{"CapacityReservationId": "cr-0123456789abcdef0", "State": "expired"}]},
-            ids,
-        )
-        stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound")
-        assert provider.drift_reason(instance, nc) is None
-        assert provider.drift_reason(instance, nc) == "CapacityReservationDrift"
-        assert provider.drift_reason(instance, nc) == "CapacityReservationDrift"
 
 
 def test_nodeclass_status_lists_what_the_selectors_resolve_to(env: Env) -> None:

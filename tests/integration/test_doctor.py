@@ -435,7 +435,7 @@ def test_each_role_denied_an_action_it_uses_fails_with_why_and_the_fix(
     assert status == FAIL
     assert detail == (
         "arn:aws:iam::123456789012:role/fn-provisioner: ec2:CreateFleet on "
-        "arn:aws:ec2:us-east-1::image/nodewright-doctor-probe and 8 more: not allowed by the role's "
+        "arn:aws:ec2:us-east-1::image/nodewright-doctor-probe and 9 more: not allowed by the role's "
         "permissions boundary"
     )
     assert "add ec2:CreateFleet to the permissions boundary of fn-provisioner" in fix

@@ -187,6 +187,35 @@ def test_apply_creates_then_configures_and_uninstall_removes_it(
         assert server.store.get(crd_key, "", "nodeclaims.karpenter.sh") is None  # never installed here
 
 
+def test_uninstall_keeps_a_version_the_cluster_still_stores_but_stops_serving_it(
+    stack: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cluster Karpenter ran before v1 lists v1beta1 in the CRDs' ``status.storedVersions``; the API
+    server refuses a CRD without that version, so --uninstall patches rather than replaces: v1beta1
+    stays, not served, and the conversion webhook (which names the URL) goes."""
+    from kubernetes import client, config
+
+    with ApiServer() as server:
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "config"))
+        args = ["install-webhooks", "--cluster", "demo", "--kubeconfig", kubeconfig]
+        assert main([*args, "--apply"]) == 0
+        extensions = client.ApiextensionsV1Api(config.new_client_from_config(kubeconfig))
+        for name in webhooks.CONVERTED_CRDS:
+            extensions.patch_custom_resource_definition_status(
+                name, {"status": {"storedVersions": ["v1beta1", "v1"]}}
+            )
+        capsys.readouterr()
+
+        assert main([*args, "--uninstall"]) == 0
+
+        assert "Traceback" not in capsys.readouterr().err
+        for name in webhooks.CONVERTED_CRDS:
+            crd: Any = server.store.get(("apiextensions.k8s.io", "customresourcedefinitions"), "", name)
+            served = {v["name"]: v["served"] for v in crd["spec"]["versions"]}
+            assert served == {"v1": True, "v1beta1": False}
+            assert crd["spec"]["conversion"] == {"strategy": "None"}
+
+
 def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     """What the command printed: nothing on stdout, one line on stderr, no traceback."""
     captured = capsys.readouterr()

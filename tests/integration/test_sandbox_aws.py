@@ -131,6 +131,60 @@ def test_a_fleet_instance_gets_its_launch_templates_security_groups_as_on_ec2(
     assert instance["SubnetId"] == aws.subnets["us-east-1b"]
 
 
+@pytest.mark.parametrize("capacity_type", ["on-demand", "spot"])
+def test_a_fleet_instance_gets_the_instance_profile_its_launch_template_names(
+    moto, ec2, capacity_type: str
+) -> None:
+    """EC2 starts the instance with the template's profile (its role's credentials on the node);
+    moto 5.2 started it with none, so no live instance ever "used" a profile."""
+    aws = moto[1]
+    iam = aws_client("iam", moto[0], "us-east-1")
+    try:
+        arn = iam.get_instance_profile(InstanceProfileName=aws.instance_profile_name)["InstanceProfile"][
+            "Arn"
+        ]
+    finally:
+        iam.close()
+    data = {"ImageId": aws.images["al2023/x86_64"], "IamInstanceProfile": {"Name": aws.instance_profile_name}}
+    template = ec2.create_launch_template(
+        LaunchTemplateName=f"profile-{capacity_type}", LaunchTemplateData=data
+    )
+    result = fleet(
+        ec2,
+        template["LaunchTemplate"]["LaunchTemplateId"],
+        [{"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1a"]}],
+        capacity_type,
+    )
+    instance_id = result["Instances"][0]["InstanceIds"][0]
+    instance = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    assert instance["IamInstanceProfile"]["Arn"] == arn
+
+
+def test_a_fleet_whose_launch_template_names_a_missing_instance_profile_launches_nothing(moto, ec2) -> None:
+    """EC2 refuses each override with InvalidParameterValue (Karpenter logs it as a fleet error)
+    rather than start an instance without a role; moto launched it."""
+    aws = moto[1]
+    data = {"ImageId": aws.images["al2023/x86_64"], "IamInstanceProfile": {"Name": "deleted-profile"}}
+    template = ec2.create_launch_template(LaunchTemplateName="profile-missing", LaunchTemplateData=data)
+    before = {i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    overrides = [
+        {"InstanceType": "m5.large", "SubnetId": aws.subnets["us-east-1a"]},
+        {"InstanceType": "c5.large", "SubnetId": aws.subnets["us-east-1b"]},
+    ]
+    result = fleet(ec2, template["LaunchTemplate"]["LaunchTemplateId"], overrides)
+    assert not [i for entry in result.get("Instances", []) for i in entry.get("InstanceIds", [])]
+    assert [(e["ErrorCode"], e["LaunchTemplateAndOverrides"]["Overrides"]) for e in result["Errors"]] == [
+        ("InvalidParameterValue", overrides[0]),
+        ("InvalidParameterValue", overrides[1]),
+    ]
+    assert result["Errors"][0]["ErrorMessage"] == (
+        "Value (deleted-profile) for parameter iamInstanceProfile.name is invalid. "
+        "Invalid IAM Instance Profile name"
+    )
+    after = {i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    assert after == before
+
+
 @pytest.mark.parametrize(
     ("name", "arch"),
     [

@@ -210,6 +210,27 @@ def test_an_instant_spot_fleet_is_authorized_as_ec2_does() -> None:
         assert request.context["aws:PrincipalArn"] == f"arn:aws:iam::{ACCOUNT}:role/Controller"
 
 
+def test_a_launch_into_a_capacity_reservation_is_authorized_on_the_reservation() -> None:
+    """A launch template targeting a reservation (Karpenter: one template per reservation) makes
+    RunInstances use the ``capacity-reservation`` resource, with the reservation's tags; CreateFleet's
+    own resources never include what only the launch template names."""
+    found = world()
+    template = found.templates["lt-1"]
+    data = {
+        **template.data,
+        "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": "cr-1"}},
+        "InstanceMarketOptions": {"MarketType": "capacity-block"},
+    }
+    found.templates["lt-1"] = LaunchTemplateView(template.id, template.name, data, template.tags)
+    found.tags["cr-1"] = {"team": "ml"}
+    requests = authorizations(fleet(capacity="capacity-block"), found)
+    run, create = of(requests, "ec2:RunInstances"), of(requests, "ec2:CreateFleet")
+    assert run["capacity-reservation"].resource == f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/cr-1"
+    assert run["capacity-reservation"].context["aws:ResourceTag/team"] == "ml"
+    assert "capacity-reservation" not in create
+    assert "spot-instances-request" not in run  # a capacity-block launch is no spot request
+
+
 def test_karpenters_controller_policy_allows_the_launch_and_every_key_applies(evaluator: Evaluator) -> None:
     requests = authorizations(fleet(), world())
     decisions = evaluator.decide(PRINCIPAL, requests)

@@ -10,6 +10,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from sandbox import Sandbox
+from sandbox.eks_amis import nodeadm_user_data
 from sandbox.simulators.kube import Kube, core, group
 
 pytestmark = pytest.mark.xdist_group("sandbox")  # one sandbox per process: keep them on one worker
@@ -50,6 +51,7 @@ def launch(
     sb: Sandbox, ec2: Any, instance_type: str = "m5.large", zone: str = "us-east-1a", **extra: Any
 ) -> str:
     tags = [{"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"}, *extra.pop("tags", [])]
+    extra.setdefault("UserData", nodeadm_user_data(CLUSTER))  # a node's bootstrap that joins this cluster
     return ec2.run_instances(
         ImageId=sb.aws.images["al2023/x86_64"],
         MinCount=1,
@@ -98,7 +100,9 @@ def pods_of(kube: Kube, app: str, namespace: str = "default") -> list[dict]:
     return pods
 
 
-def test_node_carries_the_nodeclaims_labels_and_taints_and_loses_its_startup_taints(sb, kube, ec2) -> None:
+def test_a_node_registers_from_its_user_data_and_its_startup_agent_lifts_its_startup_taint(
+    sb, kube, ec2
+) -> None:
     kube.create(
         group("karpenter.sh/v1", "nodeclaims"),
         {
@@ -113,11 +117,18 @@ def test_node_carries_the_nodeclaims_labels_and_taints_and_loses_its_startup_tai
             },
         },
     )
+    # What a bootstrap written from that NodeClaim gives the kubelet (as Nodewright's user data does).
+    user_data = nodeadm_user_data(
+        CLUSTER,
+        labels={"team": "blue", "workload": "batch", "karpenter.sh/nodepool": "general"},
+        taints=("dedicated=batch:NoSchedule", "cni.example/not-ready:NoSchedule"),
+    )
     instance_id = launch(
         sb,
         ec2,
         "m6g.large",
         "us-east-1b",
+        UserData=user_data,
         tags=[
             {"Key": "karpenter.sh/nodeclaim", "Value": "claim-1"},
             {"Key": "karpenter.sh/nodepool", "Value": "general"},
@@ -134,16 +145,21 @@ def test_node_carries_the_nodeclaims_labels_and_taints_and_loses_its_startup_tai
     assert labels["karpenter.sh/nodepool"] == "general"
     assert labels["kubernetes.io/arch"] == "arm64"
     assert labels["topology.kubernetes.io/zone"] == "us-east-1b"
-    assert labels["karpenter.sh/capacity-type"] == "on-demand"
     assert node["status"]["allocatable"]["cpu"] == "1930m"
     taint_keys = lambda: {t["key"] for t in (node_of(kube, instance_id)["spec"].get("taints") or [])}  # noqa: E731
     wait_for("the startup taint to go", lambda: taint_keys() == {"dedicated"})
 
 
-def test_spot_instance_gets_the_spot_capacity_type(sb, kube, ec2) -> None:
-    instance_id = launch(sb, ec2, "c5.large", "us-east-1c", InstanceMarketOptions={"MarketType": "spot"})
+def test_the_capacity_type_label_is_what_the_user_data_says(sb, kube, ec2) -> None:
+    spot = nodeadm_user_data(CLUSTER, labels={"karpenter.sh/capacity-type": "spot"})
+    instance_id = launch(
+        sb, ec2, "c5.large", "us-east-1c", InstanceMarketOptions={"MarketType": "spot"}, UserData=spot
+    )
     node = wait_for("the spot node", lambda: node_of(kube, instance_id))
     assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
+    on_demand = launch(sb, ec2, "c5.large", "us-east-1c")
+    bare = wait_for("the node without the label", lambda: node_of(kube, on_demand))
+    assert "karpenter.sh/capacity-type" not in bare["metadata"]["labels"]  # the kubelet does not guess it
 
 
 def test_stopped_instance_node_goes_not_ready_then_away(sb, kube, ec2) -> None:
@@ -261,9 +277,9 @@ def test_a_daemon_pod_stays_on_a_node_tainted_no_schedule_and_is_not_recreated_t
         return kube.get(group("apps/v1", "daemonsets", "default", "logs")).get("status") or {}
 
     wait_for("the tainted node counted as misscheduled", lambda: status().get("numberMisscheduled") == 1)
-    assert [p["metadata"]["name"] for p in pods_of(kube, "logs") if p["spec"]["nodeName"] == node_name] == [
-        running[0]["metadata"]["name"]
-    ], "the running daemon pod stays"
+    assert [
+        p["metadata"]["name"] for p in pods_of(kube, "logs") if p["spec"].get("nodeName") == node_name
+    ] == [running[0]["metadata"]["name"]], "the running daemon pod stays"
     kube.delete(core("pods", "default", running[0]["metadata"]["name"]), grace_period_seconds=0)
     wait_for("the evicted pod gone", lambda: status().get("numberMisscheduled") == 0)
     assert not [p for p in pods_of(kube, "logs") if p["spec"].get("nodeName") == node_name], "not recreated"

@@ -16,6 +16,7 @@ from sandbox.shared_data import REPO_ROOT
 
 KINDS = {"NodePool": ("karpenter.sh", "NodePool"), "NodeClaim": ("karpenter.sh", "NodeClaim")}
 KINDS["EC2NodeClass"] = ("karpenter.k8s.aws", "EC2NodeClass")
+KINDS["NodeOverlay"] = ("karpenter.sh", "NodeOverlay")
 
 
 def leaves(schema: dict[str, Any], path: str) -> Iterator[str]:

@@ -289,3 +289,95 @@ def test_cli_says_why_a_nodeclass_file_holds_no_ec2nodeclass(
         line
         == f"error: {bad} holds no EC2NodeClass (a manifest must be a YAML mapping with apiVersion and kind)"
     )
+
+
+def test_cli_shows_overlay_prices_and_says_why(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Savings Plan overlay on m5.large: the row is priced by it, names it and the price before."""
+    overlays = tmp_path / "overlays.yaml"
+    overlays.write_text(
+        "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: m5-savings}\n"
+        "spec:\n  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}]\n"
+        "  priceAdjustment: '-50%'\n"
+        "---\napiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: aa-conflict}\n"
+        "spec:\n  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}]\n"
+        "  price: '1'\n"
+    )
+    requirements = tmp_path / "requirements.yaml"
+    requirements.write_text("- {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n")
+    prices = str(write_prices(tmp_path))
+    args = ["catalog", "--region", REGION, "--prices", prices, "--requirements", str(requirements)]
+    assert main([*args, "--overlays", str(overlays), "--json"]) == 0
+    captured = capsys.readouterr()
+    rows = {r["instanceType"]: r for r in json.loads(captured.out)}
+    assert rows["m5.large"]["price"] == pytest.approx(0.048)
+    assert rows["m5.large"]["basePrice"] == pytest.approx(0.096)
+    assert rows["m5.large"]["nodeOverlays"] == ["m5-savings"]
+    assert rows["c5.large"]["nodeOverlays"] == []
+    assert "NodeOverlay aa-conflict not applied: Conflict" in captured.err
+    assert main([*args, "--overlays", str(overlays)]) == 0
+    table = capsys.readouterr().out
+    assert "m5-savings (was 0.0960)" in table
+
+
+def test_cli_shows_the_reservations_a_nodeclass_selects_as_reserved_rows(
+    primed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodeclass = tmp_path / "nodeclass.yaml"
+    nodeclass.write_text(
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: ml}\n"
+        "spec:\n  amiSelectorTerms: [{alias: al2023@latest}]\n  role: r\n"
+        "  capacityReservationSelectorTerms: [{id: cr-0aaaaaaaaaaaaaaa1}]\n"
+    )
+    saved = tmp_path / "reservations.json"
+    item = {
+        "CapacityReservationId": "cr-0aaaaaaaaaaaaaaa1",
+        "OwnerId": "123456789012",
+        "InstanceType": "m5.large",
+        "AvailabilityZone": "us-west-2a",
+        "AvailableInstanceCount": 2,
+        "TotalInstanceCount": 2,
+        "State": "active",
+        "InstanceMatchCriteria": "targeted",
+        "ReservationType": "default",
+        "Interruptible": True,
+    }
+    saved.write_text(
+        json.dumps({"CapacityReservations": [item, {**item, "CapacityReservationId": "cr-other"}]})
+    )
+    requirements = tmp_path / "requirements.yaml"
+    requirements.write_text("- {key: karpenter.sh/capacity-type, operator: In, values: [reserved]}\n")
+    prices = str(write_prices(tmp_path))
+    args = ["catalog", "--region", REGION, "--prices", prices, "--requirements", str(requirements)]
+    assert main([*args, "--nodeclass", str(nodeclass), "--reservations", str(saved), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["instanceType"], row["capacityType"], row["zone"]) == ("m5.large", "reserved", "us-west-2a")
+    assert row["capacityReservationId"] == "cr-0aaaaaaaaaaaaaaa1"
+    assert row["interruptible"] is True
+    assert row["price"] == pytest.approx(0.096 / 10_000_000)
+    saved.write_text("{}\n")
+    assert main([*args, "--nodeclass", str(nodeclass), "--reservations", str(saved)]) == 2
+    assert "not a DescribeCapacityReservations answer" in capsys.readouterr().err
+
+
+def test_a_windows_types_reserved_offering_keeps_its_reservation_and_karpenters_price() -> None:
+    """A Windows node's offerings carry the licence; a reservation's stays the reservation (its id,
+    type, free slots) at Karpenter's on-demand price / 10^7, which no licence changes."""
+    from nodewright.cloud.catalog import RESERVED, RawOffering, windows_offerings
+
+    info = ec2_item("m5.large", 2, 8192, "x86_64")
+    reserved = RawOffering(
+        "us-west-2a",
+        RESERVED,
+        1e-8,
+        True,
+        reservation_id="cr-1",
+        reservation_type="default",
+        reservation_capacity=2,
+    )
+    on_demand = RawOffering("us-west-2a", "on-demand", 0.096, True)
+    windows_reserved, windows_on_demand = windows_offerings(info, [reserved, on_demand])
+    assert windows_reserved == reserved
+    assert windows_on_demand.price > on_demand.price
+    assert windows_on_demand.estimated

@@ -1170,3 +1170,38 @@ def test_a_nodeclaim_whose_min_values_are_met_is_annotated_not_relaxed(
     assert claim["metadata"]["annotations"][labels.NODECLAIM_MIN_VALUES_RELAXED] == "false", (
         "as Karpenter writes it"
     )
+
+
+def test_with_the_overlay_gate_a_nodeclaim_priced_by_an_overlay_says_so_and_launches_prioritized(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Karpenter's price-overlay-applied: a Savings Plan overlay makes m5.xlarge the cheapest; the
+    NodeClaim carries the annotation and its launch asks EC2 to follow the overlaid prices."""
+    from dataclasses import replace
+
+    ctx, cluster, cloud = world
+    cloud.types = catalog(spot=False, zones=("us-west-2a",))
+    monkeypatch.setattr(planning, "plan", SCHEDULING_CORE_PLAN)
+    ctx.settings = replace(ctx.settings, node_overlay=True)
+    cluster.add(
+        "NodeOverlay",
+        {
+            "apiVersion": "karpenter.sh/v1alpha1",
+            "kind": "NodeOverlay",
+            "metadata": {"name": "savings-plan"},
+            "spec": {
+                "requirements": [{"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.xlarge"]}],
+                "price": "0.001",
+            },
+        },
+    )
+    cluster.add("Pod", pending_pod("inflate-1"))
+
+    report = flow.provision(ctx)
+
+    claim = cluster.objects["NodeClaim"][report.created[0]]
+    assert claim["metadata"]["annotations"]["karpenter.sh/price-overlay-applied"] == "true"
+    [types] = [r for r in claim["spec"]["requirements"] if r["key"] == labels.INSTANCE_TYPE]
+    assert types["values"][0] == "m5.xlarge"
+    assert cloud.requests[-1].prioritized
+    assert cloud.requests[-1].instance_types[0].offerings[0].price == 0.001

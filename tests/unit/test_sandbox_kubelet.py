@@ -1,11 +1,16 @@
-"""What node a sandbox kubelet registers for an instance type (capacity, allocatable, labels)."""
+"""What node a sandbox kubelet registers for an instance (capacity, allocatable, architecture), and
+what its bootstrap reads in its user data (the cluster, the kubelet's labels and taints)."""
 
 from __future__ import annotations
 
+import base64
+
+import pytest
 from kubernetes.utils.quantity import parse_quantity
 
+from sandbox.eks_amis import read_user_data
 from sandbox.simulators.kubelet import (
-    instance_type_labels,
+    architecture,
     kube_reserved_millicores,
     max_pods,
     node_resources,
@@ -63,19 +68,169 @@ def test_capacity_and_allocatable_of_an_m5_large() -> None:
 def test_gpu_instances_advertise_nvidia_gpus() -> None:
     capacity, allocatable = node_resources(G4DN_XLARGE)
     assert capacity["nvidia.com/gpu"] == allocatable["nvidia.com/gpu"] == "1"
-    labels = instance_type_labels(G4DN_XLARGE)
-    assert labels["karpenter.k8s.aws/instance-gpu-name"] == "t4"
-    assert labels["karpenter.k8s.aws/instance-gpu-count"] == "1"
 
 
-def test_well_known_labels_of_an_instance_type() -> None:
-    labels = instance_type_labels(M6G_LARGE)
-    assert labels["kubernetes.io/arch"] == "arm64"
-    assert labels["node.kubernetes.io/instance-type"] == "m6g.large"
-    assert labels["karpenter.k8s.aws/instance-family"] == "m6g"
-    assert labels["karpenter.k8s.aws/instance-category"] == "m"
-    assert labels["karpenter.k8s.aws/instance-generation"] == "6"
-    assert labels["karpenter.k8s.aws/instance-size"] == "large"
-    assert labels["karpenter.k8s.aws/instance-cpu-manufacturer"] == "aws"
-    assert labels["karpenter.k8s.aws/instance-memory"] == "8192"
-    assert instance_type_labels(M5_LARGE)["kubernetes.io/arch"] == "amd64"
+def test_the_architecture_of_an_instance_type() -> None:
+    assert architecture(M6G_LARGE) == "arm64"
+    assert architecture(M5_LARGE) == "amd64"
+
+
+def encoded(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+# User data as Karpenter's AWS provider writes it for each AMI family (labels, taints, max pods).
+LABELS = {"karpenter.sh/capacity-type": "spot", "karpenter.sh/nodepool": "default", "team": "a"}
+TAINTS = (
+    {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+    {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+)
+AL2 = """MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="//"
+
+--//
+Content-Type: text/x-shellscript; charset="us-ascii"
+
+#!/bin/bash -xe
+exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1
+/etc/eks/bootstrap.sh 'demo' --apiserver-endpoint 'https://demo.example' --b64-cluster-ca 'Q0E=' \\
+--dns-cluster-ip '10.100.0.10' \\
+--use-max-pods false \\
+--kubelet-extra-args '--node-labels="karpenter.sh/capacity-type=spot,karpenter.sh/nodepool=default,team=a" \
+--register-with-taints="dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute" --max-pods=110'
+--//--
+"""
+AL2023 = """MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="//"
+
+--//
+Content-Type: application/node.eks.aws
+
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  cluster:
+    name: demo
+    apiServerEndpoint: https://demo.example
+    certificateAuthority: Q0E=
+    cidr: 10.100.0.0/16
+  kubelet:
+    config:
+      maxPods: 58
+      clusterDNS:
+      - 10.100.0.10
+    flags:
+    - --node-labels=karpenter.sh/capacity-type=spot,karpenter.sh/nodepool=default,team=a
+    - --register-with-taints=dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute
+
+--//--
+"""
+BOTTLEROCKET = """[settings.kubernetes]
+api-server = "https://demo.example"
+cluster-certificate = "Q0E="
+cluster-name = "demo"
+max-pods = 29
+
+[settings.kubernetes.node-labels]
+"karpenter.sh/capacity-type" = "spot"
+"karpenter.sh/nodepool" = "default"
+team = "a"
+
+[settings.kubernetes.node-taints]
+dedicated = ["gpu:NoSchedule"]
+"karpenter.sh/unregistered" = [":NoExecute"]
+"""
+WINDOWS = """<powershell>
+[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1"
+& $EKSBootstrapScriptFile -EKSClusterName 'demo' -APIServerEndpoint 'https://demo.example' \
+-Base64ClusterCA 'Q0E=' -KubeletExtraArgs '--node-labels="karpenter.sh/capacity-type=spot,\
+karpenter.sh/nodepool=default,team=a" --register-with-taints="dedicated=gpu:NoSchedule,\
+karpenter.sh/unregistered:NoExecute" --max-pods=110' -DNSClusterIP '10.100.0.10'
+</powershell>"""
+
+
+@pytest.mark.parametrize(
+    ("family", "text", "pods"),
+    [
+        ("al2", AL2, 110),
+        ("al2023", AL2023, 58),
+        ("bottlerocket", BOTTLEROCKET, 29),
+        ("windows", WINDOWS, 110),
+    ],
+)
+def test_each_familys_bootstrap_gives_the_kubelet_its_cluster_labels_and_taints(
+    family: str, text: str, pods: int
+) -> None:
+    boot = read_user_data(family, encoded(text))
+    assert boot.refused == ""
+    assert boot.cluster == "demo"
+    assert dict(boot.labels) == LABELS
+    assert boot.taints == TAINTS
+    assert boot.max_pods == pods
+
+
+def test_nodeadm_reads_taints_from_the_kubelet_configuration_and_lets_flags_win() -> None:
+    config_only = AL2023.replace(
+        "    - --register-with-taints=dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute\n", ""
+    )
+    config_only = config_only.replace(
+        "      maxPods: 58\n",
+        "      maxPods: 58\n"
+        "      registerWithTaints:\n      - {key: only, value: config, effect: NoExecute}\n",
+    )
+    assert read_user_data("al2023", encoded(config_only)).taints == (
+        {"key": "only", "value": "config", "effect": "NoExecute"},
+    )
+    both = config_only.replace(
+        "    flags:\n", "    flags:\n    - --register-with-taints=flag:NoSchedule\n    - --max-pods=7\n"
+    )
+    boot = read_user_data("al2023", encoded(both))
+    assert boot.taints == ({"key": "flag", "effect": "NoSchedule"},)
+    assert boot.max_pods == 7
+
+
+@pytest.mark.parametrize(
+    ("family", "text", "refusal"),
+    [
+        ("al2023", AL2023.replace("team=a", "node-role.kubernetes.io/worker="), "unknown 'kubernetes.io'"),
+        ("al2", AL2.replace("dedicated=gpu:NoSchedule", "dedicated=gpu:NoRun"), "invalid taint spec"),
+        (
+            "bottlerocket",
+            BOTTLEROCKET.replace('team = "a"', '"kubernetes.io/role" = "x"'),
+            "unknown 'kubernetes.io'",
+        ),
+        ("windows", WINDOWS.replace("team=a", "team"), "malformed pair"),
+        ("bottlerocket", "[settings.kubernetes\n", "not valid TOML"),
+    ],
+)
+def test_a_kubelet_given_flags_it_refuses_does_not_start(family: str, text: str, refusal: str) -> None:
+    assert refusal in read_user_data(family, encoded(text)).refused
+
+
+def test_user_data_that_names_no_cluster_joins_none() -> None:
+    assert read_user_data("al2023", "").cluster == ""
+    assert read_user_data("al2", encoded("#!/bin/bash\necho hello\n")).cluster == ""
+    assert (
+        read_user_data("bottlerocket", encoded("[settings.host-containers.admin]\nenabled = true\n")).cluster
+        == ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("family", "sandbox_family"),
+    [("AL2", "al2"), ("AL2023", "al2023"), ("Bottlerocket", "bottlerocket"), ("Windows2022", "windows")],
+)
+def test_the_products_user_data_registers_the_node_with_its_labels_and_taints(
+    family: str, sandbox_family: str
+) -> None:
+    """Nodewright's user data read back as each family's bootstrap reads it."""
+    from nodewright.cloud.eks import ClusterInfo
+    from nodewright.cloud.userdata import NodeBootstrap, render
+
+    cluster = ClusterInfo("demo", "https://demo.example", "Q0E=", "1.31", "10.100.0.0/16")
+    spec = NodeBootstrap(cluster=cluster, labels=LABELS, taints=TAINTS, kubelet={"maxPods": 42})
+    boot = read_user_data(sandbox_family, encoded(render(family, spec)))
+    assert (boot.refused, boot.cluster) == ("", "demo")
+    assert dict(boot.labels) == LABELS
+    assert boot.taints == TAINTS
+    assert boot.max_pods == 42

@@ -140,3 +140,83 @@ def test_an_idle_world_never_asks_the_cloud() -> None:
     cloud = CountingCloud()
     world(cloud=cloud).nodeclass_of({"spec": {}})
     assert (cloud.asked, cloud.priced) == ([], 0)
+
+
+class RealTypesCloud(CountingCloud):
+    """The scheduler's own instance types (labels, capacity, offerings), on-demand and spot in one zone."""
+
+    def instance_types(self, nodeclass: Any) -> list[Any]:
+        from nodewright.scheduling import Offering as SchedulingOffering
+        from nodewright.scheduling import instance_type_from_ec2
+        from test_scheduling_support import ec2_info
+
+        self.asked.append(nodeclass["metadata"]["name"])
+        return [
+            instance_type_from_ec2(
+                ec2_info(name),
+                [
+                    SchedulingOffering("us-west-2a", "on-demand", price),
+                    SchedulingOffering("us-west-2a", "spot", 0.03),
+                ],
+            )
+            for name, price in (("m5.large", 0.096), ("m5.xlarge", 0.192))
+        ]
+
+
+def savings_plan(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": "savings-plan"},
+        "spec": {
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]}
+            ],
+            **spec,
+        },
+    }
+
+
+def test_overlays_change_a_nodepools_types_its_nodeclaims_candidates_and_their_price() -> None:
+    cloud = RealTypesCloud()
+    seen = world(cloud=cloud, nodeoverlays=[savings_plan(priceAdjustment="-75%")])
+    overlaid = {t.name: t for t in seen.pool_instance_types("default")}
+    assert {o.price for o in overlaid["m5.xlarge"].offerings if o.capacity_type == "on-demand"} == {0.048}
+    assert {t.name: min(o.price for o in t.offerings) for t in seen.instance_types("default")}[
+        "m5.xlarge"
+    ] == 0.03
+    claim = nodeclaim("a", nodeClassRef=REF)
+    labels = claim["metadata"]["labels"]
+    labels.update(
+        {"node.kubernetes.io/instance-type": "m5.xlarge", "karpenter.sh/capacity-type": "on-demand"}
+    )
+    assert seen.price_of(claim) == 0.048, "consolidation prices the node as its NodePool's overlays do"
+    (candidate,) = [t for t in seen.candidates_for(claim, limit=60) if t.name == "m5.xlarge"]
+    assert candidate is overlaid["m5.xlarge"]
+    assert seen.without_nodes(["x"]).pool_instance_types("default")[1] is overlaid["m5.xlarge"]
+    assert cloud.asked == ["default"]
+
+
+def test_without_overlays_the_nodepool_plans_with_its_nodeclasss_types_and_the_table_prices() -> None:
+    cloud = RealTypesCloud()
+    seen = world(cloud=cloud)
+    assert seen.pool_instance_types("default") is seen.instance_types("default")
+    claim = nodeclaim("a", nodeClassRef=REF)
+    claim["metadata"]["labels"]["karpenter.sh/capacity-type"] = "on-demand"
+    assert seen.price_of(claim) == 0.096
+    assert seen.overlays is None
+
+
+def test_observe_reads_nodeoverlays_only_with_the_gate() -> None:
+    from dataclasses import replace
+
+    from fakes import FakeCluster, fake_context
+    from nodewright.state.world import observe
+
+    clock = FakeClock()
+    cluster = FakeCluster(clock)
+    cluster.add("NodeOverlay", savings_plan(price="0.01"))
+    ctx = fake_context(cluster, RealTypesCloud(), clock)
+    assert observe(ctx).nodeoverlays == []  # Karpenter v1.14's NodeOverlay gate is off by default
+    ctx.settings = replace(ctx.settings, node_overlay=True)
+    assert [o["metadata"]["name"] for o in observe(ctx).nodeoverlays] == ["savings-plan"]

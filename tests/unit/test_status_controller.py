@@ -159,3 +159,56 @@ def test_nodepool_status_counts_its_nodeclaims_and_the_nodeclass_generation(
         "FieldsNotActedOn": ("False", "AllFieldsActedOn"),
         "Ready": ("True", "Ready"),
     }
+
+
+def _overlay(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": name, "generation": 1},
+        "spec": {
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}
+            ],
+            **spec,
+        },
+    }
+
+
+def test_nodeoverlays_get_karpenters_conditions_with_the_gate(
+    env: tuple[Context, FakeCluster, FakeCloudProvider],
+) -> None:
+    from dataclasses import replace
+
+    from nodewright.scheduling import Offering, instance_type_from_ec2
+    from test_scheduling_support import ec2_info
+
+    ctx, cluster, cloud = env
+    cloud.types = [instance_type_from_ec2(ec2_info("m5.large"), [Offering("us-west-2a", "on-demand", 0.096)])]
+    cluster.add("NodeOverlay", _overlay("zz-savings", priceAdjustment="-20%"))
+    cluster.add("NodeOverlay", _overlay("aa-negotiated", price="0.05"))  # same weight, same offering
+    cluster.add("NodeOverlay", _overlay("bogus", requirements=[], capacity={"nvidia.com/gpu": "1"}))
+    cluster.objects["NodeOverlay"]["bogus"]["spec"]["requirements"] = [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["preemptible"]}
+    ]
+    status.reconcile(ctx)
+    assert "status" not in cluster.objects["NodeOverlay"]["zz-savings"], "the gate is off by default"
+
+    ctx.settings = replace(ctx.settings, node_overlay=True)
+    report = status.reconcile(ctx)
+    overlays = cluster.objects["NodeOverlay"]
+    assert conditions(overlays["zz-savings"]) == {
+        "ValidationSucceeded": ("True", "ValidationSucceeded"),
+        "Ready": ("True", "Ready"),
+    }
+    assert conditions(overlays["aa-negotiated"]) == {
+        "ValidationSucceeded": ("False", "Conflict"),
+        "Ready": ("False", "UnhealthyDependents"),
+    }
+    (conflict,) = [
+        c for c in overlays["aa-negotiated"]["status"]["conditions"] if c["type"] == "ValidationSucceeded"
+    ]
+    assert conflict["message"] == "conflict with another overlay"
+    assert conditions(overlays["bogus"])["ValidationSucceeded"] == ("False", "RuntimeValidation")
+    assert sorted(report.nodeoverlays) == ["aa-negotiated", "bogus", "zz-savings"]
+    assert status.reconcile(ctx).nodeoverlays == [], "a quiet minute writes nothing"

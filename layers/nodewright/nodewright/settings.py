@@ -83,6 +83,9 @@ class Settings:
     # Karpenter's SpotToSpotConsolidation feature gate, off by default as there: a node whose
     # candidates are all spot is consolidated by deletion only, never replaced by another spot node.
     spot_to_spot_consolidation: bool = False
+    # Karpenter's NodeOverlay feature gate (alpha, off by default in v1.14 as there): with it, the
+    # NodeOverlays are read and change the prices and capacity every plan sees (``state.overlays``).
+    node_overlay: bool = False
     # AWS_ENDPOINT_URL_<SERVICE>: one service elsewhere than the others (the sandbox's Lambda).
     service_endpoints: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -111,9 +114,6 @@ class Settings:
             raise SettingsError(
                 f"MIN_VALUES_POLICY={min_values_policy!r}: use {' or '.join(map(repr, MIN_VALUES_POLICIES))}"
             )
-        spot_to_spot = env.get("SPOT_TO_SPOT_CONSOLIDATION") or "false"
-        if spot_to_spot.lower() not in (*_TRUE, "0", "false", "no"):
-            raise SettingsError(f"SPOT_TO_SPOT_CONSOLIDATION={spot_to_spot!r}: use 'true' or 'false'")
         return cls(
             cluster_name=cluster,
             region=region,
@@ -129,8 +129,9 @@ class Settings:
             idle_after_seconds=_number(env, "IDLE_AFTER_SECONDS", 600.0),
             tracing=env.get("NODEWRIGHT_TRACING", "false").lower() in _TRUE,
             min_values_policy=min_values_policy,
-            spot_to_spot_consolidation=spot_to_spot.lower() in _TRUE,
-            static_capacity=env.get("STATIC_CAPACITY", "false").lower() in _TRUE,
+            spot_to_spot_consolidation=_gate(env, "SPOT_TO_SPOT_CONSOLIDATION"),
+            node_overlay=_gate(env, "NODE_OVERLAY"),
+            static_capacity=_gate(env, "STATIC_CAPACITY"),
             wake_function=env.get("WAKE_FUNCTION") or None,
             webhook_secret=env.get("WEBHOOK_SECRET_ARN") or None,
             service_endpoints={
@@ -140,3 +141,11 @@ class Settings:
             },
             aws_credentials=AwsCredentials.from_env(env),
         )
+
+
+def _gate(env: Mapping[str, str], name: str) -> bool:
+    """A Karpenter feature gate the stack sets (``true``/``false``), off when absent."""
+    value = env.get(name) or "false"
+    if value.lower() not in (*_TRUE, "0", "false", "no"):
+        raise SettingsError(f"{name}={value!r}: use 'true' or 'false'")
+    return value.lower() in _TRUE

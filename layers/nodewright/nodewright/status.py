@@ -8,11 +8,19 @@ latency users wait on) untouched.
 Per EC2NodeClass (not being deleted), from what EC2 answers now (``CloudProvider.nodeclass_status``):
 
 - ``status.subnets`` (most free IPs first, with zone IDs), ``securityGroups`` (with names), ``amis``
-  (with their requirements), ``instanceProfile`` (created for ``role`` when needed);
+  (with their requirements), ``instanceProfile`` (created for ``role`` when needed),
+  ``capacityReservations`` (the active reservations the terms select, ``expiring`` from 40 minutes
+  before a Capacity Block's end);
 - conditions with Karpenter's types and reasons: ``SubnetsReady``, ``SecurityGroupsReady``,
-  ``AMIsReady``, ``InstanceProfileReady``, ``PlacementGroupReady`` (when a group is selected),
+  ``AMIsReady``, ``InstanceProfileReady``, ``CapacityReservationsReady`` (informational),
+  ``PlacementGroupReady`` (when a group is selected),
   ``ValidationSucceeded``, Nodewright's informational ``FieldsNotActedOn``, and the root ``Ready``
   (True when every other but ``FieldsNotActedOn`` is; else ``UnhealthyDependents`` naming them).
+
+Per NodeOverlay (with the stack's ``nodeOverlay`` gate, Karpenter's): ``ValidationSucceeded`` as
+Karpenter's nodeoverlay controller writes it (True; False ``RuntimeValidation`` with the errors, or
+``Conflict`` "conflict with another overlay") under the root ``Ready`` (``UnhealthyDependents``), from
+the same resolution every plan applies (``state.overlays``).
 
 Per NodePool: ``status.nodes`` and ``status.resources`` (the capacity of its NodeClaims, ``nodes``
 included, as Karpenter's counter controller sums it), ``nodeClassObservedGeneration``, and the
@@ -47,8 +55,9 @@ if TYPE_CHECKING:
 
 READY = "Ready"
 VALIDATION_SUCCEEDED = "ValidationSucceeded"
-# Conditions that do not hold an object's readiness.
-INFORMATIONAL = frozenset({FIELDS_NOT_ACTED_ON})
+# Conditions that do not hold an object's readiness: a failed DescribeCapacityReservations costs the
+# reserved offerings of that minute, never the EC2NodeClass's on-demand and spot launches.
+INFORMATIONAL = frozenset({FIELDS_NOT_ACTED_ON, "CapacityReservationsReady"})
 
 
 @dataclass
@@ -58,12 +67,14 @@ class StatusReport:
     nodeclasses: list[str] = field(default_factory=list)
     nodepools: list[str] = field(default_factory=list)
     not_ready: dict[str, str] = field(default_factory=dict)
+    nodeoverlays: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
             "nodeclassStatuses": self.nodeclasses,
             "nodepoolStatuses": self.nodepools,
             "nodeclassesNotReady": self.not_ready,
+            "nodeoverlayStatuses": self.nodeoverlays,
         }
 
 
@@ -102,7 +113,31 @@ def reconcile(ctx: Context) -> StatusReport:
             report.nodepools.append(name)
         elif name in verdicts.changed:
             report.nodepools.append(name)
+    if ctx.settings.node_overlay:
+        world.cloud = ctx.cloud
+        world.nodeoverlays = cluster.list_nodeoverlays()
+        _nodeoverlays(ctx, world, report)
     return report
+
+
+def _nodeoverlays(ctx: Context, world: World, report: StatusReport) -> None:
+    """Each NodeOverlay's ``ValidationSucceeded`` and ``Ready`` (see the module), written when changed."""
+    resolution = world.overlays
+    if resolution is None:
+        return
+    for overlay in world.nodeoverlays:
+        name = name_of(overlay)
+        verdict = resolution.verdicts.get(name)
+        if verdict is None:  # a document without a name: the API server never stores one
+            continue
+        status = _Status(overlay, ctx.clock.now())
+        status.put(VALIDATION_SUCCEEDED, verdict.ok, verdict.reason, verdict.message)
+        unhealthy = "" if verdict.ok else f"{VALIDATION_SUCCEEDED}=False"
+        status.put(READY, verdict.ok, READY if verdict.ok else "UnhealthyDependents", unhealthy)
+        wanted = {"conditions": status.conditions}
+        if not _same(overlay.get("status") or {}, wanted):
+            ctx.cluster.patch_nodeoverlay_status(name, wanted)
+            report.nodeoverlays.append(name)
 
 
 def _nodeclass(ctx: Context, nodeclass: Obj, report: StatusReport) -> Obj:
@@ -135,9 +170,12 @@ def _nodeclass(ctx: Context, nodeclass: Obj, report: StatusReport) -> Obj:
     ]
     status.put(READY, not unhealthy, READY if not unhealthy else "UnhealthyDependents", "; ".join(unhealthy))
     wanted = {**resolution.status, "conditions": status.conditions}
-    # Parts that no longer resolve are cleared, as Karpenter clears them (a merge patch drops a null).
+    # Parts that no longer resolve are cleared, as Karpenter clears them (a merge patch drops a null);
+    # capacity reservations only when no term selects any (a failed read keeps the list it had).
     for key in ("subnets", "securityGroups", "amis", "instanceProfile"):
         wanted.setdefault(key, None)
+    if not (nodeclass.get("spec") or {}).get("capacityReservationSelectorTerms"):
+        wanted.setdefault("capacityReservations", None)
     current = nodeclass.get("status") or {}
     if not _same(current, wanted):
         written = ctx.cluster.patch_ec2nodeclass_status(name, wanted)

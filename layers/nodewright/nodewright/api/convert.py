@@ -28,6 +28,7 @@ from nodewright.api import labels
 from nodewright.api.durations import DurationError, format_duration, parse_duration
 from nodewright.api.findings import Finding, error, warning
 from nodewright.api.models import AWS_V1, KARPENTER_V1
+from nodewright.api.overlays import API_VERSION as OVERLAY_V1ALPHA1
 from nodewright.api.shapes import as_dict, dig, kind_of
 
 Doc = dict[str, Any]
@@ -518,6 +519,7 @@ def convert_document(doc: Doc) -> Conversion:
         (KARPENTER_V1, "NodePool"),
         (KARPENTER_V1, "NodeClaim"),
         (AWS_V1, "EC2NodeClass"),
+        (OVERLAY_V1ALPHA1, "NodeOverlay"),
     }:
         return Conversion(
             documents=[copy.deepcopy(doc)],
@@ -525,8 +527,8 @@ def convert_document(doc: Doc) -> Conversion:
                 error(
                     "apiVersion",
                     f"{api_version} {kind} is not a kind Nodewright reads; use karpenter.sh/v1 "
-                    "NodePool/NodeClaim or karpenter.k8s.aws/v1 EC2NodeClass "
-                    "(v1beta1 and v1alpha5 forms are converted)",
+                    "NodePool/NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass or karpenter.sh/v1alpha1 "
+                    "NodeOverlay (v1beta1 and v1alpha5 forms are converted)",
                 )
             ],
         )

@@ -1,8 +1,8 @@
-"""CustomResourceDefinitions for NodePool, NodeClaim and EC2NodeClass, built from ``api.schema``.
+"""CustomResourceDefinitions for NodePool, NodeClaim, EC2NodeClass and NodeOverlay, built from ``api.schema``.
 
 They hold Karpenter v1.14's whole schema (its fields, defaults, CEL rules, printer columns and
 subresources), so a manifest Karpenter v1.14 accepts applies unchanged; ``api.features`` says which
-fields Nodewright acts on.
+fields Nodewright acts on. NodeOverlay is Karpenter's alpha ``karpenter.sh/v1alpha1`` kind.
 
 The files under ``crds/`` are the output of ``python -m nodewright.api.crds crds/``; a unit test
 keeps them equal to what this module builds, so the schema has one source. Only ``v1`` is served
@@ -105,6 +105,24 @@ _DEFINITIONS: list[dict[str, Any]] = [
             {"name": "Role", "type": "string", "jsonPath": ".spec.role", "priority": 1},
         ],
     },
+    {
+        # Karpenter v1.14's NodeOverlay, alpha as there (read only with the stack's nodeOverlay gate).
+        "group": "karpenter.sh",
+        "version": "v1alpha1",
+        "kind": "NodeOverlay",
+        "plural": "nodeoverlays",
+        "singular": "nodeoverlay",
+        "shortNames": ["overlays"],
+        "description": (
+            "NodeOverlay adjusts the prices and adds extended resources to the instance types the "
+            "scheduling simulation sees (the stack's nodeOverlay setting)."
+        ),
+        "columns": [
+            {"name": "Ready", "type": "string", "jsonPath": _READY},
+            _AGE,
+            {"name": "Weight", "type": "integer", "jsonPath": ".spec.weight", "priority": 1},
+        ],
+    },
 ]
 
 
@@ -115,7 +133,8 @@ def _with_description(schema: Schema, description: str) -> Schema:
 
 
 def build_crd(definition: dict[str, Any]) -> dict[str, Any]:
-    """One apiextensions.k8s.io/v1 CRD: cluster-scoped, v1 served and stored, status subresource."""
+    """One apiextensions.k8s.io/v1 CRD: cluster-scoped, one version (v1 unless the definition names
+    another) served and stored, status subresource."""
     names: dict[str, Any] = {
         "kind": definition["kind"],
         "listKind": f"{definition['kind']}List",
@@ -139,7 +158,7 @@ def build_crd(definition: dict[str, Any]) -> dict[str, Any]:
             "scope": "Cluster",
             "versions": [
                 {
-                    "name": "v1",
+                    "name": definition.get("version", "v1"),
                     "served": True,
                     "storage": True,
                     "additionalPrinterColumns": definition["columns"],

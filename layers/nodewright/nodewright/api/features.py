@@ -1,4 +1,4 @@
-"""Every user-facing field of Karpenter v1.14's NodePool, NodeClaim and EC2NodeClass, and whether
+"""Every user-facing field of Karpenter v1.14's NodePool, NodeClaim, EC2NodeClass and NodeOverlay, and whether
 Nodewright acts on it: the one definition the README's feature table, ``nodewright validate``'s
 warnings and the ``FieldsNotActedOn`` status condition are all made from.
 
@@ -29,6 +29,7 @@ ALL_ACTED_ON_REASON = "AllFieldsActedOn"
 NODEPOOL = "NodePool"
 NODECLAIM = "NodeClaim"
 EC2NODECLASS = "EC2NodeClass"
+NODEOVERLAY = "NodeOverlay"
 NODE = "Node"  # the labels, annotations and taints Karpenter puts on a node (table rows only)
 
 
@@ -140,10 +141,10 @@ FEATURES: tuple[Feature, ...] = (
     _y(EC2NODECLASS, "spec.amiSelectorTerms[].ssmParameter", "resolved with SSM GetParameter"),
     _y(EC2NODECLASS, "spec.subnetSelectorTerms", "id, tags"),
     _y(EC2NODECLASS, "spec.securityGroupSelectorTerms", "id, name, tags"),
-    _no(
+    _y(
         EC2NODECLASS,
         "spec.capacityReservationSelectorTerms",
-        "capacity reservations are not selected: nodes launch as on-demand or spot",
+        "id, tags, ownerID, instanceMatchCriteria; ODCRs and Capacity Blocks, capacity type reserved",
     ),
     _y(EC2NODECLASS, "spec.associatePublicIPAddress"),
     _y(EC2NODECLASS, "spec.ipPrefixCount", "Ipv4PrefixCount of the primary interface"),
@@ -181,13 +182,24 @@ FEATURES: tuple[Feature, ...] = (
     _y(EC2NODECLASS, "status.securityGroups"),
     _y(EC2NODECLASS, "status.amis"),
     _y(EC2NODECLASS, "status.instanceProfile"),
-    _no(EC2NODECLASS, "status.capacityReservations", "not written (capacity reservations are not selected)"),
+    _y(EC2NODECLASS, "status.capacityReservations", "state expiring from 40 minutes before a block's end"),
     _y(
         EC2NODECLASS,
         "status.conditions",
         "Ready, AMIsReady, SubnetsReady, SecurityGroupsReady, InstanceProfileReady, ValidationSucceeded, "
         "FieldsNotActedOn",
     ),
+    # --- NodeOverlay (karpenter.sh/v1alpha1; read with the stack's nodeOverlay gate, off by default) ---
+    _y(
+        NODEOVERLAY,
+        "spec.requirements",
+        "matched against each NodePool's instance types and offerings (labels, template labels, nodepool)",
+    ),
+    _y(NODEOVERLAY, "spec.price", "replaces the price of the offerings it selects"),
+    _y(NODEOVERLAY, "spec.priceAdjustment", "+/-N or +/-N% of the offerings' price, never below 0"),
+    _y(NODEOVERLAY, "spec.capacity", "extended resources added to capacity (hugepages less memory)"),
+    _y(NODEOVERLAY, "spec.weight", "highest first; same weight: the later name, a conflict applies nowhere"),
+    _y(NODEOVERLAY, "status.conditions", "Ready, ValidationSucceeded (RuntimeValidation, Conflict)"),
     # --- what Karpenter v1.14 puts on nodes beside the fields (table rows; no document sets them) ---
     _y(NODE, "labels.topology.k8s.aws/zone-id", "on every offering, NodeClaim and Node (from the subnets)"),
     _y(NODE, "labels.karpenter.k8s.aws/ec2nodeclass", "on every NodeClaim and Node; pods may select it"),
@@ -202,10 +214,11 @@ FEATURES: tuple[Feature, ...] = (
         NODE, "labels.karpenter.sh/do-not-sync-taints", "set by the user data; registration leaves the taints"
     ),
     _y(NODE, "taints.karpenter.sh/unregistered", "registered with it (user data), lifted at registration"),
-    _no(
+    _y(
         NODE,
         "labels.karpenter.k8s.aws/capacity-reservation-*",
-        "capacity reservations are not selected, so no node carries them",
+        "id, type (default, capacity-block), interruptible, on every node launched into a reservation; "
+        "an interruptible reservation is launched into by a reserved-capacity fleet",
     ),
 )
 

@@ -788,10 +788,85 @@ EC2NODECLASS = obj(
     required=["spec"],
 )
 
+# Karpenter v1.14's NodeOverlay (karpenter.sh/v1alpha1, ``pkg/apis/v1alpha1/nodeoverlay.go``): which
+# instance types its requirements select, an absolute ``price`` or a ``priceAdjustment`` (signed
+# absolute, +N% or -N% down to -100%), extended resources added to their capacity, a weight.
+OVERLAY_PRICE_PATTERN = r"^\d+(\.\d+)?$"
+OVERLAY_PRICE_ADJUSTMENT_PATTERN = (
+    r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$"
+)
+# The resources an overlay's capacity may not name (it adds extended resources only).
+OVERLAY_RESTRICTED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
+
+NODEOVERLAY_REQUIREMENT = obj(
+    {
+        "key": validated(
+            string(maxLength=316, pattern=QUALIFIED_NAME_PATTERN),
+            *_label_key_rules("self", nodepool=False)[:2],  # karpenter.sh and kubernetes.io/hostname
+        ),
+        "operator": string(enum=REQUIREMENT_OPERATORS),
+        "values": array(
+            string(maxLength=63, pattern=LABEL_VALUE_PATTERN), **{"x-kubernetes-list-type": "atomic"}
+        ),
+    },
+    required=["key", "operator"],
+)
+
+NODEOVERLAY = obj(
+    {
+        "apiVersion": string(),
+        "kind": string(),
+        "metadata": {"type": "object"},
+        "spec": validated(
+            obj(
+                {
+                    "requirements": validated(
+                        array(NODEOVERLAY_REQUIREMENT, maxItems=100),
+                        cel(
+                            "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+                            "requirements with operator 'NotIn' must have a value defined",
+                        ),
+                        cel(
+                            "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+                            "requirements with operator 'In' must have a value defined",
+                        ),
+                        cel(
+                            "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || "
+                            "x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+                            "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive "
+                            "integer value",
+                        ),
+                    ),
+                    "priceAdjustment": string(pattern=OVERLAY_PRICE_ADJUSTMENT_PATTERN),
+                    "price": string(pattern=OVERLAY_PRICE_PATTERN),
+                    "capacity": validated(
+                        resource_list(),
+                        cel(
+                            "self.all(x, !(x in ["
+                            + ", ".join(f"'{r}'" for r in OVERLAY_RESTRICTED_RESOURCES)
+                            + "]))",
+                            "invalid resource restricted",
+                        ),
+                    ),
+                    "weight": integer(minimum=1, maximum=10000, format="int32"),
+                },
+                required=["requirements"],
+            ),
+            cel(
+                "!has(self.price) || !has(self.priceAdjustment)",
+                "cannot set both 'price' and 'priceAdjustment'",
+            ),
+        ),
+        "status": obj({"conditions": CONDITIONS}),
+    },
+    required=["spec"],
+)
+
 SCHEMAS: dict[tuple[str, str], Schema] = {
     ("karpenter.sh", "NodePool"): NODEPOOL,
     ("karpenter.sh", "NodeClaim"): NODECLAIM,
     ("karpenter.k8s.aws", "EC2NodeClass"): EC2NODECLASS,
+    ("karpenter.sh", "NodeOverlay"): NODEOVERLAY,
 }
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from croniter import croniter
 from kubernetes.utils.quantity import parse_quantity
 
-from nodewright.api import labels
+from nodewright.api import labels, overlays
 from nodewright.api.convert import Conversion, convert_document
 from nodewright.api.durations import DURATION_UNITS_STRICT, DurationError, parse_duration
 from nodewright.api.features import not_acted_on
@@ -29,6 +29,7 @@ from nodewright.api.schema import (
     BUDGET_DURATION_PATTERN,
     BUDGET_NODES_PATTERN,
     EVICTION_SIGNALS,
+    OVERLAY_RESTRICTED_RESOURCES,
     SCHEMAS,
     Schema,
 )
@@ -38,6 +39,7 @@ _V1 = {
     ("karpenter.sh/v1", "NodePool"),
     ("karpenter.sh/v1", "NodeClaim"),
     ("karpenter.k8s.aws/v1", "EC2NodeClass"),
+    (overlays.API_VERSION, overlays.KIND),  # current too: Karpenter v1.14 serves only v1alpha1
 }
 
 # Unknown fields with a known explanation (paths with list indices written as []).
@@ -708,8 +710,27 @@ def _ec2nodeclass_rules(doc: dict[str, Any], out: list[Finding], partial: bool) 
                 )
 
 
+def _nodeoverlay_rules(doc: dict[str, Any], out: list[Finding]) -> None:
+    """What the CRD's CEL rules refuse (both prices, a restricted capacity resource) and the requirement
+    rules a NodePool's requirements also follow; the rest of Karpenter's runtime validation is the
+    overlay's ``ValidationSucceeded`` condition (``api.overlays.runtime_errors``)."""
+    spec = as_dict(doc.get("spec"))
+    if "price" in spec and "priceAdjustment" in spec:
+        out.append(error("spec", "Invalid value: cannot set both 'price' and 'priceAdjustment'; keep one"))
+    for name in as_dict(spec.get("capacity")):
+        if name in OVERLAY_RESTRICTED_RESOURCES:
+            out.append(
+                error(
+                    f"spec.capacity.{name}",
+                    "Invalid value: invalid resource restricted: an overlay adds extended resources only",
+                )
+            )
+    _check_requirements(spec.get("requirements"), "spec.requirements", out, {}, in_nodepool=False)
+
+
 def validate_v1(doc: dict[str, Any], *, partial: bool = False) -> list[Finding]:
-    """Every problem of a v1 NodePool/NodeClaim/EC2NodeClass (``partial``: a kubelet-only EC2NodeClass)."""
+    """Every problem of a v1 NodePool/NodeClaim/EC2NodeClass (``partial``: a kubelet-only EC2NodeClass)
+    or a NodeOverlay."""
     key = kind_of(doc)
     if key is None or key not in _V1:
         return [
@@ -725,6 +746,8 @@ def validate_v1(doc: dict[str, Any], *, partial: bool = False) -> list[Finding]:
         _nodepool_rules(doc, out)
     elif key[1] == "NodeClaim":
         _nodeclaim_rules(doc, out)
+    elif key[1] == overlays.KIND:
+        _nodeoverlay_rules(doc, out)
     else:
         _ec2nodeclass_rules(doc, out, partial)
     out.extend(warning(path, f"not acted on: {note}") for path, note in not_acted_on(doc))

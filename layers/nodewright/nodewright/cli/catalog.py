@@ -10,6 +10,14 @@ and spot price history. A type with no price is ranked by the documented estimat
 NODE/H adds what every node pays for its EBS volumes (``--nodeclass FILE``'s blockDeviceMappings,
 else the AL2023 default 20 GiB gp3 root), priced from the bundled EBS table
 (``nodewright.cloud.ebs``): the price the planner minimises.
+
+Reserved offerings: the capacity reservations the ``--nodeclass`` EC2NodeClass's
+``capacityReservationSelectorTerms`` select, from ``--reservations FILE`` (a saved
+``aws ec2 describe-capacity-reservations --output json`` answer) or else read from EC2; a reserved
+row names its reservation. ``--overlays FILE``: NodeOverlays (``karpenter.sh/v1alpha1``) applied as
+the functions apply them with the stack's nodeOverlay setting (``state.overlays``) in the
+``--requirements`` NodePool: PRICE/H is the overlaid price, and WHY names the reservation or the
+overlays behind it and the price before them ("why this type?").
 """
 
 from __future__ import annotations
@@ -38,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--nodeclass", metavar="FILE", help="an EC2NodeClass manifest whose volumes each node pays for"
     )
+    parser.add_argument(
+        "--reservations",
+        metavar="FILE",
+        help="a saved `aws ec2 describe-capacity-reservations --output json` answer (with --nodeclass)",
+    )
+    parser.add_argument("--overlays", metavar="FILE", help="NodeOverlay manifests to apply to the prices")
     parser.add_argument("--limit", type=int, default=40, help="rows to print (0 = all; default 40)")
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     parser.set_defaults(func=run)
@@ -144,10 +158,76 @@ def load_nodeclass(path: str) -> dict[str, Any]:
     raise RequirementsFileError(f"{path} holds no EC2NodeClass{why}")
 
 
+def load_overlays(path: str) -> list[Any]:
+    """The NodeOverlays of a file (``api.overlays.NodeOverlay``); one that is invalid is an error."""
+    from nodewright.api.manifests import validate_files
+    from nodewright.api.overlays import KIND, from_manifest
+
+    found: list[Any] = []
+    for report in validate_files([path]).documents:
+        problems = [str(f) for f in report.findings if f.is_error]
+        if problems:
+            raise RequirementsFileError(f"{report.source.label}: {'; '.join(problems)}")
+        found.extend(from_manifest(doc) for doc in report.v1 if doc.get("kind") == KIND)
+    if not found:
+        raise RequirementsFileError(f"{path} holds no NodeOverlay")
+    return found
+
+
+def load_nodepool_identity(path: str | None) -> tuple[str, dict[str, str]]:
+    """The name and template labels an overlay's requirements see (the NodePool of ``--requirements``;
+    without one, ``catalog`` and none)."""
+    import yaml
+
+    from nodewright.textfiles import decode_utf8
+
+    if path:
+        with open(path, "rb") as handle:
+            for document in yaml.safe_load_all(decode_utf8(handle.read())):
+                if isinstance(document, dict) and document.get("kind") == "NodePool":
+                    meta = document.get("metadata") or {}
+                    template = ((document.get("spec") or {}).get("template") or {}).get("metadata") or {}
+                    return str(meta.get("name") or "catalog"), dict(template.get("labels") or {})
+    return "catalog", {}
+
+
+def load_reservations(path: str, terms: list[Any]) -> list[Any]:
+    """The reservations of a saved DescribeCapacityReservations answer that ``terms`` select."""
+    from datetime import UTC, datetime
+
+    from nodewright.api.manifests import load_files
+    from nodewright.cloud.reservations import (
+        SavedAnswerError,
+        from_saved_answer,
+        is_saved_answer,
+        selected_by,
+    )
+
+    found = []
+    for loaded in load_files([path]):
+        if loaded.doc is None:
+            raise RequirementsFileError(f"{path}: {loaded.findings[0].message}")
+        if not is_saved_answer(loaded.doc):
+            raise RequirementsFileError(
+                f"{path} is not a DescribeCapacityReservations answer; save "
+                "`aws ec2 describe-capacity-reservations --output json`"
+            )
+        try:
+            found.extend(from_saved_answer(loaded.doc, path))
+        except SavedAnswerError as exc:
+            raise RequirementsFileError(str(exc)) from exc
+    return selected_by(terms, found, datetime.now(UTC))
+
+
 def rows(
-    instance_types: list[Any], terms: list[dict[str, Any]], estimated: set[str], ebs_per_node: float = 0.0
+    instance_types: list[Any],
+    terms: list[dict[str, Any]],
+    estimated: set[str],
+    ebs_per_node: float = 0.0,
+    why: Any = None,
 ) -> list[dict[str, Any]]:
-    """One row per type the requirements allow that has an available offering, cheapest first."""
+    """One row per type the requirements allow that has an available offering, cheapest first;
+    ``why(type name, offering)``: the overlays that priced that offering and its price before them."""
     from nodewright.scheduling.requirements import Requirements
     from nodewright.scheduling.resources import format_resource
 
@@ -164,6 +244,7 @@ def rows(
         if not offerings:
             continue
         best = offerings[0]
+        overlays, base = why(instance_type.name, best) if why else ([], best.price)
         found.append(
             {
                 "instanceType": instance_type.name,
@@ -177,6 +258,17 @@ def rows(
                 "arch": instance_type.labels.get("kubernetes.io/arch", ""),
                 "capacity": formatted(instance_type.capacity),
                 "allocatable": formatted(instance_type.allocatable),
+                "basePrice": base,
+                "nodeOverlays": overlays,
+                **(
+                    {
+                        "capacityReservationId": best.reservation_id,
+                        "capacityReservationType": best.reservation_type,
+                        "interruptible": best.interruptible,
+                    }
+                    if best.reservation_id
+                    else {}
+                ),
             }
         )
     found.sort(key=lambda r: (r["price"], r["instanceType"]))
@@ -184,7 +276,18 @@ def rows(
 
 
 def _table(found: list[dict[str, Any]]) -> str:
-    header = ("TYPE", "ARCH", "PRICE/H", "NODE/H", "CAPACITY", "ZONE", "ALLOC CPU", "ALLOC MEMORY", "PODS")
+    header = (
+        "TYPE",
+        "ARCH",
+        "PRICE/H",
+        "NODE/H",
+        "CAPACITY",
+        "ZONE",
+        "ALLOC CPU",
+        "ALLOC MEMORY",
+        "PODS",
+        "WHY",
+    )
     lines = [header]
     for row in found:
         price = f"{'~' if row['priceEstimated'] else ''}{row['price']:.4f}"
@@ -199,12 +302,43 @@ def _table(found: list[dict[str, Any]]) -> str:
                 row["allocatable"].get("cpu", "0"),
                 row["allocatable"].get("memory", "0"),
                 row["allocatable"].get("pods", "0"),
+                _why(row),
             )
         )
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     return "\n".join(
         "  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
     )
+
+
+def _overlaid(
+    types: list[Any], overlays: list[Any], pool: str, labels: dict[str, str]
+) -> tuple[list[Any], Any, dict[str, Any]]:
+    """The types as the overlays change them in the NodePool (``state.overlays``, as the functions),
+    a ``why(type, offering)`` answering (the overlays that priced the offering, its price before),
+    and each overlay's verdict."""
+    from nodewright.state.overlays import PoolFacts, offering_key, resolve
+
+    resolution = resolve(overlays, {pool: PoolFacts(labels, types)})
+    base = {t.name: {offering_key(o): o.price for o in t.offerings} for t in types}
+
+    def why(name: str, offering: Any) -> tuple[list[str], float]:
+        applied = resolution.applied(pool, name)
+        priced = applied.prices.get(offering_key(offering))
+        return sorted({*([priced] if priced else []), *applied.capacity}), base[name][offering_key(offering)]
+
+    return resolution.apply(pool, types), why, resolution.verdicts
+
+
+def _why(row: dict[str, Any]) -> str:
+    """What made this row's price: the reservation it is, the overlays that priced it (and from what)."""
+    parts = []
+    if row.get("capacityReservationId"):
+        kind = row["capacityReservationType"] + (", interruptible" if row["interruptible"] else "")
+        parts.append(f"{row['capacityReservationId']} ({kind})")
+    if row["nodeOverlays"]:
+        parts.append(f"{'+'.join(row['nodeOverlays'])} (was {row['basePrice']:.4f})")
+    return "; ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -216,6 +350,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         terms = load_requirements(args.requirements) if args.requirements else []
         nodeclass = load_nodeclass(args.nodeclass) if args.nodeclass else {"spec": {}}
+        overlays = load_overlays(args.overlays) if args.overlays else []
+        pool_name, pool_labels = load_nodepool_identity(args.requirements)
+        selector = (nodeclass.get("spec") or {}).get("capacityReservationSelectorTerms") or []
+        reserved = load_reservations(args.reservations, selector) if args.reservations else None
     except RequirementsFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -243,12 +381,30 @@ def run(args: argparse.Namespace) -> int:
             prices = catalog.prices()
             estimated = {name for name in catalog.data().types if prices.on_demand_price(name) is None}
             storage = ebs.node_storage(nodeclass, settings.region)
-            found = rows(catalog.instance_types(), terms, estimated, storage.per_hour)
+            if reserved is None and selector:  # the EC2NodeClass's reservations, as EC2 has them now
+                from nodewright.cloud.reservations import ReservationResolver
+
+                resolver = ReservationResolver(
+                    aws.client("ec2", settings), (settings.region, settings.aws_endpoint_url)
+                )
+                reserved = resolver.select(selector)
+            types = catalog.instance_types(reservations=reserved or [])
+            why: Any = None
+            verdicts: dict[str, Any] = {}
+            if overlays:
+                types, why, verdicts = _overlaid(types, overlays, pool_name, pool_labels)
+            found = rows(types, terms, estimated, storage.per_hour, why)
         except (BotoCoreError, ClientError) as exc:  # no credentials, endpoint unreachable, denied
             why = _errors.one_line(exc, settings.cluster_name)
             print(f"error: cannot read the EC2 catalog of {settings.region}: {why}", file=sys.stderr)
             return 1
     shown = found if args.limit <= 0 else found[: args.limit]
+    for name, verdict in sorted(verdicts.items()):
+        if not verdict.ok:
+            print(
+                f"warning: NodeOverlay {name} not applied: {verdict.reason}: {verdict.message}",
+                file=sys.stderr,
+            )
     if args.json:
         print(json.dumps(shown, indent=2))
     else:

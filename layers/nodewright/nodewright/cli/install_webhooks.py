@@ -152,19 +152,12 @@ def _apply(client: Any, documents: list[dict[str, Any]]) -> int:
 
 
 def _uninstall(client: Any) -> int:
-    from nodewright.api import webhooks
+    """What the removal at ``cdk destroy`` does (``cluster.install.uninstall_webhooks``): one rule.
+    The CRDs are patched back to serving ``v1`` only, never replaced: a CRD whose
+    ``status.storedVersions`` still lists ``v1beta1`` (a cluster Karpenter ran before v1) refuses a
+    replacement without that version."""
     from nodewright.cluster import install
-    from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
 
-    gone = install.remove(client, VALIDATING_WEBHOOKS, webhooks.CONFIGURATION_NAME)
-    print(
-        f"validatingwebhookconfiguration/{webhooks.CONFIGURATION_NAME} {'deleted' if gone else 'not found'}"
-    )
-    for crd in webhooks.v1_only_crds():
-        name = crd["metadata"]["name"]
-        if client.find(CRDS, name) is None:
-            print(f"customresourcedefinition/{name} not installed (kubectl apply -f crds/)")
-            continue
-        install.apply(client, CRDS, crd)
-        print(f"customresourcedefinition/{name} v1 only, no conversion webhook")
+    for line in install.uninstall_webhooks(client):
+        print(line)
     return 0

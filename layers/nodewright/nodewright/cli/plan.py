@@ -2,10 +2,15 @@
 
 Pods/Deployments + NodePools + EC2NodeClasses in (any Karpenter version: old ones are converted
 as ``nodewright convert`` converts them), with the cluster they land in: Nodes and bound Pods,
-NodeClaims, DaemonSets, PersistentVolumeClaims/Volumes, StorageClasses, RuntimeClasses (any other
-kind is listed as ignored). Or ``--kubeconfig``: a live cluster's current objects, read once and
-never written. Out: the NodeClaims the provisioner would create (NodePool, candidate instance types
-cheapest first, zones, capacity types, labels, taints, $/h with the EBS volumes' share), the pods
+NodeClaims, DaemonSets, PersistentVolumeClaims/Volumes, StorageClasses, RuntimeClasses; NodeOverlays
+(their prices and capacity, as the functions apply them with the stack's nodeOverlay setting); and
+the account's capacity reservations as a saved DescribeCapacityReservations answer (a file holding
+what ``aws ec2 describe-capacity-reservations --output json`` prints: each reservation an
+EC2NodeClass's capacityReservationSelectorTerms select is a reserved offering; with ``--live`` and no
+saved answer they are read from EC2). Any other kind is listed as ignored. Or ``--kubeconfig``: a
+live cluster's current objects, read once and never written. Out: the NodeClaims the provisioner
+would create (NodePool, candidate instance types cheapest first, zones, capacity types, the capacity
+reservations and NodeOverlays behind them, labels, taints, $/h with the EBS volumes' share), the pods
 that fit on existing capacity, and a reason for every pod that would stay pending.
 
 ``--consolidate`` asks the other question of the same cluster: the command a disruption pass would
@@ -91,8 +96,12 @@ def default_region() -> tuple[str, str]:
     return FALLBACK_REGION, "no region configured: the fallback"
 
 
-def offline_instance_types(region: str, prices_file: str | None = None, live: bool = False) -> Any:
-    """``instance_types(nodeclass)`` through the production catalog code (see the module docstring)."""
+def offline_instance_types(
+    region: str, prices_file: str | None = None, live: bool = False, reservations: Any = None
+) -> Any:
+    """``instance_types(nodeclass)`` through the production catalog code (see the module docstring);
+    ``reservations``: the saved answer's reservations, which the EC2NodeClass's terms select from
+    (None: with ``live``, EC2's own; else none)."""
     from nodewright.cli._offline import NoOfflineCatalog, catalog_data, offline_catalog
     from nodewright.cloud.catalog import Catalog, node_shape
     from nodewright.cloud.pricetable import PriceTable
@@ -114,16 +123,20 @@ def offline_instance_types(region: str, prices_file: str | None = None, live: bo
             raise PricesFileError(f"cannot use prices file {prices_file}: {why}") from exc
     else:
         prices = _installed_prices(region, data) or PriceTable(source="estimate")
+    resolver = None
     if data is not None:
         catalog = offline_catalog(region, prices)
     else:
         from nodewright.cloud import aws
+        from nodewright.cloud.reservations import ReservationResolver
         from nodewright.settings import Settings
 
         settings = Settings(cluster_name="plan", region=region)
         store = InMemoryStateStore()
         store.put_price_table(prices)
-        catalog = Catalog(aws.client("ec2", settings), store, (region, settings.aws_endpoint_url))
+        ec2 = aws.client("ec2", settings)
+        catalog = Catalog(ec2, store, (region, settings.aws_endpoint_url))
+        resolver = ReservationResolver(ec2, (region, settings.aws_endpoint_url))
 
     def instance_types(nodeclass: Any) -> list[Any]:
         # A NodeClass whose status lists its subnets (Karpenter's controller writes them) launches only
@@ -131,12 +144,27 @@ def offline_instance_types(region: str, prices_file: str | None = None, live: bo
         subnets = (nodeclass.get("status") or {}).get("subnets") or []
         zones = {s["zone"] for s in subnets if s.get("zone")} or None
         zone_ids = {s["zone"]: s["zoneID"] for s in subnets if s.get("zone") and s.get("zoneID")}
+        spec = nodeclass.get("spec") or {}
         return catalog.instance_types(
             zones=zones,
-            kubelet=(nodeclass.get("spec") or {}).get("kubelet"),
+            kubelet=spec.get("kubelet"),
             zone_ids=zone_ids,
+            reservations=selected(spec.get("capacityReservationSelectorTerms") or []),
             shape=node_shape(nodeclass),
         )
+
+    def selected(terms: list[Any]) -> list[Any]:
+        from datetime import UTC, datetime
+
+        from nodewright.cloud.reservations import selected_by
+
+        if not terms:
+            return []
+        if reservations is not None:
+            return selected_by(terms, reservations, datetime.now(UTC))
+        if resolver is not None:  # the live catalog: EC2's own reservations (read-only)
+            return resolver.select(terms)
+        return []
 
     return instance_types
 
@@ -162,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
 
     from nodewright.api.manifests import manifest_paths
     from nodewright.observability import logger_level
-    from nodewright.provisioning.whatif import what_if, what_if_live
+    from nodewright.provisioning.whatif import saved_reservations, what_if, what_if_live
 
     region, region_source = (args.region, "--region") if args.region else default_region()
     if args.manifests:
@@ -176,7 +204,10 @@ def run(args: argparse.Namespace) -> int:
             return 2
     with logger_level("ERROR"):  # the function's JSON logs would garble the plan on stdout
         try:
-            instance_types = offline_instance_types(region, args.prices, args.live)
+            saved, problems = saved_reservations(paths) if args.manifests else ([], [])
+            instance_types = offline_instance_types(
+                region, args.prices, args.live, saved if args.manifests and (saved or problems) else None
+            )
         except PricesFileError as exc:
             print(f"nodewright plan: {exc}", file=sys.stderr)
             return 2
@@ -184,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
             return consolidate(args, paths if args.manifests else None, instance_types, region)
         if args.manifests:
             result = what_if(paths, instance_types, region)
+            _report_reservations(result, saved, problems)
         else:
             from nodewright.cluster.errors import ApiError, ApiUnavailable
 
@@ -201,6 +233,18 @@ def run(args: argparse.Namespace) -> int:
     result.region_source = region_source
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 1 if result.rejected else 0  # the plan covers what was valid; the exit status says not all was
+
+
+def _report_reservations(result: Any, saved: list[Any], problems: list[str]) -> None:
+    """The saved reservations the plan read, and the answers it could not (each a rejected input)."""
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    result.capacity_reservations = [
+        {**r.status(now), "availableInstanceCount": r.available, "totalInstanceCount": r.total} for r in saved
+    ]
+    result.manifest_problems.extend(problems)
+    result.rejected += len(problems)
 
 
 def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, region: str) -> int:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -33,15 +34,34 @@ SPOT = "spot"
 ON_DEMAND = "on-demand"
 
 
+RESERVED = "reserved"
+
+
 @dataclass(frozen=True)
 class RawOffering:
-    """One (zone, capacity type) of a type before it becomes the scheduler's ``Offering``."""
+    """One (zone, capacity type) of a type before it becomes the scheduler's ``Offering``; a
+    ``reserved`` one is one capacity reservation (its id, type, interruptible, free slots)."""
 
     zone: str
     capacity_type: str
     price: float
     available: bool
     estimated: bool = False
+    reservation_id: str = ""
+    reservation_type: str = ""
+    interruptible: bool = False
+    reservation_capacity: int = 0
+
+    @property
+    def unavailable_key(self) -> tuple[str, str]:
+        """(zone, capacity type) as the unavailable-offerings store keys it: a reserved offering by its
+        reservation (``reserved:<id>``), so an exhausted reservation never hides another one."""
+        return self.zone, reserved_key(self.reservation_id) if self.reservation_id else self.capacity_type
+
+
+def reserved_key(reservation_id: str) -> str:
+    """The capacity-type slot of the unavailable-offerings store for one reservation."""
+    return f"{RESERVED}:{reservation_id}"
 
 
 @dataclass(frozen=True)
@@ -189,11 +209,51 @@ class Catalog:
                 )
         return found
 
+    def reserved_offerings(
+        self,
+        instance_type: str,
+        reservations: Iterable[Any],
+        zones: Iterable[str] | None = None,
+        unavailable: set[tuple[str, str, str]] | None = None,
+        now: datetime | None = None,
+    ) -> list[RawOffering]:
+        """One ``reserved`` offering per capacity reservation of the type (``cloud.reservations``), in
+        the ``zones`` given, priced as Karpenter prices them (``reserved_price``); available while it
+        has a free slot, is not expiring and was not found exhausted by a launch (marked unavailable)."""
+        from nodewright.cloud.reservations import EXPIRING, reserved_price
+
+        allowed = set(zones) if zones is not None else None
+        unavailable = unavailable if unavailable is not None else set()
+        now = now or datetime.now(UTC)
+        found: list[RawOffering] = []
+        for reservation in reservations:
+            if reservation.instance_type != instance_type:
+                continue
+            if allowed is not None and reservation.zone not in allowed:
+                continue
+            od_price, _ = self.on_demand_price(instance_type)
+            found.append(
+                RawOffering(
+                    zone=reservation.zone,
+                    capacity_type=RESERVED,
+                    price=reserved_price(od_price),
+                    available=reservation.available > 0
+                    and reservation.state(now) != EXPIRING
+                    and (instance_type, reservation.zone, reserved_key(reservation.id)) not in unavailable,
+                    reservation_id=reservation.id,
+                    reservation_type=reservation.reservation_type,
+                    interruptible=reservation.interruptible,
+                    reservation_capacity=max(0, reservation.available),
+                )
+            )
+        return found
+
     def instance_types(
         self,
         zones: Iterable[str] | None = None,
         kubelet: Any = None,
         zone_ids: Mapping[str, str] | None = None,
+        reservations: Iterable[Any] = (),
         shape: Any = None,
     ) -> list[Any]:
         """The scheduler's InstanceType for every type offered in ``zones`` that Karpenter's AWS provider
@@ -201,9 +261,11 @@ class Catalog:
         say it) labels each offering with ``topology.k8s.aws/zone-id``.
 
         ``kubelet`` is the NodeClass's v1 ``kubelet`` dict (or the scheduler's KubeletSettings);
-        it changes allocatable (maxPods, podsPerCore, reserved, evictionHard). ``shape``
-        (``node_shape(nodeclass)``) is the node the EC2NodeClass makes: its OS and ephemeral storage;
-        a Windows shape offers only the types a Windows AMI runs on, priced with its licence.
+        it changes allocatable (maxPods, podsPerCore, reserved, evictionHard). ``reservations``
+        (``cloud.reservations.CapacityReservation``) add a reserved offering each to their type.
+        ``shape`` (``node_shape(nodeclass)``) is the node the EC2NodeClass makes: its OS and
+        ephemeral storage; a Windows shape offers only the types a Windows AMI runs on, priced with
+        its licence.
         """
         # Imported here: the catalog is also used by the CLI, whose --help must stay fast.
         from nodewright.scheduling.instancetypes import (
@@ -222,6 +284,7 @@ class Catalog:
                 eviction_hard={k: str(v) for k, v in (kubelet.get("evictionHard") or {}).items()},
             )
         zone_list = list(zones) if zones is not None else None
+        reserved_list = list(reservations)
         unavailable = self._store.unavailable_offerings()
         prices = self.prices()
         _warn_estimated(name for name in self.data().types if prices.on_demand_price(name) is None)
@@ -232,12 +295,24 @@ class Catalog:
             if shape is not None and shape.excludes(info):
                 continue
             raw = self.offerings(name, zone_list, unavailable)
+            if reserved_list:
+                raw += self.reserved_offerings(name, reserved_list, zone_list, unavailable)
             if not raw:
                 continue
             if shape is not None and shape.windows:
                 raw = windows_offerings(info, raw)
             offerings = [
-                Offering(o.zone, o.capacity_type, o.price, o.available, (zone_ids or {}).get(o.zone, ""))
+                Offering(
+                    o.zone,
+                    o.capacity_type,
+                    o.price,
+                    o.available,
+                    (zone_ids or {}).get(o.zone, ""),
+                    reservation_id=o.reservation_id,
+                    reservation_type=o.reservation_type,
+                    interruptible=o.interruptible,
+                    reservation_capacity=o.reservation_capacity,
+                )
                 for o in raw
             ]
             try:
@@ -298,6 +373,8 @@ def windows_offerings(info: Mapping[str, Any], offerings: Iterable[RawOffering])
     price list (Karpenter ranks Windows types by their Linux prices)."""
     licence = windows_license_per_hour(info)
     return [
-        RawOffering(o.zone, o.capacity_type, round(o.price + licence, 6), o.available, estimated=True)
+        o  # a reservation's price is the Linux on-demand price / 10^7 as Karpenter's, not a market's
+        if o.reservation_id
+        else RawOffering(o.zone, o.capacity_type, round(o.price + licence, 6), o.available, estimated=True)
         for o in offerings
     ]

@@ -15,6 +15,8 @@ INSUFFICIENT_CAPACITY_CODES: frozenset[str] = frozenset(
         "UnfulfillableCapacity",
         "Unsupported",
         "InsufficientFreeAddressesInSubnet",
+        # A targeted capacity reservation has no free slot: that reservation is marked unavailable.
+        "ReservationCapacityExceeded",
     }
 )
 

@@ -146,6 +146,10 @@ class TemplateSpec:
     tags: Mapping[str, str] = field(default_factory=dict)
     tenancy: str = "default"
     placement_group: str | None = None
+    # The capacity reservation the instance launches into (Karpenter: one template per reservation),
+    # and whether it is a Capacity Block (launched with the ``capacity-block`` market type).
+    capacity_reservation: str | None = None
+    capacity_block: bool = False
 
     def data(self, name: str) -> dict[str, Any]:
         nodeclass = self.nodeclass
@@ -193,6 +197,12 @@ class TemplateSpec:
             data["CpuOptions"] = {"NestedVirtualization": nodeclass.nested_virtualization}
         if nodeclass.enclaves_enabled is not None:
             data["EnclaveOptions"] = {"Enabled": nodeclass.enclaves_enabled}
+        if self.capacity_reservation:
+            data["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": self.capacity_reservation}
+            }
+            if self.capacity_block:
+                data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
         return data
 
     def digest(self) -> str:
@@ -212,6 +222,8 @@ class TemplateSpec:
             "enclaves": self.nodeclass.enclaves_enabled,
             "monitoring": self.nodeclass.detailed_monitoring,
             "tags": dict(sorted(self.tags.items())),
+            **({"capacityReservation": self.capacity_reservation} if self.capacity_reservation else {}),
+            **({"capacityBlock": True} if self.capacity_block else {}),
         }
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 

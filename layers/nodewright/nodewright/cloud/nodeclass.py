@@ -79,6 +79,11 @@ class NodeClass:
         return [dict(t) for t in self.spec.get("securityGroupSelectorTerms") or []]
 
     @property
+    def capacity_reservation_selector_terms(self) -> list[dict[str, Any]]:
+        """``spec.capacityReservationSelectorTerms`` (id, tags, ownerID, instanceMatchCriteria)."""
+        return list(self.spec.get("capacityReservationSelectorTerms") or [])
+
+    @property
     def role(self) -> str | None:
         return self.spec.get("role") or None
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 from nodewright.api import labels as wk
 from nodewright.cloud import aws
 from nodewright.cloud.amis import AmiResolver, Image
-from nodewright.cloud.catalog import ON_DEMAND, SPOT, Catalog, RawOffering, node_shape
+from nodewright.cloud.catalog import ON_DEMAND, RESERVED, SPOT, Catalog, RawOffering, node_shape, reserved_key
 from nodewright.cloud.eks import cluster_info
 from nodewright.cloud.errors import (
     CloudError,
@@ -38,6 +38,14 @@ from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec
 from nodewright.cloud.network import NetworkResolver, Subnet
 from nodewright.cloud.nodeclass import NodeClass
 from nodewright.cloud.pricetable import PriceTable
+from nodewright.cloud.reservations import (
+    CAPACITY_BLOCK,
+    INTERRUPTIBLE_RESERVATION,
+    RESERVED_CAPACITY,
+    CapacityReservation,
+    ReservationResolver,
+    reservation_kind,
+)
 from nodewright.cloud.state import state_store
 from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
@@ -76,6 +84,12 @@ class LaunchRequest:
     taints: Sequence[Mapping[str, Any]] = ()
     startup_taints: Sequence[Mapping[str, Any]] = ()
     kubelet: Mapping[str, Any] | None = None
+    # The capacity reservations a ``reserved`` launch may target (``karpenter.k8s.aws/capacity-
+    # reservation-id In [...]``: the ones the plan holds a slot in); None: any the candidates offer.
+    reservation_ids: frozenset[str] | None = None
+    # A NodeOverlay priced the candidates (the NodeClaim's karpenter.sh/price-overlay-applied): EC2
+    # must launch in the order of those prices (prioritized), not its own list prices (lowest-price).
+    prioritized: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,9 @@ class LaunchResult:
     subnet_id: str = ""
     launch_template: str = ""
     price: float | None = None
+    reservation_id: str = ""
+    reservation_type: str = ""
+    interruptible: bool = False
 
     @classmethod
     def from_instance(cls, instance: Instance) -> LaunchResult:
@@ -101,6 +118,7 @@ class LaunchResult:
             provider_id=instance.provider_id,
             image_id=instance.image_id,
             subnet_id=instance.subnet_id,
+            reservation_id=instance.capacity_reservation_id or "",
         )
 
 
@@ -119,6 +137,9 @@ class Instance:
     launch_time: datetime | None
     tags: Mapping[str, str]
     capacity_reservation_id: str | None = None
+    # Launched targeting its reservation (its launch template's CapacityReservationTarget), not an
+    # on-demand instance EC2 counted against an open reservation it happened to match.
+    reservation_targeted: bool = False
 
     @property
     def provider_id(self) -> str:
@@ -188,6 +209,8 @@ class FleetRequest:
     image_by_template: Mapping[str, Image]
     prices: Mapping[tuple[str, str], float]
     zone_of_subnet: Mapping[str, str]
+    # For a ``reserved`` fleet: the reserved offering behind each launch template.
+    reservation_by_template: Mapping[str, RawOffering] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -203,14 +226,19 @@ def parse_fleet_response(response: Mapping[str, Any], fleet: FleetRequest) -> Fl
     answer does not say them; the caller describes the instance for those."""
     errors = []
     for error in response.get("Errors", []):
-        override = (error.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        spec = error.get("LaunchTemplateAndOverrides") or {}
+        override = spec.get("Overrides") or {}
         zone = override.get("AvailabilityZone") or fleet.zone_of_subnet.get(override.get("SubnetId", ""), "")
+        capacity_type = error.get("Lifecycle") or fleet.capacity_type
+        reserved = fleet.reservation_by_template.get(_template_name(spec))
+        if reserved is not None:  # the reservation refused: that reservation is the offering
+            capacity_type = reserved_key(reserved.reservation_id)
         errors.append(
             FleetError(
                 code=error.get("ErrorCode", "Unknown"),
                 instance_type=override.get("InstanceType", ""),
                 zone=zone,
-                capacity_type=error.get("Lifecycle") or fleet.capacity_type,
+                capacity_type=capacity_type,
                 message=error.get("ErrorMessage", ""),
             )
         )
@@ -220,25 +248,33 @@ def parse_fleet_response(response: Mapping[str, Any], fleet: FleetRequest) -> Fl
             continue
         spec = launched.get("LaunchTemplateAndOverrides") or {}
         override = spec.get("Overrides") or {}
-        template = (spec.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateName", "")
+        template = _template_name(spec)
         subnet_id = override.get("SubnetId", "")
         zone = override.get("AvailabilityZone") or fleet.zone_of_subnet.get(subnet_id, "")
         instance_type = launched.get("InstanceType") or override.get("InstanceType", "")
         image = fleet.image_by_template.get(template)
         lifecycle = launched.get("Lifecycle") or fleet.capacity_type
+        reserved = fleet.reservation_by_template.get(template)
         result = LaunchResult(
             instance_id=ids[0],
             instance_type=instance_type,
             zone=zone,
-            capacity_type=SPOT if lifecycle == SPOT else ON_DEMAND,
+            capacity_type=RESERVED if reserved else SPOT if lifecycle == SPOT else ON_DEMAND,
             provider_id=f"aws:///{zone}/{ids[0]}",
             image_id=image.id if image else "",
             subnet_id=subnet_id,
             launch_template=template,
-            price=fleet.prices.get((instance_type, zone)),
+            price=reserved.price if reserved else fleet.prices.get((instance_type, zone)),
+            reservation_id=reserved.reservation_id if reserved else "",
+            reservation_type=reserved.reservation_type if reserved else "",
+            interruptible=reserved.interruptible if reserved else False,
         )
         return FleetOutcome(result, tuple(errors))
     return FleetOutcome(None, tuple(errors))
+
+
+def _template_name(spec: Mapping[str, Any]) -> str:
+    return str((spec.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateName", ""))
 
 
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
@@ -250,19 +286,81 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
 
 
 def _instance(raw: Mapping[str, Any]) -> Instance:
+    target = (raw.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+    reservation = raw.get("CapacityReservationId") or None
     return Instance(
         id=raw["InstanceId"],
         instance_type=raw.get("InstanceType", ""),
         zone=(raw.get("Placement") or {}).get("AvailabilityZone", ""),
-        capacity_type=SPOT if raw.get("InstanceLifecycle") == "spot" else ON_DEMAND,
+        # As Karpenter's instance provider: an instance in a capacity reservation is ``reserved``; one
+        # whose reservation ended runs on as on-demand (``nodewright.capacityreservation`` relabels it).
+        capacity_type=SPOT
+        if raw.get("InstanceLifecycle") == "spot"
+        else RESERVED
+        if reservation
+        else ON_DEMAND,
         state=(raw.get("State") or {}).get("Name", ""),
         image_id=raw.get("ImageId", ""),
         subnet_id=raw.get("SubnetId", ""),
         security_groups=frozenset(g["GroupId"] for g in raw.get("SecurityGroups", [])),
         launch_time=raw.get("LaunchTime"),
         tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
-        capacity_reservation_id=raw.get("CapacityReservationId") or None,
+        capacity_reservation_id=reservation,
+        reservation_targeted=bool(target.get("CapacityReservationId")),
     )
+
+
+def _one_reservation_type(
+    entries: Sequence[tuple[float, int, str, list[RawOffering]]],
+) -> list[tuple[float, int, str, list[RawOffering]]]:
+    """The reserved candidates narrowed to one kind of reservation: CreateFleet's
+    ``DefaultTargetCapacityType`` is ``on-demand`` for On-Demand Capacity Reservations,
+    ``capacity-block`` for Capacity Blocks and ``reserved-capacity`` for interruptible ones, one per
+    fleet. The kind of the cheapest offering wins (``scheduling.reservations.kind_order`` breaks a tie,
+    as the plan did)."""
+    from nodewright.scheduling.reservations import kind_order
+
+    offerings = [o for entry in entries for o in entry[3]]
+    if not offerings:
+        return []
+    chosen = reservation_kind(min(offerings, key=lambda o: (o.price, *kind_order(o))))
+    narrowed = []
+    for _price, order, name, usable in entries:
+        kept = [o for o in usable if reservation_kind(o) == chosen]
+        if kept:
+            narrowed.append((min(o.price for o in kept), order, name, kept))
+    return narrowed
+
+
+def _allocation(
+    capacity_type: str, prioritized: bool, reservations: Mapping[str, RawOffering]
+) -> dict[str, Any]:
+    """CreateFleet's allocation options, as Karpenter's fleet builder sets them: spot
+    ``price-capacity-optimized``, on-demand (and an On-Demand Capacity Reservation) ``lowest-price``;
+    with a NodeOverlay's prices (``prioritized``) ``capacity-optimized-prioritized`` and ``prioritized``,
+    so EC2 follows the overrides' Priority, not its own prices. A Capacity Block takes neither; an
+    interruptible Capacity Reservation its ``ReservedCapacityOptions``."""
+    if capacity_type == SPOT:
+        strategy = "capacity-optimized-prioritized" if prioritized else "price-capacity-optimized"
+        return {"SpotOptions": {"AllocationStrategy": strategy}}
+    if any(o.interruptible for o in reservations.values()):
+        # EC2 Fleet launches into interruptible Capacity Reservations only as reserved capacity.
+        return {"ReservedCapacityOptions": {"ReservationTypes": [INTERRUPTIBLE_RESERVATION]}}
+    if any(o.reservation_type == CAPACITY_BLOCK for o in reservations.values()):
+        return {}
+    return {"OnDemandOptions": {"AllocationStrategy": "prioritized" if prioritized else "lowest-price"}}
+
+
+def _fleet_capacity_type(capacity_type: str, reservations: Mapping[str, RawOffering]) -> str:
+    """CreateFleet's ``DefaultTargetCapacityType``: a reserved launch is ``on-demand`` into an On-Demand
+    Capacity Reservation (its templates target it), ``capacity-block`` into a Capacity Block,
+    ``reserved-capacity`` into an interruptible Capacity Reservation."""
+    if capacity_type != RESERVED:
+        return capacity_type
+    if any(o.interruptible for o in reservations.values()):
+        return RESERVED_CAPACITY
+    blocks = any(o.reservation_type == CAPACITY_BLOCK for o in reservations.values())
+    return "capacity-block" if blocks else ON_DEMAND
 
 
 def tenancy(request: LaunchRequest) -> str:
@@ -286,7 +384,19 @@ def _model_offerings(candidate: Any) -> list[RawOffering] | None:
     offerings = None if isinstance(candidate, str) else getattr(candidate, "offerings", None)
     if offerings is None:
         return None
-    return [RawOffering(o.zone, o.capacity_type, float(o.price), bool(o.available)) for o in offerings]
+    return [
+        RawOffering(
+            o.zone,
+            o.capacity_type,
+            float(o.price),
+            bool(o.available),
+            reservation_id=getattr(o, "reservation_id", ""),
+            reservation_type=getattr(o, "reservation_type", ""),
+            interruptible=bool(getattr(o, "interruptible", False)),
+            reservation_capacity=int(getattr(o, "reservation_capacity", 0)),
+        )
+        for o in offerings
+    ]
 
 
 def _image_for(info: Mapping[str, Any] | None, images: Sequence[Image]) -> Image | None:
@@ -320,6 +430,7 @@ class CloudProvider:
         self.catalog = Catalog(self.ec2, self.store, (settings.region, settings.aws_endpoint_url))
         self.network = NetworkResolver(self.ec2)
         self.amis = AmiResolver(self.ec2, aws.client("ssm", settings), lambda: cluster_info(settings))
+        self.reservations = ReservationResolver(self.ec2, (settings.region, settings.aws_endpoint_url))
         iam = aws.client("iam", settings)
         self.templates = LaunchTemplates(self.ec2, iam, settings.cluster_name, settings.region)
 
@@ -350,6 +461,7 @@ class CloudProvider:
                 zones={s.zone for s in subnets},
                 kubelet=nc.kubelet or None,
                 zone_ids=zone_ids,
+                reservations=self.capacity_reservations(nc),
                 shape=node_shape(nc.raw),
             )
             if _image_for(self.catalog.info(instance_type.name), images) is not None  # an AMI for its arch
@@ -359,6 +471,25 @@ class CloudProvider:
                 or supports_nested_virtualization(self.catalog.info(instance_type.name))
             )
         ]
+
+    def capacity_reservations(self, nodeclass: Any) -> builtins.list[CapacityReservation]:
+        """The active capacity reservations the EC2NodeClass selects (``cloud.reservations``). A
+        DescribeCapacityReservations that fails (a denied call, a throttle past the retries) loses
+        only the reserved offerings of this pass, logged and counted, never the launch itself."""
+        nc = nodeclass if isinstance(nodeclass, NodeClass) else NodeClass(nodeclass)
+        terms = nc.capacity_reservation_selector_terms
+        if not terms:
+            return []
+        try:
+            return self.reservations.select(terms)
+        except ClientError as exc:
+            logger().warning(
+                "capacity reservations not read; no reserved offerings this pass",
+                nodeclass=nc.name,
+                error=str(exc),
+            )
+            self._count("CapacityReservationsUnread")
+            return []
 
     def prices(self) -> PriceTable:
         """The shared price table (the state store's, cached a minute per container)."""
@@ -437,6 +568,7 @@ class CloudProvider:
             resolution.fail("InstanceProfileReady", "InstanceProfileCreationFailed", str(exc))
         else:
             resolution.succeed("InstanceProfileReady")
+        self._reservations_status(nc, resolution)
         if nc.placement_group_selector:
             try:
                 self._placement_group_id(nc)
@@ -448,6 +580,29 @@ class CloudProvider:
             else:
                 resolution.succeed("PlacementGroupReady")
         return resolution
+
+    def _reservations_status(self, nc: NodeClass, resolution: NodeClassResolution) -> None:
+        """``status.capacityReservations`` (Karpenter's nodeclass capacity-reservation controller: the
+        active reservations the terms select, by id, each with its state, ``expiring`` for a Capacity
+        Block within 40 minutes of its end) and ``CapacityReservationsReady``. Without terms the list
+        is cleared; a failed DescribeCapacityReservations keeps the list as it was."""
+        terms = nc.capacity_reservation_selector_terms
+        if not terms:
+            resolution.succeed("CapacityReservationsReady")
+            return
+        try:
+            found = self.reservations.select(terms)
+        except ClientError as exc:
+            error = exc.response.get("Error") or {}
+            resolution.fail(
+                "CapacityReservationsReady",
+                str(error.get("Code") or "CapacityReservationsUnresolved"),
+                str(error.get("Message") or exc),
+            )
+            return
+        now = datetime.now(UTC)
+        resolution.status["capacityReservations"] = [r.status(now) for r in found]
+        resolution.succeed("CapacityReservationsReady")
 
     def _placement_group_id(self, nc: NodeClass) -> str | None:
         """The id of the placement group the EC2NodeClass selects (raises ``PlacementGroupError``)."""
@@ -478,11 +633,11 @@ class CloudProvider:
             instance_profile=self.templates.instance_profile(nc),
             placement_group=self._placement_group_id(nc),
         )
-        allowed_types = set(request.capacity_types) & {SPOT, ON_DEMAND}
+        allowed_types = set(request.capacity_types) & {RESERVED, SPOT, ON_DEMAND}
         if not allowed_types:
             raise InvalidNodeClassError(
                 f"NodeClaim {request.nodeclaim_name!r}: capacity types {sorted(request.capacity_types)} "
-                "include neither spot nor on-demand"
+                "include none of reserved, spot and on-demand"
             )
         failures: list[FleetError] = []
         for attempt in range(MAX_LAUNCH_ATTEMPTS):
@@ -530,7 +685,11 @@ class CloudProvider:
         from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
         request, subnets, images = launch.request, launch.subnets, launch.images
-        by_capacity: dict[str, list[tuple[float, int, str, list[RawOffering]]]] = {SPOT: [], ON_DEMAND: []}
+        by_capacity: dict[str, list[tuple[float, int, str, list[RawOffering]]]] = {
+            RESERVED: [],
+            SPOT: [],
+            ON_DEMAND: [],
+        }
         for order, candidate in enumerate(request.instance_types):
             name = _type_name(candidate)
             if _image_for(self.catalog.info(name), images) is None:
@@ -538,18 +697,24 @@ class CloudProvider:
             offerings = _model_offerings(candidate)
             if offerings is None:
                 offerings = self.catalog.offerings(name, subnets.keys(), unavailable)
-            for capacity_type in (SPOT, ON_DEMAND):
+            for capacity_type in (RESERVED, SPOT, ON_DEMAND):
                 usable = [
                     o
                     for o in offerings
                     if o.capacity_type == capacity_type
                     and o.zone in subnets
                     and o.available
-                    and (name, o.zone, capacity_type) not in unavailable
+                    and (name, *o.unavailable_key) not in unavailable
                     and (request.zones is None or o.zone in request.zones)
+                    and (
+                        capacity_type != RESERVED
+                        or request.reservation_ids is None
+                        or o.reservation_id in request.reservation_ids
+                    )
                 ]
                 if usable:
                     by_capacity[capacity_type].append((min(o.price for o in usable), order, name, usable))
+        by_capacity[RESERVED] = _one_reservation_type(by_capacity[RESERVED])
         return {
             ct: [(name, usable) for _, _, name, usable in sorted(entries)[:MAX_CANDIDATE_TYPES]]
             for ct, entries in by_capacity.items()
@@ -557,8 +722,9 @@ class CloudProvider:
 
     @staticmethod
     def _capacity_type(allowed: set[str], candidates: Mapping[str, list[Any]]) -> str | None:
-        """Spot first when the NodeClaim allows it and a spot offering is left, else on-demand."""
-        for capacity_type in (SPOT, ON_DEMAND):
+        """As Karpenter's ``getCapacityType``: reserved when the NodeClaim allows it and a reservation
+        is left, else spot when allowed and left, else on-demand."""
+        for capacity_type in (RESERVED, SPOT, ON_DEMAND):
             if capacity_type in allowed and candidates.get(capacity_type):
                 return capacity_type
         return None
@@ -577,30 +743,41 @@ class CloudProvider:
         user_data = self._user_data(request, nc, capacity_type)
         configs: dict[str, dict[str, Any]] = {}
         image_by_template: dict[str, Image] = {}
+        reservation_by_template: dict[str, RawOffering] = {}
         prices: dict[tuple[str, str], float] = {}
         for name, offerings in candidates:
             image = _image_for(self.catalog.info(name), launch.images)
             if image is None:
                 continue
-            spec = TemplateSpec(
-                nc,
-                image,
-                user_data,
-                launch.security_groups,
-                launch.instance_profile,
-                tags,
-                tenancy=tenancy(request),
-                placement_group=launch.placement_group,
-            )
-            template = self.templates.ensure(spec)
-            image_by_template[template] = image
-            template_spec = {"LaunchTemplateName": template, "Version": "$Latest"}
-            config = configs.setdefault(
-                template, {"LaunchTemplateSpecification": template_spec, "Overrides": []}
-            )
+            # A reserved launch has one template per reservation (its CapacityReservationTarget), as
+            # Karpenter builds them; on-demand and spot share one per AMI.
             for offering in offerings:
+                spec = TemplateSpec(
+                    nc,
+                    image,
+                    user_data,
+                    launch.security_groups,
+                    launch.instance_profile,
+                    tags,
+                    tenancy=tenancy(request),
+                    placement_group=launch.placement_group,
+                    capacity_reservation=offering.reservation_id or None,
+                    capacity_block=offering.reservation_type == CAPACITY_BLOCK,
+                )
+                template = self.templates.ensure(spec)
+                image_by_template[template] = image
+                if offering.reservation_id:
+                    reservation_by_template[template] = offering
+                template_spec = {"LaunchTemplateName": template, "Version": "$Latest"}
+                config = configs.setdefault(
+                    template, {"LaunchTemplateSpecification": template_spec, "Overrides": []}
+                )
                 prices[(name, offering.zone)] = offering.price
-                config["Overrides"].append({"InstanceType": name, "SubnetId": subnets[offering.zone].id})
+                # The price as the plan ranked it (a NodeOverlay's included): EC2 honours it with a
+                # prioritized allocation strategy, lower first, as Karpenter's overrides carry it.
+                config["Overrides"].append(
+                    {"InstanceType": name, "SubnetId": subnets[offering.zone].id, "Priority": offering.price}
+                )
         instance_tags = {
             **tags,
             TAG_NODECLAIM: request.nodeclaim_name,
@@ -612,7 +789,7 @@ class CloudProvider:
             "ClientToken": f"{request.nodeclaim_uid}-{attempt}"[:64],
             "TargetCapacitySpecification": {
                 "TotalTargetCapacity": 1,
-                "DefaultTargetCapacityType": capacity_type,
+                "DefaultTargetCapacityType": _fleet_capacity_type(capacity_type, reservation_by_template),
             },
             "LaunchTemplateConfigs": list(configs.values()),
             # The instant fleet is tagged too (as Karpenter does), so the IAM policy can require this
@@ -625,16 +802,14 @@ class CloudProvider:
         }
         if nc.context:
             params["Context"] = nc.context
-        if capacity_type == SPOT:
-            params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-        else:
-            params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        params.update(_allocation(capacity_type, request.prioritized, reservation_by_template))
         return FleetRequest(
             params=params,
             capacity_type=capacity_type,
             image_by_template=image_by_template,
             prices=prices,
             zone_of_subnet={s.id: s.zone for s in subnets.values()},
+            reservation_by_template=reservation_by_template,
         )
 
     def _user_data(self, request: LaunchRequest, nc: NodeClass, capacity_type: str) -> str:
@@ -781,10 +956,15 @@ class CloudProvider:
 
     def drift_reason(self, instance: Instance, nodeclass: Any) -> str | None:
         """Dynamic drift (Karpenter's AWS provider): why the instance no longer matches what its
-        EC2NodeClass selects now — its AMI, subnet or security groups, or the capacity reservation
-        it runs in is no longer active — or None. Static drift (the EC2NodeClass's other fields) is
-        the NodeClaim's hash annotation, compared by the disruption flow (``api.hashing``)."""
+        EC2NodeClass selects now — its AMI, subnet or security groups, or (Karpenter's
+        ``CapacityReservationDrift``) the capacity reservation it was launched into is no longer among
+        the active ones its ``capacityReservationSelectorTerms`` select — or None. An instance whose
+        reservation ended runs on as on-demand without one (``nodewright.capacityreservation``
+        relabels it), and one EC2 merely counted against an open reservation is never judged so.
+        Static drift (the EC2NodeClass's other fields) is the NodeClaim's hash annotation, compared by
+        the disruption flow (``api.hashing``)."""
         expected = self.drift_inputs(nodeclass)
+        terms = NodeClass(nodeclass).capacity_reservation_selector_terms
         if instance.image_id and expected.image_ids and instance.image_id not in expected.image_ids:
             return "AMIDrift"
         if instance.subnet_id and expected.subnet_ids and instance.subnet_id not in expected.subnet_ids:
@@ -795,23 +975,17 @@ class CloudProvider:
             and (instance.security_groups != expected.security_groups)
         ):
             return "SecurityGroupDrift"
-        if instance.capacity_reservation_id and not self._reservation_active(
+        if (
             instance.capacity_reservation_id
+            and instance.reservation_targeted
+            and instance.capacity_reservation_id not in {r.id for r in self.reservations.select(terms)}
         ):
             return "CapacityReservationDrift"
         return None
 
-    def _reservation_active(self, reservation_id: str) -> bool:
-        try:
-            found = self.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in (
-                "InvalidCapacityReservationId.NotFound",
-                "InvalidCapacityReservationId.Malformed",
-            ):
-                return False
-            raise
-        return any(r.get("State") == "active" for r in found.get("CapacityReservations", []))
+    def capacity_reservations_by_id(self, ids: Iterable[str]) -> dict[str, CapacityReservation]:
+        """The active reservations among ``ids`` as EC2 has them now (``nodewright.capacityreservation``)."""
+        return self.reservations.by_ids(ids)
 
     # -- launch templates ------------------------------------------------------------------------
     def cleanup_launch_templates(self) -> builtins.list[str]:

@@ -29,6 +29,7 @@ from nodewright.cluster.resources import (
     EC2NODECLASSES,
     EVENTS,
     NODECLAIMS,
+    NODEOVERLAYS,
     NODEPOOLS,
     NODES,
     PDBS,
@@ -507,6 +508,18 @@ class Cluster:
     def list_ec2nodeclasses(self) -> builtins.list[dict[str, Any]]:
         return self.list(EC2NODECLASSES)
 
+    def list_nodeoverlays(self) -> builtins.list[dict[str, Any]]:
+        """The NodeOverlays; none, with a warning, when the API server does not serve the kind (the
+        NodeOverlay CRD of ``crds/`` not applied): the gate's pass goes on without overlays."""
+        try:
+            return self.list(NODEOVERLAYS)
+        except NotFound:
+            logger().warning(
+                "NodeOverlays not read: the API server does not serve nodeoverlays.karpenter.sh "
+                "(kubectl apply -f crds/karpenter.sh_nodeoverlays.yaml)"
+            )
+            return []
+
     def list_nodeclaims(self, label_selector: str | None = None) -> builtins.list[dict[str, Any]]:
         return self.list(NODECLAIMS, label_selector=label_selector)
 
@@ -579,6 +592,10 @@ class Cluster:
     def patch_ec2nodeclass_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge ``status`` into the EC2NodeClass's status subresource (lists as wholes)."""
         return self.patch(EC2NODECLASSES, name, {"status": status}, subresource="status")
+
+    def patch_nodeoverlay_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``status`` into the NodeOverlay's status subresource (its conditions, as a whole list)."""
+        return self.patch(NODEOVERLAYS, name, {"status": status}, subresource="status")
 
     def add_finalizer(
         self, resource: Resource, name: str, finalizer: str, namespace: str | None = None

@@ -54,6 +54,7 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=Tru
 NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False)
 NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False)
 EC2NODECLASSES = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False)
+NODEOVERLAYS = Resource("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay", namespaced=False)
 # Read by `nodewright doctor` only (the operator's credentials, never the functions').
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
@@ -94,5 +95,6 @@ BY_KIND: dict[str, Resource] = {
         NODEPOOLS,
         NODECLAIMS,
         EC2NODECLASSES,
+        NODEOVERLAYS,
     )
 }

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright import termination
 from nodewright.api import labels
+from nodewright.api.overlays import PRICE_OVERLAY_APPLIED
 from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster.errors import Conflict
@@ -132,6 +133,7 @@ def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan)
             requests=claim_plan.requests,
             nodeclass=world.nodeclass_of(pool),
             min_values_relaxed=claim_plan.min_values_relaxed,
+            price_overlay=claim_plan.price_overlay,
         )
         try:
             return ctx.cluster.create_nodeclaim(body)
@@ -219,9 +221,12 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
     spec = claim.get("spec") or {}
     requirements = spec.get("requirements") or []
     capacity_types = allowed_values(
-        requirements, labels.CAPACITY_TYPE, {labels.CAPACITY_TYPE_SPOT, labels.CAPACITY_TYPE_ON_DEMAND}
+        requirements,
+        labels.CAPACITY_TYPE,
+        {labels.CAPACITY_TYPE_SPOT, labels.CAPACITY_TYPE_ON_DEMAND, labels.CAPACITY_TYPE_RESERVED},
     )
     zones = allowed_values(requirements, labels.ZONE, None)
+    reservations = allowed_values(requirements, labels.CAPACITY_RESERVATION_ID, None)
     return LaunchRequest(
         nodeclaim_name=meta["name"],
         nodeclaim_uid=str(meta.get("uid") or meta["name"]),
@@ -235,6 +240,8 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
         taints=list(spec.get("taints") or []),
         startup_taints=list(spec.get("startupTaints") or []),
         kubelet=_kubelet_overrides(claim) or None,
+        reservation_ids=frozenset(reservations) if reservations is not None else None,
+        prioritized=(meta.get("annotations") or {}).get(PRICE_OVERLAY_APPLIED) == "true",
     )
 
 
@@ -283,6 +290,14 @@ def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: 
     zone_id = next((z for z in zone_ids if z), None)
     if zone_id:
         new_labels[labels.TOPOLOGY_ZONE_ID] = zone_id  # topology.k8s.aws/zone-id, as Karpenter labels nodes
+    if getattr(result, "reservation_id", ""):  # launched into a capacity reservation: its three labels
+        new_labels.update(
+            {
+                labels.CAPACITY_RESERVATION_ID: result.reservation_id,
+                labels.CAPACITY_RESERVATION_TYPE: result.reservation_type or "default",
+                labels.CAPACITY_RESERVATION_INTERRUPTIBLE: str(bool(result.interruptible)).lower(),
+            }
+        )
     ctx.cluster.patch_nodeclaim(name, {"metadata": {"labels": new_labels}})
     status = dict(claim.get("status") or {})
     status.update(

@@ -17,6 +17,7 @@ from nodewright.api import labels
 from nodewright.api.conversion_review import KUBELET_ANNOTATION
 from nodewright.api.hashing import nodeclaim_annotations
 from nodewright.api.models import INITIALIZED, LAUNCHED, REGISTERED
+from nodewright.api.overlays import PRICE_OVERLAY_APPLIED
 from nodewright.cluster.objects import condition, format_time, is_deleting, name_of, set_condition
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
 from nodewright.cluster.objects import parse_time as timestamp
@@ -61,12 +62,14 @@ def build(
     requests: Mapping[str, str],
     nodeclass: Mapping[str, Any] | None = None,
     min_values_relaxed: bool = False,
+    price_overlay: bool = False,
 ) -> dict[str, Any]:
     """A NodeClaim for ``nodepool`` (its v1 dict) with the plan's requirements and resource requests.
 
     Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``),
     and, as Karpenter annotates every NodeClaim it creates, ``karpenter.sh/nodeclaim-min-values-relaxed``:
-    ``"true"`` when the BestEffort minValues policy lowered a requirement's minValues, else ``"false"``.
+    ``"true"`` when the BestEffort minValues policy lowered a requirement's minValues, else ``"false"``;
+    and ``karpenter.sh/price-overlay-applied: "true"`` when a NodeOverlay priced one of its candidates.
 
     Labels: the template's labels plus ``karpenter.sh/nodepool``, ``karpenter.k8s.aws/ec2nodeclass`` and
     ``karpenter.k8s.aws/instance-tenancy`` (the tenancy it launches with), and what the requirements give
@@ -102,6 +105,8 @@ def build(
         **nodeclaim_annotations(nodepool, nodeclass),
         labels.NODECLAIM_MIN_VALUES_RELAXED: "true" if min_values_relaxed else "false",
     }
+    if price_overlay:  # a NodeOverlay priced a candidate: the launch ranks by those prices
+        annotations[PRICE_OVERLAY_APPLIED] = "true"
     kubelet = (pool_meta.get("annotations") or {}).get(KUBELET_ANNOTATION)
     if kubelet:
         annotations[KUBELET_ANNOTATION] = kubelet  # a v1beta1 NodePool's kubelet, applied at launch

@@ -45,6 +45,11 @@ class ClaimPlan:
     taints: list[dict[str, str]] = field(default_factory=list)
     startup_taints: list[dict[str, str]] = field(default_factory=list)
     min_values_relaxed: bool = False  # the BestEffort minValues policy lowered a requirement's minValues
+    # A NodeOverlay priced one of its candidates: the NodeClaim says so, and its launch ranks the
+    # candidates by their overlaid prices (Karpenter's price-overlay-applied).
+    price_overlay: bool = False
+    reservation_ids: list[str] = field(default_factory=list)  # the capacity reservations it holds a slot in
+    overlays: list[str] = field(default_factory=list)  # the NodeOverlays that priced its cheapest candidate
 
 
 @dataclass
@@ -89,6 +94,7 @@ def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
     from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
     names = [c.name for c in claim.instance_types][:MAX_CANDIDATE_TYPES]
+    kept = claim.instance_types[:MAX_CANDIDATE_TYPES]
     requirements = [r for r in claim.requirements.to_k8s() if r.get("key") != labels.INSTANCE_TYPE]
     # The candidates in the scheduler's order (cheapest first): the launcher and a resumed
     # launch after a crash read them back from here.
@@ -112,6 +118,10 @@ def claim_plan(claim: NewClaim, pods: list[dict[str, Any]]) -> ClaimPlan:
         taints=[_taint(t) for t in claim.taints],
         startup_taints=[_taint(t) for t in claim.startup_taints],
         min_values_relaxed=claim.min_values_relaxed,
+        price_overlay=any(o.price_overlaid for c in kept for o in c.offerings),
+        reservation_ids=sorted(held.values)
+        if (held := claim.requirements.get(labels.CAPACITY_RESERVATION_ID))
+        else [],
     )
 
 

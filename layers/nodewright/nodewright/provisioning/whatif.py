@@ -8,11 +8,17 @@ DaemonSets, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes and 
 become the cluster the plan places them in (a PodDisruptionBudget as the file has it: without a
 status it allows no eviction, as in a cluster until the disruption controller writes one);
 RuntimeClasses are applied to the pods that name them as admission would (overhead, nodeSelector,
-tolerations). Every other kind is reported as ignored, never dropped
-silently. A live cluster (``--kubeconfig``) is read, never written: one snapshot, as a pass reads.
-NodePools go through the same triage and the same scheduling bridge as a provisioning pass; only
-the instance catalog is handed in. A static NodePool's replicas are planned as the pass keeps them
-(``provisioning.static``): its missing NodeClaims, and those beyond its replicas it would delete.
+tolerations). NodeOverlays (``karpenter.sh/v1alpha1``) change the prices and capacity of the
+NodePools' instance types as the functions apply them with the stack's ``nodeOverlay`` setting
+(``state.overlays``), each reported applied or why not. A saved DescribeCapacityReservations answer
+(the ``{"CapacityReservations": [...]}`` that ``aws ec2 describe-capacity-reservations --output
+json`` prints) stands for the account's reservations: those an EC2NodeClass's
+``capacityReservationSelectorTerms`` select become reserved offerings (``saved_reservations``). Every
+other kind is reported as ignored, never dropped silently. A live cluster (``--kubeconfig``) is
+read, never written: one snapshot, as a pass reads. NodePools go through the same triage and the
+same scheduling bridge as a provisioning pass; only the instance catalog is handed in. A static
+NodePool's replicas are planned as the pass keeps them (``provisioning.static``): its missing
+NodeClaims, and those beyond its replicas it would delete.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from nodewright.api.shapes import dig
 from nodewright.cloud.pricetable import PriceTable
+from nodewright.cloud.reservations import is_saved_answer
 from nodewright.provisioning import nodeclaims, planning, static
 from nodewright.state import nodepools
 from nodewright.state.pods import key as pod_key
@@ -66,6 +73,9 @@ class WhatIf:
     region: str = ""
     region_source: str = ""
     source: str = ""  # the manifests, or the kubeconfig's API server
+    # The NodeOverlays' verdicts (name → applied, reason, message), and the capacity reservations read.
+    overlays: dict[str, dict[str, Any]] = field(default_factory=dict)
+    capacity_reservations: list[dict[str, Any]] = field(default_factory=list)
     static_nodepools: list[str] = field(
         default_factory=list
     )  # spec.replicas: their NodeClaims are claims too
@@ -99,12 +109,17 @@ class WhatIf:
                     "taints": c.taints,
                     "startupTaints": c.startup_taints,
                     "requirements": c.requirements,
+                    "capacityReservations": c.reservation_ids,
+                    "nodeOverlays": c.overlays,
+                    "priceOverlayApplied": c.price_overlay,
                     "static": c.nodepool in self.static_nodepools,
                 }
                 for c in self.claims
             ],
             "staticScaleDown": self.static_scale_down,
             "staticHeld": self.static_held,
+            "nodeOverlays": self.overlays,
+            "capacityReservations": self.capacity_reservations,
             "costPerHour": round(self.cost_per_hour, 5),
             "existingCapacity": dict(sorted(self.placements.items())),
             "pending": self.pending,
@@ -131,6 +146,10 @@ class WhatIf:
                 f"{'/'.join(claim.capacity_types)} in {', '.join(claim.zones)}"
             )
             lines.append(f"      candidates ({len(claim.instance_types)}, cheapest first): {shown}")
+            if claim.reservation_ids:
+                lines.append("      in capacity reservation(s): " + ", ".join(claim.reservation_ids))
+            if claim.overlays:
+                lines.append(f"      priced by NodeOverlay(s): {', '.join(claim.overlays)}")
             if claim.taints:
                 lines.append("      taints: " + ", ".join(_taint_text(t) for t in claim.taints))
         if self.static_scale_down:
@@ -150,6 +169,11 @@ class WhatIf:
         if self.pending:
             lines.append(f"{len(self.pending)} pod(s) would stay pending:")
             lines.extend(f"  {pod}: {reason}" for pod, reason in sorted(self.pending.items()))
+        if self.overlays:
+            lines.append("NodeOverlays (the functions apply them with the stack's nodeOverlay setting):")
+            for name, verdict in sorted(self.overlays.items()):
+                why = "applied" if verdict["applied"] else f"not applied: {verdict['reason']}"
+                lines.append(f"  {name}: {why}" + (f" ({verdict['message']})" if verdict["message"] else ""))
         if self.skipped_nodepools:
             lines.append("NodePools skipped:")
             lines.extend(f"  {reason}" for _, reason in sorted(self.skipped_nodepools.items()))
@@ -210,8 +234,9 @@ class _ReadOnlyPass:
     cluster: Any
     cloud: _OfflineCloud
     clock: _WallClock = field(default_factory=_WallClock)
-    # The deployment settings a World takes: Karpenter's default minValues policy (Strict).
-    settings: Any = field(default_factory=lambda: SimpleNamespace(relax_min_values=False))
+    # The deployment settings a World takes: Karpenter's default minValues policy (Strict); the
+    # cluster's NodeOverlays are read (a plan shows what they do; the functions need the nodeOverlay gate).
+    settings: Any = field(default_factory=lambda: SimpleNamespace(relax_min_values=False, node_overlay=True))
 
 
 # A plan simulates at most this many pods per workload: a typo'd replicas must not exhaust memory.
@@ -374,6 +399,15 @@ def plan_world(world: World, pending: list[dict[str, Any]], region: str, result:
     ]
     view = planning.plan(world, pending, verdicts.usable)
     result.claims = [*replicas, *view.new_claims]
+    overlays = world.overlays
+    if overlays is not None:
+        result.overlays = {
+            name: {"applied": v.ok, "reason": v.reason, "message": v.message}
+            for name, v in sorted(overlays.verdicts.items())
+        }
+        for claim in result.claims:  # "why this type": the overlays that priced its cheapest candidate
+            if claim.instance_types:
+                claim.overlays = overlays.applied(claim.nodepool, claim.instance_types[0]).names
     result.pending.update(view.unschedulable)
     result.placements = view.nominated
     return result
@@ -385,11 +419,14 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
 
     pools: dict[str, dict[str, Any]] = {}
     classes: dict[str, dict[str, Any]] = {}
+    overlays: dict[str, dict[str, Any]] = {}
     objects: dict[str, list[dict[str, Any]]] = {name: [] for name in CLUSTER_KINDS.values()}
     runtime_classes: dict[str, dict[str, Any]] = {}
     pods: list[dict[str, Any]] = []
     kubelet_pieces: list[dict[str, Any]] = []
     for report in validate_files(paths).documents:
+        if is_saved_answer(report.source.doc):
+            continue  # the account's capacity reservations: read by ``saved_reservations``
         errors = [str(f) for f in report.findings if f.is_error]
         kinds = {str(doc.get("kind")) for doc in report.v1}
         named = all(isinstance(dig(doc, "metadata", "name"), str) for doc in report.v1)
@@ -410,6 +447,8 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
                 _keep_last(pools, doc, result)
             elif kind == "EC2NodeClass":
                 _keep_last(classes, doc, result)
+            elif kind == "NodeOverlay":
+                _keep_last(overlays, doc, result)
             elif kind == "Pod" and dig(doc, "spec", "nodeName"):
                 pods.append(doc)  # bound: it holds its node's resources and topology
             elif kind in WORKLOAD_KINDS:
@@ -442,8 +481,27 @@ def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
         pods=admitted,
         nodepools=list(pools.values()),
         nodeclasses=list(classes.values()),
+        nodeoverlays=list(overlays.values()),
         **objects,  # type: ignore[arg-type]
     )
+
+
+def saved_reservations(paths: Iterable[str | Path]) -> tuple[list[Any], list[str]]:
+    """The capacity reservations of the saved DescribeCapacityReservations answers among the manifests
+    (``cloud.reservations.from_saved_answer``), and a problem line per answer that cannot be read."""
+    from nodewright.api.manifests import load_files, manifest_paths
+    from nodewright.cloud.reservations import SavedAnswerError, from_saved_answer, is_saved_answer
+
+    found: list[Any] = []
+    problems: list[str] = []
+    for loaded in load_files(manifest_paths(paths)):
+        if not is_saved_answer(loaded.doc):
+            continue
+        try:
+            found.extend(from_saved_answer(loaded.doc, f"{loaded.file}#{loaded.index}"))
+        except SavedAnswerError as exc:
+            problems.append(str(exc))
+    return found, problems
 
 
 def _unreadable_pdb(doc: Mapping[str, Any]) -> str | None:

@@ -82,13 +82,66 @@ def unsupported_reason(info: Mapping[str, Any]) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Offering:
     """Where and how a type can be bought: one zone (and its zone ID, ``use1-az1``, when the
-    EC2NodeClass's subnets name it), one capacity type, its price per hour."""
+    EC2NodeClass's subnets name it), one capacity type, its price per hour.
+
+    A ``reserved`` offering is one capacity reservation (Karpenter's reserved offerings): its id,
+    type (``default`` or ``capacity-block``), whether it is interruptible, and how many instances it
+    can still take (``reservation_capacity``, which ``scheduling.reservations`` shares among a
+    plan's NodeClaims)."""
 
     zone: str
     capacity_type: str
     price: float
     available: bool = True
     zone_id: str = ""
+    reservation_id: str = ""
+    reservation_type: str = ""
+    interruptible: bool = False
+    reservation_capacity: int = 0
+    # A NodeOverlay set this price (Karpenter's ``IsPriceOverlaid``): the launch then ranks by it.
+    price_overlaid: bool = False
+
+    def label(self, key: str) -> str | None:
+        """The value this offering gives a reservation label (``None``: the node has no such label)."""
+        return reservation_labels(self).get(key)
+
+
+def reservation_labels(offering: Offering) -> dict[str, str]:
+    """The ``karpenter.k8s.aws/capacity-reservation-*`` labels a node launched from the offering
+    carries (none for on-demand and spot offerings)."""
+    if not offering.reservation_id:
+        return {}
+    return {
+        wk.CAPACITY_RESERVATION_ID: offering.reservation_id,
+        wk.CAPACITY_RESERVATION_TYPE: offering.reservation_type or "default",
+        wk.CAPACITY_RESERVATION_INTERRUPTIBLE: str(offering.interruptible).lower(),
+    }
+
+
+RESERVATION_KEYS = (
+    wk.CAPACITY_RESERVATION_ID,
+    wk.CAPACITY_RESERVATION_TYPE,
+    wk.CAPACITY_RESERVATION_INTERRUPTIBLE,
+)
+
+
+def _offering_allowed(offering: Offering, requirements: Requirements) -> bool:
+    """Whether the requirements allow the offering's reservation labels and, for a reserved offering,
+    name ``reserved`` among their capacity types: as in Karpenter, a NodePool that says nothing about
+    the capacity type launches no reserved capacity (its default is on-demand)."""
+    if offering.capacity_type == wk.CAPACITY_TYPE_RESERVED and requirements.get(wk.CAPACITY_TYPE) is None:
+        return False
+    for key in RESERVATION_KEYS:
+        requirement = requirements.get(key)
+        if requirement is None:
+            continue
+        value = offering.label(key)
+        if value is None:
+            if not requirement.allows_absent:
+                return False
+        elif not requirement.has(value):
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +227,9 @@ class InstanceType:
             Requirement(wk.CAPACITY_TYPE, False, frozenset(o.capacity_type for o in available)),
             Requirement(wk.INSTANCE_TENANCY, False, TENANCIES),
         ]
+        if available and all(o.reservation_id for o in available):  # only reserved: their labels
+            for key in RESERVATION_KEYS:
+                found.append(Requirement(key, False, frozenset(o.label(key) or "" for o in available)))
         zone_ids = frozenset(o.zone_id for o in available if o.zone_id)
         if zone_ids:
             found.append(Requirement(wk.TOPOLOGY_ZONE_ID, False, zone_ids))
@@ -192,8 +248,9 @@ class InstanceType:
             and (zone is None or zone.has(o.zone))
             and (zone_id is None or (bool(o.zone_id) and zone_id.has(o.zone_id)))
             and (capacity_type is None or capacity_type.has(o.capacity_type))
+            and (requirements is None or _offering_allowed(o, requirements))
         ]
-        return sorted(found, key=lambda o: (o.price, o.zone, o.capacity_type))
+        return sorted(found, key=lambda o: (o.price, o.zone, o.capacity_type, o.reservation_id))
 
     def cheapest_price(self, requirements: Requirements | None = None) -> float | None:
         offerings = self.available_offerings(requirements)

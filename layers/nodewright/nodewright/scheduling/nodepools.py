@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from nodewright.api import labels as wk
 from nodewright.api.tolerations import Toleration
-from nodewright.scheduling.instancetypes import InstanceType
+from nodewright.scheduling.instancetypes import RESERVATION_KEYS, InstanceType
 from nodewright.scheduling.model import NodePoolInput, PodSpec, Snapshot, Taint, untolerated
 from nodewright.scheduling.podclass import PodClass
 from nodewright.scheduling.preferences import Level
@@ -25,7 +25,13 @@ ALLOW_UNDEFINED = wk.WELL_KNOWN_LABELS | {wk.HOSTNAME}
 # Keys the NodePool gives its nodes (its name, its EC2NodeClass), not the instance type.
 POOL_KEYS = (wk.NODEPOOL, wk.EC2NODECLASS)
 # Keys an offering or the launch decides (not the type): checked against offerings, not type labels.
-OFFERING_KEYS = (wk.ZONE, wk.TOPOLOGY_ZONE_ID, wk.CAPACITY_TYPE, wk.INSTANCE_TENANCY)
+OFFERING_KEYS = (
+    wk.ZONE,
+    wk.TOPOLOGY_ZONE_ID,
+    wk.CAPACITY_TYPE,
+    wk.INSTANCE_TENANCY,
+    *RESERVATION_KEYS,  # a capacity reservation's labels (its offering's, not the type's)
+)
 
 PoolOption = tuple[int, Requirements]  # (NodePool index, requirements a claim there would carry)
 

@@ -13,6 +13,8 @@ The pass, as Karpenter's scheduler splits it (all deterministic: every order is 
 5. ``claims``: the rest is demand on the first NodePool (by weight) that can host it, bin-packed
    per NodePool by ``packing.Packer`` and cut into NodeClaims charged against the limits; what the
    limits refuse moves to the next NodePool, or is reported with a reason.
+6. ``reservations``: the capacity reservations the new NodeClaims may launch into are shared among
+   them (each reservation's free slots), the rest falling back to on-demand or spot.
 
 Known limits: required hostname affinity is met on existing/in-flight nodes, or by co-locating a
 self-affine class on one new node, or by riding on the claims of the planned pods it selects;
@@ -24,6 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nodewright.api import labels as wk
+from nodewright.scheduling import reservations
 from nodewright.scheduling.claims import ClaimPacker, Demand, Follower
 from nodewright.scheduling.existing import ExistingNodes
 from nodewright.scheduling.model import Snapshot
@@ -74,6 +77,7 @@ class Scheduler:
             self._place_class(cls)
         self.claims.pack(self.demands)
         self.claims.attach_followers(self.followers, classes)
+        reservations.allocate(self.plan)  # capacity reservations shared among the new NodeClaims
         for cls in classes:
             for pod in cls.left:
                 self.plan.unschedulable[pod.key] = cls.reason or "not placed"

@@ -13,8 +13,9 @@ Statements are modelled on Karpenter v1's controller policy and reconciled with 
 ``nodewright.cloud`` calls (every AWS call lives there):
 
 - ``reads``: the EC2 Describe* calls of the catalog, subnets, security groups, AMIs, launch
-  templates and instances (``READ_ACTIONS``), public AMI parameters (ssm:GetParameter) and
-  eks:DescribeCluster for this cluster; the parameters ``-c amiSsmParameters`` names;
+  templates, instances and capacity reservations (``READ_ACTIONS``: the reservations an
+  EC2NodeClass selects are offerings, status and drift), public AMI parameters (ssm:GetParameter)
+  and eks:DescribeCluster for this cluster; the parameters ``-c amiSsmParameters`` names;
 - ``launch``: CreateFleet (instant; EC2 also authorizes RunInstances for it) and
   CreateLaunchTemplate, each only with this cluster's tags on everything it creates; CreateTags
   only as part of those creations; the instance profiles under this cluster's path; PassRole for
@@ -22,7 +23,6 @@ Statements are modelled on Karpenter v1's controller policy and reconciled with 
 - ``terminate``: TerminateInstances on instances carrying this cluster's tags;
 - ``prune``: DeleteLaunchTemplate on this cluster's launch templates (the provisioner deletes the
   ones no live instance uses, ``provisioning/lifecycle.py``);
-- ``drift``: DescribeCapacityReservations (dynamic drift: is a node's reservation still active);
 - ``prices``: pricing:GetProducts and ec2:DescribeSpotPriceHistory;
 - ``cleanup`` (the custom resource that runs at ``cdk destroy``): read this cluster's endpoint,
   terminate its instances (as ``terminate``), delete its launch templates and instance profiles,
@@ -65,6 +65,7 @@ USED_RESOURCES = (
     "arn:{p}:ec2:{r}:*:security-group/*",
     "arn:{p}:ec2:{r}:*:subnet/*",
     "arn:{p}:ec2:{r}:*:placement-group/*",  # an EC2NodeClass's placementGroupSelector
+    "arn:{p}:ec2:{r}:*:capacity-reservation/*",  # a launch targeting a capacity reservation (block)
 )
 EC2_RESOURCE = "arn:{p}:ec2:{r}:*:{kind}/*"
 SSM_PUBLIC_PARAMETERS = "arn:{p}:ssm:{r}::parameter/aws/service/*"
@@ -77,6 +78,7 @@ INSTANCE_PROFILES = "arn:{p}:iam::{a}:instance-profile/*"
 OWN_INSTANCE_PROFILES = "arn:{p}:iam::{a}:instance-profile/nodewright/{r}/{cluster}/*"
 # EC2 reads of the launch path (catalog, subnets, security groups, AMIs, templates, instances).
 READ_ACTIONS = (
+    "ec2:DescribeCapacityReservations",  # cloud/reservations.py (capacityReservationSelectorTerms)
     "ec2:DescribeImages",  # cloud/amis.py
     "ec2:DescribeInstances",  # cloud/provider.py, cloud/launchtemplates.py
     "ec2:DescribeInstanceTypeOfferings",  # cloud/catalog.py
@@ -87,7 +89,6 @@ READ_ACTIONS = (
     "ec2:DescribeSubnets",  # cloud/network.py
 )
 PRICE_READ_ACTIONS = ("ec2:DescribeSpotPriceHistory",)  # cloud/pricing.py
-DRIFT_READ_ACTIONS = ("ec2:DescribeCapacityReservations",)  # cloud/provider.py drift_reason
 CLEANUP_READ_ACTIONS = ("ec2:DescribeLaunchTemplates", "ec2:DescribeInstances")  # cloud/cleanup.py
 # Where the removal at cdk destroy keeps its report (an SSM parameter: it outlives the stack).
 REMOVAL_REPORT_PARAMETER = "/nodewright/{cluster}/removal-report"
@@ -145,12 +146,12 @@ TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
     "pricing": ("dynamodb:Query", "dynamodb:PutItem"),
 }
 # Which grants each function's role holds. Disruption launches the replacements of a consolidation
-# replace or a drift roll (disruption/execute.py launch_replacements, through provisioning's launch)
-# and reads capacity reservations for drift; the interruption paths launch replacements; the
-# provisioner's lifecycle deletes launch templates no live instance uses.
+# replace or a drift roll (disruption/execute.py launch_replacements, through provisioning's launch);
+# the interruption paths launch replacements; the provisioner's lifecycle deletes launch templates
+# no live instance uses.
 FUNCTION_GRANTS: dict[str, tuple[str, ...]] = {
     "provisioner": ("reads", "launch", "terminate", "prune"),
-    "disruption": ("reads", "launch", "terminate", "drift"),
+    "disruption": ("reads", "launch", "terminate"),
     "interruption": ("reads", "launch", "terminate"),
     "spot_events": ("reads", "launch", "terminate"),
     "pricing": ("prices",),
@@ -339,7 +340,6 @@ GRANTS: dict[str, tuple[Statement, ...]] = {
     ),
     "terminate": (TERMINATE_ONLY_OWNED,),
     "prune": (DELETE_OWNED_LAUNCH_TEMPLATES,),
-    "drift": (_regional("DriftReads", DRIFT_READ_ACTIONS),),
     "prices": (
         _regional("SpotPriceHistory", PRICE_READ_ACTIONS),
         Statement("OnDemandPrices", ("pricing:GetProducts",), ("*",)),  # no resources

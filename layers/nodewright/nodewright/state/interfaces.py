@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         LaunchResult,
         NodeClassResolution,
     )
+    from nodewright.cloud.reservations import CapacityReservation
     from nodewright.cluster.client import EvictionResult
     from nodewright.cluster.resources import Resource
     from nodewright.scheduling import InstanceType
@@ -67,6 +68,10 @@ class CloudProvider(CloudView, Protocol):
 
     def drift_reason(self, instance: Instance, nodeclass: Mapping[str, Any]) -> str | None: ...
 
+    def capacity_reservations_by_id(self, ids: Iterable[str]) -> dict[str, CapacityReservation]:
+        """The active capacity reservations among ``ids``, as EC2 has them now."""
+        ...
+
 
 class Lease(Protocol):
     """The writers' lease: one pass (or one replacement) at a time plans against the capacity."""
@@ -101,6 +106,8 @@ class Cluster(Protocol):
     def list_nodepools(self) -> list[Obj]: ...
 
     def list_ec2nodeclasses(self) -> list[Obj]: ...
+
+    def list_nodeoverlays(self) -> list[Obj]: ...
 
     def list_daemonsets(self) -> list[Obj]: ...
 
@@ -137,6 +144,8 @@ class Cluster(Protocol):
     def patch_nodepool_status(self, name: str, status: Obj) -> Obj: ...
 
     def patch_ec2nodeclass_status(self, name: str, status: Obj) -> Obj: ...
+
+    def patch_nodeoverlay_status(self, name: str, status: Obj) -> Obj: ...
 
     def add_finalizer(self, resource: Resource, name: str, finalizer: str) -> Obj | None: ...
 

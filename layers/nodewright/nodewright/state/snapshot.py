@@ -123,7 +123,7 @@ def fresh_plan(world: World, pods: list[dict[str, Any]], pools: list[dict[str, A
     from nodewright.state.pods import as_pending
 
     empty = replace(world, nodeclaims=[], nodes=[], pods=[])
-    empty._instance_types = world._instance_types  # the cloud is asked once
+    empty._cloud_facts = world._cloud_facts  # the cloud is asked once
     snapshot, _ = Simulation(empty, pools).snapshot([as_pending(p) for p in pods])
     return scheduling.plan(snapshot)
 
@@ -142,7 +142,7 @@ def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, f
     return model.NodePoolInput(
         name=name,
         requirements=Requirements.from_k8s(template_spec.get("requirements")),
-        instance_types=world.instance_types(nodeclass_name(pool)),
+        instance_types=world.pool_instance_types(name),
         node_price=world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0,
         weight=int(spec.get("weight") or 0),
         labels={

@@ -6,7 +6,10 @@ between shows up bound or not pending, never as a pending pod launched for twice
 
 What a pass asks of the cloud is observed lazily and at most once per pass: the instance types an
 EC2NodeClass allows (``instance_types``), and the shared price table (``price_of``). An idle
-disruption pass that removes nothing never asks.
+disruption pass that removes nothing never asks. The NodeOverlays (read only with the stack's
+``nodeOverlay`` setting, Karpenter's feature gate) are applied here and nowhere else: a NodePool's
+instance types (``pool_instance_types``), a NodeClaim's candidates and its price are the overlaid ones
+(``state.overlays``), so every plan, consolidation and ``nodewright plan`` sees the same catalog.
 
 Every lookup that crosses objects is written here once: the NodePool of a NodeClaim or Node
 (``nodepool_of``), the EC2NodeClass of a NodePool or NodeClaim (``nodeclass_of``, null-safe: an
@@ -34,11 +37,22 @@ if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.scheduling import InstanceType
     from nodewright.state.interfaces import CloudView, Obj
+    from nodewright.state.overlays import Resolution
     from nodewright.state.pdbs import PdbLimits
 
 # Recorded by ``termination.request`` on the NodeClaim (or the Node without one): the drain evicts every
 # pod whatever its PDBs and do-not-disrupt say, because the instance goes anyway (an interruption).
 INVOLUNTARY_ANNOTATION = "nodewright.io/termination-involuntary"
+
+
+@dataclass
+class _CloudFacts:
+    """What one pass asked of the cloud (per EC2NodeClass), and what the NodeOverlays made of it (per
+    NodePool): shared by every World derived from the pass's, which hold the same NodePools."""
+
+    by_nodeclass: dict[str, list[InstanceType]] = field(default_factory=dict)
+    by_nodepool: dict[str, list[InstanceType]] = field(default_factory=dict)
+    overlays: Resolution | None = None
 
 
 @dataclass
@@ -60,8 +74,10 @@ class World:
     # The deployment's minValues policy (Settings.relax_min_values: Karpenter's BestEffort), so every
     # simulation of this World plans with it: provisioning, an interruption's replacement, disruption.
     relax_min_values: bool = False
-    # Instance types per EC2NodeClass name, shared with worlds derived from this one.
-    _instance_types: dict[str, list[InstanceType]] = field(default_factory=dict, init=False, repr=False)
+    # The NodeOverlays (none unless the deployment's nodeOverlay gate is on or a plan's manifests hold some).
+    nodeoverlays: list[Obj] = field(default_factory=list)
+    # What the pass asked of the cloud, shared with worlds derived from this one.
+    _cloud_facts: _CloudFacts = field(default_factory=_CloudFacts, init=False, repr=False)
 
     # -- objects by name -------------------------------------------------------------------------------
     def nodepool(self, name: str) -> Obj | None:
@@ -94,17 +110,60 @@ class World:
     # -- what the cloud offers ------------------------------------------------------------------------
     def instance_types(self, nodeclass_name: str) -> list[InstanceType]:
         """The scheduler's instance types the EC2NodeClass allows, asked of the cloud once per pass."""
-        if nodeclass_name not in self._instance_types:
+        known = self._cloud_facts.by_nodeclass
+        if nodeclass_name not in known:
             nodeclass = self.nodeclass(nodeclass_name)
-            self._instance_types[nodeclass_name] = (
+            known[nodeclass_name] = (
                 list(self.cloud.instance_types(nodeclass)) if nodeclass and self.cloud else []
             )
-        return self._instance_types[nodeclass_name]
+        return known[nodeclass_name]
+
+    def pool_instance_types(self, nodepool_name: str) -> list[InstanceType]:
+        """The instance types a NodePool plans with: its EC2NodeClass's, as the NodeOverlays change them
+        in this NodePool (the same list when no overlay applies)."""
+        pool = self.nodepool(nodepool_name)
+        types = self.instance_types(nodeclass_name(pool)) if pool else []
+        overlays = self.overlays
+        if overlays is None:
+            return types
+        known = self._cloud_facts.by_nodepool
+        if nodepool_name not in known:
+            known[nodepool_name] = overlays.apply(nodepool_name, types)
+        return known[nodepool_name]
+
+    @property
+    def overlays(self) -> Resolution | None:
+        """The NodeOverlays resolved against every NodePool's instance types (``state.overlays``), once
+        per pass; None without overlays."""
+        facts = self._cloud_facts
+        if not self.nodeoverlays:
+            return None
+        if facts.overlays is None:
+            from nodewright.api.overlays import from_manifest
+            from nodewright.state.overlays import PoolFacts, resolve
+
+            pools = {
+                name_of(p): PoolFacts(
+                    (((p.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {},
+                    self.instance_types(nodeclass_name(p)),
+                )
+                for p in self.nodepools
+                if self.nodeclass_of(p) is not None
+            }
+            facts.overlays = resolve([from_manifest(o) for o in self.nodeoverlays], pools)
+        return facts.overlays
 
     def candidates_for(self, claim: Mapping[str, Any], limit: int) -> list[InstanceType]:
         """A NodeClaim's candidate types: its ``node.kubernetes.io/instance-type In`` list in its
-        order (cheapest first), those its EC2NodeClass still offers, at most ``limit``."""
-        by_name = {t.name: t for t in self.instance_types(nodeclass_name(claim))}
+        order (cheapest first), those its NodePool (its EC2NodeClass, as the overlays change it) still
+        offers, at most ``limit``."""
+        pool = nodepool_name(claim)
+        types = (
+            self.pool_instance_types(pool)
+            if pool and self.nodepool(pool)
+            else self.instance_types(nodeclass_name(claim))
+        )
+        by_name = {t.name: t for t in types}
         allowed: list[str] = []
         for requirement in (claim.get("spec") or {}).get("requirements") or []:
             if requirement.get("key") == labels.INSTANCE_TYPE and requirement.get("operator") == "In":
@@ -126,6 +185,16 @@ class World:
             if windows is not None:
                 return windows
         price = None
+        if self.overlays is not None and (pool := nodepool_name(claim)) and self.nodepool(pool):
+            reservation = found.get(labels.CAPACITY_RESERVATION_ID, "")
+            overlaid = self._offering_price(
+                claim, instance_type, zone, capacity_type, reservation, nodepool=pool
+            )
+            if overlaid is not None:  # what the NodePool's overlays make the offering cost
+                return overlaid
+        if capacity_type == labels.CAPACITY_TYPE_RESERVED:  # what its reserved offering costs (near 0)
+            reservation = found.get(labels.CAPACITY_RESERVATION_ID, "")
+            return self._offering_price(claim, instance_type, zone, capacity_type, reservation)
         if self.prices is not None:
             if capacity_type == labels.CAPACITY_TYPE_SPOT:
                 price = self.prices.spot_price(instance_type, zone)
@@ -134,15 +203,29 @@ class World:
         return price if price is not None else self._offering_price(claim, instance_type, zone, capacity_type)
 
     def _offering_price(
-        self, claim: Mapping[str, Any], instance_type: str, zone: str, capacity_type: str
+        self,
+        claim: Mapping[str, Any],
+        instance_type: str,
+        zone: str,
+        capacity_type: str,
+        reservation: str = "",
+        *,
+        nodepool: str = "",
     ) -> float | None:
         """A type the table does not price is priced as the launch ranked it: the catalog's offering
-        price (the documented estimate, counted by ``PriceEstimated``), so the two never disagree."""
+        price (the documented estimate, counted by ``PriceEstimated``), so the two never disagree; a
+        reserved node by its reservation's offering (the reservation no longer selected: nothing); with
+        ``nodepool``, the offering as that NodePool's overlays price it."""
         name = nodeclass_name(claim)
-        for candidate in self.instance_types(name) if name else ():
+        types = self.pool_instance_types(nodepool) if nodepool else self.instance_types(name) if name else []
+        for candidate in types:
             if candidate.name == instance_type:
                 for offering in candidate.offerings:
-                    if offering.zone == zone and offering.capacity_type == capacity_type:
+                    if (
+                        offering.zone == zone
+                        and offering.capacity_type == capacity_type
+                        and offering.reservation_id == reservation
+                    ):
                         return offering.price
         return None
 
@@ -223,7 +306,7 @@ class World:
             nodes=[n for n in self.nodes if name_of(n) not in names],
             pods=[p for p in self.pods if (p.get("spec") or {}).get("nodeName") not in names],
         )
-        derived._instance_types = self._instance_types  # the cloud is asked once per pass
+        derived._cloud_facts = self._cloud_facts  # the cloud is asked once per pass
         return derived
 
     # -- indexes -------------------------------------------------------------------------------------
@@ -287,6 +370,8 @@ def observe(ctx: Context) -> World:
         "persistent_volume_claims": cluster.list_persistent_volume_claims,
         "storage_classes": cluster.list_storage_classes,
     }
+    if ctx.settings.node_overlay:  # Karpenter's NodeOverlay feature gate (off by default, as there)
+        readers["nodeoverlays"] = cluster.list_nodeoverlays
     with ThreadPoolExecutor(max_workers=len(readers)) as pool:
         futures = {name: pool.submit(read) for name, read in readers.items()}
         capacity = {name: future.result() for name, future in futures.items()}
