@@ -71,7 +71,7 @@ def test_a_pod_lands_in_an_on_demand_capacity_reservation_and_its_node_carries_i
     wait_for("the pod unschedulable", lambda: len(kube.list_pending_pods()) == 1)
 
     assert provision()["launched"] == 1
-    wait_for("the pod Running", lambda: node_of(kube, "trainer") is not None)
+    wait_for("the pod Running", lambda: node_of(kube, "trainer") is not None, step=provision)
 
     node = node_of(kube, "trainer")
     assert node is not None
@@ -117,7 +117,7 @@ def test_a_capacity_blocks_end_drains_its_node_ahead_of_time(kube: Any, sandbox:
 
     # A reservation bought a moment ago is seen within the minute the reservation queries are kept.
     wait_for("a NodeClaim launched into the block", lambda: provision()["launched"] >= 1, timeout=150)
-    wait_for("the pod Running in the block", lambda: node_of(kube, "block-job") is not None)
+    wait_for("the pod Running in the block", lambda: node_of(kube, "block-job") is not None, step=provision)
     node = node_of(kube, "block-job")
     assert node is not None
     assert node["metadata"]["labels"][labels.CAPACITY_RESERVATION_ID] == block

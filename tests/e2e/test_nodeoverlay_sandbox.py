@@ -64,7 +64,7 @@ def land(kube: Any, name: str) -> dict[str, Any]:
         f"{name} unschedulable", lambda: any(p["metadata"]["name"] == name for p in kube.list_pending_pods())
     )
     assert provision()["launched"] == 1
-    wait_for(f"{name} Running", lambda: node_of(kube, name) is not None)
+    wait_for(f"{name} Running", lambda: node_of(kube, name) is not None, step=provision)
     found = node_of(kube, name)
     assert found is not None
     return found
