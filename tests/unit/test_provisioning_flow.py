@@ -311,7 +311,7 @@ def test_an_instance_that_never_registers_is_terminated_after_fifteen_minutes(wo
     ctx.clock.advance(2 * 60)
     report = flow.provision(ctx)
     assert report.lifecycle.timed_out == [name]
-    flow.provision(ctx)  # the finalizer step: terminate, then drop the finalizer
+    flow.provision(ctx)  # its termination: terminate, then drop the finalizer
 
     assert cloud.instances == {}
     assert len(cloud.terminated) == 1

@@ -55,7 +55,7 @@ IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
 # no interruption notice that early in practice, and the index is dropped after every action.
 OWNERSHIP_TTL_SECONDS = 2.0
 # How often a warm container looks for terminations an earlier invocation left half-done (the
-# provisioning lifecycle also finishes them every minute).
+# provisioner's termination controller also drives them every minute).
 RESUME_SCAN_SECONDS = 10.0
 # Event ids this warm container has handled, newest last: a redelivery after the node is gone (no
 # NodeClaim left to own it) is still told apart as a duplicate, without a DynamoDB read.
