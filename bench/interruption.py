@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class _NoReplacement:
     """Replacement launches are measured by ``bench latency``; here they would only add moto's CreateFleet."""
 
-    def __call__(self, ctx: Any, node_names: list[str]) -> _NoReplacement:
+    def __call__(self, ctx: Any, node_names: list[str], *, guard: Any = None) -> _NoReplacement:
         return self
 
     def summary(self) -> dict[str, Any]:

@@ -194,7 +194,7 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
 
     Each includes the leaked-instance check (DescribeInstances), as a real invocation a minute
     after the previous one would."""
-    from nodewright.provisioning import lifecycle
+    from nodewright.provisioning import garbage
 
     from sandbox.events import scheduled_event
     from sandbox.lambdas import LambdaContext, load_function
@@ -202,7 +202,7 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
     app = load_function("provisioner")
     durations = []
     for index in range(runs):
-        lifecycle.reset_gc_clock()  # invocations come a minute apart: each one lists EC2 for leaks
+        garbage.reset_gc_clock()  # invocations come a minute apart: each one lists EC2 for leaks
         started = time.monotonic()
         report = app.handler(scheduled_event(f"idle-{index}"), LambdaContext(70))
         durations.append(time.monotonic() - started)

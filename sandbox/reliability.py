@@ -951,7 +951,7 @@ class Rig:
             PDBS,
             PODS,
         )
-        from nodewright.provisioning import lifecycle
+        from nodewright.provisioning import garbage
 
         from sandbox.workloads import DEPLOYMENTS, REPLICASETS
 
@@ -992,7 +992,7 @@ class Rig:
             self.admin.delete(LEASES, lease["metadata"]["name"], namespace="nodewright")
         for name in list(self.functions.containers):
             self.functions.discard(name)
-        lifecycle.reset_gc_clock(templates=True)
+        garbage.reset_gc_clock(templates=True)
         self.tracker = Tracker()
         self.churn = None
         self.violations = []

@@ -71,8 +71,10 @@ def failed(rig: Rig) -> list[str]:
 
 
 def kill_each(rig: Rig, points: list[str], act: Any) -> None:
-    """Kill the invocation at each point in turn; ``act(point)`` makes a flow reach it."""
+    """Kill the invocation at each point in turn; ``act(point)`` makes a flow reach it. A point's
+    kills are counted from its arming: an earlier scenario of the same rig may have killed there."""
     for point in points:
+        del rig.crashes.killed[point]
         rig.crashes.arm(point)
         act(point)
         assert rig.crashes.killed[point] == 1, f"no invocation reached {point}"

@@ -25,13 +25,13 @@ def test_killed_at_every_provisioning_step_converges(rig: Rig) -> None:
     start(rig, 2)
     kill_each(rig, points, lambda point: rig.converge(lambda: rig.crashes.killed[point] > 0, rounds=6))
     settle(rig, 2)
-    # A NodeClaim deleted by hand: the provisioner's finalizer step (the disruption function's
-    # termination would finish it otherwise) is killed after terminating the instance.
+    # A NodeClaim deleted by hand: the provisioner's termination controller (the disruption
+    # function's would finish it otherwise) is killed after terminating the instance.
     victim = rig.admin.list(NODECLAIMS)[0]["metadata"]["name"]
     rig.admin.delete(NODECLAIMS, victim)
     kill_each(
         rig,
-        ["lifecycle.instance-terminated"],
+        ["termination.instance-terminated"],
         lambda point: rig.converge(lambda: rig.crashes.killed[point] > 0, rounds=10, disruption=False),
     )
     settle(rig, 2)

@@ -202,9 +202,9 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
 
 def _scheduled_provisioner_pass(cluster: Any) -> dict[str, Any]:
     """One scheduled provisioner invocation with garbage collection due (as a minute later)."""
-    from nodewright.provisioning import lifecycle
+    from nodewright.provisioning import garbage
 
-    lifecycle.reset_gc_clock()
+    garbage.reset_gc_clock()
     result = load_function("provisioner").handler(
         {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}},
         LambdaContext(25, "nodewright-provisioner"),

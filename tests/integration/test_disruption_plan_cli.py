@@ -397,6 +397,7 @@ def flow_answer(docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> 
     from nodewright.cli.plan import offline_instance_types
     from nodewright.cloud.ebs import node_storage
     from nodewright.disruption import consolidation, drift, flow
+    from nodewright.state.world import observe
 
     clock = FakeClock()
     cluster, cloud = FakeCluster(clock), FakeCloudProvider(clock)
@@ -411,19 +412,15 @@ def flow_answer(docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(flow, "_recent_why_not", {})
     reports = []
     for _ in range(2):
-        report = flow.DisruptionReport()
-        decision, _terms = flow.disruption_pass(ctx, FakeLease(), report)
-        reports.append((report, decision))
+        reports.append(flow.reconcile(ctx, observe(ctx), lease=FakeLease()))
         clock.advance(consolidation.VALIDATION_SECONDS)
-    decisions = [d for report, _ in reports for d in report.decisions]
+    decisions = [d for report in reports for d in report.decisions]
     assert len(decisions) <= 1, decisions
     answer = (
-        (decisions[0]["method"], decisions[0]["action"], sorted(decisions[0]["nodeclaims"]))
-        if decisions
-        else None
+        (decisions[0].method, decisions[0].action, sorted(decisions[0].nodeclaims)) if decisions else None
     )
-    assert not any(r.drifted for r, _ in reports), "nothing here has drifted"
-    return answer, reports[-1][1].held
+    assert not any(r.drifted for r in reports), "nothing here has drifted"
+    return answer, reports[-1].held
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -100,7 +100,7 @@ def test_the_karpenter_nodepool_is_usable_and_its_nodeclaim_is_read_and_left_run
 
     report = lifecycle.reconcile(ctx, world)
 
-    assert report.registered == report.initialized == report.timed_out == report.finalized == []
+    assert report.registered == report.initialized == report.timed_out == []
     assert "default-x7k2p" in cluster.objects["NodeClaim"]
     assert drift.mark(ctx, world, verdicts.usable) == {}  # nothing to replace
     annotations = cluster.objects["NodeClaim"]["default-x7k2p"]["metadata"]["annotations"]

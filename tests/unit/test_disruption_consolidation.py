@@ -20,6 +20,7 @@ from nodewright.cluster import objects
 from nodewright.context import Context
 from nodewright.disruption import consolidation, drift, execute, flow
 from nodewright.state import nodepools
+from nodewright.state.world import observe
 from test_scheduling_support import catalog
 
 ZONE = "us-west-2a"
@@ -158,9 +159,9 @@ def add_pod(
 
 
 def one_pass(ctx: Context) -> flow.DisruptionReport:
+    """One pass of the disruption controller, as an invocation's report of one pass."""
     report = flow.DisruptionReport()
-    decision, _terms = flow.disruption_pass(ctx, FakeLease(), report)
-    report.held = decision.held
+    report.add(flow.reconcile(ctx, observe(ctx), lease=FakeLease()))
     return report
 
 
@@ -187,12 +188,12 @@ def test_two_underused_nodes_are_replaced_by_one_cheaper_node_and_drained_once_i
 
     report = pass_after_validation(ctx)
     [decision] = report.decisions
-    assert decision["method"] == "multi"
-    assert decision["action"] == "replace"
-    assert sorted(decision["nodeclaims"]) == ["a", "b"]
-    assert decision["pricePerHourBefore"] == pytest.approx(0.384)
-    assert decision["pricePerHourAfter"] < 0.384
-    assert decision["description"].startswith("Underutilized, replacing 2 nodes (m5.xlarge x2) with ")
+    assert decision.method == "multi"
+    assert decision.action == "replace"
+    assert sorted(decision.nodeclaims) == ["a", "b"]
+    assert decision.price_before == pytest.approx(0.384)
+    assert decision.price_after < 0.384
+    assert decision.description.startswith("Underutilized, replacing 2 nodes (m5.xlarge x2) with ")
     [request] = cloud.requests
     assert {t.name for t in request.instance_types} <= {"c5.large", "m5.large", "m6g.large", "r5.large"}
     for name in ("a", "b"):
@@ -212,7 +213,7 @@ def test_two_underused_nodes_are_replaced_by_one_cheaper_node_and_drained_once_i
         "DisruptionLaunching",
         "Launching NodeClaim: Underutilized",
     ) in cluster.events
-    assert one_pass(ctx).commands[0]["action"] == "waiting"
+    assert one_pass(ctx).commands[0].action == "waiting"
     waiting = (
         "NodeClaim",
         replacement,
@@ -220,13 +221,13 @@ def test_two_underused_nodes_are_replaced_by_one_cheaper_node_and_drained_once_i
         "Waiting on readiness to continue disruption",
     )
     assert waiting in cluster.events
-    assert one_pass(ctx).commands[0]["action"] == "waiting"
+    assert one_pass(ctx).commands[0].action == "waiting"
     assert cluster.events.count(waiting) == 1, "not repeated every pass"
     cluster.objects["NodeClaim"][replacement]["status"]["conditions"].append(
         {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-12-02T12:00:30Z"}
     )
     report = one_pass(ctx)
-    assert report.commands[0]["action"] == "draining"
+    assert report.commands[0].action == "draining"
     assert all(objects.is_deleting(cluster.objects["NodeClaim"][n]) for n in ("a", "b"))
     for name in ("a", "b"):
         assert (
@@ -253,8 +254,8 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted_without_a_replacement(env) -
 
     report = pass_after_validation(ctx)
     [decision] = report.decisions
-    assert decision["action"] == "delete"
-    assert decision["nodeclaims"] == ["small"]
+    assert decision.action == "delete"
+    assert decision.nodeclaims == ["small"]
     assert cloud.requests == []
     assert objects.is_deleting(cluster.objects["NodeClaim"]["small"])
     assert report.savings_per_hour == pytest.approx(0.096)
@@ -275,7 +276,7 @@ def test_do_not_disrupt_on_the_node_or_a_pod_keeps_it_and_says_why(env, veto: st
     add_pod(cluster, "web-2", "node-b", **({"karpenter.sh/do-not-disrupt": "true"} if veto == "pod" else {}))
     ctx.clock.advance(consolidation.VALIDATION_SECONDS)
     report = pass_after_validation(ctx)
-    assert all("b" not in d["nodeclaims"] for d in report.decisions)
+    assert all("b" not in d.nodeclaims for d in report.decisions)
     assert ("NodeClaim", "b", "DisruptionBlocked", expected) in cluster.events, "Karpenter's reason and words"
 
 
@@ -325,7 +326,7 @@ def test_a_pending_pod_keeps_the_room_it_needs(env) -> None:
     add_pod(cluster, "web-2", "node-small")
     add_pod(cluster, "hungry", None, cpu="5500m")  # big's free room: deleting small would leave web-2 none
     report = pass_after_validation_or_none(ctx)
-    assert all(d["action"] != "delete" or "small" not in d["nodeclaims"] for d in report.decisions)
+    assert all(d.action != "delete" or "small" not in d.nodeclaims for d in report.decisions)
 
 
 def test_a_replacement_that_fails_to_launch_abandons_the_command_and_untaints(env) -> None:
@@ -338,7 +339,7 @@ def test_a_replacement_that_fails_to_launch_abandons_the_command_and_untaints(en
     add_pod(cluster, "web-2", "node-b")
     cloud.fail_with = LaunchError("x", "InsufficientInstanceCapacity", "no capacity")
     report = pass_after_validation(ctx)
-    assert report.commands[-1]["action"] == "abandoned"
+    assert report.commands[-1].action == "abandoned"
     for name in ("a", "b"):
         assert not objects.has_taint(cluster.objects["Node"][f"node-{name}"], "karpenter.sh/disrupted")
         assert execute.COMMAND_ANNOTATION not in objects.annotations_of(cluster.objects["NodeClaim"][name])
@@ -355,8 +356,8 @@ def test_a_replacement_not_initialized_in_time_abandons_and_a_crash_leaves_no_or
     pass_after_validation(ctx)
     ctx.clock.advance(execute.REPLACEMENT_TIMEOUT.total_seconds() + 1)
     report = one_pass(ctx)
-    assert report.commands[0]["action"] == "abandoned"
-    assert "not initialized" in report.commands[0]["detail"]
+    assert report.commands[0].action == "abandoned"
+    assert "not initialized" in report.commands[0].detail
     assert not any(objects.has_taint(n, "karpenter.sh/disrupted") for n in cluster.objects["Node"].values())
 
     # A crash left a taint nobody owns (e.g. the annotation was removed by hand): lifted next pass.
@@ -380,8 +381,8 @@ def test_a_drifted_node_is_replaced_before_it_is_drained_and_empty_drifted_ones_
     report = one_pass(ctx)  # the budget (100%) allows both in one pass: the empty one first
     assert report.drifted == {"busy": "NodePoolDrifted", "idle": "NodePoolDrifted"}
     first, second = report.decisions
-    assert (first["method"], first["action"], first["nodeclaims"]) == ("drift", "delete", ["idle"])
-    assert (second["method"], second["action"], second["nodeclaims"]) == ("drift", "replace", ["busy"])
+    assert (first.method, first.action, first.nodeclaims) == ("drift", "delete", ["idle"])
+    assert (second.method, second.action, second.nodeclaims) == ("drift", "replace", ["busy"])
     assert len(cloud.requests) == 1
     assert not objects.is_deleting(cluster.objects["NodeClaim"]["busy"])
 
@@ -435,7 +436,7 @@ def test_two_pdbs_or_a_pdb_without_status_keep_the_node_and_say_why(
 
     report = pass_after_validation_or_none(ctx)
 
-    assert all("b" not in d["nodeclaims"] for d in report.decisions), report.decisions
+    assert all("b" not in d.nodeclaims for d in report.decisions), report.decisions
     assert not objects.has_taint(cluster.objects["Node"]["node-b"], "karpenter.sh/disrupted")
     assert any(expected in why for why in consolidation_events(cluster, "b")), cluster.events
 
@@ -459,7 +460,7 @@ def test_multi_node_consolidation_leaves_empty_nodes_to_emptiness_and_its_budget
 
     report = pass_after_validation_or_none(ctx)
 
-    taken = {n for d in report.decisions for n in d["nodeclaims"]}
+    taken = {n for d in report.decisions for n in d.nodeclaims}
     assert report.decisions, "the underutilized nodes are still consolidated"
     assert taken.isdisjoint({"empty-1", "empty-2"}), report.decisions
     assert report.held["empty-1"].startswith("budget"), report.held
@@ -510,7 +511,7 @@ def test_the_pods_of_a_deleting_node_keep_the_room_they_will_need(env) -> None:
 
     report = pass_after_validation_or_none(ctx)
 
-    assert all(d["action"] != "delete" for d in report.decisions), report.decisions
+    assert all(d.action != "delete" for d in report.decisions), report.decisions
     assert not objects.is_deleting(cluster.objects["NodeClaim"]["small"])
 
 
@@ -544,7 +545,7 @@ def test_drift_is_eventual_for_a_nodeclaim_with_a_termination_grace_period(env, 
 
     report = one_pass(ctx)
 
-    assert [(d["method"], d["action"], d["nodeclaims"]) for d in report.decisions] == [
+    assert [(d.method, d.action, d.nodeclaims) for d in report.decisions] == [
         ("drift", "delete", ["bounded"])
     ]
     assert objects.is_deleting(cluster.objects["NodeClaim"]["bounded"]), "its drain is bounded by 1h"
@@ -578,9 +579,9 @@ def test_drift_starts_as_many_replacements_in_one_pass_as_its_budget_allows(env)
 
     report = one_pass(ctx)
 
-    assert [(d["method"], d["action"]) for d in report.decisions] == [("drift", "replace")] * 2
+    assert [(d.method, d.action) for d in report.decisions] == [("drift", "replace")] * 2
     assert len(cloud.requests) == 2, "one replacement per command, each launched before its drain"
-    started = {n for d in report.decisions for n in d["nodeclaims"]}
+    started = {n for d in report.decisions for n in d.nodeclaims}
     (waiting,) = {"d1", "d2", "d3"} - started
     assert report.held[waiting].startswith("budget"), report.held
     for name in started:
@@ -600,10 +601,10 @@ def test_drift_goes_on_while_drift_commands_are_in_flight(env) -> None:
     pool["spec"]["disruption"]["budgets"] = [{"nodes": "2", "reasons": ["Drifted"]}]
     report = one_pass(ctx)
 
-    assert [c["action"] for c in report.commands[:1]] == ["waiting"], "the first is still in flight"
+    assert [c.action for c in report.commands[:1]] == ["waiting"], "the first is still in flight"
     [second] = report.decisions
-    assert second["method"] == "drift"
-    assert second["nodeclaims"] != first["nodeclaims"]
+    assert second.method == "drift"
+    assert second.nodeclaims != first.nodeclaims
     assert len(cloud.requests) == 2
 
 

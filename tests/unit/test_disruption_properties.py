@@ -169,22 +169,20 @@ def test_a_consolidation_command_keeps_every_pod_placed_saves_money_and_respects
     commands: list[consolidation.Command] = []
     real_start = execute.start
 
-    def spy(ctx_: Context, world: Any, command: consolidation.Command) -> Any:
+    def spy(ctx_: Context, world: Any, command: consolidation.Command, *, guard: Any) -> Any:
         commands.append(command)
         assert fits_without_launching(ctx_, command), command.describe()  # before it acts
-        return real_start(ctx_, world, command)
+        return real_start(ctx_, world, command, guard=guard)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(nodepools, "validation_errors", lambda doc: [])
         patch.setattr(flow, "_recent_why_not", {})
         patch.setattr(execute, "start", spy)
-        first = flow.DisruptionReport()
-        flow.disruption_pass(ctx, FakeLease(), first)
+        first = flow.reconcile(ctx, observe(ctx), lease=FakeLease())
         if first.decisions:  # a command is only ever taken after validation
             pytest.fail(f"acted on first sight: {first.decisions}")
         ctx.clock.advance(consolidation.VALIDATION_SECONDS)  # type: ignore[attr-defined]
-        report = flow.DisruptionReport()
-        flow.disruption_pass(ctx, FakeLease(), report)
+        flow.reconcile(ctx, observe(ctx), lease=FakeLease())
 
     event(f"{commands[0].method} {commands[0].action}" if commands else "no command")
     for command in commands:
@@ -274,9 +272,9 @@ def run_passes(shape: dict[str, Any]) -> list[consolidation.Command]:
     bound = {n for n, p in cluster.objects["Pod"].items() if p["spec"].get("nodeName")}
     commands: list[consolidation.Command] = []
 
-    def record(ctx_: Context, world: Any, command: consolidation.Command) -> execute.Outcome:
+    def record(ctx_: Context, world: Any, command: consolidation.Command, *, guard: Any) -> execute.Outcome:
         commands.append(command)
-        return execute.Outcome(command.describe(), "started", [c.name for c in command.candidates])
+        return execute.Outcome(command.describe(), execute.Step.STARTED, [c.name for c in command.candidates])
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(nodepools, "validation_errors", lambda doc: [])
@@ -287,9 +285,9 @@ def run_passes(shape: dict[str, Any]) -> list[consolidation.Command]:
             room = budget_room(shape["budget"], len(nodes_before))
             before = len(commands)
             # Two passes: a command found in the first acts in the second, once validated.
-            flow.disruption_pass(ctx, FakeLease(), flow.DisruptionReport())
+            flow.reconcile(ctx, observe(ctx), lease=FakeLease())
             ctx.clock.advance(consolidation.VALIDATION_SECONDS)  # type: ignore[attr-defined]
-            flow.disruption_pass(ctx, FakeLease(), flow.DisruptionReport())
+            flow.reconcile(ctx, observe(ctx), lease=FakeLease())
             emptied = finish_terminations(cluster)
             new = commands[before:]
             assert len(new) <= 1, "one command at a time"

@@ -13,7 +13,7 @@ from nodewright.api import labels
 from nodewright.cluster.objects import format_time
 from nodewright.disruption import consolidation
 from nodewright.disruption import flow as disruption_flow
-from nodewright.disruption.decide import EMPTY, EXPIRED, Decision
+from nodewright.disruption.decide import EMPTY, EXPIRED
 from nodewright.provisioning import flow
 from nodewright.state import nodepools
 from nodewright.state.world import World, observe
@@ -79,14 +79,12 @@ def drifted_world(replicas: int, **spec: Any) -> tuple[Any, FakeCluster, str]:
     return ctx, cluster, claim["metadata"]["name"]
 
 
-def drift_command(ctx: Any, name: str) -> tuple[consolidation.Command | None, Decision]:
+def drift_command(ctx: Any, name: str) -> tuple[consolidation.Command | None, disruption_flow.PassReport]:
     world = observe(ctx)
     usable = nodepools.triage(world).usable
-    decision = Decision()
-    command = disruption_flow._drift_command(
-        ctx, world, usable=usable, drifted={name: "NodePoolDrifted"}, decision=decision
-    )
-    return command, decision
+    report = disruption_flow.PassReport(drifted={name: "NodePoolDrifted"})
+    command = disruption_flow._drift_command(ctx, world, usable=usable, report=report)
+    return command, report
 
 
 def test_a_drifted_static_node_is_replaced_one_for_one_from_the_template() -> None:
@@ -102,13 +100,13 @@ def test_a_drifted_static_node_is_replaced_one_for_one_from_the_template() -> No
 
 def test_a_drifted_static_node_waits_while_its_nodepool_scales_down() -> None:
     ctx, _, name = drifted_world(replicas=0)
-    command, decision = drift_command(ctx, name)
+    command, report = drift_command(ctx, name)
     assert command is None
-    assert "scales down first" in decision.held[name]
+    assert "scales down first" in report.held[name]
 
 
 def test_a_drifted_static_node_waits_for_room_under_limits_nodes() -> None:
     ctx, _, name = drifted_world(replicas=1, limits={"nodes": "1"})
-    command, decision = drift_command(ctx, name)
+    command, report = drift_command(ctx, name)
     assert command is None
-    assert "limits.nodes 1 leaves no room" in decision.held[name]
+    assert "limits.nodes 1 leaves no room" in report.held[name]

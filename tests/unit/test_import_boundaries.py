@@ -134,3 +134,76 @@ def test_the_check_catches_a_crossing(module: str, source: str, expected: str) -
 )
 def test_the_check_lets_the_allowed_imports_pass(module: str, source: str) -> None:
     assert violations(source, module) == []
+
+
+# Termination owns every finish of a node: no module outside ``termination`` deletes a Node, removes
+# the ``karpenter.sh/termination`` finalizer (the only finalizer the layer removes) or terminates an
+# instance; the others ask (``termination.request``, or deleting the NodeClaim). ``cloud`` and
+# ``cluster`` define those calls and are not controllers.
+FINISHING_CALLS = {
+    "delete_node": "deletes a Node",
+    "remove_finalizer": "removes a finalizer",
+    "delete_by_nodeclaim": "terminates instances",
+    "terminate_instances": "terminates instances",
+}
+FINISH_OWNERS = ("termination", "cloud", "cluster")
+FUNCTIONS = LAYER.parents[2] / "functions"
+
+
+def _receiver(node: ast.expr) -> str:
+    """The last name of a call's receiver: ``ctx.cloud.delete`` → ``cloud``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def finishes(source: str, module: str) -> list[str]:
+    """Where ``module`` (its ``source``) finishes a node itself instead of asking termination."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        name, receiver = node.func.attr, _receiver(node.func.value)
+        first = node.args[0] if node.args else None
+        if name in FINISHING_CALLS:
+            what = FINISHING_CALLS[name]
+        elif name == "delete" and receiver in ("cloud", "provider"):
+            what = "terminates an instance"
+        elif name == "delete" and isinstance(first, ast.Name) and first.id == "NODES":
+            what = "deletes a Node"
+        else:
+            continue
+        found.append(f"{module}:{node.lineno} {what} ({receiver}.{name}): ask termination instead")
+    return found
+
+
+def test_only_termination_finishes_a_node() -> None:
+    sources = [(m, p) for m, p in layer_modules() if part_of(m) not in FINISH_OWNERS]
+    sources += [(f"functions.{p.parent.name}.app", p) for p in sorted(FUNCTIONS.glob("*/app.py"))]
+    assert any(m == "nodewright.provisioning.lifecycle" for m, _ in sources), "did the layer move?"
+    assert any(m.startswith("functions.") for m, _ in sources), "did the functions move?"
+    assert [f for module, path in sources for f in finishes(path.read_text(), module)] == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("ctx.cluster.delete_node(name)", "deletes a Node"),
+        ("ctx.cluster.remove_finalizer(NODECLAIMS, name, TERMINATION_FINALIZER)", "removes a finalizer"),
+        ("ctx.cloud.delete(instance_id)", "terminates an instance"),
+        ("cloud.delete_by_nodeclaim(name)", "terminates instances"),
+        ("ctx.cluster.delete(NODES, name)", "deletes a Node"),
+    ],
+)
+def test_the_finish_check_catches_a_controller_finishing_a_node(source: str, expected: str) -> None:
+    [found] = finishes(source, "nodewright.provisioning.lifecycle")
+    assert expected in found
+
+
+def test_the_finish_check_lets_asking_pass() -> None:
+    source = (
+        "ctx.cluster.delete_nodeclaim(name)\n"
+        "termination.request(ctx, nodeclaim=c, node=n, instance_id=i, asked=asked)\n"
+        "ctx.cluster.delete(PODS, name, namespace='default')\n"
+    )
+    assert finishes(source, "nodewright.disruption.flow") == []

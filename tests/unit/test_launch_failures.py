@@ -153,7 +153,7 @@ def test_an_interruptions_replacement_that_is_denied_counts_as_permission(
     cluster.add("Pod", app)
     _denied(cloud)
 
-    report = replace_for_displaced(ctx, ["doomed"])
+    report = replace_for_displaced(ctx, ["doomed"], guard=None)
 
     assert [f.failure_class for f in report.failures] == [PERMISSION]
     assert _launch_failures(capsys.readouterr().out) == {PERMISSION: 1}
@@ -175,7 +175,7 @@ def test_a_disruption_commands_replacement_that_is_denied_counts_as_permission(
     monkeypatch.setattr(planning, "claim_plan", lambda claim, pods: claim)  # already the NodeClaim's plan
     _denied(cloud)
 
-    report = launch_replacements(ctx, observe(ctx), [replacement])  # type: ignore[list-item]
+    report = launch_replacements(ctx, observe(ctx), [replacement], guard=None)  # type: ignore[list-item]
 
     assert len(report.created) == 1
     assert [f.failure_class for f in report.failures] == [PERMISSION]

@@ -25,7 +25,7 @@ from nodewright.api import labels
 from nodewright.cloud.provider import LaunchResult
 from nodewright.cluster.objects import format_time
 from nodewright.context import Context
-from nodewright.provisioning import flow, lifecycle, nodeclaims, planning
+from nodewright.provisioning import flow, garbage, lifecycle, nodeclaims, planning
 from nodewright.settings import Settings
 from nodewright.state import nodepools
 from test_scheduling_support import catalog
@@ -70,7 +70,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> tuple[Context, FakeCluster, FakeCl
     ctx = Context(settings, cluster, cloud, None, RecordingLogger(), RecordingMetrics(), clock=clock)
     monkeypatch.setattr(nodepools, "validation_errors", lambda doc: list(doc.get("errors", [])))
     monkeypatch.setattr(planning, "plan", StandInPlanner())
-    lifecycle.reset_gc_clock(templates=True)
+    garbage.reset_gc_clock(templates=True)
     monkeypatch.setattr(flow, "_recent_events", {})
     return ctx, cluster, cloud
 
@@ -270,11 +270,11 @@ def test_issue16_defect4_kubectl_delete_node_is_followed_by_the_provisioner_too(
     name, claim = _registered_node(ctx, cluster)
     cluster.delete_node("ip-10-0-0-1")  # held by the finalizer
 
-    report = flow.provision(ctx)
-    assert report.lifecycle.node_deletions == [name]
-    assert cluster.objects["NodeClaim"][name]["metadata"]["deletionTimestamp"], "the NodeClaim follows"
-
-    flow.provision(ctx)  # the NodeClaim's finalizer step drains and terminates
+    report = flow.provision(ctx)  # the NodeClaim follows; nothing to drain, so it is finished at once
+    assert report.termination.node_deletions == (name,)
+    assert [(t.nodeclaim, t.reason, t.done) for t in report.termination.terminations] == [
+        (name, "Node ip-10-0-0-1 deleted", True)
+    ]
     assert cluster.objects["Node"] == {}
     assert name not in cluster.objects["NodeClaim"]
     assert claim["status"]["instanceID"] in cloud.terminated
@@ -289,11 +289,11 @@ def test_issue16_defect3_a_vanished_instance_releases_its_node_and_nodeclaim_in_
     instance_id = claim["status"]["instanceID"]
     del cloud.instances[instance_id]
     cloud.gone.add(instance_id)
-    ctx.clock.advance(lifecycle.LEAK_GRACE.total_seconds() + 1)
-    lifecycle.reset_gc_clock()
+    ctx.clock.advance(garbage.LEAK_GRACE.total_seconds() + 1)
+    garbage.reset_gc_clock()
 
     report = flow.provision(ctx)  # GC: the instance is gone → the NodeClaim is deleted
-    assert report.lifecycle.vanished == [name]
+    assert report.garbage.vanished == [name]
     flow.provision(ctx)  # finalized at once: no drain waits on a dead kubelet
 
     assert cluster.objects["Node"] == {}
@@ -311,7 +311,7 @@ def test_an_instance_that_never_registers_is_terminated_after_fifteen_minutes(wo
     ctx.clock.advance(2 * 60)
     report = flow.provision(ctx)
     assert report.lifecycle.timed_out == [name]
-    flow.provision(ctx)  # the finalizer step: terminate, then drop the finalizer
+    flow.provision(ctx)  # its termination: terminate, then drop the finalizer
 
     assert cloud.instances == {}
     assert len(cloud.terminated) == 1
@@ -328,7 +328,7 @@ def test_leaked_instances_are_terminated_after_the_grace_period_only(world: Any)
 
     report = flow.provision(ctx)
 
-    assert report.lifecycle.leaked_terminated == ["i-old"]
+    assert report.garbage.leaked_terminated == ["i-old"]
     assert set(cloud.instances) == {"i-young"}
 
 
@@ -351,14 +351,14 @@ def test_a_second_instance_tagged_with_a_live_nodeclaim_is_a_leak_once_registrat
     twin = instance("i-twin", "m5.large", "us-west-2a", "on-demand", name, launch_time=ctx.clock.now())
     cloud.instances["i-twin"] = twin
 
-    lifecycle.reset_gc_clock()
-    assert flow.provision(ctx).lifecycle.leaked_terminated == []  # young: it might still be adopted
+    garbage.reset_gc_clock()
+    assert flow.provision(ctx).garbage.leaked_terminated == []  # young: it might still be adopted
 
     ctx.clock.advance(lifecycle.REGISTRATION_TTL.total_seconds() + 60)
-    lifecycle.reset_gc_clock()
+    garbage.reset_gc_clock()
     report = flow.provision(ctx)
 
-    assert report.lifecycle.leaked_terminated == ["i-twin"]
+    assert report.garbage.leaked_terminated == ["i-twin"]
     assert name in cluster.objects["NodeClaim"]
     assert recorded in cloud.instances
 
@@ -370,8 +370,8 @@ def test_deleting_a_nodepool_deletes_its_nodeclaims_which_terminate_their_instan
     cluster.objects["Pod"].clear()
     del cluster.objects["NodePool"]["default"]
 
-    assert flow.provision(ctx).lifecycle.orphans_deleted == [name]
-    assert flow.provision(ctx).lifecycle.finalized == [name]
+    assert flow.provision(ctx).garbage.orphans_deleted == [name]
+    assert [t.nodeclaim for t in flow.provision(ctx).termination.finished] == [name]
     assert cluster.objects["NodeClaim"] == {}
     assert cloud.instances == {}
 
@@ -682,7 +682,7 @@ def test_replacement_capacity_is_launched_for_the_reschedulable_pods_of_a_node_a
     cluster.add("Pod", app)
     cluster.add("Pod", daemon)
 
-    report = replace_for_displaced(ctx, [node["metadata"]["name"]])
+    report = replace_for_displaced(ctx, [node["metadata"]["name"]], guard=None)
 
     assert len(report.created) == 1
     assert len(report.launched) == 1
@@ -732,7 +732,7 @@ def test_a_second_interruption_plans_the_pods_of_the_node_already_going_with_its
     cluster.add("Pod", pending_pod("evicted-app"))  # the first node's pod, evicted already
     seen = _recording_planner()
 
-    replace_for_displaced(ctx, ["rebalanced"])
+    replace_for_displaced(ctx, ["rebalanced"], guard=None)
 
     planned_world, pending = seen[0]
     assert sorted(p["metadata"]["name"] for p in pending) == ["evicted-app", "first-app", "second-app"]
@@ -774,7 +774,7 @@ def test_nothing_is_launched_when_the_displaced_node_runs_only_daemonset_pods(wo
     daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent"}]
     cluster.add("Pod", daemon)
 
-    report = replace_for_displaced(ctx, ["doomed"])
+    report = replace_for_displaced(ctx, ["doomed"], guard=None)
 
     assert report.created == []
     assert cloud.instances == {}
@@ -785,17 +785,17 @@ def test_unused_launch_templates_are_deleted_by_a_pass_at_most_every_ten_minutes
     cloud.unused_templates = ["nodewright-old"]
 
     first = flow.provision(ctx)
-    assert first.lifecycle.templates_deleted == ["nodewright-old"]
+    assert first.garbage.templates_deleted == ["nodewright-old"]
     assert cloud.template_cleanups == 1
 
     cloud.unused_templates = ["nodewright-newer"]
     ctx.clock.advance(5 * 60)
-    lifecycle.reset_gc_clock()  # invocations a minute apart: leaks are looked for, templates wait
-    assert flow.provision(ctx).lifecycle.templates_deleted == []
+    garbage.reset_gc_clock()  # invocations a minute apart: leaks are looked for, templates wait
+    assert flow.provision(ctx).garbage.templates_deleted == []
     assert cloud.template_cleanups == 1
 
     ctx.clock.advance(5 * 60)
-    assert flow.provision(ctx).lifecycle.templates_deleted == ["nodewright-newer"]
+    assert flow.provision(ctx).garbage.templates_deleted == ["nodewright-newer"]
     assert cloud.template_cleanups == 2
 
 
@@ -1120,7 +1120,7 @@ def test_an_interruption_plans_the_pods_its_drain_evicts_regardless_but_not_a_bl
     _web(cluster, "voluntary", pod_name="web-2", deleting="claim")
     seen = _recording_planner()
 
-    replace_for_displaced(ctx, ["interrupted"])
+    replace_for_displaced(ctx, ["interrupted"], guard=None)
 
     assert [p["metadata"]["name"] for p in seen[0][1]] == ["web-1"]
 

@@ -16,7 +16,7 @@ from nodewright.api import labels
 from nodewright.cluster.objects import format_time
 from nodewright.cluster.resources import NODECLAIMS
 from nodewright.context import Context
-from nodewright.provisioning import flow, lifecycle, static
+from nodewright.provisioning import flow, garbage, static
 from nodewright.scheduling import Offering, instance_type_from_ec2
 from nodewright.settings import Settings
 from nodewright.state import nodepools
@@ -76,7 +76,7 @@ def make(static_capacity: bool = True) -> tuple[Context, FakeCluster, FakeCloudP
 def _valid(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nodepools, "validation_errors", lambda doc: [])
     monkeypatch.setattr(flow, "_recent_events", {})
-    lifecycle.reset_gc_clock(templates=True)
+    garbage.reset_gc_clock(templates=True)
 
 
 def claims_of(cluster: FakeCluster, pool: str = "static") -> list[dict[str, Any]]:
@@ -264,6 +264,4 @@ def test_a_static_nodepool_being_deleted_is_left_to_the_orphan_sweep() -> None:
     report = flow.provision(ctx)
 
     assert report.created == []
-    assert sorted(report.lifecycle.orphans_deleted) == sorted(
-        c["metadata"]["name"] for c in claims_of(cluster)
-    )
+    assert sorted(report.garbage.orphans_deleted) == sorted(c["metadata"]["name"] for c in claims_of(cluster))

@@ -19,7 +19,6 @@ POINTS: dict[str, str] = {
     "provisioning.launch-recorded": "the NodeClaim records its instance (Launched)",
     "lifecycle.node-registered": "the Node got the NodeClaim's labels, taints and finalizer; the "
     "NodeClaim not yet Registered",
-    "lifecycle.instance-terminated": "a deleted NodeClaim's instance is terminated, its finalizer kept",
     "termination.cordoned": "the node is tainted and cordoned, the NodeClaim not yet marked",
     "termination.nodeclaim-marked": "the NodeClaim is marked for deletion (its finalizer keeps it)",
     "termination.drained": "the node's pods are gone, the Node not yet deleted",

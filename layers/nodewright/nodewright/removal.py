@@ -175,18 +175,19 @@ def take_out_webhooks(api: Cluster, report: RemovalReport) -> None:
 
 
 def drain_nodes(ctx: Context, report: RemovalReport, *, drain_until: datetime) -> None:
-    """Drain and remove every node Nodewright launched, bounded by ``drain_until``; see step 2.
+    """Ask for the termination of every node Nodewright launched, bounded by ``drain_until``, and
+    drive them (``termination.reconcile``); see step 2.
 
     A transient error (the API server busy or briefly unreachable) is waited out until the finish
     window ends; any other, or the end of that window, finishes the nodes left at once
-    (``_force``). A Lambda timeout finishes nothing: the retried Delete resumes."""
+    (``termination.finish_now``). A Lambda timeout finishes nothing: the retried Delete resumes."""
     terms = _terminations(ctx, drain_until)
     stop_at = drain_until + timedelta(seconds=FINISH_SECONDS)
     try:
         while True:
             try:
                 budget = (stop_at - ctx.clock.now()).total_seconds()
-                termination.run(ctx, terms, budget_seconds=max(0.0, budget))
+                termination.reconcile(ctx, None, asked=terms, budget_seconds=max(0.0, budget))
                 break
             except Exception as exc:
                 if not getattr(exc, "transient", False) or ctx.clock.now() + RETRY_WAIT >= stop_at:
@@ -200,10 +201,13 @@ def drain_nodes(ctx: Context, report: RemovalReport, *, drain_until: datetime) -
 
 
 def _finish(ctx: Context, report: RemovalReport, terms: list[termination.Termination]) -> None:
-    """Force what is not done, and count what was."""
+    """Finish at once what is not done, and count what was."""
     for term in terms:
         if not term.done:
-            _force(ctx, term)
+            try:
+                termination.finish_now(ctx, term)
+            except Exception as exc:  # reported as left by _left_in_cluster
+                ctx.logger.warning("node not removed", extra={"node": term.node, "error": _error(exc)})
         report.pods_evicted += len(term.evicted)
         report.pods_deleted_at_deadline += len(term.deleted)
         if term.done:
@@ -219,6 +223,7 @@ def _terminations(ctx: Context, drain_until: datetime) -> list[termination.Termi
     nodes = ctx.cluster.list_nodes()
     by_instance = {instance: n for n in nodes if (instance := objects.node_instance_id(n))}
     by_name = {objects.name_of(n): n for n in nodes}
+    asked = termination.TerminationRequest(REASON, involuntary=True, deadline=drain_until)
     terms = []
     for claim in ctx.cluster.list_nodeclaims():
         instance_id = objects.nodeclaim_instance_id(claim)
@@ -226,57 +231,22 @@ def _terminations(ctx: Context, drain_until: datetime) -> list[termination.Termi
             (claim.get("status") or {}).get("nodeName", "")
         )
         if objects.is_deleting(claim):
-            terms.append(termination.from_nodeclaim(claim, node, now))
+            terms.append(termination.resume(claim, node, now))
         else:
-            terms.append(_begin(ctx, claim, node, instance_id, drain_until))
+            terms.append(
+                termination.request(ctx, nodeclaim=claim, node=node, instance_id=instance_id, asked=asked)
+            )
     named = {t.node for t in terms}
     ours = {instance.id for instance in ctx.cloud.list()}
     for node in nodes:
         instance_id = objects.node_instance_id(node)
         if objects.name_of(node) not in named and instance_id in ours:
-            terms.append(_begin(ctx, None, node, instance_id, drain_until))
+            terms.append(
+                termination.request(ctx, nodeclaim=None, node=node, instance_id=instance_id, asked=asked)
+            )
     for term in terms:  # the node goes regardless, by the removal's deadline at the latest
-        term.involuntary = True
-        term.deadline = min(term.deadline or drain_until, drain_until)
+        term.hasten(drain_until)
     return terms
-
-
-def _begin(
-    ctx: Context,
-    claim: dict[str, Any] | None,
-    node: dict[str, Any] | None,
-    instance_id: str | None,
-    deadline: datetime,
-) -> termination.Termination:
-    return termination.begin(
-        ctx,
-        nodeclaim=claim,
-        node=node,
-        instance_id=instance_id,
-        deadline=deadline,
-        reason=REASON,
-        involuntary=True,
-        instance_going=False,
-    )
-
-
-def _force(ctx: Context, term: termination.Termination) -> None:
-    """A node still there after its finishing passes (an error, a pod stuck terminating): terminate
-    its instance, then one more step, which finds it gone and releases everything (its pods
-    force-deleted, as for an instance terminated out of band)."""
-    try:
-        pods = ctx.cluster.list_pods_on_node(term.node) if term.node else []
-        if term.instance_id:
-            ctx.cloud.delete(term.instance_id)
-        elif term.nodeclaim:
-            ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
-        term.deadline = ctx.clock.now()  # whatever is left is deleted now
-        term.instance_checked_at = None  # ask EC2 at once
-        termination.step(ctx, term)
-        if term.done:
-            term.deleted += [objects.name_of(p) for p in pods]
-    except Exception as exc:  # reported as left by _left_in_cluster
-        ctx.logger.warning("node not removed", extra={"node": term.node, "error": _error(exc)})
 
 
 def _left_in_cluster(ctx: Context, report: RemovalReport) -> None:

@@ -24,7 +24,7 @@ class CountingReplacement:
         self.calls: list[list[str]] = []
         self.during: Any = None  # run while "in progress" (to deliver the same event on the other path)
 
-    def __call__(self, ctx, node_names):
+    def __call__(self, ctx, node_names, *, guard=None):
         self.calls.append(list(node_names))
         if self.during:
             self.during()

@@ -116,7 +116,7 @@ def test_an_empty_node_is_removed_after_consolidate_after_and_a_busy_one_stays(
 
     report = run(ctx, remaining_seconds=60)
 
-    assert [(d["nodeclaim"], d["reason"]) for d in report.disrupted] == [("a", "Empty")]
+    assert [(d.nodeclaim, d.reason) for d in report.disrupted] == [("a", "Empty")]
     assert report.passes >= 2, "the first pass starts consolidateAfter; a later one acts"
     assert 30 <= sum(clock.slept) < 52
     assert gone(world, "a")
@@ -146,7 +146,7 @@ def test_a_pod_leaving_restarts_the_wait(world, ctx, clock) -> None:
 
     clock.advance(300)
     third = run(ctx, remaining_seconds=60)
-    assert [d["nodeclaim"] for d in third.disrupted] == ["a"]
+    assert [d.nodeclaim for d in third.disrupted] == ["a"]
 
 
 def test_a_budget_of_one_removes_empty_nodes_one_at_a_time_within_one_invocation(world, ctx, clock) -> None:
@@ -162,7 +162,7 @@ def test_a_budget_of_one_removes_empty_nodes_one_at_a_time_within_one_invocation
 
     report = run(ctx, remaining_seconds=60)
 
-    assert sorted(d["nodeclaim"] for d in report.disrupted) == ["a", "b", "c"]
+    assert sorted(d.nodeclaim for d in report.disrupted) == ["a", "b", "c"]
     assert report.passes >= 3, "one node per pass: the budget's room comes back as each one goes"
     assert max(deleting_at_once, default=0) <= 1
     assert all(gone(world, name) for name in ("a", "b", "c"))
@@ -176,7 +176,7 @@ def test_an_expired_node_is_drained_through_evictions_and_removed(world, ctx, cl
 
     report = run(ctx, remaining_seconds=60)
 
-    assert [(d["nodeclaim"], d["reason"]) for d in report.disrupted] == [("a", "Expired")]
+    assert [(d.nodeclaim, d.reason) for d in report.disrupted] == [("a", "Expired")]
     assert gone(world, "a")
     assert "web" not in world.pod_names(), "evicted through the Eviction API, then gone"
     assert INSTANCES["a"] in cloud.terminated
@@ -222,7 +222,7 @@ def test_a_do_not_disrupt_duration_holds_an_empty_node_and_the_invocation_comes_
 
     report = run(ctx, remaining_seconds=60)
 
-    assert [(d["nodeclaim"], d["reason"]) for d in report.disrupted] == [("a", "Empty")]
+    assert [(d.nodeclaim, d.reason) for d in report.disrupted] == [("a", "Empty")]
     assert report.passes >= 2, "held by the pod's protection, then looked at again"
     # startTime is written to the second: the protection ends 14-15 s after the test began.
     assert clock.now() - started >= timedelta(seconds=14), "not before the 20 s had passed"
@@ -237,7 +237,7 @@ def test_an_invalid_do_not_disrupt_value_is_ignored_with_karpenters_warning_on_t
 
     report = run(ctx, remaining_seconds=60)
 
-    assert [d["nodeclaim"] for d in report.disrupted] == ["a"], "the value protects nothing"
+    assert [d.nodeclaim for d in report.disrupted] == ["a"], "the value protects nothing"
     warnings = [
         (e["type"], e["message"])
         for e in world.cluster.list(EVENTS, namespace="default")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from nodewright import termination
 from nodewright.cluster.resources import EVENTS
+from nodewright.interruption import flow as interruption
 from nodewright.interruption.events import Action, parse_message
-from nodewright.interruption.flow import handle_event
 from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION, RECLAIM_GRACE_SECONDS
 
 INSTANCE = "i-0aaaaaaaaaaaaaaa1"
@@ -22,7 +22,7 @@ class FakeReplacement:
         self.calls: list[tuple[list[str], bool]] = []
         self.pods_at_call: list[str] = []
 
-    def __call__(self, ctx, node_names):
+    def __call__(self, ctx, node_names, *, guard=None):
         cordoned = bool(self.cluster.get_node(node_names[0])["spec"].get("unschedulable"))
         self.calls.append((list(node_names), cordoned))
         self.pods_at_call = sorted(
@@ -69,18 +69,19 @@ def test_spot_warning_cordons_replaces_before_evicting_then_drains_and_cleans_up
     _owned_node_with_pods(world)
     event = parse_message(_message(clock, **{"instance-action": "terminate"}))
 
-    outcome = handle_event(ctx, event, replace=replacement)
+    outcome = interruption.reconcile(ctx, event, replace=replacement)
 
     assert cloud.unavailable == [("m5.large", "us-west-2a", "spot", "SpotInterruption")]
     assert replacement.calls == [(["node-a"], True)], "cordoned, then the replacement"
     assert replacement.pods_at_call == ["agent", "web-1", "web-2"], "no eviction before the replacement"
-    assert outcome.replacement == {"created": ["default-replacement"]}
+    assert outcome.replacement is not None
+    assert outcome.replacement.summary() == {"created": ["default-replacement"]}
     [term] = outcome.terminations
     assert sorted(term.last_pass.evicted) == ["default/web-1", "default/web-2"], "all evictions at once"
     assert term.deadline == event.deadline
     assert world.cluster.get_node("node-a")["spec"]["unschedulable"] is True
 
-    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=60)
     assert term.done
     assert world.cluster.find_node("node-a") is None
     # EC2 reclaims a spot instance itself; its NodeClaim stays, deleting, until EC2 has.
@@ -93,7 +94,7 @@ def test_spot_warning_cordons_replaces_before_evicting_then_drains_and_cleans_up
 def test_instance_without_nodeclaim_is_not_ours(world, ctx, clock, cloud, replacement) -> None:
     world.node("managed-node-group-node", "i-0ccccccccccccccc3")  # a Node, but no NodeClaim: not ours
     event = parse_message(_message(clock, instance="i-0ccccccccccccccc3"))
-    outcome = handle_event(ctx, event, replace=replacement)
+    outcome = interruption.reconcile(ctx, event, replace=replacement)
     assert outcome.not_owned == ["i-0ccccccccccccccc3"]
     assert outcome.terminations == []
     assert replacement.calls == []
@@ -109,7 +110,7 @@ def test_rebalance_in_event_only_mode_records_an_event_and_touches_nothing(
         _message(clock, "EC2 Instance Rebalance Recommendation"), rebalance_mode="event-only"
     )
     assert event.action is Action.RECORD_ONLY
-    outcome = handle_event(ctx, event, replace=replacement)
+    outcome = interruption.reconcile(ctx, event, replace=replacement)
     assert outcome.recorded == [INSTANCE]
     assert replacement.calls == []
     reasons = [e["reason"] for e in world.cluster.list(EVENTS)]
@@ -119,10 +120,10 @@ def test_rebalance_in_event_only_mode_records_an_event_and_touches_nothing(
 
 def test_rebalance_replace_mode_terminates_the_instance_itself(world, ctx, clock, cloud, replacement) -> None:
     _owned_node_with_pods(world)
-    outcome = handle_event(
+    outcome = interruption.reconcile(
         ctx, parse_message(_message(clock, "EC2 Instance Rebalance Recommendation")), replace=replacement
     )
-    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=60)
     assert outcome.terminations[0].done
     assert cloud.terminated == [INSTANCE], "no one else will terminate it"
     assert cloud.unavailable == [], "only a spot interruption marks the offering"
@@ -133,11 +134,11 @@ def test_terminated_instance_pods_are_deleted_not_waited_for(world, ctx, clock, 
     world.pdb("web", {"app": "web"}, allowed=0)  # a PDB cannot protect pods of a dead instance
     message = _message(clock, "EC2 Instance State-change Notification", state="terminated")
     clock.advance(5)
-    outcome = handle_event(ctx, parse_message(message), replace=replacement)
+    outcome = interruption.reconcile(ctx, parse_message(message), replace=replacement)
     [term] = outcome.terminations
     # The DaemonSet pod is drained too (Karpenter's terminator waits for it as for the rest).
     assert sorted(term.last_pass.deleted) == ["default/agent", "default/web-1", "default/web-2"]
-    termination.run(ctx, outcome.terminations, budget_seconds=30)
+    termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=30)
     assert term.done
     assert world.pod_names() == []
 
@@ -147,7 +148,7 @@ def test_second_event_for_a_node_already_terminating_resumes_without_another_rep
 ) -> None:
     _owned_node_with_pods(world)
     world.pdb("web", {"app": "web"}, allowed=0)
-    first = handle_event(
+    first = interruption.reconcile(
         ctx, parse_message(_message(clock, **{"instance-action": "terminate"})), replace=replacement
     )
     assert not first.terminations[0].done
@@ -162,7 +163,7 @@ def test_second_event_for_a_node_already_terminating_resumes_without_another_rep
             "affectedEntities": [{"entityValue": INSTANCE}],
         },
     }
-    second = handle_event(ctx, parse_message(health), replace=replacement)
+    second = interruption.reconcile(ctx, parse_message(health), replace=replacement)
     assert second.resumed == [INSTANCE]
     assert len(replacement.calls) == 1
     assert second.terminations[0].deadline == first.terminations[0].deadline.replace(microsecond=0)
@@ -171,8 +172,9 @@ def test_second_event_for_a_node_already_terminating_resumes_without_another_rep
 def test_failed_replacement_does_not_stop_the_drain(world, ctx, clock, cluster) -> None:
     _owned_node_with_pods(world)
     failing = FakeReplacement(cluster, fail=True)
-    outcome = handle_event(ctx, parse_message(_message(clock)), replace=failing)
-    assert outcome.replacement == {"error": "RuntimeError: no capacity anywhere"}
+    outcome = interruption.reconcile(ctx, parse_message(_message(clock)), replace=failing)
+    assert outcome.replacement is not None
+    assert outcome.replacement.error == "RuntimeError: no capacity anywhere"
     assert outcome.terminations[0].last_pass.evicted
 
 
@@ -186,8 +188,9 @@ def test_a_replacement_stopped_by_an_outage_is_one_warning_and_the_drain_goes_on
     out_of_time = FakeReplacement(
         cluster, error=ApiUnavailable("POST nodeclaims: the invocation has 0.0s left")
     )
-    outcome = handle_event(ctx, parse_message(_message(clock)), replace=out_of_time)
-    assert outcome.replacement == {"error": "ApiUnavailable: POST nodeclaims: the invocation has 0.0s left"}
+    outcome = interruption.reconcile(ctx, parse_message(_message(clock)), replace=out_of_time)
+    assert outcome.replacement is not None
+    assert outcome.replacement.error == "ApiUnavailable: POST nodeclaims: the invocation has 0.0s left"
     assert outcome.terminations[0].last_pass.evicted
     logged = capsys.readouterr().out
     assert "replacement launch stopped by an outage" in logged
@@ -200,9 +203,10 @@ def test_lease_held_by_the_provisioner_skips_the_replacement_not_the_drain(
     _owned_node_with_pods(world)
     provisioner = world.cluster.writer_lease("provisioner", duration_seconds=60)
     assert provisioner.acquire()
-    outcome = handle_event(ctx, parse_message(_message(clock)), replace=replacement)
+    outcome = interruption.reconcile(ctx, parse_message(_message(clock)), replace=replacement)
     assert replacement.calls == []
-    assert "lease" in outcome.replacement["skipped"]
+    assert outcome.replacement is not None
+    assert "lease" in outcome.replacement.skipped
     assert outcome.terminations[0].last_pass.evicted
 
 
@@ -218,19 +222,17 @@ def _spot_warning_handled(world, ctx, clock, cloud, replacement):
         INSTANCE, "m5.large", "us-west-2a", "spot", "default-a", launch_time=clock.now() - timedelta(hours=1)
     )
     event = parse_message(_message(clock, **{"instance-action": "terminate"}))
-    outcome = handle_event(ctx, event, replace=replacement)
-    termination.run(ctx, outcome.terminations, budget_seconds=60)
+    outcome = interruption.reconcile(ctx, event, replace=replacement)
+    termination.reconcile(ctx, None, asked=outcome.terminations, budget_seconds=60)
     assert world.cluster.find_node("node-a") is None
     return event
 
 
 def _garbage_collection(ctx):
-    from nodewright.provisioning import lifecycle
+    from nodewright.provisioning import garbage
     from nodewright.state.world import observe
 
-    report = lifecycle.LifecycleReport()
-    lifecycle.collect_garbage(ctx, observe(ctx), report, force=True)
-    return report
+    return garbage.reconcile(ctx, observe(ctx), force=True)
 
 
 def test_a_spot_instance_left_for_ec2_is_not_collected_as_leaked_before_ec2_reclaims_it(
@@ -250,7 +252,7 @@ def test_a_spot_instance_left_for_ec2_is_not_collected_as_leaked_before_ec2_recl
     cloud.instances.pop(INSTANCE)
     cloud.gone.add(INSTANCE)
     clock.advance(event.deadline.timestamp() - clock.now().timestamp() + 1)
-    termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
+    termination.reconcile(ctx, termination.observe(ctx), budget_seconds=30)
     assert world.cluster.find_nodeclaim("default-a") is None
     assert _garbage_collection(ctx).leaked_terminated == []
     assert cloud.terminated == [], "EC2 reclaimed it itself"
@@ -262,7 +264,7 @@ def test_a_spot_instance_ec2_does_not_reclaim_is_terminated_after_the_notice_not
     event = _spot_warning_handled(world, ctx, clock, cloud, replacement)
     clock.advance(event.deadline.timestamp() - clock.now().timestamp() + RECLAIM_GRACE_SECONDS + 1)
 
-    termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
+    termination.reconcile(ctx, termination.observe(ctx), budget_seconds=30)
 
     assert cloud.terminated == [INSTANCE], "past the notice and its grace: we pay for it, so we end it"
     assert world.cluster.find_nodeclaim("default-a") is None

@@ -143,7 +143,7 @@ def test_a_removal_cut_short_is_resumed_by_the_retry_with_the_first_runs_deadlin
         raise LambdaTimeout
 
     with monkeypatch.context() as patched:
-        patched.setattr(removal.termination, "run", killed)
+        patched.setattr(removal.termination, "reconcile", killed)
         with pytest.raises(LambdaTimeout):
             drain_nodes(ctx, _report(), drain_until=first_deadline)
     claim = world.cluster.get_nodeclaim("claim-node-a")
@@ -167,7 +167,7 @@ def test_a_transient_api_error_is_waited_out_and_the_drain_goes_on(
 ) -> None:
     _claimed_node(world, "node-a", "i-0aaaaaaaaaaaaaaa1")
     world.pod("web-1", "node-a", labels={"app": "web"})
-    real = removal.termination.run
+    real = removal.termination.reconcile
     calls = {"n": 0}
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -176,7 +176,7 @@ def test_a_transient_api_error_is_waited_out_and_the_drain_goes_on(
             raise ServerBusy(503, "etcd leader changed")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(removal.termination, "run", flaky)
+    monkeypatch.setattr(removal.termination, "reconcile", flaky)
     report = _report()
     drain_nodes(ctx, report, drain_until=clock.now() + timedelta(seconds=120))
 

@@ -14,6 +14,7 @@ from nodewright.cluster.resources import (
     PERSISTENT_VOLUMES,
     VOLUME_ATTACHMENTS,
 )
+from nodewright.termination import terminate
 
 CRITICAL = "system-cluster-critical"
 
@@ -39,16 +40,21 @@ def _node_with_claim(world, name="node-a", instance="i-0aaaaaaaaaaaaaaa1", **cla
     return node, claim
 
 
+def _pending(ctx):
+    """What the next pass of any function finds to drive (the termination controller's look)."""
+    found, deletions = terminate.in_progress(ctx, ctx.cluster.list_nodes(), ctx.cluster.list_nodeclaims())
+    return found + deletions
+
+
 def _begin(ctx, node, claim, *, deadline=None, involuntary=True, instance_going=False):
-    return termination.begin(
+    return termination.request(
         ctx,
         nodeclaim=claim,
         node=node,
         instance_id=objects.nodeclaim_instance_id(claim),
-        deadline=deadline,
-        reason="test",
-        involuntary=involuntary,
-        instance_going=instance_going,
+        asked=termination.TerminationRequest(
+            "test", involuntary=involuntary, instance_going=instance_going, deadline=deadline
+        ),
     )
 
 
@@ -82,7 +88,7 @@ def test_drain_in_tiers_waits_for_the_pdb_then_removes_everything(
     assert objects.has_taint(cordoned, "karpenter.sh/disrupted", "NoSchedule")
     assert world.cluster.get_nodeclaim("claim-node-a")["metadata"]["deletionTimestamp"]
 
-    termination.run(ctx, [term], budget_seconds=120)
+    termination.reconcile(ctx, None, asked=[term], budget_seconds=120)
 
     assert term.done, term.summary()
     assert sorted(evictions[0:2]) == ["batch-1:evicted", "web-1:blocked"], "first pass: the whole first tier"
@@ -95,7 +101,7 @@ def test_drain_in_tiers_waits_for_the_pdb_then_removes_everything(
     assert world.cluster.find_node("node-a") is None
     assert world.cluster.find_nodeclaim("claim-node-a") is None
     assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
-    assert max(clock.slept) <= termination.terminate.MAX_WAIT_SECONDS
+    assert max(clock.slept) <= terminate.MAX_WAIT_SECONDS
 
 
 def test_deadline_deletes_blocked_pods_early_enough_for_their_grace_period(world, ctx, clock, cloud) -> None:
@@ -112,7 +118,7 @@ def test_deadline_deletes_blocked_pods_early_enough_for_their_grace_period(world
 
     ctx.cluster.delete_pod = recording_delete
     term = _begin(ctx, node, claim, deadline=deadline, instance_going=True)
-    termination.run(ctx, [term], budget_seconds=300)
+    termination.reconcile(ctx, None, asked=[term], budget_seconds=300)
 
     assert term.done
     moment, grace = deleted_at[0]
@@ -126,14 +132,14 @@ def test_do_not_disrupt_waits_for_the_deadline_unless_the_node_goes_regardless(w
     world.pod("careful", "node-a", annotations={"karpenter.sh/do-not-disrupt": "true"})
     term = _begin(ctx, node, claim, involuntary=False)
     assert term.deadline is not None
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert term.last_pass.waiting_do_not_disrupt == ["default/careful"]
     assert world.pod_names("node-a") == ["careful"]
 
     node_b, claim_b = _node_with_claim(world, name="node-b", instance="i-0bbbbbbbbbbbbbbb2")
     world.pod("careful-b", "node-b", annotations={"karpenter.sh/do-not-disrupt": "true"})
     term_b = _begin(ctx, node_b, claim_b, involuntary=True)
-    termination.step(ctx, term_b)
+    terminate.step(ctx, term_b)
     assert term_b.last_pass.evicted == ["default/careful-b"]
 
 
@@ -148,14 +154,14 @@ def test_a_do_not_disrupt_duration_holds_the_drain_only_until_it_elapses(world, 
     world.pod("web-1", "node-a")
     term = _begin(ctx, node, claim, involuntary=False)
     assert term.deadline is None, "no terminationGracePeriod: only the annotation's duration holds it"
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert term.last_pass.waiting_do_not_disrupt == ["default/careful"]
     assert term.last_pass.evicted == ["default/web-1"]
     clock.advance(14)
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert term.last_pass.waiting_do_not_disrupt == ["default/careful"], "15 s after it started"
     clock.advance(1)
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert term.last_pass.evicted == ["default/careful"], "20 s after it started: evicted"
 
 
@@ -166,35 +172,42 @@ def test_a_termination_cut_short_is_resumed_from_the_cluster_and_nothing_is_done
     world.pod("web-1", "node-a", labels={"app": "web"})
     world.pdb("web", {"app": "web"}, allowed=0)
     first = _begin(ctx, node, claim, deadline=clock.now() + timedelta(seconds=600))
-    termination.step(ctx, first)  # the invocation dies here: the PDB still blocks
+    terminate.step(ctx, first)  # the invocation dies here: the PDB still blocks
     assert not first.done
 
     world.set_pdb_allowed("web", 1)
-    found = termination.pending_terminations(ctx)  # a new invocation knows only the cluster
+    found = _pending(ctx)  # a new invocation knows only the cluster
     assert [t.nodeclaim for t in found] == ["claim-node-a"]
     resumed = found[0]
     assert resumed.deadline == first.deadline.replace(microsecond=0)
     assert resumed.involuntary
-    termination.run(ctx, found, budget_seconds=60)
+    termination.reconcile(ctx, None, asked=found, budget_seconds=60)
 
     assert resumed.done
     assert evictions.count("web-1:evicted") == 1
     assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
-    assert termination.pending_terminations(ctx) == []
-    assert termination.resume_all(ctx) == []
+    assert _pending(ctx) == []
+    assert termination.reconcile(ctx, termination.observe(ctx)).terminations == ()
 
 
-def test_drain_and_delete_node_is_one_pass_for_the_provisioning_lifecycle(world, ctx, clock, cloud) -> None:
-    node, claim = _node_with_claim(world)
+def test_one_step_a_pass_finishes_a_deleted_nodeclaim_over_the_passes(world, ctx, clock, cloud) -> None:
+    """What the provisioner's passes do (``termination.reconcile`` without a time budget): one
+    non-blocking step each, until the node is drained and the NodeClaim, Node and instance are gone."""
+    _node_with_claim(world)
     world.pod("web-1", "node-a")
-    world.cluster.delete_nodeclaim("claim-node-a")
-    claim = world.cluster.get_nodeclaim("claim-node-a")
+    world.cluster.delete_nodeclaim("claim-node-a")  # kubectl delete nodeclaim: the default request
 
-    assert termination.drain_and_delete_node(ctx, node, claim) is False  # eviction issued, pod terminating
+    first = termination.reconcile(ctx, termination.observe(ctx))
+    assert [(t.nodeclaim, t.done, t.reason) for t in first.terminations] == [
+        ("claim-node-a", False, "NodeClaim deleted")
+    ], "eviction issued, the pod terminating"
+    assert objects.condition(world.cluster.get_nodeclaim("claim-node-a"), "Drained")["status"] == "Unknown"
     world.kubelet_confirm()
-    assert termination.drain_and_delete_node(ctx, world.cluster.get_node("node-a"), claim) is True
+    second = termination.reconcile(ctx, termination.observe(ctx))
+    assert [t.done for t in second.terminations] == [True]
     assert world.cluster.find_node("node-a") is None
-    assert world.cluster.find_nodeclaim("claim-node-a") is not None, "the caller finishes the NodeClaim"
+    assert world.cluster.find_nodeclaim("claim-node-a") is None
+    assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
 
 
 def test_nodeclaim_without_instance_id_terminates_by_its_tag(world, ctx, cloud) -> None:
@@ -209,7 +222,7 @@ def test_nodeclaim_without_instance_id_terminates_by_its_tag(world, ctx, cloud) 
         }
     )
     world.cluster.delete_nodeclaim("unrecorded")
-    termination.resume_all(ctx)
+    termination.reconcile(ctx, termination.observe(ctx))
     assert cloud.deleted_by_nodeclaim == ["unrecorded"]
     assert cloud.terminated == []
     assert world.cluster.find_nodeclaim("unrecorded") is None
@@ -219,7 +232,7 @@ def test_a_termination_grace_period_beyond_what_kubernetes_accepts_sets_no_deadl
     node, claim = _node_with_claim(world, terminationGracePeriod="80000000h")
     term = _begin(ctx, node, claim, involuntary=False)
     assert term.deadline is None
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
 
 
 def test_issue16_defect3_an_instance_terminated_out_of_band_does_not_leave_its_node_deleting_forever(
@@ -234,12 +247,12 @@ def test_issue16_defect3_an_instance_terminated_out_of_band_does_not_leave_its_n
     world.pod("web-1", "node-a", labels={"app": "web"})
     world.pdb("web", {"app": "web"}, allowed=0)
     term = _begin(ctx, node, claim, involuntary=False)
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert not term.done, "while the instance runs, the PDB holds the drain"
 
     cloud.gone.add("i-0aaaaaaaaaaaaaaa1")  # terminated from the EC2 console
-    clock.advance(termination.terminate.INSTANCE_CHECK_SECONDS)
-    termination.step(ctx, term)
+    clock.advance(terminate.INSTANCE_CHECK_SECONDS)
+    terminate.step(ctx, term)
 
     assert term.done
     assert "instance-gone" in term.history
@@ -257,26 +270,26 @@ def test_issue16_defect4_kubectl_delete_node_drains_terminates_the_instance_and_
     world.cluster.delete_node("node-a")  # kubectl delete node node-a: held by karpenter.sh/termination
     assert world.cluster.get_node("node-a")["metadata"]["deletionTimestamp"]
 
-    [term] = termination.pending_terminations(ctx)  # what the next pass of any flow sees
+    [term] = _pending(ctx)  # what the next pass of any flow sees
     assert term.nodeclaim == "claim-node-a"
     assert term.reason == "Node node-a deleted"
     assert term.deadline is not None, "the NodeClaim's terminationGracePeriod bounds the drain"
     assert objects.is_deleting(world.cluster.get_nodeclaim("claim-node-a")), "deleting either deletes both"
     assert world.cluster.get_node("node-a")["spec"]["unschedulable"] is True
 
-    termination.run(ctx, [term], budget_seconds=30)
+    termination.reconcile(ctx, None, asked=[term], budget_seconds=30)
     assert term.done
     assert world.cluster.find_node("node-a") is None
     assert world.cluster.find_nodeclaim("claim-node-a") is None
     assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"], "the instance is not billed on"
-    assert termination.pending_terminations(ctx) == []
+    assert _pending(ctx) == []
 
 
 def test_a_deleted_node_without_a_nodeclaim_is_drained_and_its_instance_terminated(world, ctx, cloud) -> None:
     world.node("node-b", "i-0bbbbbbbbbbbbbbb2")
     world.pod("web-1", "node-b")
     world.cluster.delete_node("node-b")
-    termination.run(ctx, termination.pending_terminations(ctx), budget_seconds=30)
+    termination.reconcile(ctx, termination.observe(ctx), budget_seconds=30)
     assert world.cluster.find_node("node-b") is None
     assert cloud.terminated == ["i-0bbbbbbbbbbbbbbb2"]
 
@@ -354,10 +367,10 @@ def test_the_instance_is_terminated_only_once_the_drained_pods_volume_attachment
     writes = _status_writes(ctx, monkeypatch)
     term = _begin(ctx, node, claim, involuntary=False)
 
-    termination.step(ctx, term)  # db-0 evicted: its kubelet has not confirmed yet
+    terminate.step(ctx, term)  # db-0 evicted: its kubelet has not confirmed yet
     assert ("Drained", "Unknown", "Draining") in writes
     world.kubelet_confirm()
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert not term.done, "drained, but its volume is still attached"
     assert term.awaiting_volumes == 1
     assert cloud.terminated == []
@@ -371,7 +384,7 @@ def test_the_instance_is_terminated_only_once_the_drained_pods_volume_attachment
     assert [(e["type"], e["message"]) for e in events] == [
         ("Warning", "Awaiting deletion of 1 VolumeAttachments bound to node")
     ]
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     again = [
         e
         for e in world.cluster.list(EVENTS, namespace="default")
@@ -380,7 +393,7 @@ def test_the_instance_is_terminated_only_once_the_drained_pods_volume_attachment
     assert len(again) == 1, "one event while it waits, not one per pass"
 
     world.cluster.delete(VOLUME_ATTACHMENTS, attachment)  # the attach-detach controller detaches it
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
 
     assert term.done
     assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
@@ -409,7 +422,7 @@ def test_the_volume_of_a_pod_the_drain_leaves_on_the_node_does_not_hold_the_inst
         },
     )
     term = _begin(ctx, node, claim, involuntary=False)
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert term.done, "a tolerating pod's volume and an inline volume are never waited for"
     assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]
 
@@ -421,13 +434,13 @@ def test_the_termination_grace_period_bounds_the_wait_for_volume_attachments(
     _attached_volume(world, "db-0", "node-a", grace=5)
     writes = _status_writes(ctx, monkeypatch)
     term = _begin(ctx, node, claim, involuntary=False)
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     world.kubelet_confirm()
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert not term.done
     assert term.awaiting_volumes == 1
     clock.advance(61)
-    termination.step(ctx, term)
+    terminate.step(ctx, term)
     assert term.done, "the grace period has elapsed: the attachment no longer holds the instance"
     assert ("VolumesDetached", "False", "TerminationGracePeriodElapsed") in writes
     assert cloud.terminated == ["i-0aaaaaaaaaaaaaaa1"]

@@ -81,18 +81,24 @@ class Candidate:
         return objects.name_of(self.nodeclaim)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
     """``disrupt`` in order; ``held``: NodeClaim → why it stays for now; ``next_check``: the
-    earliest moment a waiting empty node becomes eligible (None when nothing is waiting)."""
+    earliest moment a waiting empty node becomes eligible (None when nothing is waiting). Never
+    changed once made: the flow keeps what it adds in its own pass report."""
 
     disrupt: list[Candidate] = field(default_factory=list)
-    held: dict[str, str] = field(default_factory=dict)
+    held: Mapping[str, str] = field(default_factory=dict)
     next_check: datetime | None = None
 
     @property
     def budget_blocked(self) -> bool:
-        return any(reason.startswith("budget") for reason in self.held.values())
+        return budget_blocked(self.held)
+
+
+def budget_blocked(held: Mapping[str, str]) -> bool:
+    """Whether a budget holds any node back (its why-not says "budget: ...")."""
+    return any(reason.startswith("budget") for reason in held.values())
 
 
 def pods_fingerprint(pods: Iterable[Mapping[str, Any]]) -> str:
@@ -137,7 +143,9 @@ def decide(
     ``nodepools`` must be valid ones (the caller drops what validation refuses); ``last_pod_event``
     maps a NodeClaim to the last time a pod came to or left its node, as far as anyone observed.
     """
-    decision = Decision()
+    disrupt: list[Candidate] = []
+    held: dict[str, str] = {}
+    next_check: datetime | None = None
     # Static NodePools' nodes are never empty-consolidated: their replicas say how many there are.
     pools = {
         objects.name_of(p): NodePool.from_dict(p)
@@ -158,7 +166,7 @@ def decide(
         created = objects.parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
         if seconds is not None and created is not None and now >= created + timedelta(seconds=seconds):
             node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
-            decision.disrupt.append(Candidate(claim, node, nodepool_name(claim), EXPIRED))
+            disrupt.append(Candidate(claim, node, nodepool_name(claim), EXPIRED))
             expired.add(objects.name_of(claim))
 
     empty_by_pool: dict[str, list[tuple[datetime, Candidate]]] = defaultdict(list)
@@ -174,25 +182,25 @@ def decide(
             continue
         initialized = _initialized_at(claim)
         if initialized is None:  # the provisioner's lifecycle has not seen it ready yet
-            decision.held[name] = "empty, but not initialized yet"
+            held[name] = "empty, but not initialized yet"
             continue
         if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
-            decision.held[name] = NODE_DO_NOT_DISRUPT
+            held[name] = NODE_DO_NOT_DISRUPT
             continue
         protected = next((p for p in on_node[objects.name_of(node)] if not is_disruptable(p, now)), None)
         if protected is not None:
-            decision.held[name] = pod_do_not_disrupt(pod_key(protected))
+            held[name] = pod_do_not_disrupt(pod_key(protected))
             until = do_not_disrupt_until(protected)
             if until is not None and until != FOREVER:
-                decision.next_check = min(filter(None, (decision.next_check, until)))
+                next_check = min(filter(None, (next_check, until)))
             continue
         quiet_since = max(initialized, last_pod_event.get(name, initialized))
         eligible_at = max(
             quiet_since + timedelta(seconds=after), initialized + timedelta(seconds=NOMINATION_SECONDS)
         )
         if now < eligible_at:
-            decision.held[name] = f"empty; eligible at {eligible_at.isoformat()}"
-            decision.next_check = min(filter(None, (decision.next_check, eligible_at)))
+            held[name] = f"empty; eligible at {eligible_at.isoformat()}"
+            next_check = min(filter(None, (next_check, eligible_at)))
             continue
         empty_by_pool[pool_name].append((quiet_since, Candidate(claim, node, pool_name, EMPTY)))
 
@@ -203,15 +211,15 @@ def decide(
         room = None if allowed is None else max(0, allowed - disrupting)
         for _, candidate in sorted(empty_by_pool[pool_name], key=lambda item: (item[0], item[1].name)):
             if room is not None and room <= 0:
-                decision.held[candidate.name] = (
+                held[candidate.name] = (
                     f"budget: NodePool {pool_name} allows {allowed} of its {total} node(s) to be "
                     f"disrupting at once for {EMPTY}, and that many already are"
                 )
                 continue
-            decision.disrupt.append(candidate)
+            disrupt.append(candidate)
             if room is not None:
                 room -= 1
-    return decision
+    return Decision(disrupt, held, next_check)
 
 
 def budget_room(

@@ -1,15 +1,16 @@
 """Carrying a disruption command out, one resumable step per pass (Karpenter's orchestration queue).
 
-A **delete** begins the termination of its nodes at once (``termination.begin``: taint, cordon,
-PDB-aware drain, terminate). A **replace** goes in steps, each recorded on the candidates'
-NodeClaims so that any invocation can take it up (a crash at any step converges):
+A **delete** asks for the termination of its nodes at once (``termination.request``: taint, cordon,
+then the termination controller's PDB-aware drain and terminate). A **replace** goes in steps, each
+recorded on the candidates' NodeClaims so that any invocation can take it up (a crash at any step
+converges):
 
 1. annotate the candidates with the command (``COMMAND_ANNOTATION``: id, reason, method, start),
    then taint them ``karpenter.sh/disrupted:NoSchedule`` so nothing new lands on them;
 2. launch the replacements through the provisioner's own path (``provisioning.launch_replacements``:
-   NodeClaim first, CreateFleet, under the writers' lease the caller holds), and record their names
-   (``REPLACEMENTS_ANNOTATION``);
-3. each later pass (``follow``): once every replacement is Initialized, begin the candidates'
+   NodeClaim first, CreateFleet, under the writers' lease the caller holds and its write guard), and
+   record their names (``REPLACEMENTS_ANNOTATION``);
+3. each later pass (``follow``): once every replacement is Initialized, ask for the candidates'
    termination; when one failed to launch, vanished, or is not initialized within
    ``REPLACEMENT_TIMEOUT``, **abandon**: untaint the candidates, drop the annotations, and say why
    in an event. A replacement that did come up stays a node like any other (consolidation removes
@@ -37,6 +38,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from nodewright import termination
@@ -51,6 +53,7 @@ from nodewright.termination import conditions
 if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.disruption.consolidation import Command
+    from nodewright.state.guard import WriteGuard
     from nodewright.state.interfaces import Obj
 
 COMMAND_ANNOTATION = "nodewright.io/disruption-command"
@@ -64,26 +67,41 @@ EVENT_REPEAT_SECONDS = 120.0
 _recent_events: dict[tuple[str, str], float] = {}
 
 
-@dataclass
+class Step(StrEnum):
+    """Where a command is after this pass."""
+
+    STARTED = "started"  # candidates tainted, replacements launched and recorded
+    WAITING = "waiting"  # for its replacements to be recorded or initialized
+    DRAINING = "draining"  # its candidates' terminations asked for
+    ABANDONED = "abandoned"  # given up: candidates untainted, why said
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a later pass has to look at the command again (soon)."""
+        return self in (Step.STARTED, Step.WAITING)
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What became of one command in this pass."""
 
     command: str
-    action: str  # started, draining, waiting, abandoned
+    action: Step
     nodeclaims: list[str]
     detail: str = ""
 
     def summary(self) -> dict[str, Any]:
         return {
             "command": self.command,
-            "action": self.action,
+            "action": self.action.value,
             "nodeclaims": self.nodeclaims,
             "detail": self.detail,
         }
 
 
-def start(ctx: Context, world: World, command: Command) -> Outcome:
-    """Begin a command: a delete's terminations, or a replace's steps 1 and 2 (see the module)."""
+def start(ctx: Context, world: World, command: Command, *, guard: WriteGuard | None) -> Outcome:
+    """Begin a command: a delete's terminations, or a replace's steps 1 and 2 (see the module);
+    ``guard``: the pass's write guard, asked before each replacement is created and launched."""
     names = [c.name for c in command.candidates]
     message = command.describe()
     for candidate in command.candidates:
@@ -96,7 +114,7 @@ def start(ctx: Context, world: World, command: Command) -> Outcome:
             message,
             reason=command.reason,
         )
-        return Outcome(message, "draining", names)
+        return Outcome(message, Step.DRAINING, names)
     command_id = uuid.uuid4().hex[:8]
     value = f"{command_id} {command.reason} {command.method} {objects.format_time(world.taken_at)}"
     for candidate in command.candidates:
@@ -105,13 +123,15 @@ def start(ctx: Context, world: World, command: Command) -> Outcome:
         )
         ctx.cluster.taint_node(candidate.node_name, [termination.DISRUPTED_TAINT])
     checkpoint("disruption.candidates-tainted")
-    report = launch_replacements(ctx, world, command.replacements)
+    report = launch_replacements(ctx, world, command.replacements, guard=guard)
     if report.failures or len(report.created) != len(command.replacements):
         why = (
-            "; ".join(f"{f.nodeclaim}: {f.message}" for f in report.failures) or "no replacement was created"
+            "; ".join(f"{f.nodeclaim}: {f.message}" for f in report.failures)
+            or (f"replacements not created: {report.stopped}" if report.stopped else "")
+            or "no replacement was created"
         )
         abandon(ctx, [c.nodeclaim for c in command.candidates], [c.node for c in command.candidates], why)
-        return Outcome(message, "abandoned", names, why)
+        return Outcome(message, Step.ABANDONED, names, why)
     checkpoint("disruption.replacements-launched")
     for name in report.created:
         _say_once(ctx, _nodeclaim_ref(name), "DisruptionLaunching", f"Launching NodeClaim: {command.reason}")
@@ -120,7 +140,7 @@ def start(ctx: Context, world: World, command: Command) -> Outcome:
             candidate.name, {"metadata": {"annotations": {REPLACEMENTS_ANNOTATION: ",".join(report.created)}}}
         )
     checkpoint("disruption.replacements-recorded")
-    return Outcome(message, "started", names, f"replacements {', '.join(report.created)}")
+    return Outcome(message, Step.STARTED, names, f"replacements {', '.join(report.created)}")
 
 
 def follow(ctx: Context, world: World) -> list[Outcome]:
@@ -141,18 +161,18 @@ def follow(ctx: Context, world: World) -> list[Outcome]:
         if not recorded:
             if world.taken_at - started > UNRECORDED_GRACE:
                 abandon(ctx, claims, nodes, "its replacements were never recorded")
-                outcomes.append(Outcome(value, "abandoned", names, "replacements never recorded"))
+                outcomes.append(Outcome(value, Step.ABANDONED, names, "replacements never recorded"))
             else:
-                outcomes.append(Outcome(value, "waiting", names, "replacements being launched"))
+                outcomes.append(Outcome(value, Step.WAITING, names, "replacements being launched"))
             continue
         replacements = [by_name.get(r) for r in recorded.split(",")]
         problem = _replacement_problem(replacements, recorded.split(","), started, world.taken_at)
         if problem:
             abandon(ctx, claims, nodes, problem)
-            outcomes.append(Outcome(value, "abandoned", names, problem))
+            outcomes.append(Outcome(value, Step.ABANDONED, names, problem))
         elif all(r is not None and _is_true(r, INITIALIZED) for r in replacements):
             _terminate(ctx, claims, nodes, f"{reason}: replaced by {recorded}", reason=reason)
-            outcomes.append(Outcome(value, "draining", names, f"replacements {recorded} initialized"))
+            outcomes.append(Outcome(value, Step.DRAINING, names, f"replacements {recorded} initialized"))
         else:
             for replacement in replacements:
                 if replacement is not None and not _is_true(replacement, INITIALIZED):
@@ -162,7 +182,7 @@ def follow(ctx: Context, world: World) -> list[Outcome]:
                         "DisruptionWaitingReadiness",
                         "Waiting on readiness to continue disruption",
                     )
-            outcomes.append(Outcome(value, "waiting", names, f"waiting for {recorded} to initialize"))
+            outcomes.append(Outcome(value, Step.WAITING, names, f"waiting for {recorded} to initialize"))
     return outcomes
 
 
@@ -234,21 +254,15 @@ def release_orphans(ctx: Context, world: World) -> list[str]:
 
 
 def _terminate(ctx: Context, claims: list[Obj], nodes: list[Obj], why: str, *, reason: str) -> None:
-    """Begin each candidate's termination, with Karpenter's ``DisruptionTerminating`` events."""
+    """Ask for each candidate's termination (voluntary: PDBs and do-not-disrupt hold the drain, which
+    the NodeClaim's terminationGracePeriod, if any, bounds), with Karpenter's ``DisruptionTerminating``
+    events."""
     node_of = {objects.node_instance_id(n): n for n in nodes}
+    asked = termination.TerminationRequest(why, involuntary=False)
     for claim in claims:
         instance = objects.nodeclaim_instance_id(claim)
         node = node_of.get(instance)
-        termination.begin(
-            ctx,
-            nodeclaim=claim,
-            node=node,
-            instance_id=instance,
-            deadline=None,  # the NodeClaim's terminationGracePeriod, if any, bounds the drain
-            reason=why,
-            involuntary=False,
-            instance_going=False,
-        )
+        termination.request(ctx, nodeclaim=claim, node=node, instance_id=instance, asked=asked)
         say_terminating(ctx, claim, node, reason)
 
 

@@ -1,25 +1,31 @@
-"""One invocation of the disruption function: observe, record pod events, decide, act, drain.
+"""The disruption controller: one invocation of the disruption function (``run``), one pass each
+(``reconcile``), top to bottom.
 
-Each pass:
+Each pass observes one ``World`` (capacity first, then pods, as the provisioner does) and runs its
+controllers over it:
 
-1. observe the cluster (capacity first, then pods, as the provisioner does);
-2. record pod events: when the set of pods a node would have to move changes, write the NodeClaim's
+1. record pod events: when the set of pods a node would have to move changes, write the NodeClaim's
    ``status.lastPodEventTime`` (and the set's digest, as an annotation, to notice the next change).
    This is Karpenter's pod-events controller done by polling: a change is seen up to one pass
    late, which only ever delays a disruption, never hastens one;
-3. mark drift (``drift.mark``: the ``Drifted`` condition) and decide expiration and emptiness
-   (``decide.decide``, pure);
-4. under the writers' lease (so the provisioner never plans onto a node this pass removes): follow
-   the commands in flight (``execute.follow``: drain once the replacements are initialized, or
-   abandon), lift orphaned disrupted taints, remove expired and empty nodes (each checked again);
-   then, when no graceful command is in flight, the first method that finds a command wins:
-   drift (empty drifted nodes first, then the oldest), multi-node, then single-node consolidation
+2. the ``Consolidatable`` condition, drift (``drift.mark``: the ``Drifted`` condition), and
+   expiration and emptiness (``decide.decide``, pure);
+3. under the writers' lease (so the provisioner never plans onto a node this pass removes), with
+   a write guard over the replacements it launches: follow the commands in flight
+   (``execute.follow``: drain once the replacements are initialized, or abandon), lift orphaned
+   disrupted taints, ask for the termination of expired and empty nodes (each checked again); then,
+   when no graceful command is in flight, the first method that finds a command wins: drift (empty
+   drifted nodes first, then the oldest), multi-node, then single-node consolidation
    (``consolidation``), a consolidation command acting only once it held for 15 s;
-5. drive every termination (this pass's and any left half-done) for a short slice.
+4. the termination controller (``termination.reconcile``) drives every termination — this pass's
+   and any left half-done — for a short slice. It reads the NodeClaims and Nodes afresh (two list
+   calls) rather than the pass's ``World``: the pass asked for terminations after it observed, and
+   a NodeClaim deleted meanwhile by anyone else starts draining now rather than a pass later.
 
-It loops (every ``POLL_SECONDS``) only while there is something to follow: a drain still running,
-an empty node held back by a budget, or one that becomes eligible before the invocation ends — a
-``karpenter.sh/do-not-disrupt`` duration that elapses then included (``protection_ends``).
+Every pass says what it did in a typed ``PassReport``; the loop decides from its fields. It loops
+(every ``POLL_SECONDS``) only while there is something to follow: a drain still running, a command
+waiting, an empty node held back by a budget, or one that becomes eligible before the invocation
+ends — a ``karpenter.sh/do-not-disrupt`` duration that elapses then included (``protection_ends``).
 Otherwise it returns after one pass: an idle cluster costs one short pass a minute.
 """
 
@@ -41,12 +47,13 @@ from nodewright.disruption import consolidation, drift, execute
 from nodewright.disruption.decide import (
     EMPTY,
     Candidate,
-    Decision,
+    budget_blocked,
     budget_room,
     decide,
     pods_fingerprint,
 )
 from nodewright.state import nodepools
+from nodewright.state.guard import WriteGuard
 from nodewright.state.pods import (
     FOREVER,
     do_not_disrupt_until,
@@ -59,11 +66,14 @@ from nodewright.state.world import World, nodepool_name, observe
 
 if TYPE_CHECKING:
     from nodewright.context import Context
+    from nodewright.state.interfaces import Lease, Obj
     from nodewright.state.snapshot import Simulation
 
 FINGERPRINT_ANNOTATION = "nodewright.io/pods-fingerprint"
 LOOP_BUDGET_SECONDS = 50.0  # the schedule fires every minute
 SAFETY_MARGIN_SECONDS = 8.0
+# A pass already running may write until this long before the Lambda timeout (time to report).
+WRITE_MARGIN_SECONDS = 3.0
 POLL_SECONDS = 5.0
 DRIVE_SLICE_SECONDS = 15.0  # one pass drives drains this long before it looks again
 DRIFT_SECONDS = 20.0  # drift commands are started for this long per pass at most (Karpenter: 1 min)
@@ -71,36 +81,150 @@ LEASE_IDENTITY = "disruption"
 LEASE_SECONDS = 30
 
 
+@dataclass(frozen=True)
+class Disrupted:
+    """An expired or empty node whose termination a pass asked for."""
+
+    nodeclaim: str
+    node: str | None
+    nodepool: str
+    reason: str
+    price_per_hour: float | None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "nodeclaim": self.nodeclaim,
+            "node": self.node,
+            "nodepool": self.nodepool,
+            "reason": self.reason,
+            "pricePerHour": self.price_per_hour,
+        }
+
+
+@dataclass(frozen=True)
+class CommandDecision:
+    """A drift or consolidation command a pass started, and what it saves."""
+
+    method: str
+    reason: str
+    action: str
+    nodeclaims: list[str]
+    price_before: float
+    price_after: float
+    savings: float  # 0 for drift: it replaces whatever the replacement costs
+    description: str
+
+    @classmethod
+    def of(cls, command: consolidation.Command) -> CommandDecision:
+        return cls(
+            method=command.method,
+            reason=command.reason,
+            action=command.action,
+            nodeclaims=[c.name for c in command.candidates],
+            price_before=round(command.price_before, 5),
+            price_after=round(command.price_after, 5),
+            savings=round(command.savings, 5) if command.reason != consolidation.DRIFTED else 0.0,
+            description=command.describe(),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "reason": self.reason,
+            "action": self.action,
+            "nodeclaims": self.nodeclaims,
+            "pricePerHourBefore": self.price_before,
+            "pricePerHourAfter": self.price_after,
+            "savingsPerHour": self.savings,
+            "description": self.description,
+        }
+
+
+@dataclass
+class PassReport:
+    """What one pass (``reconcile``) did and what it leaves for later: the loop decides from these."""
+
+    disrupted: list[Disrupted] = field(default_factory=list)
+    decisions: list[CommandDecision] = field(default_factory=list)
+    commands: list[execute.Outcome] = field(default_factory=list)  # what became of commands
+    drifted: dict[str, str] = field(default_factory=dict)  # NodeClaim → why it drifted
+    held: dict[str, str] = field(default_factory=dict)  # NodeClaim → why it stays for now
+    next_check: datetime | None = None  # when a node held back becomes worth another look
+    lease_skipped: bool = False
+    decision_seconds: float = 0.0
+
+    def hold(self, name: str, why: str) -> None:
+        """``name`` stays, for ``why`` (the first reason a pass found is kept)."""
+        self.held.setdefault(name, why)
+
+    def look_again_at(self, moment: datetime) -> None:
+        self.next_check = min(filter(None, (self.next_check, moment)))
+
+    @property
+    def acted(self) -> bool:
+        return bool(self.disrupted or self.decisions)
+
+    @property
+    def budget_blocked(self) -> bool:
+        return budget_blocked(self.held)
+
+    @property
+    def commands_in_flight(self) -> bool:
+        """A command started or still waiting for its replacements: worth a look soon."""
+        return any(c.action.in_flight for c in self.commands)
+
+    @property
+    def emptied(self) -> bool:
+        return any(r.reason == EMPTY for r in self.disrupted)
+
+
 @dataclass
 class DisruptionReport:
+    """One invocation: its passes' reports, added up."""
+
     passes: int = 0
-    disrupted: list[dict[str, Any]] = field(default_factory=list)
+    disrupted: list[Disrupted] = field(default_factory=list)
     held: dict[str, str] = field(default_factory=dict)
     lease_skipped: int = 0
-    terminations: list[dict[str, Any]] = field(default_factory=list)
+    terminations: termination.TerminationReport = field(default_factory=termination.TerminationReport)
     drifted: dict[str, str] = field(default_factory=dict)  # NodeClaim → reason, found in any pass
-    decisions: list[dict[str, Any]] = field(default_factory=list)  # drift and consolidation commands
-    commands: list[dict[str, Any]] = field(default_factory=list)  # what became of commands
+    decisions: list[CommandDecision] = field(default_factory=list)  # drift and consolidation commands
+    commands: list[execute.Outcome] = field(default_factory=list)  # what became of commands
     decision_seconds: float = 0.0
+
+    def add(self, passed: PassReport) -> None:
+        self.passes += 1
+        self.disrupted += passed.disrupted
+        self.decisions += passed.decisions
+        self.commands += passed.commands
+        self.drifted.update(passed.drifted)  # every NodeClaim found drifted in this invocation's passes
+        self.held = passed.held
+        self.lease_skipped += int(passed.lease_skipped)
+        self.decision_seconds += passed.decision_seconds
+
+    @property
+    def emptied(self) -> bool:
+        """An empty node was removed in this invocation (its later passes leave graceful methods be)."""
+        return any(r.reason == EMPTY for r in self.disrupted)
 
     @property
     def savings_per_hour(self) -> float:
         """$/h saved: the empty and expired nodes removed, and what each command saves (a node whose
         price is unknown counts 0; drift saves nothing by intent)."""
-        removed = sum(d.get("pricePerHour") or 0.0 for d in self.disrupted)
-        return removed + sum(d["savingsPerHour"] for d in self.decisions)
+        removed = sum(r.price_per_hour or 0.0 for r in self.disrupted)
+        return removed + sum(d.savings for d in self.decisions)
 
     def summary(self) -> dict[str, Any]:
         return {
             "passes": self.passes,
-            "disrupted": self.disrupted,
+            "disrupted": [r.summary() for r in self.disrupted],
             "held": self.held,
             "savingsPerHour": round(self.savings_per_hour, 5),
             "leaseSkipped": self.lease_skipped,
-            "terminations": self.terminations,
+            "terminations": self.terminations.summary(),
             "drifted": self.drifted,
-            "decisions": self.decisions,
-            "commands": self.commands,
+            "decisions": [d.summary() for d in self.decisions],
+            "commands": [c.summary() for c in self.commands],
             "decisionSeconds": round(self.decision_seconds, 4),
         }
 
@@ -108,32 +232,28 @@ class DisruptionReport:
 def run(ctx: Context, remaining_seconds: float) -> DisruptionReport:
     """Passes until nothing is left to follow or the time runs out (see the module docstring)."""
     clock = ctx.clock
-    deadline = clock.monotonic() + min(LOOP_BUDGET_SECONDS, remaining_seconds - SAFETY_MARGIN_SECONDS)
+    started = clock.monotonic()
+    deadline = started + min(LOOP_BUDGET_SECONDS, remaining_seconds - SAFETY_MARGIN_SECONDS)
+    write_deadline = started + remaining_seconds - WRITE_MARGIN_SECONDS
     lease = ctx.cluster.writer_lease(
         f"{LEASE_IDENTITY}/{uuid.uuid4().hex[:8]}", duration_seconds=LEASE_SECONDS
     )
     report = DisruptionReport()
     while True:
-        report.passes += 1
-        disrupted_before, skipped_before = len(report.disrupted), report.lease_skipped
-        decisions_before, commands_before = len(report.decisions), len(report.commands)
-        decision, terms = disruption_pass(ctx, lease, report)
-        left = deadline - clock.monotonic()
-        if terms and left > 0:
-            termination.run(ctx, terms, budget_seconds=min(DRIVE_SLICE_SECONDS, left))
-        report.terminations = [t.summary() for t in terms]
-        report.held = decision.held
-        left = deadline - clock.monotonic()
-        wait = _next_look(
-            ctx,
-            decision,
-            terms,
-            acted=len(report.disrupted) > disrupted_before or len(report.decisions) > decisions_before,
-            lease_skipped=report.lease_skipped > skipped_before,
-            waiting_commands=any(
-                c["action"] in ("started", "waiting") for c in report.commands[commands_before:]
-            ),
+        passed = reconcile(
+            ctx, observe(ctx), lease=lease, write_deadline=write_deadline, emptied=report.emptied
         )
+        report.add(passed)
+        left = deadline - clock.monotonic()
+        report.terminations = (  # no time left: nothing driven, the next invocation resumes them
+            termination.reconcile(
+                ctx, termination.observe(ctx), budget_seconds=min(DRIVE_SLICE_SECONDS, left)
+            )
+            if left > 0
+            else termination.TerminationReport()
+        )
+        left = deadline - clock.monotonic()
+        wait = _next_look(ctx, passed, report.terminations)
         if wait is None or wait >= left:
             break
         clock.sleep(wait)
@@ -142,16 +262,22 @@ def run(ctx: Context, remaining_seconds: float) -> DisruptionReport:
     return report
 
 
-def disruption_pass(
-    ctx: Context, lease: Any, report: DisruptionReport
-) -> tuple[Decision, list[termination.Termination]]:
-    """Steps 1 to 5 of the module docstring; the terminations to drive (new and half-done ones)."""
-    world = observe(ctx)
+def reconcile(
+    ctx: Context,
+    world: World,
+    *,
+    lease: Lease,
+    write_deadline: float = float("inf"),
+    emptied: bool = False,
+) -> PassReport:
+    """Steps 1 to 3 of the module docstring over ``world``; ``write_deadline``: when
+    (``ctx.clock.monotonic()``) the pass stops launching; ``emptied``: an earlier pass of this
+    invocation removed an empty node (the graceful methods then wait for the next invocation)."""
+    report = PassReport()
     last_events = record_pod_events(ctx, world)
     usable = nodepools.triage(world).usable
     mark_consolidatable(ctx, world, usable, last_events)
-    drifted = drift.mark(ctx, world, usable)
-    report.drifted.update(drifted)  # every NodeClaim found drifted in this invocation's passes
+    report.drifted = drift.mark(ctx, world, usable)
     decision = decide(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
@@ -160,28 +286,71 @@ def disruption_pass(
         last_pod_event=last_events,
         now=world.taken_at,
     )
+    report.held = dict(decision.held)
+    report.next_check = decision.next_check
     ends = protection_ends(world)
     if ends is not None:  # a node a do-not-disrupt duration holds is worth a look the moment it elapses
-        decision.next_check = min(filter(None, (decision.next_check, ends)))
+        report.look_again_at(ends)
     _say_invalid_do_not_disrupt(ctx, world)
-    if decision.disrupt or _graceful_work(world, usable, drifted):
-        if lease.acquire():
-            try:
-                _act(
-                    ctx,
-                    world,
-                    usable=usable,
-                    decision=decision,
-                    last_events=last_events,
-                    drifted=drifted,
-                    report=report,
-                )
-            finally:
-                lease.release()
-        else:
-            report.lease_skipped += 1
-            ctx.logger.info("another writer holds the lease; disruptions wait for the next pass")
-    return decision, termination.pending_terminations(ctx)
+    if not (decision.disrupt or _graceful_work(world, usable, report.drifted)):
+        return report
+    if not lease.acquire():
+        report.lease_skipped = True
+        ctx.logger.info("another writer holds the lease; disruptions wait for the next pass")
+        return report
+    try:
+        guard = WriteGuard(
+            lease, deadline=write_deadline, lease_seconds=LEASE_SECONDS, monotonic=ctx.clock.monotonic
+        )
+        report.commands += execute.follow(ctx, world)
+        execute.release_orphans(ctx, world)
+        for candidate in decision.disrupt:  # expiration (forceful) and emptiness
+            _disrupt(ctx, world, candidate, report)
+        if emptied or report.emptied:
+            return report  # the next pass looks again, with these nodes going
+        _graceful(ctx, world, usable=usable, last_events=last_events, report=report, guard=guard)
+    finally:
+        lease.release()
+    return report
+
+
+def _graceful(
+    ctx: Context,
+    world: World,
+    *,
+    usable: list[Obj],
+    last_events: dict[str, datetime],
+    report: PassReport,
+    guard: WriteGuard,
+) -> None:
+    """Under the lease: the first method that acts wins.
+
+    Drift starts as many commands as its budgets allow, each replacing its node before it drains,
+    and goes on while drift commands are in flight; consolidation starts one command, and only when
+    none is in flight."""
+    started = time.perf_counter()
+    command = _choose(
+        ctx,
+        world,
+        usable=usable,
+        last_events=last_events,
+        report=report,
+        consolidate=not _commands_in_flight(world),
+    )
+    report.decision_seconds += time.perf_counter() - started
+    stop = time.monotonic() + DRIFT_SECONDS
+    while command is not None:
+        outcome = _start(ctx, world, command, report, guard)
+        if command.reason != consolidation.DRIFTED or outcome.action is execute.Step.ABANDONED:
+            return  # consolidation: one command at a time; an abandoned drift is looked at next pass
+        if time.monotonic() >= stop:
+            return
+        # The cluster after this command's writes, observed again: its nodes are in a command (or
+        # deleting) and count against the Drifted budget, its replacements are in flight.
+        world = observe(ctx)
+        started = time.perf_counter()
+        command = _drift_command(ctx, world, usable=usable, report=report)
+        report.decision_seconds += time.perf_counter() - started
 
 
 def protection_ends(world: World) -> datetime | None:
@@ -217,7 +386,7 @@ def _say_invalid_do_not_disrupt(ctx: Context, world: World) -> None:
             ctx.cluster.record_event(pod, "InvalidDoNotDisruptAnnotation", why, event_type="Warning")
 
 
-def _graceful_work(world: World, usable: list[dict[str, Any]], drifted: dict[str, str]) -> bool:
+def _graceful_work(world: World, usable: list[Obj], drifted: dict[str, str]) -> bool:
     """Whether drift or consolidation could have anything to do (else the pass takes no lease)."""
     if drifted or any(execute.COMMAND_ANNOTATION in objects.annotations_of(c) for c in world.nodeclaims):
         return True
@@ -230,71 +399,13 @@ def _graceful_work(world: World, usable: list[dict[str, Any]], drifted: dict[str
     ) and bool(world.nodeclaims)
 
 
-def _act(
-    ctx: Context,
-    world: World,
-    *,
-    usable: list[dict[str, Any]],
-    decision: Decision,
-    last_events: dict[str, datetime],
-    drifted: dict[str, str],
-    report: DisruptionReport,
-) -> None:
-    """Under the lease: follow the commands in flight, then the first method that acts wins.
-
-    Drift starts as many commands as its budgets allow, each replacing its node before it drains,
-    and goes on while drift commands are in flight; consolidation starts one command, and only when
-    none is in flight."""
-    report.commands.extend(o.summary() for o in execute.follow(ctx, world))
-    execute.release_orphans(ctx, world)
-    for candidate in decision.disrupt:  # expiration (forceful) and emptiness
-        _disrupt(ctx, world, candidate, decision, report)
-    if any(d["reason"] == EMPTY for d in report.disrupted):
-        return  # the next pass looks again, with these nodes going
-    started = time.perf_counter()
-    command = _choose(
-        ctx,
-        world,
-        usable=usable,
-        last_events=last_events,
-        drifted=drifted,
-        decision=decision,
-        consolidate=not _commands_in_flight(world),
-    )
-    report.decision_seconds += time.perf_counter() - started
-    stop = time.monotonic() + DRIFT_SECONDS
-    while command is not None:
-        outcome = _start(ctx, world, command, report)
-        if command.reason != consolidation.DRIFTED or outcome.action == "abandoned":
-            return  # consolidation: one command at a time; an abandoned drift is looked at next pass
-        if time.monotonic() >= stop:
-            return
-        # The cluster after this command's writes: its nodes are in a command (or deleting) and count
-        # against the Drifted budget, its replacements are in flight.
-        world = observe(ctx)
-        started = time.perf_counter()
-        command = _drift_command(ctx, world, usable=usable, drifted=drifted, decision=decision)
-        report.decision_seconds += time.perf_counter() - started
-
-
 def _start(
-    ctx: Context, world: World, command: consolidation.Command, report: DisruptionReport
+    ctx: Context, world: World, command: consolidation.Command, report: PassReport, guard: WriteGuard
 ) -> execute.Outcome:
-    outcome = execute.start(ctx, world, command)
-    report.commands.append(outcome.summary())
-    report.decisions.append(
-        {
-            "method": command.method,
-            "reason": command.reason,
-            "action": command.action,
-            "nodeclaims": [c.name for c in command.candidates],
-            "pricePerHourBefore": round(command.price_before, 5),
-            "pricePerHourAfter": round(command.price_after, 5),
-            "savingsPerHour": round(command.savings, 5) if command.reason != consolidation.DRIFTED else 0.0,
-            "description": command.describe(),
-        }
-    )
-    ctx.logger.info("disruption command", extra=report.decisions[-1])
+    outcome = execute.start(ctx, world, command, guard=guard)
+    report.commands.append(outcome)
+    report.decisions.append(CommandDecision.of(command))
+    ctx.logger.info("disruption command", extra=report.decisions[-1].summary())
     return outcome
 
 
@@ -309,19 +420,16 @@ def _choose(
     ctx: Context,
     world: World,
     *,
-    usable: list[dict[str, Any]],
+    usable: list[Obj],
     last_events: dict[str, datetime],
-    drifted: dict[str, str],
-    decision: Decision,
+    report: PassReport,
     consolidate: bool,
 ) -> consolidation.Command | None:
     """Drift, then (when ``consolidate``) multi-node, then single-node consolidation (see
     ``consolidation``), all asking one simulation of the cluster."""
     question = consolidation.simulation(world, usable)
-    if drifted:
-        command = _drift_command(
-            ctx, world, usable=usable, drifted=drifted, decision=decision, question=question
-        )
+    if report.drifted:
+        command = _drift_command(ctx, world, usable=usable, report=report, question=question)
         if command is not None:
             return command
     if not consolidate:
@@ -337,15 +445,15 @@ def _choose(
         room=room,
         spot_to_spot=ctx.settings.spot_to_spot_consolidation,
     )
-    _why_not(ctx, world, choice.blocked, decision, reason="DisruptionBlocked")  # said whatever happens
+    _why_not(ctx, world, choice.blocked, report, reason="DisruptionBlocked")  # said whatever happens
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
     if choice.command is None:
-        _why_not(ctx, world, choice.why_not, decision)
+        _why_not(ctx, world, choice.why_not, report)
         return None
-    return _validated(ctx, world, choice.command, decision)
+    return _validated(ctx, world, choice.command, report)
 
 
-def _budget_room(world: World, usable: list[dict[str, Any]], reason: str) -> dict[str, int | None]:
+def _budget_room(world: World, usable: list[Obj], reason: str) -> dict[str, int | None]:
     return budget_room(
         nodeclaims=world.nodeclaims, nodes=world.nodes, nodepools=usable, reason=reason, now=world.taken_at
     )
@@ -355,16 +463,15 @@ def _drift_command(
     ctx: Context,
     world: World,
     *,
-    usable: list[dict[str, Any]],
-    drifted: dict[str, str],
-    decision: Decision,
-    question: tuple[Simulation, list[dict[str, Any]]] | None = None,
+    usable: list[Obj],
+    report: PassReport,
+    question: tuple[Simulation, list[Obj]] | None = None,
 ) -> consolidation.Command | None:
     """The first drifted node (empty ones first, then the oldest) its budget allows and whose pods
     all find a place, with as many replacements as they need. ``question``: the pass's
     ``consolidation.simulation`` of ``world``, when already made."""
     found, why_not = consolidation.candidates(
-        world, usable, {}, reason=consolidation.DRIFTED, drifted=drifted
+        world, usable, {}, reason=consolidation.DRIFTED, drifted=report.drifted
     )
     room = _budget_room(world, usable, consolidation.DRIFTED)
     sim, pending = question or consolidation.simulation(world, usable)
@@ -387,11 +494,11 @@ def _drift_command(
         if verdict.command is not None:
             return verdict.command
         why_not[candidate.name] = verdict.why_not
-    _why_not(ctx, world, why_not, decision, reason="DisruptionBlocked")
+    _why_not(ctx, world, why_not, report, reason="DisruptionBlocked")
     return None
 
 
-def _created(claim: dict[str, Any]) -> str:
+def _created(claim: Obj) -> str:
     return str((claim.get("metadata") or {}).get("creationTimestamp") or "")
 
 
@@ -400,7 +507,7 @@ _proposals: dict[str, tuple[tuple[Any, ...], datetime]] = {}
 
 
 def _validated(
-    ctx: Context, world: World, command: consolidation.Command, decision: Decision
+    ctx: Context, world: World, command: consolidation.Command, report: PassReport
 ) -> consolidation.Command | None:
     """Act on a consolidation command only when the same one was found at least
     ``VALIDATION_SECONDS`` earlier (pods that arrived since, budgets, do-not-disrupt all count again)."""
@@ -421,10 +528,8 @@ def _validated(
         _proposals[cluster] = (key, world.taken_at)
         seen = _proposals[cluster]
     ready_at = seen[1] + timedelta(seconds=consolidation.VALIDATION_SECONDS)
-    decision.next_check = min(filter(None, (decision.next_check, ready_at)))
-    decision.held[command.candidates[0].name] = (
-        f"{command.describe()}: validating until {ready_at.isoformat()}"
-    )
+    report.look_again_at(ready_at)
+    report.held[command.candidates[0].name] = f"{command.describe()}: validating until {ready_at.isoformat()}"
     return None
 
 
@@ -451,14 +556,14 @@ def _why_not(
     ctx: Context,
     world: World,
     why_not: dict[str, str],
-    decision: Decision,
+    report: PassReport,
     *,
     reason: str = "Unconsolidatable",
 ) -> None:
     now = _forget_old_why_nots()
     by_name = {objects.name_of(c): c for c in world.nodeclaims}
     for name, why in sorted(why_not.items()):
-        decision.held.setdefault(name, why)
+        report.hold(name, why)
         if (name, why) in _recent_why_not or name not in by_name:
             continue
         _recent_why_not[(name, why)] = now
@@ -494,7 +599,7 @@ def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
 
 
 def mark_consolidatable(
-    ctx: Context, world: World, usable: list[dict[str, Any]], last_events: dict[str, datetime]
+    ctx: Context, world: World, usable: list[Obj], last_events: dict[str, datetime]
 ) -> None:
     """Karpenter's ``Consolidatable`` condition (its nodeclaim disruption controller): True once an
     initialized NodeClaim of a NodePool whose ``consolidateAfter`` is not Never has had no pod event
@@ -525,52 +630,36 @@ def mark_consolidatable(
             conditions.set_condition(ctx, name, present, CONSOLIDATABLE, True)
 
 
-def _disrupt(
-    ctx: Context, world: World, candidate: Candidate, decision: Decision, report: DisruptionReport
-) -> None:
+def _disrupt(ctx: Context, world: World, candidate: Candidate, report: PassReport) -> None:
+    """Ask for an expired or empty node's termination (voluntary: PDBs and do-not-disrupt hold its
+    drain, which the NodeClaim's terminationGracePeriod, if any, bounds)."""
     node_name = objects.name_of(candidate.node) if candidate.node else None
     # A pod bound since the snapshot: the node is not empty any more.
     recheck = candidate.reason == EMPTY and node_name is not None
     if recheck and any(is_reschedulable(p) for p in ctx.cluster.list_pods_on_node(node_name or "")):
-        decision.held[candidate.name] = f"a pod arrived on {node_name}"
+        report.held[candidate.name] = f"a pod arrived on {node_name}"
         return
     price = world.price_of(candidate.nodeclaim)
     checkpoints.checkpoint("disruption.candidate-chosen")
     if candidate.reason == EMPTY:  # a command of Karpenter's queue (expiration is its own controller's)
         execute.mark_disrupted(ctx, candidate.nodeclaim, EMPTY)
-    termination.begin(
+    termination.request(
         ctx,
         nodeclaim=candidate.nodeclaim,
         node=candidate.node,
         instance_id=objects.nodeclaim_instance_id(candidate.nodeclaim),
-        deadline=None,  # the NodeClaim's terminationGracePeriod, if any, bounds the drain
-        reason=f"{candidate.reason} (NodePool {candidate.nodepool})",
-        involuntary=False,
-        instance_going=False,
+        asked=termination.TerminationRequest(
+            f"{candidate.reason} (NodePool {candidate.nodepool})", involuntary=False
+        ),
     )
     if candidate.reason == EMPTY:
         execute.say_terminating(ctx, candidate.nodeclaim, candidate.node, EMPTY)
-    report.disrupted.append(
-        {
-            "nodeclaim": candidate.name,
-            "node": node_name,
-            "nodepool": candidate.nodepool,
-            "reason": candidate.reason,
-            "pricePerHour": price,
-        }
-    )
-    ctx.logger.info("disrupting a node", extra=report.disrupted[-1])
+    disrupted = Disrupted(candidate.name, node_name, candidate.nodepool, candidate.reason, price)
+    report.disrupted.append(disrupted)
+    ctx.logger.info("disrupting a node", extra=disrupted.summary())
 
 
-def _next_look(
-    ctx: Context,
-    decision: Decision,
-    terms: list[termination.Termination],
-    *,
-    acted: bool,
-    lease_skipped: bool,
-    waiting_commands: bool = False,
-) -> float | None:
+def _next_look(ctx: Context, passed: PassReport, terms: termination.TerminationReport) -> float | None:
     """Seconds until the next pass is worth making; None when nothing is left to follow.
 
     A budget that holds nodes back is worth another look only when this pass used it (its room
@@ -578,12 +667,12 @@ def _next_look(
     must not keep the function looping, and billed, until the window closes. The writers' lease
     is held for one provisioner pass at a time, so a skipped pass is tried again soon.
     """
-    if any(not t.done for t in terms) or lease_skipped or waiting_commands:
+    if terms.unfinished or passed.lease_skipped or passed.commands_in_flight:
         return POLL_SECONDS
-    if decision.budget_blocked and acted:
+    if passed.budget_blocked and passed.acted:
         return 0.0  # this pass's drains are done, so the budget's room is back now
-    if decision.next_check is not None:
-        return max(0.0, (decision.next_check - ctx.clock.now()).total_seconds())
+    if passed.next_check is not None:
+        return max(0.0, (passed.next_check - ctx.clock.now()).total_seconds())
     return None
 
 
@@ -593,12 +682,12 @@ def publish_metrics(ctx: Context, report: DisruptionReport) -> None:
         name="DisruptionSavingsPerHour", unit=MetricUnit.NoUnit, value=round(report.savings_per_hour, 4)
     )
     namespace = getattr(metrics, "namespace", None)
-    for reason, count in sorted(Counter(d["reason"] for d in report.disrupted).items()):
+    for reason, count in sorted(Counter(r.reason for r in report.disrupted).items()):
         with single_metric(
             name="DisruptionActions", unit=MetricUnit.Count, value=count, namespace=namespace
         ) as metric:
             metric.add_dimension(name="Reason", value=reason)
-    for method, count in sorted(Counter(d["method"] for d in report.decisions).items()):
+    for method, count in sorted(Counter(d.method for d in report.decisions).items()):
         with single_metric(
             name="DisruptionDecisions", unit=MetricUnit.Count, value=count, namespace=namespace
         ) as metric:

@@ -1,27 +1,35 @@
-"""What an interruption event makes happen in the cluster.
+"""The interruption controller: what one interruption event makes happen in the cluster.
 
-For ``replace-and-drain`` events, per instance this cluster owns (matched by instance id against
-NodeClaim ``status.instanceID``/``providerID`` and Node ``spec.providerID``, never by DNS name):
+``reconcile(ctx, event, replace=, write_deadline=) -> EventOutcome`` (Karpenter's interruption
+controller reconciles one queue message at a time, as this does; ``processing`` is what receives the
+messages and makes sure each acts once). For ``replace-and-drain`` events, per instance this cluster
+owns (matched by instance id against NodeClaim
+``status.instanceID``/``providerID`` and Node ``spec.providerID``, never by DNS name):
 
 1. spot interruption: mark the (type, zone, spot) offering unavailable, so the replacement and
    the next plans avoid it;
-2. ``termination.begin``: taint ``karpenter.sh/disrupted:NoSchedule``, cordon, mark the NodeClaim
-   (first, so nothing new lands on the node while the replacement is planned);
+2. ask for the node's termination (``termination.request``: involuntary, the event's deadline, and
+   whether EC2 takes the instance itself): taint ``karpenter.sh/disrupted:NoSchedule``, cordon,
+   mark the NodeClaim (first, so nothing new lands on the node while the replacement is planned);
 3. launch replacement capacity for the node's reschedulable pods *before* any eviction, under the
-   writers' lease (when the provisioner holds it, the displaced pods become pending as they are
-   evicted and the running provisioner places them — no double launch either way);
-4. a first drain pass, so every eviction is issued within the first second or two.
+   writers' lease and its write guard (when the provisioner holds it, the displaced pods become
+   pending as they are evicted and the running provisioner places them — no double launch);
+4. the termination controller's first step (``termination.reconcile``), so every eviction is
+   issued within the first second or two.
 
-The caller then drives the drains (``termination.run``) within the invocation's time; anything
-unfinished is resumed by the next invocation (``termination.resume_all``) or the provisioning
-lifecycle. A NodeClaim already being deleted is resumed, not replaced a second time.
+Its input is the event, not a pass's ``World``: the objects it acts on are read afresh for each
+event, since an event acts on the cluster as it is when it arrives, and a redelivery must see what
+the first delivery did.
+``processing`` then drives the drains (``termination.reconcile`` with the invocation's time); what
+is left is resumed by the next invocation of any function. A NodeClaim already being deleted is
+resumed, not replaced a second time.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nodewright import termination
@@ -30,17 +38,25 @@ from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.context import is_outage
 from nodewright.interruption.events import Action, EventKind, InterruptionEvent
+from nodewright.state.guard import WriteGuard
 
 if TYPE_CHECKING:
     from nodewright.context import Context
+    from nodewright.state.interfaces import Obj
 
 
 class ReplacementReport(Protocol):
     def summary(self) -> dict[str, Any]: ...
 
 
-# provisioning.replace_for_displaced(ctx, node_names) -> PassReport
-Replacer = Callable[["Context", list[str]], ReplacementReport]
+class Replacer(Protocol):
+    """``provisioning.replace_for_displaced``: capacity for the pods of the nodes about to go."""
+
+    def __call__(
+        self, ctx: Context, node_names: list[str], *, guard: WriteGuard | None
+    ) -> ReplacementReport: ...
+
+
 REPLACEMENT_LEASE_WAIT_SECONDS = 2.0
 REPLACEMENT_LEASE_SECONDS = 60
 
@@ -48,34 +64,67 @@ REPLACEMENT_LEASE_SECONDS = 60
 @dataclass
 class Target:
     instance_id: str
-    nodeclaim: dict[str, Any] | None
-    node: dict[str, Any] | None
+    nodeclaim: Obj | None
+    node: Obj | None
 
     @property
     def owned(self) -> bool:
         return self.nodeclaim is not None
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """What became of the replacement capacity: launched (``report``), skipped (another writer holds
+    the lease: the provisioner places the pods as they are evicted) or failed (the drain goes on)."""
+
+    report: ReplacementReport | None = None
+    skipped: str = ""
+    error: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        if self.report is not None:
+            return self.report.summary()
+        return {"skipped": self.skipped} if self.skipped else {"error": self.error}
+
+
+class Disposition(StrEnum):
+    ACTED = "acted"
+    RECORDED = "recorded"
+    IGNORED = "ignored"
+    NOT_OWNED = "not-owned"
+    DUPLICATE = "duplicate"
+    MALFORMED = "malformed"
+
+
 @dataclass
 class EventOutcome:
-    """What handling one event did; ``as_dict`` is what the idempotency record stores."""
+    """What handling one event did; ``record`` is what the idempotency record stores of it."""
 
     event: InterruptionEvent
     not_owned: list[str] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)
     terminations: list[termination.Termination] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
-    replacement: dict[str, Any] | None = None
+    replacement: Replacement | None = None
     marked_unavailable: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    @property
+    def disposition(self) -> Disposition:
+        """Recorded as an event, acted on (a termination begun or resumed), or nothing of ours."""
+        if self.recorded:
+            return Disposition.RECORDED
+        if self.terminations or self.resumed:
+            return Disposition.ACTED
+        return Disposition.NOT_OWNED
+
+    def record(self) -> dict[str, Any]:
         return {
             **self.event.summary(),
             "notOwned": self.not_owned,
             "recorded": self.recorded,
             "resumed": self.resumed,
             "terminating": [t.summary() for t in self.terminations],
-            "replacement": self.replacement,
+            "replacement": self.replacement.summary() if self.replacement is not None else None,
             "markedUnavailable": self.marked_unavailable,
         }
 
@@ -116,8 +165,16 @@ def find_targets(
     return targets
 
 
-def handle_event(ctx: Context, event: InterruptionEvent, *, replace: Replacer | None = None) -> EventOutcome:
-    """Act on one parsed event (see the module docstring); ignored events do nothing here."""
+def reconcile(
+    ctx: Context,
+    event: InterruptionEvent,
+    *,
+    replace: Replacer | None = None,
+    write_deadline: float | None = None,
+) -> EventOutcome:
+    """Act on one parsed event (see the module docstring); ignored events do nothing here.
+    ``write_deadline``: when (``ctx.clock.monotonic()``) the replacement must stop writing (None:
+    the replacement lease's length from now)."""
     outcome = EventOutcome(event)
     if event.action is Action.IGNORE:
         return outcome
@@ -138,11 +195,12 @@ def handle_event(ctx: Context, event: InterruptionEvent, *, replace: Replacer | 
         return outcome
 
     fresh = [t for t in owned if not objects.is_deleting(t.nodeclaim or {})]
-    for target in owned:
-        if target not in fresh:  # a termination already under way: resume it, don't replace again
-            term = termination.from_nodeclaim(target.nodeclaim or {}, target.node, ctx.clock.now())
-            outcome.terminations.append(termination.step(ctx, term))
-            outcome.resumed.append(target.instance_id)
+    # A termination already under way: resume it (its first step now), don't replace again.
+    resumed = [
+        termination.resume(t.nodeclaim or {}, t.node, ctx.clock.now()) for t in owned if t not in fresh
+    ]
+    outcome.resumed = [t.instance_id for t in owned if t not in fresh]
+    outcome.terminations.extend(termination.reconcile(ctx, None, asked=resumed).terminations)
     if not fresh:
         return outcome
 
@@ -154,24 +212,23 @@ def handle_event(ctx: Context, event: InterruptionEvent, *, replace: Replacer | 
                 outcome.marked_unavailable.append("/".join(offering))
                 checkpoint("interruption.offering-marked")
 
+    asked = termination.TerminationRequest(
+        reason=f"{event.kind.value}: {event.reason}",
+        involuntary=True,
+        instance_going=event.instance_going,
+        deadline=event.deadline,
+    )
     terms = [
-        termination.begin(
-            ctx,
-            nodeclaim=target.nodeclaim,
-            node=target.node,
-            instance_id=target.instance_id,
-            deadline=event.deadline,
-            reason=f"{event.kind.value}: {event.reason}",
-            involuntary=True,
-            instance_going=event.instance_going,
+        termination.request(
+            ctx, nodeclaim=target.nodeclaim, node=target.node, instance_id=target.instance_id, asked=asked
         )
         for target in fresh
     ]
     node_names = [objects.name_of(t.node) for t in fresh if t.node]
     if node_names:
-        outcome.replacement = _replace(ctx, node_names, event, replace)
+        outcome.replacement = _replace(ctx, node_names, event, replace, write_deadline)
         checkpoint("interruption.replacement-launched")
-    outcome.terminations.extend(termination.step(ctx, term) for term in terms)
+    outcome.terminations.extend(termination.reconcile(ctx, None, asked=terms).terminations)
     return outcome
 
 
@@ -186,9 +243,14 @@ def _offering(target: Target) -> tuple[str, str, str] | None:
 
 
 def _replace(
-    ctx: Context, node_names: list[str], event: InterruptionEvent, replace: Replacer | None
-) -> dict[str, Any]:
-    """Replacement capacity under the writers' lease; never blocks the drain when it cannot run."""
+    ctx: Context,
+    node_names: list[str],
+    event: InterruptionEvent,
+    replace: Replacer | None,
+    write_deadline: float | None,
+) -> Replacement:
+    """Replacement capacity under the writers' lease and its write guard; never blocks the drain when
+    it cannot run."""
     if replace is None:
         from nodewright.provisioning import replace_for_displaced
 
@@ -203,9 +265,16 @@ def _replace(
             "another writer holds the lease: the displaced pods will be provisioned as they are evicted",
             extra={"nodes": node_names, "eventId": event.event_id},
         )
-        return {"skipped": "writers' lease held by another invocation"}
+        return Replacement(skipped="writers' lease held by another invocation")
+    monotonic = ctx.clock.monotonic
+    guard = WriteGuard(
+        lease,
+        deadline=write_deadline if write_deadline is not None else monotonic() + REPLACEMENT_LEASE_SECONDS,
+        lease_seconds=REPLACEMENT_LEASE_SECONDS,
+        monotonic=monotonic,
+    )
     try:
-        report = replace(ctx, node_names)
+        report = replace(ctx, node_names, guard=guard)
     except Exception as exc:  # the drain must go on: evicted pods go pending and get capacity anyway
         if is_outage(exc):  # the handler reports the outage once; no traceback for it here
             ctx.logger.warning(
@@ -214,7 +283,7 @@ def _replace(
             )
         else:
             ctx.logger.exception("replacement launch failed; draining anyway", extra={"nodes": node_names})
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return Replacement(error=f"{type(exc).__name__}: {exc}")
     finally:
         lease.release()
-    return report.summary()
+    return Replacement(report=report)

@@ -1,12 +1,16 @@
 """The core both interruption functions call: one message in, a disposition out, acting at most once.
 
-``InterruptionProcessor.handle(message)`` parses the message, and for events that act runs
-``flow.handle_event`` inside Powertools Idempotency keyed on the event id, over the state table
-with one key space shared by both functions (``key_prefix`` and static partition key fixed here, not
+``InterruptionProcessor.handle(message)`` parses the message, and for events that act runs the
+interruption controller (``flow.reconcile``) through its idempotency step
+(``_handle_idempotently``): Powertools Idempotency keyed on the event id, over the state table with
+one key space shared by both functions (``key_prefix`` and static partition key fixed here, not
 derived from the Lambda function's name) — so the SQS path and the direct EventBridge path act once
-for the same event whichever comes first, and a redelivery replays the stored outcome.
+for the same event whichever comes first. A fresh run gives back its typed ``EventOutcome`` (its
+``record()`` is what the table stores); a redelivery gives back the stored record, marked
+``Replayed`` by the idempotency config's response hook, and is a duplicate.
 
-Dispositions and what the SQS handler does with them:
+Dispositions (``flow.Disposition``, decided from the outcome's typed fields) and what the SQS
+handler does with them:
 
 * ``acted`` / ``recorded`` — done; ``ignored`` (not ours, with the reason) / ``not-owned``
   (no NodeClaim for the instance) / ``duplicate`` — acknowledged;
@@ -17,8 +21,9 @@ Dispositions and what the SQS handler does with them:
 * exceptions — transient trouble (API server unreachable, throttling, the same event in progress
   in the other function): the SQS handler lets only that message return to the queue.
 
-``drive(budget_seconds)`` then runs the drains this invocation started, plus any a previous one left
-half-done, until they finish or the time is spent.
+``drive(budget_seconds)`` then runs the termination controller (``termination.reconcile``) over the
+drains this invocation started, plus any a previous one left half-done, until they finish or the
+time is spent.
 """
 
 from __future__ import annotations
@@ -28,16 +33,20 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import observability, termination
+from nodewright.context import remaining_seconds
+from nodewright.interruption import flow
 from nodewright.interruption.events import Action, InterruptionEvent, MalformedMessage, parse_message
-from nodewright.interruption.flow import EventOutcome, OwnershipIndex, Replacer, handle_event
+from nodewright.interruption.flow import Disposition, EventOutcome, OwnershipIndex, Replacer
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+    from aws_lambda_powertools.utilities.idempotency.serialization.base import BaseIdempotencySerializer
+
     from nodewright.context import ContainerContext, Context
     from nodewright.settings import Settings
 
@@ -46,7 +55,7 @@ IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
 # no interruption notice that early in practice, and the index is dropped after every action.
 OWNERSHIP_TTL_SECONDS = 2.0
 # How often a warm container looks for terminations an earlier invocation left half-done (the
-# provisioning lifecycle also finishes them every minute).
+# provisioner's termination controller also drives them every minute).
 RESUME_SCAN_SECONDS = 10.0
 # Event ids this warm container has handled, newest last: a redelivery after the node is gone (no
 # NodeClaim left to own it) is still told apart as a duplicate, without a DynamoDB read.
@@ -55,21 +64,21 @@ IDEMPOTENCY_PARTITION = "idempotency#nodewright-interruption"
 IDEMPOTENCY_TTL_SECONDS = (
     6 * 3600
 )  # longer than any redelivery (SQS retention 300 s, EventBridge retries 24 h)
-
-
-class Disposition(StrEnum):
-    ACTED = "acted"
-    RECORDED = "recorded"
-    IGNORED = "ignored"
-    NOT_OWNED = "not-owned"
-    DUPLICATE = "duplicate"
-    MALFORMED = "malformed"
+# A replacement stops writing this long before the invocation ends (its drain and report still run).
+WRITE_MARGIN_SECONDS = 3.0
 
 
 class EventInProgress(RuntimeError):
     """The same event is being handled by the other path right now; retry later (transient)."""
 
     transient = True
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What the idempotency step gives back for an event handled before: the stored record."""
+
+    record: dict[str, Any]
 
 
 @dataclass
@@ -109,13 +118,12 @@ class InterruptionProcessor:
         self._clock = clock
         self._wall_clock = wall_clock
         self._persistence = persistence
-        self._act_once: Callable[..., dict[str, Any]] | None = None
-        self._started: list[tuple[termination.Termination, float]] = []
-        self._fresh_event: str | None = None
+        self._idempotent: Callable[..., EventOutcome | Replayed] | None = None
         self._config: Any = None
+        # The drains this invocation started, with when their message was received.
+        self._started: list[tuple[termination.Termination, float]] = []
         self._index: OwnershipIndex | None = None
         self._last_resume_scan = float("-inf")
-        self._received_at = 0.0
         self._recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.logger = observability.logger()
 
@@ -173,41 +181,48 @@ class InterruptionProcessor:
             )
             self._count("IgnoredMessages")
             return MessageResult(Disposition.NOT_OWNED, event)
-        self._received_at = received_at
-        stored, fresh = self._act(event, lambda_context)
+        handled = self._handle_idempotently(event, lambda_context)
         self._index = None  # this event changed what the cluster owns
-        self._recent[event.event_id] = stored
+        record = handled.record if isinstance(handled, Replayed) else handled.record()
+        self._recent[event.event_id] = record
         while len(self._recent) > RECENT_EVENTS:
             self._recent.popitem(last=False)
-        if not fresh:
-            return self._duplicate(event, stored)
-        return self._report(event, stored, received_at)
+        if isinstance(handled, Replayed):
+            return self._duplicate(event, record)
+        self._started.extend((t, received_at) for t in handled.terminations if t.nodeclaim)
+        return self._report(handled, record, received_at)
 
     def drive(self, budget_seconds: float) -> list[dict[str, Any]]:
-        """Run the drains started here, and any left half-done before, for at most ``budget_seconds``."""
+        """Run the drains started here, and any left half-done before, for at most ``budget_seconds``
+        (the termination controller; the cluster is looked at for others at most every
+        ``RESUME_SCAN_SECONDS``)."""
         started = {t.nodeclaim: t for t, _ in self._started}
         received = {t.nodeclaim: at for t, at in self._started}
         self._started = []
         if not self._container.connected and not started:
             return []  # nothing needed the cluster in this invocation: no need to connect just to look
-        terms = [t for t in started.values() if not t.done]
         now = self._clock()
-        if now - self._last_resume_scan >= RESUME_SCAN_SECONDS:
+        scan = now - self._last_resume_scan >= RESUME_SCAN_SECONDS
+        if scan:
             self._last_resume_scan = now
-            terms += [t for t in termination.pending_terminations(self.ctx) if t.nodeclaim not in started]
-        if terms:
-            termination.run(self.ctx, terms, budget_seconds=budget_seconds)
-        for term in list(started.values()) + terms:
-            if term.done and term.nodeclaim in received:
+        world = termination.observe(self.ctx) if scan else None
+        done_before = {name for name, term in started.items() if term.done}
+        # Every one started here is passed on (a done one is not stepped again, only kept from the
+        # scan: one left for EC2 is done while its NodeClaim still waits, deleting).
+        report = termination.reconcile(
+            self.ctx, world, asked=list(started.values()), budget_seconds=budget_seconds
+        )
+        for term in report.finished:
+            if term.nodeclaim in received:
                 self._timing("NodeDrainedSeconds", self._clock() - received.pop(term.nodeclaim))
-        summaries = [t.summary() for t in terms]
-        unfinished = [s for s in summaries if not s["done"]]
+        driven = [t for t in report.terminations if t.nodeclaim not in done_before]
+        unfinished = [t.summary() for t in report.unfinished]
         if unfinished:
             self.logger.warning(
                 "drains not finished in this invocation; the next one resumes them",
                 extra={"terminations": unfinished},
             )
-        return summaries
+        return [t.summary() for t in driven]
 
     # ------------------------------------------------------------------ internals
     def _duplicate(self, event: InterruptionEvent, stored: dict[str, Any]) -> MessageResult:
@@ -215,13 +230,14 @@ class InterruptionProcessor:
         self._count("DuplicateMessages")
         return MessageResult(Disposition.DUPLICATE, event, stored)
 
-    def _act(self, event: InterruptionEvent, lambda_context: Any) -> tuple[dict[str, Any], bool]:
-        """``flow.handle_event`` once per event id; the outcome and whether this call ran it."""
-        self._fresh_event = None
-        payload = {"event_id": event.event_id}
-        act = self._idempotent_act()
-        if act is None:  # no state table (CLI, offline): nothing to deduplicate against
-            return self._act_fresh(payload=payload, event=event), True
+    def _handle_idempotently(self, event: InterruptionEvent, lambda_context: Any) -> EventOutcome | Replayed:
+        """Idempotency: ``flow.reconcile`` once per event id, whichever function and container
+        gets the event first; the typed outcome of this run, or ``Replayed`` with what the first run
+        stored. Without a state table (the CLI, offline) every call runs."""
+        deadline = self.ctx.clock.monotonic() + remaining_seconds(lambda_context) - WRITE_MARGIN_SECONDS
+        idempotent = self._idempotent_handler()
+        if idempotent is None:
+            return self._handle_once(payload={"event_id": event.event_id}, event=event, deadline=deadline)
         from aws_lambda_powertools.utilities.idempotency.exceptions import (
             IdempotencyAlreadyInProgressError,
         )
@@ -229,21 +245,21 @@ class InterruptionProcessor:
         if lambda_context is not None:
             self._config.register_lambda_context(lambda_context)
         try:
-            result = dict(act(payload=payload, event=event))
+            return idempotent(payload={"event_id": event.event_id}, event=event, deadline=deadline)
         except IdempotencyAlreadyInProgressError as exc:
             raise EventInProgress(f"event {event.event_id} is being handled by the other path") from exc
-        return result, self._fresh_event == event.event_id
 
-    def _act_fresh(self, *, payload: dict[str, Any], event: InterruptionEvent) -> dict[str, Any]:
-        """The action itself (``payload`` only carries the idempotency key)."""
-        self._fresh_event = event.event_id
-        outcome: EventOutcome = handle_event(self.ctx, event, replace=self._replace)
-        self._started.extend((t, self._received_at) for t in outcome.terminations if t.nodeclaim)
-        return outcome.as_dict()
+    def _handle_once(
+        self, *, payload: dict[str, Any], event: InterruptionEvent, deadline: float
+    ) -> EventOutcome:
+        """The interruption controller itself (``payload`` only carries the idempotency key;
+        ``deadline``: when the replacement must stop writing)."""
+        return flow.reconcile(self.ctx, event, replace=self._replace, write_deadline=deadline)
 
-    def _idempotent_act(self) -> Callable[..., dict[str, Any]] | None:
-        if self._act_once is not None:
-            return self._act_once
+    def _idempotent_handler(self) -> Callable[..., EventOutcome | Replayed] | None:
+        """``_handle_once`` wrapped in Powertools Idempotency, built on first need (None: no table)."""
+        if self._idempotent is not None:
+            return self._idempotent
         persistence = self._persistence
         if persistence is None and self.settings.state_table:
             persistence = idempotency_persistence(self.settings)
@@ -258,15 +274,17 @@ class InterruptionProcessor:
             event_key_jmespath="event_id",
             raise_on_no_idempotency_key=True,
             expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
+            response_hook=_replayed,
         )
-        self._act_once = idempotent_function(
-            self._act_fresh,
+        self._idempotent = idempotent_function(
+            self._handle_once,
             data_keyword_argument="payload",
             persistence_store=persistence,
             config=self._config,
+            output_serializer=_outcome_record(),
             key_prefix=IDEMPOTENCY_KEY_PREFIX,
         )
-        return self._act_once
+        return self._idempotent
 
     def _owned(self, event: InterruptionEvent) -> bool:
         """Whether any instance of the event has a NodeClaim here, from an index at most
@@ -279,20 +297,15 @@ class InterruptionProcessor:
             self._index = OwnershipIndex.read(self.ctx)
         return self._index.owns_any(event.instance_ids)
 
-    def _report(self, event: InterruptionEvent, stored: dict[str, Any], received_at: float) -> MessageResult:
-        if stored.get("recorded"):
-            disposition = Disposition.RECORDED
-        elif stored.get("terminating") or stored.get("resumed"):
-            disposition = Disposition.ACTED
-        else:
-            disposition = Disposition.NOT_OWNED
+    def _report(self, outcome: EventOutcome, record: dict[str, Any], received_at: float) -> MessageResult:
+        disposition = outcome.disposition
         if disposition is Disposition.NOT_OWNED:
             self._count("IgnoredMessages")
         else:
-            self._count("InterruptionsHandled", kind=event.kind.value)
+            self._count("InterruptionsHandled", kind=outcome.event.kind.value)
             self._timing("InterruptionHandlingSeconds", self._clock() - received_at)
-        self.logger.info("interruption handled", extra={"disposition": disposition.value, **stored})
-        return MessageResult(disposition, event, stored)
+        self.logger.info("interruption handled", extra={"disposition": disposition.value, **record})
+        return MessageResult(disposition, outcome.event, record)
 
     def _count(self, name: str, *, kind: str | None = None) -> None:
         metrics = observability.metrics()
@@ -313,3 +326,25 @@ def idempotency_persistence(settings: Settings) -> Any:
     from nodewright.cloud.state import idempotency_persistence as on_state_table
 
     return on_state_table(settings, static_pk_value=IDEMPOTENCY_PARTITION)
+
+
+def _replayed(response: Any, idempotent_data: DataRecord) -> Replayed:
+    """Powertools' response hook, called only when the response comes from the idempotency store:
+    the stored record of an event handled before, said as such."""
+    return Replayed(dict(response or {}))
+
+
+def _outcome_record() -> BaseIdempotencySerializer:
+    """What the idempotency record stores of an ``EventOutcome`` (its ``record()``), and what a
+    replay reads back (the stored dict, which ``_replayed`` then marks). Built on first need: the
+    idempotency utility is imported only when a message acts."""
+    from aws_lambda_powertools.utilities.idempotency.serialization.base import BaseIdempotencySerializer
+
+    class OutcomeRecord(BaseIdempotencySerializer):
+        def to_dict(self, data: EventOutcome) -> dict[str, Any]:
+            return data.record()
+
+        def from_dict(self, data: dict[str, Any]) -> dict[str, Any]:
+            return data
+
+    return OutcomeRecord()

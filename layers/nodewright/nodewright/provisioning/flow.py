@@ -1,33 +1,28 @@
-"""One provisioning pass, top to bottom.
+"""One pass of the provisioner function, top to bottom: its controllers, in order, over one
+observed ``World`` (``provision``), each ``reconcile(ctx, world)`` with a typed report:
 
-    observe → lifecycle → NodePools → static NodePools → plan → NodeClaims created → launch → status
-    → events → metrics
+    observe → lifecycle (``lifecycle``: registration, initialization, timeouts) → termination
+    (``nodewright.termination``: every NodeClaim and Node being deleted, one step each) → garbage
+    collection (``garbage``: orphans, vanished and leaked instances, launch templates) →
+    provisioning (``reconcile`` here: NodePools → static NodePools → plan → NodeClaims created →
+    launch → pod events) → metrics
 
 The NodeClaims are created before anything is launched: the object is the record of
-intent, and the next pass finishes whatever a crash interrupted (see ``launch``).
+intent, and the next pass finishes whatever a crash interrupted (``launch.create_and_launch``).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from nodewright.api.validation import nodeclaim_launch_problems
-from nodewright.checkpoints import checkpoint
-from nodewright.cluster.errors import Conflict
-from nodewright.context import is_outage
-from nodewright.provisioning import lifecycle, nodeclaims, planning, static
-from nodewright.provisioning.launch import (
-    Launched,
-    LaunchFailure,
-    fail_unexpectedly,
-    launch_claim,
-    refuse_invalid,
-)
+from nodewright import termination
+from nodewright.provisioning import garbage, lifecycle, nodeclaims, planning, static
+from nodewright.provisioning.launch import Launched, Launches, LaunchFailure, create_and_launch
 from nodewright.state import nodepools
 from nodewright.state.guard import WriteGuard
 from nodewright.state.pods import key as pod_key
@@ -53,10 +48,19 @@ class PassReport:
     unschedulable: dict[str, str] = field(default_factory=dict)
     skipped_nodepools: dict[str, str] = field(default_factory=dict)
     lifecycle: lifecycle.LifecycleReport = field(default_factory=lifecycle.LifecycleReport)
+    termination: termination.TerminationReport = field(default_factory=termination.TerminationReport)
+    garbage: garbage.GarbageReport = field(default_factory=garbage.GarbageReport)
     cost_per_hour: float = 0.0
     pending_keys: frozenset[str] = frozenset()
     static_deleted: list[str] = field(default_factory=list)  # NodeClaims a static NodePool scaled down
     stopped: str | None = None  # why the pass stopped writing early (its guard said so)
+
+    def record(self, launches: Launches) -> None:
+        """What the pass's ``create_and_launch`` did."""
+        self.created = launches.created
+        self.launched = launches.launched
+        self.failures = launches.failures
+        self.stopped = launches.stopped
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -77,19 +81,29 @@ class PassReport:
 
 
 def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
-    """Run one pass: see the module docstring. Safe to repeat; never launches twice for one NodeClaim.
+    """One pass of the provisioner function: its controllers, in order, over one observed ``World``
+    (see the module docstring). Safe to repeat; never launches twice for one NodeClaim.
 
     ``guard``: checked before each NodeClaim is created or launched; when it says stop (the lease
     is no longer ours, or the invocation's time is up), the pass writes nothing more and the next
     pass picks up what is left.
     """
-    report = PassReport()
     world = observe(ctx)
+    registered = lifecycle.reconcile(ctx, world)
+    terminated = termination.reconcile(ctx, world)
+    collected = garbage.reconcile(ctx, world)
+    provisioned = reconcile(ctx, world, guard=guard)
+    report = replace(provisioned, lifecycle=registered, termination=terminated, garbage=collected)
+    publish_metrics(ctx, report)
+    ctx.logger.info("provisioning pass", extra=report.summary())
+    return report
 
-    lifecycle.reconcile(ctx, world, report.lifecycle)
-    lifecycle.delete_orphans(ctx, nodepools.orphaned_claims(world), report.lifecycle)
-    lifecycle.collect_garbage(ctx, world, report.lifecycle)
 
+def reconcile(ctx: Context, world: World, *, guard: WriteGuard | None = None) -> PassReport:
+    """The provisioning controller: NodePools → static NodePools → plan → create and launch → pod
+    events, over ``world``. Its report carries the provisioning fields; ``provision`` adds the
+    other controllers' reports of the pass."""
+    report = PassReport()
     pools = nodepools.triage(world, static_capacity=ctx.settings.static_capacity)
     nodepools.record(ctx, world, pools)
     report.skipped_nodepools = pools.skipped
@@ -114,58 +128,16 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
         report.unschedulable = plan.unschedulable
 
     # Left by a pass that crashed before recording its launch: adopt the instance or launch now.
-    to_launch = [(c, False) for c in world.nodeclaims if _awaiting_launch(c)]
-    for claim_plan in [*scaled.to_create, *plan.new_claims]:
-        if _must_stop(ctx, guard, report):
-            break
-        claim = create_nodeclaim(ctx, world, claim_plan)
-        checkpoint("provisioning.nodeclaim-created")
-        report.created.append(nodeclaims.name_of(claim))
-        to_launch.append((claim, True))
+    plans = [*scaled.to_create, *plan.new_claims]
+    awaiting = [c for c in world.nodeclaims if _awaiting_launch(c)]
+    report.record(create_and_launch(ctx, world, plans, guard=guard, awaiting=awaiting))
+    for claim_plan, name in zip(plans, report.created, strict=False):
         for pod in claim_plan.pods:
-            report.nominated[pod_key(pod)] = f"nodeclaim/{nodeclaims.name_of(claim)}"
-
-    for claim, fresh in to_launch:
-        if _must_stop(ctx, guard, report):
-            break
-        outcome = launch_one(ctx, world, claim, fresh=fresh)
-        if isinstance(outcome, Launched):
-            report.launched.append(outcome)
-        elif outcome is not None:
-            report.failures.append(outcome)
+            report.nominated[pod_key(pod)] = f"nodeclaim/{name}"
 
     record_pod_events(ctx, world, pending, report)
     report.cost_per_hour = cluster_cost_per_hour(world, report.launched)
-    publish_metrics(ctx, report)
-    ctx.logger.info("provisioning pass", extra=report.summary())
     return report
-
-
-def launch_one(
-    ctx: Context, world: World, claim: dict[str, Any], *, fresh: bool
-) -> Launched | LaunchFailure | None:
-    """Validate, then launch one NodeClaim; whatever goes wrong fails this NodeClaim, never the pass.
-
-    None: an invalid NodeClaim already refused by an earlier pass (nothing new to report).
-    """
-    problems = nodeclaim_launch_problems(claim)
-    if problems:
-        return refuse_invalid(ctx, claim, problems)
-    try:
-        candidates = planning.candidates_for(world, claim)
-        return launch_claim(ctx, claim, world.nodeclass_of(claim) or {}, candidates, fresh=fresh)
-    except Exception as exc:  # isolation: one NodeClaim's failure must not stop the others
-        if is_outage(exc):  # not this NodeClaim's failure: the handler reports it once, no traceback
-            raise
-        return fail_unexpectedly(ctx, claim, exc)
-
-
-def _must_stop(ctx: Context, guard: WriteGuard | None, report: PassReport) -> bool:
-    why = guard.why_stop() if guard is not None else None
-    if why and report.stopped is None:
-        report.stopped = why
-        ctx.logger.warning("provisioning pass stops writing", extra={"reason": why})
-    return why is not None
 
 
 def _measure_pending(report: PassReport, world: World, pending: list[dict[str, Any]]) -> None:
@@ -193,27 +165,6 @@ def cluster_cost_per_hour(world: World, launched: list[Launched]) -> float:
             continue
         total += world.price_of(claim) or 0.0
     return total
-
-
-def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan) -> dict[str, Any]:
-    """Create the NodeClaim for one planned node (a fresh random name on the rare name collision)."""
-    pool = world.nodepool(claim_plan.nodepool) or {"metadata": {"name": claim_plan.nodepool}}
-    for _attempt in range(5):
-        body = nodeclaims.build(
-            name=nodeclaims.new_name(claim_plan.nodepool),
-            nodepool=pool,
-            requirements=claim_plan.requirements,
-            requests=claim_plan.requests,
-            nodeclass=world.nodeclass_of(pool),
-            min_values_relaxed=claim_plan.min_values_relaxed,
-            price_overlay=claim_plan.price_overlay,
-        )
-        try:
-            return ctx.cluster.create_nodeclaim(body)
-        except Conflict as exc:
-            if not exc.already_exists:
-                raise
-    raise RuntimeError(f"could not find a free NodeClaim name for NodePool {claim_plan.nodepool}")
 
 
 # Events are deduplicated per container for a while: a pod pending for a minute must not get

@@ -1,4 +1,10 @@
-"""Launch NodeClaims through the cloud provider and record the result on them.
+"""Create NodeClaims and launch them through the cloud provider: the one path every launch takes.
+
+``create_and_launch`` is that path, for a provisioning pass, an interruption's replacements and a
+disruption command's (``provisioning.displaced``): each planned NodeClaim is created first (the
+object is the record of intent), then each is launched, the write guard (``state.guard``: the
+writers' lease still ours, the invocation's time not up) asked before every write; what it stops
+short of, the next provisioning pass launches.
 
 A NodeClaim without ``Launched`` is either fresh from this pass or left by a pass that
 crashed. Before launching, the instance tagged with the NodeClaim's name is looked up:
@@ -10,19 +16,24 @@ NodeClaim's uid, is the second guard).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nodewright import termination
 from nodewright.api import labels
 from nodewright.api.overlays import PRICE_OVERLAY_APPLIED
+from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.checkpoints import checkpoint
-from nodewright.cluster.resources import NODECLAIMS
-from nodewright.provisioning import nodeclaims
+from nodewright.cluster.errors import Conflict
+from nodewright.context import is_outage
+from nodewright.provisioning import nodeclaims, planning
 from nodewright.provisioning.nodeclaims import LAUNCHED
-from nodewright.state.world import nodepool_name
+from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.context import Context
+    from nodewright.state.guard import WriteGuard
+    from nodewright.state.interfaces import Obj
 
 # The Launched condition's reason (and the event's) for a NodeClaim that fails validation.
 INVALID = "InvalidNodeClaim"
@@ -58,6 +69,95 @@ class LaunchFailure:
             from nodewright.cloud.errors import launch_failure_class
 
             object.__setattr__(self, "failure_class", launch_failure_class(self.code))
+
+
+@dataclass
+class Launches:
+    """What one ``create_and_launch`` did: the NodeClaims created (in the plans' order), launched,
+    failed; ``stopped``: why it stopped writing early (the guard said so), else None."""
+
+    created: list[str] = field(default_factory=list)
+    launched: list[Launched] = field(default_factory=list)
+    failures: list[LaunchFailure] = field(default_factory=list)
+    stopped: str | None = None
+
+
+def create_and_launch(
+    ctx: Context,
+    world: World,
+    plans: Sequence[planning.ClaimPlan],
+    *,
+    guard: WriteGuard | None,
+    awaiting: Sequence[Obj] = (),
+) -> Launches:
+    """Create a NodeClaim for each of ``plans``, then launch ``awaiting`` (NodeClaims a crashed pass
+    left unlaunched: their instance is adopted or launched now) and the new ones, asking ``guard``
+    before every write (None: nothing stops it; tests and the CLI). One NodeClaim's failure never
+    stops the others."""
+    done = Launches()
+    to_launch = [(claim, False) for claim in awaiting]
+    for claim_plan in plans:
+        if _must_stop(ctx, guard, done):
+            break
+        claim = create_nodeclaim(ctx, world, claim_plan)
+        checkpoint("provisioning.nodeclaim-created")
+        done.created.append(nodeclaims.name_of(claim))
+        to_launch.append((claim, True))
+    for claim, fresh in to_launch:
+        if _must_stop(ctx, guard, done):
+            break
+        outcome = launch_one(ctx, world, claim, fresh=fresh)
+        if isinstance(outcome, Launched):
+            done.launched.append(outcome)
+        elif outcome is not None:
+            done.failures.append(outcome)
+    return done
+
+
+def _must_stop(ctx: Context, guard: WriteGuard | None, done: Launches) -> bool:
+    why = guard.why_stop() if guard is not None else None
+    if why and done.stopped is None:
+        done.stopped = why
+        ctx.logger.warning("launches stop writing", extra={"reason": why})
+    return why is not None
+
+
+def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan) -> Obj:
+    """Create the NodeClaim for one planned node (a fresh random name on the rare name collision)."""
+    pool = world.nodepool(claim_plan.nodepool) or {"metadata": {"name": claim_plan.nodepool}}
+    for _attempt in range(5):
+        body = nodeclaims.build(
+            name=nodeclaims.new_name(claim_plan.nodepool),
+            nodepool=pool,
+            requirements=claim_plan.requirements,
+            requests=claim_plan.requests,
+            nodeclass=world.nodeclass_of(pool),
+            min_values_relaxed=claim_plan.min_values_relaxed,
+            price_overlay=claim_plan.price_overlay,
+        )
+        try:
+            return ctx.cluster.create_nodeclaim(body)
+        except Conflict as exc:
+            if not exc.already_exists:
+                raise
+    raise RuntimeError(f"could not find a free NodeClaim name for NodePool {claim_plan.nodepool}")
+
+
+def launch_one(ctx: Context, world: World, claim: Obj, *, fresh: bool) -> Launched | LaunchFailure | None:
+    """Validate, then launch one NodeClaim; whatever goes wrong fails this NodeClaim, never the pass.
+
+    None: an invalid NodeClaim already refused by an earlier pass (nothing new to report).
+    """
+    problems = nodeclaim_launch_problems(claim)
+    if problems:
+        return refuse_invalid(ctx, claim, problems)
+    try:
+        candidates = planning.candidates_for(world, claim)
+        return launch_claim(ctx, claim, world.nodeclass_of(claim) or {}, candidates, fresh=fresh)
+    except Exception as exc:  # isolation: one NodeClaim's failure must not stop the others
+        if is_outage(exc):  # not this NodeClaim's failure: the handler reports it once, no traceback
+            raise
+        return fail_unexpectedly(ctx, claim, exc)
 
 
 def launch_claim(
@@ -289,6 +389,5 @@ def _fail(
     name = nodeclaims.name_of(claim)
     ctx.cluster.record_event(claim, "LaunchFailed", message, event_type="Warning")
     ctx.logger.warning("launch failed", extra={"nodeclaim": name, "code": code, "error": message})
-    ctx.cluster.delete_nodeclaim(name)
-    ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
+    termination.finish_unlaunched(ctx, name)
     return LaunchFailure(name, nodepool_name(claim), code, message, failure_class)

@@ -1,7 +1,9 @@
-"""The NodeClaim lifecycle after launch: Registered → Initialized, timeouts, deletions, leaks.
+"""The lifecycle controller, run by every provisioning pass: ``reconcile(ctx, world)``, a NodeClaim
+after its launch: Registered → Initialized, and the registration timeout (Karpenter's nodeclaim
+lifecycle controller).
 
-Every step reads the state it needs from the cluster and EC2 and is safe to repeat:
-a pass that dies half-way is finished by the next one.
+Every step reads the state it needs from the cluster and is safe to repeat: a pass that dies
+half-way is finished by the next one.
 
 - Launched, and a Node with the same providerID appeared → Registered: the NodeClaim's
   labels, annotations (its NodePool template's) and taints are synced onto the Node (the taints
@@ -11,18 +13,11 @@ a pass that dies half-way is finished by the next one.
 - Registered, the Node Ready, its startupTaints gone and the requested extended resources
   reported → Initialized (``karpenter.sh/initialized`` on the Node; capacity and
   allocatable copied to the NodeClaim).
-- Launched but not registered within ``REGISTRATION_TTL`` → the instance is terminated and
-  the NodeClaim deleted, with an event.
-- A NodeClaim being deleted (by a user, by a flow, or because its NodePool went) → its
-  Node is drained and deleted, the instance terminated, then the finalizer removed; when the
-  instance is already gone, at once (``termination``: the pods bound to it are force-deleted).
-- A Node deleted by hand (``kubectl delete node``) → its NodeClaim is deleted, as above.
-- An instance tagged for this cluster whose NodeClaim does not exist (leaked by a crash)
-  → terminated once it is older than ``LEAK_GRACE``; one tagged with a live NodeClaim whose
-  recorded instance is another one (a second launch for the same NodeClaim) → terminated once
-  it is older than ``REGISTRATION_TTL``. A launched NodeClaim whose instance is gone → deleted.
-- Launch templates of this cluster that no live instance uses (and older than an hour) → deleted,
-  at most every ``TEMPLATE_GC_INTERVAL``: every AMI or user-data change leaves one behind.
+- Not launched, or launched but not registered, within ``REGISTRATION_TTL`` → the NodeClaim is
+  deleted, with an event: its termination (the termination controller's, which the pass runs next)
+  terminates the instance.
+- A NodeClaim being deleted is left to the termination controller; leaked instances, vanished
+  ones and unused launch templates to the garbage-collection controller (``garbage``).
 """
 
 from __future__ import annotations
@@ -33,59 +28,35 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.checkpoints import checkpoint
-from nodewright.cluster.resources import NODECLAIMS
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import INITIALIZED, LAUNCHED, REGISTERED
-from nodewright.state.world import World, nodepool_name
+from nodewright.state.world import World
 
 if TYPE_CHECKING:
     from nodewright.context import Context
 
 REGISTRATION_TTL = timedelta(minutes=15)
-# An instance younger than this may belong to a NodeClaim whose status write is in flight.
-LEAK_GRACE = timedelta(minutes=2)
-# DescribeInstances for garbage collection at most this often per container.
-GC_INTERVAL = timedelta(seconds=60)
-# Unused launch templates are looked for this often (DescribeLaunchTemplates + DescribeInstances).
-TEMPLATE_GC_INTERVAL = timedelta(minutes=10)
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 @dataclass
 class LifecycleReport:
+    """What one ``reconcile`` moved along: NodeClaims registered, initialized, given up on."""
+
     registered: list[str] = field(default_factory=list)
     initialized: list[str] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
-    finalized: list[str] = field(default_factory=list)
-    orphans_deleted: list[str] = field(default_factory=list)
-    leaked_terminated: list[str] = field(default_factory=list)
-    vanished: list[str] = field(default_factory=list)
-    templates_deleted: list[str] = field(default_factory=list)
-    node_deletions: list[str] = field(default_factory=list)
 
 
-_last_gc: dict[str, datetime] = {}
-_last_template_gc: dict[str, datetime] = {}
-
-
-def reset_gc_clock(*, templates: bool = False) -> None:
-    """Forget when leaks were last looked for (tests and benchmarks emulating invocations a minute
-    apart); ``templates``: the launch-template clock too (tests starting from a fresh container)."""
-    _last_gc.clear()
-    if templates:
-        _last_template_gc.clear()
-
-
-def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None) -> LifecycleReport:
+def reconcile(ctx: Context, world: World) -> LifecycleReport:
     """Move every NodeClaim one step along its lifecycle; see the module docstring."""
-    report = report or LifecycleReport()
+    report = LifecycleReport()
     for claim in world.nodeclaims:
         name = nodeclaims.name_of(claim)
         node = world.node_of(claim)
         if nodeclaims.is_deleting(claim):
-            finalize(ctx, claim, node)
-            report.finalized.append(name)
-        elif not nodeclaims.is_true(claim, LAUNCHED):
+            continue  # the termination controller's
+        if not nodeclaims.is_true(claim, LAUNCHED):
             # The launch step owns it (launch, or adopt the instance a crash left) until the
             # registration timeout: a NodeClaim whose launch keeps failing must not hold its
             # pods' place for ever.
@@ -96,25 +67,13 @@ def reconcile(ctx: Context, world: World, report: LifecycleReport | None = None)
             if node is not None:
                 register(ctx, claim, node, world.taken_at)
                 report.registered.append(name)
-            elif _launched_before(claim, world.taken_at - REGISTRATION_TTL):
+            elif launched_before(claim, world.taken_at - REGISTRATION_TTL):
                 _give_up_registration(ctx, claim)
                 report.timed_out.append(name)
         elif not nodeclaims.is_true(claim, INITIALIZED) and node is not None and _initialized(claim, node):
             initialize(ctx, claim, node, world.taken_at)
             report.initialized.append(name)
-    _follow_node_deletions(ctx, world, report)
     return report
-
-
-def _follow_node_deletions(ctx: Context, world: World, report: LifecycleReport) -> None:
-    """``kubectl delete node``: its NodeClaim is marked for deletion (finalized on the next pass);
-    a Node without a NodeClaim is drained and terminated here, one pass at a time."""
-    from nodewright import termination
-
-    for term in termination.node_deletions(ctx, world.nodes, world.nodeclaims):
-        if term.nodeclaim is None:
-            termination.step(ctx, term)
-        report.node_deletions.append(term.nodeclaim or term.node or "")
 
 
 def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: datetime) -> None:
@@ -201,7 +160,8 @@ def initialize(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: d
     ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
 
 
-def _launched_before(claim: dict[str, Any], moment: datetime) -> bool:
+def launched_before(claim: dict[str, Any], moment: datetime) -> bool:
+    """Whether the NodeClaim was launched (created, when it says no launch time) before ``moment``."""
     cond = nodeclaims.condition(claim, LAUNCHED) or {}
     launched = nodeclaims.timestamp(cond.get("lastTransitionTime")) or nodeclaims.created_at(claim)
     return bool(launched and launched < moment)
@@ -226,106 +186,4 @@ def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool
         message = f"NodeClaim {name}: not launched within {minutes} minutes of its creation ({why}); deleted"
     ctx.cluster.record_event(claim, "RegistrationTimeout", message, event_type="Warning")
     ctx.logger.warning("NodeClaim registration timed out", extra={"nodeclaim": name})
-    ctx.cluster.delete_nodeclaim(name)  # the finalizer step below terminates the instance
-
-
-def finalize(ctx: Context, claim: dict[str, Any], node: dict[str, Any] | None) -> None:
-    """A NodeClaim being deleted: drain and delete its Node, terminate the instance, drop the finalizer.
-
-    One whose termination recorded that EC2 is taking the instance (a spot reclaim) is the
-    termination's to finish: it leaves the instance to EC2 until after its deadline."""
-    from nodewright import termination
-    from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
-
-    name = nodeclaims.name_of(claim)
-    if ((claim.get("metadata") or {}).get("annotations") or {}).get(INSTANCE_GOING_ANNOTATION) == "true":
-        termination.step(ctx, termination.from_nodeclaim(claim, node, ctx.clock.now()))
-        return
-    if node is not None and not termination.drain_and_delete_node(ctx, node, claim):
-        return  # still draining; the next pass continues where this one stopped
-    instance_id = nodeclaims.instance_id(claim)
-    terminated = [instance_id] if instance_id and ctx.cloud.delete(instance_id) else []
-    # A crash may have left an instance whose id never reached the status: find it by its tag.
-    terminated += ctx.cloud.delete_by_nodeclaim(name)
-    checkpoint("lifecycle.instance-terminated")
-    ctx.cluster.remove_finalizer(NODECLAIMS, name, labels.TERMINATION_FINALIZER)
-    ctx.logger.info("NodeClaim finalized", extra={"nodeclaim": name, "terminated": terminated})
-
-
-def delete_orphans(ctx: Context, orphans: list[dict[str, Any]], report: LifecycleReport) -> None:
-    """NodeClaims of a deleted NodePool: delete them (their finalizer drains and terminates)."""
-    for claim in orphans:
-        name = nodeclaims.name_of(claim)
-        ctx.cluster.record_event(claim, "NodePoolDeleted", f"NodePool {nodepool_name(claim)} was deleted")
-        ctx.cluster.delete_nodeclaim(name)
-        report.orphans_deleted.append(name)
-
-
-def _leaked(instance: Any, claim: dict[str, Any] | None, now: datetime) -> bool:
-    """Whether an instance tagged for this cluster belongs to no NodeClaim.
-
-    Checks: its NodeClaim is gone (after ``LEAK_GRACE``: the create may still be in flight), or
-    its NodeClaim records another instance (after ``REGISTRATION_TTL``: a NodeClaim that has
-    recorded none yet may still adopt this one by its tag).
-    """
-    age = now - instance.launch_time if instance.launch_time else None
-    if claim is None:
-        return age is None or age >= LEAK_GRACE
-    recorded = nodeclaims.instance_id(claim)
-    return bool(recorded) and recorded != instance.id and (age is None or age >= REGISTRATION_TTL)
-
-
-def collect_garbage(ctx: Context, world: World, report: LifecycleReport, *, force: bool = False) -> None:
-    """Terminate leaked instances; delete NodeClaims whose instance vanished (at most every GC_INTERVAL);
-    delete unused launch templates (at most every TEMPLATE_GC_INTERVAL)."""
-    _collect_launch_templates(ctx, world.taken_at, report, force=force)
-    key = ctx.settings.cluster_name
-    last = _last_gc.get(key)
-    if not force and last is not None and world.taken_at - last < GC_INTERVAL:
-        return
-    _last_gc[key] = world.taken_at
-    instances = ctx.cloud.list()
-    claims = {nodeclaims.name_of(c): c for c in world.nodeclaims}
-    live_instance_ids = set()
-    for instance in instances:
-        live_instance_ids.add(instance.id)
-        if not _leaked(instance, claims.get(instance.nodeclaim or ""), world.taken_at):
-            continue
-        ctx.logger.warning(
-            "terminating leaked instance",
-            extra={"instance": instance.id, "nodeclaim": instance.nodeclaim},
-        )
-        ctx.cloud.delete(instance.id)
-        report.leaked_terminated.append(instance.id)
-    for claim in world.nodeclaims:
-        instance_id = nodeclaims.instance_id(claim)
-        if (
-            instance_id
-            and instance_id not in live_instance_ids
-            and not nodeclaims.is_deleting(claim)
-            and _launched_before(claim, world.taken_at - LEAK_GRACE)
-        ):
-            name = nodeclaims.name_of(claim)
-            ctx.cluster.record_event(
-                claim,
-                "InstanceTerminated",
-                f"instance {instance_id} of NodeClaim {name} is gone",
-                event_type="Warning",
-            )
-            ctx.cluster.delete_nodeclaim(name)
-            report.vanished.append(name)
-
-
-def _collect_launch_templates(ctx: Context, now: datetime, report: LifecycleReport, *, force: bool) -> None:
-    key = ctx.settings.cluster_name
-    last = _last_template_gc.get(key)
-    if not force and last is not None and now - last < TEMPLATE_GC_INTERVAL:
-        return
-    _last_template_gc[key] = now
-    try:
-        report.templates_deleted = ctx.cloud.cleanup_launch_templates()
-    except Exception as exc:  # best effort: the next interval tries again, the pass goes on
-        ctx.logger.warning("launch template cleanup failed", extra={"error": f"{type(exc).__name__}: {exc}"})
-        return
-    if report.templates_deleted:
-        ctx.logger.info("unused launch templates deleted", extra={"templates": report.templates_deleted})
+    ctx.cluster.delete_nodeclaim(name)  # asks for its termination: the instance is terminated

@@ -156,9 +156,8 @@ def _active(result: PassReport, idle_after: float) -> bool:
         result.created
         or result.launched
         or life.registered
-        or life.finalized
-        or life.orphans_deleted
-        or life.node_deletions
+        or result.termination.terminations
+        or result.garbage.orphans_deleted
         or result.static_deleted
     )
     young = result.youngest_pending_seconds is not None and result.youngest_pending_seconds < idle_after

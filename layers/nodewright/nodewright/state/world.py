@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from nodewright.state.overlays import Resolution
     from nodewright.state.pdbs import PdbLimits
 
-# Recorded by ``termination.begin`` on the NodeClaim (or the Node without one): the drain evicts every
+# Recorded by ``termination.request`` on the NodeClaim (or the Node without one): the drain evicts every
 # pod whatever its PDBs and do-not-disrupt say, because the instance goes anyway (an interruption).
 INVOLUNTARY_ANNOTATION = "nodewright.io/termination-involuntary"
 

@@ -1,47 +1,57 @@
-"""Node termination: cordon, tiered PDB-aware drain, terminate, finalizers — resumable.
+"""Node termination, the one owner of every finish of a node: cordon, tiered PDB-aware drain, the
+VolumeAttachment wait, terminate, finalizers — resumable (Karpenter's termination controller).
 
-Shared by the interruption flow and (later) the disruption flow:
+Read in this order:
 
-* ``begin(ctx, nodeclaim=, node=, instance_id=, deadline=, reason=, involuntary=, instance_going=)``
-  → ``Termination``: taint ``karpenter.sh/disrupted:NoSchedule`` + cordon, record the deadline on the
-  NodeClaim and mark it for deletion;
-* ``step(ctx, term)``: one non-blocking pass; ``run(ctx, terms, budget_seconds=)``: passes until done;
-* ``pending_terminations(ctx)`` / ``resume_all(ctx, budget_seconds=0)``: find / finish what an earlier
-  invocation left half-done, and Nodes deleted by hand (``node_deletions``: ``kubectl delete node``
-  drains and terminates exactly as ``kubectl delete nodeclaim`` does);
-* ``drain_and_delete_node(ctx, node, nodeclaim) -> bool``: one pass for the provisioning lifecycle's
-  finalizer step (True when the node is drained and gone).
+* ``reconcile(ctx, world, asked=, budget_seconds=) -> TerminationReport`` (``controller``): what every
+  handler runs — the terminations the cluster holds (NodeClaims marked for deletion, Nodes deleted
+  by hand) and those just asked for, one step each or driven within a time budget;
+* ``request(ctx, nodeclaim=, node=, instance_id=, asked=TerminationRequest(...)) -> Termination``:
+  how the other controllers (interruption, disruption, the removal, ``kubectl delete node``) ask
+  for one — taint ``karpenter.sh/disrupted:NoSchedule`` + cordon, record the request (reason,
+  involuntary, instance going, deadline) on the NodeClaim and mark it for deletion. Deleting a
+  NodeClaim asks for the default request; ``resume`` rebuilds a termination from the NodeClaim;
+* ``terminate`` (one ``step``, ``drive``), ``drain`` (one drain pass, Karpenter's tiers), ``volumes``
+  (which VolumeAttachments hold the instance), ``conditions`` (the NodeClaim conditions Karpenter
+  writes: termination's ``Drained``, ``VolumesDetached``, ``InstanceTerminating``, and disruption's);
+* ``finish_unlaunched`` (a NodeClaim whose launch failed for good: nothing to drain),
+  ``finish_leaked`` (an instance with no NodeClaim, which garbage collection found) and
+  ``finish_now`` (the removal's last resort past its deadline) are the ways to finish at once.
 
-Which pods a drain waits for and may evict are ``state.pods`` rules; the tiers are in ``termination.drain``.
+No other package deletes a Node or removes its finalizer, terminates a NodeClaim's instance or
+removes the NodeClaim's finalizer (``tests/unit/test_import_boundaries.py``). Which pods a drain
+waits for and may evict are ``state.pods`` rules.
 """
 
 from __future__ import annotations
 
+from nodewright.termination.controller import NodesAndClaims, Observed, TerminationReport, observe, reconcile
 from nodewright.termination.drain import DrainPass, drain_pass
 from nodewright.termination.terminate import (
     DISRUPTED_TAINT,
     Termination,
-    begin,
-    drain_and_delete_node,
-    from_nodeclaim,
-    node_deletions,
-    pending_terminations,
-    resume_all,
-    run,
-    step,
+    TerminationRequest,
+    finish_leaked,
+    finish_now,
+    finish_unlaunched,
+    request,
+    resume,
 )
 
 __all__ = [
     "DISRUPTED_TAINT",
     "DrainPass",
+    "NodesAndClaims",
+    "Observed",
     "Termination",
-    "begin",
-    "drain_and_delete_node",
+    "TerminationReport",
+    "TerminationRequest",
     "drain_pass",
-    "from_nodeclaim",
-    "node_deletions",
-    "pending_terminations",
-    "resume_all",
-    "run",
-    "step",
+    "finish_leaked",
+    "finish_now",
+    "finish_unlaunched",
+    "observe",
+    "reconcile",
+    "request",
+    "resume",
 ]

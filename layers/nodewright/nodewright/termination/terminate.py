@@ -1,32 +1,37 @@
-"""Node termination, shared by the interruption and disruption flows (Karpenter's termination controller).
+"""Node termination, the one owner of every finish of a node (Karpenter's termination controller).
 
-    begin:  taint karpenter.sh/disrupted:NoSchedule + cordon; record the deadline, reason and
-            whether EC2 is taking the instance itself as NodeClaim annotations; delete the NodeClaim
-            (its karpenter.sh/termination finalizer keeps it, marked, until we are done)
+    request: what another controller calls to ask for a termination (a ``TerminationRequest``:
+            reason, involuntary, instance going, deadline): taint karpenter.sh/disrupted:NoSchedule +
+            cordon; record the request as NodeClaim annotations; delete the NodeClaim (its
+            karpenter.sh/termination finalizer keeps it, marked, until we are done). Deleting a
+            NodeClaim (``kubectl delete nodeclaim``, a registration timeout, a deleted NodePool) asks
+            for the default one: voluntary, bounded by its terminationGracePeriod
     step:   one drain pass; once drained and the node's VolumeAttachments are gone (or the
             NodeClaim's terminationGracePeriod has elapsed; ``termination.volumes``): delete the
-            Node, terminate the instance (unless EC2 is taking it: then the NodeClaim stays,
-            deleting, until EC2 has — the record that keeps garbage collection from taking the
-            instance for a leak — or until ``RECLAIM_GRACE_SECONDS`` after the deadline, when we
-            terminate it after all), remove the Node's and then the NodeClaim's finalizer. The
-            NodeClaim's conditions say where it is, as Karpenter's: ``Drained`` (Unknown/Draining,
-            then True), ``VolumesDetached`` (Unknown/AwaitingVolumeDetachment, then True, or
-            False/TerminationGracePeriodElapsed) and ``InstanceTerminating`` (True once the
-            instance is asked to go). When the
-            instance is already gone (terminated out of band), finish at once: its kubelet will
-            never confirm a pod's deletion, so the pods bound to the node are force-deleted (as
-            the pod garbage collector does for a vanished node) and their controllers recreate
-            them elsewhere — a StatefulSet only once the old pod is really gone
-    run:    steps for many nodes at once until all are done or the time budget is spent
+            Node, terminate the instance and any other tagged with the NodeClaim (unless EC2 is
+            taking it: then the NodeClaim stays, deleting, until EC2 has — the record that keeps
+            garbage collection from taking the instance for a leak — or until
+            ``RECLAIM_GRACE_SECONDS`` after the deadline, when we terminate it after all), remove the
+            Node's and then the NodeClaim's finalizer. The NodeClaim's conditions say where it is, as
+            Karpenter's: ``Drained`` (Unknown/Draining, then True), ``VolumesDetached``
+            (Unknown/AwaitingVolumeDetachment, then True, or False/TerminationGracePeriodElapsed) and
+            ``InstanceTerminating`` (True once the instance is asked to go). When the instance is
+            already gone (terminated out of band), finish at once: its kubelet will never confirm a
+            pod's deletion, so the pods bound to the node are force-deleted (as the pod garbage
+            collector does for a vanished node) and their controllers recreate them elsewhere — a
+            StatefulSet only once the old pod is really gone
+    drive:  steps for many nodes at once until all are done or the time budget is spent
 
-Everything a step needs is read back from the cluster, so a termination cut short (a Lambda
-timeout mid-drain) is resumed by the next invocation of any flow — ``resume_all`` finds the
-NodeClaims marked for deletion that still carry the finalizer — and nothing is done twice:
-every write is idempotent (taints by key, finalizers by name, deletes of missing objects).
+``reconcile`` (``termination.controller``) is what the handlers run: every termination the cluster
+holds, plus those just asked for, stepped or driven. Everything a step needs is read back from the
+cluster, so a termination cut short (a Lambda timeout mid-drain) is resumed by the next invocation of
+any function, and nothing is done twice: every write is idempotent (taints by key, finalizers by
+name, deletes of missing objects).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -45,11 +50,14 @@ from nodewright.termination.volumes import blocking_attachments
 
 if TYPE_CHECKING:
     from nodewright.context import Context
+    from nodewright.state.interfaces import Obj
 
 DEADLINE_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
 REASON_ANNOTATION = "nodewright.io/termination-reason"
 INSTANCE_GOING_ANNOTATION = "nodewright.io/instance-going"
 DISRUPTED_TAINT = {"key": labels.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+# The reason of a termination nobody gave one for (the NodeClaim was simply deleted).
+DELETED_REASON = "NodeClaim deleted"
 
 # EC2 reclaims a spot instance at the end of its notice (a reservation's at its end time); one it
 # has not taken this long after the deadline is terminated by us: it is billed, and nobody else will.
@@ -59,6 +67,20 @@ MIN_WAIT_SECONDS = 0.25
 INSTANCE_CHECK_SECONDS = 10.0
 MAX_WAIT_SECONDS = 2.0
 SAFETY_MARGIN_SECONDS = 3.0  # stop before the Lambda is killed mid-call
+
+
+@dataclass(frozen=True)
+class TerminationRequest:
+    """What a controller asks for when a node must go; ``request`` records it on the NodeClaim (or
+    on the Node without one), so whichever invocation drives the termination reads it back."""
+
+    reason: str
+    # The drain evicts every pod regardless of PDBs and do-not-disrupt: the node goes anyway.
+    involuntary: bool
+    # EC2 is taking the instance itself (a spot reclaim, a reservation's end): it is left to EC2.
+    instance_going: bool = False
+    # Pods still there are deleted by then; None: the NodeClaim's terminationGracePeriod, if any.
+    deadline: datetime | None = None
 
 
 @dataclass
@@ -82,6 +104,14 @@ class Termination:
     deleted: list[str] = field(default_factory=list)
     conditions: list[dict[str, Any]] = field(default_factory=list)  # the NodeClaim's, kept current
     awaiting_volumes: int = 0  # VolumeAttachments the instance waits for (last look)
+    terminated: list[str] = field(default_factory=list)  # the instances this termination terminated
+
+    def hasten(self, deadline: datetime) -> None:
+        """The node goes by ``deadline`` at the latest, whatever it waits for (the removal at
+        ``cdk destroy``): every pod is evicted regardless and what is left then is deleted. Held in
+        memory only: the NodeClaim keeps what was asked first, and a retried removal asks again."""
+        self.involuntary = True
+        self.deadline = min(self.deadline or deadline, deadline)
 
     def summary(self) -> dict[str, Any]:
         last = self.last_pass
@@ -98,31 +128,38 @@ class Termination:
         }
 
 
-def begin(
+def request(
     ctx: Context,
     *,
-    nodeclaim: dict[str, Any] | None,
-    node: dict[str, Any] | None,
+    nodeclaim: Obj | None,
+    node: Obj | None,
     instance_id: str | None,
-    deadline: datetime | None,
-    reason: str,
-    involuntary: bool,
-    instance_going: bool,
+    asked: TerminationRequest,
 ) -> Termination:
-    """Cordon and taint the node and mark the NodeClaim for deletion; see the module docstring."""
+    """Ask for a node's termination: cordon and taint it, record ``asked`` and mark the NodeClaim for
+    deletion (see the module docstring). A NodeClaim already being deleted keeps what it recorded;
+    the returned termination carries ``asked``."""
     claim_name = objects.name_of(nodeclaim) if nodeclaim else None
     node_name = objects.name_of(node) if node else None
-    deadline = _earliest(deadline, _grace_deadline(nodeclaim, ctx.clock.now()))
-    term = Termination(claim_name, node_name, instance_id, deadline, involuntary, instance_going, reason)
+    deadline = _earliest(asked.deadline, _grace_deadline(nodeclaim, ctx.clock.now()))
+    term = Termination(
+        claim_name,
+        node_name,
+        instance_id,
+        deadline,
+        asked.involuntary,
+        asked.instance_going,
+        asked.reason,
+    )
     term.conditions = _conditions(nodeclaim)
     if node_name:
         ctx.cluster.taint_node(node_name, [DISRUPTED_TAINT], cordon=True)
         term.history.append("cordoned")
         checkpoint("termination.cordoned")
     annotations = {
-        REASON_ANNOTATION: reason,
-        INVOLUNTARY_ANNOTATION: "true" if involuntary else "false",
-        INSTANCE_GOING_ANNOTATION: "true" if instance_going else "false",
+        REASON_ANNOTATION: asked.reason,
+        INVOLUNTARY_ANNOTATION: "true" if asked.involuntary else "false",
+        INSTANCE_GOING_ANNOTATION: "true" if asked.instance_going else "false",
     }
     if deadline:
         annotations[DEADLINE_ANNOTATION] = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -137,12 +174,15 @@ def begin(
     elif node_name:
         ctx.cluster.patch_node(node_name, {"metadata": {"annotations": annotations}})
     if node:
-        ctx.cluster.record_event(node, "Disrupting", f"{reason}; draining the node", event_type="Warning")
+        ctx.cluster.record_event(
+            node, "Disrupting", f"{asked.reason}; draining the node", event_type="Warning"
+        )
     return term
 
 
-def from_nodeclaim(nodeclaim: dict[str, Any], node: dict[str, Any] | None, now: datetime) -> Termination:
-    """Rebuild a termination from what ``begin`` recorded (the resume path)."""
+def resume(nodeclaim: Obj, node: Obj | None, now: datetime) -> Termination:
+    """The termination of a NodeClaim being deleted, rebuilt from what ``request`` recorded (the
+    default request when it was simply deleted)."""
     annotations = objects.annotations_of(nodeclaim)
     deadline = objects.parse_time(annotations.get(DEADLINE_ANNOTATION)) or _grace_deadline(nodeclaim, now)
     return Termination(
@@ -152,7 +192,7 @@ def from_nodeclaim(nodeclaim: dict[str, Any], node: dict[str, Any] | None, now: 
         deadline=deadline,
         involuntary=annotations.get(INVOLUNTARY_ANNOTATION) == "true",
         instance_going=annotations.get(INSTANCE_GOING_ANNOTATION) == "true",
-        reason=annotations.get(REASON_ANNOTATION, "NodeClaim deleted"),
+        reason=annotations.get(REASON_ANNOTATION, DELETED_REASON),
         conditions=_conditions(nodeclaim),
     )
 
@@ -257,7 +297,7 @@ def _finish(ctx: Context, term: Termination, *, instance_gone: bool = False) -> 
 
     An instance EC2 is taking (``instance_going``) is left to EC2 while its deadline and
     ``RECLAIM_GRACE_SECONDS`` last: the Node goes, the NodeClaim stays, deleting, and a later pass
-    (``pending_terminations``) releases it once the instance is gone."""
+    (``reconcile``) releases it once the instance is gone."""
     if term.instance_going and not instance_gone and term.instance_id:
         if not _reclaim_overdue(ctx, term):
             _release_node(ctx, term)
@@ -268,24 +308,34 @@ def _finish(ctx: Context, term: Termination, *, instance_gone: bool = False) -> 
             "EC2 has not reclaimed the instance past its deadline: terminating it",
             extra={"nodeclaim": term.nodeclaim, "instance": term.instance_id, "deadline": str(term.deadline)},
         )
-        ctx.cloud.delete(term.instance_id)
-        _condition(ctx, term, INSTANCE_TERMINATING, True)
-        term.history.append("instance-terminated")
-        checkpoint("termination.instance-terminated")
+        _terminate_instances(ctx, term)
     elif not term.instance_going and not instance_gone:
-        if term.instance_id:
-            ctx.cloud.delete(term.instance_id)
-        elif term.nodeclaim:  # launched but never recorded (a crash): find it by its NodeClaim tag
-            ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
-        _condition(ctx, term, INSTANCE_TERMINATING, True)
-        term.history.append("instance-terminated")
-        checkpoint("termination.instance-terminated")
+        _terminate_instances(ctx, term)
+    elif term.nodeclaim:  # the recorded instance is gone; a second one a crash launched may not be
+        term.terminated += ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
     _release_node(ctx, term)
     if term.nodeclaim:
         ctx.cluster.delete_nodeclaim(term.nodeclaim)  # idempotent; marks it if a resume found it unmarked
         ctx.cluster.remove_finalizer(NODECLAIMS, term.nodeclaim, labels.TERMINATION_FINALIZER)
+        ctx.logger.info(
+            "NodeClaim finalized",
+            extra={"nodeclaim": term.nodeclaim, "reason": term.reason, "terminated": term.terminated},
+        )
     term.history.append("removed")
     term.done = True
+
+
+def _terminate_instances(ctx: Context, term: Termination) -> None:
+    """Terminate the recorded instance and every other one tagged with the NodeClaim (launched but
+    never recorded, or a second launch a crash left); idempotent."""
+    if term.instance_id and ctx.cloud.delete(term.instance_id):
+        term.terminated.append(term.instance_id)
+    if term.nodeclaim:
+        swept = ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
+        term.terminated += [i for i in swept if i not in term.terminated]
+    _condition(ctx, term, INSTANCE_TERMINATING, True)
+    term.history.append("instance-terminated")
+    checkpoint("termination.instance-terminated")
 
 
 def _release_node(ctx: Context, term: Termination) -> None:
@@ -334,7 +384,39 @@ def _finish_without_instance(ctx: Context, term: Termination) -> None:
     _finish(ctx, term, instance_gone=True)
 
 
-def run(ctx: Context, terms: list[Termination], *, budget_seconds: float) -> list[Termination]:
+def finish_now(ctx: Context, term: Termination) -> None:
+    """Finish a termination at once, whatever it still waits for (the removal's last resort for a node
+    still there after its drain deadline: an error, a pod stuck terminating): terminate the instance,
+    then one more step, which finds it gone and releases everything (its pods force-deleted, as for an
+    instance terminated out of band; counted as ``deleted`` once it is done)."""
+    pods = ctx.cluster.list_pods_on_node(term.node) if term.node else []
+    if term.instance_id:
+        ctx.cloud.delete(term.instance_id)
+    elif term.nodeclaim:
+        ctx.cloud.delete_by_nodeclaim(term.nodeclaim)
+    term.deadline = ctx.clock.now()  # whatever is left is deleted now
+    term.instance_checked_at = None  # ask EC2 at once
+    step(ctx, term)
+    if term.done:
+        term.deleted += [objects.name_of(p) for p in pods]
+
+
+def finish_unlaunched(ctx: Context, nodeclaim: str) -> None:
+    """A NodeClaim whose launch failed for good (no instance was created): there is nothing to drain
+    or terminate, so it is deleted and released at once, and its pods' place is free for the next
+    plan."""
+    ctx.cluster.delete_nodeclaim(nodeclaim)
+    ctx.cluster.remove_finalizer(NODECLAIMS, nodeclaim, labels.TERMINATION_FINALIZER)
+
+
+def finish_leaked(ctx: Context, instance_id: str) -> None:
+    """An instance of this cluster that belongs to no NodeClaim (leaked by a crash; the garbage
+    collector decides which): there is no Node or NodeClaim to release, only the instance to
+    terminate."""
+    ctx.cloud.delete(instance_id)
+
+
+def drive(ctx: Context, terms: Sequence[Termination], *, budget_seconds: float) -> None:
     """Step every termination until all are done or ``budget_seconds`` (minus a margin) are spent.
 
     Between passes it backs off exponentially (0.25 s → 2 s, longer only when the server's
@@ -350,7 +432,7 @@ def run(ctx: Context, terms: list[Termination], *, budget_seconds: float) -> lis
         pending = [t for t in terms if not t.done]
         left = stop_at - clock.monotonic()
         if not pending or left <= 0:
-            return terms
+            return
         wait = min(
             max(backoff, *(_retry_after(t) for t in pending)), *(_next_deletion(t) for t in pending), left
         )
@@ -358,88 +440,71 @@ def run(ctx: Context, terms: list[Termination], *, budget_seconds: float) -> lis
         backoff = min(backoff * 2, MAX_WAIT_SECONDS)
 
 
-def pending_terminations(ctx: Context) -> list[Termination]:
-    """Terminations an earlier invocation left half-done (NodeClaims marked for deletion, finalizer
-    kept), and Nodes someone deleted by hand (``node_deletions``)."""
+def in_progress(
+    ctx: Context,
+    nodes: Sequence[Obj],
+    nodeclaims: Sequence[Obj],
+    *,
+    skip: frozenset[str] = frozenset(),
+) -> tuple[list[Termination], list[Termination]]:
+    """The terminations the cluster holds: NodeClaims marked for deletion that still carry the
+    finalizer (resumed from what they recorded), and Nodes someone deleted by hand
+    (``node_deletions``), as two lists. ``skip``: NodeClaim (or Node) names already being driven."""
     now = ctx.clock.now()
-    node_list = ctx.cluster.list_nodes()
-    claims = ctx.cluster.list_nodeclaims()
-    nodes = {objects.node_instance_id(n): n for n in node_list}
-    terms = []
-    for claim in claims:
-        meta = claim.get("metadata") or {}
-        if meta.get("deletionTimestamp") and labels.TERMINATION_FINALIZER in (meta.get("finalizers") or []):
-            terms.append(from_nodeclaim(claim, nodes.get(objects.nodeclaim_instance_id(claim)), now))
-    return terms + node_deletions(ctx, node_list, claims)
+    by_instance = {objects.node_instance_id(n): n for n in nodes}
+    resumed = [
+        resume(claim, by_instance.get(objects.nodeclaim_instance_id(claim)), now)
+        for claim in nodeclaims
+        if _held_for_termination(claim) and objects.name_of(claim) not in skip
+    ]
+    return resumed, node_deletions(ctx, nodes, nodeclaims, skip=skip)
+
+
+def _held_for_termination(obj: Obj) -> bool:
+    meta = obj.get("metadata") or {}
+    finalizers = meta.get("finalizers") or []
+    return bool(meta.get("deletionTimestamp")) and labels.TERMINATION_FINALIZER in finalizers
 
 
 def node_deletions(
-    ctx: Context, nodes: list[dict[str, Any]], nodeclaims: list[dict[str, Any]]
+    ctx: Context, nodes: Sequence[Obj], nodeclaims: Sequence[Obj], *, skip: frozenset[str] = frozenset()
 ) -> list[Termination]:
     """Nodes deleted by hand (``kubectl delete node``), held by our finalizer, become terminations.
 
     As in Karpenter, deleting either the Node or its NodeClaim removes both, gracefully: a Node whose
-    NodeClaim still lives gets that NodeClaim marked for deletion (``begin``: taint, cordon, the
+    NodeClaim still lives gets that NodeClaim marked for deletion (``request``: taint, cordon, the
     drain bounded by its ``terminationGracePeriod``), and its termination is returned; a Node with no
     NodeClaim at all is drained, its instance (from its providerID) terminated, and its finalizer
-    removed. NodeClaims already deleting are ``pending_terminations``' and are not returned here.
+    removed. NodeClaims already deleting are resumed by ``in_progress`` and are not returned here,
+    nor are those (or Nodes) named in ``skip``.
     """
     claims_by_instance = {
         instance: claim for claim in nodeclaims if (instance := objects.nodeclaim_instance_id(claim))
     }
     terms = []
     for node in nodes:
-        meta = node.get("metadata") or {}
-        if not meta.get("deletionTimestamp") or labels.TERMINATION_FINALIZER not in (
-            meta.get("finalizers") or []
-        ):
+        if not _held_for_termination(node):
             continue
         instance_id = objects.node_instance_id(node)
         claim = claims_by_instance.get(instance_id or "")
         if claim is not None and objects.is_deleting(claim):
             continue  # its NodeClaim's termination drains it
+        if (objects.name_of(claim) if claim is not None else objects.name_of(node)) in skip:
+            continue
         reason = f"Node {objects.name_of(node)} deleted"
         if claim is not None:
             terms.append(
-                begin(
+                request(
                     ctx,
                     nodeclaim=claim,
                     node=node,
                     instance_id=instance_id,
-                    deadline=None,
-                    reason=reason,
-                    involuntary=False,
-                    instance_going=False,
+                    asked=TerminationRequest(reason, involuntary=False),
                 )
             )
         else:
             terms.append(Termination(None, objects.name_of(node), instance_id, reason=reason))
     return terms
-
-
-def resume_all(ctx: Context, *, budget_seconds: float = 0.0) -> list[Termination]:
-    """Finish what earlier invocations left half-done: one pass each, or passes for ``budget_seconds``."""
-    terms = pending_terminations(ctx)
-    if terms:
-        ctx.logger.info("resuming half-done terminations", extra={"nodeclaims": [t.nodeclaim for t in terms]})
-        if budget_seconds > 0:
-            run(ctx, terms, budget_seconds=budget_seconds)
-        else:
-            for term in terms:
-                step(ctx, term)
-    return terms
-
-
-def drain_and_delete_node(ctx: Context, node: dict[str, Any], nodeclaim: dict[str, Any]) -> bool:
-    """One pass for the node of a NodeClaim being deleted (the provisioning lifecycle's finalizer step).
-
-    True once the node is drained and gone (instance terminated unless EC2 is taking it); the caller
-    then terminates the instance (idempotent) and removes the NodeClaim's finalizer.
-    """
-    term = from_nodeclaim(nodeclaim, node, ctx.clock.now())
-    term.nodeclaim = None  # the caller finishes the NodeClaim itself
-    step(ctx, term)
-    return term.done
 
 
 def _retry_after(term: Termination) -> float:
@@ -456,7 +521,7 @@ def _next_deletion(term: Termination) -> float:
     return max(MIN_WAIT_SECONDS, last.next_deletion_in_seconds)
 
 
-def _grace_deadline(nodeclaim: dict[str, Any] | None, now: datetime) -> datetime | None:
+def _grace_deadline(nodeclaim: Obj | None, now: datetime) -> datetime | None:
     """deletion time + ``spec.terminationGracePeriod``; None when the NodeClaim sets none (wait for PDBs)."""
     if not nodeclaim:
         return None

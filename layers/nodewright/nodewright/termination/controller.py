@@ -1,0 +1,98 @@
+"""The termination controller's entry point, which every handler runs: ``reconcile(ctx, world)``.
+
+Karpenter's termination controller reconciles every NodeClaim (and Node) being deleted; here a pass
+does the same over what it observed: each NodeClaim marked for deletion that still carries the
+``karpenter.sh/termination`` finalizer (resumed from what ``request`` recorded on it), each Node
+deleted by hand (``kubectl delete node`` asks for its NodeClaim's termination), and the
+terminations the handler's other controllers asked for since ``world`` was observed (``asked``:
+their own objects carry what those passes learnt, e.g. when EC2 was last asked about the
+instance). With no time budget each gets one non-blocking step (the provisioner's passes, an
+interruption's first step right after the replacement); with one they are driven until done or the
+budget is spent (the disruption function's slice, the interruption functions' drain, the removal).
+
+The other controllers only ask (``request``, or deleting the NodeClaim); this package is the only
+code that finishes a node: deletes a Node or removes its finalizer, terminates a NodeClaim's
+instance, removes the NodeClaim's finalizer (``tests/unit/test_import_boundaries.py`` holds it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from nodewright.termination.terminate import Termination, drive, in_progress, step
+
+if TYPE_CHECKING:
+    from nodewright.context import Context
+    from nodewright.state.interfaces import Obj
+
+
+class Observed(Protocol):
+    """What the controller reads of a pass's observation: a ``state.world.World``, or ``observe``'s."""
+
+    @property
+    def nodeclaims(self) -> Sequence[Obj]: ...
+
+    @property
+    def nodes(self) -> Sequence[Obj]: ...
+
+
+@dataclass(frozen=True)
+class NodesAndClaims:
+    """The NodeClaims and Nodes alone (two list calls), for callers without a ``World``."""
+
+    nodeclaims: Sequence[Obj]
+    nodes: Sequence[Obj]
+
+
+def observe(ctx: Context) -> NodesAndClaims:
+    """Read what ``reconcile`` looks at, for a caller that has no ``World`` of the moment (the
+    interruption functions between messages, the disruption function after its pass's writes)."""
+    return NodesAndClaims(nodeclaims=ctx.cluster.list_nodeclaims(), nodes=ctx.cluster.list_nodes())
+
+
+@dataclass(frozen=True)
+class TerminationReport:
+    """What one reconcile drove, in order: the terminations asked for, then those the cluster held."""
+
+    terminations: tuple[Termination, ...] = ()
+    # NodeClaims (or Nodes without one) whose Node someone deleted by hand: terminations from now on.
+    node_deletions: tuple[str, ...] = ()
+
+    @property
+    def unfinished(self) -> list[Termination]:
+        return [t for t in self.terminations if not t.done]
+
+    @property
+    def finished(self) -> list[Termination]:
+        return [t for t in self.terminations if t.done]
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [t.summary() for t in self.terminations]
+
+
+def reconcile(
+    ctx: Context,
+    world: Observed | None,
+    *,
+    asked: Sequence[Termination] = (),
+    budget_seconds: float = 0.0,
+) -> TerminationReport:
+    """Drive every termination ``world`` holds and those ``asked`` for since (see the module);
+    ``world`` None: only ``asked``. A termination already done is not stepped again."""
+    found: list[Termination] = []
+    deletions: list[Termination] = []
+    if world is not None:
+        skip = frozenset(name for t in asked if (name := t.nodeclaim or t.node))
+        found, deletions = in_progress(ctx, world.nodes, world.nodeclaims, skip=skip)
+    terms = [*asked, *found, *deletions]
+    if budget_seconds > 0:
+        drive(ctx, terms, budget_seconds=budget_seconds)
+    else:
+        for term in terms:
+            step(ctx, term)
+    return TerminationReport(
+        terminations=tuple(terms),
+        node_deletions=tuple(t.nodeclaim or t.node or "" for t in deletions),
+    )
