@@ -136,7 +136,7 @@ class Results:
             needed = READS.get(bench, frozenset())
             for run in runs:
                 figures = run.get("figures") or {}
-                missing = needed - set(figures)
+                missing: set[str] = set(needed - set(figures))
                 if "paths" in figures:  # bench latency --from-idle: one entry per path
                     missing = {k for p in figures["paths"] for k in FROM_IDLE_READS - set(p)}
                 if missing:
