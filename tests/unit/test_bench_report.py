@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -310,3 +311,16 @@ def test_the_repository_docs_are_rendered_from_the_saved_runs() -> None:
         assert _section(text, name) == renderer(results), (
             f"run `nodewright bench report` ({relative}: {name})"
         )
+
+
+def test_every_test_the_reliability_doc_names_exists() -> None:
+    """The fault matrix's table names its tests; a renamed or removed one must not stay cited."""
+    doc = (REPO_ROOT / "docs" / "reliability.md").read_text()
+    named = set(re.findall(r"`(test_[a-z0-9_]+)", doc))
+    defined = {
+        match
+        for path in (REPO_ROOT / "tests").rglob("test_*.py")
+        for match in re.findall(r"^def (test_[a-z0-9_]+)", path.read_text(), re.M)
+    }
+    assert named
+    assert named <= defined, sorted(named - defined)
