@@ -1,11 +1,12 @@
 """How every benchmark gives its figures: printed (one JSON document with ``--json``, else aligned
 lines) and, with ``--save``, kept in ``bench/results/<bench>.json`` for ``nodewright bench report``.
 
-A saved run carries what a reader needs to judge the figures: the command that produced them (as
-typed, less ``--save`` and ``--json``), when, on which commit, and the machine's load average when
-it ended (this project's machines are shared: a wall-clock figure taken at load 8 is not one taken
-at load 1). A results file holds one run per command line; saving the same command again replaces
-its run, so the report shows the latest of each and history stays in git.
+A saved run carries what a reader needs to judge the figures: the command that produced them
+(every option off its default, less ``--save`` and ``--json``), when, the commit checked out when
+it was saved, and the machine's load average when it ended (this project's machines are shared: a
+wall-clock figure taken at load 8 is not one taken at load 1). A results file holds one run per
+command line; saving the same command again replaces its run, so the report shows the latest of
+each and history stays in git.
 """
 
 from __future__ import annotations

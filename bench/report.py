@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -155,6 +156,17 @@ class Results:
         return next((r for r in self.runs.get(bench, []) if r["command"] == command), None)
 
 
+def canonical(command: str) -> str:
+    """``command`` as ``--save`` records it (options at their default left out), so that a
+    command written out in full finds its saved run."""
+    from nodewright.cli import build_parser
+
+    from bench._report import command_line
+
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    return command_line(args.save_parser, args)
+
+
 def _load(run: dict[str, Any]) -> str:
     return " / ".join(f"{x:g}" for x in run["loadAverage"])
 
@@ -248,7 +260,7 @@ def scheduling_section(results: Results) -> str:
             ),
             rows,
         )
-        + f"\nMeasured {_span(runs)}; prices: `{runs[0]['figures'].get('prices')}`.\n"
+        + f"\nMeasured {_span(runs)}; prices: `{Path(str(runs[0]['figures'].get('prices'))).name}`.\n"
     )
 
 
@@ -529,7 +541,7 @@ def headline_section(results: Results) -> str:
     rows: list[tuple[str, str, str, str]] = []
 
     def row(what: str, goal: str, command: str, value: Callable[[dict[str, Any]], str], bench: str) -> None:
-        run = results.one(bench, command)
+        run = results.one(bench, canonical(command))
         rows.append((what, value(run["figures"]) if run else "not measured yet", goal, _cmd(command)))
 
     row(
