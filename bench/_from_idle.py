@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.latency import POD_TEMPLATE
+from bench.latency import POD_TEMPLATE, SAMPLES
 from sandbox.harness import percentile
 
 TICK_SECONDS = 60
@@ -67,6 +67,7 @@ def measure(bursts: int, pods: int, *, wakeup: bool, say: Any) -> dict[str, Any]
         "p50Seconds": round(percentile(latencies, 50), 3),
         "p99Seconds": round(percentile(latencies, 99), 3),
         "maxSeconds": round(max(latencies, default=float("nan")), 3),
+        SAMPLES: sorted(round(s, 3) for s in latencies),
     }
 
 

@@ -23,7 +23,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench._report import print_figures
+from bench._report import print_figures, save
 
 NODE_TYPES = ("m5.xlarge", "m5.2xlarge", "m5.4xlarge", "c5.xlarge", "c5.2xlarge", "r5.xlarge", "r5.2xlarge")
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -257,9 +257,11 @@ def measure(args: argparse.Namespace) -> dict:
         "prices": source,
     }
     passes, total_seconds = 0, first_seconds
+    per_hour_by_pass = [round(before, 4)]  # how repeated consolidation converges (bench report draws it)
     while command is not None and passes < args.passes:
         _apply(command, claims, nodes, pods, by_name=by_name, serial=passes)
         passes += 1
+        per_hour_by_pass.append(round(cost(), 4))
         command, seconds, _, _ = _decide(_world(claims, nodes, pods, cloud))
         total_seconds += seconds
     after = cost()
@@ -294,13 +296,16 @@ def measure(args: argparse.Namespace) -> dict:
             "fresh_plan_per_hour": round(fresh.cost_per_hour, 4),
             "after_vs_fresh": round(after / fresh.cost_per_hour, 4) if fresh.cost_per_hour else None,
             "lp_bound_per_hour": round(bound, 4),
+            "per_hour_by_pass": per_hour_by_pass,
         }
     )
     return figures
 
 
 def run(args: argparse.Namespace) -> int:
-    print_figures(measure(args), args.json)
+    figures = measure(args)
+    print_figures(figures, args.json)
+    save(args, figures)
     return 0
 
 

@@ -27,7 +27,7 @@ import time
 import uuid
 from typing import Any
 
-from bench._report import print_figures
+from bench._report import print_figures, save
 from sandbox import events
 from sandbox.eks_amis import nodeadm_user_data
 
@@ -281,5 +281,6 @@ def run(args: argparse.Namespace) -> int:
         "failedMessages": failures,
     }
     print_figures(figures, args.json, sort_keys=False)
+    save(args, {**figures, "cordonAndEvictSeconds": sorted(round(s, 4) for s in latencies)})
     ok = failures == 0 and left == 0 and len(latencies) == args.nodes
     return 0 if ok else 1

@@ -23,6 +23,9 @@ import sys
 import time
 from typing import Any
 
+from bench._report import save
+
+SAMPLES = "samplesSeconds"  # every pod's latency, sorted
 # Lambda prices (us-east-1): per GB-second of duration, and per request.
 GB_SECOND_PRICE = {"arm64": 0.0000133334, "x86_64": 0.0000166667}
 REQUEST_PRICE = 0.20 / 1_000_000
@@ -66,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
     ``--json`` output is JSON only."""
     with contextlib.redirect_stdout(sys.stderr):
         figures = measure_from_idle(args) if args.from_idle else measure_warm(args)
+    # The samples themselves are kept only with --save (bench report draws their distribution).
+    saved = {"paths": figures} if isinstance(figures, list) else figures
+    save(args, saved)
+    if isinstance(figures, list):
+        figures = [{k: v for k, v in f.items() if k != SAMPLES} for f in figures]
+    else:
+        figures = {k: v for k, v in figures.items() if k != SAMPLES}
     if args.json:
         print(json.dumps(figures, indent=2))
     elif args.from_idle:
@@ -122,6 +132,7 @@ def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
             "warmMedian": round(warm_idle_disruption, 3),
         },
         "disruptionIdleMonthlyCostUSD": monthly_cost(warm_idle_disruption, DISRUPTION_MEMORY_MB)["idle"],
+        SAMPLES: sorted(round(s, 3) for s in latencies),
     }
     return figures
 

@@ -7,6 +7,8 @@ import json
 import statistics
 import time
 
+from bench._report import save
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=5, help="start/stop cycles (default 5)")
@@ -32,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         "stop_median_seconds": round(statistics.median(stops), 3),
         "stop_max_seconds": round(max(stops), 3),
     }
+    save(args, figures)
     if args.json:
         print(json.dumps(figures))
     else:

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench._report import print_figures
+from bench._report import print_figures, save
 
 PRODUCT = "product"
 PODS_STATUS = "pods-status"
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):
         result = measure(args.pods, args.design, say)
     figures = {FIGURES[name]: result[name].per_second for name in FIGURES}
+    save(args, {**figures, "design": args.design, "pods": args.pods})
     if args.json:
         print(json.dumps(figures))
     else:

@@ -13,7 +13,7 @@ import random
 import sys
 from pathlib import Path
 
-from bench._report import print_figures
+from bench._report import print_figures, save
 
 MIXES = (
     "generic",
@@ -266,6 +266,7 @@ def measure(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     figures = measure(args)
     print_figures(figures, args.json)
+    save(args, figures)
     return 0 if args.json or not figures["unschedulable"] else 1
 
 

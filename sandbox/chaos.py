@@ -614,6 +614,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     report = run_chaos(args.steps, args.seed, minutes=args.minutes, progress=sys.stderr, dossier=args.dossier)
     figures = report.figures()
+    if getattr(args, "save", None):
+        from bench._report import save
+
+        save(args, figures)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

@@ -331,6 +331,9 @@ def register_chaos(subparsers: argparse._SubParsersAction) -> None:
         help="write each pod-pending-with-capacity violation's story to DIR: the pod's last looks,"
         " the NodeClaims and Nodes then, the functions' logs of the last rounds",
     )
+    from bench._report import add_save_option  # the same --save as every benchmark: bench report reads it
+
+    add_save_option(parser, "chaos")
     parser.set_defaults(func=run_chaos)
 
 

@@ -1,7 +1,7 @@
 """What the CDK stack wires between AWS and the functions, as plain data the sandbox can use.
 
 The CDK app cannot be imported here (aws_cdk starts a jsii runtime); these tables mirror
-``infra/capabilities`` and ``tests/infra/test_infra_sandbox_triggers.py`` holds them equal:
+``infra/capabilities`` and ``tests/infra/test_infra_sandbox_mirror.py`` holds them equal:
 
 * ``FUNCTIONS``: memory and timeout of each function (functions.py ``FUNCTION_SPECS``, the
   webhook of wakeup.py and the removal's cleanup of removal.py);

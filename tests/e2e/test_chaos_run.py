@@ -4,8 +4,8 @@ The seeded run draws workload changes, interruptions and faults (``sandbox/chaos
 converged with no invariant violated (no leaked instance, no NodeClaim with two instances, NodeClaims,
 instances and nodes consistent, limits held, no pod pending over 60 s while capacity exists, the
 cluster's $/h not above 1.2x a fresh plan for longer than the consolidation window) and print only
-JSON on stdout. The large run is the
-benchmark the README reports.
+JSON on stdout; ``--save`` keeps the figures for ``nodewright bench report``. The large run is in
+docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("chaos"
 NODEWRIGHT = str(Path(sys.executable).with_name("nodewright"))
 
 
-def test_a_small_seeded_chaos_run_converges_with_no_invariant_violated() -> None:
+def test_a_small_seeded_chaos_run_converges_with_no_invariant_violated(tmp_path: Path) -> None:
     done = subprocess.run(
-        [NODEWRIGHT, "chaos", "--steps", "6", "--seed", "5", "--json"],
+        [NODEWRIGHT, "chaos", "--steps", "6", "--seed", "5", "--json", "--save", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=280,
@@ -55,3 +55,10 @@ def test_a_small_seeded_chaos_run_converges_with_no_invariant_violated() -> None
         assert all(what.startswith(said) and count >= 1 for what, count in longest["looks"].items()), longest
     assert figures["invocationErrors"] == 0, figures["invocationErrorKinds"]
     assert done.returncode == 0, done.stderr[-2000:]
+    # --save kept the same figures with what `nodewright bench report` reads and the command line.
+    from bench.report import READS
+
+    (saved,) = json.loads((tmp_path / "chaos.json").read_text())["runs"]
+    assert saved["command"] == "nodewright chaos --steps 6 --seed 5"
+    assert saved["figures"] == figures
+    assert READS["chaos"] <= set(saved["figures"])

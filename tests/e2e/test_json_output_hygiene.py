@@ -2,7 +2,8 @@
 
 Run as a user runs them: the installed ``nodewright`` command in a subprocess, so a log handler or
 an EMF metric bound to the real stdout (Powertools binds its stream when a logger is built) is
-caught, which an in-process ``capsys`` would miss. Each command runs at its smallest size. The list
+caught, which an in-process ``capsys`` would miss. Each command runs at its smallest size, each
+benchmark with ``--save`` too, whose file must hold what ``nodewright bench report`` reads. The list
 is checked against the parser: a new ``--json`` command without a case here fails the suite.
 ``nodewright chaos --json`` is covered by ``test_chaos_run.py`` (the small chaos run of the suite).
 """
@@ -75,12 +76,16 @@ def test_every_json_command_has_a_case() -> None:
 
 
 @pytest.mark.parametrize(("command", "arguments", "lines"), CASES, ids=[c[0] for c in CASES])
-def test_json_output_is_only_json(aws_endpoint: str, command: str, arguments: list[str], lines: bool) -> None:
+def test_json_output_is_only_json(
+    aws_endpoint: str, command: str, arguments: list[str], lines: bool, tmp_path: Path
+) -> None:
     env = {**os.environ, "KUBECONFIG": str(REPO_ROOT / "absent-kubeconfig")}
     if command in ("catalog", "doctor"):
         env["AWS_ENDPOINT_URL"] = aws_endpoint
+    bench = command.split()[1] if command.startswith("bench ") else None
+    save = ["--save", str(tmp_path)] if bench else []
     done = subprocess.run(
-        [NODEWRIGHT, *command.split(), *arguments, "--json"],
+        [NODEWRIGHT, *command.split(), *arguments, "--json", *save],
         capture_output=True,
         text=True,
         env=env,
@@ -95,3 +100,19 @@ def test_json_output_is_only_json(aws_endpoint: str, command: str, arguments: li
             json.loads(document)
         except json.JSONDecodeError as exc:
             pytest.fail(f"{command} --json printed something that is not JSON ({exc}):\n{done.stdout[:3000]}")
+    if bench:
+        _check_saved(tmp_path / f"{bench}.json", f"nodewright {command} {' '.join(arguments)}")
+
+
+def _check_saved(path: Path, command: str) -> None:
+    """A benchmark's --save wrote parseable JSON with the command line and what the report reads."""
+    from bench.report import FROM_IDLE_READS, READS
+
+    (run,) = json.loads(path.read_text())["runs"]
+    assert run["command"] == command
+    assert len(run["loadAverage"]) == 3
+    assert run["date"].endswith("Z")
+    figures = run["figures"]
+    assert READS[path.stem] <= set(figures)
+    for path_figures in figures.get("paths", ()):
+        assert set(path_figures) >= FROM_IDLE_READS

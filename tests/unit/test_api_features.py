@@ -1,10 +1,12 @@
 """One table of Karpenter v1.14's fields (``api.features``): it covers every field of the schema the
-CRDs carry, the README shows it as it is, and what it says not acted on is what ``validate`` warns."""
+CRDs carry, docs/features.md (and its summary in the README) shows it as it is, and what it says not
+acted on is what ``validate`` warns."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,11 +45,27 @@ def test_every_field_of_the_schema_has_a_verdict(kind: str) -> None:
     assert missing == []
 
 
-def test_the_readme_shows_the_table_as_the_code_has_it() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
-    found = re.search(r"<!-- feature-table:begin -->\n(.*?)<!-- feature-table:end -->", readme, re.S)
-    assert found, "README.md has no feature table markers"
-    assert found.group(1) == feature_table(), "regenerate the README's table from nodewright.api.features"
+def _generated(path: Path, section: str) -> str:
+    text = path.read_text()
+    found = re.search(rf"<!-- bench:{section}:begin -->\n(.*?)<!-- bench:{section}:end -->", text, re.S)
+    assert found, f"{path.name} has no {section} markers"
+    return found.group(1)
+
+
+def test_the_features_doc_shows_the_table_as_the_code_has_it() -> None:
+    assert _generated(REPO_ROOT / "docs" / "features.md", "features") == feature_table(), (
+        "regenerate docs/features.md with `nodewright bench report`"
+    )
+
+
+def test_the_readme_summarizes_the_table_as_the_code_has_it() -> None:
+    from bench.report import feature_summary
+
+    summary = _generated(REPO_ROOT / "README.md", "features-summary")
+    assert summary == feature_summary(), "regenerate the README's summary with `nodewright bench report`"
+    for feature in FEATURES:
+        if not feature.acted_on:
+            assert f"`{feature.label}`" in summary
 
 
 def test_validate_warns_of_exactly_the_fields_not_acted_on() -> None:

@@ -52,7 +52,7 @@ FUZZ = settings(
 
 @pytest.fixture(scope="module", autouse=True)
 def outcome_counts() -> Iterator[None]:
-    """Print what the fuzzing tried and how it ended (``pytest -s`` shows it; the README cites it)."""
+    """Print what the fuzzing tried and how it ended (``pytest -s`` shows it; reliability.md cites it)."""
     yield
     print(f"\ninterruption handler fuzzing: {dict(sorted(OUTCOMES.items()))}", file=sys.stderr)
 

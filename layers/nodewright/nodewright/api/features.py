@@ -1,5 +1,5 @@
 """Every user-facing field of Karpenter v1.14's NodePool, NodeClaim, EC2NodeClass and NodeOverlay, and whether
-Nodewright acts on it: the one definition the README's feature table, ``nodewright validate``'s
+Nodewright acts on it: the one definition the feature table (docs/features.md), ``nodewright validate``'s
 warnings and the ``FieldsNotActedOn`` status condition are all made from.
 
 A field Nodewright does not act on is accepted (the CRDs carry Karpenter v1.14's whole schema) and
@@ -280,7 +280,7 @@ def summary(fields: list[tuple[str, str]]) -> str:
 
 
 def feature_table() -> str:
-    """The README's table: one row per field, ``y`` or ``not acted on`` with the note."""
+    """The table of docs/features.md: one row per field, ``y`` or ``not acted on`` with the note."""
     lines = ["| kind | field | Nodewright |", "|---|---|---|"]
     for feature in FEATURES:
         verdict = "y" if feature.acted_on else "not acted on"
