@@ -126,14 +126,15 @@ def test_the_disruption_flow_emits_the_declared_dimension_sets(emf: Any) -> None
     from types import SimpleNamespace
 
     from aws_lambda_powertools import Metrics
-    from nodewright.disruption.flow import DisruptionReport, _count, publish_metrics
+    from nodewright.disruption.flow import Disrupted, DisruptionReport, _count, publish_metrics
 
     emitter = Metrics(namespace=metrics.NAMESPACE)
     report = DisruptionReport(
         disrupted=[
-            {"reason": "Empty", "pricePerHour": 0.05},
-            {"reason": "Expired", "pricePerHour": 0.05},
-            {"reason": "Empty", "pricePerHour": None},
+            Disrupted(
+                nodeclaim=f"c{i}", node=f"n{i}", nodepool="default", reason=reason, price_per_hour=price
+            )
+            for i, (reason, price) in enumerate([("Empty", 0.05), ("Expired", 0.05), ("Empty", None)])
         ]
     )
     publish_metrics(SimpleNamespace(metrics=emitter), report)
