@@ -525,10 +525,10 @@ def install() -> None:
     """Give moto's EC2 the reservations API and launches into reservations (see the module).
 
     Idempotent, and safe beside the sandbox's other moto patches whatever their order: a patch of
-    ours is put in place the first time and whenever moto's own method is back (another module's
-    ``uninstall`` restored it), and left alone when another module's wrapper is there (the fault
-    injector wraps ours once the sandbox is up: wrapping it again made each CreateFleet call itself
-    until Python gave up). Our wrappers pass through when one of ours is already on the call stack.
+    ours is put in place unless it is already in the chain of wrappers the method is now (another
+    module's ``uninstall`` may have put back a method without it), and left alone when it is (the
+    fault injector wraps ours once the sandbox is up: wrapping it again made each CreateFleet call
+    itself until Python gave up). Our wrappers pass through when one of ours is already on the call stack.
     ``Fleet.__init__`` is left to ``fleet_network``: a capacity-block request is read as an
     on-demand one by the response."""
     from moto.ec2.models.fleets import Fleet
@@ -548,11 +548,34 @@ def install() -> None:
 
 
 def _needs_wrapping(key: str, current: Any, ours: Any) -> bool:
-    """Whether to put ``ours`` over ``current``: never over itself; the first time; and again when
-    ``current`` is moto's own method (not a wrapper of the sandbox's, which then wraps ours)."""
-    if current is ours:
-        return False
-    return key not in _installed or str(getattr(current, "__module__", "")).startswith("moto.")
+    """Whether to put ``ours`` over ``current``: not when ours is already in ``current``'s chain of
+    the sandbox's wrappers (``_inner``); otherwise yes. ``fleet_network`` also wraps CreateFleet's
+    answer, and its ``uninstall`` puts back what it wrapped: a chain that no longer holds ours (seen:
+    every capacity-block launch after the first test launched nothing, answering no error)."""
+    del key
+    seen = current
+    for _ in range(8):  # the sandbox has three wrappers; a longer chain would be a cycle
+        if seen is ours:
+            return False
+        if seen is None:
+            break
+        seen = _inner(seen)
+    return True
+
+
+def _inner(wrapper: Any) -> Any:
+    """What one of the sandbox's CreateFleet wrappers calls (None: moto's own method, or unknown)."""
+    from sandbox import faults, fleet_network
+
+    if wrapper is fleet_network._create_fleet_response:
+        return fleet_network._original.get("response")
+    if wrapper is faults._patched_response_create_fleet:
+        return faults._originals.get("response")
+    if wrapper is _fleet_response:
+        return _installed.get("response")
+    if wrapper is _create_on_demand_requests:
+        return _installed.get("on_demand")
+    return None
 
 
 # --- what an account holds (the sandbox's stand-in for a purchase) ---------------------------------------
