@@ -78,12 +78,23 @@ def invoke(seconds: float) -> dict[str, Any]:
     return answer
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+def wait_for(
+    what: str, check: Callable[[], bool], timeout: float = 30.0, step: Callable[[], Any] | None = None
+) -> None:
+    """Poll ``check`` (running ``step`` between looks) until it holds."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        if step is not None:
+            step()
         time.sleep(0.1)
+
+
+def next_pass() -> None:
+    """The provisioner's next scheduled pass: a node registers tainted ``karpenter.sh/unregistered``
+    (its user data says so) and only the provisioner's lifecycle pass lifts it, as Karpenter's does."""
+    invoke(seconds=1)
 
 
 def pods(kube: Any) -> list[dict[str, Any]]:
@@ -164,7 +175,7 @@ def test_inflate_gets_capacity_all_pods_run_and_a_second_invocation_launches_not
 
     assert first["leaseHeld"] is True
     assert first["launched"] >= 1
-    wait_for("all 10 inflate pods Running", lambda: running(cluster) == 10)
+    wait_for("all 10 inflate pods Running", lambda: running(cluster) == 10, step=next_pass)
     launched = instances(env)
     assert len(launched) == first["launched"]
     claims = cluster.list(NODECLAIMS)
@@ -199,7 +210,7 @@ def test_nodepool_limits_are_respected_and_the_rest_stay_pending_with_a_reason(
     assert launched, "some capacity within the limit is launched"
     total_vcpus = sum(_vcpus(env, i["InstanceType"]) for i in launched)
     assert total_vcpus <= 4
-    wait_for("the pods that fit to run", lambda: running(cluster) >= 1)
+    wait_for("the pods that fit to run", lambda: running(cluster) >= 1, step=next_pass)
     warnings = [e for e in cluster.list(EVENTS, namespace="default") if e["reason"] == "FailedScheduling"]
     assert any("limit" in e["message"] for e in warnings), [e["message"] for e in warnings]
 
@@ -237,7 +248,7 @@ def test_a_crash_around_the_launch_converges_to_one_instance_per_nodeclaim(
     launched = instances(env)
     assert len(launched) == len(claims)
     assert sorted(claims_by_instance(cluster)) == sorted(i["InstanceId"] for i in launched)
-    wait_for("both inflate pods Running", lambda: running(cluster) == 2)
+    wait_for("both inflate pods Running", lambda: running(cluster) == 2, step=next_pass)
 
 
 def test_insufficient_capacity_on_the_cheapest_offering_falls_back_to_the_next(
@@ -258,7 +269,7 @@ def test_insufficient_capacity_on_the_cheapest_offering_falls_back_to_the_next(
     assert result["failures"] == 0
     assert [i["InstanceType"] for i in instances(env)] == ["m5.xlarge"]
     assert env.faults.ice_reported >= 1
-    wait_for("the inflate pod Running", lambda: running(cluster) == 1)
+    wait_for("the inflate pod Running", lambda: running(cluster) == 1, step=next_pass)
 
 
 def test_an_invalid_nodepool_is_skipped_with_a_condition_and_an_event_while_the_others_work(
@@ -286,7 +297,7 @@ def test_an_invalid_nodepool_is_skipped_with_a_condition_and_an_event_while_the_
     events = [e for e in cluster.list(EVENTS, namespace="default") if e["involvedObject"]["name"] == "broken"]
     assert [e["reason"] for e in events] == ["InvalidNodePool"]
     assert {c["metadata"]["labels"][labels.NODEPOOL] for c in cluster.list(NODECLAIMS)} == {"general"}
-    wait_for("the inflate pod Running", lambda: running(cluster) == 1)
+    wait_for("the inflate pod Running", lambda: running(cluster) == 1, step=next_pass)
 
 
 def _vcpus(sb: Any, instance_type: str) -> int:
