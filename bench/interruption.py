@@ -100,7 +100,7 @@ def _owned_nodes(sb: Any, cluster: Any, nodes: int, pods: int) -> list[str]:
 
     ec2 = sb.aws_client("ec2")
     zone, subnet = next(iter(sb.aws.subnets.items()))
-    image = next(v for k, v in sb.aws.images.items() if "x86_64" in k or "amd64" in k)
+    image = sb.aws.images["al2023/x86_64"]  # the AMI whose bootstrap reads the nodeadm user data below
     names = [f"bench-{i:03d}" for i in range(nodes)]
     for name in names:
         cluster.create_nodeclaim(
