@@ -140,12 +140,23 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     event = events.spot_warning(instance_id)
-    started = time.monotonic()
-    direct = load_function("spot_events").handler(event, LambdaContext(100, "nodewright-spot-events"))
-    elapsed = time.monotonic() - started
-    cluster.set_call_deadline(None)
-    watching.set()
-    watcher.join()
+    # The provisioner keeps running beside the interruption, in its own worker as deployed (its
+    # schedule, or the wake-up on the evicted pods' FailedScheduling): the replacement's kubelet
+    # registers it tainted karpenter.sh/unregistered, and the provisioner's lifecycle pass lifts the
+    # taint, so the evicted pods can land there and the PDB lets the drain go on.
+    from sandbox.runtime import Runtime
+
+    runtime = Runtime(sandbox, functions=("provisioner",), schedules={"provisioner": 2}, wakeup=False).start()
+    try:
+        started = time.monotonic()
+        direct = load_function("spot_events").handler(event, LambdaContext(100, "nodewright-spot-events"))
+        elapsed = time.monotonic() - started
+        cluster.set_call_deadline(None)
+        watching.set()
+        watcher.join()
+        _wait("every inflate pod ready again", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=30)
+    finally:
+        runtime.stop()
 
     assert direct["disposition"] == "acted", direct
     outcome = direct["outcome"]
@@ -159,7 +170,6 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     assert left["metadata"]["deletionTimestamp"]
     assert left["metadata"]["annotations"][INSTANCE_GOING_ANNOTATION] == "true"
     assert lowest[0] >= REPLICAS - 1, "the PodDisruptionBudget (maxUnavailable 1) was honoured"
-    _wait("every inflate pod ready again", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=30)
     # The replacement's node (matched by providerID: its registration is the provisioner's next pass).
     replacement_ids = {
         (cluster.find(NODECLAIMS, name) or {}).get("status", {}).get("providerID") for name in created
