@@ -110,11 +110,14 @@ def run(function: str, event: Any, seconds: float) -> Any:
     return handler(event, LambdaContext(seconds, f"nodewright-{function}"))
 
 
-def wait(what: str, check: Callable[[], bool], timeout: float) -> None:
+def wait(what: str, check: Callable[[], bool], timeout: float, step: Callable[[], Any] | None = None) -> None:
+    """Poll ``check`` (running ``step`` between looks, e.g. the provisioner's next pass) until it holds."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        if step is not None:
+            step()
         time.sleep(0.1)
 
 
@@ -231,6 +234,9 @@ def test_every_function_does_its_real_work_under_its_own_role(env: Any) -> None:
                 == 2
             ),
             60,
+            # The replacement registers tainted karpenter.sh/unregistered (its user data says so);
+            # the provisioner's next pass (its schedule, or the wake-up) lifts it, as deployed.
+            step=lambda: run("provisioner", scheduled_event(), 3),
         )
         # interruption: a rebalance recommendation through the queue, polled as Lambda's event
         # source mapping does (with the interruption role) → a replacement, a drain, a termination
