@@ -29,7 +29,7 @@ from sandbox import events
 from sandbox.aws import aws_client
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
-from sandbox.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
+from sandbox.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -170,12 +170,28 @@ def empty(kube: Any, sb: Any) -> None:
         kube.delete(EC2NODECLASSES, nodeclass_["metadata"]["name"])
 
     def emptied() -> bool:
+        # The ReplicaSets too: the garbage collector removes a deleted Deployment's ReplicaSet on its
+        # own time, and one still there recreates a pod after this looked empty; the next test then
+        # found that pod pending and its first pass launched a second node for it.
+        for replicaset in kube.list(REPLICASETS, namespace="default"):
+            kube.delete(REPLICASETS, replicaset["metadata"]["name"], namespace="default")
         for pod in kube.list(PODS, namespace="default"):
             kube.delete(PODS, pod["metadata"]["name"], namespace="default", grace_period_seconds=0)
         for node in kube.list(NODES):
             kube.patch(NODES, node["metadata"]["name"], {"metadata": {"finalizers": None}})
             kube.delete(NODES, node["metadata"]["name"])
-        return not kube.list(PODS, namespace="default") and not kube.list(NODES)
+        for claim in kube.list(NODECLAIMS):
+            kube.patch(NODECLAIMS, claim["metadata"]["name"], {"metadata": {"finalizers": None}})
+            kube.delete(NODECLAIMS, claim["metadata"]["name"])
+        return not any(
+            (
+                kube.list(DEPLOYMENTS, namespace="default"),
+                kube.list(REPLICASETS, namespace="default"),
+                kube.list(PODS, namespace="default"),
+                kube.list(NODES),
+                kube.list(NODECLAIMS),
+            )
+        )
 
     wait("the cluster to empty", emptied, 20)
 
