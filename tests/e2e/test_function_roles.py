@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import handler_calls
 import pytest
 from botocore.exceptions import ClientError
 from nodewright.api import labels
@@ -111,14 +112,8 @@ def run(function: str, event: Any, seconds: float) -> Any:
 
 
 def wait(what: str, check: Callable[[], bool], timeout: float, step: Callable[[], Any] | None = None) -> None:
-    """Poll ``check`` (running ``step`` between looks, e.g. the provisioner's next pass) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        if step is not None:
-            step()
-        time.sleep(0.1)
+    """``handler_calls.wait_for`` (running ``step``, e.g. the provisioner's next pass, between looks)."""
+    handler_calls.wait_for(what, check, timeout, step)
 
 
 def launched_instance(kube: Any, exclude: set[str]) -> str:

@@ -7,10 +7,10 @@ The handler's loop length is steered the way Lambda steers it: through the conte
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import handler_calls
 import pytest
 from nodewright.api import labels
 from nodewright.cluster.errors import Invalid
@@ -81,14 +81,8 @@ def invoke(seconds: float) -> dict[str, Any]:
 def wait_for(
     what: str, check: Callable[[], bool], timeout: float = 30.0, step: Callable[[], Any] | None = None
 ) -> None:
-    """Poll ``check`` (running ``step`` between looks) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        if step is not None:
-            step()
-        time.sleep(0.1)
+    """``handler_calls.wait_for`` with this module's 30 s default."""
+    handler_calls.wait_for(what, check, timeout, step)
 
 
 def next_pass() -> None:
