@@ -102,56 +102,99 @@ def _smp_map(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         result = {k: v for k, v in result.items() if k in retain}
     for field, order in orders.items():
         if isinstance(result.get(field), list):
-            result[field] = _reorder(result[field], order, MERGE_KEYS.get(field))
+            before = target.get(field)
+            result[field] = _reorder(
+                result[field], order, before if isinstance(before, list) else [], MERGE_KEYS.get(field)
+            )
     return result
 
 
 def _smp_list(target: list[Any], patch: list[Any], merge_key: str | None) -> list[Any]:
+    """``mergeSlice`` of apimachinery's strategicpatch: merge, then put the result in its order."""
     if merge_key is None:  # a set of primitives
-        result = list(target)
+        if any(isinstance(v, dict) and v.get("$patch") == "replace" for v in patch):
+            return []
+        merged = list(target)
         for value in patch:
-            if isinstance(value, dict) and value.get("$patch") == "replace":
-                return []
-            if value not in result:
-                result.append(value)
-        return result
-    if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
-        return [
-            copy.deepcopy({k: v for k, v in p.items() if k != "$patch"})
-            for p in patch
-            if p.get("$patch") != "replace"
-        ]
-    result = copy.deepcopy(target)
+            if value not in merged:
+                merged.append(value)
+        return _normalize_order(merged, patch, target, None)
+    original = copy.deepcopy(target)
+    plain: list[dict[str, Any]] = []
+    replace = False
     for item in patch:
         if not isinstance(item, dict):
             raise PatchError(f"cannot merge a non-object list item into a list merged by {merge_key}")
+        directive = item.get("$patch")
+        if directive == "delete":
+            original = [
+                t for t in original if not (isinstance(t, dict) and t.get(merge_key) == item.get(merge_key))
+            ]
+        elif directive == "replace":
+            replace = True
+        elif directive is not None:
+            raise PatchError(f"Unknown patch type: {directive} in map: {item}")
+        else:
+            plain.append(item)
+    if replace:
+        original, plain = [_smp_map({}, p) for p in plain], []
+    merged = list(original)
+    for item in plain:
         key_value = item.get(merge_key)
         index = next(
-            (i for i, t in enumerate(result) if isinstance(t, dict) and t.get(merge_key) == key_value), None
+            (i for i, t in enumerate(merged) if isinstance(t, dict) and t.get(merge_key) == key_value), None
         )
-        if item.get("$patch") == "delete":
-            if index is not None:
-                result.pop(index)
-            continue
         if index is None:
-            result.append(_smp_map({}, item))
+            merged.append(_smp_map({}, item))
         else:
-            result[index] = _smp_map(result[index], item)
-    return result
+            merged[index] = _smp_map(merged[index], item)
+    return _normalize_order(merged, plain, original, merge_key)
 
 
-def _reorder(items: list[Any], order: list[Any], merge_key: str | None) -> list[Any]:
-    """Apply ``$setElementOrder``: listed items first in that order, the rest after, as kept."""
+def _reorder(items: list[Any], order: list[Any], original: list[Any], merge_key: str | None) -> list[Any]:
+    """Apply ``$setElementOrder``: as ``mergePatchIntoOriginal`` does, against the list before the patch."""
+    return _normalize_order(items, order, original, merge_key)
+
+
+def _normalize_order(
+    merged: list[Any], patch_order: list[Any], server_order: list[Any], merge_key: str | None
+) -> list[Any]:
+    """``normalizeElementOrder``: the items the patch names, in the patch's order, and the items only the
+    server has, in the live object's order, merged so that a server-only item goes before a patch item
+    only when the live object had it first. An item the live object did not have goes before the
+    server-only items still to place: a strategic merge patch that adds a condition (no
+    ``$setElementOrder``) puts it first, as kube-apiserver does."""
 
     def ident(item: Any) -> Any:
         return item.get(merge_key) if merge_key and isinstance(item, dict) else item
 
-    wanted = [ident(o) for o in order]
-    ranked = sorted(
-        enumerate(items),
-        key=lambda pair: (wanted.index(ident(pair[1])) if ident(pair[1]) in wanted else len(wanted), pair[0]),
+    def position(items: list[Any], item: Any) -> int:
+        wanted = ident(item)
+        return next((i for i, o in enumerate(items) if ident(o) == wanted), -1)
+
+    named = [ident(o) for o in patch_order]
+    patch_items = sorted((m for m in merged if ident(m) in named), key=lambda m: position(patch_order, m))
+    server_only = sorted(
+        (m for m in merged if ident(m) not in named), key=lambda m: position(server_order, m)
     )
-    return [item for _, item in ranked]
+    result: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(patch_items):
+        if j >= len(patch_items):
+            result.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            result.append(patch_items[j])
+            j += 1
+        else:
+            left, right = position(server_order, server_only[i]), position(server_order, patch_items[j])
+            if left >= 0 and right >= 0 and left < right:
+                result.append(server_only[i])
+                i += 1
+            else:
+                result.append(patch_items[j])
+                j += 1
+    return result
 
 
 # ----------------------------------------------------------------------------- JSON patch

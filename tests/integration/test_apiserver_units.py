@@ -88,7 +88,8 @@ def test_strategic_merge_directives_kubectl_emits() -> None:
         },
     }
     out = strategic_merge_patch(pod, patch)
-    assert out["metadata"]["finalizers"] == ["b", "c"]
+    # No $setElementOrder/finalizers: the added "c" goes before the kept "b", as mergeSortedSlice puts it.
+    assert out["metadata"]["finalizers"] == ["c", "b"]
     assert [c["name"] for c in out["spec"]["containers"]] == ["y", "z"]
     assert out["spec"]["tolerations"] == [{"key": "u"}]
     conditions = {
@@ -106,6 +107,44 @@ def test_strategic_merge_directives_kubectl_emits() -> None:
         {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}},
     )
     assert retained == {"strategy": {"type": "Recreate"}}
+
+
+CONDITIONS = [{"type": "Ready", "status": "False"}, {"type": "A", "status": "True"}]
+
+
+@pytest.mark.parametrize(
+    ("patch", "order"),
+    [
+        # kube-apiserver (apimachinery strategicpatch, mergeSlice + normalizeElementOrder): the items the
+        # patch names keep the patch's order; a server-only item goes before one of them only when the
+        # live list had it first; an item the live list lacked goes before the server-only items left.
+        ([{"type": "B", "status": "True"}], ["B", "Ready", "A"]),
+        ([{"type": "A", "status": "False"}], ["Ready", "A"]),
+        ([{"type": "Ready", "status": "True"}, {"type": "B", "status": "True"}], ["Ready", "B", "A"]),
+        ([{"type": "A", "status": "True"}, {"type": "Ready", "status": "True"}], ["A", "Ready"]),
+        ([{"type": "Ready", "$patch": "delete"}, {"type": "B", "status": "True"}], ["B", "A"]),
+    ],
+    ids=["added-goes-first", "updated-stays", "updated-then-added", "patch-order-wins", "delete-and-add"],
+)
+def test_a_status_patch_leaves_pod_conditions_in_kube_apiservers_order(
+    patch: list[dict[str, str]], order: list[str]
+) -> None:
+    out = strategic_merge_patch({"status": {"conditions": CONDITIONS}}, {"status": {"conditions": patch}})
+    assert [c["type"] for c in out["status"]["conditions"]] == order
+
+
+def test_set_element_order_orders_the_named_items_and_interleaves_the_servers_own() -> None:
+    live = {"status": {"conditions": [*CONDITIONS, {"type": "C", "status": "True"}]}}
+    patch = {
+        "status": {
+            "$setElementOrder/conditions": [{"type": "A"}, {"type": "Ready"}, {"type": "B"}],
+            "conditions": [{"type": "B", "status": "True"}],
+        }
+    }
+    out = strategic_merge_patch(live, patch)
+    # C, the server's own (not in the order list), follows the named items the live list had before it
+    # and B, which the live list lacked.
+    assert [c["type"] for c in out["status"]["conditions"]] == ["A", "Ready", "B", "C"]
 
 
 def test_json_patch_operations_and_errors() -> None:
