@@ -89,6 +89,25 @@ def conflict(resource: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
+def storage_key(resource: str, group: str, namespace: str, name: str, *, custom: bool) -> str:
+    """The etcd key kube-apiserver names in a storage error: ``/registry/<resource>/<ns>/<name>`` for
+    built-ins (services live under ``services/specs``), ``/registry/<group>/<resource>/...`` for
+    custom resources."""
+    prefix = f"{group}/{resource}" if custom else ("services/specs" if resource == "services" else resource)
+    return "/".join(["/registry", prefix, *([namespace] if namespace else []), name])
+
+
+def precondition_failed(resource: str, group: str, name: str, key: str, why: str) -> ApiError:
+    """A UID or resourceVersion precondition the stored object fails: storage's ``InvalidObjError``,
+    which the registry turns into a 409 Conflict (``storeerr.InterpretDeleteError`` / ``...UpdateError``)."""
+    return conflict(
+        resource,
+        group,
+        name,
+        f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}",
+    )
+
+
 STALE = "the object has been modified; please apply your changes to the latest version and try again"
 
 

@@ -142,12 +142,36 @@ def _mark_and_delete(
     options: dict[str, Any],
     dry_run: bool,
 ) -> None:
-    """addConditionAndDeletePod: DisruptionTarget=True (unless terminal), then an ordinary pod delete."""
+    """addConditionAndDeletePod: the preconditions checked against the stored pod (a 409 naming the
+    resource ``Pod``, before anything is written), DisruptionTarget=True (unless terminal), then an
+    ordinary pod delete. A dry run skips the condition, and the delete checks the preconditions."""
+    if not dry_run:
+        _check_preconditions(pod, options.get("preconditions") or {})
     if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
         _condition(pod, "DisruptionTarget", "True", "EvictionByEvictionAPI", "Eviction API: evicting")
         if not dry_run:
             pod = handlers.store.write(pods.key, pod)
     handlers.delete_locked(pods, pod, options, dry_run)
+
+
+def _check_preconditions(pod: dict[str, Any], pre: dict[str, Any]) -> None:
+    meta = pod["metadata"]
+    if pre.get("uid") and pre["uid"] != meta.get("uid"):
+        raise errors.conflict(
+            "Pod",
+            "",
+            meta["name"],
+            f"the UID in the precondition ({pre['uid']}) does not match the UID in record "
+            f"({meta.get('uid')}). The object might have been deleted and then recreated",
+        )
+    if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+        raise errors.conflict(
+            "Pod",
+            "",
+            meta["name"],
+            f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+            f"ResourceVersion in record ({meta.get('resourceVersion')}). The object might have been modified",
+        )
 
 
 def _healthy(pod: dict[str, Any]) -> bool:

@@ -634,10 +634,9 @@ class ResourceHandlers:
             raise errors.stale(rt.plural, rt.group, old_meta["name"])
         uid = meta.get("uid")
         if uid and uid != old_meta.get("uid"):
-            raise errors.conflict(
-                rt.plural,
-                rt.group,
-                old_meta["name"],
+            raise self._precondition_failed(
+                rt,
+                old,
                 f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old_meta.get('uid')}",
             )
         self._unknown_fields(ctx, rt, new, op)
@@ -882,18 +881,16 @@ class ResourceHandlers:
         meta = obj["metadata"]
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise errors.conflict(
-                rt.plural,
-                rt.group,
-                meta["name"],
+            raise self._precondition_failed(
+                rt,
+                obj,
                 f"Precondition failed: UID in precondition: {pre['uid']}, "
                 f"UID in object meta: {meta.get('uid')}",
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise errors.conflict(
-                rt.plural,
-                rt.group,
-                meta["name"],
+            raise self._precondition_failed(
+                rt,
+                obj,
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
             )
@@ -958,16 +955,29 @@ class ResourceHandlers:
             requested = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         return max(int(requested), 0)
 
+    @staticmethod
+    def _precondition_failed(rt: ResourceType, obj: dict[str, Any], why: str) -> errors.ApiError:
+        meta = obj["metadata"]
+        key = errors.storage_key(
+            rt.plural, rt.group, meta.get("namespace") or "", meta["name"], custom=rt.custom
+        )
+        return errors.precondition_failed(rt.plural, rt.group, meta["name"], key, why)
+
     def _deleted_body(self, rt: ResourceType, gone: dict[str, Any] | None) -> dict[str, Any]:
+        """What a DELETE that removed the object answers: the object for the registries that set
+        ``ReturnDeletedObject`` (pods, CRDs...), else a ``Status`` naming it (custom resources included:
+        the apiextensions-apiserver's store does not set it)."""
         if gone is None:
             return success_status(200)
-        if rt.key in RETURNS_DELETED_OBJECT or rt.custom:
+        if rt.key in RETURNS_DELETED_OBJECT:
             return self._present(rt, gone)
         meta = gone["metadata"]
         details = {"name": meta["name"], "kind": rt.plural, "uid": meta.get("uid")}
         if rt.group:
-            details["group"] = rt.group
-        return success_status(200, details)
+            details = {"name": meta["name"], "group": rt.group, "kind": rt.plural, "uid": meta.get("uid")}
+        # The registry's finalizeDelete sets no code, so none is serialised (an audit log's
+        # responseObject shows the same body).
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
     def crd_terminating(self, rt: ResourceType) -> bool:
         crd = self.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")

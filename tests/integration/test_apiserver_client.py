@@ -705,6 +705,57 @@ def test_pod_under_two_pdbs_cannot_be_evicted(api: client.ApiClient, ns: str) ->
     }
 
 
+def test_an_eviction_whose_uid_precondition_fails_is_a_conflict_on_pod_and_marks_nothing(
+    api: client.ApiClient, ns: str
+) -> None:
+    core = client.CoreV1Api(api)
+    _running_pod(core, ns, "namesake", {"app": "n"})
+    uid = core.read_namespaced_pod("namesake", ns).metadata.uid
+    stale = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "namesake", "namespace": ns},
+        "deleteOptions": {"preconditions": {"uid": "0d1e2f3a-0000-4000-8000-000000000000"}},
+    }
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod_eviction("namesake", ns, stale)
+    # pkg/registry/core/pod/storage/eviction.go, addConditionAndDeletePod: the precondition is checked
+    # against the stored pod before the DisruptionTarget condition is written, as a Conflict on "Pod".
+    body = status_of(caught.value)
+    assert caught.value.status == 409
+    assert body["reason"] == "Conflict"
+    assert body["details"] == {"name": "namesake", "kind": "Pod"}
+    assert body["message"] == (
+        'Operation cannot be fulfilled on Pod "namesake": the UID in the precondition '
+        f"(0d1e2f3a-0000-4000-8000-000000000000) does not match the UID in record ({uid}). "
+        "The object might have been deleted and then recreated"
+    )
+    pod = core.read_namespaced_pod("namesake", ns)
+    assert pod.metadata.deletion_timestamp is None
+    assert [c.type for c in pod.status.conditions] == ["Ready"]
+
+
+def test_a_delete_whose_uid_precondition_fails_is_a_storage_conflict_on_pods(
+    api: client.ApiClient, ns: str
+) -> None:
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(ns, pod_manifest("kept"))
+    uid = core.read_namespaced_pod("kept", ns).metadata.uid
+    with pytest.raises(ApiException) as caught:
+        core.delete_namespaced_pod(
+            "kept", ns, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid="other"))
+        )
+    body = status_of(caught.value)
+    assert caught.value.status == 409
+    assert body["details"] == {"name": "kept", "kind": "pods"}
+    assert body["message"] == (
+        'Operation cannot be fulfilled on pods "kept": StorageError: invalid object, Code: 4, '
+        f"Key: /registry/pods/{ns}/kept, ResourceVersion: 0, AdditionalErrorMsg: "
+        f"Precondition failed: UID in precondition: other, UID in object meta: {uid}"
+    )
+    assert core.read_namespaced_pod("kept", ns).metadata.deletion_timestamp is None
+
+
 # ------------------------------------------------------------------------------------ leases
 
 

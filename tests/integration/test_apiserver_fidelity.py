@@ -305,6 +305,42 @@ def test_a_crd_is_deleted_in_the_background_after_its_objects(kube: Kube) -> Non
     wait_until(lambda: kube.get_or_none(f"{crds}/{GIZMO_CRD['metadata']['name']}") is None)
 
 
+def test_deleting_a_custom_object_answers_a_success_status_or_the_object_its_finalizers_hold(
+    kube: Kube,
+) -> None:
+    """apiextensions-apiserver's store does not set ReturnDeletedObject: a custom object removed at once
+    is answered with a ``Status`` (status Success, the object named in details); one that finalizers
+    hold is answered with the object, now terminating."""
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    gizmos = "/apis/fidelity.nodewright.dev/v1/gizmos"
+    if kube.get_or_none(f"{crds}/{GIZMO_CRD['metadata']['name']}") is None:
+        kube.create(crds, GIZMO_CRD)
+    wait_until(lambda: kube.get_or_none(gizmos) is not None)
+    free = kube.create(
+        gizmos, {"apiVersion": "fidelity.nodewright.dev/v1", "kind": "Gizmo", "metadata": {"name": "gone"}}
+    )
+    answer = kube._call("DELETE", f"{gizmos}/gone")
+    assert answer == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": "gone",
+            "group": "fidelity.nodewright.dev",
+            "kind": "gizmos",
+            "uid": free["metadata"]["uid"],
+        },
+    }
+    held = {"name": "kept", "finalizers": ["fidelity.nodewright.dev/hold"]}
+    kube.create(gizmos, {"apiVersion": "fidelity.nodewright.dev/v1", "kind": "Gizmo", "metadata": held})
+    terminating = kube._call("DELETE", f"{gizmos}/kept")
+    assert terminating["kind"] == "Gizmo"
+    assert terminating["metadata"]["deletionTimestamp"]
+    kube.patch(f"{gizmos}/kept", {"metadata": {"finalizers": None}}, "application/merge-patch+json")
+    wait_until(lambda: kube.get_or_none(f"{gizmos}/kept") is None)
+
+
 def test_pvs_and_pvcs_get_their_protection_finalizers_and_a_delete_returns_the_terminating_object(
     kube: Kube, ns: str
 ) -> None:
