@@ -46,6 +46,11 @@ from sandbox.triggers import FunctionSpec
 
 RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market takes the instance back
 SPOT_NOTICE_SECONDS = 120
+# Lambda's Init phase (imports, the handler module's top level) has 10 s of its own on a cold start:
+# https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html
+INIT_SECONDS = 10
+# Its Shutdown phase: the runtime has 500 ms to exit (no extensions) before SIGKILL.
+SHUTDOWN_SECONDS = 0.5
 # The worker's own environment: what a Lambda container has besides the function's variables.
 INHERITED = (
     "PATH",
@@ -83,6 +88,7 @@ def _worker_main(
     from sandbox.lambdas import LambdaContext, load_function
 
     app = load_function(name, app_path[0] if app_path else None)
+    conn.send(("ready", None))  # the Init phase is over
     while True:
         try:
             message = conn.recv()
@@ -157,22 +163,42 @@ class Worker:
                 process.kill()
             process.join(timeout=5)
 
+    @staticmethod
+    def _initialized(conn: Any, timeout: float) -> float:
+        """Wait out a cold start's Init phase; the seconds the invocation has left. Lambda gives the
+        Init phase up to ``INIT_SECONDS`` of its own; past that it retries the init inside the
+        invocation, where it counts against the function's timeout."""
+        if conn.poll(INIT_SECONDS):
+            conn.recv()
+            return float(timeout)
+        late = time.monotonic()
+        if not conn.poll(timeout):
+            return 0.0
+        conn.recv()
+        return timeout - (time.monotonic() - late)
+
     def invoke(self, event: dict[str, Any], *, blocking: bool = True) -> Invocation | None:
         """Run one invocation (None when ``blocking`` is false and the container is busy: throttled)."""
         if not self._lock.acquire(blocking=blocking):
             return None
         started = time.monotonic()
         try:
-            if self._process is None or not self._process.is_alive():
+            cold = self._process is None or not self._process.is_alive()
+            if cold:
                 self._discard()
                 self._start()
             timeout = self.spec.timeout_seconds
             conn = self._conn  # stop() may discard the container meanwhile: keep this one's pipe
             try:
-                conn.send((event, timeout, self.spec.memory_mb))
-                # A cold start's imports count against the timeout, as in Lambda; a little slack.
-                answered = conn.poll(timeout + 2)
-                status, payload = conn.recv() if answered else ("timeout", None)
+                if conn is None:  # stop() abandoned the invocation before it reached its container
+                    raise EOFError
+                budget = self._initialized(conn, timeout) if cold else float(timeout)
+                if budget > 0:
+                    conn.send((event, budget, self.spec.memory_mb))
+                    answered = conn.poll(budget + 2)  # a little slack for the pipe on a loaded machine
+                    status, payload = conn.recv() if answered else ("timeout", None)
+                else:
+                    status, payload = "timeout", None
             except (EOFError, OSError):  # the container crashed (or the sandbox is stopping)
                 self._discard()
                 return Invocation(
@@ -199,11 +225,24 @@ class Worker:
             self._lock.release()
 
     def stop(self) -> None:
-        if self._conn is not None:
+        self.shut_down()
+        self.finish_shutdown(time.monotonic() + SHUTDOWN_SECONDS)
+
+    def shut_down(self) -> None:
+        """Lambda's Shutdown phase, begun: an idle container is asked to exit; a busy one is killed
+        and its invocation abandoned, as Lambda abandons one when its environment goes (so Ctrl-C
+        never waits out an invocation: the provisioner's runs for most of a minute)."""
+        if self.busy:
+            self._discard()
+        elif self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.send(None)
-        if self._process is not None:
-            self._process.join(timeout=3)
+
+    def finish_shutdown(self, deadline: float) -> None:
+        """Past ``deadline`` the container is killed, as Lambda sends SIGKILL after the grace."""
+        process = self._process
+        if process is not None:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
         self._discard()
 
 
@@ -508,15 +547,25 @@ class Runtime:
         for trigger in self.triggers:
             if isinstance(trigger, _Loop):
                 trigger._stop.set()
+        # Containers first, all at once: a trigger's thread blocked in an invocation returns when its
+        # container goes, so joining the triggers after it waits for nothing.
+        self._shut_down_workers()
         for trigger in self.triggers:
             trigger.stop()
         self.triggers = []
-        for worker in list(self.workers.values()):
-            worker.stop()
+        self._shut_down_workers()  # one a trigger started meanwhile (none, normally)
         for client in (self.sqs, self.poller, self.ec2):
             if client is not None:
                 client.close()
         self.sqs = self.poller = self.ec2 = None
+
+    def _shut_down_workers(self) -> None:
+        workers = list(self.workers.values())
+        for worker in workers:
+            worker.shut_down()
+        deadline = time.monotonic() + SHUTDOWN_SECONDS
+        for worker in workers:
+            worker.finish_shutdown(deadline)
 
     def __enter__(self) -> Runtime:
         return self.start()

@@ -22,6 +22,8 @@ APP = textwrap.dedent(
     """
     import os, time
 
+    time.sleep(float(os.environ.get("INIT_SLEEP", "0")))  # a slow module top level: the Init phase
+
     def handler(event, context):
         if event.get("sleep"):
             time.sleep(event["sleep"])
@@ -100,6 +102,48 @@ def test_a_busy_container_throttles_an_asynchronous_tick(worker: Worker) -> None
         assert worker.invoke({}, blocking=False) is None
     finally:
         running.join()
+
+
+def _worker(tmp_path: Path, timeout_seconds: int, **env: str) -> Worker:
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    spec = FunctionSpec("probe", memory_mb=256, timeout_seconds=timeout_seconds)
+    return Worker(spec, {"PATH": "/usr/bin", **env}, tmp_path / "probe.log", "probe", app_path=app)
+
+
+def test_a_cold_starts_init_phase_does_not_count_against_the_functions_timeout(tmp_path: Path) -> None:
+    # Lambda gives the Init phase 10 s of its own: a 3 s import before a 1 s function still runs it.
+    slow = _worker(tmp_path, 1, INIT_SLEEP="3")
+    try:
+        done = slow.invoke({})
+        assert done.ok, done
+        assert 0 < done.result["remaining"] <= 1000
+    finally:
+        slow.stop()
+
+
+def test_stopping_a_busy_container_abandons_its_invocation(tmp_path: Path) -> None:
+    import threading
+
+    long = _worker(tmp_path, 300)
+    assert long.invoke({}).ok  # warm
+    ended: list[Invocation | None] = []
+    running = threading.Thread(target=lambda: ended.append(long.invoke({"sleep": 250})))
+    running.start()
+    try:
+        while not long.busy:  # the invocation holds the container from its first instruction
+            running.join(0.01)
+        long.stop()
+        running.join(60)
+        assert not running.is_alive()
+        assert ended
+        assert ended[0] is not None
+        # Ended by the stop (its container killed), not by the 300 s timeout nor the 250 s sleep.
+        assert not ended[0].ok
+        assert ended[0].error == "Runtime exited without providing a reason"
+    finally:
+        long.stop()
+        running.join(1)
 
 
 class _Runtime:
