@@ -105,8 +105,9 @@ def measure(pods: int, design: str, say: Callable[[str], None]) -> dict[str, Run
     from nodewright.api import webhooks
     from nodewright.cluster import install
     from nodewright.cluster.resources import VALIDATING_WEBHOOKS
+    from nodewright.spec import deployment
 
-    from sandbox import Sandbox, triggers
+    from sandbox import Sandbox
     from sandbox.harness import quiet_functions
     from sandbox.runtime import Runtime
     from sandbox.simulators.kube import Kube
@@ -121,7 +122,7 @@ def measure(pods: int, design: str, say: Callable[[str], None]) -> dict[str, Run
         black_hole.start()
         try:
             (url,) = [t for t in runtime.triggers if isinstance(t, FunctionUrl)]
-            url.warm(triggers.WEBHOOK_CONCURRENCY)
+            url.warm(deployment.WEBHOOK_CONCURRENCY)
             installed = admin.get(VALIDATING_WEBHOOKS, webhooks.CONFIGURATION_NAME)
             client_config = installed["webhooks"][0]["clientConfig"]
             healthy = configuration(design, client_config["url"], client_config["caBundle"])

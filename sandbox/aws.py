@@ -24,8 +24,9 @@ import boto3
 from botocore.config import Config
 from nodewright.cloud.state import StateStore, create_state_table
 from nodewright.settings import Settings
+from nodewright.spec import deployment
 
-from sandbox import eks_amis, triggers
+from sandbox import eks_amis
 from sandbox.catalog import bundled_catalog
 from sandbox.prices import price_table
 
@@ -318,25 +319,26 @@ def _queue_arn(sqs: Any, url: str) -> str:
 
 def _interruption_routes(sqs: Any, events: Any, cluster_name: str, region: str) -> tuple[str, str, str]:
     """The interruption queue (with the stack's visibility timeout, retention and redrive), its DLQ,
-    and the EventBridge rules of sandbox.triggers on the default bus; (queue, DLQ, direct) URLs."""
+    and the EventBridge rules of ``nodewright.spec.deployment`` on the default bus; (queue, DLQ,
+    direct) URLs."""
     prefix = f"nodewright-{cluster_name}"
     dlq_url = sqs.create_queue(QueueName=f"{prefix}-interruption-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(triggers.QUEUE_MAX_RECEIVE_COUNT)}
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(deployment.QUEUE_MAX_RECEIVE_COUNT)}
     queue_url = sqs.create_queue(
         QueueName=f"{prefix}-interruption",
         Attributes={
-            "VisibilityTimeout": str(triggers.QUEUE_VISIBILITY_SECONDS),
-            "MessageRetentionPeriod": str(triggers.QUEUE_RETENTION_SECONDS),
+            "VisibilityTimeout": str(deployment.QUEUE_VISIBILITY_SECONDS),
+            "MessageRetentionPeriod": str(deployment.QUEUE_RETENTION_SECONDS),
             "RedrivePolicy": json.dumps(redrive),
         },
     )["QueueUrl"]
     direct_url = sqs.create_queue(QueueName=f"{prefix}-spot-events-invocations")["QueueUrl"]
     for name, url, patterns in (
-        ("interruption", queue_url, triggers.QUEUE_RULES),
-        ("spot-events", direct_url, {"Direct": triggers.DIRECT_RULE}),
+        ("interruption", queue_url, deployment.QUEUE_RULES),
+        ("spot-events", direct_url, {"Direct": deployment.DIRECT_RULE}),
     ):
         arn = _queue_arn(sqs, url)
         for rule, pattern in patterns.items():

@@ -19,13 +19,15 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from nodewright.spec import deployment
+
 ACCOUNT = "123456789012"  # moto's default account
 DEFAULT_REGION = "us-east-1"
-SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
-REBALANCE = "EC2 Instance Rebalance Recommendation"
-STATE_CHANGE = "EC2 Instance State-change Notification"
-HEALTH = "AWS Health Event"
-SQS_BATCH_SIZE = 10  # infra/capabilities/interruption_queue.py: SqsEventSource(batch_size=10)
+SPOT_WARNING = deployment.SPOT_INTERRUPTION
+REBALANCE = deployment.REBALANCE_RECOMMENDATION
+STATE_CHANGE = deployment.STATE_CHANGE
+HEALTH = deployment.HEALTH_EVENT
+SQS_BATCH_SIZE = deployment.QUEUE_BATCH_SIZE
 KINDS = ("spot", "rebalance", "health", "state")
 
 

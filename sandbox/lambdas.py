@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
+from nodewright.spec import deployment
+
 from sandbox.shared_data import REPO_ROOT
 
 
@@ -54,8 +56,7 @@ class LambdaContext:
         return int((self._deadline - time.monotonic()) * 1000)
 
 
-# The provisioner's Lambda timeout in the stack (infra/capabilities/functions.py).
-PROVISIONER_TIMEOUT_SECONDS = 55.0
+PROVISIONER_TIMEOUT_SECONDS = float(deployment.PROVISIONER_TIMEOUT_SECONDS)
 
 
 @contextmanager

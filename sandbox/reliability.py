@@ -29,6 +29,8 @@ from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
 
+from nodewright.spec import deployment
+
 from sandbox import events
 from sandbox.aws import forget_terminated_instances
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
@@ -693,7 +695,7 @@ ROUND_INVOCATION_SECONDS = 9.5  # a scheduled invocation's time here: one or two
 # The provisioner's loop in a round: one pass, then it ends (its invocation keeps the deployed
 # timeout, so a pass that starts late still has a real invocation's time to write).
 ROUND_LOOP_SECONDS = 0.3
-SPOT_NOTICE_SECONDS = 120
+SPOT_NOTICE_SECONDS = deployment.SPOT_NOTICE_SECONDS
 FUNCTION_ENV = {
     "POWERTOOLS_SERVICE_NAME": "nodewright",
     "POWERTOOLS_METRICS_NAMESPACE": "NodewrightSandbox",

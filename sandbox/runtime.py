@@ -7,7 +7,7 @@
   ``<logs>/<function>.log``, its CloudWatch log group. A handler that raises is logged and the
   container is kept; one that outlives its timeout is killed ("Task timed out") and the next
   invocation starts a fresh container; a crashed container is replaced on the next trigger.
-* **Triggers**, one object each (``start``/``stop``), as the stack wires them (sandbox.triggers):
+* **Triggers**, one object each (``start``/``stop``), as the stack wires them (nodewright/spec/deployment.py):
   the EventBridge schedules (provisioner and disruption every minute, pricing every 12 hours; a
   tick while the previous invocation still runs is throttled, as reserved concurrency 1 does);
   the SQS event source mapping of the interruption queue (batches of up to 10, partial batch
@@ -40,12 +40,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sandbox import events, triggers
+from nodewright.spec import deployment
+
+from sandbox import events
 from sandbox.aws import aws_client
-from sandbox.triggers import FunctionSpec
 
 RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market takes the instance back
-SPOT_NOTICE_SECONDS = 120
+SPOT_NOTICE_SECONDS = deployment.SPOT_NOTICE_SECONDS
 # Lambda's Init phase (imports, the handler module's top level) has 10 s of its own on a cold start:
 # https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html
 INIT_SECONDS = 10
@@ -111,7 +112,7 @@ class Worker:
 
     def __init__(
         self,
-        spec: FunctionSpec,
+        spec: deployment.FunctionSpec,
         env: dict[str, str],
         log_path: Path,
         function_name: str,
@@ -324,7 +325,7 @@ class QueueSource(_Loop):
         url = runtime.sandbox.aws.interruption_queue_url
         got = runtime.poller.receive_message(
             QueueUrl=url,
-            MaxNumberOfMessages=triggers.QUEUE_BATCH_SIZE,
+            MaxNumberOfMessages=deployment.QUEUE_BATCH_SIZE,
             WaitTimeSeconds=1,
             AttributeNames=["All"],
         ).get("Messages", [])
@@ -384,8 +385,8 @@ class DirectRoute(_Loop):
             done = runtime.invoke("spot_events", event)
             if (
                 done.ok
-                or attempts > triggers.DIRECT_RETRY_ATTEMPTS
-                or age > triggers.DIRECT_MAX_EVENT_AGE_SECONDS
+                or attempts > deployment.DIRECT_RETRY_ATTEMPTS
+                or age > deployment.DIRECT_MAX_EVENT_AGE_SECONDS
             ):
                 if not done.ok:
                     runtime.say(
@@ -428,7 +429,7 @@ class Runtime:
         sandbox: Any,
         *,
         say: Callable[[str, str], None] | None = None,
-        functions: Iterable[str] = tuple(triggers.FUNCTIONS),
+        functions: Iterable[str] = tuple(deployment.FUNCTIONS),
         schedules: dict[str, int] | None = None,
         env: dict[str, str] | None = None,
         wakeup: bool = True,
@@ -440,7 +441,7 @@ class Runtime:
         self.logs_dir = Path(sandbox.state_dir) / "logs"
         self._say = say or (lambda source, text: None)
         self.function_names = tuple(functions)
-        self.schedules = dict(triggers.SCHEDULES if schedules is None else schedules)
+        self.schedules = dict(deployment.SCHEDULES if schedules is None else schedules)
         self.extra_env = dict(env or {})
         # Variables one function has besides the others' (the webhook's, set by sandbox/wakeup.py).
         self.function_envs: dict[str, dict[str, str]] = {}
@@ -462,7 +463,7 @@ class Runtime:
     def function_env(self, name: str) -> dict[str, str]:
         """What the stack sets (infra/capabilities/functions.py) plus the sandbox's endpoints and identity."""
         inherited = {k: os.environ[k] for k in INHERITED if k in os.environ}
-        spec = triggers.FUNCTIONS[name]
+        spec = deployment.FUNCTIONS[name]
         return {
             **inherited,
             **self.sandbox.env(function=name),  # its role's credentials, as Lambda sets them
@@ -486,7 +487,7 @@ class Runtime:
                 env = self.function_env(name)
                 self.sandbox.iam.learn(env, name)  # the physical names its variables give (Ref)
                 self.workers[name] = Worker(
-                    triggers.FUNCTIONS[name],
+                    deployment.FUNCTIONS[name],
                     env,
                     self.logs_dir / f"{name}.log",
                     f"nodewright-{name.replace('_', '-')}",

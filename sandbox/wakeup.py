@@ -50,7 +50,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from sandbox import triggers
+from nodewright.spec import deployment
+
 from sandbox.runtime import Invocation, Trigger, Worker
 
 if TYPE_CHECKING:
@@ -238,11 +239,11 @@ class FunctionUrl(Trigger):
             if done is not None:
                 return done
         with self._pool_lock:
-            if 1 + len(self._extra) >= triggers.WEBHOOK_CONCURRENCY:
+            if 1 + len(self._extra) >= deployment.WEBHOOK_CONCURRENCY:
                 return None
             runtime = self.runtime
             worker = Worker(
-                triggers.FUNCTIONS[self.FUNCTION],
+                deployment.FUNCTIONS[self.FUNCTION],
                 runtime.function_env(self.FUNCTION),
                 runtime.logs_dir / f"{self.FUNCTION}.log",
                 f"nodewright-{self.FUNCTION}",
@@ -261,12 +262,12 @@ class FunctionUrl(Trigger):
         A cold one (a loaded machine) can outlast the API server's timeout."""
         assert self.runtime is not None
         probe = self.to_event("GET", "/", {}, b"")
-        while len(self._containers()) < min(containers, triggers.WEBHOOK_CONCURRENCY):
+        while len(self._containers()) < min(containers, deployment.WEBHOOK_CONCURRENCY):
             with self._pool_lock:
                 runtime = self.runtime
                 self._extra.append(
                     Worker(
-                        triggers.FUNCTIONS[self.FUNCTION],
+                        deployment.FUNCTIONS[self.FUNCTION],
                         runtime.function_env(self.FUNCTION),
                         runtime.logs_dir / f"{self.FUNCTION}.log",
                         f"nodewright-{self.FUNCTION}",
@@ -503,7 +504,7 @@ class LambdaApi(Trigger):
                     self._queue.popleft()
                     self.undelivered += 1
                 continue
-            if time.monotonic() - queued_at > triggers.WAKEUP_MAX_EVENT_AGE_SECONDS:
+            if time.monotonic() - queued_at > deployment.WAKEUP_MAX_EVENT_AGE_SECONDS:
                 with self._wake:
                     self._queue.popleft()
                     self.expired += 1

@@ -13,7 +13,6 @@ as a drain they drive.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
@@ -22,6 +21,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from nodewright.spec import deployment
+from nodewright.spec.deployment import FunctionSpec
 
 from infra.capabilities import acknowledge
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
@@ -39,32 +40,6 @@ from infra.metrics import NAMESPACE, service_name
 DEFAULT_FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
 
 
-@dataclass(frozen=True)
-class FunctionSpec:
-    name: str
-    memory_mb: int
-    timeout: Duration
-    # Reserved concurrency; None = unreserved.
-    reserved_concurrency: int | None
-    description: str
-
-
-# A spot instance is reclaimed two minutes after its warning (nodewright/interruption/events.py
-# SPOT_NOTICE); the drain's deadline is that moment.
-SPOT_NOTICE_SECONDS = 120
-# The drain loop stops this long before the invocation's end (nodewright/termination/terminate.py
-# SAFETY_MARGIN_SECONDS), so a call is never cut off mid-way.
-DRAIN_SAFETY_MARGIN_SECONDS = 3
-# The interruption functions handle their event(s), then drive the drains they started with the
-# whole remaining time as budget (functions/*/app.py: processor.drive(remaining_seconds(context))).
-# 125 s = the 120 s notice + the 3 s margin + 2 s of headroom: one invocation, started when the
-# warning arrives, can see its drain through to the instance's end instead of leaving it to the
-# next invocation or the provisioner's lifecycle pass. It is billed only while a drain is left.
-INTERRUPTION_TIMEOUT_SECONDS = SPOT_NOTICE_SECONDS + DRAIN_SAFETY_MARGIN_SECONDS + 2
-# The provisioner's loop (nodewright/provisioning/loop.py) stops starting passes at
-# min(LOOP_BUDGET_SECONDS 55, remaining - SAFETY_MARGIN_SECONDS 8) = 47 s with this timeout, and
-# its last pass has those 8 s to finish: the invocation is over by 55 s, before the next tick.
-PROVISIONER_TIMEOUT_SECONDS = 55
 # Why a function placed in a VPC holds the network-interface calls on "*" (checkov CKV_AWS_111).
 VPC_NETWORK_INTERFACES_REASON = (
     "the network-interface calls Lambda makes to attach a function to the VPC; Lambda checks "
@@ -72,48 +47,8 @@ VPC_NETWORK_INTERFACES_REASON = (
     "resource or condition. Every other write of this policy is tag- or ARN-scoped"
 )
 
-FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
-    # Every minute; inside one invocation it polls every POLL_INTERVAL_SECONDS until the
-    # loop deadline above, so a pending pod waits seconds, not a minute; when nothing has been
-    # pending for a while it makes one pass and returns (idle: ~0.07 s warm). Reserved
-    # concurrency 1 makes the rare overlap (a tick a few seconds early) a throttle that Lambda
-    # retries, never two planners at once. 512 MB: planning a few hundred pods is milliseconds
-    # of CPU; more memory mostly raises the cost of a function that may run all minute.
-    FunctionSpec(
-        "provisioner",
-        512,
-        Duration.seconds(PROVISIONER_TIMEOUT_SECONDS),
-        1,
-        "plans and launches capacity for pending pods",
-    ),
-    # Every minute: removes expired and empty nodes within the budgets and drives their drains
-    # (nodewright/disruption/flow.py: passes stop at min(50 s, remaining - 8 s) = 47 s, so 55 s
-    # ends it before the next tick); an idle cluster costs one short pass. Consolidation of
-    # underutilized nodes (not built yet) will simulate removing each candidate, the most CPU of
-    # all the flows, hence 1 GB (~0.6 vCPU) already.
-    FunctionSpec(
-        "disruption", 1024, Duration.seconds(55), None, "removes expired and empty nodes within budgets"
-    ),
-    # One SQS batch (up to 10 messages), then the drains (see INTERRUPTION_TIMEOUT_SECONDS). The
-    # queue's visibility timeout is longer (infra/capabilities/interruption_queue.py).
-    FunctionSpec(
-        "interruption",
-        512,
-        Duration.seconds(INTERRUPTION_TIMEOUT_SECONDS),
-        None,
-        "handles interruption queue messages",
-    ),
-    # The direct EventBridge path for the same spot warnings: the same budget.
-    FunctionSpec(
-        "spot_events",
-        512,
-        Duration.seconds(INTERRUPTION_TIMEOUT_SECONDS),
-        None,
-        "low-latency path for spot warnings",
-    ),
-    # Paginates the Pricing API for the region's EC2 offers (thousands of products): minutes.
-    FunctionSpec("pricing", 512, Duration.minutes(5), None, "refreshes on-demand and spot prices"),
-)
+# Names, memory, timeouts, reserved concurrency and why: one definition, nodewright/spec/deployment.py.
+FUNCTION_SPECS: tuple[FunctionSpec, ...] = deployment.SCHEDULED_AND_EVENT_FUNCTIONS
 
 
 def kube_client_environment(config: NodewrightConfig) -> dict[str, str]:
@@ -209,7 +144,7 @@ class NodewrightFunctions(Construct):
                 layers=[layer],
                 role=role,
                 memory_size=spec.memory_mb,
-                timeout=spec.timeout,
+                timeout=Duration.seconds(spec.timeout_seconds),
                 reserved_concurrent_executions=spec.reserved_concurrency,
                 environment=base_environment,
                 log_group=log_group,

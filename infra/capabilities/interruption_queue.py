@@ -16,57 +16,28 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+from nodewright.spec import deployment
 
 from infra.capabilities import acknowledge
-from infra.capabilities.functions import INTERRUPTION_TIMEOUT_SECONDS
 from infra.capabilities.queues import encrypted_queue
 
-SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
-REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
-STATE_CHANGE = "EC2 Instance State-change Notification"
-CAPACITY_RESERVATION_INTERRUPTION = "EC2 Capacity Reservation Instance Interruption Warning"
+# The rules, the queue's settings and why they are what they are: nodewright/spec/deployment.py.
+MESSAGE_RETENTION = Duration.seconds(deployment.QUEUE_RETENTION_SECONDS)
+VISIBILITY_TIMEOUT = Duration.seconds(deployment.QUEUE_VISIBILITY_SECONDS)
+MAX_RECEIVE_COUNT = deployment.QUEUE_MAX_RECEIVE_COUNT
 
-# rule id → event pattern; every one of them feeds the queue.
-QUEUE_RULES: dict[str, dict[str, Any]] = {
-    "SpotInterruption": {"source": ["aws.ec2"], "detail_type": [SPOT_INTERRUPTION]},
-    "Rebalance": {"source": ["aws.ec2"], "detail_type": [REBALANCE_RECOMMENDATION]},
-    "StateChange": {"source": ["aws.ec2"], "detail_type": [STATE_CHANGE]},
-    # Only EC2 scheduled changes (retirements, maintenance); other Health events are noise.
-    "ScheduledChange": {
-        "source": ["aws.health"],
-        "detail_type": ["AWS Health Event"],
-        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
-    },
-    "CapacityReservationInterruption": {
-        "source": ["aws.ec2"],
-        "detail_type": [CAPACITY_RESERVATION_INTERRUPTION],
-    },
-}
-# The low-latency direct path to the spot_events function: the two spot events only.
-DIRECT_SPOT_PATTERN: dict[str, Any] = {
-    "source": ["aws.ec2"],
-    "detail_type": [SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION],
-}
 
-# A spot warning gives two minutes; a message older than five is about an instance that
-# is gone, so the queue drops it (Karpenter uses the same 300 s).
-MESSAGE_RETENTION = Duration.seconds(300)
-# Lambda refuses an SQS event source whose queue's visibility timeout is shorter than the
-# function's timeout; 5 s more, so the message is not handed to another poller while the
-# invocation holding it is still finishing.
-VISIBILITY_TIMEOUT = Duration.seconds(INTERRUPTION_TIMEOUT_SECONDS + 5)
-# A failed message is received again after each visibility timeout, and moved to the DLQ on the
-# receive after the last allowed one: at 2 x 130 s = 260 s, inside the 300 s retention (with 3,
-# at 390 s, it would silently expire instead). One retry is all a spot warning can use anyway:
-# its instance is gone 120 s after the event; the drains of an earlier attempt are resumed by
-# the next invocation and by the provisioner's lifecycle pass.
-MAX_RECEIVE_COUNT = 2
+def event_pattern(rule: dict[str, Any]) -> events.EventPattern:
+    """An EventBridge pattern (``detail-type``) as the CDK's keyword form (``detail_type``)."""
+    return events.EventPattern(**{key.replace("-", "_"): value for key, value in rule.items()})
 
 
 class InterruptionQueue(Construct):
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        self.dead_letter_queue = encrypted_queue(self, "DeadLetterQueue", retention=Duration.days(14))
+        self.dead_letter_queue = encrypted_queue(
+            self, "DeadLetterQueue", retention=Duration.seconds(deployment.DEAD_LETTER_RETENTION_SECONDS)
+        )
         self.queue = encrypted_queue(
             self,
             "Queue",
@@ -79,12 +50,12 @@ class InterruptionQueue(Construct):
         # Only EventBridge may send, one statement per rule (added by each rule's target, scoped by
         # aws:SourceArn). No sqs.amazonaws.com principal: SQS needs none to move a message to the DLQ.
         self.rules: dict[str, events.Rule] = {}
-        for rule_id, pattern in QUEUE_RULES.items():
+        for rule_id, pattern in deployment.QUEUE_RULES.items():
             rule = events.Rule(
                 self,
                 f"{rule_id}Rule",
                 description=f"Nodewright: {rule_id} events to the interruption queue",
-                event_pattern=events.EventPattern(**pattern),
+                event_pattern=event_pattern(pattern),
                 # A message EventBridge cannot deliver lands in the DLQ (and its alarm fires).
                 targets=[targets.SqsQueue(self.queue, dead_letter_queue=self.dead_letter_queue)],
             )
@@ -96,9 +67,10 @@ class InterruptionQueue(Construct):
         )
 
     def add_consumer(self, function: lambda_.IFunction) -> None:
-        """The interruption function reads the queue in batches of 10 and reports per-item failures,
-        so one bad message is retried (then dead-lettered) without re-running the other nine."""
-        source = sources.SqsEventSource(self.queue, batch_size=10, report_batch_item_failures=True)
+        """The interruption function reads the queue in batches and reports per-item failures."""
+        source = sources.SqsEventSource(
+            self.queue, batch_size=deployment.QUEUE_BATCH_SIZE, report_batch_item_failures=True
+        )
         function.add_event_source(source)
         acknowledge.nag(
             function,
@@ -128,12 +100,12 @@ class SpotEventsRoute(Construct):
             self,
             "Rule",
             description="Nodewright: spot interruption warnings and rebalance recommendations, direct",
-            event_pattern=events.EventPattern(**DIRECT_SPOT_PATTERN),
+            event_pattern=event_pattern(deployment.DIRECT_RULE),
             targets=[
                 targets.LambdaFunction(
                     function,
-                    retry_attempts=2,
-                    max_event_age=Duration.minutes(2),  # the warning's whole notice
+                    retry_attempts=deployment.DIRECT_RETRY_ATTEMPTS,
+                    max_event_age=Duration.seconds(deployment.DIRECT_MAX_EVENT_AGE_SECONDS),
                     dead_letter_queue=dead_letter_queue,
                 )
             ],

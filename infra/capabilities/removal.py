@@ -21,6 +21,7 @@ from pathlib import Path
 from aws_cdk import CustomResource, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
+from nodewright.spec import deployment
 
 from infra.capabilities import acknowledge
 from infra.capabilities.functions import (
@@ -36,12 +37,9 @@ from infra.capabilities.permissions import CLEANUP, PolicyInputs, grants_of, rem
 from infra.config import NodewrightConfig
 from infra.metrics import NAMESPACE, service_name
 
-# Lambda's maximum. The removal drains for at most 10 minutes (nodewright/removal.py DRAIN_SECONDS,
-# PodDisruptionBudgets may hold a workload that long), then finishes each node (1 minute), cleans
-# up AWS (2 minutes) and answers CloudFormation (45 s kept for it): about 14 minutes at worst. It
-# sizes the drain from the time the invocation has, so it answers before this timeout.
-CLEANUP_TIMEOUT = Duration.minutes(15)
-CLEANUP_MEMORY_MB = 256
+# Its sizing and why: nodewright/spec/deployment.py.
+CLEANUP_TIMEOUT = Duration.seconds(deployment.CLEANUP.timeout_seconds)
+CLEANUP_MEMORY_MB = deployment.CLEANUP.memory_mb
 REPORT_PARAMETER_VARIABLE = "REMOVAL_REPORT_PARAMETER"
 
 

@@ -8,12 +8,11 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+from nodewright.spec import deployment
 
+# Which function runs how often, and why: nodewright/spec/deployment.py.
 SCHEDULES: dict[str, Duration] = {
-    "provisioner": Duration.minutes(1),
-    "disruption": Duration.minutes(1),
-    # On-demand prices change a few times a year, spot prices drift slowly: twice a day.
-    "pricing": Duration.hours(12),
+    name: Duration.seconds(every) for name, every in deployment.SCHEDULES.items()
 }
 
 
@@ -37,10 +36,9 @@ class Schedules(Construct):
                 targets=[
                     targets.LambdaFunction(
                         functions[name],
-                        # A tick that cannot be delivered within a minute is superseded by
-                        # the next one: no retries, but recorded in the failure queue.
-                        retry_attempts=0,
-                        max_event_age=Duration.minutes(1),
+                        # Recorded in the failure queue when it is dropped.
+                        retry_attempts=deployment.SCHEDULE_RETRY_ATTEMPTS,
+                        max_event_age=Duration.seconds(deployment.SCHEDULE_MAX_EVENT_AGE_SECONDS),
                         dead_letter_queue=dead_letter_queue,
                     )
                 ],

@@ -43,6 +43,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+from nodewright.spec import deployment
 
 from infra.capabilities import acknowledge
 from infra.capabilities.functions import function_asset_dir, function_log_group
@@ -52,20 +53,12 @@ from infra.capabilities.private_endpoint import PrivateEndpoint
 from infra.config import WAKEUP_PRIVATE, NodewrightConfig
 
 WAKEUP_ALIAS = "wakeup"
-# 256 MB: the webhook parses one review and makes one asynchronous call; a cold start imports
-# Powertools and boto3 (~1-1.5 s). The API server waits at most 1 s (timeoutSeconds) and then
-# ignores the answer, but the invocation goes on: 10 s lets a slow cold start still send its wake-up
-# (a timeout costs nothing until it is used).
-WEBHOOK_MEMORY_MB = 256
-WEBHOOK_TIMEOUT = Duration.seconds(10)
-# At most this many containers: a burst of 500 unschedulable pods is at most this many wake-ups a
-# second, and a flood of guesses at the URL at most this many short invocations at a time.
-WEBHOOK_CONCURRENCY = 5
-# A wake-up older than this is dropped by Lambda: by then the provisioner has run (a tick or the
-# loop that throttled it) and seen the pod on its own.
-WAKEUP_MAX_EVENT_AGE = Duration.seconds(60)
+# Sizing, concurrency and the alias's event age, and why: nodewright/spec/deployment.py.
+WEBHOOK_MEMORY_MB = deployment.WEBHOOK.memory_mb
+WEBHOOK_TIMEOUT = Duration.seconds(deployment.WEBHOOK.timeout_seconds)
+WEBHOOK_CONCURRENCY = deployment.WEBHOOK_CONCURRENCY
+WAKEUP_MAX_EVENT_AGE = Duration.seconds(deployment.WAKEUP_MAX_EVENT_AGE_SECONDS)
 SECRET_LENGTH = 48
-# sandbox/triggers.py mirrors the sizing and the alias settings (tests/infra keeps them equal).
 
 
 class Wakeup(Construct):
@@ -109,7 +102,7 @@ class Wakeup(Construct):
             alias_name=WAKEUP_ALIAS,
             version=provisioner.latest_version,
             description="what the webhook invokes: no retries, 60 s maximum event age, no destination",
-            retry_attempts=0,
+            retry_attempts=deployment.WAKEUP_RETRY_ATTEMPTS,
             max_event_age=WAKEUP_MAX_EVENT_AGE,
         )
         acknowledge.nag(

@@ -35,13 +35,13 @@ from typing import Any
 import pytest
 import yaml
 from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS, PODS, VALIDATING_WEBHOOKS
+from nodewright.spec.deployment import FUNCTIONS
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.eks_amis import nodeadm_user_data
 from sandbox.harness import CLUSTER, SEEDS
 from sandbox.runtime import INHERITED, Runtime, Worker
 from sandbox.shared_data import REPO_ROOT
-from sandbox.triggers import FUNCTIONS
 from sandbox.workloads import DEPLOYMENTS, deployment
 
 pytestmark = [

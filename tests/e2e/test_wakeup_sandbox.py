@@ -31,8 +31,8 @@ import yaml
 from nodewright.api.conversion_review import ROLE_DEFAULTED_ANNOTATION
 from nodewright.api.labels import NODEPOOL as NODEPOOL_LABEL
 from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, PODS
+from nodewright.spec.deployment import WEBHOOK_CONCURRENCY
 
-from sandbox import triggers
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.harness import CLUSTER, SEEDS
 from sandbox.runtime import Runtime
@@ -287,7 +287,7 @@ def test_a_burst_of_pending_pods_wakes_a_bounded_number_of_times_and_every_pod_g
         }
         # At most one wake-up per container per coalescing window.
         windows = int(seconds / COALESCE_SECONDS) + 1
-        assert 1 <= woken <= min(webhook_calls, triggers.WEBHOOK_CONCURRENCY * windows), (woken, seconds)
+        assert 1 <= woken <= min(webhook_calls, WEBHOOK_CONCURRENCY * windows), (woken, seconds)
         assert claims, "the burst got NodeClaims of its own NodePool"
         assert not _overlapping(runtime, "provisioner"), "one writer: no two provisioner invocations at once"
         pools = {admin.get_node(name)["metadata"]["labels"].get(NODEPOOL_LABEL) for name in hosts}

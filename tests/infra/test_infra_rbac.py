@@ -443,3 +443,17 @@ def test_the_recorder_sees_the_paths_the_api_server_would(used_checks: dict[Chec
     assert Check("karpenter.sh", "nodepools/status", "patch", None, "default") in used_checks
     assert Check("", "events", "create", "default", None) in used_checks  # cluster-scoped objects
     assert not any(c.verb == "update" and c.resource == "nodes" for c in used_checks)  # merge patches
+
+
+def test_the_sandbox_identity_is_the_access_entry_group_that_deploy_rbac_binds() -> None:
+    from infra.capabilities.cluster_access import CLEANUP_GROUP, KUBERNETES_GROUP
+    from sandbox.cluster import AUTOSCALER_GROUP, RBAC_FILE
+
+    assert AUTOSCALER_GROUP == KUBERNETES_GROUP
+    bound = {
+        subject["name"]
+        for doc in yaml.safe_load_all(RBAC_FILE.read_text())
+        if doc and doc["kind"].endswith("Binding")
+        for subject in doc["subjects"]
+    }
+    assert bound == {KUBERNETES_GROUP, CLEANUP_GROUP}

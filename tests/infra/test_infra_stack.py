@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 from infra_synth import Synth
-
-from infra import metrics
-from infra.capabilities.functions import FUNCTION_SPECS
-from infra.capabilities.interruption_queue import (
+from nodewright.spec.deployment import (
     CAPACITY_RESERVATION_INTERRUPTION,
     REBALANCE_RECOMMENDATION,
     SPOT_INTERRUPTION,
     STATE_CHANGE,
 )
+
+from infra import metrics
+from infra.capabilities.functions import FUNCTION_SPECS
 from sandbox.shared_data import REPO_ROOT
 
 SPECS = {spec.name: spec for spec in FUNCTION_SPECS}
@@ -195,7 +195,7 @@ def test_every_function_runs_python313_on_one_architecture_with_the_layer(defaul
         assert props["Handler"] == "app.handler"
         assert props["Layers"] == [{"Ref": layer_id}]
         assert props["MemorySize"] == spec.memory_mb
-        assert props["Timeout"] == spec.timeout.to_seconds()
+        assert props["Timeout"] == spec.timeout_seconds
 
 
 def test_layer_is_compatible_with_the_functions_runtime_and_architecture(default_synth: Synth) -> None:

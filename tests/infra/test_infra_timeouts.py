@@ -1,12 +1,10 @@
 """Function timeouts fit what the code does with its remaining time, and the queue fits them.
 
-The numbers live in infra (which must not import the layer); these tests hold them to the
-layer's own constants, so a change on either side that breaks the arithmetic fails here.
+The numbers live in ``nodewright/spec/deployment.py``; these tests hold the arithmetic between them
+and the code's own budgets (loops, drains), so a change on either side that breaks it fails here.
 """
 
 from __future__ import annotations
-
-from datetime import timedelta
 
 from infra_synth import Synth
 
@@ -15,20 +13,12 @@ from infra.capabilities import functions, interruption_queue
 SPECS = {spec.name: spec for spec in functions.FUNCTION_SPECS}
 
 
-def test_infra_copies_of_the_layer_constants_are_current() -> None:
-    from nodewright.interruption.events import SPOT_NOTICE
-    from nodewright.termination.terminate import SAFETY_MARGIN_SECONDS
-
-    assert timedelta(seconds=functions.SPOT_NOTICE_SECONDS) == SPOT_NOTICE
-    assert functions.DRAIN_SAFETY_MARGIN_SECONDS == SAFETY_MARGIN_SECONDS
-
-
 def test_an_interruption_invocation_can_drive_a_drain_through_the_whole_spot_notice() -> None:
     from nodewright.interruption.events import SPOT_NOTICE
     from nodewright.termination.terminate import SAFETY_MARGIN_SECONDS
 
     for name in ("interruption", "spot_events"):
-        timeout = SPECS[name].timeout.to_seconds()
+        timeout = SPECS[name].timeout_seconds
         # drive() gets the remaining time; the drain loop stops SAFETY_MARGIN_SECONDS before it.
         assert timeout - SAFETY_MARGIN_SECONDS >= SPOT_NOTICE.total_seconds(), name
 
@@ -36,7 +26,7 @@ def test_an_interruption_invocation_can_drive_a_drain_through_the_whole_spot_not
 def test_the_provisioner_loop_ends_inside_its_minute() -> None:
     from nodewright.provisioning.loop import LOOP_BUDGET_SECONDS, SAFETY_MARGIN_SECONDS
 
-    timeout = SPECS["provisioner"].timeout.to_seconds()
+    timeout = SPECS["provisioner"].timeout_seconds
     last_pass_starts_by = min(LOOP_BUDGET_SECONDS, timeout - SAFETY_MARGIN_SECONDS)
     assert last_pass_starts_by >= 30, "the loop would leave most of the minute unpolled"
     # The last pass has SAFETY_MARGIN_SECONDS to finish, and the invocation ends at its timeout
@@ -50,7 +40,7 @@ def test_queue_visibility_covers_the_function_and_failures_reach_the_dlq_before_
     retention = interruption_queue.MESSAGE_RETENTION.to_seconds()
     visibility = interruption_queue.VISIBILITY_TIMEOUT.to_seconds()
     assert retention == 300  # as the issue asks (Karpenter's value)
-    assert visibility >= SPECS["interruption"].timeout.to_seconds()
+    assert visibility >= SPECS["interruption"].timeout_seconds
     assert interruption_queue.MAX_RECEIVE_COUNT * visibility < retention
     queues = default_synth.resources("AWS::SQS::Queue")
     (main,) = [q["Properties"] for k, q in queues.items() if k.startswith("AutoscalerInterruptionsQueue")]

@@ -13,10 +13,10 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from nodewright.spec.deployment import FunctionSpec
 
 from sandbox import events
 from sandbox.runtime import Invocation, QueueSource, Worker
-from sandbox.triggers import FunctionSpec
 
 APP = textwrap.dedent(
     """

@@ -56,17 +56,20 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from nodewright.spec import deployment
+
 M = TypeVar("M", bound=BaseModel)
-SPOT_NOTICE = timedelta(minutes=2)
+SPOT_NOTICE = timedelta(seconds=deployment.SPOT_NOTICE_SECONDS)
 # A ``time`` later than this after the message was received is not believed (a placeholder year).
 FUTURE_SKEW = timedelta(minutes=15)
 INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 
-SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
-REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
-STATE_CHANGE = "EC2 Instance State-change Notification"
-HEALTH_EVENT = "AWS Health Event"
-CAPACITY_RESERVATION_INTERRUPTION = "EC2 Capacity Reservation Instance Interruption Warning"
+# The detail-types the stack's rules route here (one definition: nodewright/spec/deployment.py).
+SPOT_INTERRUPTION = deployment.SPOT_INTERRUPTION
+REBALANCE_RECOMMENDATION = deployment.REBALANCE_RECOMMENDATION
+STATE_CHANGE = deployment.STATE_CHANGE
+HEALTH_EVENT = deployment.HEALTH_EVENT
+CAPACITY_RESERVATION_INTERRUPTION = deployment.CAPACITY_RESERVATION_INTERRUPTION
 ASG_TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
 
 ACTING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})

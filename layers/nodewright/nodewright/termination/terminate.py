@@ -43,6 +43,7 @@ from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.cluster.errors import NotFound
 from nodewright.cluster.resources import NODECLAIMS, NODES
+from nodewright.spec import deployment
 from nodewright.state.world import INVOLUNTARY_ANNOTATION
 from nodewright.termination import conditions
 from nodewright.termination.drain import DrainPass, drain_pass
@@ -66,7 +67,8 @@ MIN_WAIT_SECONDS = 0.25
 # How often a drain asks EC2 whether the instance still exists (one DescribeInstances).
 INSTANCE_CHECK_SECONDS = 10.0
 MAX_WAIT_SECONDS = 2.0
-SAFETY_MARGIN_SECONDS = 3.0  # stop before the Lambda is killed mid-call
+# Stop before the Lambda is killed mid-call (the interruption functions' timeouts count on it).
+SAFETY_MARGIN_SECONDS = float(deployment.DRAIN_SAFETY_MARGIN_SECONDS)
 
 
 @dataclass(frozen=True)
