@@ -272,7 +272,14 @@ def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, regio
             return 1
     usable, skipped = usable_nodepools(world)
     result = consolidation_what_if(world, usable, read.source)
-    for problem in [*read.manifest_problems, *(f"NodePool {n}: {why}" for n, why in sorted(skipped.items()))]:
+    result.ignored = read.ignored
+    # The pods admission refuses (a missing RuntimeClass): not in the World, said here.
+    refused = [f"pod {pod}: {why}" for pod, why in sorted(read.pending.items())]
+    for problem in [
+        *read.manifest_problems,
+        *refused,
+        *(f"NodePool {n}: {why}" for n, why in sorted(skipped.items())),
+    ]:
         print(f"nodewright plan: {problem}", file=sys.stderr)
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 1 if read.rejected else 0
