@@ -2,9 +2,10 @@
 --consolidate`` on a manifest bundle answers what the deployed disruption function decides on the
 same cluster in the API emulator.
 
-Each seed builds a cluster in the emulator through the real client (NodePools, EC2NodeClasses,
-initialized or starting NodeClaims with their Nodes, deleting ones, bound pods: DaemonSet pods,
-do-not-disrupt ones (``true`` and a duration), PDB-covered ones with and without room), records its
+Each seed builds a cluster in the emulator through the real client (NodePools on-demand, spot or
+both, WhenEmpty or not, with budgets and minValues; EC2NodeClasses; initialized or starting
+NodeClaims with their Nodes, deleting ones; bound pods: DaemonSet pods, do-not-disrupt ones
+(``true`` and a duration), PDB-covered ones with and without room, ones on a local volume), records its
 pods' last events an hour back (as an earlier pass would have), and dumps it as ``kubectl get -o
 yaml`` would: the bundle. Then:
 
@@ -63,7 +64,7 @@ ALLOCATABLE = {
     "c5.xlarge": {"cpu": "3920m", "memory": "6584Mi", "pods": "58"},
     "r5.large": {"cpu": "1930m", "memory": "14Gi", "pods": "29"},
 }
-SEEDS = range(24)
+SEEDS = range(40)
 NODECLASS = {
     "apiVersion": "karpenter.k8s.aws/v1",
     "kind": "EC2NodeClass",
@@ -101,7 +102,7 @@ class RandomCluster:
         self.cluster.create(EC2NODECLASSES, NODECLASS)
         for pool in ("alpha", "beta")[: rng.choice((1, 2))]:
             capacity = rng.choice((["on-demand"], ["spot"], ["spot", "on-demand"]))
-            policy = rng.choice(("WhenEmptyOrUnderutilized", "WhenEmptyOrUnderutilized", "WhenEmpty"))
+            policy = rng.choice(("WhenEmptyOrUnderutilized",) * 3 + ("WhenEmpty",))
             budgets = rng.choice(
                 (
                     [],
@@ -115,6 +116,7 @@ class RandomCluster:
                 self.node(pool, f"{pool}-{index}", rng.choice(capacity))
 
     def nodepool(self, name: str, capacity: list[str], policy: str, budgets: list[dict[str, Any]]) -> None:
+        least = self.rng.choice((0, 0, 2, 3))  # minValues of the instance categories
         disruption: dict[str, Any] = {
             "consolidationPolicy": policy,
             "consolidateAfter": self.rng.choice(("0s", "5m")),
@@ -141,6 +143,7 @@ class RandomCluster:
                                     "key": "karpenter.k8s.aws/instance-category",
                                     "operator": "In",
                                     "values": ["c", "m", "r"],
+                                    **({"minValues": least} if least else {}),
                                 },
                                 {
                                     "key": "topology.kubernetes.io/zone",
@@ -171,7 +174,7 @@ class RandomCluster:
             "kubernetes.io/os": "linux",
         }
         provider_id = f"aws:///{zone}/{instance}"
-        initialized = rng.random() > 0.1
+        initialized = rng.random() > 0.06
         self.cluster.create(
             NODES,
             {
@@ -241,9 +244,9 @@ class RandomCluster:
         rng = self.rng
         annotations = {}
         roll = rng.random()
-        if not daemon and roll < 0.08:
+        if not daemon and roll < 0.04:
             annotations["karpenter.sh/do-not-disrupt"] = "true"
-        elif not daemon and roll < 0.16:
+        elif not daemon and roll < 0.08:
             annotations["karpenter.sh/do-not-disrupt"] = "87600h"
         owner = {
             "apiVersion": "apps/v1",
@@ -251,6 +254,11 @@ class RandomCluster:
             "name": f"{name}-owner",
         }
         cpu = rng.choice(("100m", "250m", "500m", "1", "1500m"))
+        volumes = []
+        if not daemon and rng.random() < 0.06:  # its data on a local volume of its node: it cannot move
+            volumes = [
+                {"name": "data", "persistentVolumeClaim": {"claimName": self.local_volume(node, name)}}
+            ]
         self.cluster.create(
             PODS,
             {
@@ -263,6 +271,7 @@ class RandomCluster:
                 },
                 "spec": {
                     "nodeName": node,
+                    "volumes": volumes,
                     "containers": [
                         {
                             "name": "app",
@@ -287,7 +296,7 @@ class RandomCluster:
             namespace="default",
             subresource="status",
         )
-        if not daemon and rng.random() < 0.15:
+        if not daemon and rng.random() < 0.08:
             allowed = rng.choice((0, 1))
             created = self.cluster.create(
                 PDBS,
@@ -311,6 +320,66 @@ class RandomCluster:
                 namespace="default",
                 subresource="status",
             )
+
+    def local_volume(self, node: str, name: str) -> str:
+        """A local PersistentVolume on ``node``, bound to a new claim; the claim's name."""
+        if not self.cluster.list(STORAGE_CLASSES):
+            self.cluster.create(
+                STORAGE_CLASSES,
+                {
+                    "metadata": {"name": "local"},
+                    "provisioner": "kubernetes.io/no-provisioner",
+                    "volumeBindingMode": "WaitForFirstConsumer",
+                },
+            )
+        claim = f"{name}-data"
+        self.cluster.create(
+            PERSISTENT_VOLUMES,
+            {
+                "metadata": {"name": f"{name}-volume"},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "local",
+                    "local": {"path": "/mnt/disks/one"},
+                    "claimRef": {"namespace": "default", "name": claim},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                                    ]
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
+        )
+        self.cluster.patch(
+            PERSISTENT_VOLUMES, f"{name}-volume", {"status": {"phase": "Bound"}}, subresource="status"
+        )
+        self.cluster.create(
+            PERSISTENT_VOLUME_CLAIMS,
+            {
+                "metadata": {"name": claim, "namespace": "default"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "local",
+                    "volumeName": f"{name}-volume",
+                    "resources": {"requests": {"storage": "10Gi"}},
+                },
+            },
+        )
+        self.cluster.patch(
+            PERSISTENT_VOLUME_CLAIMS,
+            claim,
+            {"status": {"phase": "Bound"}},
+            namespace="default",
+            subresource="status",
+        )
+        return claim
 
     def quiet_for_an_hour(self) -> None:
         """Each NodeClaim's pods as an earlier disruption pass recorded them, an hour ago: nothing
