@@ -13,9 +13,15 @@ would create (NodePool, candidate instance types cheapest first, zones, capacity
 reservations and NodeOverlays behind them, labels, taints, $/h with the EBS volumes' share), the pods
 that fit on existing capacity, and a reason for every pod that would stay pending.
 
-``--consolidate`` asks the other question of the same cluster: the command a disruption pass would
-take to consolidate its NodeClaims now (delete, or replace by one strictly cheaper node), with the
-$/h before and after and why each other node stays (``nodewright.disruption.whatif``).
+Either source is read into the World the functions read (``state.world.observe`` over the API
+server's cluster interface or a manifest bundle's, ``cluster.manifests.ManifestCluster``); any kind
+nothing read is listed as ignored.
+
+``--consolidate`` asks the other question of the same cluster: what a disruption pass would remove
+now, decided by the flow's own code (emptiness, then consolidation: delete, or replace by one
+strictly cheaper node), with the $/h before and after, each replacement's NodePool, types, capacity
+types, zones and requirements, and why each other node stays; the clock rules it takes as passed
+are stated in the output (``nodewright.disruption.whatif``).
 
 The region is ``--region``, else AWS_REGION, else AWS_DEFAULT_REGION or the shared config's
 (``AWS_PROFILE``) region, else us-west-2; the plan says which it used and why. The catalog is the
