@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from nodewright.api.shapes import dig
 from nodewright.cluster.objects import name_of
+from nodewright.state.pods import key as pod_key
 
 if TYPE_CHECKING:
     from nodewright.cluster.client import EvictionResult
@@ -50,20 +51,20 @@ TEMPLATED_KINDS = {
     "Job": "Job",
 }
 WORKLOAD_KINDS = ("Pod", *TEMPLATED_KINDS)
-# Kinds kept as the file has them, by the list call that answers them.
-LISTED_KINDS = {
-    "Node": "list_nodes",
-    "NodeClaim": "list_nodeclaims",
-    "NodePool": "list_nodepools",
-    "EC2NodeClass": "list_ec2nodeclasses",
-    "NodeOverlay": "list_nodeoverlays",
-    "DaemonSet": "list_daemonsets",
-    "PodDisruptionBudget": "list_pdbs",
-    "PersistentVolume": "list_persistent_volumes",
-    "PersistentVolumeClaim": "list_persistent_volume_claims",
-    "StorageClass": "list_storage_classes",
-    "VolumeAttachment": "list_volume_attachments",
-}
+# Kinds kept as the file has them, each answered by its list call (``list_nodes`` ...).
+LISTED_KINDS = (
+    "Node",
+    "NodeClaim",
+    "NodePool",
+    "EC2NodeClass",
+    "NodeOverlay",
+    "DaemonSet",
+    "PodDisruptionBudget",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "StorageClass",
+    "VolumeAttachment",
+)
 # Kinds read through the pods: the workloads, and the RuntimeClasses admission applies to them.
 POD_KINDS = (*WORKLOAD_KINDS, "RuntimeClass")
 NAMED_ONCE = ("NodePool", "EC2NodeClass", "NodeOverlay")  # cluster-scoped: the later document wins
@@ -88,7 +89,6 @@ class BundleReport:
     rejected: int = 0  # documents left out because they are invalid
     refused_pods: dict[str, str] = field(default_factory=dict)  # namespace/name → why admission refuses it
     labels: dict[str, list[str]] = field(default_factory=dict)  # kind → "file#index Kind/name" of each
-    other: list[str] = field(default_factory=list)  # kinds no list call answers
 
 
 class ManifestCluster:
@@ -297,12 +297,6 @@ class ManifestCluster:
                 f"{doc.get('kind')} {name!r} appears twice; the later document is used"
             )
         by_name[name] = doc
-
-
-def pod_key(pod: Mapping[str, Any]) -> str:
-    from nodewright.state.pods import key
-
-    return key(pod)
 
 
 def expand_lists(documents: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
