@@ -13,9 +13,15 @@ would create (NodePool, candidate instance types cheapest first, zones, capacity
 reservations and NodeOverlays behind them, labels, taints, $/h with the EBS volumes' share), the pods
 that fit on existing capacity, and a reason for every pod that would stay pending.
 
-``--consolidate`` asks the other question of the same cluster: the command a disruption pass would
-take to consolidate its NodeClaims now (delete, or replace by one strictly cheaper node), with the
-$/h before and after and why each other node stays (``nodewright.disruption.whatif``).
+Either source is read into the World the functions read (``state.world.observe`` over the API
+server's cluster interface or a manifest bundle's, ``cluster.manifests.ManifestCluster``); any kind
+nothing read is listed as ignored.
+
+``--consolidate`` asks the other question of the same cluster: what a disruption pass would remove
+now, decided by the flow's own code (emptiness, then consolidation: delete, or replace by one
+strictly cheaper node), with the $/h before and after, each replacement's NodePool, types, capacity
+types, zones and requirements, and why each other node stays; the clock rules it takes as passed
+are stated in the output (``nodewright.disruption.whatif``).
 
 The region is ``--region``, else AWS_REGION, else AWS_DEFAULT_REGION or the shared config's
 (``AWS_PROFILE``) region, else us-west-2; the plan says which it used and why. The catalog is the
@@ -272,7 +278,14 @@ def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, regio
             return 1
     usable, skipped = usable_nodepools(world)
     result = consolidation_what_if(world, usable, read.source)
-    for problem in [*read.manifest_problems, *(f"NodePool {n}: {why}" for n, why in sorted(skipped.items()))]:
+    result.ignored = read.ignored
+    # The pods admission refuses (a missing RuntimeClass): not in the World, said here.
+    refused = [f"pod {pod}: {why}" for pod, why in sorted(read.pending.items())]
+    for problem in [
+        *read.manifest_problems,
+        *refused,
+        *(f"NodePool {n}: {why}" for n, why in sorted(skipped.items())),
+    ]:
         print(f"nodewright plan: {problem}", file=sys.stderr)
     print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else result.render())
     return 1 if read.rejected else 0

@@ -26,8 +26,10 @@ do-not-disrupt and PDBs do not hold it back, the grace period bounds the drain.
 initialized (it may never become Ready: Karpenter's "would schedule against uninitialized
 nodeclaim"). *Delete*: no new node is needed. *Replace*: exactly one new node, and only types strictly cheaper
 than what is removed, each priced at its worst launch price (the dearest offering it may launch
-as), less the NodePool's price-improvement threshold (``PRICE_IMPROVEMENT_ANNOTATION``, percent of
-the removed nodes' $/h; Karpenter's users asked for it to stop churn for a few cents). When every
+as; one that may be spot at its dearest spot offering, and then pinned to spot, as Karpenter's
+worstLaunchPrice does), still meeting the NodePool's minValues, less the NodePool's
+price-improvement threshold (``PRICE_IMPROVEMENT_ANNOTATION``, percent of the removed nodes' $/h;
+Karpenter's users asked for it to stop churn for a few cents). When every
 candidate is spot and the replacement may be spot, it is spot-to-spot, which Karpenter puts behind
 its ``SpotToSpotConsolidation`` feature gate (off by default; here the ``spotToSpotConsolidation``
 stack setting, ``spot_to_spot``): off, there is no replacement at all (such nodes are consolidated
@@ -210,6 +212,12 @@ def candidates(
             ):
                 continue  # not consolidatable yet
         price = world.price_of(claim)
+        if reason == UNDERUTILIZED and not objects.labels_of(claim).get(labels.CAPACITY_TYPE):
+            # Karpenter prices a candidate by its offering (type, capacity type, zone): none, no command
+            why_not[name] = (
+                f'NodeClaim has no "{labels.CAPACITY_TYPE}" label: what removing it saves is unknown'
+            )
+            continue
         if reason == UNDERUTILIZED and price is None:
             kind = objects.labels_of(claim).get(labels.INSTANCE_TYPE) or "(none)"
             why_not[name] = f"instance type {kind} has no price: what removing it saves is unknown"
@@ -316,7 +324,7 @@ def evaluate(
         return Verdict(Command(reason, method, chosen, claims))  # drift replaces whatever it costs
     if len(claims) != 1:
         return Verdict(None, f"removing it needs {len(claims)} new nodes")
-    return _cheaper(
+    verdict = _cheaper(
         chosen,
         claims[0],
         reason=reason,
@@ -325,6 +333,28 @@ def evaluate(
         min_values=min_values,
         spot_to_spot_gate=spot_to_spot,
     )
+    if verdict.command is not None and not sim.world.relax_min_values:
+        short = _min_values_unmet(sim.world, verdict.command.replacements[0])
+        if short:  # the cheaper types alone are fewer than the NodePool's minValues asks for
+            return Verdict(None, f"minValues requirement is not met for {short}")
+    return verdict
+
+
+def _min_values_unmet(world: World, claim: NewClaim) -> str | None:
+    """The key of a minValues requirement the replacement's (price-narrowed) types no longer meet
+    (Karpenter's filterByPriceWithMinValues), else None."""
+    from nodewright.scheduling.claims import min_values_short
+    from nodewright.scheduling.requirements import Requirements
+
+    by_name = {t.name: t for t in world.pool_instance_types(claim.nodepool)}
+    if any(t.name not in by_name for t in claim.instance_types):
+        return None  # types the NodePool no longer offers: nothing to count them by
+    for key, requirement in claim.requirements.items():
+        if requirement.min_values and min_values_short(
+            claim.nodepool, Requirements([requirement]), claim.instance_types, by_name
+        ):
+            return key
+    return None
 
 
 def _cheaper(
@@ -351,7 +381,12 @@ def _cheaper(
     )
     if spot_to_spot and not spot_to_spot_gate:
         return Verdict(None, SPOT_TO_SPOT_DISABLED)
-    if spot_to_spot:
+    # Karpenter prices a replacement that may be spot at its dearest spot offering (worstLaunchPrice)
+    # and pins it to spot, so that a spot shortage never launches a dearer on-demand node instead.
+    # (A reservation's offering is left as it is: that replacement keeps its own price rule.)
+    may_be_spot = capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
+    reserved = any(x.capacity_type == labels.CAPACITY_TYPE_RESERVED for o in options for x in o.offerings)
+    if spot_to_spot or (may_be_spot and not reserved and any(_has_spot(o) for o in options)):
         spot = Requirement(labels.CAPACITY_TYPE, False, frozenset({labels.CAPACITY_TYPE_SPOT}))
         requirements = requirements.with_requirement(spot)
         options = [
@@ -392,6 +427,10 @@ def _same_type_limit(chosen: list[Candidate], type_name: str) -> float:
     the others and keep it)."""
     prices = [c.price or 0.0 for c in chosen if c.instance_type == type_name]
     return min(prices) if prices else float("inf")
+
+
+def _has_spot(option: Any) -> bool:
+    return any(o.capacity_type == labels.CAPACITY_TYPE_SPOT for o in option.offerings)
 
 
 def _worst(option: Any) -> float:

@@ -137,11 +137,14 @@ def decide(
     nodepools: list[dict[str, Any]],
     last_pod_event: Mapping[str, datetime],
     now: datetime,
+    ignore_waits: bool = False,
 ) -> Decision:
     """The expired NodeClaims, then the empty nodes each NodePool's budget allows (see the module).
 
     ``nodepools`` must be valid ones (the caller drops what validation refuses); ``last_pod_event``
     maps a NodeClaim to the last time a pod came to or left its node, as far as anyone observed.
+    ``ignore_waits`` (``nodewright plan --consolidate``) takes ``consolidateAfter`` and the
+    nomination wait as passed, as ``consolidation.candidates`` does; ``Never`` still holds.
     """
     disrupt: list[Candidate] = []
     held: dict[str, str] = {}
@@ -198,7 +201,7 @@ def decide(
         eligible_at = max(
             quiet_since + timedelta(seconds=after), initialized + timedelta(seconds=NOMINATION_SECONDS)
         )
-        if now < eligible_at:
+        if now < eligible_at and not ignore_waits:
             held[name] = f"empty; eligible at {eligible_at.isoformat()}"
             next_check = min(filter(None, (next_check, eligible_at)))
             continue

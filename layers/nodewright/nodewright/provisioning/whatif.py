@@ -1,24 +1,20 @@
 """The provisioner's planning path on manifests or a live cluster's objects (``nodewright plan``).
 
-Manifests are validated and converted to v1 exactly as ``nodewright validate``/``convert`` do; a
-document with errors is reported and left out while the rest is planned. Workloads (Pods,
-Deployments, ReplicaSets, StatefulSets, Jobs) become the pending pods the kube-scheduler would
-have marked Unschedulable; a Pod with ``spec.nodeName`` is bound to that node. Nodes, NodeClaims,
-DaemonSets, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes and StorageClasses
-become the cluster the plan places them in (a PodDisruptionBudget as the file has it: without a
-status it allows no eviction, as in a cluster until the disruption controller writes one);
-RuntimeClasses are applied to the pods that name them as admission would (overhead, nodeSelector,
-tolerations). NodeOverlays (``karpenter.sh/v1alpha1``) change the prices and capacity of the
-NodePools' instance types as the functions apply them with the stack's ``nodeOverlay`` setting
+Either source is read into the World a pass observes by the functions' own reader
+(``state.world.observe``) through an implementation of the cluster edge: the API server's
+(``--kubeconfig``: read, never written, one snapshot as a pass reads) or a manifest bundle's
+(``cluster.manifests.ManifestCluster``: validated and converted as ``nodewright validate`` does,
+workloads as the pending pods their controllers would create, RuntimeClasses applied as admission
+would; a document it cannot use is reported, a kind nothing read is listed as ignored, never dropped
+silently). NodeOverlays (``karpenter.sh/v1alpha1``) change the prices and capacity of the NodePools'
+instance types as the functions apply them with the stack's ``nodeOverlay`` setting
 (``state.overlays``), each reported applied or why not. A saved DescribeCapacityReservations answer
 (the ``{"CapacityReservations": [...]}`` that ``aws ec2 describe-capacity-reservations --output
 json`` prints) stands for the account's reservations: those an EC2NodeClass's
-``capacityReservationSelectorTerms`` select become reserved offerings (``saved_reservations``). Every
-other kind is reported as ignored, never dropped silently. A live cluster (``--kubeconfig``) is
-read, never written: one snapshot, as a pass reads. NodePools go through the same triage and the
-same scheduling bridge as a provisioning pass; only the instance catalog is handed in. A static
-NodePool's replicas are planned as the pass keeps them (``provisioning.static``): its missing
-NodeClaims, and those beyond its replicas it would delete.
+``capacityReservationSelectorTerms`` select become reserved offerings (``saved_reservations``).
+NodePools go through the same triage and the same scheduling bridge as a provisioning pass; only
+the instance catalog is handed in. A static NodePool's replicas are planned as the pass keeps them
+(``provisioning.static``): its missing NodeClaims, and those beyond its replicas it would delete.
 """
 
 from __future__ import annotations
@@ -30,34 +26,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from nodewright.api.shapes import dig
 from nodewright.cloud.pricetable import PriceTable
-from nodewright.cloud.reservations import is_saved_answer
 from nodewright.provisioning import nodeclaims, planning, static
 from nodewright.state import nodepools
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, observe
-
-PENDING_STATUS = {
-    "phase": "Pending",
-    "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-}
-TEMPLATED_KINDS = {
-    "Deployment": "ReplicaSet",
-    "ReplicaSet": "ReplicaSet",
-    "StatefulSet": "StatefulSet",
-    "Job": "Job",
-}
-# Kinds that describe the cluster the pods land in: World field each one fills.
-CLUSTER_KINDS = {
-    "Node": "nodes",
-    "NodeClaim": "nodeclaims",
-    "DaemonSet": "daemonsets",
-    "PodDisruptionBudget": "pdbs",
-    "PersistentVolumeClaim": "persistent_volume_claims",
-    "PersistentVolume": "persistent_volumes",
-    "StorageClass": "storage_classes",
-}
 
 
 @dataclass
@@ -239,102 +212,6 @@ class _ReadOnlyPass:
     settings: Any = field(default_factory=lambda: SimpleNamespace(relax_min_values=False, node_overlay=True))
 
 
-# A plan simulates at most this many pods per workload: a typo'd replicas must not exhaust memory.
-MAX_WORKLOAD_PODS = 100_000
-
-
-class WorkloadProblem(ValueError):
-    """A workload whose shape a plan cannot read; the message names the field (``spec.replicas: …``)."""
-
-
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise WorkloadProblem(f"{path}: must be an object, not {type(value).__name__}")
-    return value
-
-
-def _pod_count(spec: Mapping[str, Any], kind: str) -> int:
-    field_name = "parallelism" if kind == "Job" else "replicas"
-    value = spec.get(field_name, 1)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise WorkloadProblem(f"spec.{field_name}: must be a whole number of pods, got {value!r:.40}")
-    if value > MAX_WORKLOAD_PODS:
-        raise WorkloadProblem(
-            f"spec.{field_name}: {value:,} pods is more than a plan simulates ({MAX_WORKLOAD_PODS:,} per "
-            "workload); plan a smaller copy"
-        )
-    return value
-
-
-def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The pods a workload would create, as the scheduler would see them: unbound and Unschedulable.
-
-    Raises ``WorkloadProblem`` for a shape no API server would accept (``replicas: "ten"``,
-    ``template: [1]``) or a pod count past ``MAX_WORKLOAD_PODS``.
-    """
-    kind = str(workload.get("kind"))
-    meta = _mapping(workload.get("metadata"), "metadata")
-    namespace = meta.get("namespace") or "default"
-    if kind == "Pod":
-        spec = _mapping(workload.get("spec"), "spec")
-        return [_pending_pod(str(meta.get("name", "pod")), namespace, meta, spec, None)]
-    spec = _mapping(workload.get("spec"), "spec")
-    template = _mapping(spec.get("template"), "spec.template")
-    replicas = _pod_count(spec, kind)
-    name = str(meta.get("name", "workload"))
-    owner = {"kind": TEMPLATED_KINDS[kind], "name": name}
-    pod_meta = _mapping(template.get("metadata"), "spec.template.metadata")
-    pod_spec = _mapping(template.get("spec"), "spec.template.spec")
-    return [_pending_pod(f"{name}-{i}", namespace, pod_meta, pod_spec, owner) for i in range(replicas)]
-
-
-def readable_pods(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``pods_of``, each read once as the scheduling simulation reads it (``pod_from_k8s``).
-
-    Files reach a plan without an API server's validation, so a template the simulation cannot read
-    (``labels: 1``, ``containers: 7``, ``cpu: ten``) is a ``WorkloadProblem`` of its workload here,
-    not a traceback in the middle of the plan. A template's pods are alike: one read checks them all.
-    """
-    from nodewright.scheduling.model import pod_from_k8s
-
-    try:
-        pods = pods_of(workload)
-        if pods:
-            # The simulation groups pods by their read spec: a list or an object where a string
-            # belongs (a toleration's key, a selector's value) cannot be grouped, so it is caught here.
-            hash(pod_from_k8s(pods[0]).spec)
-    except WorkloadProblem:
-        raise
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
-        raise WorkloadProblem(
-            f"cannot read its pod template ({type(exc).__name__}: {str(exc)[:200]}); "
-            "`kubectl apply --dry-run=server -f` names the field an API server would reject"
-        ) from exc
-    return pods
-
-
-def _pending_pod(
-    name: str, namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any], owner: dict[str, str] | None
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "labels": dict(meta.get("labels") or {}),
-        "annotations": dict(meta.get("annotations") or {}),
-    }
-    if owner:
-        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "controller": True, **owner}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": dict(spec),
-        "status": PENDING_STATUS,
-    }
-
-
 InstanceTypes = Callable[[Mapping[str, Any]], list[Any]]
 
 
@@ -353,24 +230,43 @@ def what_if_live(cluster: Any, instance_types: InstanceTypes, region: str) -> Wh
 
 
 def manifest_world(
-    paths: Iterable[str | Path], instance_types: InstanceTypes, region: str
+    paths: Iterable[str | Path], instance_types: InstanceTypes, region: str, *, clock: Any = None
 ) -> tuple[World, WhatIf]:
-    """The cluster the manifests describe, and the result its problems and unused kinds went into."""
-    files = list(paths)
-    result = WhatIf(source=f"{len(files)} manifest file(s)")
-    world = _world_of_manifests(files, result)
-    cloud = _OfflineCloud(instance_types, region)
-    cloud.nodeclasses = world.nodeclasses
-    world.cloud = cloud
+    """The World a pass would observe of the cluster the manifests describe, read by
+    ``state.world.observe`` through ``cluster.manifests.ManifestCluster`` (the functions' own reader),
+    and the result its problems and the kinds nothing read went into. ``clock``: what ``now`` is
+    (default the wall clock)."""
+    from nodewright.cluster.manifests import ManifestCluster
+
+    cluster = ManifestCluster(paths)
+    world = read_world(cluster, instance_types, region, clock=clock)
+    bundle = cluster.report
+    result = WhatIf(
+        source=cluster.source,
+        manifest_problems=list(bundle.problems),
+        rejected=bundle.rejected,
+        ignored=cluster.unread(),
+        pending=dict(bundle.refused_pods),
+    )
     return world, result
 
 
-def live_world(cluster: Any, instance_types: InstanceTypes, region: str) -> tuple[World, WhatIf]:
-    """The World a pass observes (capacity first, then pods), read through list calls only."""
-    cloud = _OfflineCloud(instance_types, region)
-    world = observe(_ReadOnlyPass(cluster, cloud))  # type: ignore[arg-type]
-    cloud.nodeclasses = world.nodeclasses
+def live_world(
+    cluster: Any, instance_types: InstanceTypes, region: str, *, clock: Any = None
+) -> tuple[World, WhatIf]:
+    """The World a pass observes of a live cluster (capacity first, then pods), read through list
+    calls only."""
+    world = read_world(cluster, instance_types, region, clock=clock)
     return world, WhatIf(source=f"live cluster at {cluster.host} (read-only)")
+
+
+def read_world(cluster: Any, instance_types: InstanceTypes, region: str, *, clock: Any = None) -> World:
+    """``state.world.observe`` over ``cluster`` (any ``state.interfaces.Cluster``: the API server's
+    or a manifest bundle's), with the plan's offline cloud."""
+    cloud = _OfflineCloud(instance_types, region)
+    world = observe(_ReadOnlyPass(cluster, cloud, clock or _WallClock()))  # type: ignore[arg-type]
+    cloud.nodeclasses = world.nodeclasses
+    return world
 
 
 def usable_nodepools(world: World) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -413,79 +309,6 @@ def plan_world(world: World, pending: list[dict[str, Any]], region: str, result:
     return result
 
 
-def _world_of_manifests(paths: Iterable[str | Path], result: WhatIf) -> World:
-    """Every document as the cluster it describes; problems and unused kinds go into ``result``."""
-    from nodewright.api.manifests import validate_files
-
-    pools: dict[str, dict[str, Any]] = {}
-    classes: dict[str, dict[str, Any]] = {}
-    overlays: dict[str, dict[str, Any]] = {}
-    objects: dict[str, list[dict[str, Any]]] = {name: [] for name in CLUSTER_KINDS.values()}
-    runtime_classes: dict[str, dict[str, Any]] = {}
-    pods: list[dict[str, Any]] = []
-    kubelet_pieces: list[dict[str, Any]] = []
-    for report in validate_files(paths).documents:
-        if is_saved_answer(report.source.doc):
-            continue  # the account's capacity reservations: read by ``saved_reservations``
-        errors = [str(f) for f in report.findings if f.is_error]
-        kinds = {str(doc.get("kind")) for doc in report.v1}
-        named = all(isinstance(dig(doc, "metadata", "name"), str) for doc in report.v1)
-        if errors and (kinds != {"EC2NodeClass"} or not named):
-            result.manifest_problems.append(f"{report.source.label}: " + "; ".join(errors))
-            result.rejected += 1
-            continue
-        if errors:  # what an EC2NodeClass lacks (role, selectors) matters to launching, not to a plan
-            result.manifest_problems.append(
-                f"{report.source.label}: planned anyway, but it cannot launch until fixed: "
-                + "; ".join(errors)
-            )
-        for index, doc in enumerate(_expand_lists(report.v1)):
-            kind = str(doc.get("kind"))
-            if kind == "EC2NodeClass" and index in report.partial:
-                kubelet_pieces.append(doc)  # a v1alpha5 Provisioner's kubeletConfiguration
-            elif kind == "NodePool":
-                _keep_last(pools, doc, result)
-            elif kind == "EC2NodeClass":
-                _keep_last(classes, doc, result)
-            elif kind == "NodeOverlay":
-                _keep_last(overlays, doc, result)
-            elif kind == "Pod" and dig(doc, "spec", "nodeName"):
-                pods.append(doc)  # bound: it holds its node's resources and topology
-            elif kind in WORKLOAD_KINDS:
-                try:
-                    pods.extend(readable_pods(doc))
-                except WorkloadProblem as exc:
-                    result.manifest_problems.append(f"{report.source.label}: {exc}")
-                    result.rejected += 1
-            elif kind == "PodDisruptionBudget" and (problem := _unreadable_pdb(doc)):
-                result.manifest_problems.append(f"{report.source.label}: {problem}")
-                result.rejected += 1
-            elif kind in CLUSTER_KINDS:
-                objects[CLUSTER_KINDS[kind]].append(doc)
-            elif kind == "RuntimeClass":
-                runtime_classes[nodeclaims.name_of(doc)] = doc
-            else:
-                result.ignored.append(f"{report.source.label}: a plan does not use {kind} objects")
-    for piece in kubelet_pieces:
-        target = classes.setdefault(nodeclaims.name_of(piece), piece)
-        target.setdefault("spec", {}).setdefault("kubelet", (piece.get("spec") or {}).get("kubelet"))
-    admitted = []
-    for pod in pods:
-        problem = apply_runtime_class(pod, runtime_classes)
-        if problem:
-            result.pending[pod_key(pod)] = problem
-        else:
-            admitted.append(pod)
-    return World(
-        taken_at=datetime.now(UTC),
-        pods=admitted,
-        nodepools=list(pools.values()),
-        nodeclasses=list(classes.values()),
-        nodeoverlays=list(overlays.values()),
-        **objects,  # type: ignore[arg-type]
-    )
-
-
 def saved_reservations(paths: Iterable[str | Path]) -> tuple[list[Any], list[str]]:
     """The capacity reservations of the saved DescribeCapacityReservations answers among the manifests
     (``cloud.reservations.from_saved_answer``), and a problem line per answer that cannot be read."""
@@ -504,63 +327,6 @@ def saved_reservations(paths: Iterable[str | Path]) -> tuple[list[Any], list[str
     return found, problems
 
 
-def _unreadable_pdb(doc: Mapping[str, Any]) -> str | None:
-    """Why a PodDisruptionBudget from a file cannot be honoured (``state.pdbs`` cannot read its
-    selector), else None: such a document is reported and left out, never half-read."""
-    from nodewright.state.pdbs import UnreadablePdb, budget_of
-
-    try:
-        budget_of(doc)
-    except UnreadablePdb as exc:
-        return f"PodDisruptionBudget {nodeclaims.name_of(dict(doc))}: {exc}"
-    return None
-
-
-def _expand_lists(documents: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``kind: List`` (and ``PodList``...) as ``kubectl get -o yaml`` writes them, item by item."""
-    expanded: list[dict[str, Any]] = []
-    for doc in documents:
-        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-            expanded.extend(item for item in doc["items"] if isinstance(item, dict))
-        else:
-            expanded.append(doc)
-    return expanded
-
-
-def apply_runtime_class(pod: dict[str, Any], runtime_classes: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """What the RuntimeClass admission controller does to a pod naming one: set ``overhead`` from
-    ``overhead.podFixed``, merge ``scheduling.nodeSelector`` and append ``scheduling.tolerations``.
-    Returns why the pod would be refused (its RuntimeClass does not exist), else None."""
-    spec = pod.setdefault("spec", {})
-    name = spec.get("runtimeClassName")
-    if not name:
-        return None
-    runtime_class = runtime_classes.get(str(name))
-    if runtime_class is None:
-        return f"RuntimeClass {name!r} not found: the API server would refuse the pod; apply the RuntimeClass"
-    fixed = (runtime_class.get("overhead") or {}).get("podFixed")
-    if fixed and not spec.get("overhead"):
-        spec["overhead"] = dict(fixed)
-    scheduling = runtime_class.get("scheduling") or {}
-    if scheduling.get("nodeSelector"):
-        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **scheduling["nodeSelector"]}
-    if scheduling.get("tolerations"):
-        spec["tolerations"] = [*(spec.get("tolerations") or []), *scheduling["tolerations"]]
-    return None
-
-
-WORKLOAD_KINDS = ("Pod", *TEMPLATED_KINDS)
-
-
 def _pool_errors_only(document: Mapping[str, Any]) -> list[str]:
     """NodePools are judged as the provisioner judges them; EC2NodeClass gaps were reported above."""
     return [] if document.get("kind") == "EC2NodeClass" else nodepools.validation_errors(document)
-
-
-def _keep_last(by_name: dict[str, dict[str, Any]], doc: dict[str, Any], result: WhatIf) -> None:
-    name = nodeclaims.name_of(doc)
-    if name in by_name:
-        result.manifest_problems.append(
-            f"{doc.get('kind')} {name!r} appears twice; the later document is used"
-        )
-    by_name[name] = doc
