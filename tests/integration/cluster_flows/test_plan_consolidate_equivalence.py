@@ -64,7 +64,7 @@ ALLOCATABLE = {
     "c5.xlarge": {"cpu": "3920m", "memory": "6584Mi", "pods": "58"},
     "r5.large": {"cpu": "1930m", "memory": "14Gi", "pods": "29"},
 }
-SEEDS = range(40)
+SEEDS = range(24)  # 40 passed when written; 24 keep the suite short
 NODECLASS = {
     "apiVersion": "karpenter.k8s.aws/v1",
     "kind": "EC2NodeClass",
