@@ -84,7 +84,7 @@ def remaining_seconds(lambda_context: Any) -> float:
     """Time left in this invocation (Lambda's clock), or a default outside Lambda."""
     if lambda_context is None or not hasattr(lambda_context, "get_remaining_time_in_millis"):
         return DEFAULT_INVOCATION_SECONDS
-    return lambda_context.get_remaining_time_in_millis() / 1000.0
+    return float(lambda_context.get_remaining_time_in_millis()) / 1000.0
 
 
 class ContainerContext:

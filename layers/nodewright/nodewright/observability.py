@@ -95,4 +95,5 @@ def trace(handler: F) -> F:
     """Wrap a Lambda handler with the Tracer only when tracing is on."""
     if not tracing_enabled():
         return handler
-    return tracer().capture_lambda_handler(handler)
+    traced: F = tracer().capture_lambda_handler(handler)
+    return traced

@@ -546,7 +546,8 @@ def _schema_at(schema: Schema, path: list[Any]) -> Schema | None:
             node = node.get("additionalProperties")
         if not isinstance(node, dict):
             return None
-    return node
+    found: Schema = node
+    return found
 
 
 def _prune_object(obj: Doc, schema: Schema) -> None:

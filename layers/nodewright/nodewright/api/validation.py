@@ -18,7 +18,6 @@ import re
 from typing import Any
 
 from croniter import croniter
-from kubernetes.utils.quantity import parse_quantity
 
 from nodewright.api import labels, overlays
 from nodewright.api.convert import Conversion, convert_document
@@ -34,6 +33,7 @@ from nodewright.api.schema import (
     Schema,
 )
 from nodewright.api.shapes import as_dict, as_list, dig, kind_of
+from nodewright.scheduling.resources import parse_quantity
 
 _V1 = {
     ("karpenter.sh/v1", "NodePool"),

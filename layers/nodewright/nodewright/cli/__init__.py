@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _plugin_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
+def _plugin_commands() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """``register`` callables of the ``nodewright.cli`` entry points whose package is installed."""
     from importlib.metadata import entry_points
 

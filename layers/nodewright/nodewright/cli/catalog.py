@@ -29,7 +29,7 @@ import sys
 from typing import Any
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "catalog",
         help="list the instance types a NodePool allows, with price and allocatable, cheapest first",

@@ -14,7 +14,7 @@ import os
 import sys
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "convert",
         help="convert v1beta1/v1alpha5 Karpenter manifests to v1 YAML",

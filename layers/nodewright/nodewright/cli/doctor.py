@@ -72,7 +72,7 @@ class Finding:
     fix: str = ""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "doctor",
         help="check, read-only, that the cluster, the stack and the cluster's objects are ready",

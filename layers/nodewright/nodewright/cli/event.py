@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "event",
         help="show how an interruption message is understood and what it makes happen",

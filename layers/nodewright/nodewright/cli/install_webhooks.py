@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from nodewright.settings import Settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "install-webhooks",
         help="print or apply the API server's wake-up webhook and CRD conversion for a deployed stack",

@@ -44,7 +44,7 @@ import argparse
 from typing import Any
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "plan",
         help="offline what-if: the NodeClaims Nodewright would launch for these manifests",
@@ -151,13 +151,14 @@ def offline_instance_types(
         zones = {s["zone"] for s in subnets if s.get("zone")} or None
         zone_ids = {s["zone"]: s["zoneID"] for s in subnets if s.get("zone") and s.get("zoneID")}
         spec = nodeclass.get("spec") or {}
-        return catalog.instance_types(
+        types: list[Any] = catalog.instance_types(
             zones=zones,
             kubelet=spec.get("kubelet"),
             zone_ids=zone_ids,
             reservations=selected(spec.get("capacityReservationSelectorTerms") or []),
             shape=node_shape(nodeclass),
         )
+        return types
 
     def selected(terms: list[Any]) -> list[Any]:
         from datetime import UTC, datetime

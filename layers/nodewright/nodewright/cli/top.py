@@ -68,7 +68,7 @@ DELETING = "deleting"
 UNMANAGED = "unmanaged"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "top",
         help="live view of the nodes as the autoscaler sees them: $/h, requests vs allocatable, states",

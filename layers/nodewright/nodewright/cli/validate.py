@@ -12,7 +12,7 @@ import argparse
 import sys
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "validate",
         help="validate Karpenter manifests (v1, v1beta1, v1alpha5) and print their v1 form",

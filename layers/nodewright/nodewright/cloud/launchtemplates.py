@@ -36,7 +36,7 @@ def volume_gib(size: Any) -> int:
     """``volumeSize`` (a Kubernetes quantity such as ``20Gi``/``100G``, or an int of GiB) in whole GiB."""
     if isinstance(size, int | float):
         return int(size)
-    from kubernetes.utils.quantity import parse_quantity
+    from nodewright.scheduling.resources import parse_quantity
 
     return max(1, math.ceil(parse_quantity(str(size)) / (1 << 30)))
 
@@ -313,7 +313,7 @@ class LaunchTemplates:
 
     def _create_profile(self, profile: str) -> dict[str, Any]:
         try:
-            return self._iam.create_instance_profile(
+            created: dict[str, Any] = self._iam.create_instance_profile(
                 InstanceProfileName=profile,
                 Path=self.profile_path(),
                 Tags=[
@@ -324,7 +324,8 @@ class LaunchTemplates:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "EntityAlreadyExists":
                 raise
-            return self._iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]
+            created = self._iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]
+        return created
 
     def cleanup(
         self,

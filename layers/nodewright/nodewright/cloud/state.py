@@ -211,7 +211,7 @@ class StateStore:
         item = response.get("Item")
         if not item or ("expires_at" in item and float(item["expires_at"]["N"]) <= self._clock()):
             return None
-        return item["value"]["S"]
+        return str(item["value"]["S"])
 
     def _query(self, pk: str) -> Iterable[dict[str, Any]]:
         paginator = self._ddb.get_paginator("query")

@@ -149,7 +149,7 @@ class Cluster:
 
     @property
     def host(self) -> str:
-        return self.api_client.configuration.host
+        return str(self.api_client.configuration.host)
 
     # ------------------------------------------------------------------ raw transport
     def request(

@@ -54,7 +54,7 @@ def node_instance_id(node: Mapping[str, Any]) -> str | None:
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
-    return (obj.get("metadata") or {}).get("name", "")
+    return str((obj.get("metadata") or {}).get("name", ""))
 
 
 def namespace_of(obj: Mapping[str, Any]) -> str | None:
@@ -83,7 +83,8 @@ def has_taint(node: Mapping[str, Any], key: str, effect: str | None = None) -> b
 def condition(obj: Mapping[str, Any], condition_type: str) -> dict[str, Any] | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == condition_type:
-            return cond
+            found: dict[str, Any] = cond
+            return found
     return None
 
 

@@ -434,7 +434,7 @@ def _has_spot(option: Any) -> bool:
 
 
 def _worst(option: Any) -> float:
-    return max((o.price for o in option.offerings), default=option.price)
+    return float(max((o.price for o in option.offerings), default=option.price))
 
 
 def worst_launch_price(claim: NewClaim) -> float:

@@ -15,7 +15,7 @@ NodeClaim's uid, is the second guard).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -362,10 +362,11 @@ def fail_unexpectedly(ctx: Context, claim: dict[str, Any], exc: Exception) -> La
     code = error_code(exc)  # an AWS answer's own code (AccessDenied, ...), else the exception's type
     message = f"NodeClaim {name}: launch failed unexpectedly ({code}: {exc}); it is retried on the next pass"
     ctx.logger.exception("launch failed unexpectedly", extra={"nodeclaim": name, "code": code})
-    for step in (
+    steps: tuple[Callable[[], object], ...] = (
         lambda: _mark_not_launched(ctx, claim, "LaunchFailed", message),
         lambda: ctx.cluster.record_event(claim, "LaunchFailed", message, event_type="Warning"),
-    ):
+    )
+    for step in steps:
         try:
             step()
         except Exception:  # the API server may be what failed; the log line above still says it

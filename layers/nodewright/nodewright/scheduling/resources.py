@@ -11,10 +11,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 
-from kubernetes.utils.quantity import parse_quantity
+from kubernetes.utils.quantity import parse_quantity as _client_parse_quantity
 
-# The client's parser carries no annotations; this is its contract.
-_parse_quantity: Callable[[str | int | float], Decimal] = parse_quantity
+# The client's parser carries no annotations; this is its contract (the one import of it).
+parse_quantity: Callable[[str | int | float], Decimal] = _client_parse_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -36,7 +36,7 @@ Resources = dict[str, int]
 def parse_resource(name: str, value: str | int | float) -> int:
     """One quantity in canonical units; raises ValueError naming the resource when malformed."""
     try:
-        quantity = _parse_quantity(value)
+        quantity = parse_quantity(value)
     except ValueError as err:
         raise ValueError(f"{name}: {value!r} is not a Kubernetes quantity ({err})") from None
     if name == CPU:
