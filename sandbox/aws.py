@@ -22,7 +22,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from nodewright.cloud.state import StateStore, create_state_table
+from nodewright.cloud.state import DynamoDBStateStore, create_state_table
 from nodewright.settings import Settings
 from nodewright.spec import deployment
 
@@ -310,7 +310,7 @@ def inject_ssm_parameters(region: str, parameters: dict[str, str]) -> None:
 def seed_prices(dynamodb: Any, cluster_name: str, region: str, state_table: str) -> None:
     """Store the sandbox's prices (sandbox.prices) through the layer's own state store, as pricing would."""
     settings = Settings(cluster_name=cluster_name, region=region, state_table=state_table)
-    StateStore(settings, dynamodb=dynamodb).put_price_table(price_table(bundled_catalog(region)))
+    DynamoDBStateStore(settings, dynamodb=dynamodb).put_price_table(price_table(bundled_catalog(region)))
 
 
 def _queue_arn(sqs: Any, url: str) -> str:

@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 from nodewright.cloud import aws
 from nodewright.cloud.pricetable import PriceTable
-from nodewright.cloud.state import StateStore, create_state_table, idempotency_persistence
+from nodewright.cloud.state import DynamoDBStateStore, create_state_table, idempotency_persistence
 from nodewright.settings import Settings
 
 TABLE = "nodewright-state"
@@ -36,7 +36,7 @@ def table() -> Iterator[None]:
 
 def test_unavailable_offerings_are_shared_items_with_a_three_minute_ttl(table: None) -> None:
     clock = Clock()
-    writer, reader = StateStore(SETTINGS, clock=clock), StateStore(SETTINGS, clock=clock)
+    writer, reader = DynamoDBStateStore(SETTINGS, clock=clock), DynamoDBStateStore(SETTINGS, clock=clock)
     writer.mark_unavailable("m5.large", "us-east-1a", "spot", reason="InsufficientInstanceCapacity")
     assert reader.unavailable_offerings() == {("m5.large", "us-east-1a", "spot")}
     assert reader.is_unavailable("m5.large", "us-east-1a", "spot")
@@ -51,7 +51,7 @@ def test_unavailable_offerings_are_shared_items_with_a_three_minute_ttl(table: N
 
 
 def test_price_table_is_split_per_zone_and_read_back_whole(table: None) -> None:
-    store = StateStore(SETTINGS)
+    store = DynamoDBStateStore(SETTINGS)
     spot = {(f"t{i}.large", zone): i / 1000 for i in range(300) for zone in ("us-east-1a", "us-east-1b")}
     table_in = PriceTable(
         on_demand={f"t{i}.large": i / 100 for i in range(300)}, spot=spot, updated_at=5, source="x"
@@ -89,8 +89,10 @@ def test_idempotency_persistence_uses_the_same_table_keys(table: None) -> None:
 
 def test_markers_survive_between_stores_and_expire(table: None) -> None:
     clock = Clock()
-    StateStore(SETTINGS, clock=clock).put_marker("provisioner/last-active", "2026-01-01T00:00:00Z", ttl=60)
-    reader = StateStore(SETTINGS, clock=clock)
+    DynamoDBStateStore(SETTINGS, clock=clock).put_marker(
+        "provisioner/last-active", "2026-01-01T00:00:00Z", ttl=60
+    )
+    reader = DynamoDBStateStore(SETTINGS, clock=clock)
     assert reader.get_marker("provisioner/last-active") == "2026-01-01T00:00:00Z"
     assert reader.get_marker("other") is None
     clock.now += 61
@@ -99,4 +101,4 @@ def test_markers_survive_between_stores_and_expire(table: None) -> None:
 
 def test_store_without_a_table_name_says_which_variable_to_set() -> None:
     with pytest.raises(ValueError, match="STATE_TABLE"):
-        StateStore(Settings(cluster_name="c1", region="us-east-1"))
+        DynamoDBStateStore(Settings(cluster_name="c1", region="us-east-1"))

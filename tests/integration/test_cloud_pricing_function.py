@@ -11,7 +11,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 from nodewright.cloud import aws
-from nodewright.cloud.state import StateStore, create_state_table
+from nodewright.cloud.state import DynamoDBStateStore, create_state_table
 from nodewright.settings import Settings
 
 from sandbox.lambdas import load_function
@@ -61,6 +61,6 @@ def test_handler_refreshes_the_table_every_function_reads(pricing_env: None) -> 
         result = app.handler({"source": "aws.events"}, lambda_context())
     assert result["onDemandPrices"] == 1
     assert result["spotPrices"] > 0  # moto's spot price history
-    table = StateStore(settings).price_table()
+    table = DynamoDBStateStore(settings).price_table()
     assert table.on_demand_price("m5.large") == 0.096
     assert table.spot

@@ -28,7 +28,7 @@ from nodewright.cloud.errors import (
 from nodewright.cloud.nodeclass import NodeClass
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.provider import CloudProvider, LaunchRequest, parse_provider_id
-from nodewright.cloud.state import StateStore, create_state_table
+from nodewright.cloud.state import DynamoDBStateStore, create_state_table
 from nodewright.settings import Settings
 
 from sandbox import fleet_network
@@ -53,7 +53,7 @@ def moto_catalog() -> CatalogData:
 class Env:
     settings: Settings
     ec2: Any
-    store: StateStore
+    store: DynamoDBStateStore
     subnets: dict[str, str]  # zone → subnet id (the larger one where a zone has two)
     small_subnet: str
     security_group: str
@@ -110,7 +110,7 @@ def env(moto_catalog: CatalogData) -> Iterator[Env]:
                 f"{al2023}/arm64/standard/recommended/image_id": ARM64_AMI,
             },
         )
-        store = StateStore(settings)
+        store = DynamoDBStateStore(settings)
         spot = {
             (t, z): p
             for z in subnets

@@ -296,14 +296,14 @@ def test_throttling_answers_503_request_limit_exceeded_in_every_retry_mode(
 
 
 def test_state_table_holds_the_sandbox_prices_in_the_layers_format(moto) -> None:
-    from nodewright.cloud.state import StateStore
+    from nodewright.cloud.state import DynamoDBStateStore
     from nodewright.settings import Settings
 
     endpoint, aws, _ = moto
     dynamodb = aws_client("dynamodb", endpoint, "us-east-1")
     try:
         settings = Settings(cluster_name=CLUSTER, region="us-east-1", state_table=aws.state_table)
-        table = StateStore(settings, dynamodb=dynamodb).price_table()
+        table = DynamoDBStateStore(settings, dynamodb=dynamodb).price_table()
     finally:
         dynamodb.close()
     assert table.source.startswith("sandbox: ")

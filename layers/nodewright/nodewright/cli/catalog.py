@@ -119,10 +119,10 @@ def _price_store(args: argparse.Namespace, settings: Any) -> Any:
     from nodewright.cloud import aws
     from nodewright.cloud.pricetable import PriceTable
     from nodewright.cloud.pricing import fetch_on_demand_prices, fetch_spot_prices
-    from nodewright.cloud.state import InMemoryStateStore, StateStore
+    from nodewright.cloud.state import DynamoDBStateStore, InMemoryStateStore
 
     if settings.state_table:
-        return StateStore(settings)
+        return DynamoDBStateStore(settings)
     store = InMemoryStateStore()
     if args.prices:
         try:

@@ -5,7 +5,8 @@
 - ``provider.CloudProvider``: ``instance_types(nodeclass)``, ``create(LaunchRequest) -> LaunchResult``,
   ``delete``/``delete_by_nodeclaim``, ``get``, ``list``, ``find_by_nodeclaim``, ``mark_unavailable``,
   ``drift_inputs``/``drift_reason``, ``nodeclass_status``, ``cleanup_launch_templates``.
-- ``state.StateStore`` (DynamoDB, ``pk``/``sk``/``expires_at``) and ``state.InMemoryStateStore``:
+- ``state.DynamoDBStateStore`` (``pk``/``sk``/``expires_at``) and ``state.InMemoryStateStore``, both a
+  ``nodewright.state.interfaces.StateStore``:
   unavailable offerings (3-minute TTL), the price table, markers; ``state.idempotency_persistence``.
 - ``pricing.refresh(settings)``: the 12-hourly price refresh; ``pricetable.PriceTable`` and the
   documented estimate for types with no price.

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -27,6 +27,9 @@ from nodewright.cloud.pricetable import (
     windows_license_per_hour,
 )
 from nodewright.observability import logger, metrics
+
+if TYPE_CHECKING:
+    from nodewright.state.interfaces import StateStore
 
 CATALOG_TTL_SECONDS = 300.0
 PRICE_TABLE_TTL_SECONDS = 60.0
@@ -140,7 +143,7 @@ class Catalog:
     def __init__(
         self,
         ec2: Any,
-        store: Any,
+        store: StateStore,
         cache_key: tuple[str, str | None],
         loader: Callable[[Any], CatalogData] = fetch_catalog,
     ) -> None:

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
@@ -22,6 +22,9 @@ from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.state import state_store
 from nodewright.observability import logger, metrics
 from nodewright.settings import Settings
+
+if TYPE_CHECKING:
+    from nodewright.state.interfaces import StateStore
 
 __all__ = ["PriceTable", "fetch_on_demand_prices", "fetch_spot_prices", "on_demand_filters", "refresh"]
 
@@ -107,7 +110,9 @@ def _count(metric: str, value: float = 1) -> None:
     metrics().add_metric(name=metric, unit=MetricUnit.Count, value=value)
 
 
-def refresh(settings: Settings, store: Any = None, pricing: Any = None, ec2: Any = None) -> PriceTable:
+def refresh(
+    settings: Settings, store: StateStore | None = None, pricing: Any = None, ec2: Any = None
+) -> PriceTable:
     """Fetch both halves of the price table and write it into the state store.
 
     A half whose API fails keeps the previous values from the store (warning + metric

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
@@ -50,6 +50,9 @@ from nodewright.cloud.state import state_store
 from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
 from nodewright.settings import Settings
+
+if TYPE_CHECKING:
+    from nodewright.state.interfaces import StateStore
 
 MAX_LAUNCH_ATTEMPTS = 6  # CreateFleet calls per NodeClaim before giving up (each marks what failed)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
@@ -422,7 +425,7 @@ class CloudProvider:
     _shared: dict[tuple[str, str, str | None, str | None, str | None], CloudProvider] = {}
     _shared_lock = threading.Lock()
 
-    def __init__(self, settings: Settings, store: Any = None) -> None:
+    def __init__(self, settings: Settings, store: StateStore | None = None) -> None:
         self.settings = settings
         self.cluster_name = settings.cluster_name
         self.store = store if store is not None else state_store(settings)

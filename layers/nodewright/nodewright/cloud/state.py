@@ -12,7 +12,8 @@ Schema (fixed with the CDK stack and the sandbox): partition key ``pk`` (S), sor
   (e.g. when a pod was last pending), optional TTL.
 - Powertools Idempotency records (``idempotency_persistence``), static ``pk`` per function.
 
-``InMemoryStateStore`` has the same interface for pure tests and the offline CLI.
+``InMemoryStateStore`` has the same interface (``state.interfaces.StateStore``) for pure tests and
+the offline CLI.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodewright.cloud.aws import client
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.settings import Settings
+
+if TYPE_CHECKING:
+    from nodewright.state.interfaces import StateStore
 
 UNAVAILABLE_PK = "offering#unavailable"
 PRICES_PK = "prices"
@@ -93,7 +97,7 @@ class InMemoryStateStore:
         return None if value is None or (expires is not None and expires <= self._clock()) else value
 
 
-class StateStore:
+class DynamoDBStateStore:
     """The shared DynamoDB state table (env ``STATE_TABLE``)."""
 
     def __init__(
@@ -224,9 +228,6 @@ class StateStore:
             yield from page.get("Items", [])
 
 
-AnyStateStore = StateStore | InMemoryStateStore
-
-
 def create_state_table(dynamodb: Any, table_name: str) -> None:
     """Create the state table with its fixed schema and TTL (the sandbox and tests; in AWS the stack does)."""
     dynamodb.create_table(
@@ -243,9 +244,9 @@ def create_state_table(dynamodb: Any, table_name: str) -> None:
     )
 
 
-def state_store(settings: Settings) -> AnyStateStore:
+def state_store(settings: Settings) -> StateStore:
     """The DynamoDB store when ``STATE_TABLE`` is set, else an in-memory one (offline CLI)."""
-    return StateStore(settings) if settings.state_table else InMemoryStateStore()
+    return DynamoDBStateStore(settings) if settings.state_table else InMemoryStateStore()
 
 
 def idempotency_persistence(settings: Settings, *, static_pk_value: str | None = None) -> Any:

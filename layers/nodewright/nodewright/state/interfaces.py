@@ -180,4 +180,23 @@ class MarkerStore(Protocol):
     def put_marker(self, key: str, value: str, ttl: int | None = None) -> None: ...
 
 
-__all__ = ["CloudProvider", "CloudView", "Cluster", "Lease", "MarkerStore", "Obj"]
+class StateStore(MarkerStore, Protocol):
+    """The state table: the markers, the offerings EC2 refused lately (shared by every container, so
+    one ICE answer steers every function's next launch) and the price table the pricing function
+    refreshes. ``cloud.state.DynamoDBStateStore`` keeps it in DynamoDB, ``InMemoryStateStore`` in a
+    dict (pure tests, the offline CLI)."""
+
+    def mark_unavailable(
+        self, instance_type: str, zone: str, capacity_type: str, *, reason: str = ..., ttl: int = ...
+    ) -> None: ...
+
+    def unavailable_offerings(self) -> set[tuple[str, str, str]]: ...
+
+    def is_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> bool: ...
+
+    def put_price_table(self, table: PriceTable) -> None: ...
+
+    def price_table(self) -> PriceTable: ...
+
+
+__all__ = ["CloudProvider", "CloudView", "Cluster", "Lease", "MarkerStore", "Obj", "StateStore"]
