@@ -222,7 +222,7 @@ def launch_claim(
                 f"NodeClaim {name}: none of its instance types is offered by its EC2NodeClass any more",
             )
         try:
-            result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates))
+            result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates, fresh=fresh))
         except cloud_errors.InsufficientCapacityError as exc:
             codes = sorted({e.code for e in exc.errors}) or ["InsufficientInstanceCapacity"]
             return _fail(ctx, claim, codes[0], str(exc), cloud_errors.launch_failure_class(*codes))
@@ -246,8 +246,11 @@ def launch_claim(
     )
 
 
-def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates: Sequence[Any]) -> Any:
-    """The cloud provider's LaunchRequest: candidates, the zones and capacity types the claim allows."""
+def _launch_request(
+    claim: dict[str, Any], nodeclass: dict[str, Any], candidates: Sequence[Any], *, fresh: bool
+) -> Any:
+    """The cloud provider's LaunchRequest: candidates, the zones and capacity types the claim allows;
+    ``fresh``: the NodeClaim was created by this pass (no instance to look for)."""
     from nodewright.cloud.provider import LaunchRequest
 
     meta = claim.get("metadata") or {}
@@ -275,6 +278,7 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
         kubelet=_kubelet_overrides(claim) or None,
         reservation_ids=frozenset(reservations) if reservations is not None else None,
         prioritized=(meta.get("annotations") or {}).get(PRICE_OVERLAY_APPLIED) == "true",
+        fresh=fresh,
     )
 
 
