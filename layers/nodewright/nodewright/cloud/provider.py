@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 from nodewright.api import labels as wk
 from nodewright.cloud import aws
 from nodewright.cloud.amis import AmiResolver, Image
-from nodewright.cloud.cache import is_fresh
+from nodewright.cloud.cache import TTLCache, is_fresh
 from nodewright.cloud.catalog import ON_DEMAND, RESERVED, SPOT, Catalog, RawOffering, node_shape, reserved_key
 from nodewright.cloud.eks import cluster_info
 from nodewright.cloud.errors import (
@@ -49,7 +49,7 @@ from nodewright.cloud.reservations import (
     ReservationResolver,
     reservation_kind,
 )
-from nodewright.cloud.state import state_store
+from nodewright.cloud.state import UNAVAILABLE_TTL_SECONDS, state_store
 from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
 from nodewright.settings import Settings
@@ -424,6 +424,9 @@ def _image_for(info: Mapping[str, Any] | None, images: Sequence[Image]) -> Image
 
 # The longest one list of InstanceTypes serves the passes of a container (``instance_types``).
 INSTANCE_TYPES_CACHE_SECONDS = 60.0
+# How old a read of the unavailable offerings may be (``unavailable_offerings``): a pass plans and
+# launches within it, and a mark another function makes is seen at most this much later.
+UNAVAILABLE_READ_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -456,6 +459,9 @@ class CloudProvider:
         self.templates = LaunchTemplates(self.ec2, iam, settings.cluster_name, settings.region)
         self._types: dict[str, _InstanceTypes] = {}  # by EC2NodeClass name
         self._types_lock = threading.Lock()
+        self._unavailable: TTLCache[frozenset[tuple[str, str, str]]] = TTLCache(UNAVAILABLE_READ_SECONDS)
+        self._marked: dict[tuple[str, str, str], float] = {}  # marked here → until (epoch seconds)
+        self._marked_lock = threading.Lock()
 
     @classmethod
     def shared(cls, settings: Settings) -> CloudProvider:
@@ -486,7 +492,7 @@ class CloudProvider:
         subnets = self.network.subnets(nc.name, nc.subnet_selector_terms)
         images = self.amis.images(nc)
         reservations = self.capacity_reservations(nc)
-        unavailable = frozenset(self.store.unavailable_offerings())
+        unavailable = frozenset(self.unavailable_offerings())
         data, prices = self.catalog.data(), self.catalog.prices()
         inputs = (
             json.dumps(nc.raw.get("spec") or {}, sort_keys=True, default=str),
@@ -668,6 +674,18 @@ class CloudProvider:
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
         """Keep (type, zone, capacity type) out of plans for 3 minutes (ICE, spot interruption)."""
         self.store.mark_unavailable(instance_type, zone, capacity_type, reason=reason)
+        with self._marked_lock:  # this container's own launches see it at once (unavailable_offerings)
+            self._marked[(instance_type, zone, capacity_type)] = time.time() + UNAVAILABLE_TTL_SECONDS
+
+    def unavailable_offerings(self) -> set[tuple[str, str, str]]:
+        """The offerings marked unavailable: the state store's, read at most ``UNAVAILABLE_READ_SECONDS``
+        ago (one read for a pass's plan and all its launches, not a query each), and those this
+        container marked since, at once."""
+        read = self._unavailable.get_or_load("all", lambda: frozenset(self.store.unavailable_offerings()))
+        now = time.time()
+        with self._marked_lock:
+            mine = {key for key, until in self._marked.items() if until > now}
+        return set(read) | mine
 
     # -- launch --------------------------------------------------------------------------------
     def create(self, request: LaunchRequest) -> LaunchResult:
@@ -712,7 +730,7 @@ class CloudProvider:
         request = launch.request
         failures: list[FleetError] = []
         for attempt in range(MAX_LAUNCH_ATTEMPTS):
-            unavailable = self.store.unavailable_offerings()
+            unavailable = self.unavailable_offerings()
             candidates = self._candidates(launch, unavailable)
             capacity_type = self._capacity_type(allowed_types, candidates)
             if capacity_type is None:
