@@ -140,3 +140,23 @@ def test_instance_types_are_built_again_only_when_what_they_are_made_of_changes(
 
     edited = provider.instance_types(nodeclass(kubelet={"maxPods": 10}))
     assert {t.allocatable["pods"] for t in edited} == {10}  # another spec: built for it
+
+
+def test_a_pass_reads_the_unavailable_offerings_once_and_sees_its_own_marks_at_once(env: Env) -> None:  # noqa: F811
+    provider = CloudProvider(env.settings)
+    queries = calls_of(env.store._ddb, "Query")
+    moment = [1000.0]
+    provider._unavailable.clock = lambda: moment[0]  # the read's age, on a clock the test moves
+
+    assert at_once(lambda _: provider.unavailable_offerings()) == [set()] * THREADS
+    assert queries["Query"] == 1  # one read for every launch of the pass
+
+    provider.mark_unavailable("m5.large", "us-east-1a", "spot", reason="InsufficientInstanceCapacity")
+    env.store.mark_unavailable("c5.large", "us-east-1b", "on-demand", reason="another function's")
+    assert provider.unavailable_offerings() == {("m5.large", "us-east-1a", "spot")}  # its own, at once
+
+    moment[0] += 1.0  # the read is a second old: read again, another function's mark with it
+    assert provider.unavailable_offerings() == {
+        ("m5.large", "us-east-1a", "spot"),
+        ("c5.large", "us-east-1b", "on-demand"),
+    }
