@@ -160,3 +160,18 @@ def test_a_pass_reads_the_unavailable_offerings_once_and_sees_its_own_marks_at_o
         ("m5.large", "us-east-1a", "spot"),
         ("c5.large", "us-east-1b", "on-demand"),
     }
+
+
+def test_each_aws_client_keeps_a_connection_for_every_launch_in_flight() -> None:
+    from dataclasses import replace
+
+    from nodewright.cloud import aws
+    from nodewright.settings import Settings
+
+    settings = Settings(cluster_name="c1", region="us-east-1", aws_endpoint_url="http://127.0.0.1:1")
+    assert aws.client("ec2", settings).meta.config.max_pool_connections == settings.launch_concurrency
+    wider = replace(settings, launch_concurrency=32)
+    assert aws.client("ec2", wider).meta.config.max_pool_connections == 32
+    narrow = replace(settings, launch_concurrency=2)
+    assert aws.client("ec2", narrow).meta.config.max_pool_connections == aws.DEFAULT_POOL_CONNECTIONS
+    aws.reset_clients()
