@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections import Counter
@@ -81,8 +82,20 @@ class SimulatedTime:
 # --- killed invocations ------------------------------------------------------------------------
 
 
-class _Invocation(threading.local):
-    box: dict[str, Any] | None = None
+class _Invocation:
+    """The invocation the current thread works for: a context variable, so the threads an invocation
+    starts (a pass's concurrent launches run in a copy of its context, ``provisioning.parallel``)
+    belong to it too, as every thread of a Lambda process dies with it."""
+
+    _box: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("invocation", default=None)
+
+    @property
+    def box(self) -> dict[str, Any] | None:
+        return self._box.get()
+
+    @box.setter
+    def box(self, value: dict[str, Any] | None) -> None:
+        self._box.set(value)
 
 
 class Crashes:
@@ -123,15 +136,19 @@ class Crashes:
         box = self.current.box
         with self._lock:
             self.reached[point] += 1
-            if box is None or point not in self._armed:
+            if box is None:
                 return
-            if self._armed[point] > 0:
-                self._armed[point] -= 1
-                return
-            del self._armed[point]
-            self.killed[point] += 1
-        box["killed"] = point
-        box["done"].set()
+            # Another thread of an invocation killed meanwhile: it dies with it at its next step.
+            if not box.get("killed"):
+                if point not in self._armed:
+                    return
+                if self._armed[point] > 0:
+                    self._armed[point] -= 1
+                    return
+                del self._armed[point]
+                self.killed[point] += 1
+                box["killed"] = point
+                box["done"].set()
         self._never.wait()  # the container is gone: nothing after this point ever runs
 
 

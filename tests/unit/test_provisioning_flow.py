@@ -8,6 +8,7 @@ unique); the sandbox end-to-end tests run the same flow against the real clients
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -814,6 +815,14 @@ def test_a_failing_launch_template_cleanup_does_not_stop_the_pass(world: Any) ->
     assert ("warning", "launch template cleanup failed") in ctx.logger.records
 
 
+def one_launch_at_a_time(world: Any) -> Any:
+    """The fixture's world with ``launch_concurrency`` 1: for the tests of what happens between one
+    launch and the next (``test_launch_concurrency`` has those of launches at once)."""
+    ctx, cluster, cloud = world
+    ctx.settings = replace(ctx.settings, launch_concurrency=1)
+    return ctx, cluster, cloud
+
+
 def hand_made_nodeclaim(name: str, **spec: Any) -> dict[str, Any]:
     """A NodeClaim written with kubectl, not by a pass: no NodePool made it."""
     return {
@@ -909,7 +918,7 @@ def test_an_api_server_outage_while_a_launch_fails_ends_the_pass_for_the_handler
     from nodewright.cloud.errors import LaunchError
     from nodewright.cluster import ApiUnavailable
 
-    ctx, cluster, cloud = world
+    ctx, cluster, cloud = one_launch_at_a_time(world)
     cluster.add("NodeClaim", hand_made_nodeclaim("first"))
     cluster.add("NodeClaim", hand_made_nodeclaim("second"))
 
@@ -971,7 +980,7 @@ def test_a_converted_v1beta1_nodepools_kubelet_reaches_the_launch(world: Any) ->
 def test_a_pass_that_loses_its_lease_stops_writing_and_the_next_pass_finishes(world: Any) -> None:
     from nodewright.state.guard import WriteGuard
 
-    ctx, cluster, cloud = world
+    ctx, cluster, cloud = one_launch_at_a_time(world)
     cluster.add("NodeClaim", hand_made_nodeclaim("first"))
     cluster.add("NodeClaim", hand_made_nodeclaim("second"))
     real = cloud.create
@@ -996,7 +1005,7 @@ def test_a_pass_that_loses_its_lease_stops_writing_and_the_next_pass_finishes(wo
 def test_a_pass_renews_its_lease_while_it_writes(world: Any) -> None:
     from nodewright.state.guard import WriteGuard
 
-    ctx, cluster, cloud = world
+    ctx, cluster, cloud = one_launch_at_a_time(world)
     for name in ("a", "b", "c"):
         cluster.add("NodeClaim", hand_made_nodeclaim(name))
     real = cloud.create
@@ -1017,7 +1026,7 @@ def test_a_pass_renews_its_lease_while_it_writes(world: Any) -> None:
 def test_a_pass_stops_writing_at_its_deadline(world: Any) -> None:
     from nodewright.state.guard import WriteGuard
 
-    ctx, cluster, cloud = world
+    ctx, cluster, cloud = one_launch_at_a_time(world)
     for name in ("a", "b"):
         cluster.add("NodeClaim", hand_made_nodeclaim(name))
     real = cloud.create

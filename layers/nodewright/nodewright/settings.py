@@ -28,6 +28,14 @@ _TRUE = ("1", "true", "yes")
 # (-c kubeClientQPS / -c kubeClientBurst, infra/config.py); these are its defaults.
 KUBE_CLIENT_QPS = 50.0
 KUBE_CLIENT_BURST = 100
+# NodeClaims one pass creates and launches at once (``provisioning.parallel``; LAUNCH_CONCURRENCY).
+# Karpenter launches a batch's NodeClaims all at once in goroutines; a function holds each launch in
+# flight in a thread, with an EC2 connection (each CreateFleet takes seconds, waiting on EC2) and an
+# API server connection, so they are bounded. 20 launches the nodes of a 100-pod burst in one wave;
+# beyond it each wave waits for the last, and the writes (three to five a launch) still fit in
+# KUBE_CLIENT_BURST, so the request rate limit does not hold them back. EC2 throttles CreateFleet per
+# account and Region; botocore's adaptive retries back off when it does.
+LAUNCH_CONCURRENCY = 20
 
 
 class SettingsError(ValueError):
@@ -116,6 +124,8 @@ class Settings:
     # KUBE_CLIENT_QPS above).
     kube_client_qps: float = KUBE_CLIENT_QPS
     kube_client_burst: int = KUBE_CLIENT_BURST
+    # NodeClaims a pass launches at once (see LAUNCH_CONCURRENCY above).
+    launch_concurrency: int = LAUNCH_CONCURRENCY
     # AWS_ENDPOINT_URL_<SERVICE>: one service elsewhere than the others (the sandbox's Lambda).
     service_endpoints: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -159,6 +169,7 @@ class Settings:
             idle_after_seconds=_number(env, "IDLE_AFTER_SECONDS", 600.0),
             kube_client_qps=_positive(env, "KUBE_CLIENT_QPS", KUBE_CLIENT_QPS),
             kube_client_burst=int(_positive(env, "KUBE_CLIENT_BURST", KUBE_CLIENT_BURST, integer=True)),
+            launch_concurrency=int(_positive(env, "LAUNCH_CONCURRENCY", LAUNCH_CONCURRENCY, integer=True)),
             tracing=env.get("NODEWRIGHT_TRACING", "false").lower() in _TRUE,
             min_values_policy=min_values_policy,
             spot_to_spot_consolidation=_gate(env, "SPOT_TO_SPOT_CONSOLIDATION"),

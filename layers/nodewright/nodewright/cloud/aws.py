@@ -35,7 +35,8 @@ RETRY_CONFIG = Config(
 # The Pricing API has endpoints in a few regions only; us-east-1 serves every region's prices.
 PRICING_API_REGION = "us-east-1"
 
-_clients: dict[tuple[str, str, str | None, bool, AwsCredentials | None], Any] = {}
+DEFAULT_POOL_CONNECTIONS = 10  # botocore's max_pool_connections
+_clients: dict[tuple[str, str, str | None, bool, AwsCredentials | None, int], Any] = {}
 _session: boto3.session.Session | None = None  # one session: it caches the parsed service models
 _lock = threading.Lock()
 
@@ -57,7 +58,10 @@ def client(service: str, settings: Settings, region: str | None = None, *, quick
     region_name = region or settings.region
     endpoint = settings.service_endpoints.get(service.replace("-", "_")) or settings.aws_endpoint_url
     credentials = settings.aws_credentials
-    key = (service, region_name, endpoint, quick, credentials)
+    # A connection for each launch a pass has in flight (settings.launch_concurrency): botocore keeps
+    # 10 by default and opens, then throws away, one more for each call beyond them.
+    pool = max(DEFAULT_POOL_CONNECTIONS, settings.launch_concurrency)
+    key = (service, region_name, endpoint, quick, credentials, pool)
     with _lock:  # a boto3 Session is not thread-safe: build clients under the lock
         cached = _clients.get(key)
         if cached is None:
@@ -75,7 +79,7 @@ def client(service: str, settings: Settings, region: str | None = None, *, quick
                 service,
                 region_name=region_name,
                 endpoint_url=endpoint,
-                config=QUICK_CONFIG if quick else RETRY_CONFIG,
+                config=(QUICK_CONFIG if quick else RETRY_CONFIG).merge(Config(max_pool_connections=pool)),
                 **signing,
             )
             _clients[key] = cached

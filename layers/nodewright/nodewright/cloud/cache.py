@@ -8,6 +8,11 @@ Expiry is measured on the wall clock (``time.time``), not ``time.monotonic``: La
 a container between invocations, and a monotonic clock need not advance while it is frozen,
 so an entry cached before an hour-long freeze would otherwise look seconds old. An entry
 whose timestamp lies in the future (the wall clock stepped back) counts as expired too.
+
+A pass launches its NodeClaims in threads (``provisioning.parallel``), so the caches are asked from
+several threads at once: every access is under a lock, and ``get_or_load`` loads a missing key once
+(single flight): the other threads asking for it meanwhile wait for that answer instead of making
+the same AWS call, or racing the same create (an instance profile's role can be added only once).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class TTLCache(Generic[V]):
         self.clock = clock
         self._items: dict[Hashable, tuple[float, V]] = {}
         self._lock = threading.Lock()
+        self._loading: dict[Hashable, threading.Lock] = {}  # one per key ever loaded (few keys)
 
     def get(self, key: Hashable) -> V | None:
         with self._lock:
@@ -45,8 +51,21 @@ class TTLCache(Generic[V]):
         return value
 
     def get_or_load(self, key: Hashable, load: Callable[[], V]) -> V:
+        """The cached value, else ``load()``'s, called by one thread at a time per key (a failed load
+        caches nothing: the next caller loads again)."""
         cached = self.get(key)
-        return cached if cached is not None else self.put(key, load())
+        if cached is not None:
+            return cached
+        with self._lock:
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            cached = self.get(key)  # loaded by the thread this one waited for
+            return cached if cached is not None else self.put(key, load())
+
+    def forget(self, key: Hashable) -> None:
+        """Drop one entry (what it said is known to be wrong now)."""
+        with self._lock:
+            self._items.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:

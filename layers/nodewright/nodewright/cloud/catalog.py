@@ -258,6 +258,8 @@ class Catalog:
         zone_ids: Mapping[str, str] | None = None,
         reservations: Iterable[Any] = (),
         shape: Any = None,
+        *,
+        unavailable: Iterable[tuple[str, str, str]] | None = None,
     ) -> list[Any]:
         """The scheduler's InstanceType for every type offered in ``zones`` that Karpenter's AWS provider
         offers (HVM, x86_64 or arm64: no mac types). ``zone_ids`` (zone → zone ID, as the subnets
@@ -268,7 +270,8 @@ class Catalog:
         (``cloud.reservations.CapacityReservation``) add a reserved offering each to their type.
         ``shape`` (``node_shape(nodeclass)``) is the node the EC2NodeClass makes: its OS and
         ephemeral storage; a Windows shape offers only the types a Windows AMI runs on, priced with
-        its licence.
+        its licence. ``unavailable``: the offerings marked unavailable, when the caller has read them
+        already (else the state store is asked).
         """
         # Imported here: the catalog is also used by the CLI, whose --help must stay fast.
         from nodewright.scheduling.instancetypes import (
@@ -288,7 +291,7 @@ class Catalog:
             )
         zone_list = list(zones) if zones is not None else None
         reserved_list = list(reservations)
-        unavailable = self._store.unavailable_offerings()
+        marked = set(unavailable) if unavailable is not None else self._store.unavailable_offerings()
         prices = self.prices()
         _warn_estimated(name for name in self.data().types if prices.on_demand_price(name) is None)
         result = []
@@ -297,9 +300,9 @@ class Catalog:
                 continue
             if shape is not None and shape.excludes(info):
                 continue
-            raw = self.offerings(name, zone_list, unavailable)
+            raw = self.offerings(name, zone_list, marked)
             if reserved_list:
-                raw += self.reserved_offerings(name, reserved_list, zone_list, unavailable)
+                raw += self.reserved_offerings(name, reserved_list, zone_list, marked)
             if not raw:
                 continue
             if shape is not None and shape.windows:

@@ -243,17 +243,18 @@ class LaunchTemplates:
         return f"{NAME_PREFIX}/{self.cluster_name}/{spec.digest()}"
 
     def ensure(self, spec: TemplateSpec) -> str:
-        """The template's name, creating it when this configuration has none yet."""
+        """The template's name, creating it when this configuration has none yet (once, however
+        many of a pass's concurrent launches ask for it: ``TTLCache.get_or_load``)."""
         name = self.name_for(spec)
-        if self._known.get(name):
-            return name
+        return self._known.get_or_load(name, lambda: self._describe_or_create(name, spec))
+
+    def _describe_or_create(self, name: str, spec: TemplateSpec) -> str:
         try:
             self._ec2.describe_launch_templates(LaunchTemplateNames=[name])
         except ClientError as exc:
             if "NotFound" not in exc.response["Error"]["Code"]:
                 raise
             self._create(name, spec)
-        self._known.put(name, name)
         return name
 
     def _create(self, name: str, spec: TemplateSpec) -> None:
@@ -289,8 +290,13 @@ class LaunchTemplates:
         role_name = role.rsplit("/", 1)[-1]
         digest = hashlib.sha256(f"{self.region}/{self.cluster_name}/{role_name}".encode()).hexdigest()[:12]
         profile = f"{self.cluster_name}_{digest}"[:128]
-        if self._profiles.get(profile):
-            return profile
+        # Once per profile at a time: two launches adding the role at once would have the second
+        # refused (an instance profile holds one role) and its NodeClaim failed.
+        return self._profiles.get_or_load(
+            profile, lambda: self._ensure_profile(profile, role_name, nodeclass)
+        )
+
+    def _ensure_profile(self, profile: str, role_name: str, nodeclass: NodeClass) -> str:
         try:
             existing = self._iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]
         except ClientError as exc:
@@ -309,7 +315,7 @@ class LaunchTemplates:
                     f"EC2NodeClass {nodeclass.name!r}: cannot add role {role_name!r} to instance profile "
                     f"{profile!r}: {exc.response['Error']['Message']}"
                 ) from exc
-        return self._profiles.put(profile, profile)
+        return profile
 
     def _create_profile(self, profile: str) -> dict[str, Any]:
         try:
@@ -354,7 +360,7 @@ class LaunchTemplates:
                 except ClientError as exc:
                     if "NotFound" not in exc.response["Error"]["Code"]:
                         raise
-                self._known.put(name, "")
+                self._known.forget(name)
                 deleted.append(name)
         return deleted
 
@@ -388,7 +394,7 @@ class LaunchTemplates:
                 except ClientError as exc:
                     if exc.response["Error"]["Code"] != "NoSuchEntity":
                         raise
-                self._profiles.put(name, "")
+                self._profiles.forget(name)
                 deleted.append(name)
         return deleted, kept
 

@@ -10,7 +10,9 @@ in the shared state store and the launch goes on with the offerings that remain.
 from __future__ import annotations
 
 import builtins
+import json
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -22,6 +24,7 @@ from botocore.exceptions import ClientError
 from nodewright.api import labels as wk
 from nodewright.cloud import aws
 from nodewright.cloud.amis import AmiResolver, Image
+from nodewright.cloud.cache import TTLCache, is_fresh
 from nodewright.cloud.catalog import ON_DEMAND, RESERVED, SPOT, Catalog, RawOffering, node_shape, reserved_key
 from nodewright.cloud.eks import cluster_info
 from nodewright.cloud.errors import (
@@ -46,7 +49,7 @@ from nodewright.cloud.reservations import (
     ReservationResolver,
     reservation_kind,
 )
-from nodewright.cloud.state import state_store
+from nodewright.cloud.state import UNAVAILABLE_TTL_SECONDS, state_store
 from nodewright.cloud.userdata import NodeBootstrap, kubelet_may_set, render
 from nodewright.observability import logger, metrics
 from nodewright.settings import Settings
@@ -93,6 +96,9 @@ class LaunchRequest:
     # A NodeOverlay priced the candidates (the NodeClaim's karpenter.sh/price-overlay-applied): EC2
     # must launch in the order of those prices (prioritized), not its own list prices (lowest-price).
     prioritized: bool = False
+    # Created by this very pass: no instance can carry its fresh name yet, so ``create`` skips the
+    # DescribeInstances that finds a retried NodeClaim's instance (a round trip before CreateFleet).
+    fresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -419,6 +425,24 @@ def _image_for(info: Mapping[str, Any] | None, images: Sequence[Image]) -> Image
     return None
 
 
+# The longest one list of InstanceTypes serves the passes of a container (``instance_types``).
+INSTANCE_TYPES_CACHE_SECONDS = 60.0
+# How old a read of the unavailable offerings may be (``unavailable_offerings``): a pass plans and
+# launches within it, and a mark another function makes is seen at most this much later.
+UNAVAILABLE_READ_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class _InstanceTypes:
+    """One EC2NodeClass's InstanceTypes and what they were built from (``instance_types``)."""
+
+    inputs: tuple[Any, ...]
+    catalog: Any
+    prices: PriceTable
+    built_at: float
+    types: tuple[Any, ...]
+
+
 class CloudProvider:
     """EC2 for one cluster. Keep one per warm container (``CloudProvider.shared``) to reuse caches."""
 
@@ -436,6 +460,11 @@ class CloudProvider:
         self.reservations = ReservationResolver(self.ec2, (settings.region, settings.aws_endpoint_url))
         iam = aws.client("iam", settings)
         self.templates = LaunchTemplates(self.ec2, iam, settings.cluster_name, settings.region)
+        self._types: dict[str, _InstanceTypes] = {}  # by EC2NodeClass name
+        self._types_lock = threading.Lock()
+        self._unavailable: TTLCache[frozenset[tuple[str, str, str]]] = TTLCache(UNAVAILABLE_READ_SECONDS)
+        self._marked: dict[tuple[str, str, str], float] = {}  # marked here → until (epoch seconds)
+        self._marked_lock = threading.Lock()
 
     @classmethod
     def shared(cls, settings: Settings) -> CloudProvider:
@@ -453,19 +482,49 @@ class CloudProvider:
 
     # -- catalog -------------------------------------------------------------------------------
     def instance_types(self, nodeclass: Any) -> list[Any]:
-        """The scheduler's InstanceTypes for the NodeClass: zones its subnets cover, arches its AMIs cover."""
+        """The scheduler's InstanceTypes for the NodeClass: zones its subnets cover, arches its AMIs cover.
+
+        Built again only when what they are made of changed (as Karpenter's instance type provider
+        keys its cache on the EC2NodeClass, the unavailable offerings and the prices): the EC2NodeClass's
+        spec, its subnets, AMIs and reservations, the unavailable offerings, the catalog and price
+        table this container holds, and at most ``INSTANCE_TYPES_CACHE_SECONDS`` old (a Capacity
+        Block's ``expiring`` state follows the clock). Building them for every type in the catalog
+        is most of a warm pass's planning time; the InstanceTypes are never changed by their users
+        (NodeOverlays make changed copies), so one list serves every pass until then."""
         nc = NodeClass(nodeclass)
         subnets = self.network.subnets(nc.name, nc.subnet_selector_terms)
-        zone_ids = {s.zone: s.zone_id for s in subnets if s.zone_id}
         images = self.amis.images(nc)
-        return [
+        reservations = self.capacity_reservations(nc)
+        unavailable = frozenset(self.unavailable_offerings())
+        data, prices = self.catalog.data(), self.catalog.prices()
+        inputs = (
+            json.dumps(nc.raw.get("spec") or {}, sort_keys=True, default=str),
+            tuple(subnets),
+            tuple(images),
+            tuple(reservations),
+            unavailable,
+        )
+        now = time.time()
+        with self._types_lock:
+            cached = self._types.get(nc.name)
+        if (
+            cached is not None
+            and cached.inputs == inputs
+            and cached.catalog is data
+            and cached.prices is prices
+            and is_fresh(cached.built_at, now, INSTANCE_TYPES_CACHE_SECONDS)
+        ):
+            return list(cached.types)
+        zone_ids = {s.zone: s.zone_id for s in subnets if s.zone_id}
+        types = [
             instance_type
             for instance_type in self.catalog.instance_types(
                 zones={s.zone for s in subnets},
                 kubelet=nc.kubelet or None,
                 zone_ids=zone_ids,
-                reservations=self.capacity_reservations(nc),
+                reservations=reservations,
                 shape=node_shape(nc.raw),
+                unavailable=unavailable,
             )
             if _image_for(self.catalog.info(instance_type.name), images) is not None  # an AMI for its arch
             # cpuOptions.nestedVirtualization enabled: only the types EC2 says support it (as Karpenter).
@@ -474,6 +533,9 @@ class CloudProvider:
                 or supports_nested_virtualization(self.catalog.info(instance_type.name))
             )
         ]
+        with self._types_lock:
+            self._types[nc.name] = _InstanceTypes(inputs, data, prices, now, tuple(types))
+        return types
 
     def capacity_reservations(self, nodeclass: Any) -> builtins.list[CapacityReservation]:
         """The active capacity reservations the EC2NodeClass selects (``cloud.reservations``). A
@@ -615,6 +677,18 @@ class CloudProvider:
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
         """Keep (type, zone, capacity type) out of plans for 3 minutes (ICE, spot interruption)."""
         self.store.mark_unavailable(instance_type, zone, capacity_type, reason=reason)
+        with self._marked_lock:  # this container's own launches see it at once (unavailable_offerings)
+            self._marked[(instance_type, zone, capacity_type)] = time.time() + UNAVAILABLE_TTL_SECONDS
+
+    def unavailable_offerings(self) -> set[tuple[str, str, str]]:
+        """The offerings marked unavailable: the state store's, read at most ``UNAVAILABLE_READ_SECONDS``
+        ago (one read for a pass's plan and all its launches, not a query each), and those this
+        container marked since, at once."""
+        read = self._unavailable.get_or_load("all", lambda: frozenset(self.store.unavailable_offerings()))
+        now = time.time()
+        with self._marked_lock:
+            mine = {key for key, until in self._marked.items() if until > now}
+        return set(read) | mine
 
     # -- launch --------------------------------------------------------------------------------
     def create(self, request: LaunchRequest) -> LaunchResult:
@@ -623,28 +697,43 @@ class CloudProvider:
         Raises NoSubnetError/SelectorNoMatchError (nodeclass selectors), InvalidNodeClassError,
         InsufficientCapacityError (every offering failed or is marked) or LaunchError.
         """
-        existing = self.find_by_nodeclaim(request.nodeclaim_name)
+        existing = None if request.fresh else self.find_by_nodeclaim(request.nodeclaim_name)
         if existing is not None:  # a retried invocation: never launch a NodeClaim twice
             return LaunchResult.from_instance(existing)
         nc = NodeClass(request.nodeclass)
-        launch = _Launch(
-            request=request,
-            nodeclass=nc,
-            subnets=self.network.zonal_subnets(nc.name, nc.subnet_selector_terms, request.zones),
-            security_groups=tuple(self.network.security_groups(nc.name, nc.security_group_selector_terms)),
-            images=tuple(self.amis.images(nc)),
-            instance_profile=self.templates.instance_profile(nc),
-            placement_group=self._placement_group_id(nc),
-        )
-        allowed_types = set(request.capacity_types) & {RESERVED, SPOT, ON_DEMAND}
-        if not allowed_types:
-            raise InvalidNodeClassError(
-                f"NodeClaim {request.nodeclaim_name!r}: capacity types {sorted(request.capacity_types)} "
-                "include none of reserved, spot and on-demand"
+        # An IP of each subnet it may use is held while it launches (``NetworkResolver``): the one
+        # its instance took stays counted, the others are given back whatever happens.
+        subnets = self.network.reserve_subnets(nc.name, nc.subnet_selector_terms, request.zones)
+        used: str | None = None
+        try:
+            groups = self.network.security_groups(nc.name, nc.security_group_selector_terms)
+            launch = _Launch(
+                request=request,
+                nodeclass=nc,
+                subnets=subnets,
+                security_groups=tuple(groups),
+                images=tuple(self.amis.images(nc)),
+                instance_profile=self.templates.instance_profile(nc),
+                placement_group=self._placement_group_id(nc),
             )
+            allowed_types = set(request.capacity_types) & {RESERVED, SPOT, ON_DEMAND}
+            if not allowed_types:
+                raise InvalidNodeClassError(
+                    f"NodeClaim {request.nodeclaim_name!r}: capacity types {sorted(request.capacity_types)} "
+                    "include none of reserved, spot and on-demand"
+                )
+            result = self._launch(launch, allowed_types)
+            used = result.subnet_id
+            return result
+        finally:
+            self.network.release_ips(s.id for s in subnets.values() if s.id != used)
+
+    def _launch(self, launch: _Launch, allowed_types: set[str]) -> LaunchResult:
+        """CreateFleet until an instance launches or no offering is left (see ``create``)."""
+        request = launch.request
         failures: list[FleetError] = []
         for attempt in range(MAX_LAUNCH_ATTEMPTS):
-            unavailable = self.store.unavailable_offerings()
+            unavailable = self.unavailable_offerings()
             candidates = self._candidates(launch, unavailable)
             capacity_type = self._capacity_type(allowed_types, candidates)
             if capacity_type is None:
@@ -653,7 +742,6 @@ class CloudProvider:
             outcome = self._create_fleet(request.nodeclaim_name, fleet)
             result, errors = outcome.launched, outcome.errors
             if result is not None:
-                self.network.take_ips(result.subnet_id)
                 logger().info(
                     "launched",
                     nodeclaim=request.nodeclaim_name,
@@ -748,6 +836,9 @@ class CloudProvider:
         image_by_template: dict[str, Image] = {}
         reservation_by_template: dict[str, RawOffering] = {}
         prices: dict[tuple[str, str], float] = {}
+        # One template per (AMI, reservation): its name hashes the whole configuration, user data
+        # included, so it is worked out once per call, not once per override.
+        templates: dict[tuple[str, str, bool], str] = {}
         for name, offerings in candidates:
             image = _image_for(self.catalog.info(name), launch.images)
             if image is None:
@@ -755,19 +846,23 @@ class CloudProvider:
             # A reserved launch has one template per reservation (its CapacityReservationTarget), as
             # Karpenter builds them; on-demand and spot share one per AMI.
             for offering in offerings:
-                spec = TemplateSpec(
-                    nc,
-                    image,
-                    user_data,
-                    launch.security_groups,
-                    launch.instance_profile,
-                    tags,
-                    tenancy=tenancy(request),
-                    placement_group=launch.placement_group,
-                    capacity_reservation=offering.reservation_id or None,
-                    capacity_block=offering.reservation_type == CAPACITY_BLOCK,
-                )
-                template = self.templates.ensure(spec)
+                block = offering.reservation_type == CAPACITY_BLOCK
+                which = (image.id, offering.reservation_id, block)
+                if which not in templates:
+                    spec = TemplateSpec(
+                        nc,
+                        image,
+                        user_data,
+                        launch.security_groups,
+                        launch.instance_profile,
+                        tags,
+                        tenancy=tenancy(request),
+                        placement_group=launch.placement_group,
+                        capacity_reservation=offering.reservation_id or None,
+                        capacity_block=block,
+                    )
+                    templates[which] = self.templates.ensure(spec)
+                template = templates[which]
                 image_by_template[template] = image
                 if offering.reservation_id:
                     reservation_by_template[template] = offering
@@ -995,9 +1090,12 @@ class CloudProvider:
         """Delete this cluster's launch templates that no live instance uses (older than an hour)."""
         return self.templates.cleanup()
 
-    @staticmethod
-    def _count(name: str, value: float = 1) -> None:
-        metrics().add_metric(name=name, unit=MetricUnit.Count, value=value)
+    _metrics_lock = threading.Lock()
+
+    @classmethod
+    def _count(cls, name: str, value: float = 1) -> None:
+        with cls._metrics_lock:  # the launches of a pass count from their threads into one Metrics
+            metrics().add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
 __all__ = [

@@ -7,8 +7,9 @@ observed ``World`` (``provision``), each ``reconcile(ctx, world)`` with a typed 
     provisioning (``reconcile`` here: NodePools → static NodePools → plan → NodeClaims created →
     launch → pod events) → metrics
 
-The NodeClaims are created before anything is launched: the object is the record of
-intent, and the next pass finishes whatever a crash interrupted (``launch.create_and_launch``).
+Each NodeClaim is created before it is launched (the NodeClaims of a pass concurrently): the object
+is the record of intent, and the next pass finishes whatever a crash interrupted
+(``launch.create_and_launch``).
 """
 
 from __future__ import annotations
@@ -130,9 +131,10 @@ def reconcile(ctx: Context, world: World, *, guard: WriteGuard | None = None) ->
     # Left by a pass that crashed before recording its launch: adopt the instance or launch now.
     plans = [*scaled.to_create, *plan.new_claims]
     awaiting = [c for c in world.nodeclaims if _awaiting_launch(c)]
-    report.record(create_and_launch(ctx, world, plans, guard=guard, awaiting=awaiting))
-    for claim_plan, name in zip(plans, report.created, strict=False):
-        for pod in claim_plan.pods:
+    launches = create_and_launch(ctx, world, plans, guard=guard, awaiting=awaiting)
+    report.record(launches)
+    for claim_plan, name in zip(plans, launches.created_by_plan, strict=True):
+        for pod in claim_plan.pods if name is not None else ():
             report.nominated[pod_key(pod)] = f"nodeclaim/{name}"
 
     record_pod_events(ctx, world, pending, report)

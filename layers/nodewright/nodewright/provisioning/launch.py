@@ -1,10 +1,12 @@
 """Create NodeClaims and launch them through the cloud provider: the one path every launch takes.
 
 ``create_and_launch`` is that path, for a provisioning pass, an interruption's replacements and a
-disruption command's (``provisioning.displaced``): each planned NodeClaim is created first (the
-object is the record of intent), then each is launched, the write guard (``state.guard``: the
-writers' lease still ours, the invocation's time not up) asked before every write; what it stops
-short of, the next provisioning pass launches.
+disruption command's (``provisioning.displaced``): each planned NodeClaim is created (the object is
+the record of intent), then launched, the write guard (``state.guard``: the writers' lease still
+ours, the invocation's time not up) asked before every write; what it stops short of, the next
+provisioning pass launches. The NodeClaims go at once, at most ``settings.launch_concurrency`` of
+them (``provisioning.parallel``), as Karpenter launches a batch in parallel: each one's create →
+CreateFleet → status write is its own, and one's failure fails it alone.
 
 A NodeClaim without ``Launched`` is either fresh from this pass or left by a pass that
 crashed. Before launching, the instance tagged with the NodeClaim's name is looked up:
@@ -15,6 +17,7 @@ NodeClaim's uid, is the second guard).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,7 +29,7 @@ from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster.errors import Conflict
 from nodewright.context import is_outage
-from nodewright.provisioning import nodeclaims, planning
+from nodewright.provisioning import nodeclaims, parallel, planning
 from nodewright.provisioning.nodeclaims import LAUNCHED
 from nodewright.state.world import World, nodepool_name
 
@@ -74,12 +77,18 @@ class LaunchFailure:
 @dataclass
 class Launches:
     """What one ``create_and_launch`` did: the NodeClaims created (in the plans' order), launched,
-    failed; ``stopped``: why it stopped writing early (the guard said so), else None."""
+    failed (in the order they were asked for); ``stopped``: why it stopped writing early (the guard
+    said so), else None. ``created_by_plan`` holds, for each plan, its NodeClaim's name or None when
+    it was not created."""
 
     created: list[str] = field(default_factory=list)
     launched: list[Launched] = field(default_factory=list)
     failures: list[LaunchFailure] = field(default_factory=list)
     stopped: str | None = None
+    created_by_plan: list[str | None] = field(default_factory=list)
+
+
+Outcome = Launched | LaunchFailure | None
 
 
 def create_and_launch(
@@ -90,23 +99,36 @@ def create_and_launch(
     guard: WriteGuard | None,
     awaiting: Sequence[Obj] = (),
 ) -> Launches:
-    """Create a NodeClaim for each of ``plans``, then launch ``awaiting`` (NodeClaims a crashed pass
-    left unlaunched: their instance is adopted or launched now) and the new ones, asking ``guard``
-    before every write (None: nothing stops it; tests and the CLI). One NodeClaim's failure never
-    stops the others."""
+    """Launch ``awaiting`` (NodeClaims a crashed pass left unlaunched: their instance is adopted or
+    launched now) and create and launch a NodeClaim for each of ``plans``, concurrently (see the
+    module docstring), asking ``guard`` before every write (None: nothing stops it; tests and the
+    CLI). One NodeClaim's failure never stops the others; an API server outage ends the pass once
+    the launches in flight are done."""
     done = Launches()
-    to_launch = [(claim, False) for claim in awaiting]
-    for claim_plan in plans:
-        if _must_stop(ctx, guard, done):
-            break
+    stop = _Stop(ctx, guard, done)
+
+    def finish(claim: Obj) -> tuple[str | None, Outcome]:
+        return None, None if stop() else launch_one(ctx, world, claim, fresh=False)
+
+    def create_then_launch(claim_plan: planning.ClaimPlan) -> tuple[str | None, Outcome]:
+        if stop():
+            return None, None
         claim = create_nodeclaim(ctx, world, claim_plan)
         checkpoint("provisioning.nodeclaim-created")
-        done.created.append(nodeclaims.name_of(claim))
-        to_launch.append((claim, True))
-    for claim, fresh in to_launch:
-        if _must_stop(ctx, guard, done):
-            break
-        outcome = launch_one(ctx, world, claim, fresh=fresh)
+        name = nodeclaims.name_of(claim)
+        return name, None if stop() else launch_one(ctx, world, claim, fresh=True)
+
+    tasks: list[Callable[[], tuple[str | None, Outcome]]] = [
+        *(lambda claim=claim: finish(claim) for claim in awaiting),
+        *(lambda claim_plan=claim_plan: create_then_launch(claim_plan) for claim_plan in plans),
+    ]
+    results = parallel.each(tasks, limit=ctx.settings.launch_concurrency)
+    for index, result in enumerate(results):
+        name, outcome = (None, None) if isinstance(result, parallel.Skipped) else result
+        if index >= len(awaiting):
+            done.created_by_plan.append(name)
+            if name is not None:
+                done.created.append(name)
         if isinstance(outcome, Launched):
             done.launched.append(outcome)
         elif outcome is not None:
@@ -114,12 +136,23 @@ def create_and_launch(
     return done
 
 
-def _must_stop(ctx: Context, guard: WriteGuard | None, done: Launches) -> bool:
-    why = guard.why_stop() if guard is not None else None
-    if why and done.stopped is None:
-        done.stopped = why
-        ctx.logger.warning("launches stop writing", extra={"reason": why})
-    return why is not None
+class _Stop:
+    """The guard's answer for the launches' threads: asked before each write; the first stop is
+    logged once and kept in ``done.stopped``."""
+
+    def __init__(self, ctx: Context, guard: WriteGuard | None, done: Launches) -> None:
+        self._ctx, self._guard, self._done = ctx, guard, done
+        self._lock = threading.Lock()
+
+    def __call__(self) -> bool:
+        why = self._guard.why_stop() if self._guard is not None else None
+        if why is None:
+            return False
+        with self._lock:
+            if self._done.stopped is None:
+                self._done.stopped = why
+                self._ctx.logger.warning("launches stop writing", extra={"reason": why})
+        return True
 
 
 def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan) -> Obj:
@@ -189,7 +222,7 @@ def launch_claim(
                 f"NodeClaim {name}: none of its instance types is offered by its EC2NodeClass any more",
             )
         try:
-            result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates))
+            result = ctx.cloud.create(_launch_request(claim, nodeclass, candidates, fresh=fresh))
         except cloud_errors.InsufficientCapacityError as exc:
             codes = sorted({e.code for e in exc.errors}) or ["InsufficientInstanceCapacity"]
             return _fail(ctx, claim, codes[0], str(exc), cloud_errors.launch_failure_class(*codes))
@@ -213,8 +246,11 @@ def launch_claim(
     )
 
 
-def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates: Sequence[Any]) -> Any:
-    """The cloud provider's LaunchRequest: candidates, the zones and capacity types the claim allows."""
+def _launch_request(
+    claim: dict[str, Any], nodeclass: dict[str, Any], candidates: Sequence[Any], *, fresh: bool
+) -> Any:
+    """The cloud provider's LaunchRequest: candidates, the zones and capacity types the claim allows;
+    ``fresh``: the NodeClaim was created by this pass (no instance to look for)."""
     from nodewright.cloud.provider import LaunchRequest
 
     meta = claim.get("metadata") or {}
@@ -242,6 +278,7 @@ def _launch_request(claim: dict[str, Any], nodeclass: dict[str, Any], candidates
         kubelet=_kubelet_overrides(claim) or None,
         reservation_ids=frozenset(reservations) if reservations is not None else None,
         prioritized=(meta.get("annotations") or {}).get(PRICE_OVERLAY_APPLIED) == "true",
+        fresh=fresh,
     )
 
 

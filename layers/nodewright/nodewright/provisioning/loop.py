@@ -113,10 +113,10 @@ def run(ctx: Context, remaining_seconds: float, woken_at: datetime | None = None
     )
     last_active = _last_active(ctx)
     handled: frozenset[str] = frozenset()
+    looked = _look(ctx)
     while True:
-        arriving = _provisionable_pods(ctx)
-        if arriving or woken_at:  # a burst may be arriving right now: let it finish, then plan it
-            _wait_for_quiet(ctx, arriving, deadline, since=woken_at)
+        if looked.pods or woken_at:  # a burst may be arriving right now: let it finish, then plan it
+            _wait_for_quiet(ctx, looked, deadline, since=woken_at)
             woken_at = None
         if lease.acquire():
             report.lease_held = True
@@ -138,8 +138,10 @@ def run(ctx: Context, remaining_seconds: float, woken_at: datetime | None = None
         if idle_for >= ctx.settings.idle_after_seconds:
             report.idle = True
             break
-        if not _wait_for_work(ctx, handled, deadline):
+        waited = _wait_for_work(ctx, handled, deadline)
+        if waited is None:
             break
+        looked = waited
     report.seconds = clock.monotonic() - started
     return report
 
@@ -164,12 +166,26 @@ def _active(result: PassReport, idle_after: float) -> bool:
     return bool(moving or young)
 
 
-def _wait_for_work(ctx: Context, handled: frozenset[str], deadline: float) -> bool:
-    """Wait until a new pending pod needs capacity or the poll interval ends; False at the deadline.
+@dataclass(frozen=True)
+class _Looked:
+    """The provisionable pods one list found, and when it answered (``clock.monotonic``)."""
+
+    pods: list[dict[str, Any]]
+    at: float
+
+
+def _look(ctx: Context) -> _Looked:
+    pods = _provisionable_pods(ctx)
+    return _Looked(pods, ctx.clock.monotonic())
+
+
+def _wait_for_work(ctx: Context, handled: frozenset[str], deadline: float) -> _Looked | None:
+    """Wait until a new pending pod needs capacity or the poll interval ends; None at the deadline.
 
     Lists, then watches from that list until a provisionable pod not yet handled arrives (or the
-    interval ends), then lists again to be sure; returns True also when a plain poll interval
-    passed, so in-flight NodeClaims keep moving through their lifecycle while the loop is awake.
+    interval ends), then lists again to be sure; answers also when a plain poll interval passed,
+    so in-flight NodeClaims keep moving through their lifecycle while the loop is awake. The list
+    that found the pods is the answer: the batch window opens from it, not from another list.
     """
     clock, settings = ctx.clock, ctx.settings
     next_pass = clock.monotonic() + settings.poll_interval_seconds
@@ -180,32 +196,34 @@ def _wait_for_work(ctx: Context, handled: frozenset[str], deadline: float) -> bo
     while True:
         listed = clock.monotonic()
         if listed >= deadline:
-            return False
-        if any(wanted(p) for p in _provisionable_pods(ctx)):
-            return True  # the batch window opens before the pass (see run)
+            return None
+        looked = _look(ctx)
+        if any(wanted(p) for p in looked.pods):
+            return looked  # the batch window opens before the pass (see run)
         if listed >= next_pass:
-            return True
+            return looked
         ctx.cluster.wait_for_pending_pods(min(next_pass, deadline) - clock.monotonic(), wanted)
         spacing = MIN_LIST_SPACING_SECONDS - (clock.monotonic() - listed)
         if spacing > 0:
             clock.sleep(spacing)
 
 
-def _wait_for_quiet(
-    ctx: Context, fresh: list[dict[str, Any]], deadline: float, since: datetime | None = None
-) -> None:
+def _wait_for_quiet(ctx: Context, looked: _Looked, deadline: float, since: datetime | None = None) -> None:
     """Karpenter's batching: ``batch_idle_seconds`` without a new pod, at most ``batch_max_seconds``.
 
-    Quiet is measured from the newest pod's own pending time (or ``since``, a wake-up's moment,
-    when that is newer), so a burst that already went quiet before we looked is planned at once.
+    The window opens when the list of ``looked`` answered. Quiet is measured from the newest pod's
+    own pending time (or ``since``, a wake-up's moment, when that is newer), so a burst that already
+    went quiet before we looked is planned at once.
     """
     clock, settings = ctx.clock, ctx.settings
-    opened = clock.monotonic()
+    fresh = looked.pods
+    opened = looked.at
     seen = {pod_key(p) for p in fresh}
     ages = [_age_of_newest(ctx, fresh)] if fresh else []
     if since is not None:
         ages.append(max(0.0, (ctx.clock.now() - since).total_seconds()))
-    last_arrival = opened - min(ages, default=0.0)
+    since_opened = clock.monotonic() - opened  # the ages are now's; the window opened before
+    last_arrival = opened - max(0.0, min(ages, default=0.0) - since_opened)
     while True:
         now = clock.monotonic()
         if now - last_arrival >= settings.batch_idle_seconds or now - opened >= settings.batch_max_seconds:

@@ -9,10 +9,15 @@ A pass plans under the lease and then writes: NodeClaims, launches, taints. Writ
 * past its deadline (the invocation's time, less what reporting needs) the pass stops writing:
   what it planned and did not launch is picked up by the next pass (a NodeClaim not launched yet
   is launched or adopted then), never abandoned half-written.
+
+The launches of a pass run in threads (``provisioning.parallel``) and each asks the guard: it answers
+under a lock, so the lease is renewed once however many ask at that moment, and once it has said
+stop it says so to every thread.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from nodewright.state.interfaces import Lease
@@ -35,11 +40,13 @@ class WriteGuard:
         self._monotonic = monotonic
         self._renewed_at = monotonic()
         self.stopped: str | None = None
+        self._lock = threading.Lock()
 
     def why_stop(self) -> str | None:
-        if self.stopped is None:
-            self.stopped = self._check()
-        return self.stopped
+        with self._lock:  # a renewal is one API call: the threads asking meanwhile wait for its answer
+            if self.stopped is None:
+                self.stopped = self._check()
+            return self.stopped
 
     def _check(self) -> str | None:
         now = self._monotonic()
