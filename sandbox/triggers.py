@@ -9,7 +9,9 @@ The CDK app cannot be imported here (aws_cdk starts a jsii runtime); these table
 * ``QUEUE_RULES``: the EventBridge rules that feed the interruption queue, and ``DIRECT_RULE`` the
   one that sends spot warnings and rebalance recommendations straight to ``spot_events``
   (interruption_queue.py), in EventBridge's own pattern syntax;
-* the queue's batch size, visibility timeout, retention and redrive (interruption_queue.py).
+* the queue's batch size, visibility timeout, retention and redrive, and the concurrency its event
+  source mapping and the direct rule's function may reach (interruption_queue.py, functions.py);
+* how Lambda's SQS event source mapping scales (AWS's documented behaviour, not a stack setting).
 """
 
 from __future__ import annotations
@@ -63,6 +65,17 @@ QUEUE_BATCH_SIZE = 10
 QUEUE_VISIBILITY_SECONDS = FUNCTIONS["interruption"].timeout_seconds + 5
 QUEUE_RETENTION_SECONDS = 300
 QUEUE_MAX_RECEIVE_COUNT = 2
+# The event source mapping's maximum concurrency (interruption_queue.py INTERRUPTION_MAX_CONCURRENCY):
+# at most this many batches in flight, i.e. interruption containers at once.
+INTERRUPTION_MAX_CONCURRENCY = 10
+# The spot_events function's reserved concurrency (functions.py SPOT_EVENTS_CONCURRENCY): an
+# asynchronous invocation beyond it is throttled and retried by Lambda's own event queue.
+SPOT_EVENTS_CONCURRENCY = 5
+# Lambda's SQS event source mapping on a standard queue (AWS Lambda developer guide, "Configuring
+# scaling behavior for SQS event source mappings"): five batches at once when messages appear, then
+# up to 300 more concurrent batches a minute while messages remain, never past the maximum above.
+SQS_INITIAL_BATCHES = 5
+SQS_SCALE_UP_PER_MINUTE = 300
 # The direct rule's Lambda target: invoked asynchronously, 2 retries, events at most 2 minutes old.
 DIRECT_RETRY_ATTEMPTS = 2
 DIRECT_MAX_EVENT_AGE_SECONDS = 120
