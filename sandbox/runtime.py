@@ -540,6 +540,7 @@ class Runtime:
             "AWS_LAMBDA_FUNCTION_NAME": f"nodewright-{name.replace('_', '-')}",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
             "PYTHONUNBUFFERED": "1",
+            **_kube_client_rate(name),
             **self.extra_env,
             **self.function_envs.get(name, {}),
         }
@@ -652,6 +653,14 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _kube_client_rate(function: str) -> dict[str, str]:
+    """The request rate limit the stack sets for ``function`` (the layer's defaults for most)."""
+    if function not in triggers.KUBE_CLIENT_RATE:
+        return {}
+    qps, burst = triggers.KUBE_CLIENT_RATE[function]
+    return {"KUBE_CLIENT_QPS": f"{qps:g}", "KUBE_CLIENT_BURST": str(burst)}
 
 
 def interrupt(sandbox_env: dict[str, str], node: str, kind: str, kubeconfig: str) -> dict[str, Any]:

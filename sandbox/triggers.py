@@ -67,10 +67,13 @@ QUEUE_RETENTION_SECONDS = 300
 QUEUE_MAX_RECEIVE_COUNT = 2
 # The event source mapping's maximum concurrency (interruption_queue.py INTERRUPTION_MAX_CONCURRENCY):
 # at most this many batches in flight, i.e. interruption containers at once.
-INTERRUPTION_MAX_CONCURRENCY = 10
+INTERRUPTION_MAX_CONCURRENCY = 50
 # The spot_events function's reserved concurrency (functions.py SPOT_EVENTS_CONCURRENCY): an
 # asynchronous invocation beyond it is throttled and retried by Lambda's own event queue.
 SPOT_EVENTS_CONCURRENCY = 5
+# The request rate limit (KUBE_CLIENT_QPS, KUBE_CLIENT_BURST) the stack gives the interruption
+# functions' containers (functions.py INTERRUPTION_KUBE_CLIENT_QPS/BURST); the others keep the defaults.
+KUBE_CLIENT_RATE: dict[str, tuple[float, int]] = {"interruption": (5.0, 50), "spot_events": (5.0, 50)}
 # Lambda's SQS event source mapping on a standard queue (AWS Lambda developer guide, "Configuring
 # scaling behavior for SQS event source mappings"): five batches at once when messages appear, then
 # up to 300 more concurrent batches a minute while messages remain, never past the maximum above.

@@ -61,6 +61,24 @@ DRAIN_SAFETY_MARGIN_SECONDS = 3
 # warning arrives, can see its drain through to the instance's end instead of leaving it to the
 # next invocation or the provisioner's lifecycle pass. It is billed only while a drain is left.
 INTERRUPTION_TIMEOUT_SECONDS = SPOT_NOTICE_SECONDS + DRAIN_SAFETY_MARGIN_SECONDS + 2
+# An AZ-wide spot reclaim (`nodewright bench interruption --nodes 500`, docs/performance.md) is 500
+# warnings within a second: 50 SQS batches. Each batch's invocation drives the drains it started
+# for up to its whole timeout (the two-minute notice), so a batch waits for a free container until
+# one is done: with fewer than 50 the last batches were cordoned minutes late (measured: 130 of 500
+# acted on with batches handled one after another). Lambda's event source mapping starts five
+# batches and adds 300 a minute, so 50 are at work within ten seconds of the warnings.
+INTERRUPTION_MAX_CONCURRENCY = 50
+# The direct EventBridge path: the first warnings are cordoned before the queue's pollers have
+# scaled out; the queue carries every warning anyway (events beyond these are throttled, retried by
+# Lambda for the event's two minutes, and acknowledged as duplicates once the queue has acted).
+SPOT_EVENTS_CONCURRENCY = 5
+# With 55 interruption containers at work at once, each one's own bucket at the default 50/s would
+# let them ask the API server for 2,750 requests a second, where API Priority and Fairness answers
+# 429. Each interruption container gets 5/s instead (275/s for all of them, near Karpenter's
+# 200/300 for its one process; measured peak in docs/performance.md), and a burst of 50: a batch's
+# ten cordons and its replacement's lists (~50 requests) go at once, only the drains' polling is paced.
+INTERRUPTION_KUBE_CLIENT_QPS = 5.0
+INTERRUPTION_KUBE_CLIENT_BURST = 50
 # The provisioner's loop (nodewright/provisioning/loop.py) stops starting passes at
 # min(LOOP_BUDGET_SECONDS 55, remaining - SAFETY_MARGIN_SECONDS 8) = 47 s with this timeout, and
 # its last pass has those 8 s to finish: the invocation is over by 55 s, before the next tick.
@@ -103,12 +121,13 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         None,
         "handles interruption queue messages",
     ),
-    # The direct EventBridge path for the same spot warnings: the same budget.
+    # The direct EventBridge path for the same spot warnings: the same budget, at most
+    # SPOT_EVENTS_CONCURRENCY at once (see above).
     FunctionSpec(
         "spot_events",
         512,
         Duration.seconds(INTERRUPTION_TIMEOUT_SECONDS),
-        None,
+        SPOT_EVENTS_CONCURRENCY,
         "low-latency path for spot warnings",
     ),
     # Paginates the Pricing API for the region's EC2 offers (thousands of products): minutes.
@@ -116,12 +135,17 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
 )
 
 
-def kube_client_environment(config: NodewrightConfig) -> dict[str, str]:
-    """The API server request rate limit every function that calls Kubernetes reads (settings.py)."""
-    return {
-        "KUBE_CLIENT_QPS": f"{config.kube_client_qps:g}",
-        "KUBE_CLIENT_BURST": str(config.kube_client_burst),
-    }
+def kube_client_environment(config: NodewrightConfig, function: str = "") -> dict[str, str]:
+    """The API server request rate limit every function that calls Kubernetes reads (settings.py):
+    the stack's for one container, never more than the interruption functions' share for theirs."""
+    qps, burst = config.kube_client_qps, config.kube_client_burst
+    if function in INTERRUPTION_FUNCTIONS:
+        qps, burst = min(qps, INTERRUPTION_KUBE_CLIENT_QPS), min(burst, INTERRUPTION_KUBE_CLIENT_BURST)
+    return {"KUBE_CLIENT_QPS": f"{qps:g}", "KUBE_CLIENT_BURST": str(burst)}
+
+
+# The functions many containers of which may be at work at once in a storm (see above).
+INTERRUPTION_FUNCTIONS = ("interruption", "spot_events")
 
 
 def function_asset_dir(functions_dir: Path, name: str) -> Path:
@@ -211,7 +235,7 @@ class NodewrightFunctions(Construct):
                 memory_size=spec.memory_mb,
                 timeout=spec.timeout,
                 reserved_concurrent_executions=spec.reserved_concurrency,
-                environment=base_environment,
+                environment={**base_environment, **kube_client_environment(config, spec.name)},
                 log_group=log_group,
                 tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,
                 # A failed scheduled run is not retried: the next tick runs a minute later
@@ -245,7 +269,8 @@ class NodewrightFunctions(Construct):
                     function,
                     "CKV_AWS_115",
                     "event-driven and idempotent; the provisioner, the one that must never run "
-                    "twice at once, has reserved concurrency 1",
+                    "twice at once, has reserved concurrency 1, and the interruption queue's "
+                    "consumers are bounded by its event source's maximum concurrency",
                 )
             self._acknowledge_function(function, asynchronous, config)
         self._depend_on_policies_not_role()

@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.capabilities import acknowledge
-from infra.capabilities.functions import INTERRUPTION_TIMEOUT_SECONDS
+from infra.capabilities.functions import INTERRUPTION_MAX_CONCURRENCY, INTERRUPTION_TIMEOUT_SECONDS
 from infra.capabilities.queues import encrypted_queue
 
 SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
@@ -97,8 +97,14 @@ class InterruptionQueue(Construct):
 
     def add_consumer(self, function: lambda_.IFunction) -> None:
         """The interruption function reads the queue in batches of 10 and reports per-item failures,
-        so one bad message is retried (then dead-lettered) without re-running the other nine."""
-        source = sources.SqsEventSource(self.queue, batch_size=10, report_batch_item_failures=True)
+        so one bad message is retried (then dead-lettered) without re-running the other nine; at most
+        ``INTERRUPTION_MAX_CONCURRENCY`` batches at once (functions.py says why that many)."""
+        source = sources.SqsEventSource(
+            self.queue,
+            batch_size=10,
+            report_batch_item_failures=True,
+            max_concurrency=INTERRUPTION_MAX_CONCURRENCY,
+        )
         function.add_event_source(source)
         acknowledge.nag(
             function,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import yaml
 
-from infra.capabilities import interruption_queue, removal, schedules, wakeup
+from infra.capabilities import functions, interruption_queue, removal, schedules, wakeup
 from infra.capabilities.cluster_access import CLEANUP_GROUP, KUBERNETES_GROUP
 from infra.capabilities.functions import FUNCTION_SPECS
+from infra.config import NodewrightConfig
 from sandbox import triggers
 from sandbox.cluster import AUTOSCALER_GROUP, RBAC_FILE
 
@@ -51,3 +52,15 @@ def test_rules_and_queue_settings_are_the_stacks() -> None:
     assert int(interruption_queue.VISIBILITY_TIMEOUT.to_seconds()) == triggers.QUEUE_VISIBILITY_SECONDS
     assert int(interruption_queue.MESSAGE_RETENTION.to_seconds()) == triggers.QUEUE_RETENTION_SECONDS
     assert triggers.QUEUE_MAX_RECEIVE_COUNT == interruption_queue.MAX_RECEIVE_COUNT
+    assert triggers.INTERRUPTION_MAX_CONCURRENCY == functions.INTERRUPTION_MAX_CONCURRENCY
+    assert triggers.SPOT_EVENTS_CONCURRENCY == functions.SPOT_EVENTS_CONCURRENCY
+    reserved = {s.name: s.reserved_concurrency for s in FUNCTION_SPECS}
+    assert reserved["spot_events"] == triggers.SPOT_EVENTS_CONCURRENCY
+
+
+def test_the_interruption_functions_request_rate_is_the_stacks() -> None:
+    config = NodewrightConfig(cluster_name="c")
+    for name in triggers.FUNCTIONS:
+        expected = functions.kube_client_environment(config, name)
+        qps, burst = triggers.KUBE_CLIENT_RATE.get(name, (config.kube_client_qps, config.kube_client_burst))
+        assert expected == {"KUBE_CLIENT_QPS": f"{qps:g}", "KUBE_CLIENT_BURST": str(burst)}, name
