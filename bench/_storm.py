@@ -230,7 +230,9 @@ class Storm:
                 return
             time.sleep(1)
 
-    def run(self, *, setup_timeout: float = 900.0) -> dict[str, Any]:
+    def run(self, *, setup_timeout: float = 900.0, settle: Any = None) -> dict[str, Any]:
+        """The storm and its figures. ``settle(sb, admin, claims)``: called after the storm, with the
+        functions still running (a test waits there for the cluster to settle and checks it)."""
         from nodewright.cluster import reset_connections
         from nodewright.cluster.resources import NODECLAIMS, NODES
 
@@ -276,6 +278,8 @@ class Storm:
                     for c in admin.list_nodeclaims()
                     if c["metadata"]["name"] in claims and not c["metadata"].get("deletionTimestamp")
                 ]
+                if settle is not None:
+                    settle(sb, admin, claims)
             for thread in watches:
                 thread.join(timeout=40)
             figures = self._figures(names, first, logs, calls)

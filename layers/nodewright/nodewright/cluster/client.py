@@ -4,6 +4,11 @@ Requests go through the kubernetes client's ``ApiClient`` (its auth, TLS and tok
 the raw level — ``call_api`` with unparsed bodies decoded by ``json`` — because the client's
 pydantic models validate every field of every object, which costs seconds on thousands of pods and
 fails on fields a newer API server adds. The typed API classes are not used.
+
+Listed pods and nodes are slimmed as each page is decoded (``slim``): what no flow reads —
+managedFields, a pod's container statuses, env, commands and probes, a node's image list — is
+dropped, so a 50,000-pod cluster fits the provisioner's 512 MB (``nodewright bench pass``: a listed
+pod costs about a third less). A ``get`` answers the whole object.
 """
 
 from __future__ import annotations
@@ -297,9 +302,12 @@ class Cluster:
                     "continue": token,
                 },
             )
+            slimming = SLIMMED.get(resource.plural)
             for item in answer.get("items") or []:
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
+                if slimming is not None:
+                    slimming(item)
                 items.append(item)
             metadata = answer.get("metadata") or {}
             version = version or metadata.get("resourceVersion")
@@ -740,6 +748,68 @@ class Cluster:
         return WriterLease(
             self, identity, duration_seconds=duration_seconds, wait_seconds=wait_seconds, **kwargs
         )
+
+
+# What no flow reads of a listed object (see the module docstring); the lists keep everything else,
+# so a field the product starts to read is never silently missing: remove it from here first.
+POD_CONTAINER_UNREAD = (
+    "env",
+    "envFrom",
+    "command",
+    "args",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "volumeMounts",
+    "volumeDevices",
+    "securityContext",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "imagePullPolicy",
+    "workingDir",
+)
+POD_STATUS_UNREAD = (
+    "containerStatuses",
+    "initContainerStatuses",
+    "ephemeralContainerStatuses",
+    "podIP",
+    "podIPs",
+    "hostIPs",
+)
+NODE_STATUS_UNREAD = ("images", "nodeInfo", "volumesInUse", "daemonEndpoints")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _slim_metadata(item: dict[str, Any]) -> dict[str, Any]:
+    meta = item.get("metadata") or {}
+    meta.pop("managedFields", None)
+    annotations = meta.get("annotations")
+    if annotations:
+        annotations.pop(LAST_APPLIED, None)
+    return meta
+
+
+def _slim_pod(pod: dict[str, Any]) -> None:
+    _slim_metadata(pod)
+    spec = pod.get("spec") or {}
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for container in spec.get(kind) or ():
+            for key in POD_CONTAINER_UNREAD:
+                container.pop(key, None)
+    status = pod.get("status") or {}
+    for key in POD_STATUS_UNREAD:
+        status.pop(key, None)
+
+
+def _slim_node(node: dict[str, Any]) -> None:
+    _slim_metadata(node)
+    status = node.get("status") or {}
+    for key in NODE_STATUS_UNREAD:
+        status.pop(key, None)
+
+
+SLIMMED: dict[str, Callable[[dict[str, Any]], None]] = {"pods": _slim_pod, "nodes": _slim_node}
 
 
 def _decode(raw: bytes) -> dict[str, Any]:
