@@ -381,8 +381,9 @@ def _left_behind(world: termination.NodesAndClaims, now: datetime) -> terminatio
     ``DRIVEN_ELSEWHERE_SECONDS`` ago (their NodeClaim's deletionTimestamp), nor their Nodes — the
     invocation that asked for one drives it for its whole time, and in an AZ-wide reclaim every
     container driving every termination it finds would step each one tens of times over, at tens
-    of times the API server requests. A crashed invocation's drain is resumed by the message's
-    redelivery, by the provisioner's termination controller within a minute, and here after."""
+    of times the API server requests. A crashed invocation's drain is resumed by the provisioner's
+    termination controller (every pass of its loop, at least once a minute), and here once older;
+    its message's redelivery is a duplicate once the cordon was recorded."""
     young = [
         claim
         for claim in world.nodeclaims
