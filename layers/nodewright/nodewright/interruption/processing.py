@@ -132,6 +132,7 @@ class InterruptionProcessor:
         # one pass (``flow.reconcile(defer=True)``), the event ids, and the writes' deadline.
         self._displaced: list[str] = []
         self._displaced_by: list[str] = []
+        self._displaced_records: list[dict[str, Any]] = []  # their outcomes, told what the replacement did
         self._write_deadline: float | None = None
         self._index: OwnershipIndex | None = None
         self._last_resume_scan = float("-inf")
@@ -203,6 +204,7 @@ class InterruptionProcessor:
         if handled.displaced_nodes:
             self._displaced.extend(handled.displaced_nodes)
             self._displaced_by.append(event.event_id)
+            self._displaced_records.append(record)
         return self._report(handled, record, received_at)
 
     def drive(self, budget_seconds: float) -> list[dict[str, Any]]:
@@ -267,9 +269,12 @@ class InterruptionProcessor:
         their first evictions (``flow.replace_displaced``)."""
         nodes, self._displaced = self._displaced, []
         why, self._displaced_by = ",".join(self._displaced_by), []
+        records, self._displaced_records = self._displaced_records, []
         if not nodes:
             return
         replacement = flow.replace_displaced(self.ctx, nodes, why, self._replace, self._write_deadline)
+        for record in records:  # what the handler answers (spot_events: the event's outcome)
+            record["replacement"] = replacement.summary()
         checkpoint("interruption.replacement-launched")
         self.logger.info(
             "replacement for interrupted nodes",
