@@ -27,7 +27,9 @@ What is measured, from outside the functions:
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import os
 import statistics
 import threading
 import time
@@ -127,22 +129,43 @@ class Storm:
             namespace="default",
         )
 
-    def _wait_ready(self, admin: Any, timeout: float) -> list[dict[str, Any]]:
-        """The storm's nodes once every pod runs on one of them (the provisioner launched them)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            pods = admin.list_pods("default", label_selector=f"app={APP}")
-            running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-            nodes = admin.list_nodes(label_selector=f"karpenter.sh/nodepool={NODEPOOL}")
-            if len(running) == self.nodes * self.pods and len(nodes) >= self.nodes:
-                return nodes
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"setup: {len(running)} of {self.nodes * self.pods} pods running on {len(nodes)} "
-                    f"nodes after {timeout:.0f}s"
-                )
-            self.say(f"setup: {len(running)} pods running, {len(nodes)} nodes")
-            time.sleep(3)
+    def _launch(self, sb: Any, admin: Any, timeout: float) -> list[dict[str, Any]]:
+        """The storm's nodes, launched by the provisioner's own passes run here, one after another
+        until every pod runs (the functions' workers start after: a loaded machine's slow
+        invocations would spend the setup's time queued on the writers' lease)."""
+        from nodewright.cluster import reset_connections
+        from nodewright.provisioning import provision
+
+        from sandbox.lambdas import load_function
+
+        quiet = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
+        saved = {k: os.environ.get(k) for k in (*sb.env(), *quiet)}
+        os.environ.update({**sb.env(), **quiet})
+        try:
+            ctx = load_function("provisioner").container.get()
+            deadline = time.monotonic() + timeout
+            while True:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    provision(ctx)
+                pods = admin.list_pods("default", label_selector=f"app={APP}")
+                running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+                nodes = admin.list_nodes(label_selector=f"karpenter.sh/nodepool={NODEPOOL}")
+                if len(running) == self.nodes * self.pods and len(nodes) >= self.nodes:
+                    return nodes
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"setup: {len(running)} of {self.nodes * self.pods} pods running on {len(nodes)} "
+                        f"nodes after {timeout:.0f}s"
+                    )
+                self.say(f"setup: {len(running)} pods running, {len(nodes)} nodes")
+                time.sleep(1)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            reset_connections()
 
     # ------------------------------------------------------------------ watches
     def _watch(self, sb: Any, resource: Any, on_event: Any, stop: threading.Event) -> threading.Thread:
@@ -244,6 +267,8 @@ class Storm:
         with Sandbox(cluster_name="bench-storm", boot_delay=0.1, init_delay=0.1) as sb:
             sb.apply_crds()
             admin = sb.admin_cluster()
+            self._apply(sb, admin)
+            nodes = self._launch(sb, admin, setup_timeout)
             runtime = Runtime(
                 sb,
                 functions=("provisioner", "interruption", "spot_events"),
@@ -252,8 +277,6 @@ class Storm:
                 say=lambda source, text: self.say(f"{source}: {text}"),
             )
             with runtime:
-                self._apply(sb, admin)
-                nodes = self._wait_ready(admin, setup_timeout)
                 names = [n["metadata"]["name"] for n in nodes]
                 claims = {c["metadata"]["name"] for c in admin.list_nodeclaims()}
                 self.setup_seconds = time.monotonic() - began
