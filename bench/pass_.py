@@ -27,12 +27,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from bench._report import print_figures, save
@@ -373,7 +371,7 @@ def _pass(sb: Any, runtime: Any, which: str) -> dict[str, Any]:
         [sys.executable, "-c", CHILD, which],
         env={
             **env,
-            "POWERTOOLS_LOG_LEVEL": os.environ.get("BENCH_PASS_LOG_LEVEL", "WARNING"),
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
             "POWERTOOLS_METRICS_DISABLED": "true",
         },
         capture_output=True,
@@ -382,8 +380,6 @@ def _pass(sb: Any, runtime: Any, which: str) -> dict[str, Any]:
         check=False,
     )
     lines = [line for line in done.stderr.splitlines() if line.startswith("{")]
-    if os.environ.get("BENCH_PASS_LOG_LEVEL"):
-        Path(f"/tmp/bench-pass-{which}.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"the {which} pass failed:\n{done.stderr[-3000:]}")
     return json.loads(lines[-1])
