@@ -672,12 +672,15 @@ def headline_section(results: Results) -> str:
         lambda f: f"{f['unreachablePerSecond']:g} vs {f['noWebhookPerSecond']:g} pods/s",
         "scheduler-stall",
     )
-    row(
-        "interruption: SQS messages handled",
-        "≥ 200 msg/s",
-        "nodewright bench interruption --nodes 100",
-        lambda f: f"{f['messagesPerSecond']:g} msg/s",
-        "interruption",
+    throughputs = [r for r in results.of("interruption") if "messagesPerSecond" in r["figures"]]
+    most = max(throughputs, key=lambda r: r["figures"]["messages"], default=None)
+    rows.append(
+        (
+            "interruption: SQS messages handled",
+            f"{most['figures']['messagesPerSecond']:g} msg/s" if most else "not measured yet",
+            "≥ 200 msg/s",
+            _cmd(most or "nodewright bench interruption --messages 1000"),
+        )
     )
     storms = [r for r in results.of("interruption") if "cordonedP99Seconds" in r["figures"]]
     biggest = max(storms, key=lambda r: r["figures"]["nodes"], default=None)

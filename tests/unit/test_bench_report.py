@@ -81,6 +81,7 @@ FIXTURE: dict[str, list[dict[str, Any]]] = {
         {
             "command": "nodewright bench interruption --nodes 100",
             "figures": {
+                "messages": 1000,
                 "messagesPerSecond": 250.5,
                 "failedMessages": 0,
                 "nodes": 100,
