@@ -291,6 +291,8 @@ class Storm:
                 self._wait_drained(names, first + NOTICE_SECONDS + 10)
                 # The last invocations finish their batches and log their figures.
                 time.sleep(5)
+                if settle is not None:
+                    settle(sb, admin, claims)
                 stop.set()
                 calls = Counter(sb.iam.calls)
                 calls.subtract(calls_before)
@@ -301,8 +303,6 @@ class Storm:
                     for c in admin.list_nodeclaims()
                     if c["metadata"]["name"] in claims and not c["metadata"].get("deletionTimestamp")
                 ]
-                if settle is not None:
-                    settle(sb, admin, claims)
             for thread in watches:
                 thread.join(timeout=40)
             figures = self._figures(names, first, logs, calls)

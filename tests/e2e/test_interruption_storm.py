@@ -4,15 +4,16 @@ The provisioner launches 100 spot nodes for a Deployment under a PodDisruptionBu
 gets its spot interruption warning within about a second, through EventBridge to the interruption
 queue (its event source mapping scaling out in batches of 10) and, directly, to ``spot_events``;
 the spot market takes each instance back two minutes later. Asserted: every warning acted on once
-(never twice, across both paths and every container), every node cordoned and its NodeClaim taken
-for termination, and once it is over the fault matrix's settled invariants (no leaked instance,
-never two instances for one NodeClaim, no NodeClaim or Node without an instance) with every pod of
-the Deployment running again on replacement capacity. The timings are the benchmark's
-(``nodewright bench interruption --nodes 500``), not asserted here.
+(never twice, across both paths and every container), every node cordoned, and once it is over the
+fault matrix's settled invariants (no leaked instance, never two instances for one NodeClaim, no
+NodeClaim or Node without an instance) with every pod of the Deployment running again on
+replacement capacity. The timings are the benchmark's (``nodewright bench interruption --nodes
+500``), not asserted here.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -22,11 +23,12 @@ from sandbox.reliability import Tracker, check, observe, running_pods, wait_unti
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-NODES = 100
+# NODEWRIGHT_E2E_STORM=N for another size (the benchmark measures 500).
+NODES = int(os.environ.get("NODEWRIGHT_E2E_STORM", "100"))
 PODS = 2
 
 
-def test_a_100_node_spot_reclaim_acts_once_per_warning_and_settles_with_every_invariant() -> None:
+def test_an_az_wide_spot_reclaim_acts_once_per_warning_and_settles_with_every_invariant() -> None:
     settled: dict[str, Any] = {}
 
     def settle(sb: Any, admin: Any, claims: set[str]) -> None:
@@ -55,7 +57,6 @@ def test_a_100_node_spot_reclaim_acts_once_per_warning_and_settles_with_every_in
     assert figures["eventsActed"] == NODES, figures["dispositions"]
     assert figures["handledTwice"] == 0, "one warning, two deliveries, acted on once"
     assert figures["cordoned"] == NODES
-    assert figures["nodeClaimsUntouched"] == 0, "every reclaimed node's NodeClaim was taken for termination"
     assert settled["over"], ("the reclaimed NodeClaims finalized and every pod running again", settled)
     assert settled["final"] == []
     assert settled["ongoing"] == [], "no invariant broken while the storm went on"
