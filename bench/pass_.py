@@ -120,6 +120,7 @@ def _load(sb: Any, nodes: int, pods: int, pending: int) -> None:
     (admission, defaults, managedFields), the rest are copies of it under their own names, so the
     lists the passes read are what kube-apiserver would serve for a cluster that size."""
     from nodewright.api import labels
+    from nodewright.cloud.provider import TAG_NODECLAIM
     from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 
     from sandbox.workloads import REPLICASETS, nodeclass, nodepool
@@ -151,10 +152,12 @@ def _load(sb: Any, nodes: int, pods: int, pending: int) -> None:
     claim_template, node_template = _node_objects(sb, admin, now)
     pod_template = admin.create(PODS, _pod("template", replicaset), namespace="default")
     admin.delete(PODS, "template", namespace="default", grace_period_seconds=0)
+    instances = _instances(sb, nodes)
     for i in range(nodes):
         zone = ZONES[i % len(ZONES)]
-        instance = f"i-0{i:016x}"
+        instance = instances[zone].pop()
         name = f"big-{i:05d}"
+        sb.iam.world._backend("ec2", sb.region).create_tags([instance], {TAG_NODECLAIM: name})
         node_name = f"ip-10-{i // 65536 % 256}-{i // 256 % 256}-{i % 256}.ec2.internal"
         claim = copy.deepcopy(claim_template)
         claim["metadata"].update(name=name, uid=str(uuid.uuid4()))
@@ -195,6 +198,41 @@ def _load(sb: Any, nodes: int, pods: int, pending: int) -> None:
                 ],
             }
         store.write(_key(PODS), pod)
+
+
+def _instances(sb: Any, nodes: int) -> dict[str, list[str]]:
+    """EC2 instances for the NodeClaims, per zone (in moto, tagged for the cluster as a launch tags
+    them): the provisioner's garbage collection deletes a NodeClaim whose instance is gone, and
+    terminates an instance of the cluster that no NodeClaim records."""
+    from nodewright.cloud.provider import TAG_CLUSTER_NAME
+
+    ec2 = sb.aws_client("ec2")
+    by_zone: dict[str, list[str]] = {}
+    try:
+        for index, zone in enumerate(ZONES):
+            count = len(range(index, nodes, len(ZONES)))
+            if not count:
+                continue
+            reply = ec2.run_instances(
+                ImageId=sb.aws.images["al2023/x86_64"],
+                InstanceType=INSTANCE_TYPE,
+                MinCount=count,
+                MaxCount=count,
+                SubnetId=sb.aws.subnets[zone],
+                TagSpecifications=[
+                    {
+                        "ResourceType": "instance",
+                        "Tags": [
+                            {"Key": TAG_CLUSTER_NAME, "Value": sb.cluster_name},
+                            {"Key": f"kubernetes.io/cluster/{sb.cluster_name}", "Value": "owned"},
+                        ],
+                    }
+                ],
+            )
+            by_zone[zone] = [i["InstanceId"] for i in reply["Instances"]]
+    finally:
+        ec2.close()
+    return by_zone
 
 
 def _key(resource: Any) -> tuple[str, str]:
