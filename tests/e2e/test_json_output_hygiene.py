@@ -42,7 +42,7 @@ CASES: list[tuple[str, list[str], bool]] = [
     ("doctor", ["--cluster", "absent", "--region", "us-east-1"], False),
     ("bench scheduling", ["--pods", "30", "--no-bound"], False),
     ("bench consolidation", ["--nodes", "6", "--pods", "30", "--passes", "1"], False),
-    ("bench interruption", ["--nodes", "1", "--pods", "1", "--messages", "20"], False),
+    ("bench interruption", ["--messages", "20", "--nodes", "1", "--pods", "1"], False),
     ("bench pass", ["--nodes", "10", "--pods", "50", "--pending", "2"], False),
     ("bench latency", ["--bursts", "1", "--pods", "1"], False),
     ("bench sandbox", ["--runs", "1"], False),
