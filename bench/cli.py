@@ -33,8 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     subparsers_for = parser.add_subparsers(dest="benchmark", metavar="NAME", required=True)
     for name in _benchmarks():
         module = importlib.import_module(f"bench.{name}")
-        # bench/scheduler_stall.py is ``nodewright bench scheduler-stall``
-        command = name.replace("_", "-")
+        # bench/scheduler_stall.py is ``nodewright bench scheduler-stall``; bench/pass_.py (``pass``
+        # is Python's) is ``nodewright bench pass``
+        command = name.rstrip("_").replace("_", "-")
         sub = subparsers_for.add_parser(command, help=(module.__doc__ or "").strip().splitlines()[0])
         module.configure(sub)
         add_save_option(sub, command)

@@ -11,9 +11,11 @@
   the EventBridge schedules (provisioner and disruption every minute, pricing every 12 hours; a
   tick while the previous invocation still runs is throttled, as reserved concurrency 1 does);
   the SQS event source mapping of the interruption queue (batches of up to 10, partial batch
-  failures: only the failed records go back, after the visibility timeout); the direct
-  EventBridge rule to ``spot_events`` (asynchronous invocation with 2 retries and a 2-minute
-  maximum event age). The EventBridge rules live in moto, which matches their patterns.
+  failures: only the failed records go back, after the visibility timeout; scaled out as Lambda
+  scales it, each batch in a container of its own, up to the stack's maximum concurrency); the
+  direct EventBridge rule to ``spot_events`` (asynchronous invocation with 2 retries and a
+  2-minute maximum event age, up to its reserved concurrency at once). The EventBridge rules
+  live in moto, which matches their patterns.
 * The **spot market**: an instance that got a spot interruption warning through
   ``nodewright sandbox interrupt`` (tag ``sandbox:reclaim-at``) is terminated when its two
   minutes are up, as EC2 does, whether or not the product drained it first.
@@ -52,6 +54,11 @@ SPOT_NOTICE_SECONDS = deployment.SPOT_NOTICE_SECONDS
 INIT_SECONDS = 10
 # Its Shutdown phase: the runtime has 500 ms to exit (no extensions) before SIGKILL.
 SHUTDOWN_SECONDS = 0.5
+# Lambda's SQS event source mapping on a standard queue (AWS Lambda developer guide, "Configuring
+# scaling behavior for SQS event source mappings"): five batches at once when messages appear, then
+# up to 300 more concurrent batches a minute while messages remain, never past the stack's maximum.
+SQS_INITIAL_BATCHES = 5
+SQS_SCALE_UP_PER_MINUTE = 300
 # The worker's own environment: what a Lambda container has besides the function's variables.
 INHERITED = (
     "PATH",
@@ -314,12 +321,100 @@ class Schedule(_Loop):
         self._stop.wait(self.every)
 
 
-class QueueSource(_Loop):
-    """The interruption queue's event source mapping: batches of 10, ReportBatchItemFailures."""
+class _Pollers(Trigger):
+    """Pollers that each take work and run it in a container of their own: Lambda's concurrency.
+
+    Poller 0 uses the function's first container (``Runtime.worker``); each further one starts a
+    container of its own (``Runtime.container``), cold, as Lambda does when it scales out. ``scale``
+    adds pollers up to ``limit``."""
+
+    name = "pollers"
+    function = ""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self.runtime: Runtime | None = None
+        self.busy: set[int] = set()  # pollers whose last look found work
+
+    @property
+    def limit(self) -> int:
+        raise NotImplementedError
+
+    def start(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.scale(1)
+
+    def scale(self, count: int) -> int:
+        """Grow to ``count`` pollers (at most ``limit``); how many there are."""
+        with self._lock:
+            while len(self._threads) < min(count, self.limit) and not self._stop.is_set():
+                index = len(self._threads)
+                thread = threading.Thread(
+                    target=self._run, args=(index,), name=f"{self.name}-{index}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+            return len(self._threads)
+
+    def _run(self, index: int) -> None:
+        assert self.runtime is not None
+        worker = self.runtime.container(self.function, index)
+        while not self._stop.is_set():
+            try:
+                self.poll(worker, lambda found: self._found(index, found))
+            except Exception as exc:  # a poller never dies of one bad look (moto busy, a race at stop)
+                self._found(index, False)
+                if not self._stop.is_set():
+                    self.runtime.say("sandbox", f"{self.name}: {type(exc).__name__}: {exc}")
+                self._stop.wait(1)
+
+    def _found(self, index: int, found: bool) -> None:
+        with self._lock:
+            (self.busy.add if found else self.busy.discard)(index)
+
+    def poll(self, worker: Worker, found: Callable[[bool], None]) -> None:
+        """Take work and run it in ``worker``; say ``found(True)`` as soon as there is some (the
+        poller is busy from then on), ``found(False)`` when a look finds none."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in list(self._threads):
+            thread.join(timeout=30)
+
+
+class QueueSource(_Pollers):
+    """The interruption queue's event source mapping: batches of 10, ReportBatchItemFailures, scaled
+    as Lambda scales it (``SQS_INITIAL_BATCHES`` batches at once when messages appear, then
+    ``SQS_SCALE_UP_PER_MINUTE`` more a minute while every poller finds messages, up to the stack's
+    ``INTERRUPTION_MAX_CONCURRENCY``): each batch in a container of its own."""
 
     name = "sqs-interruption"
+    function = "interruption"
 
-    def tick(self) -> None:
+    @property
+    def limit(self) -> int:
+        return deployment.INTERRUPTION_MAX_CONCURRENCY
+
+    def start(self, runtime: Runtime) -> None:
+        super().start(runtime)
+        threading.Thread(target=self._scaler, name=f"{self.name}-scaler", daemon=True).start()
+
+    def _scaler(self) -> None:
+        """Five batches at once as soon as messages appear; then, each second every poller finds
+        work, 300/60 more; back to one poller's worth of scaling when the queue is empty."""
+        step = max(1, SQS_SCALE_UP_PER_MINUTE // 60)
+        while not self._stop.wait(1.0):
+            with self._lock:
+                count, busy = len(self._threads), len(self.busy)
+            if busy and count < SQS_INITIAL_BATCHES:
+                self.scale(SQS_INITIAL_BATCHES)
+            elif busy >= count:
+                self.scale(count + step)
+
+    def poll(self, worker: Worker, found: Callable[[bool], None]) -> None:
         assert self.runtime is not None
         runtime = self.runtime
         url = runtime.sandbox.aws.interruption_queue_url
@@ -329,6 +424,7 @@ class QueueSource(_Loop):
             WaitTimeSeconds=1,
             AttributeNames=["All"],
         ).get("Messages", [])
+        found(bool(got))
         if not got:
             return
         arn = events.queue_arn(url, runtime.region)
@@ -344,7 +440,7 @@ class QueueSource(_Loop):
             )
             for m in got
         ]
-        done = runtime.invoke("interruption", events.sqs_event(records))
+        done = runtime.invoke_in(worker, events.sqs_event(records))
         if not done.ok:
             return  # the whole batch becomes visible again after the visibility timeout
         failed = {f.get("itemIdentifier") for f in (done.result or {}).get("batchItemFailures", [])}
@@ -362,27 +458,39 @@ class QueueSource(_Loop):
             )
 
 
-class DirectRoute(_Loop):
-    """The direct EventBridge rule to ``spot_events``: asynchronous invocation, 2 retries, 2 minutes."""
+class DirectRoute(_Pollers):
+    """The direct EventBridge rule to ``spot_events``: asynchronous invocation, 2 retries, 2 minutes,
+    at most the function's reserved concurrency (``deployment.SPOT_EVENTS_CONCURRENCY``) at once, one
+    event per invocation; Lambda's own event queue holds the rest (here: the direct queue)."""
 
     name = "eventbridge-spot-events"
+    function = "spot_events"
 
-    def tick(self) -> None:
+    @property
+    def limit(self) -> int:
+        return deployment.SPOT_EVENTS_CONCURRENCY
+
+    def start(self, runtime: Runtime) -> None:
+        super().start(runtime)
+        self.scale(self.limit)  # asynchronous invocations scale out at once (1,000 per 10 s)
+
+    def poll(self, worker: Worker, found: Callable[[bool], None]) -> None:
         assert self.runtime is not None
         runtime = self.runtime
         url = runtime.sandbox.aws.direct_queue_url
         got = runtime.sqs.receive_message(
             QueueUrl=url,
-            MaxNumberOfMessages=10,
+            MaxNumberOfMessages=1,
             WaitTimeSeconds=1,
             AttributeNames=["All"],
             VisibilityTimeout=60,
         ).get("Messages", [])
+        found(bool(got))
         for message in got:
             attempts = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
             age = time.time() - int(message.get("Attributes", {}).get("SentTimestamp", "0")) / 1000
             event = json.loads(message["Body"])
-            done = runtime.invoke("spot_events", event)
+            done = runtime.invoke_in(worker, event)
             if (
                 done.ok
                 or attempts > deployment.DIRECT_RETRY_ATTEMPTS
@@ -448,7 +556,8 @@ class Runtime:
         self.wakeup = wakeup and "webhook" in self.function_names
         self.wakeup_mode = wakeup_mode  # "public" (a function URL) or "private" (sandbox/wakeup.py)
         self.function_url = ""
-        self.workers: dict[str, Worker] = {}
+        self.workers: dict[str, Worker] = {}  # each function's first container
+        self.pools: dict[str, list[Worker]] = {}  # its further ones (``container``), as Lambda scales out
         self.triggers: list[Trigger] = []
         self.invocations: list[Invocation] = []
         self.sqs: Any = None
@@ -476,6 +585,7 @@ class Runtime:
             "AWS_LAMBDA_FUNCTION_NAME": f"nodewright-{name.replace('_', '-')}",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
             "PYTHONUNBUFFERED": "1",
+            **_kube_client_rate(name),
             **self.extra_env,
             **self.function_envs.get(name, {}),
         }
@@ -493,6 +603,31 @@ class Runtime:
                     f"nodewright-{name.replace('_', '-')}",
                 )
             return self.workers[name]
+
+    def container(self, name: str, index: int) -> Worker:
+        """The function's container ``index``: 0 is ``worker(name)``, others start on first need."""
+        first = self.worker(name)  # its environment learnt by the IAM enforcement once
+        if index == 0:
+            return first
+        with self._lock:
+            pool = self.pools.setdefault(name, [])
+            while len(pool) < index:
+                pool.append(
+                    Worker(
+                        deployment.FUNCTIONS[name],
+                        self.function_env(name),
+                        self.logs_dir / f"{name}.log",
+                        f"nodewright-{name.replace('_', '-')}",
+                    )
+                )
+            return pool[index - 1]
+
+    def invoke_in(self, worker: Worker, event: dict[str, Any]) -> Invocation:
+        """A synchronous invocation in this container (waits while it is busy)."""
+        done = worker.invoke(event)
+        assert done is not None
+        self.record(done)
+        return done
 
     def invoke(self, name: str, event: dict[str, Any]) -> Invocation:
         """A synchronous invocation (waits while the container is busy)."""
@@ -561,7 +696,7 @@ class Runtime:
         self.sqs = self.poller = self.ec2 = None
 
     def _shut_down_workers(self) -> None:
-        workers = list(self.workers.values())
+        workers = [*self.workers.values(), *(w for pool in self.pools.values() for w in pool)]
         for worker in workers:
             worker.shut_down()
         deadline = time.monotonic() + SHUTDOWN_SECONDS
@@ -573,6 +708,15 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _kube_client_rate(function: str) -> dict[str, str]:
+    """The request rate limit the stack sets for ``function`` (the layer's defaults for most): the
+    interruption functions' share (infra/capabilities/functions.py kube_client_environment)."""
+    if function not in ("interruption", "spot_events"):
+        return {}
+    qps, burst = deployment.INTERRUPTION_KUBE_CLIENT_QPS, deployment.INTERRUPTION_KUBE_CLIENT_BURST
+    return {"KUBE_CLIENT_QPS": f"{qps:g}", "KUBE_CLIENT_BURST": str(burst)}
 
 
 def interrupt(sandbox_env: dict[str, str], node: str, kind: str, kubeconfig: str) -> dict[str, Any]:

@@ -183,6 +183,10 @@ class FakeCluster:
         found = self.objects["Node"].get(name)
         return copy.deepcopy(found) if found else None
 
+    def find_nodeclaim(self, name: str) -> Obj | None:
+        found = self.objects["NodeClaim"].get(name)
+        return copy.deepcopy(found) if found else None
+
     # nodes
     def patch_node(self, name: str, patch: Obj) -> Obj:
         _merge(self.objects["Node"][name], patch)

@@ -51,12 +51,18 @@ VPC_NETWORK_INTERFACES_REASON = (
 FUNCTION_SPECS: tuple[FunctionSpec, ...] = deployment.SCHEDULED_AND_EVENT_FUNCTIONS
 
 
-def kube_client_environment(config: NodewrightConfig) -> dict[str, str]:
-    """The API server request rate limit every function that calls Kubernetes reads (settings.py)."""
-    return {
-        "KUBE_CLIENT_QPS": f"{config.kube_client_qps:g}",
-        "KUBE_CLIENT_BURST": str(config.kube_client_burst),
-    }
+def kube_client_environment(config: NodewrightConfig, function: str = "") -> dict[str, str]:
+    """The API server request rate limit every function that calls Kubernetes reads (settings.py):
+    the stack's for one container, never more than the interruption functions' share for theirs."""
+    qps, burst = config.kube_client_qps, config.kube_client_burst
+    if function in INTERRUPTION_FUNCTIONS:
+        qps = min(qps, deployment.INTERRUPTION_KUBE_CLIENT_QPS)
+        burst = min(burst, deployment.INTERRUPTION_KUBE_CLIENT_BURST)
+    return {"KUBE_CLIENT_QPS": f"{qps:g}", "KUBE_CLIENT_BURST": str(burst)}
+
+
+# The functions many containers of which may be at work at once in a storm (spec/deployment.py).
+INTERRUPTION_FUNCTIONS = ("interruption", "spot_events")
 
 
 def function_asset_dir(functions_dir: Path, name: str) -> Path:
@@ -146,7 +152,7 @@ class NodewrightFunctions(Construct):
                 memory_size=spec.memory_mb,
                 timeout=Duration.seconds(spec.timeout_seconds),
                 reserved_concurrent_executions=spec.reserved_concurrency,
-                environment=base_environment,
+                environment={**base_environment, **kube_client_environment(config, spec.name)},
                 log_group=log_group,
                 tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,
                 # A failed scheduled run is not retried: the next tick runs a minute later
@@ -180,7 +186,8 @@ class NodewrightFunctions(Construct):
                     function,
                     "CKV_AWS_115",
                     "event-driven and idempotent; the provisioner, the one that must never run "
-                    "twice at once, has reserved concurrency 1",
+                    "twice at once, has reserved concurrency 1, and the interruption queue's "
+                    "consumers are bounded by its event source's maximum concurrency",
                 )
             self._acknowledge_function(function, asynchronous, config)
         self._depend_on_policies_not_role()

@@ -67,9 +67,13 @@ class InterruptionQueue(Construct):
         )
 
     def add_consumer(self, function: lambda_.IFunction) -> None:
-        """The interruption function reads the queue in batches and reports per-item failures."""
+        """The interruption function reads the queue in batches and reports per-item failures; at most
+        ``INTERRUPTION_MAX_CONCURRENCY`` batches at once (spec/deployment.py says why that many)."""
         source = sources.SqsEventSource(
-            self.queue, batch_size=deployment.QUEUE_BATCH_SIZE, report_batch_item_failures=True
+            self.queue,
+            batch_size=deployment.QUEUE_BATCH_SIZE,
+            report_batch_item_failures=True,
+            max_concurrency=deployment.INTERRUPTION_MAX_CONCURRENCY,
         )
         function.add_event_source(source)
         acknowledge.nag(

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +124,8 @@ class Enforcement:
         self.world: Any = MotoWorld(account)
         self.denials: list[Denial] = []
         self.allowed: set[tuple[str, str, str, str]] = set()  # function, action, resource type, statement
+        # Calls allowed, by (function, "service:Operation"): what a benchmark counts (DynamoDB writes).
+        self.calls: Counter[tuple[str, str]] = Counter()
         self._by_key: dict[str, Identity] = {}
         self._overrides: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -234,6 +236,7 @@ class Enforcement:
                 self._note_denial(identity, call, request, verdict)
                 return verdict
         with self._lock:
+            self.calls[(identity.function, call.label)] += 1
             for request, decision in zip(requests, decisions, strict=True):
                 kind = _resource_type(request.resource)
                 for grant in decision.grants:

@@ -204,11 +204,16 @@ def test_layer_is_compatible_with_the_functions_runtime_and_architecture(default
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
 
 
-def test_only_the_provisioner_has_reserved_concurrency_one(default_synth: Synth) -> None:
+def test_only_the_provisioner_and_the_direct_spot_path_have_reserved_concurrency(
+    default_synth: Synth,
+) -> None:
+    from infra.capabilities.functions import SPOT_EVENTS_CONCURRENCY
+
+    wanted = {"provisioner": 1, "spot_events": SPOT_EVENTS_CONCURRENCY}
     for name in SPECS:
         _, function = function_named(default_synth, name)
         reserved = function["Properties"].get("ReservedConcurrentExecutions")
-        assert reserved == (1 if name == "provisioner" else None), name
+        assert reserved == wanted.get(name), name
 
 
 def test_minute_scheduled_functions_end_before_the_next_tick(default_synth: Synth) -> None:
@@ -224,6 +229,7 @@ def test_interruption_reads_batches_of_ten_and_reports_item_failures(default_syn
     assert props["FunctionName"] == {"Ref": interruption_id}
     assert props["BatchSize"] == 10
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["ScalingConfig"] == {"MaximumConcurrency": 50}, "an AZ-wide reclaim's 50 batches at once"
     assert props["EventSourceArn"]["Fn::GetAtt"][0].startswith("AutoscalerInterruptionsQueue")
 
 

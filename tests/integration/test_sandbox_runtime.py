@@ -158,8 +158,8 @@ class _Runtime:
         self.batches: list[dict[str, Any]] = []
         self.said: list[str] = []
 
-    def invoke(self, name: str, event: dict[str, Any]) -> Invocation:
-        assert name == "interruption"
+    def invoke_in(self, worker: Any, event: dict[str, Any]) -> Invocation:
+        assert worker == "a container of the interruption function"
         self.batches.append(event)
         return self.answer(event)
 
@@ -184,7 +184,9 @@ def test_the_event_source_mapping_deletes_all_but_the_failed_records() -> None:
     runtime = _Runtime(sqs, url, fail_the_second)
     source = QueueSource()
     source.runtime = runtime  # type: ignore[assignment]
-    source.tick()
+    found: list[bool] = []
+    source.poll("a container of the interruption function", found.append)  # type: ignore[arg-type]
+    assert found == [True], "the poller is busy from the batch's receipt on (the mapping scales on it)"
     assert len(runtime.batches) == 1
     assert len(runtime.batches[0]["Records"]) == 3
     failed_body = runtime.batches[0]["Records"][1]["body"]
@@ -204,6 +206,6 @@ def test_a_failed_invocation_returns_the_whole_batch() -> None:
     runtime = _Runtime(sqs, url, lambda event: Invocation("interruption", False, 1.0, error="Task timed out"))
     source = QueueSource()
     source.runtime = runtime  # type: ignore[assignment]
-    source.tick()
+    source.poll("a container of the interruption function", lambda found: None)  # type: ignore[arg-type]
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"

@@ -81,13 +81,24 @@ FIXTURE: dict[str, list[dict[str, Any]]] = {
         {
             "command": "nodewright bench interruption --nodes 100",
             "figures": {
+                "messages": 1000,
                 "messagesPerSecond": 250.5,
+                "failedMessages": 0,
                 "nodes": 100,
                 "podsPerNode": 5,
-                "cordonAndEvictP50Seconds": 0.75,
-                "cordonAndEvictP99Seconds": 1.5,
-                "cordonAndEvictSeconds": [0.5, 0.75, 1.5],
-                "failedMessages": 0,
+                "warningsSpreadSeconds": 0.8,
+                "cordoned": 100,
+                "cordonedP50Seconds": 0.75,
+                "cordonedP99Seconds": 1.5,
+                "cordonedMaxSeconds": 1.6,
+                "replacementRequestedP99Seconds": 4.5,
+                "replacementRequestedMaxSeconds": 5.0,
+                "drained": 100,
+                "lastDrainedSeconds": 86.0,
+                "handledTwice": 0,
+                "apiRequestsPerSecondPeak": 240,
+                "dynamodbWrites": 400,
+                "cordonedSeconds": [0.5, 0.75, 1.5],
             },
         }
     ],
@@ -225,10 +236,10 @@ def test_the_report_renders_every_section_from_the_saved_runs(
     assert "p50 1.25 s, p99 2.50 s" in rows["pending pod → CreateFleet, warm provisioner"]
     assert "p50 1.75 s, p99 3.50 s" in rows["pod → NodeClaim from an idle provisioner, with the wake-up"]
     assert "66.5 vs 70 pods/s" in rows["kube-scheduler with the wake-up's URL unreachable"]
-    assert (
-        "250.5 msg/s; p99 1.50 s"
-        in rows["interruption: SQS messages handled; spot warning → cordoned and evicting"]
-    )
+    assert "250.5 msg/s" in rows["interruption: SQS messages handled"]
+    reclaim = "AZ-wide spot reclaim of 100 nodes: warning → cordoned, → replacement, last drained"
+    assert "p99 1.5 s, p99 4.5 s, 86 s; peak 240 API requests/s" in rows[reclaim], "the biggest storm saved"
+    assert "not measured yet" in rows["a pass over 5,000 nodes / 50,000 pods: provisioning, disruption"]
     assert "$0.03/month" in rows["idle cost (provisioner + disruption, Lambda arm64)"]
     assert "0 in 300 steps, converged: True" in rows["chaos: seeded faults, invariant violations"]
     # No saved run of these commands: said so, never a figure from elsewhere.
@@ -261,7 +272,7 @@ def test_the_report_renders_every_section_from_the_saved_runs(
         svg = ET.parse(root / "docs" / "img" / picture).getroot()
         assert svg.tag.endswith("svg")
     latency_svg = (root / "docs" / "img" / "latency.svg").read_text()
-    assert "spot warning → cordoned and evicting (3)" in latency_svg  # each distribution, with its count
+    assert "spot reclaim of 100: warning → cordoned (3)" in latency_svg  # each distribution, with its count
 
 
 def test_a_second_report_changes_nothing(repo: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -294,12 +305,12 @@ def test_a_saved_run_missing_a_figure_names_the_command_to_run_again(
     root, results = repo
     path = results / "interruption.json"
     saved = json.loads(path.read_text())
-    del saved["runs"][0]["figures"]["cordonAndEvictSeconds"]
+    del saved["runs"][0]["figures"]["cordonedSeconds"]
     path.write_text(json.dumps(saved))
     args = build_parser().parse_args(["bench", "report", "--results", str(results), "--root", str(root)])
     assert args.func(args) == 1
     err = capsys.readouterr().err
-    assert "`nodewright bench interruption --nodes 100` lacks cordonAndEvictSeconds" in err
+    assert "`nodewright bench interruption --nodes 100` lacks cordonedSeconds" in err
     assert "Traceback" not in err
 
 

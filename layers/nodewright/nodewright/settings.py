@@ -21,8 +21,9 @@ _TRUE = ("1", "true", "yes")
 # The client-side request rate limit of each function container (nodewright.cluster.ratelimit), in
 # Karpenter's variables (KUBE_CLIENT_QPS/KUBE_CLIENT_BURST, 200/300 for its one controller process).
 # Here every warm container of every function has a bucket of its own, so the rate the API server
-# sees is the containers at work times this: four of them (the provisioner, the disruption pass and
-# two interruption batches) at 50/s are Karpenter's 200/s. A burst of 100 covers one provisioning
+# sees is the containers at work times this: the provisioner and the disruption pass at 50/s, and
+# the interruption functions' containers (up to 55 in an AZ-wide reclaim) at the stack's 5/s each
+# (infra/capabilities/functions.py INTERRUPTION_KUBE_CLIENT_QPS). A burst of 100 covers one provisioning
 # pass over a 5,000-node, 50,000-pod cluster (its ~120 list pages of 500) or one batch of ten spot
 # warnings (cordon, replacement, evictions: ~15 requests a node) without waiting. The stack sets both
 # (-c kubeClientQPS / -c kubeClientBurst, infra/config.py); these are its defaults.

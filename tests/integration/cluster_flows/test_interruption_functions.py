@@ -15,6 +15,7 @@ import pytest
 from moto import mock_aws
 from nodewright.cloud.aws import reset_clients
 from nodewright.cluster import ApiUnavailable
+from nodewright.cluster.resources import PODS
 from nodewright.interruption import flow
 
 from sandbox import events
@@ -156,24 +157,66 @@ def test_redelivery_after_the_node_is_gone_is_a_duplicate(world, make_processor,
 
 
 @pytest.mark.usefixtures("owned_node", "state_table")
-def test_event_in_progress_on_one_path_is_retried_later_on_the_queue(make_processor, functions) -> None:
+def test_event_in_progress_on_one_path_is_retried_later_on_the_queue(
+    make_processor, functions, monkeypatch
+) -> None:
     interruption, spot_events = functions
     replacement = CountingReplacement()
     direct = make_processor(replacement, state=True)
     queue = make_processor(replacement, state=True)
     spot_events.processor, interruption.processor = direct, queue
     seen: dict[str, Any] = {}
+    acting = flow.reconcile
 
-    def queue_delivers_meanwhile() -> None:
-        seen["queue"] = interruption.handler(
-            sqs_batch(json.dumps(spot_event("spot-race"))), FakeLambdaContext()
+    def queue_delivers_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        """The queue's copy arrives while the direct path is cordoning (its record in progress)."""
+        outcome = acting(*args, **kwargs)
+        seen.setdefault(
+            "queue", interruption.handler(sqs_batch(json.dumps(spot_event("spot-race"))), FakeLambdaContext())
         )
+        return outcome
 
-    replacement.during = queue_delivers_meanwhile
+    monkeypatch.setattr(flow, "reconcile", queue_delivers_meanwhile)
     spot_events.handler(spot_event("spot-race"), FakeLambdaContext(function_name="nodewright-spot-events"))
 
     assert seen["queue"] == {"batchItemFailures": [{"itemIdentifier": "m-0"}]}, "back to the queue, not lost"
     assert replacement.calls == [["node-a"]]
+
+
+@pytest.mark.usefixtures("state_table")
+def test_a_batch_of_warnings_is_replaced_in_one_pass_before_any_eviction(
+    world, make_processor, functions
+) -> None:
+    """An AZ-wide reclaim delivers ten warnings a batch: one replacement plans the pods of all ten
+    nodes, after every one is cordoned and before the first eviction (not ten passes queued on
+    the writers' lease, each re-reading the whole cluster)."""
+    interruption, _ = functions
+    instances = [f"i-0aaaaaaaaaaaaab{i:02d}" for i in range(4)]
+    for i, instance in enumerate(instances):
+        world.node(f"node-{i}", instance)
+        world.nodeclaim(f"default-{i}", instance, f"node-{i}")
+        world.pod(f"web-{i}", f"node-{i}", labels={"app": "web"})
+    replacement = CountingReplacement()
+    seen_at_replacement: dict[str, Any] = {}
+
+    def look() -> None:
+        nodes = [world.cluster.find_node(f"node-{i}") for i in range(4)]
+        seen_at_replacement["cordoned"] = [bool(n and n["spec"].get("unschedulable")) for n in nodes]
+        seen_at_replacement["pods"] = [world.cluster.find(PODS, f"web-{i}", "default") for i in range(4)]
+
+    replacement.during = look
+    interruption.processor = make_processor(replacement, state=True)
+    batch = sqs_batch(*(json.dumps(spot_event(f"spot-{i}", instance=x)) for i, x in enumerate(instances)))
+
+    answer = interruption.handler(batch, FakeLambdaContext())
+
+    assert answer == {"batchItemFailures": []}
+    assert replacement.calls == [["node-0", "node-1", "node-2", "node-3"]]
+    assert seen_at_replacement["cordoned"] == [True] * 4
+    assert all(
+        p is not None and not p["metadata"].get("deletionTimestamp") for p in seen_at_replacement["pods"]
+    )
+    assert all(world.cluster.find_node(f"node-{i}") is None for i in range(4)), "then drained"
 
 
 @pytest.mark.usefixtures("owned_node")

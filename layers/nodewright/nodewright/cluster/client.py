@@ -4,6 +4,12 @@ Requests go through the kubernetes client's ``ApiClient`` (its auth, TLS and tok
 the raw level — ``call_api`` with unparsed bodies decoded by ``json`` — because the client's
 pydantic models validate every field of every object, which costs seconds on thousands of pods and
 fails on fields a newer API server adds. The typed API classes are not used.
+
+Listed pods and nodes are slimmed as each page is decoded (``SLIMMED``): what no flow reads —
+managedFields, a pod's container statuses, env, commands, probes and conditions other than
+``PodScheduled`` and ``Ready``, a node's image list — is dropped, and the strings a workload's pods
+repeat (labels, owner, images, quantities) are interned, so a 50,000-pod cluster fits the
+provisioner's 512 MB (``nodewright bench pass``). A ``get`` answers the whole object.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import math
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
@@ -297,9 +304,12 @@ class Cluster:
                     "continue": token,
                 },
             )
+            slimming = SLIMMED.get(resource.plural)
             for item in answer.get("items") or []:
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
+                if slimming is not None:
+                    slimming(item)
                 items.append(item)
             metadata = answer.get("metadata") or {}
             version = version or metadata.get("resourceVersion")
@@ -740,6 +750,98 @@ class Cluster:
         return WriterLease(
             self, identity, duration_seconds=duration_seconds, wait_seconds=wait_seconds, **kwargs
         )
+
+
+# What no flow reads of a listed object (see the module docstring); the lists keep everything else,
+# so a field the product starts to read is never silently missing: remove it from here first.
+POD_CONTAINER_UNREAD = (
+    "env",
+    "envFrom",
+    "command",
+    "args",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "volumeMounts",
+    "volumeDevices",
+    "securityContext",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "imagePullPolicy",
+    "workingDir",
+)
+POD_STATUS_UNREAD = (
+    "containerStatuses",
+    "initContainerStatuses",
+    "ephemeralContainerStatuses",
+    "podIP",
+    "podIPs",
+    "hostIPs",
+)
+NODE_STATUS_UNREAD = ("images", "nodeInfo", "volumesInUse", "daemonEndpoints")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+# The pod conditions a flow reads (``state.pods``: scheduling failures; ``state.pdbs``: readiness).
+POD_CONDITIONS_READ = frozenset({"PodScheduled", "Ready"})
+
+
+def _interned(values: dict[str, Any] | None) -> None:
+    """The string values of a flat dict, interned in place: the pods of one workload repeat their
+    labels, owner, images and quantities, and each page's decoding makes new strings of them."""
+    if values:
+        for key, value in values.items():
+            if type(value) is str:
+                values[key] = sys.intern(value)
+
+
+def _slim_metadata(item: dict[str, Any]) -> dict[str, Any]:
+    meta = item.get("metadata") or {}
+    meta.pop("managedFields", None)
+    annotations = meta.get("annotations")
+    if annotations:
+        annotations.pop(LAST_APPLIED, None)
+    _interned(meta.get("labels"))
+    for owner in meta.get("ownerReferences") or ():
+        _interned(owner)
+    if "namespace" in meta:
+        meta["namespace"] = sys.intern(meta["namespace"])
+    return meta
+
+
+def _slim_pod(pod: dict[str, Any]) -> None:
+    _slim_metadata(pod)
+    spec = pod.get("spec") or {}
+    _interned(spec)  # nodeName, schedulerName, restartPolicy, serviceAccountName, ...
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for container in spec.get(kind) or ():
+            for key in POD_CONTAINER_UNREAD:
+                container.pop(key, None)
+            _interned(container)
+            resources = container.get("resources") or {}
+            _interned(resources.get("requests"))
+            _interned(resources.get("limits"))
+    for toleration in spec.get("tolerations") or ():
+        _interned(toleration)
+    status = pod.get("status") or {}
+    for key in POD_STATUS_UNREAD:
+        status.pop(key, None)
+    if "conditions" in status:
+        status["conditions"] = [c for c in status["conditions"] or () if c.get("type") in POD_CONDITIONS_READ]
+        for condition in status["conditions"]:
+            _interned(condition)
+    _interned(status)
+
+
+def _slim_node(node: dict[str, Any]) -> None:
+    _slim_metadata(node)
+    status = node.get("status") or {}
+    for key in NODE_STATUS_UNREAD:
+        status.pop(key, None)
+
+
+SLIMMED: dict[str, Callable[[dict[str, Any]], None]] = {"pods": _slim_pod, "nodes": _slim_node}
 
 
 def _decode(raw: bytes) -> dict[str, Any]:

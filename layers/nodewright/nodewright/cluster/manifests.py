@@ -154,6 +154,9 @@ class ManifestCluster:
     def find_node(self, name: str) -> Obj | None:
         return next((n for n in self.list_nodes() if name_of(n) == name), None)
 
+    def find_nodeclaim(self, name: str) -> Obj | None:
+        return next((c for c in self.list_nodeclaims() if name_of(c) == name), None)
+
     def set_call_deadline(self, deadline: float | None) -> None:
         """Reads are local: no call can outlive a deadline."""
 

@@ -17,6 +17,7 @@ and a wait that would end past the caller's deadline is refused at once, taking 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 
 from nodewright.cluster.errors import ClientThrottled
 from nodewright.context import Clock, SystemClock
@@ -27,7 +28,12 @@ class TokenBucket:
 
     ``requests``, ``waits`` and ``waited_seconds`` count what went through: how many requests, how
     many of them were held back and for how long in total (benches report them; tests assert on them).
+    ``by_second`` counts the requests by the wall-clock second they were let through (epoch seconds,
+    the last ``KEPT_SECONDS`` only): what a function reports as its request rate
+    (``drain_request_counts``), and what sums across containers into the API server's rate.
     """
+
+    KEPT_SECONDS = 600
 
     def __init__(self, qps: float, burst: int, *, clock: Clock | None = None) -> None:
         if qps <= 0 or burst < 1:
@@ -41,6 +47,7 @@ class TokenBucket:
         self.requests = 0
         self.waits = 0
         self.waited_seconds = 0.0
+        self.by_second: Counter[int] = Counter()
 
     def reserve(self, what: str, *, deadline: float | None = None) -> float:
         """Take a token; the seconds until it is due (0.0: now). ``deadline`` is on ``clock.monotonic``:
@@ -59,6 +66,7 @@ class TokenBucket:
                 )
             self._tokens -= 1.0  # below zero: later callers queue behind this reservation
             self.requests += 1
+            self._count(self.clock.now().timestamp() + wait)
             if wait > 0:
                 self.waits += 1
                 self.waited_seconds += wait
@@ -70,3 +78,18 @@ class TokenBucket:
         if wait > 0:
             self.clock.sleep(wait)
         return wait
+
+    def _count(self, at: float) -> None:
+        """One request let through at ``at`` (wall clock); seconds older than ``KEPT_SECONDS`` go."""
+        second = int(at)
+        self.by_second[second] += 1
+        if len(self.by_second) > self.KEPT_SECONDS:
+            for old in [s for s in self.by_second if s <= second - self.KEPT_SECONDS]:
+                del self.by_second[old]
+
+    def drain_request_counts(self) -> dict[int, int]:
+        """The requests counted by second since the last call, and forget them (a function logs
+        them once per invocation; summed over its containers they are its request rate)."""
+        with self._lock:
+            counts, self.by_second = dict(self.by_second), Counter()
+        return counts

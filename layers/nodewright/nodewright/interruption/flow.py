@@ -107,6 +107,8 @@ class EventOutcome:
     resumed: list[str] = field(default_factory=list)
     replacement: Replacement | None = None
     marked_unavailable: list[str] = field(default_factory=list)
+    # With ``reconcile(defer=True)``: the nodes whose pods the caller's replacement must plan for.
+    displaced_nodes: list[str] = field(default_factory=list)
 
     @property
     def disposition(self) -> Disposition:
@@ -124,7 +126,13 @@ class EventOutcome:
             "recorded": self.recorded,
             "resumed": self.resumed,
             "terminating": [t.summary() for t in self.terminations],
-            "replacement": self.replacement.summary() if self.replacement is not None else None,
+            "replacement": (
+                self.replacement.summary()
+                if self.replacement is not None
+                else {"deferred": self.displaced_nodes}
+                if self.displaced_nodes
+                else None
+            ),
             "markedUnavailable": self.marked_unavailable,
         }
 
@@ -152,12 +160,27 @@ class OwnershipIndex:
 def find_targets(
     ctx: Context, instance_ids: tuple[str, ...], index: OwnershipIndex | None = None
 ) -> list[Target]:
-    """Each instance with its NodeClaim and Node (either may be missing), from a fresh read by default."""
-    index = index or OwnershipIndex.read(ctx)
+    """Each instance with its NodeClaim and Node (either may be missing), read fresh.
+
+    Without ``index``, from two list calls now. With one (a list a moment old, shared by the
+    messages of an invocation), only which NodeClaim and Node an instance belongs to comes from
+    it — a NodeClaim's instance never changes — and the objects themselves are read again by name,
+    so what another message or the other path did a moment ago is seen: an AZ-wide reclaim costs
+    two reads per instance, not two lists of the whole cluster per message."""
+    if index is None:
+        index = OwnershipIndex.read(ctx)
+        fresh = True
+    else:
+        fresh = False
     targets = []
     for instance_id in instance_ids:
         claim = index.claims.get(instance_id)
         node = index.nodes.get(instance_id)
+        if not fresh and claim is not None:
+            claim = ctx.cluster.find_nodeclaim(objects.name_of(claim))
+            if claim is not None and objects.nodeclaim_instance_id(claim) != instance_id:
+                claim = None  # not the instance's (a namesake created since the list)
+            node = ctx.cluster.find_node(objects.name_of(node)) if node is not None else None
         if node is None and claim is not None:
             node_name = (claim.get("status") or {}).get("nodeName")
             node = ctx.cluster.find_node(node_name) if node_name else None
@@ -171,14 +194,22 @@ def reconcile(
     *,
     replace: Replacer | None = None,
     write_deadline: float | None = None,
+    index: OwnershipIndex | None = None,
+    defer: bool = False,
 ) -> EventOutcome:
     """Act on one parsed event (see the module docstring); ignored events do nothing here.
     ``write_deadline``: when (``ctx.clock.monotonic()``) the replacement must stop writing (None:
-    the replacement lease's length from now)."""
+    the replacement lease's length from now). ``index``: see ``find_targets``.
+
+    ``defer``: stop once the nodes are cordoned and marked (steps 1 and 2) and leave 3 and 4 to the
+    caller, who gathers the nodes of every message it holds (``outcome.displaced_nodes``, the
+    requests in ``outcome.terminations``) into one replacement (``replace_displaced``) and then
+    the first termination steps: a batch of ten warnings is one plan and one launch round, not ten
+    passes queued on the writers' lease one after another."""
     outcome = EventOutcome(event)
     if event.action is Action.IGNORE:
         return outcome
-    targets = find_targets(ctx, event.instance_ids)
+    targets = find_targets(ctx, event.instance_ids, index)
     for target in targets:
         if not target.owned:
             outcome.not_owned.append(target.instance_id)
@@ -225,8 +256,12 @@ def reconcile(
         for target in fresh
     ]
     node_names = [objects.name_of(t.node) for t in fresh if t.node]
+    if defer:
+        outcome.displaced_nodes = node_names
+        outcome.terminations.extend(terms)
+        return outcome
     if node_names:
-        outcome.replacement = _replace(ctx, node_names, event, replace, write_deadline)
+        outcome.replacement = replace_displaced(ctx, node_names, event.event_id, replace, write_deadline)
         checkpoint("interruption.replacement-launched")
     outcome.terminations.extend(termination.reconcile(ctx, None, asked=terms).terminations)
     return outcome
@@ -242,15 +277,15 @@ def _offering(target: Target) -> tuple[str, str, str] | None:
     return None
 
 
-def _replace(
+def replace_displaced(
     ctx: Context,
     node_names: list[str],
-    event: InterruptionEvent,
+    why: str,
     replace: Replacer | None,
     write_deadline: float | None,
 ) -> Replacement:
-    """Replacement capacity under the writers' lease and its write guard; never blocks the drain when
-    it cannot run."""
+    """Replacement capacity for the pods of ``node_names`` under the writers' lease and its write
+    guard; never blocks the drain when it cannot run. ``why``: the event id(s), for the log."""
     if replace is None:
         from nodewright.provisioning import replace_for_displaced
 
@@ -263,7 +298,7 @@ def _replace(
     if not lease.acquire():
         ctx.logger.info(
             "another writer holds the lease: the displaced pods will be provisioned as they are evicted",
-            extra={"nodes": node_names, "eventId": event.event_id},
+            extra={"nodes": node_names, "eventId": why},
         )
         return Replacement(skipped="writers' lease held by another invocation")
     monotonic = ctx.clock.monotonic

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import observability, termination
+from nodewright.checkpoints import checkpoint
+from nodewright.cluster import objects
 from nodewright.context import remaining_seconds
 from nodewright.interruption import flow
 from nodewright.interruption.events import Action, InterruptionEvent, MalformedMessage, parse_message
@@ -64,6 +66,10 @@ IDEMPOTENCY_PARTITION = "idempotency#nodewright-interruption"
 IDEMPOTENCY_TTL_SECONDS = (
     6 * 3600
 )  # longer than any redelivery (SQS retention 300 s, EventBridge retries 24 h)
+# A termination asked for less than this long ago is driven by the invocation that asked for it
+# (the interruption functions' timeout, infra/capabilities/functions.py INTERRUPTION_TIMEOUT_SECONDS):
+# the resume scan leaves it alone (``_left_behind``).
+DRIVEN_ELSEWHERE_SECONDS = 125.0
 # A replacement stops writing this long before the invocation ends (its drain and report still run).
 WRITE_MARGIN_SECONDS = 3.0
 
@@ -122,6 +128,12 @@ class InterruptionProcessor:
         self._config: Any = None
         # The drains this invocation started, with when their message was received.
         self._started: list[tuple[termination.Termination, float]] = []
+        # The nodes those messages cordoned, whose pods ``drive`` gets replacement capacity for in
+        # one pass (``flow.reconcile(defer=True)``), the event ids, and the writes' deadline.
+        self._displaced: list[str] = []
+        self._displaced_by: list[str] = []
+        self._displaced_records: list[dict[str, Any]] = []  # their outcomes, told what the replacement did
+        self._write_deadline: float | None = None
         self._index: OwnershipIndex | None = None
         self._last_resume_scan = float("-inf")
         self._recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -182,7 +194,6 @@ class InterruptionProcessor:
             self._count("IgnoredMessages")
             return MessageResult(Disposition.NOT_OWNED, event)
         handled = self._handle_idempotently(event, lambda_context)
-        self._index = None  # this event changed what the cluster owns
         record = handled.record if isinstance(handled, Replayed) else handled.record()
         self._recent[event.event_id] = record
         while len(self._recent) > RECENT_EVENTS:
@@ -190,22 +201,29 @@ class InterruptionProcessor:
         if isinstance(handled, Replayed):
             return self._duplicate(event, record)
         self._started.extend((t, received_at) for t in handled.terminations if t.nodeclaim)
+        if handled.displaced_nodes:
+            self._displaced.extend(handled.displaced_nodes)
+            self._displaced_by.append(event.event_id)
+            self._displaced_records.append(record)
         return self._report(handled, record, received_at)
 
     def drive(self, budget_seconds: float) -> list[dict[str, Any]]:
-        """Run the drains started here, and any left half-done before, for at most ``budget_seconds``
-        (the termination controller; the cluster is looked at for others at most every
-        ``RESUME_SCAN_SECONDS``)."""
+        """Replacement capacity for the nodes the messages cordoned (one pass for all of them), then
+        the drains started here, and any left behind by others, for at most ``budget_seconds`` (the
+        termination controller; the cluster is looked at for others at most every
+        ``RESUME_SCAN_SECONDS``, and only for terminations no invocation is driving any more:
+        ``_left_behind``)."""
         started = {t.nodeclaim: t for t, _ in self._started}
         received = {t.nodeclaim: at for t, at in self._started}
         self._started = []
         if not self._container.connected and not started:
             return []  # nothing needed the cluster in this invocation: no need to connect just to look
+        self._replace_displaced()
         now = self._clock()
         scan = now - self._last_resume_scan >= RESUME_SCAN_SECONDS
         if scan:
             self._last_resume_scan = now
-        world = termination.observe(self.ctx) if scan else None
+        world = _left_behind(termination.observe(self.ctx), self.ctx.clock.now()) if scan else None
         done_before = {name for name, term in started.items() if term.done}
         # Every one started here is passed on (a done one is not stepped again, only kept from the
         # scan: one left for EC2 is done while its NodeClaim still waits, deleting).
@@ -222,9 +240,47 @@ class InterruptionProcessor:
                 "drains not finished in this invocation; the next one resumes them",
                 extra={"terminations": unfinished},
             )
+        self._report_requests()
         return [t.summary() for t in driven]
 
+    def _report_requests(self) -> None:
+        """This container's API server requests since the last report, by second (one log line per
+        invocation; summed over the containers they are the function's request rate) and as the
+        ``ApiRequests`` metric."""
+        limiter = getattr(self.ctx.cluster, "limiter", None)  # a fake cluster (tests) has none
+        if limiter is None:
+            return
+        counts = limiter.drain_request_counts()
+        if not counts:
+            return
+        total = sum(counts.values())
+        observability.metrics().add_metric(name="ApiRequests", unit=MetricUnit.Count, value=total)
+        self.logger.info(
+            "kubernetes API requests",
+            extra={
+                "apiRequests": total,
+                "apiRequestsBySecond": {str(k): v for k, v in sorted(counts.items())},
+            },
+        )
+
     # ------------------------------------------------------------------ internals
+    def _replace_displaced(self) -> None:
+        """One replacement for the pods of every node this invocation's messages cordoned, before
+        their first evictions (``flow.replace_displaced``)."""
+        nodes, self._displaced = self._displaced, []
+        why, self._displaced_by = ",".join(self._displaced_by), []
+        records, self._displaced_records = self._displaced_records, []
+        if not nodes:
+            return
+        replacement = flow.replace_displaced(self.ctx, nodes, why, self._replace, self._write_deadline)
+        for record in records:  # what the handler answers (spot_events: the event's outcome)
+            record["replacement"] = replacement.summary()
+        checkpoint("interruption.replacement-launched")
+        self.logger.info(
+            "replacement for interrupted nodes",
+            extra={"nodes": nodes, "eventIds": why, "replacement": replacement.summary()},
+        )
+
     def _duplicate(self, event: InterruptionEvent, stored: dict[str, Any]) -> MessageResult:
         self.logger.info("event already handled; nothing done again", extra={"eventId": event.event_id})
         self._count("DuplicateMessages")
@@ -253,8 +309,13 @@ class InterruptionProcessor:
         self, *, payload: dict[str, Any], event: InterruptionEvent, deadline: float
     ) -> EventOutcome:
         """The interruption controller itself (``payload`` only carries the idempotency key;
-        ``deadline``: when the replacement must stop writing)."""
-        return flow.reconcile(self.ctx, event, replace=self._replace, write_deadline=deadline)
+        ``deadline``: when the replacement must stop writing), up to the cordon: ``drive`` replaces
+        and drains (``flow.reconcile(defer=True)``). The ownership index ``handle`` just read says
+        which objects to read again."""
+        self._write_deadline = deadline
+        return flow.reconcile(
+            self.ctx, event, replace=self._replace, write_deadline=deadline, index=self._index, defer=True
+        )
 
     def _idempotent_handler(self) -> Callable[..., EventOutcome | Replayed] | None:
         """``_handle_once`` wrapped in Powertools Idempotency, built on first need (None: no table)."""
@@ -318,6 +379,35 @@ class InterruptionProcessor:
 
     def _timing(self, name: str, seconds: float) -> None:
         observability.metrics().add_metric(name=name, unit=MetricUnit.Seconds, value=round(seconds, 3))
+
+
+def _left_behind(world: termination.NodesAndClaims, now: datetime) -> termination.NodesAndClaims:
+    """What the resume scan may drive: not the terminations asked for less than
+    ``DRIVEN_ELSEWHERE_SECONDS`` ago (their NodeClaim's deletionTimestamp), nor their Nodes — the
+    invocation that asked for one drives it for its whole time, and in an AZ-wide reclaim every
+    container driving every termination it finds would step each one tens of times over, at tens
+    of times the API server requests. A crashed invocation's drain is resumed by the provisioner's
+    termination controller (every pass of its loop, at least once a minute), and here once older;
+    its message's redelivery is a duplicate once the cordon was recorded."""
+    young = [
+        claim
+        for claim in world.nodeclaims
+        if (since := objects.parse_time((claim.get("metadata") or {}).get("deletionTimestamp")))
+        and (now - since).total_seconds() < DRIVEN_ELSEWHERE_SECONDS
+    ]
+    if not young:
+        return world
+    skipped = {objects.name_of(c) for c in young}
+    their_nodes = {(c.get("status") or {}).get("nodeName") for c in young}
+    their_instances = {objects.nodeclaim_instance_id(c) for c in young}
+    return termination.NodesAndClaims(
+        nodeclaims=[c for c in world.nodeclaims if objects.name_of(c) not in skipped],
+        nodes=[
+            n
+            for n in world.nodes
+            if objects.name_of(n) not in their_nodes and objects.node_instance_id(n) not in their_instances
+        ],
+    )
 
 
 def idempotency_persistence(settings: Settings) -> Any:

@@ -34,6 +34,26 @@ INTERRUPTION_TIMEOUT_SECONDS = SPOT_NOTICE_SECONDS + DRAIN_SAFETY_MARGIN_SECONDS
 PROVISIONER_TIMEOUT_SECONDS = 55
 
 
+# An AZ-wide spot reclaim (`nodewright bench interruption --nodes 500`, docs/performance.md) is 500
+# warnings within a second: 50 SQS batches. Each batch's invocation drives the drains it started
+# for up to its whole timeout (the two-minute notice), so a batch waits for a free container until
+# one is done: with fewer than 50 the last batches were cordoned minutes late (measured: 130 of 500
+# acted on with batches handled one after another). Lambda's event source mapping starts five
+# batches and adds 300 a minute, so 50 are at work within ten seconds of the warnings.
+INTERRUPTION_MAX_CONCURRENCY = 50
+# The direct EventBridge path: the first warnings are cordoned before the queue's pollers have
+# scaled out; the queue carries every warning anyway (events beyond these are throttled, retried by
+# Lambda for the event's two minutes, and acknowledged as duplicates once the queue has acted).
+SPOT_EVENTS_CONCURRENCY = 5
+# With 55 interruption containers at work at once, each one's own bucket at the default 50/s would
+# let them ask the API server for 2,750 requests a second, where API Priority and Fairness answers
+# 429. Each interruption container gets 5/s instead (275/s for all of them, near Karpenter's
+# 200/300 for its one process; measured peak in docs/performance.md), and a burst of 50: a batch's
+# ten cordons and its replacement's lists (~50 requests) go at once, only the drains' polling is paced.
+INTERRUPTION_KUBE_CLIENT_QPS = 5.0
+INTERRUPTION_KUBE_CLIENT_BURST = 50
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     name: str
@@ -64,9 +84,14 @@ SCHEDULED_AND_EVENT_FUNCTIONS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         "interruption", 512, INTERRUPTION_TIMEOUT_SECONDS, None, "handles interruption queue messages"
     ),
-    # The direct EventBridge path for the same spot warnings: the same budget.
+    # The direct EventBridge path for the same spot warnings: the same budget, at most
+    # SPOT_EVENTS_CONCURRENCY at once (see above).
     FunctionSpec(
-        "spot_events", 512, INTERRUPTION_TIMEOUT_SECONDS, None, "low-latency path for spot warnings"
+        "spot_events",
+        512,
+        INTERRUPTION_TIMEOUT_SECONDS,
+        SPOT_EVENTS_CONCURRENCY,
+        "low-latency path for spot warnings",
     ),
     # Paginates the Pricing API for the region's EC2 offers (thousands of products): minutes.
     FunctionSpec("pricing", 512, 300, None, "refreshes on-demand and spot prices"),

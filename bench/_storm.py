@@ -1,0 +1,378 @@
+"""An AZ-wide spot reclaim against the sandbox, through the functions as deployed.
+
+``Storm(nodes, pods).run()``: the provisioner launches ``nodes`` spot m5.large nodes for a Deployment
+of ``nodes x pods`` pods under a PodDisruptionBudget (each node holds ``pods`` of them); then every
+node gets its EC2 Spot Instance Interruption Warning within about a second, put on the default
+event bus as EC2 puts it. From there everything is the stack's: the rules deliver each warning to
+the interruption queue and, directly, to ``spot_events``; the queue's event source mapping scales
+out in batches of 10 up to its maximum concurrency (``sandbox.runtime.QueueSource``), the direct
+path runs at its reserved concurrency; both deduplicate through the idempotency records in the
+state table; the provisioner keeps running on its schedule; the spot market takes every instance
+back two minutes after its warning, drained or not.
+
+What is measured, from outside the functions:
+
+* per node, warning put → Node cordoned (a watch on Nodes), → Node deleted (drained: the
+  termination deletes the Node once its pods are gone);
+* warning → replacement NodeClaim created: the k-th NodeClaim created after the warnings (a watch on
+  NodeClaims) against the k-th warning. The NodePool allows one instance type, so each
+  replacement holds exactly the pods of one reclaimed node, whichever pass (an interruption's
+  replacement or a provisioning pass) created it;
+* events acted on more than once (the functions' ``interruption handled`` log lines);
+* the functions' API server requests by second (each container logs its client's count,
+  ``nodewright.cluster.ratelimit.TokenBucket.by_second``, once per invocation) and DynamoDB writes
+  (the sandbox's IAM enforcement counts every call it allows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import statistics
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sandbox import events
+
+# One instance type so each node holds exactly ``pods`` pods; spot, as the reclaim needs.
+INSTANCE_TYPE = "m5.large"
+NODEPOOL = "storm"
+APP = "storm"
+# m5.large allocates about 1.9 CPU to pods; this much is shared by the pods of one node.
+NODE_CPU_MILLIS = 1800
+# At most this share of the storm's pods may be unavailable at once (the PDB).
+PDB_MAX_UNAVAILABLE = "20%"
+NOTICE_SECONDS = 120.0
+DYNAMODB_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+INTERRUPTION_FUNCTIONS = ("interruption", "spot_events")
+
+
+@dataclass
+class Timeline:
+    """What the watches saw, in epoch seconds."""
+
+    cordoned: dict[str, float] = field(default_factory=dict)
+    deleted: dict[str, float] = field(default_factory=dict)
+    claims_created: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))] if ordered else None
+
+
+def _rounded(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _log_lines(path: Path) -> list[dict[str, Any]]:
+    lines = []
+    if not path.exists():
+        return lines
+    for raw in path.read_text(errors="replace").splitlines():
+        if raw.startswith("{"):
+            with contextlib.suppress(ValueError):
+                lines.append(json.loads(raw))
+    return lines
+
+
+class Storm:
+    def __init__(self, nodes: int, pods: int, *, say: Any = None, keep_logs: Path | None = None) -> None:
+        self.nodes = nodes
+        self.pods = pods
+        self.say = say or (lambda text: None)
+        self.timeline = Timeline()
+        self.sent: dict[str, float] = {}  # node → when its warning was put on the bus
+        self.setup_seconds = 0.0
+        self.untouched: list[str] = []
+        self.keep_logs = keep_logs  # the functions' logs are copied here at the end
+
+    # ------------------------------------------------------------------ setup
+    def _apply(self, sb: Any, admin: Any) -> None:
+        from nodewright.api import labels
+        from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS, PDBS
+
+        from sandbox.workloads import DEPLOYMENTS, deployment, nodeclass, nodepool
+
+        admin.create(EC2NODECLASSES, nodeclass(sb))
+        requirements = [
+            {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["spot"]},
+            {"key": labels.INSTANCE_TYPE, "operator": "In", "values": [INSTANCE_TYPE]},
+        ]
+        admin.create(NODEPOOLS, nodepool(NODEPOOL, requirements))
+        cpu = f"{NODE_CPU_MILLIS // self.pods}m"
+        pod_spec = {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                    "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
+                }
+            ],
+        }
+        admin.create(DEPLOYMENTS, deployment(APP, self.nodes * self.pods, pod_spec), namespace="default")
+        admin.create(
+            PDBS,
+            {
+                "metadata": {"name": APP, "namespace": "default"},
+                "spec": {"maxUnavailable": PDB_MAX_UNAVAILABLE, "selector": {"matchLabels": {"app": APP}}},
+            },
+            namespace="default",
+        )
+
+    def _launch(self, sb: Any, admin: Any, timeout: float) -> list[dict[str, Any]]:
+        """The storm's nodes, launched by the provisioner's own passes run here, one after another
+        until every pod runs (the functions' workers start after: a loaded machine's slow
+        invocations would spend the setup's time queued on the writers' lease)."""
+        from nodewright.cluster import reset_connections
+        from nodewright.provisioning import provision
+
+        from sandbox.lambdas import load_function
+
+        quiet = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
+        saved = {k: os.environ.get(k) for k in (*sb.env(), *quiet)}
+        os.environ.update({**sb.env(), **quiet})
+        try:
+            ctx = load_function("provisioner").container.get()
+            deadline = time.monotonic() + timeout
+            while True:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    provision(ctx)
+                pods = admin.list_pods("default", label_selector=f"app={APP}")
+                running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+                nodes = admin.list_nodes(label_selector=f"karpenter.sh/nodepool={NODEPOOL}")
+                if len(running) == self.nodes * self.pods and len(nodes) >= self.nodes:
+                    return nodes
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"setup: {len(running)} of {self.nodes * self.pods} pods running on {len(nodes)} "
+                        f"nodes after {timeout:.0f}s"
+                    )
+                self.say(f"setup: {len(running)} pods running, {len(nodes)} nodes")
+                time.sleep(1)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            reset_connections()
+
+    # ------------------------------------------------------------------ watches
+    def _watch(self, sb: Any, resource: Any, on_event: Any, stop: threading.Event) -> threading.Thread:
+        cluster = sb.admin_cluster()
+        _, version = cluster._list(resource, None, None, None)
+
+        def run() -> None:
+            nonlocal version
+            while not stop.is_set():
+                query = {
+                    "watch": "true",
+                    "resourceVersion": version,
+                    "timeoutSeconds": 30,
+                    "allowWatchBookmarks": "true",
+                }
+                for event in cluster._watch(resource.path(None), query, read_timeout=35):
+                    obj = event.get("object") or {}
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        on_event(event["type"], obj, time.time())
+                    if stop.is_set():
+                        return
+
+        thread = threading.Thread(target=run, name=f"watch-{resource.plural}", daemon=True)
+        thread.start()
+        return thread
+
+    def _on_node(self, kind: str, node: dict[str, Any], at: float) -> None:
+        name = node["metadata"]["name"]
+        with self.timeline.lock:
+            if kind == "DELETED":
+                self.timeline.deleted.setdefault(name, at)
+            elif (node.get("spec") or {}).get("unschedulable"):
+                self.timeline.cordoned.setdefault(name, at)
+
+    def _on_claim(self, kind: str, claim: dict[str, Any], at: float) -> None:
+        if kind == "ADDED":
+            with self.timeline.lock:
+                self.timeline.claims_created.setdefault(claim["metadata"]["name"], at)
+
+    # ------------------------------------------------------------------ the storm
+    def _warn(self, sb: Any, runtime: Any, nodes: list[dict[str, Any]]) -> None:
+        """Every node's spot warning, within about a second: EC2's reclaim tag (the spot market takes
+        the instance two minutes later) and the event on the default bus, ten per PutEvents."""
+        from sandbox.runtime import RECLAIM_TAG
+
+        by_instance = {n["spec"]["providerID"].rsplit("/", 1)[-1]: n["metadata"]["name"] for n in nodes}
+        ids = list(by_instance)
+        ec2, bus = sb.aws_client("ec2"), sb.aws_client("events")
+        try:
+            reclaim = str(time.time() + NOTICE_SECONDS)
+            for start in range(0, len(ids), 100):
+                ec2.create_tags(
+                    Resources=ids[start : start + 100], Tags=[{"Key": RECLAIM_TAG, "Value": reclaim}]
+                )
+            for start in range(0, len(ids), 10):
+                chunk = ids[start : start + 10]
+                entries = []
+                for instance_id in chunk:
+                    event = events.spot_warning(instance_id, sb.region)
+                    entries.append(
+                        {
+                            "Source": event["source"],
+                            "DetailType": event["detail-type"],
+                            "Detail": json.dumps(event["detail"]),
+                            "Resources": event["resources"],
+                            "Time": datetime.now(UTC),
+                        }
+                    )
+                answer = bus.put_events(Entries=entries)
+                if answer.get("FailedEntryCount"):
+                    raise RuntimeError(f"EventBridge refused events: {answer['Entries']}")
+                at = time.time()
+                for instance_id in chunk:
+                    self.sent[by_instance[instance_id]] = at
+        finally:
+            ec2.close()
+            bus.close()
+
+    def _wait_drained(self, names: list[str], deadline: float) -> None:
+        while time.time() < deadline:
+            with self.timeline.lock:
+                left = [n for n in names if n not in self.timeline.deleted]
+            if not left:
+                return
+            time.sleep(1)
+
+    def run(self, *, setup_timeout: float = 900.0, settle: Any = None) -> dict[str, Any]:
+        """The storm and its figures. ``settle(sb, admin, claims)``: called after the storm, with the
+        functions still running (a test waits there for the cluster to settle and checks it)."""
+        from nodewright.cluster import reset_connections
+        from nodewright.cluster.resources import NODECLAIMS, NODES
+
+        from sandbox import Sandbox
+        from sandbox.runtime import Runtime
+
+        began = time.monotonic()
+        stop = threading.Event()
+        with Sandbox(cluster_name="bench-storm", boot_delay=0.1, init_delay=0.1) as sb:
+            sb.apply_crds()
+            admin = sb.admin_cluster()
+            self._apply(sb, admin)
+            nodes = self._launch(sb, admin, setup_timeout)
+            runtime = Runtime(
+                sb,
+                functions=("provisioner", "interruption", "spot_events"),
+                schedules={"provisioner": 60},
+                wakeup=False,
+                say=lambda source, text: self.say(f"{source}: {text}"),
+            )
+            with runtime:
+                names = [n["metadata"]["name"] for n in nodes]
+                claims = {c["metadata"]["name"] for c in admin.list_nodeclaims()}
+                self.setup_seconds = time.monotonic() - began
+                self.say(f"setup: {len(names)} nodes ready in {self.setup_seconds:.0f}s; the warnings go out")
+                calls_before = Counter(sb.iam.calls)
+                watches = [
+                    self._watch(sb, NODES, self._on_node, stop),
+                    self._watch(sb, NODECLAIMS, self._on_claim, stop),
+                ]
+                first = time.time()
+                self._warn(sb, runtime, nodes)
+                self._wait_drained(names, first + NOTICE_SECONDS + 10)
+                # The last invocations finish their batches and log their figures.
+                time.sleep(5)
+                if settle is not None:
+                    settle(sb, admin, claims)
+                stop.set()
+                calls = Counter(sb.iam.calls)
+                calls.subtract(calls_before)
+                logs = runtime.logs_dir
+                # The storm's NodeClaims that no termination took (one acted on is deleting, or gone).
+                self.untouched = [
+                    c["metadata"]["name"]
+                    for c in admin.list_nodeclaims()
+                    if c["metadata"]["name"] in claims and not c["metadata"].get("deletionTimestamp")
+                ]
+            for thread in watches:
+                thread.join(timeout=40)
+            figures = self._figures(names, first, logs, calls)
+            if self.keep_logs is not None:
+                import shutil
+
+                shutil.copytree(logs, self.keep_logs, dirs_exist_ok=True)
+        reset_connections()
+        return figures
+
+    # ------------------------------------------------------------------ figures
+    def _figures(
+        self, names: list[str], first: float, logs: Path, calls: Counter[tuple[str, str]]
+    ) -> dict[str, Any]:
+        lines = {f: _log_lines(logs / f"{f}.log") for f in (*INTERRUPTION_FUNCTIONS, "provisioner")}
+        acted: Counter[str] = Counter()
+        dispositions: Counter[str] = Counter()
+        requests_by_second: Counter[int] = Counter()
+        for function, records in lines.items():
+            for record in records:
+                message = record.get("message")
+                if message == "interruption handled":
+                    dispositions[record.get("disposition", "?")] += 1
+                    if record.get("disposition") == "acted":
+                        acted[record.get("eventId", "?")] += 1
+                elif message == "event already handled; nothing done again":
+                    dispositions["duplicate"] += 1
+                elif message == "kubernetes API requests" and function in INTERRUPTION_FUNCTIONS:
+                    for second, count in (record.get("apiRequestsBySecond") or {}).items():
+                        requests_by_second[int(second)] += int(count)
+        tl = self.timeline
+        cordon = [tl.cordoned[n] - self.sent[n] for n in names if n in tl.cordoned]
+        drained = [tl.deleted[n] - self.sent[n] for n in names if n in tl.deleted]
+        created = sorted(tl.claims_created.values())
+        replacement = [at - sent for at, sent in zip(created, sorted(self.sent.values()), strict=False)]
+        writes = {
+            op: sum(c for (f, o), c in calls.items() if o == op and f in INTERRUPTION_FUNCTIONS)
+            for op in DYNAMODB_WRITES
+        }
+        peak = max(requests_by_second.values(), default=0)
+        busy = [s for s, c in requests_by_second.items() if c]
+        return {
+            "nodes": len(names),
+            "podsPerNode": self.pods,
+            "pdbMaxUnavailable": PDB_MAX_UNAVAILABLE,
+            "warningsSpreadSeconds": round(max(self.sent.values()) - first, 2),
+            "cordoned": len(cordon),
+            "cordonedP50Seconds": _rounded(statistics.median(cordon) if cordon else None),
+            "cordonedP99Seconds": _rounded(percentile(cordon, 0.99)),
+            "cordonedMaxSeconds": _rounded(max(cordon, default=None)),
+            "replacementRequested": len(replacement),
+            "replacementRequestedP50Seconds": _rounded(
+                statistics.median(replacement) if replacement else None
+            ),
+            "replacementRequestedP99Seconds": _rounded(percentile(replacement, 0.99)),
+            "replacementRequestedMaxSeconds": _rounded(max(replacement, default=None)),
+            "drained": len(drained),
+            "drainedP50Seconds": _rounded(statistics.median(drained) if drained else None),
+            "lastDrainedSeconds": _rounded(max(drained, default=None)),
+            "handledTwice": sum(1 for c in acted.values() if c > 1),
+            "eventsActed": len(acted),
+            "dispositions": dict(sorted(dispositions.items())),
+            "apiRequests": sum(requests_by_second.values()),
+            "apiRequestsPerSecondPeak": peak,
+            "apiRequestsPerSecondMean": round(sum(requests_by_second.values()) / max(1, len(busy)), 1),
+            "dynamodbWrites": sum(writes.values()),
+            "dynamodbWritesByOperation": writes,
+            "nodeClaimsUntouched": len(self.untouched),
+            "replacementNodeClaims": len(tl.claims_created),
+            "setupSeconds": round(self.setup_seconds, 1),
+            "cordonedSeconds": sorted(round(s, 3) for s in cordon),
+            "drainedSeconds": sorted(round(s, 3) for s in drained),
+        }

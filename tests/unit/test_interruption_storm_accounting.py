@@ -1,0 +1,68 @@
+"""What an AZ-wide reclaim is measured and bounded with: the client's requests counted by second,
+and the interruption functions' resume scan leaving the terminations other invocations drive."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from fakes import T0, FakeClock
+from nodewright.cluster import TokenBucket, objects
+from nodewright.interruption.processing import DRIVEN_ELSEWHERE_SECONDS, _left_behind
+from nodewright.termination import NodesAndClaims
+
+
+def test_requests_are_counted_by_the_second_they_are_let_through() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=2, burst=2, clock=clock)
+    first = int(clock.now().timestamp())
+    for _ in range(5):
+        bucket.wait("GET /api/v1/nodes")
+    # Two at once (the burst), then one every half second: seconds 0, 0, 0.5, 1.0, 1.5.
+    assert bucket.drain_request_counts() == {first: 3, first + 1: 2}
+    assert bucket.drain_request_counts() == {}, "counted once: the next report starts afresh"
+    assert bucket.requests == 5
+
+
+def test_a_container_keeps_at_most_the_last_kept_seconds() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=1000, burst=1000, clock=clock)
+    first = int(clock.now().timestamp())
+    for _ in range(TokenBucket.KEPT_SECONDS + 5):  # a warm container never asked for its counts
+        bucket.wait("x")
+        clock.advance(1.0)
+    counts = bucket.drain_request_counts()
+    assert len(counts) <= TokenBucket.KEPT_SECONDS
+    assert first not in counts
+    assert max(counts) == first + TokenBucket.KEPT_SECONDS + 4
+
+
+def _claim(name: str, node: str, instance: str, deleted_seconds_ago: float | None) -> dict:
+    meta: dict = {"name": name}
+    if deleted_seconds_ago is not None:
+        meta["deletionTimestamp"] = objects.format_time(T0 - timedelta(seconds=deleted_seconds_ago))
+    return {
+        "metadata": meta,
+        "status": {"nodeName": node, "providerID": f"aws:///us-east-1a/{instance}"},
+    }
+
+
+def _node(name: str, instance: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"providerID": f"aws:///us-east-1a/{instance}"}}
+
+
+@pytest.mark.parametrize(
+    ("age", "resumed"),
+    [(5.0, False), (DRIVEN_ELSEWHERE_SECONDS - 1, False), (DRIVEN_ELSEWHERE_SECONDS + 1, True)],
+)
+def test_the_resume_scan_leaves_a_young_termination_to_the_invocation_driving_it(
+    age: float, resumed: bool
+) -> None:
+    world = NodesAndClaims(
+        nodeclaims=[_claim("a", "node-a", "i-0a", age), _claim("b", "node-b", "i-0b", None)],
+        nodes=[_node("node-a", "i-0a"), _node("node-b", "i-0b")],
+    )
+    left = _left_behind(world, T0)
+    assert ("a" in [objects.name_of(c) for c in left.nodeclaims]) is resumed
+    assert ("node-a" in [objects.name_of(n) for n in left.nodes]) is resumed, "nor its Node"
+    assert "b" in [objects.name_of(c) for c in left.nodeclaims], "what is not terminating stays seen"
