@@ -72,6 +72,8 @@ if TYPE_CHECKING:
     from nodewright.state.snapshot import Simulation
 
 UNDERUTILIZED = "Underutilized"
+# The policies that consolidate underutilized nodes (Balanced: only the moves its score approves).
+UNDERUTILIZED_POLICIES = frozenset({"WhenEmptyOrUnderutilized", "Balanced"})
 DRIFTED = "Drifted"
 MULTI_NODE_MAX = 100
 SPOT_TO_SPOT_MIN_TYPES = 15
@@ -142,11 +144,13 @@ class Command:
         types = Counter(c.instance_type for c in self.candidates)
         removed = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(types.items()))
         count = f"{len(self.candidates)} node{'s' if len(self.candidates) != 1 else ''}"
-        if self.replacements:
+        if len(self.replacements) > 1:
+            cheapest = Counter(r.instance_types[0].name for r in self.replacements if r.instance_types)
+            kinds = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(cheapest.items()))
+            verb = f"replacing {count} ({removed}) with {len(self.replacements)} nodes ({kinds})"
+        elif self.replacements:
             options = self.replacements[0].instance_types
             target = options[0].name + (f" (or {len(options) - 1} more types)" if len(options) > 1 else "")
-            if len(self.replacements) > 1:
-                target = f"{len(self.replacements)} nodes ({target}, ...)"
             verb = f"replacing {count} ({removed}) with {target}"
         else:
             verb = f"deleting {count} ({removed})"
@@ -201,7 +205,7 @@ def candidates(
             if after is None:
                 why_not[name] = consolidation_disabled(pool_name)
                 continue
-            if disruption.consolidation_policy != "WhenEmptyOrUnderutilized":
+            if disruption.consolidation_policy not in UNDERUTILIZED_POLICIES:
                 continue  # WhenEmpty: emptiness only (no event, as Karpenter)
             quiet = max(initialized, last_pod_event.get(name, initialized))
             if not ignore_waits and (
@@ -289,9 +293,11 @@ def evaluate(
     thresholds: Mapping[str, float],
     min_values: Callable[[NewClaim], int] | None = None,
     spot_to_spot: bool = False,
+    replacements_max: int = 1,
 ) -> Verdict:
     """The command that removes ``chosen`` (see the module), or why there is none. ``sim`` and
-    ``pending``: ``simulation``'s; ``spot_to_spot``: Karpenter's feature gate."""
+    ``pending``: ``simulation``'s; ``spot_to_spot``: Karpenter's feature gate; ``replacements_max``:
+    how many new nodes the command may launch (Karpenter's methods: one; a repack: several)."""
     from nodewright import scheduling
 
     limits = sim.world.pdb_limits
@@ -314,8 +320,17 @@ def evaluate(
         return Verdict(Command(reason, method, chosen))
     if reason == DRIFTED:
         return Verdict(Command(reason, method, chosen, claims))  # drift replaces whatever it costs
-    if len(claims) != 1:
+    if len(claims) > replacements_max:
         return Verdict(None, f"removing it needs {len(claims)} new nodes")
+    if len(claims) > 1:
+        return _cheaper_set(
+            chosen,
+            claims,
+            reason=reason,
+            method=method,
+            thresholds=thresholds,
+            spot_to_spot_gate=spot_to_spot,
+        )
     return _cheaper(
         chosen,
         claims[0],
@@ -385,6 +400,79 @@ def _cheaper(
         requirements=requirements.with_requirement(Requirement(labels.INSTANCE_TYPE, False, names)),
     )
     return Verdict(Command(reason, method, chosen, [replacement]))
+
+
+def _cheaper_set(
+    chosen: list[Candidate],
+    claims: list[NewClaim],
+    *,
+    reason: str,
+    method: str,
+    thresholds: Mapping[str, float],
+    spot_to_spot_gate: bool,
+) -> Verdict:
+    """Several replacements (a repack): each keeps its cheapest type and the types whose worst launch
+    price stays within its equal share of what the set saves, so that whatever types the launches
+    get, the new nodes together cost strictly less than the removed ones (less the price-improvement
+    threshold). Spot-to-spot as for one replacement, without the single-node type-count floor
+    (Karpenter asks it of single-node consolidation only); a replacement narrowed below its
+    NodePool's minValues is not proposed."""
+    from nodewright.scheduling.requirements import Requirement
+
+    price = sum(c.price or 0.0 for c in chosen)
+    threshold = max((thresholds.get(c.nodepool, 0.0) for c in chosen), default=0.0)
+    limit = price * (1.0 - threshold / 100.0)
+    all_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen)
+    narrowed: list[tuple[NewClaim, Any, list[Any]]] = []
+    for claim in claims:
+        requirements = claim.requirements
+        capacity = requirements.get(labels.CAPACITY_TYPE)
+        options = list(claim.instance_types)
+        if all_spot and (capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)):
+            if not spot_to_spot_gate:
+                return Verdict(None, SPOT_TO_SPOT_DISABLED)
+            spot = Requirement(labels.CAPACITY_TYPE, False, frozenset({labels.CAPACITY_TYPE_SPOT}))
+            requirements = requirements.with_requirement(spot)
+            options = [
+                dataclasses.replace(
+                    o, offerings=tuple(x for x in o.offerings if x.capacity_type == labels.CAPACITY_TYPE_SPOT)
+                )
+                for o in options
+            ]
+            options = [o for o in options if o.offerings]
+        options = sorted(options, key=lambda o: (_worst(o), o.name))
+        if not options:
+            return Verdict(None, "can't replace with cheaper nodes")
+        narrowed.append((claim, requirements, options))
+    base = sum(_worst(options[0]) for _, _, options in narrowed)
+    if base >= limit:
+        why = (
+            f"can't replace with cheaper nodes: {len(claims)} new nodes cost ${base:.2f}/h, "
+            f"the removed ${price:.2f}/h"
+        )
+        if threshold:
+            why += f" (the NodePool asks for at least {threshold:g}% savings)"
+        return Verdict(None, why)
+    slack = (limit - base) / len(narrowed)
+    replacements = []
+    for claim, requirements, options in narrowed:
+        ceiling = _worst(options[0]) + slack
+        kept = [o for o in options if _worst(o) < ceiling]
+        needed = min_values_of(claim)
+        if len(kept) < needed:
+            return Verdict(
+                None,
+                f"a replacement would offer {len(kept)} instance types, fewer than its minValues {needed}",
+            )
+        names = frozenset(o.name for o in kept)
+        replacements.append(
+            dataclasses.replace(
+                claim,
+                instance_types=kept,
+                requirements=requirements.with_requirement(Requirement(labels.INSTANCE_TYPE, False, names)),
+            )
+        )
+    return Verdict(Command(reason, method, chosen, replacements))
 
 
 def _same_type_limit(chosen: list[Candidate], type_name: str) -> float:
@@ -465,9 +553,11 @@ def single_node(
     seconds: float = SINGLE_NODE_SECONDS,
     min_values: Callable[[NewClaim], int] | None = None,
     spot_to_spot: bool = False,
+    refuse: Callable[[Command], str | None] | None = None,
 ) -> Command | None:
     """The first candidate (cheapest to disrupt first) one command removes; each other one gets its
-    "why not" in ``why_not``."""
+    "why not" in ``why_not``. ``refuse``: why a policy turns a found command down (``Balanced``);
+    the search then goes on with the next candidate."""
     stop = time.monotonic() + seconds
     for candidate in ordered:
         if time.monotonic() >= stop:
@@ -488,9 +578,10 @@ def single_node(
             min_values=min_values,
             spot_to_spot=spot_to_spot,
         )
-        if verdict.command is not None:
+        refused = refuse(verdict.command) if refuse and verdict.command is not None else None
+        if verdict.command is not None and not refused:
             return verdict.command
-        why_not[candidate.name] = verdict.why_not
+        why_not[candidate.name] = refused or verdict.why_not
     return None
 
 
@@ -516,9 +607,12 @@ def choose(
     ignore_waits: bool = False,
     spot_to_spot: bool = False,
 ) -> Choice:
-    """Multi-node, then single-node consolidation over the candidates (the disruption flow's choice
-    after drift, and ``nodewright plan --consolidate``'s); ``spot_to_spot``: Karpenter's
+    """Many→several (``repack.wave``), then Karpenter's multi-node, then single-node consolidation over
+    the candidates (the disruption flow's choice after drift, and ``nodewright plan --consolidate``'s),
+    every command of a ``Balanced`` NodePool scored (``balanced``); ``spot_to_spot``: Karpenter's
     ``SpotToSpotConsolidation`` feature gate (the stack's setting)."""
+    from nodewright.disruption import balanced, repack
+
     found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
     ordered = by_disruption_cost(found)
     thresholds = thresholds_of(usable)
@@ -526,17 +620,33 @@ def choose(
     disabled = {consolidation_disabled(objects.name_of(p)) for p in usable}
     why_not = {name: why for name, why in blocked.items() if why in disabled}
     blocked = {name: why for name, why in blocked.items() if why not in disabled}
-    command = multi_node(sim, ordered, pending, room, thresholds, spot_to_spot=spot_to_spot)
+    scored = balanced.totals(world, balanced.balanced_pools(usable))
+    command = repack.wave(
+        sim, ordered, pending, room, thresholds, balanced_totals=scored, spot_to_spot=spot_to_spot
+    )
     if command is None:
+        command = multi_node(sim, ordered, pending, room, thresholds, spot_to_spot=spot_to_spot)
+        if command is not None and balanced.refusal(command, scored):
+            command = None  # Karpenter's multi-node gives up on a refused prefix; single-node goes on
+    if command is None:
+        worth = [c for c in ordered if balanced.delete_passes(c, scored)]
+        kept = {c.name for c in worth}
+        for candidate in ordered:
+            if candidate.name not in kept and candidate.pods:
+                why_not[candidate.name] = (
+                    f"NodePool {candidate.nodepool} is Balanced: even deleting the node would not save "
+                    "enough for what it disrupts"
+                )
         command = single_node(
             sim,
-            ordered,
+            worth,
             pending,
             room,
             thresholds,
             why_not=why_not,
             min_values=min_values_of,
             spot_to_spot=spot_to_spot,
+            refuse=lambda found: balanced.refusal(found, scored),
         )
     return Choice(command, blocked, why_not, len(ordered))
 

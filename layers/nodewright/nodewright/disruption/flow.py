@@ -394,7 +394,7 @@ def _graceful_work(world: World, usable: list[Obj], drifted: dict[str, str]) -> 
         return True
     return any(
         ((p.get("spec") or {}).get("disruption") or {}).get("consolidationPolicy", "WhenEmptyOrUnderutilized")
-        == "WhenEmptyOrUnderutilized"
+        in consolidation.UNDERUTILIZED_POLICIES
         for p in usable
     ) and bool(world.nodeclaims)
 
