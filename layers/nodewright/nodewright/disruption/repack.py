@@ -18,8 +18,9 @@ per pass and takes as much of the answer as the budgets allow:
    command is (``consolidation.evaluate`` with several replacements: every pod finds a place and
    none on a node not yet initialized, the new nodes together strictly cheaper at their worst
    launch prices, the price-improvement threshold, spot-to-spot, minValues), and scored by
-   ``Balanced``. A wave that fails is halved (the best half stays), down to ``WAVE_MIN`` nodes;
-   below that Karpenter's multi- and single-node methods take over.
+   ``Balanced``. The wave is the longest prefix of that order that passes (a binary search, the
+   whole wave tried first), at least ``WAVE_MIN`` nodes; below that Karpenter's multi- and
+   single-node methods take over.
 
 The command runs as every replace runs (``execute``): candidates tainted, replacements launched
 and initialized before any drain, PDBs and do-not-disrupt held by the drain, abandoned cleanly when
@@ -71,26 +72,32 @@ def wave(
     waste = _waste(sim, movable, pending)
     ranked = sorted(
         (c for c in movable if waste[c.name] > 0),
-        key=lambda c: (-_per_disruption(c, waste[c.name], balanced_totals), c.name),
+        key=lambda c: (-rank(c, waste[c.name], balanced_totals), c.name),
     )
     chosen = _within_budget(ranked, room)
-    while len(chosen) >= WAVE_MIN and time.monotonic() < stop:
+    # The longest prefix of the ranked wave that one command removes at a saving (Balanced: that
+    # its score approves), by binary search as Karpenter's multi-node searches its prefixes.
+    best: Command | None = None
+    low, high = WAVE_MIN, len(chosen)
+    while low <= high and time.monotonic() < stop:
+        size = high if best is None and high == len(chosen) else (low + high) // 2
         verdict = consolidation.evaluate(
             sim,
-            chosen,
+            chosen[:size],
             pending,
             reason=consolidation.UNDERUTILIZED,
             method=METHOD,
             thresholds=thresholds,
             min_values=consolidation.min_values_of,
             spot_to_spot=spot_to_spot,
-            replacements_max=len(chosen),
+            replacements_max=size,
         )
         command = verdict.command
         if command is not None and command.savings > 0 and not balanced.refusal(command, balanced_totals):
-            return command
-        chosen = chosen[: len(chosen) // 2]
-    return None
+            best, low = command, size + 1
+        else:
+            high = size - 1
+    return best
 
 
 def _waste(sim: Simulation, movable: list[Candidate], pending: list[Obj]) -> dict[str, float]:
@@ -137,7 +144,7 @@ def _shares(claim: NewClaim, requests: Mapping[str, Mapping[str, int]]) -> dict[
     return {key: claim.price * weight / whole for key, weight in weights.items()}
 
 
-def _per_disruption(candidate: Candidate, waste: float, totals: Mapping[str, balanced.Totals]) -> float:
+def rank(candidate: Candidate, waste: float, totals: Mapping[str, balanced.Totals]) -> float:
     """What the wave ranks by: waste per disrupted node, or per unit of disruption cost in a Balanced
     NodePool (Karpenter ranks Balanced moves by score)."""
     if candidate.nodepool in totals:
