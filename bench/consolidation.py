@@ -299,7 +299,7 @@ def measure(args: argparse.Namespace) -> dict:
         "before_per_hour": round(before, 4),
         "prices": source,
     }
-    passes, total_seconds, seconds = 0, first_seconds, first_seconds
+    passes, total_seconds, seconds, cpu_seconds = 0, first_seconds, first_seconds, first_cpu_seconds
     per_hour_by_pass = [round(before, 4)]  # how repeated consolidation converges (bench report draws it)
     by_pass: list[dict[str, Any]] = []
     while command is not None and passes < args.passes:
@@ -315,9 +315,10 @@ def measure(args: argparse.Namespace) -> dict:
                 "launched": len(command.replacements),
                 "method": command.method,
                 "decision_seconds": round(seconds, 3),
+                "decision_cpu_seconds": round(cpu_seconds, 3),
             }
         )
-        command, seconds, _, _ = _decide(_world(claims, nodes, pods, cloud))
+        command, seconds, cpu_seconds, _ = _decide(_world(claims, nodes, pods, cloud))
         total_seconds += seconds
     after = cost()
     figures.update(
@@ -326,6 +327,9 @@ def measure(args: argparse.Namespace) -> dict:
             "all_passes_seconds": round(total_seconds, 3),
             "max_pass_seconds": max(
                 (p["decision_seconds"] for p in by_pass), default=round(first_seconds, 3)
+            ),
+            "max_pass_cpu_seconds": max(
+                (p["decision_cpu_seconds"] for p in by_pass), default=round(first_cpu_seconds, 3)
             ),
             "after_per_hour": round(after, 4),
             "nodes_after": len(nodes),
