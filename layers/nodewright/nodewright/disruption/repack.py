@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 WAVE_MAX = 200  # nodes per command: the drain's fan-out and one pass's time stay bounded
 WAVE_MIN = 2  # a single node is single-node consolidation's
 WAVE_SECONDS = 20.0  # like the other methods, a pass gives up searching after this long
+REFINE_ROUNDS = 4  # waves asked, each without the candidates the last one did not save on
 METHOD = "repack"
 
 
@@ -69,39 +70,82 @@ def wave(
     if len(movable) < WAVE_MIN or not any(room.get(c.nodepool, 1) != 0 for c in movable):
         return None
     stop = time.monotonic() + seconds
-    waste = _waste(sim, movable, pending)
+    waste, requests = _waste(sim, movable, pending)
     ranked = sorted(
         (c for c in movable if waste[c.name] > 0),
         key=lambda c: (-rank(c, waste[c.name], balanced_totals), c.name),
     )
-    chosen = _within_budget(ranked, room)
-    # The longest prefix of the ranked wave that one command removes at a saving (Balanced: that
-    # its score approves), by binary search as Karpenter's multi-node searches its prefixes.
-    best: Command | None = None
-    low, high = WAVE_MIN, len(chosen)
-    while low <= high and time.monotonic() < stop:
-        size = high if best is None and high == len(chosen) else (low + high) // 2
+
+    def ask(chosen: list[Candidate]) -> Command | None:
         verdict = consolidation.evaluate(
             sim,
-            chosen[:size],
+            chosen,
             pending,
             reason=consolidation.UNDERUTILIZED,
             method=METHOD,
             thresholds=thresholds,
             min_values=consolidation.min_values_of,
             spot_to_spot=spot_to_spot,
-            replacements_max=size,
+            replacements_max=len(chosen),
         )
         command = verdict.command
-        if command is not None and command.savings > 0 and not balanced.refusal(command, balanced_totals):
+        if command is None or command.savings <= 0 or balanced.refusal(command, balanced_totals):
+            return None
+        return command
+
+    # Refine: a candidate the wave itself does not save on (its pods cost as much on the new nodes
+    # as it does: a well-filled node, or the partly filled big node the last wave left) makes room
+    # for the next one in the order.
+    dropped: set[str] = set()
+    chosen = _within_budget(ranked, room)
+    best: Command | None = None
+    for _ in range(REFINE_ROUNDS):
+        if len(chosen) < WAVE_MIN or time.monotonic() >= stop:
+            break
+        command = ask(chosen)
+        if command is None:
+            break
+        if best is None or command.savings > best.savings:
+            best = command
+        losers = _not_saving(command, requests)
+        if not losers:
+            break
+        dropped |= losers
+        chosen = _within_budget([c for c in ranked if c.name not in dropped], room)
+    if best is not None:
+        return best
+    # The longest prefix of the ranked wave that one command removes at a saving (Balanced: that
+    # its score approves), by binary search as Karpenter's multi-node searches its prefixes.
+    chosen = _within_budget(ranked, room)
+    low, high = WAVE_MIN, len(chosen) - 1
+    while low <= high and time.monotonic() < stop:
+        size = (low + high) // 2
+        command = ask(chosen[:size])
+        if command is not None:
             best, low = command, size + 1
         else:
             high = size - 1
     return best
 
 
-def _waste(sim: Simulation, movable: list[Candidate], pending: list[Obj]) -> dict[str, float]:
-    """Candidate → its price less what its pods cost in the whole-cluster repack (see the module)."""
+def _not_saving(command: Command, requests: Mapping[str, Mapping[str, int]]) -> set[str]:
+    """The candidates of ``command`` whose pods' share of the new nodes costs at least their price
+    (pods that go to nodes that stay cost nothing)."""
+    charge: dict[str, float] = {}
+    for claim in command.replacements:
+        charge.update(_shares(claim, requests))
+    return {
+        c.name
+        for c in command.candidates
+        if (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in c.pods) <= 0
+    }
+
+
+def _waste(
+    sim: Simulation, movable: list[Candidate], pending: list[Obj]
+) -> tuple[dict[str, float], dict[str, dict[str, int]]]:
+    """Candidate → its price less what its pods cost in the whole-cluster repack (see the module);
+    and each moving pod's requests."""
     from nodewright import scheduling
 
     world = sim.world
@@ -111,10 +155,12 @@ def _waste(sim: Simulation, movable: list[Candidate], pending: list[Obj]) -> dic
     }
     everyone = [p for pods in moving.values() for p in pods]
     snapshot, _ = sim.snapshot(everyone + pending, without=[c.node_name for c in movable])
-    charge = _charges(scheduling.plan(snapshot), {p.key: dict(p.spec.requests) for p in snapshot.pods})
-    return {
+    requests = {p.key: dict(p.spec.requests) for p in snapshot.pods}
+    charge = _charges(scheduling.plan(snapshot), requests)
+    waste = {
         c.name: (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in moving[c.name]) for c in movable
     }
+    return waste, requests
 
 
 def _charges(plan: Plan, requests: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
