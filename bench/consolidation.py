@@ -209,7 +209,11 @@ def _decide(world: Any) -> tuple[Any, float, float, int]:
         reason=consolidation.UNDERUTILIZED,
         now=world.taken_at,
     )
-    choice = consolidation.choose(sim, world, pools, {}, pending=[], room=room)
+    wall, consolidation.search_clock = consolidation.search_clock, time.process_time  # a dedicated core's
+    try:
+        choice = consolidation.choose(sim, world, pools, {}, pending=[], room=room)
+    finally:
+        consolidation.search_clock = wall
     return (
         choice.command,
         time.perf_counter() - started,

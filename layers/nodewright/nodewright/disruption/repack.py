@@ -30,7 +30,6 @@ next pass repacks what is left: waves, until no candidate has waste left.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -69,7 +68,7 @@ def wave(
     movable = [c for c in ordered if c.pods]  # empty nodes are emptiness's, within its budgets
     if len(movable) < WAVE_MIN or not any(room.get(c.nodepool, 1) != 0 for c in movable):
         return None
-    stop = time.monotonic() + seconds
+    stop = consolidation.search_clock() + seconds
     waste, requests = _waste(sim, movable, pending)
     ranked = sorted(
         (c for c in movable if waste[c.name] > 0),
@@ -100,7 +99,7 @@ def wave(
     chosen = _within_budget(ranked, room)
     best: Command | None = None
     for _ in range(REFINE_ROUNDS):
-        if len(chosen) < WAVE_MIN or time.monotonic() >= stop:
+        if len(chosen) < WAVE_MIN or consolidation.search_clock() >= stop:
             break
         command = ask(chosen)
         if command is None:
@@ -118,7 +117,7 @@ def wave(
     # its score approves), by binary search as Karpenter's multi-node searches its prefixes.
     chosen = _within_budget(ranked, room)
     low, high = WAVE_MIN, len(chosen) - 1
-    while low <= high and time.monotonic() < stop:
+    while low <= high and consolidation.search_clock() < stop:
         size = (low + high) // 2
         command = ask(chosen[:size])
         if command is not None:
