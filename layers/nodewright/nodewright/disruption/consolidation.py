@@ -36,14 +36,17 @@ by deletion only); on, the replacement is pinned to spot and, for a single node,
 cheapest that many, so it cannot race to the bottom. Multi-node replacements drop types at least
 as dear as a removed node of the same type (deleting the others would do).
 
-**Methods** (``multi_node``, ``single_node``), Karpenter's order: candidates sorted by disruption
-cost (``disruption_cost``: pods weighted by deletion cost and priority, times the share of the
-node's lifetime left); multi-node binary-searches the longest prefix of at most
-``MULTI_NODE_MAX`` candidates (within the budgets) that one command can remove; single-node tries
-the rest one at a time, cheapest to disrupt first. Both skip empty candidates: they are
-emptiness's, within the ``Empty`` budgets.
-Both stop at their time limit. A command is re-validated ``VALIDATION_SECONDS`` later before it
-acts (``flow``).
+**Methods**: first Nodewright's many→several wave (``repack.wave``: the most wasteful candidates of a
+whole-cluster repack, as many as the budgets allow, replaced by several strictly cheaper nodes in
+one command, ``evaluate`` with ``replacements_max``); then Karpenter's (``multi_node``,
+``single_node``), in Karpenter's order: candidates sorted by disruption cost (``disruption_cost``:
+pods weighted by deletion cost and priority, times the share of the node's lifetime left);
+multi-node binary-searches the longest prefix of at most ``MULTI_NODE_MAX`` candidates (within the
+budgets) that one command can remove; single-node tries the rest one at a time, cheapest to
+disrupt first. All skip empty candidates: they are emptiness's, within the ``Empty`` budgets.
+All stop at their time limit (counted on ``search_clock``). In a ``Balanced`` NodePool every
+command must also pass Karpenter's score (``balanced``). A command is re-validated
+``VALIDATION_SECONDS`` later before it acts (``flow``).
 """
 
 from __future__ import annotations
