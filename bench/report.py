@@ -267,7 +267,7 @@ def scheduling_section(results: Results) -> str:
 def consolidation_section(results: Results) -> str:
     runs = sorted(results.of("consolidation"), key=lambda r: -r["figures"]["nodes"])
     if not runs:
-        return _not_measured("nodewright bench consolidation --nodes 1000 --pods 10000 --passes 0")
+        return _not_measured("nodewright bench consolidation --nodes 1000 --pods 10000 --passes 30")
     rows = []
     for run in runs:
         f = run["figures"]
@@ -284,6 +284,11 @@ def consolidation_section(results: Results) -> str:
                 _money(f["fresh_plan_per_hour"]),
                 _money(f["lp_bound_per_hour"]),
                 f"{ratio:.3f}" if ratio is not None else "—",
+                " / ".join(
+                    "—" if (n := (f.get("passes_to") or {}).get(k)) is None else str(n)
+                    for k in ("1.10", "1.05", "1.02")
+                ),
+                f"{f['max_pass_cpu_seconds']:.1f}" if "max_pass_cpu_seconds" in f else "—",
                 _load(run),
                 _cmd(run),
             )
@@ -299,6 +304,8 @@ def consolidation_section(results: Results) -> str:
                 "fresh plan $/h",
                 "LP bound $/h",
                 "after / fresh",
+                f"passes to 1.10 / 1.05 / 1.02{TIMES} fresh",
+                "slowest pass CPU s",
                 "load 1/5/15 min",
                 "command",
             ),
