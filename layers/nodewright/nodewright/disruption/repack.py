@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 WAVE_MAX = 200  # nodes per command: the drain's fan-out and one pass's time stay bounded
 WAVE_MIN = 2  # a single node is single-node consolidation's
 WAVE_SECONDS = 20.0  # like the other methods, a pass gives up searching after this long
+# New nodes one wave may launch: what it saves decides, not how many (a wave may replace a few big
+# nodes by more, smaller ones that cost less); this only bounds one command's launches.
+REPLACEMENTS_MAX = WAVE_MAX
 REFINE_ROUNDS = 4  # waves asked, each without the candidates the last one did not save on
 METHOD = "repack"
 
@@ -85,7 +88,7 @@ def wave(
             thresholds=thresholds,
             min_values=consolidation.min_values_of,
             spot_to_spot=spot_to_spot,
-            replacements_max=len(chosen),
+            replacements_max=REPLACEMENTS_MAX,
         )
         command = verdict.command
         if command is None or command.savings <= 0 or balanced.refusal(command, balanced_totals):
