@@ -217,7 +217,7 @@ def test_a_wave_killed_at_any_step_of_its_command_converges(rig: Any, point: str
     rig.admin.patch(NODEPOOLS, "default", {"spec": {"disruption": switched_on}})
 
     rig.crashes.arm(point)
-    assert rig.converge(lambda: rig.crashes.killed[point] > 0, rounds=10), f"no invocation reached {point}"
+    assert rig.converge(lambda: rig.crashes.killed[point] > 0, rounds=20), f"no invocation reached {point}"
     rig.crashes.disarm()
     commands = [
         (c["metadata"].get("annotations") or {}).get(execute.COMMAND_ANNOTATION)
