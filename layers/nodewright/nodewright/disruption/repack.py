@@ -18,9 +18,11 @@ per pass and takes as much of the answer as the budgets allow:
    command is (``consolidation.evaluate`` with several replacements: every pod finds a place and
    none on a node not yet initialized, the new nodes together strictly cheaper at their worst
    launch prices, the price-improvement threshold, spot-to-spot, minValues), and scored by
-   ``Balanced``. The wave is the longest prefix of that order that passes (a binary search, the
-   whole wave tried first), at least ``WAVE_MIN`` nodes; below that Karpenter's multi- and
-   single-node methods take over.
+   ``Balanced``. A candidate the wave does not save on (its pods' share of the new nodes costs as
+   much as it does: a well-filled node, or the partly filled big node the last wave left) gives
+   its place to the next in the order, and the wave is asked again (``REFINE_ROUNDS``); the best
+   answer wins. When no full wave passes, the longest passing prefix (binary search) does, at
+   least ``WAVE_MIN`` nodes; below that Karpenter's multi- and single-node methods take over.
 
 The command runs as every replace runs (``execute``): candidates tainted, replacements launched
 and initialized before any drain, PDBs and do-not-disrupt held by the drain, abandoned cleanly when
