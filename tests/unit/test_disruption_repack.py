@@ -195,3 +195,28 @@ def test_balanced_pool_empty_nodes_are_removed_by_emptiness(env: Env) -> None:
     add_node(cluster, "idle", "m5.xlarge", pool=pool)
     report = one_pass(ctx)
     assert [d.nodeclaim for d in report.disrupted] == ["idle"]
+
+
+def test_a_wave_that_saves_a_hair_keeps_every_replacements_cheapest_type() -> None:
+    """Two replacements, $2.176/h and $0.0042/h, for nodes costing one float step more: each
+    replacement's share of the slack is below half a step of $2.176, and the big one must still keep
+    its cheapest type (a replacement without types cannot launch)."""
+    import math
+
+    from nodewright.scheduling import CandidateType, NewClaim, Offering, Requirements
+
+    def option(name: str, price: float) -> CandidateType:
+        return CandidateType(name, price, (Offering("z", "on-demand", price),))
+
+    claims = [
+        NewClaim("p", Requirements([]), ["default/a"], [option("big", 2.176), option("bigger", 2.5)]),
+        NewClaim("p", Requirements([]), ["default/b"], [option("tiny", 0.0042)]),
+    ]
+    price = math.nextafter(2.176 + 0.0042, 10.0)
+    removed = [consolidation.Candidate({}, {}, "p", [{}], price / 2, 1.0) for _ in range(2)]
+    verdict = consolidation._cheaper_set(
+        removed, claims, reason="Underutilized", method="repack", thresholds={}, spot_to_spot_gate=False
+    )
+    assert verdict.command is not None, verdict.why_not
+    assert [[o.name for o in r.instance_types] for r in verdict.command.replacements] == [["big"], ["tiny"]]
+    assert verdict.command.price_after < verdict.command.price_before

@@ -465,7 +465,9 @@ def _cheaper_set(
     replacements = []
     for claim, requirements, options in narrowed:
         ceiling = _worst(options[0]) + slack
-        kept = [o for o in options if _worst(o) < ceiling]
+        # The cheapest always stays: the set is cheaper with it (base < limit), and a slack below half
+        # a float step of its price would otherwise drop it too.
+        kept = [options[0], *(o for o in options[1:] if _worst(o) < ceiling)]
         needed = min_values_of(claim)
         if len(kept) < needed:
             return Verdict(
