@@ -1,15 +1,19 @@
-"""Consolidation: decide on a fragmented cluster; $/h before, after, and a fresh plan of the same pods.
+"""Consolidation: a fragmented cluster, pass after pass; $/h per pass against a fresh plan of the same pods.
 
 The cluster: ``--nodes`` nodes of common types (m5/c5/r5, xlarge to 4xlarge, real us-east-1 prices
 when ``../shared/data`` has them) holding ``--pods`` pods of the scheduling bench's generic mix,
-spread at random as a scale-down leaves them. The disruption flow's own code decides
-(``consolidation.choose``: candidates, multi-node then single-node over a ``state.snapshot.Simulation``):
-the first pass is timed as one disruption pass would be; then commands are applied in memory
-(candidates removed, their pods where the simulation placed them, replacements added) for up to
-``--passes`` passes, to see where repeated consolidation takes the cluster. Printed: decision
-seconds of the first pass (wall and CPU, with the load average: on a shared machine the wall time
-is mostly waiting for a core), the cluster's $/h before and after, a fresh plan of the same pods by the
-scheduling core, and the assignment-LP lower bound of the scheduling bench.
+spread at random as a scale-down leaves them, in one NodePool with the default budget (10 % of its
+nodes). Each pass does what a disruption pass does: emptiness first (empty nodes removed within
+the budget), else the disruption flow's own consolidation choice (``consolidation.choose``: the
+many→several repack, multi-node, single-node, over a ``state.snapshot.Simulation``) with the
+budget's room as the flow computes it (``decide.budget_room``); the command is applied in memory
+(candidates removed, their pods where the simulation places them, replacements added as nodes of
+their cheapest type) for up to ``--passes`` passes. Printed: decision seconds of the first pass
+(wall and CPU, with the load average: on a shared machine the wall time is mostly waiting for a
+core), per pass the $/h, the nodes disrupted and the decision seconds, the cluster's $/h before
+and after, a fresh plan of the same pods by the scheduling core, the assignment-LP lower bound of
+the scheduling bench, ``after_vs_fresh`` and the passes needed to reach 1.10, 1.05 and 1.02 times
+the fresh plan. ``--plot FILE.png`` draws the $/h per pass against the fresh plan and the bound.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import random
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from bench._report import print_figures, save
 
 NODE_TYPES = ("m5.xlarge", "m5.2xlarge", "m5.4xlarge", "c5.xlarge", "c5.2xlarge", "r5.xlarge", "r5.2xlarge")
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+RATIOS = (1.10, 1.05, 1.02)  # the passes needed to reach these multiples of the fresh plan are reported
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--passes", type=int, default=30, help="consolidation passes applied in memory")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw $/h per pass (matplotlib)")
 
 
 class _Cloud:
@@ -150,7 +157,7 @@ def _pool() -> dict:
     pool["spec"]["disruption"] = {
         "consolidationPolicy": "WhenEmptyOrUnderutilized",
         "consolidateAfter": "0s",
-        "budgets": [{"nodes": "100%"}],
+        "budgets": [{"nodes": "10%"}],  # the NodePool's default budget
     }
     return pool
 
@@ -171,14 +178,42 @@ def _world(claims: list[dict], nodes: list[dict], pods: list[dict], cloud: _Clou
 
 def _decide(world: Any) -> tuple[Any, float, float, int]:
     """One disruption pass's decision: (command or None, seconds, CPU seconds, candidates evaluated).
-    The CPU seconds are what a loaded, shared machine does not inflate (the decision is one thread)."""
+    Emptiness first, as the flow (its command: the empty nodes' deletion); else consolidation with
+    the budget's room. The CPU seconds are what a loaded, shared machine does not inflate (the
+    decision is one thread)."""
     from nodewright.disruption import consolidation
+    from nodewright.disruption.decide import budget_room, decide
     from nodewright.state.snapshot import Simulation
 
     started, cpu_started = time.perf_counter(), time.process_time()
     pools = world.nodepools
+    empty = decide(
+        nodeclaims=world.nodeclaims,
+        nodes=world.nodes,
+        pods=world.pods,
+        nodepools=pools,
+        last_pod_event={},
+        now=world.taken_at,
+    ).disrupt
+    if empty:
+        found, _ = consolidation.candidates(world, pools, {}, ignore_waits=True)
+        by_name = {c.name: c for c in found}
+        removed = [by_name[c.name] for c in empty if c.name in by_name]
+        command = consolidation.Command("Empty", "empty", removed) if removed else None
+        return command, time.perf_counter() - started, time.process_time() - cpu_started, len(empty)
     sim = Simulation(world, pools)
-    choice = consolidation.choose(sim, world, pools, {}, pending=[], room={"default": None})
+    room = budget_room(
+        nodeclaims=world.nodeclaims,
+        nodes=world.nodes,
+        nodepools=pools,
+        reason=consolidation.UNDERUTILIZED,
+        now=world.taken_at,
+    )
+    wall, consolidation.search_clock = consolidation.search_clock, time.process_time  # a dedicated core's
+    try:
+        choice = consolidation.choose(sim, world, pools, {}, pending=[], room=room)
+    finally:
+        consolidation.search_clock = wall
     return (
         choice.command,
         time.perf_counter() - started,
@@ -188,7 +223,14 @@ def _decide(world: Any) -> tuple[Any, float, float, int]:
 
 
 def _apply(
-    command: Any, claims: list[dict], nodes: list[dict], pods: list[dict], *, by_name: dict, serial: int
+    command: Any,
+    claims: list[dict],
+    nodes: list[dict],
+    pods: list[dict],
+    *,
+    by_name: dict,
+    cloud: _Cloud,
+    serial: int,
 ) -> None:
     """The cluster after the command: its nodes gone, their pods where a fresh simulation puts them."""
     from nodewright import scheduling
@@ -197,33 +239,34 @@ def _apply(
 
     gone = {c.node_name for c in command.candidates}
     moved = [p for p in pods if p["spec"]["nodeName"] in gone]
-    world = _world(claims, nodes, pods, _Cloud(by_name.values(), {}, 0.0))
+    world = _world(claims, nodes, pods, cloud)
     snapshot, _ = Simulation(world, world.nodepools).snapshot([as_pending(p) for p in moved], without=gone)
     plan = scheduling.plan(snapshot)
+    if plan.unschedulable or len(plan.new_claims) != len(command.replacements):
+        raise AssertionError(f"the command's plan does not hold on applying it: {plan.unschedulable}")
     claims[:] = [c for c in claims if c["metadata"]["name"] not in gone]
     nodes[:] = [n for n in nodes if n["metadata"]["name"] not in gone]
     target: dict[str, str] = dict(plan.placements)
-    for k, replacement in enumerate(command.replacements):
+    # The same question as the command's: the same claims, in the same order.
+    for k, (replacement, new) in enumerate(zip(command.replacements, plan.new_claims, strict=True)):
         type_name = replacement.instance_types[0].name
         claim, node = _node(
-            f"n9{serial:03d}{k}",
+            f"n{1_000_000 + serial * 1000 + k}",
             type_name,
             by_name[type_name].offerings[0].zone,
             by_name[type_name].allocatable,
         )
         claims.append(claim)
         nodes.append(node)
-        for new in plan.new_claims:
-            for key in new.pods:
-                target[key] = node["metadata"]["name"]
+        for key in new.pods:
+            target[key] = node["metadata"]["name"]
     for pod in moved:
-        pod["spec"]["nodeName"] = target.get(f"default/{pod['metadata']['name']}", pod["spec"]["nodeName"])
+        pod["spec"]["nodeName"] = target[f"default/{pod['metadata']['name']}"]
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from nodewright.state.snapshot import Simulation, fresh_plan
+    from nodewright.state.snapshot import fresh_plan
 
-    from bench._bounds import Bin, Shape, assignment_lp_bound
     from bench.scheduling import catalog, node_storage_price
 
     types, source = catalog()
@@ -244,6 +287,10 @@ def measure(args: argparse.Namespace) -> dict:
         )
 
     before = cost()
+    # A fresh plan of the same pods by the scheduling core, and the assignment-LP bound.
+    empty = _world([], [], [], cloud)
+    fresh = fresh_plan(empty, pods, empty.nodepools).cost_per_hour
+    bound = _lp_bound(empty, pods)
     command, first_seconds, first_cpu_seconds, evaluated = _decide(_world(claims, nodes, pods, cloud))
     figures: dict[str, Any] = {
         "nodes": len(nodes),
@@ -256,18 +303,62 @@ def measure(args: argparse.Namespace) -> dict:
         "before_per_hour": round(before, 4),
         "prices": source,
     }
-    passes, total_seconds = 0, first_seconds
+    passes, total_seconds, seconds, cpu_seconds = 0, first_seconds, first_seconds, first_cpu_seconds
     per_hour_by_pass = [round(before, 4)]  # how repeated consolidation converges (bench report draws it)
+    by_pass: list[dict[str, Any]] = []
     while command is not None and passes < args.passes:
-        _apply(command, claims, nodes, pods, by_name=by_name, serial=passes)
+        _apply(command, claims, nodes, pods, by_name=by_name, cloud=cloud, serial=passes)
         passes += 1
         per_hour_by_pass.append(round(cost(), 4))
-        command, seconds, _, _ = _decide(_world(claims, nodes, pods, cloud))
+        by_pass.append(
+            {
+                "pass": passes,
+                "per_hour": per_hour_by_pass[-1],
+                "nodes": len(nodes),
+                "disrupted": len(command.candidates),
+                "launched": len(command.replacements),
+                "method": command.method,
+                "decision_seconds": round(seconds, 3),
+                "decision_cpu_seconds": round(cpu_seconds, 3),
+            }
+        )
+        command, seconds, cpu_seconds, _ = _decide(_world(claims, nodes, pods, cloud))
         total_seconds += seconds
     after = cost()
-    # A fresh plan of the same pods by the scheduling core, and the assignment-LP bound.
-    empty = _world([], [], [], cloud)
-    fresh = fresh_plan(empty, pods, empty.nodepools)
+    figures.update(
+        {
+            "passes_applied": passes,
+            "all_passes_seconds": round(total_seconds, 3),
+            "max_pass_seconds": max(
+                (p["decision_seconds"] for p in by_pass), default=round(first_seconds, 3)
+            ),
+            "max_pass_cpu_seconds": max(
+                (p["decision_cpu_seconds"] for p in by_pass), default=round(first_cpu_seconds, 3)
+            ),
+            "after_per_hour": round(after, 4),
+            "nodes_after": len(nodes),
+            "fresh_plan_per_hour": round(fresh, 4),
+            "after_vs_fresh": round(after / fresh, 4) if fresh else None,
+            "lp_bound_per_hour": round(bound, 4),
+            "per_hour_by_pass": per_hour_by_pass,
+            "by_pass": by_pass,
+            "passes_to": {
+                f"{ratio:.2f}": next((i for i, c in enumerate(per_hour_by_pass) if c <= ratio * fresh), None)
+                for ratio in RATIOS
+            },
+        }
+    )
+    if args.plot:
+        _plot(figures, args.plot)
+    return figures
+
+
+def _lp_bound(empty: Any, pods: list[dict]) -> float:
+    """The assignment-LP lower bound of the scheduling bench for these pods and the NodePool's types."""
+    from nodewright.state.snapshot import Simulation
+
+    from bench._bounds import Bin, Shape, assignment_lp_bound
+
     pool = Simulation(empty, empty.nodepools).nodepools[0]
     bins = [
         Bin(
@@ -286,20 +377,36 @@ def measure(args: argparse.Namespace) -> dict:
         requests = pod["spec"]["containers"][0]["resources"]["requests"]
         key = (int(requests["cpu"][:-1]), int(requests["memory"]))
         shapes[key] = shapes.get(key, 0) + 1
-    bound = assignment_lp_bound([Shape(c, m, n) for (c, m), n in sorted(shapes.items())], bins)
-    figures.update(
-        {
-            "passes_applied": passes,
-            "all_passes_seconds": round(total_seconds, 3),
-            "after_per_hour": round(after, 4),
-            "nodes_after": len(nodes),
-            "fresh_plan_per_hour": round(fresh.cost_per_hour, 4),
-            "after_vs_fresh": round(after / fresh.cost_per_hour, 4) if fresh.cost_per_hour else None,
-            "lp_bound_per_hour": round(bound, 4),
-            "per_hour_by_pass": per_hour_by_pass,
-        }
+    return assignment_lp_bound([Shape(c, m, n) for (c, m), n in sorted(shapes.items())], bins)
+
+
+def _plot(figures: dict[str, Any], path: Path) -> None:
+    """$/h per pass against the fresh plan and the LP bound (the picture ``bench report`` draws too)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 3.4))
+    series = figures["per_hour_by_pass"]
+    axes.plot(
+        range(len(series)),
+        series,
+        marker=".",
+        label=f"cluster, {figures['nodes']} nodes / {figures['pods']} pods",
     )
-    return figures
+    axes.axhline(
+        figures["fresh_plan_per_hour"], linestyle="--", linewidth=1, color="tab:green", label="fresh plan"
+    )
+    axes.axhline(figures["lp_bound_per_hour"], linestyle=":", linewidth=1, color="tab:red", label="LP bound")
+    axes.set_xlabel("consolidation passes applied (budget: 10 % of the nodes)")
+    axes.set_ylabel("$/h")
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -244,7 +244,10 @@ def test_the_report_renders_every_section_from_the_saved_runs(
     assert "0 in 300 steps, converged: True" in rows["chaos: seeded faults, invariant violations"]
     # No saved run of these commands: said so, never a figure from elsewhere.
     assert "not measured yet" in rows["scheduling: 10,000 diverse pods planned"]
-    assert "not measured yet" in rows["consolidation: one decision on 1,000 nodes / 10,000 pods"]
+    assert (
+        "not measured yet"
+        in rows["consolidation: a decision on 1,000 nodes / 10,000 pods (first; slowest of the passes)"]
+    )
     assert all("`nodewright " in line for line in rows.values())  # every figure with its command
 
     scheduling = _section(performance, "scheduling")

@@ -188,7 +188,7 @@ def test_two_underused_nodes_are_replaced_by_one_cheaper_node_and_drained_once_i
 
     report = pass_after_validation(ctx)
     [decision] = report.decisions
-    assert decision.method == "multi"
+    assert decision.method == "repack"  # the many→several wave finds Karpenter's multi-node command first
     assert decision.action == "replace"
     assert sorted(decision.nodeclaims) == ["a", "b"]
     assert decision.price_before == pytest.approx(0.384)

@@ -81,14 +81,11 @@ FEATURES: tuple[Feature, ...] = (
     _y(NODEPOOL, f"{_POOL_TEMPLATE}.spec.nodeClassRef"),
     _y(NODEPOOL, f"{_POOL_TEMPLATE}.spec.expireAfter"),
     _y(NODEPOOL, f"{_POOL_TEMPLATE}.spec.terminationGracePeriod"),
-    _y(NODEPOOL, "spec.disruption.consolidationPolicy", "WhenEmpty, WhenEmptyOrUnderutilized"),
-    _no(
+    _y(
         NODEPOOL,
         "spec.disruption.consolidationPolicy",
-        "Balanced is not a policy Nodewright's disruption knows: the NodePool's nodes are not consolidated "
-        "(neither empty nor underutilized ones); expiration and drift still apply",
-        when=lambda value: value == "Balanced",
-        what="Balanced",
+        "WhenEmpty, WhenEmptyOrUnderutilized, Balanced (Karpenter v1.14's score of savings against "
+        "disruption, k = 2)",
     ),
     _y(NODEPOOL, "spec.disruption.consolidateAfter"),
     _y(NODEPOOL, "spec.disruption.budgets", "nodes, schedule, duration, reasons"),

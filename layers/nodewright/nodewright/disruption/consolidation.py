@@ -38,14 +38,17 @@ by deletion only); on, the replacement is pinned to spot and, for a single node,
 cheapest that many, so it cannot race to the bottom. Multi-node replacements drop types at least
 as dear as a removed node of the same type (deleting the others would do).
 
-**Methods** (``multi_node``, ``single_node``), Karpenter's order: candidates sorted by disruption
-cost (``disruption_cost``: pods weighted by deletion cost and priority, times the share of the
-node's lifetime left); multi-node binary-searches the longest prefix of at most
-``MULTI_NODE_MAX`` candidates (within the budgets) that one command can remove; single-node tries
-the rest one at a time, cheapest to disrupt first. Both skip empty candidates: they are
-emptiness's, within the ``Empty`` budgets.
-Both stop at their time limit. A command is re-validated ``VALIDATION_SECONDS`` later before it
-acts (``flow``).
+**Methods**: first Nodewright's many→several wave (``repack.wave``: the most wasteful candidates of a
+whole-cluster repack, as many as the budgets allow, replaced by several strictly cheaper nodes in
+one command, ``evaluate`` with ``replacements_max``); then Karpenter's (``multi_node``,
+``single_node``), in Karpenter's order: candidates sorted by disruption cost (``disruption_cost``:
+pods weighted by deletion cost and priority, times the share of the node's lifetime left);
+multi-node binary-searches the longest prefix of at most ``MULTI_NODE_MAX`` candidates (within the
+budgets) that one command can remove; single-node tries the rest one at a time, cheapest to
+disrupt first. All skip empty candidates: they are emptiness's, within the ``Empty`` budgets.
+All stop at their time limit (counted on ``search_clock``). In a ``Balanced`` NodePool every
+command must also pass Karpenter's score (``balanced``). A command is re-validated
+``VALIDATION_SECONDS`` later before it acts (``flow``).
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ if TYPE_CHECKING:
     from nodewright.state.snapshot import Simulation
 
 UNDERUTILIZED = "Underutilized"
+# The policies that consolidate underutilized nodes (Balanced: only the moves its score approves).
+UNDERUTILIZED_POLICIES = frozenset({"WhenEmptyOrUnderutilized", "Balanced"})
 DRIFTED = "Drifted"
 MULTI_NODE_MAX = 100
 SPOT_TO_SPOT_MIN_TYPES = 15
@@ -81,6 +86,11 @@ VALIDATION_SECONDS = 15.0
 MULTI_NODE_SECONDS = 20.0  # Karpenter: 1 min; a Lambda pass must leave time for the rest
 SINGLE_NODE_SECONDS = 20.0  # Karpenter: 3 min
 NOMINATION_SECONDS = 20.0
+# What the methods' time limits (MULTI_NODE_SECONDS, SINGLE_NODE_SECONDS, repack.WAVE_SECONDS) are
+# counted on: wall time, as a Lambda's invocation is; ``bench consolidation`` counts CPU seconds
+# instead, as a Lambda's dedicated core would give them, so a shared machine's load does not cut
+# its search short.
+search_clock: Callable[[], float] = time.monotonic
 PRICE_IMPROVEMENT_ANNOTATION = "nodewright.io/consolidation-price-improvement-percent"
 SPOT_TO_SPOT_DISABLED = "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
 
@@ -144,11 +154,13 @@ class Command:
         types = Counter(c.instance_type for c in self.candidates)
         removed = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(types.items()))
         count = f"{len(self.candidates)} node{'s' if len(self.candidates) != 1 else ''}"
-        if self.replacements:
+        if len(self.replacements) > 1:
+            cheapest = Counter(r.instance_types[0].name for r in self.replacements if r.instance_types)
+            kinds = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(cheapest.items()))
+            verb = f"replacing {count} ({removed}) with {len(self.replacements)} nodes ({kinds})"
+        elif self.replacements:
             options = self.replacements[0].instance_types
             target = options[0].name + (f" (or {len(options) - 1} more types)" if len(options) > 1 else "")
-            if len(self.replacements) > 1:
-                target = f"{len(self.replacements)} nodes ({target}, ...)"
             verb = f"replacing {count} ({removed}) with {target}"
         else:
             verb = f"deleting {count} ({removed})"
@@ -203,7 +215,7 @@ def candidates(
             if after is None:
                 why_not[name] = consolidation_disabled(pool_name)
                 continue
-            if disruption.consolidation_policy != "WhenEmptyOrUnderutilized":
+            if disruption.consolidation_policy not in UNDERUTILIZED_POLICIES:
                 continue  # WhenEmpty: emptiness only (no event, as Karpenter)
             quiet = max(initialized, last_pod_event.get(name, initialized))
             if not ignore_waits and (
@@ -297,9 +309,11 @@ def evaluate(
     thresholds: Mapping[str, float],
     min_values: Callable[[NewClaim], int] | None = None,
     spot_to_spot: bool = False,
+    replacements_max: int = 1,
 ) -> Verdict:
     """The command that removes ``chosen`` (see the module), or why there is none. ``sim`` and
-    ``pending``: ``simulation``'s; ``spot_to_spot``: Karpenter's feature gate."""
+    ``pending``: ``simulation``'s; ``spot_to_spot``: Karpenter's feature gate; ``replacements_max``:
+    how many new nodes the command may launch (Karpenter's methods: one; a repack: several)."""
     from nodewright import scheduling
 
     limits = sim.world.pdb_limits
@@ -322,21 +336,32 @@ def evaluate(
         return Verdict(Command(reason, method, chosen))
     if reason == DRIFTED:
         return Verdict(Command(reason, method, chosen, claims))  # drift replaces whatever it costs
-    if len(claims) != 1:
+    if len(claims) > replacements_max:
         return Verdict(None, f"removing it needs {len(claims)} new nodes")
-    verdict = _cheaper(
-        chosen,
-        claims[0],
-        reason=reason,
-        method=method,
-        thresholds=thresholds,
-        min_values=min_values,
-        spot_to_spot_gate=spot_to_spot,
-    )
+    if len(claims) > 1:
+        verdict = _cheaper_set(
+            chosen,
+            claims,
+            reason=reason,
+            method=method,
+            thresholds=thresholds,
+            spot_to_spot_gate=spot_to_spot,
+        )
+    else:
+        verdict = _cheaper(
+            chosen,
+            claims[0],
+            reason=reason,
+            method=method,
+            thresholds=thresholds,
+            min_values=min_values,
+            spot_to_spot_gate=spot_to_spot,
+        )
     if verdict.command is not None and not sim.world.relax_min_values:
-        short = _min_values_unmet(sim.world, verdict.command.replacements[0])
-        if short:  # the cheaper types alone are fewer than the NodePool's minValues asks for
-            return Verdict(None, f"minValues requirement is not met for {short}")
+        for replacement in verdict.command.replacements:
+            short = _min_values_unmet(sim.world, replacement)
+            if short:  # the cheaper types alone are fewer than the NodePool's minValues asks for
+                return Verdict(None, f"minValues requirement is not met for {short}")
     return verdict
 
 
@@ -422,6 +447,81 @@ def _cheaper(
     return Verdict(Command(reason, method, chosen, [replacement]))
 
 
+def _cheaper_set(
+    chosen: list[Candidate],
+    claims: list[NewClaim],
+    *,
+    reason: str,
+    method: str,
+    thresholds: Mapping[str, float],
+    spot_to_spot_gate: bool,
+) -> Verdict:
+    """Several replacements (a repack): each keeps its cheapest type and the types whose worst launch
+    price stays within its equal share of what the set saves, so that whatever types the launches
+    get, the new nodes together cost strictly less than the removed ones (less the price-improvement
+    threshold). Spot-to-spot as for one replacement, without the single-node type-count floor
+    (Karpenter asks it of single-node consolidation only); a replacement narrowed below its
+    NodePool's minValues is not proposed."""
+    from nodewright.scheduling.requirements import Requirement
+
+    price = sum(c.price or 0.0 for c in chosen)
+    threshold = max((thresholds.get(c.nodepool, 0.0) for c in chosen), default=0.0)
+    limit = price * (1.0 - threshold / 100.0)
+    all_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen)
+    narrowed: list[tuple[NewClaim, Any, list[Any]]] = []
+    for claim in claims:
+        requirements = claim.requirements
+        capacity = requirements.get(labels.CAPACITY_TYPE)
+        options = list(claim.instance_types)
+        if all_spot and (capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)):
+            if not spot_to_spot_gate:
+                return Verdict(None, SPOT_TO_SPOT_DISABLED)
+            spot = Requirement(labels.CAPACITY_TYPE, False, frozenset({labels.CAPACITY_TYPE_SPOT}))
+            requirements = requirements.with_requirement(spot)
+            options = [
+                dataclasses.replace(
+                    o, offerings=tuple(x for x in o.offerings if x.capacity_type == labels.CAPACITY_TYPE_SPOT)
+                )
+                for o in options
+            ]
+            options = [o for o in options if o.offerings]
+        options = sorted(options, key=lambda o: (_worst(o), o.name))
+        if not options:
+            return Verdict(None, "can't replace with cheaper nodes")
+        narrowed.append((claim, requirements, options))
+    base = sum(_worst(options[0]) for _, _, options in narrowed)
+    if base >= limit:
+        why = (
+            f"can't replace with cheaper nodes: {len(claims)} new nodes cost ${base:.2f}/h, "
+            f"the removed ${price:.2f}/h"
+        )
+        if threshold:
+            why += f" (the NodePool asks for at least {threshold:g}% savings)"
+        return Verdict(None, why)
+    slack = (limit - base) / len(narrowed)
+    replacements = []
+    for claim, requirements, options in narrowed:
+        ceiling = _worst(options[0]) + slack
+        # The cheapest always stays: the set is cheaper with it (base < limit), and a slack below half
+        # a float step of its price would otherwise drop it too.
+        kept = [options[0], *(o for o in options[1:] if _worst(o) < ceiling)]
+        needed = min_values_of(claim)
+        if len(kept) < needed:
+            return Verdict(
+                None,
+                f"a replacement would offer {len(kept)} instance types, fewer than its minValues {needed}",
+            )
+        names = frozenset(o.name for o in kept)
+        replacements.append(
+            dataclasses.replace(
+                claim,
+                instance_types=kept,
+                requirements=requirements.with_requirement(Requirement(labels.INSTANCE_TYPE, False, names)),
+            )
+        )
+    return Verdict(Command(reason, method, chosen, replacements))
+
+
 def _same_type_limit(chosen: list[Candidate], type_name: str) -> float:
     """A replacement of a type some removed node has must cost less than that node (else: delete
     the others and keep it)."""
@@ -472,10 +572,10 @@ def multi_node(
             break
     if len(allowed) < 2:
         return None
-    stop = time.monotonic() + seconds
+    stop = search_clock() + seconds
     low, high = 1, len(allowed) - 1
     best: Command | None = None
-    while low <= high and time.monotonic() < stop:
+    while low <= high and search_clock() < stop:
         mid = (low + high) // 2
         verdict = evaluate(
             sim,
@@ -504,12 +604,14 @@ def single_node(
     seconds: float = SINGLE_NODE_SECONDS,
     min_values: Callable[[NewClaim], int] | None = None,
     spot_to_spot: bool = False,
+    refuse: Callable[[Command], str | None] | None = None,
 ) -> Command | None:
     """The first candidate (cheapest to disrupt first) one command removes; each other one gets its
-    "why not" in ``why_not``."""
-    stop = time.monotonic() + seconds
+    "why not" in ``why_not``. ``refuse``: why a policy turns a found command down (``Balanced``);
+    the search then goes on with the next candidate."""
+    stop = search_clock() + seconds
     for candidate in ordered:
-        if time.monotonic() >= stop:
+        if search_clock() >= stop:
             break
         budget = room.get(candidate.nodepool)
         if budget is not None and budget <= 0:
@@ -527,9 +629,10 @@ def single_node(
             min_values=min_values,
             spot_to_spot=spot_to_spot,
         )
-        if verdict.command is not None:
+        refused = refuse(verdict.command) if refuse and verdict.command is not None else None
+        if verdict.command is not None and not refused:
             return verdict.command
-        why_not[candidate.name] = verdict.why_not
+        why_not[candidate.name] = refused or verdict.why_not
     return None
 
 
@@ -555,9 +658,12 @@ def choose(
     ignore_waits: bool = False,
     spot_to_spot: bool = False,
 ) -> Choice:
-    """Multi-node, then single-node consolidation over the candidates (the disruption flow's choice
-    after drift, and ``nodewright plan --consolidate``'s); ``spot_to_spot``: Karpenter's
+    """Many→several (``repack.wave``), then Karpenter's multi-node, then single-node consolidation over
+    the candidates (the disruption flow's choice after drift, and ``nodewright plan --consolidate``'s),
+    every command of a ``Balanced`` NodePool scored (``balanced``); ``spot_to_spot``: Karpenter's
     ``SpotToSpotConsolidation`` feature gate (the stack's setting)."""
+    from nodewright.disruption import balanced, repack
+
     found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
     ordered = by_disruption_cost(found)
     thresholds = thresholds_of(usable)
@@ -565,17 +671,33 @@ def choose(
     disabled = {consolidation_disabled(objects.name_of(p)) for p in usable}
     why_not = {name: why for name, why in blocked.items() if why in disabled}
     blocked = {name: why for name, why in blocked.items() if why not in disabled}
-    command = multi_node(sim, ordered, pending, room, thresholds, spot_to_spot=spot_to_spot)
+    scored = balanced.totals(world, balanced.balanced_pools(usable))
+    command = repack.wave(
+        sim, ordered, pending, room, thresholds, balanced_totals=scored, spot_to_spot=spot_to_spot
+    )
     if command is None:
+        command = multi_node(sim, ordered, pending, room, thresholds, spot_to_spot=spot_to_spot)
+        if command is not None and balanced.refusal(command, scored):
+            command = None  # Karpenter's multi-node gives up on a refused prefix; single-node goes on
+    if command is None:
+        worth = [c for c in ordered if balanced.delete_passes(c, scored)]
+        kept = {c.name for c in worth}
+        for candidate in ordered:
+            if candidate.name not in kept and candidate.pods:
+                why_not[candidate.name] = (
+                    f"NodePool {candidate.nodepool} is Balanced: even deleting the node would not save "
+                    "enough for what it disrupts"
+                )
         command = single_node(
             sim,
-            ordered,
+            worth,
             pending,
             room,
             thresholds,
             why_not=why_not,
             min_values=min_values_of,
             spot_to_spot=spot_to_spot,
+            refuse=lambda found: balanced.refusal(found, scored),
         )
     return Choice(command, blocked, why_not, len(ordered))
 

@@ -6,10 +6,11 @@ Karpenter v1's rules for the two methods built so far, in the order they run:
   turns it off) goes whatever the budgets say and whatever ``karpenter.sh/do-not-disrupt`` the
   node carries, as in Karpenter v1. Its pods still leave through the Eviction API: PDBs and
   do-not-disrupt pods hold the drain until the NodeClaim's ``terminationGracePeriod``.
-* **Emptiness** (graceful): in a NodePool whose ``consolidationPolicy`` is WhenEmpty or
-  WhenEmptyOrUnderutilized and whose ``consolidateAfter`` is not Never, an initialized node with no
-  reschedulable pod (``state.pods.is_reschedulable``: DaemonSet, mirror, finished and terminating
-  pods do not count; a pod that tolerates the disrupted taint does, as in Karpenter), no
+* **Emptiness** (graceful): in a NodePool whose ``consolidationPolicy`` is WhenEmpty,
+  WhenEmptyOrUnderutilized or Balanced (an empty node's deletion always passes Balanced's score)
+  and whose ``consolidateAfter`` is not Never, an initialized node with no reschedulable pod
+  (``state.pods.is_reschedulable``: DaemonSet, mirror, finished and terminating pods do not count;
+  a pod that tolerates the disrupted taint does, as in Karpenter), no
   ``karpenter.sh/do-not-disrupt: "true"`` annotation on the node nor an active one on any of its
   pods (a DaemonSet's or mirror pod's counts too, as in Karpenter; a duration holds the node only
   until it elapses, and the pass comes back then), and no pod event for ``consolidateAfter`` —
@@ -54,7 +55,7 @@ from nodewright.state.world import nodepool_name, nodes_by_instance_id
 
 EXPIRED = "Expired"
 EMPTY = "Empty"
-CONSOLIDATING_POLICIES = frozenset({"WhenEmpty", "WhenEmptyOrUnderutilized"})
+CONSOLIDATING_POLICIES = frozenset({"WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"})
 # Karpenter's words for a do-not-disrupt veto (StateNode.ValidateNodeDisruptable and
 # ValidatePodsDisruptable), as its DisruptionBlocked events say them; every method says them so.
 NODE_DO_NOT_DISRUPT = f'Disruption is blocked through the "{labels.DO_NOT_DISRUPT}" annotation'

@@ -1,0 +1,218 @@
+"""Many nodes → several, in waves: a consolidation command chosen from a whole-cluster repack.
+
+Karpenter's methods remove one node, or a prefix of the disruption-cost order whose pods all fit
+one new node; on a fragmented cluster that takes hundreds of passes and stops well short of what
+the same pods would cost bought today. ``wave`` asks the scheduling core the whole question once
+per pass and takes as much of the answer as the budgets allow:
+
+1. **Repack.** Every movable pod of every candidate is planned, with the pending pods (which keep
+   their priority: they are placed first on the room that stays), as if the candidates were free:
+   the cheapest set of nodes that holds them, on the nodes that stay and on new ones.
+2. **Value.** Each pod is charged what its place in that repack costs: a new node's price shared
+   by its pods in proportion to the dominant share (CPU or memory) of the node each takes; room on
+   a node that stays is free. A candidate's *waste* is its price less its pods' charges: what
+   removing it saves once the cluster is repacked.
+3. **Wave.** The candidates with waste, most waste per disrupted node first (in a ``Balanced``
+   NodePool, per unit of its disruption cost, ``balanced.node_cost``), as many as each NodePool's
+   budget room allows and at most ``WAVE_MAX``, are one command, asked of the simulation as any
+   command is (``consolidation.evaluate`` with several replacements: every pod finds a place and
+   none on a node not yet initialized, the new nodes together strictly cheaper at their worst
+   launch prices, the price-improvement threshold, spot-to-spot, minValues), and scored by
+   ``Balanced``. A candidate the wave does not save on (its pods' share of the new nodes costs as
+   much as it does: a well-filled node, or the partly filled big node the last wave left) gives
+   its place to the next in the order, and the wave is asked again (``REFINE_ROUNDS``); the best
+   answer wins. When no full wave passes, the longest passing prefix (binary search) does, at
+   least ``WAVE_MIN`` nodes; below that Karpenter's multi- and single-node methods take over.
+
+The command runs as every replace runs (``execute``): candidates tainted, replacements launched
+and initialized before any drain, PDBs and do-not-disrupt held by the drain, abandoned cleanly when
+a replacement fails. Each pass removes at most its budget and only ever lowers the $/h, and the
+next pass repacks what is left: waves, until no candidate has waste left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from nodewright.disruption import balanced
+from nodewright.state.pods import as_pending, is_currently_reschedulable
+from nodewright.state.pods import key as pod_key
+
+if TYPE_CHECKING:
+    from nodewright.disruption.consolidation import Candidate, Command
+    from nodewright.scheduling import NewClaim, Plan
+    from nodewright.state.interfaces import Obj
+    from nodewright.state.snapshot import Simulation
+
+WAVE_MAX = 200  # nodes per command: the drain's fan-out and one pass's time stay bounded
+WAVE_MIN = 2  # a single node is single-node consolidation's
+WAVE_SECONDS = 20.0  # like the other methods, a pass gives up searching after this long
+# New nodes one wave may launch: what it saves decides, not how many (a wave may replace a few big
+# nodes by more, smaller ones that cost less); this only bounds one command's launches.
+REPLACEMENTS_MAX = WAVE_MAX
+REFINE_ROUNDS = 4  # waves asked, each without the candidates the last one did not save on
+METHOD = "repack"
+
+
+def wave(
+    sim: Simulation,
+    ordered: list[Candidate],
+    pending: list[Obj],
+    room: Mapping[str, int | None],
+    thresholds: Mapping[str, float],
+    *,
+    balanced_totals: Mapping[str, balanced.Totals],
+    spot_to_spot: bool = False,
+    seconds: float = WAVE_SECONDS,
+) -> Command | None:
+    """This pass's many→several command, or None (see the module). ``ordered``: the candidates past
+    the vetoes; ``room``: each NodePool's budget room for Underutilized (None: unbounded)."""
+    from nodewright.disruption import consolidation
+
+    movable = [c for c in ordered if c.pods]  # empty nodes are emptiness's, within its budgets
+    if len(movable) < WAVE_MIN or not any(room.get(c.nodepool, 1) != 0 for c in movable):
+        return None
+    stop = consolidation.search_clock() + seconds
+    waste, requests = _waste(sim, movable, pending)
+    ranked = sorted(
+        (c for c in movable if waste[c.name] > 0),
+        key=lambda c: (-rank(c, waste[c.name], balanced_totals), c.name),
+    )
+
+    def ask(chosen: list[Candidate]) -> Command | None:
+        verdict = consolidation.evaluate(
+            sim,
+            chosen,
+            pending,
+            reason=consolidation.UNDERUTILIZED,
+            method=METHOD,
+            thresholds=thresholds,
+            min_values=consolidation.min_values_of,
+            spot_to_spot=spot_to_spot,
+            replacements_max=REPLACEMENTS_MAX,
+        )
+        command = verdict.command
+        if command is None or command.savings <= 0 or balanced.refusal(command, balanced_totals):
+            return None
+        return command
+
+    # Refine: a candidate the wave itself does not save on (its pods cost as much on the new nodes
+    # as it does: a well-filled node, or the partly filled big node the last wave left) makes room
+    # for the next one in the order.
+    dropped: set[str] = set()
+    chosen = _within_budget(ranked, room)
+    best: Command | None = None
+    for _ in range(REFINE_ROUNDS):
+        if len(chosen) < WAVE_MIN or consolidation.search_clock() >= stop:
+            break
+        command = ask(chosen)
+        if command is None:
+            break
+        if best is None or command.savings > best.savings:
+            best = command
+        losers = _not_saving(command, requests)
+        if not losers:
+            break
+        dropped |= losers
+        chosen = _within_budget([c for c in ranked if c.name not in dropped], room)
+    if best is not None:
+        return best
+    # The longest prefix of the ranked wave that one command removes at a saving (Balanced: that
+    # its score approves), by binary search as Karpenter's multi-node searches its prefixes.
+    chosen = _within_budget(ranked, room)
+    low, high = WAVE_MIN, len(chosen) - 1
+    while low <= high and consolidation.search_clock() < stop:
+        size = (low + high) // 2
+        command = ask(chosen[:size])
+        if command is not None:
+            best, low = command, size + 1
+        else:
+            high = size - 1
+    return best
+
+
+def _not_saving(command: Command, requests: Mapping[str, Mapping[str, int]]) -> set[str]:
+    """The candidates of ``command`` whose pods' share of the new nodes costs at least their price
+    (pods that go to nodes that stay cost nothing)."""
+    charge: dict[str, float] = {}
+    for claim in command.replacements:
+        charge.update(_shares(claim, requests))
+    return {
+        c.name
+        for c in command.candidates
+        if (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in c.pods) <= 0
+    }
+
+
+def _waste(
+    sim: Simulation, movable: list[Candidate], pending: list[Obj]
+) -> tuple[dict[str, float], dict[str, dict[str, int]]]:
+    """Candidate → its price less what its pods cost in the whole-cluster repack (see the module);
+    and each moving pod's requests."""
+    from nodewright import scheduling
+
+    world = sim.world
+    limits, now = world.pdb_limits, world.taken_at
+    moving = {
+        c.name: [as_pending(p) for p in c.pods if is_currently_reschedulable(p, limits, now)] for c in movable
+    }
+    everyone = [p for pods in moving.values() for p in pods]
+    snapshot, _ = sim.snapshot(everyone + pending, without=[c.node_name for c in movable])
+    requests = {p.key: dict(p.spec.requests) for p in snapshot.pods}
+    charge = _charges(scheduling.plan(snapshot), requests)
+    waste = {
+        c.name: (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in moving[c.name]) for c in movable
+    }
+    return waste, requests
+
+
+def _charges(plan: Plan, requests: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    """Pod → its share of its new node's price in ``plan`` (pods on nodes that stay: none; a pod
+    with no place: charged nothing, so its node shows no waste unless the rest of it is empty)."""
+    charges: dict[str, float] = {}
+    for claim in plan.new_claims:
+        charges.update(_shares(claim, requests))
+    return charges
+
+
+def _shares(claim: NewClaim, requests: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    totals: dict[str, int] = {}
+    for key in claim.pods:
+        for name, value in requests.get(key, {}).items():
+            totals[name] = totals.get(name, 0) + value
+    weights = {
+        key: max(
+            (value / totals[name] for name, value in requests.get(key, {}).items() if totals.get(name)),
+            default=0.0,
+        )
+        for key in claim.pods
+    }
+    whole = sum(weights.values())
+    if whole <= 0:
+        return {key: claim.price / len(claim.pods) for key in claim.pods} if claim.pods else {}
+    return {key: claim.price * weight / whole for key, weight in weights.items()}
+
+
+def rank(candidate: Candidate, waste: float, totals: Mapping[str, balanced.Totals]) -> float:
+    """What the wave ranks by: waste per disrupted node, or per unit of disruption cost in a Balanced
+    NodePool (Karpenter ranks Balanced moves by score)."""
+    if candidate.nodepool in totals:
+        return waste / balanced.node_cost(candidate.pods)
+    return waste
+
+
+def _within_budget(ranked: list[Candidate], room: Mapping[str, int | None]) -> list[Candidate]:
+    """The ranked candidates in order, as many of each NodePool as its room allows, at most WAVE_MAX."""
+    left = dict(room)
+    chosen: list[Candidate] = []
+    for candidate in ranked:
+        budget = left.get(candidate.nodepool)
+        if budget is not None:
+            if budget <= 0:
+                continue
+            left[candidate.nodepool] = budget - 1
+        chosen.append(candidate)
+        if len(chosen) == WAVE_MAX:
+            break
+    return chosen

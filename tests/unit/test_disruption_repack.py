@@ -1,0 +1,222 @@
+"""Many nodes → several, in waves (``disruption.repack``), and ``consolidationPolicy: Balanced``
+(``disruption.balanced``), through the disruption flow's own passes on a fake cluster."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from fakes import FakeCloudProvider, FakeCluster
+from nodewright.cluster import objects
+from nodewright.context import Context
+from nodewright.disruption import balanced, consolidation
+from test_disruption_consolidation import (
+    NODEPOOL,
+    add_node,
+    add_pod,
+    env,  # the fixture, shared
+    one_pass,
+    pass_after_validation,
+    pass_after_validation_or_none,
+)
+
+__all__ = ["env"]
+
+Env = tuple[Context, FakeCluster, FakeCloudProvider]
+
+
+def pool_with(cluster: FakeCluster, **disruption: Any) -> dict[str, Any]:
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["disruption"].update(disruption)
+    cluster.objects["NodePool"]["default"] = {**pool, "kind": "NodePool"}
+    return pool
+
+
+def fragmented(cluster: FakeCluster, pool: dict[str, Any], count: int, *, cpu: str = "3") -> None:
+    """``count`` m5.2xlarge nodes ($0.384/h), each running one pod of ``cpu``: two such pods fit
+    one m5.2xlarge, one an m5.xlarge ($0.192/h)."""
+    for i in range(count):
+        add_node(cluster, f"n{i}", "m5.2xlarge", pool=pool)
+        add_pod(cluster, f"web-{i}", f"node-n{i}", cpu=cpu)
+
+
+def initialize(cluster: FakeCluster, name: str) -> None:
+    cluster.objects["NodeClaim"][name]["status"]["conditions"].append(
+        {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-12-02T12:00:30Z"}
+    )
+
+
+def test_a_fragmented_pool_is_replaced_by_several_cheaper_nodes_all_initialized_before_any_drain(
+    env: Env,
+) -> None:
+    ctx, cluster, cloud = env
+    pool = pool_with(cluster)
+    fragmented(cluster, pool, 6)
+
+    report = pass_after_validation(ctx)
+
+    [decision] = report.decisions
+    assert decision.method == "repack"
+    assert sorted(decision.nodeclaims) == [f"n{i}" for i in range(6)]
+    assert decision.price_before == pytest.approx(6 * 0.384)
+    assert decision.price_after < decision.price_before
+    launched = [r.nodeclaim_name for r in cloud.requests]
+    assert len(launched) >= 2, "the pods need several new nodes: one command launches them all"
+    assert decision.description.startswith(
+        f"Underutilized, replacing 6 nodes (m5.2xlarge x6) with {len(launched)} nodes"
+    )
+    for name in decision.nodeclaims:
+        assert objects.has_taint(cluster.objects["Node"][f"node-{name}"], "karpenter.sh/disrupted")
+        assert not objects.is_deleting(cluster.objects["NodeClaim"][name])
+
+    for replacement in launched[:-1]:  # all but one replacement initialized: no drain yet
+        initialize(cluster, replacement)
+    assert one_pass(ctx).commands[0].action == "waiting"
+    assert not any(objects.is_deleting(cluster.objects["NodeClaim"][n]) for n in decision.nodeclaims)
+
+    initialize(cluster, launched[-1])
+    assert one_pass(ctx).commands[0].action == "draining"
+    assert all(objects.is_deleting(cluster.objects["NodeClaim"][n]) for n in decision.nodeclaims)
+
+
+@pytest.mark.parametrize(("budget", "allowed"), [("50%", 3), ("2", 2), ("10%", 1)])
+def test_a_wave_never_takes_more_nodes_than_the_budget_allows(env: Env, budget: str, allowed: int) -> None:
+    ctx, cluster, _cloud = env
+    pool = pool_with(cluster, budgets=[{"nodes": budget}])
+    fragmented(cluster, pool, 6)
+
+    report = pass_after_validation_or_none(ctx)
+
+    [decision] = report.decisions
+    assert 1 <= len(decision.nodeclaims) <= allowed
+    tainted = [n for n in cluster.objects["Node"].values() if objects.has_taint(n, "karpenter.sh/disrupted")]
+    assert len(tainted) == len(decision.nodeclaims)
+
+
+def test_the_wave_leaves_do_not_disrupt_and_pdb_held_nodes_and_uses_their_room(env: Env) -> None:
+    ctx, cluster, cloud = env
+    pool = pool_with(cluster)
+    fragmented(cluster, pool, 4)
+    cluster.objects["Pod"]["web-0"]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+    cluster.add(
+        "PodDisruptionBudget",
+        {
+            "metadata": {"name": "web-1", "namespace": "default"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web-1"}}},
+            "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1},
+        },
+    )
+
+    report = pass_after_validation(ctx)
+
+    [decision] = report.decisions
+    assert set(decision.nodeclaims) == {"n2", "n3"}
+    assert decision.action == "delete", "their pods fit the room the held nodes have"
+    assert cloud.requests == []
+
+
+@pytest.mark.parametrize("pending", [False, True])
+def test_a_pending_pod_keeps_its_priority_over_a_wave(env: Env, pending: bool) -> None:
+    """The pods a wave moves are planned after the pending ones: n0 stays (do-not-disrupt) with
+    room for n1's and n2's pods, unless a pending pod needs that room; then they need a new node."""
+    ctx, cluster, cloud = env
+    pool = pool_with(cluster)
+    fragmented(cluster, pool, 3, cpu="1")
+    cluster.objects["Pod"]["web-0"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+    cluster.objects["Pod"]["web-0"]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+    if pending:
+        add_pod(cluster, "pending", None, cpu="4")
+
+    report = pass_after_validation_or_none(ctx)
+
+    [decision] = report.decisions
+    assert sorted(decision.nodeclaims) == ["n1", "n2"]
+    assert decision.action == ("replace" if pending else "delete")
+    assert bool(cloud.requests) == pending
+
+
+# --- Balanced ---------------------------------------------------------------------------------------
+
+
+def test_balanced_scores_a_move_as_karpenter_documents() -> None:
+    """Karpenter's examples: a single-node pool's delete scores 1 (passes); an empty node's delete
+    passes; a move saving nothing never does; k = 2 (score ≥ 0.5)."""
+    totals = balanced.Totals(cost=1.0, disruption=11.0)  # one node, ten default pods
+    node = consolidation.Candidate({}, {}, "p", [{} for _ in range(10)], 1.0, 10.0)
+    assert balanced.score([node], 1.0, "p", totals).score == pytest.approx(1.0)
+    assert balanced.score([node], 0.0, "p", totals).approved is False
+    # 100 nodes of 10 pods at $1/h: moving one node's pods must save at least $0.50/h
+    pool = balanced.Totals(cost=100.0, disruption=1100.0)
+    assert balanced.score([node], 0.50, "p", pool).approved
+    assert not balanced.score([node], 0.49, "p", pool).approved
+    empty = consolidation.Candidate({}, {}, "p", [], 0.1, 0.0)
+    assert balanced.score([empty], 0.1, "p", pool).approved, "an empty node's delete always passes"
+
+
+@pytest.mark.parametrize("policy", ["Balanced", "WhenEmptyOrUnderutilized"])
+def test_balanced_pool_refuses_a_marginal_move_and_says_why(env: Env, policy: str) -> None:
+    """Ten m5.xlarge ($0.192/h) nodes; n0 runs twelve small pods. Removing n0 saves at most its
+    price, 10 % of the pool's cost, for 13/49 of the pool's disruption (score 0.38 < 0.5): Balanced
+    refuses what WhenEmptyOrUnderutilized does."""
+    ctx, cluster, _cloud = env
+    pool = pool_with(cluster, consolidationPolicy=policy)
+    for i in range(10):
+        add_node(cluster, f"n{i}", "m5.xlarge", pool=pool)
+        pods = 12 if i == 0 else 3
+        for j in range(pods):
+            add_pod(cluster, f"web-{i}-{j}", f"node-n{i}", cpu="100m" if i == 0 else "1")
+    ctx.clock.advance(consolidation.VALIDATION_SECONDS)
+    report = pass_after_validation_or_none(ctx)
+
+    taken = {n for d in report.decisions for n in d.nodeclaims}
+    if policy == "WhenEmptyOrUnderutilized":
+        assert "n0" in taken, report.decisions
+        return
+    assert "n0" not in taken, report.decisions
+    assert any(e[1] == "n0" and "Balanced" in e[3] for e in cluster.events), cluster.events
+
+
+def test_balanced_pool_takes_a_move_that_saves_enough(env: Env) -> None:
+    ctx, cluster, _cloud = env
+    pool = pool_with(cluster, consolidationPolicy="Balanced")
+    fragmented(cluster, pool, 6)
+
+    report = pass_after_validation(ctx)
+
+    [decision] = report.decisions
+    assert decision.savings > 0
+    assert len(decision.nodeclaims) >= 2
+
+
+def test_balanced_pool_empty_nodes_are_removed_by_emptiness(env: Env) -> None:
+    ctx, cluster, _cloud = env
+    pool = pool_with(cluster, consolidationPolicy="Balanced")
+    add_node(cluster, "idle", "m5.xlarge", pool=pool)
+    report = one_pass(ctx)
+    assert [d.nodeclaim for d in report.disrupted] == ["idle"]
+
+
+def test_a_wave_that_saves_a_hair_keeps_every_replacements_cheapest_type() -> None:
+    """Two replacements, $2.176/h and $0.0042/h, for nodes costing one float step more: each
+    replacement's share of the slack is below half a step of $2.176, and the big one must still keep
+    its cheapest type (a replacement without types cannot launch)."""
+    import math
+
+    from nodewright.scheduling import CandidateType, NewClaim, Offering, Requirements
+
+    def option(name: str, price: float) -> CandidateType:
+        return CandidateType(name, price, (Offering("z", "on-demand", price),))
+
+    claims = [
+        NewClaim("p", Requirements([]), ["default/a"], [option("big", 2.176), option("bigger", 2.5)]),
+        NewClaim("p", Requirements([]), ["default/b"], [option("tiny", 0.0042)]),
+    ]
+    price = math.nextafter(2.176 + 0.0042, 10.0)
+    removed = [consolidation.Candidate({}, {}, "p", [{}], price / 2, 1.0) for _ in range(2)]
+    verdict = consolidation._cheaper_set(
+        removed, claims, reason="Underutilized", method="repack", thresholds={}, spot_to_spot_gate=False
+    )
+    assert verdict.command is not None, verdict.why_not
+    assert [[o.name for o in r.instance_types] for r in verdict.command.replacements] == [["big"], ["tiny"]]
+    assert verdict.command.price_after < verdict.command.price_before
