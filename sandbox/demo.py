@@ -341,6 +341,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> tuple[bool, st
     )
     spot_events = load_function("spot_events")
     timeline.start()
+    story.reclaim_spot_instance(instance_id, NOTICE_SECONDS)
     timeline.say(f"{events.SPOT_WARNING} received for {instance_id} (event {event['id']}) → spot_events")
     result = spot_events.handler(event, LambdaContext(FUNCTION_SECONDS, "nodewright-spot-events"))
     handled = time.monotonic() - timeline.warned_at
