@@ -71,8 +71,14 @@ def test_a_pod_lands_in_an_on_demand_capacity_reservation_and_its_node_carries_i
     kube.create(PODS, pod("trainer", "6"), namespace="default")
     wait_for("the pod unschedulable", lambda: len(kube.list_pending_pods()) == 1)
 
-    assert provision()["launched"] == 1
-    wait_for("the pod Running", lambda: node_of(kube, "trainer") is not None, step=provision)
+    # One launch for the pod, however many passes it takes (see test_nodeoverlay_sandbox.land).
+    launched = [provision()["launched"]]
+    wait_for(
+        "the pod Running",
+        lambda: node_of(kube, "trainer") is not None,
+        step=lambda: launched.append(provision()["launched"]),
+    )
+    assert sum(launched) == 1, launched
 
     node = node_of(kube, "trainer")
     assert node is not None
