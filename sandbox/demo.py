@@ -341,33 +341,36 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> tuple[bool, st
     )
     spot_events = load_function("spot_events")
     timeline.start()
-    timeline.say(f"{events.SPOT_WARNING} received for {instance_id} (event {event['id']}) → spot_events")
-    result = spot_events.handler(event, LambdaContext(FUNCTION_SECONDS, "nodewright-spot-events"))
-    handled = time.monotonic() - timeline.warned_at
-    outcome = result.get("outcome") or {}
-    replacement = outcome.get("replacement") or {}
-    created = replacement.get("nodeClaimsCreated") or []
-    timeline.replacement_launched = bool(created)
-    steps = [s for t in outcome.get("terminating", []) for s in t.get("steps", [])]
-    if created:
-        launched = f"NodeClaim {', '.join(created)}"
-    elif replacement.get("stoppedEarly"):
-        # The replacement pass ran out of the invocation's time (a loaded machine): say so, rather than
-        # claim the pods fit elsewhere; the provisioner's next pass places them.
-        launched = f"nothing yet: the replacement pass stopped early ({replacement['stoppedEarly']})"
-    else:
-        launched = (
-            f"nothing: the scheduling core placed the node's {replacement.get('pendingPods', 0)} pod(s) "
-            "on existing capacity"
+    story.reclaim_spot_instance(instance_id, NOTICE_SECONDS)
+    try:  # the timeline's thread must not outlive the story, whatever happens here
+        timeline.say(f"{events.SPOT_WARNING} received for {instance_id} (event {event['id']}) → spot_events")
+        result = spot_events.handler(event, LambdaContext(FUNCTION_SECONDS, "nodewright-spot-events"))
+        handled = time.monotonic() - timeline.warned_at
+        outcome = result.get("outcome") or {}
+        replacement = outcome.get("replacement") or {}
+        created = replacement.get("nodeClaimsCreated") or []
+        timeline.replacement_launched = bool(created)
+        steps = [s for t in outcome.get("terminating", []) for s in t.get("steps", [])]
+        if created:
+            launched = f"NodeClaim {', '.join(created)}"
+        elif replacement.get("stoppedEarly"):
+            # The replacement pass ran out of the invocation's time (a loaded machine): say so, rather than
+            # claim the pods fit elsewhere; the provisioner's next pass places them.
+            launched = f"nothing yet: the replacement pass stopped early ({replacement['stoppedEarly']})"
+        else:
+            launched = (
+                f"nothing: the scheduling core placed the node's {replacement.get('pendingPods', 0)} pod(s) "
+                "on existing capacity"
+            )
+        timeline.say(
+            f"spot_events returned: {result.get('disposition')}; marked unavailable "
+            f"{', '.join(outcome.get('markedUnavailable', [])) or 'nothing'}; launched before any eviction: "
+            f"{launched}; first pass: {', '.join(steps) or '-'}"
         )
-    timeline.say(
-        f"spot_events returned: {result.get('disposition')}; marked unavailable "
-        f"{', '.join(outcome.get('markedUnavailable', [])) or 'nothing'}; launched before any eviction: "
-        f"{launched}; first pass: {', '.join(steps) or '-'}"
-    )
-    where = "the replacement" if created else "existing capacity"
-    story.wait_for(f"the drain to finish and inflate to run on {where}", lambda: timeline.done, 60)
-    timeline.stop()
+        where = "the replacement" if created else "existing capacity"
+        story.wait_for(f"the drain to finish and inflate to run on {where}", lambda: timeline.done, 60)
+    finally:
+        timeline.stop()
     watcher.tick(narrate=False)  # the timeline told part two; part three must not retell it
     finished = (timeline.node_gone_at or 0.0) - timeline.warned_at
 

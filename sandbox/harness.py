@@ -94,6 +94,7 @@ class SandboxRun:
         self.invocations: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._reclaims: list[threading.Timer] = []
         self.sandbox: Any = None
         self.cluster: Any = None
         self.settings: Any = None
@@ -160,8 +161,28 @@ class SandboxRun:
                 self.say(f"provisioner invocation failed: {exc}")
                 time.sleep(1)
 
+    def reclaim_spot_instance(self, instance_id: str, after_seconds: float) -> None:
+        """EC2 takes a warned spot instance back when its notice is up, whether or not the product
+        drained it first (``sandbox.runtime.SpotMarket`` does the same for ``sandbox up``)."""
+
+        def reclaim() -> None:
+            ec2 = self.sandbox.aws_client("ec2")
+            try:
+                ec2.terminate_instances(InstanceIds=[instance_id])
+            except Exception as exc:  # the story ended and took the sandbox with it
+                self.say(f"EC2 could not reclaim {instance_id}: {exc}")
+            finally:
+                ec2.close()
+
+        timer = threading.Timer(after_seconds, reclaim)
+        timer.daemon = True
+        timer.start()
+        self._reclaims.append(timer)
+
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
+        for timer in self._reclaims:
+            timer.cancel()
         if self._thread is not None:
             self._thread.join(timeout=INVOCATION_SECONDS + 30)
         from nodewright.cluster import reset_connections

@@ -478,7 +478,14 @@ def test_without_its_create_fleet_statement_a_consolidation_replace_is_refused_a
                 and (p.get("status") or {}).get("phase") == "Running"
             ]
 
-        wait("big and small running", lambda: bool(running("big")) and bool(running("small")), 60)
+        # The provisioner's next passes lift the new node's karpenter.sh/unregistered taint (its
+        # launching invocation may end before the node registers, on a loaded machine).
+        wait(
+            "big and small running",
+            lambda: bool(running("big")) and bool(running("small")),
+            60,
+            step=lambda: run("provisioner", scheduled_event(), 1),
+        )
         kube.patch(DEPLOYMENTS, "big", {"spec": {"replicas": 0}}, namespace="default")
         wait("big gone", lambda: not running("big"), 30)
         (candidate,) = [c["metadata"]["name"] for c in kube.list(NODECLAIMS)]

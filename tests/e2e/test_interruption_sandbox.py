@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from handler_calls import next_pass, wait_for
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS
 from nodewright.state.pods import is_provisionable
 from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
@@ -85,20 +86,12 @@ def _ready_inflate(kube: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _wait(what: str, check: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
-
-
 def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: Any, sandbox: Any) -> None:
     _apply_workload(cluster, sandbox)
     # The deployment controller and the scheduler run on their own: on a busy machine the pods may
     # not be pending yet, and a pass that sees no pending pod ends the invocation (the next
     # scheduled one, a minute later, would place them). Invoke once they are what the poll finds.
-    _wait(
+    wait_for(
         f"{REPLICAS} unschedulable inflate pods",
         lambda: sum(1 for p in cluster.list_pending_pods() if is_provisionable(p)) == REPLICAS,
         timeout=30,
@@ -113,7 +106,12 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     # A handler bounds the container's shared API client to its invocation (calls past its deadline
     # are refused); the test goes on using that client after the invocation has ended.
     cluster.set_call_deadline(None)
-    _wait(f"{REPLICAS} inflate pods ready", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=60)
+    wait_for(
+        f"{REPLICAS} inflate pods ready",
+        lambda: len(_ready_inflate(cluster)) == REPLICAS,
+        timeout=60,
+        step=next_pass,
+    )
 
     by_node: dict[str, int] = {}
     for pod in _ready_inflate(cluster):
@@ -154,7 +152,9 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
         cluster.set_call_deadline(None)
         watching.set()
         watcher.join()
-        _wait("every inflate pod ready again", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=30)
+        wait_for(
+            "every inflate pod ready again", lambda: len(_ready_inflate(cluster)) == REPLICAS, timeout=30
+        )
     finally:
         runtime.stop()
 

@@ -12,11 +12,11 @@ them. Nothing is replaced; the EC2NodeClass and NodePool show Ready (``kubectl g
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from handler_calls import wait_for
 from nodewright.api import hashing
 from nodewright.api import labels as wk
 from nodewright.cloud.userdata import kubelet_may_set
@@ -63,15 +63,6 @@ def env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("POLL_INTERVAL_SECONDS", "1")
     sandbox.warm_catalog()
     return sandbox
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
-    return found
 
 
 def _release_call_deadline() -> None:

@@ -63,8 +63,15 @@ def land(kube: Any, name: str) -> dict[str, Any]:
     wait_for(
         f"{name} unschedulable", lambda: any(p["metadata"]["name"] == name for p in kube.list_pending_pods())
     )
-    assert provision()["launched"] == 1
-    wait_for(f"{name} Running", lambda: node_of(kube, name) is not None, step=provision)
+    # One launch for the pod, over however many passes it takes to run (on a loaded machine the
+    # first pass may end, its time spent, before it launched).
+    launched = [provision()["launched"]]
+    wait_for(
+        f"{name} Running",
+        lambda: node_of(kube, name) is not None,
+        step=lambda: launched.append(provision()["launched"]),
+    )
+    assert sum(launched) == 1, launched
     found = node_of(kube, name)
     assert found is not None
     return found

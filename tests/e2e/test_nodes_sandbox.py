@@ -17,11 +17,11 @@ Waits are on conditions; the handlers' loops are shortened, never their deadline
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from handler_calls import next_pass, wait_for
 from kubernetes.utils.quantity import parse_quantity
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
@@ -90,17 +90,6 @@ def disrupt(seconds: float = 12.0) -> dict[str, Any]:
     answer = app.handler(scheduled_event(), LambdaContext(disruption_flow.SAFETY_MARGIN_SECONDS + seconds))
     _release_call_deadline()
     return answer
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.3)
 
 
 def named_nodeclass(sandbox: Any, name: str, **spec: Any) -> dict[str, Any]:
@@ -172,16 +161,16 @@ def test_windows_pods_land_on_windows_nodes_and_storage_asks_land_on_nodes_that_
     kube.create(PODS, pod("scratch-100", {"example.com/pool": "big-root"}, **scratch), namespace="default")
     bulk = {"ephemeral-storage": "300Gi"}
     kube.create(PODS, pod("scratch-300", {"example.com/pool": "raid"}, **bulk), namespace="default")
-    wait_for("4 unschedulable pods", lambda: len(kube.list_pending_pods()) == 4)
+    wait_for("4 unschedulable pods", lambda: len(kube.list_pending_pods()) == 4, 120)
 
     provision(20)
 
-    iis = wait_for("iis Running on its node", lambda: node_of_pod(kube, "iis"))
+    iis = wait_for("iis Running on its node", lambda: node_of_pod(kube, "iis"), 120, step=next_pass)
     assert iis["metadata"]["labels"][labels.OS] == "windows"
     assert iis["metadata"]["labels"][labels.WINDOWS_BUILD] == "10.0.20348"  # Windows Server 2022
     assert iis["status"]["nodeInfo"]["operatingSystem"] == "windows"
     assert storage(iis) == 50 * GIB  # the Windows family's C: drive
-    nginx = wait_for("nginx Running on its node", lambda: node_of_pod(kube, "nginx"))
+    nginx = wait_for("nginx Running on its node", lambda: node_of_pod(kube, "nginx"), 120, step=next_pass)
     assert nginx["metadata"]["labels"][labels.OS] == "linux"
     windows_nodes = {
         n["metadata"]["name"] for n in kube.list(NODES) if n["metadata"]["labels"][labels.OS] == "windows"
@@ -193,11 +182,13 @@ def test_windows_pods_land_on_windows_nodes_and_storage_asks_land_on_nodes_that_
     ]
     assert linux_pods_on_windows == []
 
-    scratch_node = wait_for("scratch-100 Running", lambda: node_of_pod(kube, "scratch-100"))
+    scratch_node = wait_for(
+        "scratch-100 Running", lambda: node_of_pod(kube, "scratch-100"), 120, step=next_pass
+    )
     assert storage(scratch_node) == 200 * GIB  # the root volume the kubelet reports
     assert storage(scratch_node, "allocatable") >= 100 * GIB
 
-    raid_node = wait_for("scratch-300 Running", lambda: node_of_pod(kube, "scratch-300"))
+    raid_node = wait_for("scratch-300 Running", lambda: node_of_pod(kube, "scratch-300"), 120, step=next_pass)
     instance_type = raid_node["metadata"]["labels"][labels.INSTANCE_TYPE]
     ec2 = sandbox.aws_client("ec2")
     try:
@@ -241,14 +232,18 @@ def test_kubectl_scale_nodepool_adds_and_removes_nodes_of_a_static_nodepool(
     kube.create(NODEPOOLS, static_pool)
 
     provision(10)
-    wait_for("2 static nodes", lambda: len(static_nodes(kube)[1]) == 2 and len(static_nodes(kube)[0]) == 2)
+    wait_for(
+        "2 static nodes", lambda: len(static_nodes(kube)[1]) == 2 and len(static_nodes(kube)[0]) == 2, 120
+    )
 
     config = sandbox.kubeconfig_path
     scaled = kubectl(config, "scale", "nodepool", "static", "--replicas=3")
     assert scaled.returncode == 0, scaled.stderr
     assert "nodepool.karpenter.sh/static scaled" in scaled.stdout
     provision(10)
-    wait_for("3 static nodes", lambda: len(static_nodes(kube)[1]) == 3 and len(static_nodes(kube)[0]) == 3)
+    wait_for(
+        "3 static nodes", lambda: len(static_nodes(kube)[1]) == 3 and len(static_nodes(kube)[0]) == 3, 120
+    )
 
     scaled = kubectl(config, "scale", "nodepool", "static", "--replicas=1")
     assert scaled.returncode == 0, scaled.stderr
@@ -269,7 +264,7 @@ def test_kubectl_scale_nodepool_adds_and_removes_nodes_of_a_static_nodepool(
         got = kubectl(config, "get", "nodepool", "static", "-o", "jsonpath={.status.nodes}")
         return got.returncode == 0 and got.stdout == "1"
 
-    wait_for("status.nodes 1", lambda: status_nodes() or (disrupt(2) and False) or status_nodes())
+    wait_for("status.nodes 1", lambda: status_nodes() or (disrupt(2) and False) or status_nodes(), 120)
     scale = kubectl(config, "get", "--raw", "/apis/karpenter.sh/v1/nodepools/static/scale")
     assert scale.returncode == 0, scale.stderr
     assert json.loads(scale.stdout)["status"]["replicas"] == 1

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from handler_calls import wait_for
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
@@ -28,15 +28,6 @@ pytestmark = [
     pytest.mark.skipif(not shutil.which(KUBECTL), reason="kubectl is not installed"),
 ]
 IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +101,7 @@ def test_kubectl_work_gets_nodes_an_interruption_drains_one_and_empty_nodes_go(r
     assert patched.returncode == 0, patched.stderr
 
     claims = wait_for(
-        "three NodeClaims READY", lambda: len(ready_claims(admin)) >= 3 and ready_claims(admin), 90
+        "three NodeClaims READY", lambda: len(ready_claims(admin)) >= 3 and ready_claims(admin), 90, every=0.5
     )
     table = kubectl(config, "get", "nodeclaims").stdout
     assert "READY" in table
@@ -122,6 +113,7 @@ def test_kubectl_work_gets_nodes_an_interruption_drains_one_and_empty_nodes_go(r
             == "3"
         ),
         60,
+        every=0.5,
     )
     assert any(source == "provisioner" and text.startswith("launched NodeClaim") for source, text in said)
     assert "provisioner" in runtime.workers
@@ -130,12 +122,18 @@ def test_kubectl_work_gets_nodes_an_interruption_drains_one_and_empty_nodes_go(r
     victim = json.loads(kubectl(config, "get", "nodes", "-o", "json").stdout)["items"][0]["metadata"]["name"]
     event = interrupt(sb.env(), victim, "spot", str(config))
     assert event["detail-type"] == "EC2 Spot Instance Interruption Warning"
-    wait_for("the interrupted node to go", lambda: victim not in kubectl(config, "get", "nodes").stdout, 90)
+    wait_for(
+        "the interrupted node to go",
+        lambda: victim not in kubectl(config, "get", "nodes").stdout,
+        90,
+        every=0.5,
+    )
     # Both paths deliver it (the direct rule's asynchronous invocation may start a cold container).
     wait_for(
         "both interruption paths to have run",
         lambda: {i.function for i in runtime.invocations if i.ok} >= {"spot_events", "interruption"},
         60,
+        every=0.5,
     )
     queue = sb.aws_client("sqs")
     try:
@@ -152,10 +150,11 @@ def test_kubectl_work_gets_nodes_an_interruption_drains_one_and_empty_nodes_go(r
             == "3"
         ),
         90,
+        every=0.5,
     )
 
     assert kubectl(config, "scale", "deployment", "inflate", "--replicas=0").returncode == 0
-    wait_for("every empty node removed", lambda: not admin.list(NODECLAIMS), 120)
+    wait_for("every empty node removed", lambda: not admin.list(NODECLAIMS), 120, every=0.5)
     assert any(source == "disruption" and text.startswith("removing node") for source, text in said)
     # No handler raised. A Lambda timeout is an outcome the runtime must survive (the next tick runs),
     # not this test's subject: on a loaded machine a provisioner pass can outlive its 55 s.

@@ -4,10 +4,9 @@ instance ends, its node goes and its pods come back Pending."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
 import pytest
+from handler_calls import wait_for
 
 from sandbox import Sandbox
 from sandbox.eks_amis import nodeadm_user_data
@@ -37,15 +36,6 @@ INFLATE = {
         },
     },
 }
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
-    return result
 
 
 def phases(kube: Kube) -> dict[str, int]:

@@ -25,15 +25,15 @@ import json
 import os
 import shutil
 import threading
-import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from handler_calls import wait_for
 from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS, PODS, VALIDATING_WEBHOOKS
 from nodewright.spec.deployment import FUNCTIONS
 
@@ -60,15 +60,6 @@ WEB_REPLICAS = 4
 STACK_ID = f"arn:aws:cloudformation:us-east-1:123456789012:stack/Nodewright-{CLUSTER}/4a1b2c3d"
 SIGNATURE = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
-    return result
 
 
 class CloudFormation(http.server.BaseHTTPRequestHandler):

@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from handler_calls import wait_for
 from nodewright.api import webhooks
 from nodewright.cluster.resources import CRDS, NODECLAIMS, VALIDATING_WEBHOOKS
-from test_wakeup_sandbox import IMAGE, SEED_NODECLASS, SEED_NODEPOOL, TICK_SECONDS, wait_for
+from test_wakeup_sandbox import IMAGE, SEED_NODECLASS, SEED_NODEPOOL, TICK_SECONDS
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.harness import CLUSTER

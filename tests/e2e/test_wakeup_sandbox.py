@@ -23,11 +23,12 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
+from handler_calls import wait_for
 from nodewright.api.conversion_review import ROLE_DEFAULTED_ANNOTATION
 from nodewright.api.labels import NODEPOOL as NODEPOOL_LABEL
 from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, PODS
@@ -50,15 +51,6 @@ IDLE_AFTER_SECONDS = 30
 BURST_LABEL = "nodewright.test/burst"
 SEED_NODECLASS = str(SEEDS / "v1beta1-ec2nodeclass-default.yaml")
 SEED_NODEPOOL = str(SEEDS / "v1beta1-nodepool-default.yaml")
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
-    return result
 
 
 @pytest.fixture(scope="module")

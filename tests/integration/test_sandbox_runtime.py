@@ -97,7 +97,9 @@ def test_a_busy_container_throttles_an_asynchronous_tick(worker: Worker) -> None
     try:
         import time
 
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while not worker.busy and time.monotonic() < deadline:  # the condition, not a fixed pause
+            time.sleep(0.01)
         assert worker.busy
         assert worker.invoke({}, blocking=False) is None
     finally:
