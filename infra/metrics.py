@@ -137,6 +137,15 @@ NODE_DRAINED_SECONDS = MetricSpec(
     "message received to the interrupted node drained and its instance terminated",
     INTERRUPTION,
 )
+API_REQUESTS = MetricSpec(
+    "ApiRequests",
+    "Count",
+    "Sum",
+    (),
+    "Kubernetes API requests the interruption functions' containers sent (summed: the function's "
+    "request rate against the API server, bounded by their client-side limit)",
+    "nodewright/interruption/processing.py Processor._report_requests",
+)
 MALFORMED_MESSAGES = MetricSpec(
     "MalformedMessages", "Count", "Sum", (), "queue messages that could not be parsed", INTERRUPTION
 )
@@ -310,6 +319,7 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     INTERRUPTIONS_HANDLED,
     INTERRUPTION_HANDLING_SECONDS,
     NODE_DRAINED_SECONDS,
+    API_REQUESTS,
     MALFORMED_MESSAGES,
     IGNORED_MESSAGES,
     MESSAGES_TOLERATED,

@@ -452,8 +452,9 @@ class Monitoring(Construct):
                 ],
             ),
             graph(
-                "Interruption: handled / node drained (s)",
+                "Interruption: handled / node drained (s) / API server requests",
                 [self._metric(m.INTERRUPTION_HANDLING_SECONDS), self._metric(m.NODE_DRAINED_SECONDS)],
+                right=[self._metric(m.API_REQUESTS, five)],
             ),
         )
         dashboard.add_widgets(

@@ -207,7 +207,7 @@ def test_layer_is_compatible_with_the_functions_runtime_and_architecture(default
 def test_only_the_provisioner_and_the_direct_spot_path_have_reserved_concurrency(
     default_synth: Synth,
 ) -> None:
-    from infra.capabilities.functions import SPOT_EVENTS_CONCURRENCY
+    from nodewright.spec.deployment import SPOT_EVENTS_CONCURRENCY
 
     wanted = {"provisioner": 1, "spot_events": SPOT_EVENTS_CONCURRENCY}
     for name in SPECS:
