@@ -39,6 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodewright.spec import deployment
+
 from sandbox import events
 
 # One instance type so each node holds exactly ``pods`` pods; spot, as the reclaim needs.
@@ -49,9 +51,9 @@ APP = "storm"
 NODE_CPU_MILLIS = 1800
 # At most this share of the storm's pods may be unavailable at once (the PDB).
 PDB_MAX_UNAVAILABLE = "20%"
-NOTICE_SECONDS = 120.0
+NOTICE_SECONDS = float(deployment.SPOT_NOTICE_SECONDS)
 DYNAMODB_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-INTERRUPTION_FUNCTIONS = ("interruption", "spot_events")
+INTERRUPTION_FUNCTIONS = deployment.INTERRUPTION_FUNCTIONS
 
 
 @dataclass

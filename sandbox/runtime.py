@@ -713,7 +713,7 @@ class Runtime:
 def _kube_client_rate(function: str) -> dict[str, str]:
     """The request rate limit the stack sets for ``function`` (the layer's defaults for most): the
     interruption functions' share (infra/capabilities/functions.py kube_client_environment)."""
-    if function not in ("interruption", "spot_events"):
+    if function not in deployment.INTERRUPTION_FUNCTIONS:
         return {}
     qps, burst = deployment.INTERRUPTION_KUBE_CLIENT_QPS, deployment.INTERRUPTION_KUBE_CLIENT_BURST
     return {"KUBE_CLIENT_QPS": f"{qps:g}", "KUBE_CLIENT_BURST": str(burst)}

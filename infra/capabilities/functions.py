@@ -55,14 +55,10 @@ def kube_client_environment(config: NodewrightConfig, function: str = "") -> dic
     """The API server request rate limit every function that calls Kubernetes reads (settings.py):
     the stack's for one container, never more than the interruption functions' share for theirs."""
     qps, burst = config.kube_client_qps, config.kube_client_burst
-    if function in INTERRUPTION_FUNCTIONS:
+    if function in deployment.INTERRUPTION_FUNCTIONS:
         qps = min(qps, deployment.INTERRUPTION_KUBE_CLIENT_QPS)
         burst = min(burst, deployment.INTERRUPTION_KUBE_CLIENT_BURST)
     return {"KUBE_CLIENT_QPS": f"{qps:g}", "KUBE_CLIENT_BURST": str(burst)}
-
-
-# The functions many containers of which may be at work at once in a storm (spec/deployment.py).
-INTERRUPTION_FUNCTIONS = ("interruption", "spot_events")
 
 
 def function_asset_dir(functions_dir: Path, name: str) -> Path:

@@ -52,6 +52,8 @@ SPOT_EVENTS_CONCURRENCY = 5
 # ten cordons and its replacement's lists (~50 requests) go at once, only the drains' polling is paced.
 INTERRUPTION_KUBE_CLIENT_QPS = 5.0
 INTERRUPTION_KUBE_CLIENT_BURST = 50
+# The functions many containers of which may be at work at once in a storm: the rate above is theirs.
+INTERRUPTION_FUNCTIONS = ("interruption", "spot_events")
 
 
 @dataclass(frozen=True)
