@@ -23,7 +23,7 @@ from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Options that change how figures are given, not what is measured: left out of the saved command.
-NOT_IN_COMMAND = ("save", "json", "verbose", "keep_logs")
+NOT_IN_COMMAND = ("save", "json", "verbose", "keep_logs", "plot")
 
 
 def print_figures(figures: Mapping[str, Any], as_json: bool, *, sort_keys: bool = True) -> None:

@@ -317,10 +317,13 @@ def _merge(target: Obj, patch: Mapping[str, Any]) -> None:
 
 @dataclass
 class Offering:
+    """The fields of the scheduler's ``Offering`` the flows read."""
+
     zone: str
     capacity_type: str
     price: float
     available: bool = True
+    zone_id: str = ""
 
 
 @dataclass

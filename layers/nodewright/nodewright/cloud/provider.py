@@ -55,6 +55,7 @@ from nodewright.observability import logger, metrics
 from nodewright.settings import Settings
 
 if TYPE_CHECKING:
+    from nodewright.scheduling import InstanceType
     from nodewright.state.interfaces import StateStore
 
 MAX_LAUNCH_ATTEMPTS = 6  # CreateFleet calls per NodeClaim before giving up (each marks what failed)
@@ -82,8 +83,8 @@ class LaunchRequest:
     nodeclaim_name: str
     nodeclaim_uid: str
     nodepool_name: str
-    nodeclass: Any
-    instance_types: Sequence[Any]
+    nodeclass: Mapping[str, Any]
+    instance_types: Sequence[InstanceType]
     zones: frozenset[str] | None = None
     capacity_types: frozenset[str] = frozenset({ON_DEMAND})
     labels: Mapping[str, str] = field(default_factory=dict)

@@ -34,7 +34,9 @@ from nodewright.provisioning.nodeclaims import LAUNCHED
 from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
+    from nodewright.cloud.provider import LaunchResult
     from nodewright.context import Context
+    from nodewright.scheduling import InstanceType
     from nodewright.state.guard import WriteGuard
     from nodewright.state.interfaces import Obj
 
@@ -311,23 +313,25 @@ def allowed_values(
     return allowed if constrained else None
 
 
-def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: Sequence[Any]) -> None:
+def record_launch(
+    ctx: Context, claim: dict[str, Any], result: LaunchResult, candidates: Sequence[InstanceType]
+) -> None:
     """Labels for the chosen type/zone/capacity type; status: providerID, instanceID, capacity, Launched."""
     name = nodeclaims.name_of(claim)
-    chosen = next((t for t in candidates if getattr(t, "name", None) == result.instance_type), None)
-    type_labels = dict(getattr(chosen, "labels", {}) or {}) if chosen is not None else {}
+    chosen = next((t for t in candidates if t.name == result.instance_type), None)
+    type_labels = dict(chosen.labels) if chosen is not None else {}
     new_labels = {
         **{k: str(v) for k, v in type_labels.items() if k in labels.WELL_KNOWN_LABELS},
         labels.INSTANCE_TYPE: result.instance_type,
         labels.ZONE: result.zone,
         labels.CAPACITY_TYPE: result.capacity_type,
     }
-    offerings = getattr(chosen, "offerings", ())
-    zone_ids = [getattr(o, "zone_id", "") for o in offerings if o.zone == result.zone]
+    offerings = chosen.offerings if chosen is not None else ()
+    zone_ids = [o.zone_id for o in offerings if o.zone == result.zone]
     zone_id = next((z for z in zone_ids if z), None)
     if zone_id:
         new_labels[labels.TOPOLOGY_ZONE_ID] = zone_id  # topology.k8s.aws/zone-id, as Karpenter labels nodes
-    if getattr(result, "reservation_id", ""):  # launched into a capacity reservation: its three labels
+    if result.reservation_id:  # launched into a capacity reservation: its three labels
         new_labels.update(
             {
                 labels.CAPACITY_RESERVATION_ID: result.reservation_id,
@@ -343,7 +347,7 @@ def record_launch(ctx: Context, claim: dict[str, Any], result: Any, candidates: 
             "instanceID": result.instance_id,
         }
     )
-    if getattr(result, "image_id", None):
+    if result.image_id:
         status["imageID"] = result.image_id
     if chosen is not None:
         status["capacity"] = _quantities(chosen.capacity)
