@@ -37,9 +37,10 @@ NOT_FLOWS = ("cluster", "cli")
 CALL = re.compile(r"\bcluster\.(\w+)\(\s*([A-Z][A-Z_]+\b)?")
 # A read handed on rather than called (``{"nodes": cluster.list_nodes, ...}`` in state/world.py).
 READER = re.compile(r"\bcluster\.(list_\w+),")
-# Calls that send no request: nodewright.cluster.connect (the module builds a client) and the
-# per-invocation call deadline ContainerContext sets (context.py).
-NO_REQUEST = {"connect", "set_call_deadline"}
+# Calls that send no request: nodewright.cluster.connect (the module builds a client), the
+# per-invocation call deadline ContainerContext sets (context.py) and a manifest bundle's unread
+# documents (cluster/manifests.py, which plan's what-ifs read instead of an API server).
+NO_REQUEST = {"connect", "set_call_deadline", "unread"}
 GENERIC_VERBS = {"list", "get", "find", "create", "replace", "patch", "delete", "update_with_retry",
                  "add_finalizer", "remove_finalizer"}  # fmt: skip
 RBAC_GROUP = "rbac.authorization.k8s.io"
