@@ -67,6 +67,15 @@ EVENT_REPEAT_SECONDS = 120.0
 _recent_events: dict[tuple[str, str], float] = {}
 
 
+def commands_in_flight(world: World) -> bool:
+    """Whether a command started by an earlier pass is still under way (its NodeClaims annotated,
+    not yet deleting): consolidation starts one command at a time."""
+    return any(
+        COMMAND_ANNOTATION in objects.annotations_of(c) and not objects.is_deleting(c)
+        for c in world.nodeclaims
+    )
+
+
 class Step(StrEnum):
     """Where a command is after this pass."""
 

@@ -335,7 +335,7 @@ def _graceful(
         usable=usable,
         last_events=last_events,
         report=report,
-        consolidate=not _commands_in_flight(world),
+        consolidate=not execute.commands_in_flight(world),
     )
     report.decision_seconds += time.perf_counter() - started
     stop = time.monotonic() + DRIFT_SECONDS
@@ -407,13 +407,6 @@ def _start(
     report.decisions.append(CommandDecision.of(command))
     ctx.logger.info("disruption command", extra=report.decisions[-1].summary())
     return outcome
-
-
-def _commands_in_flight(world: World) -> bool:
-    return any(
-        execute.COMMAND_ANNOTATION in objects.annotations_of(c) and not objects.is_deleting(c)
-        for c in world.nodeclaims
-    )
 
 
 def _choose(

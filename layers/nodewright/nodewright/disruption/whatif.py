@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import labels
 from nodewright.api.models import INITIALIZED, NodePool
 from nodewright.cluster import objects
-from nodewright.disruption import consolidation
+from nodewright.disruption import consolidation, execute
 from nodewright.disruption.decide import EMPTY, budget_room, decide
-from nodewright.disruption.execute import COMMAND_ANNOTATION
 from nodewright.state import nodepools
 from nodewright.state.world import nodepool_name
 
@@ -201,7 +200,7 @@ def consolidation_what_if(
     result.disrupted = [_removal(world, c) for c in decision.disrupt]
     stays = dict(decision.held)
     emptied = any(c.reason == EMPTY for c in decision.disrupt)
-    in_flight = _commands_in_flight(world)
+    in_flight = execute.commands_in_flight(world)
     # ... then, unless an empty node goes this pass or a command is in flight, consolidation.
     if not emptied and not in_flight:
         room = budget_room(
@@ -246,13 +245,6 @@ def _removal(world: World, removal: Removal) -> dict[str, Any]:
         "reason": removal.reason,
         "pricePerHour": world.price_of(removal.nodeclaim),
     }
-
-
-def _commands_in_flight(world: World) -> bool:
-    return any(
-        COMMAND_ANNOTATION in objects.annotations_of(c) and not objects.is_deleting(c)
-        for c in world.nodeclaims
-    )
 
 
 def _why_stays(world: World, claim: Obj, usable: set[str], *, emptied: bool, in_flight: bool) -> str:
