@@ -712,7 +712,6 @@ ROUND_INVOCATION_SECONDS = 9.5  # a scheduled invocation's time here: one or two
 # The provisioner's loop in a round: one pass, then it ends (its invocation keeps the deployed
 # timeout, so a pass that starts late still has a real invocation's time to write).
 ROUND_LOOP_SECONDS = 0.3
-SPOT_NOTICE_SECONDS = deployment.SPOT_NOTICE_SECONDS
 FUNCTION_ENV = {
     "POWERTOOLS_SERVICE_NAME": "nodewright",
     "POWERTOOLS_METRICS_NAMESPACE": "NodewrightSandbox",
@@ -939,7 +938,7 @@ class Rig:
         node = self.admin.get_node(node_name)
         instance_id = node["spec"]["providerID"].rsplit("/", 1)[-1]
         if kind == "spot":
-            self._reclaim[instance_id] = self.clock.now() + timedelta(seconds=SPOT_NOTICE_SECONDS)
+            self._reclaim[instance_id] = self.clock.now() + timedelta(seconds=deployment.SPOT_NOTICE_SECONDS)
         return events.interruption_event(kind, instance_id, self.region)
 
     def _spot_market(self) -> None:

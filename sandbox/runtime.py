@@ -48,7 +48,6 @@ from sandbox import events
 from sandbox.aws import aws_client
 
 RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market takes the instance back
-SPOT_NOTICE_SECONDS = deployment.SPOT_NOTICE_SECONDS
 # Lambda's Init phase (imports, the handler module's top level) has 10 s of its own on a cold start:
 # https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html
 INIT_SECONDS = 10
@@ -749,7 +748,7 @@ def interrupt(sandbox_env: dict[str, str], node: str, kind: str, kubeconfig: str
     ec2 = aws_client("ec2", endpoint, region)
     try:
         if kind == "spot":
-            reclaim = str(time.time() + SPOT_NOTICE_SECONDS)
+            reclaim = str(time.time() + deployment.SPOT_NOTICE_SECONDS)
             ec2.create_tags(Resources=[instance_id], Tags=[{"Key": RECLAIM_TAG, "Value": reclaim}])
         elif kind == "state":
             ec2.stop_instances(InstanceIds=[instance_id])  # the notification follows a real state change

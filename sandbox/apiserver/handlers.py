@@ -91,11 +91,13 @@ class Context:
         self.field_validation = request.query.get("fieldValidation", "Warn")
 
 
-def success_status(code: int, details: dict[str, Any] | None = None) -> dict[str, Any]:
+def success_status(code: int | None, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A success ``Status``; ``code`` None when the registry set none (it is then not serialised)."""
     body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
     if details:
         body["details"] = details
-    body["code"] = code
+    if code is not None:
+        body["code"] = code
     return body
 
 
@@ -972,12 +974,10 @@ class ResourceHandlers:
         if rt.key in RETURNS_DELETED_OBJECT:
             return self._present(rt, gone)
         meta = gone["metadata"]
-        details = {"name": meta["name"], "kind": rt.plural, "uid": meta.get("uid")}
-        if rt.group:
-            details = {"name": meta["name"], "group": rt.group, "kind": rt.plural, "uid": meta.get("uid")}
-        # The registry's finalizeDelete sets no code, so none is serialised (an audit log's
-        # responseObject shows the same body).
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+        group = {"group": rt.group} if rt.group else {}
+        # The registry's finalizeDelete sets no code (an audit log's responseObject shows the same body).
+        details = {"name": meta["name"], **group, "kind": rt.plural, "uid": meta.get("uid")}
+        return success_status(None, details)
 
     def crd_terminating(self, rt: ResourceType) -> bool:
         crd = self.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")

@@ -102,8 +102,9 @@ def _smp_map(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         result = {k: v for k, v in result.items() if k in retain}
     for field, order in orders.items():
         if isinstance(result.get(field), list):
+            # $setElementOrder, as mergePatchIntoOriginal applies it: against the list before the patch.
             before = target.get(field)
-            result[field] = _reorder(
+            result[field] = _normalize_order(
                 result[field], order, before if isinstance(before, list) else [], MERGE_KEYS.get(field)
             )
     return result
@@ -149,11 +150,6 @@ def _smp_list(target: list[Any], patch: list[Any], merge_key: str | None) -> lis
         else:
             merged[index] = _smp_map(merged[index], item)
     return _normalize_order(merged, plain, original, merge_key)
-
-
-def _reorder(items: list[Any], order: list[Any], original: list[Any], merge_key: str | None) -> list[Any]:
-    """Apply ``$setElementOrder``: as ``mergePatchIntoOriginal`` does, against the list before the patch."""
-    return _normalize_order(items, order, original, merge_key)
 
 
 def _normalize_order(
