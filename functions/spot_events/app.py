@@ -38,7 +38,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return outage
     try:
         processor.drive(budget_seconds=remaining_seconds(context))
-    except Exception as exc:
-        if report_outage(log, emf, exc) is None:
+    except Exception as exc:  # the event stays handled (its cordon is recorded); the answer says what stopped
+        outage = report_outage(log, emf, exc)
+        if outage is None:
             raise
+        return {**result.as_dict(), **outage}
     return result.as_dict()
