@@ -123,11 +123,13 @@ def pod(name: str, selector: dict[str, str], **requests: str) -> dict[str, Any]:
 
 
 def node_of_pod(kube: Any, name: str) -> dict[str, Any] | None:
+    """The whole Node the Running pod ``default/name`` is bound to, as the kubelet reported it: one
+    GET (a list through the layer's client drops what no flow reads, ``nodeInfo`` among it)."""
     found = next((p for p in kube.list(PODS, namespace="default") if p["metadata"]["name"] == name), None)
     if not found or (found.get("status") or {}).get("phase") != "Running":
         return None
-    node_name = found["spec"].get("nodeName")
-    return next((n for n in kube.list(NODES) if n["metadata"]["name"] == node_name), None)
+    node: dict[str, Any] | None = kube.find(NODES, found["spec"]["nodeName"])
+    return node
 
 
 def storage(node: dict[str, Any], field: str = "capacity") -> int:
