@@ -526,7 +526,10 @@ EXPECTED: dict[str, tuple[tuple[str, str, list[str]] | None, dict[str, str]]] = 
         {"b": 'Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=default/web-b)'},
     ),
     # its pod's volume lives on node-a: it cannot move
-    "a-local-volume": (None, {"a": "would have no place"}),
+    "a-local-volume": (
+        None,
+        {"a": "no instance type in NodePool default matches kubernetes.io/hostname In [node-a]"},
+    ),
     # the cheaper types are 2 of the 3 the NodePool's minValues asks for
     "a-replacement-below-min-values": (
         None,

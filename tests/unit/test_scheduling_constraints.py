@@ -388,6 +388,16 @@ def _reason_cases() -> dict[str, tuple[Snapshot, str, int]]:
             f"NodePool default: {wk.CAPACITY_TYPE} In [spot] conflicts",
             1,
         ),
+        "a local volume on another node": (
+            Snapshot(
+                pods(1, spec(claims=("data",))),
+                [nodepool()],
+                claims=[PersistentVolumeClaim("default", "data", "local-1")],
+                volumes=[PersistentVolume("local-1", (requirements(**{wk.HOSTNAME: ("In", ["node-a"])}),))],
+            ),
+            f"no instance type in NodePool default matches {wk.HOSTNAME} In [node-a]",
+            1,
+        ),
         "minValues not met": (
             Snapshot(
                 pods(1, spec(extra={"nvidia.com/gpu": 1})),

@@ -171,19 +171,30 @@ class NodePools:
         allocatable = self.allocatable(pool_index, instance_type)
         return all(allocatable.get(k, 0) >= v for k, v in requests.items() if v > 0)
 
-    def describe(self, requests: Resources, pool_index: int, types: list[tuple[InstanceType, float]]) -> str:
-        """The requests no type has room for, for a reason message."""
-        missing = [
-            name
-            for name, value in sorted(requests.items())
-            if name != PODS
-            and not any(self.allocatable(pool_index, t).get(name, 0) >= value for t, _ in types)
-        ]
-        names = missing or [n for n in sorted(requests) if n != PODS]
-        detail = ", ".join(f"{n}: {format_resource(n, requests[n])}" for n in names)
+    def no_type_reason(self, requests: Resources, pool_index: int, requirements: Requirements) -> str:
+        """Why no type of the NodePool takes a pod of ``requests`` under ``requirements``: the
+        requirements no type meets (a hostname a local volume pins, an instance type the NodePool
+        lacks), or else the requests no type has room for."""
+        name = self.pools[pool_index].name
+        types = self.types(pool_index, requirements)
         if not types:
-            return f"{detail} (no instance type matches the requirements)"
-        return f"{detail} within limits" if self.limits.limited(pool_index) else detail
+            unmet = [
+                str(requirement)
+                for key, requirement in sorted(requirements.items())
+                if not self.types(pool_index, self.requirements[pool_index].with_requirement(requirement))
+            ]
+            what = " and ".join(unmet) or "these requirements together"
+            return f"no instance type in NodePool {name} matches {what}"
+        missing = [
+            resource
+            for resource, value in sorted(requests.items())
+            if resource != PODS
+            and not any(self.allocatable(pool_index, t).get(resource, 0) >= value for t, _ in types)
+        ]
+        resources = missing or [r for r in sorted(requests) if r != PODS]
+        detail = ", ".join(f"{r}: {format_resource(r, requests[r])}" for r in resources)
+        within = " within limits" if self.limits.limited(pool_index) else ""
+        return f"no instance type in NodePool {name} has {detail}{within}"
 
     def no_room_reason(self, pool_index: int, cls: PodClass, requirements: Requirements) -> str:
         """Why a class packed nowhere in this NodePool: a limit, all-on-one-node affinity, or size."""
@@ -194,8 +205,7 @@ class NodePools:
                 return limit
         if cls.wants_colocation():
             return f"pod affinity on {wk.HOSTNAME}: all {len(cls.pods)} pods do not fit on one node"
-        detail = self.describe(cls.requests, pool_index, types)
-        return f"no instance type in NodePool {self.pools[pool_index].name} has {detail}"
+        return self.no_type_reason(cls.requests, pool_index, requirements)
 
     def offered_zones(self, tolerations: tuple[Toleration, ...], required: Requirements) -> frozenset[str]:
         """Zones any NodePool the pod tolerates offers under its required node affinity, limits and
@@ -258,7 +268,9 @@ class NodePools:
                 first_blocked = first_blocked or blocked
         if first_blocked is not None:
             return first_blocked
-        return f"no instance type in NodePool {pool.name} has {self.describe(cls.requests, index, types)}"
+        return self.no_type_reason(
+            cls.requests, index, self.requirements[index].intersect(level.requirements)
+        )
 
 
 def _labels_satisfy(labels: dict[str, str], checks: Sequence[tuple[str, Requirement]]) -> bool:
