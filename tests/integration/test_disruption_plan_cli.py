@@ -645,3 +645,26 @@ def test_a_replacement_that_may_be_spot_is_priced_at_its_dearest_spot_offering_a
         "requirements"
     ]
     assert launch["worstPricePerHour"] < command["removes"][0]["pricePerHour"]
+
+
+def test_spot_to_spot_replacements_are_proposed_only_with_the_stacks_gate_on(tmp_path: Path) -> None:
+    """A spot node whose pod fits a cheaper spot node: held behind Karpenter's SpotToSpotConsolidation
+    gate, as the deployed flow holds it, unless ``--spot-to-spot`` says the stack turned it on."""
+    docs = [
+        *pool_docs(ALL, capacity=("spot",)),
+        *node_docs("big", "m5.2xlarge", {"web": "500m"}, capacity_type="spot"),
+    ]
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(docs))
+
+    gated = plan(tmp_path)
+    assert gated["command"] is None
+    assert "SpotToSpotConsolidation is disabled" in gated["notConsolidated"]["big"]
+
+    assert gated["featureGates"] == {"SpotToSpotConsolidation": False}
+    enabled = plan(tmp_path, "--spot-to-spot")
+    assert enabled["featureGates"] == {"SpotToSpotConsolidation": True}
+    command = enabled["command"]
+    assert (command["method"], command["action"]) == ("single", "replace")
+    [launch] = command["launches"]
+    assert launch["capacityTypes"] == ["spot"]
+    assert len(launch["instanceTypes"]) >= 15, "spot-to-spot needs 15 cheaper types to choose from"

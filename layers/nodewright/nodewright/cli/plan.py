@@ -72,6 +72,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="instead: the consolidation a disruption pass would do to these nodes now, and the $/h saved",
     )
+    parser.add_argument(
+        "--spot-to-spot",
+        action="store_true",
+        help="with --consolidate: as a stack deployed with spotToSpotConsolidation (Karpenter's "
+        "SpotToSpotConsolidation feature gate; off by default, as in the stack)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -278,7 +284,7 @@ def consolidate(args: argparse.Namespace, paths: Any, instance_types: Any, regio
             )
             return 1
     usable, skipped = usable_nodepools(world)
-    result = consolidation_what_if(world, usable, read.source)
+    result = consolidation_what_if(world, usable, read.source, spot_to_spot=args.spot_to_spot)
     result.ignored = read.ignored
     # The pods admission refuses (a missing RuntimeClass): not in the World, said here.
     refused = [f"pod {pod}: {why}" for pod, why in sorted(read.pending.items())]

@@ -52,6 +52,7 @@ class ConsolidationWhatIf:
     cost_per_hour: float = 0.0  # the NodeClaims whose price is known
     unpriced: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # input the decision does not read
+    spot_to_spot: bool = False  # the stack's SpotToSpotConsolidation gate this answer assumes
 
     def to_json(self) -> dict[str, Any]:
         command = self.command
@@ -59,6 +60,7 @@ class ConsolidationWhatIf:
             "source": self.source,
             "at": self.now.isoformat() if self.now else None,
             "clockRules": list(CLOCK_RULES),
+            "featureGates": {"SpotToSpotConsolidation": self.spot_to_spot},
             "nodeClaims": self.nodeclaims,
             "candidatesEvaluated": self.evaluated,
             "costPerHour": round(self.cost_per_hour, 5),
@@ -96,6 +98,7 @@ class ConsolidationWhatIf:
             f"consolidation what-if ({self.source}; nothing is written): {self.nodeclaims} NodeClaim(s), "
             f"${self.cost_per_hour:.4f}/h, {self.evaluated} candidate(s) evaluated",
             f"  clock: {'; '.join(CLOCK_RULES)}",
+            f"  SpotToSpotConsolidation: {'on' if self.spot_to_spot else 'off (--spot-to-spot: on)'}",
         ]
         if self.unpriced:
             lines.append(f"  no price for: {', '.join(self.unpriced)} (those are not consolidated)")
@@ -173,7 +176,9 @@ def consolidation_what_if(
 ) -> ConsolidationWhatIf:
     """What a disruption pass would remove now (see the module); ``spot_to_spot``: the stack's
     ``spotToSpotConsolidation`` (Karpenter's feature gate, off by default)."""
-    result = ConsolidationWhatIf(source=source, now=world.taken_at, nodeclaims=len(world.nodeclaims))
+    result = ConsolidationWhatIf(
+        source=source, now=world.taken_at, nodeclaims=len(world.nodeclaims), spot_to_spot=spot_to_spot
+    )
     for claim in world.nodeclaims:
         price = world.price_of(claim)
         if price is None:
