@@ -318,7 +318,7 @@ class Launches:
             finally:
                 self.closed.append(time.monotonic())
 
-        loop._wait_for_quiet = timed_window  # type: ignore[assignment]
+        loop._wait_for_quiet = timed_window
         self._ec2.meta.events.register("after-call.ec2.CreateFleet", self._answer)
         self._ec2.meta.events.register("before-parameter-build.ec2.CreateFleet", self._ask)
 
@@ -374,7 +374,7 @@ class Launches:
         }
 
     def stop(self) -> None:
-        self._loop._wait_for_quiet = self._window  # type: ignore[assignment]
+        self._loop._wait_for_quiet = self._window
         self._ec2.meta.events.unregister("after-call.ec2.CreateFleet", self._answer)
         self._ec2.meta.events.unregister("before-parameter-build.ec2.CreateFleet", self._ask)
 

@@ -60,7 +60,7 @@ def _groups(backend: Any) -> dict[str, PlacementGroup]:
     store = backend.__dict__.get("_nodewright_placement_groups")
     if store is None:
         store = backend.__dict__.setdefault("_nodewright_placement_groups", {})
-    return store  # type: ignore[no-any-return]
+    return store
 
 
 def _error(code: str, message: str) -> Exception:

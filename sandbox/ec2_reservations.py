@@ -628,7 +628,7 @@ def add_interruptible_reservation(
 def _hold(region: str, account_id: str | None, tags: dict[str, str] | None, **fields: Any) -> str:
     """A targeted reservation the account holds without having created it through the API."""
     from moto.backends import get_backend
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
 
     install()
     backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
@@ -649,7 +649,7 @@ def _hold(region: str, account_id: str | None, tags: dict[str, str] | None, **fi
 def reservations_in(region: str, account_id: str | None = None) -> Iterable[Reservation]:
     """Every reservation of the account in the region (tests look at what EC2 holds)."""
     from moto.backends import get_backend
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
 
     backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
     with _lock:
