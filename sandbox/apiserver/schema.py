@@ -30,7 +30,7 @@ def _fields(model_name: str) -> dict[str, str] | None:
     """json field name -> client type string, or None when ``model_name`` is not a model."""
     model = getattr(client_models, model_name, None)
     types = getattr(model, "openapi_types", None)
-    if not isinstance(types, dict):
+    if model is None or not isinstance(types, dict):
         return None
     attribute_map = model.attribute_map
     return {attribute_map[attr]: kind for attr, kind in types.items()}

@@ -115,7 +115,7 @@ def _rules_match(webhook: dict[str, Any], rt: ResourceType, subresource: str | N
 
 
 def _listed(values: list[str] | None, value: str) -> bool:
-    return bool(values) and ("*" in values or value in values)
+    return values is not None and ("*" in values or value in values)
 
 
 def _resource_matches(pattern: str, resource: str, plural: str, subresource: str | None) -> bool:
