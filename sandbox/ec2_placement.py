@@ -189,7 +189,7 @@ def install() -> None:
     with _lock:
         if not _holders:
             _original["create_fleet"] = EC2Backend.create_fleet
-            EC2Backend.create_fleet = _create_fleet  # type: ignore[method-assign]
+            EC2Backend.create_fleet = _create_fleet
             for action, handler in (
                 ("create_placement_group", _create),
                 ("describe_placement_groups", _describe),
@@ -211,7 +211,7 @@ def uninstall() -> None:
         _holders.pop()
         if _holders:
             return
-        EC2Backend.create_fleet = _original.pop("create_fleet")  # type: ignore[method-assign]
+        EC2Backend.create_fleet = _original.pop("create_fleet")
         for action in ("create_placement_group", "describe_placement_groups", "delete_placement_group"):
             original = _original.pop(action, None)
             if original is None:
