@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         figures = {k: v for k, v in figures.items() if k != SAMPLES}
     if args.json:
         print(json.dumps(figures, indent=2))
-    elif args.from_idle:
+    elif isinstance(figures, list):  # --from-idle: one entry per run
         print_from_idle(figures)
     else:
         print_warm(figures, args.memory_mb)
@@ -436,8 +436,8 @@ def burst(story: Any, name: str, count: int, launches: Launches | None = None) -
             timeout=120,
         )
         launches.record(fleet_at, set(claims.values()))
-    for pod in created:
-        cluster.delete(PODS, pod, namespace="default", grace_period_seconds=0)
+    for pod_name in created:
+        cluster.delete(PODS, pod_name, namespace="default", grace_period_seconds=0)
     for claim in cluster.list(NODECLAIMS):
         cluster.delete(NODECLAIMS, claim["metadata"]["name"])
     story.wait_for(
