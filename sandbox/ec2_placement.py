@@ -30,6 +30,7 @@ from typing import Any
 
 _lock = threading.Lock()
 _original: dict[str, Callable[..., Any]] = {}
+_original_actions: dict[str, Callable[..., Any] | None] = {}  # None: moto has no such action
 _holders: list[object] = []
 STRATEGIES = ("cluster", "spread", "partition")
 
@@ -195,7 +196,7 @@ def install() -> None:
                 ("describe_placement_groups", _describe),
                 ("delete_placement_group", _delete),
             ):
-                _original[action] = getattr(EC2Response, action, None)  # type: ignore[assignment]
+                _original_actions[action] = getattr(EC2Response, action, None)
                 setattr(EC2Response, action, handler)
         _holders.append(object())
 
@@ -213,7 +214,7 @@ def uninstall() -> None:
             return
         EC2Backend.create_fleet = _original.pop("create_fleet")
         for action in ("create_placement_group", "describe_placement_groups", "delete_placement_group"):
-            original = _original.pop(action, None)
+            original = _original_actions.pop(action, None)
             if original is None:
                 delattr(EC2Response, action)
             else:

@@ -545,6 +545,7 @@ def install() -> None:
         if _needs_wrapping("response", Fleets.create_fleet, _fleet_response):
             _installed["response"] = Fleets.create_fleet
             Fleets.create_fleet = _fleet_response
+        # moto's EC2Response has no capacity-reservation actions: the sandbox adds them.
         EC2Response.create_capacity_reservation = _create  # type: ignore[attr-defined]
         EC2Response.describe_capacity_reservations = _describe  # type: ignore[attr-defined]
         EC2Response.cancel_capacity_reservation = _cancel  # type: ignore[attr-defined]
