@@ -35,7 +35,7 @@ demo: $(STAMP) $(NODE_STAMP)
 
 test: $(STAMP) $(NODE_STAMP) kubectl
 	$(BIN)/ruff check .
-	$(BIN)/mypy layers/nodewright/nodewright functions/*/app.py tests/fakes.py
+	$(BIN)/mypy layers/nodewright/nodewright functions/*/app.py tests/fakes.py sandbox bench infra
 	rm -rf $(IAM_RECORDS)
 	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 2 --dist loadgroup --durations=25
 

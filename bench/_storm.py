@@ -76,7 +76,7 @@ def _rounded(value: float | None, digits: int = 2) -> float | None:
 
 
 def _log_lines(path: Path) -> list[dict[str, Any]]:
-    lines = []
+    lines: list[dict[str, Any]] = []
     if not path.exists():
         return lines
     for raw in path.read_text(errors="replace").splitlines():

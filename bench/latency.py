@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         figures = {k: v for k, v in figures.items() if k != SAMPLES}
     if args.json:
         print(json.dumps(figures, indent=2))
-    elif args.from_idle:
+    elif isinstance(figures, list):  # --from-idle: one entry per run
         print_from_idle(figures)
     else:
         print_warm(figures, args.memory_mb)
@@ -318,7 +318,7 @@ class Launches:
             finally:
                 self.closed.append(time.monotonic())
 
-        loop._wait_for_quiet = timed_window  # type: ignore[assignment]
+        loop._wait_for_quiet = timed_window
         self._ec2.meta.events.register("after-call.ec2.CreateFleet", self._answer)
         self._ec2.meta.events.register("before-parameter-build.ec2.CreateFleet", self._ask)
 
@@ -374,7 +374,7 @@ class Launches:
         }
 
     def stop(self) -> None:
-        self._loop._wait_for_quiet = self._window  # type: ignore[assignment]
+        self._loop._wait_for_quiet = self._window
         self._ec2.meta.events.unregister("after-call.ec2.CreateFleet", self._answer)
         self._ec2.meta.events.unregister("before-parameter-build.ec2.CreateFleet", self._ask)
 
@@ -436,8 +436,8 @@ def burst(story: Any, name: str, count: int, launches: Launches | None = None) -
             timeout=120,
         )
         launches.record(fleet_at, set(claims.values()))
-    for pod in created:
-        cluster.delete(PODS, pod, namespace="default", grace_period_seconds=0)
+    for pod_name in created:
+        cluster.delete(PODS, pod_name, namespace="default", grace_period_seconds=0)
     for claim in cluster.list(NODECLAIMS):
         cluster.delete(NODECLAIMS, claim["metadata"]["name"])
     story.wait_for(

@@ -192,7 +192,7 @@ def measure(args: argparse.Namespace) -> dict:
     instance_types, price_source = catalog()
     pool = nodepool_input(manifest, instance_types)
     pool.node_price = 0.0 if args.no_ebs else node_storage_price()
-    pods = []
+    pods: list[Pod] = []
     for kind, cpu, memory, n in rows:
         spec = _pod_spec(kind, cpu, memory)
         pods.extend(Pod("default", f"{kind}-{cpu}m-{memory >> 20}mi-{i}", spec) for i in range(n))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import ArnFormat, CfnResource, Stack
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.capabilities import outputs as out
+from infra.capabilities.cfn import resource_of
 from infra.capabilities.cluster_access import ClusterAccess
 from infra.capabilities.functions import DEFAULT_FUNCTIONS_DIR, NodewrightFunctions
 from infra.capabilities.interruption_queue import InterruptionQueue, SpotEventsRoute
@@ -119,9 +120,7 @@ class NodewrightAutoscaler(Construct):
         )
         # CloudFormation deletes what depends on a resource before the resource: the functions and
         # every trigger go first, then the removal runs with nothing left to launch.
-        removal = self.removal.resource.node.default_child
-        assert isinstance(removal, CfnResource)
-        self.functions.also_depend_on(removal)
+        self.functions.also_depend_on(resource_of(self.removal.resource))
         triggers = [*self.schedules.rules.values(), *self.interruptions.rules.values(), self.spot_events.rule]
         for rule in triggers:
             rule.node.add_dependency(self.removal.resource)

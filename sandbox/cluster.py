@@ -70,6 +70,9 @@ class SandboxError(RuntimeError):
     """The sandbox could not start or was used wrongly; the message says what to do."""
 
 
+NOT_STARTED = "the sandbox is not started; call start() or use it in a with block"
+
+
 class Sandbox:
     """Everything a cluster is, on 127.0.0.1; start with ``with`` or :meth:`start`, end with :meth:`stop`."""
 
@@ -306,7 +309,7 @@ class Sandbox:
         credentials: a handler run in this process signs as its own role (``load_function``), and
         an AWS call made with no function's keys is refused as AWS refuses an unknown key."""
         if self.aws is None:
-            raise SandboxError("the sandbox is not started; call start() or use it in a with block")
+            raise SandboxError(NOT_STARTED)
         return {
             "CLUSTER_NAME": self.cluster_name,
             "AWS_REGION": self.region,
@@ -335,10 +338,17 @@ class Sandbox:
         return {"AWS_ACCESS_KEY_ID": ADMINISTRATOR_KEY, "AWS_SECRET_ACCESS_KEY": ADMINISTRATOR_SECRET}
 
     @property
+    def seeded(self) -> AwsSeed:
+        """The AWS account :meth:`start` seeded (its node role, queues, images, subnets)."""
+        if self.aws is None:
+            raise SandboxError(NOT_STARTED)
+        return self.aws
+
+    @property
     def state_dir(self) -> Path:
         """The folder of this sandbox's kubeconfigs and the functions' logs (removed at stop)."""
         if self._tmp is None:
-            raise SandboxError("the sandbox is not started; call start() or use it in a with block")
+            raise SandboxError(NOT_STARTED)
         return self._tmp
 
     def api_client(self) -> Any:
@@ -475,7 +485,7 @@ def apply_rbac(kube: Kube, path: Path = RBAC_FILE) -> list[str]:
     documents = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") != "Namespace"]
     applied = []
     declared = {n["metadata"]["name"]: n for n in rbac_namespaces(path)}
-    named = {(d.get("metadata") or {}).get("namespace") for d in documents} - {None}
+    named = {ns for d in documents if (ns := (d.get("metadata") or {}).get("namespace")) is not None}
     for namespace in sorted(set(declared) | named):
         if kube.get_or_none(f"/api/v1/namespaces/{namespace}") is None:
             kube.create("/api/v1/namespaces", declared.get(namespace) or {"metadata": {"name": namespace}})

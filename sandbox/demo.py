@@ -557,7 +557,7 @@ class Watcher:
             status = claim.get("status") or {}
             labels = claim["metadata"].get("labels") or {}
             if self.once(f"claim-{name}"):
-                values = next(
+                values: list[str] = next(
                     (
                         r["values"]
                         for r in claim["spec"]["requirements"]
@@ -580,7 +580,7 @@ class Watcher:
             name = pod["metadata"]["name"]
             if (pod.get("status") or {}).get("phase") == "Running" and self.once(f"running-{name}"):
                 node = pod["spec"].get("nodeName", "")
-                node_labels = next(
+                node_labels: dict[str, str] = next(
                     (n["metadata"].get("labels", {}) for n in self.nodes if n["metadata"]["name"] == node), {}
                 )
                 pool = node_labels.get("karpenter.sh/nodepool", "?")
@@ -600,7 +600,7 @@ def pending_to_launch(
     nominated to (from the ``Nominated`` events)."""
     from nodewright.cluster.resources import EVENTS
 
-    fleet_at = {}
+    fleet_at: dict[str, float] = {}
     for moment, claim in story.fleet_calls:
         fleet_at.setdefault(claim, moment)
     latencies = []

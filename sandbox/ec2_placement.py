@@ -30,6 +30,7 @@ from typing import Any
 
 _lock = threading.Lock()
 _original: dict[str, Callable[..., Any]] = {}
+_original_actions: dict[str, Callable[..., Any] | None] = {}  # None: moto has no such action
 _holders: list[object] = []
 STRATEGIES = ("cluster", "spread", "partition")
 
@@ -60,7 +61,7 @@ def _groups(backend: Any) -> dict[str, PlacementGroup]:
     store = backend.__dict__.get("_nodewright_placement_groups")
     if store is None:
         store = backend.__dict__.setdefault("_nodewright_placement_groups", {})
-    return store  # type: ignore[no-any-return]
+    return store
 
 
 def _error(code: str, message: str) -> Exception:
@@ -189,13 +190,13 @@ def install() -> None:
     with _lock:
         if not _holders:
             _original["create_fleet"] = EC2Backend.create_fleet
-            EC2Backend.create_fleet = _create_fleet  # type: ignore[method-assign]
+            EC2Backend.create_fleet = _create_fleet
             for action, handler in (
                 ("create_placement_group", _create),
                 ("describe_placement_groups", _describe),
                 ("delete_placement_group", _delete),
             ):
-                _original[action] = getattr(EC2Response, action, None)  # type: ignore[assignment]
+                _original_actions[action] = getattr(EC2Response, action, None)
                 setattr(EC2Response, action, handler)
         _holders.append(object())
 
@@ -211,9 +212,9 @@ def uninstall() -> None:
         _holders.pop()
         if _holders:
             return
-        EC2Backend.create_fleet = _original.pop("create_fleet")  # type: ignore[method-assign]
+        EC2Backend.create_fleet = _original.pop("create_fleet")
         for action in ("create_placement_group", "describe_placement_groups", "delete_placement_group"):
-            original = _original.pop(action, None)
+            original = _original_actions.pop(action, None)
             if original is None:
                 delattr(EC2Response, action)
             else:

@@ -417,7 +417,10 @@ def _create_on_demand_requests(self: Any, weight_to_add: float) -> None:
     now = datetime.now(UTC)
     strategy = (self.on_demand_options or {}).get("AllocationStrategy")
     self.launch_specs = ec2_fleet_allocation.order(self.launch_specs, strategy, backend.region_name)
-    fleet = (getattr(_fleet_target, "kind", None), getattr(_fleet_target, "types", frozenset()))
+    fleet: tuple[str | None, frozenset[str]] = (
+        getattr(_fleet_target, "kind", None),
+        getattr(_fleet_target, "types", frozenset()),
+    )
     if not _reservations(backend) and fleet[0] is None:
         return _installed["on_demand"](self, weight_to_add)
     errors: list[dict[str, Any]] = []
@@ -538,10 +541,11 @@ def install() -> None:
     with _lock:
         if _needs_wrapping("on_demand", Fleet.create_on_demand_requests, _create_on_demand_requests):
             _installed["on_demand"] = Fleet.create_on_demand_requests
-            Fleet.create_on_demand_requests = _create_on_demand_requests  # type: ignore[method-assign]
+            Fleet.create_on_demand_requests = _create_on_demand_requests
         if _needs_wrapping("response", Fleets.create_fleet, _fleet_response):
             _installed["response"] = Fleets.create_fleet
-            Fleets.create_fleet = _fleet_response  # type: ignore[method-assign]
+            Fleets.create_fleet = _fleet_response
+        # moto's EC2Response has no capacity-reservation actions: the sandbox adds them.
         EC2Response.create_capacity_reservation = _create  # type: ignore[attr-defined]
         EC2Response.describe_capacity_reservations = _describe  # type: ignore[attr-defined]
         EC2Response.cancel_capacity_reservation = _cancel  # type: ignore[attr-defined]
@@ -628,7 +632,7 @@ def add_interruptible_reservation(
 def _hold(region: str, account_id: str | None, tags: dict[str, str] | None, **fields: Any) -> str:
     """A targeted reservation the account holds without having created it through the API."""
     from moto.backends import get_backend
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
 
     install()
     backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
@@ -649,7 +653,7 @@ def _hold(region: str, account_id: str | None, tags: dict[str, str] | None, **fi
 def reservations_in(region: str, account_id: str | None = None) -> Iterable[Reservation]:
     """Every reservation of the account in the region (tests look at what EC2 holds)."""
     from moto.backends import get_backend
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
 
     backend = get_backend("ec2")[account_id or DEFAULT_ACCOUNT_ID][region]
     with _lock:

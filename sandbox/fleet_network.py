@@ -207,8 +207,8 @@ def install() -> None:
         if not _holders:
             _original["init"] = Fleet.__init__
             _original["response"] = Fleets.create_fleet
-            Fleet.__init__ = _fleet_init  # type: ignore[method-assign]
-            Fleets.create_fleet = _create_fleet_response  # type: ignore[method-assign]
+            Fleet.__init__ = _fleet_init
+            Fleets.create_fleet = _create_fleet_response
         _holders.append(object())
 
 
@@ -222,5 +222,5 @@ def uninstall() -> None:
             return
         _holders.pop()
         if not _holders:
-            Fleet.__init__ = _original.pop("init")  # type: ignore[method-assign]
-            Fleets.create_fleet = _original.pop("response")  # type: ignore[method-assign]
+            Fleet.__init__ = _original.pop("init")
+            Fleets.create_fleet = _original.pop("response")

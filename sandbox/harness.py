@@ -41,7 +41,7 @@ def quiet_functions() -> Iterator[None]:
 
     quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
     saved = {key: os.environ.get(key) for key in quiet}
-    level = logger().level
+    level = logger().log_level
     os.environ.update(quiet)
     logger().setLevel("WARNING")
     try:

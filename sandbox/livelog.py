@@ -123,8 +123,8 @@ class LiveLog:
                 self._seen.add(key)
                 self.say(function, f"pod {line.get('pod')} cannot be placed: {line.get('reason')}")
             return
-        text = render(function, line, self.price)
-        for part in (text or "").splitlines():
+        rendered = render(function, line, self.price)
+        for part in (rendered or "").splitlines():
             self.say(function, part)
 
 

@@ -70,15 +70,16 @@ class SpotHistory:
 
     @classmethod
     def install(cls) -> None:
+        from moto.core.responses import ActionResult
         from moto.ec2.responses.spot_instances import SpotInstances
 
         if cls._original is not None:
             return
         cls._original = SpotInstances.describe_spot_price_history
 
-        def describe_spot_price_history(response: Any) -> Any:
-            answer = cls._original(response)
-            table = _region_table(response.region)
+        def describe_spot_price_history(self: SpotInstances) -> ActionResult:  # the response object
+            answer = cls._original(self)
+            table = _region_table(self.region)
             for item in answer.result.get("SpotPriceHistory", []):
                 price = table.spot_price(item["InstanceType"], item["AvailabilityZone"])
                 if price is not None:

@@ -24,7 +24,7 @@ import contextvars
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
@@ -525,7 +525,7 @@ def look_at_capacity(
 
     catalogs: dict[str, list[Any]] = {}
 
-    def once(nodeclass: dict[str, Any]) -> list[Any]:  # the plan and its price table ask alike
+    def once(nodeclass: Mapping[str, Any]) -> list[Any]:  # the plan and its price table ask alike
         name = str((nodeclass.get("metadata") or {}).get("name"))
         if name not in catalogs:
             catalogs[name] = instance_types(nodeclass)

@@ -196,6 +196,7 @@ class Worker:
                 self._start()
             timeout = self.spec.timeout_seconds
             conn = self._conn  # stop() may discard the container meanwhile: keep this one's pipe
+            payload: Any  # the handler's result ("ok") or its error's text ("error")
             try:
                 if conn is None:  # stop() abandoned the invocation before it reached its container
                     raise EOFError

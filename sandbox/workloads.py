@@ -28,7 +28,7 @@ def nodeclass(sb: Sandbox) -> dict[str, Any]:
         "spec": {
             "amiFamily": "AL2023",
             "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "role": sb.aws.node_role_name,
+            "role": sb.seeded.node_role_name,
             "subnetSelectorTerms": selector,
             "securityGroupSelectorTerms": selector,
         },

@@ -7,8 +7,10 @@ acknowledgments live in the template too, each with a comment.
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, CfnResource, Validations
+from aws_cdk import Acknowledgment, Validations
 from constructs import IConstruct
+
+from infra.capabilities.cfn import resource_of
 
 
 def nag(scope: IConstruct, rule: str, reason: str) -> None:
@@ -19,9 +21,7 @@ def nag(scope: IConstruct, rule: str, reason: str) -> None:
 
 def checkov(resource: IConstruct, check_id: str, reason: str) -> None:
     """Acknowledge checkov check ``check_id`` on the CloudFormation resource behind ``resource``."""
-    cfn = resource if isinstance(resource, CfnResource) else resource.node.default_child
-    if not isinstance(cfn, CfnResource):
-        raise TypeError(f"{resource.node.path} has no CloudFormation resource to annotate")
+    cfn = resource_of(resource)
     metadata = cfn.get_metadata("checkov") or {"skip": []}
     metadata["skip"].append({"id": check_id, "comment": reason})
     cfn.add_metadata("checkov", metadata)

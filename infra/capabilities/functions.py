@@ -25,6 +25,7 @@ from nodewright.spec import deployment
 from nodewright.spec.deployment import FunctionSpec
 
 from infra.capabilities import acknowledge
+from infra.capabilities.cfn import resource_of
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.capabilities.permissions import (
     CLUSTER_CLIENTS,
@@ -159,7 +160,7 @@ class NodewrightFunctions(Construct):
             )
             log_group.grant_write(role)
             if in_vpc:
-                function.node.default_child.add_property_override(
+                resource_of(function).add_property_override(
                     "VpcConfig",
                     {
                         "SubnetIds": list(config.subnet_ids),
@@ -201,11 +202,9 @@ class NodewrightFunctions(Construct):
         stack = Stack.of(self)
         extra = [stack.get_logical_id(resource) for resource in self._extra_dependencies]
         for name, function in self.functions.items():
-            default_policy = self.roles[name].node.find_child("DefaultPolicy").node.default_child
-            policies = [
-                stack.get_logical_id(p) for p in (default_policy, self._policies[name].node.default_child)
-            ]
-            function.node.default_child.add_override("DependsOn", [*policies, *extra])
+            default_policy = resource_of(self.roles[name].node.find_child("DefaultPolicy"))
+            policies = [stack.get_logical_id(p) for p in (default_policy, resource_of(self._policies[name]))]
+            resource_of(function).add_override("DependsOn", [*policies, *extra])
 
     def also_depend_on(self, resource: CfnResource) -> None:
         """Every function depends on ``resource`` too (so CloudFormation deletes them before it)."""

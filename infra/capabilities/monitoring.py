@@ -409,8 +409,10 @@ class Monitoring(Construct):
     ) -> cloudwatch.Dashboard:
         five = Duration.minutes(5)
 
-        def graph(title: str, left: list[cloudwatch.IMetric], **kwargs: object) -> cloudwatch.GraphWidget:
-            return cloudwatch.GraphWidget(title=title, left=left, width=8, height=6, **kwargs)
+        def graph(
+            title: str, left: list[cloudwatch.IMetric], right: list[cloudwatch.IMetric] | None = None
+        ) -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(title=title, left=left, right=right, width=8, height=6)
 
         per_function = list(functions.items())
         # Dashboard names are account-wide: the region keeps two regions' stacks for one cluster apart.

@@ -38,6 +38,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from infra.capabilities import acknowledge
+from infra.capabilities.cfn import resource_of
 from infra.capabilities.functions import function_asset_dir, function_log_group, function_role
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.capabilities.permissions import CERTIFICATE, CERTIFICATE_GRANTS, PolicyInputs
@@ -256,9 +257,9 @@ class CertificateResource(Construct):
         )
         log_group.grant_write(self.role)
         stack = Stack.of(self)
-        default_policy = self.role.node.find_child("DefaultPolicy").node.default_child
-        self.function.node.default_child.add_override(
-            "DependsOn", [stack.get_logical_id(p) for p in (default_policy, policy.node.default_child)]
+        default_policy = resource_of(self.role.node.find_child("DefaultPolicy"))
+        resource_of(self.function).add_override(
+            "DependsOn", [stack.get_logical_id(p) for p in (default_policy, resource_of(policy))]
         )
         self.resource = CustomResource(
             self,

@@ -24,6 +24,7 @@ from constructs import Construct
 from nodewright.spec import deployment
 
 from infra.capabilities import acknowledge
+from infra.capabilities.cfn import resource_of
 from infra.capabilities.functions import (
     DEFAULT_FUNCTIONS_DIR,
     VPC_NETWORK_INTERFACES_REASON,
@@ -95,16 +96,16 @@ class Removal(Construct):
         )
         log_group.grant_write(self.role)
         if in_vpc:
-            self.function.node.default_child.add_property_override(
+            resource_of(self.function).add_property_override(
                 "VpcConfig",
                 {"SubnetIds": list(config.subnet_ids), "SecurityGroupIds": list(security_group_ids or [])},
             )
             acknowledge.checkov(policy, "CKV_AWS_111", VPC_NETWORK_INTERFACES_REASON)
         # Start only once its policies exist; the role itself is implied by its GetAtt (cfn-lint W3005).
         stack = Stack.of(self)
-        default_policy = self.role.node.find_child("DefaultPolicy").node.default_child
-        self.function.node.default_child.add_override(
-            "DependsOn", [stack.get_logical_id(p) for p in (default_policy, policy.node.default_child)]
+        default_policy = resource_of(self.role.node.find_child("DefaultPolicy"))
+        resource_of(self.function).add_override(
+            "DependsOn", [stack.get_logical_id(p) for p in (default_policy, resource_of(policy))]
         )
         reason = (
             "runs once, when CloudFormation deletes the stack, and answers CloudFormation itself within its "

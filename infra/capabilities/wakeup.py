@@ -46,6 +46,7 @@ from constructs import Construct
 from nodewright.spec import deployment
 
 from infra.capabilities import acknowledge
+from infra.capabilities.cfn import resource_of
 from infra.capabilities.functions import function_asset_dir, function_log_group
 from infra.capabilities.layer import ARCHITECTURES, RUNTIME, acknowledge_pinned_runtime
 from infra.capabilities.permissions import WEBHOOK, PolicyInputs
@@ -147,8 +148,8 @@ class Wakeup(Construct):
         self.secret.grant_read(self.role)
         self.log_group.grant_write(self.role)
         # Start after the grants exist; the role itself is implied by GetAtt (cfn-lint W3005).
-        policy = self.role.node.find_child("DefaultPolicy").node.default_child
-        self.function.node.default_child.add_override("DependsOn", [Stack.of(self).get_logical_id(policy)])
+        policy = resource_of(self.role.node.find_child("DefaultPolicy"))
+        resource_of(self.function).add_override("DependsOn", [Stack.of(self).get_logical_id(policy)])
         # What the API server calls: the function URL, or the private load balancer.
         self.private: PrivateEndpoint | None = None
         self.certificate_arn: str | None = None

@@ -367,10 +367,11 @@ def _validate_match_conditions(conditions: list[Any], path: str) -> list[FieldEr
 def _cel(expression: str, path: str) -> list[FieldError]:
     """A CEL expression that does not parse is refused as kube-apiserver refuses it."""
     import celpy
+    from celpy.celparser import CELParseError
 
     try:
         celpy.Environment().compile(expression)
-    except celpy.CELParseError as exc:
+    except CELParseError as exc:
         where = f"<input>:{getattr(exc, 'line', 1)}:{getattr(exc, 'column', 1)}"
         return [FieldError.invalid(path, expression, f"compilation failed: ERROR: {where}: Syntax error")]
     return []

@@ -11,6 +11,7 @@ costs its own request only, as on kube-apiserver.
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import json
 import uuid
@@ -314,7 +315,7 @@ class ResourceHandlers:
         }
         return Response(200, body)
 
-    def _decoded(self, t: Target, selected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _decoded(self, t: Target, selected: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
         """``selected`` in ``t``'s version, after converting every stored object of the kind in scope:
         kube-apiserver decodes (converts) each one before its selectors filter them (etcd3 GetList),
         so one that cannot be converted fails the list, whichever objects the selectors keep."""
@@ -328,7 +329,7 @@ class ResourceHandlers:
         meta = obj["metadata"]
         return (meta.get("namespace") or "", meta["name"])
 
-    def select(self, t: Target, query: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+    def select(self, t: Target, query: dict[str, str]) -> tuple[builtins.list[dict[str, Any]], int]:
         """Objects of ``t`` matching the query's label and field selectors (400 on a bad selector)."""
         labels, fields = self.parse_selectors(t.rt, query)
         items, rv = self.store.list(t.rt.key, t.namespace)
@@ -348,7 +349,11 @@ class ResourceHandlers:
     # ------------------------------------------------------------------ create
 
     def create(
-        self, t: Target, ctx: Context, obj: Any | None = None, managed: list[dict[str, Any]] | None = None
+        self,
+        t: Target,
+        ctx: Context,
+        obj: Any | None = None,
+        managed: builtins.list[dict[str, Any]] | None = None,
     ) -> Response:
         """``managed``: the managedFields an apply computed (else the creator owns what it sent)."""
         rt = t.rt
@@ -592,7 +597,7 @@ class ResourceHandlers:
         old: dict[str, Any],
         op: str,
         *,
-        managed: list[dict[str, Any]] | None = None,
+        managed: builtins.list[dict[str, Any]] | None = None,
         presented_old: dict[str, Any] | None = None,
     ) -> _Update:
         """Validate ``new`` over ``old`` (caller holds the store lock): what the webhooks are then
@@ -779,7 +784,7 @@ class ResourceHandlers:
             dry_run=ctx.dry_run,
         )
 
-    def _validate_crd_update(self, new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    def _validate_crd_update(self, new: dict[str, Any], old: dict[str, Any]) -> builtins.list[FieldError]:
         problems = []
         for field_name in ("group",):
             if new["spec"].get(field_name) != old["spec"].get(field_name):

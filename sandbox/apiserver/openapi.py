@@ -37,7 +37,7 @@ _MODEL_NAME = re.compile(r"^(?:Core|Events)?V(\d+(?:alpha\d+|beta\d+)?)(\w+)$")
 _LIST = re.compile(r"^List\[(.+)\]$")
 _DICT = re.compile(r"^Dict\[str, (.+)\]$")
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-_SCALARS = {
+_SCALARS: dict[str, dict[str, Any]] = {
     "str": {"type": "string"},
     "int": {"type": "integer", "format": "int64"},
     "bool": {"type": "boolean"},

@@ -69,8 +69,8 @@ def _special(name: str, data: bytes) -> tuple[bool, Any]:
     """(handled, value) for the apimachinery types whose JSON form is not an object."""
     values = {number: value for number, _, value in fields(data)}
     if name in (f"{META}.Time", f"{META}.MicroTime"):
-        seconds = _signed(int(values.get(1, 0)))  # type: ignore[arg-type]
-        nanos = int(values.get(2, 0))  # type: ignore[arg-type]
+        seconds = _signed(int(values.get(1, 0)))
+        nanos = int(values.get(2, 0))
         if seconds == ZERO_TIME_SECONDS or (seconds == 0 and nanos == 0):
             return True, None
         moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
@@ -78,15 +78,15 @@ def _special(name: str, data: bytes) -> tuple[bool, Any]:
             return True, moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         return True, moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     if name == f"{META}.Duration":
-        return True, _go_duration(_signed(int(values.get(1, 0))))  # type: ignore[arg-type]
+        return True, _go_duration(_signed(int(values.get(1, 0))))
     if name == "k8s.io.apimachinery.pkg.api.resource.Quantity":
-        return True, bytes(values.get(1, b"")).decode()  # type: ignore[arg-type]
+        return True, bytes(values.get(1, b"")).decode()
     if name == "k8s.io.apimachinery.pkg.util.intstr.IntOrString":
-        if int(values.get(1, 0)) == 1:  # type: ignore[arg-type]
-            return True, bytes(values.get(3, b"")).decode()  # type: ignore[arg-type]
-        return True, _signed(int(values.get(2, 0)), 32)  # type: ignore[arg-type]
+        if int(values.get(1, 0)) == 1:
+            return True, bytes(values.get(3, b"")).decode()
+        return True, _signed(int(values.get(2, 0)), 32)
     if name in ("k8s.io.apimachinery.pkg.runtime.RawExtension", f"{META}.FieldsV1"):
-        raw = bytes(values.get(1, b""))  # type: ignore[arg-type]
+        raw = bytes(values.get(1, b""))
         if not raw:
             return True, None
         if raw.startswith(MAGIC):
@@ -97,19 +97,19 @@ def _special(name: str, data: bytes) -> tuple[bool, Any]:
 
 def _scalar(kind: str, wire: int, value: int | bytes) -> Any:
     if kind == "string":
-        return bytes(value).decode()  # type: ignore[arg-type]
+        return bytes(value).decode()
     if kind == "bytes":
-        return base64.b64encode(bytes(value)).decode()  # type: ignore[arg-type]
+        return base64.b64encode(bytes(value)).decode()
     if kind == "bool":
         return bool(value)
     if kind in ("int64", "uint64", "uint32"):
-        return _signed(int(value)) if kind == "int64" else int(value)  # type: ignore[arg-type]
+        return _signed(int(value)) if kind == "int64" else int(value)
     if kind == "int32":
         return _signed(int(value), 64)  # negative int32s travel as 10-byte varints
     if kind == "double" and wire == 1:
-        return struct.unpack("<d", bytes(value))[0]  # type: ignore[arg-type]
+        return struct.unpack("<d", bytes(value))[0]
     if kind == "float" and wire == 5:
-        return struct.unpack("<f", bytes(value))[0]  # type: ignore[arg-type]
+        return struct.unpack("<f", bytes(value))[0]
     raise Unsupported(f"field type {kind}")
 
 
@@ -130,10 +130,10 @@ def decode_message(data: bytes, name: str) -> Any:
         if kind == "message":
             entry = _messages().get(type_name) or {}
             if entry.get("map"):
-                key, item = _map_entry(bytes(value), type_name)  # type: ignore[arg-type]
+                key, item = _map_entry(bytes(value), type_name)
                 result.setdefault(json_name, {})[key] = item
                 continue
-            decoded = decode_message(bytes(value), type_name)  # type: ignore[arg-type]
+            decoded = decode_message(bytes(value), type_name)
         else:
             decoded = _scalar(kind, wire, value)
             if decoded == "" and not repeated:
@@ -155,7 +155,7 @@ def _map_entry(data: bytes, type_name: str) -> tuple[str, Any]:
             kind, item_type = value_field[2], value_field[4]
             item = (
                 decode_message(bytes(value), item_type) if kind == "message" else _scalar(kind, wire, value)
-            )  # type: ignore[arg-type]
+            )
     if item is None:
         kind = value_field[2]
         item = "" if kind in ("string", "bytes") else ({} if kind == "message" else 0)
@@ -167,10 +167,10 @@ def decode(body: bytes) -> dict[str, Any]:
     if not body.startswith(MAGIC):
         raise Unsupported("missing the k8s protobuf magic")
     envelope = {number: value for number, _, value in fields(body[len(MAGIC) :])}
-    type_meta = {n: bytes(v).decode() for n, _, v in fields(bytes(envelope.get(1, b"")))}  # type: ignore[arg-type]
+    type_meta = {n: bytes(v).decode() for n, _, v in fields(bytes(envelope.get(1, b"")))}
     api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
     message = message_for(api_version, kind)
     if message is None:
         raise Unsupported(f"kind {api_version}/{kind}")
-    obj = decode_message(bytes(envelope.get(2, b"")), message)  # type: ignore[arg-type]
+    obj = decode_message(bytes(envelope.get(2, b"")), message)
     return {"apiVersion": api_version, "kind": kind, **obj}

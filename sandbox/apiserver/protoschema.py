@@ -89,13 +89,13 @@ def _message_types(data: bytes, prefix: str, table: dict[str, Any]) -> None:
     map_entry = False
     for number, _, value in fields(data):
         if number == 1:
-            name = bytes(value).decode()  # type: ignore[arg-type]
+            name = bytes(value).decode()
         elif number == 2:
-            field_list.append(_field(bytes(value)))  # type: ignore[arg-type]
+            field_list.append(_field(bytes(value)))
         elif number == 3:
-            nested.append(bytes(value))  # type: ignore[arg-type]
+            nested.append(bytes(value))
         elif number == 7:
-            map_entry = any(n == 7 and v for n, _, v in fields(bytes(value)))  # type: ignore[arg-type]
+            map_entry = any(n == 7 and v for n, _, v in fields(bytes(value)))
     full = f"{prefix}.{name}"
     table[full] = {"fields": field_list, **({"map": True} if map_entry else {})}
     for child in nested:
@@ -107,15 +107,15 @@ def _field(data: bytes) -> list[Any]:
     name, number, label, kind, type_name = "", 0, 1, 0, ""
     for field_number, _, value in fields(data):
         if field_number == 1:
-            name = bytes(value).decode()  # type: ignore[arg-type]
+            name = bytes(value).decode()
         elif field_number == 3:
-            number = int(value)  # type: ignore[arg-type]
+            number = int(value)
         elif field_number == 4:
-            label = int(value)  # type: ignore[arg-type]
+            label = int(value)
         elif field_number == 5:
-            kind = int(value)  # type: ignore[arg-type]
+            kind = int(value)
         elif field_number == 6:
-            type_name = bytes(value).decode().lstrip(".")  # type: ignore[arg-type]
+            type_name = bytes(value).decode().lstrip(".")
     return [number, name, TYPE_NAMES.get(kind, str(kind)), label == 3, type_name]
 
 
@@ -140,9 +140,9 @@ def schema_from_binary(binary: bytes) -> dict[str, Any]:
         types: list[bytes] = []
         for number, _, value in fields(raw):
             if number == 2:
-                package = bytes(value).decode()  # type: ignore[arg-type]
+                package = bytes(value).decode()
             elif number == 4:
-                types.append(bytes(value))  # type: ignore[arg-type]
+                types.append(bytes(value))
         if PACKAGES.match(package):
             for data in types:
                 _message_types(data, package, messages)

@@ -122,7 +122,7 @@ def request_attributes(identity: Identity, method: str, path: str, query: dict[s
 
 
 def _has(values: list[str] | None, wanted: str) -> bool:
-    return bool(values) and ("*" in values or wanted in values)  # type: ignore[operator]
+    return values is not None and ("*" in values or wanted in values)
 
 
 def _resource_matches(rule: dict[str, Any], attrs: Attributes) -> bool:

@@ -106,8 +106,19 @@ class Router:
                 "requested impersonation of groups, a uid or extras without impersonating a user"
             )
 
-        def asks(resource: str, name: str, **where: str) -> rbac.Attributes:
-            return rbac.Attributes(identity, "impersonate", True, resource=resource, name=name, **where)
+        def asks(
+            resource: str, name: str, namespace: str = "", api_group: str = "", subresource: str = ""
+        ) -> rbac.Attributes:
+            return rbac.Attributes(
+                identity,
+                "impersonate",
+                True,
+                resource=resource,
+                name=name,
+                namespace=namespace,
+                api_group=api_group,
+                subresource=subresource,
+            )
 
         wanted = []
         if user.startswith(SERVICE_ACCOUNT_PREFIX) and user.count(":") == 3:

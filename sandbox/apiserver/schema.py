@@ -30,7 +30,7 @@ def _fields(model_name: str) -> dict[str, str] | None:
     """json field name -> client type string, or None when ``model_name`` is not a model."""
     model = getattr(client_models, model_name, None)
     types = getattr(model, "openapi_types", None)
-    if not isinstance(types, dict):
+    if model is None or not isinstance(types, dict):
         return None
     attribute_map = model.attribute_map
     return {attribute_map[attr]: kind for attr, kind in types.items()}
@@ -385,7 +385,9 @@ def _cel_error(
     Not only a rule that evaluates to false fails: one that does not compile (``rule compile
     error``) or whose evaluation fails (a key read without ``has()``, a division by zero, arguments
     no overload takes) rejects the write too, its value shown as the schema's type."""
-    from celpy import CELEvalError, celtypes, json_to_cel
+    from celpy import celtypes
+    from celpy.adapter import json_to_cel
+    from celpy.evaluation import CELEvalError
 
     text = rule["rule"]
     shown = str(schema.get("type") or _json_type(value))

@@ -9,6 +9,7 @@ history that watches replay from a resourceVersion.
 from __future__ import annotations
 
 import bisect
+import builtins
 import copy
 import itertools
 import threading
@@ -108,18 +109,18 @@ class Store:
         self._history_rvs.setdefault(change.key, deque(maxlen=self.history)).append(change.rv)
         self._changed.notify_all()
 
-    def changes_after(self, rv: int, key: Key) -> list[Change]:
+    def changes_after(self, rv: int, key: Key) -> builtins.list[Change]:
         """Every change of ``key`` after ``rv``; :class:`TooOld` when its history no longer reaches back."""
         return self.progress(rv, key)[0]
 
-    def progress(self, rv: int, key: Key) -> tuple[list[Change], int]:
+    def progress(self, rv: int, key: Key) -> tuple[builtins.list[Change], int]:
         """``changes_after`` and the resourceVersion the answer is complete through (the store's,
         at the time): a watch resumes from there, so other resources' writes after its own last
         change do not wake it again and again (``wait_for_change`` compares with the global one)."""
         with self.lock:
             return self._changes_after(rv, key), self._rv
 
-    def _changes_after(self, rv: int, key: Key) -> list[Change]:
+    def _changes_after(self, rv: int, key: Key) -> builtins.list[Change]:
         """The caller holds ``self.lock``."""
         if rv >= self._rv:
             return []

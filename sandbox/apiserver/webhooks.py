@@ -115,7 +115,7 @@ def _rules_match(webhook: dict[str, Any], rt: ResourceType, subresource: str | N
 
 
 def _listed(values: list[str] | None, value: str) -> bool:
-    return bool(values) and ("*" in values or value in values)
+    return values is not None and ("*" in values or value in values)
 
 
 def _resource_matches(pattern: str, resource: str, plural: str, subresource: str | None) -> bool:
@@ -302,7 +302,8 @@ def _conditions_hold(
     webhook: dict[str, Any], new: dict[str, Any] | None, old: dict[str, Any] | None, request: dict[str, Any]
 ) -> bool:
     """All matchConditions true; False at the first false one; WebhookFailure on an error."""
-    from celpy import CELEvalError, json_to_cel
+    from celpy.adapter import json_to_cel
+    from celpy.evaluation import CELEvalError
 
     conditions = webhook.get("matchConditions") or []
     if not conditions:

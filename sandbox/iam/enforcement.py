@@ -69,6 +69,7 @@ class MotoWorld:
     def _backend(self, service: str, region: str) -> Any:
         from moto.backends import get_backend
 
+        # get_backend is overloaded per literal service name; this one is whatever a request names.
         return get_backend(service)[self.account][region]  # type: ignore[call-overload]
 
     def ec2_tags(self, region: str, resource_id: str) -> Mapping[str, str]:

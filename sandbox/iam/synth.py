@@ -40,10 +40,9 @@ def write_stubs(root: Path) -> None:
 
 
 def synthesize(out: Path) -> None:
-    from aws_cdk import Stack
-
     from infra.app import build_app
-    from infra.stack import stack_name
+    from infra.capabilities.cfn import resource_of
+    from infra.stack import NodewrightStack, stack_name
 
     with tempfile.TemporaryDirectory(prefix="nodewright-iam-synth-") as tmp:
         root = Path(tmp)
@@ -53,20 +52,22 @@ def synthesize(out: Path) -> None:
         name = stack_name(PLACEHOLDER_CLUSTER)
         template = json.loads(Path(assembly.get_stack_by_name(name).template_full_path).read_text())
         stack = app.node.find_child(name)
-        assert isinstance(stack, Stack)
-        autoscaler = stack.autoscaler  # type: ignore[attr-defined]
+        assert isinstance(stack, NodewrightStack)
+        autoscaler = stack.autoscaler
         functions = dict(autoscaler.functions.functions)
         if autoscaler.wakeup is not None:
             functions["webhook"] = autoscaler.wakeup.function
         functions["cleanup"] = autoscaler.removal.function
-        found = {
-            function_name: {
-                "function": stack.get_logical_id(function.node.default_child),
-                "role": stack.get_logical_id(function.role.node.default_child),
+        found = {}
+        for function_name, function in functions.items():
+            assert function.role is not None, f"{function_name}: every function is built with its own role"
+            found[function_name] = {
+                "function": stack.get_logical_id(resource_of(function)),
+                "role": stack.get_logical_id(resource_of(function.role)),
             }
-            for function_name, function in functions.items()
-        }
-        node_role = stack.get_logical_id(autoscaler.node_role.created.node.default_child)
+        created = autoscaler.node_role.created
+        assert created is not None, "the synth's default settings create the node role"
+        node_role = stack.get_logical_id(resource_of(created))
     out.write_text(
         json.dumps(
             {

@@ -33,6 +33,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
@@ -40,7 +41,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 
@@ -145,6 +146,12 @@ class Snapshot:
 
     def owned_by(self, uid: str, items: list[Obj]) -> list[Obj]:
         return [item for item in items if controller_uid(item) == uid]
+
+
+class Controller(Protocol):
+    """What the controller manager runs each pass: one reconcile over the shared snapshot."""
+
+    def reconcile(self, snap: Snapshot) -> None: ...
 
 
 class ReplicaSetController:
@@ -274,7 +281,7 @@ class DeploymentController:
         labels = {**((template.get("metadata") or {}).get("labels") or {}), POD_TEMPLATE_HASH: pod_hash}
         selector = json.loads(json.dumps(spec.get("selector") or {}))
         selector.setdefault("matchLabels", {})[POD_TEMPLATE_HASH] = pod_hash
-        body = {
+        body: Obj = {
             "apiVersion": "apps/v1",
             "kind": "ReplicaSet",
             "metadata": {
@@ -661,7 +668,7 @@ class NamespaceController:
             crds, _ = self.kube.list(group("apiextensions.k8s.io/v1", "customresourcedefinitions"))
         except ApiException:
             return []
-        kinds = []
+        kinds: list[Callable[[str], str]] = []
         for crd in crds:
             spec = crd.get("spec") or {}
             if spec.get("scope") != "Namespaced":
@@ -670,7 +677,7 @@ class NamespaceController:
             if served:
                 group_version = f"{spec['group']}/{served[0]}"
                 plural = spec["names"]["plural"]
-                kinds.append(lambda ns, gv=group_version, p=plural: group(gv, p, ns))
+                kinds.append(functools.partial(group, group_version, plural))
         return kinds
 
     def reconcile(self, snap: Snapshot) -> None:
@@ -999,7 +1006,7 @@ class ControllerManager(ReconcileLoop):
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
         self.synced = threading.Event()
-        self.controllers = [
+        self.controllers: list[Controller] = [
             ServiceAccountsController(kube),
             PodGarbageCollector(kube),
             NodeLifecycleController(kube),

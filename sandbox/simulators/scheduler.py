@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -228,7 +228,7 @@ def _topology_value(node: Node, key: str) -> str | None:
     return (node.get("metadata", {}).get("labels") or {}).get(key)
 
 
-def _pod_matches(pod: Pod, selector: dict[str, Any] | None, namespaces: Iterable[str]) -> bool:
+def _pod_matches(pod: Pod, selector: dict[str, Any] | None, namespaces: Collection[str]) -> bool:
     meta = pod.get("metadata") or {}
     return meta.get("namespace") in namespaces and match_label_selector(meta.get("labels") or {}, selector)
 
