@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import statistics
 import threading
 import time
@@ -138,35 +137,30 @@ class Storm:
         from nodewright.cluster import reset_connections
         from nodewright.provisioning import provision
 
+        from sandbox.harness import environment
         from sandbox.lambdas import load_function
 
         quiet = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
-        saved = {k: os.environ.get(k) for k in (*sb.env(), *quiet)}
-        os.environ.update({**sb.env(), **quiet})
         try:
-            ctx = load_function("provisioner").container.get()
-            deadline = time.monotonic() + timeout
-            while True:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    provision(ctx)
-                pods = admin.list_pods("default", label_selector=f"app={APP}")
-                running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-                nodes = admin.list_nodes(label_selector=f"karpenter.sh/nodepool={NODEPOOL}")
-                if len(running) == self.nodes * self.pods and len(nodes) >= self.nodes:
-                    return nodes
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"setup: {len(running)} of {self.nodes * self.pods} pods running on {len(nodes)} "
-                        f"nodes after {timeout:.0f}s"
-                    )
-                self.say(f"setup: {len(running)} pods running, {len(nodes)} nodes")
-                time.sleep(1)
+            with environment({**sb.env(), **quiet}):
+                ctx = load_function("provisioner").container.get()
+                deadline = time.monotonic() + timeout
+                while True:
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        provision(ctx)
+                    pods = admin.list_pods("default", label_selector=f"app={APP}")
+                    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+                    nodes = admin.list_nodes(label_selector=f"karpenter.sh/nodepool={NODEPOOL}")
+                    if len(running) == self.nodes * self.pods and len(nodes) >= self.nodes:
+                        return nodes
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"setup: {len(running)} of {self.nodes * self.pods} pods running on "
+                            f"{len(nodes)} nodes after {timeout:.0f}s"
+                        )
+                    self.say(f"setup: {len(running)} pods running, {len(nodes)} nodes")
+                    time.sleep(1)
         finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
             reset_connections()
 
     # ------------------------------------------------------------------ watches

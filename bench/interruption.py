@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import sys
 import time
 import uuid
@@ -31,6 +30,7 @@ from typing import Any
 from bench._report import print_figures, save
 from bench._storm import NOTICE_SECONDS, Storm
 from sandbox import events
+from sandbox.harness import environment
 
 # The storm's goals (issue 30).
 CORDON_GOAL_SECONDS = 30.0
@@ -79,20 +79,6 @@ def _foreign_mix(count: int) -> list[str]:
     return [m if isinstance(m := makers[i % len(makers)](i), str) else json.dumps(m) for i in range(count)]
 
 
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Any:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
-
-
 def _throughput(messages: int) -> dict[str, Any]:
     """The foreign mix through the real handler in batches of 10 (a warm container: the first batch
     connects and builds the clients, then is measured again with the rest)."""
@@ -101,7 +87,7 @@ def _throughput(messages: int) -> dict[str, Any]:
     quiet = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
     with (
         Sandbox(cluster_name="bench-interruption", boot_delay=0.1, init_delay=0.1) as sb,
-        _environment({**sb.env(), **quiet}),
+        environment({**sb.env(), **quiet}),
     ):
         sb.apply_crds()
         from nodewright.cluster import reset_connections

@@ -30,6 +30,22 @@ INVOCATION_SECONDS = 10.0  # each harness invocation loops this long (the real s
 
 
 @contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in the process environment (a function reads its settings from there), and
+    the environment as it was put back when the block ends: benches run inside test workers."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
 def quiet_functions() -> Iterator[None]:
     """The functions' JSON logs and EMF metrics would drown the story: keep warnings only.
 
@@ -39,19 +55,12 @@ def quiet_functions() -> Iterator[None]:
     function's EMF line failed."""
     from nodewright.observability import logger
 
-    quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
-    saved = {key: os.environ.get(key) for key in quiet}
     level = logger().log_level
-    os.environ.update(quiet)
     logger().setLevel("WARNING")
     try:
-        yield
+        with environment({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}):
+            yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         logger().setLevel(level)
 
 
