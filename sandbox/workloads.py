@@ -87,3 +87,47 @@ def deployment(name: str, replicas: int, pod_spec: dict[str, Any]) -> dict[str, 
             "template": {"metadata": {"labels": match}, "spec": pod_spec},
         },
     }
+
+
+def local_volume(claim: str, node: str, volume: str | None = None) -> list[dict[str, Any]]:
+    """A local PersistentVolume on ``node`` (its node affinity pins its pods there) bound to the
+    claim ``default/claim``, with the ``local`` StorageClass: StorageClass, PersistentVolume and
+    PersistentVolumeClaim, each with the status a bound pair has (a manifest bundle carries it; on
+    an API server the status is written through the status subresource)."""
+    volume = volume or f"{claim}-volume"
+    on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    return [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "local"},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local",
+                "local": {"path": "/mnt/disks/one"},
+                "claimRef": {"namespace": "default", "name": claim},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}},
+            },
+            "status": {"phase": "Bound"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": "default"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "10Gi"}},
+            },
+            "status": {"phase": "Bound"},
+        },
+    ]

@@ -17,6 +17,8 @@ import pytest
 import yaml
 from nodewright.cli import main
 
+from sandbox.workloads import local_volume
+
 ZONE = "us-west-2a"
 
 
@@ -353,55 +355,6 @@ def pool_docs(
     ]
 
 
-def local_volume_docs(claim: str, node: str) -> list[dict[str, Any]]:
-    """A local PersistentVolume on ``node`` (its node affinity), bound to the claim ``claim``."""
-    return [
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": "local"},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": f"{claim}-volume"},
-            "spec": {
-                "capacity": {"storage": "10Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "local",
-                "local": {"path": "/mnt/disks/one"},
-                "claimRef": {"namespace": "default", "name": claim},
-                "nodeAffinity": {
-                    "required": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-                                ]
-                            }
-                        ]
-                    }
-                },
-            },
-            "status": {"phase": "Bound"},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim, "namespace": "default"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "local",
-                "volumeName": f"{claim}-volume",
-                "resources": {"requests": {"storage": "10Gi"}},
-            },
-            "status": {"phase": "Bound"},
-        },
-    ]
-
-
 AGENT = {"agent": "100m"}
 INSTANCE_TYPES_MIN_3 = {
     "key": "node.kubernetes.io/instance-type",
@@ -480,7 +433,7 @@ CASES: dict[str, list[dict[str, Any]]] = {
         *pool_docs(ALL),
         *node_docs("a", "m5.xlarge", {"web-a": "500m"}, claim="data"),
         *node_docs("anchor", "m5.xlarge", {"pinned": "500m"}, pinned=True),
-        *local_volume_docs("data", "node-a"),
+        *local_volume("data", "node-a"),
     ],
     "a-replacement-below-min-values": [
         *pool_docs(ALL, requirements=(INSTANCE_TYPES_MIN_3,)),

@@ -55,6 +55,8 @@ from nodewright.settings import Settings
 from nodewright.state.pods import is_reschedulable
 from nodewright.state.world import observe
 
+from sandbox.workloads import local_volume
+
 REGION = "us-west-2"
 ZONES = ("us-west-2a", "us-west-2b")
 ALLOCATABLE = {
@@ -323,62 +325,24 @@ class RandomCluster:
 
     def local_volume(self, node: str, name: str) -> str:
         """A local PersistentVolume on ``node``, bound to a new claim; the claim's name."""
-        if not self.cluster.list(STORAGE_CLASSES):
-            self.cluster.create(
-                STORAGE_CLASSES,
-                {
-                    "metadata": {"name": "local"},
-                    "provisioner": "kubernetes.io/no-provisioner",
-                    "volumeBindingMode": "WaitForFirstConsumer",
-                },
-            )
         claim = f"{name}-data"
-        self.cluster.create(
-            PERSISTENT_VOLUMES,
-            {
-                "metadata": {"name": f"{name}-volume"},
-                "spec": {
-                    "capacity": {"storage": "10Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "local",
-                    "local": {"path": "/mnt/disks/one"},
-                    "claimRef": {"namespace": "default", "name": claim},
-                    "nodeAffinity": {
-                        "required": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-                                    ]
-                                }
-                            ]
-                        }
-                    },
-                },
-            },
-        )
-        self.cluster.patch(
-            PERSISTENT_VOLUMES, f"{name}-volume", {"status": {"phase": "Bound"}}, subresource="status"
-        )
-        self.cluster.create(
-            PERSISTENT_VOLUME_CLAIMS,
-            {
-                "metadata": {"name": claim, "namespace": "default"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "local",
-                    "volumeName": f"{name}-volume",
-                    "resources": {"requests": {"storage": "10Gi"}},
-                },
-            },
-        )
-        self.cluster.patch(
-            PERSISTENT_VOLUME_CLAIMS,
-            claim,
-            {"status": {"phase": "Bound"}},
-            namespace="default",
-            subresource="status",
-        )
+        kinds = {"StorageClass": STORAGE_CLASSES, "PersistentVolume": PERSISTENT_VOLUMES}
+        kinds["PersistentVolumeClaim"] = PERSISTENT_VOLUME_CLAIMS
+        for doc in local_volume(claim, node, f"{name}-volume"):
+            resource = kinds[doc["kind"]]
+            if resource is STORAGE_CLASSES and self.cluster.list(STORAGE_CLASSES):
+                continue
+            namespace = doc["metadata"].get("namespace")
+            status = doc.pop("status", None)
+            self.cluster.create(resource, doc, namespace=namespace)
+            if status is not None:
+                self.cluster.patch(
+                    resource,
+                    doc["metadata"]["name"],
+                    {"status": status},
+                    namespace=namespace,
+                    subresource="status",
+                )
         return claim
 
     def quiet_for_an_hour(self) -> None:
