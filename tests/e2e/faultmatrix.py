@@ -61,6 +61,21 @@ def settle(rig: Rig, replicas: int, *, rounds: int = 10) -> None:
     assert not final, [str(v) for v in final]
 
 
+def reports(rig: Rig, function: str = "disruption", *, last: int = 6) -> list[dict[str, Any]]:
+    """What the last ``last`` invocations of ``function`` in this scenario said they did (its
+    handler's answer: what it removed, held and why, the commands it started or followed), or how
+    they ended: for a failure's message, so that it says what the function decided."""
+    keys = ("disrupted", "held", "decisions", "commands", "leaseSkipped")
+    said = []
+    for o in [o for o in rig.functions.outcomes if o.function == function][-last:]:
+        if o.killed_at or not o.ok:
+            said.append({"killedAt": o.killed_at} if o.killed_at else {"error": o.error})
+        else:
+            result = o.result if isinstance(o.result, dict) else {"result": o.result}
+            said.append({k: v for k, v in result.items() if k in keys and v} or {"did": "nothing"})
+    return said
+
+
 def instances(rig: Rig) -> list[dict[str, Any]]:
     return rig.observe().instances
 

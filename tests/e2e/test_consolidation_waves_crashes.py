@@ -6,14 +6,16 @@ process-global, so the rig cannot share a process-wide sandbox with
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
-from faultmatrix import APP, running, settle, start
+from faultmatrix import APP, reports, running, scale, settle, start
 from nodewright.api import labels
 from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, NODES
 from nodewright.disruption import execute
 
+from sandbox.reliability import Observation, running_pods
 from sandbox.workloads import DEPLOYMENTS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("consolidation-waves-crashes")]
@@ -28,12 +30,32 @@ WAVE_POINTS = [
 ]
 
 
+def layout(rig: Any, seen: Observation | None = None) -> list[tuple[str, int]]:
+    """Each node's instance type and how many inflate pods run on it (not counting deleting ones)."""
+    seen = seen or rig.observe()
+    on = Counter(p["spec"].get("nodeName") for p in running_pods(seen, APP))
+    kinds = {n["metadata"]["name"]: n["metadata"]["labels"].get(labels.INSTANCE_TYPE) for n in seen.nodes}
+    return sorted((kind or "?", on[name]) for name, kind in kinds.items())
+
+
+def workload(seen: Observation) -> list[dict[str, Any]]:
+    """The inflate pods in any state: pending, running, deleting."""
+    return [p for p in seen.pods if APP.items() <= (p["metadata"].get("labels") or {}).items()]
+
+
+def one_pod_on_each(rig: Any) -> bool:
+    """Four m5.2xlarge nodes, none going, each running one inflate pod; no inflate pod besides."""
+    seen = rig.observe()
+    going = any(n["metadata"].get("deletionTimestamp") for n in seen.nodes)
+    return not going and len(workload(seen)) == 4 and layout(rig, seen) == [("m5.2xlarge", 1)] * 4
+
+
 @pytest.mark.parametrize("point", WAVE_POINTS)
 def test_a_wave_killed_at_any_step_of_its_command_converges(rig: Any, point: str) -> None:
     """Four m5.2xlarge nodes with one 1-CPU pod each (made by a required hostname anti-affinity, then
-    a rollout without it); the wave replaces them by cheaper nodes in one command. The disruption
-    function is killed at ``point``; the fault matrix's rounds then run on, and in the end the pods
-    run on fewer, cheaper nodes with every invariant held (no leak, no NodeClaim without an
+    the pods recreated without it); the wave replaces them by cheaper nodes in one command. The
+    disruption function is killed at ``point``; the fault matrix's rounds then run on, and in the end
+    the pods run on fewer, cheaper nodes with every invariant held (no leak, no NodeClaim without an
     instance, every pod placed). Uses the fault matrix's rig (``conftest.rig``)."""
     types = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large", "m5.xlarge", "m5.2xlarge"]}
     apart = {
@@ -57,20 +79,31 @@ def test_a_wave_killed_at_any_step_of_its_command_converges(rig: Any, point: str
         },
         namespace="default",
     )
-    assert rig.converge(lambda: running(rig, 4) and len(rig.admin.list(NODES)) == 4, rounds=12)
-    # Fragmented: the same pods free to move, one per node; then consolidation is switched on.
+    assert rig.converge(lambda: one_pod_on_each(rig), rounds=12), layout(rig)
+    # Fragmented: the same pods free to move, one per node. Not by a rollout: while the old pods
+    # terminate, their required anti-affinity keeps the new ones (which it matches) off their nodes
+    # (kube-scheduler checks the existing pods' anti-affinity too), so the new pods crowd onto the
+    # nodes freed first: all four on one node was seen, which leaves no wave to make. The pods go
+    # first and come back without the constraint; least-allocated scoring puts one on each node.
     rig.admin.patch(
         DEPLOYMENTS,
         "inflate",
-        {"spec": {"template": {"spec": {"affinity": None, "nodeSelector": None}}}},
+        {"spec": {"replicas": 0, "template": {"spec": {"affinity": None, "nodeSelector": None}}}},
         namespace="default",
     )
-    assert rig.converge(lambda: running(rig, 4) and rig.pods(APP) == (4, 0), rounds=6)
+    assert rig.converge(lambda: not workload(rig.observe()), rounds=6), layout(rig)
+    scale(rig, 4)
+    assert rig.converge(lambda: one_pod_on_each(rig), rounds=6), layout(rig)
     switched_on = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}  # the wave takes all four
     rig.admin.patch(NODEPOOLS, "default", {"spec": {"disruption": switched_on}})
 
+    del rig.crashes.killed[point]  # counted from its arming (``faultmatrix.kill_each``)
     rig.crashes.arm(point)
-    assert rig.converge(lambda: rig.crashes.killed[point] > 0, rounds=20), f"no invocation reached {point}"
+    assert rig.converge(lambda: rig.crashes.killed[point] > 0, rounds=20), (
+        f"no invocation reached {point}",
+        layout(rig),
+        reports(rig),
+    )
     rig.crashes.disarm()
     commands = [
         (c["metadata"].get("annotations") or {}).get(execute.COMMAND_ANNOTATION)
