@@ -21,10 +21,11 @@ per pass and takes as much of the answer as the budgets allow:
    ``Balanced``. A candidate the wave does not save on (its pods' share of the new nodes, at their
    worst launch prices, costs as much as it does: a well-filled node, the partly filled big node
    the last wave left, a spot node whose replacement may launch at its own price) gives its place
-   to the next in the order, and the wave is asked again (``REFINE_ROUNDS``); the first wave that
-   saves on every node it takes is the answer, never one that replaces a node for nothing. Else
-   the longest such prefix (binary search) is, at least ``WAVE_MIN`` nodes; below that Karpenter's
-   multi- and single-node methods take over.
+   to the next in the order, and the wave is asked again (``REFINE_ROUNDS``, down to a single
+   node); the answer that saves the most wins, and when that is a single node, the waves with the
+   others were churn: it is left to single-node consolidation. When no full wave passes, the
+   longest passing prefix (binary search) does, at least ``WAVE_MIN`` nodes; below that
+   Karpenter's multi- and single-node methods take over.
 
 The command runs as every replace runs (``execute``): candidates tainted, replacements launched
 and initialized before any drain, PDBs and do-not-disrupt held by the drain, abandoned cleanly when
@@ -101,32 +102,37 @@ def wave(
 
     # Refine: a candidate the wave itself does not save on (its pods cost as much on the new nodes
     # as it does: a well-filled node, the partly filled big node the last wave left, or a spot node
-    # replaced by its own type) makes room for the next one in the order. A wave that holds such a
-    # candidate is never the answer: replacing that node is churn, not saving (Karpenter replaces a
-    # node only by one strictly cheaper for it).
+    # whose replacement may launch at its own price) makes room for the next one in the order, and
+    # the wave that saves the most wins. Even a single node left is asked: when it saves more than
+    # every wave, the others were churn, and the node is single-node consolidation's (Karpenter
+    # replaces a node only by one strictly cheaper for it).
     dropped: set[str] = set()
     chosen = _within_budget(ranked, room)
+    best: Command | None = None
     for _ in range(REFINE_ROUNDS):
-        if len(chosen) < WAVE_MIN or consolidation.search_clock() >= stop:
+        smallest = WAVE_MIN if best is None else 1  # a refined wave is asked down to one node
+        if len(chosen) < smallest or consolidation.search_clock() >= stop:
             break
         command = ask(chosen)
         if command is None:
             break
+        if best is None or command.savings > best.savings:
+            best = command
         losers = _not_saving(command, requests)
         if not losers:
-            return command
+            break
         dropped |= losers
         chosen = _within_budget([c for c in ranked if c.name not in dropped], room)
-    # The longest prefix of the ranked wave (without the candidates found not saved on) that one
-    # command removes at a saving on each of its nodes (Balanced: that its score approves), by
-    # binary search as Karpenter's multi-node searches its prefixes.
-    chosen = _within_budget([c for c in ranked if c.name not in dropped], room)
-    best: Command | None = None
+    if best is not None:
+        return best if len(best.candidates) >= WAVE_MIN else None
+    # The longest prefix of the ranked wave that one command removes at a saving (Balanced: that
+    # its score approves), by binary search as Karpenter's multi-node searches its prefixes.
+    chosen = _within_budget(ranked, room)
     low, high = WAVE_MIN, len(chosen) - 1
     while low <= high and consolidation.search_clock() < stop:
         size = (low + high) // 2
         command = ask(chosen[:size])
-        if command is not None and not _not_saving(command, requests):
+        if command is not None:
             best, low = command, size + 1
         else:
             high = size - 1
