@@ -661,3 +661,53 @@ def test_consolidatable_follows_consolidate_after_since_the_last_pod_event(env) 
     cluster.objects["NodePool"]["default"]["spec"]["disruption"]["consolidateAfter"] = "Never"
     one_pass(ctx)
     assert condition(cluster, "a", "Consolidatable") is None, "consolidation disabled"
+
+
+def test_a_commands_replacement_is_not_removed_as_empty_when_the_command_drains(env) -> None:
+    """The demo's part four: the replacement came up empty (the candidates' pods move to it only as
+    they drain) and was past consolidateAfter and the nomination wait by the time the command
+    drained, so the same pass removed it as Empty. While the command's candidates are there, it is
+    neither emptiness's nor consolidation's."""
+    from datetime import timedelta
+
+    ctx, cluster, cloud = env
+    add_node(cluster, "a", "m5.xlarge")
+    add_node(cluster, "b", "m5.xlarge")
+    add_pod(cluster, "web-1", "node-a")
+    add_pod(cluster, "web-2", "node-b")
+    assert pass_after_validation(ctx).decisions
+    [request] = cloud.requests
+    replacement = cluster.objects["NodeClaim"][request.nodeclaim_name]
+    initialized = ctx.clock.now() - timedelta(seconds=consolidation.NOMINATION_SECONDS + 10)
+    replacement["status"]["conditions"].append(
+        {"type": "Initialized", "status": "True", "lastTransitionTime": objects.format_time(initialized)}
+    )
+    replacement["status"]["nodeName"] = f"node-{request.nodeclaim_name}"
+    cluster.add(
+        "Node",
+        {
+            "metadata": {
+                "name": f"node-{request.nodeclaim_name}",
+                "labels": dict(replacement["metadata"]["labels"]),
+                "finalizers": ["karpenter.sh/termination"],
+            },
+            "spec": {"providerID": replacement["status"]["providerID"]},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+            },
+        },
+    )
+
+    for _ in range(2):  # the pass that drains the candidates, then one while they drain
+        report = one_pass(ctx)
+        assert not objects.is_deleting(cluster.objects["NodeClaim"][request.nodeclaim_name])
+        assert report.disrupted == []
+        assert report.held[request.nodeclaim_name].startswith("replacement for a, b"), report.held
+    assert all(objects.is_deleting(cluster.objects["NodeClaim"][n]) for n in ("a", "b"))
+    # A pod of theirs has landed: a replacement with pods is no consolidation candidate either yet.
+    add_pod(cluster, "web-1-moved", f"node-{request.nodeclaim_name}")
+    world = observe(ctx)
+    found, why_not = consolidation.candidates(world, nodepools.triage(world).usable, {}, ignore_waits=True)
+    assert request.nodeclaim_name not in {c.name for c in found}
+    assert why_not[request.nodeclaim_name].startswith("replacement for a, b"), why_not

@@ -147,6 +147,34 @@ def test_only_pods_a_drain_would_move_make_a_node_busy() -> None:
     ]
 
 
+@pytest.mark.parametrize("candidate", ["tainted", "draining", "gone"])
+def test_a_replacement_stays_while_its_commands_candidates_are_there(candidate: str) -> None:
+    """A command's replacement is empty until the drain moves the candidates' pods onto it, which
+    may be long after consolidateAfter and the nomination wait (the validation, the launch, the
+    initialization): while any of the command's candidates is there, tainted or draining, emptiness
+    leaves it be (Karpenter never disrupts a node nominated for pods); once they are gone, it is an
+    empty node like any other."""
+    from nodewright.disruption.execute import COMMAND_ANNOTATION, REPLACEMENTS_ANNOTATION
+
+    old = nodeclaim("old", deleting=candidate == "draining")
+    old["metadata"]["annotations"] = {
+        COMMAND_ANNOTATION: "c0ffee00 Underutilized repack 2026-12-03T11:58:00Z",
+        REPLACEMENTS_ANNOTATION: "new",
+    }
+    new = nodeclaim("new", age=timedelta(minutes=2), initialized=timedelta(seconds=NOMINATION_SECONDS + 40))
+    claims = [new] if candidate == "gone" else [old, new]
+    pods = [] if candidate == "gone" else [pod("web", "old")]
+
+    pool = nodepool(policy="WhenEmptyOrUnderutilized", after="10s", budgets=[{"nodes": "100%"}])
+    decision = run(claims, pods, pools=[pool])
+
+    if candidate == "gone":
+        assert removed(decision) == [("new", EMPTY)]
+    else:
+        assert removed(decision) == []
+        assert "replacement" in decision.held["new"], decision.held
+
+
 @pytest.mark.parametrize(
     ("policy", "after", "expected"),
     [

@@ -20,6 +20,7 @@ from test_disruption_consolidation import (
     pass_after_validation,
     pass_after_validation_or_none,
 )
+from test_scheduling_support import catalog
 
 __all__ = ["env"]
 
@@ -220,3 +221,65 @@ def test_a_wave_that_saves_a_hair_keeps_every_replacements_cheapest_type() -> No
     assert verdict.command is not None, verdict.why_not
     assert [[o.name for o in r.instance_types] for r in verdict.command.replacements] == [["big"], ["tiny"]]
     assert verdict.command.price_after < verdict.command.price_before
+
+
+def _spot_pool(cluster: FakeCluster) -> dict[str, Any]:
+    """A second NodePool, ``batch``: spot m5.large only (the demo's batch-jobs)."""
+    pool = copy.deepcopy(NODEPOOL)
+    pool["metadata"] = {"name": "batch", "uid": "batch-uid"}
+    pool["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+    ]
+    cluster.add("NodePool", pool)
+    return pool
+
+
+def _move(cluster: FakeCluster, name: str, *, pool: str, zone: str) -> None:
+    """Put the NodeClaim ``name`` (and its Node) in ``pool`` and ``zone``."""
+    for kind, key in (("NodeClaim", name), ("Node", f"node-{name}")):
+        found = cluster.objects[kind][key]["metadata"]["labels"]
+        found.update({"karpenter.sh/nodepool": pool, "topology.kubernetes.io/zone": zone})
+
+
+def _pin(cluster: FakeCluster, pod: str, pool: str) -> None:
+    cluster.objects["Pod"][pod]["spec"]["nodeSelector"] = {"karpenter.sh/nodepool": pool}
+
+
+def test_a_wave_never_replaces_a_node_it_does_not_save_on(env: Env) -> None:
+    """The demo's part four: an underused on-demand m5.2xlarge (``big``) and a well-filled spot
+    m5.large (``batch``, in the dearer of two zones). The whole-cluster repack prices batch's pod
+    at the cheapest zone's spot price, so batch shows waste; but its replacement may launch in
+    either zone, and at its worst launch price (what the command's saving counts) it is no
+    cheaper than batch: replacing it is churn. Only big is replaced; batch stays."""
+    import dataclasses
+
+    from nodewright.scheduling import Offering
+
+    ctx, cluster, cloud = env
+    m5_large_spot = {"us-west-2a": 0.030, "us-west-2b": 0.040}
+
+    def spot(t: Any, zone: str) -> Offering:
+        price = m5_large_spot[zone] if t.name == "m5.large" else round(t.offerings[0].price * 0.4, 4)
+        return Offering(zone, "spot", price)
+
+    cloud.types = [
+        dataclasses.replace(t, offerings=(*t.offerings, *(spot(t, zone) for zone in m5_large_spot)))
+        for t in catalog(spot=False, zones=tuple(m5_large_spot))
+    ]
+    batch_pool = _spot_pool(cluster)
+    add_node(cluster, "big", "m5.2xlarge")
+    add_pod(cluster, "report-api", "node-big")
+    _pin(cluster, "report-api", "default")
+    add_node(cluster, "batch", "m5.large", pool=batch_pool, capacity_type="spot")
+    _move(cluster, "batch", pool="batch", zone="us-west-2b")
+    add_pod(cluster, "batch-pod", "node-batch", cpu="1500m")
+    _pin(cluster, "batch-pod", "batch")
+
+    report = pass_after_validation_or_none(ctx)
+
+    [decision] = report.decisions
+    assert decision.nodeclaims == ["big"], decision.description
+    assert decision.description.startswith("Underutilized, replacing 1 node (m5.2xlarge) with ")
+    assert not objects.has_taint(cluster.objects["Node"]["node-batch"], "karpenter.sh/disrupted")
+    assert [r.nodepool_name for r in cloud.requests] == ["default"]

@@ -9,7 +9,9 @@ are planned with every pending pod, so a command never takes room those pods nee
 **Candidates** (``candidates``) — Karpenter v1's rules, each failing one a "why not":
 
 * an initialized NodeClaim of a usable NodePool, with a Node, not being deleted, not already part
-  of a command (the ``karpenter.sh/disrupted`` taint);
+  of a command (the ``karpenter.sh/disrupted`` taint), not the replacement of a command whose
+  candidates are still there (``execute.replacements_in_flight``: their pods are on their way to
+  it, as Karpenter's nominated nodes are no candidates);
 * the NodePool's ``consolidationPolicy`` is ``WhenEmptyOrUnderutilized`` and ``consolidateAfter``
   (not Never) has passed since the NodeClaim's last pod event and at least ``NOMINATION_SECONDS``
   since it was initialized (pods the provisioner nominated to it have bound by then);
@@ -64,7 +66,8 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import labels
 from nodewright.api.models import INITIALIZED, NodePool
 from nodewright.cluster import objects
-from nodewright.disruption.decide import NODE_DO_NOT_DISRUPT, pod_do_not_disrupt
+from nodewright.disruption.decide import NODE_DO_NOT_DISRUPT, pod_do_not_disrupt, replacement_held
+from nodewright.disruption.execute import replacements_in_flight
 from nodewright.state import nodepools
 from nodewright.state.cost import disruption_cost
 from nodewright.state.pods import as_pending, is_currently_reschedulable, is_disruptable, is_reschedulable
@@ -194,6 +197,7 @@ def candidates(
     found: list[Candidate] = []
     why_not: dict[str, str] = {}
     now = world.taken_at
+    replacing = replacements_in_flight(world.nodeclaims)
     for claim in world.nodeclaims:
         name, pool_name = objects.name_of(claim), nodepool_name(claim)
         pool = pools.get(pool_name)
@@ -204,6 +208,9 @@ def candidates(
             continue
         if objects.has_taint(node, labels.DISRUPTED_TAINT_KEY):
             continue  # part of a command already (or being terminated)
+        if name in replacing:
+            why_not[name] = replacement_held(replacing[name])
+            continue
         initialized = _initialized_at(claim)
         if initialized is None:
             continue

@@ -15,7 +15,9 @@ Karpenter v1's rules for the two methods built so far, in the order they run:
   pods (a DaemonSet's or mirror pod's counts too, as in Karpenter; a duration holds the node only
   until it elapses, and the pass comes back then), and no pod event for ``consolidateAfter`` —
   and for at least ``NOMINATION_SECONDS`` since it was initialized, so pods the provisioner planned
-  onto a new node have time to bind — is removed, as many per NodePool as its budgets allow.
+  onto a new node have time to bind — is removed, as many per NodePool as its budgets allow. A
+  replacement of a command in flight is not, while that command's candidates are still there
+  (``execute.replacements_in_flight``): their pods move to it as they drain.
 
 **Budgets** (``spec.disruption.budgets``): each one's ``nodes`` (a count, or a percentage of the
 NodePool's nodes, rounded up) applies while its schedule window is open (``schedule`` cron in UTC
@@ -42,6 +44,7 @@ from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
 from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, Budget, NodePool
 from nodewright.cluster import objects
+from nodewright.disruption.execute import replacements_in_flight
 from nodewright.state.nodepools import is_static
 from nodewright.state.pods import (
     FOREVER,
@@ -163,6 +166,7 @@ def decide(
         if bound := node_name(pod):
             on_node[bound].append(pod)
     live = [c for c in nodeclaims if not objects.is_deleting(c)]
+    replacing = replacements_in_flight(nodeclaims)
 
     expired = set()
     for claim in sorted(live, key=_created_order):
@@ -187,6 +191,9 @@ def decide(
         initialized = _initialized_at(claim)
         if initialized is None:  # the provisioner's lifecycle has not seen it ready yet
             held[name] = "empty, but not initialized yet"
+            continue
+        if name in replacing:
+            held[name] = replacement_held(replacing[name])
             continue
         if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
             held[name] = NODE_DO_NOT_DISRUPT
@@ -224,6 +231,11 @@ def decide(
             if room is not None:
                 room -= 1
     return Decision(disrupt, held, next_check)
+
+
+def replacement_held(candidates: list[str]) -> str:
+    """Why a replacement of a command in flight stays (``execute.replacements_in_flight``)."""
+    return f"replacement for {', '.join(candidates)}: their pods move here as they drain"
 
 
 def budget_room(

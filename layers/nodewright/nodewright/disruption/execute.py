@@ -36,6 +36,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -240,6 +241,21 @@ def nodes_in_commands(world: World) -> set[str]:
         and not objects.is_deleting(claim)
         and (node := world.node_of(claim)) is not None
     }
+
+
+def replacements_in_flight(nodeclaims: Iterable[Obj]) -> dict[str, list[str]]:
+    """Replacement NodeClaim → the candidates of its command that are still there (tainted, or
+    deleting while they drain): their pods are on their way to it, so it is no node to disrupt
+    yet, however empty it looks (Karpenter never disrupts a node nominated for pods). Once its
+    candidates are gone it is a node like any other."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for claim in nodeclaims:
+        annotations = objects.annotations_of(claim)
+        if COMMAND_ANNOTATION not in annotations:
+            continue
+        for name in filter(None, (annotations.get(REPLACEMENTS_ANNOTATION) or "").split(",")):
+            found[name].append(objects.name_of(claim))
+    return {name: sorted(candidates) for name, candidates in found.items()}
 
 
 def release_orphans(ctx: Context, world: World) -> list[str]:

@@ -18,11 +18,14 @@ per pass and takes as much of the answer as the budgets allow:
    command is (``consolidation.evaluate`` with several replacements: every pod finds a place and
    none on a node not yet initialized, the new nodes together strictly cheaper at their worst
    launch prices, the price-improvement threshold, spot-to-spot, minValues), and scored by
-   ``Balanced``. A candidate the wave does not save on (its pods' share of the new nodes costs as
-   much as it does: a well-filled node, or the partly filled big node the last wave left) gives
-   its place to the next in the order, and the wave is asked again (``REFINE_ROUNDS``); the best
-   answer wins. When no full wave passes, the longest passing prefix (binary search) does, at
-   least ``WAVE_MIN`` nodes; below that Karpenter's multi- and single-node methods take over.
+   ``Balanced``. A candidate the wave does not save on (its pods' share of the new nodes, at their
+   worst launch prices, costs as much as it does: a well-filled node, the partly filled big node
+   the last wave left, a spot node whose replacement may launch at its own price) gives its place
+   to the next in the order, and the wave is asked again (``REFINE_ROUNDS``, down to a single
+   node); the answer that saves the most wins, and when that is a single node, the waves with the
+   others were churn: it is left to single-node consolidation. When no full wave passes, the
+   longest passing prefix (binary search) does, at least ``WAVE_MIN`` nodes; below that
+   Karpenter's multi- and single-node methods take over.
 
 The command runs as every replace runs (``execute``): candidates tainted, replacements launched
 and initialized before any drain, PDBs and do-not-disrupt held by the drain, abandoned cleanly when
@@ -98,13 +101,17 @@ def wave(
         return command
 
     # Refine: a candidate the wave itself does not save on (its pods cost as much on the new nodes
-    # as it does: a well-filled node, or the partly filled big node the last wave left) makes room
-    # for the next one in the order.
+    # as it does: a well-filled node, the partly filled big node the last wave left, or a spot node
+    # whose replacement may launch at its own price) makes room for the next one in the order, and
+    # the wave that saves the most wins. Even a single node left is asked: when it saves more than
+    # every wave, the others were churn, and the node is single-node consolidation's (Karpenter
+    # replaces a node only by one strictly cheaper for it).
     dropped: set[str] = set()
     chosen = _within_budget(ranked, room)
     best: Command | None = None
     for _ in range(REFINE_ROUNDS):
-        if len(chosen) < WAVE_MIN or consolidation.search_clock() >= stop:
+        smallest = WAVE_MIN if best is None else 1  # a refined wave is asked down to one node
+        if len(chosen) < smallest or consolidation.search_clock() >= stop:
             break
         command = ask(chosen)
         if command is None:
@@ -117,7 +124,7 @@ def wave(
         dropped |= losers
         chosen = _within_budget([c for c in ranked if c.name not in dropped], room)
     if best is not None:
-        return best
+        return best if len(best.candidates) >= WAVE_MIN else None
     # The longest prefix of the ranked wave that one command removes at a saving (Balanced: that
     # its score approves), by binary search as Karpenter's multi-node searches its prefixes.
     chosen = _within_budget(ranked, room)
@@ -134,10 +141,14 @@ def wave(
 
 def _not_saving(command: Command, requests: Mapping[str, Mapping[str, int]]) -> set[str]:
     """The candidates of ``command`` whose pods' share of the new nodes costs at least their price
-    (pods that go to nodes that stay cost nothing)."""
+    (pods that go to nodes that stay cost nothing). A new node is charged at its worst launch price,
+    as the command's saving counts it: the repack's likely price (its cheapest offering) would call
+    a spot node in a dear zone "saved" by a replacement that may launch in that zone again."""
+    from nodewright.disruption.consolidation import worst_launch_price
+
     charge: dict[str, float] = {}
     for claim in command.replacements:
-        charge.update(_shares(claim, requests))
+        charge.update(_shares(claim, requests, worst_launch_price(claim)))
     return {
         c.name
         for c in command.candidates
@@ -172,11 +183,12 @@ def _charges(plan: Plan, requests: Mapping[str, Mapping[str, int]]) -> dict[str,
     with no place: charged nothing, so its node shows no waste unless the rest of it is empty)."""
     charges: dict[str, float] = {}
     for claim in plan.new_claims:
-        charges.update(_shares(claim, requests))
+        charges.update(_shares(claim, requests, claim.price))
     return charges
 
 
-def _shares(claim: NewClaim, requests: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+def _shares(claim: NewClaim, requests: Mapping[str, Mapping[str, int]], price: float) -> dict[str, float]:
+    """Pod → its share of ``price`` (the new node's), in proportion to the dominant share it takes."""
     totals: dict[str, int] = {}
     for key in claim.pods:
         for name, value in requests.get(key, {}).items():
@@ -190,8 +202,8 @@ def _shares(claim: NewClaim, requests: Mapping[str, Mapping[str, int]]) -> dict[
     }
     whole = sum(weights.values())
     if whole <= 0:
-        return {key: claim.price / len(claim.pods) for key in claim.pods} if claim.pods else {}
-    return {key: claim.price * weight / whole for key, weight in weights.items()}
+        return {key: price / len(claim.pods) for key in claim.pods} if claim.pods else {}
+    return {key: price * weight / whole for key, weight in weights.items()}
 
 
 def rank(candidate: Candidate, waste: float, totals: Mapping[str, balanced.Totals]) -> float:
