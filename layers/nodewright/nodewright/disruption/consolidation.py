@@ -66,7 +66,12 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import labels
 from nodewright.api.models import INITIALIZED, NodePool
 from nodewright.cluster import objects
-from nodewright.disruption.decide import NODE_DO_NOT_DISRUPT, pod_do_not_disrupt, replacement_held
+from nodewright.disruption.decide import (
+    NODE_DO_NOT_DISRUPT,
+    NOMINATION_SECONDS,
+    pod_do_not_disrupt,
+    replacement_held,
+)
 from nodewright.disruption.execute import replacements_in_flight
 from nodewright.state import nodepools
 from nodewright.state.cost import disruption_cost
@@ -88,7 +93,6 @@ SPOT_TO_SPOT_MIN_TYPES = 15
 VALIDATION_SECONDS = 15.0
 MULTI_NODE_SECONDS = 20.0  # Karpenter: 1 min; a Lambda pass must leave time for the rest
 SINGLE_NODE_SECONDS = 20.0  # Karpenter: 3 min
-NOMINATION_SECONDS = 20.0
 # What the methods' time limits (MULTI_NODE_SECONDS, SINGLE_NODE_SECONDS, repack.WAVE_SECONDS) are
 # counted on: wall time, as a Lambda's invocation is; ``bench consolidation`` counts CPU seconds
 # instead, as a Lambda's dedicated core would give them, so a shared machine's load does not cut

@@ -68,6 +68,8 @@ def pod_do_not_disrupt(pod: str) -> str:
     return f'Pod has "{labels.DO_NOT_DISRUPT}" annotation (Pod={pod})'
 
 
+# Karpenter's nomination window: a node just initialized may have been planned for pods still on
+# their way (the disruption flow's emptiness and consolidation both wait it out).
 NOMINATION_SECONDS = 20.0
 
 
