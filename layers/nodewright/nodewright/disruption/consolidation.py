@@ -81,6 +81,8 @@ from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.scheduling import NewClaim
+    from nodewright.scheduling.requirements import Requirements
+    from nodewright.scheduling.results import CandidateType
     from nodewright.state.interfaces import Obj
     from nodewright.state.snapshot import Simulation
 
@@ -423,15 +425,7 @@ def _cheaper(
     may_be_spot = capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
     reserved = any(x.capacity_type == labels.CAPACITY_TYPE_RESERVED for o in options for x in o.offerings)
     if spot_to_spot or (may_be_spot and not reserved and any(_has_spot(o) for o in options)):
-        spot = Requirement(labels.CAPACITY_TYPE, False, frozenset({labels.CAPACITY_TYPE_SPOT}))
-        requirements = requirements.with_requirement(spot)
-        options = [
-            dataclasses.replace(
-                o, offerings=tuple(x for x in o.offerings if x.capacity_type == labels.CAPACITY_TYPE_SPOT)
-            )
-            for o in options
-        ]
-        options = [o for o in options if o.offerings]
+        requirements, options = _pinned_to_spot(requirements, options)
     if len(chosen) > 1:
         limit = min(limit, *(_same_type_limit(chosen, o.name) for o in options))
     options = sorted((o for o in options if _worst(o) < limit), key=lambda o: (_worst(o), o.name))
@@ -456,6 +450,23 @@ def _cheaper(
         requirements=requirements.with_requirement(Requirement(labels.INSTANCE_TYPE, False, names)),
     )
     return Verdict(Command(reason, method, chosen, [replacement]))
+
+
+def _pinned_to_spot(
+    requirements: Requirements, options: list[CandidateType]
+) -> tuple[Requirements, list[CandidateType]]:
+    """A replacement launched only as spot: its requirements pinned to spot, and each type keeping
+    its spot offerings (a type without any dropped)."""
+    from nodewright.scheduling.requirements import Requirement
+
+    spot = Requirement(labels.CAPACITY_TYPE, False, frozenset({labels.CAPACITY_TYPE_SPOT}))
+    pinned = [
+        dataclasses.replace(
+            o, offerings=tuple(x for x in o.offerings if x.capacity_type == labels.CAPACITY_TYPE_SPOT)
+        )
+        for o in options
+    ]
+    return requirements.with_requirement(spot), [o for o in pinned if o.offerings]
 
 
 def _cheaper_set(
@@ -487,15 +498,7 @@ def _cheaper_set(
         if all_spot and (capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)):
             if not spot_to_spot_gate:
                 return Verdict(None, SPOT_TO_SPOT_DISABLED)
-            spot = Requirement(labels.CAPACITY_TYPE, False, frozenset({labels.CAPACITY_TYPE_SPOT}))
-            requirements = requirements.with_requirement(spot)
-            options = [
-                dataclasses.replace(
-                    o, offerings=tuple(x for x in o.offerings if x.capacity_type == labels.CAPACITY_TYPE_SPOT)
-                )
-                for o in options
-            ]
-            options = [o for o in options if o.offerings]
+            requirements, options = _pinned_to_spot(requirements, options)
         options = sorted(options, key=lambda o: (_worst(o), o.name))
         if not options:
             return Verdict(None, "can't replace with cheaper nodes")
