@@ -593,7 +593,9 @@ def test_a_replacement_that_cannot_launch_abandons_the_command_untainted_with_an
 
 def forget_unavailable_offerings(sb: Any) -> None:
     """Drop the offerings the product marked unavailable after an ICE (for 3 minutes, in the state
-    table), so the module's next test can launch them again."""
+    table and in the memory of the function container that marked them), so the module's next test
+    can launch them again and the disruption function prices its replacements with them."""
+    from nodewright.cloud.provider import CloudProvider
     from nodewright.cloud.state import UNAVAILABLE_PK
 
     ddb = sb.aws_client("dynamodb")
@@ -608,6 +610,11 @@ def forget_unavailable_offerings(sb: Any) -> None:
             ddb.delete_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})
     finally:
         ddb.close()
+    # The container that launched also keeps its own marks for those 3 minutes
+    # (CloudProvider.unavailable_offerings): here the disruption function's, whose consolidation
+    # otherwise finds no cheaper type for a later test's node. The functions' next invocations start
+    # in new containers (the instance catalog stays primed), which know only the state table's marks.
+    CloudProvider._shared.clear()
 
 
 # --- deletion by hand and of a NodePool --------------------------------------------------------------
@@ -759,12 +766,14 @@ def test_a_do_not_disrupt_duration_protects_its_node_until_it_elapses_then_conso
     assert [d for r in held for d in r["decisions"]] == []
     assert any(labels.DO_NOT_DISRUPT in why for why in held[-1]["held"].values()), held[-1]["held"]
     decided_after = None
+    after: list[dict[str, Any]] = []
     deadline = time.monotonic() + 90
     while decided_after is None:
         if time.monotonic() > deadline:
-            pytest.fail("no consolidation within 90 s of the protection's end")
+            pytest.fail(f"no consolidation within 90 s of the protection's end; last reports: {after[-3:]}")
         provision(seconds=1)
         report = disrupt()
+        after.append(report)
         if report["decisions"]:
             decided_after = datetime.now(UTC)
     assert decided_after >= until, "consolidation acted only once the duration had elapsed"
