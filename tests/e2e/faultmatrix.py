@@ -33,11 +33,13 @@ def requirements(capacity_types: tuple[str, ...] = ("spot", "on-demand")) -> lis
     ]
 
 
-def start(rig: Rig, replicas: int, **pool: Any) -> None:
+def start(rig: Rig, replicas: int, *, cpu: str = "1", **pool: Any) -> None:
+    """The default NodePool (``pool``: its requirements and spec fields) and ``replicas`` inflate
+    pods asking ``cpu`` each."""
     reqs = pool.pop("requirements", None) or requirements()
     rig.admin.create(EC2NODECLASSES, nodeclass(rig.sandbox))
     rig.admin.create(NODEPOOLS, nodepool("default", reqs, **pool))
-    rig.admin.create(DEPLOYMENTS, inflate(replicas), namespace="default")
+    rig.admin.create(DEPLOYMENTS, inflate(replicas, cpu), namespace="default")
 
 
 def running(rig: Rig, count: int) -> bool:
