@@ -43,6 +43,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from nodewright import checkpoints, termination
 from nodewright.api import labels
 from nodewright.cluster import objects
+from nodewright.cluster.patches import NodeClaimPatches
 from nodewright.disruption import consolidation, drift, execute
 from nodewright.disruption.decide import (
     EMPTY,
@@ -274,10 +275,12 @@ def reconcile(
     (``ctx.clock.monotonic()``) the pass stops launching; ``emptied``: an earlier pass of this
     invocation removed an empty node (the graceful methods then wait for the next invocation)."""
     report = PassReport()
-    last_events = record_pod_events(ctx, world)
+    patches = NodeClaimPatches()  # the marks below: one write per NodeClaim and subresource that changed
+    last_events = record_pod_events(ctx, world, patches)
     usable = nodepools.triage(world).usable
-    mark_consolidatable(ctx, world, usable, last_events)
-    report.drifted = drift.mark(ctx, world, usable)
+    mark_consolidatable(ctx, world, usable, last_events, patches)
+    report.drifted = drift.mark(ctx, world, usable, patches=patches)
+    patches.send(ctx.cluster)
     decision = decide(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
@@ -572,8 +575,9 @@ def _count(ctx: Context, name: str, value: float) -> None:
     ctx.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
-def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
-    """NodeClaim → its last pod event (see the module docstring), writing the ones that changed."""
+def record_pod_events(ctx: Context, world: World, patches: NodeClaimPatches) -> dict[str, datetime]:
+    """NodeClaim → its last pod event (see the module docstring); the ones that changed go into
+    ``patches``."""
     last: dict[str, datetime] = {}
     for claim in world.nodeclaims:
         node = world.node_of(claim)
@@ -584,20 +588,24 @@ def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
         recorded = objects.parse_time((claim.get("status") or {}).get("lastPodEventTime"))
         if objects.annotations_of(claim).get(FINGERPRINT_ANNOTATION) != digest:
             recorded = world.taken_at
-            ctx.cluster.patch_nodeclaim(name, {"metadata": {"annotations": {FINGERPRINT_ANNOTATION: digest}}})
-            ctx.cluster.patch_nodeclaim_status(name, {"lastPodEventTime": objects.format_time(recorded)})
+            patches.status(name, {"lastPodEventTime": objects.format_time(recorded)})
+            patches.annotate(name, {FINGERPRINT_ANNOTATION: digest})
         if recorded is not None:
             last[name] = recorded
     return last
 
 
 def mark_consolidatable(
-    ctx: Context, world: World, usable: list[Obj], last_events: dict[str, datetime]
+    ctx: Context,
+    world: World,
+    usable: list[Obj],
+    last_events: dict[str, datetime],
+    patches: NodeClaimPatches,
 ) -> None:
     """Karpenter's ``Consolidatable`` condition (its nodeclaim disruption controller): True once an
     initialized NodeClaim of a NodePool whose ``consolidateAfter`` is not Never has had no pod event
     for ``consolidateAfter`` (counted from its initialization when it had none); removed otherwise.
-    Written only when it changes."""
+    Into ``patches`` only when it changes."""
     from nodewright.api.models import CONSOLIDATABLE, INITIALIZED, NodePool
     from nodewright.termination import conditions
 
@@ -618,9 +626,9 @@ def mark_consolidatable(
             or since is None
             or world.taken_at - since < timedelta(seconds=after)
         ):
-            conditions.clear_condition(ctx, name, present, CONSOLIDATABLE)
+            conditions.clear_condition(ctx, name, present, CONSOLIDATABLE, patches=patches)
         else:
-            conditions.set_condition(ctx, name, present, CONSOLIDATABLE, True)
+            conditions.set_condition(ctx, name, present, CONSOLIDATABLE, True, patches=patches)
 
 
 def _disrupt(ctx: Context, world: World, candidate: Candidate, report: PassReport) -> None:
