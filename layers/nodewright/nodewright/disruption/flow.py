@@ -374,18 +374,15 @@ def protection_ends(world: World) -> datetime | None:
 def _say_invalid_do_not_disrupt(ctx: Context, world: World) -> None:
     """Karpenter's ``InvalidDoNotDisruptAnnotation`` Warning on each pod of a managed node whose
     ``karpenter.sh/do-not-disrupt`` value is ignored (deduplicated per container, as why-nots are)."""
-    now = time.monotonic()
+    now = _forget_old_why_nots(ctx)
     for claim in world.nodeclaims:
         node = world.node_of(claim)
         for pod in world.pods_on(node) if node is not None else ():
             why = invalid_do_not_disrupt(pod)
             seen = (pod_key(pod), why or "")
-            if (
-                why is None
-                or now - _recent_why_not.get(seen, -WHY_NOT_REPEAT_SECONDS) < WHY_NOT_REPEAT_SECONDS
-            ):
+            if why is None or seen in _recent_why_not:
                 continue
-            _recent_why_not[seen] = now
+            _recent_why_not[seen] = now + WHY_NOT_REPEAT_SECONDS
             ctx.cluster.record_event(pod, "InvalidDoNotDisruptAnnotation", why, event_type="Warning")
 
 
@@ -534,16 +531,21 @@ def forget_proposals() -> None:
     _proposals.clear()
 
 
-# "Why not" events are deduplicated per container for a while, as the provisioner's pod events are.
+# "Why not" events are deduplicated per container for a while, as the provisioner's pod events are:
+# by object and reason, not by the words (Karpenter's dedupe keys: a message naming another pod or
+# another uninitialized NodeClaim is no news, and at 5,000 nodes each round of them is 10,000 writes),
+# Unconsolidatable for Karpenter's 15 minutes, the others for WHY_NOT_REPEAT_SECONDS.
 WHY_NOT_REPEAT_SECONDS = 600.0
+UNCONSOLIDATABLE_REPEAT_SECONDS = 900.0
+# (object, reason) → until when (ctx.clock.monotonic) it is not said again.
 _recent_why_not: dict[tuple[str, str], float] = {}
 
 
-def _forget_old_why_nots() -> float:
-    """Drop the remembered events older than ``WHY_NOT_REPEAT_SECONDS``; the monotonic time now."""
-    now = time.monotonic()
-    for seen, stamp in list(_recent_why_not.items()):
-        if now - stamp > WHY_NOT_REPEAT_SECONDS:
+def _forget_old_why_nots(ctx: Context) -> float:
+    """Drop the remembered events whose quiet time is over; the monotonic time now."""
+    now = ctx.clock.monotonic()
+    for seen, until in list(_recent_why_not.items()):
+        if until <= now:
             del _recent_why_not[seen]
     return now
 
@@ -556,13 +558,14 @@ def _why_not(
     *,
     reason: str = "Unconsolidatable",
 ) -> None:
-    now = _forget_old_why_nots()
+    now = _forget_old_why_nots(ctx)
+    quiet = UNCONSOLIDATABLE_REPEAT_SECONDS if reason == "Unconsolidatable" else WHY_NOT_REPEAT_SECONDS
     by_name = {objects.name_of(c): c for c in world.nodeclaims}
     for name, why in sorted(why_not.items()):
         report.hold(name, why)
-        if (name, why) in _recent_why_not or name not in by_name:
+        if (name, reason) in _recent_why_not or name not in by_name:
             continue
-        _recent_why_not[(name, why)] = now
+        _recent_why_not[(name, reason)] = now + quiet
         claim = by_name[name]
         ctx.cluster.record_event(claim, reason, why)
         node = world.node_of(claim)
