@@ -16,11 +16,12 @@ Each process makes two passes, as a warm container makes one a minute: the first
 container's (the catalog fetched from EC2, and over a cluster no pass has seen: the disruption pass
 writes each NodeClaim once, its status (lastPodEventTime, Consolidatable) and its pod-event digest,
 and says once why each node stays), the second the steady state — the ``…PassSeconds`` figures. The
-cluster has been up for an hour (its nodes past consolidation's waits). Per pass: wall seconds, CPU seconds of the function's process (what is
-the product's own; the rest is waiting for the emulator, which shares this machine), API requests
-its client made; per process, peak RSS (VmHWM, imports included: what Lambda's memory limit holds;
-not ``ru_maxrss``, which Linux carries over from the forked parent). Goal (issue 30): each pass
-≤ 20 s, within the stack's memory (512 MB provisioner, 1 GB disruption).
+cluster has been up for an hour (its nodes past consolidation's waits). Per pass: wall seconds, CPU
+seconds of the function's process (what is the product's own; the rest is waiting for the emulator,
+which shares this machine), API requests its client made; per process, peak RSS (VmHWM, imports
+included: what Lambda's memory limit holds; not ``ru_maxrss``, which Linux carries over from the
+forked parent). Goal (issue 30): each pass ≤ 20 s, within the stack's memory (512 MB provisioner,
+1 GB disruption).
 """
 
 from __future__ import annotations

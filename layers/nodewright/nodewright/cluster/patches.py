@@ -1,8 +1,8 @@
 """A pass's writes to NodeClaims, gathered and sent as one merge patch per NodeClaim and subresource.
 
 The disruption pass's first controllers (pod events, ``Consolidatable``, drift) each change a few
-fields of many NodeClaims. Written as each decided, a cold pass over a 5,000-node cluster made four
-PATCHes per NodeClaim (20,000 requests against the API server's priority and fairness);
+fields of many NodeClaims. Written as each decided, a cold pass over a 5,000-node cluster made up to
+four PATCHes per NodeClaim (20,000 requests against the API server's priority and fairness);
 gathered here, a NodeClaim gets at most one status PATCH (``lastPodEventTime`` and its conditions
 together) and one metadata PATCH, and one whose values did not change gets none.
 
@@ -33,10 +33,6 @@ class NodeClaimPatches:
 
     def annotate(self, name: str, annotations: dict[str, str]) -> None:
         self._annotations.setdefault(name, {}).update(annotations)
-
-    def __len__(self) -> int:
-        """The requests ``send`` will make."""
-        return len(self._status) + len(self._annotations)
 
     def send(self, cluster: Cluster) -> None:
         """One status PATCH, then one metadata PATCH, per NodeClaim with changes; a NodeClaim
