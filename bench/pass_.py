@@ -14,12 +14,14 @@ the function's environment and identity, the real client (paginated lists of 500
 
 Each process makes two passes, as a warm container makes one a minute: the first is a cold
 container's (the catalog fetched from EC2, and over a cluster no pass has seen: the disruption pass
-writes every NodeClaim's Consolidatable condition once), the second the steady state — the
-``…PassSeconds`` figures. Per pass: wall seconds, CPU seconds of the function's process (what is
-the product's own; the rest is waiting for the emulator, which shares this machine), API requests
-its client made; per process, peak RSS (VmHWM, imports included: what Lambda's memory limit holds;
-not ``ru_maxrss``, which Linux carries over from the forked parent). Goal (issue 30): each pass
-≤ 20 s, within the stack's memory (512 MB provisioner, 1 GB disruption).
+writes each NodeClaim once, its status (lastPodEventTime, Consolidatable) and its pod-event digest,
+and says once why each node stays), the second the steady state — the ``…PassSeconds`` figures. The
+cluster has been up for an hour (its nodes past consolidation's waits). Per pass: wall seconds, CPU
+seconds of the function's process (what is the product's own; the rest is waiting for the emulator,
+which shares this machine), API requests its client made; per process, peak RSS (VmHWM, imports
+included: what Lambda's memory limit holds; not ``ru_maxrss``, which Linux carries over from the
+forked parent). Goal (issue 30): each pass ≤ 20 s, within the stack's memory (512 MB provisioner,
+1 GB disruption).
 """
 
 from __future__ import annotations
@@ -109,10 +111,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
-def _now() -> str:
-    from nodewright.cluster.objects import now_rfc3339
+def _since() -> str:
+    """When the cluster's nodes and pods came up: an hour ago, as in a cluster that has been running
+    (nodes initialized and pods bound just now would make the second pass the first one that may
+    consolidate them, not the steady state)."""
+    from datetime import UTC, datetime, timedelta
 
-    return now_rfc3339()
+    from nodewright.cluster.objects import format_time
+
+    return format_time(datetime.now(UTC) - timedelta(hours=1))
 
 
 def _load(sb: Any, nodes: int, pods: int, pending: int) -> None:
@@ -148,8 +155,8 @@ def _load(sb: Any, nodes: int, pods: int, pending: int) -> None:
         namespace="default",
     )
     store = sb.apiserver.store
-    now = _now()
-    claim_template, node_template = _node_objects(sb, admin, now)
+    since = _since()
+    claim_template, node_template = _node_objects(sb, admin, since)
     pod_template = admin.create(PODS, _pod("template", replicaset), namespace="default")
     admin.delete(PODS, "template", namespace="default", grace_period_seconds=0)
     instances = _instances(sb, nodes)
@@ -180,10 +187,10 @@ def _load(sb: Any, nodes: int, pods: int, pending: int) -> None:
     node_names = [f"ip-10-{i // 65536 % 256}-{i // 256 % 256}-{i % 256}.ec2.internal" for i in range(nodes)]
     for i in range(pods + pending):
         pod = copy.deepcopy(pod_template)
-        pod["metadata"].update(name=f"web-5d9c7-{i:06x}", uid=str(uuid.uuid4()), creationTimestamp=now)
+        pod["metadata"].update(name=f"web-5d9c7-{i:06x}", uid=str(uuid.uuid4()), creationTimestamp=since)
         if i < pods:
             pod["spec"]["nodeName"] = node_names[i % nodes]
-            pod["status"] = _running_status(now, i)
+            pod["status"] = _running_status(since, i)
         else:
             pod["status"] = {
                 "phase": "Pending",
@@ -193,7 +200,7 @@ def _load(sb: Any, nodes: int, pods: int, pending: int) -> None:
                         "status": "False",
                         "reason": "Unschedulable",
                         "message": "0/1 nodes are available: 1 Insufficient cpu.",
-                        "lastTransitionTime": now,
+                        "lastTransitionTime": since,
                     }
                 ],
             }
@@ -297,9 +304,11 @@ def _running_status(now: str, i: int) -> dict[str, Any]:
     }
 
 
-def _node_objects(sb: Any, admin: Any, now: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A registered, initialized NodeClaim and its Node, through the API (then deleted again)."""
+def _node_objects(sb: Any, admin: Any, since: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A registered, initialized NodeClaim and its Node, through the API (then deleted again), up
+    ``since`` (the kubelet's heartbeat is now)."""
     from nodewright.api import labels
+    from nodewright.cluster.objects import now_rfc3339
     from nodewright.cluster.resources import NODECLAIMS, NODES
 
     claim_labels = {
@@ -337,7 +346,7 @@ def _node_objects(sb: Any, admin: Any, now: str) -> tuple[dict[str, Any], dict[s
         "capacity": capacity,
         "allocatable": allocatable,
         "conditions": [
-            {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": now}
+            {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": since}
             for t in ("Launched", "Registered", "Initialized", "Ready")
         ],
     }
@@ -366,8 +375,8 @@ def _node_objects(sb: Any, admin: Any, now: str) -> tuple[dict[str, Any], dict[s
                 "status": s,
                 "reason": f"Kubelet{t}",
                 "message": "",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
+                "lastHeartbeatTime": now_rfc3339(),
+                "lastTransitionTime": since,
             }
             for t, s in (
                 ("MemoryPressure", "False"),

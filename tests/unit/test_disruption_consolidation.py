@@ -711,3 +711,29 @@ def test_a_commands_replacement_is_not_removed_as_empty_when_the_command_drains(
     found, why_not = consolidation.candidates(world, nodepools.triage(world).usable, {}, ignore_waits=True)
     assert request.nodeclaim_name not in {c.name for c in found}
     assert why_not[request.nodeclaim_name].startswith("replacement for a, b"), why_not
+
+
+def test_a_node_is_told_why_it_stays_once_per_karpenters_fifteen_minutes_whatever_the_words(env) -> None:
+    """Karpenter dedupes Unconsolidatable by the object alone for 15 minutes: a message that changes
+    (another pod's name, another uninitialized NodeClaim) is no new event, which at 5,000 nodes
+    would be 10,000 writes each time the words change."""
+    ctx, cluster, _ = env
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "0", "reasons": ["Underutilized"]}]
+    cluster.objects["NodePool"]["default"] = {**pool, "kind": "NodePool"}
+    add_node(cluster, "a", "m5.xlarge", pool=pool)
+    add_node(cluster, "b", "m5.xlarge", pool=pool)
+    add_pod(cluster, "web-1", "node-a")
+    add_pod(cluster, "web-2", "node-b")
+    one_pass(ctx)
+    assert consolidation_events(cluster, "a") == [consolidation.budget_message("default", "Underutilized")]
+
+    pool["spec"]["disruption"]["consolidateAfter"] = "Never"
+    cluster.objects["NodePool"]["default"] = {**pool, "kind": "NodePool"}
+    ctx.clock.advance(14 * 60)  # type: ignore[attr-defined]
+    one_pass(ctx)
+    assert len(consolidation_events(cluster, "a")) == 1, "other words, the same object: not yet"
+
+    ctx.clock.advance(60)  # type: ignore[attr-defined]
+    one_pass(ctx)
+    assert consolidation_events(cluster, "a")[1:] == [consolidation.consolidation_disabled("default")]

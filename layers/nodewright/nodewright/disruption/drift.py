@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import hashing
 from nodewright.api.models import DRIFTED, LAUNCHED
 from nodewright.cluster import objects
+from nodewright.cluster.patches import NodeClaimPatches
 from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
@@ -105,10 +106,15 @@ def drifted(claim: Mapping[str, Any]) -> str | None:
     return str(found.get("reason") or "Drifted") if found and found.get("status") == "True" else None
 
 
-def mark(ctx: Context, world: World, usable: list[Obj]) -> dict[str, str]:
+def mark(
+    ctx: Context, world: World, usable: list[Obj], *, patches: NodeClaimPatches | None = None
+) -> dict[str, str]:
     """Judge every launched NodeClaim of a usable NodePool; write the ``Drifted`` conditions that
     changed (and adopt hashes of another version). NodeClaim → reason for the drifted ones; the
-    world's NodeClaims are updated in place, so the rest of the pass sees the verdicts."""
+    world's NodeClaims are updated in place, so the rest of the pass sees the verdicts. ``patches``:
+    the pass's NodeClaim writes, sent by the caller (without it, written before returning)."""
+    own = patches is None
+    pending = NodeClaimPatches() if patches is None else patches
     pools = {objects.name_of(p): p for p in usable}
     judged = [
         claim
@@ -123,14 +129,16 @@ def mark(ctx: Context, world: World, usable: list[Obj]) -> dict[str, str]:
         nodeclass = world.nodeclass_of(claim)
         stale = stale_hashes(claim, pool, nodeclass)
         if stale and not drifted(claim):
-            ctx.cluster.patch_nodeclaim(name, {"metadata": {"annotations": stale}})
+            pending.annotate(name, stale)
             claim.setdefault("metadata", {}).setdefault("annotations", {}).update(stale)
         reason = (
             static_reason(claim, pool, nodeclass) or requirements_reason(claim, pool) or dynamic.get(name)
         )
-        _record(ctx, world, claim, reason)
+        _record(ctx, claim, reason, pending)
         if reason:
             verdicts[name] = reason
+    if own:
+        pending.send(ctx.cluster)
     return verdicts
 
 
@@ -177,13 +185,13 @@ def forget_dynamic() -> None:
     _dynamic_cache.clear()
 
 
-def _record(ctx: Context, world: World, claim: Obj, reason: str | None) -> None:
+def _record(ctx: Context, claim: Obj, reason: str | None, patches: NodeClaimPatches) -> None:
     """Write the ``Drifted`` condition when the verdict changed (Karpenter publishes no event for it;
     the log says it, as Karpenter's "marking drifted")."""
     from nodewright.termination import conditions
 
     name, present = objects.name_of(claim), conditions.conditions_of(claim)
     if reason is None:
-        conditions.clear_condition(ctx, name, present, DRIFTED)
-    elif conditions.set_condition(ctx, name, present, DRIFTED, True, reason=reason):
+        conditions.clear_condition(ctx, name, present, DRIFTED, patches=patches)
+    elif conditions.set_condition(ctx, name, present, DRIFTED, True, reason=reason, patches=patches):
         ctx.logger.info("NodeClaim drifted", extra={"nodeclaim": name, "reason": reason})

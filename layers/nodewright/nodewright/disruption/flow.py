@@ -43,6 +43,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from nodewright import checkpoints, termination
 from nodewright.api import labels
 from nodewright.cluster import objects
+from nodewright.cluster.patches import NodeClaimPatches
 from nodewright.disruption import consolidation, drift, execute
 from nodewright.disruption.decide import (
     EMPTY,
@@ -274,10 +275,12 @@ def reconcile(
     (``ctx.clock.monotonic()``) the pass stops launching; ``emptied``: an earlier pass of this
     invocation removed an empty node (the graceful methods then wait for the next invocation)."""
     report = PassReport()
-    last_events = record_pod_events(ctx, world)
+    patches = NodeClaimPatches()  # the marks below: one write per NodeClaim and subresource that changed
+    last_events = record_pod_events(ctx, world, patches)
     usable = nodepools.triage(world).usable
-    mark_consolidatable(ctx, world, usable, last_events)
-    report.drifted = drift.mark(ctx, world, usable)
+    mark_consolidatable(ctx, world, usable, last_events, patches)
+    report.drifted = drift.mark(ctx, world, usable, patches=patches)
+    patches.send(ctx.cluster)
     decision = decide(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
@@ -371,18 +374,15 @@ def protection_ends(world: World) -> datetime | None:
 def _say_invalid_do_not_disrupt(ctx: Context, world: World) -> None:
     """Karpenter's ``InvalidDoNotDisruptAnnotation`` Warning on each pod of a managed node whose
     ``karpenter.sh/do-not-disrupt`` value is ignored (deduplicated per container, as why-nots are)."""
-    now = time.monotonic()
+    now = _forget_old_why_nots(ctx)
     for claim in world.nodeclaims:
         node = world.node_of(claim)
         for pod in world.pods_on(node) if node is not None else ():
             why = invalid_do_not_disrupt(pod)
             seen = (pod_key(pod), why or "")
-            if (
-                why is None
-                or now - _recent_why_not.get(seen, -WHY_NOT_REPEAT_SECONDS) < WHY_NOT_REPEAT_SECONDS
-            ):
+            if why is None or seen in _recent_why_not:
                 continue
-            _recent_why_not[seen] = now
+            _recent_why_not[seen] = now + WHY_NOT_REPEAT_SECONDS
             ctx.cluster.record_event(pod, "InvalidDoNotDisruptAnnotation", why, event_type="Warning")
 
 
@@ -531,16 +531,21 @@ def forget_proposals() -> None:
     _proposals.clear()
 
 
-# "Why not" events are deduplicated per container for a while, as the provisioner's pod events are.
+# "Why not" events are deduplicated per container for a while, as the provisioner's pod events are:
+# by object and reason, not by the words (Karpenter's dedupe keys: a message naming another pod or
+# another uninitialized NodeClaim is no news, and at 5,000 nodes each round of them is 10,000 writes),
+# Unconsolidatable for Karpenter's 15 minutes, the others for WHY_NOT_REPEAT_SECONDS.
 WHY_NOT_REPEAT_SECONDS = 600.0
+UNCONSOLIDATABLE_REPEAT_SECONDS = 900.0
+# (object, reason) → until when (ctx.clock.monotonic) it is not said again.
 _recent_why_not: dict[tuple[str, str], float] = {}
 
 
-def _forget_old_why_nots() -> float:
-    """Drop the remembered events older than ``WHY_NOT_REPEAT_SECONDS``; the monotonic time now."""
-    now = time.monotonic()
-    for seen, stamp in list(_recent_why_not.items()):
-        if now - stamp > WHY_NOT_REPEAT_SECONDS:
+def _forget_old_why_nots(ctx: Context) -> float:
+    """Drop the remembered events whose quiet time is over; the monotonic time now."""
+    now = ctx.clock.monotonic()
+    for seen, until in list(_recent_why_not.items()):
+        if until <= now:
             del _recent_why_not[seen]
     return now
 
@@ -553,13 +558,14 @@ def _why_not(
     *,
     reason: str = "Unconsolidatable",
 ) -> None:
-    now = _forget_old_why_nots()
+    now = _forget_old_why_nots(ctx)
+    quiet = UNCONSOLIDATABLE_REPEAT_SECONDS if reason == "Unconsolidatable" else WHY_NOT_REPEAT_SECONDS
     by_name = {objects.name_of(c): c for c in world.nodeclaims}
     for name, why in sorted(why_not.items()):
         report.hold(name, why)
-        if (name, why) in _recent_why_not or name not in by_name:
+        if (name, reason) in _recent_why_not or name not in by_name:
             continue
-        _recent_why_not[(name, why)] = now
+        _recent_why_not[(name, reason)] = now + quiet
         claim = by_name[name]
         ctx.cluster.record_event(claim, reason, why)
         node = world.node_of(claim)
@@ -572,8 +578,9 @@ def _count(ctx: Context, name: str, value: float) -> None:
     ctx.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
-def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
-    """NodeClaim → its last pod event (see the module docstring), writing the ones that changed."""
+def record_pod_events(ctx: Context, world: World, patches: NodeClaimPatches) -> dict[str, datetime]:
+    """NodeClaim → its last pod event (see the module docstring); the ones that changed go into
+    ``patches``."""
     last: dict[str, datetime] = {}
     for claim in world.nodeclaims:
         node = world.node_of(claim)
@@ -584,20 +591,24 @@ def record_pod_events(ctx: Context, world: World) -> dict[str, datetime]:
         recorded = objects.parse_time((claim.get("status") or {}).get("lastPodEventTime"))
         if objects.annotations_of(claim).get(FINGERPRINT_ANNOTATION) != digest:
             recorded = world.taken_at
-            ctx.cluster.patch_nodeclaim(name, {"metadata": {"annotations": {FINGERPRINT_ANNOTATION: digest}}})
-            ctx.cluster.patch_nodeclaim_status(name, {"lastPodEventTime": objects.format_time(recorded)})
+            patches.status(name, {"lastPodEventTime": objects.format_time(recorded)})
+            patches.annotate(name, {FINGERPRINT_ANNOTATION: digest})
         if recorded is not None:
             last[name] = recorded
     return last
 
 
 def mark_consolidatable(
-    ctx: Context, world: World, usable: list[Obj], last_events: dict[str, datetime]
+    ctx: Context,
+    world: World,
+    usable: list[Obj],
+    last_events: dict[str, datetime],
+    patches: NodeClaimPatches,
 ) -> None:
     """Karpenter's ``Consolidatable`` condition (its nodeclaim disruption controller): True once an
     initialized NodeClaim of a NodePool whose ``consolidateAfter`` is not Never has had no pod event
     for ``consolidateAfter`` (counted from its initialization when it had none); removed otherwise.
-    Written only when it changes."""
+    Into ``patches`` only when it changes."""
     from nodewright.api.models import CONSOLIDATABLE, INITIALIZED, NodePool
     from nodewright.termination import conditions
 
@@ -618,9 +629,9 @@ def mark_consolidatable(
             or since is None
             or world.taken_at - since < timedelta(seconds=after)
         ):
-            conditions.clear_condition(ctx, name, present, CONSOLIDATABLE)
+            conditions.clear_condition(ctx, name, present, CONSOLIDATABLE, patches=patches)
         else:
-            conditions.set_condition(ctx, name, present, CONSOLIDATABLE, True)
+            conditions.set_condition(ctx, name, present, CONSOLIDATABLE, True, patches=patches)
 
 
 def _disrupt(ctx: Context, world: World, candidate: Candidate, report: PassReport) -> None:

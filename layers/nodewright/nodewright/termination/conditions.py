@@ -6,7 +6,8 @@ Karpenter's ``operatorpkg/status`` helpers, which the conditions users read foll
 patches the NodeClaim's status only when the condition changes (so a pass that repeats a verdict
 writes nothing), keeps ``lastTransitionTime`` unless the status changed
 (``cluster.objects.set_condition``), and updates the given conditions list in place so the caller
-goes on with what the API server now holds.
+goes on with what the API server now holds. Given ``patches`` (``cluster.patches``), the write joins
+the NodeClaim's other status changes of the pass instead of going out at once.
 
 Shared by the termination (``Drained``, ``VolumesDetached``, ``InstanceTerminating``) and the
 disruption flow (``Consolidatable``, ``DisruptionReason``, ``Drifted``).
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from nodewright.cluster import objects
 
 if TYPE_CHECKING:
+    from nodewright.cluster.patches import NodeClaimPatches
     from nodewright.context import Context
 
 Conditions = list[dict[str, Any]]
@@ -33,6 +35,7 @@ def set_condition(
     *,
     reason: str | None = None,
     message: str | None = None,
+    patches: NodeClaimPatches | None = None,
 ) -> bool:
     """Set ``condition_type`` on the NodeClaim named ``nodeclaim`` whose status holds ``conditions``
     (True, False, or Unknown for None); ``reason`` defaults to the type and ``message`` to the
@@ -50,19 +53,33 @@ def set_condition(
     updated = objects.set_condition(
         conditions, condition_type, status, reason=reason, message=message, now=ctx.clock.now()
     )
-    ctx.cluster.patch_nodeclaim_status(nodeclaim, {"conditions": updated})
+    _write(ctx, nodeclaim, updated, patches)
     conditions[:] = updated
     return True
 
 
-def clear_condition(ctx: Context, nodeclaim: str, conditions: Conditions, condition_type: str) -> bool:
+def clear_condition(
+    ctx: Context,
+    nodeclaim: str,
+    conditions: Conditions,
+    condition_type: str,
+    *,
+    patches: NodeClaimPatches | None = None,
+) -> bool:
     """Remove ``condition_type`` (Karpenter's ``Clear``); True when it was there."""
     kept = [c for c in conditions if c.get("type") != condition_type]
     if len(kept) == len(conditions):
         return False
-    ctx.cluster.patch_nodeclaim_status(nodeclaim, {"conditions": kept})
+    _write(ctx, nodeclaim, kept, patches)
     conditions[:] = kept
     return True
+
+
+def _write(ctx: Context, nodeclaim: str, conditions: Conditions, patches: NodeClaimPatches | None) -> None:
+    if patches is None:
+        ctx.cluster.patch_nodeclaim_status(nodeclaim, {"conditions": conditions})
+    else:
+        patches.status(nodeclaim, {"conditions": conditions})
 
 
 def conditions_of(nodeclaim: dict[str, Any]) -> Conditions:
