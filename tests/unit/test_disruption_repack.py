@@ -283,3 +283,40 @@ def test_a_wave_never_replaces_a_node_it_does_not_save_on(env: Env) -> None:
     assert decision.description.startswith("Underutilized, replacing 1 node (m5.2xlarge) with ")
     assert not objects.has_taint(cluster.objects["Node"]["node-batch"], "karpenter.sh/disrupted")
     assert [r.nodepool_name for r in cloud.requests] == ["default"]
+
+
+def test_a_spot_nodes_replacement_in_a_mixed_wave_waits_for_the_spot_to_spot_gate() -> None:
+    """The demo's part four: a wave of an on-demand node (its pods to a small on-demand node) and a
+    spot node of a spot-only NodePool (its pod to a cheaper spot node). The second replacement is
+    spot-to-spot (every pod it takes comes from a spot node), whatever else the wave holds: with
+    Karpenter's SpotToSpotConsolidation gate off it is not made, as a single-node replacement of
+    that node would not be; with the gate on it is."""
+    from nodewright.scheduling import CandidateType, NewClaim, Offering, Requirement, Requirements
+
+    def option(name: str, capacity: str, price: float) -> CandidateType:
+        return CandidateType(name, price, (Offering("z", capacity, price),))
+
+    def candidate(name: str, capacity: str, price: float, pod: str) -> consolidation.Candidate:
+        claim = {"metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity}}}
+        pods = [{"metadata": {"name": pod, "namespace": "default"}}]
+        return consolidation.Candidate(claim, {}, name, pods, price, 1.0)
+
+    spot_only = Requirements([Requirement.create("karpenter.sh/capacity-type", "In", ["spot"])])
+    claims = [
+        NewClaim("burst", Requirements([]), ["default/api"], [option("t4g.micro", "on-demand", 0.0084)]),
+        NewClaim("batch", spot_only, ["default/job"], [option("c5.large", "spot", 0.020)]),
+    ]
+    removed = [candidate("burst", "on-demand", 0.102, "api"), candidate("batch", "spot", 0.040, "job")]
+
+    gated = consolidation._cheaper_set(
+        removed, claims, reason="Underutilized", method="repack", thresholds={}, spot_to_spot_gate=False
+    )
+    assert gated.command is None
+    assert gated.why_not == consolidation.SPOT_TO_SPOT_DISABLED
+
+    allowed = consolidation._cheaper_set(
+        removed, claims, reason="Underutilized", method="repack", thresholds={}, spot_to_spot_gate=True
+    )
+    assert allowed.command is not None, allowed.why_not
+    batch = allowed.command.replacements[1]
+    assert batch.requirements["karpenter.sh/capacity-type"].values == {"spot"}, "pinned to spot"
