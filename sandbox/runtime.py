@@ -141,7 +141,7 @@ class Worker:
     def _start(self) -> None:
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
-        self._process = context.Process(
+        process = context.Process(
             target=_worker_main,
             args=(
                 self.spec.name,
@@ -154,9 +154,12 @@ class Worker:
             name=f"lambda-{self.spec.name}",
             daemon=True,
         )
-        self._process.start()
+        process.start()
         child.close()
-        self._conn = parent
+        # Only a started container is this worker's: a shutdown that comes during the spawn (Ctrl-C,
+        # a test's runtime.stop()) joins or kills what it finds, and joining a Process whose start()
+        # has not returned fails ("can only join a started process", seen in the stack removal e2e).
+        self._process, self._conn = process, parent
         self.cold_starts += 1
 
     def _discard(self) -> None:

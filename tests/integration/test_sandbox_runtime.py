@@ -148,6 +148,43 @@ def test_stopping_a_busy_container_abandons_its_invocation(tmp_path: Path) -> No
         running.join(1)
 
 
+def test_stopping_a_container_while_it_is_being_spawned_abandons_its_invocation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shutdown (Ctrl-C, a test's ``runtime.stop()``) that comes while a cold invocation is still
+    spawning its container: it finds no container to join (it used to join the Process whose
+    ``start()`` had not returned: "can only join a started process"), and the invocation ends."""
+    import multiprocessing
+    import threading
+
+    spawning, release = threading.Event(), threading.Event()
+    process_class = type(multiprocessing.get_context("spawn").Process())
+    real_start = process_class.start
+
+    def slow_start(self: Any) -> None:
+        spawning.set()
+        release.wait(30)
+        real_start(self)
+
+    monkeypatch.setattr(process_class, "start", slow_start)
+    cold = _worker(tmp_path, 5)
+    ended: list[Invocation | None] = []
+    running = threading.Thread(target=lambda: ended.append(cold.invoke({})))
+    running.start()
+    try:
+        assert spawning.wait(30)
+        cold.stop()  # raised AssertionError while the spawn was in progress
+        release.set()
+        running.join(60)
+        assert not running.is_alive()
+        assert ended
+        assert ended[0] is not None
+    finally:
+        release.set()
+        cold.stop()
+        running.join(1)
+
+
 class _Runtime:
     """Just what QueueSource uses of the Runtime: moto's SQS (the poller, as the function's role in
     the sandbox), a region, and an invoke to stub."""
