@@ -280,8 +280,9 @@ def test_do_not_disrupt_on_the_node_or_a_pod_keeps_it_and_says_why(env, veto: st
     assert ("NodeClaim", "b", "DisruptionBlocked", expected) in cluster.events, "Karpenter's reason and words"
 
 
-def test_a_zero_budget_for_underutilized_blocks_consolidation(env) -> None:
-    ctx, cluster, cloud = env
+def two_busy_nodes_under_no_underutilized_budget(cluster: FakeCluster) -> dict[str, Any]:
+    """Nodes a and b (m5.xlarge, one pod each) of a default NodePool whose budget allows no
+    Underutilized disruption; the NodePool."""
     pool = copy.deepcopy(NODEPOOL)
     pool["spec"]["disruption"]["budgets"] = [{"nodes": "0", "reasons": ["Underutilized"]}]
     cluster.objects["NodePool"]["default"] = {**pool, "kind": "NodePool"}
@@ -289,6 +290,12 @@ def test_a_zero_budget_for_underutilized_blocks_consolidation(env) -> None:
     add_node(cluster, "b", "m5.xlarge", pool=pool)
     add_pod(cluster, "web-1", "node-a")
     add_pod(cluster, "web-2", "node-b")
+    return pool
+
+
+def test_a_zero_budget_for_underutilized_blocks_consolidation(env) -> None:
+    ctx, cluster, cloud = env
+    two_busy_nodes_under_no_underutilized_budget(cluster)
     for _ in range(3):
         report = one_pass(ctx)
         ctx.clock.advance(consolidation.VALIDATION_SECONDS)
@@ -718,13 +725,7 @@ def test_a_node_is_told_why_it_stays_once_per_karpenters_fifteen_minutes_whateve
     (another pod's name, another uninitialized NodeClaim) is no new event, which at 5,000 nodes
     would be 10,000 writes each time the words change."""
     ctx, cluster, _ = env
-    pool = copy.deepcopy(NODEPOOL)
-    pool["spec"]["disruption"]["budgets"] = [{"nodes": "0", "reasons": ["Underutilized"]}]
-    cluster.objects["NodePool"]["default"] = {**pool, "kind": "NodePool"}
-    add_node(cluster, "a", "m5.xlarge", pool=pool)
-    add_node(cluster, "b", "m5.xlarge", pool=pool)
-    add_pod(cluster, "web-1", "node-a")
-    add_pod(cluster, "web-2", "node-b")
+    pool = two_busy_nodes_under_no_underutilized_budget(cluster)
     one_pass(ctx)
     assert consolidation_events(cluster, "a") == [consolidation.budget_message("default", "Underutilized")]
 
