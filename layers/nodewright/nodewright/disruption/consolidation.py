@@ -492,15 +492,14 @@ def _cheaper_set(
     # Whose pods each replacement takes: one that takes only spot nodes' pods is spot-to-spot
     # whatever else the set holds (Karpenter's one replacement of a multi-node command is judged by
     # all of its candidates; here each replacement stands for the nodes it takes from).
-    from_spot = {pod_key(p) for c in chosen if c.capacity_type == labels.CAPACITY_TYPE_SPOT for p in c.pods}
-    from_other = {pod_key(p) for c in chosen if c.capacity_type != labels.CAPACITY_TYPE_SPOT for p in c.pods}
+    from_spot = {pod_key(p): c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen for p in c.pods}
     narrowed: list[tuple[NewClaim, Any, list[Any]]] = []
     for claim in claims:
         requirements = claim.requirements
         capacity = requirements.get(labels.CAPACITY_TYPE)
         options = list(claim.instance_types)
-        moved = [key for key in claim.pods if key in from_spot or key in from_other]
-        only_spot = bool(moved) and all(key in from_spot for key in moved)
+        moved = [from_spot[key] for key in claim.pods if key in from_spot]
+        only_spot = bool(moved) and all(moved)
         if only_spot and (capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)):
             if not spot_to_spot_gate:
                 return Verdict(None, SPOT_TO_SPOT_DISABLED)
