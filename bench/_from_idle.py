@@ -31,7 +31,7 @@ def measure(bursts: int, pods: int, *, wakeup: bool, say: Any) -> dict[str, Any]
 
     from sandbox import Sandbox
     from sandbox.runtime import Runtime
-    from sandbox.workloads import nodeclass, nodepool
+    from sandbox.scenarios.workloads import nodeclass, nodepool
 
     latencies: list[float] = []
     with Sandbox(cluster_name="bench-idle", boot_delay=0.2, init_delay=0.2) as sb:

@@ -101,7 +101,7 @@ class Storm:
         from nodewright.api import labels
         from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS, PDBS
 
-        from sandbox.workloads import DEPLOYMENTS, deployment, nodeclass, nodepool
+        from sandbox.scenarios.workloads import DEPLOYMENTS, deployment, nodeclass, nodepool
 
         admin.create(EC2NODECLASSES, nodeclass(sb))
         requirements = [

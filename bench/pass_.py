@@ -130,7 +130,7 @@ def _load(sb: Any, nodes: int, pods: int, pending: int) -> None:
     from nodewright.cloud.provider import TAG_NODECLAIM
     from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 
-    from sandbox.workloads import REPLICASETS, nodeclass, nodepool
+    from sandbox.scenarios.workloads import REPLICASETS, nodeclass, nodepool
 
     admin = sb.admin_cluster()
     admin.create(EC2NODECLASSES, nodeclass(sb))

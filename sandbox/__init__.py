@@ -2,6 +2,17 @@
 
 ``from sandbox import Sandbox`` is the entry point (see sandbox.cluster); importing this package
 stays cheap: the orchestrator and its dependencies load on first use.
+
+Its rooms:
+
+* ``apiserver/``: the Kubernetes API emulator (routing, storage, admission, per-kind behaviour);
+* ``simulators/``: what runs in a cluster besides the API server (scheduler, kubelet, controllers);
+* ``aws/``: the moto server and what it is taught so EC2, SSM and pricing answer as AWS does;
+* ``iam/``: IAM policy evaluation of every AWS request a function makes;
+* ``scenarios/``: what is told or checked on top (the demo, the chaos run, the reliability rig and
+  the workloads they apply);
+* the top level: the orchestrator (``cluster``), the functions run as Lambda runs them
+  (``runtime``, ``lambdas``, ``wakeup``, ``events``) and the CLI.
 """
 
 from __future__ import annotations

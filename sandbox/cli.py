@@ -21,7 +21,7 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo",
         help="the seeds' story in the sandbox: NodePools, inflate, launches, pods Running, a summary",
-        description="The seeds' story in the sandbox (see sandbox/demo.py): what `make demo` runs.",
+        description="The seeds' story in the sandbox (see sandbox/scenarios/demo.py): what `make demo` runs.",
     )
     parser.add_argument(
         "--kubeconfig",
@@ -35,8 +35,8 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from sandbox import demo
     from sandbox.cluster import SandboxError
+    from sandbox.scenarios import demo
 
     try:
         return demo.main(kubeconfig=args.kubeconfig, boot_delay=args.boot_delay)
@@ -299,8 +299,8 @@ def _pricer(sandbox: Any) -> Any:
     """$/h of an offering as the functions price it: the sandbox prices, else the production estimate."""
     from nodewright.cloud.pricetable import estimate_on_demand_price, estimate_spot_price
 
-    from sandbox.catalog import bundled_catalog
-    from sandbox.prices import price_table
+    from sandbox.aws.catalog import bundled_catalog
+    from sandbox.aws.prices import price_table
 
     catalog = bundled_catalog(sandbox.region)
     table = price_table(catalog)
@@ -323,7 +323,7 @@ def register_chaos(subparsers: argparse._SubParsersAction) -> None:
         help="a seeded random run of workload changes, interruptions and faults in the sandbox",
         description="Draws one disturbance per step (scaling, interruptions, the fault matrix's faults), "
         "runs the real functions on simulated time, checks the invariants after every step, then "
-        "settles and prints the figures (see sandbox/chaos.py). Exit 1 on any invariant violation.",
+        "settles and prints the figures (see sandbox/scenarios/chaos.py). Exit 1 on any invariant violation.",
     )
     parser.add_argument("--steps", type=int, default=50, help="disturbances, one per step (default 50)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1): same seed, same draws")
@@ -343,6 +343,6 @@ def register_chaos(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_chaos(args: argparse.Namespace) -> int:
-    from sandbox import chaos
+    from sandbox.scenarios import chaos
 
     return chaos.run(args)

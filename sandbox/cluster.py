@@ -30,13 +30,13 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from sandbox import faults as faults_module
-from sandbox import fleet_network
 from sandbox.apiserver import ApiServer
-from sandbox.aws import ACCOUNT_ID, AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.aws import faults as faults_module
+from sandbox.aws import fleet_network
+from sandbox.aws.prices import SpotHistory
+from sandbox.aws.server import ACCOUNT_ID, AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
 from sandbox.iam.enforcement import Enforcement
 from sandbox.install import rbac_namespaces
-from sandbox.prices import SpotHistory
 from sandbox.shared_data import REPO_ROOT
 from sandbox.simulators import ControllerManager, Kube, Kubelet, Scheduler, api_client_from_kubeconfig
 from sandbox.simulators.garbage import GarbageCollector

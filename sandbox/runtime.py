@@ -45,7 +45,7 @@ from typing import Any
 from nodewright.spec import deployment
 
 from sandbox import events
-from sandbox.aws import aws_client
+from sandbox.aws.server import aws_client
 
 RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market takes the instance back
 # Lambda's Init phase (imports, the handler module's top level) has 10 s of its own on a cold start:
@@ -420,7 +420,7 @@ class QueueSource(_Pollers):
     def poll(self, worker: Worker, found: Callable[[bool], None]) -> None:
         assert self.runtime is not None
         runtime = self.runtime
-        url = runtime.sandbox.aws.interruption_queue_url
+        url = runtime.sandbox.aws.server.interruption_queue_url
         got = runtime.poller.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=deployment.QUEUE_BATCH_SIZE,
@@ -480,7 +480,7 @@ class DirectRoute(_Pollers):
     def poll(self, worker: Worker, found: Callable[[bool], None]) -> None:
         assert self.runtime is not None
         runtime = self.runtime
-        url = runtime.sandbox.aws.direct_queue_url
+        url = runtime.sandbox.aws.server.direct_queue_url
         got = runtime.sqs.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=1,
@@ -728,7 +728,7 @@ def interrupt(sandbox_env: dict[str, str], node: str, kind: str, kubeconfig: str
     minutes. Returns the event."""
     from kubernetes.client.exceptions import ApiException
 
-    from sandbox.aws import aws_client
+    from sandbox.aws.server import aws_client
     from sandbox.simulators.kube import Kube, api_client_from_kubeconfig, core
 
     api = api_client_from_kubeconfig(kubeconfig)

@@ -48,7 +48,7 @@ class _HTTPServer(ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         self.stopping = threading.Event()
-        self.faults: Any = None  # sandbox.faults.ApiServerFaults, when a test injects faults
+        self.faults: Any = None  # sandbox.aws.faults.ApiServerFaults, when a test injects faults
         super().__init__(address, _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -178,7 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _injected_fault(self, request: Request) -> Any:
-        """What the sandbox's fault injector (``sandbox.faults.ApiServerFaults``) makes of this request:
+        """What the sandbox's fault injector (``sandbox.aws.faults.ApiServerFaults``) makes of this request:
         None to serve it, ``"drop"``, or ``(status, body, headers)``; a delay is slept here."""
         faults = self.server.faults
         if faults is None:

@@ -126,7 +126,7 @@ def unknown_identity(service: str, access_key_id: str | None) -> Answer:
     hint = (
         " (sandbox: this key is no identity of the running sandbox; a function signs with its own role's "
         "keys: Sandbox.env(function=NAME) or Sandbox.credentials(NAME); the sandbox's own clients "
-        "come from sandbox.aws.aws_client)"
+        "come from sandbox.aws.server.aws_client)"
     )
     request_id = str(uuid.uuid4())
     if access_key_id is None:

@@ -8,7 +8,7 @@ Two loops share one registry of the nodes this kubelet owns:
   kubelet do, from the instance alone, never from its NodeClaim: named after its private DNS name,
   providerID ``aws:///<zone>/<instance-id>``, the labels the kubelet and the cloud provider set
   (hostname, OS, arch, Windows build; instance type, zone, region), capacity/allocatable (below), and
-  the labels and taints its **user data** gives the kubelet (``sandbox.eks_amis.read_user_data``:
+  the labels and taints its **user data** gives the kubelet (``sandbox.aws.eks_amis.read_user_data``:
   ``--node-labels``, ``--register-with-taints``, Bottlerocket's ``node-labels``/``node-taints``), so a
   label, taint or ``karpenter.sh/unregistered`` taint the product leaves out of the user data is not
   there, and the NodeClaim's own labels and taints reach the Node only through the product's
@@ -30,7 +30,7 @@ what the instance itself is (never from its NodeClaim, so a wrong computation in
 
 * cpu = vCPUs; memory = instance MiB minus 7.5 % (the VM overhead Karpenter subtracts);
   pods = the bootstrap's ``--max-pods`` in the instance's user data, else ENIs * (IPv4 per ENI - 1) + 2;
-  ephemeral-storage = the size of the volume the kubelet lives on (``sandbox.eks_amis``: the root
+  ephemeral-storage = the size of the volume the kubelet lives on (``sandbox.aws.eks_amis``: the root
   volume, Bottlerocket's data volume), or, when the user data builds the instance-store RAID0 array,
   the type's instance store (decimal GB);
   nvidia.com/gpu and aws.amazon.com/neuron from the GPU/Neuron counts; on a Windows node the VPC
@@ -54,7 +54,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from sandbox import eks_amis
+from sandbox.aws import eks_amis
 from sandbox.simulators.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, core, group, record_event
 from sandbox.simulators.loop import ReconcileLoop
 from sandbox.simulators.scheduler import now

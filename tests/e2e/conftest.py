@@ -1,4 +1,5 @@
-"""The fault matrix's rig: one sandbox per module (``sandbox.reliability.Rig``), reset per scenario."""
+"""The fault matrix's rig: one sandbox per module (``sandbox.scenarios.reliability.Rig``), reset per
+scenario."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.reliability import Rig
+from sandbox.scenarios.reliability import Rig
 
 
 @pytest.fixture(scope="module")
@@ -28,5 +29,5 @@ def rig(module_rig: Rig) -> Iterator[Rig]:
     module_rig.functions.outcomes.clear()
     yield module_rig
     module_rig.crashes.disarm()
-    module_rig.sandbox.faults.clear()
+    module_rig.sandbox.aws.faults.clear()
     module_rig.sandbox.api_faults.clear()

@@ -1,9 +1,9 @@
 """What the fault matrix's modules share: the story's steps and the end every scenario must reach.
 
 Each scenario starts from an empty cluster (``conftest.rig``), applies a NodePool and a workload,
-injects its fault (EC2 through ``sandbox.faults.FaultInjector``, the API server through
+injects its fault (EC2 through ``sandbox.aws.faults.FaultInjector``, the API server through
 ``ApiServerFaults``, the function killed at the layer's named checkpoints, the kubelet, the clock),
-lets the functions run their scheduled rounds on simulated time (``sandbox.reliability.Rig``), and
+lets the functions run their scheduled rounds on simulated time (``sandbox.scenarios.reliability.Rig``), and
 ends on the invariants (:func:`settle`): 0 leaked instances, 0 NodeClaims without an instance for
 longer than the registration timeout, never two instances for one NodeClaim, limits never exceeded,
 and every pod that can have a place has one. The invariants are also checked after every round.
@@ -18,8 +18,8 @@ from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
 from sandbox import events
-from sandbox.reliability import Rig, running_pods
-from sandbox.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
+from sandbox.scenarios.reliability import Rig, running_pods
+from sandbox.scenarios.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
 APP = {"app": "inflate"}
 SMALL_TYPES = ["t4g.small", "t3.small", "t3a.small"]  # each holds one 1 CPU / 1 GiB inflate pod

@@ -1,5 +1,5 @@
 """Capacity reservations end to end in the sandbox (API emulator, simulated scheduler/kubelet, moto
-with ``sandbox.ec2_reservations``), through the real provisioner and disruption handlers:
+with ``sandbox.aws.ec2_reservations``), through the real provisioner and disruption handlers:
 
 1. an On-Demand Capacity Reservation selected by tag: a pod lands on a node launched into it, and
    the node carries ``karpenter.sh/capacity-type: reserved`` and the reservation's three labels;
@@ -20,9 +20,9 @@ from nodewright.api import labels
 from nodewright.cloud import reservations
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 
-from sandbox import ec2_reservations
-from sandbox.aws import aws_client
-from sandbox.workloads import nodeclass, nodepool
+from sandbox.aws import ec2_reservations
+from sandbox.aws.server import aws_client
+from sandbox.scenarios.workloads import nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("capacity-reservations-e2e")]
 

@@ -1,6 +1,6 @@
 """The small chaos run of the suite: ``nodewright chaos --steps 6 --seed 5 --json``, as a user runs it.
 
-The seeded run draws workload changes, interruptions and faults (``sandbox/chaos.py``); it must end
+The seeded run draws workload changes, interruptions and faults (``sandbox/scenarios/chaos.py``); it must end
 converged with no invariant violated (no leaked instance, no NodeClaim with two instances, NodeClaims,
 instances and nodes consistent, limits held, no pod pending over 60 s while capacity exists, the
 cluster's $/h not above 1.2x a fresh plan for longer than the consolidation window) and print only

@@ -15,8 +15,8 @@ from nodewright.api import labels
 from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, NODES
 from nodewright.disruption import execute
 
-from sandbox.reliability import Observation, running_pods
-from sandbox.workloads import DEPLOYMENTS
+from sandbox.scenarios.reliability import Observation, running_pods
+from sandbox.scenarios.workloads import DEPLOYMENTS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("consolidation-waves-crashes")]
 

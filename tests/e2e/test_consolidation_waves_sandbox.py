@@ -40,7 +40,7 @@ from test_disruption_sandbox import (
     wait_for,
 )
 
-from sandbox.workloads import DEPLOYMENTS, nodepool
+from sandbox.scenarios.workloads import DEPLOYMENTS, nodepool
 
 __all__ = ["cluster", "env"]  # the disruption e2e module's fixtures, on this module's sandbox
 

@@ -42,7 +42,7 @@ from nodewright.disruption import consolidation, drift, flow
 from sandbox.apiserver.testing import kubectl
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
-from sandbox.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
+from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
 
 # Each test takes 15-80 s on a quiet machine; a loaded one (CI, shared cores) needs the margin.
 pytestmark = [
@@ -58,7 +58,7 @@ SPOT = {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["spot"]}
 ONLY_LARGE = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large"]}
 ZONES = tuple(f"us-east-1{letter}" for letter in "abcdef")
 # Fifteen types whose every spot offering is cheaper than any of m5.xlarge's, each able to hold the
-# 250m "small" pod (the sandbox's spot market: 60-70 % off on-demand, see sandbox/prices.py).
+# 250m "small" pod (the sandbox's spot market: 60-70 % off on-demand, see sandbox/aws/prices.py).
 CHEAPER_SPOT_TYPES = [
     *("t3.small", "t3.medium", "t3.large", "t3a.small", "t3a.medium", "t3a.large"),
     *("t2.small", "t2.medium", "t2.large", "m5.large", "m5a.large", "m6i.large"),

@@ -14,7 +14,7 @@ from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, NODES
 
 from sandbox.events import scheduled_event
 from sandbox.lambdas import PROVISIONER_TIMEOUT_SECONDS, LambdaContext, load_function, provisioner_invocation
-from sandbox.reliability import Rig, wait_until
+from sandbox.scenarios.reliability import Rig, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-crashes")]
 ROLL_LABEL = "fault-matrix/roll"

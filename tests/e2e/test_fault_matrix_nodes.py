@@ -9,7 +9,7 @@ from faultmatrix import APP, failed, instances, requirements, running, scale, se
 from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS
 
 from sandbox.events import spot_warning
-from sandbox.reliability import Rig
+from sandbox.scenarios.reliability import Rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-nodes")]
 

@@ -27,10 +27,10 @@ from nodewright.disruption import consolidation, drift, flow
 from nodewright.state.pods import is_provisionable
 
 from sandbox import events
-from sandbox.aws import aws_client
+from sandbox.aws.server import aws_client
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
-from sandbox.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
+from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -24,7 +24,7 @@ from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
 
 from sandbox import events
 from sandbox.lambdas import LambdaContext, load_function
-from sandbox.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
+from sandbox.scenarios.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from bench._storm import APP, Storm
-from sandbox.reliability import Tracker, check, observe, running_pods, wait_until
+from sandbox.scenarios.reliability import Tracker, check, observe, running_pods, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -65,7 +65,7 @@ def _json_commands(parser: argparse.ArgumentParser, prefix: str = "") -> set[str
 @pytest.fixture(scope="module")
 def aws_endpoint() -> Iterator[str]:
     """A moto server: ``catalog`` reads EC2's catalog from it, ``doctor`` finds no stack there."""
-    from sandbox.aws import MotoServer
+    from sandbox.aws.server import MotoServer
 
     server = MotoServer()
     yield server.start()

@@ -23,10 +23,10 @@ from nodewright.cloud.userdata import kubelet_may_set
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 
 from sandbox.apiserver.testing import kubectl
-from sandbox.eks_amis import nodeadm_user_data
+from sandbox.aws.eks_amis import nodeadm_user_data
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
-from sandbox.workloads import DEPLOYMENTS, REPLICASETS, nodeclass
+from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, nodeclass
 
 pytestmark = [
     pytest.mark.e2e,

@@ -17,7 +17,7 @@ from handler_calls import disrupt, handlers_against, node_of, pod, provision, wa
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEOVERLAYS, NODEPOOLS, PODS
 
-from sandbox.workloads import nodeclass, nodepool
+from sandbox.scenarios.workloads import nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("nodeoverlay-e2e")]
 

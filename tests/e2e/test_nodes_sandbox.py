@@ -30,7 +30,7 @@ from nodewright.disruption import flow as disruption_flow
 from sandbox.apiserver.testing import kubectl
 from sandbox.events import scheduled_event
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
-from sandbox.workloads import nodeclass, nodepool
+from sandbox.scenarios.workloads import nodeclass, nodepool
 
 pytestmark = [
     pytest.mark.e2e,

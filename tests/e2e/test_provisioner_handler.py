@@ -18,7 +18,7 @@ from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NOD
 
 from sandbox.events import scheduled_event
 from sandbox.lambdas import load_function, provisioner_invocation
-from sandbox.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
+from sandbox.scenarios.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-e2e")]
 

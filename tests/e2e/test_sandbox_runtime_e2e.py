@@ -19,7 +19,7 @@ from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.livelog import LiveLog
 from sandbox.runtime import Runtime, interrupt
-from sandbox.workloads import nodeclass, nodepool
+from sandbox.scenarios.workloads import nodeclass, nodepool
 
 pytestmark = [
     pytest.mark.e2e,

@@ -9,7 +9,7 @@ import pytest
 from handler_calls import wait_for
 
 from sandbox import Sandbox
-from sandbox.eks_amis import nodeadm_user_data
+from sandbox.aws.eks_amis import nodeadm_user_data
 from sandbox.simulators.kube import Kube, core, group
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("sandbox")]

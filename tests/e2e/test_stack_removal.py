@@ -38,11 +38,11 @@ from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS, PODS, VALIDATI
 from nodewright.spec.deployment import FUNCTIONS
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
-from sandbox.eks_amis import nodeadm_user_data
+from sandbox.aws.eks_amis import nodeadm_user_data
 from sandbox.harness import CLUSTER, SEEDS
 from sandbox.runtime import INHERITED, Runtime, Worker
+from sandbox.scenarios.workloads import DEPLOYMENTS, deployment
 from sandbox.shared_data import REPO_ROOT
-from sandbox.workloads import DEPLOYMENTS, deployment
 
 pytestmark = [
     pytest.mark.e2e,

@@ -37,7 +37,7 @@ from nodewright.spec.deployment import WEBHOOK_CONCURRENCY
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.harness import CLUSTER, SEEDS
 from sandbox.runtime import Runtime
-from sandbox.workloads import DEPLOYMENTS, deployment, nodepool
+from sandbox.scenarios.workloads import DEPLOYMENTS, deployment, nodepool
 
 pytestmark = [
     pytest.mark.e2e,

@@ -87,7 +87,7 @@ def recorded() -> Iterator[Recorded]:
     from nodewright.cloud.state import InMemoryStateStore
     from nodewright.settings import Settings
 
-    from sandbox.aws import inject_ssm_parameters
+    from sandbox.aws.server import inject_ssm_parameters
 
     with pytest.MonkeyPatch.context() as patch, mock_aws():
         patch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")

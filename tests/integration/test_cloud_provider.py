@@ -31,8 +31,8 @@ from nodewright.cloud.provider import CloudProvider, LaunchRequest, parse_provid
 from nodewright.cloud.state import DynamoDBStateStore, create_state_table
 from nodewright.settings import Settings
 
-from sandbox import fleet_network
-from sandbox.aws import inject_ssm_parameters
+from sandbox.aws import fleet_network
+from sandbox.aws.server import inject_ssm_parameters
 
 REGION = "us-east-1"
 CLUSTER = "c1"

@@ -17,7 +17,7 @@ from nodewright.scheduling.instancetypes import GB
 from nodewright.scheduling.resources import EPHEMERAL_STORAGE, GIB
 from test_cloud_provider import K8S_VERSION, REGION, Env, env, moto_catalog, nodeclass, request
 
-from sandbox import eks_amis
+from sandbox.aws import eks_amis
 
 __all__ = ["env", "moto_catalog"]  # the fixtures, shared with test_cloud_provider
 

@@ -1,5 +1,5 @@
 """A launch whose candidates a NodeOverlay priced, against the sandbox's EC2 (moto, whose instant fleets
-choose as EC2 does: ``sandbox.ec2_fleet_allocation``): EC2's ``lowest-price`` goes by its own list
+choose as EC2 does: ``sandbox.aws.ec2_fleet_allocation``): EC2's ``lowest-price`` goes by its own list
 prices and would ignore the overlay, so such a launch asks for ``prioritized`` with each override's
 Priority the overlaid price, as Karpenter's fleet builder does."""
 
@@ -14,7 +14,7 @@ from nodewright.cloud.provider import CloudProvider
 from nodewright.state.overlays import PoolFacts, resolve
 from test_cloud_provider import Env, FleetSpy, env, moto_catalog, nodeclass, request
 
-from sandbox import ec2_reservations
+from sandbox.aws import ec2_reservations
 
 __all__ = ["env", "moto_catalog"]
 

@@ -1,5 +1,5 @@
 """Capacity reservations through the EC2 cloud provider, against the sandbox's EC2 (moto with
-``sandbox.ec2_reservations``): the terms select reservations, each becomes a reserved offering, a
+``sandbox.aws.ec2_reservations``): the terms select reservations, each becomes a reserved offering, a
 reserved launch targets its reservation and comes back labelled, a full reservation is marked
 unavailable, a Capacity Block launches with its market type, the status lists them, and an instance
 whose reservation is no longer selected has drifted."""
@@ -17,7 +17,7 @@ from nodewright.cloud.errors import InsufficientCapacityError
 from nodewright.cloud.provider import CloudProvider
 from test_cloud_provider import Env, FleetSpy, env, moto_catalog, nodeclass, request
 
-from sandbox import ec2_reservations
+from sandbox.aws import ec2_reservations
 
 __all__ = ["env", "moto_catalog"]
 
@@ -175,7 +175,7 @@ def test_a_capacity_block_bought_while_the_fault_injector_is_installed_still_lau
     """The sandbox installs the reservations before the fault injector wraps CreateFleet; buying a
     block afterwards (``add_capacity_block`` installs again) must not wrap the wrapper that wraps
     it: each CreateFleet recursed until Python gave up and moto answered 500."""
-    from sandbox import faults
+    from sandbox.aws import faults
 
     injector = faults.FaultInjector()
     faults.install(injector)

@@ -16,7 +16,7 @@ from nodewright.cloud.errors import PlacementGroupError
 from nodewright.cloud.provider import CloudProvider
 from test_cloud_provider import AMD64_AMI, Env, FleetSpy, env, moto_catalog, nodeclass, request
 
-from sandbox import ec2_placement
+from sandbox.aws import ec2_placement
 
 __all__ = ["env", "moto_catalog"]  # the fixtures, shared with test_cloud_provider
 
@@ -90,7 +90,8 @@ def test_prefixes_alone_give_the_primary_interface(ec2: Env) -> None:
 def test_cpu_enclave_volume_initialization_and_context_reach_ec2(ec2: Env) -> None:
     spy_client = CloudProvider(ec2.settings)
     spy = FleetSpy(spy_client.ec2)
-    # A snapshot that exists: EC2 (and the sandbox's fleet, sandbox.fleet_storage) refuses one that does not.
+    # A snapshot that exists: EC2 (and the sandbox's fleet, sandbox.aws.fleet_storage) refuses one that
+    # does not.
     volume = ec2.ec2.create_volume(Size=40, AvailabilityZone="us-east-1a")["VolumeId"]
     snapshot = ec2.ec2.create_snapshot(VolumeId=volume)["SnapshotId"]
     spec = {

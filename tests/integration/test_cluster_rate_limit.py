@@ -22,7 +22,7 @@ from nodewright.cluster.resources import NODES, PODS
 from nodewright.settings import Settings
 
 from sandbox.apiserver import ApiServer
-from sandbox.faults import ApiFault, ApiServerFaults
+from sandbox.aws.faults import ApiFault, ApiServerFaults
 
 pytestmark = pytest.mark.timeout(120)
 

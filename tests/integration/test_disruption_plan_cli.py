@@ -17,7 +17,7 @@ import pytest
 import yaml
 from nodewright.cli import main
 
-from sandbox.workloads import local_volume
+from sandbox.scenarios.workloads import local_volume
 
 ZONE = "us-west-2a"
 

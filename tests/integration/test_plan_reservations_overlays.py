@@ -193,7 +193,7 @@ def test_with_live_and_no_saved_answer_the_reservations_are_read_from_ec2(tmp_pa
     from moto import mock_aws
     from nodewright.cloud import aws, catalog, reservations
 
-    from sandbox import ec2_reservations
+    from sandbox.aws import ec2_reservations
 
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all([POOL, NODECLASS, WEB]))
     with mock_aws():

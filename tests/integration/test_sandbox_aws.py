@@ -11,8 +11,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sandbox import faults, fleet_network
-from sandbox.aws import AwsSeed, MotoServer, aws_client, seed
+from sandbox.aws import faults, fleet_network
+from sandbox.aws.server import AwsSeed, MotoServer, aws_client, seed
 
 CLUSTER = "faults"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -320,7 +320,7 @@ def test_an_instance_terminated_over_an_hour_ago_is_forgotten_as_ec2_forgets_it(
 
     import time_machine
 
-    from sandbox.aws import forget_terminated_instances
+    from sandbox.aws.server import forget_terminated_instances
 
     aws = moto[1]
     tags = [{"ResourceType": "instance", "Tags": [{"Key": "karpenter.sh/nodeclaim", "Value": "forgotten"}]}]
@@ -367,7 +367,7 @@ def test_a_forgotten_fleet_instance_takes_its_fleet_and_every_tag_of_what_went_w
 
     from moto.backends import get_backend
 
-    from sandbox.aws import forget_terminated_instances
+    from sandbox.aws.server import forget_terminated_instances
 
     aws = moto[1]
     label = f"forgotten-{capacity_type}"

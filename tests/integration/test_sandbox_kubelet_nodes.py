@@ -16,7 +16,7 @@ import yaml
 from kubernetes.utils.quantity import parse_quantity
 
 from sandbox import Sandbox
-from sandbox.eks_amis import nodeadm_user_data
+from sandbox.aws.eks_amis import nodeadm_user_data
 from sandbox.simulators.kube import Kube, core, group
 
 pytestmark = pytest.mark.xdist_group("sandbox")  # one sandbox per process: keep them on one worker

@@ -1,4 +1,5 @@
-"""The chaos run's service invariants (``sandbox.reliability``): when capacity exists for a pending pod
+"""The chaos run's service invariants (``sandbox.scenarios.reliability``): when capacity exists for a
+pending pod
 (``look_at_capacity``, the provisioner's own planning on the offerings as they truly are) and the two
 clocks of ``check_service`` (pending with capacity, $/h above the fresh plan), and how a run names
 the tracebacks it saw."""
@@ -16,7 +17,7 @@ from nodewright.state import nodepools
 from test_disruption_consolidation import NODECLASS, NODEPOOL, ZONE, add_node, add_pod
 from test_scheduling_support import catalog
 
-from sandbox.reliability import (
+from sandbox.scenarios.reliability import (
     CONSOLIDATION_WINDOW_SECONDS,
     PENDING_LIMIT_SECONDS,
     CapacityLook,
@@ -183,7 +184,7 @@ def test_nodes_left_when_no_pod_needs_them_are_infinitely_above_the_plan() -> No
 
 
 def test_a_run_names_the_exception_each_traceback_ended_with_plain_or_inside_a_json_log_line() -> None:
-    from sandbox.chaos import traceback_errors
+    from sandbox.scenarios.chaos import traceback_errors
 
     plain = (
         "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    g()\nKeyError: 'nodeName'\n"

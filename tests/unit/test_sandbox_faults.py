@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.faults import FaultInjector, Offering
+from sandbox.aws.faults import FaultInjector, Offering
 
 
 def test_throttle_answers_exactly_the_requested_number_of_calls() -> None:

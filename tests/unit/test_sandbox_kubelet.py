@@ -8,7 +8,7 @@ import base64
 import pytest
 from kubernetes.utils.quantity import parse_quantity
 
-from sandbox.eks_amis import read_user_data
+from sandbox.aws.eks_amis import read_user_data
 from sandbox.simulators.kubelet import (
     architecture,
     kube_reserved_millicores,

@@ -9,7 +9,7 @@ import pytest
 from nodewright.cloud.catalog import CatalogData
 from nodewright.cloud.pricetable import estimate_on_demand_price
 
-from sandbox import prices
+from sandbox.aws import prices
 
 M5_LARGE = {
     "InstanceType": "m5.large",

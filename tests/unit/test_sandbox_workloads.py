@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.cluster import Sandbox, SandboxError
-from sandbox.workloads import nodeclass
+from sandbox.scenarios.workloads import nodeclass
 
 
 def test_nodeclass_of_an_unstarted_sandbox_says_to_start_it() -> None:

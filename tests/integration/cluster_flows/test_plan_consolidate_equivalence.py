@@ -55,7 +55,7 @@ from nodewright.settings import Settings
 from nodewright.state.pods import is_reschedulable
 from nodewright.state.world import observe
 
-from sandbox.workloads import local_volume
+from sandbox.scenarios.workloads import local_volume
 
 REGION = "us-west-2"
 ZONES = ("us-west-2a", "us-west-2b")

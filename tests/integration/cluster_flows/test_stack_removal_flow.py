@@ -45,7 +45,7 @@ def installed(cluster: Any, crds: None) -> None:
 def test_the_webhooks_are_taken_out_and_the_crds_serve_v1_only_with_their_objects_kept(
     cluster: Any, installed: None
 ) -> None:
-    from sandbox.workloads import nodepool
+    from sandbox.scenarios.workloads import nodepool
 
     cluster.create(NODEPOOLS, nodepool("default", []))
     assert uninstall_webhooks(cluster) == [

@@ -16,7 +16,7 @@ serves from the same process, so the sandbox's server mode gets it too):
   placement: ``GroupName``, ``GroupId``, ``PartitionNumber`` (EC2 spreads a partition group's
   instances over its partitions), ``Tenancy``.
 
-:func:`install` and :func:`uninstall` nest, like ``sandbox.fleet_network``'s.
+:func:`install` and :func:`uninstall` nest, like ``sandbox.aws.fleet_network``'s.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def _create_fleet(self: Any, *args: Any, **kwargs: Any) -> Any:
         if placement.get("GroupName") or placement.get("GroupId"):
             find(self, name=placement.get("GroupName"), group_id=placement.get("GroupId"))
     fleet = _original["create_fleet"](self, *args, **kwargs)
-    from sandbox.fleet_network import _launched
+    from sandbox.aws.fleet_network import _launched
 
     for instance, spec in _launched(fleet):
         template_spec = getattr(spec, "launch_template_spec", None) or {}

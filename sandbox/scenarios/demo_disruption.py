@@ -207,7 +207,7 @@ def consolidate(
     """Part four; the node the ``api`` pods end on (None when the story could not be told)."""
     from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS, PODS
 
-    from sandbox.demo import offering_prices
+    from sandbox.scenarios.demo import offering_prices
 
     cluster = story.cluster
     story.say(

@@ -26,9 +26,9 @@ from nodewright.cloud.state import DynamoDBStateStore, create_state_table
 from nodewright.settings import Settings
 from nodewright.spec import deployment
 
-from sandbox import eks_amis
-from sandbox.catalog import bundled_catalog
-from sandbox.prices import price_table
+from sandbox.aws import eks_amis
+from sandbox.aws.catalog import bundled_catalog
+from sandbox.aws.prices import price_table
 
 ACCOUNT_ID = "123456789012"  # moto's default account
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -95,7 +95,7 @@ class MotoServer:
     ``enforcement`` every request a function signs is held to its IAM policy (sandbox.iam)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, enforcement: Any = None) -> None:
-        from sandbox import ec2_reservations
+        from sandbox.aws import ec2_reservations
 
         ec2_reservations.install()  # EC2's capacity reservations, before fleet_network wraps Fleet
         self._server = _enforcing_server(host, port, enforcement)
@@ -310,7 +310,7 @@ def inject_ssm_parameters(region: str, parameters: dict[str, str]) -> None:
 
 
 def seed_prices(dynamodb: Any, cluster_name: str, region: str, state_table: str) -> None:
-    """Store the sandbox's prices (sandbox.prices) through the layer's own state store, as pricing would."""
+    """Store the sandbox's prices (``aws.prices``) through the layer's own state store, as pricing would."""
     settings = Settings(cluster_name=cluster_name, region=region, state_table=state_table)
     DynamoDBStateStore(settings, dynamodb=dynamodb).put_price_table(price_table(bundled_catalog(region)))
 

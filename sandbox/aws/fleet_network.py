@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import fleet_storage
+from sandbox.aws import fleet_storage
 
 _lock = threading.Lock()
 _original: dict[str, Callable[..., Any]] = {}
@@ -80,7 +80,7 @@ def _apply(fleet: Any) -> None:
         primary = getattr(instance, "nics", {}).get(0)
         if primary is not None:
             primary._group_set = list(groups)
-        fleet_storage.apply(backend, instance, data)  # and its block devices (sandbox.fleet_storage)
+        fleet_storage.apply(backend, instance, data)  # and its block devices (sandbox.aws.fleet_storage)
         profile = data.get("IamInstanceProfile") or {}
         if profile.get("Name") or profile.get("Arn"):
             backend.associate_iam_instance_profile(

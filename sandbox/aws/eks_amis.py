@@ -1,4 +1,4 @@
-"""The sandbox's EKS-optimized AMIs as EC2 and SSM publish them, beyond what ``sandbox.aws`` registers:
+"""The sandbox's EKS-optimized AMIs as EC2 and SSM publish them, beyond what ``sandbox.aws.server`` registers:
 the Windows Server Core AMIs with their public parameters, every AMI's block devices, and what a node
 booted from one makes of its user data.
 
@@ -17,7 +17,7 @@ Written from AWS's own facts, not the product's, so that a wrong computation in 
   ephemeral-storage init``/``bind`` bootstrap command), the kubelet's filesystem is the array of the
   NVMe instance-store disks; the ``--max-pods`` of the bootstrap is the node's pod capacity.
 
-``seed`` (called once from ``sandbox.aws.seed``) registers and publishes all this in moto's backends.
+``seed`` (called once from ``sandbox.aws.server.seed``) registers and publishes all this in moto's backends.
 """
 
 from __future__ import annotations
@@ -60,12 +60,12 @@ def windows_parameter(year: str, kubernetes_version: str) -> str:
 
 
 def seed(ec2: Any, region: str, images: dict[str, str], versions: tuple[str, ...]) -> dict[str, str]:
-    """Give ``sandbox.aws``'s Linux images their real block devices, register the Windows Server Core
+    """Give ``sandbox.aws.server``'s Linux images their real block devices, register the Windows Server Core
     images (added to ``images`` as ``windows<year>/x86_64``) and publish their SSM parameters for
     ``versions``; returns the parameters published."""
     from moto.backends import get_backend
 
-    from sandbox.aws import ACCOUNT_ID, inject_ssm_parameters
+    from sandbox.aws.server import ACCOUNT_ID, inject_ssm_parameters
 
     backend = get_backend("ec2")[ACCOUNT_ID][region]
     for image_id in images.values():
@@ -93,7 +93,7 @@ def seed(ec2: Any, region: str, images: dict[str, str], versions: tuple[str, ...
 
 
 def sandbox_family(image_name: str) -> str | None:
-    """al2, al2023 or bottlerocket for an image ``sandbox.aws`` registered; None for any other."""
+    """al2, al2023 or bottlerocket for an image ``sandbox.aws.server`` registered; None for any other."""
     match = _SANDBOX_IMAGE.match(image_name)
     return match["family"] if match else None
 

@@ -33,7 +33,7 @@ from typing import Any
 from nodewright.spec import deployment
 
 from sandbox import events
-from sandbox.aws import forget_terminated_instances
+from sandbox.aws.server import forget_terminated_instances
 from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
 
 # The product's timeouts the invariants are stated against (provisioning/lifecycle.py).
@@ -860,14 +860,14 @@ class Rig:
 
     def true_instance_types(self, nodeclass: dict[str, Any]) -> list[Any]:
         """The product's catalog for ``nodeclass`` (``CloudProvider``) with each offering's
-        availability as EC2 would answer now (``sandbox.faults``)."""
+        availability as EC2 would answer now (``sandbox.aws.faults``)."""
         import os
         from dataclasses import replace
 
         from nodewright.cloud.provider import CloudProvider
         from nodewright.settings import Settings
 
-        from sandbox.faults import Offering
+        from sandbox.aws.faults import Offering
 
         meta = nodeclass.get("metadata") or {}
         key = (str(meta.get("name")), str(meta.get("generation")))
@@ -875,7 +875,7 @@ class Rig:
             # the sandbox's own look, as the account's owner
             owner = Settings.from_env({**os.environ, **self.sandbox.owner_credentials()})
             self._catalogs[key] = CloudProvider.shared(owner).instance_types(nodeclass)
-        out = self.sandbox.faults.unavailable_offerings()
+        out = self.sandbox.aws.faults.unavailable_offerings()
         iced = {o.instance_type for o in out}
 
         def as_ec2_answers(name: str, offering: Any) -> Any:
@@ -971,10 +971,10 @@ class Rig:
         )
         from nodewright.provisioning import garbage
 
-        from sandbox.workloads import DEPLOYMENTS, REPLICASETS
+        from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS
 
         self.crashes.disarm()
-        self.sandbox.faults.clear()
+        self.sandbox.aws.faults.clear()
         self.sandbox.api_faults.clear()
         self.sandbox.kubelet.registry.fail_next_registrations = 0
         # The workload first, its pods force-deleted rather than waited for: a scenario's end is no

@@ -14,7 +14,7 @@ moto 5.2 has none of this API, so this module adds it to moto's EC2, answering a
   ``expired``; from 30 minutes before its end EC2 terminates the instances still in it (done here
   whenever reservations are read or launched into, as EC2 does on its own clock).
 * Launches (CreateFleet's instant fleets, through moto's ``Fleet``), the overrides tried in the
-  order of the fleet's on-demand allocation strategy (``sandbox.ec2_fleet_allocation``): an
+  order of the fleet's on-demand allocation strategy (``sandbox.aws.ec2_fleet_allocation``): an
   instance whose launch template targets a reservation
   (``CapacityReservationSpecification.CapacityReservationTarget``) runs in it
   only if the reservation is active, of the instance's type and zone, and has a free slot; else the
@@ -32,7 +32,7 @@ moto 5.2 has none of this API, so this module adds it to moto's EC2, answering a
 
 :func:`install` patches moto (idempotent, never undone: with no reservation in an account, moto
 answers as before);
-the sandbox calls it when it starts its moto server (``sandbox.aws.MotoServer``).
+the sandbox calls it when it starts its moto server (``sandbox.aws.server.MotoServer``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sandbox import ec2_fleet_allocation
+from sandbox.aws import ec2_fleet_allocation
 
 CAPACITY_BLOCK = "capacity-block"
 RECLAIM_BEFORE_END = timedelta(minutes=30)  # EC2 starts terminating a block's instances then
@@ -411,7 +411,7 @@ def _place(
 
 def _create_on_demand_requests(self: Any, weight_to_add: float) -> None:
     """moto's on-demand fulfilment as EC2's: the launch specs in the order the fleet's allocation
-    strategy gives them (``sandbox.ec2_fleet_allocation``; moto took the first), each launched into the
+    strategy gives them (``sandbox.aws.ec2_fleet_allocation``; moto took the first), each launched into the
     reservation it targets or matches, until one launches."""
     backend = self.ec2_backend
     now = datetime.now(UTC)
@@ -569,7 +569,7 @@ def _needs_wrapping(key: str, current: Any, ours: Any) -> bool:
 
 def _inner(wrapper: Any) -> Any:
     """What one of the sandbox's CreateFleet wrappers calls (None: moto's own method, or unknown)."""
-    from sandbox import faults, fleet_network
+    from sandbox.aws import faults, fleet_network
 
     if wrapper is fleet_network._create_fleet_response:
         return fleet_network._original.get("response")

@@ -8,8 +8,8 @@ allocation strategies", EC2 Fleet):
 * ``prioritized``: each override's ``Priority``, the lowest number first; an override without one last.
 
 The On-Demand price is what the sandbox's EC2 bills: the reference price when ``../shared/data``
-has one, else the production estimate (``sandbox.prices``'s rule; the state table the functions read
-holds the same numbers). ``sandbox.ec2_reservations`` orders a fleet's launch specs with
+has one, else the production estimate (``sandbox.aws.prices``'s rule; the state table the functions read
+holds the same numbers). ``sandbox.aws.ec2_reservations`` orders a fleet's launch specs with
 :func:`order` before placing them.
 """
 
@@ -29,8 +29,8 @@ def on_demand_price(region: str, instance_type: str) -> float:
     """What the sandbox's EC2 bills an hour of ``instance_type`` on demand (inf: a type it does not know)."""
     from nodewright.cloud.pricetable import estimate_on_demand_price
 
-    from sandbox.catalog import bundled_catalog
-    from sandbox.prices import reference_on_demand
+    from sandbox.aws.catalog import bundled_catalog
+    from sandbox.aws.prices import reference_on_demand
 
     known = reference_on_demand().get(instance_type)
     if known:

@@ -7,7 +7,7 @@ the instance's ``RootDeviceName``. moto 5.2 launches a fleet instance without it
 every instance got one 8 GiB ``/dev/sda1``, so a 200 GiB root volume an EC2NodeClass asks for never
 existed and the sandbox's kubelet could not report what a real node would.
 
-``apply`` corrects one fleet instance after moto builds it; ``sandbox.fleet_network`` calls it for every
+``apply`` corrects one fleet instance after moto builds it; ``sandbox.aws.fleet_network`` calls it for every
 instance of an instant fleet (its install and uninstall cover both corrections). RunInstances, which
 Nodewright never calls, is left as moto answers it (its ``BlockDeviceMappings`` are honoured, an
 AMI's are not).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.eks_amis import block_devices
+from sandbox.aws.eks_amis import block_devices
 
 
 def apply(backend: Any, instance: Any, data: dict[str, Any]) -> None:

@@ -5,12 +5,12 @@ Each step draws one disturbance (a deployment scaled, an interruption of a rando
 the fault matrix: ICE, CreateFleet throttling, the API server answering 409/429/500 or slowly, the
 function killed at a named checkpoint, an instance terminated out of band, a node that never
 registers, a duplicate or late interruption message), then runs one compressed minute of the
-deployed system (``sandbox.reliability.Rig.round``: the scheduled provisioner and disruption
+deployed system (``sandbox.scenarios.reliability.Rig.round``: the scheduled provisioner and disruption
 invocations, the interruption queue, 20 s of simulated time) and checks the invariants of
-``sandbox.reliability.check``. At the end every fault is cleared, the functions get rounds to
+``sandbox.scenarios.reliability.check``. At the end every fault is cleared, the functions get rounds to
 converge, and the settled invariants are checked: no leaked instance, no NodeClaim with two
 instances, every pod running. After every round the service invariants are checked too
-(``sandbox.reliability.check_service``): no pod pending over 60 s of simulated time while capacity
+(``sandbox.scenarios.reliability.check_service``): no pod pending over 60 s of simulated time while capacity
 exists for it and no fault holds the functions, and the cluster's $/h not above 1.2x a fresh plan of
 the same pods for longer than the consolidation window.
 
@@ -34,9 +34,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sandbox import workloads
-from sandbox.faults import ApiFault
-from sandbox.reliability import CONSOLIDATION_WINDOW_SECONDS, COST_RATIO_LIMIT, PENDING_LIMIT_SECONDS
+from sandbox.aws.faults import ApiFault
+from sandbox.scenarios import workloads
+from sandbox.scenarios.reliability import (
+    CONSOLIDATION_WINDOW_SECONDS,
+    COST_RATIO_LIMIT,
+    PENDING_LIMIT_SECONDS,
+)
 
 # What the chaos run draws from, with weights: workload changes most, every fault kind regularly.
 DISTURBANCES: dict[str, int] = {
@@ -181,7 +185,7 @@ def _percentile(values: list[float], pct: float) -> float:
 
 
 class Chaos:
-    """One seeded run on a started :class:`sandbox.reliability.Rig`."""
+    """One seeded run on a started :class:`sandbox.scenarios.reliability.Rig`."""
 
     def __init__(self, rig: Any, seed: int, dossier: Path | None = None) -> None:
         self.rig = rig
@@ -203,7 +207,7 @@ class Chaos:
         from nodewright.api import labels
         from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
-        from sandbox.workloads import nodeclass, nodepool
+        from sandbox.scenarios.workloads import nodeclass, nodepool
 
         rig = self.rig
         rig.admin.create(EC2NODECLASSES, nodeclass(rig.sandbox))
@@ -241,7 +245,7 @@ class Chaos:
         """Every fault cleared; rounds until every pod runs; then the settled invariants."""
         rig = self.rig
         rig.crashes.disarm()
-        rig.sandbox.faults.clear()
+        rig.sandbox.aws.faults.clear()
         rig.sandbox.api_faults.clear()
         rig.sandbox.kubelet.registry.fail_next_registrations = 0
         self.ice_until.clear()
@@ -298,11 +302,11 @@ class Chaos:
             return kind
         if kind == "ice":
             offering = (rng.choice(INSTANCE_TYPES), rng.choice(ZONES), rng.choice(("spot", "on-demand")))
-            rig.sandbox.faults.insufficient_capacity(*offering)
+            rig.sandbox.aws.faults.insufficient_capacity(*offering)
             self.ice_until[offering] = self.report.steps + ICE_STEPS
             return kind
         if kind == "fleet-throttle":
-            rig.sandbox.faults.throttle("CreateFleet", times=rng.randint(1, 6))
+            rig.sandbox.aws.faults.throttle("CreateFleet", times=rng.randint(1, 6))
             return kind
         if kind.startswith("api-"):
             fault = {
@@ -324,7 +328,7 @@ class Chaos:
     def expire_faults(self) -> None:
         for offering, until in list(self.ice_until.items()):
             if self.report.steps >= until:
-                self.rig.sandbox.faults.restore_capacity(*offering)
+                self.rig.sandbox.aws.faults.restore_capacity(*offering)
                 del self.ice_until[offering]
 
     # --- one compressed minute ------------------------------------------------------------------
@@ -381,7 +385,7 @@ class Chaos:
     def faults_acted(self) -> tuple[int, int]:
         """How often the API server's and CreateFleet's injected faults have answered so far."""
         sandbox = self.rig.sandbox
-        return sum(sandbox.api_faults.hits.values()), sandbox.faults.throttled
+        return sum(sandbox.api_faults.hits.values()), sandbox.aws.faults.throttled
 
     def faults_in_effect(self, acted_before: tuple[int, int], outcomes: list[Any]) -> list[str]:
         """The faults that held the functions back in this round: one that answered during it or
@@ -393,7 +397,7 @@ class Chaos:
         found = []
         if sandbox.api_faults.in_effect or api > acted_before[0]:
             found.append("api-server")
-        if sandbox.faults.throttling or fleet > acted_before[1]:
+        if sandbox.aws.faults.throttling or fleet > acted_before[1]:
             found.append("fleet-throttle")
         if any(o.killed_at for o in outcomes):
             found.append("killed")
@@ -402,10 +406,10 @@ class Chaos:
         return found
 
     def check_service(self, faults: list[str]) -> None:
-        """The service invariants (``sandbox.reliability.check_service``) on a fresh look."""
+        """The service invariants (``sandbox.scenarios.reliability.check_service``) on a fresh look."""
         from nodewright.state.pods import key as pod_key
 
-        from sandbox.reliability import check_service, pending_pods
+        from sandbox.scenarios.reliability import check_service, pending_pods
 
         rig = self.rig
         seen = rig.observe()
@@ -502,7 +506,7 @@ class Chaos:
     def track_pods(self) -> None:
         from nodewright.state.pods import key as pod_key
 
-        from sandbox.reliability import pending_pods, running_pods
+        from sandbox.scenarios.reliability import pending_pods, running_pods
 
         seen = self.rig.observe()
         now = seen.at
@@ -527,7 +531,7 @@ class Chaos:
 
     # --- looking ------------------------------------------------------------------------------
     def pending_now(self) -> list[dict[str, Any]]:
-        from sandbox.reliability import pending_pods
+        from sandbox.scenarios.reliability import pending_pods
 
         return pending_pods(self.rig.observe())
 
@@ -587,7 +591,7 @@ def run_chaos(
     steps: int, seed: int, *, minutes: float | None = None, progress: Any = None, dossier: Path | None = None
 ) -> ChaosReport:
     """Start a sandbox, run ``steps`` seeded steps (or until ``minutes`` of real time), settle, report."""
-    from sandbox.reliability import Rig
+    from sandbox.scenarios.reliability import Rig
 
     started = time.monotonic()
     with Rig("chaos", log=io.StringIO()) as rig:

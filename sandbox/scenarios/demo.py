@@ -12,7 +12,7 @@ pods goes through the real ``spot_events`` handler (and, as the same event, thro
 replacement (or of the pods moving to existing capacity, when they fit there), the cordon, the
 drain under a PodDisruptionBudget and the node's removal, against the two-minute notice. Last,
 ``inflate`` scales down and the real ``disruption`` handler removes the nodes left empty, one at
-a time as the NodePool's budget allows; then (``sandbox.demo_disruption``) a node left mostly idle
+a time as the NodePool's budget allows; then (``sandbox.scenarios.demo_disruption``) a node left mostly idle
 is consolidated onto a strictly cheaper one, and an AMI selection change rolls its node.
 
 ``--kubeconfig PATH`` runs the same story against another API server (the emulator stays off;
@@ -31,7 +31,6 @@ import time
 from typing import Any
 
 from sandbox import events
-from sandbox.demo_disruption import DisruptionRunner, consolidate, drift
 from sandbox.harness import (
     REGION,
     SEEDS,
@@ -42,6 +41,7 @@ from sandbox.harness import (
     seed_objects,
     warm_catalog,
 )
+from sandbox.scenarios.demo_disruption import DisruptionRunner, consolidate, drift
 
 SEED_PODS = ("web-pod", "gpu-pod", "batch-pod")
 NOTICE_SECONDS = 120.0  # EC2 reclaims a spot instance two minutes after its interruption warning
@@ -377,7 +377,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> tuple[bool, st
     claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
     launches_before = len(story.fleet_calls)
     queue = load_function("interruption")
-    queue_url = story.sandbox.aws.interruption_queue_url
+    queue_url = story.sandbox.aws.server.interruption_queue_url
     response = queue.handler(
         events.sqs_event(
             [
@@ -453,8 +453,8 @@ def scale_down(story: SandboxRun, watcher: Watcher, runner: DisruptionRunner) ->
     from nodewright.cluster.resources import NODES
     from nodewright.state.pods import reschedulable_by_node
 
-    from sandbox.demo_disruption import TICK_SECONDS
-    from sandbox.workloads import DEPLOYMENTS
+    from sandbox.scenarios.demo_disruption import TICK_SECONDS
+    from sandbox.scenarios.workloads import DEPLOYMENTS
 
     story.cluster.patch(
         DEPLOYMENTS, "inflate", {"spec": {"replicas": SCALED_DOWN_REPLICAS}}, namespace="default"

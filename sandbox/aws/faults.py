@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
-from sandbox.fleet_network import fleet_error, template_data
+from sandbox.aws.fleet_network import fleet_error, template_data
 
 ICE_CODE = "InsufficientInstanceCapacity"
 THROTTLE_CODE = "RequestLimitExceeded"

@@ -99,6 +99,6 @@ class SpotHistory:
 
 @functools.cache
 def _region_table(region: str) -> PriceTable:
-    from sandbox.catalog import bundled_catalog
+    from sandbox.aws.catalog import bundled_catalog
 
     return price_table(bundled_catalog(region))
