@@ -310,6 +310,8 @@ class Verdict:
 
     command: Command | None
     why_not: str = ""
+    # Refused as not cheaper: the new nodes its plan would launch (the repack refines a wave by them)
+    claims: list[NewClaim] = field(default_factory=list)
 
 
 def evaluate(
@@ -360,6 +362,8 @@ def evaluate(
             thresholds=thresholds,
             spot_to_spot_gate=spot_to_spot,
         )
+        if verdict.command is None:
+            verdict.claims = claims
     else:
         verdict = _cheaper(
             chosen,
@@ -556,9 +560,11 @@ def _worst(option: Any) -> float:
     return float(max((o.price for o in option.offerings), default=option.price))
 
 
-def worst_launch_price(claim: NewClaim) -> float:
-    """The most a NodeClaim may cost per hour: its dearest allowed offering of its cheapest type list."""
-    return max((_worst(o) for o in claim.instance_types), default=0.0)
+def worst_launch_price(claim: NewClaim, *, cheapest_only: bool = False) -> float:
+    """The most a NodeClaim may cost per hour: its dearest allowed offering of its type list (of its
+    cheapest type only: what a replacement narrowed to that type would cost at worst)."""
+    types = claim.instance_types[:1] if cheapest_only else claim.instance_types
+    return max((_worst(o) for o in types), default=0.0)
 
 
 # --- methods ------------------------------------------------------------------------------------------
