@@ -320,3 +320,51 @@ def test_a_spot_nodes_replacement_in_a_mixed_wave_waits_for_the_spot_to_spot_gat
     assert allowed.command is not None, allowed.why_not
     batch = allowed.command.replacements[1]
     assert batch.requirements["karpenter.sh/capacity-type"].values == {"spot"}, "pinned to spot"
+
+
+def test_a_waves_replacement_that_may_be_spot_is_priced_and_pinned_as_a_single_replacement_is() -> None:
+    """One rule for a replacement's price (Karpenter's worstLaunchPrice): a replacement that may
+    launch as spot is priced at its dearest spot offering and pinned to spot, in a wave as for one
+    node. Here the two new nodes cost less than the removed on-demand nodes at their spot prices,
+    more at their on-demand ones: the wave is made, its replacements pinned to spot (a spot
+    shortage fails the launch instead of buying the dearer on-demand node)."""
+    from nodewright.scheduling import CandidateType, NewClaim, Offering, Requirements
+
+    def option(name: str, on_demand: float, spot: float) -> CandidateType:
+        return CandidateType(name, spot, (Offering("z", "on-demand", on_demand), Offering("z", "spot", spot)))
+
+    def candidate(name: str, pod: str) -> consolidation.Candidate:
+        claim = {"metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": "on-demand"}}}
+        pods = [{"metadata": {"name": pod, "namespace": "default"}}]
+        return consolidation.Candidate(claim, {}, "default", pods, 0.090, 1.0)
+
+    claims = [
+        NewClaim("default", Requirements([]), ["default/a"], [option("m5.large", 0.096, 0.040)]),
+        NewClaim("default", Requirements([]), ["default/b"], [option("m5.xlarge", 0.192, 0.080)]),
+    ]
+    removed = [candidate("one", "a"), candidate("two", "b")]
+    single = consolidation._cheaper(
+        removed[:1],
+        claims[0],
+        reason="Underutilized",
+        method="single",
+        thresholds={},
+        min_values=None,
+        spot_to_spot_gate=False,
+    )
+    assert single.command is not None, single.why_not
+    assert single.command.replacements[0].requirements["karpenter.sh/capacity-type"].values == {"spot"}
+
+    verdict = consolidation._cheaper_set(
+        [*removed, candidate("three", "c")],
+        claims,
+        reason="Underutilized",
+        method="repack",
+        thresholds={},
+        spot_to_spot_gate=False,
+    )
+    # removed: 3 x $0.090 = $0.270/h; new: $0.120/h at spot prices, $0.288/h on demand
+    assert verdict.command is not None, verdict.why_not
+    for replacement in verdict.command.replacements:
+        assert replacement.requirements["karpenter.sh/capacity-type"].values == {"spot"}, "pinned to spot"
+    assert verdict.command.price_after == pytest.approx(0.120)

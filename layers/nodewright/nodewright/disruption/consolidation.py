@@ -415,21 +415,14 @@ def _cheaper(
     price = sum(c.price or 0.0 for c in chosen)
     threshold = max((thresholds.get(c.nodepool, 0.0) for c in chosen), default=0.0)
     limit = price * (1.0 - threshold / 100.0)
-    options = list(claim.instance_types)
-    requirements = claim.requirements
-    capacity = requirements.get(labels.CAPACITY_TYPE)
-    spot_to_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen) and (
-        capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
+    launch = _launched_as(
+        claim,
+        from_spot=all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen),
+        spot_to_spot_gate=spot_to_spot_gate,
     )
-    if spot_to_spot and not spot_to_spot_gate:
+    if launch is None:
         return Verdict(None, SPOT_TO_SPOT_DISABLED)
-    # Karpenter prices a replacement that may be spot at its dearest spot offering (worstLaunchPrice)
-    # and pins it to spot, so that a spot shortage never launches a dearer on-demand node instead.
-    # (A reservation's offering is left as it is: that replacement keeps its own price rule.)
-    may_be_spot = capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
-    reserved = any(x.capacity_type == labels.CAPACITY_TYPE_RESERVED for o in options for x in o.offerings)
-    if spot_to_spot or (may_be_spot and not reserved and any(_has_spot(o) for o in options)):
-        requirements, options = _pinned_to_spot(requirements, options)
+    requirements, options, spot_to_spot = launch
     if len(chosen) > 1:
         limit = min(limit, *(_same_type_limit(chosen, o.name) for o in options))
     options = sorted((o for o in options if _worst(o) < limit), key=lambda o: (_worst(o), o.name))
@@ -454,6 +447,29 @@ def _cheaper(
         requirements=requirements.with_requirement(Requirement(labels.INSTANCE_TYPE, False, names)),
     )
     return Verdict(Command(reason, method, chosen, [replacement]))
+
+
+def _launched_as(
+    claim: NewClaim, *, from_spot: bool, spot_to_spot_gate: bool
+) -> tuple[Requirements, list[CandidateType], bool] | None:
+    """How a replacement may launch, one rule for one replacement and for a wave's each: its
+    requirements, its types with the offerings it may launch as, and whether it is spot-to-spot
+    (``from_spot``: every pod it takes comes from a spot node, and it may be spot); None when it is
+    spot-to-spot and the gate is off. Karpenter prices a replacement that may be spot at its
+    dearest spot offering (worstLaunchPrice) and pins it to spot, so that a spot shortage never
+    launches a dearer on-demand node instead. (A reservation's offering is left as it is: that
+    replacement keeps its own price rule.)"""
+    requirements = claim.requirements
+    options = list(claim.instance_types)
+    capacity = requirements.get(labels.CAPACITY_TYPE)
+    may_be_spot = capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
+    spot_to_spot = from_spot and may_be_spot
+    if spot_to_spot and not spot_to_spot_gate:
+        return None
+    reserved = any(x.capacity_type == labels.CAPACITY_TYPE_RESERVED for o in options for x in o.offerings)
+    if spot_to_spot or (may_be_spot and not reserved and any(_has_spot(o) for o in options)):
+        requirements, options = _pinned_to_spot(requirements, options)
+    return requirements, options, spot_to_spot
 
 
 def _pinned_to_spot(
@@ -485,7 +501,8 @@ def _cheaper_set(
     """Several replacements (a repack): each keeps its cheapest type and the types whose worst launch
     price stays within its equal share of what the set saves, so that whatever types the launches
     get, the new nodes together cost strictly less than the removed ones (less the price-improvement
-    threshold). Spot-to-spot as for one replacement, without the single-node type-count floor
+    threshold). Each is priced, pinned to spot, and spot-to-spot by the rule of one replacement
+    (``_launched_as``), without the single-node type-count floor
     (Karpenter asks it of single-node consolidation only); a replacement narrowed below its
     NodePool's minValues is not proposed."""
     from nodewright.scheduling.requirements import Requirement
@@ -499,15 +516,12 @@ def _cheaper_set(
     from_spot = {pod_key(p): c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen for p in c.pods}
     narrowed: list[tuple[NewClaim, Any, list[Any]]] = []
     for claim in claims:
-        requirements = claim.requirements
-        capacity = requirements.get(labels.CAPACITY_TYPE)
-        options = list(claim.instance_types)
         moved = [from_spot[key] for key in claim.pods if key in from_spot]
         only_spot = bool(moved) and all(moved)
-        if only_spot and (capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)):
-            if not spot_to_spot_gate:
-                return Verdict(None, SPOT_TO_SPOT_DISABLED)
-            requirements, options = _pinned_to_spot(requirements, options)
+        launch = _launched_as(claim, from_spot=only_spot, spot_to_spot_gate=spot_to_spot_gate)
+        if launch is None:
+            return Verdict(None, SPOT_TO_SPOT_DISABLED)
+        requirements, options, _ = launch
         options = sorted(options, key=lambda o: (_worst(o), o.name))
         if not options:
             return Verdict(None, "can't replace with cheaper nodes")

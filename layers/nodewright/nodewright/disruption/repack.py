@@ -185,9 +185,7 @@ def _not_saving(
     for claim in claims:
         charge.update(_shares(claim, requests, worst_launch_price(claim, cheapest_only=True)))
     return {
-        c.name
-        for c in chosen
-        if (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in c.pods) <= 0
+        c.name for c in chosen if (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in c.pods) <= 0
     }
 
 
