@@ -12,19 +12,26 @@ per pass and takes as much of the answer as the budgets allow:
    by its pods in proportion to the dominant share (CPU or memory) of the node each takes; room on
    a node that stays is free. A candidate's *waste* is its price less its pods' charges: what
    removing it saves once the cluster is repacked.
-3. **Wave.** The candidates with waste, most waste per disrupted node first (in a ``Balanced``
+3. **Keep what the repack would buy.** A node of an instance type the repack buys is what a fresh
+   plan would run: partly filled (the last node of an earlier wave), its room is best filled by
+   the others' pods, not replaced by another partly filled node. So the nodes of other types are
+   valued first by a second repack with those nodes staying (their room free, as the command's
+   own plan takes it), and the wave is drawn from them; only when that finds no wave are all the
+   candidates valued and drawn from as one.
+4. **Wave.** The candidates with waste, most waste per disrupted node first (in a ``Balanced``
    NodePool, per unit of its disruption cost, ``balanced.node_cost``), as many as each NodePool's
    budget room allows and at most ``WAVE_MAX``, are one command, asked of the simulation as any
    command is (``consolidation.evaluate`` with several replacements: every pod finds a place and
    none on a node not yet initialized, the new nodes together strictly cheaper at their worst
    launch prices, the price-improvement threshold, spot-to-spot, minValues), and scored by
    ``Balanced``. A candidate the wave does not save on (its pods' share of the new nodes, at their
-   worst launch prices, costs as much as it does: a well-filled node, the partly filled big node
-   the last wave left, a spot node whose replacement may launch at its own price) gives its place
-   to the next in the order, and the wave is asked again (``REFINE_ROUNDS``, down to a single
-   node); the answer that saves the most wins, and when that is a single node, the waves with the
-   others were churn: it is left to single-node consolidation. When no full wave passes, the
-   longest passing prefix (binary search) does, at least ``WAVE_MIN`` nodes; below that
+   worst launch prices, costs as much as it does: a well-filled node, a node whose waste needs
+   pods the wave does not hold, a spot node whose replacement may launch at its own price) gives
+   its place to the next in the order, and the wave is asked again (``REFINE_ROUNDS``, down to a
+   single node), also when it was refused as not cheaper (by the new nodes its plan would have
+   launched); the answer that saves the most wins, and when that is a single node, the waves with
+   the others were churn: it is left to single-node consolidation. When no refined wave passes,
+   the longest passing prefix (binary search) does, at least ``WAVE_MIN`` nodes; below that
    Karpenter's multi- and single-node methods take over.
 
 The command runs as every replace runs (``execute``): candidates tainted, replacements launched
