@@ -430,3 +430,32 @@ def test_a_wave_refused_as_not_cheaper_is_refined_by_the_new_nodes_its_plan_woul
     assert command is not None
     assert [c.name for c in command.candidates] == ["a", "b"]
     assert asked == [["dear", "a", "b"], ["a", "b"]]
+
+
+def test_a_wave_that_launches_more_nodes_than_it_removes_counts_each_nodes_volumes() -> None:
+    """Every node pays its EBS volumes on top of its instance (``NewClaim.volume_price``; the
+    removed nodes pay the same per node of their NodePool). Two new nodes at $0.095/h replace one
+    at $0.200/h: cheaper by their instances, but with $0.010/h of volumes a node, $0.210/h against
+    $0.210/h: not cheaper, and the wave that would raise the bill is not made."""
+    from nodewright.scheduling import CandidateType, NewClaim, Offering, Requirements
+
+    def claim(pod: str) -> NewClaim:
+        option = CandidateType("m5.large", 0.095, (Offering("z", "on-demand", 0.095),))
+        return NewClaim("default", Requirements([]), [f"default/{pod}"], [option], volume_price=0.010)
+
+    claim_obj = {"metadata": {"name": "big", "labels": {"karpenter.sh/capacity-type": "on-demand"}}}
+    pods = [{"metadata": {"name": p, "namespace": "default"}} for p in ("a", "b")]
+    removed = [consolidation.Candidate(claim_obj, {}, "default", pods, 0.200, 1.0)]
+
+    verdict = consolidation._cheaper_set(
+        removed,
+        [claim("a"), claim("b")],
+        reason="Underutilized",
+        method="repack",
+        thresholds={},
+        spot_to_spot_gate=False,
+        volumes={"default": 0.010},
+    )
+
+    assert verdict.command is None
+    assert verdict.why_not.startswith("can't replace with cheaper nodes")

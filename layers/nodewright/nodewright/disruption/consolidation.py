@@ -361,6 +361,7 @@ def evaluate(
             method=method,
             thresholds=thresholds,
             spot_to_spot_gate=spot_to_spot,
+            volumes={pool.name: pool.node_price for pool in sim.nodepools},
         )
         if verdict.command is None:
             verdict.claims = claims
@@ -497,14 +498,17 @@ def _cheaper_set(
     method: str,
     thresholds: Mapping[str, float],
     spot_to_spot_gate: bool,
+    volumes: Mapping[str, float] | None = None,
 ) -> Verdict:
     """Several replacements (a repack): each keeps its cheapest type and the types whose worst launch
     price stays within its equal share of what the set saves, so that whatever types the launches
     get, the new nodes together cost strictly less than the removed ones (less the price-improvement
-    threshold). Each is priced, pinned to spot, and spot-to-spot by the rule of one replacement
-    (``_launched_as``), without the single-node type-count floor
-    (Karpenter asks it of single-node consolidation only); a replacement narrowed below its
-    NodePool's minValues is not proposed."""
+    threshold), by their instances and with each node's EBS volumes (``volumes``: NodePool → $/h
+    of a node's volumes; a new node's is its ``volume_price``): a wave may launch more nodes than
+    it removes, and the volumes of the extra ones must not eat what it saves. Each is priced,
+    pinned to spot, and spot-to-spot by the rule of one replacement (``_launched_as``), without the
+    single-node type-count floor (Karpenter asks it of single-node consolidation only); a
+    replacement narrowed below its NodePool's minValues is not proposed."""
     from nodewright.scheduling.requirements import Requirement
 
     price = sum(c.price or 0.0 for c in chosen)
@@ -527,6 +531,9 @@ def _cheaper_set(
             return Verdict(None, "can't replace with cheaper nodes")
         narrowed.append((claim, requirements, options))
     base = sum(_worst(options[0]) for _, _, options in narrowed)
+    # What the set's volumes add (the removed nodes' volumes go with them): the instances must save it.
+    extra = sum(c.volume_price for c in claims) - sum((volumes or {}).get(c.nodepool, 0.0) for c in chosen)
+    limit = min(limit, limit - extra)
     if base >= limit:
         why = (
             f"can't replace with cheaper nodes: {len(claims)} new nodes cost ${base:.2f}/h, "
