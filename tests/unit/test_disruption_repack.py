@@ -320,3 +320,142 @@ def test_a_spot_nodes_replacement_in_a_mixed_wave_waits_for_the_spot_to_spot_gat
     assert allowed.command is not None, allowed.why_not
     batch = allowed.command.replacements[1]
     assert batch.requirements["karpenter.sh/capacity-type"].values == {"spot"}, "pinned to spot"
+
+
+def test_a_waves_replacement_that_may_be_spot_is_priced_and_pinned_as_a_single_replacement_is() -> None:
+    """One rule for a replacement's price (Karpenter's worstLaunchPrice): a replacement that may
+    launch as spot is priced at its dearest spot offering and pinned to spot, in a wave as for one
+    node. Here the two new nodes cost less than the removed on-demand nodes at their spot prices,
+    more at their on-demand ones: the wave is made, its replacements pinned to spot (a spot
+    shortage fails the launch instead of buying the dearer on-demand node)."""
+    from nodewright.scheduling import CandidateType, NewClaim, Offering, Requirements
+
+    def option(name: str, on_demand: float, spot: float) -> CandidateType:
+        return CandidateType(name, spot, (Offering("z", "on-demand", on_demand), Offering("z", "spot", spot)))
+
+    def candidate(name: str, pod: str) -> consolidation.Candidate:
+        claim = {"metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": "on-demand"}}}
+        pods = [{"metadata": {"name": pod, "namespace": "default"}}]
+        return consolidation.Candidate(claim, {}, "default", pods, 0.090, 1.0)
+
+    claims = [
+        NewClaim("default", Requirements([]), ["default/a"], [option("m5.large", 0.096, 0.040)]),
+        NewClaim("default", Requirements([]), ["default/b"], [option("m5.xlarge", 0.192, 0.080)]),
+    ]
+    removed = [candidate("one", "a"), candidate("two", "b")]
+    single = consolidation._cheaper(
+        removed[:1],
+        claims[0],
+        reason="Underutilized",
+        method="single",
+        thresholds={},
+        min_values=None,
+        spot_to_spot_gate=False,
+    )
+    assert single.command is not None, single.why_not
+    assert single.command.replacements[0].requirements["karpenter.sh/capacity-type"].values == {"spot"}
+
+    verdict = consolidation._cheaper_set(
+        [*removed, candidate("three", "c")],
+        claims,
+        reason="Underutilized",
+        method="repack",
+        thresholds={},
+        spot_to_spot_gate=False,
+    )
+    # removed: 3 x $0.090 = $0.270/h; new: $0.120/h at spot prices, $0.288/h on demand
+    assert verdict.command is not None, verdict.why_not
+    for replacement in verdict.command.replacements:
+        assert replacement.requirements["karpenter.sh/capacity-type"].values == {"spot"}, "pinned to spot"
+    assert verdict.command.price_after == pytest.approx(0.120)
+
+
+def test_a_wave_fills_a_partly_filled_node_of_a_type_the_repack_buys_rather_than_replacing_it(
+    env: Env,
+) -> None:
+    """``keep`` is an m6g.large, the type the whole-cluster repack buys for these pods, running one
+    pod with room for two more; two m5.large each run one pod. Repacked whole, the three pods fill
+    one new m6g.large, and every node shows waste; but ``keep`` is that node already: the wave
+    removes only the two m5.large, their pods moving into ``keep``'s room. Same saving, two nodes
+    disrupted instead of three, nothing launched."""
+    ctx, cluster, cloud = env
+    pool = pool_with(cluster)
+    add_node(cluster, "keep", "m6g.large", pool=pool)
+    add_pod(cluster, "web-keep", "node-keep")
+    for name in ("old-a", "old-b"):
+        add_node(cluster, name, "m5.large", pool=pool)
+        add_pod(cluster, f"web-{name}", f"node-{name}")
+
+    report = pass_after_validation(ctx)
+
+    [decision] = report.decisions
+    assert decision.method == "repack"
+    assert sorted(decision.nodeclaims) == ["old-a", "old-b"], decision.description
+    assert decision.description.startswith("Underutilized, deleting 2 nodes (m5.large x2)")
+    assert not cloud.requests
+    assert not objects.has_taint(cluster.objects["Node"]["node-keep"], "karpenter.sh/disrupted")
+
+
+def test_a_wave_refused_as_not_cheaper_is_refined_by_the_new_nodes_its_plan_would_launch() -> None:
+    """The most wasteful candidate of the repack (``dear``) costs more on the wave's own new nodes
+    than it does (its waste needs pods the wave does not hold): the whole wave is refused as not
+    cheaper. It is refined all the same: ``dear`` gives its place, and the wave of the others,
+    which saves, is the command (every prefix of the ranked order held ``dear``)."""
+    from nodewright.disruption import repack
+    from nodewright.scheduling import CandidateType, NewClaim, Offering, Requirements
+
+    def candidate(name: str, price: float) -> consolidation.Candidate:
+        claim = {"metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": "on-demand"}}}
+        pods = [{"metadata": {"name": f"{name}-pod", "namespace": "default"}}]
+        return consolidation.Candidate(claim, {}, "default", pods, price, 1.0)
+
+    def claim(price: float, *pods: str) -> NewClaim:
+        option = CandidateType("m5.large", price, (Offering("z", "on-demand", price),))
+        return NewClaim("default", Requirements([]), [f"default/{p}-pod" for p in pods], [option])
+
+    dear, cheap_a, cheap_b = candidate("dear", 0.20), candidate("a", 0.10), candidate("b", 0.10)
+    requests = {f"default/{n}-pod": {"cpu": 1000} for n in ("dear", "a", "b")}
+    asked: list[list[str]] = []
+
+    def ask(chosen: list[consolidation.Candidate]) -> consolidation.Verdict:
+        asked.append([c.name for c in chosen])
+        if dear in chosen:  # its pod alone on a $0.30/h node: the set costs more than it removes
+            return consolidation.Verdict(None, "not cheaper", [claim(0.30, "dear"), claim(0.15, "a", "b")])
+        return consolidation.Verdict(
+            consolidation.Command("Underutilized", "repack", chosen, [claim(0.15, "a", "b")])
+        )
+
+    command = repack._best([dear, cheap_a, cheap_b], {"default": None}, requests, ask, stop=float("inf"))
+
+    assert command is not None
+    assert [c.name for c in command.candidates] == ["a", "b"]
+    assert asked == [["dear", "a", "b"], ["a", "b"]]
+
+
+def test_a_wave_that_launches_more_nodes_than_it_removes_counts_each_nodes_volumes() -> None:
+    """Every node pays its EBS volumes on top of its instance (``NewClaim.volume_price``; the
+    removed nodes pay the same per node of their NodePool). Two new nodes at $0.095/h replace one
+    at $0.200/h: cheaper by their instances, but with $0.010/h of volumes a node, $0.210/h against
+    $0.210/h: not cheaper, and the wave that would raise the bill is not made."""
+    from nodewright.scheduling import CandidateType, NewClaim, Offering, Requirements
+
+    def claim(pod: str) -> NewClaim:
+        option = CandidateType("m5.large", 0.095, (Offering("z", "on-demand", 0.095),))
+        return NewClaim("default", Requirements([]), [f"default/{pod}"], [option], volume_price=0.010)
+
+    claim_obj = {"metadata": {"name": "big", "labels": {"karpenter.sh/capacity-type": "on-demand"}}}
+    pods = [{"metadata": {"name": p, "namespace": "default"}} for p in ("a", "b")]
+    removed = [consolidation.Candidate(claim_obj, {}, "default", pods, 0.200, 1.0)]
+
+    verdict = consolidation._cheaper_set(
+        removed,
+        [claim("a"), claim("b")],
+        reason="Underutilized",
+        method="repack",
+        thresholds={},
+        spot_to_spot_gate=False,
+        volumes={"default": 0.010},
+    )
+
+    assert verdict.command is None
+    assert verdict.why_not.startswith("can't replace with cheaper nodes")

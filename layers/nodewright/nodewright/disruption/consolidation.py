@@ -310,6 +310,8 @@ class Verdict:
 
     command: Command | None
     why_not: str = ""
+    # Refused as not cheaper: the new nodes its plan would launch (the repack refines a wave by them)
+    claims: list[NewClaim] = field(default_factory=list)
 
 
 def evaluate(
@@ -359,7 +361,10 @@ def evaluate(
             method=method,
             thresholds=thresholds,
             spot_to_spot_gate=spot_to_spot,
+            volumes={pool.name: pool.node_price for pool in sim.nodepools},
         )
+        if verdict.command is None:
+            verdict.claims = claims
     else:
         verdict = _cheaper(
             chosen,
@@ -411,21 +416,14 @@ def _cheaper(
     price = sum(c.price or 0.0 for c in chosen)
     threshold = max((thresholds.get(c.nodepool, 0.0) for c in chosen), default=0.0)
     limit = price * (1.0 - threshold / 100.0)
-    options = list(claim.instance_types)
-    requirements = claim.requirements
-    capacity = requirements.get(labels.CAPACITY_TYPE)
-    spot_to_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen) and (
-        capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
+    launch = _launched_as(
+        claim,
+        from_spot=all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen),
+        spot_to_spot_gate=spot_to_spot_gate,
     )
-    if spot_to_spot and not spot_to_spot_gate:
+    if launch is None:
         return Verdict(None, SPOT_TO_SPOT_DISABLED)
-    # Karpenter prices a replacement that may be spot at its dearest spot offering (worstLaunchPrice)
-    # and pins it to spot, so that a spot shortage never launches a dearer on-demand node instead.
-    # (A reservation's offering is left as it is: that replacement keeps its own price rule.)
-    may_be_spot = capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
-    reserved = any(x.capacity_type == labels.CAPACITY_TYPE_RESERVED for o in options for x in o.offerings)
-    if spot_to_spot or (may_be_spot and not reserved and any(_has_spot(o) for o in options)):
-        requirements, options = _pinned_to_spot(requirements, options)
+    requirements, options, spot_to_spot = launch
     if len(chosen) > 1:
         limit = min(limit, *(_same_type_limit(chosen, o.name) for o in options))
     options = sorted((o for o in options if _worst(o) < limit), key=lambda o: (_worst(o), o.name))
@@ -450,6 +448,29 @@ def _cheaper(
         requirements=requirements.with_requirement(Requirement(labels.INSTANCE_TYPE, False, names)),
     )
     return Verdict(Command(reason, method, chosen, [replacement]))
+
+
+def _launched_as(
+    claim: NewClaim, *, from_spot: bool, spot_to_spot_gate: bool
+) -> tuple[Requirements, list[CandidateType], bool] | None:
+    """How a replacement may launch, one rule for one replacement and for a wave's each: its
+    requirements, its types with the offerings it may launch as, and whether it is spot-to-spot
+    (``from_spot``: every pod it takes comes from a spot node, and it may be spot); None when it is
+    spot-to-spot and the gate is off. Karpenter prices a replacement that may be spot at its
+    dearest spot offering (worstLaunchPrice) and pins it to spot, so that a spot shortage never
+    launches a dearer on-demand node instead. (A reservation's offering is left as it is: that
+    replacement keeps its own price rule.)"""
+    requirements = claim.requirements
+    options = list(claim.instance_types)
+    capacity = requirements.get(labels.CAPACITY_TYPE)
+    may_be_spot = capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)
+    spot_to_spot = from_spot and may_be_spot
+    if spot_to_spot and not spot_to_spot_gate:
+        return None
+    reserved = any(x.capacity_type == labels.CAPACITY_TYPE_RESERVED for o in options for x in o.offerings)
+    if spot_to_spot or (may_be_spot and not reserved and any(_has_spot(o) for o in options)):
+        requirements, options = _pinned_to_spot(requirements, options)
+    return requirements, options, spot_to_spot
 
 
 def _pinned_to_spot(
@@ -477,13 +498,17 @@ def _cheaper_set(
     method: str,
     thresholds: Mapping[str, float],
     spot_to_spot_gate: bool,
+    volumes: Mapping[str, float] | None = None,
 ) -> Verdict:
     """Several replacements (a repack): each keeps its cheapest type and the types whose worst launch
     price stays within its equal share of what the set saves, so that whatever types the launches
     get, the new nodes together cost strictly less than the removed ones (less the price-improvement
-    threshold). Spot-to-spot as for one replacement, without the single-node type-count floor
-    (Karpenter asks it of single-node consolidation only); a replacement narrowed below its
-    NodePool's minValues is not proposed."""
+    threshold), by their instances and with each node's EBS volumes (``volumes``: NodePool → $/h
+    of a node's volumes; a new node's is its ``volume_price``): a wave may launch more nodes than
+    it removes, and the volumes of the extra ones must not eat what it saves. Each is priced,
+    pinned to spot, and spot-to-spot by the rule of one replacement (``_launched_as``), without the
+    single-node type-count floor (Karpenter asks it of single-node consolidation only); a
+    replacement narrowed below its NodePool's minValues is not proposed."""
     from nodewright.scheduling.requirements import Requirement
 
     price = sum(c.price or 0.0 for c in chosen)
@@ -495,20 +520,20 @@ def _cheaper_set(
     from_spot = {pod_key(p): c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen for p in c.pods}
     narrowed: list[tuple[NewClaim, Any, list[Any]]] = []
     for claim in claims:
-        requirements = claim.requirements
-        capacity = requirements.get(labels.CAPACITY_TYPE)
-        options = list(claim.instance_types)
         moved = [from_spot[key] for key in claim.pods if key in from_spot]
         only_spot = bool(moved) and all(moved)
-        if only_spot and (capacity is None or capacity.has(labels.CAPACITY_TYPE_SPOT)):
-            if not spot_to_spot_gate:
-                return Verdict(None, SPOT_TO_SPOT_DISABLED)
-            requirements, options = _pinned_to_spot(requirements, options)
+        launch = _launched_as(claim, from_spot=only_spot, spot_to_spot_gate=spot_to_spot_gate)
+        if launch is None:
+            return Verdict(None, SPOT_TO_SPOT_DISABLED)
+        requirements, options, _ = launch
         options = sorted(options, key=lambda o: (_worst(o), o.name))
         if not options:
             return Verdict(None, "can't replace with cheaper nodes")
         narrowed.append((claim, requirements, options))
     base = sum(_worst(options[0]) for _, _, options in narrowed)
+    # What the set's volumes add (the removed nodes' volumes go with them): the instances must save it.
+    extra = sum(c.volume_price for c in claims) - sum((volumes or {}).get(c.nodepool, 0.0) for c in chosen)
+    limit = min(limit, limit - extra)
     if base >= limit:
         why = (
             f"can't replace with cheaper nodes: {len(claims)} new nodes cost ${base:.2f}/h, "
@@ -556,9 +581,11 @@ def _worst(option: Any) -> float:
     return float(max((o.price for o in option.offerings), default=option.price))
 
 
-def worst_launch_price(claim: NewClaim) -> float:
-    """The most a NodeClaim may cost per hour: its dearest allowed offering of its cheapest type list."""
-    return max((_worst(o) for o in claim.instance_types), default=0.0)
+def worst_launch_price(claim: NewClaim, *, cheapest_only: bool = False) -> float:
+    """The most a NodeClaim may cost per hour: its dearest allowed offering of its type list (of its
+    cheapest type only: what a replacement narrowed to that type would cost at worst)."""
+    types = claim.instance_types[:1] if cheapest_only else claim.instance_types
+    return max((_worst(o) for o in types), default=0.0)
 
 
 # --- methods ------------------------------------------------------------------------------------------

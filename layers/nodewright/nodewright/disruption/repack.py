@@ -12,19 +12,26 @@ per pass and takes as much of the answer as the budgets allow:
    by its pods in proportion to the dominant share (CPU or memory) of the node each takes; room on
    a node that stays is free. A candidate's *waste* is its price less its pods' charges: what
    removing it saves once the cluster is repacked.
-3. **Wave.** The candidates with waste, most waste per disrupted node first (in a ``Balanced``
+3. **Keep what the repack would buy.** A node of an instance type the repack buys is what a fresh
+   plan would run: partly filled (the last node of an earlier wave), its room is best filled by
+   the others' pods, not replaced by another partly filled node. So the nodes of other types are
+   valued first by a second repack with those nodes staying (their room free, as the command's
+   own plan takes it), and the wave is drawn from them; only when that finds no wave are all the
+   candidates valued and drawn from as one.
+4. **Wave.** The candidates with waste, most waste per disrupted node first (in a ``Balanced``
    NodePool, per unit of its disruption cost, ``balanced.node_cost``), as many as each NodePool's
    budget room allows and at most ``WAVE_MAX``, are one command, asked of the simulation as any
    command is (``consolidation.evaluate`` with several replacements: every pod finds a place and
    none on a node not yet initialized, the new nodes together strictly cheaper at their worst
    launch prices, the price-improvement threshold, spot-to-spot, minValues), and scored by
    ``Balanced``. A candidate the wave does not save on (its pods' share of the new nodes, at their
-   worst launch prices, costs as much as it does: a well-filled node, the partly filled big node
-   the last wave left, a spot node whose replacement may launch at its own price) gives its place
-   to the next in the order, and the wave is asked again (``REFINE_ROUNDS``, down to a single
-   node); the answer that saves the most wins, and when that is a single node, the waves with the
-   others were churn: it is left to single-node consolidation. When no full wave passes, the
-   longest passing prefix (binary search) does, at least ``WAVE_MIN`` nodes; below that
+   worst launch prices, costs as much as it does: a well-filled node, a node whose waste needs
+   pods the wave does not hold, a spot node whose replacement may launch at its own price) gives
+   its place to the next in the order, and the wave is asked again (``REFINE_ROUNDS``, down to a
+   single node), also when it was refused as not cheaper (by the new nodes its plan would have
+   launched); the answer that saves the most wins, and when that is a single node, the waves with
+   the others were churn: it is left to single-node consolidation. When no refined wave passes,
+   the longest passing prefix (binary search) does, at least ``WAVE_MIN`` nodes; below that
    Karpenter's multi- and single-node methods take over.
 
 The command runs as every replace runs (``execute``): candidates tainted, replacements launched
@@ -35,7 +42,7 @@ next pass repacks what is left: waves, until no candidate has waste left.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from nodewright.disruption import balanced
@@ -43,7 +50,7 @@ from nodewright.state.pods import as_pending, is_currently_reschedulable
 from nodewright.state.pods import key as pod_key
 
 if TYPE_CHECKING:
-    from nodewright.disruption.consolidation import Candidate, Command
+    from nodewright.disruption.consolidation import Candidate, Command, Verdict
     from nodewright.scheduling import NewClaim, Plan
     from nodewright.state.interfaces import Obj
     from nodewright.state.snapshot import Simulation
@@ -77,13 +84,9 @@ def wave(
     if len(movable) < WAVE_MIN or not any(room.get(c.nodepool, 1) != 0 for c in movable):
         return None
     stop = consolidation.search_clock() + seconds
-    waste, requests = _waste(sim, movable, pending)
-    ranked = sorted(
-        (c for c in movable if waste[c.name] > 0),
-        key=lambda c: (-rank(c, waste[c.name], balanced_totals), c.name),
-    )
+    waste, requests, targets = _waste(sim, movable, pending)
 
-    def ask(chosen: list[Candidate]) -> Command | None:
+    def ask(chosen: list[Candidate]) -> Verdict:
         verdict = consolidation.evaluate(
             sim,
             chosen,
@@ -96,16 +99,48 @@ def wave(
             replacements_max=REPLACEMENTS_MAX,
         )
         command = verdict.command
-        if command is None or command.savings <= 0 or balanced.refusal(command, balanced_totals):
-            return None
-        return command
+        if command is not None and (command.savings <= 0 or balanced.refusal(command, balanced_totals)):
+            return consolidation.Verdict(None, "refused", command.replacements)
+        return verdict
+
+    def ranked(values: Mapping[str, float], among: list[Candidate]) -> list[Candidate]:
+        return sorted(
+            (c for c in among if values[c.name] > 0),
+            key=lambda c: (-rank(c, values[c.name], balanced_totals), c.name),
+        )
+
+    # First the nodes of types the repack does not buy, valued with the nodes of types it does
+    # staying (their free room taken for free, as the command's own plan takes it): a partly
+    # filled node of a type the repack buys is filled by the others' pods rather than replaced by
+    # another partly filled one (see the module).
+    keep = {c.name for c in movable if c.instance_type in targets}
+    others = [c for c in movable if c.name not in keep]
+    if keep and len(others) >= WAVE_MIN:
+        kept_waste, _, _ = _waste(sim, others, pending)
+        command = _best(ranked(kept_waste, others), room, requests, ask, stop)
+        if command is not None:
+            return command
+    return _best(ranked(waste, movable), room, requests, ask, stop)
+
+
+def _best(
+    ranked: list[Candidate],
+    room: Mapping[str, int | None],
+    requests: Mapping[str, Mapping[str, int]],
+    ask: Callable[[list[Candidate]], Verdict],
+    stop: float,
+) -> Command | None:
+    """The wave of ``ranked`` (most waste first) that saves the most (see the module): refined,
+    else the longest passing prefix."""
+    from nodewright.disruption import consolidation
 
     # Refine: a candidate the wave itself does not save on (its pods cost as much on the new nodes
     # as it does: a well-filled node, the partly filled big node the last wave left, or a spot node
     # whose replacement may launch at its own price) makes room for the next one in the order, and
-    # the wave that saves the most wins. Even a single node left is asked: when it saves more than
-    # every wave, the others were churn, and the node is single-node consolidation's (Karpenter
-    # replaces a node only by one strictly cheaper for it).
+    # the wave that saves the most wins; a wave refused as not cheaper is refined the same way, by
+    # the new nodes its plan would have launched. Even a single node left is asked: when it saves
+    # more than every wave, the others were churn, and the node is single-node consolidation's
+    # (Karpenter replaces a node only by one strictly cheaper for it).
     dropped: set[str] = set()
     chosen = _within_budget(ranked, room)
     best: Command | None = None
@@ -113,12 +148,16 @@ def wave(
         smallest = WAVE_MIN if best is None else 1  # a refined wave is asked down to one node
         if len(chosen) < smallest or consolidation.search_clock() >= stop:
             break
-        command = ask(chosen)
-        if command is None:
-            break
-        if best is None or command.savings > best.savings:
+        verdict = ask(chosen)
+        command = verdict.command
+        if command is not None and (best is None or command.savings > best.savings):
             best = command
-        losers = _not_saving(command, requests)
+        if command is not None:
+            losers = _not_saving(command.candidates, command.replacements, requests)
+        elif verdict.claims:
+            losers = _not_saving(chosen, verdict.claims, requests)
+        else:
+            break
         if not losers:
             break
         dropped |= losers
@@ -131,7 +170,7 @@ def wave(
     low, high = WAVE_MIN, len(chosen) - 1
     while low <= high and consolidation.search_clock() < stop:
         size = (low + high) // 2
-        command = ask(chosen[:size])
+        command = ask(chosen[:size]).command
         if command is not None:
             best, low = command, size + 1
         else:
@@ -139,28 +178,29 @@ def wave(
     return best
 
 
-def _not_saving(command: Command, requests: Mapping[str, Mapping[str, int]]) -> set[str]:
-    """The candidates of ``command`` whose pods' share of the new nodes costs at least their price
-    (pods that go to nodes that stay cost nothing). A new node is charged at its worst launch price,
-    as the command's saving counts it: the repack's likely price (its cheapest offering) would call
-    a spot node in a dear zone "saved" by a replacement that may launch in that zone again."""
+def _not_saving(
+    chosen: list[Candidate], claims: list[NewClaim], requests: Mapping[str, Mapping[str, int]]
+) -> set[str]:
+    """The candidates of ``chosen`` whose pods' share of the new nodes ``claims`` costs at least
+    their price (pods that go to nodes that stay cost nothing). A new node is charged at its worst
+    launch price, as the command's saving counts it: the repack's likely price (its cheapest
+    offering) would call a spot node in a dear zone "saved" by a replacement that may launch in that
+    zone again. (A refused wave's new nodes are not narrowed yet: each at its cheapest type's.)"""
     from nodewright.disruption.consolidation import worst_launch_price
 
     charge: dict[str, float] = {}
-    for claim in command.replacements:
-        charge.update(_shares(claim, requests, worst_launch_price(claim)))
+    for claim in claims:
+        charge.update(_shares(claim, requests, worst_launch_price(claim, cheapest_only=True)))
     return {
-        c.name
-        for c in command.candidates
-        if (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in c.pods) <= 0
+        c.name for c in chosen if (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in c.pods) <= 0
     }
 
 
 def _waste(
     sim: Simulation, movable: list[Candidate], pending: list[Obj]
-) -> tuple[dict[str, float], dict[str, dict[str, int]]]:
+) -> tuple[dict[str, float], dict[str, dict[str, int]], set[str]]:
     """Candidate → its price less what its pods cost in the whole-cluster repack (see the module);
-    and each moving pod's requests."""
+    each moving pod's requests; and the instance types the repack buys (each new node's cheapest)."""
     from nodewright import scheduling
 
     world = sim.world
@@ -171,11 +211,13 @@ def _waste(
     everyone = [p for pods in moving.values() for p in pods]
     snapshot, _ = sim.snapshot(everyone + pending, without=[c.node_name for c in movable])
     requests = {p.key: dict(p.spec.requests) for p in snapshot.pods}
-    charge = _charges(scheduling.plan(snapshot), requests)
+    plan = scheduling.plan(snapshot)
+    charge = _charges(plan, requests)
     waste = {
         c.name: (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in moving[c.name]) for c in movable
     }
-    return waste, requests
+    bought = {claim.instance_types[0].name for claim in plan.new_claims if claim.instance_types}
+    return waste, requests, bought
 
 
 def _charges(plan: Plan, requests: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
