@@ -664,6 +664,12 @@ def _after_passes(figures: dict[str, Any], passes: int) -> str:
     return f"{reached / figures['fresh_plan_per_hour']:.3f}{TIMES}"
 
 
+def _at_the_end(figures: dict[str, Any]) -> str:
+    """Where the passes stopped: the ratio to the fresh plan and how many passes were applied (fewer
+    than asked when a pass found no command left)."""
+    return f"{figures['after_vs_fresh']:.3f}{TIMES} after {figures['passes_applied']} passes"
+
+
 def headline_section(results: Results) -> str:
     """One row per headline figure, each with the command that measures it."""
     rows: list[tuple[str, str, str, str]] = []
@@ -705,17 +711,17 @@ def headline_section(results: Results) -> str:
         "consolidation",
     )
     row(
-        "consolidation: 1,000 nodes / 10,000 pods after 30 passes against a fresh plan",
+        "consolidation: 1,000 nodes / 10,000 pods once no command is left (≤ 30 passes) against a fresh plan",
         f"≤ 1.02{TIMES}",
         large,
-        lambda f: f"{f['after_vs_fresh']:.3f}{TIMES}",
+        _at_the_end,
         "consolidation",
     )
     row(
-        "consolidation: 200 nodes / 2,000 pods after 30 passes against a fresh plan",
+        "consolidation: 200 nodes / 2,000 pods once no command is left (≤ 30 passes) against a fresh plan",
         f"≤ 1.02{TIMES}",
         "nodewright bench consolidation --nodes 200 --pods 2000 --passes 30",
-        lambda f: f"{f['after_vs_fresh']:.3f}{TIMES}",
+        _at_the_end,
         "consolidation",
     )
     row(
