@@ -66,3 +66,41 @@ def test_the_resume_scan_leaves_a_young_termination_to_the_invocation_driving_it
     assert ("a" in [objects.name_of(c) for c in left.nodeclaims]) is resumed
     assert ("node-a" in [objects.name_of(n) for n in left.nodes]) is resumed, "nor its Node"
     assert "b" in [objects.name_of(c) for c in left.nodeclaims], "what is not terminating stays seen"
+
+
+def test_the_storm_bench_splits_each_nodes_time_to_cordon_by_the_first_delivery_of_its_warning() -> None:
+    """Warning → taken by a trigger → handler started (the Init of a cold container) → cordoned,
+    from whichever path's invocation took the node's warning first."""
+    import json
+
+    from bench._storm import Storm
+    from sandbox import events
+
+    storm = Storm(2, 1)
+    nodes = [
+        {"metadata": {"name": f"node-{i}"}, "spec": {"providerID": f"aws:///us-east-1a/i-0{i}"}}
+        for i in range(2)
+    ]
+    storm.sent = {"node-0": 100.0, "node-1": 100.0}
+    storm.timeline.cordoned = {"node-0": 110.0, "node-1": 106.0}
+    storm.timeline.claims_created = {"claim-a": 120.0, "claim-b": 130.0}
+    batch = events.sqs_event(
+        [events.sqs_record(json.dumps(events.spot_warning(f"i-0{i}"))) for i in range(2)]
+    )
+    starts = [
+        ("provisioner", 90.0, True, 95.0, events.scheduled_event()),  # a cold start, no warning
+        ("interruption", 101.0, True, 104.0, batch),  # cold: 3 s of Init
+        ("spot_events", 100.5, False, 100.5, events.spot_warning("i-01")),  # node-1's warning first
+    ]
+
+    stages = storm._stages(nodes, starts)
+
+    assert stages["warningToTakenSeconds"]["max"] == 1.0
+    assert stages["takenToHandlerSeconds"]["max"] == 3.0
+    # node-0: 110 - 104 (the batch's handler); node-1: 106 - 100.5 (the direct path's).
+    assert stages["handlerToCordonedSeconds"]["max"] == 6.0
+    assert stages["handlerToCordonedSeconds"]["p50"] == 5.75
+    assert stages["firstTakenBy"] == {"interruption": 1, "spot_events": 1}
+    assert stages["firstTakenCold"] == 1
+    assert stages["coldStartsByFunction"] == {"provisioner": 1, "interruption": 1}
+    assert stages["cordonedToReplacementSeconds"]["max"] == 20.0
