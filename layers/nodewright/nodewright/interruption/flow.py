@@ -60,6 +60,9 @@ class Replacer(Protocol):
 
 REPLACEMENT_LEASE_WAIT_SECONDS = 2.0
 REPLACEMENT_LEASE_SECONDS = 60
+# How long the lease's holder keeps making passes for nodes others marked meanwhile (the storm's
+# replacement goal: every replacement requested within 30 s of its warning).
+REPLACEMENT_FOLLOW_UP_SECONDS = 30.0
 
 
 @dataclass
@@ -326,7 +329,10 @@ def replace_displaced(
         # next provisioning pass up to a schedule tick later). Nodes marked after this pass read
         # the cluster get a pass of their own before the lease is let go.
         then: list[tuple[tuple[str, ...], ReplacementReport]] = []
-        while guard.why_stop() is None:
+        # Bounded: this invocation's own drains wait for it (what is marked later is planned by the
+        # provisioner's passes, which plan every going node's pods).
+        follow_until = monotonic() + REPLACEMENT_FOLLOW_UP_SECONDS
+        while guard.why_stop() is None and monotonic() < follow_until:
             now_going = interrupted_nodes(ctx)
             marked_since = tuple(sorted(now_going - seen))
             if not marked_since:
