@@ -219,25 +219,56 @@ class Storm:
 
     # ------------------------------------------------------------------ watches
     def _watch(self, sb: Any, resource: Any, on_event: Any, stop: threading.Event) -> threading.Thread:
+        """Every change to ``resource``'s objects, told as ``on_event(kind, obj, seen_at)``, for as
+        long as the storm lasts, as an informer keeps one: a watch the API server ends, refuses, or
+        cannot be reached for is resumed, and one whose resourceVersion expired (an ``ERROR`` event,
+        410: the emulator keeps a bounded history, and a loaded machine falls behind it) starts
+        again from a fresh list, telling what changed meanwhile (seen then: late, never early).
+        Without this a 100-node storm's watches went quiet and it counted no replacement."""
         cluster = sb.admin_cluster()
-        _, version = cluster._list(resource, None, None, None)
+        known: set[str] = set()
+
+        def relist(*, tell: bool = True) -> str | None:
+            items, version = cluster._list(resource, None, None, None)
+            at = time.time()
+            names = {str(item["metadata"]["name"]) for item in items}
+            for item in items if tell else ():
+                on_event("MODIFIED" if item["metadata"]["name"] in known else "ADDED", item, at)
+            for gone in known - names if tell else ():
+                on_event("DELETED", {"metadata": {"name": gone}}, at)
+            known.clear()
+            known.update(names)
+            return version
+
+        version = relist(tell=False)  # what is there before the storm is not its doing
 
         def run() -> None:
             nonlocal version
             while not stop.is_set():
-                query = {
-                    "watch": "true",
-                    "resourceVersion": version,
-                    "timeoutSeconds": 30,
-                    "allowWatchBookmarks": "true",
-                }
-                for event in cluster._watch(resource.path(None), query, read_timeout=35):
-                    obj = event.get("object") or {}
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                        on_event(event["type"], obj, time.time())
-                    if stop.is_set():
-                        return
+                try:
+                    if version is None:
+                        version = relist()
+                    query = {
+                        "watch": "true",
+                        "resourceVersion": version,
+                        "timeoutSeconds": 30,
+                        "allowWatchBookmarks": "true",
+                    }
+                    for event in cluster._watch(resource.path(None), query, read_timeout=35):
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":  # 410 Gone: too old; list again
+                            version = None
+                            break
+                        version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                        if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                            name = str((obj.get("metadata") or {}).get("name"))
+                            (known.discard if event["type"] == "DELETED" else known.add)(name)
+                            on_event(event["type"], obj, time.time())
+                        if stop.is_set():
+                            return
+                except Exception as exc:  # the API server busy or unreachable: resume in a moment
+                    self.say(f"watch {resource.plural}: {type(exc).__name__}: {exc}; resuming")
+                    stop.wait(1.0)
 
         thread = threading.Thread(target=run, name=f"watch-{resource.plural}", daemon=True)
         thread.start()

@@ -104,3 +104,52 @@ def test_the_storm_bench_splits_each_nodes_time_to_cordon_by_the_first_delivery_
     assert stages["firstTakenCold"] == 1
     assert stages["coldStartsByFunction"] == {"provisioner": 1, "interruption": 1}
     assert stages["cordonedToReplacementSeconds"]["max"] == 20.0
+
+
+def test_the_storm_benchs_watch_lists_again_when_its_version_expired_and_tells_what_changed() -> None:
+    """A loaded machine falls behind the emulator's watch history: the ERROR (410) event must start
+    the watch again from a list, telling the objects added and deleted meanwhile (a 100-node storm
+    whose watches went quiet counted no replacement NodeClaim and no drained node)."""
+    import threading
+
+    from bench._storm import Storm
+
+    class Resource:
+        plural = "nodeclaims"
+
+        def path(self, namespace):
+            return "/apis/karpenter.sh/v1/nodeclaims"
+
+    stop = threading.Event()
+    lists = [
+        ([{"metadata": {"name": "old-a"}}, {"metadata": {"name": "old-b"}}], "1"),
+        ([{"metadata": {"name": "old-a"}}, {"metadata": {"name": "new-c"}}], "9"),
+    ]
+    watched: list[str | None] = []
+
+    class Cluster:
+        def _list(self, *args):
+            return lists.pop(0) if lists else ([], "9")
+
+        def _watch(self, path, query, read_timeout):
+            watched.append(query["resourceVersion"])
+            if len(watched) == 1:
+                yield {"type": "ERROR", "object": {"code": 410}}
+            else:
+                stop.set()
+                yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "10"}}}
+
+    class Sandbox:
+        def admin_cluster(self):
+            return Cluster()
+
+    told: list[tuple[str, str]] = []
+    thread = Storm(1, 1)._watch(
+        Sandbox(), Resource(), lambda kind, obj, at: told.append((kind, obj["metadata"]["name"])), stop
+    )
+    thread.join(timeout=10)
+
+    assert watched == ["1", "9"], "watched again from the fresh list's version"
+    assert ("ADDED", "new-c") in told
+    assert ("DELETED", "old-b") in told
+    assert ("ADDED", "old-a") not in told, "what was there before is not told as new"
