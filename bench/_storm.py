@@ -332,10 +332,12 @@ class Storm:
         """The function containers' CPU seconds, and the machine's, over ``CPU_WINDOW_SECONDS`` from
         the first warning (Linux /proc; nothing elsewhere): how much of a 2-core box the storm's
         cold starts and handlers had, where Lambda gives each container CPU of its own."""
+        began = time.time()
         containers_before, machine_before = _containers_cpu(runtime), _machine_busy()
         if stop.wait(max(0.0, first + CPU_WINDOW_SECONDS - time.time())):
             return
         containers_after, machine_after = _containers_cpu(runtime), _machine_busy()
+        window = time.time() - began  # a starved sampler wakes late: the window it really measured
         if containers_before is None or containers_after is None:
             return
         if machine_before is None or machine_after is None:
@@ -343,7 +345,7 @@ class Storm:
         # A container started within the window counts from zero: its Init is in the window too.
         functions = sum(cpu - containers_before.get(pid, 0.0) for pid, cpu in containers_after.items())
         self.cpu = {
-            "windowSeconds": CPU_WINDOW_SECONDS,
+            "windowSeconds": round(window, 1),
             "cores": float(os.cpu_count() or 1),
             "functionContainers": round(functions, 1),
             "machineBusy": round(machine_after - machine_before, 1),
