@@ -458,9 +458,9 @@ def stall_section(results: Results) -> str:
     )
 
 
-def _or_none(value: float | None, spec: str = ".1f") -> str:
+def _or_none(value: float | None, spec: str = ".1f", unit: str = "") -> str:
     """A storm figure, or "none" when nothing was measured (no node replaced within the run)."""
-    return "none" if value is None else format(value, spec)
+    return "none" if value is None else format(value, spec) + unit
 
 
 def interruption_section(results: Results) -> str:
@@ -783,9 +783,9 @@ def headline_section(results: Results) -> str:
             (
                 f"AZ-wide spot reclaim of {f['nodes']} nodes: warning → cordoned, → replacement, "
                 "last drained",
-                f"p99 {_or_none(f['cordonedP99Seconds'])} s, "
-                f"p99 {_or_none(f['replacementRequestedP99Seconds'])} s, "
-                f"{_or_none(f['lastDrainedSeconds'], '.0f')} s; "
+                f"p99 {_or_none(f['cordonedP99Seconds'], unit=' s')}, "
+                f"p99 {_or_none(f['replacementRequestedP99Seconds'], unit=' s')}, "
+                f"{_or_none(f['lastDrainedSeconds'], '.0f', ' s')}; "
                 f"peak {f['apiRequestsPerSecondPeak']} API requests/s",
                 "≤ 30 s, ≤ 30 s, ≤ 120 s (500 nodes)",
                 _cmd(biggest),
