@@ -325,7 +325,7 @@ def replace_displaced(
         seen = interrupted_nodes(ctx) | set(node_names)
         report = replace(ctx, node_names, guard=guard)
         # In an AZ-wide reclaim every other container's replacement finds the lease held and
-        # leaves its nodes to this one (measured: 12 of 13 skipped, their pods provisioned by the
+        # leaves its nodes to this one (measured: 11 of 12 skipped, their pods provisioned by the
         # next provisioning pass up to a schedule tick later). Nodes marked after this pass read
         # the cluster get a pass of their own before the lease is let go.
         then: list[tuple[tuple[str, ...], ReplacementReport]] = []
