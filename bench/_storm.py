@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import statistics
 import threading
 import time
@@ -51,6 +52,8 @@ NODE_CPU_MILLIS = 1800
 # At most this share of the storm's pods may be unavailable at once (the PDB).
 PDB_MAX_UNAVAILABLE = "20%"
 NOTICE_SECONDS = float(deployment.SPOT_NOTICE_SECONDS)
+# The goal's window: what the function containers and the machine spent on CPU in it.
+CPU_WINDOW_SECONDS = 30.0
 DYNAMODB_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 INTERRUPTION_FUNCTIONS = deployment.INTERRUPTION_FUNCTIONS
 
@@ -85,6 +88,53 @@ def _log_lines(path: Path) -> list[dict[str, Any]]:
     return lines
 
 
+def _instances(event: Any) -> list[str]:
+    """The instance ids an invocation's event carries: an SQS batch's EventBridge bodies, or one
+    EventBridge event (the direct path)."""
+    bodies: list[Any] = []
+    if isinstance(event, dict) and "Records" in event:
+        for record in event["Records"]:
+            with contextlib.suppress(ValueError, TypeError):
+                bodies.append(json.loads(record.get("body") or ""))
+    else:
+        bodies.append(event)
+    return [
+        str((body.get("detail") or {}).get("instance-id"))
+        for body in bodies
+        if isinstance(body, dict) and isinstance(body.get("detail"), dict)
+    ]
+
+
+def _containers_cpu(runtime: Any) -> dict[int, float] | None:
+    """CPU seconds (user + system) of every function container alive, by process id."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    workers = [
+        *list(runtime.workers.values()),
+        *(w for pool in list(runtime.pools.values()) for w in list(pool)),
+    ]
+    found: dict[int, float] = {}
+    for worker in workers:
+        process = worker._process
+        if process is None or process.pid is None:
+            continue
+        try:
+            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[process.pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return found if Path("/proc/self/stat").exists() else None
+
+
+def _machine_busy() -> float | None:
+    """Busy CPU seconds of every core since boot (/proc/stat: all but idle and iowait)."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 class Storm:
     def __init__(self, nodes: int, pods: int, *, say: Any = None, keep_logs: Path | None = None) -> None:
         self.nodes = nodes
@@ -95,6 +145,10 @@ class Storm:
         self.setup_seconds = 0.0
         self.untouched: list[str] = []
         self.keep_logs = keep_logs  # the functions' logs are copied here at the end
+        self.warned_by = 0.0  # when the last PutEvents call returned
+        # CPU seconds over the goal's first 30 s after the first warning: the function containers'
+        # and the whole machine's (busy time of every core), and the cores there are.
+        self.cpu: dict[str, float] = {}
 
     # ------------------------------------------------------------------ setup
     def _apply(self, sb: Any, admin: Any) -> None:
@@ -165,25 +219,56 @@ class Storm:
 
     # ------------------------------------------------------------------ watches
     def _watch(self, sb: Any, resource: Any, on_event: Any, stop: threading.Event) -> threading.Thread:
+        """Every change to ``resource``'s objects, told as ``on_event(kind, obj, seen_at)``, for as
+        long as the storm lasts, as an informer keeps one: a watch the API server ends, refuses, or
+        cannot be reached for is resumed, and one whose resourceVersion expired (an ``ERROR`` event,
+        410: the emulator keeps a bounded history, and a loaded machine falls behind it) starts
+        again from a fresh list, telling what changed meanwhile (seen then: late, never early).
+        Without this a 100-node storm's watches went quiet and it counted no replacement."""
         cluster = sb.admin_cluster()
-        _, version = cluster._list(resource, None, None, None)
+        known: set[str] = set()
+
+        def relist(*, tell: bool = True) -> str | None:
+            items, version = cluster._list(resource, None, None, None)
+            at = time.time()
+            names = {str(item["metadata"]["name"]) for item in items}
+            for item in items if tell else ():
+                on_event("MODIFIED" if item["metadata"]["name"] in known else "ADDED", item, at)
+            for gone in known - names if tell else ():
+                on_event("DELETED", {"metadata": {"name": gone}}, at)
+            known.clear()
+            known.update(names)
+            return version
+
+        version = relist(tell=False)  # what is there before the storm is not its doing
 
         def run() -> None:
             nonlocal version
             while not stop.is_set():
-                query = {
-                    "watch": "true",
-                    "resourceVersion": version,
-                    "timeoutSeconds": 30,
-                    "allowWatchBookmarks": "true",
-                }
-                for event in cluster._watch(resource.path(None), query, read_timeout=35):
-                    obj = event.get("object") or {}
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                        on_event(event["type"], obj, time.time())
-                    if stop.is_set():
-                        return
+                try:
+                    if version is None:
+                        version = relist()
+                    query = {
+                        "watch": "true",
+                        "resourceVersion": version,
+                        "timeoutSeconds": 30,
+                        "allowWatchBookmarks": "true",
+                    }
+                    for event in cluster._watch(resource.path(None), query, read_timeout=35):
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":  # 410 Gone: too old; list again
+                            version = None
+                            break
+                        version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                        if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                            name = str((obj.get("metadata") or {}).get("name"))
+                            (known.discard if event["type"] == "DELETED" else known.add)(name)
+                            on_event(event["type"], obj, time.time())
+                        if stop.is_set():
+                            return
+                except Exception as exc:  # the API server busy or unreachable: resume in a moment
+                    self.say(f"watch {resource.plural}: {type(exc).__name__}: {exc}; resuming")
+                    stop.wait(1.0)
 
         thread = threading.Thread(target=run, name=f"watch-{resource.plural}", daemon=True)
         thread.start()
@@ -231,15 +316,40 @@ class Storm:
                             "Time": datetime.now(UTC),
                         }
                     )
+                # Stamped before the call: a warning counts from when it is put, however long the
+                # (loaded) EventBridge takes to take it.
+                at = time.time()
                 answer = bus.put_events(Entries=entries)
                 if answer.get("FailedEntryCount"):
                     raise RuntimeError(f"EventBridge refused events: {answer['Entries']}")
-                at = time.time()
                 for instance_id in chunk:
                     self.sent[by_instance[instance_id]] = at
         finally:
             ec2.close()
             bus.close()
+
+    def _sample_cpu(self, runtime: Any, first: float, stop: threading.Event) -> None:
+        """The function containers' CPU seconds, and the machine's, over ``CPU_WINDOW_SECONDS`` from
+        the first warning (Linux /proc; nothing elsewhere): how much of a 2-core box the storm's
+        cold starts and handlers had, where Lambda gives each container CPU of its own."""
+        began = time.time()
+        containers_before, machine_before = _containers_cpu(runtime), _machine_busy()
+        if stop.wait(max(0.0, first + CPU_WINDOW_SECONDS - time.time())):
+            return
+        containers_after, machine_after = _containers_cpu(runtime), _machine_busy()
+        window = time.time() - began  # a starved sampler wakes late: the window it really measured
+        if containers_before is None or containers_after is None:
+            return
+        if machine_before is None or machine_after is None:
+            return
+        # A container started within the window counts from zero: its Init is in the window too.
+        functions = sum(cpu - containers_before.get(pid, 0.0) for pid, cpu in containers_after.items())
+        self.cpu = {
+            "windowSeconds": round(window, 1),
+            "cores": float(os.cpu_count() or 1),
+            "functionContainers": round(functions, 1),
+            "machineBusy": round(machine_after - machine_before, 1),
+        }
 
     def _wait_drained(self, names: list[str], deadline: float) -> None:
         while time.time() < deadline:
@@ -283,7 +393,10 @@ class Storm:
                     self._watch(sb, NODECLAIMS, self._on_claim, stop),
                 ]
                 first = time.time()
+                cpu = threading.Thread(target=self._sample_cpu, args=(runtime, first, stop), daemon=True)
+                cpu.start()
                 self._warn(sb, runtime, nodes)
+                self.warned_by = time.time()
                 self._wait_drained(names, first + NOTICE_SECONDS + 10)
                 # The last invocations finish their batches and log their figures.
                 time.sleep(5)
@@ -293,6 +406,7 @@ class Storm:
                 calls = Counter(sb.iam.calls)
                 calls.subtract(calls_before)
                 logs = runtime.logs_dir
+                starts = list(runtime.handler_starts)
                 # The storm's NodeClaims that no termination took (one acted on is deleting, or gone).
                 self.untouched = [
                     c["metadata"]["name"]
@@ -302,6 +416,8 @@ class Storm:
             for thread in watches:
                 thread.join(timeout=40)
             figures = self._figures(names, first, logs, calls)
+            figures["stages"] = self._stages(nodes, starts)
+            figures["cpuSecondsFirst30s"] = self.cpu
             if self.keep_logs is not None:
                 import shutil
 
@@ -310,6 +426,52 @@ class Storm:
         return figures
 
     # ------------------------------------------------------------------ figures
+    def _stages(
+        self, nodes: list[dict[str, Any]], starts: list[tuple[str, float, bool, float, Any]]
+    ) -> dict[str, Any]:
+        """Where each node's time from warning to cordon went, by the first invocation that got its
+        warning (either path): warning put → taken by a trigger (EventBridge, SQS, the event source
+        mapping's pollers and their scaling), → handler started (a cold start's Init phase, when the
+        container was new), → Node cordoned (the handler's own work before this node's cordon)."""
+        node_of = {n["spec"]["providerID"].rsplit("/", 1)[-1]: n["metadata"]["name"] for n in nodes}
+        first: dict[str, tuple[str, float, bool, float]] = {}
+        cold_inits: list[float] = []
+        for function, taken, cold, handler, event in starts:
+            if cold:
+                cold_inits.append(handler - taken)
+            if function not in INTERRUPTION_FUNCTIONS:
+                continue
+            for instance in _instances(event):
+                name = node_of.get(instance)
+                if name is not None and (name not in first or taken < first[name][1]):
+                    first[name] = (function, taken, cold, handler)
+        tl = self.timeline
+        queued = [first[n][1] - self.sent[n] for n in first if n in self.sent]
+        init = [first[n][3] - first[n][1] for n in first]
+        working = [tl.cordoned[n] - first[n][3] for n in first if n in tl.cordoned]
+        created = sorted(tl.claims_created.values())
+        cordons = sorted(tl.cordoned.values())
+        after_cordon = [c - k for c, k in zip(created, cordons, strict=False)]
+
+        def spread(values: list[float]) -> dict[str, float | None]:
+            return {
+                "p50": _rounded(statistics.median(values) if values else None),
+                "p99": _rounded(percentile(values, 0.99)),
+                "max": _rounded(max(values, default=None)),
+            }
+
+        return {
+            "warningToTakenSeconds": spread(queued),
+            "takenToHandlerSeconds": spread(init),
+            "handlerToCordonedSeconds": spread(working),
+            "cordonedToReplacementSeconds": spread(after_cordon),
+            "firstTakenBy": dict(Counter(first[n][0] for n in first)),
+            "firstTakenCold": sum(1 for n in first if first[n][2]),
+            "coldStarts": len(cold_inits),
+            "coldStartInitSeconds": spread(cold_inits),
+            "coldStartsByFunction": dict(Counter(f for f, _, c, _, _ in starts if c)),
+        }
+
     def _figures(
         self, names: list[str], first: float, logs: Path, calls: Counter[tuple[str, str]]
     ) -> dict[str, Any]:
@@ -344,7 +506,7 @@ class Storm:
             "nodes": len(names),
             "podsPerNode": self.pods,
             "pdbMaxUnavailable": PDB_MAX_UNAVAILABLE,
-            "warningsSpreadSeconds": round(max(self.sent.values()) - first, 2),
+            "warningsSpreadSeconds": round(self.warned_by - first, 2),
             "cordoned": len(cordon),
             "cordonedP50Seconds": _rounded(statistics.median(cordon) if cordon else None),
             "cordonedP99Seconds": _rounded(percentile(cordon, 0.99)),

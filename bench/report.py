@@ -458,6 +458,11 @@ def stall_section(results: Results) -> str:
     )
 
 
+def _or_none(value: float | None, spec: str = ".1f", unit: str = "") -> str:
+    """A storm figure, or "none" when nothing was measured (no node replaced within the run)."""
+    return "none" if value is None else format(value, spec) + unit
+
+
 def interruption_section(results: Results) -> str:
     runs = results.of("interruption")
     if not runs:
@@ -467,9 +472,11 @@ def interruption_section(results: Results) -> str:
             f"{f['nodes']} {TIMES} {f['podsPerNode']}",
             f"{f['warningsSpreadSeconds']:.1f}",
             f"{f['cordoned']}",
-            f"{f['cordonedP50Seconds']:.1f} / {f['cordonedP99Seconds']:.1f} / {f['cordonedMaxSeconds']:.1f}",
-            f"{f['replacementRequestedP99Seconds']:.1f} / {f['replacementRequestedMaxSeconds']:.1f}",
-            f"{f['drained']}, last {f['lastDrainedSeconds']:.0f}",
+            f"{_or_none(f['cordonedP50Seconds'])} / {_or_none(f['cordonedP99Seconds'])} / "
+            f"{_or_none(f['cordonedMaxSeconds'])}",
+            f"{_or_none(f['replacementRequestedP99Seconds'])} / "
+            f"{_or_none(f['replacementRequestedMaxSeconds'])}",
+            f"{f['drained']}, last {_or_none(f['lastDrainedSeconds'], '.0f')}",
             f["handledTwice"],
             f["apiRequestsPerSecondPeak"],
             f["dynamodbWrites"],
@@ -782,8 +789,10 @@ def headline_section(results: Results) -> str:
             (
                 f"AZ-wide spot reclaim of {f['nodes']} nodes: warning → cordoned, → replacement, "
                 "last drained",
-                f"p99 {f['cordonedP99Seconds']:.1f} s, p99 {f['replacementRequestedP99Seconds']:.1f} s, "
-                f"{f['lastDrainedSeconds']:.0f} s; peak {f['apiRequestsPerSecondPeak']} API requests/s",
+                f"p99 {_or_none(f['cordonedP99Seconds'], unit=' s')}, "
+                f"p99 {_or_none(f['replacementRequestedP99Seconds'], unit=' s')}, "
+                f"{_or_none(f['lastDrainedSeconds'], '.0f', ' s')}; "
+                f"peak {f['apiRequestsPerSecondPeak']} API requests/s",
                 "≤ 30 s, ≤ 30 s, ≤ 120 s (500 nodes)",
                 _cmd(biggest),
             )

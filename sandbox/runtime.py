@@ -79,6 +79,13 @@ class Invocation:
     result: Any = None
     error: str = ""
     started: float = 0.0  # time.monotonic() when the container took it
+    # Where its time went (the storm bench's stages): when the trigger handed it over (epoch
+    # seconds), whether it started a container, and when the handler was given the event (the
+    # container's Init phase over).
+    taken_at: float = 0.0
+    cold: bool = False
+    handler_at: float = 0.0
+    event: Any = None
 
 
 def _worker_main(
@@ -133,6 +140,9 @@ class Worker:
         self._process: Any = None
         self._conn: Any = None
         self.cold_starts = 0
+        # Told (when taken, cold or not, when the handler got it, the event) as each invocation's
+        # handler starts: the storm bench's stages, known before a two-minute invocation ends.
+        self.on_handler: Callable[[float, bool, float, Any], None] | None = None
 
     @property
     def busy(self) -> bool:
@@ -191,7 +201,8 @@ class Worker:
         """Run one invocation (None when ``blocking`` is false and the container is busy: throttled)."""
         if not self._lock.acquire(blocking=blocking):
             return None
-        started = time.monotonic()
+        started, taken_at = time.monotonic(), time.time()
+        handler_at = 0.0
         try:
             cold = self._process is None or not self._process.is_alive()
             if cold:
@@ -205,6 +216,9 @@ class Worker:
                     raise EOFError
                 budget = self._initialized(conn, timeout) if cold else float(timeout)
                 if budget > 0:
+                    handler_at = time.time()
+                    if self.on_handler is not None:
+                        self.on_handler(taken_at, cold, handler_at, event)
                     conn.send((event, budget, self.spec.memory_mb))
                     answered = conn.poll(budget + 2)  # a little slack for the pipe on a loaded machine
                     status, payload = conn.recv() if answered else ("timeout", None)
@@ -212,26 +226,22 @@ class Worker:
                     status, payload = "timeout", None
             except (EOFError, OSError):  # the container crashed (or the sandbox is stopping)
                 self._discard()
-                return Invocation(
-                    self.spec.name,
-                    False,
-                    time.monotonic() - started,
-                    error="Runtime exited without providing a reason",
-                    started=started,
-                )
+                status, payload = "crashed", "Runtime exited without providing a reason"
             if status == "timeout":
                 self._discard()
-                return Invocation(
-                    self.spec.name,
-                    False,
-                    time.monotonic() - started,
-                    error=f"Task timed out after {timeout} seconds",
-                    started=started,
-                )
-            seconds = time.monotonic() - started
-            if status == "ok":
-                return Invocation(self.spec.name, True, seconds, result=payload, started=started)
-            return Invocation(self.spec.name, False, seconds, error=payload, started=started)
+                payload = f"Task timed out after {timeout} seconds"
+            return Invocation(
+                self.spec.name,
+                status == "ok",
+                time.monotonic() - started,
+                result=payload if status == "ok" else None,
+                error="" if status == "ok" else str(payload),
+                started=started,
+                taken_at=taken_at,
+                cold=cold,
+                handler_at=handler_at,
+                event=event,
+            )
         finally:
             self._lock.release()
 
@@ -563,6 +573,9 @@ class Runtime:
         self.pools: dict[str, list[Worker]] = {}  # its further ones (``container``), as Lambda scales out
         self.triggers: list[Trigger] = []
         self.invocations: list[Invocation] = []
+        # Each invocation as its handler starts (the function, when taken, cold, when the handler
+        # got it, the event): ``Worker.on_handler``.
+        self.handler_starts: list[tuple[str, float, bool, float, Any]] = []
         self.sqs: Any = None
         self.poller: Any = None  # the interruption queue's event source mapping (the function's role)
         self.ec2: Any = None
@@ -599,13 +612,20 @@ class Runtime:
                 self.logs_dir.mkdir(parents=True, exist_ok=True)
                 env = self.function_env(name)
                 self.sandbox.iam.learn(env, name)  # the physical names its variables give (Ref)
-                self.workers[name] = Worker(
-                    deployment.FUNCTIONS[name],
-                    env,
-                    self.logs_dir / f"{name}.log",
-                    f"nodewright-{name.replace('_', '-')}",
+                self.workers[name] = self._told(
+                    Worker(
+                        deployment.FUNCTIONS[name],
+                        env,
+                        self.logs_dir / f"{name}.log",
+                        f"nodewright-{name.replace('_', '-')}",
+                    )
                 )
             return self.workers[name]
+
+    def _told(self, worker: Worker) -> Worker:
+        name = worker.spec.name
+        worker.on_handler = lambda *started: self.handler_starts.append((name, *started))
+        return worker
 
     def container(self, name: str, index: int) -> Worker:
         """The function's container ``index``: 0 is ``worker(name)``, others start on first need."""
@@ -616,11 +636,13 @@ class Runtime:
             pool = self.pools.setdefault(name, [])
             while len(pool) < index:
                 pool.append(
-                    Worker(
-                        deployment.FUNCTIONS[name],
-                        self.function_env(name),
-                        self.logs_dir / f"{name}.log",
-                        f"nodewright-{name.replace('_', '-')}",
+                    self._told(
+                        Worker(
+                            deployment.FUNCTIONS[name],
+                            self.function_env(name),
+                            self.logs_dir / f"{name}.log",
+                            f"nodewright-{name.replace('_', '-')}",
+                        )
                     )
                 )
             return pool[index - 1]

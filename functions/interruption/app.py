@@ -33,6 +33,8 @@ batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=F
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     container.start_invocation(context)
+    # Every node the batch's warnings name is cordoned before the first message is handled.
+    processor.cordon_first((r.get("body") or "", _sent(SQSRecord(r))) for r in event.get("Records") or [])
 
     def handle_record(record: SQSRecord) -> dict[str, Any]:
         return processor.handle(

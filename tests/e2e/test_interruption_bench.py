@@ -46,3 +46,5 @@ def test_bench_interruption_small_run_acts_on_every_node_once_and_reports_figure
     assert figures["nodeClaimsUntouched"] == 0
     assert 0 < figures["cordonedP50Seconds"] <= figures["cordonedP99Seconds"]
     assert figures["apiRequestsPerSecondPeak"] > 0
+    # Where the time to cordon went: every node's warning was taken by one path or the other.
+    assert sum(figures["stages"]["firstTakenBy"].values()) == 3, figures["stages"]

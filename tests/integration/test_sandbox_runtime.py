@@ -61,6 +61,23 @@ def test_a_worker_is_one_warm_container_with_its_own_environment(worker: Worker)
     assert worker.cold_starts == 1
 
 
+def test_each_invocation_says_when_its_handler_started_and_whether_it_started_a_container(
+    worker: Worker,
+) -> None:
+    """What the storm bench splits a node's time to cordon with: told before the handler runs (a
+    two-minute invocation's start is known while it runs), cold only for the container's first."""
+    told: list[tuple[float, bool, float, Any]] = []
+    worker.on_handler = lambda *started: told.append(started)
+    first = worker.invoke({"n": 1})
+    second = worker.invoke({"n": 2})
+    assert first is not None
+    assert second is not None
+    assert [(cold, event) for _, cold, _, event in told] == [(True, {"n": 1}), (False, {"n": 2})]
+    assert all(taken <= handler for taken, _, handler, _ in told)
+    assert (first.cold, second.cold) == (True, False)
+    assert first.handler_at == told[0][2]
+
+
 def test_a_handler_error_is_logged_and_the_container_kept(worker: Worker) -> None:
     failed = worker.invoke({"raise": True})
     assert not failed.ok

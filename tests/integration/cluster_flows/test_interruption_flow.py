@@ -269,3 +269,39 @@ def test_a_spot_instance_ec2_does_not_reclaim_is_terminated_after_the_notice_not
     assert cloud.terminated == [INSTANCE], "past the notice and its grace: we pay for it, so we end it"
     assert world.cluster.find_nodeclaim("default-a") is None
     assert _garbage_collection(ctx).leaked_terminated == []
+
+
+def test_a_replacement_makes_another_pass_for_nodes_interrupted_while_it_held_the_lease(
+    world, ctx, clock, cloud
+) -> None:
+    """In an AZ-wide reclaim the other invocations' replacements find the lease held and skip:
+    the holder plans again, before it lets go, for the nodes marked after its pass read the cluster
+    (else their pods waited for the provisioner's next pass, up to a schedule tick later)."""
+    _owned_node_with_pods(world)
+    world.node("node-b", "i-0bbbbbbbbbbbbbbb2")
+    world.nodeclaim("default-b", "i-0bbbbbbbbbbbbbbb2", "node-b")
+    world.pod("web-3", "node-b", labels={"app": "web"})
+    event_b = parse_message(_message(clock, instance="i-0bbbbbbbbbbbbbbb2"))
+    calls: list[list[str]] = []
+
+    class Replacement:
+        def __call__(self, ctx, node_names, *, guard=None):
+            calls.append(list(node_names))
+            if len(calls) == 1:  # another invocation marks node-b meanwhile (its replacement: skipped)
+                interruption.reconcile(ctx, event_b, replace=Replacement(), defer=True)
+            return self
+
+        def summary(self):
+            return {"created": [f"replacement-{len(calls)}"]}
+
+    outcome = interruption.reconcile(ctx, parse_message(_message(clock)), replace=Replacement())
+
+    assert calls == [["node-a"], ["node-b"]], "a second pass for the node marked during the first"
+    assert outcome.replacement is not None
+    assert outcome.replacement.summary()["thenFor"] == [{"nodes": ["node-b"], "created": ["replacement-2"]}]
+
+
+def test_a_replacement_with_no_node_marked_meanwhile_makes_one_pass(world, ctx, clock, replacement) -> None:
+    _owned_node_with_pods(world)
+    interruption.reconcile(ctx, parse_message(_message(clock)), replace=replacement)
+    assert [nodes for nodes, _ in replacement.calls] == [["node-a"]]

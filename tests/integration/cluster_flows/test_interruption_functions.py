@@ -238,3 +238,43 @@ def test_an_api_server_lost_after_the_batch_keeps_the_batch_answer(
     out = capsys.readouterr().out
     assert out.count("Kubernetes API server unavailable") == 1
     assert '"ApiServerUnavailable"' in out
+
+
+@pytest.mark.usefixtures("state_table")
+def test_every_node_of_a_batch_is_cordoned_before_its_first_message_is_handled(
+    world, make_processor, functions, monkeypatch
+) -> None:
+    """Each message's whole work (idempotency record, offering, NodeClaim, event) came before the
+    next one's cordon: the last node of a batch of ten took new pods for all that time. The
+    batch's nodes are cordoned first; the messages are then handled (and acted on) once each."""
+    interruption, _ = functions
+    instances = [f"i-0aaaaaaaaaaaaac{i:02d}" for i in range(3)]
+    for i, instance in enumerate(instances):
+        world.node(f"node-{i}", instance)
+        world.nodeclaim(f"default-{i}", instance, f"node-{i}")
+    world.node("node-other", "i-0aaaaaaaaaaaaacff")  # a Node without a NodeClaim: not ours
+    replacement = CountingReplacement()
+    interruption.processor = make_processor(replacement, state=True)
+    cordoned_at_first_message: list[bool] = []
+    acting = flow.reconcile
+
+    def first_message_looks(*args: Any, **kwargs: Any) -> Any:
+        if not cordoned_at_first_message:
+            nodes = [world.cluster.find_node(f"node-{i}") for i in range(3)]
+            cordoned_at_first_message.extend(bool(n["spec"].get("unschedulable")) for n in nodes)
+        return acting(*args, **kwargs)
+
+    monkeypatch.setattr(flow, "reconcile", first_message_looks)
+    bodies = [json.dumps(spot_event(f"spot-c{i}", instance=x)) for i, x in enumerate(instances)]
+    batch = sqs_batch(
+        *bodies,
+        json.dumps(spot_event("spot-not-ours", instance="i-0aaaaaaaaaaaaacff")),
+        "{malformed",
+    )
+
+    answer = interruption.handler(batch, FakeLambdaContext())
+
+    assert answer == {"batchItemFailures": []}
+    assert cordoned_at_first_message == [True, True, True]
+    assert not world.cluster.find_node("node-other")["spec"].get("unschedulable"), "not ours: untouched"
+    assert replacement.calls == [["node-0", "node-1", "node-2"]], "each message acted on once"

@@ -54,6 +54,13 @@ INTERRUPTION_KUBE_CLIENT_QPS = 5.0
 INTERRUPTION_KUBE_CLIENT_BURST = 50
 # The functions many containers of which may be at work at once in a storm: the rate above is theirs.
 INTERRUPTION_FUNCTIONS = ("interruption", "spot_events")
+# Their memory, which buys their CPU (1,769 MB = one vCPU). What a cold container spends before a
+# storm's first replacement can plan, measured in CPU seconds (docs/performance.md, Interruption):
+# the Init phase (imports) ~0.8, connecting the clients ~0.7, the instance catalog and price table
+# ~4.7 (DescribeInstanceTypes and offerings pages, parsed). At 512 MB (~0.29 vCPU) that is ~21 s of
+# the 30 s goal before planning starts; at one vCPU ~6 s. Interruptions are rare and an invocation
+# lasts at most INTERRUPTION_TIMEOUT_SECONDS: 1.73 GB x 125 s is ~$0.003 per container.
+INTERRUPTION_MEMORY_MB = 1769
 
 
 @dataclass(frozen=True)
@@ -83,14 +90,20 @@ SCHEDULED_AND_EVENT_FUNCTIONS: tuple[FunctionSpec, ...] = (
     # candidates, the most CPU of all the flows: 1 GB (~0.6 vCPU).
     FunctionSpec("disruption", 1024, 55, None, "removes expired and empty nodes within budgets"),
     # One SQS batch (up to QUEUE_BATCH_SIZE messages), then the drains (INTERRUPTION_TIMEOUT_SECONDS).
+    # One vCPU (INTERRUPTION_MEMORY_MB): in an AZ-wide reclaim nearly every container is cold, and a
+    # cold one's replacement must load the catalog before it can plan.
     FunctionSpec(
-        "interruption", 512, INTERRUPTION_TIMEOUT_SECONDS, None, "handles interruption queue messages"
+        "interruption",
+        INTERRUPTION_MEMORY_MB,
+        INTERRUPTION_TIMEOUT_SECONDS,
+        None,
+        "handles interruption queue messages",
     ),
     # The direct EventBridge path for the same spot warnings: the same budget, at most
     # SPOT_EVENTS_CONCURRENCY at once (see above).
     FunctionSpec(
         "spot_events",
-        512,
+        INTERRUPTION_MEMORY_MB,
         INTERRUPTION_TIMEOUT_SECONDS,
         SPOT_EVENTS_CONCURRENCY,
         "low-latency path for spot warnings",

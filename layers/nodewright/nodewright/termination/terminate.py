@@ -155,7 +155,7 @@ def request(
     )
     term.conditions = _conditions(nodeclaim)
     if node_name:
-        ctx.cluster.taint_node(node_name, [DISRUPTED_TAINT], cordon=True)
+        cordon(ctx, node_name)
         term.history.append("cordoned")
         checkpoint("termination.cordoned")
     annotations = {
@@ -180,6 +180,14 @@ def request(
             node, "Disrupting", f"{asked.reason}; draining the node", event_type="Warning"
         )
     return term
+
+
+def cordon(ctx: Context, node_name: str) -> None:
+    """Taint ``karpenter.sh/disrupted:NoSchedule`` and cordon: nothing new lands on the node. The
+    first write of every termination (``request``); idempotent (a node already tainted and
+    cordoned costs one read), so a caller may do it ahead of the request, as the interruption
+    queue's handler does for every node of a batch before it handles the batch's first message."""
+    ctx.cluster.taint_node(node_name, [DISRUPTED_TAINT], cordon=True)
 
 
 def resume(nodeclaim: Obj, node: Obj | None, now: datetime) -> Termination:
