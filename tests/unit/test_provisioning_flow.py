@@ -1214,3 +1214,34 @@ def test_with_the_overlay_gate_a_nodeclaim_priced_by_an_overlay_says_so_and_laun
     assert types["values"][0] == "m5.xlarge"
     assert cloud.requests[-1].prioritized
     assert cloud.requests[-1].instance_types[0].offerings[0].price == 0.001
+
+
+def test_a_loop_that_finds_the_lease_held_asks_again_about_once_a_second_not_at_once(
+    looping: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """During a storm the interruption replacement holds the lease for its passes; the provisioner's
+    loop, with pending pods it could not plan, must not ask for the lease (and list the pods) as fast
+    as the API server answers."""
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    pod = pending_pod("p")
+    pod["status"]["conditions"][0]["lastTransitionTime"] = format_time(T0 - timedelta(minutes=1))
+    cluster.add("Pod", pod)
+    cluster.lease.held_elsewhere = True
+    loop._store_last_active(ctx, clock.now())  # the provisioner was busy a moment ago: the loop stays awake
+    asked: list[float] = []
+
+    def acquire() -> bool:
+        asked.append(clock.mono)
+        if len(asked) > 1000:  # the loop spins without time passing: fail rather than hang
+            raise AssertionError(f"asked for the lease {len(asked)} times in {clock.mono - 1000.0:.2f} s")
+        return False
+
+    monkeypatch.setattr(cluster.lease, "acquire", acquire)
+
+    loop.run(ctx, remaining_seconds=20)
+
+    assert pass_times == []
+    spent = clock.mono - 1000.0
+    assert 2 <= len(asked) <= spent / loop.LEASE_RETRY_SECONDS + 1, (len(asked), spent)

@@ -65,6 +65,10 @@ TIMESTAMP_RESOLUTION = 1.0  # metav1.Time has whole seconds
 LEASE_IDENTITY = "provisioner"
 # A pass takes seconds; a holder that died mid-pass frees the lease after this long.
 LEASE_SECONDS = 30
+# Another writer (an interruption's replacement passes, a disruption command) holds the lease: ask
+# again after this long, not at once (the pods it skipped are still pending, so the loop would list
+# them and ask for the lease as fast as the API server answers).
+LEASE_RETRY_SECONDS = 1.0
 ACTIVITY_KEY = "provisioner#last-active"
 
 
@@ -134,6 +138,7 @@ def run(ctx: Context, remaining_seconds: float, woken_at: datetime | None = None
                 _store_last_active(ctx, last_active)
         else:
             ctx.logger.info("another writer holds the lease; this pass is skipped")
+            clock.sleep(max(0.0, min(LEASE_RETRY_SECONDS, deadline - clock.monotonic())))
         idle_for = (ctx.clock.now() - last_active).total_seconds() if last_active else float("inf")
         if idle_for >= ctx.settings.idle_after_seconds:
             report.idle = True
