@@ -46,6 +46,7 @@ GOAL_SECONDS = 20.0
 FUNCTION = {"provisioning": "provisioner", "disruption": "disruption"}
 INSTANCE_TYPE = "m5.2xlarge"  # 8 vCPU, 32 GiB: ten 500m / 1 GiB pods use ~60 % of it
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+INSTANCE_BATCH = 100
 
 # Run in the pass's own process: its settings from the environment, as a Lambda container reads them.
 CHILD = r"""
@@ -232,35 +233,41 @@ def _instances(sb: Any, nodes: int) -> dict[str, list[str]]:
     """EC2 instances for the NodeClaims, per zone (in moto, tagged for the cluster as a launch tags
     them): the provisioner's garbage collection deletes a NodeClaim whose instance is gone, and
     terminates an instance of the cluster that no NodeClaim records."""
-    from nodewright.cloud.provider import TAG_CLUSTER_NAME
-
     ec2 = sb.aws_client("ec2")
-    by_zone: dict[str, list[str]] = {}
+    by_zone: dict[str, list[str]] = {zone: [] for zone in ZONES}
     try:
         for index, zone in enumerate(ZONES):
-            count = len(range(index, nodes, len(ZONES)))
-            if not count:
-                continue
-            reply = ec2.run_instances(
-                ImageId=sb.aws.images["al2023/x86_64"],
-                InstanceType=INSTANCE_TYPE,
-                MinCount=count,
-                MaxCount=count,
-                SubnetId=sb.aws.subnets[zone],
-                TagSpecifications=[
-                    {
-                        "ResourceType": "instance",
-                        "Tags": [
-                            {"Key": TAG_CLUSTER_NAME, "Value": sb.cluster_name},
-                            {"Key": f"kubernetes.io/cluster/{sb.cluster_name}", "Value": "owned"},
-                        ],
-                    }
-                ],
-            )
-            by_zone[zone] = [i["InstanceId"] for i in reply["Instances"]]
+            left = len(range(index, nodes, len(ZONES)))
+            while left > 0:
+                # In batches: one RunInstances of 700 took moto past botocore's read timeout on a
+                # loaded machine, and the retry ran beside it (moto's subnet address generator failed).
+                count, left = min(left, INSTANCE_BATCH), left - INSTANCE_BATCH
+                by_zone[zone] += _run_instances(sb, ec2, zone, count)
     finally:
         ec2.close()
     return by_zone
+
+
+def _run_instances(sb: Any, ec2: Any, zone: str, count: int) -> list[str]:
+    from nodewright.cloud.provider import TAG_CLUSTER_NAME
+
+    reply = ec2.run_instances(
+        ImageId=sb.aws.images["al2023/x86_64"],
+        InstanceType=INSTANCE_TYPE,
+        MinCount=count,
+        MaxCount=count,
+        SubnetId=sb.aws.subnets[zone],
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": TAG_CLUSTER_NAME, "Value": sb.cluster_name},
+                    {"Key": f"kubernetes.io/cluster/{sb.cluster_name}", "Value": "owned"},
+                ],
+            }
+        ],
+    )
+    return [i["InstanceId"] for i in reply["Instances"]]
 
 
 def _key(resource: Any) -> tuple[str, str]:
@@ -456,7 +463,7 @@ def _pass(sb: Any, runtime: Any, which: str) -> dict[str, Any]:
 def _index_moto_tags() -> None:
     """moto finds an EC2 resource's tags by matching every tag of every resource against the id
     (``TagBackend.describe_tags``), once per instance it describes: DescribeInstances over 5,000
-    instances is 5,000 × 20,000 regular-expression matches, minutes of the emulator's CPU on the
+    instances is 5,000 x 20,000 regular-expression matches, minutes of the emulator's CPU on the
     machine the passes run on, where EC2 answers in seconds. In this bench's process (the moto
     server's), a resource's tags are read from moto's own dict by id instead: the same tags in the
     same order, so every answer is unchanged."""
@@ -468,7 +475,9 @@ def _index_moto_tags() -> None:
             return []
         kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(self.id), "")
         tags = self.ec2_backend.tags.get(self.id) or {}
-        return [{"resource_id": self.id, "key": k, "value": v, "resource_type": kind} for k, v in tags.items()]
+        return [
+            {"resource_id": self.id, "key": k, "value": v, "resource_type": kind} for k, v in tags.items()
+        ]
 
     TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
 
