@@ -189,3 +189,5 @@ def test_why_not_events_are_said_for_event_seconds_a_pass_and_the_rest_by_a_late
     assert told() == set(names), "each node is told why it stays, a few a pass"
     counts = [e[1] for e in cluster.events if e[0] == "NodeClaim" and e[2] == "DisruptionBlocked"]
     assert len(counts) == len(names), "and only once (the quiet time holds for the ones said)"
+    on_nodes = {e[1] for e in cluster.events if e[0] == "Node" and e[2] == "DisruptionBlocked"}
+    assert on_nodes == {f"node-{name}" for name in names}, "each Node told with its NodeClaim"

@@ -623,14 +623,24 @@ def _why_not(
             continue
         _recent_why_not[(name, reason)] = now + quiet
         node = world.node_of(claim)
-        if node is not None:
-            _say(ctx, report, node, reason, why)
+        if node is not None:  # the Node's event goes with its NodeClaim's, as one is remembered for both
+            _say(ctx, report, node, reason, why, past_budget=True)
     _count(ctx, "DisruptionBlocked", len(why_not))
 
 
-def _say(ctx: Context, report: PassReport, involved: Obj, reason: str, why: str, **kwargs: Any) -> bool:
-    """Record a "why not" event while the pass's ``EVENT_SECONDS`` last; False (not said) after."""
-    if report.event_seconds <= 0:
+def _say(
+    ctx: Context,
+    report: PassReport,
+    involved: Obj,
+    reason: str,
+    why: str,
+    *,
+    past_budget: bool = False,
+    **kwargs: Any,
+) -> bool:
+    """Record a "why not" event while the pass's ``EVENT_SECONDS`` last (``past_budget``: even
+    after); False (not said) otherwise."""
+    if report.event_seconds <= 0 and not past_budget:
         report.unsaid += 1
         return False
     started = ctx.clock.monotonic()
