@@ -2,7 +2,8 @@
 
 ``nodewright bench pass --nodes 5000 --pods 50000``: the API emulator holds ``--nodes`` registered
 nodes with their NodeClaims (one NodePool), ``--pods`` running pods spread over them (ReplicaSet
-pods with requests, tolerations, status and managedFields, as kube-apiserver stores them) and
+pods with requests, tolerations, the service-account token volume, status and managedFields, as
+kube-apiserver stores them) and
 ``--pending`` pending pods. Each pass then runs in a process of its own, as in its Lambda container:
 the function's environment and identity, the real client (paginated lists of 500 with
 ``continue``, the token bucket), moto behind the sandbox's IAM enforcement for the AWS side:
@@ -47,6 +48,27 @@ FUNCTION = {"provisioning": "provisioner", "disruption": "disruption"}
 INSTANCE_TYPE = "m5.2xlarge"  # 8 vCPU, 32 GiB: ten 500m / 1 GiB pods use ~60 % of it
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 INSTANCE_BATCH = 100
+# The projected volume kube-apiserver's ServiceAccount admission mounts into every pod.
+SERVICE_ACCOUNT_TOKEN_VOLUME = {
+    "name": "kube-api-access-x7k2p",
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {
+                "downwardAPI": {
+                    "items": [
+                        {
+                            "path": "namespace",
+                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                        }
+                    ]
+                }
+            },
+        ],
+        "defaultMode": 420,
+    },
+}
 
 # Run in the pass's own process: its settings from the environment, as a Lambda container reads them.
 CHILD = r"""
@@ -300,8 +322,17 @@ def _pod(name: str, replicaset: dict[str, Any]) -> dict[str, Any]:
                     "ports": [{"containerPort": 80, "protocol": "TCP"}],
                     "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
                     "env": [{"name": "MODE", "value": "production"}],
+                    "volumeMounts": [
+                        {
+                            "name": "kube-api-access-x7k2p",
+                            "readOnly": True,
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        }
+                    ],
                 }
             ],
+            # What kube-apiserver's ServiceAccount admission adds to every pod (the emulator does not).
+            "volumes": [SERVICE_ACCOUNT_TOKEN_VOLUME],
         },
     }
 
