@@ -47,7 +47,7 @@ GOAL_SECONDS = 20.0
 FUNCTION = {"provisioning": "provisioner", "disruption": "disruption"}
 INSTANCE_TYPE = "m5.2xlarge"  # 8 vCPU, 32 GiB: ten 500m / 1 GiB pods use ~60 % of it
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
-INSTANCE_BATCH = 100
+INSTANCE_BATCH = 10
 # The projected volume kube-apiserver's ServiceAccount admission mounts into every pod.
 SERVICE_ACCOUNT_TOKEN_VOLUME = {
     "name": "kube-api-access-x7k2p",
@@ -261,8 +261,10 @@ def _instances(sb: Any, nodes: int) -> dict[str, list[str]]:
         for index, zone in enumerate(ZONES):
             left = len(range(index, nodes, len(ZONES)))
             while left > 0:
-                # In batches: one RunInstances of 700 took moto past botocore's read timeout on a
-                # loaded machine, and the retry ran beside it (moto's subnet address generator failed).
+                # In small batches, one reservation each, as launches of a few NodeClaims make them:
+                # moto pages DescribeInstances by 100 reservations, and a page of all 5,000
+                # instances took it past the client's 30 s read timeout on a loaded machine (the
+                # retries ran beside it); one RunInstances of 700 broke its subnet address generator.
                 count, left = min(left, INSTANCE_BATCH), left - INSTANCE_BATCH
                 by_zone[zone] += _run_instances(sb, ec2, zone, count)
     finally:
