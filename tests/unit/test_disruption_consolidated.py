@@ -46,7 +46,10 @@ def test_an_unchanged_cluster_is_searched_again_only_after_five_minutes(stored) 
     assert consolidation_of(one_pass(ctx)) == flow.SEARCHED
     for _ in range(4):  # a pass a minute, nothing changes
         ctx.clock.advance(60)
-        assert consolidation_of(one_pass(ctx)) == flow.SKIPPED
+        spared = one_pass(ctx)
+        assert consolidation_of(spared) == flow.SKIPPED
+        assert set(spared.held) == {"a", "b"}, "each pass still says why the nodes stay"
+        assert all("do-not-disrupt" in why for why in spared.held.values())
     ctx.clock.advance(consolidated.CONSOLIDATED_SECONDS - 4 * 60)
     assert consolidation_of(one_pass(ctx)) == flow.SEARCHED, "Karpenter's forced re-evaluation"
 

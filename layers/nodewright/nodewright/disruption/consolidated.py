@@ -16,7 +16,9 @@ the NodePools' specs and their Underutilized budgets' room now, the PodDisruptio
 the DaemonSets, and the candidates and vetoes the rules give now (so what time alone changes —
 ``consolidateAfter`` elapsing, a do-not-disrupt duration ending, a budget's schedule — counts as a
 change, as Karpenter's candidate filter re-runs each time). A digest that differs, a marker that is
-missing or older than ``CONSOLIDATED_SECONDS``, or no state store: the search runs.
+missing or older than ``CONSOLIDATED_SECONDS``, or no state store: the search runs. The marker
+also keeps why the search left the nodes (``HELD_KEPT`` of them), which each pass it spares
+reports as its own.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 # Karpenter's forced re-evaluation: a consolidated cluster is searched again after five minutes.
 CONSOLIDATED_SECONDS = 300
 MARKER_KEY = "disruption/consolidated"
+# The "why not"s a marker keeps for the passes it spares (a DynamoDB item holds 400 KB).
+HELD_KEPT = 200
 
 
 def digest(
@@ -130,28 +134,32 @@ def _pod_key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
-def unchanged(ctx: Context, state: str, now: datetime) -> bool:
-    """Whether a search that found nothing was made over this very ``state`` less than
-    ``CONSOLIDATED_SECONDS`` before ``now`` (False without a state store or a readable marker: the
-    search then runs, as it does in a Karpenter that has just started)."""
+def recall(ctx: Context, state: str, now: datetime) -> dict[str, str] | None:
+    """Why the nodes stayed, when a search that found nothing was made over this very ``state``
+    less than ``CONSOLIDATED_SECONDS`` before ``now`` (at most ``HELD_KEPT`` of them); None
+    otherwise, or without a state store or a readable marker: the search then runs, as it does in
+    a Karpenter that has just started."""
     if ctx.store is None:
-        return False
+        return None
     raw = ctx.store.get_marker(MARKER_KEY)
     if not raw:
-        return False
+        return None
     try:
         marked = json.loads(raw)
         at = objects.parse_time(marked["at"])
-    except (ValueError, KeyError, TypeError):
-        return False
+        held = {str(k): str(v) for k, v in (marked.get("held") or {}).items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
     if at is None or marked.get("state") != state:
-        return False
-    return at <= now < at + timedelta(seconds=CONSOLIDATED_SECONDS)
+        return None
+    return held if at <= now < at + timedelta(seconds=CONSOLIDATED_SECONDS) else None
 
 
-def mark(ctx: Context, state: str, now: datetime) -> None:
-    """Record that a search over ``state`` at ``now`` found nothing."""
+def mark(ctx: Context, state: str, now: datetime, held: Mapping[str, str]) -> None:
+    """Record that a search over ``state`` at ``now`` found nothing, and why the nodes stay (the
+    first ``HELD_KEPT`` by name: the passes it spares report them)."""
     if ctx.store is None:
         return
-    value = json.dumps({"state": state, "at": objects.format_time(now)})
+    kept = dict(sorted(held.items())[:HELD_KEPT])
+    value = json.dumps({"state": state, "at": objects.format_time(now), "held": kept})
     ctx.store.put_marker(MARKER_KEY, value, ttl=CONSOLIDATED_SECONDS)

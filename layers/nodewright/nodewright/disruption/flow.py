@@ -457,8 +457,11 @@ def _choose(
         return None
     room = _budget_room(world, usable, consolidation.UNDERUTILIZED)
     state = _consolidation_state(ctx, world, usable, last_events, room)
-    if consolidated.unchanged(ctx, state, world.taken_at):
+    recalled = consolidated.recall(ctx, state, world.taken_at)
+    if recalled is not None:
         report.consolidation = SKIPPED
+        for name, why in recalled.items():  # what the search that found nothing said
+            report.hold(name, why)
         return None
     report.consolidation = SEARCHED
     sim, pending = question
@@ -475,7 +478,7 @@ def _choose(
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
     if choice.command is None:
         _why_not(ctx, world, choice.why_not, report)
-        consolidated.mark(ctx, state, world.taken_at)
+        consolidated.mark(ctx, state, world.taken_at, {**choice.blocked, **choice.why_not})
         return None
     return _validated(ctx, world, choice.command, report)
 
