@@ -194,3 +194,20 @@ def test_why_not_events_are_said_for_event_seconds_a_pass_and_the_rest_by_a_late
     assert len(counts) == len(names), "and only once (the quiet time holds for the ones said)"
     on_nodes = {e[1] for e in cluster.events if e[0] == "Node" and e[2] == "DisruptionBlocked"}
     assert on_nodes == {f"node-{name}" for name in names}, "each Node told with its NodeClaim"
+
+
+def test_a_spared_pass_builds_no_simulation(stored, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, cluster, _cloud = stored
+    two_protected_nodes(cluster)
+    one_pass(ctx)
+    built: list[int] = []
+    simulation = consolidation.simulation
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(1)
+        return simulation(*args, **kwargs)
+
+    monkeypatch.setattr(consolidation, "simulation", counted)
+    ctx.clock.advance(60)
+    assert consolidation_of(one_pass(ctx)) == flow.SKIPPED
+    assert built == [], "the simulation (every bound pod parsed) is the spared search's cost"

@@ -447,9 +447,11 @@ def _choose(
     consolidate: bool,
 ) -> consolidation.Command | None:
     """Drift, then (when ``consolidate``) multi-node, then single-node consolidation (see
-    ``consolidation``), all asking one simulation of the cluster."""
-    question = consolidation.simulation(world, usable)
+    ``consolidation``), all asking one simulation of the cluster, built only when one of them runs
+    (it parses every bound pod: most of a pass over an unchanged cluster)."""
+    question: tuple[Simulation, list[Obj]] | None = None
     if report.drifted:
+        question = consolidation.simulation(world, usable)
         command = _drift_command(ctx, world, usable=usable, report=report, question=question)
         if command is not None:
             return command
@@ -464,7 +466,7 @@ def _choose(
             report.hold(name, why)
         return None
     report.consolidation = SEARCHED
-    sim, pending = question
+    sim, pending = question or consolidation.simulation(world, usable)
     choice = consolidation.choose(
         sim,
         world,
