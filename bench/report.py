@@ -522,14 +522,25 @@ def pass_section(results: Results) -> str:
     for run in runs:
         f = run["figures"]
         for which, memory in (("provisioning", "512"), ("disruption", "1024")):
+            first_cpu = f.get(which + "FirstPassCpuSeconds")
+            changed = f.get(which + "ChangedPassSeconds")
             rows.append(
                 (
                     f"{f['nodes']:,} {TIMES} {f['pods']:,}",
                     which,
                     f"{f[which + 'PassSeconds']:.1f} ({f[which + 'PassCpuSeconds']:.1f} CPU)",
-                    f"{f[which + 'FirstPassSeconds']:.1f}",
+                    f"{f[which + 'FirstPassSeconds']:.1f}"
+                    + (f" ({first_cpu:.1f} CPU)" if first_cpu is not None else ""),
+                    f"{changed:.1f} ({f[which + 'ChangedPassCpuSeconds']:.1f} CPU)"
+                    if changed is not None
+                    else "—",
                     f"{f[which + 'PeakRssMiB']} of {memory}",
-                    f"{f[which + 'ApiRequests']:,}",
+                    f"{f[which + 'ApiRequests']:,}"
+                    + (
+                        f" / {first:,}"
+                        if (first := f.get(which + "FirstPassApiRequests")) is not None
+                        else ""
+                    ),
                     _load(run),
                     _cmd(run),
                 )
@@ -540,8 +551,9 @@ def pass_section(results: Results) -> str:
             "pass",
             "steady pass s",
             "first pass s",
+            "changed-cluster pass s",
             "peak RSS MiB",
-            "API requests",
+            "API requests (steady / first)",
             "load 1/5/15 min",
             "command",
         ),

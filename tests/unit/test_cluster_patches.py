@@ -51,3 +51,39 @@ def test_each_nodeclaim_gets_one_status_then_one_metadata_patch_and_a_deleted_on
     cluster.calls.clear()
     patches.send(cluster)  # type: ignore[arg-type]
     assert cluster.calls == [], "sent patches are forgotten"
+
+
+class Clock:
+    """Monotonic seconds that the recording cluster moves by one per write."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+
+def test_no_nodeclaims_writes_start_past_the_deadline_and_the_rest_are_sent_next_time() -> None:
+    patches = NodeClaimPatches()
+    for name in ("a", "b", "c", "d"):
+        patches.status(name, {"lastPodEventTime": "t1"})
+        patches.annotate(name, {"x": name})
+    clock = Clock()
+    cluster = Recording(gone=set())
+    write = cluster._write
+
+    def slow(what: str, name: str, body: Any) -> dict[str, Any]:
+        clock.now += 1.0
+        return write(what, name, body)
+
+    cluster._write = slow  # type: ignore[method-assign]
+
+    left = patches.send(cluster, until=3.0, monotonic=lambda: clock.now)  # type: ignore[arg-type]
+
+    assert left == 2
+    assert [(what, name) for what, name, _ in cluster.calls] == [
+        ("status", "a"),
+        ("metadata", "a"),
+        ("status", "b"),
+        ("metadata", "b"),
+    ], "a NodeClaim's two writes are not split by the deadline"
+    cluster.calls.clear()
+    assert patches.send(cluster) == 0  # type: ignore[arg-type]
+    assert [name for _, name, _ in cluster.calls] == ["c", "c", "d", "d"]

@@ -6,10 +6,11 @@ pydantic models validate every field of every object, which costs seconds on tho
 fails on fields a newer API server adds. The typed API classes are not used.
 
 Listed pods and nodes are slimmed as each page is decoded (``SLIMMED``): what no flow reads —
-managedFields, a pod's container statuses, env, commands, probes and conditions other than
-``PodScheduled`` and ``Ready``, a node's image list — is dropped, and the strings a workload's pods
-repeat (labels, owner, images, quantities) are interned, so a 50,000-pod cluster fits the
-provisioner's 512 MB (``nodewright bench pass``). A ``get`` answers the whole object.
+managedFields, a pod's container statuses, env, commands, probes, conditions other than
+``PodScheduled`` and ``Ready`` and volumes other than claims (the service-account token every pod
+gets is a projected volume of a dozen nested objects), a node's image list — is dropped, and the
+strings a workload's pods repeat (labels, owner, images, quantities) are interned, so a 50,000-pod
+cluster fits the provisioner's 512 MB (``nodewright bench pass``). A ``get`` answers the whole object.
 """
 
 from __future__ import annotations
@@ -780,6 +781,10 @@ POD_STATUS_UNREAD = (
     "hostIPs",
 )
 NODE_STATUS_UNREAD = ("images", "nodeInfo", "volumesInUse", "daemonEndpoints")
+# The pod volumes a flow reads (the scheduler's and the drain's PersistentVolumeClaims, generic
+# ephemeral volumes' claims); every other volume (the service-account token's projected volume
+# kube-apiserver adds to every pod, configMaps, secrets, emptyDirs) is dropped from listed pods.
+POD_VOLUMES_READ = ("persistentVolumeClaim", "ephemeral")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
@@ -824,6 +829,8 @@ def _slim_pod(pod: dict[str, Any]) -> None:
             _interned(resources.get("limits"))
     for toleration in spec.get("tolerations") or ():
         _interned(toleration)
+    if spec.get("volumes"):
+        spec["volumes"] = [v for v in spec["volumes"] if any(k in v for k in POD_VOLUMES_READ)]
     status = pod.get("status") or {}
     for key in POD_STATUS_UNREAD:
         status.pop(key, None)

@@ -16,7 +16,10 @@ controllers over it:
    disrupted taints, ask for the termination of expired and empty nodes (each checked again); then,
    when no graceful command is in flight, the first method that finds a command wins: drift (empty
    drifted nodes first, then the oldest), multi-node, then single-node consolidation
-   (``consolidation``), a consolidation command acting only once it held for 15 s;
+   (``consolidation``), a consolidation command acting only once it held for 15 s. The
+   consolidation search is skipped while nothing it depends on has changed since a search found
+   nothing, for at most five minutes (Karpenter's ``Consolidated()`` state, kept in the state
+   table: ``consolidated``);
 4. the termination controller (``termination.reconcile``) drives every termination — this pass's
    and any left half-done — for a short slice. It reads the NodeClaims and Nodes afresh (two list
    calls) rather than the pass's ``World``: the pass asked for terminations after it observed, and
@@ -44,7 +47,7 @@ from nodewright import checkpoints, termination
 from nodewright.api import labels
 from nodewright.cluster import objects
 from nodewright.cluster.patches import NodeClaimPatches
-from nodewright.disruption import consolidation, drift, execute
+from nodewright.disruption import consolidated, consolidation, drift, execute
 from nodewright.disruption.decide import (
     EMPTY,
     Candidate,
@@ -78,6 +81,16 @@ WRITE_MARGIN_SECONDS = 3.0
 POLL_SECONDS = 5.0
 DRIVE_SLICE_SECONDS = 15.0  # one pass drives drains this long before it looks again
 DRIFT_SECONDS = 20.0  # drift commands are started for this long per pass at most (Karpenter: 1 min)
+# A pass writes its NodeClaim marks (pod events, Consolidatable, Drifted) for this long at most, and
+# its "why not" events for this long at most: a pass over a cluster none has marked (10,000 writes
+# at 5,000 nodes) would otherwise spend minutes at the client's rate limit. What is left is written
+# by the next passes (``NodeClaimPatches.send``); an event left unsaid is said by a later search, as
+# client-go's event broadcaster drops what it cannot send.
+MARK_SECONDS = 6.0
+EVENT_SECONDS = 3.0
+# PassReport.consolidation
+SEARCHED = "searched"
+SKIPPED = "skipped: nothing changed since a search that found nothing"
 LEASE_IDENTITY = "disruption"
 LEASE_SECONDS = 30
 
@@ -153,6 +166,12 @@ class PassReport:
     next_check: datetime | None = None  # when a node held back becomes worth another look
     lease_skipped: bool = False
     decision_seconds: float = 0.0
+    # What became of the consolidation search: SEARCHED, SKIPPED (nothing changed since a search
+    # found nothing: ``consolidated``), or "" (not reached: drift acted, a command is in flight, ...).
+    consolidation: str = ""
+    marks_left: int = 0  # NodeClaims whose marks wait for the next pass (MARK_SECONDS)
+    event_seconds: float = EVENT_SECONDS  # what is left of the pass's time for "why not" events
+    unsaid: int = 0  # "why not" events left for a later pass (EVENT_SECONDS)
 
     def hold(self, name: str, why: str) -> None:
         """``name`` stays, for ``why`` (the first reason a pass found is kept)."""
@@ -192,9 +211,11 @@ class DisruptionReport:
     decisions: list[CommandDecision] = field(default_factory=list)  # drift and consolidation commands
     commands: list[execute.Outcome] = field(default_factory=list)  # what became of commands
     decision_seconds: float = 0.0
+    consolidation: list[str] = field(default_factory=list)  # each pass's PassReport.consolidation
 
     def add(self, passed: PassReport) -> None:
         self.passes += 1
+        self.consolidation.append(passed.consolidation)
         self.disrupted += passed.disrupted
         self.decisions += passed.decisions
         self.commands += passed.commands
@@ -227,6 +248,7 @@ class DisruptionReport:
             "decisions": [d.summary() for d in self.decisions],
             "commands": [c.summary() for c in self.commands],
             "decisionSeconds": round(self.decision_seconds, 4),
+            "consolidation": self.consolidation,
         }
 
 
@@ -275,12 +297,17 @@ def reconcile(
     (``ctx.clock.monotonic()``) the pass stops launching; ``emptied``: an earlier pass of this
     invocation removed an empty node (the graceful methods then wait for the next invocation)."""
     report = PassReport()
+    started = ctx.clock.monotonic()
     patches = NodeClaimPatches()  # the marks below: one write per NodeClaim and subresource that changed
     last_events = record_pod_events(ctx, world, patches)
     usable = nodepools.triage(world).usable
     mark_consolidatable(ctx, world, usable, last_events, patches)
     report.drifted = drift.mark(ctx, world, usable, patches=patches)
-    patches.send(ctx.cluster)
+    report.marks_left = patches.send(
+        ctx.cluster, until=min(started + MARK_SECONDS, write_deadline), monotonic=ctx.clock.monotonic
+    )
+    if report.marks_left:
+        ctx.logger.info("NodeClaim marks left for the next pass", extra={"nodeclaims": report.marks_left})
     decision = decide(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
@@ -294,7 +321,7 @@ def reconcile(
     ends = protection_ends(world)
     if ends is not None:  # a node a do-not-disrupt duration holds is worth a look the moment it elapses
         report.look_again_at(ends)
-    _say_invalid_do_not_disrupt(ctx, world)
+    _say_invalid_do_not_disrupt(ctx, world, report)
     if not (decision.disrupt or _graceful_work(world, usable, report.drifted)):
         return report
     if not lease.acquire():
@@ -371,7 +398,7 @@ def protection_ends(world: World) -> datetime | None:
     return min(ends, default=None)
 
 
-def _say_invalid_do_not_disrupt(ctx: Context, world: World) -> None:
+def _say_invalid_do_not_disrupt(ctx: Context, world: World, report: PassReport) -> None:
     """Karpenter's ``InvalidDoNotDisruptAnnotation`` Warning on each pod of a managed node whose
     ``karpenter.sh/do-not-disrupt`` value is ignored (deduplicated per container, as why-nots are)."""
     now = _forget_old_why_nots(ctx)
@@ -382,8 +409,9 @@ def _say_invalid_do_not_disrupt(ctx: Context, world: World) -> None:
             seen = (pod_key(pod), why or "")
             if why is None or seen in _recent_why_not:
                 continue
+            if not _say(ctx, report, pod, "InvalidDoNotDisruptAnnotation", why, event_type="Warning"):
+                continue
             _recent_why_not[seen] = now + WHY_NOT_REPEAT_SECONDS
-            ctx.cluster.record_event(pod, "InvalidDoNotDisruptAnnotation", why, event_type="Warning")
 
 
 def _graceful_work(world: World, usable: list[Obj], drifted: dict[str, str]) -> bool:
@@ -419,16 +447,26 @@ def _choose(
     consolidate: bool,
 ) -> consolidation.Command | None:
     """Drift, then (when ``consolidate``) multi-node, then single-node consolidation (see
-    ``consolidation``), all asking one simulation of the cluster."""
-    question = consolidation.simulation(world, usable)
+    ``consolidation``), all asking one simulation of the cluster, built only when one of them runs
+    (it parses every bound pod: most of a pass over an unchanged cluster)."""
+    question: tuple[Simulation, list[Obj]] | None = None
     if report.drifted:
+        question = consolidation.simulation(world, usable)
         command = _drift_command(ctx, world, usable=usable, report=report, question=question)
         if command is not None:
             return command
     if not consolidate:
         return None
-    sim, pending = question
     room = _budget_room(world, usable, consolidation.UNDERUTILIZED)
+    state = _consolidation_state(ctx, world, usable, last_events, room)
+    recalled = consolidated.recall(ctx, state, world.taken_at)
+    if recalled is not None:
+        report.consolidation = SKIPPED
+        for name, why in recalled.items():  # what the search that found nothing said
+            report.hold(name, why)
+        return None
+    report.consolidation = SEARCHED
+    sim, pending = question or consolidation.simulation(world, usable)
     choice = consolidation.choose(
         sim,
         world,
@@ -442,8 +480,28 @@ def _choose(
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
     if choice.command is None:
         _why_not(ctx, world, choice.why_not, report)
+        consolidated.mark(ctx, state, world.taken_at, {**choice.blocked, **choice.why_not})
         return None
     return _validated(ctx, world, choice.command, report)
+
+
+def _consolidation_state(
+    ctx: Context,
+    world: World,
+    usable: list[Obj],
+    last_events: dict[str, datetime],
+    room: dict[str, int | None],
+) -> str:
+    """The digest of what this pass's consolidation search depends on (``consolidated.digest``)."""
+    found, held = consolidation.candidates(world, usable, last_events)
+    return consolidated.digest(
+        world,
+        usable,
+        candidates=(c.name for c in found),
+        vetoed=held,
+        room=room,
+        spot_to_spot=ctx.settings.spot_to_spot_consolidation,
+    )
 
 
 def _budget_room(world: World, usable: list[Obj], reason: str) -> dict[str, int | None]:
@@ -565,13 +623,35 @@ def _why_not(
         report.hold(name, why)
         if (name, reason) in _recent_why_not or name not in by_name:
             continue
-        _recent_why_not[(name, reason)] = now + quiet
         claim = by_name[name]
-        ctx.cluster.record_event(claim, reason, why)
+        if not _say(ctx, report, claim, reason, why):
+            continue
+        _recent_why_not[(name, reason)] = now + quiet
         node = world.node_of(claim)
-        if node is not None:
-            ctx.cluster.record_event(node, reason, why)
+        if node is not None:  # the Node's event goes with its NodeClaim's, as one is remembered for both
+            _say(ctx, report, node, reason, why, past_budget=True)
     _count(ctx, "DisruptionBlocked", len(why_not))
+
+
+def _say(
+    ctx: Context,
+    report: PassReport,
+    involved: Obj,
+    reason: str,
+    why: str,
+    *,
+    past_budget: bool = False,
+    **kwargs: Any,
+) -> bool:
+    """Record a "why not" event while the pass's ``EVENT_SECONDS`` last (``past_budget``: even
+    after); False (not said) otherwise."""
+    if report.event_seconds <= 0 and not past_budget:
+        report.unsaid += 1
+        return False
+    started = ctx.clock.monotonic()
+    ctx.cluster.record_event(involved, reason, why, **kwargs)
+    report.event_seconds -= ctx.clock.monotonic() - started
+    return True
 
 
 def _count(ctx: Context, name: str, value: float) -> None:

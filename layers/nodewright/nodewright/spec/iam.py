@@ -125,8 +125,9 @@ TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
     # markers (GetItem/PutItem), unavailable offerings (Query, PutItem on ICE), prices (Query)
     "provisioner": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"),
     # prices and unavailable offerings for the catalog; a replacement's launch marks the offerings
-    # that had no capacity (PutItem), as the provisioner's does
-    "disruption": ("dynamodb:Query", "dynamodb:PutItem"),
+    # that had no capacity (PutItem), as the provisioner's does; the consolidated marker
+    # (disruption/consolidated.py: GetItem/PutItem)
+    "disruption": ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"),
     # idempotency records (Get/Put/Update/DeleteItem), offerings marked unavailable, replacements
     "interruption": (
         "dynamodb:GetItem",
