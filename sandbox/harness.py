@@ -225,7 +225,7 @@ def seed_objects(story: SandboxRun) -> tuple[list[dict[str, Any]], list[str]]:
         for doc in convert_document(loaded.doc).documents:
             if doc.get("kind") == "EC2NodeClass":
                 spec = doc.setdefault("spec", {})
-                spec.setdefault("role", story.sandbox.aws.server.node_role_name)
+                spec.setdefault("role", story.sandbox.aws.node_role_name)
                 spec.setdefault("amiSelectorTerms", [{"alias": "al2@latest"}])
                 notes.append(
                     "EC2NodeClass default: the seed has neither role nor amiSelectorTerms (v1 needs both); "

@@ -430,7 +430,7 @@ class QueueSource(_Pollers):
     def poll(self, worker: Worker, found: Callable[[bool], None]) -> None:
         assert self.runtime is not None
         runtime = self.runtime
-        url = runtime.sandbox.aws.server.interruption_queue_url
+        url = runtime.sandbox.aws.interruption_queue_url
         got = runtime.poller.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=deployment.QUEUE_BATCH_SIZE,
@@ -490,7 +490,7 @@ class DirectRoute(_Pollers):
     def poll(self, worker: Worker, found: Callable[[bool], None]) -> None:
         assert self.runtime is not None
         runtime = self.runtime
-        url = runtime.sandbox.aws.server.direct_queue_url
+        url = runtime.sandbox.aws.direct_queue_url
         got = runtime.sqs.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=1,

@@ -245,7 +245,7 @@ class Chaos:
         """Every fault cleared; rounds until every pod runs; then the settled invariants."""
         rig = self.rig
         rig.crashes.disarm()
-        rig.sandbox.aws.faults.clear()
+        rig.sandbox.faults.clear()
         rig.sandbox.api_faults.clear()
         rig.sandbox.kubelet.registry.fail_next_registrations = 0
         self.ice_until.clear()
@@ -302,11 +302,11 @@ class Chaos:
             return kind
         if kind == "ice":
             offering = (rng.choice(INSTANCE_TYPES), rng.choice(ZONES), rng.choice(("spot", "on-demand")))
-            rig.sandbox.aws.faults.insufficient_capacity(*offering)
+            rig.sandbox.faults.insufficient_capacity(*offering)
             self.ice_until[offering] = self.report.steps + ICE_STEPS
             return kind
         if kind == "fleet-throttle":
-            rig.sandbox.aws.faults.throttle("CreateFleet", times=rng.randint(1, 6))
+            rig.sandbox.faults.throttle("CreateFleet", times=rng.randint(1, 6))
             return kind
         if kind.startswith("api-"):
             fault = {
@@ -328,7 +328,7 @@ class Chaos:
     def expire_faults(self) -> None:
         for offering, until in list(self.ice_until.items()):
             if self.report.steps >= until:
-                self.rig.sandbox.aws.faults.restore_capacity(*offering)
+                self.rig.sandbox.faults.restore_capacity(*offering)
                 del self.ice_until[offering]
 
     # --- one compressed minute ------------------------------------------------------------------
@@ -385,7 +385,7 @@ class Chaos:
     def faults_acted(self) -> tuple[int, int]:
         """How often the API server's and CreateFleet's injected faults have answered so far."""
         sandbox = self.rig.sandbox
-        return sum(sandbox.api_faults.hits.values()), sandbox.aws.faults.throttled
+        return sum(sandbox.api_faults.hits.values()), sandbox.faults.throttled
 
     def faults_in_effect(self, acted_before: tuple[int, int], outcomes: list[Any]) -> list[str]:
         """The faults that held the functions back in this round: one that answered during it or
@@ -397,7 +397,7 @@ class Chaos:
         found = []
         if sandbox.api_faults.in_effect or api > acted_before[0]:
             found.append("api-server")
-        if sandbox.aws.faults.throttling or fleet > acted_before[1]:
+        if sandbox.faults.throttling or fleet > acted_before[1]:
             found.append("fleet-throttle")
         if any(o.killed_at for o in outcomes):
             found.append("killed")

@@ -377,7 +377,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> tuple[bool, st
     claims_before = {c["metadata"]["name"] for c in cluster.list(NODECLAIMS)}
     launches_before = len(story.fleet_calls)
     queue = load_function("interruption")
-    queue_url = story.sandbox.aws.server.interruption_queue_url
+    queue_url = story.sandbox.aws.interruption_queue_url
     response = queue.handler(
         events.sqs_event(
             [

@@ -875,7 +875,7 @@ class Rig:
             # the sandbox's own look, as the account's owner
             owner = Settings.from_env({**os.environ, **self.sandbox.owner_credentials()})
             self._catalogs[key] = CloudProvider.shared(owner).instance_types(nodeclass)
-        out = self.sandbox.aws.faults.unavailable_offerings()
+        out = self.sandbox.faults.unavailable_offerings()
         iced = {o.instance_type for o in out}
 
         def as_ec2_answers(name: str, offering: Any) -> Any:
@@ -974,7 +974,7 @@ class Rig:
         from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS
 
         self.crashes.disarm()
-        self.sandbox.aws.faults.clear()
+        self.sandbox.faults.clear()
         self.sandbox.api_faults.clear()
         self.sandbox.kubelet.registry.fail_next_registrations = 0
         # The workload first, its pods force-deleted rather than waited for: a scenario's end is no

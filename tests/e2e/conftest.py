@@ -29,5 +29,5 @@ def rig(module_rig: Rig) -> Iterator[Rig]:
     module_rig.functions.outcomes.clear()
     yield module_rig
     module_rig.crashes.disarm()
-    module_rig.sandbox.aws.faults.clear()
+    module_rig.sandbox.faults.clear()
     module_rig.sandbox.api_faults.clear()

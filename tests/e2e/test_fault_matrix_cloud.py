@@ -18,29 +18,29 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-
 
 def test_ice_on_every_offering_of_a_type_in_a_zone_launches_elsewhere(rig: Rig) -> None:
     for capacity_type in ("spot", "on-demand"):
-        rig.sandbox.aws.faults.insufficient_capacity("t4g.small", "us-east-1a", capacity_type)
+        rig.sandbox.faults.insufficient_capacity("t4g.small", "us-east-1a", capacity_type)
     start(rig, 3)
     settle(rig, 3)
     placed = {(i["InstanceType"], i["Placement"]["AvailabilityZone"]) for i in instances(rig)}
     assert ("t4g.small", "us-east-1a") not in placed
-    assert rig.sandbox.aws.faults.ice_reported > 0, "the plan asked for the faulted offering first"
+    assert rig.sandbox.faults.ice_reported > 0, "the plan asked for the faulted offering first"
 
 
 def test_ice_on_all_spot_offerings_falls_back_to_on_demand(rig: Rig) -> None:
     for instance_type in SMALL_TYPES:
         for zone in ZONES:
-            rig.sandbox.aws.faults.insufficient_capacity(instance_type, zone, "spot")
+            rig.sandbox.faults.insufficient_capacity(instance_type, zone, "spot")
     start(rig, 3)
     settle(rig, 3)
     assert {i.get("InstanceLifecycle", "on-demand") for i in instances(rig)} == {"on-demand"}
-    assert rig.sandbox.aws.faults.ice_reported >= len(SMALL_TYPES)
+    assert rig.sandbox.faults.ice_reported >= len(SMALL_TYPES)
 
 
 def test_create_fleet_throttling_storm_converges_with_adaptive_retries(rig: Rig) -> None:
-    rig.sandbox.aws.faults.throttle("CreateFleet", times=6)  # more than botocore's 5 attempts of one call
+    rig.sandbox.faults.throttle("CreateFleet", times=6)  # more than botocore's 5 attempts of one call
     start(rig, 3)
     settle(rig, 3, rounds=14)
-    assert rig.sandbox.aws.faults.throttled == 6
+    assert rig.sandbox.faults.throttled == 6
     assert not failed(rig), failed(rig)
 
 

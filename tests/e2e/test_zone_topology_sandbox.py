@@ -54,7 +54,7 @@ def kube(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     client = sandbox.admin_cluster()  # the user's side; the handler acts as the functions' identity
     client.create(EC2NODECLASSES, nodeclass(sandbox))
     # As Karpenter's NodeClass controller resolves it: the subnets (and so the zones) it launches in.
-    subnets = [{"id": subnet, "zone": zone} for zone, subnet in sorted(sandbox.aws.server.subnets.items())]
+    subnets = [{"id": subnet, "zone": zone} for zone, subnet in sorted(sandbox.aws.subnets.items())]
     client.patch(EC2NODECLASSES, "default", {"status": {"subnets": subnets}}, subresource="status")
     client.create(NODEPOOLS, nodepool("general", GENERAL))
     yield client
