@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.cluster import objects
+from nodewright.state.pods import key as pod_key
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -74,7 +75,7 @@ def digest(
             meta.get("name"),
             objects.nodeclaim_instance_id(claim),
             initialized,
-            bool(meta.get("deletionTimestamp")),
+            objects.is_deleting(claim),
             meta.get("labels"),
             _relevant_annotations(meta),
         )
@@ -88,29 +89,29 @@ def digest(
             spec.get("providerID"),
             bool(spec.get("unschedulable")),
             spec.get("taints"),
-            bool(meta.get("deletionTimestamp")),
+            objects.is_deleting(node),
             meta.get("labels"),
             _relevant_annotations(meta),
             status.get("allocatable"),
             ready,
         )
-    for pod in sorted(world.pods, key=_pod_key):
+    for pod in sorted(world.pods, key=pod_key):
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         add(
             "pod",
-            meta.get("uid") or _pod_key(pod),
+            meta.get("uid") or pod_key(pod),
             spec.get("nodeName") or "",
             (pod.get("status") or {}).get("phase"),
-            bool(meta.get("deletionTimestamp")),
+            objects.is_deleting(pod),
             (meta.get("annotations") or {}).get(labels.DO_NOT_DISRUPT),
         )
-    for pdb in sorted(world.pdbs, key=_pod_key):
+    for pdb in sorted(world.pdbs, key=pod_key):
         status = pdb.get("status") or {}
         allowed, expected = status.get("disruptionsAllowed"), status.get("expectedPods")
-        add("pdb", _pod_key(pdb), pdb.get("spec"), allowed, expected)
-    for daemonset in sorted(world.daemonsets, key=_pod_key):
+        add("pdb", pod_key(pdb), pdb.get("spec"), allowed, expected)
+    for daemonset in sorted(world.daemonsets, key=pod_key):
         template = (daemonset.get("spec") or {}).get("template") or {}
-        add("daemonset", _pod_key(daemonset), template.get("spec"))
+        add("daemonset", pod_key(daemonset), template.get("spec"))
     add("candidates", sorted(candidates))
     add("vetoed", sorted(vetoed))
     return h.hexdigest()[:32]
@@ -127,11 +128,6 @@ def _relevant_annotations(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {
         k: found[k] for k in (labels.DO_NOT_DISRUPT, COMMAND_ANNOTATION, INVOLUNTARY_ANNOTATION) if k in found
     }
-
-
-def _pod_key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
 def recall(ctx: Context, state: str, now: datetime) -> dict[str, str] | None:
