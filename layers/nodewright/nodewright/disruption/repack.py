@@ -19,7 +19,9 @@ per pass and takes as much of the answer as the budgets allow:
    nodes, and ten passes spent 63 of 753 disruptions re-disrupting them.)
 3. **Keep what the repack would buy.** A node of an instance type the repack buys is what a fresh
    plan would run: partly filled (the last node of an earlier wave), its room is best filled by
-   the others' pods, not replaced by another partly filled node. So the nodes of other types are
+   the others' pods, not replaced by another partly filled node. Only while a moving pod still
+   fits it, though: one full in CPU or in memory (a wave's CPU-full, memory-idle node) no wave
+   fills, and what it wastes only moving its pods saves. So the nodes of other types are
    valued first by a second repack with those nodes staying (their room free, as the command's
    own plan takes it), and the wave is drawn from them; only when that finds no wave are all the
    candidates valued and drawn from as one.
@@ -57,7 +59,7 @@ from nodewright.state.pods import key as pod_key
 if TYPE_CHECKING:
     from nodewright.disruption.consolidation import Candidate, Command, Verdict
     from nodewright.scheduling import NewClaim
-    from nodewright.scheduling.model import Snapshot
+    from nodewright.scheduling.model import Node, Snapshot
     from nodewright.state.interfaces import Obj
     from nodewright.state.snapshot import Simulation
 
@@ -119,7 +121,10 @@ def wave(
     # staying (their free room taken for free, as the command's own plan takes it): a partly
     # filled node of a type the repack buys is filled by the others' pods rather than replaced by
     # another partly filled one (see the module).
-    keep = {c.name for c in movable if c.instance_type in targets}
+    nodes = dict(sim.nodes)
+    keep = {
+        c.name for c in movable if c.instance_type in targets and _has_room(nodes.get(c.node_name), requests)
+    }
     others = [c for c in movable if c.name not in keep]
     if keep and len(others) >= WAVE_MIN:
         kept_waste, _, _ = _waste(sim, others, pending)
@@ -182,6 +187,20 @@ def _best(
         else:
             high = size - 1
     return best
+
+
+def _has_room(node: Node | None, requests: Mapping[str, Mapping[str, int]]) -> bool:
+    """Whether a candidate's node could take one more of the moving pods (``requests``): a node
+    full in CPU or in memory is filled by no wave; what it wastes (the other resource idle), only
+    moving its pods saves."""
+    if node is None:
+        return False
+    free = dict(node.allocatable)
+    for pod in node.pods:
+        for name, value in pod.spec.requests:
+            free[name] = free.get(name, 0) - value
+    shapes = {tuple(sorted(r.items())) for r in requests.values()}
+    return any(all(free.get(name, 0) >= value for name, value in shape) for shape in shapes)
 
 
 def _not_saving(
