@@ -552,3 +552,24 @@ def test_a_node_of_a_type_the_repack_buys_is_kept_to_be_filled_only_while_a_movi
     repack.wave(Simulation(world, usable), found, [], {"default": None}, {}, balanced_totals={})
 
     assert drawn[0] == ["busy", "old-a", "old-b"]
+
+
+def test_the_room_check_asks_only_the_requests_no_other_pod_undercuts() -> None:
+    """Where none of the smallest requests fits a node, no pod's does: a request that asks at least
+    as much CPU and memory as another (with the same other resources) is not asked."""
+    from nodewright.disruption import repack
+
+    requests = {
+        "a": {"cpu": 1000, "memory": 4, "pods": 1},
+        "b": {"cpu": 2000, "memory": 4, "pods": 1},  # more CPU than a, as much memory: undercut
+        "c": {"cpu": 2000, "memory": 1, "pods": 1},
+        "d": {"cpu": 500, "memory": 8, "pods": 1},
+        "e": {"cpu": 3000, "memory": 9, "pods": 1},  # undercut by every other
+        "gpu": {"cpu": 3000, "memory": 9, "pods": 1, "nvidia.com/gpu": 1},  # other resources: its own
+    }
+
+    smallest = repack._smallest_shapes(requests)
+
+    assert sorted(smallest, key=lambda s: sorted(s.items())) == sorted(
+        [requests["a"], requests["c"], requests["d"], requests["gpu"]], key=lambda s: sorted(s.items())
+    )
