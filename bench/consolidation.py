@@ -10,7 +10,8 @@ budget's room as the flow computes it (``decide.budget_room``); the command is a
 (candidates removed, their pods where the simulation places them, replacements added as nodes of
 their cheapest type) for up to ``--passes`` passes. Printed: decision seconds of the first pass
 (wall and CPU, with the load average: on a shared machine the wall time is mostly waiting for a
-core), per pass the $/h, the nodes disrupted and the decision seconds, the cluster's $/h before
+core), per pass the $/h, the nodes disrupted (and of them, how many an earlier pass launched:
+budget spent twice) and the decision seconds, the cluster's $/h before
 and after, a fresh plan of the same pods by the scheduling core, the assignment-LP lower bound of
 the scheduling bench, ``after_vs_fresh`` and the passes needed to reach 1.10, 1.05 and 1.02 times
 the fresh plan. ``--plot FILE.png`` draws the $/h per pass against the fresh plan and the bound.
@@ -306,8 +307,12 @@ def measure(args: argparse.Namespace) -> dict:
     passes, total_seconds, seconds, cpu_seconds = 0, first_seconds, first_seconds, first_cpu_seconds
     per_hour_by_pass = [round(before, 4)]  # how repeated consolidation converges (bench report draws it)
     by_pass: list[dict[str, Any]] = []
+    launched: set[str] = set()  # nodes earlier commands launched: disrupting one again spends budget twice
     while command is not None and passes < args.passes:
+        again = sum(1 for c in command.candidates if c.name in launched)
+        names_before = {c["metadata"]["name"] for c in claims}
         _apply(command, claims, nodes, pods, by_name=by_name, cloud=cloud, serial=passes)
+        launched |= {c["metadata"]["name"] for c in claims} - names_before
         passes += 1
         per_hour_by_pass.append(round(cost(), 4))
         by_pass.append(
@@ -316,6 +321,7 @@ def measure(args: argparse.Namespace) -> dict:
                 "per_hour": per_hour_by_pass[-1],
                 "nodes": len(nodes),
                 "disrupted": len(command.candidates),
+                "disrupted_again": again,
                 "launched": len(command.replacements),
                 "method": command.method,
                 "decision_seconds": round(seconds, 3),
@@ -335,6 +341,7 @@ def measure(args: argparse.Namespace) -> dict:
             "max_pass_cpu_seconds": max(
                 (p["decision_cpu_seconds"] for p in by_pass), default=round(first_cpu_seconds, 3)
             ),
+            "disrupted_again_in_10_passes": sum(p["disrupted_again"] for p in by_pass[:10]),
             "after_per_hour": round(after, 4),
             "nodes_after": len(nodes),
             "fresh_plan_per_hour": round(fresh, 4),

@@ -127,10 +127,16 @@ def add_node(
 
 
 def add_pod(
-    cluster: FakeCluster, name: str, node: str | None, *, cpu: str = "500m", **annotations: str
+    cluster: FakeCluster,
+    name: str,
+    node: str | None,
+    *,
+    cpu: str = "500m",
+    memory: str = "512Mi",
+    **annotations: str,
 ) -> None:
     spec: dict[str, Any] = {
-        "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu, "memory": "512Mi"}}}]
+        "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
     }
     status: dict[str, Any] = {"phase": "Running"}
     if node:

@@ -8,13 +8,20 @@ per pass and takes as much of the answer as the budgets allow:
 1. **Repack.** Every movable pod of every candidate is planned, with the pending pods (which keep
    their priority: they are placed first on the room that stays), as if the candidates were free:
    the cheapest set of nodes that holds them, on the nodes that stay and on new ones.
-2. **Value.** Each pod is charged what its place in that repack costs: a new node's price shared
-   by its pods in proportion to the dominant share (CPU or memory) of the node each takes; room on
-   a node that stays is free. A candidate's *waste* is its price less its pods' charges: what
-   removing it saves once the cluster is repacked.
+2. **Value.** Each pod is worth what its CPU and memory cost in the cheapest cluster the NodePools'
+   types allow: the shadow prices of the covering LP over the repacked pods' demand
+   (``scheduling.packing.shadow_prices``; each type at its cheapest allowed offering plus the
+   NodePool's per-node volumes). A candidate's *waste* is its price less its pods' worth: what a
+   wave removing it saves at best, whatever else the wave holds. (Charging each pod its share of
+   its node in the repack instead credited a node with what its pods save by sharing a node with
+   complementary pods of other nodes, which only a wave holding those as well realizes: the waves'
+   own new nodes, CPU-full and memory-empty or the reverse, looked as wasteful as the dearest old
+   nodes, and ten passes spent 63 of 753 disruptions re-disrupting them.)
 3. **Keep what the repack would buy.** A node of an instance type the repack buys is what a fresh
    plan would run: partly filled (the last node of an earlier wave), its room is best filled by
-   the others' pods, not replaced by another partly filled node. So the nodes of other types are
+   the others' pods, not replaced by another partly filled node. Only while a moving pod still
+   fits it, though: one full in CPU or in memory (a wave's CPU-full, memory-idle node) no wave
+   fills, and what it wastes only moving its pods saves. So the nodes of other types are
    valued first by a second repack with those nodes staying (their room free, as the command's
    own plan takes it), and the wave is drawn from them; only when that finds no wave are all the
    candidates valued and drawn from as one.
@@ -51,7 +58,8 @@ from nodewright.state.pods import key as pod_key
 
 if TYPE_CHECKING:
     from nodewright.disruption.consolidation import Candidate, Command, Verdict
-    from nodewright.scheduling import NewClaim, Plan
+    from nodewright.scheduling import NewClaim
+    from nodewright.scheduling.model import Node, Snapshot
     from nodewright.state.interfaces import Obj
     from nodewright.state.snapshot import Simulation
 
@@ -113,7 +121,10 @@ def wave(
     # staying (their free room taken for free, as the command's own plan takes it): a partly
     # filled node of a type the repack buys is filled by the others' pods rather than replaced by
     # another partly filled one (see the module).
-    keep = {c.name for c in movable if c.instance_type in targets}
+    nodes, smallest = dict(sim.nodes), _smallest_shapes(requests)
+    keep = {
+        c.name for c in movable if c.instance_type in targets and _has_room(nodes.get(c.node_name), smallest)
+    }
     others = [c for c in movable if c.name not in keep]
     if keep and len(others) >= WAVE_MIN:
         kept_waste, _, _ = _waste(sim, others, pending)
@@ -178,6 +189,39 @@ def _best(
     return best
 
 
+def _has_room(node: Node | None, shapes: list[dict[str, int]]) -> bool:
+    """Whether a candidate's node could take one more of the moving pods (``shapes``, their requests
+    as ``_smallest_shapes`` gives them): a node full in CPU or in memory is filled by no wave; what
+    it wastes (the other resource idle), only moving its pods saves."""
+    if node is None:
+        return False
+    free = dict(node.allocatable)
+    for pod in node.pods:
+        for name, value in pod.spec.requests:
+            free[name] = free.get(name, 0) - value
+    return any(all(free.get(name, 0) >= value for name, value in shape.items()) for shape in shapes)
+
+
+def _smallest_shapes(requests: Mapping[str, Mapping[str, int]]) -> list[dict[str, int]]:
+    """The pods' distinct requests that no other asks less of in both CPU and memory (with the same
+    other resources): where none of these fits, no pod does. Keeps ``_has_room`` short on a cluster
+    of thousands of distinct requests."""
+    from nodewright.scheduling.resources import CPU, MEMORY
+
+    groups: dict[tuple[tuple[str, int], ...], set[tuple[int, int]]] = {}
+    for r in requests.values():
+        rest = tuple(sorted((k, v) for k, v in r.items() if k not in (CPU, MEMORY)))
+        groups.setdefault(rest, set()).add((r.get(CPU, 0), r.get(MEMORY, 0)))
+    smallest: list[dict[str, int]] = []
+    for rest, sizes in groups.items():
+        least_memory = None
+        for cpu, memory in sorted(sizes):  # by CPU, then memory: keep each that needs less memory
+            if least_memory is None or memory < least_memory:
+                smallest.append({CPU: cpu, MEMORY: memory, **dict(rest)})
+                least_memory = memory
+    return smallest
+
+
 def _not_saving(
     chosen: list[Candidate], claims: list[NewClaim], requests: Mapping[str, Mapping[str, int]]
 ) -> set[str]:
@@ -199,8 +243,9 @@ def _not_saving(
 def _waste(
     sim: Simulation, movable: list[Candidate], pending: list[Obj]
 ) -> tuple[dict[str, float], dict[str, dict[str, int]], set[str]]:
-    """Candidate → its price less what its pods cost in the whole-cluster repack (see the module);
-    each moving pod's requests; and the instance types the repack buys (each new node's cheapest)."""
+    """Candidate → its price less what its pods are worth at the shadow prices (see the module);
+    each moving pod's requests; and the instance types the whole-cluster repack buys (each new
+    node's cheapest)."""
     from nodewright import scheduling
 
     world = sim.world
@@ -211,22 +256,40 @@ def _waste(
     everyone = [p for pods in moving.values() for p in pods]
     snapshot, _ = sim.snapshot(everyone + pending, without=[c.node_name for c in movable])
     requests = {p.key: dict(p.spec.requests) for p in snapshot.pods}
-    plan = scheduling.plan(snapshot)
-    charge = _charges(plan, requests)
+    worth = _worth(snapshot, requests)
     waste = {
-        c.name: (c.price or 0.0) - sum(charge.get(pod_key(p), 0.0) for p in moving[c.name]) for c in movable
+        c.name: (c.price or 0.0) - sum(worth.get(pod_key(p), 0.0) for p in moving[c.name]) for c in movable
     }
+    plan = scheduling.plan(snapshot)
     bought = {claim.instance_types[0].name for claim in plan.new_claims if claim.instance_types}
     return waste, requests, bought
 
 
-def _charges(plan: Plan, requests: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
-    """Pod → its share of its new node's price in ``plan`` (pods on nodes that stay: none; a pod
-    with no place: charged nothing, so its node shows no waste unless the rest of it is empty)."""
-    charges: dict[str, float] = {}
-    for claim in plan.new_claims:
-        charges.update(_shares(claim, requests, claim.price))
-    return charges
+def _worth(snapshot: Snapshot, requests: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    """Pod → what its CPU and memory cost at the shadow prices of buying all of ``requests`` from the
+    snapshot's NodePools' types (each type at its cheapest allowed offering in any NodePool, plus
+    that NodePool's per-node volumes; its allocatable less the DaemonSets)."""
+    from nodewright.scheduling.nodepools import NodePools
+    from nodewright.scheduling.packing import TypeOption, shadow_prices
+    from nodewright.scheduling.resources import CPU, MEMORY
+
+    pools = NodePools(snapshot)
+    cheapest: dict[str, TypeOption] = {}
+    for index, pool in enumerate(pools.pools):
+        for instance_type, price in pools.types(index, pools.requirements[index]):
+            allocatable = pools.allocatable(index, instance_type)
+            option = TypeOption(
+                instance_type.name,
+                price + pool.node_price,
+                (allocatable.get(CPU, 0), allocatable.get(MEMORY, 0)),
+            )
+            known = cheapest.get(option.name)
+            if known is None or option.price < known.price:
+                cheapest[option.name] = option
+    cpu = sum(r.get(CPU, 0) for r in requests.values())
+    memory = sum(r.get(MEMORY, 0) for r in requests.values())
+    per_millicore, per_byte = shadow_prices(sorted(cheapest.values(), key=lambda o: o.name), cpu, memory)
+    return {key: per_millicore * r.get(CPU, 0) + per_byte * r.get(MEMORY, 0) for key, r in requests.items()}
 
 
 def _shares(claim: NewClaim, requests: Mapping[str, Mapping[str, int]], price: float) -> dict[str, float]:

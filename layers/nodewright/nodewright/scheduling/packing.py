@@ -496,6 +496,16 @@ class Packer:
         return True
 
 
+def shadow_prices(types: Sequence[TypeOption], cpu: int, memory: int) -> tuple[float, float]:
+    """What a millicore and a byte are worth ($/h) when ``cpu`` millicores and ``memory`` bytes are
+    bought from ``types`` (``alloc``: cpu, memory) at least cost: the dual of the packing's covering
+    LP (see the module). ``y · request`` is then what a pod costs in the cheapest cluster the LP
+    allows, and ``y · allocatable ≤ price`` for every type."""
+    if not types:
+        return 0.0, 0.0
+    return Packer([Item(0, (cpu, memory), 1)], types, 0, 1)._duals({0: 1})
+
+
 def _pareto(points: list[tuple[float, float, TypeOption]]) -> list[tuple[float, float, TypeOption]]:
     """Types whose (cpu per $, memory per $) no other type beats in both."""
     points = sorted(points, key=lambda p: (-p[0], -p[1], p[2].name))
