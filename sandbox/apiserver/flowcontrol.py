@@ -384,10 +384,12 @@ class _Request:
 
 @dataclass
 class LevelStats:
-    """What one priority level did: requests dispatched, rejected by reason, and the peaks."""
+    """What one priority level did: requests dispatched, rejected by reason and by flow (the
+    distinguisher: the user for ByUser schemas), and the peaks."""
 
     dispatched: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
+    rejected_flows: Counter[str] = field(default_factory=Counter)
     peak_seats: int = 0
     peak_waiting: int = 0
 
@@ -558,13 +560,13 @@ class FlowControl:
         with self._cond:
             if not spec.queues:  # limitResponse Reject
                 if not level.fits(request.seats):
-                    raise self._reject(level, CONCURRENCY_LIMIT, headers)
+                    raise self._reject(level, request, CONCURRENCY_LIMIT, headers)
                 self._start(level, request)
                 return Ticket(self, level, request, headers)
             request.queue = self._choose_queue(level, schema.name, request.flow)
             queue = level.queues[request.queue]
             if len(queue) >= spec.queue_length_limit:
-                raise self._reject(level, QUEUE_FULL, headers)
+                raise self._reject(level, request, QUEUE_FULL, headers)
             queue.append(request)
             level.waiting += 1
             level.stats.peak_waiting = max(level.stats.peak_waiting, level.waiting)
@@ -576,7 +578,7 @@ class FlowControl:
                     queue.remove(request)
                     level.waiting -= 1
                     self._cond.notify_all()
-                    raise self._reject(level, TIME_OUT, headers)
+                    raise self._reject(level, request, TIME_OUT, headers)
                 self._cond.wait(left)
         return Ticket(self, level, request, headers)
 
@@ -623,8 +625,9 @@ class FlowControl:
             self._dispatch(level)
             self._cond.notify_all()
 
-    def _reject(self, level: _Level, reason: str, headers: dict[str, str]) -> Rejected:
+    def _reject(self, level: _Level, request: _Request, reason: str, headers: dict[str, str]) -> Rejected:
         level.stats.rejected[reason] += 1
+        level.stats.rejected_flows[request.flow] += 1
         level.dropped.record(int(self.wall()))
         self._cond.notify_all()
         return Rejected(errors.rejected_by_flow_control(level.dropped.retry_after, headers), reason)

@@ -234,6 +234,7 @@ def test_a_full_queue_rejects_at_once_with_kube_apiservers_429(tickets: list[Tic
     assert error.headers["X-Kubernetes-PF-FlowSchema-UID"] == schema.uid
     assert error.headers["X-Kubernetes-PF-PriorityLevel-UID"] == priority.uid
     assert control.stats("global-default").rejected == {QUEUE_FULL: 1}
+    assert control.stats("global-default").rejected_flows == {FUNCTIONS.user: 1}
     tickets.pop().release()
     assert queued.done()
     assert queued.ticket is not None

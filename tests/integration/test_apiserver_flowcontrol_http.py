@@ -43,8 +43,8 @@ class FreesOnRejection(FlowControl):
 
     held: Ticket | None = None
 
-    def _reject(self, level: Any, reason: str, headers: dict[str, str]) -> Any:
-        rejected = super()._reject(level, reason, headers)
+    def _reject(self, level: Any, request: Any, reason: str, headers: dict[str, str]) -> Any:
+        rejected = super()._reject(level, request, reason, headers)
         held, self.held = self.held, None
         if held is not None:
             held.release()
