@@ -82,7 +82,6 @@ MAX_RETRY_AFTER = 32  # dropped_requests_tracker.go maxRetryAfter
 # kube-apiserver's LongRunningFunc: these never reach the APF filter.
 LONG_RUNNING_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy", "log"})
 
-SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 ALL = "*"
 
 QUEUE_FULL = "queue-full"
@@ -154,8 +153,8 @@ class Subjects:
             return True
         if any(g == ALL or g in identity.groups for g in self.groups):
             return True
-        if identity.user.startswith(SERVICE_ACCOUNT_PREFIX):
-            namespace, _, name = identity.user.removeprefix(SERVICE_ACCOUNT_PREFIX).partition(":")
+        if identity.user.startswith(rbac.SERVICE_ACCOUNT_PREFIX):
+            namespace, _, name = identity.user.removeprefix(rbac.SERVICE_ACCOUNT_PREFIX).partition(":")
             return any(ns == namespace and n in (ALL, name) for ns, n in self.service_accounts)
         return False
 
@@ -261,13 +260,13 @@ DEFAULT_FLOW_SCHEMAS: tuple[FlowSchema, ...] = (
         "node-high",
         400,
         "ByUser",
-        Subjects(groups=("system:nodes",)),
+        Subjects(groups=(rbac.NODES_GROUP,)),
         (
             ResourceRule((ALL,), ("",), ("nodes", "nodes/status"), (ALL,), True),
             ResourceRule((ALL,), ("coordination.k8s.io",), ("leases",), (ALL,), False),
         ),
     ),
-    _all("system-nodes", "system", 500, "ByUser", Subjects(groups=("system:nodes",))),
+    _all("system-nodes", "system", 500, "ByUser", Subjects(groups=(rbac.NODES_GROUP,))),
     _all("kube-controller-manager", "workload-high", 800, "ByNamespace", Subjects(users=(_KCM,))),
     _all("kube-scheduler", "workload-high", 800, "ByNamespace", Subjects(users=(_SCHEDULER,))),
     _all(

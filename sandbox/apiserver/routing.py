@@ -29,7 +29,6 @@ ANONYMOUS_MODES = (ANONYMOUS_EKS, ANONYMOUS_KUBE_APISERVER)
 EKS_ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 ANONYMOUS = rbac.Identity("system:anonymous", (rbac.UNAUTHENTICATED,))
 IMPERSONATE_EXTRA = "impersonate-extra-"
-SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
 
 
@@ -141,8 +140,8 @@ class Router:
             )
 
         wanted = []
-        if user.startswith(SERVICE_ACCOUNT_PREFIX) and user.count(":") == 3:
-            namespace, name = user.removeprefix(SERVICE_ACCOUNT_PREFIX).split(":", 1)
+        if user.startswith(rbac.SERVICE_ACCOUNT_PREFIX) and user.count(":") == 3:
+            namespace, name = user.removeprefix(rbac.SERVICE_ACCOUNT_PREFIX).split(":", 1)
             wanted.append(asks("serviceaccounts", name, namespace=namespace))
             if not groups:  # a service account's groups are a fixed mapping
                 groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
