@@ -462,6 +462,7 @@ class FlowControl:
         self.clock = clock
         self.wall = wall
         self._cond = threading.Condition()
+        self._closing = False
         self.concurrency = 0
         self.specs: dict[str, PriorityLevel] = {}
         self._levels: dict[str, _Level] = {}
@@ -489,6 +490,15 @@ class FlowControl:
                 )
             limits = nominal_limits(self.concurrency, self.specs.values())
             self._levels = {name: _Level(spec, limits.get(name, 0)) for name, spec in self.specs.items()}
+
+    def close(self) -> None:
+        """The server is stopping: every queued request is turned away now, not at its time limit,
+        so no request thread outlives ``ApiServer.stop``. Admission goes on (a restarted server)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: not any(lv.waiting for lv in self._levels.values()), 5.0)
+            self._closing = False
 
     # ------------------------------------------------------------------ introspection
     @property
@@ -573,7 +583,7 @@ class FlowControl:
             deadline = self.clock() + limit_seconds
             while not request.dispatched:
                 left = deadline - self.clock()
-                if left <= 0:
+                if left <= 0 or self._closing:
                     queue.remove(request)
                     level.waiting -= 1
                     self._cond.notify_all()

@@ -373,6 +373,7 @@ class ApiServer:
             return
         httpd.stopping.set()
         self.store.close()
+        self.flow_control.close()
         httpd.shutdown()
         httpd.close_connections()
         httpd.server_close()  # joins the request threads

@@ -343,3 +343,16 @@ def test_reconfiguring_a_busy_level_is_refused(tickets: list[Ticket]) -> None:
 
     with pytest.raises(RuntimeError, match="global-default"):
         control.configure(concurrency=600)
+
+
+def test_closing_turns_queued_requests_away_at_once(tickets: list[Ticket]) -> None:
+    control = FlowControl(5)
+    tickets.append(control.admit(attrs(FUNCTIONS), {}))
+    queued = Waiter(control, attrs(FUNCTIONS))  # would wait 15 s
+    assert control.wait_for(lambda: control.waiting("global-default") == 1, WAIT)
+
+    control.close()
+
+    assert queued.done()
+    assert queued.rejected is not None
+    assert control.waiting("global-default") == 0
