@@ -28,8 +28,10 @@ Priority and Fairness"):
   ``workload-low``; every other authenticated or anonymous user — the functions' IAM-mapped identity
   among them — to ``global-default``; ``catch-all`` (Reject: no queues) takes the rest.
 * **Work estimates.** A request takes one seat, a LIST (and a watch asking for its initial events)
-  ``ceil(objects of the resource / 100)`` seats between 1 and 10 (the list work estimator: lists are
-  served from the watch cache, which scans every object of the resource).
+  ``ceil(objects of the resource / 100)`` seats (the list work estimator: lists are served from the
+  watch cache, which scans every object of the resource), at least 1 and at most the level's max
+  seats: ``max(1, min(ceil(15% of nominal), nominal / hand size))``, capped at 10 (8 for
+  global-default at 600 seats, 1 at a test's 5).
 * **Queues.** Queues, hand size and queue length limit per level as the defaults set them (e.g.
   global-default: 128 queues, hand 6, 50 per queue); the flow's hand is dealt from the SHA-256 of
   ``schema NUL distinguisher`` and the request joins the hand's queue with the fewest seats waiting or
@@ -78,6 +80,7 @@ REQUEST_TIMEOUT_SECONDS = 60.0  # --request-timeout
 MAX_QUEUE_WAIT_SECONDS = 60.0  # the hard cap of getRequestWaitContext
 OBJECTS_PER_SEAT = 100  # the list work estimator's DefaultWorkEstimatorConfig
 MAX_SEATS = 10
+MAX_SEATS_PERCENT = 0.15  # apf_controller.go priorityLevelMaxSeatsPercent
 MAX_RETRY_AFTER = 32  # dropped_requests_tracker.go maxRetryAfter
 # kube-apiserver's LongRunningFunc: these never reach the APF filter.
 LONG_RUNNING_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy", "log"})
@@ -535,15 +538,25 @@ class FlowControl:
                 return schema, self.specs[schema.priority_level]
         raise AssertionError("the catch-all FlowSchema matches every authenticated or anonymous request")
 
-    def width(self, attrs: rbac.Attributes, query: dict[str, str]) -> int:
-        """The seats a request occupies (the work estimator)."""
+    def max_seats(self, level: str) -> int:
+        """The most seats one request of ``level`` may take: ``max(1, min(ceil(15% of its nominal
+        limit), nominal / hand size))`` for a queuing level (apf_controller.go; 8 for global-default
+        at 600), the work estimator's cap of 10 otherwise and above."""
+        spec, nominal = self.specs[level], self._levels[level].limit
+        if not spec.queues:
+            return MAX_SEATS
+        share = max(1, min(math.ceil(nominal * MAX_SEATS_PERCENT), nominal // spec.hand_size))
+        return min(MAX_SEATS, share)
+
+    def width(self, attrs: rbac.Attributes, query: dict[str, str], level: str = "global-default") -> int:
+        """The seats a request of ``level`` occupies (the work estimator)."""
         listing = attrs.verb == "list" or (
             attrs.verb == "watch" and query.get("sendInitialEvents") in ("true", "1")
         )
         if not (attrs.resource_request and listing):
             return 1
         objects = self.count((attrs.api_group, attrs.resource))
-        return max(1, min(MAX_SEATS, math.ceil(objects / OBJECTS_PER_SEAT)))
+        return max(1, min(self.max_seats(level), math.ceil(objects / OBJECTS_PER_SEAT)))
 
     @staticmethod
     def bypasses(attrs: rbac.Attributes) -> bool:
@@ -564,7 +577,7 @@ class FlowControl:
         if spec.exempt:
             return Ticket(self, None, None, headers)
         level = self._levels[spec.name]
-        request = _Request(schema.flow(attrs), self.width(attrs, query))
+        request = _Request(schema.flow(attrs), self.width(attrs, query, spec.name))
         limit_seconds = queue_wait_limit(query)
         with self._cond:
             if not spec.queues:  # limitResponse Reject

@@ -170,12 +170,15 @@ def test_requests_are_classified_by_identity_as_the_default_flowschemas_do(
     assert (found.name, level_.name) == (schema, priority)
 
 
-def test_a_list_takes_a_seat_per_hundred_objects_of_its_resource_up_to_ten() -> None:
+def test_a_list_takes_a_seat_per_hundred_objects_of_its_resource_up_to_its_levels_max() -> None:
     stored = {("", "pods"): 250, ("", "nodes"): 5000}
     control = FlowControl(600, count=lambda key: stored.get(key, 0))
 
     assert control.width(attrs(FUNCTIONS, path="/api/v1/namespaces/default/pods"), {}) == 3
-    assert control.width(attrs(FUNCTIONS, path="/api/v1/nodes"), {}) == 10
+    assert control.max_seats("global-default") == 8  # min(ceil(0.15 * 49), 49 // 6)
+    assert control.width(attrs(FUNCTIONS, path="/api/v1/nodes"), {}) == 8
+    assert control.max_seats("workload-low") == 10  # min(37, 40), capped at 10
+    assert control.max_seats("catch-all") == 10  # no queues: the estimator's cap
     assert control.width(attrs(FUNCTIONS, path="/api/v1/nodes/n1"), {}) == 1
     assert control.width(attrs(FUNCTIONS, path="/api/v1/configmaps"), {}) == 1  # none stored: the minimum
     watch = attrs(FUNCTIONS, path="/api/v1/pods", watch="true")
@@ -274,13 +277,27 @@ def test_a_reject_level_turns_away_what_its_seats_cannot_hold(tickets: list[Tick
 
 
 def test_a_request_wider_than_its_level_runs_alone(tickets: list[Ticket]) -> None:
-    control = FlowControl(5, count=lambda key: 1000)  # a list of 10 seats, a level of 1
+    schemas = [s for s in DEFAULT_FLOW_SCHEMAS if s.name != "global-default"]
+    control = FlowControl(5, schemas=schemas, count=lambda key: 1000)  # catch-all: 1 seat, lists of 10
     wide = control.admit(attrs(FUNCTIONS, path="/api/v1/pods"), {})
-    assert control.seats_in_use("global-default") == 10
+    assert control.seats_in_use("catch-all") == 10
+    with pytest.raises(Rejected):
+        control.admit(attrs(FUNCTIONS, path="/api/v1/nodes/n1"), {})
+
+    wide.release()
+
+    tickets.append(control.admit(attrs(FUNCTIONS, path="/api/v1/nodes/n1"), {}))
+    assert control.seats_in_use("catch-all") == 1
+
+
+def test_a_small_servers_lists_take_one_seat(tickets: list[Ticket]) -> None:
+    control = FlowControl(5, count=lambda key: 1000)  # global-default: 1 seat, max seats 1
+    tickets.append(control.admit(attrs(FUNCTIONS, path="/api/v1/pods"), {}))
+    assert control.seats_in_use("global-default") == 1
     queued = Waiter(control, attrs(FUNCTIONS, path="/api/v1/nodes/n1"))
     assert control.wait_for(lambda: control.waiting("global-default") == 1, WAIT)
 
-    wide.release()
+    tickets.pop().release()
 
     assert queued.done()
     assert queued.ticket is not None
