@@ -591,8 +591,8 @@ class FlowControl:
                 raise self._reject(level, request, QUEUE_FULL, headers)
             queue.append(request)
             level.waiting += 1
-            level.stats.peak_waiting = max(level.stats.peak_waiting, level.waiting)
             self._dispatch(level)
+            level.stats.peak_waiting = max(level.stats.peak_waiting, level.waiting)  # those that wait
             deadline = self.clock() + limit_seconds
             while not request.dispatched:
                 left = deadline - self.clock()
