@@ -201,7 +201,10 @@ class Sandbox:
                 AUTOSCALER_GROUP,
             )
             return
-        self.apiserver = ApiServer(host="127.0.0.1", port=0)
+        try:  # a NODEWRIGHT_SANDBOX_API_CONCURRENCY that is not a positive integer: named, no traceback
+            self.apiserver = ApiServer(host="127.0.0.1", port=0)
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from exc
         self.apiserver.faults = self.api_faults
         self.apiserver.start()
         self.kubeconfig_path = Path(self.apiserver.write_kubeconfig(self._tmp / "kubeconfig"))

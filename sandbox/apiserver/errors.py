@@ -259,3 +259,18 @@ def too_many_requests(message: str, retry_after: int, causes: list[dict[str, str
 
 def gone(message: str) -> ApiError:
     return ApiError(410, "Expired", message, None)
+
+
+FLOW_CONTROL_REJECTED = "Too many requests, please try again later.\n"
+
+
+def rejected_by_flow_control(retry_after: int, headers: dict[str, str]) -> ApiError:
+    """API Priority and Fairness's 429: not a ``Status`` but Go's ``http.Error`` plain text (the filter
+    answers before any serializer is chosen), with ``Retry-After`` and the classification headers."""
+    return ApiError(
+        429,
+        "TooManyRequests",
+        FLOW_CONTROL_REJECTED,
+        plain=True,
+        headers={**headers, "Retry-After": str(retry_after), "X-Content-Type-Options": "nosniff"},
+    )

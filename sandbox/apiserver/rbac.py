@@ -35,6 +35,10 @@ CLUSTERROLEBINDINGS = (RBAC_GROUP, "clusterrolebindings")
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
 UNAUTHENTICATED = "system:unauthenticated"
+SERVICE_ACCOUNT_PREFIX = (
+    "system:serviceaccount:"  # a service account's user name: system:serviceaccount:<ns>:<name>
+)
+NODES_GROUP = "system:nodes"
 BOOTSTRAP_LABEL = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 
 

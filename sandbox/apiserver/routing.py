@@ -13,6 +13,7 @@ from typing import Any
 
 from . import discovery, errors, eviction, openapi, patching, rbac, tables, watch
 from .errors import ApiError
+from .flowcontrol import FlowControl, Rejected
 from .handlers import Context, Request, ResourceHandlers, Response, Target, decode_body
 from .resources import Registry
 from .storage import Store
@@ -28,7 +29,6 @@ ANONYMOUS_MODES = (ANONYMOUS_EKS, ANONYMOUS_KUBE_APISERVER)
 EKS_ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 ANONYMOUS = rbac.Identity("system:anonymous", (rbac.UNAUTHENTICATED,))
 IMPERSONATE_EXTRA = "impersonate-extra-"
-SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
 
 
@@ -42,7 +42,9 @@ class Router:
         stopping: Callable[[], bool],
         *,
         anonymous: str = ANONYMOUS_EKS,
+        flow_control: FlowControl | None = None,
     ) -> None:
+        """``flow_control``: API Priority and Fairness (kube-apiserver's defaults when None)."""
         if anonymous not in ANONYMOUS_MODES:
             raise ValueError(f"anonymous={anonymous!r}: use one of {', '.join(ANONYMOUS_MODES)}")
         self.anonymous = anonymous
@@ -53,18 +55,35 @@ class Router:
         self.address = address
         self.stopping = stopping
         self.handlers = ResourceHandlers(store, registry)
+        self.flow_control = flow_control or FlowControl(count=store.count)
 
     def handle(self, request: Request) -> Response:
+        """kube-apiserver's filter order: authentication, impersonation, API Priority and Fairness
+        (a request holds its seats until it is answered; a watch until its stream is ready), then
+        authorization and the handler. Every response APF classified carries its PF headers."""
+        classified: dict[str, str] = {}
         try:
             identity = self._impersonate(request, self._authenticate(request))
             path = request.path.rstrip("/") or "/"
-            self.authorizer.authorize(rbac.request_attributes(identity, request.method, path, request.query))
-            request.identity = identity
-            response = self._dispatch(request)
+            attributes = rbac.request_attributes(identity, request.method, path, request.query)
+            try:
+                ticket = self.flow_control.admit(attributes, request.query)
+            except Rejected as rejected:
+                raise rejected.error from None
+            classified = ticket.headers
+            try:
+                self.authorizer.authorize(attributes)
+                request.identity = identity
+                response = self._dispatch(request)
+            finally:
+                ticket.release()
         except ApiError as exc:
+            headers = {**classified, **exc.headers}
             if exc.plain:
-                return Response(exc.code, exc.message, content_type="text/plain; charset=utf-8")
-            return Response(exc.code, exc.status(), headers=dict(exc.headers))
+                plain = "text/plain; charset=utf-8"
+                return Response(exc.code, exc.message, headers=headers, content_type=plain)
+            return Response(exc.code, exc.status(), headers=headers)
+        response.headers.update(classified)
         return response
 
     def _authenticate(self, request: Request) -> rbac.Identity:
@@ -121,8 +140,8 @@ class Router:
             )
 
         wanted = []
-        if user.startswith(SERVICE_ACCOUNT_PREFIX) and user.count(":") == 3:
-            namespace, name = user.removeprefix(SERVICE_ACCOUNT_PREFIX).split(":", 1)
+        if user.startswith(rbac.SERVICE_ACCOUNT_PREFIX) and user.count(":") == 3:
+            namespace, name = user.removeprefix(rbac.SERVICE_ACCOUNT_PREFIX).split(":", 1)
             wanted.append(asks("serviceaccounts", name, namespace=namespace))
             if not groups:  # a service account's groups are a fixed mapping
                 groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]

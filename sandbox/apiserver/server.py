@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 
 from . import admission, rbac
+from .flowcontrol import FlowControl
 from .handlers import Request, Response
 from .resources import Registry
 from .routing import ANONYMOUS_EKS, Router
@@ -252,9 +253,14 @@ class ApiServer:
         watch_history: int = 1000,
         *,
         anonymous: str = ANONYMOUS_EKS,
+        concurrency: int | None = None,
     ) -> None:
         """``anonymous``: how a request without credentials is treated, as on EKS (the default: only
-        the health checks) or as by kube-apiserver's ``--anonymous-auth=true`` (RBAC decides)."""
+        the health checks) or as by kube-apiserver's ``--anonymous-auth=true`` (RBAC decides).
+
+        ``concurrency``: the seats API Priority and Fairness shares among its priority levels
+        (``flowcontrol``): kube-apiserver's 600 by default, or ``NODEWRIGHT_SANDBOX_API_CONCURRENCY``;
+        a test makes it small to meet 429s."""
         self.host = host
         self.anonymous = anonymous
         self.port = port
@@ -268,6 +274,7 @@ class ApiServer:
         self._cleaner: threading.Thread | None = None
         self._cert: ServingCert | None = None
         self.faults: Any = None  # set before start(): consulted before every request is routed
+        self.flow_control = FlowControl(concurrency, count=self.store.count)
         self._seed()
 
     def add_identity(self, user: str, groups: tuple[str, ...] = (), token: str | None = None) -> str:
@@ -323,6 +330,7 @@ class ApiServer:
             lambda: f"{self.host}:{self.port}",
             self._stopping,
             anonymous=self.anonymous,
+            flow_control=self.flow_control,
         )
         if self._cert is None:
             self._cert = make_serving_cert(self.host)
@@ -365,6 +373,7 @@ class ApiServer:
             return
         httpd.stopping.set()
         self.store.close()
+        self.flow_control.close()
         httpd.shutdown()
         httpd.close_connections()
         httpd.server_close()  # joins the request threads

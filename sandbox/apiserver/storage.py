@@ -80,6 +80,12 @@ class Store:
             items = [bucket[k] for k in sorted(bucket) if namespace is None or k[0] == namespace]
             return items, self._rv
 
+    def count(self, key: Key) -> int:
+        """How many objects of a resource are stored (what API Priority and Fairness's list work
+        estimator reads to size a LIST)."""
+        with self.lock:
+            return len(self._data.get(key, {}))
+
     def write(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or replace ``obj``, stamping a new resourceVersion; returns a copy of what was stored."""
         with self.lock:

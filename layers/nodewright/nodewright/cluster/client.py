@@ -98,8 +98,10 @@ ATTEMPTS_PER_CALL = 2
 MIN_CALL_SECONDS = 0.5
 # A GET answered 429 or 5xx is asked again (reads are idempotent), as client-go retries on
 # Retry-After: after the server's Retry-After or a short backoff, never past the call deadline.
-# Writes are not repeated here: their callers know whether repeating is safe (a 429 on an
-# eviction is a PodDisruptionBudget's answer, not throttling).
+# Any request API Priority and Fairness turned away (``ServerBusy.turned_away``: it never ran) is
+# sent again the same way, whatever its verb, as client-go does. Other failed writes are not
+# repeated here: their callers know whether repeating is safe (a 429 on an eviction is a
+# PodDisruptionBudget's answer, not throttling).
 READ_RETRIES = 2
 READ_RETRY_BACKOFF_SECONDS = 0.2
 READ_RETRY_MAX_WAIT_SECONDS = 2.0
@@ -172,7 +174,8 @@ class Cluster:
         """One call; the decoded JSON answer. Raises ``ApiError`` subclasses or ``ApiUnavailable``.
 
         A 401 is answered once by re-signing the EKS token and repeating the request (``auth``);
-        a GET answered 429 or 5xx is repeated up to ``READ_RETRIES`` times within the call deadline.
+        a GET answered 429 or 5xx, or any request API Priority and Fairness turned away, is repeated up
+        to ``READ_RETRIES`` times within the call deadline.
         """
         for attempt in range(READ_RETRIES + 1):
             try:
@@ -182,15 +185,16 @@ class Cluster:
                 if wait is None:
                     raise
                 logger().info(
-                    "API server busy; reading again",
+                    "API server busy; asking again",
                     extra={"path": path, "status": exc.status, "waitSeconds": round(wait, 2)},
                 )
                 self.clock.sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _read_retry_wait(self, method: str, error: ServerBusy, attempt: int) -> float | None:
-        """Seconds to wait before repeating a busy GET; None when it must not be repeated."""
-        if method != "GET" or attempt >= READ_RETRIES:
+        """Seconds to wait before repeating a busy GET or a turned-away request; None when it must
+        not be repeated."""
+        if attempt >= READ_RETRIES or not (method == "GET" or error.turned_away):
             return None
         wait = min(
             error.retry_after_seconds or READ_RETRY_BACKOFF_SECONDS * 2**attempt, READ_RETRY_MAX_WAIT_SECONDS

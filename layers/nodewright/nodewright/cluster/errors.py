@@ -77,6 +77,14 @@ class ServerBusy(ApiError, ApiUnavailable):  # type: ignore[override]  # both sa
     that ends cleanly with one log line and a metric when the server is unreachable ends the same way
     when it keeps answering 500, instead of raising a traceback."""
 
+    @property
+    def turned_away(self) -> bool:
+        """A 429 that is not a ``Status``: kube-apiserver's flow control (API Priority and Fairness,
+        or max-in-flight) answered with Go's plain-text ``http.Error`` before any handler ran, so the
+        request did nothing and may be sent again whatever its verb (a PodDisruptionBudget's 429 on an
+        eviction is a ``Status``: the eviction was decided, not turned away)."""
+        return self.status == 429 and self.body.get("kind") != "Status"
+
 
 def error_for(status: int, body: dict[str, Any] | None, fallback_message: str) -> ApiError:
     """Build the right ``ApiError`` subclass from a response's status and decoded body."""
