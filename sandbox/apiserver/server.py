@@ -146,7 +146,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(injected, tuple):
             code, body, headers = injected
-            self._send(Response(code, body, headers=dict(headers)))
+            kind = "text/plain; charset=utf-8" if isinstance(body, str) else "application/json"
+            self._send(Response(code, body, headers=dict(headers), content_type=kind))
             return
         try:
             response = self.server.router.handle(request)
@@ -180,7 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _injected_fault(self, request: Request) -> Any:
         """What the sandbox's fault injector (``sandbox.aws.faults.ApiServerFaults``) makes of this request:
-        None to serve it, ``"drop"``, or ``(status, body, headers)``; a delay is slept here."""
+        None to serve it, ``"drop"``, or ``(status, body, headers)`` (a ``str`` body is plain text, a
+        dict a JSON ``Status``); a delay is slept here."""
         faults = self.server.faults
         if faults is None:
             return None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
+from sandbox.apiserver.errors import FLOW_CONTROL_REJECTED
 from sandbox.aws.fleet_network import fleet_error, template_data
 
 ICE_CODE = "InsufficientInstanceCapacity"
@@ -236,7 +237,7 @@ class ApiFault:
 
     * ``conflict``: 409 Conflict to writes guarded by a resourceVersion (a PUT, or a PATCH whose
       body names one), as when another writer got there first;
-    * ``throttle``: 429 TooManyRequests with ``Retry-After`` (API Priority and Fairness);
+    * ``throttle``: API Priority and Fairness's 429, plain text with ``Retry-After`` (the request never ran);
     * ``error``: 500 InternalError;
     * ``slow``: the answer comes ``delay`` seconds late (a server or network under load);
     * ``down``: the connection is closed without an answer (a server that is down or restarting).
@@ -340,13 +341,10 @@ def _fault_answer(fault: ApiFault, method: str, path: str) -> Any:
         )
         return 409, _status(409, "Conflict", message), {}
     if fault.kind == "throttle":
-        body = _status(
-            429,
-            "TooManyRequests",
-            "too many requests, please try again later",
-            retryAfterSeconds=fault.retry_after,
-        )
-        return 429, body, {"Retry-After": str(fault.retry_after)}
+        # API Priority and Fairness answers before any serializer is chosen: Go's plain-text
+        # http.Error, not a Status (sandbox.apiserver.flowcontrol gives the same answer under load).
+        headers = {"Retry-After": str(fault.retry_after), "X-Content-Type-Options": "nosniff"}
+        return 429, FLOW_CONTROL_REJECTED, headers
     return (
         500,
         _status(500, "InternalError", f"Internal error occurred: injected fault ({method} {path})"),
