@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bench._report import print_figures, save
@@ -93,7 +94,14 @@ def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
-def one_pass():
+profile_dir = sys.argv[3] if len(sys.argv) > 3 else ""
+
+def one_pass(label):
+    profiler = None
+    if profile_dir:
+        import cProfile
+        profiler = cProfile.Profile(time.process_time)  # CPU seconds: a loaded machine's waits left out
+        profiler.enable()
     requests, cpu_before, started = limiter.requests, cpu(), time.perf_counter()
     if which == "provisioning":
         from nodewright.provisioning import provision
@@ -113,21 +121,25 @@ def one_pass():
             "decisionSeconds": report.decision_seconds,
         }
         del world
-    return {
+    figures = {
         "seconds": time.perf_counter() - started,
         "cpuSeconds": cpu() - cpu_before,
         "apiRequests": limiter.requests - requests,
         **said,
     }
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(f"{profile_dir}/{which}-{label}.prof")
+    return figures
 
 imported = high_water_mib()
-first = one_pass()
-second = one_pass()
+first = one_pass("first")
+second = one_pass("second")
 changed = None
 if which == "disruption":
     # A pod of the workload goes (scaled down): the cluster has changed, so this pass searches.
     ctx.cluster.delete_pod("default", sys.argv[2], grace_period_seconds=0)
-    changed = one_pass()
+    changed = one_pass("changed")
 print(json.dumps({
     "first": first,
     "second": second,
@@ -148,6 +160,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--pending", type=int, default=100, help="pending pods for the provisioner (default 100)"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="also profile each pass with cProfile into DIR/<pass>-<first|second|changed>.prof "
+        "(its figures then include the profiler's overhead: for finding hot spots, not for the table)",
+    )
 
 
 def _since() -> str:
@@ -471,12 +489,12 @@ def _node_objects(sb: Any, admin: Any, since: str) -> tuple[dict[str, Any], dict
     return claim, node
 
 
-def _pass(sb: Any, runtime: Any, which: str) -> dict[str, Any]:
+def _pass(sb: Any, runtime: Any, which: str, profile: str | None = None) -> dict[str, Any]:
     name = FUNCTION[which]
     env = runtime.function_env(name)
     sb.iam.learn(env, name)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, which, _pod_name(0)],
+        [sys.executable, "-c", CHILD, which, _pod_name(0), str(Path(profile).resolve()) if profile else ""],
         env={
             **env,
             "POWERTOOLS_LOG_LEVEL": "WARNING",
@@ -528,8 +546,10 @@ def run(args: argparse.Namespace) -> int:
         _load(sb, args.nodes, args.pods, args.pending)
         load_seconds = time.perf_counter() - started
         runtime = Runtime(sb, functions=("provisioner", "disruption"), schedules={}, wakeup=False)
-        provisioning = _pass(sb, runtime, "provisioning")
-        disruption = _pass(sb, runtime, "disruption")
+        if args.profile:
+            Path(args.profile).mkdir(parents=True, exist_ok=True)
+        provisioning = _pass(sb, runtime, "provisioning", args.profile)
+        disruption = _pass(sb, runtime, "disruption", args.profile)
     limits = {
         "provisioning": FUNCTIONS["provisioner"].memory_mb,
         "disruption": FUNCTIONS["disruption"].memory_mb,
