@@ -220,3 +220,26 @@ def test_observe_reads_nodeoverlays_only_with_the_gate() -> None:
     assert observe(ctx).nodeoverlays == []  # Karpenter v1.14's NodeOverlay gate is off by default
     ctx.settings = replace(ctx.settings, node_overlay=True)
     assert [o["metadata"]["name"] for o in observe(ctx).nodeoverlays] == ["savings-plan"]
+
+
+def test_a_displaced_pod_is_planned_unbound_and_pending_and_the_observed_pod_is_unchanged() -> None:
+    from nodewright.scheduling.model import pod_from_k8s
+    from nodewright.state.pods import as_pending, is_provisionable
+
+    bound = {
+        "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+        "spec": {
+            "nodeName": "node-a",
+            "containers": [{"name": "web", "resources": {"requests": {"cpu": "500m"}}}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    pending = as_pending(bound)
+    assert "nodeName" not in pending["spec"]
+    assert pending["status"]["phase"] == "Pending"
+    assert is_provisionable(pending)
+    assert pod_from_k8s(pending).spec == pod_from_k8s(bound).spec
+    assert pod_from_k8s(pending).node_name is None
+    assert bound["spec"]["nodeName"] == "node-a"
+    assert bound["status"]["phase"] == "Running"
+    assert as_pending({"metadata": {"name": "bare"}})["spec"] == {}

@@ -18,6 +18,7 @@ from nodewright.scheduling.model import (
     PodAffinityTerm,
     PodSpec,
     Taint,
+    required_anti_terms,
     untolerated,
 )
 from nodewright.scheduling.podclass import PodClass
@@ -47,11 +48,7 @@ class ExistingNode:
         for name, value in requests.items():
             self.free[name] = self.free.get(name, 0) - value * n
         self.ports.extend(spec.host_ports)
-        self.anti_terms.extend((spec.namespace, t) for t in _required_hostname_anti(spec))
-
-
-def _required_hostname_anti(spec: PodSpec) -> list[PodAffinityTerm]:
-    return [t for t in spec.affinity if t.anti and not t.weight and t.topology_key == wk.HOSTNAME]
+        self.anti_terms.extend((spec.namespace, t) for t in required_anti_terms(spec.affinity, wk.HOSTNAME))
 
 
 def daemonset_lands_on(spec: PodSpec, labels: Mapping[str, str], taints: Sequence[Taint]) -> bool:
@@ -66,25 +63,23 @@ def daemonset_lands_on(spec: PodSpec, labels: Mapping[str, str], taints: Sequenc
 def existing_node(node: Node, daemonsets: Sequence[DaemonSetInput]) -> ExistingNode:
     """A node with its free resources: allocatable less its pods (and, in flight, its DaemonSets)."""
     free = {PODS: 110, **node.allocatable}  # the kubelet's default when allocatable omits pods
-    for pod in node.pods:
-        for name, value in pod.spec.requests:
-            free[name] = free.get(name, 0) - value
+    bound = node.bound  # its pods' requests, ports and hostname anti-affinity, summed once per Node
+    for name, value in bound.requests:
+        free[name] = free.get(name, 0) - value
     if node.in_flight:  # its DaemonSet pods are not bound yet
         for daemonset in daemonsets:
             if daemonset_lands_on(daemonset.spec, node.labels, node.taints):
                 for name, value in daemonset.spec.requests:
                     free[name] = free.get(name, 0) - value
-    entry = ExistingNode(
+    return ExistingNode(
         node,
         free,
         node.labels.get(wk.ZONE),
         node.labels.get(wk.CAPACITY_TYPE),
         node_domain(node, wk.HOSTNAME) or node.name,
+        list(bound.host_ports),
+        list(bound.hostname_anti),
     )
-    for pod in node.pods:
-        entry.ports.extend(pod.spec.host_ports)
-        entry.anti_terms.extend((pod.spec.namespace, t) for t in _required_hostname_anti(pod.spec))
-    return entry
 
 
 class ExistingNodes:

@@ -101,6 +101,12 @@ class PodAffinityTerm:
         return namespace in namespaces and self.selector.matches(labels)
 
 
+def required_anti_terms(terms: Iterable[PodAffinityTerm], topology_key: str) -> list[PodAffinityTerm]:
+    """The required anti-affinity terms over one topology key (hostname: keep off the node; zone:
+    keep out of its zone)."""
+    return [t for t in terms if t.anti and not t.weight and t.topology_key == topology_key]
+
+
 @dataclass(frozen=True, slots=True)
 class HostPort:
     port: int
@@ -151,9 +157,25 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class BoundPods:
+    """What the pods bound to a node hold there, summed once per ``Node``: their requests, host
+    ports, and the required anti-affinity terms (with their pods' namespaces) that keep pods off
+    the node (hostname) or out of its zone."""
+
+    requests: tuple[tuple[str, int], ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    hostname_anti: tuple[tuple[str, PodAffinityTerm], ...] = ()
+    zone_anti: tuple[tuple[str, PodAffinityTerm], ...] = ()
+
+
 @dataclass(slots=True)
 class Node:
-    """A registered node, or an in-flight NodeClaim (``in_flight``) that counts as capacity."""
+    """A registered node, or an in-flight NodeClaim (``in_flight``) that counts as capacity.
+
+    ``pods`` is not changed once the Node is made: every plan copies what its placements change
+    (``scheduling.existing``), so one Node serves the many plans of a disruption pass, and what its
+    pods hold is summed once (``bound``)."""
 
     name: str
     labels: dict[str, str]
@@ -162,10 +184,33 @@ class Node:
     pods: list[Pod] = field(default_factory=list)
     in_flight: bool = False
     unschedulable: bool = False  # cordoned or being deleted
+    _bound: BoundPods | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def nodepool(self) -> str | None:
         return self.labels.get(wk.NODEPOOL)
+
+    @property
+    def bound(self) -> BoundPods:
+        """What its pods hold (``BoundPods``), summed on first use."""
+        if self._bound is None:
+            self._bound = _bound_pods(self.pods)
+        return self._bound
+
+
+def _bound_pods(pods: Iterable[Pod]) -> BoundPods:
+    requests: Resources = {}
+    ports: list[HostPort] = []
+    hostname_anti: list[tuple[str, PodAffinityTerm]] = []
+    zone_anti: list[tuple[str, PodAffinityTerm]] = []
+    for pod in pods:
+        spec = pod.spec
+        for name, value in spec.requests:
+            requests[name] = requests.get(name, 0) + value
+        ports.extend(spec.host_ports)
+        hostname_anti.extend((spec.namespace, t) for t in required_anti_terms(spec.affinity, wk.HOSTNAME))
+        zone_anti.extend((spec.namespace, t) for t in required_anti_terms(spec.affinity, wk.ZONE))
+    return BoundPods(tuple(requests.items()), tuple(ports), tuple(hostname_anti), tuple(zone_anti))
 
 
 @dataclass(slots=True)
