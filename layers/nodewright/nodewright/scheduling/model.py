@@ -159,11 +159,13 @@ class Pod:
 
 @dataclass(frozen=True, slots=True)
 class BoundPods:
-    """What the pods bound to a node hold there, summed once per ``Node``: their requests, host
-    ports, and the required anti-affinity terms (with their pods' namespaces) that keep pods off
-    the node (hostname) or out of its zone."""
+    """What the pods bound to a node hold there, summed once per ``Node``: their requests, what
+    they leave free of its allocatable (``free``: read-only, a plan copies it before placing), host
+    ports, and the required anti-affinity terms (with their pods' namespaces) that keep pods off the
+    node (hostname) or out of its zone."""
 
     requests: tuple[tuple[str, int], ...] = ()
+    free: Mapping[str, int] = field(default_factory=dict)
     host_ports: tuple[HostPort, ...] = ()
     hostname_anti: tuple[tuple[str, PodAffinityTerm], ...] = ()
     zone_anti: tuple[tuple[str, PodAffinityTerm], ...] = ()
@@ -194,11 +196,11 @@ class Node:
     def bound(self) -> BoundPods:
         """What its pods hold (``BoundPods``), summed on first use."""
         if self._bound is None:
-            self._bound = _bound_pods(self.pods)
+            self._bound = _bound_pods(self.pods, self.allocatable)
         return self._bound
 
 
-def _bound_pods(pods: Iterable[Pod]) -> BoundPods:
+def _bound_pods(pods: Iterable[Pod], allocatable: Mapping[str, int]) -> BoundPods:
     requests: Resources = {}
     ports: list[HostPort] = []
     hostname_anti: list[tuple[str, PodAffinityTerm]] = []
@@ -210,7 +212,10 @@ def _bound_pods(pods: Iterable[Pod]) -> BoundPods:
         ports.extend(spec.host_ports)
         hostname_anti.extend((spec.namespace, t) for t in required_anti_terms(spec.affinity, wk.HOSTNAME))
         zone_anti.extend((spec.namespace, t) for t in required_anti_terms(spec.affinity, wk.ZONE))
-    return BoundPods(tuple(requests.items()), tuple(ports), tuple(hostname_anti), tuple(zone_anti))
+    free = {PODS: 110, **allocatable}  # the kubelet's default when allocatable omits pods
+    for name, value in requests.items():
+        free[name] = free.get(name, 0) - value
+    return BoundPods(tuple(requests.items()), free, tuple(ports), tuple(hostname_anti), tuple(zone_anti))
 
 
 @dataclass(slots=True)
