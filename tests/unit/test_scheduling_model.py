@@ -231,6 +231,34 @@ def test_a_nodes_bound_pods_are_summed_from_the_pods_it_was_made_with() -> None:
     assert len(node.bound.host_ports) == 2
 
 
+def test_a_pod_version_is_read_once_and_an_edited_or_unstored_pod_is_read_again() -> None:
+    from nodewright.scheduling.model import SpecsByVersion
+
+    def pod(version: str | None, cpu: str, node: str | None = "n1") -> dict[str, object]:
+        metadata = {"name": "web-1", "namespace": "shop", "uid": "u-1", "labels": {"app": "web"}}
+        if version:
+            metadata["resourceVersion"] = version
+        spec: dict[str, object] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+        if node:
+            spec["nodeName"] = node
+        return {"metadata": metadata, "spec": spec}
+
+    specs: SpecsByVersion = {}
+    bound = pod_from_k8s(pod("7", "500m"), specs)
+    displaced = pod_from_k8s(pod("7", "500m", node=None), specs)
+    assert displaced.spec is bound.spec
+    assert (bound.node_name, displaced.node_name) == ("n1", None)
+    edited = pod_from_k8s(pod("8", "2"), specs)  # a write is a new version
+    assert dict(edited.spec.requests)["cpu"] == 2000
+    unstored = pod_from_k8s(pod(None, "1"), specs)  # no version: read as it is, never remembered
+    assert dict(unstored.spec.requests)["cpu"] == 1000
+    assert len(specs) == 2
+    pods, errors = pods_from_k8s([pod("9", "lots")], specs)  # a malformed pod: reported, not remembered
+    assert pods == []
+    assert "cpu" in errors["shop/web-1"]
+    assert len(specs) == 2
+
+
 def test_pod_requests_take_max_of_init_and_sum_of_containers_plus_overhead() -> None:
     requests = pod_requests(
         [{"cpu": 100, "memory": 10}, {"cpu": 200}], [{"cpu": 500}, {"memory": 5}], overhead={"cpu": 10}

@@ -391,26 +391,44 @@ def pod_spec_from_k8s(
     )
 
 
-def pod_from_k8s(d: Mapping[str, Any]) -> Pod:
+# A pod version (uid, resourceVersion) → its PodSpec: see ``pod_from_k8s``.
+SpecsByVersion = dict[tuple[str, str], PodSpec]
+
+
+def pod_version(metadata: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The API server's name for one version of an object: (uid, resourceVersion), which it
+    changes on every write; None for an object it has not stored (a manifest, a test's dict)."""
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+    return (str(uid), str(version)) if uid and version else None
+
+
+def pod_from_k8s(d: Mapping[str, Any], specs: SpecsByVersion | None = None) -> Pod:
+    """A pod; with ``specs``, its PodSpec is read once per version and looked up after (a
+    simulation plans the same pods, bound and then displaced, in every plan of a pass: the version
+    is the same and so is everything a PodSpec holds; ``nodeName`` is the Pod's, read each time)."""
     metadata = d.get("metadata") or {}
     spec = d.get("spec") or {}
-    return Pod(
-        metadata.get("namespace") or "default",
-        metadata["name"],
-        pod_spec_from_k8s(metadata, spec),
-        spec.get("nodeName"),
-    )
+    version = pod_version(metadata) if specs is not None else None
+    parsed = specs.get(version) if specs is not None and version is not None else None
+    if parsed is None:
+        parsed = pod_spec_from_k8s(metadata, spec)
+        if specs is not None and version is not None:
+            specs[version] = parsed
+    return Pod(metadata.get("namespace") or "default", metadata["name"], parsed, spec.get("nodeName"))
 
 
-def pods_from_k8s(items: Iterable[Mapping[str, Any]]) -> tuple[list[Pod], dict[str, str]]:
-    """Parse many pods; a malformed one is reported (``namespace/name`` → error) and skipped."""
+def pods_from_k8s(
+    items: Iterable[Mapping[str, Any]], specs: SpecsByVersion | None = None
+) -> tuple[list[Pod], dict[str, str]]:
+    """Parse many pods (``specs``: see ``pod_from_k8s``); a malformed one is reported
+    (``namespace/name`` → error) and skipped."""
     parsed: list[Pod] = []
     errors: dict[str, str] = {}
     for item in items:
         metadata = item.get("metadata") or {}
         key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '?')}"
         try:
-            parsed.append(pod_from_k8s(item))
+            parsed.append(pod_from_k8s(item, specs))
         except (KeyError, TypeError, ValueError) as err:
             errors[key] = f"cannot read pod spec: {err}; fix the manifest (the other pods are still planned)"
     return parsed, errors
