@@ -25,7 +25,9 @@ consolidation's waits). Per pass: wall seconds, CPU
 seconds of the function's process (what is the product's own; the rest is waiting for the emulator,
 which shares this machine), API requests its client made; per process, peak RSS (VmHWM, imports
 included: what Lambda's memory limit holds; not ``ru_maxrss``, which Linux carries over from the
-forked parent). Goal (issue 30): each pass ≤ 20 s, within the stack's memory (512 MB provisioner,
+forked parent). Where a pass's wall time goes besides its CPU: ``…ApiServerSeconds`` in API server
+requests (the rate limiter's waits included, also given apart) and ``…AwsSeconds`` in AWS calls,
+each summed over the pass's threads. Goal (issue 30): each pass ≤ 20 s, within the stack's memory (512 MB provisioner,
 1 GB disruption).
 """
 
@@ -96,6 +98,26 @@ def cpu():
 
 profile_dir = sys.argv[3] if len(sys.argv) > 3 else ""
 
+# Where the wall time goes besides the pass's own CPU: waiting for the API server (every request,
+# the client's rate limiter included, which it also counts apart) and for AWS (every SDK call).
+# Summed over threads: observe reads its capacity lists in parallel.
+import botocore.client
+from nodewright.cluster.client import Cluster
+waiting = {"api": 0.0, "aws": 0.0}
+
+def timed(owner, name, key):
+    original = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            waiting[key] += time.perf_counter() - started
+    setattr(owner, name, wrapper)
+
+timed(Cluster, "_request_once", "api")
+timed(botocore.client.BaseClient, "_make_api_call", "aws")
+
 def one_pass(label):
     profiler = None
     if profile_dir:
@@ -103,6 +125,7 @@ def one_pass(label):
         profiler = cProfile.Profile(time.process_time)  # CPU seconds: a loaded machine's waits left out
         profiler.enable()
     requests, cpu_before, started = limiter.requests, cpu(), time.perf_counter()
+    api_before, aws_before, limited_before = waiting["api"], waiting["aws"], limiter.waited_seconds
     if which == "provisioning":
         from nodewright.provisioning import provision
         report = provision(ctx)
@@ -125,6 +148,9 @@ def one_pass(label):
         "seconds": time.perf_counter() - started,
         "cpuSeconds": cpu() - cpu_before,
         "apiRequests": limiter.requests - requests,
+        "apiServerSeconds": waiting["api"] - api_before,
+        "limiterWaitedSeconds": limiter.waited_seconds - limited_before,
+        "awsSeconds": waiting["aws"] - aws_before,
         **said,
     }
     if profiler is not None:
@@ -562,6 +588,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{which}PassSeconds": round(second["seconds"], 2),
                 f"{which}PassCpuSeconds": round(second["cpuSeconds"], 2),
                 f"{which}ApiRequests": second["apiRequests"],
+                # The steady pass's wall time besides its CPU: in API server requests (the rate
+                # limiter's waits included, and apart) and in AWS calls, summed over threads.
+                f"{which}PassApiServerSeconds": round(second["apiServerSeconds"], 2),
+                f"{which}PassLimiterWaitedSeconds": round(second["limiterWaitedSeconds"], 2),
+                f"{which}PassAwsSeconds": round(second["awsSeconds"], 2),
                 f"{which}FirstPassSeconds": round(first["seconds"], 2),
                 f"{which}FirstPassCpuSeconds": round(first["cpuSeconds"], 2),
                 f"{which}FirstPassApiRequests": first["apiRequests"],
@@ -576,6 +607,8 @@ def run(args: argparse.Namespace) -> int:
             "disruptionChangedPassSeconds": round(changed["seconds"], 2),
             "disruptionChangedPassCpuSeconds": round(changed["cpuSeconds"], 2),
             "disruptionChangedPassApiRequests": changed["apiRequests"],
+            "disruptionChangedPassApiServerSeconds": round(changed["apiServerSeconds"], 2),
+            "disruptionChangedPassAwsSeconds": round(changed["awsSeconds"], 2),
             "disruptionFirstPassConsolidation": disruption["first"]["consolidation"],
             "disruptionPassConsolidation": disruption["second"]["consolidation"],
             "disruptionChangedPassConsolidation": changed["consolidation"],
