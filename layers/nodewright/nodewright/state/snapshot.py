@@ -8,7 +8,8 @@ question to ``scheduling.plan``, asked through ``Simulation``, so the two can ne
 still in flight as capacity, the usable NodePools with their instance types, limits and usage,
 DaemonSets, volumes); ``snapshot(pending, without=...)`` then builds a ``Snapshot`` for any set of
 pods and any set of nodes taken away, cheaply enough for the hundreds of simulations one
-consolidation pass makes (each pod version's scheduling spec is read once for all of them). ``build_snapshot`` is the one-shot form the provisioning pass uses.
+consolidation pass makes (each pod version's scheduling spec is read once for all of them).
+``build_snapshot`` is the one-shot form the provisioning pass uses.
 
 Nodes not yet initialized and NodeClaims in flight are capacity for every question (Karpenter's
 provisioner counts them too); ``Simulation.uninitialized`` names them, because a disruption must
