@@ -39,4 +39,3 @@ def test_a_nodeclass_and_a_nodepool_with_the_same_content_keep_their_own_hashes(
     as_template = hashing.nodepool_hash({"spec": {"template": spec}})
     assert as_nodeclass == hashing.nodeclass_hash({"spec": copy.deepcopy(spec)})
     assert as_template == hashing.nodepool_hash({"spec": {"template": copy.deepcopy(spec)}})
-
