@@ -25,8 +25,10 @@ consolidation's waits). Per pass: wall seconds, CPU
 seconds of the function's process (what is the product's own; the rest is waiting for the emulator,
 which shares this machine), API requests its client made; per process, peak RSS (VmHWM, imports
 included: what Lambda's memory limit holds; not ``ru_maxrss``, which Linux carries over from the
-forked parent). Goal (issue 30): each pass ≤ 20 s, within the stack's memory (512 MB provisioner,
-1 GB disruption).
+forked parent). Where a pass's wall time goes besides its CPU: ``…ApiServerSeconds`` in API server
+requests (the rate limiter's waits included, also given apart) and ``…AwsSeconds`` in AWS calls,
+each summed over the pass's threads. Goal (issue 30): each pass ≤ 20 s, within the stack's memory
+(512 MB provisioner, 1 GB disruption).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bench._report import print_figures, save
@@ -93,8 +96,36 @@ def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
-def one_pass():
+profile_dir = sys.argv[3] if len(sys.argv) > 3 else ""
+
+# Where the wall time goes besides the pass's own CPU: waiting for the API server (every request,
+# the client's rate limiter included, which it also counts apart) and for AWS (every SDK call).
+# Summed over threads: observe reads its capacity lists in parallel.
+import botocore.client
+from nodewright.cluster.client import Cluster
+waiting = {"api": 0.0, "aws": 0.0}
+
+def timed(owner, name, key):
+    original = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            waiting[key] += time.perf_counter() - started
+    setattr(owner, name, wrapper)
+
+timed(Cluster, "_request_once", "api")
+timed(botocore.client.BaseClient, "_make_api_call", "aws")
+
+def one_pass(label):
+    profiler = None
+    if profile_dir:
+        import cProfile
+        profiler = cProfile.Profile(time.process_time)  # CPU seconds: a loaded machine's waits left out
+        profiler.enable()
     requests, cpu_before, started = limiter.requests, cpu(), time.perf_counter()
+    api_before, aws_before, limited_before = waiting["api"], waiting["aws"], limiter.waited_seconds
     if which == "provisioning":
         from nodewright.provisioning import provision
         report = provision(ctx)
@@ -113,21 +144,28 @@ def one_pass():
             "decisionSeconds": report.decision_seconds,
         }
         del world
-    return {
+    figures = {
         "seconds": time.perf_counter() - started,
         "cpuSeconds": cpu() - cpu_before,
         "apiRequests": limiter.requests - requests,
+        "apiServerSeconds": waiting["api"] - api_before,
+        "limiterWaitedSeconds": limiter.waited_seconds - limited_before,
+        "awsSeconds": waiting["aws"] - aws_before,
         **said,
     }
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(f"{profile_dir}/{which}-{label}.prof")
+    return figures
 
 imported = high_water_mib()
-first = one_pass()
-second = one_pass()
+first = one_pass("first")
+second = one_pass("second")
 changed = None
 if which == "disruption":
     # A pod of the workload goes (scaled down): the cluster has changed, so this pass searches.
     ctx.cluster.delete_pod("default", sys.argv[2], grace_period_seconds=0)
-    changed = one_pass()
+    changed = one_pass("changed")
 print(json.dumps({
     "first": first,
     "second": second,
@@ -148,6 +186,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--pending", type=int, default=100, help="pending pods for the provisioner (default 100)"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="also profile each pass with cProfile into DIR/<pass>-<first|second|changed>.prof "
+        "(its figures then include the profiler's overhead: for finding hot spots, not for the table)",
+    )
 
 
 def _since() -> str:
@@ -471,12 +515,12 @@ def _node_objects(sb: Any, admin: Any, since: str) -> tuple[dict[str, Any], dict
     return claim, node
 
 
-def _pass(sb: Any, runtime: Any, which: str) -> dict[str, Any]:
+def _pass(sb: Any, runtime: Any, which: str, profile: str | None = None) -> dict[str, Any]:
     name = FUNCTION[which]
     env = runtime.function_env(name)
     sb.iam.learn(env, name)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, which, _pod_name(0)],
+        [sys.executable, "-c", CHILD, which, _pod_name(0), str(Path(profile).resolve()) if profile else ""],
         env={
             **env,
             "POWERTOOLS_LOG_LEVEL": "WARNING",
@@ -528,8 +572,10 @@ def run(args: argparse.Namespace) -> int:
         _load(sb, args.nodes, args.pods, args.pending)
         load_seconds = time.perf_counter() - started
         runtime = Runtime(sb, functions=("provisioner", "disruption"), schedules={}, wakeup=False)
-        provisioning = _pass(sb, runtime, "provisioning")
-        disruption = _pass(sb, runtime, "disruption")
+        if args.profile:
+            Path(args.profile).mkdir(parents=True, exist_ok=True)
+        provisioning = _pass(sb, runtime, "provisioning", args.profile)
+        disruption = _pass(sb, runtime, "disruption", args.profile)
     limits = {
         "provisioning": FUNCTIONS["provisioner"].memory_mb,
         "disruption": FUNCTIONS["disruption"].memory_mb,
@@ -542,6 +588,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{which}PassSeconds": round(second["seconds"], 2),
                 f"{which}PassCpuSeconds": round(second["cpuSeconds"], 2),
                 f"{which}ApiRequests": second["apiRequests"],
+                # The steady pass's wall time besides its CPU: in API server requests (the rate
+                # limiter's waits included, and apart) and in AWS calls, summed over threads.
+                f"{which}PassApiServerSeconds": round(second["apiServerSeconds"], 2),
+                f"{which}PassLimiterWaitedSeconds": round(second["limiterWaitedSeconds"], 2),
+                f"{which}PassAwsSeconds": round(second["awsSeconds"], 2),
                 f"{which}FirstPassSeconds": round(first["seconds"], 2),
                 f"{which}FirstPassCpuSeconds": round(first["cpuSeconds"], 2),
                 f"{which}FirstPassApiRequests": first["apiRequests"],
@@ -556,6 +607,8 @@ def run(args: argparse.Namespace) -> int:
             "disruptionChangedPassSeconds": round(changed["seconds"], 2),
             "disruptionChangedPassCpuSeconds": round(changed["cpuSeconds"], 2),
             "disruptionChangedPassApiRequests": changed["apiRequests"],
+            "disruptionChangedPassApiServerSeconds": round(changed["apiServerSeconds"], 2),
+            "disruptionChangedPassAwsSeconds": round(changed["awsSeconds"], 2),
             "disruptionFirstPassConsolidation": disruption["first"]["consolidation"],
             "disruptionPassConsolidation": disruption["second"]["consolidation"],
             "disruptionChangedPassConsolidation": changed["consolidation"],

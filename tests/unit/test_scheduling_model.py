@@ -151,6 +151,114 @@ def test_quantities_use_kubernetes_parsing_and_round_up() -> None:
         parse_resource("memory", "lots")
 
 
+def test_a_remembered_quantity_parses_as_the_first_time_and_a_malformed_one_fails_every_time() -> None:
+    # The same strings for different resources: cpu in millicores, the rest in base units.
+    assert [parse_resource("cpu", "2"), parse_resource("memory", "2"), parse_resource("cpu", "2")] == [
+        2000,
+        2,
+        2000,
+    ]
+    assert parse_resource("cpu", 1) == parse_resource("cpu", 1.0) == 1000
+    for _ in range(2):  # a failure is not remembered as a value
+        with pytest.raises(ValueError, match="memory: 'lots'"):
+            parse_resource("memory", "lots")
+    # A value no API server would accept, which cannot be remembered (a list): still a clear ValueError.
+    with pytest.raises(ValueError, match="cpu"):
+        parse_resource("cpu", ["1"])  # type: ignore[arg-type]
+
+
+def test_a_tolerations_fields_must_be_strings_whether_or_not_it_was_read_before() -> None:
+    from nodewright.api.tolerations import Toleration
+
+    seen = {"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}
+    assert (
+        Toleration.from_k8s(seen)
+        == Toleration.from_k8s(dict(seen))
+        == Toleration("team", "Equal", "a", "NoSchedule")
+    )
+    for malformed in ({"key": ["team"]}, {"key": "team", "value": 3}):
+        with pytest.raises(ValueError, match="toleration"):
+            Toleration.from_k8s(malformed)
+
+
+def test_a_nodes_bound_pods_are_summed_from_the_pods_it_was_made_with() -> None:
+    from nodewright.scheduling.existing import existing_node
+
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": wk.HOSTNAME},
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": wk.ZONE},
+            ]
+        }
+    }
+    pods = [
+        pod_from_k8s(
+            {
+                "metadata": {"name": f"db-{i}", "namespace": "data", "labels": {"app": "db"}},
+                "spec": {
+                    "nodeName": "n1",
+                    "affinity": anti,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}},
+                            "ports": [{"containerPort": 5432, "hostPort": 5432 + i}],
+                        }
+                    ],
+                },
+            }
+        )
+        for i in range(2)
+    ]
+    node = node_from_k8s(
+        {
+            "metadata": {"name": "n1", "labels": {wk.ZONE: "us-east-1a"}},
+            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "10"}},
+        },
+        pods,
+    )
+    assert dict(node.bound.requests) == {"cpu": 500, "memory": 2048 * MIB, "pods": 2}
+    assert [p.port for p in node.bound.host_ports] == [5432, 5433]
+    assert [(ns, t.topology_key) for ns, t in node.bound.hostname_anti] == [("data", wk.HOSTNAME)] * 2
+    assert [(ns, t.topology_key) for ns, t in node.bound.zone_anti] == [("data", wk.ZONE)] * 2
+    # Each plan's entry starts from the summary and changes its own copies, never the Node's.
+    entry = existing_node(node, ())
+    assert entry.free == {"pods": 8, "cpu": 1500, "memory": 6144 * MIB}
+    entry.add(pods[0].spec, dict(pods[0].spec.requests), 1)
+    assert existing_node(node, ()).free == {"pods": 8, "cpu": 1500, "memory": 6144 * MIB}
+    assert len(existing_node(node, ()).ports) == 2
+    assert len(node.bound.host_ports) == 2
+
+
+def test_a_pod_version_is_read_once_and_an_edited_or_unstored_pod_is_read_again() -> None:
+    from nodewright.scheduling.model import SpecsByVersion
+
+    def pod(version: str | None, cpu: str, node: str | None = "n1") -> dict[str, object]:
+        metadata = {"name": "web-1", "namespace": "shop", "uid": "u-1", "labels": {"app": "web"}}
+        if version:
+            metadata["resourceVersion"] = version
+        spec: dict[str, object] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+        if node:
+            spec["nodeName"] = node
+        return {"metadata": metadata, "spec": spec}
+
+    specs: SpecsByVersion = {}
+    bound = pod_from_k8s(pod("7", "500m"), specs)
+    displaced = pod_from_k8s(pod("7", "500m", node=None), specs)
+    assert displaced.spec is bound.spec
+    assert (bound.node_name, displaced.node_name) == ("n1", None)
+    edited = pod_from_k8s(pod("8", "2"), specs)  # a write is a new version
+    assert dict(edited.spec.requests)["cpu"] == 2000
+    unstored = pod_from_k8s(pod(None, "1"), specs)  # no version: read as it is, never remembered
+    assert dict(unstored.spec.requests)["cpu"] == 1000
+    assert len(specs) == 2
+    pods, errors = pods_from_k8s([pod("9", "lots")], specs)  # a malformed pod: reported, not remembered
+    assert pods == []
+    assert "cpu" in errors["shop/web-1"]
+    assert len(specs) == 2
+
+
 def test_pod_requests_take_max_of_init_and_sum_of_containers_plus_overhead() -> None:
     requests = pod_requests(
         [{"cpu": 100, "memory": 10}, {"cpu": 200}], [{"cpu": 500}, {"memory": 5}], overhead={"cpu": 10}

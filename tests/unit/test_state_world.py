@@ -220,3 +220,57 @@ def test_observe_reads_nodeoverlays_only_with_the_gate() -> None:
     assert observe(ctx).nodeoverlays == []  # Karpenter v1.14's NodeOverlay gate is off by default
     ctx.settings = replace(ctx.settings, node_overlay=True)
     assert [o["metadata"]["name"] for o in observe(ctx).nodeoverlays] == ["savings-plan"]
+
+
+def test_observe_leaves_the_garbage_collector_running_after_a_read_and_after_a_failed_one() -> None:
+    import gc
+
+    import pytest
+    from fakes import FakeCluster, fake_context
+    from nodewright.state.world import observe
+
+    clock = FakeClock()
+    cluster = FakeCluster(clock)
+    cluster.add("Pod", pod("web-1", "node-a"))
+    ctx = fake_context(cluster, FakeCloudProvider(clock), clock)
+    assert [p["metadata"]["name"] for p in observe(ctx).pods] == ["web-1"]
+    assert gc.isenabled()
+
+    def unreachable() -> list[dict[str, Any]]:
+        raise ConnectionError("API server unreachable")
+
+    cluster.list_pods = unreachable  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        observe(ctx)
+    assert gc.isenabled()
+    # A caller that runs with the collector off keeps it off.
+    gc.disable()
+    try:
+        cluster.list_pods = lambda: []  # type: ignore[method-assign]
+        observe(ctx)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_displaced_pod_is_planned_unbound_and_pending_and_the_observed_pod_is_unchanged() -> None:
+    from nodewright.scheduling.model import pod_from_k8s
+    from nodewright.state.pods import as_pending, is_provisionable
+
+    bound = {
+        "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+        "spec": {
+            "nodeName": "node-a",
+            "containers": [{"name": "web", "resources": {"requests": {"cpu": "500m"}}}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    pending = as_pending(bound)
+    assert "nodeName" not in pending["spec"]
+    assert pending["status"]["phase"] == "Pending"
+    assert is_provisionable(pending)
+    assert pod_from_k8s(pending).spec == pod_from_k8s(bound).spec
+    assert pod_from_k8s(pending).node_name is None
+    assert bound["spec"]["nodeName"] == "node-a"
+    assert bound["status"]["phase"] == "Running"
+    assert as_pending({"metadata": {"name": "bare"}})["spec"] == {}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
@@ -47,9 +47,13 @@ DYNAMIC_NODECLASS_FIELDS = frozenset(
 
 def nodepool_hash(nodepool: Mapping[str, Any]) -> str:
     """The hash of a NodePool's template, requirements left out (see the module)."""
+    template = dict((nodepool.get("spec") or {}).get("template") or {})
+    return _remembered(("nodepool", template), _nodepool_hash)
+
+
+def _nodepool_hash(template: dict[str, Any]) -> str:
     from nodewright.api.models import NodeClaimTemplate
 
-    template = dict((nodepool.get("spec") or {}).get("template") or {})
     # An unreadable template is hashed as it is (validation refuses it anyway).
     with contextlib.suppress(TypeError, ValueError, AttributeError):
         template = NodeClaimTemplate.from_dict(template).to_dict()
@@ -59,9 +63,13 @@ def nodepool_hash(nodepool: Mapping[str, Any]) -> str:
 
 def nodeclass_hash(nodeclass: Mapping[str, Any]) -> str:
     """The hash of an EC2NodeClass's static fields (selector terms left out; see the module)."""
+    spec = dict(nodeclass.get("spec") or {})
+    return _remembered(("nodeclass", spec), _nodeclass_hash)
+
+
+def _nodeclass_hash(spec: dict[str, Any]) -> str:
     from nodewright.api.models import EC2NodeClassSpec
 
-    spec = dict(nodeclass.get("spec") or {})
     with contextlib.suppress(TypeError, ValueError, AttributeError):
         spec = EC2NodeClassSpec.from_dict(spec).to_dict()
     return _digest({k: v for k, v in spec.items() if k not in DYNAMIC_NODECLASS_FIELDS})
@@ -72,6 +80,28 @@ def nodeclaim_annotations(nodepool: Mapping[str, Any], nodeclass: Mapping[str, A
     found = {NODEPOOL_HASH: nodepool_hash(nodepool), NODEPOOL_HASH_VERSION: HASH_VERSION}
     if nodeclass:
         found.update({NODECLASS_HASH: nodeclass_hash(nodeclass), NODECLASS_HASH_VERSION: HASH_VERSION})
+    return found
+
+
+# Hashes already worked out, by the JSON of what was hashed: a drift pass hashes the NodePool and
+# the EC2NodeClass of every NodeClaim (5,000 NodeClaims of one NodePool: 5,000 times the same two
+# objects, each read into the API models and written out again). Bounded: cleared when full.
+_HASHES: dict[str, str] = {}
+_HASHES_MAX = 256
+
+
+def _remembered(what: tuple[str, dict[str, Any]], compute: Callable[[dict[str, Any]], str]) -> str:
+    """``compute(value)``, remembered by the value's JSON (a value that has none is hashed as it is)."""
+    kind, value = what
+    try:
+        key = kind + json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return compute(value)
+    found = _HASHES.get(key)
+    if found is None:
+        if len(_HASHES) >= _HASHES_MAX:
+            _HASHES.clear()
+        found = _HASHES[key] = compute(value)
     return found
 
 

@@ -46,6 +46,13 @@ def _camel(name: str) -> str:
 
 
 @cache
+def _json_names(cls: type) -> tuple[tuple[str, str], ...]:
+    """A model's (attribute, JSON name) pairs, worked out once per class: the drift hashes decode
+    and encode every NodePool and EC2NodeClass for every NodeClaim, field by field."""
+    return tuple((f.name, f.metadata.get("json", _camel(f.name))) for f in dataclasses.fields(cls))
+
+
+@cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -87,8 +94,8 @@ class Model:
 
     @classmethod
     def json_names(cls) -> dict[str, str]:
-        """attribute → JSON name."""
-        return {f.name: f.metadata.get("json", _camel(f.name)) for f in dataclasses.fields(cls)}
+        """attribute → JSON name (a new dict: a subclass may edit it)."""
+        return dict(_json_names(cast(type, cls)))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Self:

@@ -7,6 +7,7 @@ import: no kubernetes client.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,7 +35,18 @@ class Toleration:
 
     @classmethod
     def from_k8s(cls, d: Mapping[str, Any]) -> Toleration:
-        """Raises ValueError for a field that is not a string (a file no API server has validated)."""
+        """Raises ValueError for a field that is not a string (a file no API server has validated).
+
+        Remembered per distinct toleration: the pods of a cluster repeat a few (every pod carries
+        the two ``not-ready``/``unreachable`` ones the API server adds), and every simulation reads
+        every pod's."""
+        try:
+            return _remembered(tuple(d.items()))
+        except TypeError:  # a value that cannot be a dict key (a list, say): read it as it comes
+            return cls._read(d)
+
+    @classmethod
+    def _read(cls, d: Mapping[str, Any]) -> Toleration:
         fields = {"key": "", "operator": "Equal", "value": "", "effect": ""}
         for name, default in fields.items():
             value = d.get(name) or default
@@ -55,3 +67,9 @@ class Toleration:
         if self.key != key:
             return False
         return self.operator == "Exists" or self.value == value
+
+
+# Bounded: a cluster with a distinct toleration on every pod costs at most this many entries.
+@functools.lru_cache(maxsize=4096)
+def _remembered(items: tuple[tuple[str, Any], ...]) -> Toleration:
+    return Toleration._read(dict(items))

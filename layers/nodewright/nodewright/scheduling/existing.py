@@ -8,7 +8,7 @@ resources, taints, node requirements and hostname topology allow.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nodewright.api import labels as wk
 from nodewright.scheduling.model import (
@@ -18,40 +18,44 @@ from nodewright.scheduling.model import (
     PodAffinityTerm,
     PodSpec,
     Taint,
+    required_anti_terms,
     untolerated,
 )
 from nodewright.scheduling.podclass import PodClass
 from nodewright.scheduling.preferences import Level
 from nodewright.scheduling.requirements import Requirements
-from nodewright.scheduling.resources import PODS, Resources, fits
+from nodewright.scheduling.resources import fits
 from nodewright.scheduling.topology import Topology, node_domain
 
 
 @dataclass(slots=True)
 class ExistingNode:
+    """A node as one plan fills it. ``free``, ``ports`` and ``anti_terms`` start as its ``Node``'s
+    own (``Node.bound``, shared by every plan of a pass, never changed) and each ``add`` replaces them
+    with changed copies: most nodes of most plans take no pod, so building a plan's thousands of
+    entries copies nothing."""
+
     node: Node
-    free: Resources
+    free: Mapping[str, int]
     zone: str | None
     capacity_type: str | None
     hostname: str
-    ports: list[HostPort] = field(default_factory=list)
-    anti_terms: list[tuple[str, PodAffinityTerm]] = field(
-        default_factory=list
-    )  # (namespace, term) of its pods
+    ports: Sequence[HostPort] = ()
+    anti_terms: Sequence[tuple[str, PodAffinityTerm]] = ()  # (namespace, term) of its pods
 
     def domain(self, key: str) -> str | None:
         return self.zone if key == wk.ZONE else self.capacity_type if key == wk.CAPACITY_TYPE else None
 
     def add(self, spec: PodSpec, requests: Mapping[str, int], n: int) -> None:
-        """Account for n pods of this spec landing here."""
+        """Account for n pods of this spec landing here, in copies (never the ``Node``'s own)."""
+        self.free = free = dict(self.free)
         for name, value in requests.items():
-            self.free[name] = self.free.get(name, 0) - value * n
-        self.ports.extend(spec.host_ports)
-        self.anti_terms.extend((spec.namespace, t) for t in _required_hostname_anti(spec))
-
-
-def _required_hostname_anti(spec: PodSpec) -> list[PodAffinityTerm]:
-    return [t for t in spec.affinity if t.anti and not t.weight and t.topology_key == wk.HOSTNAME]
+            free[name] = free.get(name, 0) - value * n
+        self.ports = [*self.ports, *spec.host_ports]
+        self.anti_terms = [
+            *self.anti_terms,
+            *((spec.namespace, t) for t in required_anti_terms(spec.affinity, wk.HOSTNAME)),
+        ]
 
 
 def daemonset_lands_on(spec: PodSpec, labels: Mapping[str, str], taints: Sequence[Taint]) -> bool:
@@ -65,26 +69,24 @@ def daemonset_lands_on(spec: PodSpec, labels: Mapping[str, str], taints: Sequenc
 
 def existing_node(node: Node, daemonsets: Sequence[DaemonSetInput]) -> ExistingNode:
     """A node with its free resources: allocatable less its pods (and, in flight, its DaemonSets)."""
-    free = {PODS: 110, **node.allocatable}  # the kubelet's default when allocatable omits pods
-    for pod in node.pods:
-        for name, value in pod.spec.requests:
-            free[name] = free.get(name, 0) - value
+    bound = node.bound  # what its pods hold and leave free, summed once per Node
+    free = bound.free
     if node.in_flight:  # its DaemonSet pods are not bound yet
-        for daemonset in daemonsets:
-            if daemonset_lands_on(daemonset.spec, node.labels, node.taints):
+        landing = [d for d in daemonsets if daemonset_lands_on(d.spec, node.labels, node.taints)]
+        if landing:
+            free = dict(free)
+            for daemonset in landing:
                 for name, value in daemonset.spec.requests:
                     free[name] = free.get(name, 0) - value
-    entry = ExistingNode(
+    return ExistingNode(
         node,
         free,
         node.labels.get(wk.ZONE),
         node.labels.get(wk.CAPACITY_TYPE),
         node_domain(node, wk.HOSTNAME) or node.name,
+        bound.host_ports,
+        bound.hostname_anti,
     )
-    for pod in node.pods:
-        entry.ports.extend(pod.spec.host_ports)
-        entry.anti_terms.extend((pod.spec.namespace, t) for t in _required_hostname_anti(pod.spec))
-    return entry
 
 
 class ExistingNodes:

@@ -101,6 +101,12 @@ class PodAffinityTerm:
         return namespace in namespaces and self.selector.matches(labels)
 
 
+def required_anti_terms(terms: Iterable[PodAffinityTerm], topology_key: str) -> list[PodAffinityTerm]:
+    """The required anti-affinity terms over one topology key (hostname: keep off the node; zone:
+    keep out of its zone)."""
+    return [t for t in terms if t.anti and not t.weight and t.topology_key == topology_key]
+
+
 @dataclass(frozen=True, slots=True)
 class HostPort:
     port: int
@@ -151,9 +157,27 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class BoundPods:
+    """What the pods bound to a node hold there, summed once per ``Node``: their requests, what
+    they leave free of its allocatable (``free``: read-only, a plan copies it before placing), host
+    ports, and the required anti-affinity terms (with their pods' namespaces) that keep pods off the
+    node (hostname) or out of its zone."""
+
+    requests: tuple[tuple[str, int], ...] = ()
+    free: Mapping[str, int] = field(default_factory=dict)
+    host_ports: tuple[HostPort, ...] = ()
+    hostname_anti: tuple[tuple[str, PodAffinityTerm], ...] = ()
+    zone_anti: tuple[tuple[str, PodAffinityTerm], ...] = ()
+
+
 @dataclass(slots=True)
 class Node:
-    """A registered node, or an in-flight NodeClaim (``in_flight``) that counts as capacity."""
+    """A registered node, or an in-flight NodeClaim (``in_flight``) that counts as capacity.
+
+    ``pods`` is not changed once the Node is made: every plan copies what its placements change
+    (``scheduling.existing``), so one Node serves the many plans of a disruption pass, and what its
+    pods hold is summed once (``bound``)."""
 
     name: str
     labels: dict[str, str]
@@ -162,10 +186,36 @@ class Node:
     pods: list[Pod] = field(default_factory=list)
     in_flight: bool = False
     unschedulable: bool = False  # cordoned or being deleted
+    _bound: BoundPods | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def nodepool(self) -> str | None:
         return self.labels.get(wk.NODEPOOL)
+
+    @property
+    def bound(self) -> BoundPods:
+        """What its pods hold (``BoundPods``), summed on first use."""
+        if self._bound is None:
+            self._bound = _bound_pods(self.pods, self.allocatable)
+        return self._bound
+
+
+def _bound_pods(pods: Iterable[Pod], allocatable: Mapping[str, int]) -> BoundPods:
+    requests: Resources = {}
+    ports: list[HostPort] = []
+    hostname_anti: list[tuple[str, PodAffinityTerm]] = []
+    zone_anti: list[tuple[str, PodAffinityTerm]] = []
+    for pod in pods:
+        spec = pod.spec
+        for name, value in spec.requests:
+            requests[name] = requests.get(name, 0) + value
+        ports.extend(spec.host_ports)
+        hostname_anti.extend((spec.namespace, t) for t in required_anti_terms(spec.affinity, wk.HOSTNAME))
+        zone_anti.extend((spec.namespace, t) for t in required_anti_terms(spec.affinity, wk.ZONE))
+    free = {PODS: 110, **allocatable}  # the kubelet's default when allocatable omits pods
+    for name, value in requests.items():
+        free[name] = free.get(name, 0) - value
+    return BoundPods(tuple(requests.items()), free, tuple(ports), tuple(hostname_anti), tuple(zone_anti))
 
 
 @dataclass(slots=True)
@@ -341,26 +391,44 @@ def pod_spec_from_k8s(
     )
 
 
-def pod_from_k8s(d: Mapping[str, Any]) -> Pod:
+# A pod version (uid, resourceVersion) → its PodSpec: see ``pod_from_k8s``.
+SpecsByVersion = dict[tuple[str, str], PodSpec]
+
+
+def pod_version(metadata: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The API server's name for one version of an object: (uid, resourceVersion), which it
+    changes on every write; None for an object it has not stored (a manifest, a test's dict)."""
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+    return (str(uid), str(version)) if uid and version else None
+
+
+def pod_from_k8s(d: Mapping[str, Any], specs: SpecsByVersion | None = None) -> Pod:
+    """A pod; with ``specs``, its PodSpec is read once per version and looked up after (a
+    simulation plans the same pods, bound and then displaced, in every plan of a pass: the version
+    is the same and so is everything a PodSpec holds; ``nodeName`` is the Pod's, read each time)."""
     metadata = d.get("metadata") or {}
     spec = d.get("spec") or {}
-    return Pod(
-        metadata.get("namespace") or "default",
-        metadata["name"],
-        pod_spec_from_k8s(metadata, spec),
-        spec.get("nodeName"),
-    )
+    version = pod_version(metadata) if specs is not None else None
+    parsed = specs.get(version) if specs is not None and version is not None else None
+    if parsed is None:
+        parsed = pod_spec_from_k8s(metadata, spec)
+        if specs is not None and version is not None:
+            specs[version] = parsed
+    return Pod(metadata.get("namespace") or "default", metadata["name"], parsed, spec.get("nodeName"))
 
 
-def pods_from_k8s(items: Iterable[Mapping[str, Any]]) -> tuple[list[Pod], dict[str, str]]:
-    """Parse many pods; a malformed one is reported (``namespace/name`` → error) and skipped."""
+def pods_from_k8s(
+    items: Iterable[Mapping[str, Any]], specs: SpecsByVersion | None = None
+) -> tuple[list[Pod], dict[str, str]]:
+    """Parse many pods (``specs``: see ``pod_from_k8s``); a malformed one is reported
+    (``namespace/name`` → error) and skipped."""
     parsed: list[Pod] = []
     errors: dict[str, str] = {}
     for item in items:
         metadata = item.get("metadata") or {}
         key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '?')}"
         try:
-            parsed.append(pod_from_k8s(item))
+            parsed.append(pod_from_k8s(item, specs))
         except (KeyError, TypeError, ValueError) as err:
             errors[key] = f"cannot read pod spec: {err}; fix the manifest (the other pods are still planned)"
     return parsed, errors

@@ -23,7 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from nodewright.api import labels as wk
-from nodewright.scheduling.model import DO_NOT_SCHEDULE, LabelSelector, Node, PodAffinityTerm, TopologySpread
+from nodewright.scheduling.model import (
+    DO_NOT_SCHEDULE,
+    LabelSelector,
+    Node,
+    PodAffinityTerm,
+    TopologySpread,
+    required_anti_terms,
+)
 from nodewright.scheduling.podclass import PodClass
 from nodewright.scheduling.preferences import Level
 
@@ -64,10 +71,6 @@ class InverseGroup:
         return self.term.selects(self.owner_namespace, cls.spec.namespace, cls.labels)
 
 
-def _required_zone_anti(terms: Sequence[PodAffinityTerm]) -> list[PodAffinityTerm]:
-    return [t for t in terms if t.anti and not t.weight and t.topology_key == wk.ZONE]
-
-
 @dataclass(slots=True)
 class _ZoneChoice:
     """Zones a class may use after its zone (anti-)affinity terms, per-zone caps, and why none."""
@@ -87,11 +90,10 @@ class Topology:
         self.inverse: dict[tuple[str, PodAffinityTerm], InverseGroup] = {}
         for node in nodes:
             zone = node.labels.get(wk.ZONE)
-            for pod in node.pods:
-                for term in _required_zone_anti(pod.spec.affinity):
-                    inverse = self._inverse(pod.spec.namespace, term)
-                    if zone is not None:
-                        inverse.counts[zone] = inverse.counts.get(zone, 0) + 1
+            for namespace, term in node.bound.zone_anti:  # its pods' required zone anti-affinity
+                inverse = self._inverse(namespace, term)
+                if zone is not None:
+                    inverse.counts[zone] = inverse.counts.get(zone, 0) + 1
 
     def _inverse(self, owner_namespace: str, term: PodAffinityTerm) -> InverseGroup:
         key = (owner_namespace, term)
@@ -167,7 +169,7 @@ class Topology:
                 elif key == wk.ZONE and group.kind == ANTI:
                     for possible in possible_zones:
                         group.counts[possible] = group.counts.get(possible, 0) + n
-        for term in _required_zone_anti(cls.spec.affinity):
+        for term in required_anti_terms(cls.spec.affinity, wk.ZONE):
             inverse = self._inverse(cls.spec.namespace, term)
             for possible in [zone] if zone is not None else possible_zones:
                 inverse.counts[possible] = inverse.counts.get(possible, 0) + n

@@ -145,10 +145,8 @@ class PdbLimits:
     def _holding(self, pod: Obj) -> list[Budget] | None:
         """The PDBs that hold the pod back, or None when none can: it is not one the drain evicts,
         no PDB covers it, or an unhealthy pod's only PDB lets it go (AlwaysAllow)."""
-        if not is_evictable(pod, self.now):
-            return None
-        covering = self.covering(pod)
-        if not covering:
+        covering = self.covering(pod)  # first: most pods of most clusters have none, and it is cheap
+        if not covering or not is_evictable(pod, self.now):
             return None
         if len(covering) == 1 and covering[0].always_allow_unhealthy and not _ready(pod):
             return None

@@ -24,7 +24,6 @@ question that depends on it takes the moment it is asked at.
 
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -157,14 +156,21 @@ def is_disruptable(pod: Pod, now: datetime) -> bool:
 
 def as_pending(pod: Pod) -> dict[str, Any]:
     """The pod as the scheduler would see it once evicted: unbound and Unschedulable (what a
-    simulation of its node going away plans for)."""
-    clone = copy.deepcopy(dict(pod))
-    clone.setdefault("spec", {}).pop("nodeName", None)
-    clone["status"] = {
-        "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    simulation of its node going away plans for).
+
+    A new pod dict with its own ``spec`` (without ``nodeName``) and ``status``; the parts it does not
+    change (metadata, containers, ...) are the observed pod's own, read-only as every observed
+    object is. Not a deep copy: a consolidation pass makes one for every pod of every candidate
+    node (10,000 at 1,000 nodes), and copying each whole pod was a sixth of that pass's CPU."""
+    spec = {key: value for key, value in (pod.get("spec") or {}).items() if key != "nodeName"}
+    return {
+        **pod,
+        "spec": spec,
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
     }
-    return clone
 
 
 def reschedulable_by_node(pods: Iterable[Pod]) -> dict[str, list[Pod]]:

@@ -8,7 +8,8 @@ question to ``scheduling.plan``, asked through ``Simulation``, so the two can ne
 still in flight as capacity, the usable NodePools with their instance types, limits and usage,
 DaemonSets, volumes); ``snapshot(pending, without=...)`` then builds a ``Snapshot`` for any set of
 pods and any set of nodes taken away, cheaply enough for the hundreds of simulations one
-consolidation pass makes. ``build_snapshot`` is the one-shot form the provisioning pass uses.
+consolidation pass makes (each pod version's scheduling spec is read once for all of them).
+``build_snapshot`` is the one-shot form the provisioning pass uses.
 
 Nodes not yet initialized and NodeClaims in flight are capacity for every question (Karpenter's
 provisioner counts them too); ``Simulation.uninitialized`` names them, because a disruption must
@@ -34,16 +35,20 @@ if TYPE_CHECKING:
 class Simulation:
     """The world parsed once for the scheduling core; ``snapshot`` per question (see the module)."""
 
-    def __init__(self, world: World, pools: list[dict[str, Any]]) -> None:
+    def __init__(self, world: World, pools: list[dict[str, Any]], *, asked_once: bool = False) -> None:
         from nodewright.scheduling import model
         from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
         self.world = world
+        # Each pod version's PodSpec, read once for every snapshot of this world (model.pod_from_k8s):
+        # a consolidation search asks hundreds, with the same pods displaced. Not for a simulation
+        # ``asked_once`` (the provisioning pass's), where it would only hold memory.
+        self._specs: model.SpecsByVersion | None = None if asked_once else {}
         bound: dict[str, list[Any]] = {}
         for pod in world.pods:
             node_name = (pod.get("spec") or {}).get("nodeName")
             if node_name and not is_terminal(pod):
-                bound.setdefault(node_name, []).append(model.pod_from_k8s(pod))
+                bound.setdefault(node_name, []).append(model.pod_from_k8s(pod, self._specs))
         # Registered nodes by name, then NodeClaims still in flight (named after the NodeClaim).
         live_claims = [c for c in world.nodeclaims if not is_deleting(c)]
         settling = {
@@ -91,7 +96,7 @@ class Simulation:
         from nodewright.scheduling import model
 
         gone = set(without)
-        pending_pods, unreadable = model.pods_from_k8s(pending)
+        pending_pods, unreadable = model.pods_from_k8s(pending, self._specs)
         snapshot = model.Snapshot(
             pods=pending_pods,
             nodepools=self.nodepools,
@@ -109,7 +114,7 @@ def build_snapshot(
     world: World, pending: list[dict[str, Any]], pools: list[dict[str, Any]]
 ) -> tuple[Snapshot, dict[str, str]]:
     """The scheduling core's ``Snapshot`` for ``pending`` pods against everything the world holds."""
-    return Simulation(world, pools).snapshot(pending)
+    return Simulation(world, pools, asked_once=True).snapshot(pending)
 
 
 def fresh_plan(world: World, pods: list[dict[str, Any]], pools: list[dict[str, Any]]) -> Plan:
@@ -124,7 +129,7 @@ def fresh_plan(world: World, pods: list[dict[str, Any]], pools: list[dict[str, A
 
     empty = replace(world, nodeclaims=[], nodes=[], pods=[])
     empty._cloud_facts = world._cloud_facts  # the cloud is asked once
-    snapshot, _ = Simulation(empty, pools).snapshot([as_pending(p) for p in pods])
+    snapshot, _ = Simulation(empty, pools, asked_once=True).snapshot([as_pending(p) for p in pods])
     return scheduling.plan(snapshot)
 
 

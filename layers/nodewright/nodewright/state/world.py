@@ -21,8 +21,10 @@ PodDisruptionBudgets' rules (``pdb_limits``, ``state.pdbs``).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -356,8 +358,36 @@ def nodeclass_name(obj: Mapping[str, Any]) -> str:
     return str((spec.get("nodeClassRef") or {}).get("name") or "")
 
 
+@contextlib.contextmanager
+def _read_as_long_lived() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a pass reads the cluster, and what is alive
+    after frozen (``gc.freeze``) until the next pass reads: the objects a pass observes live as long
+    as the pass, and JSON makes no reference cycles, so the collector has nothing to find in them.
+
+    Left running, it walks every object again each time the heap grows by a quarter (CPython's rule
+    for a full collection), and decoding a cluster's lists is nothing but growth: at 50,000 pods it
+    was three quarters of the CPU of reading them (6 of 8 s). Frozen objects are still freed as
+    soon as nothing refers to them (reference counting); only a cycle among them waits, until the
+    next pass unfreezes them first, so at most one pass's cycles wait."""
+    gc.unfreeze()  # the previous pass's objects: collectable again
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+
 def observe(ctx: Context) -> World:
-    """Read everything a pass needs: capacity first (in parallel), then pods (see the module)."""
+    """Read everything a pass needs: capacity first (in parallel), then pods (see the module).
+    The collector stays out of the read (``_read_as_long_lived``)."""
+    with _read_as_long_lived():
+        return _observe(ctx)
+
+
+def _observe(ctx: Context) -> World:
     cluster = ctx.cluster
     readers: dict[str, Callable[[], list[Obj]]] = {
         "nodeclaims": cluster.list_nodeclaims,
