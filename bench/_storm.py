@@ -35,7 +35,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -323,18 +322,7 @@ class Storm:
         lock = threading.Lock()
 
         def put(chunk: list[str]) -> None:
-            entries = []
-            for instance_id in chunk:
-                event = events.spot_warning(instance_id, sb.region)
-                entries.append(
-                    {
-                        "Source": event["source"],
-                        "DetailType": event["detail-type"],
-                        "Detail": json.dumps(event["detail"]),
-                        "Resources": event["resources"],
-                        "Time": datetime.now(UTC),
-                    }
-                )
+            entries = [events.put_events_entry(events.spot_warning(i, sb.region)) for i in chunk]
             with lock:
                 bus = free.pop()
             try:
@@ -382,6 +370,17 @@ class Storm:
             "machineBusy": round(machine_after - machine_before, 1),
         }
 
+    def _steady(self, runtime: Any, timeout: float = 180.0) -> None:
+        """Wait for the provisioner's first scheduled invocation to finish, as in a stack deployed
+        all along, where it has run every minute: its warm container has paged the instance catalog
+        and kept it in the state table, so the storm's cold containers start from that snapshot
+        (``cloud.catalog``) rather than each paging EC2 because the sandbox is one minute old."""
+        deadline = time.monotonic() + timeout
+        while not any(i.function == "provisioner" for i in list(runtime.invocations)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"setup: the provisioner's first invocation not over after {timeout:.0f}s")
+            time.sleep(0.5)
+
     def _wait_drained(self, names: list[str], deadline: float) -> None:
         while time.time() < deadline:
             with self.timeline.lock:
@@ -411,9 +410,11 @@ class Storm:
                 functions=("provisioner", "interruption", "spot_events"),
                 schedules={"provisioner": 60},
                 wakeup=False,
+                state_changes=True,  # EC2 announces each reclaimed instance going, as in AWS
                 say=lambda source, text: self.say(f"{source}: {text}"),
             )
             with runtime:
+                self._steady(runtime)
                 names = [n["metadata"]["name"] for n in nodes]
                 node_of_claim = {
                     c["metadata"]["name"]: (c.get("status") or {}).get("nodeName")

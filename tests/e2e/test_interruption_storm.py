@@ -15,6 +15,8 @@ replacement capacity. The timings are the benchmark's (``nodewright bench interr
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,12 +40,20 @@ def test_an_az_wide_spot_reclaim_acts_once_per_warning_and_settles_with_every_in
         ec2 = sb.aws_client("ec2")
         tracker = Tracker()
         ongoing: list[str] = []
+        began = time.monotonic()
+        when: dict[str, float] = {}  # how long the settling took, told on failure and with -s
 
         def over() -> bool:
             seen = observe(sb, admin, ec2)
             ongoing.extend(str(v) for v in check(seen, tracker))
             left = [c for c in seen.nodeclaims if c["metadata"]["name"] in claims]
-            return not left and len(running_pods(seen, {"app": APP})) == NODES * PODS
+            running = len(running_pods(seen, {"app": APP}))
+            if not left:
+                when.setdefault("reclaimedNodeClaimsGone", round(time.monotonic() - began, 1))
+            if running == NODES * PODS:
+                when.setdefault("podsRunningAgain", round(time.monotonic() - began, 1))
+            when["left"], when["running"] = len(left), running
+            return not left and running == NODES * PODS
 
         try:
             settled["over"] = wait_until(over, timeout=900, every=5)
@@ -52,9 +62,17 @@ def test_an_az_wide_spot_reclaim_acts_once_per_warning_and_settles_with_every_in
             settled["ongoing"] = ongoing
             settled["running"] = len(running_pods(seen, {"app": APP}))
         finally:
+            settled["settleSeconds"] = when
+            print(f"storm of {NODES}: settled after the notice {when}")
             ec2.close()
 
-    figures = Storm(NODES, PODS).run(settle=settle)
+    started = time.monotonic()
+    logs = os.environ.get("NODEWRIGHT_E2E_STORM_LOGS")  # a directory for the functions' logs
+    figures = Storm(NODES, PODS, keep_logs=Path(logs) if logs else None).run(settle=settle)
+    print(
+        f"storm of {NODES}: setup {figures['setupSeconds']} s, whole run {time.monotonic() - started:.0f} s,"
+        f" load {os.getloadavg()}"
+    )
 
     assert figures["nodes"] == NODES
     assert figures["eventsActed"] == NODES, figures["dispositions"]
