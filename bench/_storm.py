@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodewright.interruption.events import EventKind
 from nodewright.spec import deployment
 
 from sandbox import events
@@ -519,13 +520,18 @@ class Storm:
         lines = {f: _log_lines(logs / f"{f}.log") for f in (*INTERRUPTION_FUNCTIONS, "provisioner")}
         acted: Counter[str] = Counter()
         dispositions: Counter[str] = Counter()
+        acted_by_kind: Counter[str] = Counter()
         requests_by_second: Counter[int] = Counter()
         for function, records in lines.items():
             for record in records:
                 message = record.get("message")
                 if message == "interruption handled":
                     dispositions[record.get("disposition", "?")] += 1
-                    if record.get("disposition") == "acted":
+                    kind = record.get("kind", "?")
+                    acted_by_kind[f"{kind}/{record.get('disposition', '?')}"] += 1
+                    # The warnings; EC2's state-change notifications for the reclaimed instances
+                    # (each an event of its own) resume the terminations the warnings began.
+                    if record.get("disposition") == "acted" and kind == EventKind.SPOT_INTERRUPTION.value:
                         acted[record.get("eventId", "?")] += 1
                 elif message == "event already handled; nothing done again":
                     dispositions["duplicate"] += 1
@@ -574,6 +580,7 @@ class Storm:
             "handledTwice": sum(1 for c in acted.values() if c > 1),
             "eventsActed": len(acted),
             "dispositions": dict(sorted(dispositions.items())),
+            "dispositionsByKind": dict(sorted(acted_by_kind.items())),
             "apiRequests": sum(requests_by_second.values()),
             "apiRequestsPerSecondPeak": peak,
             "apiRequestsPerSecondMean": round(sum(requests_by_second.values()) / max(1, len(busy)), 1),

@@ -24,7 +24,9 @@ import pytest
 from bench._storm import APP, Storm
 from sandbox.scenarios.reliability import Tracker, check, observe, running_pods, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# Setup, the two-minute notice (real time: the spot market takes the instances then) and settling:
+# about 220 s for 20 nodes at load 6 to 14, over 300 s at load 39; its own waits are bounded.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # NODEWRIGHT_E2E_STORM=N for another size: 20 in make test (two SQS batches, the direct path beside
 # them; a 100-node run spawns some 55 function containers, over 15 minutes on a 2-core machine),
@@ -75,7 +77,7 @@ def test_an_az_wide_spot_reclaim_acts_once_per_warning_and_settles_with_every_in
     )
 
     assert figures["nodes"] == NODES
-    assert figures["eventsActed"] == NODES, figures["dispositions"]
+    assert figures["eventsActed"] == NODES, figures["dispositionsByKind"]
     assert figures["handledTwice"] == 0, "one warning, two deliveries, acted on once"
     assert figures["cordoned"] == NODES
     assert settled["over"], ("the reclaimed NodeClaims finalized and every pod running again", settled)
