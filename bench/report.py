@@ -474,8 +474,11 @@ def interruption_section(results: Results) -> str:
             f"{f['cordoned']}",
             f"{_or_none(f['cordonedP50Seconds'])} / {_or_none(f['cordonedP99Seconds'])} / "
             f"{_or_none(f['cordonedMaxSeconds'])}",
-            f"{_or_none(f.get('nodeClaimMarkedP99Seconds'))} / "
-            f"{_or_none(f.get('nodeClaimMarkedMaxSeconds'))}",
+            (
+                f"{_or_none(f['nodeClaimMarkedP99Seconds'])} / {_or_none(f['nodeClaimMarkedMaxSeconds'])}"
+                if "nodeClaimMarkedP99Seconds" in f
+                else "not measured then"
+            ),
             f"{_or_none(f['replacementRequestedP99Seconds'])} / "
             f"{_or_none(f['replacementRequestedMaxSeconds'])}",
             f"{f['drained']}, last {_or_none(f['lastDrainedSeconds'], '.0f')}",
