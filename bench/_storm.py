@@ -35,10 +35,10 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodewright.interruption.events import EventKind
 from nodewright.spec import deployment
 
 from sandbox import events
@@ -56,6 +56,8 @@ NOTICE_SECONDS = float(deployment.SPOT_NOTICE_SECONDS)
 CPU_WINDOW_SECONDS = 30.0
 DYNAMODB_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 INTERRUPTION_FUNCTIONS = deployment.INTERRUPTION_FUNCTIONS
+# PutEvents calls in flight at once while the warnings go out (ten warnings each).
+WARNING_CALLS_AT_ONCE = 10
 
 
 @dataclass
@@ -65,6 +67,8 @@ class Timeline:
     cordoned: dict[str, float] = field(default_factory=dict)
     deleted: dict[str, float] = field(default_factory=dict)
     claims_created: dict[str, float] = field(default_factory=dict)
+    # NodeClaim → when it was first seen marked for deletion (deletionTimestamp) or gone.
+    claims_marked: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -283,50 +287,66 @@ class Storm:
                 self.timeline.cordoned.setdefault(name, at)
 
     def _on_claim(self, kind: str, claim: dict[str, Any], at: float) -> None:
-        if kind == "ADDED":
-            with self.timeline.lock:
-                self.timeline.claims_created.setdefault(claim["metadata"]["name"], at)
+        name = claim["metadata"]["name"]
+        with self.timeline.lock:
+            if kind == "ADDED":
+                self.timeline.claims_created.setdefault(name, at)
+            if kind == "DELETED" or claim["metadata"].get("deletionTimestamp"):
+                self.timeline.claims_marked.setdefault(name, at)
 
     # ------------------------------------------------------------------ the storm
     def _warn(self, sb: Any, runtime: Any, nodes: list[dict[str, Any]]) -> None:
         """Every node's spot warning, within about a second: EC2's reclaim tag (the spot market takes
-        the instance two minutes later) and the event on the default bus, ten per PutEvents."""
+        the instance two minutes later) and the event on the default bus, ten per PutEvents, the
+        calls made at once (``WARNING_CALLS_AT_ONCE``). One after another they took 57 s for 100
+        warnings at load 12: moto serves them in this process, beside the API emulator, under one
+        GIL, while the containers the first warnings woke call both; EventBridge takes an AZ's
+        warnings within a second."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from sandbox.runtime import RECLAIM_TAG
 
         by_instance = {n["spec"]["providerID"].rsplit("/", 1)[-1]: n["metadata"]["name"] for n in nodes}
         ids = list(by_instance)
-        ec2, bus = sb.aws_client("ec2"), sb.aws_client("events")
+        ec2 = sb.aws_client("ec2")
         try:
             reclaim = str(time.time() + NOTICE_SECONDS)
             for start in range(0, len(ids), 100):
                 ec2.create_tags(
                     Resources=ids[start : start + 100], Tags=[{"Key": RECLAIM_TAG, "Value": reclaim}]
                 )
-            for start in range(0, len(ids), 10):
-                chunk = ids[start : start + 10]
-                entries = []
-                for instance_id in chunk:
-                    event = events.spot_warning(instance_id, sb.region)
-                    entries.append(
-                        {
-                            "Source": event["source"],
-                            "DetailType": event["detail-type"],
-                            "Detail": json.dumps(event["detail"]),
-                            "Resources": event["resources"],
-                            "Time": datetime.now(UTC),
-                        }
-                    )
+        finally:
+            ec2.close()
+        chunks = [ids[start : start + 10] for start in range(0, len(ids), 10)]
+        buses = [sb.aws_client("events") for _ in range(min(WARNING_CALLS_AT_ONCE, len(chunks)))]
+        free = list(buses)
+        lock = threading.Lock()
+
+        def put(chunk: list[str]) -> None:
+            entries = [events.put_events_entry(events.spot_warning(i, sb.region)) for i in chunk]
+            with lock:
+                bus = free.pop()
+            try:
                 # Stamped before the call: a warning counts from when it is put, however long the
                 # (loaded) EventBridge takes to take it.
                 at = time.time()
                 answer = bus.put_events(Entries=entries)
-                if answer.get("FailedEntryCount"):
-                    raise RuntimeError(f"EventBridge refused events: {answer['Entries']}")
+            finally:
+                with lock:
+                    free.append(bus)
+            if answer.get("FailedEntryCount"):
+                raise RuntimeError(f"EventBridge refused events: {answer['Entries']}")
+            with lock:
                 for instance_id in chunk:
                     self.sent[by_instance[instance_id]] = at
+
+        try:
+            with ThreadPoolExecutor(max_workers=len(buses), thread_name_prefix="warn") as pool:
+                for done in [pool.submit(put, chunk) for chunk in chunks]:
+                    done.result()
         finally:
-            ec2.close()
-            bus.close()
+            for bus in buses:
+                bus.close()
 
     def _sample_cpu(self, runtime: Any, first: float, stop: threading.Event) -> None:
         """The function containers' CPU seconds, and the machine's, over ``CPU_WINDOW_SECONDS`` from
@@ -350,6 +370,17 @@ class Storm:
             "functionContainers": round(functions, 1),
             "machineBusy": round(machine_after - machine_before, 1),
         }
+
+    def _steady(self, runtime: Any, timeout: float = 180.0) -> None:
+        """Wait for the provisioner's first scheduled invocation to finish, as in a stack deployed
+        all along, where it has run every minute: its warm container has paged the instance catalog
+        and kept it in the state table, so the storm's cold containers start from that snapshot
+        (``cloud.catalog``) rather than each paging EC2 because the sandbox is one minute old."""
+        deadline = time.monotonic() + timeout
+        while not any(i.function == "provisioner" for i in list(runtime.invocations)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"setup: the provisioner's first invocation not over after {timeout:.0f}s")
+            time.sleep(0.5)
 
     def _wait_drained(self, names: list[str], deadline: float) -> None:
         while time.time() < deadline:
@@ -380,11 +411,17 @@ class Storm:
                 functions=("provisioner", "interruption", "spot_events"),
                 schedules={"provisioner": 60},
                 wakeup=False,
+                state_changes=True,  # EC2 announces each reclaimed instance going, as in AWS
                 say=lambda source, text: self.say(f"{source}: {text}"),
             )
             with runtime:
+                self._steady(runtime)
                 names = [n["metadata"]["name"] for n in nodes]
-                claims = {c["metadata"]["name"] for c in admin.list_nodeclaims()}
+                node_of_claim = {
+                    c["metadata"]["name"]: (c.get("status") or {}).get("nodeName")
+                    for c in admin.list_nodeclaims()
+                }
+                claims = set(node_of_claim)
                 self.setup_seconds = time.monotonic() - began
                 self.say(f"setup: {len(names)} nodes ready in {self.setup_seconds:.0f}s; the warnings go out")
                 calls_before = Counter(sb.iam.calls)
@@ -415,7 +452,7 @@ class Storm:
                 ]
             for thread in watches:
                 thread.join(timeout=40)
-            figures = self._figures(names, first, logs, calls)
+            figures = self._figures(names, first, logs, calls, node_of_claim)
             figures["stages"] = self._stages(nodes, starts)
             figures["cpuSecondsFirst30s"] = self.cpu
             if self.keep_logs is not None:
@@ -473,18 +510,28 @@ class Storm:
         }
 
     def _figures(
-        self, names: list[str], first: float, logs: Path, calls: Counter[tuple[str, str]]
+        self,
+        names: list[str],
+        first: float,
+        logs: Path,
+        calls: Counter[tuple[str, str]],
+        node_of_claim: dict[str, str | None],
     ) -> dict[str, Any]:
         lines = {f: _log_lines(logs / f"{f}.log") for f in (*INTERRUPTION_FUNCTIONS, "provisioner")}
         acted: Counter[str] = Counter()
         dispositions: Counter[str] = Counter()
+        acted_by_kind: Counter[str] = Counter()
         requests_by_second: Counter[int] = Counter()
         for function, records in lines.items():
             for record in records:
                 message = record.get("message")
                 if message == "interruption handled":
                     dispositions[record.get("disposition", "?")] += 1
-                    if record.get("disposition") == "acted":
+                    kind = record.get("kind", "?")
+                    acted_by_kind[f"{kind}/{record.get('disposition', '?')}"] += 1
+                    # The warnings; EC2's state-change notifications for the reclaimed instances
+                    # (each an event of its own) resume the terminations the warnings began.
+                    if record.get("disposition") == "acted" and kind == EventKind.SPOT_INTERRUPTION.value:
                         acted[record.get("eventId", "?")] += 1
                 elif message == "event already handled; nothing done again":
                     dispositions["duplicate"] += 1
@@ -494,6 +541,12 @@ class Storm:
         tl = self.timeline
         cordon = [tl.cordoned[n] - self.sent[n] for n in names if n in tl.cordoned]
         drained = [tl.deleted[n] - self.sent[n] for n in names if n in tl.deleted]
+        # Warning → its node's NodeClaim marked for deletion (the termination asked for).
+        marked = [
+            at - self.sent[node]
+            for claim, at in tl.claims_marked.items()
+            if (node := node_of_claim.get(claim)) is not None and node in self.sent
+        ]
         created = sorted(tl.claims_created.values())
         replacement = [at - sent for at, sent in zip(created, sorted(self.sent.values()), strict=False)]
         writes = {
@@ -511,6 +564,10 @@ class Storm:
             "cordonedP50Seconds": _rounded(statistics.median(cordon) if cordon else None),
             "cordonedP99Seconds": _rounded(percentile(cordon, 0.99)),
             "cordonedMaxSeconds": _rounded(max(cordon, default=None)),
+            "nodeClaimsMarked": len(marked),
+            "nodeClaimMarkedP50Seconds": _rounded(statistics.median(marked) if marked else None),
+            "nodeClaimMarkedP99Seconds": _rounded(percentile(marked, 0.99)),
+            "nodeClaimMarkedMaxSeconds": _rounded(max(marked, default=None)),
             "replacementRequested": len(replacement),
             "replacementRequestedP50Seconds": _rounded(
                 statistics.median(replacement) if replacement else None
@@ -523,6 +580,7 @@ class Storm:
             "handledTwice": sum(1 for c in acted.values() if c > 1),
             "eventsActed": len(acted),
             "dispositions": dict(sorted(dispositions.items())),
+            "dispositionsByKind": dict(sorted(acted_by_kind.items())),
             "apiRequests": sum(requests_by_second.values()),
             "apiRequestsPerSecondPeak": peak,
             "apiRequestsPerSecondMean": round(sum(requests_by_second.values()) / max(1, len(busy)), 1),

@@ -474,6 +474,11 @@ def interruption_section(results: Results) -> str:
             f"{f['cordoned']}",
             f"{_or_none(f['cordonedP50Seconds'])} / {_or_none(f['cordonedP99Seconds'])} / "
             f"{_or_none(f['cordonedMaxSeconds'])}",
+            (
+                f"{_or_none(f['nodeClaimMarkedP99Seconds'])} / {_or_none(f['nodeClaimMarkedMaxSeconds'])}"
+                if "nodeClaimMarkedP99Seconds" in f
+                else "not measured then"
+            ),
             f"{_or_none(f['replacementRequestedP99Seconds'])} / "
             f"{_or_none(f['replacementRequestedMaxSeconds'])}",
             f"{f['drained']}, last {_or_none(f['lastDrainedSeconds'], '.0f')}",
@@ -492,6 +497,7 @@ def interruption_section(results: Results) -> str:
             "warnings spread s",
             "cordoned",
             "→ cordoned p50 / p99 / max s",
+            "→ NodeClaim marked p99 / max s",
             "→ replacement p99 / max s",
             "drained, last s",
             "acted twice",

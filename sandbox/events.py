@@ -12,6 +12,7 @@ here, in the shapes AWS documents (and ``../shared/data/events`` holds real copi
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import time
 import uuid
@@ -125,6 +126,17 @@ def interruption_event(kind: str, instance_id: str, region: str = DEFAULT_REGION
     if kind == "state":
         return state_change(instance_id, "stopping", region)
     raise ValueError(f"unknown interruption kind {kind!r}; use one of {', '.join(KINDS)}")
+
+
+def put_events_entry(event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` as a PutEvents entry: what EC2 or AWS Health puts on the default bus."""
+    return {
+        "Source": event["source"],
+        "DetailType": event["detail-type"],
+        "Detail": json.dumps(event["detail"]),
+        "Resources": event["resources"],
+        "Time": datetime.now(UTC),
+    }
 
 
 def queue_arn(queue_url: str, region: str = DEFAULT_REGION) -> str:

@@ -16,6 +16,8 @@
   direct EventBridge rule to ``spot_events`` (asynchronous invocation with 2 retries and a
   2-minute maximum event age, up to its reserved concurrency at once). The EventBridge rules
   live in moto, which matches their patterns.
+* EC2's **instance state-change notifications** (``state_changes=True``): one on the default bus
+  for each of the cluster's instances that begins stopping or terminating, as EC2 sends them.
 * The **spot market**: an instance that got a spot interruption warning through
   ``nodewright sandbox interrupt`` (tag ``sandbox:reclaim-at``) is terminated when its two
   minutes are up, as EC2 does, whether or not the product drained it first.
@@ -38,7 +40,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -542,6 +543,52 @@ class SpotMarket(_Loop):
         self._stop.wait(2)
 
 
+class InstanceStateChanges(_Loop):
+    """EC2 Instance State-change Notifications: EC2 puts one on the default bus for every instance
+    that begins stopping or terminating, whoever caused it (the spot market's reclaim, the product's
+    own TerminateInstances, an operator), and the stack's rules route them to the interruption
+    queue. One for each of the cluster's instances, at the first going state seen (looked at every
+    ``every`` seconds), as the fault matrix's rig does (``sandbox.scenarios.reliability``)."""
+
+    name = "ec2-state-changes"
+
+    def __init__(self, every_seconds: float = 2.0) -> None:
+        super().__init__()
+        self.every = every_seconds
+        self._announced: set[str] = set()
+        self._bus: Any = None
+
+    def tick(self) -> None:
+        from sandbox.simulators.kubelet import GONE_STATES
+
+        assert self.runtime is not None
+        runtime = self.runtime
+        if self._bus is None:
+            self._bus = runtime.sandbox.aws_client("events")
+        pages = runtime.ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "tag:eks:eks-cluster-name", "Values": [runtime.cluster_name]},
+                {"Name": "instance-state-name", "Values": list(GONE_STATES)},
+            ]
+        )
+        entries = []
+        for page in pages:
+            for instance in (i for r in page["Reservations"] for i in r["Instances"]):
+                instance_id, state = instance["InstanceId"], instance["State"]["Name"]
+                if instance_id not in self._announced:
+                    self._announced.add(instance_id)
+                    event = events.state_change(instance_id, state, runtime.region)
+                    entries.append(events.put_events_entry(event))
+        for start in range(0, len(entries), 10):  # PutEvents takes ten entries at most
+            self._bus.put_events(Entries=entries[start : start + 10])
+        self._stop.wait(self.every)
+
+    def stop(self) -> None:
+        super().stop()
+        if self._bus is not None:
+            self._bus.close()
+
+
 class Runtime:
     """Workers for the functions and the triggers that invoke them; ``start``/``stop`` or ``with``."""
 
@@ -555,8 +602,13 @@ class Runtime:
         env: dict[str, str] | None = None,
         wakeup: bool = True,
         wakeup_mode: str = "public",
+        state_changes: bool = False,
     ) -> None:
         self.sandbox = sandbox
+        # EC2's state-change notifications (``InstanceStateChanges``). Off by default until every
+        # story on the runtime is checked with them: without them the product only has its own
+        # passes to see an instance gone (harsher than AWS, never kinder).
+        self.state_changes = state_changes
         self.cluster_name = sandbox.cluster_name
         self.region = sandbox.region
         self.logs_dir = Path(sandbox.state_dir) / "logs"
@@ -685,6 +737,8 @@ class Runtime:
         )
         self.ec2 = self.sandbox.aws_client("ec2")
         wanted: list[Trigger] = [SpotMarket()]
+        if self.state_changes:
+            wanted.append(InstanceStateChanges())
         if "interruption" in self.function_names:
             wanted.append(QueueSource())
         if "spot_events" in self.function_names:
@@ -778,14 +832,7 @@ def interrupt(sandbox_env: dict[str, str], node: str, kind: str, kubeconfig: str
             ec2.create_tags(Resources=[instance_id], Tags=[{"Key": RECLAIM_TAG, "Value": reclaim}])
         elif kind == "state":
             ec2.stop_instances(InstanceIds=[instance_id])  # the notification follows a real state change
-        entry = {
-            "Source": event["source"],
-            "DetailType": event["detail-type"],
-            "Detail": json.dumps(event["detail"]),
-            "Resources": event["resources"],
-            "Time": datetime.now(UTC),
-        }
-        answer = bus.put_events(Entries=[entry])
+        answer = bus.put_events(Entries=[events.put_events_entry(event)])
         if answer.get("FailedEntryCount"):
             raise RuntimeError(f"EventBridge refused the event: {answer['Entries']}")
         event["id"] = answer["Entries"][0].get("EventId", event["id"])

@@ -102,3 +102,23 @@ def test_markers_survive_between_stores_and_expire(table: None) -> None:
 def test_store_without_a_table_name_says_which_variable_to_set() -> None:
     with pytest.raises(ValueError, match="STATE_TABLE"):
         DynamoDBStateStore(Settings(cluster_name="c1", region="us-east-1"))
+
+
+def test_the_catalog_snapshot_is_one_binary_item_read_back_whole(table: None) -> None:
+    from nodewright.cloud.catalog import CatalogData, decode_snapshot, encode_snapshot
+    from nodewright.cloud.state import CATALOG_SNAPSHOT_MAX_BYTES
+
+    types = {
+        f"t{i}.large": {"InstanceType": f"t{i}.large", "VCpuInfo": {"DefaultVCpus": 2}} for i in range(500)
+    }
+    zones = {name: frozenset({"us-east-1a", "us-east-1b"}) for name in types}
+    data = CatalogData(types=types, zones=zones, fetched_at=1_700_000_000.5)
+    writer, reader = DynamoDBStateStore(SETTINGS), DynamoDBStateStore(SETTINGS)
+    assert reader.catalog_snapshot("us-east-1") is None
+    writer.put_catalog_snapshot("us-east-1", encode_snapshot(data), data.fetched_at)
+    blob, fetched_at = reader.catalog_snapshot("us-east-1") or (b"", 0.0)
+    assert fetched_at == data.fetched_at
+    assert decode_snapshot(blob, fetched_at) == data
+    assert reader.catalog_snapshot("eu-west-1") is None, "one snapshot per region"
+    with pytest.raises(ValueError, match="over"):
+        writer.put_catalog_snapshot("us-east-1", b"x" * (CATALOG_SNAPSHOT_MAX_BYTES + 1), 0.0)

@@ -265,3 +265,46 @@ def test_a_failed_invocation_returns_the_whole_batch() -> None:
     source.poll("a container of the interruption function", lambda found: None)  # type: ignore[arg-type]
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"
+
+
+@mock_aws
+def test_ec2_announces_each_of_the_clusters_instances_going_once_on_the_default_bus() -> None:
+    """The storm's reclaimed instances reach the interruption queue as EC2 State-change
+    Notifications, as in AWS; without them only the product's own passes saw them gone."""
+    from sandbox.runtime import InstanceStateChanges
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    bus = boto3.client("events", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="interruption")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    bus.put_rule(
+        Name="state", EventPattern=json.dumps({"source": ["aws.ec2"], "detail-type": [events.STATE_CHANGE]})
+    )
+    bus.put_targets(Rule="state", Targets=[{"Id": "q", "Arn": arn}])
+    image = ec2.register_image(Name="node", RootDeviceName="/dev/xvda")["ImageId"]
+
+    def launch(cluster: str) -> str:
+        tags = [{"ResourceType": "instance", "Tags": [{"Key": "eks:eks-cluster-name", "Value": cluster}]}]
+        return str(
+            ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, TagSpecifications=tags)["Instances"][0][
+                "InstanceId"
+            ]
+        )
+
+    reclaimed, running, foreign = launch("c1"), launch("c1"), launch("other")
+    ec2.terminate_instances(InstanceIds=[reclaimed, foreign])
+    runtime = SimpleNamespace(
+        ec2=ec2, cluster_name="c1", region="us-east-1", sandbox=SimpleNamespace(aws_client=lambda _: bus)
+    )
+    trigger = InstanceStateChanges()
+    trigger.runtime = runtime  # type: ignore[assignment]
+    trigger._stop.set()  # one look per tick, no wait between
+    trigger.tick()
+    trigger.tick()  # announced once
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+    bodies = [json.loads(m["Body"]) for m in got]
+    assert [(b["detail-type"], b["detail"]["instance-id"], b["detail"]["state"]) for b in bodies] == [
+        (events.STATE_CHANGE, reclaimed, "terminated")
+    ]
+    assert running not in {b["detail"]["instance-id"] for b in bodies}

@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 from nodewright.cli import main
 from nodewright.cloud import aws
-from nodewright.cloud.catalog import Catalog, CatalogData, clear_caches, prime_catalog
+from nodewright.cloud.catalog import (
+    CATALOG_SNAPSHOT_MAX_AGE_SECONDS,
+    Catalog,
+    CatalogData,
+    clear_caches,
+    decode_snapshot,
+    encode_snapshot,
+    prime_catalog,
+)
 from nodewright.cloud.pricetable import PriceTable, estimate_on_demand_price
 from nodewright.cloud.state import InMemoryStateStore
 
@@ -381,3 +389,130 @@ def test_a_windows_types_reserved_offering_keeps_its_reservation_and_karpenters_
     assert windows_reserved == reserved
     assert windows_on_demand.price > on_demand.price
     assert windows_on_demand.estimated
+
+
+# --- the state table's snapshot: a cold container reads it instead of paging EC2 --------------------
+
+
+class PagingEc2:
+    """DescribeInstanceTypes and DescribeInstanceTypeOfferings as paginators, counting the pages read."""
+
+    def __init__(self, items: dict[str, dict[str, Any]], zones: Any = None) -> None:
+        self.items = items
+        self.zones = zones or {name: OFFERED.get(name, frozenset(ZONES)) for name in items}
+        self.pages = 0
+
+    def get_paginator(self, operation: str) -> Any:
+        ec2 = self
+
+        class Paginator:
+            def paginate(self, **_: Any) -> Iterator[dict[str, Any]]:
+                ec2.pages += 1
+                if operation == "describe_instance_types":
+                    yield {"InstanceTypes": list(ec2.items.values())}
+                else:
+                    rows = [
+                        {"InstanceType": name, "Location": zone}
+                        for name in ec2.items
+                        for zone in sorted(ec2.zones[name])
+                    ]
+                    yield {"InstanceTypeOfferings": rows}
+
+        return Paginator()
+
+
+class WallClock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cold_container_catalog(store: Any, ec2: PagingEc2, clock: WallClock) -> Catalog:
+    """A Catalog as a new container builds it: no cached catalog, EC2 through the snapshot."""
+    clear_caches()
+    return Catalog(ec2=ec2, store=store, cache_key=(REGION, None), clock=clock)
+
+
+def test_a_cold_container_plans_from_the_state_tables_snapshot_without_paging_ec2(primed: None) -> None:
+    store, clock = InMemoryStateStore(), WallClock()
+    first = PagingEc2(ITEMS)
+    paged = cold_container_catalog(store, first, clock).data()
+    assert first.pages == 2, "the first container pages EC2 (types and offerings) and keeps a snapshot"
+
+    clock.now += 60
+    second = PagingEc2(ITEMS)
+    catalog = cold_container_catalog(store, second, clock)
+    assert catalog.data().types == paged.types
+    assert catalog.data().zones == paged.zones
+    assert second.pages == 0, "a young snapshot saves the next cold container every page"
+    assert catalog.data().fetched_at == paged.fetched_at  # its age is EC2's answer's, not the read's
+    assert {t.name for t in catalog.instance_types(ZONES)} == {
+        t.name for t in Catalog(first, store, (REGION, None), loader=lambda _: paged).instance_types(ZONES)
+    }
+
+
+def test_a_snapshot_past_its_age_is_paged_again_and_replaced(primed: None) -> None:
+    store, clock = InMemoryStateStore(), WallClock()
+    cold_container_catalog(store, PagingEc2(ITEMS), clock).data()
+    clock.now += CATALOG_SNAPSHOT_MAX_AGE_SECONDS + 1
+    ec2 = PagingEc2({**ITEMS, "m7i.large": ec2_item("m7i.large", 2, 8192, "x86_64")})
+    assert "m7i.large" in cold_container_catalog(store, ec2, clock).data().types
+    assert ec2.pages == 2
+    kept = store.catalog_snapshot(REGION)
+    assert kept is not None
+    assert kept[1] == clock.now
+    later = PagingEc2(ITEMS)
+    assert "m7i.large" in cold_container_catalog(store, later, clock).data().types, "the new snapshot"
+    assert later.pages == 0
+
+
+def test_a_snapshot_from_the_future_is_not_trusted(primed: None) -> None:
+    store, clock = InMemoryStateStore(), WallClock()
+    cold_container_catalog(store, PagingEc2(ITEMS), clock).data()
+    clock.now -= 3600  # the wall clock stepped back: the snapshot's age is unknown
+    ec2 = PagingEc2(ITEMS)
+    cold_container_catalog(store, ec2, clock).data()
+    assert ec2.pages == 2
+
+
+class BrokenStore(InMemoryStateStore):
+    def __init__(self, blob: bytes | None = None, *, fail: bool = False) -> None:
+        super().__init__()
+        self.blob, self.fail = blob, fail
+
+    def catalog_snapshot(self, region: str) -> tuple[bytes, float] | None:
+        if self.fail:
+            raise RuntimeError("state table unreachable")
+        return (self.blob, 1_800_000_000.0) if self.blob is not None else None
+
+    def put_catalog_snapshot(self, region: str, data: bytes, fetched_at: float) -> None:
+        if self.fail:
+            raise RuntimeError("state table unreachable")
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        BrokenStore(b"not gzip"),
+        BrokenStore(__import__("gzip").compress(b'{"version": 999, "types": [], "zones": {}}')),
+        BrokenStore(fail=True),
+    ],
+    ids=["corrupt", "another-version", "unreachable"],
+)
+def test_a_snapshot_that_cannot_be_used_costs_only_the_paging_it_would_have_saved(
+    primed: None, store: BrokenStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    ec2 = PagingEc2(ITEMS)
+    data = cold_container_catalog(store, ec2, WallClock()).data()
+    assert set(data.types) == set(ITEMS)
+    assert ec2.pages == 2
+
+
+def test_a_snapshot_round_trips_every_item_and_zone() -> None:
+    data = CatalogData(types=ITEMS, zones=OFFERED, fetched_at=12.5)
+    back = decode_snapshot(encode_snapshot(data), 12.5)
+    assert back == data
+    with pytest.raises(ValueError, match="not a catalog snapshot"):
+        decode_snapshot(b"\x1f\x8bjunk", 0)

@@ -58,5 +58,29 @@ def test_an_index_read_before_a_freeze_is_read_again_after_it() -> None:
     assert cluster.reads == 2
 
     clock.moment -= timedelta(seconds=OWNERSHIP_TTL_SECONDS * 10)  # stepped back: not trusted either
-    processor._owned(spot_warning(NEW))
+    processor._owned(spot_warning("i-0bbbbbbbbbbbbbbb2"))  # an instance the index does not know
     assert cluster.reads == 3
+
+
+def test_a_slow_batch_of_owned_warnings_lists_the_cluster_once() -> None:
+    """In an AZ-wide reclaim on a loaded machine each message of a batch took seconds (100 nodes:
+    about 10 s each), longer than the index's TTL, and every message listed every NodeClaim and
+    Node again. A NodeClaim's instance never changes and acting reads the objects again by name,
+    so an instance the index knows needs no new list: only one it does not know, once the index
+    is older than the TTL (launched since the read)."""
+    clock, cluster = FakeClock(), Claims()
+    cluster.instances = [f"i-0{n:016x}" for n in range(10)]
+    ctx = SimpleNamespace(
+        cluster=cluster, clock=clock, settings=Settings(cluster_name="c", region="us-east-1")
+    )
+    processor = InterruptionProcessor(ContainerContext(logger=None, metrics=None, context=ctx))  # type: ignore[arg-type]
+    for instance in cluster.instances:
+        assert processor._owned(spot_warning(instance))
+        clock.moment += timedelta(seconds=OWNERSHIP_TTL_SECONDS * 5)  # each message's slow handling
+    assert cluster.reads == 1
+
+    cluster.instances.append(NEW)  # launched since the list: read again, the index being old
+    assert processor._owned(spot_warning(NEW))
+    assert cluster.reads == 2
+    assert not processor._owned(spot_warning("i-0ffffffffffffffff"))  # not ours, within the TTL
+    assert cluster.reads == 2

@@ -343,7 +343,7 @@ def _why(row: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from nodewright.cloud import aws
-    from nodewright.cloud.catalog import Catalog
+    from nodewright.cloud.catalog import Catalog, fetch_catalog
     from nodewright.observability import logger_level
     from nodewright.settings import Settings
 
@@ -368,7 +368,13 @@ def run(args: argparse.Namespace) -> int:
     except RequirementsFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    catalog = Catalog(aws.client("ec2", settings), store, (settings.region, settings.aws_endpoint_url))
+    # EC2's own pages (``fetch_catalog``), never the state table's snapshot: this command only reads.
+    catalog = Catalog(
+        aws.client("ec2", settings),
+        store,
+        (settings.region, settings.aws_endpoint_url),
+        loader=fetch_catalog,
+    )
     # The functions' JSON log lines (e.g. the estimated-price warning, shown here as "~") would
     # garble the table or the JSON on stdout.
     from botocore.exceptions import BotoCoreError, ClientError

@@ -2,14 +2,27 @@
 
 DescribeInstanceTypes (~1,400 items, several pages) and DescribeInstanceTypeOfferings
 (location type availability-zone) are fetched once per warm container and kept 5 minutes,
-so an invocation never pages through them twice. Prices come from the state store's price
-table (kept a minute), unavailable offerings from the state store on every call (they are
-the one part that changes between plans). The scheduling core turns each item into its
-instance-type model (``instance_type_from_ec2``): the cloud fetches, the scheduler interprets.
+so an invocation never pages through them twice. Paging and parsing them costs a cold container
+2 to 5 CPU seconds (botocore's XML parsing of some 4 MB), which in an AZ-wide reclaim comes before
+every cold container's replacement can plan; so the container that paged EC2 keeps what it got as
+a snapshot in the state table (gzipped JSON, about 100 KB: one GetItem and 40 ms to read back), and
+a container without a catalog uses a snapshot younger than ``CATALOG_SNAPSHOT_MAX_AGE_SECONDS``
+instead of paging. The provisioner, every minute, thus pages EC2 about every 10 minutes and the
+catalog a plan sees is at most 15 minutes old (it was 5): instance types and the zones that offer
+them change in weeks, and what changes by the minute (offerings EC2 refused) is read apart, below.
+A snapshot that cannot be read or written costs only the paging it would have saved.
+
+Prices come from the state store's price table (kept a minute), unavailable offerings from the
+state store on every call (they are the one part that changes between plans). The scheduling core
+turns each item into its instance-type model (``instance_type_from_ec2``): the cloud fetches, the
+scheduler interprets.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -32,6 +45,9 @@ if TYPE_CHECKING:
     from nodewright.state.interfaces import StateStore
 
 CATALOG_TTL_SECONDS = 300.0
+# A container without a catalog uses the state table's snapshot while it is younger than this.
+CATALOG_SNAPSHOT_MAX_AGE_SECONDS = 2 * CATALOG_TTL_SECONDS
+CATALOG_SNAPSHOT_VERSION = 1
 PRICE_TABLE_TTL_SECONDS = 60.0
 SPOT = "spot"
 ON_DEMAND = "on-demand"
@@ -106,6 +122,35 @@ def fetch_catalog(ec2: Any) -> CatalogData:
     return catalog_data(types, offerings)
 
 
+def encode_snapshot(data: CatalogData) -> bytes:
+    """``data`` as the state table keeps it: gzipped JSON of the items and each type's zones."""
+    document = {
+        "version": CATALOG_SNAPSHOT_VERSION,
+        "types": list(data.types.values()),
+        "zones": {name: sorted(zones) for name, zones in sorted(data.zones.items())},
+    }
+    return gzip.compress(json.dumps(document, separators=(",", ":")).encode(), mtime=0)
+
+
+def decode_snapshot(blob: bytes, fetched_at: float) -> CatalogData:
+    """What ``encode_snapshot`` kept, fetched from EC2 at ``fetched_at``; ValueError if it is not one
+    (corrupt, or written by another version of the layer)."""
+    try:
+        document = json.loads(gzip.decompress(blob))
+    except (OSError, EOFError, ValueError) as exc:  # gzip's BadGzipFile is an OSError
+        raise ValueError(f"not a catalog snapshot: {exc}") from exc
+    if not isinstance(document, dict) or document.get("version") != CATALOG_SNAPSHOT_VERSION:
+        raise ValueError("catalog snapshot of another version")
+    types, zones = document.get("types"), document.get("zones")
+    if not isinstance(types, list) or not isinstance(zones, dict):
+        raise ValueError("catalog snapshot without its types and zones")
+    return CatalogData(
+        types={item["InstanceType"]: item for item in types},
+        zones={name: frozenset(found) for name, found in zones.items()},
+        fetched_at=fetched_at,
+    )
+
+
 def prime_catalog(key: tuple[str, str | None], data: CatalogData) -> None:
     """Install catalog data for (region, endpoint) — tests and the sandbox load moto's list once."""
     _CATALOGS.put(key, data)
@@ -145,15 +190,40 @@ class Catalog:
         ec2: Any,
         store: StateStore,
         cache_key: tuple[str, str | None],
-        loader: Callable[[Any], CatalogData] = fetch_catalog,
+        loader: Callable[[Any], CatalogData] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._ec2 = ec2
         self._store = store
         self._key = cache_key
-        self._loader = loader
+        self._loader = loader  # None: EC2, through the state table's snapshot
+        self._clock = clock
 
     def data(self) -> CatalogData:
-        return _CATALOGS.get_or_load(self._key, lambda: self._loader(self._ec2))
+        if self._loader is not None:
+            loader = self._loader
+            return _CATALOGS.get_or_load(self._key, lambda: loader(self._ec2))
+        return _CATALOGS.get_or_load(self._key, self._from_snapshot_or_ec2)
+
+    def _from_snapshot_or_ec2(self) -> CatalogData:
+        """The state table's snapshot while it is young enough, else EC2's pages (then kept as the
+        snapshot). See the module docstring."""
+        region = self._key[0]
+        try:
+            found = self._store.catalog_snapshot(region)
+            if found is not None:
+                blob, fetched_at = found
+                age = self._clock() - fetched_at
+                if 0.0 <= age < CATALOG_SNAPSHOT_MAX_AGE_SECONDS:
+                    return decode_snapshot(blob, fetched_at)
+        except Exception as exc:  # the snapshot only saves work: EC2 still answers
+            logger().warning("catalog snapshot unreadable; paging EC2", error=f"{type(exc).__name__}: {exc}")
+        data = dataclasses.replace(fetch_catalog(self._ec2), fetched_at=self._clock())
+        try:
+            self._store.put_catalog_snapshot(region, encode_snapshot(data), data.fetched_at)
+        except Exception as exc:  # the next cold container pages EC2 too, no worse than before
+            logger().warning("catalog snapshot not kept", error=f"{type(exc).__name__}: {exc}")
+        return data
 
     def info(self, instance_type: str) -> Mapping[str, Any] | None:
         return self.data().types.get(instance_type)

@@ -10,6 +10,10 @@ Schema (fixed with the CDK stack and the sandbox): partition key ``pk`` (S), sor
   price is better than none if the refresh stops.
 - markers: ``pk="marker"``, ``sk=<key>``, a small string value a flow keeps between invocations
   (e.g. when a pod was last pending), optional TTL.
+- the instance catalog's snapshot: ``pk="catalog"``, ``sk=<region>``, the DescribeInstanceTypes
+  items and the zones offering each type as gzipped JSON (``data``, binary: about 100 KB for 1,400
+  types) and when EC2 was asked (``fetched_at``); written by a container that paged EC2, read by
+  cold containers instead of paging (``cloud.catalog``). No TTL: its age is checked on read.
 - Powertools Idempotency records (``idempotency_persistence``), static ``pk`` per function.
 
 ``InMemoryStateStore`` has the same interface (``state.interfaces.StateStore``) for pure tests and
@@ -37,6 +41,9 @@ MARKER_PK = "marker"
 ON_DEMAND_SK = "on-demand"
 SPOT_SK_PREFIX = "spot#"
 UNAVAILABLE_TTL_SECONDS = 180
+CATALOG_PK = "catalog"
+# DynamoDB refuses items over 400 KB (names and attributes included): a larger snapshot is not kept.
+CATALOG_SNAPSHOT_MAX_BYTES = 350_000
 
 OfferingKey = tuple[str, str, str]  # (instance type, zone, capacity type)
 
@@ -58,6 +65,7 @@ class InMemoryStateStore:
         self._unavailable: dict[OfferingKey, tuple[float, str]] = {}
         self._prices = PriceTable()
         self._markers: dict[str, tuple[float | None, str]] = {}
+        self._catalogs: dict[str, tuple[bytes, float]] = {}
         self._lock = threading.Lock()
 
     def mark_unavailable(
@@ -95,6 +103,16 @@ class InMemoryStateStore:
         with self._lock:
             expires, value = self._markers.get(key, (None, None))
         return None if value is None or (expires is not None and expires <= self._clock()) else value
+
+    def put_catalog_snapshot(self, region: str, data: bytes, fetched_at: float) -> None:
+        if len(data) > CATALOG_SNAPSHOT_MAX_BYTES:
+            raise ValueError(f"catalog snapshot of {len(data)} bytes is over {CATALOG_SNAPSHOT_MAX_BYTES}")
+        with self._lock:
+            self._catalogs[region] = (data, fetched_at)
+
+    def catalog_snapshot(self, region: str) -> tuple[bytes, float] | None:
+        with self._lock:
+            return self._catalogs.get(region)
 
 
 class DynamoDBStateStore:
@@ -216,6 +234,31 @@ class DynamoDBStateStore:
         if not item or ("expires_at" in item and float(item["expires_at"]["N"]) <= self._clock()):
             return None
         return str(item["value"]["S"])
+
+    # -- the instance catalog's snapshot -----------------------------------------------------
+    def put_catalog_snapshot(self, region: str, data: bytes, fetched_at: float) -> None:
+        """Keep ``data`` (``cloud.catalog.encode_snapshot``) as the region's catalog snapshot, fetched
+        from EC2 at ``fetched_at`` (epoch seconds); ValueError when it would not fit in an item."""
+        if len(data) > CATALOG_SNAPSHOT_MAX_BYTES:
+            raise ValueError(f"catalog snapshot of {len(data)} bytes is over {CATALOG_SNAPSHOT_MAX_BYTES}")
+        self._ddb.put_item(
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": CATALOG_PK},
+                "sk": {"S": region},
+                "data": {"B": data},
+                "fetched_at": {"N": repr(float(fetched_at))},
+            },
+        )
+
+    def catalog_snapshot(self, region: str) -> tuple[bytes, float] | None:
+        """The region's catalog snapshot and when it was fetched from EC2, if one was kept."""
+        item = self._ddb.get_item(
+            TableName=self.table_name, Key={"pk": {"S": CATALOG_PK}, "sk": {"S": region}}
+        ).get("Item")
+        if not item:
+            return None
+        return bytes(item["data"]["B"]), float(item["fetched_at"]["N"])
 
     def _query(self, pk: str) -> Iterable[dict[str, Any]]:
         paginator = self._ddb.get_paginator("query")

@@ -54,8 +54,9 @@ if TYPE_CHECKING:
     from nodewright.settings import Settings
 
 IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
-# An instance launched less than this long ago may be missed by a cached ownership index: EC2 gives
-# no interruption notice that early in practice, and the index is dropped after every action.
+# An instance launched less than this long before a look may be missed by the ownership index (EC2
+# gives no interruption notice that early in practice): an instance the index does not know is
+# looked up again once the index is older than this; one it knows never needs it (``_owned``).
 OWNERSHIP_TTL_SECONDS = 2.0
 # How often a warm container looks for terminations an earlier invocation left half-done (the
 # provisioner's termination controller also drives them every minute).
@@ -400,13 +401,21 @@ class InterruptionProcessor:
         return self._idempotent
 
     def _owned(self, event: InterruptionEvent) -> bool:
-        """Whether any instance of the event has a NodeClaim here, from an index at most
-        ``OWNERSHIP_TTL_SECONDS`` old: a queue mostly carries other clusters' instances, and those
-        must cost no API or DynamoDB call each. Acting re-reads everything fresh. The age is
-        measured on the wall clock: a frozen container's monotonic clock may not advance, and an
-        index kept across an hour-long freeze would not know the instances launched meanwhile."""
+        """Whether any instance of the event has a NodeClaim here, from an index: a queue mostly
+        carries other clusters' instances, and those must cost no API or DynamoDB call each. An
+        instance the index knows is ours whatever the index's age (a NodeClaim's instance never
+        changes, and acting reads the objects again by name: a NodeClaim gone since is found
+        gone); one it does not know is looked up again once the index is older than
+        ``OWNERSHIP_TTL_SECONDS`` (launched since the read). In an AZ-wide reclaim on a loaded
+        machine each message of a batch took longer than that, and each listed every NodeClaim
+        and Node again. The age is measured on the wall clock: a frozen container's monotonic
+        clock may not advance, and an index kept across an hour-long freeze would not know the
+        instances launched meanwhile."""
         now = self.ctx.clock.now().timestamp()
-        if self._index is None or not 0 <= now - self._index.read_at <= OWNERSHIP_TTL_SECONDS:
+        if self._index is None or (
+            not self._index.owns_any(event.instance_ids)
+            and not 0 <= now - self._index.read_at <= OWNERSHIP_TTL_SECONDS
+        ):
             self._index = OwnershipIndex.read(self.ctx)
         return self._index.owns_any(event.instance_ids)
 

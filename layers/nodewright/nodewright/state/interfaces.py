@@ -182,10 +182,10 @@ class MarkerStore(Protocol):
 
 
 class StateStore(MarkerStore, Protocol):
-    """The state table: the markers, the offerings EC2 refused lately (shared by every container, so
-    one ICE answer steers every function's next launch) and the price table the pricing function
-    refreshes. ``cloud.state.DynamoDBStateStore`` keeps it in DynamoDB, ``InMemoryStateStore`` in a
-    dict (pure tests, the offline CLI)."""
+    """The state table: the markers, the offerings EC2 refused lately (shared by every container, so one ICE
+    answer steers every function's next launch), the price table the pricing function refreshes and the
+    instance catalog's snapshot (``cloud.catalog``). ``cloud.state.DynamoDBStateStore`` keeps it in
+    DynamoDB, ``InMemoryStateStore`` in a dict (pure tests, the offline CLI)."""
 
     def mark_unavailable(
         self, instance_type: str, zone: str, capacity_type: str, *, reason: str = ..., ttl: int = ...
@@ -198,6 +198,10 @@ class StateStore(MarkerStore, Protocol):
     def put_price_table(self, table: PriceTable) -> None: ...
 
     def price_table(self) -> PriceTable: ...
+
+    def put_catalog_snapshot(self, region: str, data: bytes, fetched_at: float) -> None: ...
+
+    def catalog_snapshot(self, region: str) -> tuple[bytes, float] | None: ...
 
 
 __all__ = ["CloudProvider", "CloudView", "Cluster", "Lease", "MarkerStore", "Obj", "StateStore"]
