@@ -122,3 +122,18 @@ def node_of(kube: Any, name: str) -> dict[str, Any] | None:
     if not found or found["status"].get("phase") != "Running":
         return None
     return next((n for n in kube.list(NODES) if n["metadata"]["name"] == found["spec"]["nodeName"]), None)
+
+
+def live_instances(sandbox: Any) -> list[dict[str, Any]]:
+    """The sandbox cluster's pending and running instances, straight from EC2 (moto)."""
+    ec2 = sandbox.aws_client("ec2")
+    try:
+        pages = ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "tag:eks:eks-cluster-name", "Values": [sandbox.cluster_name]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+    finally:
+        ec2.close()

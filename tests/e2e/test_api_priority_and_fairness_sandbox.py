@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from handler_calls import disrupt, handlers_against, next_pass, provision, wait_for
+from handler_calls import disrupt, handlers_against, live_instances, next_pass, provision, wait_for
 from nodewright.api import labels
 from nodewright.cluster.resources import (
     CLUSTER_ROLE_BINDINGS,
@@ -58,20 +58,6 @@ def sandbox() -> Iterator[Any]:
             levels=[replace(small, queues=0, hand_size=0, queue_length_limit=0)],  # Reject: no queue
         )
         yield sb
-
-
-def instances(sb: Any) -> list[dict[str, Any]]:
-    ec2 = sb.aws_client("ec2")
-    try:
-        pages = ec2.get_paginator("describe_instances").paginate(
-            Filters=[
-                {"Name": "tag:eks:eks-cluster-name", "Values": [sb.cluster_name]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]},
-            ]
-        )
-        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    finally:
-        ec2.close()
 
 
 class NoisyNeighbour:
@@ -144,7 +130,7 @@ def test_the_functions_meet_429s_and_still_converge(sandbox: Any) -> None:
         )
 
         claims = kube.list(NODECLAIMS)
-        launched = instances(sandbox)
+        launched = live_instances(sandbox)
         assert sorted(c["status"]["instanceID"] for c in claims) == sorted(i["InstanceId"] for i in launched)
         gave_up = sum(1 for a in answers if "error" in a)
         print(f"provisioner: {len(answers)} invocations, {gave_up} ended early by the busy API server")
@@ -153,7 +139,7 @@ def test_the_functions_meet_429s_and_still_converge(sandbox: Any) -> None:
         wait_for("the inflate pods gone", lambda: not kube.list(PODS, namespace="default"))
         wait_for(
             "the empty nodes removed and their instances terminated",
-            lambda: not kube.list(NODECLAIMS) and not kube.list(NODES) and not instances(sandbox),
+            lambda: not kube.list(NODECLAIMS) and not kube.list(NODES) and not live_instances(sandbox),
             timeout=180,
             step=lambda: (next_pass(), disrupt()),  # both run every minute: the provisioner initializes nodes
         )

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from handler_calls import next_pass, wait_for
+from handler_calls import live_instances, next_pass, wait_for
 from nodewright.api import labels
 from nodewright.cluster.resources import (
     EC2NODECLASSES,
@@ -172,20 +172,6 @@ def node_names(kube: Any) -> set[str]:
 
 def instance_type(kube: Any, node: str) -> str:
     return str(kube.get(NODES, node)["metadata"]["labels"][labels.INSTANCE_TYPE])
-
-
-def live_instances(sb: Any) -> list[dict[str, Any]]:
-    ec2 = sb.aws_client("ec2")
-    try:
-        pages = ec2.get_paginator("describe_instances").paginate(
-            Filters=[
-                {"Name": "tag:eks:eks-cluster-name", "Values": [sb.cluster_name]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]},
-            ]
-        )
-        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    finally:
-        ec2.close()
 
 
 def scale(kube: Any, name: str, replicas: int) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import handler_calls
 import pytest
+from handler_calls import live_instances
 from nodewright.api import labels
 from nodewright.cluster.errors import Invalid
 from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
@@ -103,27 +104,12 @@ def unschedulable(kube: Any) -> int:
     return len(kube.list_pending_pods())
 
 
-def instances(sb: Any) -> list[dict[str, Any]]:
-    """Live instances tagged for the sandbox cluster, straight from EC2 (moto)."""
-    ec2 = sb.aws_client("ec2")
-    try:
-        pages = ec2.get_paginator("describe_instances").paginate(
-            Filters=[
-                {"Name": "tag:eks:eks-cluster-name", "Values": [sb.cluster_name]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]},
-            ]
-        )
-        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    finally:
-        ec2.close()
-
-
 def _empty(kube: Any, sb: Any) -> None:
     """Back to an empty cluster: workloads, instances, NodeClaims (finalizers dropped), nodes, NodePools."""
     kube.delete(DEPLOYMENTS, "inflate", namespace="default")
     for replicaset in kube.list(REPLICASETS, namespace="default"):
         kube.delete(REPLICASETS, replicaset["metadata"]["name"], namespace="default")
-    ids = [i["InstanceId"] for i in instances(sb)]
+    ids = [i["InstanceId"] for i in live_instances(sb)]
     if ids:
         ec2 = sb.aws_client("ec2")
         ec2.terminate_instances(InstanceIds=ids)
@@ -170,7 +156,7 @@ def test_inflate_gets_capacity_all_pods_run_and_a_second_invocation_launches_not
     assert first["leaseHeld"] is True
     assert first["launched"] >= 1
     wait_for("all 10 inflate pods Running", lambda: running(cluster) == 10, step=next_pass)
-    launched = instances(env)
+    launched = live_instances(env)
     assert len(launched) == first["launched"]
     claims = cluster.list(NODECLAIMS)
     assert all(c["status"]["providerID"].endswith(c["status"]["instanceID"]) for c in claims)
@@ -182,7 +168,7 @@ def test_inflate_gets_capacity_all_pods_run_and_a_second_invocation_launches_not
 
     assert second["launched"] == 0
     assert second["nodeClaimsCreated"] == []
-    assert len(instances(env)) == len(launched)
+    assert len(live_instances(env)) == len(launched)
     for claim in cluster.list(NODECLAIMS):
         true = {c["type"] for c in claim["status"]["conditions"] if c["status"] == "True"}
         assert true >= {"Launched", "Registered", "Initialized"}, claim["status"]["conditions"]
@@ -200,7 +186,7 @@ def test_nodepool_limits_are_respected_and_the_rest_stay_pending_with_a_reason(
 
     invoke(seconds=3)
 
-    launched = instances(env)
+    launched = live_instances(env)
     assert launched, "some capacity within the limit is launched"
     total_vcpus = sum(_vcpus(env, i["InstanceType"]) for i in launched)
     assert total_vcpus <= 4
@@ -234,12 +220,12 @@ def test_a_crash_around_the_launch_converges_to_one_instance_per_nodeclaim(
     with pytest.raises(FunctionDied, match="injected crash"):
         invoke(seconds=2)
     assert len(cluster.list(NODECLAIMS)) >= 1
-    assert len(instances(env)) == (1 if moment == "after-launch" else 0)
+    assert len(live_instances(env)) == (1 if moment == "after-launch" else 0)
 
     invoke(seconds=3)
 
     claims = cluster.list(NODECLAIMS)
-    launched = instances(env)
+    launched = live_instances(env)
     assert len(launched) == len(claims)
     assert sorted(claims_by_instance(cluster)) == sorted(i["InstanceId"] for i in launched)
     wait_for("both inflate pods Running", lambda: running(cluster) == 2, step=next_pass)
@@ -261,7 +247,7 @@ def test_insufficient_capacity_on_the_cheapest_offering_falls_back_to_the_next(
     result = invoke(seconds=3)
 
     assert result["failures"] == 0
-    assert [i["InstanceType"] for i in instances(env)] == ["m5.xlarge"]
+    assert [i["InstanceType"] for i in live_instances(env)] == ["m5.xlarge"]
     assert env.faults.ice_reported >= 1
     wait_for("the inflate pod Running", lambda: running(cluster) == 1, step=next_pass)
 
