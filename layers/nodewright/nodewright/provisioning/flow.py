@@ -207,8 +207,9 @@ def record_pod_events(
         dedup = (key, reason, message)
         if dedup in _recent_events:
             continue
-        if guard is not None and (stop := guard.out_of_time()) is not None:
-            report.stopped = report.stopped or stop
+        if report.stopped is None and guard is not None:
+            report.stopped = guard.out_of_time()
+        if report.stopped is not None:
             return
         _recent_events[dedup] = now
         ctx.cluster.record_event(pod, reason, message, event_type=kind)
