@@ -1,0 +1,96 @@
+"""One driver per termination at a time, across containers, against the API emulator.
+
+The 100-node storm: after the reclaim, every interruption container's resume scan took every
+termination older than ``DRIVEN_ELSEWHERE_SECONDS`` and drove it for its whole invocation — about 50
+containers stepping the same terminations (315 "instance already gone" finishes for 100 nodes) while
+the API emulator timed requests out. Karpenter's termination controller has one worker per
+NodeClaim; here a container drives a termination only once it has claimed the NodeClaim (a
+conditional write), and the others leave it alone until that claim expires.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodewright.interruption.processing import DRIVEN_ELSEWHERE_SECONDS
+from nodewright.termination.drivers import DRIVER_ANNOTATION
+
+from .interruption_support import INSTANCE
+
+
+def _left_behind_termination(world: Any, clock: Any) -> None:
+    """A NodeClaim deleted (``kubectl delete nodeclaim``) whose drain a PDB holds, older than any
+    invocation that asked for it: what every resume scan finds."""
+    world.node("node-a", INSTANCE)
+    world.nodeclaim("default-a", INSTANCE, "node-a")
+    world.pod("web-1", "node-a", labels={"app": "web"})
+    world.pdb("web", {"app": "web"}, allowed=0)
+    world.cluster.delete_nodeclaim("default-a")
+    clock.advance(DRIVEN_ELSEWHERE_SECONDS + 5)
+
+
+def test_several_containers_resuming_the_same_termination_leave_it_to_one_driver(
+    world: Any, clock: Any, make_processor: Any
+) -> None:
+    _left_behind_termination(world, clock)
+    first, *others = [make_processor(None, state=False) for _ in range(3)]
+    theirs: list[list[dict[str, Any]]] = []
+
+    def the_others_scan_meanwhile() -> None:  # while the first drives it (between its passes)
+        if not theirs:
+            theirs.append([])  # once: the others' own drives sleep on this clock too
+            theirs.extend(other.drive(budget_seconds=60) for other in others)
+
+    clock.ticks.append(the_others_scan_meanwhile)
+
+    driven = first.drive(budget_seconds=60)
+
+    assert [t["nodeclaim"] for t in driven] == ["default-a"]
+    assert theirs[1:] == [[], []], "the others skipped the termination the first one drives"
+    claim = world.cluster.get_nodeclaim("default-a")
+    assert claim["metadata"]["annotations"][DRIVER_ANNOTATION].startswith(first.driver_identity)
+
+
+def test_a_termination_whose_driver_died_is_taken_over_once_its_claim_expires(
+    world: Any, clock: Any, make_processor: Any
+) -> None:
+    _left_behind_termination(world, clock)
+    died, before, after = (make_processor(None, state=False) for _ in range(3))
+    assert [t["nodeclaim"] for t in died.drive(budget_seconds=20)] == ["default-a"]  # then killed
+
+    assert before.drive(budget_seconds=20) == [], "claimed until the dead invocation's end"
+    clock.advance(30)
+    assert [t["nodeclaim"] for t in after.drive(budget_seconds=20)] == ["default-a"]
+    claim = world.cluster.get_nodeclaim("default-a")
+    assert claim["metadata"]["annotations"][DRIVER_ANNOTATION].startswith(after.driver_identity)
+
+
+def test_the_state_change_notice_after_a_warning_leaves_the_drain_to_the_container_that_took_the_warning(
+    world: Any, clock: Any, make_processor: Any
+) -> None:
+    """An AZ-wide reclaim: the warning for an instance is handled by one container, which drains
+    the node; EC2's state-change notice for the same instance reaches another container while that
+    drain goes on (the termination younger than ``DRIVEN_ELSEWHERE_SECONDS``, but claimed)."""
+    from sandbox import events
+
+    from .interruption_support import CountingReplacement, FakeLambdaContext
+
+    world.node("node-a", INSTANCE)
+    world.nodeclaim("default-a", INSTANCE, "node-a")
+    world.pod("web-1", "node-a", labels={"app": "web"})
+    world.pdb("web", {"app": "web"}, allowed=0)
+    warned, noticed = make_processor(CountingReplacement(), state=False), make_processor(None, state=False)
+
+    acted = warned.handle(events.spot_warning(INSTANCE, "us-west-2"), lambda_context=FakeLambdaContext())
+    claim = world.cluster.get_nodeclaim("default-a")
+    assert claim["metadata"]["annotations"][DRIVER_ANNOTATION].startswith(warned.driver_identity)
+
+    clock.advance(20)
+    left = noticed.handle(
+        events.state_change(INSTANCE, "shutting-down", "us-west-2"), lambda_context=FakeLambdaContext()
+    )
+
+    assert acted.disposition.value == left.disposition.value == "acted"
+    assert left.detail["drivenElsewhere"] == [INSTANCE]
+    assert left.detail["resumed"] == []
+    assert noticed.drive(budget_seconds=20) == [], "nothing to drive: the warned container drives it"
