@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import observability, termination
+from nodewright.api import labels
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.cluster.errors import NotFound
@@ -346,7 +347,12 @@ class InterruptionProcessor:
         others, claimed elsewhere or lost to a racing claim, are left to their drivers."""
         now = self.ctx.clock.now()
         driver = drivers.Driver(self.driver_identity, now + timedelta(seconds=budget_seconds))
-        deleting = [c for c in world.nodeclaims if objects.is_deleting(c)]
+        deleting = [
+            c
+            for c in world.nodeclaims
+            if objects.is_deleting(c)
+            and labels.TERMINATION_FINALIZER in ((c.get("metadata") or {}).get("finalizers") or ())
+        ]
         free = [c for c in deleting if not drivers.held_elsewhere(c, driver.holder, now)]
         random.shuffle(free)
         ours = set(drivers.claim_each(self.ctx, free, driver, limit=CLAIMS_PER_SCAN))
