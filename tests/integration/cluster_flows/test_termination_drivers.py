@@ -65,12 +65,13 @@ def test_a_termination_whose_driver_died_is_taken_over_once_its_claim_expires(
     assert claim["metadata"]["annotations"][DRIVER_ANNOTATION].startswith(after.driver_identity)
 
 
-def test_the_state_change_notice_after_a_warning_leaves_the_drain_to_the_container_that_took_the_warning(
-    world: Any, clock: Any, make_processor: Any
+def test_a_state_change_notice_for_a_claimed_termination_steps_it_once_and_leaves_the_drive(
+    world: Any, clock: Any, cloud: Any, make_processor: Any
 ) -> None:
     """An AZ-wide reclaim: the warning for an instance is handled by one container, which drains
     the node; EC2's state-change notice for the same instance reaches another container while that
-    drain goes on (the termination younger than ``DRIVEN_ELSEWHERE_SECONDS``, but claimed)."""
+    drain's claim lasts. The notice is news the driver may not see before its drive ends: one step
+    here finishes the gone instance's node, and the drive stays the driver's."""
     from sandbox import events
 
     from .interruption_support import CountingReplacement, FakeLambdaContext
@@ -86,6 +87,7 @@ def test_the_state_change_notice_after_a_warning_leaves_the_drain_to_the_contain
     assert claim["metadata"]["annotations"][DRIVER_ANNOTATION].startswith(warned.driver_identity)
 
     clock.advance(20)
+    cloud.gone.add(INSTANCE)  # EC2 reclaimed it: the notice says so
     left = noticed.handle(
         events.state_change(INSTANCE, "shutting-down", "us-west-2"), lambda_context=FakeLambdaContext()
     )
@@ -93,4 +95,5 @@ def test_the_state_change_notice_after_a_warning_leaves_the_drain_to_the_contain
     assert acted.disposition.value == left.disposition.value == "acted"
     assert left.detail["drivenElsewhere"] == [INSTANCE]
     assert left.detail["resumed"] == []
-    assert noticed.drive(budget_seconds=20) == [], "nothing to drive: the warned container drives it"
+    assert world.cluster.find_node("node-a") is None, "its one step finished the gone instance's node"
+    assert noticed.drive(budget_seconds=20) == [], "not driven further: the warned container drives it"

@@ -250,7 +250,16 @@ def reconcile(
     going = [t for t in owned if t not in fresh]
     if driver is not None:
         ours = [t for t in going if termination.drivers.claim(ctx, t.nodeclaim or {}, driver)]
-        outcome.driven_elsewhere = [t.instance_id for t in going if t not in ours]
+        elsewhere = [t for t in going if t not in ours]
+        outcome.driven_elsewhere = [t.instance_id for t in elsewhere]
+        if event.kind is EventKind.STATE_CHANGE and elsewhere:
+            # EC2 says the instance is stopping or gone: news its driver learns only at its next
+            # look at EC2, and only while it still drives (the 100-node storm: these notices came
+            # as the warnings' drives ended, and the nodes waited minutes for the provisioner's
+            # passes). One step here, not a drive: a gone instance's termination finishes in it.
+            now = ctx.clock.now()
+            told = [termination.resume(t.nodeclaim or {}, t.node, now) for t in elsewhere]
+            termination.reconcile(ctx, None, asked=told)
         going = ours
     resumed = [termination.resume(t.nodeclaim or {}, t.node, ctx.clock.now()) for t in going]
     outcome.resumed = [t.instance_id for t in going]
