@@ -308,6 +308,9 @@ class InterruptionProcessor:
         for term in report.finished:
             if term.nodeclaim in received:
                 self._timing("NodeDrainedSeconds", self._clock() - received.pop(term.nodeclaim))
+        # The drive has ended: its claims go back (``termination.drivers``), so the next look at
+        # a termination still under way, or left for EC2, need not wait for them to expire.
+        drivers.release(self.ctx, [t.nodeclaim for t in report.terminations if t.nodeclaim])
         driven = [t for t in report.terminations if t.nodeclaim not in done_before]
         unfinished = [t.summary() for t in report.unfinished]
         if unfinished:

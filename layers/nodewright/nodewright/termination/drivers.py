@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from nodewright.cluster import objects
-from nodewright.cluster.errors import Conflict, NotFound
+from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -96,3 +96,16 @@ def claim_each(ctx: Context, nodeclaims: Iterable[Obj], driver: Driver, *, limit
         if claim(ctx, nodeclaim, driver):
             taken.append(objects.name_of(nodeclaim))
     return taken
+
+
+def release(ctx: Context, nodeclaims: Iterable[str]) -> None:
+    """Give back the claims of a drive that has ended, so the next look (a state-change notice, a
+    resume scan, the provisioner's pass) takes over at once instead of when they expire. Not
+    conditional: a claim lasts at least as long as its driver's drive, so nobody else holds one
+    of these yet. Best effort: one that cannot be given back (gone, or the API server cannot take
+    it now) expires on its own."""
+    for name in nodeclaims:
+        try:
+            ctx.cluster.patch_nodeclaim(name, {"metadata": {"annotations": {DRIVER_ANNOTATION: None}}})
+        except (ApiError, ApiUnavailable):  # NotFound (finished) among them
+            continue
