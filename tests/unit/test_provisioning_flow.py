@@ -1046,6 +1046,35 @@ def test_a_pass_stops_writing_at_its_deadline(world: Any) -> None:
     assert "time is up" in report.stopped
 
 
+def test_a_pass_past_its_deadline_sends_no_pod_events(world: Any) -> None:
+    """The 100-node storm's provisioner: a pass whose writes ran to the deadline went on posting a
+    ``Nominated`` event per pod against a loaded API server (a read timeout each) until the
+    invocation's last second, so the lease could not be given back. Events wait for the next pass."""
+    from nodewright.state.guard import WriteGuard
+
+    ctx, cluster, cloud = one_launch_at_a_time(world)
+    for name in ("p1", "p2"):
+        cluster.add("Pod", pending_pod(name))
+    real = cloud.create
+
+    def slow_create(request: Any) -> LaunchResult:
+        ctx.clock.advance(20)
+        return real(request)
+
+    cloud.create = slow_create  # type: ignore[method-assign]
+    guard = WriteGuard(
+        None, deadline=ctx.clock.monotonic() + 11, lease_seconds=30, monotonic=ctx.clock.monotonic
+    )
+
+    report = flow.provision(ctx, guard)
+
+    assert report.stopped is not None
+    assert "time is up" in report.stopped
+    assert report.nominated, "the pods were planned"
+    assert [e for e in cluster.events if e[2] in ("Nominated", "FailedScheduling")] == []
+    assert flow._recent_events == {}, "none counts as sent: the next pass sends them"
+
+
 # --- pods of deleting nodes that can never be evicted (issue 24, defect 1) -----------------------
 
 PDB_BLOCKERS: dict[str, list[dict[str, Any]]] = {

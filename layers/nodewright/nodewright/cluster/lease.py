@@ -13,15 +13,15 @@ invocation renews between passes):
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.cluster import objects
-from nodewright.cluster.errors import ClusterError, Conflict, NotFound
+from nodewright.cluster.errors import ApiError, ApiUnavailable, ClusterError, Conflict, NotFound
 from nodewright.cluster.resources import LEASES
+from nodewright.observability import logger
 
 if TYPE_CHECKING:
     from nodewright.cluster.client import Cluster
@@ -105,14 +105,27 @@ class WriterLease:
             raise LeaseLost(f"lease {self.namespace}/{self.name} changed under us: {exc}") from exc
 
     def release(self) -> None:
-        """Give the lease up now; harmless when we no longer hold it."""
+        """Give the lease up now; harmless when we no longer hold it. Never raises: callers release
+        in ``finally`` after their pass, and a release the API server cannot take (unreachable,
+        busy, or the invocation's deadline already reached) must not replace the pass's own outcome
+        or stop an interruption's drain; the lease then expires on its own (``duration_seconds``)."""
         lease, self._lease = self._lease, None
         if lease is None:
             return
         spec = {**(lease.get("spec") or {}), "holderIdentity": None, "leaseDurationSeconds": 1}
-        # Conflict/NotFound: someone else has it now, or it is gone: nothing of ours to release.
-        with contextlib.suppress(Conflict, NotFound):
+        try:
             self.cluster.replace(LEASES, {**lease, "spec": spec})
+        except (Conflict, NotFound):  # someone else has it now, or it is gone: nothing of ours to release
+            return
+        except (ApiError, ApiUnavailable) as exc:
+            logger().warning(
+                "could not give the writers' lease back; it expires on its own",
+                extra={
+                    "identity": self.identity,
+                    "expiresInSeconds": self.duration_seconds,
+                    "error": str(exc),
+                },
+            )
 
     def __enter__(self) -> WriterLease:
         if not self.acquire():

@@ -115,6 +115,8 @@ class EventOutcome:
     recorded: list[str] = field(default_factory=list)
     terminations: list[termination.Termination] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
+    # Instances whose termination another container drives (``termination.drivers``): left to it.
+    driven_elsewhere: list[str] = field(default_factory=list)
     replacement: Replacement | None = None
     marked_unavailable: list[str] = field(default_factory=list)
     # With ``reconcile(defer=True)``: the nodes whose pods the caller's replacement must plan for.
@@ -125,7 +127,7 @@ class EventOutcome:
         """Recorded as an event, acted on (a termination begun or resumed), or nothing of ours."""
         if self.recorded:
             return Disposition.RECORDED
-        if self.terminations or self.resumed:
+        if self.terminations or self.resumed or self.driven_elsewhere:
             return Disposition.ACTED
         return Disposition.NOT_OWNED
 
@@ -135,6 +137,7 @@ class EventOutcome:
             "notOwned": self.not_owned,
             "recorded": self.recorded,
             "resumed": self.resumed,
+            "drivenElsewhere": self.driven_elsewhere,
             "terminating": [t.summary() for t in self.terminations],
             "replacement": (
                 self.replacement.summary()
@@ -206,6 +209,7 @@ def reconcile(
     write_deadline: float | None = None,
     index: OwnershipIndex | None = None,
     defer: bool = False,
+    driver: termination.Driver | None = None,
 ) -> EventOutcome:
     """Act on one parsed event (see the module docstring); ignored events do nothing here.
     ``write_deadline``: when (``ctx.clock.monotonic()``) the replacement must stop writing (None:
@@ -215,7 +219,12 @@ def reconcile(
     caller, who gathers the nodes of every message it holds (``outcome.displaced_nodes``, the
     requests in ``outcome.terminations``) into one replacement (``replace_displaced``) and then
     the first termination steps: a batch of ten warnings is one plan and one launch round, not ten
-    passes queued on the writers' lease one after another."""
+    passes queued on the writers' lease one after another.
+
+    ``driver``: this invocation, as the one driver of the terminations it asks for or resumes
+    (``termination.drivers``): a termination another container has claimed is left to it
+    (``outcome.driven_elsewhere``), as in an AZ-wide reclaim, where EC2's state-change notice for
+    each instance follows the warning another container acts on."""
     outcome = EventOutcome(event)
     if event.action is Action.IGNORE:
         return outcome
@@ -236,11 +245,24 @@ def reconcile(
         return outcome
 
     fresh = [t for t in owned if not objects.is_deleting(t.nodeclaim or {})]
-    # A termination already under way: resume it (its first step now), don't replace again.
-    resumed = [
-        termination.resume(t.nodeclaim or {}, t.node, ctx.clock.now()) for t in owned if t not in fresh
-    ]
-    outcome.resumed = [t.instance_id for t in owned if t not in fresh]
+    # A termination already under way: resume it (its first step now), don't replace again; unless
+    # another container drives it.
+    going = [t for t in owned if t not in fresh]
+    if driver is not None:
+        ours = [t for t in going if termination.drivers.claim(ctx, t.nodeclaim or {}, driver)]
+        elsewhere = [t for t in going if t not in ours]
+        outcome.driven_elsewhere = [t.instance_id for t in elsewhere]
+        if event.kind is EventKind.STATE_CHANGE and elsewhere:
+            # EC2 says the instance is stopping or gone: news its driver learns only at its next
+            # look at EC2, and only while it still drives (the 100-node storm: these notices came
+            # as the warnings' drives ended, and the nodes waited minutes for the provisioner's
+            # passes). One step here, not a drive: a gone instance's termination finishes in it.
+            now = ctx.clock.now()
+            told = [termination.resume(t.nodeclaim or {}, t.node, now) for t in elsewhere]
+            termination.reconcile(ctx, None, asked=told)
+        going = ours
+    resumed = [termination.resume(t.nodeclaim or {}, t.node, ctx.clock.now()) for t in going]
+    outcome.resumed = [t.instance_id for t in going]
     outcome.terminations.extend(termination.reconcile(ctx, None, asked=resumed).terminations)
     if not fresh:
         return outcome
@@ -258,6 +280,7 @@ def reconcile(
         involuntary=True,
         instance_going=event.instance_going,
         deadline=event.deadline,
+        driver=driver,
     )
     terms = [
         termination.request(

@@ -28,16 +28,19 @@ time is spent.
 
 from __future__ import annotations
 
+import random
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import observability, termination
+from nodewright.api import labels
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.cluster.errors import NotFound
@@ -45,6 +48,7 @@ from nodewright.context import remaining_seconds
 from nodewright.interruption import flow
 from nodewright.interruption.events import Action, InterruptionEvent, MalformedMessage, parse_message
 from nodewright.interruption.flow import Disposition, EventOutcome, OwnershipIndex, Replacer
+from nodewright.termination import drivers
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
@@ -74,6 +78,12 @@ IDEMPOTENCY_TTL_SECONDS = (
 DRIVEN_ELSEWHERE_SECONDS = 125.0
 # A replacement stops writing this long before the invocation ends (its drain and report still run).
 WRITE_MARGIN_SECONDS = 3.0
+# The most terminations left behind that one resume scan claims (``termination.drivers``), taken in
+# a random order: containers scanning at once (an AZ-wide reclaim) share them out instead of racing
+# for the same ones, and each tries a few conditional writes, not one per termination of the
+# cluster. As many as one SQS batch's nodes; what no container claims, the provisioner's passes
+# step (and the next scans claim).
+CLAIMS_PER_SCAN = 10
 
 
 class EventInProgress(RuntimeError):
@@ -138,6 +148,10 @@ class InterruptionProcessor:
         self._write_deadline: float | None = None
         self._index: OwnershipIndex | None = None
         self._last_resume_scan = float("-inf")
+        # This container's name on the terminations it drives (``termination.drivers``): one
+        # invocation at a time runs here, so the next one goes on with what the last one claimed.
+        self.driver_identity = f"interruption/{uuid.uuid4().hex[:12]}"
+        self._driver: drivers.Driver | None = None  # this invocation's claims: until it ends
         self._recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.logger = observability.logger()
 
@@ -276,16 +290,27 @@ class InterruptionProcessor:
         scan = now - self._last_resume_scan >= RESUME_SCAN_SECONDS
         if scan:
             self._last_resume_scan = now
-        world = _left_behind(termination.observe(self.ctx), self.ctx.clock.now()) if scan else None
+        world = None
+        if scan:
+            world = self._claimed(
+                _left_behind(termination.observe(self.ctx), self.ctx.clock.now()), budget_seconds
+            )
         done_before = {name for name, term in started.items() if term.done}
         # Every one started here is passed on (a done one is not stepped again, only kept from the
         # scan: one left for EC2 is done while its NodeClaim still waits, deleting).
         report = termination.reconcile(
-            self.ctx, world, asked=list(started.values()), budget_seconds=budget_seconds
+            self.ctx,
+            world,
+            asked=list(started.values()),
+            budget_seconds=budget_seconds,
+            driver=self.driver_identity,
         )
         for term in report.finished:
             if term.nodeclaim in received:
                 self._timing("NodeDrainedSeconds", self._clock() - received.pop(term.nodeclaim))
+        # The drive has ended: its claims go back (``termination.drivers``), so the next look at
+        # a termination still under way, or left for EC2, need not wait for them to expire.
+        drivers.release(self.ctx, [t.nodeclaim for t in report.terminations if t.nodeclaim])
         driven = [t for t in report.terminations if t.nodeclaim not in done_before]
         unfinished = [t.summary() for t in report.unfinished]
         if unfinished:
@@ -317,6 +342,25 @@ class InterruptionProcessor:
         )
 
     # ------------------------------------------------------------------ internals
+    def _claimed(
+        self, world: termination.NodesAndClaims, budget_seconds: float
+    ) -> termination.NodesAndClaims:
+        """What the resume scan drives of ``world``: the terminations this container claims now
+        (``termination.drivers``, at most ``CLAIMS_PER_SCAN``, until this invocation ends); the
+        others, claimed elsewhere or lost to a racing claim, are left to their drivers."""
+        now = self.ctx.clock.now()
+        driver = drivers.Driver(self.driver_identity, now + timedelta(seconds=budget_seconds))
+        deleting = [
+            c
+            for c in world.nodeclaims
+            if objects.is_deleting(c)
+            and labels.TERMINATION_FINALIZER in ((c.get("metadata") or {}).get("finalizers") or ())
+        ]
+        free = [c for c in deleting if not drivers.held_elsewhere(c, driver.holder, now)]
+        random.shuffle(free)
+        ours = set(drivers.claim_each(self.ctx, free, driver, limit=CLAIMS_PER_SCAN))
+        return _without(world, [c for c in deleting if objects.name_of(c) not in ours])
+
     def _replace_displaced(self) -> None:
         """One replacement for the pods of every node this invocation's messages cordoned, before
         their first evictions (``flow.replace_displaced``)."""
@@ -343,7 +387,9 @@ class InterruptionProcessor:
         """Idempotency: ``flow.reconcile`` once per event id, whichever function and container
         gets the event first; the typed outcome of this run, or ``Replayed`` with what the first run
         stored. Without a state table (the CLI, offline) every call runs."""
-        deadline = self.ctx.clock.monotonic() + remaining_seconds(lambda_context) - WRITE_MARGIN_SECONDS
+        left = remaining_seconds(lambda_context)
+        deadline = self.ctx.clock.monotonic() + left - WRITE_MARGIN_SECONDS
+        self._driver = drivers.Driver(self.driver_identity, self.ctx.clock.now() + timedelta(seconds=left))
         idempotent = self._idempotent_handler()
         if idempotent is None:
             return self._handle_once(payload={"event_id": event.event_id}, event=event, deadline=deadline)
@@ -367,7 +413,13 @@ class InterruptionProcessor:
         which objects to read again."""
         self._write_deadline = deadline
         return flow.reconcile(
-            self.ctx, event, replace=self._replace, write_deadline=deadline, index=self._index, defer=True
+            self.ctx,
+            event,
+            replace=self._replace,
+            write_deadline=deadline,
+            index=self._index,
+            defer=True,
+            driver=self._driver,
         )
 
     def _idempotent_handler(self) -> Callable[..., EventOutcome | Replayed] | None:
@@ -456,11 +508,19 @@ def _left_behind(world: termination.NodesAndClaims, now: datetime) -> terminatio
         if (since := objects.parse_time((claim.get("metadata") or {}).get("deletionTimestamp")))
         and (now - since).total_seconds() < DRIVEN_ELSEWHERE_SECONDS
     ]
-    if not young:
+    return _without(world, young)
+
+
+def _without(
+    world: termination.NodesAndClaims, nodeclaims: list[dict[str, Any]]
+) -> termination.NodesAndClaims:
+    """``world`` without ``nodeclaims`` and their Nodes (a Node whose NodeClaim is missing from the
+    world would look like one deleted by hand without a NodeClaim)."""
+    if not nodeclaims:
         return world
-    skipped = {objects.name_of(c) for c in young}
-    their_nodes = {(c.get("status") or {}).get("nodeName") for c in young}
-    their_instances = {objects.nodeclaim_instance_id(c) for c in young}
+    skipped = {objects.name_of(c) for c in nodeclaims}
+    their_nodes = {(c.get("status") or {}).get("nodeName") for c in nodeclaims}
+    their_instances = {objects.nodeclaim_instance_id(c) for c in nodeclaims}
     return termination.NodesAndClaims(
         nodeclaims=[c for c in world.nodeclaims if objects.name_of(c) not in skipped],
         nodes=[

@@ -137,7 +137,7 @@ def reconcile(ctx: Context, world: World, *, guard: WriteGuard | None = None) ->
         for pod in claim_plan.pods if name is not None else ():
             report.nominated[pod_key(pod)] = f"nodeclaim/{name}"
 
-    record_pod_events(ctx, world, pending, report)
+    record_pod_events(ctx, world, pending, report, guard=guard)
     report.cost_per_hour = cluster_cost_per_hour(world, report.launched)
     return report
 
@@ -175,8 +175,19 @@ EVENT_REPEAT_SECONDS = 300.0
 _recent_events: dict[tuple[str, str, str], float] = {}
 
 
-def record_pod_events(ctx: Context, world: World, pending: list[dict[str, Any]], report: PassReport) -> None:
-    """``Nominated`` for pods given capacity, ``FailedScheduling`` with the reason for the others."""
+def record_pod_events(
+    ctx: Context,
+    world: World,
+    pending: list[dict[str, Any]],
+    report: PassReport,
+    *,
+    guard: WriteGuard | None = None,
+) -> None:
+    """``Nominated`` for pods given capacity, ``FailedScheduling`` with the reason for the others.
+
+    One write per pod, the pass's last: once ``guard`` is out of time (or said stop) the rest wait
+    for the next pass, lest a slow API server spend, a read timeout per event, the seconds the
+    lease's release needs (the 100-node storm's provisioner did)."""
     now = time.monotonic()
     for seen, stamp in list(_recent_events.items()):
         if now - stamp > EVENT_REPEAT_SECONDS:
@@ -196,6 +207,10 @@ def record_pod_events(ctx: Context, world: World, pending: list[dict[str, Any]],
         dedup = (key, reason, message)
         if dedup in _recent_events:
             continue
+        if report.stopped is None and guard is not None:
+            report.stopped = guard.out_of_time()
+        if report.stopped is not None:
+            return
         _recent_events[dedup] = now
         ctx.cluster.record_event(pod, reason, message, event_type=kind)
         if kind == "Warning":

@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 from nodewright.state.interfaces import Lease
 
+TIME_IS_UP = "the invocation's time is up; the next pass continues"
+
 
 class WriteGuard:
     """``why_stop()`` is None while the pass may write, else the reason it must stop."""
@@ -48,10 +50,18 @@ class WriteGuard:
                 self.stopped = self._check()
             return self.stopped
 
+    def out_of_time(self) -> str | None:
+        """Why a best-effort write (an event) must wait for the next pass: the guard said stop, or
+        the deadline has passed. Never renews the lease: such writes do not need it."""
+        with self._lock:
+            if self.stopped is None and self._monotonic() >= self._deadline:
+                self.stopped = TIME_IS_UP
+            return self.stopped
+
     def _check(self) -> str | None:
         now = self._monotonic()
         if now >= self._deadline:
-            return "the invocation's time is up; the next pass continues"
+            return TIME_IS_UP
         if self._lease is not None and now - self._renewed_at >= self._renew_every:
             try:
                 self._lease.renew()

@@ -14,6 +14,8 @@ Read in this order:
 * ``terminate`` (one ``step``, ``drive``), ``drain`` (one drain pass, Karpenter's tiers), ``volumes``
   (which VolumeAttachments hold the instance), ``conditions`` (the NodeClaim conditions Karpenter
   writes: termination's ``Drained``, ``VolumesDetached``, ``InstanceTerminating``, and disruption's);
+* ``drivers`` — one container drives a termination at a time: a claim on the NodeClaim (a
+  conditional write) that the others respect until it expires;
 * ``finish_unlaunched`` (a NodeClaim whose launch failed for good: nothing to drain),
   ``finish_leaked`` (an instance with no NodeClaim, which garbage collection found) and
   ``finish_now`` (the removal's last resort past its deadline) are the ways to finish at once.
@@ -25,8 +27,10 @@ waits for and may evict are ``state.pods`` rules.
 
 from __future__ import annotations
 
+from nodewright.termination import drivers
 from nodewright.termination.controller import NodesAndClaims, Observed, TerminationReport, observe, reconcile
 from nodewright.termination.drain import DrainPass, drain_pass
+from nodewright.termination.drivers import Driver
 from nodewright.termination.terminate import (
     DISRUPTED_TAINT,
     Termination,
@@ -42,6 +46,7 @@ from nodewright.termination.terminate import (
 __all__ = [
     "DISRUPTED_TAINT",
     "DrainPass",
+    "Driver",
     "NodesAndClaims",
     "Observed",
     "Termination",
@@ -49,6 +54,7 @@ __all__ = [
     "TerminationRequest",
     "cordon",
     "drain_pass",
+    "drivers",
     "finish_leaked",
     "finish_now",
     "finish_unlaunched",

@@ -78,14 +78,17 @@ def reconcile(
     *,
     asked: Sequence[Termination] = (),
     budget_seconds: float = 0.0,
+    driver: str | None = None,
 ) -> TerminationReport:
     """Drive every termination ``world`` holds and those ``asked`` for since (see the module);
-    ``world`` None: only ``asked``. A termination already done is not stepped again."""
+    ``world`` None: only ``asked``. A termination already done is not stepped again. Of ``world``'s,
+    those another container has claimed (``termination.drivers``; ``driver``: this one's holder name)
+    are left to it."""
     found: list[Termination] = []
     deletions: list[Termination] = []
     if world is not None:
         skip = frozenset(name for t in asked if (name := t.nodeclaim or t.node))
-        found, deletions = in_progress(ctx, world.nodes, world.nodeclaims, skip=skip)
+        found, deletions = in_progress(ctx, world.nodes, world.nodeclaims, skip=skip, driver=driver)
     terms = [*asked, *found, *deletions]
     if budget_seconds > 0:
         drive(ctx, terms, budget_seconds=budget_seconds)

@@ -45,7 +45,7 @@ from nodewright.cluster.errors import NotFound
 from nodewright.cluster.resources import NODECLAIMS, NODES
 from nodewright.spec import deployment
 from nodewright.state.world import INVOLUNTARY_ANNOTATION
-from nodewright.termination import conditions
+from nodewright.termination import conditions, drivers
 from nodewright.termination.drain import DrainPass, drain_pass
 from nodewright.termination.volumes import blocking_attachments
 
@@ -83,6 +83,8 @@ class TerminationRequest:
     instance_going: bool = False
     # Pods still there are deleted by then; None: the NodeClaim's terminationGracePeriod, if any.
     deadline: datetime | None = None
+    # Who drives it (``drivers``), recorded with the request: other containers leave it alone.
+    driver: drivers.Driver | None = None
 
 
 @dataclass
@@ -165,6 +167,8 @@ def request(
     }
     if deadline:
         annotations[DEADLINE_ANNOTATION] = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if asked.driver is not None:
+        annotations[drivers.DRIVER_ANNOTATION] = asked.driver.annotation()
     if claim_name:
         if not objects.is_deleting(nodeclaim or {}):
             # A NodeClaim without our finalizer would vanish at delete and take the record with it.
@@ -456,16 +460,20 @@ def in_progress(
     nodeclaims: Sequence[Obj],
     *,
     skip: frozenset[str] = frozenset(),
+    driver: str | None = None,
 ) -> tuple[list[Termination], list[Termination]]:
     """The terminations the cluster holds: NodeClaims marked for deletion that still carry the
     finalizer (resumed from what they recorded), and Nodes someone deleted by hand
-    (``node_deletions``), as two lists. ``skip``: NodeClaim (or Node) names already being driven."""
+    (``node_deletions``), as two lists. ``skip``: NodeClaim (or Node) names already being driven;
+    NodeClaims another container than ``driver`` has claimed (``drivers``) are left to it."""
     now = ctx.clock.now()
     by_instance = {objects.node_instance_id(n): n for n in nodes}
     resumed = [
         resume(claim, by_instance.get(objects.nodeclaim_instance_id(claim)), now)
         for claim in nodeclaims
-        if _held_for_termination(claim) and objects.name_of(claim) not in skip
+        if _held_for_termination(claim)
+        and objects.name_of(claim) not in skip
+        and not drivers.held_elsewhere(claim, driver, now)
     ]
     return resumed, node_deletions(ctx, nodes, nodeclaims, skip=skip)
 
