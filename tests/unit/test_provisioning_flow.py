@@ -29,6 +29,7 @@ from nodewright.context import Context
 from nodewright.provisioning import flow, garbage, lifecycle, nodeclaims, planning
 from nodewright.settings import Settings
 from nodewright.state import nodepools
+from nodewright.state.guard import WriteGuard
 from test_scheduling_support import catalog
 
 
@@ -978,8 +979,6 @@ def test_a_converted_v1beta1_nodepools_kubelet_reaches_the_launch(world: Any) ->
 
 
 def test_a_pass_that_loses_its_lease_stops_writing_and_the_next_pass_finishes(world: Any) -> None:
-    from nodewright.state.guard import WriteGuard
-
     ctx, cluster, cloud = one_launch_at_a_time(world)
     cluster.add("NodeClaim", hand_made_nodeclaim("first"))
     cluster.add("NodeClaim", hand_made_nodeclaim("second"))
@@ -1003,8 +1002,6 @@ def test_a_pass_that_loses_its_lease_stops_writing_and_the_next_pass_finishes(wo
 
 
 def test_a_pass_renews_its_lease_while_it_writes(world: Any) -> None:
-    from nodewright.state.guard import WriteGuard
-
     ctx, cluster, cloud = one_launch_at_a_time(world)
     for name in ("a", "b", "c"):
         cluster.add("NodeClaim", hand_made_nodeclaim(name))
@@ -1023,23 +1020,26 @@ def test_a_pass_renews_its_lease_while_it_writes(world: Any) -> None:
     assert cluster.lease.renewals == 2  # before the second and the third launch
 
 
-def test_a_pass_stops_writing_at_its_deadline(world: Any) -> None:
-    from nodewright.state.guard import WriteGuard
-
-    ctx, cluster, cloud = one_launch_at_a_time(world)
-    for name in ("a", "b"):
-        cluster.add("NodeClaim", hand_made_nodeclaim(name))
+def launches_past_the_deadline(ctx: Any, cloud: Any) -> Any:
+    """Each launch takes 20 s on the pass's clock; the write guard's deadline is 11 s away, so the
+    first launch runs past it."""
     real = cloud.create
 
     def slow_create(request: Any) -> LaunchResult:
         ctx.clock.advance(20)
         return real(request)
 
-    cloud.create = slow_create  # type: ignore[method-assign]
+    cloud.create = slow_create
     deadline = ctx.clock.monotonic() + 11
-    guard = WriteGuard(None, deadline=deadline, lease_seconds=30, monotonic=ctx.clock.monotonic)
+    return WriteGuard(None, deadline=deadline, lease_seconds=30, monotonic=ctx.clock.monotonic)
 
-    report = flow.provision(ctx, guard)
+
+def test_a_pass_stops_writing_at_its_deadline(world: Any) -> None:
+    ctx, cluster, cloud = one_launch_at_a_time(world)
+    for name in ("a", "b"):
+        cluster.add("NodeClaim", hand_made_nodeclaim(name))
+
+    report = flow.provision(ctx, launches_past_the_deadline(ctx, cloud))
 
     assert len(report.launched) == 1
     assert report.stopped is not None
@@ -1050,23 +1050,11 @@ def test_a_pass_past_its_deadline_sends_no_pod_events(world: Any) -> None:
     """The 100-node storm's provisioner: a pass whose writes ran to the deadline went on posting a
     ``Nominated`` event per pod against a loaded API server (a read timeout each) until the
     invocation's last second, so the lease could not be given back. Events wait for the next pass."""
-    from nodewright.state.guard import WriteGuard
-
     ctx, cluster, cloud = one_launch_at_a_time(world)
     for name in ("p1", "p2"):
         cluster.add("Pod", pending_pod(name))
-    real = cloud.create
 
-    def slow_create(request: Any) -> LaunchResult:
-        ctx.clock.advance(20)
-        return real(request)
-
-    cloud.create = slow_create  # type: ignore[method-assign]
-    guard = WriteGuard(
-        None, deadline=ctx.clock.monotonic() + 11, lease_seconds=30, monotonic=ctx.clock.monotonic
-    )
-
-    report = flow.provision(ctx, guard)
+    report = flow.provision(ctx, launches_past_the_deadline(ctx, cloud))
 
     assert report.stopped is not None
     assert "time is up" in report.stopped
