@@ -30,7 +30,7 @@ def measure(bursts: int, pods: int, *, wakeup: bool, say: Any) -> dict[str, Any]
     from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
     from sandbox import Sandbox
-    from sandbox.runtime import Runtime
+    from sandbox.runtime.stack import Runtime
     from sandbox.scenarios.workloads import nodeclass, nodepool
 
     latencies: list[float] = []

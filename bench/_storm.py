@@ -5,7 +5,7 @@ of ``nodes x pods`` pods under a PodDisruptionBudget (each node holds ``pods`` o
 node gets its EC2 Spot Instance Interruption Warning within about a second, put on the default
 event bus as EC2 puts it. From there everything is the stack's: the rules deliver each warning to
 the interruption queue and, directly, to ``spot_events``; the queue's event source mapping scales
-out in batches of 10 up to its maximum concurrency (``sandbox.runtime.QueueSource``), the direct
+out in batches of 10 up to its maximum concurrency (``sandbox.runtime.stack.QueueSource``), the direct
 path runs at its reserved concurrency; both deduplicate through the idempotency records in the
 state table; the provisioner keeps running on its schedule; the spot market takes every instance
 back two minutes after its warning, drained or not.
@@ -41,7 +41,7 @@ from typing import Any
 from nodewright.interruption.events import EventKind
 from nodewright.spec import deployment
 
-from sandbox import events
+from sandbox.runtime import events
 
 # One instance type so each node holds exactly ``pods`` pods; spot, as the reclaim needs.
 INSTANCE_TYPE = "m5.large"
@@ -196,7 +196,7 @@ class Storm:
         from nodewright.provisioning import provision
 
         from sandbox.harness import environment
-        from sandbox.lambdas import load_function
+        from sandbox.runtime.lambdas import load_function
 
         quiet = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
         try:
@@ -304,7 +304,7 @@ class Storm:
         warnings within a second."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from sandbox.runtime import RECLAIM_TAG
+        from sandbox.runtime.stack import RECLAIM_TAG
 
         by_instance = {n["spec"]["providerID"].rsplit("/", 1)[-1]: n["metadata"]["name"] for n in nodes}
         ids = list(by_instance)
@@ -397,7 +397,7 @@ class Storm:
         from nodewright.cluster.resources import NODECLAIMS, NODES
 
         from sandbox import Sandbox
-        from sandbox.runtime import Runtime
+        from sandbox.runtime.stack import Runtime
 
         began = time.monotonic()
         stop = threading.Event()

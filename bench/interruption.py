@@ -29,8 +29,8 @@ from typing import Any
 
 from bench._report import print_figures, save
 from bench._storm import NOTICE_SECONDS, Storm
-from sandbox import events
 from sandbox.harness import environment
+from sandbox.runtime import events
 
 # The storm's goals (issue 30).
 CORDON_GOAL_SECONDS = 30.0
@@ -92,7 +92,7 @@ def _throughput(messages: int) -> dict[str, Any]:
         sb.apply_crds()
         from nodewright.cluster import reset_connections
 
-        from sandbox.lambdas import load_function
+        from sandbox.runtime.lambdas import load_function
 
         app = load_function("interruption")
         try:

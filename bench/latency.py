@@ -247,8 +247,8 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
     after the previous one would."""
     from nodewright.provisioning import garbage
 
-    from sandbox.events import scheduled_event
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.events import scheduled_event
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     app = load_function("provisioner")
     durations = []
@@ -265,8 +265,8 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
 
 def idle_disruption_seconds(story: Any, runs: int) -> list[float]:
     """Durations of disruption handler invocations with nothing to remove (the first one is cold)."""
-    from sandbox.events import scheduled_event
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.events import scheduled_event
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     app = load_function("disruption")
     durations = []

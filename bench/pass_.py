@@ -563,7 +563,7 @@ def run(args: argparse.Namespace) -> int:
     from nodewright.spec.deployment import FUNCTIONS
 
     from sandbox import Sandbox
-    from sandbox.runtime import Runtime
+    from sandbox.runtime.stack import Runtime
 
     _index_moto_tags()
     with Sandbox(cluster_name="bench-pass", simulators=False) as sb:

@@ -109,9 +109,9 @@ def measure(pods: int, design: str, say: Callable[[str], None]) -> dict[str, Run
 
     from sandbox import Sandbox
     from sandbox.harness import quiet_functions
-    from sandbox.runtime import Runtime
+    from sandbox.runtime.stack import Runtime
+    from sandbox.runtime.wakeup import BlackHole, FunctionUrl
     from sandbox.simulators.kube import Kube
-    from sandbox.wakeup import BlackHole, FunctionUrl
 
     results: dict[str, Run] = {}
     with quiet_functions(), Sandbox(cluster_name="bench-stall", simulators=False) as sb:

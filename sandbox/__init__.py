@@ -11,8 +11,9 @@ Its rooms:
 * ``iam/``: IAM policy evaluation of every AWS request a function makes;
 * ``scenarios/``: what is told or checked on top (the demo, the chaos run, the reliability rig and
   the workloads they apply);
-* the top level: the orchestrator (``cluster``), the functions run as Lambda runs them
-  (``runtime``, ``lambdas``, ``wakeup``, ``events``) and the CLI.
+* ``runtime/``: the functions run as Lambda runs them (the stack's containers and triggers, the
+  wake-up's URL, the events they receive, the handler loader, ``sandbox up``'s live log);
+* the top level: the orchestrator (``cluster``), the harness the demo and benches share, and the CLI.
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def run_kubeconfig(args: argparse.Namespace) -> int:
 
 
 def run_interrupt(args: argparse.Namespace) -> int:
-    from sandbox.runtime import interrupt
+    from sandbox.runtime.stack import interrupt
 
     running = _running(args)
     if running is None:
@@ -240,8 +240,8 @@ def run_up(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, sandbox: Any, stop: threading.Event) -> None:
     """Record the environment, start the functions and the live log, wait for Ctrl-C."""
-    from sandbox.livelog import LiveLog, printer
-    from sandbox.runtime import Runtime
+    from sandbox.runtime.livelog import LiveLog, printer
+    from sandbox.runtime.stack import Runtime
 
     env = sandbox.env()
     record = sandbox.state_dir / "sandbox.json"

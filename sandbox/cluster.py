@@ -7,7 +7,7 @@
 
 AWS is moto behind IAM enforcement (sandbox.iam): every request a function makes is evaluated
 against that function's own policy from the synthesized stack. ``env(function=NAME)`` carries a
-function's role credentials; ``sandbox.lambdas.load_function`` binds each handler it loads to its
+function's role credentials; ``sandbox.runtime.lambdas.load_function`` binds each handler it loads to its
 own role; the sandbox's own clients (``aws_client``) act as the account's owner.
 
 ``kubeconfig=PATH`` runs the same simulators against any API server (the emulator stays off), which

@@ -157,8 +157,8 @@ class SandboxRun:
         self._thread.start()
 
     def _invoke_forever(self) -> None:
-        from sandbox.events import scheduled_event
-        from sandbox.lambdas import load_function, provisioner_invocation
+        from sandbox.runtime.events import scheduled_event
+        from sandbox.runtime.lambdas import load_function, provisioner_invocation
 
         app = load_function("provisioner")
         while not self._stop.is_set():
@@ -172,7 +172,7 @@ class SandboxRun:
 
     def reclaim_spot_instance(self, instance_id: str, after_seconds: float) -> None:
         """EC2 takes a warned spot instance back when its notice is up, whether or not the product
-        drained it first (``sandbox.runtime.SpotMarket`` does the same for ``sandbox up``)."""
+        drained it first (``sandbox.runtime.stack.SpotMarket`` does the same for ``sandbox up``)."""
 
         def reclaim() -> None:
             ec2 = self.sandbox.aws_client("ec2")

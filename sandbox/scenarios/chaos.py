@@ -285,7 +285,7 @@ class Chaos:
                 self.queue.append(event)
             return kind
         if kind == "late-message":  # a warning about an instance already gone (or never ours)
-            from sandbox.events import spot_warning
+            from sandbox.runtime.events import spot_warning
 
             gone = self.terminated_instances() or ["i-0123456789abcdef0"]
             self.queue.append(spot_warning(rng.choice(gone), rig.region))
@@ -337,7 +337,7 @@ class Chaos:
         hold after each step; the settling rounds are a simulated minute apart (one provisioner pass
         a minute, not the deployed loop), so a pod that needs a new node is seen pending over 60 s
         there by construction, and settling has its own end: every pod running."""
-        from sandbox import events
+        from sandbox.runtime import events
 
         rig = self.rig
         before = len(rig.functions.outcomes)

@@ -30,7 +30,6 @@ import threading
 import time
 from typing import Any
 
-from sandbox import events
 from sandbox.harness import (
     REGION,
     SEEDS,
@@ -41,6 +40,7 @@ from sandbox.harness import (
     seed_objects,
     warm_catalog,
 )
+from sandbox.runtime import events
 from sandbox.scenarios.demo_disruption import DisruptionRunner, consolidate, drift
 
 SEED_PODS = ("web-pod", "gpu-pod", "batch-pod")
@@ -312,7 +312,7 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> tuple[bool, st
     NodeClaim left for EC2's reclaim (``released_after_reclaim`` checks it at the story's end)."""
     from nodewright.cluster.resources import NODECLAIMS, PDBS
 
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     cluster = story.cluster
     story.say("Part two: EC2 reclaims a spot node")

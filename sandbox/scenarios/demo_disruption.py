@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from sandbox import events
+from sandbox.runtime import events
 
 BURST = "burst"
 BURST_TAINT = {"key": "nodewright.io/demo", "value": BURST, "effect": "NoSchedule"}
@@ -36,7 +36,7 @@ class DisruptionRunner:
     """The real disruption handler, invoked back to back; each invocation's report narrated once."""
 
     def __init__(self, story: Any, region: str) -> None:
-        from sandbox.lambdas import load_function
+        from sandbox.runtime.lambdas import load_function
 
         self.story = story
         self.region = region
@@ -46,7 +46,7 @@ class DisruptionRunner:
 
     def invoke(self, watcher: Any = None) -> dict[str, Any]:
         """One invocation; while it runs, ``watcher`` (if any) narrates the cluster every 0.5 s."""
-        from sandbox.lambdas import LambdaContext
+        from sandbox.runtime.lambdas import LambdaContext
 
         result: dict[str, Any] = {}
 

@@ -32,9 +32,9 @@ from typing import Any
 
 from nodewright.spec import deployment
 
-from sandbox import events
 from sandbox.aws.server import forget_terminated_instances
-from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+from sandbox.runtime import events
+from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 
 # The product's timeouts the invariants are stated against (provisioning/lifecycle.py).
 REGISTRATION_TIMEOUT = timedelta(minutes=15)
@@ -816,7 +816,7 @@ class Rig:
         if event is None:
             event = events.scheduled_event(region=self.region, rule=name)
         redirect = contextlib.redirect_stdout(self.log) if self.log is not None else contextlib.nullcontext()
-        # The provisioner's loop is shortened, not its invocation (sandbox.lambdas); set here, in the
+        # The provisioner's loop is shortened, not its invocation (sandbox.runtime.lambdas); set here, in the
         # caller's thread, so a killed invocation cannot leave the loop's budget changed.
         shortened = (
             provisioner_invocation(ROUND_LOOP_SECONDS)

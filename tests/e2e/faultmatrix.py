@@ -17,7 +17,7 @@ from typing import Any
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
-from sandbox import events
+from sandbox.runtime import events
 from sandbox.scenarios.reliability import Rig, running_pods
 from sandbox.scenarios.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 

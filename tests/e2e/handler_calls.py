@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import pytest
 from nodewright.cluster.resources import NODES, PODS
 
-from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+from sandbox.runtime.events import scheduled_event
+from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 
 T = TypeVar("T")
 # Every wait's timeout is multiplied by this: a timeout bounds a hang and asserts nothing, and the

@@ -40,8 +40,8 @@ from nodewright.cluster.resources import (
 from nodewright.disruption import consolidation, drift, flow
 
 from sandbox.apiserver.testing import kubectl
-from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+from sandbox.runtime.events import scheduled_event
+from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
 
 # Each test takes 15-80 s on a quiet machine; a loaded one (CI, shared cores) needs the margin.

@@ -7,7 +7,7 @@ import pytest
 from faultmatrix import SMALL_TYPES, ZONES, failed, instances, settle, sqs, start
 
 from sandbox.aws.faults import ApiFault
-from sandbox.events import spot_warning
+from sandbox.runtime.events import spot_warning
 from sandbox.scenarios.reliability import Rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-cloud")]

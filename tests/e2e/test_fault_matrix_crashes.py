@@ -12,8 +12,13 @@ from faultmatrix import APP, instances, kill_each, requirements, scale, settle, 
 from nodewright.checkpoints import POINTS
 from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, NODES
 
-from sandbox.events import scheduled_event
-from sandbox.lambdas import PROVISIONER_TIMEOUT_SECONDS, LambdaContext, load_function, provisioner_invocation
+from sandbox.runtime.events import scheduled_event
+from sandbox.runtime.lambdas import (
+    PROVISIONER_TIMEOUT_SECONDS,
+    LambdaContext,
+    load_function,
+    provisioner_invocation,
+)
 from sandbox.scenarios.reliability import Rig, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-crashes")]

@@ -8,7 +8,7 @@ import pytest
 from faultmatrix import APP, failed, instances, requirements, running, scale, settle, sqs, start
 from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS
 
-from sandbox.events import spot_warning
+from sandbox.runtime.events import spot_warning
 from sandbox.scenarios.reliability import Rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-nodes")]

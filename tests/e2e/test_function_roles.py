@@ -26,10 +26,10 @@ from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NOD
 from nodewright.disruption import consolidation, drift, flow
 from nodewright.state.pods import is_provisionable
 
-from sandbox import events
 from sandbox.aws.server import aws_client
-from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+from sandbox.runtime import events
+from sandbox.runtime.events import scheduled_event
+from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]

@@ -22,8 +22,8 @@ from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, 
 from nodewright.state.pods import is_provisionable
 from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
 
-from sandbox import events
-from sandbox.lambdas import LambdaContext, load_function
+from sandbox.runtime import events
+from sandbox.runtime.lambdas import LambdaContext, load_function
 from sandbox.scenarios.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -142,7 +142,7 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
     # schedule, or the wake-up on the evicted pods' FailedScheduling): the replacement's kubelet
     # registers it tainted karpenter.sh/unregistered, and the provisioner's lifecycle pass lifts the
     # taint, so the evicted pods can land there and the PDB lets the drain go on.
-    from sandbox.runtime import Runtime
+    from sandbox.runtime.stack import Runtime
 
     runtime = Runtime(sandbox, functions=("provisioner",), schedules={"provisioner": 2}, wakeup=False).start()
     try:

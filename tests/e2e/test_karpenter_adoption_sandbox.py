@@ -24,8 +24,8 @@ from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, 
 
 from sandbox.apiserver.testing import kubectl
 from sandbox.aws.eks_amis import nodeadm_user_data
-from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+from sandbox.runtime.events import scheduled_event
+from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, nodeclass
 
 pytestmark = [

@@ -28,8 +28,8 @@ from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, 
 from nodewright.disruption import flow as disruption_flow
 
 from sandbox.apiserver.testing import kubectl
-from sandbox.events import scheduled_event
-from sandbox.lambdas import LambdaContext, load_function, provisioner_invocation
+from sandbox.runtime.events import scheduled_event
+from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.scenarios.workloads import nodeclass, nodepool
 
 pytestmark = [

@@ -17,8 +17,8 @@ from nodewright.api import labels
 from nodewright.cluster.errors import Invalid
 from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
 
-from sandbox.events import scheduled_event
-from sandbox.lambdas import load_function, provisioner_invocation
+from sandbox.runtime.events import scheduled_event
+from sandbox.runtime.lambdas import load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-e2e")]

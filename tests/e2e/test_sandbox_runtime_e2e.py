@@ -17,8 +17,8 @@ from handler_calls import wait_for
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
-from sandbox.livelog import LiveLog
-from sandbox.runtime import Runtime, interrupt
+from sandbox.runtime.livelog import LiveLog
+from sandbox.runtime.stack import Runtime, interrupt
 from sandbox.scenarios.workloads import nodeclass, nodepool
 
 pytestmark = [

@@ -1,7 +1,7 @@
 """``cdk destroy`` in the sandbox: the removal leaves nothing behind, in the cluster or in AWS.
 
 The cluster is a deployed one: the wake-up and the CRD conversion installed as ``nodewright
-install-webhooks`` installs them (sandbox/wakeup.py), the seeds' v1beta1 EC2NodeClass and NodePool
+install-webhooks`` installs them (sandbox/runtime/wakeup.py), the seeds' v1beta1 EC2NodeClass and NodePool
 applied unconverted (stored as v1), nodes Nodewright launched running a deployment under a
 PodDisruptionBudget and a ``karpenter.sh/do-not-disrupt`` pod that keeps away from it (two nodes at
 least), and the cluster's own managed node group (two instances) where the workload can go. Then
@@ -40,7 +40,7 @@ from nodewright.spec.deployment import FUNCTIONS
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.aws.eks_amis import nodeadm_user_data
 from sandbox.harness import CLUSTER, SEEDS
-from sandbox.runtime import INHERITED, Runtime, Worker
+from sandbox.runtime.stack import INHERITED, Runtime, Worker
 from sandbox.scenarios.workloads import DEPLOYMENTS, deployment
 from sandbox.shared_data import REPO_ROOT
 

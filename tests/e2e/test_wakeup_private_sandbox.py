@@ -1,5 +1,5 @@
 """The private wake-up (``-c wakeup=private``) end to end in the sandbox: the emulator calls the
-webhook through the load balancer's stand-in (``sandbox.wakeup.LoadBalancer``) on
+webhook through the load balancer's stand-in (``sandbox.runtime.wakeup.LoadBalancer``) on
 ``https://localhost``, trusting only the certificate the stack makes for that name, which sits in
 moto's ACM and is rendered as every webhook's ``caBundle`` as ``nodewright install-webhooks`` renders
 it; the listener forwards only POST on the admit and convert paths, in the load balancer's Lambda
@@ -25,7 +25,7 @@ from test_wakeup_sandbox import IMAGE, SEED_NODECLASS, SEED_NODEPOOL, TICK_SECON
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.harness import CLUSTER
-from sandbox.runtime import Runtime
+from sandbox.runtime.stack import Runtime
 
 pytestmark = [
     pytest.mark.e2e,
@@ -38,7 +38,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def private() -> Iterator[tuple[Any, Runtime, Any]]:
     from sandbox import Sandbox
-    from sandbox.wakeup import LoadBalancer
+    from sandbox.runtime.wakeup import LoadBalancer
 
     with Sandbox(cluster_name=CLUSTER, boot_delay=0.2, init_delay=0.2) as sb:
         sb.apply_crds()

@@ -36,7 +36,7 @@ from nodewright.spec.deployment import WEBHOOK_CONCURRENCY
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.harness import CLUSTER, SEEDS
-from sandbox.runtime import Runtime
+from sandbox.runtime.stack import Runtime
 from sandbox.scenarios.workloads import DEPLOYMENTS, deployment, nodepool
 
 pytestmark = [
@@ -97,14 +97,14 @@ def _provisioner_runs(runtime: Runtime) -> list[dict[str, Any]]:
 
 
 def _lambda_api(runtime: Runtime) -> Any:
-    from sandbox.wakeup import LambdaApi
+    from sandbox.runtime.wakeup import LambdaApi
 
     (api,) = [t for t in runtime.triggers if isinstance(t, LambdaApi)]
     return api
 
 
 def test_a_request_without_the_secret_path_is_404_and_wakes_nothing(idle: tuple[Any, Runtime]) -> None:
-    from sandbox.wakeup import FunctionUrl
+    from sandbox.runtime.wakeup import FunctionUrl
 
     _sb, runtime = idle
     (url,) = [t for t in runtime.triggers if isinstance(t, FunctionUrl)]
@@ -344,7 +344,7 @@ def test_the_secret_rotates_without_an_outage(idle: tuple[Any, Runtime]) -> None
     from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
     from nodewright.wakeup.webhook import SECRET_MAX_AGE_SECONDS
 
-    from sandbox.wakeup import FunctionUrl, make_secret
+    from sandbox.runtime.wakeup import FunctionUrl, make_secret
 
     sb, runtime = idle
     (url,) = [t for t in runtime.triggers if isinstance(t, FunctionUrl)]
@@ -409,7 +409,7 @@ def test_the_secret_rotates_without_an_outage(idle: tuple[Any, Runtime]) -> None
 def test_an_unreachable_webhook_changes_nothing_and_the_schedule_still_provisions(
     idle: tuple[Any, Runtime],
 ) -> None:
-    from sandbox.wakeup import FunctionUrl
+    from sandbox.runtime.wakeup import FunctionUrl
 
     sb, runtime = idle
     admin = sb.admin_cluster()
@@ -442,7 +442,7 @@ def test_an_unreachable_webhook_changes_nothing_and_the_schedule_still_provision
 
 
 def _url(runtime: Runtime) -> Any:
-    from sandbox.wakeup import FunctionUrl
+    from sandbox.runtime.wakeup import FunctionUrl
 
     (url,) = [t for t in runtime.triggers if isinstance(t, FunctionUrl)]
     return url

@@ -22,8 +22,8 @@ from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 from nodewright.state.pods import is_provisionable
 
-from sandbox.events import scheduled_event
-from sandbox.lambdas import load_function, provisioner_invocation
+from sandbox.runtime.events import scheduled_event
+from sandbox.runtime.lambdas import load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, nodeclass, nodepool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("zone-topology-e2e")]

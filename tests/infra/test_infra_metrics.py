@@ -163,8 +163,8 @@ def test_scheduled_handlers_emit_the_heartbeat_after_every_completed_invocation_
     import importlib
     from types import SimpleNamespace
 
-    from sandbox.events import scheduled_event
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.events import scheduled_event
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     module = load_function(function)
     monkeypatch.setattr(module.container, "get", SimpleNamespace)  # no AWS, no cluster
@@ -340,7 +340,7 @@ def test_the_provisioner_counts_handled_and_stale_wakeups_with_the_service_only(
     from nodewright import observability, provisioning
     from nodewright.wakeup.events import wakeup_event
 
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     # The container's Metrics reads POWERTOOLS_SERVICE_NAME when built, as in Lambda; the cached
     # one of this test process may predate the fixture's variable.

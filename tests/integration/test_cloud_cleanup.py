@@ -26,7 +26,7 @@ from nodewright.cloud.launchtemplates import CLUSTER_TAG, LaunchTemplates
 from nodewright.cloud.provider import CloudProvider
 from nodewright.settings import Settings
 
-from sandbox.lambdas import LambdaContext, load_function
+from sandbox.runtime.lambdas import LambdaContext, load_function
 
 REGION = "us-east-1"
 CLUSTER = "demo"

@@ -14,7 +14,7 @@ from nodewright.cloud import aws
 from nodewright.cloud.state import DynamoDBStateStore, create_state_table
 from nodewright.settings import Settings
 
-from sandbox.lambdas import load_function
+from sandbox.runtime.lambdas import load_function
 
 TABLE = "nodewright-state"
 

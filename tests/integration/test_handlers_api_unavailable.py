@@ -16,7 +16,7 @@ from nodewright.cluster import ApiUnavailable
 from nodewright.context import ContainerContext, Context
 from nodewright.settings import Settings
 
-from sandbox.lambdas import load_function
+from sandbox.runtime.lambdas import load_function
 
 
 @dataclass

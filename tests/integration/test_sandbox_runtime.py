@@ -15,8 +15,8 @@ import pytest
 from moto import mock_aws
 from nodewright.spec.deployment import FunctionSpec
 
-from sandbox import events
-from sandbox.runtime import Invocation, QueueSource, Worker
+from sandbox.runtime import events
+from sandbox.runtime.stack import Invocation, QueueSource, Worker
 
 APP = textwrap.dedent(
     """
@@ -271,7 +271,7 @@ def test_a_failed_invocation_returns_the_whole_batch() -> None:
 def test_ec2_announces_each_of_the_clusters_instances_going_once_on_the_default_bus() -> None:
     """The storm's reclaimed instances reach the interruption queue as EC2 State-change
     Notifications, as in AWS; without them only the product's own passes saw them gone."""
-    from sandbox.runtime import InstanceStateChanges
+    from sandbox.runtime.stack import InstanceStateChanges
 
     ec2 = boto3.client("ec2", region_name="us-east-1")
     sqs = boto3.client("sqs", region_name="us-east-1")

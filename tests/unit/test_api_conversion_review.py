@@ -452,7 +452,7 @@ def _serve(review: Any) -> tuple[dict[str, Any], Recorder]:
     function's Lambda handler (``functions/webhook/app.py``) to its container's ``Webhook``."""
     from nodewright.wakeup.webhook import PathSecrets, Webhook
 
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     app = load_function("webhook")
     recorder = Recorder()

@@ -74,7 +74,7 @@ def test_the_storm_bench_splits_each_nodes_time_to_cordon_by_the_first_delivery_
     import json
 
     from bench._storm import Storm
-    from sandbox import events
+    from sandbox.runtime import events
 
     storm = Storm(2, 1)
     nodes = [

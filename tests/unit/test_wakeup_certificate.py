@@ -18,7 +18,7 @@ from moto import mock_aws
 from nodewright.spec.iam import certificate_tags
 from nodewright.wakeup.certificate import self_signed
 
-from sandbox.lambdas import LambdaContext, load_function
+from sandbox.runtime.lambdas import LambdaContext, load_function
 
 NAME = "internal-nodewright-1234567890.eu-west-1.elb.amazonaws.com"
 

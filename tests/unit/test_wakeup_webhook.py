@@ -406,7 +406,7 @@ def test_a_wakeup_event_is_told_from_a_schedule_event_and_carries_when_it_was_se
 
 
 def test_the_handler_answers_500_when_the_function_is_misconfigured(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     monkeypatch.delenv("CLUSTER_NAME", raising=False)
     app = load_function("webhook")
@@ -543,7 +543,7 @@ def test_the_function_never_logs_the_secret_for_a_wrong_right_or_previous_one(
     from moto import mock_aws
     from nodewright.observability import logger_level
 
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     wrong = "w" * 48
     for key, value in {

@@ -26,7 +26,7 @@ from nodewright.context import ContainerContext, Context
 from nodewright.interruption.processing import InterruptionProcessor
 from nodewright.settings import Settings
 
-from sandbox.lambdas import load_function
+from sandbox.runtime.lambdas import load_function
 from sandbox.shared_data import REPO_ROOT
 
 from .interruption_support import INSTANCE

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nodewright.interruption.events import MalformedMessage, parse_message
 
-from sandbox import events
+from sandbox.runtime import events
 
 from .interruption_support import INSTANCE, CountingReplacement, FakeLambdaContext
 

@@ -18,13 +18,13 @@ from nodewright.cluster import ApiUnavailable
 from nodewright.cluster.resources import PODS
 from nodewright.interruption import flow
 
-from sandbox import events
+from sandbox.runtime import events
 
 from .interruption_support import INSTANCE, CountingReplacement, FakeLambdaContext
 
 
 def spot_event(event_id: str = "spot-1", instance: str = INSTANCE) -> dict[str, Any]:
-    """A spot warning for ``instance`` whose notice was just given (sandbox.events, with a fixed id)."""
+    """A spot warning for ``instance`` whose notice was just given (sandbox.runtime.events; a fixed id)."""
     return {**events.spot_warning(instance, "us-west-2"), "id": event_id}
 
 

@@ -1,7 +1,7 @@
 """Running the real Lambda handlers locally, as Lambda runs them.
 
 The demo, the benchmarks, the tests and the sandbox's function workers all invoke
-``functions/<name>/app.py`` with a Lambda-shaped context (events come from ``sandbox.events``);
+``functions/<name>/app.py`` with a Lambda-shaped context (events come from ``sandbox.runtime.events``);
 this module is the one place that knows how.
 """
 

@@ -22,7 +22,7 @@
   ``nodewright sandbox interrupt`` (tag ``sandbox:reclaim-at``) is terminated when its two
   minutes are up, as EC2 does, whether or not the product drained it first.
 
-* The **wake-up** (sandbox/wakeup.py), when the ``webhook`` function runs: its function URL on
+* The **wake-up** (sandbox/runtime/wakeup.py), when the ``webhook`` function runs: its function URL on
   127.0.0.1 (HTTPS), Lambda's Invoke API for the provisioner's ``wakeup`` alias, the secret, and the
   ValidatingWebhookConfiguration registered with the emulator, which calls it as kube-apiserver
   would when a pod becomes unschedulable.
@@ -45,8 +45,8 @@ from typing import Any
 
 from nodewright.spec import deployment
 
-from sandbox import events
 from sandbox.aws.server import aws_client
+from sandbox.runtime import events
 
 RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market takes the instance back
 # Lambda's Init phase (imports, the handler module's top level) has 10 s of its own on a cold start:
@@ -100,7 +100,7 @@ def _worker_main(
     os.dup2(log, 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (the process's own stdout)
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    from sandbox.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext, load_function
 
     app = load_function(name, app_path[0] if app_path else None)
     conn.send(("ready", None))  # the Init phase is over
@@ -616,10 +616,10 @@ class Runtime:
         self.function_names = tuple(functions)
         self.schedules = dict(deployment.SCHEDULES if schedules is None else schedules)
         self.extra_env = dict(env or {})
-        # Variables one function has besides the others' (the webhook's, set by sandbox/wakeup.py).
+        # Variables one function has besides the others' (the webhook's, set by sandbox/runtime/wakeup.py).
         self.function_envs: dict[str, dict[str, str]] = {}
         self.wakeup = wakeup and "webhook" in self.function_names
-        self.wakeup_mode = wakeup_mode  # "public" (a function URL) or "private" (sandbox/wakeup.py)
+        self.wakeup_mode = wakeup_mode  # "public" (a function URL) or "private" (sandbox/runtime/wakeup.py)
         self.function_url = ""
         self.workers: dict[str, Worker] = {}  # each function's first container
         self.pools: dict[str, list[Worker]] = {}  # its further ones (``container``), as Lambda scales out
@@ -750,7 +750,7 @@ class Runtime:
             trigger.start(self)
             self.triggers.append(trigger)
         if self.wakeup:
-            from sandbox import wakeup
+            from sandbox.runtime import wakeup
 
             url, lambda_api = wakeup.install(self, self.wakeup_mode)
             self.triggers += [url, lambda_api]

@@ -52,10 +52,10 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.spec import deployment
 
-from sandbox.runtime import Invocation, Trigger, Worker
+from sandbox.runtime.stack import Invocation, Trigger, Worker
 
 if TYPE_CHECKING:
-    from sandbox.runtime import Runtime
+    from sandbox.runtime.stack import Runtime
 
 # Lambda's synchronous request payload limit.
 MAX_REQUEST_BYTES = 6 * 1024 * 1024
