@@ -66,7 +66,7 @@ def unreadable(exc: OSError | ValueError) -> str:
 def run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from nodewright.interruption.events import MalformedMessage, parse_message
+    from nodewright.interruption.events import Action, MalformedMessage, parse_message
 
     failures = 0
     for name in args.files:
@@ -100,6 +100,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"  why:       {summary['reason']}")
         for note in summary.get("notes", []):
             print(f"  tolerated: {note}")
-        if summary["action"] != "ignore":
+        if event.action is not Action.IGNORE:
             print("  instances without a NodeClaim in the cluster are not ours: acknowledged and counted")
     return 1 if failures else 0
