@@ -13,7 +13,10 @@ burst the scheduler marks with a second's pause in between is two batches, as wi
 seconds from the batch closing (the provisioner's batching window returned, timed in this process)
 to its last CreateFleet request sent and answered: a pass launches its NodeClaims at once (issue
 30's goal: all 20 within 3 s of the batch closing); and per burst, from its first batch closing to
-its last CreateFleet.
+its last CreateFleet. With them, the CPU seconds this whole process spent from a batch closing to
+its last CreateFleet sent (the sandbox's servers and simulators run here beside the handler, so the
+window is CPU work in one process: with a core to itself its seconds are about its CPU seconds, on
+a loaded machine they stretch) and the 1-minute load average when each batch was counted.
 
 The handler runs with the settings from the environment. Between passes the looping provisioner
 watches the pending pods, so the figure is the time for the scheduler to mark a pod Unschedulable,
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -166,7 +170,9 @@ def print_warm(figures: dict[str, Any], memory_mb: int) -> None:
             f"in {figures['batchesPerBurst']} batches: batch closed → its last CreateFleet sent max "
             f"{figures['batchClosedToLastFleetMaxSeconds']}s, answered max "
             f"{figures['batchClosedToLastLaunchedMaxSeconds']}s; first batch closed → a burst's last "
-            f"CreateFleet {figures['firstBatchClosedToBurstsLastFleetSeconds']}s"
+            f"CreateFleet {figures['firstBatchClosedToBurstsLastFleetSeconds']}s; the process's CPU "
+            f"seconds from a batch closed to its last CreateFleet sent "
+            f"{figures['batchClosedToLastFleetProcessCpuSeconds']} (load {figures['loadPerBatch']})"
         )
     cost = figures["monthlyCostUSD"]
     idle, disruption = figures["idleInvocationSeconds"], figures["disruptionIdleInvocationSeconds"]
@@ -306,6 +312,10 @@ class Launches:
         from nodewright.provisioning import loop
 
         self.closed: list[float] = []
+        # The whole process's CPU seconds (sandbox and handler) when each batch closed and each
+        # CreateFleet was sent: the window between them is CPU work in this one process.
+        self.closed_cpu: dict[float, float] = {}
+        self.sent_cpu: dict[str, float] = {}
         self.answered: dict[str, float] = {}  # NodeClaim → when its CreateFleet was answered
         self.bursts: list[dict[str, Any]] = []
         self._loop = loop
@@ -316,7 +326,9 @@ class Launches:
             try:
                 self._window(*args, **kwargs)
             finally:
-                self.closed.append(time.monotonic())
+                closed = time.monotonic()
+                self.closed_cpu[closed] = time.process_time()
+                self.closed.append(closed)
 
         loop._wait_for_quiet = timed_window
         self._ec2.meta.events.register("after-call.ec2.CreateFleet", self._answer)
@@ -325,6 +337,7 @@ class Launches:
     def _ask(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         tags = {t["Key"]: t["Value"] for spec in params.get("TagSpecifications", []) for t in spec["Tags"]}
         context["nodeclaim"] = tags.get("karpenter.sh/nodeclaim", "")
+        self.sent_cpu.setdefault(context["nodeclaim"], time.process_time())
 
     def _answer(self, context: dict[str, Any], **_: Any) -> None:
         self.answered.setdefault(context.get("nodeclaim", ""), time.monotonic())
@@ -351,6 +364,10 @@ class Launches:
                         "nodes": len(members),
                         "lastSentSeconds": round(max(sent[c] for c in members) - closed, 3),
                         "lastAnsweredSeconds": round(max(answered[c] for c in members) - closed, 3),
+                        "lastSentProcessCpuSeconds": round(
+                            max(self.sent_cpu.get(c, 0.0) for c in members) - self.closed_cpu[closed], 3
+                        ),
+                        "load1": round(os.getloadavg()[0], 2),
                     }
                     for closed, members in sorted(batches.items())
                 ],
@@ -370,6 +387,8 @@ class Launches:
             "batchClosedToLastFleetMaxSeconds": max(sent, default=float("nan")),
             "batchClosedToLastLaunchedSeconds": answered,
             "batchClosedToLastLaunchedMaxSeconds": max(answered, default=float("nan")),
+            "batchClosedToLastFleetProcessCpuSeconds": [b["lastSentProcessCpuSeconds"] for b in batches],
+            "loadPerBatch": [b["load1"] for b in batches],
             "firstBatchClosedToBurstsLastFleetSeconds": [b["burstLastSentSeconds"] for b in self.bursts],
         }
 

@@ -400,6 +400,8 @@ def latency_section(results: Results) -> str:
             ", ".join(f"{s:.2f}" for s in run["figures"]["batchClosedToLastFleetSeconds"]),
             ", ".join(f"{s:.2f}" for s in run["figures"]["batchClosedToLastLaunchedSeconds"]),
             ", ".join(f"{s:.2f}" for s in run["figures"]["firstBatchClosedToBurstsLastFleetSeconds"]),
+            ", ".join(f"{s:.2f}" for s in run["figures"].get("batchClosedToLastFleetProcessCpuSeconds", []))
+            or "not measured then",
             _load(run),
             _cmd(run),
         )
@@ -408,7 +410,8 @@ def latency_section(results: Results) -> str:
     note = (
         "\nBursts that need many nodes, per batch in order: its NodeClaims and the seconds from the "
         "batch closing to its last CreateFleet sent and answered; per burst, from its first batch "
-        "closing to its last CreateFleet.\n\n"
+        "closing to its last CreateFleet; the bench process's CPU seconds from each batch closing to "
+        "its last CreateFleet sent (sandbox and handler together).\n\n"
     )
     header = (
         "bursts",
@@ -417,6 +420,7 @@ def latency_section(results: Results) -> str:
         "batch closed → last CreateFleet sent s",
         "→ answered s",
         "burst: first batch closed → last sent s",
+        "batch closed → last sent, process CPU s",
         "load 1/5/15 min",
         "command",
     )

@@ -6,7 +6,9 @@ a launch chooses them, so concurrent launches do not all take the last free IP o
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -140,6 +142,31 @@ def test_instance_types_are_built_again_only_when_what_they_are_made_of_changes(
 
     edited = provider.instance_types(nodeclass(kubelet={"maxPods": 10}))
     assert {t.allocatable["pods"] for t in edited} == {10}  # another spec: built for it
+
+
+def test_instance_types_outlive_the_clock_and_a_price_table_read_again_with_the_same_prices(
+    env: Env,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A burst's first pass after a quiet minute plans with the list the last pass built: without
+    capacity reservations nothing in it follows the clock, and the price table read again (a new
+    object every minute) holds the same prices."""
+    from nodewright.cloud import catalog
+    from nodewright.cloud import provider as provider_module
+
+    provider = CloudProvider(env.settings)
+    first = provider.instance_types(nodeclass())
+    prices = provider.prices()
+    catalog._PRICES.clear()  # the minute's price-table cache expired: read from the store again
+    reread = provider.prices()
+    assert reread is not prices
+    assert reread == prices
+    later = time.time() + 3600.0
+    monkeypatch.setattr(provider_module, "time", SimpleNamespace(time=lambda: later))
+
+    again = provider.instance_types(nodeclass())
+
+    assert all(a is b for a, b in zip(again, first, strict=True))
 
 
 def test_a_pass_reads_the_unavailable_offerings_once_and_sees_its_own_marks_at_once(env: Env) -> None:  # noqa: F811

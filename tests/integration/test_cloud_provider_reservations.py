@@ -7,8 +7,10 @@ whose reservation is no longer selected has drifted."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -145,6 +147,24 @@ def test_a_capacity_block_is_expiring_from_forty_minutes_before_its_end(ec2: Env
     assert status["state"] == "expiring"
     (offering,) = reserved(provider, nc, "m5.large")
     assert not offering.available  # no node is launched into a block about to end
+
+
+def test_instance_types_with_reservations_are_built_again_after_a_minute(
+    ec2: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Capacity Block turns ``expiring`` with the clock alone, so a list with reserved offerings
+    lives at most ``INSTANCE_TYPES_CACHE_SECONDS``."""
+    from nodewright.cloud import provider as provider_module
+
+    bought_block(timedelta(hours=2))
+    provider = CloudProvider(ec2.settings)
+    nc = nodeclass(capacityReservationSelectorTerms=TERMS)
+    first = provider.instance_types(nc)
+    assert provider.instance_types(nc)[0] is first[0]  # within the minute: the same list
+    later = time.time() + provider_module.INSTANCE_TYPES_CACHE_SECONDS
+    monkeypatch.setattr(provider_module, "time", SimpleNamespace(time=lambda: later))
+
+    assert provider.instance_types(nc)[0] is not first[0]
 
 
 def test_an_instance_whose_reservation_is_no_longer_selected_has_drifted(ec2: Env) -> None:
