@@ -305,3 +305,37 @@ def test_a_replacement_with_no_node_marked_meanwhile_makes_one_pass(world, ctx, 
     _owned_node_with_pods(world)
     interruption.reconcile(ctx, parse_message(_message(clock)), replace=replacement)
     assert [nodes for nodes, _ in replacement.calls] == [["node-a"]]
+
+
+def test_a_replacement_beside_the_drain_follows_until_no_node_was_marked_for_a_while(
+    world, ctx, clock, monkeypatch
+) -> None:
+    """The holder's follow-up ended at its first look that found no node marked since: in a
+    100-node storm the other containers' nodes were marked a few seconds apart, after it had let go,
+    and their replacements (skipped, the lease held) waited for the provisioner. Run beside the
+    drain (``wait``), it looks again until none was marked for ``REPLACEMENT_QUIET_SECONDS``."""
+    _owned_node_with_pods(world)
+    monkeypatch.setattr(interruption, "REPLACEMENT_QUIET_SECONDS", 1.0)
+    monkeypatch.setattr(interruption, "REPLACEMENT_LEASE_POLL_SECONDS", 0.1)
+    looks: list[set[str]] = []
+
+    def marked_later(ctx) -> set[str]:
+        """node-b is marked after the first pass, once a look has found nothing new."""
+        looks.append(set())
+        return {"node-a", "node-b"} if len(looks) > 2 else {"node-a"}
+
+    monkeypatch.setattr(interruption, "interrupted_nodes", marked_later)
+    calls: list[list[str]] = []
+
+    class Replacement:
+        def __call__(self, ctx, node_names, *, guard=None):
+            calls.append(list(node_names))
+            return self
+
+        def summary(self):
+            return {"created": [f"replacement-{len(calls)}"]}
+
+    result = interruption.replace_displaced(ctx, ["node-a"], "evt", Replacement(), None, wait=True)
+
+    assert calls == [["node-a"], ["node-b"]]
+    assert result.covered == {"node-a", "node-b"}
