@@ -339,3 +339,33 @@ def test_a_replacement_beside_the_drain_follows_until_no_node_was_marked_for_a_w
 
     assert calls == [["node-a"], ["node-b"]]
     assert result.covered == {"node-a", "node-b"}
+
+
+def test_a_replacement_plans_the_nodes_other_containers_have_a_notice_for_in_its_first_pass(
+    world, ctx, clock
+) -> None:
+    """In a 100-node storm the holder's passes planned only the nodes whose NodeClaims were marked;
+    the other containers' nodes, cordoned, waited for their messages to be handled (about 10 s each
+    at load 15) and for the holder's next pass. A container notes the warning's deadline on the
+    NodeClaims it cordons ahead (``NOTICE_ANNOTATION``), and the holder plans them at once."""
+    from datetime import timedelta
+
+    _owned_node_with_pods(world)
+    world.node("node-b", "i-0bbbbbbbbbbbbbbb2")
+    world.nodeclaim("default-b", "i-0bbbbbbbbbbbbbbb2", "node-b")
+    world.pod("web-3", "node-b", labels={"app": "web"})
+    world.node("node-c", "i-0ccccccccccccccc3")
+    world.nodeclaim("default-c", "i-0ccccccccccccccc3", "node-c")
+    soon = (clock.now() + timedelta(seconds=100)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    past = (clock.now() - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    world.cluster.patch_nodeclaim(
+        "default-b", {"metadata": {"annotations": {interruption.NOTICE_ANNOTATION: soon}}}
+    )
+    world.cluster.patch_nodeclaim(
+        "default-c", {"metadata": {"annotations": {interruption.NOTICE_ANNOTATION: past}}}
+    )
+    replacement = FakeReplacement(world.cluster)
+
+    interruption.reconcile(ctx, parse_message(_message(clock)), replace=replacement)
+
+    assert [nodes for nodes, _ in replacement.calls] == [["node-a", "node-b"]], "node-c's notice is over"

@@ -351,5 +351,10 @@ def test_a_batch_replacement_begins_once_its_nodes_are_cordoned_before_its_messa
 
     assert answer == {"batchItemFailures": []}
     assert marked_when_planned == [False, False, False], "planned before the first message was acted on"
+    notices = [
+        (world.cluster.find_nodeclaim(f"default-{i}") or {}).get("metadata", {}).get("annotations", {})
+        for i in range(3)
+    ]
+    assert all(flow.NOTICE_ANNOTATION in n for n in notices), "the warning's deadline noted for the holder"
     assert replacement.calls == [["node-0", "node-1", "node-2"]], "one pass for the batch's nodes"
     assert all(world.cluster.find_node(f"node-{i}") is None for i in range(3)), "then drained"

@@ -69,8 +69,12 @@ REPLACEMENT_LEASE_SECONDS = 60
 REPLACEMENT_FOLLOW_UP_SECONDS = 60.0
 # A replacement run beside its drain (``processing``) waits for the lease rather than skip, asking
 # this often; once it holds it, it follows until no interrupted node was marked for this long.
-REPLACEMENT_LEASE_POLL_SECONDS = 1.0
+REPLACEMENT_LEASE_POLL_SECONDS = 2.0
 REPLACEMENT_QUIET_SECONDS = 5.0
+# On a NodeClaim whose node a warning says EC2 takes (its deadline), written with the cordon ahead
+# of the warning's handling (``processing.cordon_first``): the lease's holder plans its pods with
+# those of the NodeClaims already marked (``interrupted_nodes``), whichever container handles it.
+NOTICE_ANNOTATION = "nodewright.io/interruption-notice"
 
 
 @dataclass
@@ -368,14 +372,21 @@ def replace_displaced(
     quiet = REPLACEMENT_QUIET_SECONDS if wait else 0.0
     try:
         seen = interrupted_nodes(ctx) | set(node_names)
-        report = replace(ctx, node_names, guard=guard)
+        # Every interrupted node at once, those other containers were given included: one pass.
+        report = replace(ctx, sorted(seen), guard=guard)
         then: list[tuple[tuple[str, ...], ReplacementReport]] = []
         # Bounded: the provisioner's passes wait for the lease meanwhile (and, without ``wait``,
         # this invocation's own drains); what is marked later, they plan.
         follow_until = time.monotonic() + REPLACEMENT_FOLLOW_UP_SECONDS
         last_new = time.monotonic()
         while guard.why_stop() is None and time.monotonic() < follow_until:
-            now_going = interrupted_nodes(ctx) | (more() if more is not None else set())
+            try:
+                now_going = interrupted_nodes(ctx) | (more() if more is not None else set())
+            except Exception as exc:  # a look the API server did not answer: its passes stand
+                if not is_outage(exc):
+                    raise
+                ctx.logger.warning("replacement follow-up stopped by an outage", extra={"error": str(exc)})
+                break
             marked_since = tuple(sorted(now_going - seen))
             if not marked_since:
                 if time.monotonic() - last_new >= quiet:
@@ -404,20 +415,31 @@ def _acquire(lease: Lease, *, wait: bool, until: Callable[[], bool]) -> bool:
 
     Waited for in real time, as the lease's own wait is: it is other invocations' work that frees
     it."""
-    while not lease.acquire():
+    while True:
+        try:
+            if lease.acquire():
+                return True
+        except Exception as exc:  # with ``wait``, a look the API server did not answer is asked again
+            if not wait or not is_outage(exc):
+                raise
         if not wait or until():
             return False
         time.sleep(REPLACEMENT_LEASE_POLL_SECONDS)
-    return True
 
 
 def interrupted_nodes(ctx: Context) -> set[str]:
-    """The nodes whose NodeClaim an involuntary termination (an interruption's) is deleting: one
-    list of NodeClaims."""
-    return {
-        node
-        for claim in ctx.cluster.list_nodeclaims()
-        if objects.is_deleting(claim)
-        and objects.annotations_of(claim).get(INVOLUNTARY_ANNOTATION) == "true"
-        and (node := (claim.get("status") or {}).get("nodeName"))
-    }
+    """The nodes an interruption takes: those whose NodeClaim an involuntary termination (an
+    interruption's) is deleting, and those whose warning a container has taken but not yet acted
+    on (``NOTICE_ANNOTATION``, until its deadline). One list of NodeClaims."""
+    now = ctx.clock.now()
+    found = set()
+    for claim in ctx.cluster.list_nodeclaims():
+        node = (claim.get("status") or {}).get("nodeName")
+        if not node:
+            continue
+        annotations = objects.annotations_of(claim)
+        involuntary = objects.is_deleting(claim) and annotations.get(INVOLUNTARY_ANNOTATION) == "true"
+        notice = objects.parse_time(annotations.get(NOTICE_ANNOTATION))
+        if involuntary or (notice is not None and now < notice):
+            found.add(node)
+    return found

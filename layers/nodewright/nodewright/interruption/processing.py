@@ -242,6 +242,7 @@ class InterruptionProcessor:
         nothing is acted on twice. A failure stops it with a warning: ``handle`` cordons each
         node again and reports, per message, what fails. Returns the nodes cordoned."""
         names: list[str] = []
+        notices: list[tuple[str, str, str]] = []  # node, its NodeClaim, the warning's deadline
         now = self._wall_clock()
         try:
             for body, sent in messages:
@@ -258,8 +259,12 @@ class InterruptionProcessor:
                 assert self._index is not None  # _owned read it
                 for instance_id in event.instance_ids:
                     node = self._index.nodes.get(instance_id)
-                    if node is not None and instance_id in self._index.claims:
+                    claim = self._index.claims.get(instance_id)
+                    if node is not None and claim is not None:
                         names.append(objects.name_of(node))
+                        if event.deadline is not None and not objects.is_deleting(claim):
+                            at = event.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                            notices.append((objects.name_of(node), objects.name_of(claim), at))
         except Exception as exc:  # handle() does each message's work again and reports what fails
             self._cordon_first_stopped(exc)
         cordoned: list[str] = []
@@ -272,7 +277,28 @@ class InterruptionProcessor:
                 self._cordon_first_stopped(exc)
                 break
             cordoned.append(name)
+        self._note_notices([n for n in notices if n[0] in cordoned])
         return cordoned
+
+    def _note_notices(self, notices: list[tuple[str, str, str]]) -> None:
+        """Say on each cordoned node's NodeClaim when EC2 takes it (``flow.NOTICE_ANNOTATION``), so
+        whichever container holds the writers' lease plans its pods now, with the others', rather
+        than once this container's turn on the lease comes (in a 100-node storm one holder made
+        all the passes while the other containers' nodes, cordoned, waited for their messages to
+        be handled). An idempotent write, like the cordon; one that fails only loses that."""
+        for node, claim, deadline in notices:
+            try:
+                self.ctx.cluster.patch_nodeclaim(
+                    claim, {"metadata": {"annotations": {flow.NOTICE_ANNOTATION: deadline}}}
+                )
+            except NotFound:
+                continue
+            except Exception as exc:
+                self.logger.warning(
+                    "interruption notice not noted on the batch's NodeClaims; each message marks its own",
+                    extra={"node": node, "error": f"{type(exc).__name__}: {exc}"},
+                )
+                return
 
     def replace_ahead(self, nodes: list[str], *, lambda_context: Any = None) -> None:
         """Begin the replacement for the pods of ``nodes`` (the batch's nodes ``cordon_first``
