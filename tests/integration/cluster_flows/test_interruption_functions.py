@@ -17,6 +17,7 @@ import pytest
 from moto import mock_aws
 from nodewright.cloud.aws import reset_clients
 from nodewright.cluster import ApiUnavailable
+from nodewright.cluster.resources import PODS
 from nodewright.interruption import flow
 
 from sandbox.runtime import events
@@ -185,12 +186,12 @@ def test_event_in_progress_on_one_path_is_retried_later_on_the_queue(
 
 
 @pytest.mark.usefixtures("state_table")
-def test_a_batch_of_warnings_is_replaced_in_one_pass_once_its_nodes_are_cordoned(
+def test_a_batch_of_warnings_is_replaced_in_one_pass_before_any_eviction(
     world, make_processor, functions
 ) -> None:
     """An AZ-wide reclaim delivers ten warnings a batch: one replacement plans the pods of all ten
-    nodes, once every one is cordoned (not ten passes queued on the writers' lease, each re-reading
-    the whole cluster)."""
+    nodes, after every one is cordoned and, the lease being free, before the first eviction (not
+    ten passes queued on the writers' lease, each re-reading the whole cluster)."""
     interruption, _ = functions
     instances = [f"i-0aaaaaaaaaaaaab{i:02d}" for i in range(4)]
     for i, instance in enumerate(instances):
@@ -203,6 +204,7 @@ def test_a_batch_of_warnings_is_replaced_in_one_pass_once_its_nodes_are_cordoned
     def look() -> None:
         nodes = [world.cluster.find_node(f"node-{i}") for i in range(4)]
         seen_at_replacement["cordoned"] = [bool(n and n["spec"].get("unschedulable")) for n in nodes]
+        seen_at_replacement["pods"] = [world.cluster.find(PODS, f"web-{i}", "default") for i in range(4)]
 
     replacement.during = look
     interruption.processor = make_processor(replacement, state=True)
@@ -213,6 +215,9 @@ def test_a_batch_of_warnings_is_replaced_in_one_pass_once_its_nodes_are_cordoned
     assert answer == {"batchItemFailures": []}
     assert replacement.calls == [["node-0", "node-1", "node-2", "node-3"]]
     assert seen_at_replacement["cordoned"] == [True] * 4
+    assert all(
+        p is not None and not p["metadata"].get("deletionTimestamp") for p in seen_at_replacement["pods"]
+    )
     assert all(world.cluster.find_node(f"node-{i}") is None for i in range(4)), "then drained"
 
 

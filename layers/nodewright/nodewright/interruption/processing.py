@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
     from nodewright.context import ContainerContext, Context
     from nodewright.settings import Settings
+    from nodewright.state.guard import WriteGuard
 
 IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
 # An instance launched less than this long before a look may be missed by the ownership index (EC2
@@ -341,6 +342,8 @@ class InterruptionProcessor:
             return []  # nothing needed the cluster in this invocation: no need to connect just to look
         self._replace_displaced()
         try:
+            for run in self._replacing:
+                run.before_evictions(flow.REPLACEMENT_LEASE_WAIT_SECONDS)
             return self._drain(started, received, budget_seconds)
         finally:
             self._replacement_done()
@@ -584,6 +587,9 @@ class _Replacing:
     holds (in a 100-node storm the holder's follow-up passes kept its own drains waiting 60 s,
     and a replacement that found the lease held was skipped, its pods left to the provisioner's
     next pass a minute later), and the replacement waits for the lease instead of skipping.
+    The first evictions wait for its first pass only when it got the lease at once
+    (``before_evictions``): capacity is asked for before any pod is evicted, as before, unless
+    another writer has the lease.
 
     ``add`` hands it the nodes of messages handled since it began: its follow-up passes plan them
     (False once its passes are over: the caller begins another). Its thread runs in a copy of the
@@ -598,6 +604,8 @@ class _Replacing:
         self._handed: set[str] = set()
         self._over = False
         self._give_up = threading.Event()
+        self._passing = threading.Event()  # it holds the lease: its first pass has begun (or it ended)
+        self._first_pass = threading.Event()  # its first pass is over (or it ended without one)
         self._result: flow.Replacement | None = None
         self._ctx = ctx
         self._replace = replace
@@ -616,6 +624,27 @@ class _Replacing:
             self.nodes.extend(n for n in nodes if n not in self.nodes)
             return True
 
+    def before_evictions(self, lease_wait_seconds: float) -> None:
+        """Return once its first pass is done, or once it has waited ``lease_wait_seconds`` for a
+        lease another writer holds."""
+        if self._passing.wait(lease_wait_seconds):
+            self._first_pass.wait()
+
+    def _pass(
+        self, ctx: Context, node_names: list[str], *, guard: WriteGuard | None
+    ) -> flow.ReplacementReport:
+        """The replacement's passes, telling ``before_evictions`` when the first begins and ends."""
+        replace = self._replace
+        if replace is None:
+            from nodewright.provisioning import replace_for_displaced
+
+            replace = replace_for_displaced
+        self._passing.set()
+        try:
+            return replace(ctx, node_names, guard=guard)
+        finally:
+            self._first_pass.set()
+
     def _more(self) -> set[str]:
         """The nodes handed over since the last look (each given to a pass once)."""
         with self._lock:
@@ -631,7 +660,7 @@ class _Replacing:
                     self._ctx,
                     nodes,
                     self.why,
-                    self._replace,
+                    self._pass,
                     self._write_deadline,
                     wait=True,
                     more=self._more,
@@ -652,6 +681,8 @@ class _Replacing:
                 self._over = True
         finally:
             self._result = first
+            self._passing.set()
+            self._first_pass.set()
 
     def finish(self) -> flow.Replacement:
         """Its result, once its passes are over (a wait for the lease stops now)."""
