@@ -369,3 +369,35 @@ def test_a_replacement_plans_the_nodes_other_containers_have_a_notice_for_in_its
     interruption.reconcile(ctx, parse_message(_message(clock)), replace=replacement)
 
     assert [nodes for nodes, _ in replacement.calls] == [["node-a", "node-b"]], "node-c's notice is over"
+
+
+def test_the_lease_holder_asks_at_the_provisioners_rate_and_gives_it_back(
+    world, ctx, clock, monkeypatch
+) -> None:
+    """A storm's replacements are planned and launched by the one container holding the writers'
+    lease: a pass creating 81 NodeClaims was held to the interruption functions' 5 requests/s for
+    58 s. While it holds the lease it asks at the provisioner's rate."""
+    from nodewright.cluster import TokenBucket
+    from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
+    from nodewright.spec import deployment
+
+    _owned_node_with_pods(world)
+    bucket = TokenBucket(deployment.INTERRUPTION_KUBE_CLIENT_QPS, deployment.INTERRUPTION_KUBE_CLIENT_BURST)
+    monkeypatch.setattr(ctx.cluster, "limiter", bucket, raising=False)
+    rates: list[tuple[float, int]] = []
+
+    class Replacement:
+        def __call__(self, ctx, node_names, *, guard=None):
+            rates.append((bucket.qps, bucket.burst))
+            return self
+
+        def summary(self):
+            return {}
+
+    interruption.reconcile(ctx, parse_message(_message(clock)), replace=Replacement())
+
+    assert rates == [(KUBE_CLIENT_QPS, KUBE_CLIENT_BURST)]
+    assert (bucket.qps, bucket.burst) == (
+        deployment.INTERRUPTION_KUBE_CLIENT_QPS,
+        deployment.INTERRUPTION_KUBE_CLIENT_BURST,
+    ), "given back with the lease"

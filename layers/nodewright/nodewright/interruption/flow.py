@@ -40,6 +40,7 @@ from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.context import is_outage
 from nodewright.interruption.events import Action, EventKind, InterruptionEvent
+from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
 from nodewright.state.guard import WriteGuard
 from nodewright.state.world import INVOLUNTARY_ANNOTATION
 
@@ -370,6 +371,7 @@ def replace_displaced(
         return Replacement(skipped="writers' lease held by another invocation")
     guard = WriteGuard(lease, deadline=deadline, lease_seconds=REPLACEMENT_LEASE_SECONDS, monotonic=monotonic)
     quiet = REPLACEMENT_QUIET_SECONDS if wait else 0.0
+    rate = _holder_rate(ctx)
     try:
         seen = interrupted_nodes(ctx) | set(node_names)
         # Every interrupted node at once, those other containers were given included: one pass.
@@ -407,7 +409,19 @@ def replace_displaced(
         return Replacement(error=f"{type(exc).__name__}: {exc}")
     finally:
         lease.release()
+        rate()
     return Replacement(report=report, then=tuple(then), covered=frozenset(seen))
+
+
+def _holder_rate(ctx: Context) -> Callable[[], None]:
+    """Raise this container's request rate limit to the provisioner's while it holds the writers'
+    lease (``spec.deployment``, after ``INTERRUPTION_KUBE_CLIENT_QPS``); returns what sets it back.
+    Only raised, never lowered (a container already at that rate keeps it)."""
+    limiter = getattr(ctx.cluster, "limiter", None)  # a fake cluster (tests) may have none
+    if limiter is None or (limiter.qps >= KUBE_CLIENT_QPS and limiter.burst >= KUBE_CLIENT_BURST):
+        return lambda: None
+    previous = limiter.set_rate(max(limiter.qps, KUBE_CLIENT_QPS), max(limiter.burst, KUBE_CLIENT_BURST))
+    return lambda: limiter.set_rate(*previous)
 
 
 def _acquire(lease: Lease, *, wait: bool, until: Callable[[], bool]) -> bool:
