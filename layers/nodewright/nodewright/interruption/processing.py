@@ -153,6 +153,8 @@ class InterruptionProcessor:
         # more nodes came).
         self._replacing: list[_Replacing] = []
         self._replacement_records: list[dict[str, Any]] = []
+        # The batch's cordoned nodes with their NodeClaims and warnings' deadlines (``cordon_first``).
+        self._notices: list[tuple[str, str, str]] = []
         self._index: OwnershipIndex | None = None
         self._last_resume_scan = float("-inf")
         # This container's name on the terminations it drives (``termination.drivers``): one
@@ -278,28 +280,9 @@ class InterruptionProcessor:
                 self._cordon_first_stopped(exc)
                 break
             cordoned.append(name)
-        self._note_notices([n for n in notices if n[0] in cordoned])
+        # Noted by the replacement that ``replace_ahead`` begins, in its own thread.
+        self._notices = [n for n in notices if n[0] in cordoned]
         return cordoned
-
-    def _note_notices(self, notices: list[tuple[str, str, str]]) -> None:
-        """Say on each cordoned node's NodeClaim when EC2 takes it (``flow.NOTICE_ANNOTATION``), so
-        whichever container holds the writers' lease plans its pods now, with the others', rather
-        than once this container's turn on the lease comes (in a 100-node storm one holder made
-        all the passes while the other containers' nodes, cordoned, waited for their messages to
-        be handled). An idempotent write, like the cordon; one that fails only loses that."""
-        for node, claim, deadline in notices:
-            try:
-                self.ctx.cluster.patch_nodeclaim(
-                    claim, {"metadata": {"annotations": {flow.NOTICE_ANNOTATION: deadline}}}
-                )
-            except NotFound:
-                continue
-            except Exception as exc:
-                self.logger.warning(
-                    "interruption notice not noted on the batch's NodeClaims; each message marks its own",
-                    extra={"node": node, "error": f"{type(exc).__name__}: {exc}"},
-                )
-                return
 
     def replace_ahead(self, nodes: list[str], *, lambda_context: Any = None) -> None:
         """Begin the replacement for the pods of ``nodes`` (the batch's nodes ``cordon_first``
@@ -321,7 +304,9 @@ class InterruptionProcessor:
             nodes = [n for n in nodes if n not in going]
         if nodes:
             deadline = self.ctx.clock.monotonic() + remaining_seconds(lambda_context) - WRITE_MARGIN_SECONDS
-            self._start_replacement(nodes, "cordoned ahead of the batch", deadline)
+            notices = [n for n in self._notices if n[0] in nodes]
+            self._start_replacement(nodes, "cordoned ahead of the batch", deadline, notices)
+        self._notices = []
 
     def _cordon_first_stopped(self, exc: Exception) -> None:
         self.logger.warning(
@@ -443,8 +428,16 @@ class InterruptionProcessor:
             return
         self._start_replacement(nodes, why, self._write_deadline)
 
-    def _start_replacement(self, nodes: list[str], why: str, write_deadline: float | None) -> None:
-        self._replacing.append(_Replacing(self.ctx, nodes, why, self._replace, write_deadline))
+    def _start_replacement(
+        self,
+        nodes: list[str],
+        why: str,
+        write_deadline: float | None,
+        notices: list[tuple[str, str, str]] | None = None,
+    ) -> None:
+        self._replacing.append(
+            _Replacing(self.ctx, nodes, why, self._replace, write_deadline, notices=notices or [])
+        )
 
     def _replacement_done(self) -> None:
         """Wait for the replacements (the drains are done or out of time: they need not wait for the
@@ -596,9 +589,17 @@ class _Replacing:
     invocation's ``contextvars`` context (``provisioning.parallel`` does the same for launches)."""
 
     def __init__(
-        self, ctx: Context, nodes: list[str], why: str, replace: Replacer | None, write_deadline: float | None
+        self,
+        ctx: Context,
+        nodes: list[str],
+        why: str,
+        replace: Replacer | None,
+        write_deadline: float | None,
+        *,
+        notices: list[tuple[str, str, str]],
     ) -> None:
         self.nodes = list(nodes)
+        self._notices = notices
         self.why = why
         self._lock = threading.Lock()
         self._handed: set[str] = set()
@@ -655,6 +656,7 @@ class _Replacing:
         nodes = list(self.nodes)
         first: flow.Replacement | None = None
         try:
+            self._note()
             while True:
                 result = flow.replace_displaced(
                     self._ctx,
@@ -683,6 +685,28 @@ class _Replacing:
             self._result = first
             self._passing.set()
             self._first_pass.set()
+
+    def _note(self) -> None:
+        """Say on each cordoned node's NodeClaim when EC2 takes it (``flow.NOTICE_ANNOTATION``), so
+        whichever container holds the writers' lease plans its pods now, with the others', rather
+        than once this container's turn on the lease comes (in a 100-node storm one holder made
+        all the passes while the other containers' nodes, cordoned, waited for their messages to
+        be handled). Here, not before the messages are handled: one patch each on a loaded API
+        server delayed the batch's first message. An idempotent write, like the cordon; one that
+        fails only loses that."""
+        for node, claim, deadline in self._notices:
+            try:
+                self._ctx.cluster.patch_nodeclaim(
+                    claim, {"metadata": {"annotations": {flow.NOTICE_ANNOTATION: deadline}}}
+                )
+            except NotFound:
+                continue
+            except Exception as exc:
+                self._ctx.logger.warning(
+                    "interruption notice not noted on the batch's NodeClaims; each message marks its own",
+                    extra={"node": node, "error": f"{type(exc).__name__}: {exc}"},
+                )
+                return
 
     def finish(self) -> flow.Replacement:
         """Its result, once its passes are over (a wait for the lease stops now)."""
