@@ -33,8 +33,12 @@ batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=F
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     container.start_invocation(context)
-    # Every node the batch's warnings name is cordoned before the first message is handled.
-    processor.cordon_first((r.get("body") or "", _sent(SQSRecord(r))) for r in event.get("Records") or [])
+    # Every node the batch's warnings name is cordoned before the first message is handled, and
+    # their replacement begins (beside the messages' handling and then the drains).
+    cordoned = processor.cordon_first(
+        (r.get("body") or "", _sent(SQSRecord(r))) for r in event.get("Records") or []
+    )
+    processor.replace_ahead(cordoned, lambda_context=context)
 
     def handle_record(record: SQSRecord) -> dict[str, Any]:
         return processor.handle(

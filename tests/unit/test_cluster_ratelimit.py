@@ -40,6 +40,20 @@ def test_tokens_come_back_at_the_rate_and_never_beyond_the_burst() -> None:
     assert bucket.waits == 2
 
 
+def test_a_new_rate_paces_from_then_on_and_the_old_one_comes_back() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=5, burst=2, clock=clock)
+    for _ in range(2):
+        bucket.wait("x")
+    assert bucket.set_rate(50, 4) == (5.0, 2)
+    assert bucket.reserve("x") == pytest.approx(0.02), "one every 1/50 s"
+    clock.advance(1)
+    assert [bucket.reserve("x") for _ in range(5)][-1] == pytest.approx(0.02), "burst of 4, then paced"
+    assert bucket.set_rate(5, 2) == (50.0, 4)
+    clock.advance(10)
+    assert [bucket.reserve("x") for _ in range(3)] == pytest.approx([0.0, 0.0, 0.2]), "the old burst"
+
+
 def test_concurrent_reservations_queue_one_behind_the_other() -> None:
     """Waiters reserve in turn: the third caller past an empty bucket waits three ticks, not one."""
     clock = FakeClock()

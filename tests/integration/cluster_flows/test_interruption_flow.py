@@ -305,3 +305,99 @@ def test_a_replacement_with_no_node_marked_meanwhile_makes_one_pass(world, ctx, 
     _owned_node_with_pods(world)
     interruption.reconcile(ctx, parse_message(_message(clock)), replace=replacement)
     assert [nodes for nodes, _ in replacement.calls] == [["node-a"]]
+
+
+def test_a_replacement_beside_the_drain_follows_until_no_node_was_marked_for_a_while(
+    world, ctx, clock, monkeypatch
+) -> None:
+    """The holder's follow-up ended at its first look that found no node marked since: in a
+    100-node storm the other containers' nodes were marked a few seconds apart, after it had let go,
+    and their replacements (skipped, the lease held) waited for the provisioner. Run beside the
+    drain (``wait``), it looks again until none was marked for ``REPLACEMENT_QUIET_SECONDS``."""
+    _owned_node_with_pods(world)
+    monkeypatch.setattr(interruption, "REPLACEMENT_QUIET_SECONDS", 1.0)
+    monkeypatch.setattr(interruption, "REPLACEMENT_LEASE_POLL_SECONDS", 0.1)
+    looks: list[set[str]] = []
+
+    def marked_later(ctx) -> set[str]:
+        """node-b is marked after the first pass, once a look has found nothing new."""
+        looks.append(set())
+        return {"node-a", "node-b"} if len(looks) > 2 else {"node-a"}
+
+    monkeypatch.setattr(interruption, "interrupted_nodes", marked_later)
+    calls: list[list[str]] = []
+
+    class Replacement:
+        def __call__(self, ctx, node_names, *, guard=None):
+            calls.append(list(node_names))
+            return self
+
+        def summary(self):
+            return {"created": [f"replacement-{len(calls)}"]}
+
+    result = interruption.replace_displaced(ctx, ["node-a"], "evt", Replacement(), None, wait=True)
+
+    assert calls == [["node-a"], ["node-b"]]
+    assert result.covered == {"node-a", "node-b"}
+
+
+def test_a_replacement_plans_the_nodes_other_containers_have_a_notice_for_in_its_first_pass(
+    world, ctx, clock
+) -> None:
+    """In a 100-node storm the holder's passes planned only the nodes whose NodeClaims were marked;
+    the other containers' nodes, cordoned, waited for their messages to be handled (about 10 s each
+    at load 15) and for the holder's next pass. A container notes the warning's deadline on the
+    NodeClaims it cordons ahead (``NOTICE_ANNOTATION``), and the holder plans them at once."""
+    from datetime import timedelta
+
+    _owned_node_with_pods(world)
+    world.node("node-b", "i-0bbbbbbbbbbbbbbb2")
+    world.nodeclaim("default-b", "i-0bbbbbbbbbbbbbbb2", "node-b")
+    world.pod("web-3", "node-b", labels={"app": "web"})
+    world.node("node-c", "i-0ccccccccccccccc3")
+    world.nodeclaim("default-c", "i-0ccccccccccccccc3", "node-c")
+    soon = (clock.now() + timedelta(seconds=100)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    past = (clock.now() - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    world.cluster.patch_nodeclaim(
+        "default-b", {"metadata": {"annotations": {interruption.NOTICE_ANNOTATION: soon}}}
+    )
+    world.cluster.patch_nodeclaim(
+        "default-c", {"metadata": {"annotations": {interruption.NOTICE_ANNOTATION: past}}}
+    )
+    replacement = FakeReplacement(world.cluster)
+
+    interruption.reconcile(ctx, parse_message(_message(clock)), replace=replacement)
+
+    assert [nodes for nodes, _ in replacement.calls] == [["node-a", "node-b"]], "node-c's notice is over"
+
+
+def test_the_lease_holder_asks_at_the_provisioners_rate_and_gives_it_back(
+    world, ctx, clock, monkeypatch
+) -> None:
+    """A storm's replacements are planned and launched by the one container holding the writers'
+    lease: a pass creating 81 NodeClaims was held to the interruption functions' 5 requests/s for
+    58 s. While it holds the lease it asks at the provisioner's rate."""
+    from nodewright.cluster import TokenBucket
+    from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
+    from nodewright.spec import deployment
+
+    _owned_node_with_pods(world)
+    bucket = TokenBucket(deployment.INTERRUPTION_KUBE_CLIENT_QPS, deployment.INTERRUPTION_KUBE_CLIENT_BURST)
+    monkeypatch.setattr(ctx.cluster, "limiter", bucket, raising=False)
+    rates: list[tuple[float, int]] = []
+
+    class Replacement:
+        def __call__(self, ctx, node_names, *, guard=None):
+            rates.append((bucket.qps, bucket.burst))
+            return self
+
+        def summary(self):
+            return {}
+
+    interruption.reconcile(ctx, parse_message(_message(clock)), replace=Replacement())
+
+    assert rates == [(KUBE_CLIENT_QPS, KUBE_CLIENT_BURST)]
+    assert (bucket.qps, bucket.burst) == (
+        deployment.INTERRUPTION_KUBE_CLIENT_QPS,
+        deployment.INTERRUPTION_KUBE_CLIENT_BURST,
+    ), "given back with the lease"

@@ -8,6 +8,8 @@ with the stack's schema (pk/sk/expires_at).
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import boto3
@@ -188,8 +190,8 @@ def test_a_batch_of_warnings_is_replaced_in_one_pass_before_any_eviction(
     world, make_processor, functions
 ) -> None:
     """An AZ-wide reclaim delivers ten warnings a batch: one replacement plans the pods of all ten
-    nodes, after every one is cordoned and before the first eviction (not ten passes queued on
-    the writers' lease, each re-reading the whole cluster)."""
+    nodes, after every one is cordoned and, the lease being free, before the first eviction (not
+    ten passes queued on the writers' lease, each re-reading the whole cluster)."""
     interruption, _ = functions
     instances = [f"i-0aaaaaaaaaaaaab{i:02d}" for i in range(4)]
     for i, instance in enumerate(instances):
@@ -278,3 +280,86 @@ def test_every_node_of_a_batch_is_cordoned_before_its_first_message_is_handled(
     assert cordoned_at_first_message == [True, True, True]
     assert not world.cluster.find_node("node-other")["spec"].get("unschedulable"), "not ours: untouched"
     assert replacement.calls == [["node-0", "node-1", "node-2"]], "each message acted on once"
+
+
+@pytest.mark.usefixtures("owned_node", "state_table")
+def test_a_replacement_that_finds_the_lease_held_waits_for_it_and_the_drain_does_not_wait(
+    world, make_processor, functions
+) -> None:
+    """In a 100-node storm a replacement that found the writers' lease held was skipped, its pods
+    left to the provisioner's next pass up to a minute later, and the holder's own drains waited for
+    its follow-up passes. The replacement now waits for the lease beside the drain."""
+    _, spot_events = functions
+    replacement = CountingReplacement()
+    spot_events.processor = make_processor(replacement, state=True)
+    provisioner = world.cluster.writer_lease("provisioner", duration_seconds=60)
+    assert provisioner.acquire()
+    drained_while_held = threading.Event()
+
+    def release_once_drained() -> None:
+        """The holder lets go only once the node is drained: the drain did not wait for the lease."""
+        for _ in range(600):
+            if world.cluster.find_node("node-a") is None:
+                drained_while_held.set()
+                break
+            time.sleep(0.1)
+        provisioner.release()
+
+    holder = threading.Thread(target=release_once_drained, daemon=True)
+    holder.start()
+
+    answer = spot_events.handler(
+        spot_event("spot-held"), FakeLambdaContext(function_name="nodewright-spot-events")
+    )
+    holder.join(timeout=5)
+
+    assert answer["disposition"] == "acted"
+    assert drained_while_held.is_set(), "drained while another writer held the lease"
+    assert replacement.calls == [["node-a"]], "planned once the lease was free, not skipped"
+    assert answer["outcome"]["replacement"] == {"created": ["replacement-1"]}
+
+
+@pytest.mark.usefixtures("state_table")
+def test_a_batch_replacement_begins_once_its_nodes_are_cordoned_before_its_messages_are_handled(
+    world, make_processor, functions, monkeypatch
+) -> None:
+    """A batch's messages are handled one after another (in a 100-node storm the tenth NodeClaim of
+    a batch was marked tens of seconds after the cordon), and its replacement came after the last
+    one. It now begins as soon as the batch's nodes are cordoned, beside the messages' handling."""
+    interruption, _ = functions
+    instances = [f"i-0aaaaaaaaaaaaad{i:02d}" for i in range(3)]
+    for i, instance in enumerate(instances):
+        world.node(f"node-{i}", instance)
+        world.nodeclaim(f"default-{i}", instance, f"node-{i}")
+        world.pod(f"web-{i}", f"node-{i}", labels={"app": "web"})
+    replacement = CountingReplacement()
+    planned = threading.Event()
+    marked_when_planned: list[bool] = []
+
+    def look() -> None:
+        claims = [world.cluster.find_nodeclaim(f"default-{i}") for i in range(3)]
+        marked_when_planned.extend(bool(c and c["metadata"].get("deletionTimestamp")) for c in claims)
+        planned.set()
+
+    replacement.during = look
+    interruption.processor = make_processor(replacement, state=True)
+    acting = flow.reconcile
+
+    def after_the_plan(*args: Any, **kwargs: Any) -> Any:
+        planned.wait(timeout=10)  # never set when the replacement only comes after the messages
+        return acting(*args, **kwargs)
+
+    monkeypatch.setattr(flow, "reconcile", after_the_plan)
+    batch = sqs_batch(*(json.dumps(spot_event(f"spot-d{i}", instance=x)) for i, x in enumerate(instances)))
+
+    answer = interruption.handler(batch, FakeLambdaContext())
+
+    assert answer == {"batchItemFailures": []}
+    assert marked_when_planned == [False, False, False], "planned before the first message was acted on"
+    notices = [
+        (world.cluster.find_nodeclaim(f"default-{i}") or {}).get("metadata", {}).get("annotations", {})
+        for i in range(3)
+    ]
+    assert all(flow.NOTICE_ANNOTATION in n for n in notices), "the warning's deadline noted for the holder"
+    assert replacement.calls == [["node-0", "node-1", "node-2"]], "one pass for the batch's nodes"
+    assert all(world.cluster.find_node(f"node-{i}") is None for i in range(3)), "then drained"

@@ -72,6 +72,22 @@ class TokenBucket:
                 self.waited_seconds += wait
             return wait
 
+    def set_rate(self, qps: float, burst: int) -> tuple[float, int]:
+        """Refill at ``qps`` with room for ``burst`` from now on (the tokens already there are kept,
+        up to the new burst); returns the rate it had, to set back. An interruption container
+        holds the cluster's one writers' lease at the provisioner's rate (``interruption.flow``)."""
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"a token bucket needs qps > 0 and burst >= 1, not qps={qps:g} burst={burst}")
+        with self._lock:
+            now = self.clock.monotonic()
+            if now > self._last:
+                self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+                self._last = now
+            previous = (self.qps, self.burst)
+            self.qps, self.burst = float(qps), int(burst)
+            self._tokens = min(self._tokens, float(self.burst))
+            return previous
+
     def wait(self, what: str, *, deadline: float | None = None) -> float:
         """Block until a token is this caller's (``reserve``, then sleep on the clock); the seconds waited."""
         wait = self.reserve(what, deadline=deadline)

@@ -27,7 +27,9 @@ resumed, not replaced a second time.
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -38,12 +40,13 @@ from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.context import is_outage
 from nodewright.interruption.events import Action, EventKind, InterruptionEvent
+from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
 from nodewright.state.guard import WriteGuard
 from nodewright.state.world import INVOLUNTARY_ANNOTATION
 
 if TYPE_CHECKING:
     from nodewright.context import Context
-    from nodewright.state.interfaces import Obj
+    from nodewright.state.interfaces import Lease, Obj
 
 
 class ReplacementReport(Protocol):
@@ -58,11 +61,21 @@ class Replacer(Protocol):
     ) -> ReplacementReport: ...
 
 
+# How long a replacement the drain waits for (``reconcile`` without ``defer``) waits for the lease.
 REPLACEMENT_LEASE_WAIT_SECONDS = 2.0
 REPLACEMENT_LEASE_SECONDS = 60
 # How long the lease's holder keeps making passes for nodes others marked meanwhile (the storm's
-# replacement goal: every replacement requested within 30 s of its warning).
-REPLACEMENT_FOLLOW_UP_SECONDS = 30.0
+# replacement goal: every replacement requested within 30 s of its warning); the provisioner's
+# passes wait for it meanwhile.
+REPLACEMENT_FOLLOW_UP_SECONDS = 60.0
+# A replacement run beside its drain (``processing``) waits for the lease rather than skip, asking
+# this often; once it holds it, it follows until no interrupted node was marked for this long.
+REPLACEMENT_LEASE_POLL_SECONDS = 2.0
+REPLACEMENT_QUIET_SECONDS = 5.0
+# On a NodeClaim whose node a warning says EC2 takes (its deadline), written with the cordon ahead
+# of the warning's handling (``processing.cordon_first``): the lease's holder plans its pods with
+# those of the NodeClaims already marked (``interrupted_nodes``), whichever container handles it.
+NOTICE_ANNOTATION = "nodewright.io/interruption-notice"
 
 
 @dataclass
@@ -87,6 +100,8 @@ class Replacement:
     # The passes made after the first, still holding the lease, for the nodes other invocations
     # marked meanwhile (``replace_displaced``), with those nodes.
     then: tuple[tuple[tuple[str, ...], ReplacementReport], ...] = ()
+    # Every node the passes planned for (the interrupted nodes they saw, and those asked for).
+    covered: frozenset[str] = frozenset()
 
     def summary(self) -> dict[str, Any]:
         if self.report is not None:
@@ -316,52 +331,73 @@ def replace_displaced(
     why: str,
     replace: Replacer | None,
     write_deadline: float | None,
+    *,
+    wait: bool = False,
+    more: Callable[[], set[str]] | None = None,
+    give_up: Callable[[], bool] | None = None,
 ) -> Replacement:
     """Replacement capacity for the pods of ``node_names`` under the writers' lease and its write
-    guard; never blocks the drain when it cannot run. ``why``: the event id(s), for the log."""
+    guard; never blocks the drain when it cannot run. ``why``: the event id(s), for the log.
+
+    The holder then makes another pass for the nodes marked (or, ``more``, handed to it by its own
+    invocation) since its last pass read the cluster, until none came for
+    ``REPLACEMENT_QUIET_SECONDS`` (``wait``; without it, until one look finds none), for at most
+    ``REPLACEMENT_FOLLOW_UP_SECONDS``: in an AZ-wide reclaim one holder plans the pods of many
+    containers' nodes in a few passes, as Karpenter's provisioner batches the pods of every node
+    being deleted.
+
+    ``wait``: run beside the drain (``processing``), so a held lease is waited for, asked again
+    every ``REPLACEMENT_LEASE_POLL_SECONDS`` until the write deadline or ``give_up()``; the pass
+    then plans whatever the holders before it left (nothing, when they covered these nodes).
+    Without it (the drain waits for this) the lease is waited for ``REPLACEMENT_LEASE_WAIT_SECONDS``
+    and, held elsewhere, the replacement is skipped: the provisioner's passes plan every going
+    node's pods."""
     if replace is None:
         from nodewright.provisioning import replace_for_displaced
 
         replace = replace_for_displaced
+    monotonic = ctx.clock.monotonic
+    deadline = write_deadline if write_deadline is not None else monotonic() + REPLACEMENT_LEASE_SECONDS
     lease = ctx.cluster.writer_lease(
         f"interruption-{uuid.uuid4().hex[:12]}",
         duration_seconds=REPLACEMENT_LEASE_SECONDS,
-        wait_seconds=REPLACEMENT_LEASE_WAIT_SECONDS,
+        wait_seconds=0.0 if wait else REPLACEMENT_LEASE_WAIT_SECONDS,
     )
-    if not lease.acquire():
-        # Another writer holds it. An interruption's replacement looks again for nodes marked
-        # during its pass before it lets go (below); the provisioner's passes plan every going
-        # node's pods too.
+    if not _acquire(lease, wait=wait, until=lambda: monotonic() >= deadline or bool(give_up and give_up())):
         ctx.logger.info(
-            "another writer holds the lease: its next pass plans for these nodes' pods",
+            "another writer holds the lease: its passes plan for these nodes' pods",
             extra={"nodes": node_names, "eventId": why},
         )
         return Replacement(skipped="writers' lease held by another invocation")
-    monotonic = ctx.clock.monotonic
-    guard = WriteGuard(
-        lease,
-        deadline=write_deadline if write_deadline is not None else monotonic() + REPLACEMENT_LEASE_SECONDS,
-        lease_seconds=REPLACEMENT_LEASE_SECONDS,
-        monotonic=monotonic,
-    )
+    guard = WriteGuard(lease, deadline=deadline, lease_seconds=REPLACEMENT_LEASE_SECONDS, monotonic=monotonic)
+    quiet = REPLACEMENT_QUIET_SECONDS if wait else 0.0
+    rate = _holder_rate(ctx)
     try:
         seen = interrupted_nodes(ctx) | set(node_names)
-        report = replace(ctx, node_names, guard=guard)
-        # In an AZ-wide reclaim every other container's replacement finds the lease held and
-        # leaves its nodes to this one (measured: 11 of 12 skipped, their pods provisioned by the
-        # next provisioning pass up to a schedule tick later). Nodes marked after this pass read
-        # the cluster get a pass of their own before the lease is let go.
+        # Every interrupted node at once, those other containers were given included: one pass.
+        report = replace(ctx, sorted(seen), guard=guard)
         then: list[tuple[tuple[str, ...], ReplacementReport]] = []
-        # Bounded: this invocation's own drains wait for it (what is marked later is planned by the
-        # provisioner's passes, which plan every going node's pods).
-        follow_until = monotonic() + REPLACEMENT_FOLLOW_UP_SECONDS
-        while guard.why_stop() is None and monotonic() < follow_until:
-            now_going = interrupted_nodes(ctx)
+        # Bounded: the provisioner's passes wait for the lease meanwhile (and, without ``wait``,
+        # this invocation's own drains); what is marked later, they plan.
+        follow_until = time.monotonic() + REPLACEMENT_FOLLOW_UP_SECONDS
+        last_new = time.monotonic()
+        while guard.why_stop() is None and time.monotonic() < follow_until:
+            try:
+                now_going = interrupted_nodes(ctx) | (more() if more is not None else set())
+            except Exception as exc:  # a look the API server did not answer: its passes stand
+                if not is_outage(exc):
+                    raise
+                ctx.logger.warning("replacement follow-up stopped by an outage", extra={"error": str(exc)})
+                break
             marked_since = tuple(sorted(now_going - seen))
             if not marked_since:
-                break
+                if time.monotonic() - last_new >= quiet:
+                    break
+                time.sleep(min(REPLACEMENT_LEASE_POLL_SECONDS, quiet))
+                continue
             seen |= now_going
             then.append((marked_since, replace(ctx, list(marked_since), guard=guard)))
+            last_new = time.monotonic()
     except Exception as exc:  # the drain must go on: evicted pods go pending and get capacity anyway
         if is_outage(exc):  # the handler reports the outage once; no traceback for it here
             ctx.logger.warning(
@@ -373,16 +409,51 @@ def replace_displaced(
         return Replacement(error=f"{type(exc).__name__}: {exc}")
     finally:
         lease.release()
-    return Replacement(report=report, then=tuple(then))
+        rate()
+    return Replacement(report=report, then=tuple(then), covered=frozenset(seen))
+
+
+def _holder_rate(ctx: Context) -> Callable[[], None]:
+    """Raise this container's request rate limit to the provisioner's while it holds the writers'
+    lease (``spec.deployment``, after ``INTERRUPTION_KUBE_CLIENT_QPS``); returns what sets it back.
+    Only raised, never lowered (a container already at that rate keeps it)."""
+    limiter = getattr(ctx.cluster, "limiter", None)  # a fake cluster (tests) may have none
+    if limiter is None or (limiter.qps >= KUBE_CLIENT_QPS and limiter.burst >= KUBE_CLIENT_BURST):
+        return lambda: None
+    previous = limiter.set_rate(max(limiter.qps, KUBE_CLIENT_QPS), max(limiter.burst, KUBE_CLIENT_BURST))
+    return lambda: limiter.set_rate(*previous)
+
+
+def _acquire(lease: Lease, *, wait: bool, until: Callable[[], bool]) -> bool:
+    """Take the lease (its own ``wait_seconds``), or with ``wait`` keep asking until ``until()``.
+
+    Waited for in real time, as the lease's own wait is: it is other invocations' work that frees
+    it."""
+    while True:
+        try:
+            if lease.acquire():
+                return True
+        except Exception as exc:  # with ``wait``, a look the API server did not answer is asked again
+            if not wait or not is_outage(exc):
+                raise
+        if not wait or until():
+            return False
+        time.sleep(REPLACEMENT_LEASE_POLL_SECONDS)
 
 
 def interrupted_nodes(ctx: Context) -> set[str]:
-    """The nodes whose NodeClaim an involuntary termination (an interruption's) is deleting: one
-    list of NodeClaims."""
-    return {
-        node
-        for claim in ctx.cluster.list_nodeclaims()
-        if objects.is_deleting(claim)
-        and objects.annotations_of(claim).get(INVOLUNTARY_ANNOTATION) == "true"
-        and (node := (claim.get("status") or {}).get("nodeName"))
-    }
+    """The nodes an interruption takes: those whose NodeClaim an involuntary termination (an
+    interruption's) is deleting, and those whose warning a container has taken but not yet acted
+    on (``NOTICE_ANNOTATION``, until its deadline). One list of NodeClaims."""
+    now = ctx.clock.now()
+    found = set()
+    for claim in ctx.cluster.list_nodeclaims():
+        node = (claim.get("status") or {}).get("nodeName")
+        if not node:
+            continue
+        annotations = objects.annotations_of(claim)
+        involuntary = objects.is_deleting(claim) and annotations.get(INVOLUNTARY_ANNOTATION) == "true"
+        notice = objects.parse_time(annotations.get(NOTICE_ANNOTATION))
+        if involuntary or (notice is not None and now < notice):
+            found.add(node)
+    return found

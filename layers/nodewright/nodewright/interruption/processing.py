@@ -28,7 +28,9 @@ time is spent.
 
 from __future__ import annotations
 
+import contextvars
 import random
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 
     from nodewright.context import ContainerContext, Context
     from nodewright.settings import Settings
+    from nodewright.state.guard import WriteGuard
 
 IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
 # An instance launched less than this long before a look may be missed by the ownership index (EC2
@@ -146,6 +149,12 @@ class InterruptionProcessor:
         self._displaced_by: list[str] = []
         self._displaced_records: list[dict[str, Any]] = []  # their outcomes, told what the replacement did
         self._write_deadline: float | None = None
+        # This invocation's replacements, beside its drains (one, unless the first was over when
+        # more nodes came).
+        self._replacing: list[_Replacing] = []
+        self._replacement_records: list[dict[str, Any]] = []
+        # The batch's cordoned nodes with their NodeClaims and warnings' deadlines (``cordon_first``).
+        self._notices: list[tuple[str, str, str]] = []
         self._index: OwnershipIndex | None = None
         self._last_resume_scan = float("-inf")
         # This container's name on the terminations it drives (``termination.drivers``): one
@@ -236,6 +245,7 @@ class InterruptionProcessor:
         nothing is acted on twice. A failure stops it with a warning: ``handle`` cordons each
         node again and reports, per message, what fails. Returns the nodes cordoned."""
         names: list[str] = []
+        notices: list[tuple[str, str, str]] = []  # node, its NodeClaim, the warning's deadline
         now = self._wall_clock()
         try:
             for body, sent in messages:
@@ -252,8 +262,12 @@ class InterruptionProcessor:
                 assert self._index is not None  # _owned read it
                 for instance_id in event.instance_ids:
                     node = self._index.nodes.get(instance_id)
-                    if node is not None and instance_id in self._index.claims:
+                    claim = self._index.claims.get(instance_id)
+                    if node is not None and claim is not None:
                         names.append(objects.name_of(node))
+                        if event.deadline is not None and not objects.is_deleting(claim):
+                            at = event.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                            notices.append((objects.name_of(node), objects.name_of(claim), at))
         except Exception as exc:  # handle() does each message's work again and reports what fails
             self._cordon_first_stopped(exc)
         cordoned: list[str] = []
@@ -266,7 +280,33 @@ class InterruptionProcessor:
                 self._cordon_first_stopped(exc)
                 break
             cordoned.append(name)
+        # Noted by the replacement that ``replace_ahead`` begins, in its own thread.
+        self._notices = [n for n in notices if n[0] in cordoned]
         return cordoned
+
+    def replace_ahead(self, nodes: list[str], *, lambda_context: Any = None) -> None:
+        """Begin the replacement for the pods of ``nodes`` (the batch's nodes ``cordon_first``
+        cordoned) now, beside the handling of the batch's messages and then its drains, rather than
+        after the last message (a batch's messages are handled one after another, and the tenth
+        one's NodeClaim was marked tens of seconds after the cordon in a 100-node storm). Planned
+        as nodes that go regardless (the warnings say EC2 takes them), under the writers' lease
+        like every replacement: a node whose message turns out to be handled elsewhere costs a
+        plan that finds its pods' capacity in flight, never a second launch. A node whose NodeClaim
+        the ownership index already saw marked is left out: whoever began its termination
+        replaces it."""
+        index = self._index
+        if index is not None:
+            going = {
+                objects.name_of(node)
+                for instance, node in index.nodes.items()
+                if objects.is_deleting(index.claims.get(instance) or {})
+            }
+            nodes = [n for n in nodes if n not in going]
+        if nodes:
+            deadline = self.ctx.clock.monotonic() + remaining_seconds(lambda_context) - WRITE_MARGIN_SECONDS
+            notices = [n for n in self._notices if n[0] in nodes]
+            self._start_replacement(nodes, "cordoned ahead of the batch", deadline, notices)
+        self._notices = []
 
     def _cordon_first_stopped(self, exc: Exception) -> None:
         self.logger.warning(
@@ -275,17 +315,31 @@ class InterruptionProcessor:
         )
 
     def drive(self, budget_seconds: float) -> list[dict[str, Any]]:
-        """Replacement capacity for the nodes the messages cordoned (one pass for all of them), then
-        the drains started here, and any left behind by others, for at most ``budget_seconds`` (the
-        termination controller; the cluster is looked at for others at most every
-        ``RESUME_SCAN_SECONDS``, and only for terminations no invocation is driving any more:
-        ``_left_behind``)."""
+        """Replacement capacity for the nodes the messages cordoned (one pass for all of them, run
+        beside the drains: ``_Replacing``), and the drains started here, and any left behind by
+        others, for at most ``budget_seconds`` (the termination controller; the cluster is looked at
+        for others at most every ``RESUME_SCAN_SECONDS``, and only for terminations no invocation
+        is driving any more: ``_left_behind``); then waits for the replacement to end."""
         started = {t.nodeclaim: t for t, _ in self._started}
         received = {t.nodeclaim: at for t, at in self._started}
         self._started = []
-        if not self._container.connected and not started:
+        if not self._container.connected and not started and not self._replacing:
             return []  # nothing needed the cluster in this invocation: no need to connect just to look
         self._replace_displaced()
+        try:
+            for run in self._replacing:
+                run.before_evictions(flow.REPLACEMENT_LEASE_WAIT_SECONDS)
+            return self._drain(started, received, budget_seconds)
+        finally:
+            self._replacement_done()
+
+    def _drain(
+        self,
+        started: dict[str | None, termination.Termination],
+        received: dict[str | None, float],
+        budget_seconds: float,
+    ) -> list[dict[str, Any]]:
+        """The drains, while the replacement runs beside them (``drive``)."""
         now = self._clock()
         scan = now - self._last_resume_scan >= RESUME_SCAN_SECONDS
         if scan:
@@ -318,7 +372,6 @@ class InterruptionProcessor:
                 "drains not finished in this invocation; the next one resumes them",
                 extra={"terminations": unfinished},
             )
-        self._report_requests()
         return [t.summary() for t in driven]
 
     def _report_requests(self) -> None:
@@ -362,21 +415,48 @@ class InterruptionProcessor:
         return _without(world, [c for c in deleting if objects.name_of(c) not in ours])
 
     def _replace_displaced(self) -> None:
-        """One replacement for the pods of every node this invocation's messages cordoned, before
-        their first evictions (``flow.replace_displaced``)."""
+        """Replacement capacity for the pods of every node this invocation's messages cordoned, in
+        one pass for all of them (``flow.replace_displaced``), run beside the drains: handed to
+        the replacement already under way (``replace_ahead``) when there is one, else begun."""
         nodes, self._displaced = self._displaced, []
         why, self._displaced_by = ",".join(self._displaced_by), []
-        records, self._displaced_records = self._displaced_records, []
+        self._replacement_records.extend(self._displaced_records)
+        self._displaced_records = []
         if not nodes:
             return
-        replacement = flow.replace_displaced(self.ctx, nodes, why, self._replace, self._write_deadline)
-        for record in records:  # what the handler answers (spot_events: the event's outcome)
-            record["replacement"] = replacement.summary()
-        checkpoint("interruption.replacement-launched")
-        self.logger.info(
-            "replacement for interrupted nodes",
-            extra={"nodes": nodes, "eventIds": why, "replacement": replacement.summary()},
+        if self._replacing and self._replacing[-1].add(nodes):
+            return
+        self._start_replacement(nodes, why, self._write_deadline)
+
+    def _start_replacement(
+        self,
+        nodes: list[str],
+        why: str,
+        write_deadline: float | None,
+        notices: list[tuple[str, str, str]] | None = None,
+    ) -> None:
+        self._replacing.append(
+            _Replacing(self.ctx, nodes, why, self._replace, write_deadline, notices=notices or [])
         )
+
+    def _replacement_done(self) -> None:
+        """Wait for the replacements (the drains are done or out of time: they need not wait for the
+        lease any longer), say what they did, and tell the messages' records (spot_events answers
+        with its event's)."""
+        replacing, self._replacing = self._replacing, []
+        records, self._replacement_records = self._replacement_records, []
+        try:
+            for run in replacing:
+                replacement = run.finish()
+                for record in records:
+                    record["replacement"] = replacement.summary()
+                checkpoint("interruption.replacement-launched")
+                self.logger.info(
+                    "replacement for interrupted nodes",
+                    extra={"nodes": run.nodes, "eventIds": run.why, "replacement": replacement.summary()},
+                )
+        finally:
+            self._report_requests()
 
     def _duplicate(self, event: InterruptionEvent, stored: dict[str, Any]) -> MessageResult:
         self.logger.info("event already handled; nothing done again", extra={"eventId": event.event_id})
@@ -492,6 +572,147 @@ class InterruptionProcessor:
 
     def _timing(self, name: str, seconds: float) -> None:
         observability.metrics().add_metric(name=name, unit=MetricUnit.Seconds, value=round(seconds, 3))
+
+
+class _Replacing:
+    """One invocation's replacement (``flow.replace_displaced``), in a thread of its own beside the
+    handling of its messages and its drains: the drain never waits for a lease another writer
+    holds (in a 100-node storm the holder's follow-up passes kept its own drains waiting 60 s,
+    and a replacement that found the lease held was skipped, its pods left to the provisioner's
+    next pass a minute later), and the replacement waits for the lease instead of skipping.
+    The first evictions wait for its first pass only when it got the lease at once
+    (``before_evictions``): capacity is asked for before any pod is evicted, as before, unless
+    another writer has the lease.
+
+    ``add`` hands it the nodes of messages handled since it began: its follow-up passes plan them
+    (False once its passes are over: the caller begins another). Its thread runs in a copy of the
+    invocation's ``contextvars`` context (``provisioning.parallel`` does the same for launches)."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        nodes: list[str],
+        why: str,
+        replace: Replacer | None,
+        write_deadline: float | None,
+        *,
+        notices: list[tuple[str, str, str]],
+    ) -> None:
+        self.nodes = list(nodes)
+        self._notices = notices
+        self.why = why
+        self._lock = threading.Lock()
+        self._handed: set[str] = set()
+        self._over = False
+        self._give_up = threading.Event()
+        self._passing = threading.Event()  # it holds the lease: its first pass has begun (or it ended)
+        self._first_pass = threading.Event()  # its first pass is over (or it ended without one)
+        self._result: flow.Replacement | None = None
+        self._ctx = ctx
+        self._replace = replace
+        self._write_deadline = write_deadline
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name="replacement", daemon=True
+        )
+        self._thread.start()
+
+    def add(self, nodes: list[str]) -> bool:
+        with self._lock:
+            if self._over:
+                return False
+            self._handed.update(nodes)
+            self.nodes.extend(n for n in nodes if n not in self.nodes)
+            return True
+
+    def before_evictions(self, lease_wait_seconds: float) -> None:
+        """Return once its first pass is done, or once it has waited ``lease_wait_seconds`` for a
+        lease another writer holds."""
+        if self._passing.wait(lease_wait_seconds):
+            self._first_pass.wait()
+
+    def _pass(
+        self, ctx: Context, node_names: list[str], *, guard: WriteGuard | None
+    ) -> flow.ReplacementReport:
+        """The replacement's passes, telling ``before_evictions`` when the first begins and ends."""
+        replace = self._replace
+        if replace is None:
+            from nodewright.provisioning import replace_for_displaced
+
+            replace = replace_for_displaced
+        self._passing.set()
+        try:
+            return replace(ctx, node_names, guard=guard)
+        finally:
+            self._first_pass.set()
+
+    def _more(self) -> set[str]:
+        """The nodes handed over since the last look (each given to a pass once)."""
+        with self._lock:
+            taken, self._handed = self._handed, set()
+            return taken
+
+    def _run(self) -> None:
+        nodes = list(self.nodes)
+        first: flow.Replacement | None = None
+        try:
+            self._note()
+            while True:
+                result = flow.replace_displaced(
+                    self._ctx,
+                    nodes,
+                    self.why,
+                    self._pass,
+                    self._write_deadline,
+                    wait=True,
+                    more=self._more,
+                    give_up=self._give_up.is_set,
+                )
+                first = first or result
+                with self._lock:
+                    # Handed over after its passes' last look: once more for them, unless it never
+                    # got the lease (then the provisioner's passes plan them).
+                    left, self._handed = sorted(self._handed), set()
+                    if result.report is None or not left:
+                        self._over = True
+                        break
+                nodes = left
+        except Exception as exc:  # replace_displaced catches what a pass raises; this is a last resort
+            first = flow.Replacement(error=f"{type(exc).__name__}: {exc}")
+            with self._lock:
+                self._over = True
+        finally:
+            self._result = first
+            self._passing.set()
+            self._first_pass.set()
+
+    def _note(self) -> None:
+        """Say on each cordoned node's NodeClaim when EC2 takes it (``flow.NOTICE_ANNOTATION``), so
+        whichever container holds the writers' lease plans its pods now, with the others', rather
+        than once this container's turn on the lease comes (in a 100-node storm one holder made
+        all the passes while the other containers' nodes, cordoned, waited for their messages to
+        be handled). Here, not before the messages are handled: one patch each on a loaded API
+        server delayed the batch's first message. An idempotent write, like the cordon; one that
+        fails only loses that."""
+        for node, claim, deadline in self._notices:
+            try:
+                self._ctx.cluster.patch_nodeclaim(
+                    claim, {"metadata": {"annotations": {flow.NOTICE_ANNOTATION: deadline}}}
+                )
+            except NotFound:
+                continue
+            except Exception as exc:
+                self._ctx.logger.warning(
+                    "interruption notice not noted on the batch's NodeClaims; each message marks its own",
+                    extra={"node": node, "error": f"{type(exc).__name__}: {exc}"},
+                )
+                return
+
+    def finish(self) -> flow.Replacement:
+        """Its result, once its passes are over (a wait for the lease stops now)."""
+        self._give_up.set()
+        self._thread.join()
+        return self._result or flow.Replacement(error="the replacement did not finish")
 
 
 def _left_behind(world: termination.NodesAndClaims, now: datetime) -> termination.NodesAndClaims:
