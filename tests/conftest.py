@@ -58,6 +58,8 @@ def _run_rank(item: pytest.Item) -> int:
     return _RUN_ORDER.index(folder) if folder in _RUN_ORDER else len(_RUN_ORDER)
 
 
+# tryfirst: xdist's worker names each item's group (its nodeid's @suffix) in its own hook of this name.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
