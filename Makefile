@@ -37,7 +37,7 @@ test: $(STAMP) $(NODE_STAMP) kubectl
 	$(BIN)/ruff check .
 	$(BIN)/mypy layers/nodewright/nodewright functions/*/app.py tests/fakes.py sandbox bench infra
 	rm -rf $(IAM_RECORDS)
-	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 2 --dist loadgroup --durations=25
+	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

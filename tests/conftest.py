@@ -29,6 +29,45 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "NodewrightTest")
 os.environ.setdefault("POWERTOOLS_DEV", "false")
 
 
+# How `make test` (pytest -n 2 --dist loadgroup --no-loadscope-reorder) spreads the suite over its
+# workers, decided here for every test rather than by markers in each module:
+# - one xdist group per test module: a module's tests share its module-scoped fixtures (a sandbox,
+#   a moto server, a fault rig), which start once on one worker instead of once per worker that
+#   happens to get one of its tests; unrelated modules never share a group, so no worker is handed
+#   several of the long e2e modules as one block while the other idles;
+# - every infra module in one group, "infra": they share the session's CDK synths (tests/infra);
+# - the groups go out in this order, the longest first so that the short ones fill the end: infra
+#   (the synths, cfn-lint and checkov), the e2e modules, the integration modules, the unit modules.
+_RUN_ORDER = ("infra", "e2e", "integration", "unit")
+_TESTS = Path(__file__).parent
+
+
+def _module(item: pytest.Item) -> str:
+    """The item's module, relative to tests/ ("e2e/test_chaos_run.py")."""
+    path = item.path
+    return path.relative_to(_TESTS).as_posix() if _TESTS in path.parents else path.as_posix()
+
+
+def _folder(item: pytest.Item) -> str:
+    module = _module(item)
+    return module.split("/", 1)[0] if "/" in module and _TESTS in item.path.parents else ""
+
+
+def _run_rank(item: pytest.Item) -> int:
+    folder = _folder(item)
+    return _RUN_ORDER.index(folder) if folder in _RUN_ORDER else len(_RUN_ORDER)
+
+
+# tryfirst: xdist's worker names each item's group (its nodeid's @suffix) in its own hook of this name.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = "infra" if _folder(item) == "infra" else _module(item)
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_run_rank)  # stable: each module's tests stay together and in their order
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The reference data folder; tests that need it skip with a clear message when absent."""

@@ -34,6 +34,25 @@ Obj = dict[str, Any]
 T0 = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 
 
+@dataclass
+class FakeLambdaContext:
+    """What Lambda passes a handler as ``context``, its remaining time held still: for handler tests
+    whose outcome must not depend on the machine's speed. (The sandbox's invocations use
+    ``sandbox.runtime.lambdas.LambdaContext``, which counts down for real, as Lambda's does.)"""
+
+    function_name: str = "nodewright-interruption"
+    remaining_ms: int = 60_000
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "request-1"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-west-2:111122223333:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
 class FakeClock:
     """Time that moves only when the code sleeps (or a test advances it); each sleep runs the
     registered ``ticks`` (controllers a test plays, e.g. a kubelet confirming deletions)."""

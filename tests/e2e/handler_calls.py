@@ -1,26 +1,18 @@
 """What the sandbox e2e scenarios of capacity reservations and NodeOverlays do with the real handlers:
-set the environment they run in, invoke the provisioner and the disruption function in-process, wait
-for a condition (never a sleep), make a pod and find the node it runs on."""
+set the environment they run in, invoke the provisioner and the disruption function in-process, make a
+pod and find the node it runs on (the wait on a condition is tests/waiting.py's)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from nodewright.cluster.resources import NODES, PODS
 
 from sandbox.runtime.events import scheduled_event
 from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
-
-T = TypeVar("T")
-# Every wait's timeout is multiplied by this: a timeout bounds a hang and asserts nothing, and the
-# suite runs on a shared two-core machine (waits written for a quiet one timed out at a load average
-# of 35). NODEWRIGHT_WAIT_PATIENCE=1 gives the written timeouts back, to find a slow wait.
-PATIENCE = float(os.environ.get("NODEWRIGHT_WAIT_PATIENCE", "3"))
 
 
 @contextlib.contextmanager
@@ -59,28 +51,6 @@ def pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
         "spec": {"containers": [container], **spec},
     }
-
-
-def wait_for(
-    what: str,
-    check: Callable[[], T],
-    timeout: float = 90.0,
-    step: Callable[[], Any] | None = None,
-    every: float = 0.2,
-) -> T:
-    """Poll ``check`` (running ``step`` between looks, e.g. a handler's pass) until it returns
-    something true, and return that; fail naming ``what`` after ``timeout`` seconds times
-    ``PATIENCE``. The e2e suite's one wait: on a condition, never a sleep; its timeout only bounds
-    a hang, so it stretches with the machine's load rather than failing a slow but correct run."""
-    patience = timeout * PATIENCE
-    deadline = time.monotonic() + patience
-    while not (found := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {patience:.0f}s waiting for {what}")
-        if step is not None:
-            step()
-        time.sleep(every)
-    return found
 
 
 def release() -> None:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from handler_calls import disrupt, handlers_against, live_instances, next_pass, provision, wait_for
+from handler_calls import disrupt, handlers_against, live_instances, next_pass, provision
 from nodewright.api import labels
 from nodewright.cluster.resources import (
     CLUSTER_ROLE_BINDINGS,
@@ -31,6 +31,7 @@ from nodewright.cluster.resources import (
     NODES,
     PODS,
 )
+from waiting import wait_for
 
 from sandbox.apiserver.flowcontrol import DEFAULT_PRIORITY_LEVELS
 from sandbox.cluster import AUTOSCALER_USER

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("sandbox-runtime")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_bench_scheduler_stall_small_run_marks_every_pod_in_every_run(

@@ -15,16 +15,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from handler_calls import disrupt, handlers_against, node_of, pod, provision, wait_for
+from handler_calls import disrupt, handlers_against, node_of, pod, provision
 from nodewright.api import labels
 from nodewright.cloud import reservations
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
+from waiting import wait_for
 
 from sandbox.aws import ec2_reservations
 from sandbox.aws.server import aws_client
 from sandbox.scenarios.workloads import nodeclass, nodepool
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("capacity-reservations-e2e")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RESERVED_POOL = [
     {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["reserved", "on-demand"]},

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("chaos")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 NODEWRIGHT = str(Path(sys.executable).with_name("nodewright"))
 

@@ -18,7 +18,7 @@ from nodewright.disruption import execute
 from sandbox.scenarios.reliability import Observation, running_pods
 from sandbox.scenarios.workloads import DEPLOYMENTS
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("consolidation-waves-crashes")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ON_DEMAND = {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}
 

@@ -47,7 +47,6 @@ __all__ = ["cluster", "env"]  # the disruption e2e module's fixtures, on this mo
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("consolidation-waves-e2e"),
     pytest.mark.timeout(900),
 ]
 

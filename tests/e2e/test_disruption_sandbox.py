@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from handler_calls import live_instances, next_pass, wait_for
+from handler_calls import live_instances, next_pass
 from nodewright.api import labels
 from nodewright.cluster.resources import (
     EC2NODECLASSES,
@@ -38,6 +38,7 @@ from nodewright.cluster.resources import (
     PERSISTENT_VOLUMES as PVS,
 )
 from nodewright.disruption import consolidation, drift, flow
+from waiting import wait_for
 
 from sandbox.apiserver.testing import kubectl
 from sandbox.runtime.events import scheduled_event
@@ -48,7 +49,6 @@ from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodec
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("disruption-e2e"),
     pytest.mark.timeout(600),
 ]
 

@@ -10,7 +10,7 @@ from sandbox.aws.faults import ApiFault
 from sandbox.runtime.events import spot_warning
 from sandbox.scenarios.reliability import Rig
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-cloud")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 # --- EC2 -------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from sandbox.runtime.lambdas import (
 )
 from sandbox.scenarios.reliability import Rig, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-crashes")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ROLL_LABEL = "fault-matrix/roll"
 
 

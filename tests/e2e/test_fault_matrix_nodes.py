@@ -11,7 +11,7 @@ from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS
 from sandbox.runtime.events import spot_warning
 from sandbox.scenarios.reliability import Rig
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("fault-matrix-nodes")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("skew_minutes", [-20, 20])

@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import handler_calls
 import pytest
 from botocore.exceptions import ClientError
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS
 from nodewright.disruption import consolidation, drift, flow
 from nodewright.state.pods import is_provisionable
+from waiting import wait_for
 
 from sandbox.aws.server import aws_client
 from sandbox.runtime import events
@@ -111,11 +111,6 @@ def run(function: str, event: Any, seconds: float) -> Any:
     return handler(event, LambdaContext(seconds, f"nodewright-{function}"))
 
 
-def wait(what: str, check: Callable[[], bool], timeout: float, step: Callable[[], Any] | None = None) -> None:
-    """``handler_calls.wait_for`` (running ``step``, e.g. the provisioner's next pass, between looks)."""
-    handler_calls.wait_for(what, check, timeout, step)
-
-
 def launched_instance(kube: Any, exclude: set[str]) -> str:
     """The instance of a NodeClaim not in ``exclude``, once its node has registered."""
     found: list[str] = []
@@ -130,7 +125,7 @@ def launched_instance(kube: Any, exclude: set[str]) -> str:
                 return True
         return False
 
-    wait("a new node", registered, 45)
+    wait_for("a new node", registered, 45)
     return found[0]
 
 
@@ -188,7 +183,7 @@ def empty(kube: Any, sb: Any) -> None:
             )
         )
 
-    wait("the cluster to empty", emptied, 20)
+    wait_for("the cluster to empty", emptied, 20)
 
 
 # --- the real work -----------------------------------------------------------------------------------
@@ -221,7 +216,7 @@ def test_every_function_does_its_real_work_under_its_own_role(env: Any) -> None:
         }
     }
     kube.create(DEPLOYMENTS, apart, namespace="default")
-    wait(
+    wait_for(
         "2 unschedulable pods",
         lambda: sum(1 for p in kube.list_pending_pods() if is_provisionable(p)) == 2,
         30,
@@ -234,7 +229,7 @@ def test_every_function_does_its_real_work_under_its_own_role(env: Any) -> None:
         direct = run("spot_events", events.spot_warning(first), 60)
         assert direct["disposition"] == "acted", direct
         second = launched_instance(kube, {first})
-        wait(
+        wait_for(
             "both inflate pods running on nodes",
             lambda: (
                 sum(
@@ -462,7 +457,7 @@ def test_without_its_create_fleet_statement_a_consolidation_replace_is_refused_a
         big["spec"]["selector"] = {"matchLabels": {"app": "big"}}
         big["spec"]["template"]["metadata"] = {"labels": {"app": "big"}}
         kube.create(DEPLOYMENTS, big, namespace="default")
-        wait("big to be pending", lambda: bool(kube.list_pending_pods()), 30)
+        wait_for("big to be pending", lambda: bool(kube.list_pending_pods()), 30)
         run("provisioner", scheduled_event(), 8)
         small = inflate(1, cpu="250m", memory="256Mi")
         small["metadata"]["name"] = "small"
@@ -480,14 +475,14 @@ def test_without_its_create_fleet_statement_a_consolidation_replace_is_refused_a
 
         # The provisioner's next passes lift the new node's karpenter.sh/unregistered taint (its
         # launching invocation may end before the node registers, on a loaded machine).
-        wait(
+        wait_for(
             "big and small running",
             lambda: bool(running("big")) and bool(running("small")),
             60,
             step=lambda: run("provisioner", scheduled_event(), 1),
         )
         kube.patch(DEPLOYMENTS, "big", {"spec": {"replicas": 0}}, namespace="default")
-        wait("big gone", lambda: not running("big"), 30)
+        wait_for("big gone", lambda: not running("big"), 30)
         (candidate,) = [c["metadata"]["name"] for c in kube.list(NODECLAIMS)]
 
         with (

@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import next_pass, wait_for
+from handler_calls import next_pass
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, PDBS, PODS
 from nodewright.state.pods import is_provisionable
 from nodewright.termination.terminate import INSTANCE_GOING_ANNOTATION
+from waiting import wait_for
 
 from sandbox.runtime import events
 from sandbox.runtime.lambdas import LambdaContext, load_function

@@ -23,7 +23,7 @@ from nodewright.cli import build_parser
 
 from sandbox.shared_data import REPO_ROOT
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("json-hygiene")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 NODEWRIGHT = str(Path(sys.executable).with_name("nodewright"))
 SEEDS = REPO_ROOT / "events"

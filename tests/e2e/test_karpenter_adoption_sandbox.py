@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import wait_for
 from nodewright.api import hashing
 from nodewright.api import labels as wk
 from nodewright.cloud.userdata import kubelet_may_set
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
+from waiting import wait_for
 
 from sandbox.apiserver.testing import kubectl
 from sandbox.aws.eks_amis import nodeadm_user_data
@@ -31,7 +31,6 @@ from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, nodeclass
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("adoption-e2e"),
     pytest.mark.timeout(600),
 ]
 

@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import disrupt, handlers_against, node_of, pod, provision, wait_for
+from handler_calls import disrupt, handlers_against, node_of, pod, provision
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEOVERLAYS, NODEPOOLS, PODS
+from waiting import wait_for
 
 from sandbox.scenarios.workloads import nodeclass, nodepool
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("nodeoverlay-e2e")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 POOL = [
     {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},

@@ -21,11 +21,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import next_pass, wait_for
+from handler_calls import next_pass
 from kubernetes.utils.quantity import parse_quantity
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 from nodewright.disruption import flow as disruption_flow
+from waiting import wait_for
 
 from sandbox.apiserver.testing import kubectl
 from sandbox.runtime.events import scheduled_event
@@ -35,7 +36,6 @@ from sandbox.scenarios.workloads import nodeclass, nodepool
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("nodes-e2e"),
     pytest.mark.timeout(900),
 ]
 

@@ -16,7 +16,6 @@ from nodewright.observability import logger
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("provisioner-demo"),
     pytest.mark.timeout(900),
 ]
 

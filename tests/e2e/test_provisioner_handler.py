@@ -7,21 +7,21 @@ The handler's loop length is steered the way Lambda steers it: through the conte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import handler_calls
 import pytest
 from handler_calls import live_instances
 from nodewright.api import labels
 from nodewright.cluster.errors import Invalid
 from nodewright.cluster.resources import EC2NODECLASSES, EVENTS, NODECLAIMS, NODEPOOLS, NODES, PODS, Resource
+from waiting import wait_for
 
 from sandbox.runtime.events import scheduled_event
 from sandbox.runtime.lambdas import load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, inflate, nodeclass, nodepool
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("provisioner-e2e")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
 
@@ -77,13 +77,6 @@ def invoke(seconds: float) -> dict[str, Any]:
 
     connect(Settings.from_env()).set_call_deadline(None)
     return answer
-
-
-def wait_for(
-    what: str, check: Callable[[], bool], timeout: float = 30.0, step: Callable[[], Any] | None = None
-) -> None:
-    """``handler_calls.wait_for`` with this module's 30 s default."""
-    handler_calls.wait_for(what, check, timeout, step)
 
 
 def next_pass() -> None:
@@ -147,7 +140,7 @@ def test_inflate_gets_capacity_all_pods_run_and_a_second_invocation_launches_not
 ) -> None:
     cluster.create(NODEPOOLS, nodepool("general", GENERAL))
     cluster.create(DEPLOYMENTS, inflate(10), namespace="default")
-    wait_for("10 unschedulable inflate pods", lambda: unschedulable(cluster) == 10)
+    wait_for("10 unschedulable inflate pods", lambda: unschedulable(cluster) == 10, timeout=30)
 
     # The module's first pass pages moto's whole DescribeInstanceTypes (5-7 s, more on a busy
     # machine) before it may write, and a pass stops writing at its deadline: give it the time.
@@ -155,7 +148,7 @@ def test_inflate_gets_capacity_all_pods_run_and_a_second_invocation_launches_not
 
     assert first["leaseHeld"] is True
     assert first["launched"] >= 1
-    wait_for("all 10 inflate pods Running", lambda: running(cluster) == 10, step=next_pass)
+    wait_for("all 10 inflate pods Running", lambda: running(cluster) == 10, step=next_pass, timeout=30)
     launched = live_instances(env)
     assert len(launched) == first["launched"]
     claims = cluster.list(NODECLAIMS)
@@ -182,7 +175,7 @@ def test_nodepool_limits_are_respected_and_the_rest_stay_pending_with_a_reason(
 ) -> None:
     cluster.create(NODEPOOLS, nodepool("small", GENERAL, limits={"cpu": "4"}))
     cluster.create(DEPLOYMENTS, inflate(10), namespace="default")
-    wait_for("10 unschedulable inflate pods", lambda: unschedulable(cluster) == 10)
+    wait_for("10 unschedulable inflate pods", lambda: unschedulable(cluster) == 10, timeout=30)
 
     invoke(seconds=3)
 
@@ -190,7 +183,7 @@ def test_nodepool_limits_are_respected_and_the_rest_stay_pending_with_a_reason(
     assert launched, "some capacity within the limit is launched"
     total_vcpus = sum(_vcpus(env, i["InstanceType"]) for i in launched)
     assert total_vcpus <= 4
-    wait_for("the pods that fit to run", lambda: running(cluster) >= 1, step=next_pass)
+    wait_for("the pods that fit to run", lambda: running(cluster) >= 1, step=next_pass, timeout=30)
     warnings = [e for e in cluster.list(EVENTS, namespace="default") if e["reason"] == "FailedScheduling"]
     assert any("limit" in e["message"] for e in warnings), [e["message"] for e in warnings]
 
@@ -207,7 +200,7 @@ def test_a_crash_around_the_launch_converges_to_one_instance_per_nodeclaim(
 
     cluster.create(NODEPOOLS, nodepool("general", GENERAL))
     cluster.create(DEPLOYMENTS, inflate(2), namespace="default")
-    wait_for("2 unschedulable inflate pods", lambda: unschedulable(cluster) == 2)
+    wait_for("2 unschedulable inflate pods", lambda: unschedulable(cluster) == 2, timeout=30)
     real_create = CloudProvider.create
 
     def dying(self: CloudProvider, request: Any) -> Any:
@@ -228,7 +221,7 @@ def test_a_crash_around_the_launch_converges_to_one_instance_per_nodeclaim(
     launched = live_instances(env)
     assert len(launched) == len(claims)
     assert sorted(claims_by_instance(cluster)) == sorted(i["InstanceId"] for i in launched)
-    wait_for("both inflate pods Running", lambda: running(cluster) == 2, step=next_pass)
+    wait_for("both inflate pods Running", lambda: running(cluster) == 2, step=next_pass, timeout=30)
 
 
 def test_insufficient_capacity_on_the_cheapest_offering_falls_back_to_the_next(
@@ -242,14 +235,14 @@ def test_insufficient_capacity_on_the_cheapest_offering_falls_back_to_the_next(
     for zone in env.zones:
         env.faults.insufficient_capacity("m5.large", zone, "on-demand")
     cluster.create(DEPLOYMENTS, inflate(1), namespace="default")
-    wait_for("1 unschedulable inflate pod", lambda: unschedulable(cluster) == 1)
+    wait_for("1 unschedulable inflate pod", lambda: unschedulable(cluster) == 1, timeout=30)
 
     result = invoke(seconds=3)
 
     assert result["failures"] == 0
     assert [i["InstanceType"] for i in live_instances(env)] == ["m5.xlarge"]
     assert env.faults.ice_reported >= 1
-    wait_for("the inflate pod Running", lambda: running(cluster) == 1, step=next_pass)
+    wait_for("the inflate pod Running", lambda: running(cluster) == 1, step=next_pass, timeout=30)
 
 
 def test_an_invalid_nodepool_is_skipped_with_a_condition_and_an_event_while_the_others_work(
@@ -265,7 +258,7 @@ def test_an_invalid_nodepool_is_skipped_with_a_condition_and_an_event_while_the_
     cluster.create(NODEPOOLS, broken)
     cluster.create(NODEPOOLS, nodepool("general", GENERAL))
     cluster.create(DEPLOYMENTS, inflate(1), namespace="default")
-    wait_for("1 unschedulable inflate pod", lambda: unschedulable(cluster) == 1)
+    wait_for("1 unschedulable inflate pod", lambda: unschedulable(cluster) == 1, timeout=30)
 
     invoke(seconds=2)
 
@@ -277,7 +270,7 @@ def test_an_invalid_nodepool_is_skipped_with_a_condition_and_an_event_while_the_
     events = [e for e in cluster.list(EVENTS, namespace="default") if e["involvedObject"]["name"] == "broken"]
     assert [e["reason"] for e in events] == ["InvalidNodePool"]
     assert {c["metadata"]["labels"][labels.NODEPOOL] for c in cluster.list(NODECLAIMS)} == {"general"}
-    wait_for("the inflate pod Running", lambda: running(cluster) == 1, step=next_pass)
+    wait_for("the inflate pod Running", lambda: running(cluster) == 1, step=next_pass, timeout=30)
 
 
 def _vcpus(sb: Any, instance_type: str) -> int:

@@ -20,7 +20,7 @@ from sandbox.cluster import AUTOSCALER_GROUP, AUTOSCALER_USER, SandboxError
 from sandbox.shared_data import REPO_ROOT
 from sandbox.simulators.kube import Kube, core
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("sandbox")]
+pytestmark = [pytest.mark.e2e]
 
 
 def port_open(port: int) -> bool:

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import wait_for
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS
+from waiting import wait_for
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.runtime.livelog import LiveLog
@@ -24,7 +24,6 @@ from sandbox.scenarios.workloads import nodeclass, nodepool
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("sandbox-runtime"),
     pytest.mark.skipif(not shutil.which(KUBECTL), reason="kubectl is not installed"),
 ]
 IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"

@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from handler_calls import wait_for
+from waiting import wait_for
 
 from sandbox import Sandbox
 from sandbox.aws.eks_amis import nodeadm_user_data
 from sandbox.simulators.kube import Kube, core, group
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("sandbox")]
+pytestmark = [pytest.mark.e2e]
 
 INFLATE = {
     "apiVersion": "apps/v1",

@@ -33,9 +33,9 @@ from typing import Any
 
 import pytest
 import yaml
-from handler_calls import wait_for
 from nodewright.cluster.resources import NODECLAIMS, NODES, PDBS, PODS, VALIDATING_WEBHOOKS
 from nodewright.spec.deployment import FUNCTIONS
+from waiting import wait_for
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.aws.eks_amis import nodeadm_user_data
@@ -47,7 +47,6 @@ from sandbox.shared_data import REPO_ROOT
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("sandbox-runtime"),
     pytest.mark.skipif(not shutil.which(KUBECTL), reason="kubectl is not installed"),
 ]
 IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import wait_for
 from nodewright.api import webhooks
 from nodewright.cluster.resources import CRDS, NODECLAIMS, VALIDATING_WEBHOOKS
 from test_wakeup_sandbox import IMAGE, SEED_NODECLASS, SEED_NODEPOOL, TICK_SECONDS
+from waiting import wait_for
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.harness import CLUSTER
@@ -30,7 +30,6 @@ from sandbox.runtime.stack import Runtime
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("sandbox-runtime"),
     pytest.mark.skipif(not shutil.which(KUBECTL), reason="kubectl is not installed"),
 ]
 

@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 import yaml
-from handler_calls import wait_for
 from nodewright.api.conversion_review import ROLE_DEFAULTED_ANNOTATION
 from nodewright.api.labels import NODEPOOL as NODEPOOL_LABEL
 from nodewright.cluster.resources import NODECLAIMS, NODEPOOLS, PODS
 from nodewright.spec.deployment import WEBHOOK_CONCURRENCY
+from waiting import wait_for
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
 from sandbox.harness import CLUSTER, SEEDS
@@ -42,7 +42,6 @@ from sandbox.scenarios.workloads import DEPLOYMENTS, deployment, nodepool
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.xdist_group("sandbox-runtime"),
     pytest.mark.skipif(not shutil.which(KUBECTL), reason="kubectl is not installed"),
 ]
 IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"

@@ -17,16 +17,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import next_pass, wait_for
+from handler_calls import next_pass
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 from nodewright.state.pods import is_provisionable
+from waiting import wait_for
 
 from sandbox.runtime.events import scheduled_event
 from sandbox.runtime.lambdas import load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, nodeclass, nodepool
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("zone-topology-e2e")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 GENERAL = [
     {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},

@@ -3,7 +3,8 @@
 Unit tests synth with an empty layer directory and stub handlers (context ``layerAssetDir``
 and ``functionsDir``), so they need neither pip nor the other helpers' functions; one slow
 test (test_infra_layer.py) builds the real layer and synthesizes the real app.
-Every infra test is in the xdist group "infra" so the synths happen in one worker, once.
+The synths are session fixtures: every infra test is in one xdist group ("infra", tests/conftest.py)
+so they happen in one worker, once.
 """
 
 from __future__ import annotations
@@ -26,13 +27,6 @@ if _NODE22.is_dir() and str(_NODE22) not in os.environ.get("PATH", ""):
 
 VARIANT_NODE_ROLE_ARN = "arn:aws:iam::123456789012:role/platform/nodes/MyNodeRole"
 VARIANT_KMS_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.xdist_group("infra"))
 
 
 @pytest.fixture(scope="session")

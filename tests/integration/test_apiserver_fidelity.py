@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
+from waiting import wait_for
 
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import KUBECTL, kubectl
@@ -262,12 +264,8 @@ GIZMO_CRD = crd(
 )
 
 
-def wait_until(check: Any, timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-    return result
+# The suite's one wait (tests/waiting.py) on the emulator's background work: 5 s, every 0.05 s.
+wait_until = functools.partial(wait_for, "the emulator's background work", timeout=5, every=0.05)
 
 
 def test_a_crd_is_deleted_in_the_background_after_its_objects(kube: Kube) -> None:

@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from nodewright.api import webhooks as manifests
+from waiting import wait_for
 
 from sandbox.apiserver import ApiServer
 from sandbox.apiserver.testing import JsonWebhookServer
@@ -198,14 +199,6 @@ def test_a_certificate_the_ca_bundle_does_not_sign_is_a_failed_call(
     assert hook.reviews == []
 
 
-def _wait_for(what: str, check: Any, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 def test_a_webhook_that_has_not_answered_holds_up_only_its_own_write(
     api: client.ApiClient, hook: Recorder
 ) -> None:
@@ -217,7 +210,7 @@ def test_a_webhook_that_has_not_answered_holds_up_only_its_own_write(
     hook.held.set()
     waiting = threading.Thread(target=_set_condition, args=(api, pod, "Unschedulable"), daemon=True)
     waiting.start()
-    _wait_for("the webhook to be called", lambda: len(hook.reviews) == 1)
+    wait_for("the webhook to be called", lambda: len(hook.reviews) == 1, timeout=20, every=0.01)
 
     other = _pending_pod(api)  # a create, a read and a write of another object, meanwhile
     core = client.CoreV1Api(api)
@@ -248,7 +241,7 @@ def test_a_write_that_lands_while_the_webhook_is_called_is_kept_and_the_webhook_
         target=core.patch_namespaced_pod_status, args=(name, "default", patch), daemon=True
     )
     waiting.start()
-    _wait_for("the webhook to be called", lambda: len(hook.reviews) == 1)
+    wait_for("the webhook to be called", lambda: len(hook.reviews) == 1, timeout=20, every=0.01)
     core.patch_namespaced_pod(name, "default", {"metadata": {"labels": {"meanwhile": "yes"}}})
     hook.held.clear()
     hook.release.set()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from types import SimpleNamespace
 
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
+from fakes import FakeLambdaContext
 from moto import mock_aws
 from nodewright.cloud import aws
 from nodewright.cloud.state import DynamoDBStateStore, create_state_table
@@ -30,16 +30,6 @@ def pricing_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         aws.reset_clients()
 
 
-def lambda_context() -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="pricing",
-        memory_limit_in_mb=256,
-        invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:pricing",
-        aws_request_id="req-1",
-        get_remaining_time_in_millis=lambda: 60_000,
-    )
-
-
 def product(instance_type: str, usd: str) -> str:
     return json.dumps(
         {
@@ -58,7 +48,7 @@ def test_handler_refreshes_the_table_every_function_reads(pricing_env: None) -> 
     with Stubber(pricing) as stub:
         stub.add_response("get_products", {"PriceList": [product("m5.large", "0.096")]}, {
             "ServiceCode": "AmazonEC2", "Filters": ANY, "FormatVersion": "aws_v1"})  # fmt: skip
-        result = app.handler({"source": "aws.events"}, lambda_context())
+        result = app.handler({"source": "aws.events"}, FakeLambdaContext("pricing", memory_limit_in_mb=256))
     assert result["onDemandPrices"] == 1
     assert result["spotPrices"] > 0  # moto's spot price history
     table = DynamoDBStateStore(settings).price_table()

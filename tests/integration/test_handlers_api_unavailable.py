@@ -6,28 +6,16 @@ retried into the same outage. The interruption queue returns only the messages t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from botocore.exceptions import EndpointConnectionError, NoCredentialsError
-from fakes import FakeClock, FakeCloudProvider, FakeCluster
+from fakes import FakeClock, FakeCloudProvider, FakeCluster, FakeLambdaContext
 from nodewright.cluster import ApiUnavailable
 from nodewright.context import ContainerContext, Context
 from nodewright.settings import Settings
 
 from sandbox.runtime.lambdas import load_function
-
-
-@dataclass
-class LambdaContext:
-    function_name: str = "nodewright-provisioner"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-west-2:111122223333:function:nodewright-provisioner"
-    aws_request_id: str = "request-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 20_000
 
 
 class DownCluster(FakeCluster):
@@ -84,7 +72,7 @@ def test_a_scheduled_function_with_the_api_server_down_reports_once_and_ends(
     cluster = DownCluster(clock)
     module = wired(function, cluster, FakeCloudProvider(clock), clock)
 
-    answer = module.handler(SCHEDULED, LambdaContext(function_name=f"nodewright-{function}"))
+    answer = module.handler(SCHEDULED, FakeLambdaContext(f"nodewright-{function}", remaining_ms=20_000))
 
     assert answer["error"] == "ApiServerUnavailable"
     out = capsys.readouterr().out
@@ -132,7 +120,7 @@ def test_the_provisioner_with_aws_unreachable_reports_once_and_ends(
     UnreachableCloud.error = error
     module = wired("provisioner", cluster, UnreachableCloud(clock), clock)
 
-    answer = module.handler(SCHEDULED, LambdaContext())
+    answer = module.handler(SCHEDULED, FakeLambdaContext("nodewright-provisioner", remaining_ms=20_000))
 
     assert answer["error"] == "AwsUnavailable"
     out = capsys.readouterr().out
@@ -243,7 +231,7 @@ def test_the_interruption_queue_with_an_outage_returns_only_the_affected_message
     module = interruption_function("interruption", cluster, cloud, clock)
     batch = {"Records": [sqs_record("warning", json.dumps(spot_warning())), sqs_record("junk", "{not json")]}
 
-    answer = module.handler(batch, LambdaContext(function_name="nodewright-interruption"))
+    answer = module.handler(batch, FakeLambdaContext("nodewright-interruption", remaining_ms=20_000))
 
     if outage == "api-server-down":
         assert answer == {"batchItemFailures": [{"itemIdentifier": "warning"}]}, (
@@ -275,7 +263,7 @@ def test_the_direct_spot_path_with_aws_unreachable_reports_once_and_ends(
     UnreachableCloud.error = NoCredentialsError()
     module = interruption_function("spot_events", FakeCluster(clock), UnreachableCloud(clock), clock)
 
-    answer = module.handler(spot_warning(), LambdaContext(function_name="nodewright-spot-events"))
+    answer = module.handler(spot_warning(), FakeLambdaContext("nodewright-spot-events", remaining_ms=20_000))
 
     assert answer["error"] == "AwsUnavailable"
     out = capsys.readouterr().out

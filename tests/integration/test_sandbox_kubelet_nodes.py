@@ -7,11 +7,12 @@ the sandbox's SSM publishes the Windows AMIs' public parameters as AWS does."""
 from __future__ import annotations
 
 import base64
-import time
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import waiting
 import yaml
 from kubernetes.utils.quantity import parse_quantity
 
@@ -19,19 +20,11 @@ from sandbox import Sandbox
 from sandbox.aws.eks_amis import nodeadm_user_data
 from sandbox.simulators.kube import Kube, core, group
 
-pytestmark = pytest.mark.xdist_group("sandbox")  # one sandbox per process: keep them on one worker
 CLUSTER = "kubelets"
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
+# The suite's one wait (tests/waiting.py), with this module's default timeout and poll interval.
+wait_for = functools.partial(waiting.wait_for, timeout=20, every=0.1)
 
 
 @pytest.fixture(scope="module")

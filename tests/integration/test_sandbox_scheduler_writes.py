@@ -8,13 +8,14 @@ whom is observed directly."""
 
 from __future__ import annotations
 
+import functools
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import waiting
 from kubernetes import config
 
 from sandbox.apiserver import ApiServer
@@ -63,13 +64,8 @@ class Gate(JsonWebhookServer):
         self._open.set()
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.02)
-    return result
+# The suite's one wait (tests/waiting.py), with this module's default timeout and poll interval.
+wait_for = functools.partial(waiting.wait_for, timeout=30, every=0.02)
 
 
 @pytest.fixture

@@ -2,30 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import waiting
 from kubernetes.client.exceptions import ApiException
 
 from sandbox import Sandbox
 from sandbox.aws.eks_amis import nodeadm_user_data
 from sandbox.simulators.kube import Kube, core, group
 
-pytestmark = pytest.mark.xdist_group("sandbox")  # one sandbox per process: keep them on one worker
 CLUSTER = "sims"
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
+# The suite's one wait (tests/waiting.py), with this module's default timeout and poll interval.
+wait_for = functools.partial(waiting.wait_for, timeout=10, every=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -607,7 +601,9 @@ def test_deleting_a_deployment_cascades_as_its_propagation_policy_says(sb, kube,
         assert len(pods_of(kube, app)) == 2  # still owned by the orphaned ReplicaSet
         kube.delete(group("apps/v1", "replicasets", "default", replicaset["metadata"]["name"]))
     wait_for(
-        "its ReplicaSets and pods to go", lambda: not _replicasets(kube, app) and not pods_of(kube, app), 20
+        "its ReplicaSets and pods to go",
+        lambda: not _replicasets(kube, app) and not pods_of(kube, app),
+        timeout=20,
     )
 
 

@@ -10,7 +10,6 @@ import io
 import json
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from nodewright.cluster.resources import (
     NODES,
     PODS,
 )
+from waiting import wait_for
 
 from sandbox.apiserver import ApiServer
 from sandbox.shared_data import REPO_ROOT
@@ -53,15 +53,15 @@ READER_RULES = [
 ]
 
 
-def wait_for(what: str, check: Callable[[], Any], changed: threading.Event, timeout: float = 60) -> Any:
-    """``check()``'s first truthy answer, asked again after each change the view reports."""
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+def on_change(changed: threading.Event) -> Callable[[], None]:
+    """A step for the suite's one wait (tests/waiting.py): look again after each change the view
+    reports (or a second)."""
+
+    def step() -> None:
         changed.wait(1.0)
         changed.clear()
-    return result
+
+    return step
 
 
 @pytest.fixture
@@ -289,7 +289,7 @@ def test_the_live_view_shows_a_node_added_after_it_started_in_its_next_frame(
     view = top.ClusterView(cluster, top.Prices(None, str(prices), False), on_change=changed.set)
     view.start()
     try:
-        wait_for("the first lists", lambda: view.synced, changed)
+        wait_for("the first lists", lambda: view.synced, 60, step=on_change(changed), every=0)
         assert [r.name for r in view.frame().rows] == ["od-node", "spot-node", "new-claim"]
         lists = {name: r.lists for name, r in view.reflectors.items()}
 
@@ -305,7 +305,9 @@ def test_the_live_view_shows_a_node_added_after_it_started_in_its_next_frame(
         late = wait_for(
             "late-node with its pod",
             lambda: next((r for r in view.frame().rows if r.name == "late-node" and r.pods == 1), None),
-            changed,
+            60,
+            step=on_change(changed),
+            every=0,
         )
         assert (late.instance_type, late.zone, late.state, late.price) == (
             "m5.large",
@@ -314,7 +316,13 @@ def test_the_live_view_shows_a_node_added_after_it_started_in_its_next_frame(
             0.5,
         )
         admin.delete(NODES, "od-node")
-        wait_for("od-node gone", lambda: "od-node" not in [r.name for r in view.frame().rows], changed)
+        wait_for(
+            "od-node gone",
+            lambda: "od-node" not in [r.name for r in view.frame().rows],
+            60,
+            step=on_change(changed),
+            every=0,
+        )
         # seen through the watches: nothing was listed again
         assert {name: r.lists for name, r in view.reflectors.items()} == lists
         assert view.problems() == []
@@ -344,8 +352,10 @@ def test_a_watch_from_a_version_the_server_no_longer_keeps_is_listed_again(
         )
     view.start()  # each reflector watches on from its list's version; nodes' answers 410 Gone
     try:
-        wait_for("the nodes listed again", lambda: nodes.lists == 2, changed)
-        wait_for("every node", lambda: len(view.frame().rows) == 2 + 25 + 1, changed)
+        wait_for("the nodes listed again", lambda: nodes.lists == 2, 60, step=on_change(changed), every=0)
+        wait_for(
+            "every node", lambda: len(view.frame().rows) == 2 + 25 + 1, 60, step=on_change(changed), every=0
+        )
         assert nodes.resource_version != stale
         assert view.reflectors["pods"].lists == 1  # its version was still kept: no list
     finally:

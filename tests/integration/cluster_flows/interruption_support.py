@@ -1,22 +1,10 @@
-"""What the interruption handler tests share: the owned instance, a Lambda context, a counting replacement."""
+"""What the interruption handler tests share: the owned instance and a counting replacement."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 INSTANCE = "i-0aaaaaaaaaaaaaaa1"
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "nodewright-interruption"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-west-2:111122223333:function:nodewright-interruption"
-    aws_request_id: str = "request-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
 
 
 class CountingReplacement:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fakes import FakeLambdaContext
 from fuzzing import PAYLOADS, message_bodies, mutated_payloads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,7 +30,7 @@ from nodewright.interruption.events import MalformedMessage, parse_message
 
 from sandbox.runtime import events
 
-from .interruption_support import INSTANCE, CountingReplacement, FakeLambdaContext
+from .interruption_support import INSTANCE, CountingReplacement
 
 OUTCOMES: Counter[str] = Counter()
 # Real payloads about the test's own node (instance ids rewritten, sent just now), so some act.

@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes import FakeLambdaContext
 from moto import mock_aws
 from nodewright.cloud.aws import reset_clients
 from nodewright.cluster import ApiUnavailable
@@ -22,7 +23,7 @@ from nodewright.interruption import flow
 
 from sandbox.runtime import events
 
-from .interruption_support import INSTANCE, CountingReplacement, FakeLambdaContext
+from .interruption_support import INSTANCE, CountingReplacement
 
 
 def spot_event(event_id: str = "spot-1", instance: str = INSTANCE) -> dict[str, Any]:

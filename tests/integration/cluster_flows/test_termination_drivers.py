@@ -77,9 +77,11 @@ def test_a_state_change_notice_for_a_claimed_termination_steps_it_once_and_leave
     the node; EC2's state-change notice for the same instance reaches another container while that
     drain's claim lasts. The notice is news the driver may not see before its drive ends: one step
     here finishes the gone instance's node, and the drive stays the driver's."""
+    from fakes import FakeLambdaContext
+
     from sandbox.runtime import events
 
-    from .interruption_support import CountingReplacement, FakeLambdaContext
+    from .interruption_support import CountingReplacement
 
     world.node("node-a", INSTANCE)
     world.nodeclaim("default-a", INSTANCE, "node-a")
@@ -108,9 +110,11 @@ def test_a_drive_that_ends_gives_its_claims_back(world: Any, clock: Any, make_pr
     """A warning's drive that ended (its termination unfinished, or left for EC2) must not keep
     the next look waiting for its claim to expire: the provisioner's pass after EC2's reclaim, a
     state-change notice (the sandbox's interruption e2e caught the NodeClaim still claimed)."""
+    from fakes import FakeLambdaContext
+
     from sandbox.runtime import events
 
-    from .interruption_support import CountingReplacement, FakeLambdaContext
+    from .interruption_support import CountingReplacement
 
     world.node("node-a", INSTANCE)
     world.nodeclaim("default-a", INSTANCE, "node-a")
