@@ -266,7 +266,7 @@ class InterruptionProcessor:
                     if node is not None and claim is not None:
                         names.append(objects.name_of(node))
                         if event.deadline is not None and not objects.is_deleting(claim):
-                            at = event.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                            at = objects.format_time(event.deadline)
                             notices.append((objects.name_of(node), objects.name_of(claim), at))
         except Exception as exc:  # handle() does each message's work again and reports what fails
             self._cordon_first_stopped(exc)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
@@ -166,7 +166,7 @@ def request(
         INSTANCE_GOING_ANNOTATION: "true" if asked.instance_going else "false",
     }
     if deadline:
-        annotations[DEADLINE_ANNOTATION] = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        annotations[DEADLINE_ANNOTATION] = objects.format_time(deadline)
     if asked.driver is not None:
         annotations[drivers.DRIVER_ANNOTATION] = asked.driver.annotation()
     if claim_name:
