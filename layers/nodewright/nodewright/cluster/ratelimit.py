@@ -36,10 +36,7 @@ class TokenBucket:
     KEPT_SECONDS = 600
 
     def __init__(self, qps: float, burst: int, *, clock: Clock | None = None) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError(f"a token bucket needs qps > 0 and burst >= 1, not qps={qps:g} burst={burst}")
-        self.qps = float(qps)
-        self.burst = int(burst)
+        self.qps, self.burst = _checked(qps, burst)
         self.clock: Clock = clock or SystemClock()
         self._tokens = float(self.burst)
         self._last = self.clock.monotonic()
@@ -53,10 +50,7 @@ class TokenBucket:
         """Take a token; the seconds until it is due (0.0: now). ``deadline`` is on ``clock.monotonic``:
         when the token would come after it, nothing is taken and ``ClientThrottled`` is raised."""
         with self._lock:
-            now = self.clock.monotonic()
-            if now > self._last:
-                self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-                self._last = now
+            now = self._refill()
             wait = 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.qps
             if deadline is not None and now + wait > deadline:
                 raise ClientThrottled(
@@ -76,17 +70,22 @@ class TokenBucket:
         """Refill at ``qps`` with room for ``burst`` from now on (the tokens already there are kept,
         up to the new burst); returns the rate it had, to set back. An interruption container
         holds the cluster's one writers' lease at the provisioner's rate (``interruption.flow``)."""
-        if qps <= 0 or burst < 1:
-            raise ValueError(f"a token bucket needs qps > 0 and burst >= 1, not qps={qps:g} burst={burst}")
+        checked = _checked(qps, burst)
         with self._lock:
-            now = self.clock.monotonic()
-            if now > self._last:
-                self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-                self._last = now
+            self._refill()
             previous = (self.qps, self.burst)
-            self.qps, self.burst = float(qps), int(burst)
+            self.qps, self.burst = checked
             self._tokens = min(self._tokens, float(self.burst))
             return previous
+
+    def _refill(self) -> float:
+        """Add the tokens earned since the last look, at the current rate, up to the burst (the
+        caller holds the lock); returns now on the clock."""
+        now = self.clock.monotonic()
+        if now > self._last:
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+            self._last = now
+        return now
 
     def wait(self, what: str, *, deadline: float | None = None) -> float:
         """Block until a token is this caller's (``reserve``, then sleep on the clock); the seconds waited."""
@@ -109,3 +108,10 @@ class TokenBucket:
         with self._lock:
             counts, self.by_second = dict(self.by_second), Counter()
         return counts
+
+
+def _checked(qps: float, burst: int) -> tuple[float, int]:
+    """A bucket's rate, refused with what is wrong when it could never let a request through."""
+    if qps <= 0 or burst < 1:
+        raise ValueError(f"a token bucket needs qps > 0 and burst >= 1, not qps={qps:g} burst={burst}")
+    return float(qps), int(burst)
