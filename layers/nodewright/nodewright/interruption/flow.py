@@ -325,6 +325,16 @@ def _offering(target: Target) -> tuple[str, str, str] | None:
     return None
 
 
+def replacer(replace: Replacer | None) -> Replacer:
+    """``replace``, or by default the provisioner's ``replace_for_displaced``, imported on first use:
+    an invocation that replaces nothing never loads the provisioning package."""
+    if replace is not None:
+        return replace
+    from nodewright.provisioning import replace_for_displaced
+
+    return replace_for_displaced
+
+
 def replace_displaced(
     ctx: Context,
     node_names: list[str],
@@ -352,10 +362,7 @@ def replace_displaced(
     Without it (the drain waits for this) the lease is waited for ``REPLACEMENT_LEASE_WAIT_SECONDS``
     and, held elsewhere, the replacement is skipped: the provisioner's passes plan every going
     node's pods."""
-    if replace is None:
-        from nodewright.provisioning import replace_for_displaced
-
-        replace = replace_for_displaced
+    replace = replacer(replace)
     monotonic = ctx.clock.monotonic
     deadline = write_deadline if write_deadline is not None else monotonic() + REPLACEMENT_LEASE_SECONDS
     lease = ctx.cluster.writer_lease(

@@ -635,11 +635,7 @@ class _Replacing:
         self, ctx: Context, node_names: list[str], *, guard: WriteGuard | None
     ) -> flow.ReplacementReport:
         """The replacement's passes, telling ``before_evictions`` when the first begins and ends."""
-        replace = self._replace
-        if replace is None:
-            from nodewright.provisioning import replace_for_displaced
-
-            replace = replace_for_displaced
+        replace = flow.replacer(self._replace)
         self._passing.set()
         try:
             return replace(ctx, node_names, guard=guard)
