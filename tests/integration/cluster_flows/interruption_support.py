@@ -1,10 +1,23 @@
-"""What the interruption handler tests share: the owned instance and a counting replacement."""
+"""What the interruption handler tests share: the owned instance, owned nodes, a counting replacement."""
 
 from __future__ import annotations
 
 from typing import Any
 
 INSTANCE = "i-0aaaaaaaaaaaaaaa1"
+
+
+def owned_nodes(world: Any, series: str, count: int, *, with_pods: bool = True) -> list[str]:
+    """``count`` nodes this cluster owns, ``node-<i>`` with NodeClaim ``default-<i>`` on instance
+    ``i-0aaaaaaaaaaaaa<series><i:02d>`` (a batch's warnings name them), each with a ``web-<i>`` pod
+    unless ``with_pods`` is False; returns the instance ids."""
+    instances = [f"i-0aaaaaaaaaaaaa{series}{i:02d}" for i in range(count)]
+    for i, instance in enumerate(instances):
+        world.node(f"node-{i}", instance)
+        world.nodeclaim(f"default-{i}", instance, f"node-{i}")
+        if with_pods:
+            world.pod(f"web-{i}", f"node-{i}", labels={"app": "web"})
+    return instances
 
 
 class CountingReplacement:

@@ -23,7 +23,7 @@ from nodewright.interruption import flow
 
 from sandbox.runtime import events
 
-from .interruption_support import INSTANCE, CountingReplacement
+from .interruption_support import INSTANCE, CountingReplacement, owned_nodes
 
 
 def spot_event(event_id: str = "spot-1", instance: str = INSTANCE) -> dict[str, Any]:
@@ -194,11 +194,7 @@ def test_a_batch_of_warnings_is_replaced_in_one_pass_before_any_eviction(
     nodes, after every one is cordoned and, the lease being free, before the first eviction (not
     ten passes queued on the writers' lease, each re-reading the whole cluster)."""
     interruption, _ = functions
-    instances = [f"i-0aaaaaaaaaaaaab{i:02d}" for i in range(4)]
-    for i, instance in enumerate(instances):
-        world.node(f"node-{i}", instance)
-        world.nodeclaim(f"default-{i}", instance, f"node-{i}")
-        world.pod(f"web-{i}", f"node-{i}", labels={"app": "web"})
+    instances = owned_nodes(world, "b", 4)
     replacement = CountingReplacement()
     seen_at_replacement: dict[str, Any] = {}
 
@@ -251,10 +247,7 @@ def test_every_node_of_a_batch_is_cordoned_before_its_first_message_is_handled(
     next one's cordon: the last node of a batch of ten took new pods for all that time. The
     batch's nodes are cordoned first; the messages are then handled (and acted on) once each."""
     interruption, _ = functions
-    instances = [f"i-0aaaaaaaaaaaaac{i:02d}" for i in range(3)]
-    for i, instance in enumerate(instances):
-        world.node(f"node-{i}", instance)
-        world.nodeclaim(f"default-{i}", instance, f"node-{i}")
+    instances = owned_nodes(world, "c", 3, with_pods=False)
     world.node("node-other", "i-0aaaaaaaaaaaaacff")  # a Node without a NodeClaim: not ours
     replacement = CountingReplacement()
     interruption.processor = make_processor(replacement, state=True)
@@ -328,11 +321,7 @@ def test_a_batch_replacement_begins_once_its_nodes_are_cordoned_before_its_messa
     a batch was marked tens of seconds after the cordon), and its replacement came after the last
     one. It now begins as soon as the batch's nodes are cordoned, beside the messages' handling."""
     interruption, _ = functions
-    instances = [f"i-0aaaaaaaaaaaaad{i:02d}" for i in range(3)]
-    for i, instance in enumerate(instances):
-        world.node(f"node-{i}", instance)
-        world.nodeclaim(f"default-{i}", instance, f"node-{i}")
-        world.pod(f"web-{i}", f"node-{i}", labels={"app": "web"})
+    instances = owned_nodes(world, "d", 3)
     replacement = CountingReplacement()
     planned = threading.Event()
     marked_when_planned: list[bool] = []
