@@ -24,6 +24,7 @@ from nodewright.cloud.reservations import CapacityReservation
 from nodewright.cluster.client import EvictionOutcome, EvictionResult
 from nodewright.cluster.errors import Conflict
 from nodewright.cluster.objects import format_time
+from nodewright.cluster.ratelimit import TokenBucket
 from nodewright.cluster.resources import Resource
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class FakeCluster:
         self.lease = FakeLease()
         self.lease_identities: list[str] = []
         self.call_deadline: float | None = None
+        self.limiter: TokenBucket | None = None  # no request rate limit
         self._uids = itertools.count(1)
         self._pending_listed: set[str] = set()
 

@@ -37,6 +37,7 @@ from nodewright.state.pods import key as pod_key
 
 if TYPE_CHECKING:
     from nodewright.cluster.client import EvictionResult
+    from nodewright.cluster.ratelimit import TokenBucket
     from nodewright.cluster.resources import Resource
     from nodewright.state.interfaces import Cluster, Lease, Obj
 
@@ -99,6 +100,7 @@ class ManifestCluster:
         files = list(paths)
         self.source = f"{len(files)} manifest file(s)"
         self.report = BundleReport()
+        self.limiter: TokenBucket | None = None  # files: no API server to spare
         self._kinds: dict[str, list[Obj]] = {kind: [] for kind in LISTED_KINDS}
         self._pods: list[Obj] = []
         self._listed: set[str] = set()

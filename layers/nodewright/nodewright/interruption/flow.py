@@ -424,11 +424,15 @@ def _holder_rate(ctx: Context) -> Callable[[], None]:
     """Raise this container's request rate limit to the provisioner's while it holds the writers'
     lease (``spec.deployment``, after ``INTERRUPTION_KUBE_CLIENT_QPS``); returns what sets it back.
     Only raised, never lowered (a container already at that rate keeps it)."""
-    limiter = getattr(ctx.cluster, "limiter", None)  # a fake cluster (tests) may have none
+    limiter = ctx.cluster.limiter
     if limiter is None or (limiter.qps >= KUBE_CLIENT_QPS and limiter.burst >= KUBE_CLIENT_BURST):
         return lambda: None
     previous = limiter.set_rate(max(limiter.qps, KUBE_CLIENT_QPS), max(limiter.burst, KUBE_CLIENT_BURST))
-    return lambda: limiter.set_rate(*previous)
+
+    def set_back() -> None:
+        limiter.set_rate(*previous)
+
+    return set_back
 
 
 def _acquire(lease: Lease, *, wait: bool, until: Callable[[], bool]) -> bool:

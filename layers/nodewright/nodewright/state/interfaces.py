@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     )
     from nodewright.cloud.reservations import CapacityReservation
     from nodewright.cluster.client import EvictionResult
+    from nodewright.cluster.ratelimit import TokenBucket
     from nodewright.cluster.resources import Resource
     from nodewright.scheduling import InstanceType
 
@@ -87,6 +88,10 @@ class Lease(Protocol):
 
 class Cluster(Protocol):
     """The Kubernetes API as the flows use it; reads answer plain dicts."""
+
+    # The container's request rate limit (None: unlimited); the writers' lease holder in an
+    # interruption container raises it while it holds the lease (``interruption.flow``).
+    limiter: TokenBucket | None
 
     # reads
     def list_pods(self) -> list[Obj]: ...
