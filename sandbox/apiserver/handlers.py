@@ -285,28 +285,45 @@ class ResourceHandlers:
         return Response(200, self._present(t.rt, obj))
 
     def list(self, t: Target, request: Request) -> Response:
-        items, rv = self.select(t, request.query)
+        """One page (``limit``, ``continue``) of the objects the selectors match, as etcd3's GetList:
+        the page starts at its continue key (a range read, not a scan from the first object) and
+        selectors fill it as far as ``limit``; ``remainingItemCount`` only for a list without
+        selectors, where it is known (ListMeta: "unknown and left unset" with selectors)."""
         try:
             limit = int(request.query.get("limit") or 0)
         except ValueError as exc:
             raise errors.bad_request(f"limit must be an integer: {exc}") from exc
         token = request.query.get("continue")
-        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        after: tuple[str, str] | None = None
         if token:
             try:
-                after = json.loads(base64.urlsafe_b64decode(token.encode()))["start"]
-            except (ValueError, KeyError) as exc:
+                namespace, name = json.loads(base64.urlsafe_b64decode(token.encode()))["start"]
+            except (ValueError, KeyError, TypeError) as exc:
                 raise errors.bad_request(f"continue key is not valid: {exc}") from exc
-            items = [o for o in items if self._sort_key(o) > tuple(after)]
-        if limit and len(items) > limit:
-            last = self._sort_key(items[limit - 1])
+            after = (str(namespace), str(name))
+        labels, fields = self.parse_selectors(t.rt, request.query)
+        stored, rv = self.store.list(t.rt.key, t.namespace, after=after)
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        unfiltered = labels.empty and fields.empty
+        items: builtins.list[dict[str, Any]] = []
+        scanned = 0
+        more = False
+        for obj in stored:
+            if unfiltered or (labels.matches(obj["metadata"].get("labels")) and fields.matches(obj)):
+                if limit and len(items) == limit:
+                    more = True
+                    break
+                items.append(obj)
+            scanned += 1
+        if more:
+            last = self._sort_key(items[-1])
             meta["continue"] = base64.urlsafe_b64encode(
                 json.dumps({"start": list(last), "rv": rv}).encode()
             ).decode()
-            meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
+            if unfiltered:
+                meta["remainingItemCount"] = len(stored) - limit
         if t.rt.custom:
-            items = self._decoded(t, items)
+            items = self._decoded(t, stored[:scanned], items)
         body = {
             "kind": t.rt.list_kind,
             "apiVersion": t.rt.api_version,
@@ -315,14 +332,15 @@ class ResourceHandlers:
         }
         return Response(200, body)
 
-    def _decoded(self, t: Target, selected: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
-        """``selected`` in ``t``'s version, after converting every stored object of the kind in scope:
-        kube-apiserver decodes (converts) each one before its selectors filter them (etcd3 GetList),
-        so one that cannot be converted fails the list, whichever objects the selectors keep."""
-        everything, _rv = self.store.list(t.rt.key, t.namespace)
-        converted = self._convert(t.rt, everything, t.rt.version)
-        by_key = {self._sort_key(o): c for o, c in zip(everything, converted, strict=True)}
-        return [by_key.get(self._sort_key(o)) or self._convert(t.rt, [o], t.rt.version)[0] for o in selected]
+    def _decoded(
+        self, t: Target, scanned: builtins.list[dict[str, Any]], selected: builtins.list[dict[str, Any]]
+    ) -> builtins.list[dict[str, Any]]:
+        """``selected`` in ``t``'s version, after converting every object the page read: kube-apiserver
+        decodes (converts) each object it reads before its selectors filter them (etcd3 GetList), so
+        one that cannot be converted fails the page that reads it, whichever objects the selectors keep."""
+        converted = self._convert(t.rt, scanned, t.rt.version)
+        by_key = {self._sort_key(o): c for o, c in zip(scanned, converted, strict=True)}
+        return [by_key[self._sort_key(o)] for o in selected]
 
     @staticmethod
     def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:

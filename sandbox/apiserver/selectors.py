@@ -305,6 +305,10 @@ class FieldSelector:
     def matches(self, obj: dict[str, Any]) -> bool:
         return all(r.matches(obj) for r in self.requirements)
 
+    @property
+    def empty(self) -> bool:
+        return not self.requirements
+
     def value_of(self, field: str) -> str | None:
         """The value a ``field=value`` requirement pins, if any (lets the handler narrow a list)."""
         return next((r.value for r in self.requirements if r.field == field and r.op == "="), None)

@@ -50,6 +50,9 @@ class Store:
         self._changed = threading.Condition(self.lock)
         self._rv = first_rv
         self._data: dict[Key, dict[ObjKey, dict[str, Any]]] = {}
+        # Each resource's keys in namespace/name order, kept as objects come and go, so a page of a
+        # paginated list starts at its continue key (etcd's range read) instead of sorting everything.
+        self._order: dict[Key, list[ObjKey]] = {}
         # Per resource, as kube-apiserver's watch cache: a busy resource (events, pods) never pushes
         # another's changes out; a watch from before the oldest kept change gets 410 Gone.
         self.history = history
@@ -73,12 +76,21 @@ class Store:
         with self.lock:
             return self._data.get(key, {}).get((namespace, name))
 
-    def list(self, key: Key, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
-        """Read-only references to the objects (sorted by namespace/name) and the list's resourceVersion."""
+    def list(
+        self, key: Key, namespace: str | None = None, *, after: ObjKey | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Read-only references to the objects (sorted by namespace/name; with ``after``, only those
+        past that key, as a continue token's range read) and the list's resourceVersion."""
         with self.lock:
             bucket = self._data.get(key, {})
-            items = [bucket[k] for k in sorted(bucket) if namespace is None or k[0] == namespace]
-            return items, self._rv
+            order = self._order.get(key, [])
+            start = 0 if after is None else bisect.bisect_right(order, after)
+            if namespace is not None:
+                start = max(start, bisect.bisect_left(order, (namespace, "")))
+                end = bisect.bisect_left(order, (namespace, "\U0010ffff"))
+            else:
+                end = len(order)
+            return [bucket[k] for k in order[start:end]], self._rv
 
     def count(self, key: Key) -> int:
         """How many objects of a resource are stored (what API Priority and Fairness's list work
@@ -95,6 +107,8 @@ class Store:
             k = obj_key(obj)
             old = bucket.get(k)
             bucket[k] = obj
+            if old is None:
+                bisect.insort(self._order.setdefault(key, []), k)
             self._record(Change(self._rv, key, "MODIFIED" if old is not None else "ADDED", obj, old))
             return copy.deepcopy(obj)
 
@@ -104,6 +118,8 @@ class Store:
             old = self._data.get(key, {}).pop((namespace, name), None)
             if old is None:
                 return None
+            order = self._order[key]
+            del order[bisect.bisect_left(order, (namespace, name))]
             self._rv += 1
             gone = copy.deepcopy(old)
             gone["metadata"]["resourceVersion"] = str(self._rv)

@@ -526,6 +526,51 @@ def test_list_pagination_and_resource_version(api: client.ApiClient, ns: str) ->
     assert int(first.metadata.resource_version) >= max(int(p.metadata.resource_version) for p in first.items)
 
 
+def test_a_paginated_list_with_a_selector_pages_what_matches_and_leaves_the_remaining_count_unset(
+    api: client.ApiClient, ns: str
+) -> None:
+    """ListMeta: with label or field selectors the number of remaining items is unknown and left
+    unset (the emulator counted it); the pages hold only matching pods, whatever lies between them."""
+    core = client.CoreV1Api(api)
+    for i in range(6):
+        pod = pod_manifest(f"p{i}")
+        pod["metadata"]["labels"] = {"keep": "yes" if i % 2 else "no"}
+        core.create_namespaced_pod(ns, pod)
+    names: list[str] = []
+    token = None
+    pages = 0
+    while True:
+        page = core.list_namespaced_pod(ns, limit=2, label_selector="keep=yes", _continue=token)
+        pages += 1
+        names += [p.metadata.name for p in page.items]
+        assert page.metadata.remaining_item_count is None
+        token = page.metadata._continue
+        if not token:
+            break
+    assert names == ["p1", "p3", "p5"]
+    assert pages == 2
+
+
+def test_a_continued_list_starts_after_its_continue_key_in_its_namespace_only(
+    api: client.ApiClient, ns: str
+) -> None:
+    core = client.CoreV1Api(api)
+    other = f"{ns}-x"
+    core.create_namespace({"metadata": {"name": other}})
+    for namespace in (ns, other):
+        for i in range(3):
+            core.create_namespaced_pod(namespace, pod_manifest(f"p{i}"))
+    first = core.list_namespaced_pod(ns, limit=1)
+    assert first.metadata.remaining_item_count == 2
+    rest = core.list_namespaced_pod(ns, limit=5, _continue=first.metadata._continue)
+    assert [(p.metadata.namespace, p.metadata.name) for p in first.items + rest.items] == [
+        (ns, "p0"),
+        (ns, "p1"),
+        (ns, "p2"),
+    ]
+    assert rest.metadata._continue is None
+
+
 # ------------------------------------------------------------------------------------ deletion
 
 

@@ -129,6 +129,28 @@ def test_a_busy_read_is_not_repeated_past_the_call_deadline(busy: tuple[str, _Bu
     assert len(state.seen) == 1, "a 2 s wait cannot fit in 1.5 s"
 
 
+def test_a_read_waits_the_servers_whole_retry_after_or_not_at_all(busy: tuple[str, _Busy]) -> None:
+    """A throttled server asking for 3 s is not asked again after 2 (the client capped its wait at
+    2 s, so under a 429 storm it came back early and shed more): with 2.9 s left, 3 s cannot fit."""
+    kubeconfig, state = busy
+    state.left, state.status, state.retry_after = 10, 429, "3"
+    cluster = _connect(kubeconfig)
+    cluster.set_call_deadline(time.monotonic() + 2.9)
+    with pytest.raises(ServerBusy):
+        cluster.list_nodes()
+    assert len(state.seen) == 1, "the 3 s the server asked for cannot fit in 2.9 s"
+
+
+def test_a_read_without_a_deadline_waits_the_whole_retry_after(busy: tuple[str, _Busy]) -> None:
+    kubeconfig, state = busy
+    state.left, state.status, state.retry_after = 1, 429, "7"
+    cluster = _connect(kubeconfig)
+    slept: list[float] = []
+    cluster.clock.sleep = slept.append  # type: ignore[method-assign]  # record the wait, do not spend it
+    assert cluster.list_nodes() == []
+    assert slept == [7], "the server's Retry-After, whole"
+
+
 def test_a_write_answered_500_is_not_repeated(busy: tuple[str, _Busy]) -> None:
     kubeconfig, state = busy
     state.left = 1

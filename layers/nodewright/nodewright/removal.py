@@ -85,7 +85,7 @@ class RemovalReport:
         return {
             "cluster": self.cluster_name,
             "stack": self.stack_id,
-            "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "finished": objects.format_time(datetime.now(UTC)),
             "complete": self.complete,
             "left": self.left,
             "problems": self.problems,

@@ -97,14 +97,15 @@ ATTEMPTS_PER_CALL = 2
 # Below this, a call is not started: it could not finish, and the caller must report instead.
 MIN_CALL_SECONDS = 0.5
 # A GET answered 429 or 5xx is asked again (reads are idempotent), as client-go retries on
-# Retry-After: after the server's Retry-After or a short backoff, never past the call deadline.
+# Retry-After: after the server's whole Retry-After (client-go does not shorten it: a throttled
+# server that is asked again early only sheds more), else a short backoff, never past the call
+# deadline — a wait that cannot fit is not started, and the caller reports the busy server.
 # Any request API Priority and Fairness turned away (``ServerBusy.turned_away``: it never ran) is
 # sent again the same way, whatever its verb, as client-go does. Other failed writes are not
 # repeated here: their callers know whether repeating is safe (a 429 on an eviction is a
 # PodDisruptionBudget's answer, not throttling).
 READ_RETRIES = 2
 READ_RETRY_BACKOFF_SECONDS = 0.2
-READ_RETRY_MAX_WAIT_SECONDS = 2.0
 
 
 class Cluster:
@@ -196,9 +197,7 @@ class Cluster:
         not be repeated."""
         if attempt >= READ_RETRIES or not (method == "GET" or error.turned_away):
             return None
-        wait = min(
-            error.retry_after_seconds or READ_RETRY_BACKOFF_SECONDS * 2**attempt, READ_RETRY_MAX_WAIT_SECONDS
-        )
+        wait = error.retry_after_seconds or READ_RETRY_BACKOFF_SECONDS * 2**attempt
         if self._deadline is not None and self._deadline - self.clock.monotonic() - wait < MIN_CALL_SECONDS:
             return None
         return wait
