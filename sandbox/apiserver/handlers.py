@@ -24,7 +24,6 @@ import yaml
 
 from . import (
     admission,
-    admissionregistration,
     conversion,
     errors,
     eventsv1,
@@ -38,6 +37,7 @@ from .errors import ApiError, FieldError
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .storage import Store
+from .strategies import CRD_CLEANUP_FINALIZER, strategy_for
 
 
 @dataclass
@@ -123,51 +123,6 @@ def decode_body(request: Request, *, allow_yaml: bool = False) -> Any:
         raise errors.bad_request(f"json: cannot unmarshal the request body: {exc}") from exc
 
 
-def _pod_bound_and_active(pod: dict[str, Any]) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in (
-        "Succeeded",
-        "Failed",
-    )
-
-
-# Registries with ReturnDeletedObject: a delete answers with the object, not a Status.
-RETURNS_DELETED_OBJECT = {
-    ("", "pods"),
-    ("", "serviceaccounts"),
-    ("storage.k8s.io", "storageclasses"),
-    CRD_KEY,
-}
-
-
-CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
-ORPHAN_FINALIZER = "orphan"
-FOREGROUND_FINALIZER = "foregroundDeletion"
-PROPAGATION_POLICIES = ["Foreground", "Background", "Orphan"]
-
-
-def gc_finalizers(existing: list[str], options: dict[str, Any]) -> list[str]:
-    """The finalizers a delete leaves for the garbage collector (registry Store
-    deletionFinalizersForGarbageCollection): ``orphan`` for Orphan, ``foregroundDeletion`` for
-    Foreground, neither for Background (the default of every resource served here)."""
-    policy = options.get("propagationPolicy")
-    orphan_dependents = options.get("orphanDependents")
-    if policy is not None and policy not in PROPAGATION_POLICIES:
-        raise errors.invalid(
-            "DeleteOptions",
-            "meta.k8s.io",
-            "",
-            [FieldError.unsupported("propagationPolicy", policy, PROPAGATION_POLICIES)],
-        )
-    if orphan_dependents is not None:
-        orphan, foreground = bool(orphan_dependents), False
-    elif policy is not None:
-        orphan, foreground = policy == "Orphan", policy == "Foreground"
-    else:
-        orphan, foreground = ORPHAN_FINALIZER in existing, FOREGROUND_FINALIZER in existing
-    kept = [f for f in existing if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
-    return kept + [ORPHAN_FINALIZER] * orphan + [FOREGROUND_FINALIZER] * foreground
-
-
 class ResourceHandlers:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
@@ -185,11 +140,11 @@ class ResourceHandlers:
             return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
         return obj
 
-    def _namespace_active(self, namespace: str) -> bool:
+    def namespace_active(self, namespace: str) -> bool:
         found = self.store.peek(("", "namespaces"), "", namespace)
         return found is not None and not (found.get("metadata") or {}).get("deletionTimestamp")
 
-    def _service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.peek(("", "serviceaccounts"), namespace, name)
 
     def _ns_check(self, rt: ResourceType, namespace: str, name: str) -> None:
@@ -208,10 +163,9 @@ class ResourceHandlers:
             )
 
     def _unknown_fields(self, ctx: Context, rt: ResourceType, obj: dict[str, Any], op: str) -> None:
+        unknown = strategy_for(rt).prune(rt, obj)
         if ctx.field_validation == "Ignore":
-            self._prune(rt, obj)
             return
-        unknown = self._prune(rt, obj)
         if not unknown:
             return
         if ctx.field_validation == "Strict":
@@ -223,15 +177,6 @@ class ResourceHandlers:
                 f"strict decoding error: {fields}"
             )
         ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
-
-    def _prune(self, rt: ResourceType, obj: dict[str, Any]) -> list[str]:
-        if rt.custom:
-            unknown = schema.prune_custom(obj, rt.schema)
-            if rt.storage_schema is not rt.schema and rt.conversion_webhook is None:
-                # conversion strategy None: fields the storage version lacks are lost at write
-                schema.prune_custom(obj, rt.storage_schema)
-            return unknown
-        return schema.prune_builtin(obj, rt.group, rt.kind)
 
     def _type_meta(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         kind = obj.get("kind")
@@ -357,15 +302,13 @@ class ResourceHandlers:
     ) -> Response:
         """``managed``: the managedFields an apply computed (else the creator owns what it sent)."""
         rt = t.rt
+        strategy = strategy_for(rt)
         if obj is None:
             obj = decode_body(ctx.request)
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of a create must be a {rt.kind} object")
         self._type_meta(rt, obj)
-        if rt.custom and self.crd_terminating(rt):
-            error = errors.method_not_allowed()
-            error.message = "create not allowed while custom resource definition is terminating"
-            raise error
+        strategy.check_create_allowed(self, rt)
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             meta = obj["metadata"] = {}
@@ -389,14 +332,10 @@ class ResourceHandlers:
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
-        self._apply_defaults(rt, obj)
-        if rt.key == ("", "pods") and self._namespace_active(meta["namespace"]):
-            # Mutating admission, after NamespaceLifecycle (a missing namespace stays its 404).
-            admission.admit_service_account(obj, meta["namespace"], self._service_account)
+        strategy.apply_defaults(rt, obj)
+        strategy.admit_create(self, rt, obj)
         admission.reset_status_on_create(rt, obj)
         admission.fill_zero_values(rt, obj)
-        if (rt.group, rt.plural) == ("", "nodes"):
-            admission.admit_node_create(obj)
         admission.admit_storage_protection(rt, obj)
         meta["creationTimestamp"] = admission.now()
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
@@ -405,12 +344,8 @@ class ResourceHandlers:
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
-        if rt.key == CRD_KEY:
-            obj["status"] = admission.crd_status(obj, None)
-        problems = admission.validate_object(rt, obj)
-        if rt.custom:
-            problems += schema.validate_custom(obj, rt.schema)
-            problems += schema.validate_cel(obj, rt.schema, None)
+        strategy.prepare_for_create(rt, obj)
+        problems = strategy.validate(rt, obj)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         self._call_webhooks(t, ctx, "CREATE", obj, None)
@@ -428,42 +363,13 @@ class ResourceHandlers:
             self._ns_check(rt, meta.get("namespace", ""), name)
             if self.store.peek(rt.key, meta.get("namespace", ""), name) is not None:
                 raise errors.already_exists(rt.plural, rt.group, name)
-            if rt.key == CRD_KEY:
-                self._check_crd_names(obj)
+            strategy.begin_create(self, obj)
             if ctx.dry_run:
                 stored = copy.deepcopy(obj)
             else:
                 stored = self.store.write(rt.key, obj)
-                if rt.key == CRD_KEY:
-                    self.registry.install_crd(stored)
+                strategy.after_create(self, stored)
         return Response(201, self._present(rt, stored))
-
-    def _apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        if rt.custom:
-            schema.apply_defaults(obj, rt.schema)
-        elif rt.key == CRD_KEY:
-            admission.default_crd(obj)
-        else:
-            admission.default_object(rt, obj)
-
-    def _check_crd_names(self, crd: dict[str, Any]) -> None:
-        """Another CRD already serving the same group and plural cannot be accepted."""
-        spec = crd["spec"]
-        for version in spec.get("versions") or []:
-            existing = self.registry.lookup(spec["group"], version["name"], spec["names"]["plural"])
-            if existing is not None and not existing.custom:
-                raise errors.invalid(
-                    "CustomResourceDefinition",
-                    "apiextensions.k8s.io",
-                    crd["metadata"]["name"],
-                    [
-                        FieldError.invalid(
-                            "spec.names.plural",
-                            spec["names"]["plural"],
-                            "is already served by a built-in resource",
-                        )
-                    ],
-                )
 
     # ------------------------------------------------------------------ update / patch
 
@@ -488,7 +394,7 @@ class ResourceHandlers:
         rt = t.rt
         content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
         accepted = [patching.JSON_PATCH, patching.MERGE_PATCH]
-        if not rt.custom:
+        if strategy_for(rt).strategic_merge_patch:
             accepted.append(patching.STRATEGIC_MERGE_PATCH)
         accepted.append(patching.APPLY_PATCH)
         if content_type not in accepted:
@@ -605,6 +511,7 @@ class ResourceHandlers:
         compared with it are in the request's version (``presented_old``, when the caller converted
         ``old`` already)."""
         rt = t.rt
+        strategy = strategy_for(rt)
         stored_old = old
         old = presented_old if presented_old is not None else self._present(rt, old)
         self._type_meta(rt, new)
@@ -648,23 +555,9 @@ class ResourceHandlers:
             )
         self._unknown_fields(ctx, rt, new, op)
         meta = new["metadata"]
-        self._apply_defaults(rt, new)
-        if t.subresource == "status":
-            new = self._prepare_status_update(rt, new, old)
-            meta = new["metadata"]
-        elif "status" in rt.subresources or rt.key == CRD_KEY:
-            if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
-            else:
-                new.pop("status", None)
-        if rt.key == ("", "namespaces"):
-            # spec.finalizers change only through /finalize (what the namespace controller calls).
-            finalizers = (new.get("spec") or {}).get("finalizers") if t.subresource == "finalize" else None
-            new["spec"] = copy.deepcopy(old.get("spec") or {})
-            if t.subresource == "finalize":
-                new["spec"]["finalizers"] = finalizers or []
-                if not new["spec"]["finalizers"]:
-                    del new["spec"]["finalizers"]
+        strategy.apply_defaults(rt, new)
+        new = strategy.prepare_for_update(rt, new, old, t.subresource)
+        meta = new["metadata"]
         # Fields only the server sets.
         meta["name"] = old_meta["name"]
         if rt.namespaced:
@@ -697,25 +590,9 @@ class ResourceHandlers:
                 )
         if not meta.get("finalizers"):
             meta.pop("finalizers", None)
-        if rt.has_generation and self._spec_changed(rt, new, old):
+        if rt.has_generation and strategy.spec_changed(rt, new, old):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
-        problems = admission.validate_object(rt, new)
-        if rt.key == ("", "pods") and t.subresource is None:
-            problems += admission.validate_pod_update(new, old)
-        problems += admission.validate_immutable(rt, new, old)
-        if rt.custom:
-            problems += schema.validate_custom(new, rt.schema)
-            problems += schema.validate_cel(new, rt.schema, old)
-        if rt.key == CRD_KEY:
-            problems += self._validate_crd_update(new, old)
-            # A /status write may set storedVersions (how a storage migration drops a version);
-            # any other write keeps the recorded ones.
-            if t.subresource == "status":
-                problems += admission.validate_stored_versions(new, new.get("status"))
-                new["status"] = admission.crd_status(new, new.get("status"))
-            else:
-                new["status"] = admission.crd_status(new, old.get("status"))
-                problems += admission.validate_stored_versions(new, new["status"])
+        problems = strategy.validate_update(rt, new, old, t.subresource)
         if problems:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
         return _Update(t, ctx, new, old, stored_old, managed)
@@ -731,6 +608,7 @@ class ResourceHandlers:
             update.managed,
         )
         rt = t.rt
+        strategy = strategy_for(rt)
         meta, old_meta = new["metadata"], old["metadata"]
         admission.fill_zero_values(rt, new)
         if managed is None:
@@ -752,15 +630,14 @@ class ResourceHandlers:
         meta = new["metadata"]
         if new == stored_old or ctx.dry_run:
             return Response(200, self._present(rt, new))
-        if self._ready_to_go(rt, new):
+        if strategy.should_delete_during_update(new):
             # Store.deleteWithoutFinalizers: "clients are expecting an updated object if a PUT
             # succeeded": the answer is the object of the request (finalizers gone), not a Status.
             gone = self.store.remove(rt.key, meta.get("namespace") or "", meta["name"])
             self._after_remove(rt, gone)
             return Response(200, self._present(rt, new))
         stored = self.store.write(rt.key, new)
-        if rt.key == CRD_KEY:
-            self.registry.install_crd(stored)
+        strategy.after_update(self, stored)
         return Response(200, self._present(rt, stored))
 
     def _call_webhooks(
@@ -783,71 +660,6 @@ class ResourceHandlers:
             user=identity.user if identity is not None else "",
             dry_run=ctx.dry_run,
         )
-
-    def _validate_crd_update(self, new: dict[str, Any], old: dict[str, Any]) -> builtins.list[FieldError]:
-        problems = []
-        for field_name in ("group",):
-            if new["spec"].get(field_name) != old["spec"].get(field_name):
-                problems.append(
-                    FieldError.invalid(
-                        f"spec.{field_name}", new["spec"].get(field_name), "field is immutable"
-                    )
-                )
-        if new["spec"].get("names", {}).get("plural") != old["spec"].get("names", {}).get("plural"):
-            problems.append(
-                FieldError.invalid(
-                    "status.acceptedNames.plural", new["spec"]["names"].get("plural"), "field is immutable"
-                )
-            )
-        return problems
-
-    @staticmethod
-    def _prepare_status_update(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-        """A /status write changes status only (built-ins also take metadata changes, as their strategy)."""
-        if rt.custom:
-            result = copy.deepcopy(old)
-            if "status" in new:
-                result["status"] = new["status"]
-            else:
-                result.pop("status", None)
-            result["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
-            return result
-        result = copy.deepcopy(new)
-        for key, value in old.items():
-            if key not in ("metadata", "status", "kind", "apiVersion"):
-                result[key] = copy.deepcopy(value)
-        for key in list(result):
-            if key not in old and key not in ("metadata", "status", "kind", "apiVersion"):
-                del result[key]
-        if rt.key == ("", "pods"):
-            owners = old["metadata"].get("ownerReferences")
-            if owners is None:
-                result["metadata"].pop("ownerReferences", None)
-            else:
-                result["metadata"]["ownerReferences"] = copy.deepcopy(owners)
-        return result
-
-    @staticmethod
-    def _spec_changed(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
-        if admissionregistration.is_admissionregistration(rt.group, rt.plural):
-            return admissionregistration.spec_changed(rt.plural, new, old)
-        if rt.custom:
-            ignore = {"metadata", "status", "apiVersion", "kind"}
-            return {k: v for k, v in new.items() if k not in ignore} != {
-                k: v for k, v in old.items() if k not in ignore
-            }
-        return new.get("spec") != old.get("spec")
-
-    def _ready_to_go(self, rt: ResourceType, obj: dict[str, Any]) -> bool:
-        """A terminating object whose last finalizer is gone is deleted (pods: once the grace period is 0)."""
-        meta = obj["metadata"]
-        if not meta.get("deletionTimestamp") or meta.get("finalizers"):
-            return False
-        if rt.key == ("", "pods"):
-            return not meta.get("deletionGracePeriodSeconds")
-        if rt.key == ("", "namespaces"):
-            return not (obj.get("spec") or {}).get("finalizers")
-        return True
 
     # ------------------------------------------------------------------ delete
 
@@ -884,7 +696,8 @@ class ResourceHandlers:
     def delete_locked(
         self, rt: ResourceType, obj: dict[str, Any], options: dict[str, Any], dry_run: bool = False
     ) -> Response:
-        """Delete ``obj`` (a private copy of the stored one) honouring finalizers and pod grace periods."""
+        """Delete ``obj`` (a private copy of the stored one): its preconditions, then the kind's
+        delete (the generic :meth:`store_delete` unless its REST has its own)."""
         meta = obj["metadata"]
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
@@ -901,32 +714,25 @@ class ResourceHandlers:
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
             )
+        return Response(200, strategy_for(rt).delete(self, rt, obj, options, dry_run))
+
+    def store_delete(
+        self, rt: ResourceType, obj: dict[str, Any], options: dict[str, Any], dry_run: bool
+    ) -> dict[str, Any]:
+        """The registry Store.Delete, honouring finalizers and graceful deletion: an object with
+        finalizers left or a grace period is marked (deletionTimestamp) and stays; else it goes."""
+        strategy = strategy_for(rt)
+        meta = obj["metadata"]
         namespace = meta.get("namespace") or ""
-        grace = self._grace_period(rt, obj, options)
-        if rt.key != ("", "namespaces"):
-            finalizers = gc_finalizers(meta.get("finalizers") or [], options)
-            if rt.key == CRD_KEY and CRD_CLEANUP_FINALIZER not in finalizers:
-                # apiextensions-apiserver deletes a CRD in the background: its custom objects first.
-                finalizers.append(CRD_CLEANUP_FINALIZER)
-                admission.set_crd_terminating(obj)
-            if finalizers:
-                meta["finalizers"] = finalizers
-        if rt.key == ("", "namespaces"):
-            if not meta.get("deletionTimestamp"):
-                meta["deletionTimestamp"] = admission.now()
-                meta["deletionGracePeriodSeconds"] = 0
-                obj.setdefault("status", {})["phase"] = "Terminating"
-                if dry_run:
-                    return Response(200, obj)
-                if self._ready_to_go(rt, obj):
-                    gone = self.store.remove(rt.key, "", meta["name"])
-                    return Response(200, gone)
-                return Response(200, self.store.write(rt.key, obj))
-            return Response(200, obj)
+        period = strategy.check_graceful_delete(obj, options)
+        grace = period or 0
+        finalizers = strategy.deletion_finalizers(obj, options)
+        if finalizers:
+            meta["finalizers"] = finalizers
         if grace > 0 or meta.get("finalizers"):
             current = meta.get("deletionGracePeriodSeconds")
             if meta.get("deletionTimestamp") and current is not None and current <= grace:
-                return Response(200, self._present(rt, obj))  # already terminating, no sooner
+                return self._present(rt, obj)  # already terminating, no sooner
             stamp = admission.cluster_now() + timedelta(seconds=grace)
             if not meta.get("deletionTimestamp") or grace < (current or 0):
                 meta["deletionTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -934,33 +740,23 @@ class ResourceHandlers:
             if meta.get("generation"):
                 meta["generation"] = int(meta["generation"]) + 1
             if dry_run:
-                return Response(200, self._present(rt, obj))
+                return self._present(rt, obj)
             if grace == 0 and not meta.get("finalizers"):
                 gone = self.store.remove(rt.key, namespace, meta["name"])
                 self._after_remove(rt, gone)
-                return Response(200, self._deleted_body(rt, gone))
-            return Response(200, self._present(rt, self.store.write(rt.key, obj)))
+                return self._deleted_body(rt, gone)
+            return self._present(rt, self.store.write(rt.key, obj))
         if dry_run:
-            return Response(200, self._deleted_body(rt, obj))
-        if rt.key == ("", "pods") and meta.get("deletionGracePeriodSeconds") != 0:
-            # Pod deletion is always "graceful" in the registry: watchers see MODIFIED (deletionTimestamp,
-            # grace 0) and then DELETED, even for a grace-0 delete.
+            return self._deleted_body(rt, obj)
+        if period is not None and meta.get("deletionGracePeriodSeconds") != 0:
+            # A graceful delete at grace 0: watchers see MODIFIED (deletionTimestamp, grace 0) and
+            # then DELETED.
             meta.setdefault("deletionTimestamp", admission.now())
             meta["deletionGracePeriodSeconds"] = 0
             self.store.write(rt.key, obj)
         gone = self.store.remove(rt.key, namespace, meta["name"])
         self._after_remove(rt, gone)
-        return Response(200, self._deleted_body(rt, gone))
-
-    def _grace_period(self, rt: ResourceType, obj: dict[str, Any], options: dict[str, Any]) -> int:
-        requested = options.get("gracePeriodSeconds")
-        if rt.key != ("", "pods"):
-            return 0
-        if not _pod_bound_and_active(obj):
-            return 0
-        if requested is None:
-            requested = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        return max(int(requested), 0)
+        return self._deleted_body(rt, gone)
 
     @staticmethod
     def _precondition_failed(rt: ResourceType, obj: dict[str, Any], why: str) -> errors.ApiError:
@@ -976,7 +772,7 @@ class ResourceHandlers:
         the apiextensions-apiserver's store does not set it)."""
         if gone is None:
             return success_status(200)
-        if rt.key in RETURNS_DELETED_OBJECT:
+        if strategy_for(rt).return_deleted_object:
             return self._present(rt, gone)
         meta = gone["metadata"]
         group = {"group": rt.group} if rt.group else {}
@@ -1020,15 +816,9 @@ class ResourceHandlers:
                 self._after_remove(self.registry.crd_type, gone)
 
     def _after_remove(self, rt: ResourceType, gone: dict[str, Any] | None) -> None:
-        """Removing a CRD removes its custom objects and its API paths."""
-        if gone is None or rt.key != CRD_KEY:
-            return
-        spec = gone["spec"]
-        key = (spec["group"], spec["names"]["plural"])
-        items, _ = self.store.list(key)
-        for item in list(items):
-            self.store.remove(key, item["metadata"].get("namespace") or "", item["metadata"]["name"])
-        self.registry.remove_crd(gone["metadata"]["name"])
+        """Store.AfterDelete, once the object is gone (a CRD takes its custom objects and paths)."""
+        if gone is not None:
+            strategy_for(rt).after_delete(self, gone)
 
     def delete_collection(self, t: Target, ctx: Context) -> Response:
         options = self.delete_options(ctx)
