@@ -24,13 +24,10 @@ import yaml
 
 from . import (
     admission,
-    conversion,
     errors,
-    eventsv1,
     managedfields,
     patching,
     protobuf,
-    schema,
     webhooks,
 )
 from .errors import ApiError, FieldError
@@ -132,13 +129,7 @@ class ResourceHandlers:
 
     def _present(self, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False) -> dict[str, Any]:
         """The object as the client sees it through ``rt``'s version (a copy when it must change)."""
-        if rt.custom:
-            return self._convert(rt, [obj], rt.version)[0]
-        if rt.stored_as == eventsv1.CORE_KEY:
-            obj = eventsv1.from_core(obj)
-        if in_list:
-            return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-        return obj
+        return strategy_for(rt).present(self, rt, obj, in_list=in_list)
 
     def namespace_active(self, namespace: str) -> bool:
         found = self.store.peek(("", "namespaces"), "", namespace)
@@ -194,32 +185,9 @@ class ResourceHandlers:
         obj["kind"] = rt.kind
         obj["apiVersion"] = rt.api_version
 
-    def _convert(self, rt: ResourceType, objects: list[dict[str, Any]], version: str) -> list[dict[str, Any]]:
-        """Custom objects in ``version`` (conversion.py); what a webhook answers is pruned to that
-        version's schema, as kube-apiserver prunes a conversion's output."""
-        try:
-            out = conversion.convert(rt, objects, version)
-        except conversion.ConversionFailed as exc:
-            raise errors.unclassified(str(exc)) from exc
-        if rt.conversion_webhook is not None:
-            target = self.registry.lookup(rt.group, version, rt.plural)
-            target_schema = rt.storage_schema if version == rt.storage_version else (target and target.schema)
-            for before, after in zip(objects, out, strict=True):
-                if after is not before and target_schema:
-                    schema.prune_custom(after, target_schema)
-        return out
-
     def _to_storage(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        """Custom objects are stored in the CRD's storage version; a webhook's answer gets that version's
-        defaults here (kube-apiserver applies them when it reads from etcd: the same to every reader)."""
-        if rt.stored_as == eventsv1.CORE_KEY:
-            return eventsv1.to_core(obj)
-        if not rt.custom or not rt.storage_version:
-            return obj
-        out = self._convert(rt, [obj], rt.storage_version)[0]
-        if out is not obj and rt.conversion_webhook is not None and rt.storage_schema:
-            schema.apply_defaults(out, rt.storage_schema)
-        return out
+        """The object of a write as stored (custom objects: in the CRD's storage version)."""
+        return strategy_for(rt).to_storage(self, rt, obj)
 
     # ------------------------------------------------------------------ read
 
@@ -250,8 +218,7 @@ class ResourceHandlers:
             ).decode()
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
-        if t.rt.custom:
-            items = self._decoded(t, items)
+        items = strategy_for(t.rt).decode_list(self, t.rt, t.namespace, items)
         body = {
             "kind": t.rt.list_kind,
             "apiVersion": t.rt.api_version,
@@ -259,15 +226,6 @@ class ResourceHandlers:
             "items": [self._present(t.rt, o, in_list=True) for o in items],
         }
         return Response(200, body)
-
-    def _decoded(self, t: Target, selected: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
-        """``selected`` in ``t``'s version, after converting every stored object of the kind in scope:
-        kube-apiserver decodes (converts) each one before its selectors filter them (etcd3 GetList),
-        so one that cannot be converted fails the list, whichever objects the selectors keep."""
-        everything, _rv = self.store.list(t.rt.key, t.namespace)
-        converted = self._convert(t.rt, everything, t.rt.version)
-        by_key = {self._sort_key(o): c for o, c in zip(everything, converted, strict=True)}
-        return [by_key.get(self._sort_key(o)) or self._convert(t.rt, [o], t.rt.version)[0] for o in selected]
 
     @staticmethod
     def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from . import admission, admissionregistration, errors, schema
+from . import admission, admissionregistration, conversion, errors, eventsv1, schema
 from .errors import FieldError
 from .resources import CRD_KEY, STATUS_SUBRESOURCE, ResourceType
 
@@ -61,6 +61,31 @@ class Strategy:
     return_deleted_object = False
     # Strategic merge patch needs the Go types' patch strategies, which only built-in kinds have.
     strategic_merge_patch = True
+
+    # ------------------------------------------------------------------ versions (the codec)
+
+    def present(
+        self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False
+    ) -> dict[str, Any]:
+        """The stored object as the client sees it through ``rt``'s version (a copy when it must
+        change); a list's items carry no kind and apiVersion."""
+        if in_list:
+            return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+        return obj
+
+    def to_storage(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object of a write, in ``rt``'s version, as it is stored."""
+        return obj
+
+    def decode_list(
+        self,
+        handlers: ResourceHandlers,
+        rt: ResourceType,
+        namespace: str | None,
+        selected: list[dict[str, Any]],
+    ) -> list[dict[str, Any]]:
+        """What a list answers of the ``selected`` stored objects, before :meth:`present`."""
+        return selected
 
     # ------------------------------------------------------------------ create
 
@@ -160,6 +185,11 @@ class Strategy:
 
     def after_delete(self, handlers: ResourceHandlers, gone: dict[str, Any]) -> None:
         """Store.AfterDelete: what removing the object takes with it."""
+
+
+def _object_key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
 
 
 def _pod_bound_and_active(pod: dict[str, Any]) -> bool:
@@ -266,6 +296,18 @@ class NamespaceStrategy(Strategy):
         if self.should_delete_during_update(obj):
             return handlers.store.remove(rt.key, "", meta["name"])
         return handlers.store.write(rt.key, obj)
+
+
+class EventsV1Strategy(Strategy):
+    """events.k8s.io/v1 Events are core Events in storage, converted on the way (eventsv1.py)."""
+
+    def present(
+        self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False
+    ) -> dict[str, Any]:
+        return super().present(handlers, rt, eventsv1.from_core(obj), in_list=in_list)
+
+    def to_storage(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        return eventsv1.to_core(obj)
 
 
 class ReturnsDeletedObject(Strategy):
@@ -379,6 +421,57 @@ class CustomResourceStrategy(Strategy):
 
     strategic_merge_patch = False
 
+    def present(
+        self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False
+    ) -> dict[str, Any]:
+        """In ``rt``'s version; a list's items keep their kind and apiVersion (unstructured lists)."""
+        return self.convert(handlers, rt, [obj], rt.version)[0]
+
+    def to_storage(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """In the CRD's storage version; a webhook's answer gets that version's defaults here
+        (kube-apiserver applies them when it reads from etcd: the same to every reader)."""
+        if not rt.storage_version:
+            return obj
+        out = self.convert(handlers, rt, [obj], rt.storage_version)[0]
+        if out is not obj and rt.conversion_webhook is not None and rt.storage_schema:
+            schema.apply_defaults(out, rt.storage_schema)
+        return out
+
+    def decode_list(
+        self,
+        handlers: ResourceHandlers,
+        rt: ResourceType,
+        namespace: str | None,
+        selected: list[dict[str, Any]],
+    ) -> list[dict[str, Any]]:
+        """``selected`` in ``rt``'s version, after converting every stored object of the kind in
+        scope: kube-apiserver decodes (converts) each one before its selectors filter them (etcd3
+        GetList), so one that cannot be converted fails the list, whichever objects the selectors keep."""
+        everything, _rv = handlers.store.list(rt.key, namespace)
+        converted = self.convert(handlers, rt, everything, rt.version)
+        by_key = {_object_key(o): c for o, c in zip(everything, converted, strict=True)}
+        return [
+            by_key.get(_object_key(o)) or self.convert(handlers, rt, [o], rt.version)[0] for o in selected
+        ]
+
+    @staticmethod
+    def convert(
+        handlers: ResourceHandlers, rt: ResourceType, objects: list[dict[str, Any]], version: str
+    ) -> list[dict[str, Any]]:
+        """Custom objects in ``version`` (conversion.py); what a webhook answers is pruned to that
+        version's schema, as kube-apiserver prunes a conversion's output."""
+        try:
+            out = conversion.convert(rt, objects, version)
+        except conversion.ConversionFailed as exc:
+            raise errors.unclassified(str(exc)) from exc
+        if rt.conversion_webhook is not None:
+            target = handlers.registry.lookup(rt.group, version, rt.plural)
+            target_schema = rt.storage_schema if version == rt.storage_version else (target and target.schema)
+            for before, after in zip(objects, out, strict=True):
+                if after is not before and target_schema:
+                    schema.prune_custom(after, target_schema)
+        return out
+
     def check_create_allowed(self, handlers: ResourceHandlers, rt: ResourceType) -> None:
         if handlers.crd_terminating(rt):
             error = errors.method_not_allowed()
@@ -430,9 +523,10 @@ GENERIC = Strategy()
 CUSTOM_RESOURCES = CustomResourceStrategy()
 _ADMISSION_REGISTRATION = AdmissionRegistrationStrategy()
 _RETURNS_DELETED_OBJECT = ReturnsDeletedObject()
-# By storage key (group, plural); every kind not listed is the generic registry.
+# By (group, plural); every kind not listed is the generic registry.
 BY_KIND: dict[tuple[str, str], Strategy] = {
     ("", "pods"): PodStrategy(),
+    ("events.k8s.io", "events"): EventsV1Strategy(),
     ("", "nodes"): NodeStrategy(),
     ("", "namespaces"): NamespaceStrategy(),
     ("", "serviceaccounts"): _RETURNS_DELETED_OBJECT,
@@ -453,4 +547,4 @@ def strategy_for(rt: ResourceType) -> Strategy:
     """The strategy of ``rt``'s kind: the same for every version it is served in."""
     if rt.custom:
         return CUSTOM_RESOURCES
-    return BY_KIND.get(rt.key, GENERIC)
+    return BY_KIND.get((rt.group, rt.plural), GENERIC)
