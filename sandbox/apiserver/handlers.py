@@ -31,10 +31,10 @@ from . import (
     webhooks,
 )
 from .errors import ApiError, FieldError
-from .resources import CRD_KEY, Registry, ResourceType
+from .resources import Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .storage import Store
-from .strategies import CRD_CLEANUP_FINALIZER, strategy_for
+from .strategies import CRDS, strategy_for
 
 
 @dataclass
@@ -738,40 +738,10 @@ class ResourceHandlers:
         details = {"name": meta["name"], **group, "kind": rt.plural, "uid": meta.get("uid")}
         return success_status(None, details)
 
-    def crd_terminating(self, rt: ResourceType) -> bool:
-        crd = self.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
-        return bool(crd and crd["metadata"].get("deletionTimestamp"))
-
     def clean_up_deleted_crds(self) -> None:
-        """The CRD finalizer controller: delete a terminating CRD's custom objects (their finalizers
-        honoured), then drop its cleanup finalizer, which removes the CRD and its paths."""
+        """The CRD finalizer controller's pass (the server's housekeeping calls it)."""
         with self.store.lock:
-            crds, _ = self.store.list(CRD_KEY)
-            for crd in [c for c in crds if c["metadata"].get("deletionTimestamp")]:
-                if CRD_CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or []):
-                    continue
-                spec = crd["spec"]
-                key = (spec["group"], spec["names"]["plural"])
-                items, _ = self.store.list(key)
-                rt = next((r for r in self.registry.resources_of_crd(crd["metadata"]["name"])), None)
-                for item in list(items):
-                    if rt is not None and not item["metadata"].get("deletionTimestamp"):
-                        current = self.store.get(
-                            key, item["metadata"].get("namespace") or "", item["metadata"]["name"]
-                        )
-                        if current is not None:
-                            self.delete_locked(rt, current, {})
-                if self.store.list(key)[0]:
-                    continue  # objects held by their own finalizers: wait for them
-                updated = copy.deepcopy(crd)
-                updated["metadata"]["finalizers"] = [
-                    f for f in updated["metadata"]["finalizers"] if f != CRD_CLEANUP_FINALIZER
-                ]
-                if updated["metadata"]["finalizers"]:
-                    self.store.write(CRD_KEY, updated)
-                    continue
-                gone = self.store.remove(CRD_KEY, "", crd["metadata"]["name"])
-                self._after_remove(self.registry.crd_type, gone)
+            CRDS.clean_up_deleted(self)
 
     def _after_remove(self, rt: ResourceType, gone: dict[str, Any] | None) -> None:
         """Store.AfterDelete, once the object is gone (a CRD takes its custom objects and paths)."""

@@ -413,6 +413,38 @@ class CustomResourceDefinitionStrategy(Strategy):
             handlers.store.remove(key, item["metadata"].get("namespace") or "", item["metadata"]["name"])
         handlers.registry.remove_crd(gone["metadata"]["name"])
 
+    def clean_up_deleted(self, handlers: ResourceHandlers) -> None:
+        """The CRD finalizer controller (store lock held): delete a terminating CRD's custom objects
+        (their finalizers honoured), then drop its cleanup finalizer, which removes the CRD and its
+        paths."""
+        store = handlers.store
+        crds, _ = store.list(CRD_KEY)
+        for crd in [c for c in crds if c["metadata"].get("deletionTimestamp")]:
+            if CRD_CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or []):
+                continue
+            spec = crd["spec"]
+            key = (spec["group"], spec["names"]["plural"])
+            items, _ = store.list(key)
+            rt = next((r for r in handlers.registry.resources_of_crd(crd["metadata"]["name"])), None)
+            for item in list(items):
+                meta = item["metadata"]
+                if rt is not None and not meta.get("deletionTimestamp"):
+                    current = store.get(key, meta.get("namespace") or "", meta["name"])
+                    if current is not None:
+                        handlers.delete_locked(rt, current, {})
+            if store.list(key)[0]:
+                continue  # objects held by their own finalizers: wait for them
+            updated = copy.deepcopy(crd)
+            updated["metadata"]["finalizers"] = [
+                f for f in updated["metadata"]["finalizers"] if f != CRD_CLEANUP_FINALIZER
+            ]
+            if updated["metadata"]["finalizers"]:
+                store.write(CRD_KEY, updated)
+                continue
+            gone = store.remove(CRD_KEY, "", crd["metadata"]["name"])
+            if gone is not None:
+                self.after_delete(handlers, gone)
+
 
 class CustomResourceStrategy(Strategy):
     """apiextensions-apiserver's custom resource strategy: the CRD's structural schema prunes,
@@ -473,7 +505,8 @@ class CustomResourceStrategy(Strategy):
         return out
 
     def check_create_allowed(self, handlers: ResourceHandlers, rt: ResourceType) -> None:
-        if handlers.crd_terminating(rt):
+        crd = handlers.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
+        if crd and crd["metadata"].get("deletionTimestamp"):
             error = errors.method_not_allowed()
             error.message = "create not allowed while custom resource definition is terminating"
             raise error
@@ -520,6 +553,7 @@ class CustomResourceStrategy(Strategy):
 
 
 GENERIC = Strategy()
+CRDS = CustomResourceDefinitionStrategy()
 CUSTOM_RESOURCES = CustomResourceStrategy()
 _ADMISSION_REGISTRATION = AdmissionRegistrationStrategy()
 _RETURNS_DELETED_OBJECT = ReturnsDeletedObject()
@@ -531,7 +565,7 @@ BY_KIND: dict[tuple[str, str], Strategy] = {
     ("", "namespaces"): NamespaceStrategy(),
     ("", "serviceaccounts"): _RETURNS_DELETED_OBJECT,
     ("storage.k8s.io", "storageclasses"): _RETURNS_DELETED_OBJECT,
-    CRD_KEY: CustomResourceDefinitionStrategy(),
+    CRD_KEY: CRDS,
     **{
         (admissionregistration.GROUP, plural): _ADMISSION_REGISTRATION
         for plural in (
