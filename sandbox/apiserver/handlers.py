@@ -3,9 +3,11 @@
 Each write is a read-check-write under the store lock, then the object semantics kube-apiserver's
 generic registry applies: preconditions and resourceVersion conflicts, defaults and validation,
 status/spec separation between the main resource and ``/status``, generation bumps, finalizers and
-graceful pod deletion. Validating webhooks are called with no lock held (an update is then stored
-only if the object has not changed meanwhile, else rebuilt: GuaranteedUpdate), so a slow webhook
-costs its own request only, as on kube-apiserver.
+graceful deletion. Where a kind differs (a pod's grace period, a namespace's delete, a CRD's status,
+a custom resource's schema and versions...), the verb asks the kind's strategy (strategies.py), as
+kube-apiserver's generic store asks ``pkg/registry/<group>/<kind>/strategy.go``. Validating webhooks
+are called with no lock held (an update is then stored only if the object has not changed meanwhile,
+else rebuilt: GuaranteedUpdate), so a slow webhook costs its own request only, as on kube-apiserver.
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""What each kind does differently on a write, in one class per kind, as kube-apiserver's registry
-keeps it in ``pkg/registry/<group>/<kind>/strategy.go`` and the store options beside it.
+"""What each kind does differently on a read or a write, in one class per kind, as kube-apiserver's
+registry keeps it in ``pkg/registry/<group>/<kind>/strategy.go`` and the store options beside it.
 
 :class:`Strategy` is the generic registry (``genericregistry.Store`` with a plain strategy); a kind
 that differs overrides the hook that differs, named after kube-apiserver's: ``PrepareForCreate``,
 ``PrepareForUpdate`` (and the status strategy's), ``Validate``/``ValidateUpdate``,
 ``CheckGracefulDelete``, ``ReturnDeletedObject``, ``ShouldDeleteDuringUpdate``, the store's
-``BeginCreate``/``AfterCreate``/``AfterUpdate``/``AfterDelete``, and a REST ``Delete`` for the kind whose
-storage replaces the store's (namespaces). :func:`strategy_for` resolves a resource to its strategy;
-``handlers.py`` runs the verbs and asks it at each point where kinds differ, so it has no per-kind
-case of its own. Strategies hold no state: one instance serves every version of its kind.
+``BeginCreate``/``AfterCreate``/``AfterUpdate``/``AfterDelete``, and a REST ``Delete`` for the kind
+whose storage replaces the store's (namespaces); custom resources and events.k8s.io Events also
+convert between the served and the stored version here (``present``, ``to_storage``).
+:func:`strategy_for` resolves a resource to its strategy; ``handlers.py`` runs the verbs and asks it
+at each point where kinds differ, so it has no per-kind case of its own. Strategies hold no state:
+one instance serves every version of its kind.
 """
 
 from __future__ import annotations
