@@ -3,9 +3,11 @@
 Each write is a read-check-write under the store lock, then the object semantics kube-apiserver's
 generic registry applies: preconditions and resourceVersion conflicts, defaults and validation,
 status/spec separation between the main resource and ``/status``, generation bumps, finalizers and
-graceful pod deletion. Validating webhooks are called with no lock held (an update is then stored
-only if the object has not changed meanwhile, else rebuilt: GuaranteedUpdate), so a slow webhook
-costs its own request only, as on kube-apiserver.
+graceful deletion. Where a kind differs (a pod's grace period, a namespace's delete, a CRD's status,
+a custom resource's schema and versions...), the verb asks the kind's strategy (strategies.py), as
+kube-apiserver's generic store asks ``pkg/registry/<group>/<kind>/strategy.go``. Validating webhooks
+are called with no lock held (an update is then stored only if the object has not changed meanwhile,
+else rebuilt: GuaranteedUpdate), so a slow webhook costs its own request only, as on kube-apiserver.
 """
 
 from __future__ import annotations
@@ -24,20 +26,17 @@ import yaml
 
 from . import (
     admission,
-    admissionregistration,
-    conversion,
     errors,
-    eventsv1,
     managedfields,
     patching,
     protobuf,
-    schema,
     webhooks,
 )
 from .errors import ApiError, FieldError
-from .resources import CRD_KEY, Registry, ResourceType
+from .resources import Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .storage import Store
+from .strategies import CRDS, strategy_for
 
 
 @dataclass
@@ -123,51 +122,6 @@ def decode_body(request: Request, *, allow_yaml: bool = False) -> Any:
         raise errors.bad_request(f"json: cannot unmarshal the request body: {exc}") from exc
 
 
-def _pod_bound_and_active(pod: dict[str, Any]) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in (
-        "Succeeded",
-        "Failed",
-    )
-
-
-# Registries with ReturnDeletedObject: a delete answers with the object, not a Status.
-RETURNS_DELETED_OBJECT = {
-    ("", "pods"),
-    ("", "serviceaccounts"),
-    ("storage.k8s.io", "storageclasses"),
-    CRD_KEY,
-}
-
-
-CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
-ORPHAN_FINALIZER = "orphan"
-FOREGROUND_FINALIZER = "foregroundDeletion"
-PROPAGATION_POLICIES = ["Foreground", "Background", "Orphan"]
-
-
-def gc_finalizers(existing: list[str], options: dict[str, Any]) -> list[str]:
-    """The finalizers a delete leaves for the garbage collector (registry Store
-    deletionFinalizersForGarbageCollection): ``orphan`` for Orphan, ``foregroundDeletion`` for
-    Foreground, neither for Background (the default of every resource served here)."""
-    policy = options.get("propagationPolicy")
-    orphan_dependents = options.get("orphanDependents")
-    if policy is not None and policy not in PROPAGATION_POLICIES:
-        raise errors.invalid(
-            "DeleteOptions",
-            "meta.k8s.io",
-            "",
-            [FieldError.unsupported("propagationPolicy", policy, PROPAGATION_POLICIES)],
-        )
-    if orphan_dependents is not None:
-        orphan, foreground = bool(orphan_dependents), False
-    elif policy is not None:
-        orphan, foreground = policy == "Orphan", policy == "Foreground"
-    else:
-        orphan, foreground = ORPHAN_FINALIZER in existing, FOREGROUND_FINALIZER in existing
-    kept = [f for f in existing if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
-    return kept + [ORPHAN_FINALIZER] * orphan + [FOREGROUND_FINALIZER] * foreground
-
-
 class ResourceHandlers:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
@@ -177,19 +131,13 @@ class ResourceHandlers:
 
     def _present(self, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False) -> dict[str, Any]:
         """The object as the client sees it through ``rt``'s version (a copy when it must change)."""
-        if rt.custom:
-            return self._convert(rt, [obj], rt.version)[0]
-        if rt.stored_as == eventsv1.CORE_KEY:
-            obj = eventsv1.from_core(obj)
-        if in_list:
-            return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-        return obj
+        return strategy_for(rt).present(self, rt, obj, in_list=in_list)
 
-    def _namespace_active(self, namespace: str) -> bool:
+    def namespace_active(self, namespace: str) -> bool:
         found = self.store.peek(("", "namespaces"), "", namespace)
         return found is not None and not (found.get("metadata") or {}).get("deletionTimestamp")
 
-    def _service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.peek(("", "serviceaccounts"), namespace, name)
 
     def _ns_check(self, rt: ResourceType, namespace: str, name: str) -> None:
@@ -208,10 +156,9 @@ class ResourceHandlers:
             )
 
     def _unknown_fields(self, ctx: Context, rt: ResourceType, obj: dict[str, Any], op: str) -> None:
+        unknown = strategy_for(rt).prune(rt, obj)
         if ctx.field_validation == "Ignore":
-            self._prune(rt, obj)
             return
-        unknown = self._prune(rt, obj)
         if not unknown:
             return
         if ctx.field_validation == "Strict":
@@ -223,15 +170,6 @@ class ResourceHandlers:
                 f"strict decoding error: {fields}"
             )
         ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
-
-    def _prune(self, rt: ResourceType, obj: dict[str, Any]) -> list[str]:
-        if rt.custom:
-            unknown = schema.prune_custom(obj, rt.schema)
-            if rt.storage_schema is not rt.schema and rt.conversion_webhook is None:
-                # conversion strategy None: fields the storage version lacks are lost at write
-                schema.prune_custom(obj, rt.storage_schema)
-            return unknown
-        return schema.prune_builtin(obj, rt.group, rt.kind)
 
     def _type_meta(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         kind = obj.get("kind")
@@ -249,32 +187,9 @@ class ResourceHandlers:
         obj["kind"] = rt.kind
         obj["apiVersion"] = rt.api_version
 
-    def _convert(self, rt: ResourceType, objects: list[dict[str, Any]], version: str) -> list[dict[str, Any]]:
-        """Custom objects in ``version`` (conversion.py); what a webhook answers is pruned to that
-        version's schema, as kube-apiserver prunes a conversion's output."""
-        try:
-            out = conversion.convert(rt, objects, version)
-        except conversion.ConversionFailed as exc:
-            raise errors.unclassified(str(exc)) from exc
-        if rt.conversion_webhook is not None:
-            target = self.registry.lookup(rt.group, version, rt.plural)
-            target_schema = rt.storage_schema if version == rt.storage_version else (target and target.schema)
-            for before, after in zip(objects, out, strict=True):
-                if after is not before and target_schema:
-                    schema.prune_custom(after, target_schema)
-        return out
-
     def _to_storage(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        """Custom objects are stored in the CRD's storage version; a webhook's answer gets that version's
-        defaults here (kube-apiserver applies them when it reads from etcd: the same to every reader)."""
-        if rt.stored_as == eventsv1.CORE_KEY:
-            return eventsv1.to_core(obj)
-        if not rt.custom or not rt.storage_version:
-            return obj
-        out = self._convert(rt, [obj], rt.storage_version)[0]
-        if out is not obj and rt.conversion_webhook is not None and rt.storage_schema:
-            schema.apply_defaults(out, rt.storage_schema)
-        return out
+        """The object of a write as stored (custom objects: in the CRD's storage version)."""
+        return strategy_for(rt).to_storage(self, rt, obj)
 
     # ------------------------------------------------------------------ read
 
@@ -322,8 +237,7 @@ class ResourceHandlers:
             ).decode()
             if unfiltered:
                 meta["remainingItemCount"] = len(stored) - limit
-        if t.rt.custom:
-            items = self._decoded(t, stored[:scanned], items)
+        items = strategy_for(t.rt).decode_list(self, t.rt, stored[:scanned], items)
         body = {
             "kind": t.rt.list_kind,
             "apiVersion": t.rt.api_version,
@@ -331,16 +245,6 @@ class ResourceHandlers:
             "items": [self._present(t.rt, o, in_list=True) for o in items],
         }
         return Response(200, body)
-
-    def _decoded(
-        self, t: Target, scanned: builtins.list[dict[str, Any]], selected: builtins.list[dict[str, Any]]
-    ) -> builtins.list[dict[str, Any]]:
-        """``selected`` in ``t``'s version, after converting every object the page read: kube-apiserver
-        decodes (converts) each object it reads before its selectors filter them (etcd3 GetList), so
-        one that cannot be converted fails the page that reads it, whichever objects the selectors keep."""
-        converted = self._convert(t.rt, scanned, t.rt.version)
-        by_key = {self._sort_key(o): c for o, c in zip(scanned, converted, strict=True)}
-        return [by_key[self._sort_key(o)] for o in selected]
 
     @staticmethod
     def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:
@@ -375,15 +279,13 @@ class ResourceHandlers:
     ) -> Response:
         """``managed``: the managedFields an apply computed (else the creator owns what it sent)."""
         rt = t.rt
+        strategy = strategy_for(rt)
         if obj is None:
             obj = decode_body(ctx.request)
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of a create must be a {rt.kind} object")
         self._type_meta(rt, obj)
-        if rt.custom and self.crd_terminating(rt):
-            error = errors.method_not_allowed()
-            error.message = "create not allowed while custom resource definition is terminating"
-            raise error
+        strategy.check_create_allowed(self, rt)
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             meta = obj["metadata"] = {}
@@ -407,14 +309,10 @@ class ResourceHandlers:
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
-        self._apply_defaults(rt, obj)
-        if rt.key == ("", "pods") and self._namespace_active(meta["namespace"]):
-            # Mutating admission, after NamespaceLifecycle (a missing namespace stays its 404).
-            admission.admit_service_account(obj, meta["namespace"], self._service_account)
+        strategy.apply_defaults(rt, obj)
+        strategy.admit_create(self, rt, obj)
         admission.reset_status_on_create(rt, obj)
         admission.fill_zero_values(rt, obj)
-        if (rt.group, rt.plural) == ("", "nodes"):
-            admission.admit_node_create(obj)
         admission.admit_storage_protection(rt, obj)
         meta["creationTimestamp"] = admission.now()
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
@@ -423,12 +321,8 @@ class ResourceHandlers:
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
-        if rt.key == CRD_KEY:
-            obj["status"] = admission.crd_status(obj, None)
-        problems = admission.validate_object(rt, obj)
-        if rt.custom:
-            problems += schema.validate_custom(obj, rt.schema)
-            problems += schema.validate_cel(obj, rt.schema, None)
+        strategy.prepare_for_create(rt, obj)
+        problems = strategy.validate(rt, obj)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         self._call_webhooks(t, ctx, "CREATE", obj, None)
@@ -446,42 +340,13 @@ class ResourceHandlers:
             self._ns_check(rt, meta.get("namespace", ""), name)
             if self.store.peek(rt.key, meta.get("namespace", ""), name) is not None:
                 raise errors.already_exists(rt.plural, rt.group, name)
-            if rt.key == CRD_KEY:
-                self._check_crd_names(obj)
+            strategy.begin_create(self, obj)
             if ctx.dry_run:
                 stored = copy.deepcopy(obj)
             else:
                 stored = self.store.write(rt.key, obj)
-                if rt.key == CRD_KEY:
-                    self.registry.install_crd(stored)
+                strategy.after_create(self, stored)
         return Response(201, self._present(rt, stored))
-
-    def _apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        if rt.custom:
-            schema.apply_defaults(obj, rt.schema)
-        elif rt.key == CRD_KEY:
-            admission.default_crd(obj)
-        else:
-            admission.default_object(rt, obj)
-
-    def _check_crd_names(self, crd: dict[str, Any]) -> None:
-        """Another CRD already serving the same group and plural cannot be accepted."""
-        spec = crd["spec"]
-        for version in spec.get("versions") or []:
-            existing = self.registry.lookup(spec["group"], version["name"], spec["names"]["plural"])
-            if existing is not None and not existing.custom:
-                raise errors.invalid(
-                    "CustomResourceDefinition",
-                    "apiextensions.k8s.io",
-                    crd["metadata"]["name"],
-                    [
-                        FieldError.invalid(
-                            "spec.names.plural",
-                            spec["names"]["plural"],
-                            "is already served by a built-in resource",
-                        )
-                    ],
-                )
 
     # ------------------------------------------------------------------ update / patch
 
@@ -506,7 +371,7 @@ class ResourceHandlers:
         rt = t.rt
         content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
         accepted = [patching.JSON_PATCH, patching.MERGE_PATCH]
-        if not rt.custom:
+        if strategy_for(rt).strategic_merge_patch:
             accepted.append(patching.STRATEGIC_MERGE_PATCH)
         accepted.append(patching.APPLY_PATCH)
         if content_type not in accepted:
@@ -623,6 +488,7 @@ class ResourceHandlers:
         compared with it are in the request's version (``presented_old``, when the caller converted
         ``old`` already)."""
         rt = t.rt
+        strategy = strategy_for(rt)
         stored_old = old
         old = presented_old if presented_old is not None else self._present(rt, old)
         self._type_meta(rt, new)
@@ -666,23 +532,9 @@ class ResourceHandlers:
             )
         self._unknown_fields(ctx, rt, new, op)
         meta = new["metadata"]
-        self._apply_defaults(rt, new)
-        if t.subresource == "status":
-            new = self._prepare_status_update(rt, new, old)
-            meta = new["metadata"]
-        elif "status" in rt.subresources or rt.key == CRD_KEY:
-            if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
-            else:
-                new.pop("status", None)
-        if rt.key == ("", "namespaces"):
-            # spec.finalizers change only through /finalize (what the namespace controller calls).
-            finalizers = (new.get("spec") or {}).get("finalizers") if t.subresource == "finalize" else None
-            new["spec"] = copy.deepcopy(old.get("spec") or {})
-            if t.subresource == "finalize":
-                new["spec"]["finalizers"] = finalizers or []
-                if not new["spec"]["finalizers"]:
-                    del new["spec"]["finalizers"]
+        strategy.apply_defaults(rt, new)
+        new = strategy.prepare_for_update(rt, new, old, t.subresource)
+        meta = new["metadata"]
         # Fields only the server sets.
         meta["name"] = old_meta["name"]
         if rt.namespaced:
@@ -715,25 +567,9 @@ class ResourceHandlers:
                 )
         if not meta.get("finalizers"):
             meta.pop("finalizers", None)
-        if rt.has_generation and self._spec_changed(rt, new, old):
+        if rt.has_generation and strategy.spec_changed(rt, new, old):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
-        problems = admission.validate_object(rt, new)
-        if rt.key == ("", "pods") and t.subresource is None:
-            problems += admission.validate_pod_update(new, old)
-        problems += admission.validate_immutable(rt, new, old)
-        if rt.custom:
-            problems += schema.validate_custom(new, rt.schema)
-            problems += schema.validate_cel(new, rt.schema, old)
-        if rt.key == CRD_KEY:
-            problems += self._validate_crd_update(new, old)
-            # A /status write may set storedVersions (how a storage migration drops a version);
-            # any other write keeps the recorded ones.
-            if t.subresource == "status":
-                problems += admission.validate_stored_versions(new, new.get("status"))
-                new["status"] = admission.crd_status(new, new.get("status"))
-            else:
-                new["status"] = admission.crd_status(new, old.get("status"))
-                problems += admission.validate_stored_versions(new, new["status"])
+        problems = strategy.validate_update(rt, new, old, t.subresource)
         if problems:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
         return _Update(t, ctx, new, old, stored_old, managed)
@@ -749,6 +585,7 @@ class ResourceHandlers:
             update.managed,
         )
         rt = t.rt
+        strategy = strategy_for(rt)
         meta, old_meta = new["metadata"], old["metadata"]
         admission.fill_zero_values(rt, new)
         if managed is None:
@@ -770,15 +607,14 @@ class ResourceHandlers:
         meta = new["metadata"]
         if new == stored_old or ctx.dry_run:
             return Response(200, self._present(rt, new))
-        if self._ready_to_go(rt, new):
+        if strategy.should_delete_during_update(new):
             # Store.deleteWithoutFinalizers: "clients are expecting an updated object if a PUT
             # succeeded": the answer is the object of the request (finalizers gone), not a Status.
             gone = self.store.remove(rt.key, meta.get("namespace") or "", meta["name"])
             self._after_remove(rt, gone)
             return Response(200, self._present(rt, new))
         stored = self.store.write(rt.key, new)
-        if rt.key == CRD_KEY:
-            self.registry.install_crd(stored)
+        strategy.after_update(self, stored)
         return Response(200, self._present(rt, stored))
 
     def _call_webhooks(
@@ -801,71 +637,6 @@ class ResourceHandlers:
             user=identity.user if identity is not None else "",
             dry_run=ctx.dry_run,
         )
-
-    def _validate_crd_update(self, new: dict[str, Any], old: dict[str, Any]) -> builtins.list[FieldError]:
-        problems = []
-        for field_name in ("group",):
-            if new["spec"].get(field_name) != old["spec"].get(field_name):
-                problems.append(
-                    FieldError.invalid(
-                        f"spec.{field_name}", new["spec"].get(field_name), "field is immutable"
-                    )
-                )
-        if new["spec"].get("names", {}).get("plural") != old["spec"].get("names", {}).get("plural"):
-            problems.append(
-                FieldError.invalid(
-                    "status.acceptedNames.plural", new["spec"]["names"].get("plural"), "field is immutable"
-                )
-            )
-        return problems
-
-    @staticmethod
-    def _prepare_status_update(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-        """A /status write changes status only (built-ins also take metadata changes, as their strategy)."""
-        if rt.custom:
-            result = copy.deepcopy(old)
-            if "status" in new:
-                result["status"] = new["status"]
-            else:
-                result.pop("status", None)
-            result["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
-            return result
-        result = copy.deepcopy(new)
-        for key, value in old.items():
-            if key not in ("metadata", "status", "kind", "apiVersion"):
-                result[key] = copy.deepcopy(value)
-        for key in list(result):
-            if key not in old and key not in ("metadata", "status", "kind", "apiVersion"):
-                del result[key]
-        if rt.key == ("", "pods"):
-            owners = old["metadata"].get("ownerReferences")
-            if owners is None:
-                result["metadata"].pop("ownerReferences", None)
-            else:
-                result["metadata"]["ownerReferences"] = copy.deepcopy(owners)
-        return result
-
-    @staticmethod
-    def _spec_changed(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
-        if admissionregistration.is_admissionregistration(rt.group, rt.plural):
-            return admissionregistration.spec_changed(rt.plural, new, old)
-        if rt.custom:
-            ignore = {"metadata", "status", "apiVersion", "kind"}
-            return {k: v for k, v in new.items() if k not in ignore} != {
-                k: v for k, v in old.items() if k not in ignore
-            }
-        return new.get("spec") != old.get("spec")
-
-    def _ready_to_go(self, rt: ResourceType, obj: dict[str, Any]) -> bool:
-        """A terminating object whose last finalizer is gone is deleted (pods: once the grace period is 0)."""
-        meta = obj["metadata"]
-        if not meta.get("deletionTimestamp") or meta.get("finalizers"):
-            return False
-        if rt.key == ("", "pods"):
-            return not meta.get("deletionGracePeriodSeconds")
-        if rt.key == ("", "namespaces"):
-            return not (obj.get("spec") or {}).get("finalizers")
-        return True
 
     # ------------------------------------------------------------------ delete
 
@@ -902,7 +673,8 @@ class ResourceHandlers:
     def delete_locked(
         self, rt: ResourceType, obj: dict[str, Any], options: dict[str, Any], dry_run: bool = False
     ) -> Response:
-        """Delete ``obj`` (a private copy of the stored one) honouring finalizers and pod grace periods."""
+        """Delete ``obj`` (a private copy of the stored one): its preconditions, then the kind's
+        delete (the generic :meth:`store_delete` unless its REST has its own)."""
         meta = obj["metadata"]
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
@@ -919,32 +691,25 @@ class ResourceHandlers:
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
             )
+        return Response(200, strategy_for(rt).delete(self, rt, obj, options, dry_run))
+
+    def store_delete(
+        self, rt: ResourceType, obj: dict[str, Any], options: dict[str, Any], dry_run: bool
+    ) -> dict[str, Any]:
+        """The registry Store.Delete, honouring finalizers and graceful deletion: an object with
+        finalizers left or a grace period is marked (deletionTimestamp) and stays; else it goes."""
+        strategy = strategy_for(rt)
+        meta = obj["metadata"]
         namespace = meta.get("namespace") or ""
-        grace = self._grace_period(rt, obj, options)
-        if rt.key != ("", "namespaces"):
-            finalizers = gc_finalizers(meta.get("finalizers") or [], options)
-            if rt.key == CRD_KEY and CRD_CLEANUP_FINALIZER not in finalizers:
-                # apiextensions-apiserver deletes a CRD in the background: its custom objects first.
-                finalizers.append(CRD_CLEANUP_FINALIZER)
-                admission.set_crd_terminating(obj)
-            if finalizers:
-                meta["finalizers"] = finalizers
-        if rt.key == ("", "namespaces"):
-            if not meta.get("deletionTimestamp"):
-                meta["deletionTimestamp"] = admission.now()
-                meta["deletionGracePeriodSeconds"] = 0
-                obj.setdefault("status", {})["phase"] = "Terminating"
-                if dry_run:
-                    return Response(200, obj)
-                if self._ready_to_go(rt, obj):
-                    gone = self.store.remove(rt.key, "", meta["name"])
-                    return Response(200, gone)
-                return Response(200, self.store.write(rt.key, obj))
-            return Response(200, obj)
+        period = strategy.check_graceful_delete(obj, options)
+        grace = period or 0
+        finalizers = strategy.deletion_finalizers(obj, options)
+        if finalizers:
+            meta["finalizers"] = finalizers
         if grace > 0 or meta.get("finalizers"):
             current = meta.get("deletionGracePeriodSeconds")
             if meta.get("deletionTimestamp") and current is not None and current <= grace:
-                return Response(200, self._present(rt, obj))  # already terminating, no sooner
+                return self._present(rt, obj)  # already terminating, no sooner
             stamp = admission.cluster_now() + timedelta(seconds=grace)
             if not meta.get("deletionTimestamp") or grace < (current or 0):
                 meta["deletionTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -952,33 +717,23 @@ class ResourceHandlers:
             if meta.get("generation"):
                 meta["generation"] = int(meta["generation"]) + 1
             if dry_run:
-                return Response(200, self._present(rt, obj))
+                return self._present(rt, obj)
             if grace == 0 and not meta.get("finalizers"):
                 gone = self.store.remove(rt.key, namespace, meta["name"])
                 self._after_remove(rt, gone)
-                return Response(200, self._deleted_body(rt, gone))
-            return Response(200, self._present(rt, self.store.write(rt.key, obj)))
+                return self._deleted_body(rt, gone)
+            return self._present(rt, self.store.write(rt.key, obj))
         if dry_run:
-            return Response(200, self._deleted_body(rt, obj))
-        if rt.key == ("", "pods") and meta.get("deletionGracePeriodSeconds") != 0:
-            # Pod deletion is always "graceful" in the registry: watchers see MODIFIED (deletionTimestamp,
-            # grace 0) and then DELETED, even for a grace-0 delete.
+            return self._deleted_body(rt, obj)
+        if period is not None and meta.get("deletionGracePeriodSeconds") != 0:
+            # A graceful delete at grace 0: watchers see MODIFIED (deletionTimestamp, grace 0) and
+            # then DELETED.
             meta.setdefault("deletionTimestamp", admission.now())
             meta["deletionGracePeriodSeconds"] = 0
             self.store.write(rt.key, obj)
         gone = self.store.remove(rt.key, namespace, meta["name"])
         self._after_remove(rt, gone)
-        return Response(200, self._deleted_body(rt, gone))
-
-    def _grace_period(self, rt: ResourceType, obj: dict[str, Any], options: dict[str, Any]) -> int:
-        requested = options.get("gracePeriodSeconds")
-        if rt.key != ("", "pods"):
-            return 0
-        if not _pod_bound_and_active(obj):
-            return 0
-        if requested is None:
-            requested = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        return max(int(requested), 0)
+        return self._deleted_body(rt, gone)
 
     @staticmethod
     def _precondition_failed(rt: ResourceType, obj: dict[str, Any], why: str) -> errors.ApiError:
@@ -994,7 +749,7 @@ class ResourceHandlers:
         the apiextensions-apiserver's store does not set it)."""
         if gone is None:
             return success_status(200)
-        if rt.key in RETURNS_DELETED_OBJECT:
+        if strategy_for(rt).return_deleted_object:
             return self._present(rt, gone)
         meta = gone["metadata"]
         group = {"group": rt.group} if rt.group else {}
@@ -1002,51 +757,15 @@ class ResourceHandlers:
         details = {"name": meta["name"], **group, "kind": rt.plural, "uid": meta.get("uid")}
         return success_status(None, details)
 
-    def crd_terminating(self, rt: ResourceType) -> bool:
-        crd = self.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
-        return bool(crd and crd["metadata"].get("deletionTimestamp"))
-
     def clean_up_deleted_crds(self) -> None:
-        """The CRD finalizer controller: delete a terminating CRD's custom objects (their finalizers
-        honoured), then drop its cleanup finalizer, which removes the CRD and its paths."""
+        """The CRD finalizer controller's pass (the server's housekeeping calls it)."""
         with self.store.lock:
-            crds, _ = self.store.list(CRD_KEY)
-            for crd in [c for c in crds if c["metadata"].get("deletionTimestamp")]:
-                if CRD_CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or []):
-                    continue
-                spec = crd["spec"]
-                key = (spec["group"], spec["names"]["plural"])
-                items, _ = self.store.list(key)
-                rt = next((r for r in self.registry.resources_of_crd(crd["metadata"]["name"])), None)
-                for item in list(items):
-                    if rt is not None and not item["metadata"].get("deletionTimestamp"):
-                        current = self.store.get(
-                            key, item["metadata"].get("namespace") or "", item["metadata"]["name"]
-                        )
-                        if current is not None:
-                            self.delete_locked(rt, current, {})
-                if self.store.list(key)[0]:
-                    continue  # objects held by their own finalizers: wait for them
-                updated = copy.deepcopy(crd)
-                updated["metadata"]["finalizers"] = [
-                    f for f in updated["metadata"]["finalizers"] if f != CRD_CLEANUP_FINALIZER
-                ]
-                if updated["metadata"]["finalizers"]:
-                    self.store.write(CRD_KEY, updated)
-                    continue
-                gone = self.store.remove(CRD_KEY, "", crd["metadata"]["name"])
-                self._after_remove(self.registry.crd_type, gone)
+            CRDS.clean_up_deleted(self)
 
     def _after_remove(self, rt: ResourceType, gone: dict[str, Any] | None) -> None:
-        """Removing a CRD removes its custom objects and its API paths."""
-        if gone is None or rt.key != CRD_KEY:
-            return
-        spec = gone["spec"]
-        key = (spec["group"], spec["names"]["plural"])
-        items, _ = self.store.list(key)
-        for item in list(items):
-            self.store.remove(key, item["metadata"].get("namespace") or "", item["metadata"]["name"])
-        self.registry.remove_crd(gone["metadata"]["name"])
+        """Store.AfterDelete, once the object is gone (a CRD takes its custom objects and paths)."""
+        if gone is not None:
+            strategy_for(rt).after_delete(self, gone)
 
     def delete_collection(self, t: Target, ctx: Context) -> Response:
         options = self.delete_options(ctx)

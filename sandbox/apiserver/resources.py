@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-# Strategies that differ per resource in kube-apiserver (pkg/registry/*/strategy.go).
+# The subresource a kind's status strategy serves (strategies.py: prepare_for_status_update).
 STATUS_SUBRESOURCE = "status"
 
 

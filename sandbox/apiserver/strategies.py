@@ -1,0 +1,584 @@
+"""What each kind does differently on a read or a write, in one class per kind, as kube-apiserver's
+registry keeps it in ``pkg/registry/<group>/<kind>/strategy.go`` and the store options beside it.
+
+:class:`Strategy` is the generic registry (``genericregistry.Store`` with a plain strategy); a kind
+that differs overrides the hook that differs, named after kube-apiserver's: ``PrepareForCreate``,
+``PrepareForUpdate`` (and the status strategy's), ``Validate``/``ValidateUpdate``,
+``CheckGracefulDelete``, ``ReturnDeletedObject``, ``ShouldDeleteDuringUpdate``, the store's
+``BeginCreate``/``AfterCreate``/``AfterUpdate``/``AfterDelete``, and a REST ``Delete`` for the kind
+whose storage replaces the store's (namespaces); custom resources and events.k8s.io Events also
+convert between the served and the stored version here (``present``, ``to_storage``).
+:func:`strategy_for` resolves a resource to its strategy; ``handlers.py`` runs the verbs and asks it
+at each point where kinds differ, so it has no per-kind case of its own. Strategies hold no state:
+one instance serves every version of its kind.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from . import admission, admissionregistration, conversion, errors, eventsv1, schema
+from .errors import FieldError
+from .resources import CRD_KEY, STATUS_SUBRESOURCE, ResourceType
+
+if TYPE_CHECKING:
+    from .handlers import ResourceHandlers
+
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+PROPAGATION_POLICIES = ["Foreground", "Background", "Orphan"]
+# The object fields a /status write leaves alone on a built-in kind, whatever the body says.
+_NOT_SPEC = ("metadata", "status", "kind", "apiVersion")
+
+
+def gc_finalizers(existing: list[str], options: dict[str, Any]) -> list[str]:
+    """The finalizers a delete leaves for the garbage collector (registry Store
+    deletionFinalizersForGarbageCollection): ``orphan`` for Orphan, ``foregroundDeletion`` for
+    Foreground, neither for Background (the default of every resource served here)."""
+    policy = options.get("propagationPolicy")
+    orphan_dependents = options.get("orphanDependents")
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        raise errors.invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            [FieldError.unsupported("propagationPolicy", policy, PROPAGATION_POLICIES)],
+        )
+    if orphan_dependents is not None:
+        orphan, foreground = bool(orphan_dependents), False
+    elif policy is not None:
+        orphan, foreground = policy == "Orphan", policy == "Foreground"
+    else:
+        orphan, foreground = ORPHAN_FINALIZER in existing, FOREGROUND_FINALIZER in existing
+    kept = [f for f in existing if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+    return kept + [ORPHAN_FINALIZER] * orphan + [FOREGROUND_FINALIZER] * foreground
+
+
+class Strategy:
+    """The generic registry: what every kind does unless its own strategy says otherwise."""
+
+    # Store.ReturnDeletedObject: a delete that removed the object answers with it, not a Status.
+    return_deleted_object = False
+    # Strategic merge patch needs the Go types' patch strategies, which only built-in kinds have.
+    strategic_merge_patch = True
+
+    # ------------------------------------------------------------------ versions (the codec)
+
+    def present(
+        self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False
+    ) -> dict[str, Any]:
+        """The stored object as the client sees it through ``rt``'s version (a copy when it must
+        change); a list's items carry no kind and apiVersion."""
+        if in_list:
+            return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+        return obj
+
+    def to_storage(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object of a write, in ``rt``'s version, as it is stored."""
+        return obj
+
+    def decode_list(
+        self,
+        handlers: ResourceHandlers,
+        rt: ResourceType,
+        scanned: list[dict[str, Any]],
+        selected: list[dict[str, Any]],
+    ) -> list[dict[str, Any]]:
+        """What a list page answers of the ``selected`` stored objects (of the ``scanned`` ones the
+        page read), before :meth:`present`."""
+        return selected
+
+    # ------------------------------------------------------------------ create
+
+    def check_create_allowed(self, handlers: ResourceHandlers, rt: ResourceType) -> None:
+        """Refuse a create before its body is looked at (a kind being torn down)."""
+
+    def prune(self, rt: ResourceType, obj: dict[str, Any]) -> list[str]:
+        """Drop the fields the kind does not know, answering their paths (for Warn or Strict)."""
+        return schema.prune_builtin(obj, rt.group, rt.kind)
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """The scheme's defaulting, run on every create and update body."""
+        admission.default_object(rt, obj)
+
+    def admit_create(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """The kind's mutating admission plugins on a create (after defaulting, before validation)."""
+
+    def prepare_for_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """PrepareForCreate beyond the status reset, metadata and generation every kind gets."""
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return admission.validate_object(rt, obj)
+
+    def begin_create(self, handlers: ResourceHandlers, obj: dict[str, Any]) -> None:
+        """Store.BeginCreate: a check against what is stored, under the store lock."""
+
+    def after_create(self, handlers: ResourceHandlers, stored: dict[str, Any]) -> None:
+        """Store.AfterCreate: what the write sets going (not called on a dry run)."""
+
+    # ------------------------------------------------------------------ update
+
+    def prepare_for_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> dict[str, Any]:
+        """PrepareForUpdate: with a status subresource, the main resource cannot change status
+        and ``/status`` changes nothing else (answers the object to store, maybe a new one)."""
+        if subresource == STATUS_SUBRESOURCE:
+            return self.prepare_for_status_update(rt, new, old)
+        if STATUS_SUBRESOURCE in rt.subresources:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        return new
+
+    def prepare_for_status_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The status strategy's PrepareForUpdate: a /status write changes status (built-ins also
+        take metadata changes, as their status strategies do)."""
+        result = copy.deepcopy(new)
+        for key, value in old.items():
+            if key not in _NOT_SPEC:
+                result[key] = copy.deepcopy(value)
+        for key in list(result):
+            if key not in old and key not in _NOT_SPEC:
+                del result[key]
+        return result
+
+    def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+        """Whether an update bumps ``metadata.generation`` (kinds that keep one)."""
+        return new.get("spec") != old.get("spec")
+
+    def validate_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> list[FieldError]:
+        return admission.validate_object(rt, new) + admission.validate_immutable(rt, new, old)
+
+    def after_update(self, handlers: ResourceHandlers, stored: dict[str, Any]) -> None:
+        """Store.AfterUpdate (not called on a dry run, nor when the update deleted the object)."""
+
+    # ------------------------------------------------------------------ delete
+
+    def should_delete_during_update(self, obj: dict[str, Any]) -> bool:
+        """Store.ShouldDeleteDuringUpdate: a terminating object whose last finalizer is gone goes."""
+        meta = obj["metadata"]
+        return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
+
+    def check_graceful_delete(self, obj: dict[str, Any], options: dict[str, Any]) -> int | None:
+        """CheckGracefulDelete: the grace period of a kind deleted gracefully, None for the others."""
+        return None
+
+    def deletion_finalizers(self, obj: dict[str, Any], options: dict[str, Any]) -> list[str]:
+        """The finalizers the object is deleted with (may mark ``obj`` as it is torn down)."""
+        return gc_finalizers(obj["metadata"].get("finalizers") or [], options)
+
+    def delete(
+        self,
+        handlers: ResourceHandlers,
+        rt: ResourceType,
+        obj: dict[str, Any],
+        options: dict[str, Any],
+        dry_run: bool,
+    ) -> dict[str, Any] | None:
+        """REST Delete, preconditions checked: the generic Store.Delete unless the kind has its own."""
+        return handlers.store_delete(rt, obj, options, dry_run)
+
+    def after_delete(self, handlers: ResourceHandlers, gone: dict[str, Any]) -> None:
+        """Store.AfterDelete: what removing the object takes with it."""
+
+
+def _object_key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+def _pod_bound_and_active(pod: dict[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+class PodStrategy(Strategy):
+    """pkg/registry/core/pod: ServiceAccount admission, graceful deletion, the spec's immutability."""
+
+    return_deleted_object = True
+
+    def admit_create(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> None:
+        namespace = obj["metadata"]["namespace"]
+        if handlers.namespace_active(namespace):
+            # After NamespaceLifecycle: a missing namespace stays its 404.
+            admission.admit_service_account(obj, namespace, handlers.service_account)
+
+    def prepare_for_status_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]
+    ) -> dict[str, Any]:
+        """podStatusStrategy also keeps the owner references (only the pod's own update sets them)."""
+        result = super().prepare_for_status_update(rt, new, old)
+        owners = old["metadata"].get("ownerReferences")
+        if owners is None:
+            result["metadata"].pop("ownerReferences", None)
+        else:
+            result["metadata"]["ownerReferences"] = copy.deepcopy(owners)
+        return result
+
+    def validate_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> list[FieldError]:
+        problems = admission.validate_object(rt, new)
+        if subresource is None:
+            problems += admission.validate_pod_update(new, old)
+        return problems + admission.validate_immutable(rt, new, old)
+
+    def should_delete_during_update(self, obj: dict[str, Any]) -> bool:
+        """A pod goes once its grace period is 0 too (the kubelet's final delete)."""
+        return super().should_delete_during_update(obj) and not obj["metadata"].get(
+            "deletionGracePeriodSeconds"
+        )
+
+    def check_graceful_delete(self, obj: dict[str, Any], options: dict[str, Any]) -> int:
+        """The requested period, else the pod's terminationGracePeriodSeconds; 0 for a pod no kubelet
+        runs (unbound, or finished). Pod deletion is always graceful: even at 0, watchers see the
+        deletionTimestamp (MODIFIED) before DELETED."""
+        if not _pod_bound_and_active(obj):
+            return 0
+        requested = options.get("gracePeriodSeconds")
+        if requested is None:
+            requested = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        return max(int(requested), 0)
+
+
+class NodeStrategy(Strategy):
+    """pkg/registry/core/node, with the TaintNodesByCondition admission plugin."""
+
+    def admit_create(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.admit_node_create(obj)
+
+
+class NamespaceStrategy(Strategy):
+    """pkg/registry/core/namespace: spec.finalizers change through /finalize only, and the REST's own
+    Delete marks the namespace Terminating for the namespace controller to empty and finalize."""
+
+    def prepare_for_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> dict[str, Any]:
+        finalizers = (new.get("spec") or {}).get("finalizers") if subresource == "finalize" else None
+        new = super().prepare_for_update(rt, new, old, subresource)
+        new["spec"] = copy.deepcopy(old.get("spec") or {})
+        if subresource == "finalize":
+            new["spec"]["finalizers"] = finalizers or []
+            if not new["spec"]["finalizers"]:
+                del new["spec"]["finalizers"]
+        return new
+
+    def should_delete_during_update(self, obj: dict[str, Any]) -> bool:
+        """ShouldDeleteNamespaceDuringUpdate: the spec's finalizers must be gone too."""
+        return super().should_delete_during_update(obj) and not (obj.get("spec") or {}).get("finalizers")
+
+    def delete(
+        self,
+        handlers: ResourceHandlers,
+        rt: ResourceType,
+        obj: dict[str, Any],
+        options: dict[str, Any],
+        dry_run: bool,
+    ) -> dict[str, Any] | None:
+        """The first delete stamps deletionTimestamp and phase Terminating (a namespace with no
+        finalizers at all goes at once); a later one answers the namespace as it is."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return obj
+        meta["deletionTimestamp"] = admission.now()
+        meta["deletionGracePeriodSeconds"] = 0
+        obj.setdefault("status", {})["phase"] = "Terminating"
+        if dry_run:
+            return obj
+        if self.should_delete_during_update(obj):
+            return handlers.store.remove(rt.key, "", meta["name"])
+        return handlers.store.write(rt.key, obj)
+
+
+class EventsV1Strategy(Strategy):
+    """events.k8s.io/v1 Events are core Events in storage, converted on the way (eventsv1.py)."""
+
+    def present(
+        self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False
+    ) -> dict[str, Any]:
+        return super().present(handlers, rt, eventsv1.from_core(obj), in_list=in_list)
+
+    def to_storage(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        return eventsv1.to_core(obj)
+
+
+class ReturnsDeletedObject(Strategy):
+    """A kind whose store sets ReturnDeletedObject and differs in nothing else."""
+
+    return_deleted_object = True
+
+
+class AdmissionRegistrationStrategy(Strategy):
+    """admissionregistration.k8s.io: the generation follows the webhooks or the policy's spec."""
+
+    def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+        return admissionregistration.spec_changed(rt.plural, new, old)
+
+
+class CustomResourceDefinitionStrategy(Strategy):
+    """apiextensions-apiserver's CRD strategy and REST: the status it computes (accepted names,
+    conditions, stored versions), its paths served from the first write, and the cleanup of its
+    custom objects before it goes."""
+
+    return_deleted_object = True
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_crd(obj)
+
+    def prepare_for_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        obj["status"] = admission.crd_status(obj, None)
+
+    def begin_create(self, handlers: ResourceHandlers, obj: dict[str, Any]) -> None:
+        """Another CRD already serving the same group and plural cannot be accepted."""
+        spec = obj["spec"]
+        for version in spec.get("versions") or []:
+            existing = handlers.registry.lookup(spec["group"], version["name"], spec["names"]["plural"])
+            if existing is not None and not existing.custom:
+                raise errors.invalid(
+                    "CustomResourceDefinition",
+                    "apiextensions.k8s.io",
+                    obj["metadata"]["name"],
+                    [
+                        FieldError.invalid(
+                            "spec.names.plural",
+                            spec["names"]["plural"],
+                            "is already served by a built-in resource",
+                        )
+                    ],
+                )
+
+    def after_create(self, handlers: ResourceHandlers, stored: dict[str, Any]) -> None:
+        handlers.registry.install_crd(stored)
+
+    def validate_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> list[FieldError]:
+        """Also the immutable group and plural, and the status: a /status write may set
+        storedVersions (how a storage migration drops a version); any other write keeps the
+        recorded ones. The status is computed here, once the spec it reads has been validated."""
+        problems = super().validate_update(rt, new, old, subresource)
+        problems += self._immutable(new, old)
+        if subresource == STATUS_SUBRESOURCE:
+            problems += admission.validate_stored_versions(new, new.get("status"))
+            new["status"] = admission.crd_status(new, new.get("status"))
+        else:
+            new["status"] = admission.crd_status(new, old.get("status"))
+            problems += admission.validate_stored_versions(new, new["status"])
+        return problems
+
+    @staticmethod
+    def _immutable(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+        problems = []
+        for field_name in ("group",):
+            if new["spec"].get(field_name) != old["spec"].get(field_name):
+                problems.append(
+                    FieldError.invalid(
+                        f"spec.{field_name}", new["spec"].get(field_name), "field is immutable"
+                    )
+                )
+        if new["spec"].get("names", {}).get("plural") != old["spec"].get("names", {}).get("plural"):
+            problems.append(
+                FieldError.invalid(
+                    "status.acceptedNames.plural", new["spec"]["names"].get("plural"), "field is immutable"
+                )
+            )
+        return problems
+
+    def after_update(self, handlers: ResourceHandlers, stored: dict[str, Any]) -> None:
+        handlers.registry.install_crd(stored)
+
+    def deletion_finalizers(self, obj: dict[str, Any], options: dict[str, Any]) -> list[str]:
+        """apiextensions-apiserver deletes a CRD in the background: its custom objects first, under
+        the cleanup finalizer and the Terminating condition."""
+        finalizers = super().deletion_finalizers(obj, options)
+        if CRD_CLEANUP_FINALIZER not in finalizers:
+            finalizers.append(CRD_CLEANUP_FINALIZER)
+            admission.set_crd_terminating(obj)
+        return finalizers
+
+    def after_delete(self, handlers: ResourceHandlers, gone: dict[str, Any]) -> None:
+        """Removing a CRD removes its custom objects and its API paths."""
+        spec = gone["spec"]
+        key = (spec["group"], spec["names"]["plural"])
+        items, _ = handlers.store.list(key)
+        for item in list(items):
+            handlers.store.remove(key, item["metadata"].get("namespace") or "", item["metadata"]["name"])
+        handlers.registry.remove_crd(gone["metadata"]["name"])
+
+    def clean_up_deleted(self, handlers: ResourceHandlers) -> None:
+        """The CRD finalizer controller (store lock held): delete a terminating CRD's custom objects
+        (their finalizers honoured), then drop its cleanup finalizer, which removes the CRD and its
+        paths."""
+        store = handlers.store
+        crds, _ = store.list(CRD_KEY)
+        for crd in [c for c in crds if c["metadata"].get("deletionTimestamp")]:
+            if CRD_CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or []):
+                continue
+            spec = crd["spec"]
+            key = (spec["group"], spec["names"]["plural"])
+            items, _ = store.list(key)
+            rt = next((r for r in handlers.registry.resources_of_crd(crd["metadata"]["name"])), None)
+            for item in list(items):
+                meta = item["metadata"]
+                if rt is not None and not meta.get("deletionTimestamp"):
+                    current = store.get(key, meta.get("namespace") or "", meta["name"])
+                    if current is not None:
+                        handlers.delete_locked(rt, current, {})
+            if store.list(key)[0]:
+                continue  # objects held by their own finalizers: wait for them
+            updated = copy.deepcopy(crd)
+            updated["metadata"]["finalizers"] = [
+                f for f in updated["metadata"]["finalizers"] if f != CRD_CLEANUP_FINALIZER
+            ]
+            if updated["metadata"]["finalizers"]:
+                store.write(CRD_KEY, updated)
+                continue
+            gone = store.remove(CRD_KEY, "", crd["metadata"]["name"])
+            if gone is not None:
+                self.after_delete(handlers, gone)
+
+
+class CustomResourceStrategy(Strategy):
+    """apiextensions-apiserver's custom resource strategy: the CRD's structural schema prunes,
+    defaults and validates (CEL rules included); the whole object but metadata and status is the
+    spec; no create while the CRD is terminating."""
+
+    strategic_merge_patch = False
+
+    def present(
+        self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False
+    ) -> dict[str, Any]:
+        """In ``rt``'s version; a list's items keep their kind and apiVersion (unstructured lists)."""
+        return self.convert(handlers, rt, [obj], rt.version)[0]
+
+    def to_storage(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """In the CRD's storage version; a webhook's answer gets that version's defaults here
+        (kube-apiserver applies them when it reads from etcd: the same to every reader)."""
+        if not rt.storage_version:
+            return obj
+        out = self.convert(handlers, rt, [obj], rt.storage_version)[0]
+        if out is not obj and rt.conversion_webhook is not None and rt.storage_schema:
+            schema.apply_defaults(out, rt.storage_schema)
+        return out
+
+    def decode_list(
+        self,
+        handlers: ResourceHandlers,
+        rt: ResourceType,
+        scanned: list[dict[str, Any]],
+        selected: list[dict[str, Any]],
+    ) -> list[dict[str, Any]]:
+        """``selected`` in ``rt``'s version, after converting every object the page read: kube-apiserver
+        decodes (converts) each object it reads before its selectors filter them (etcd3 GetList), so
+        one that cannot be converted fails the page that reads it, whichever objects the selectors keep."""
+        converted = self.convert(handlers, rt, scanned, rt.version)
+        by_key = {_object_key(o): c for o, c in zip(scanned, converted, strict=True)}
+        return [by_key[_object_key(o)] for o in selected]
+
+    @staticmethod
+    def convert(
+        handlers: ResourceHandlers, rt: ResourceType, objects: list[dict[str, Any]], version: str
+    ) -> list[dict[str, Any]]:
+        """Custom objects in ``version`` (conversion.py); what a webhook answers is pruned to that
+        version's schema, as kube-apiserver prunes a conversion's output."""
+        try:
+            out = conversion.convert(rt, objects, version)
+        except conversion.ConversionFailed as exc:
+            raise errors.unclassified(str(exc)) from exc
+        if rt.conversion_webhook is not None:
+            target = handlers.registry.lookup(rt.group, version, rt.plural)
+            target_schema = rt.storage_schema if version == rt.storage_version else (target and target.schema)
+            for before, after in zip(objects, out, strict=True):
+                if after is not before and target_schema:
+                    schema.prune_custom(after, target_schema)
+        return out
+
+    def check_create_allowed(self, handlers: ResourceHandlers, rt: ResourceType) -> None:
+        crd = handlers.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
+        if crd and crd["metadata"].get("deletionTimestamp"):
+            error = errors.method_not_allowed()
+            error.message = "create not allowed while custom resource definition is terminating"
+            raise error
+
+    def prune(self, rt: ResourceType, obj: dict[str, Any]) -> list[str]:
+        unknown = schema.prune_custom(obj, rt.schema)
+        if rt.storage_schema is not rt.schema and rt.conversion_webhook is None:
+            # conversion strategy None: fields the storage version lacks are lost at write
+            schema.prune_custom(obj, rt.storage_schema)
+        return unknown
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        schema.apply_defaults(obj, rt.schema)
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        problems = super().validate(rt, obj)
+        problems += schema.validate_custom(obj, rt.schema)
+        return problems + schema.validate_cel(obj, rt.schema, None)
+
+    def prepare_for_status_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Only status changes (metadata too is the stored one's, but for the resourceVersion)."""
+        result = copy.deepcopy(old)
+        if "status" in new:
+            result["status"] = new["status"]
+        else:
+            result.pop("status", None)
+        result["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
+        return result
+
+    def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+        ignore = {"metadata", "status", "apiVersion", "kind"}
+        return {k: v for k, v in new.items() if k not in ignore} != {
+            k: v for k, v in old.items() if k not in ignore
+        }
+
+    def validate_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> list[FieldError]:
+        problems = super().validate_update(rt, new, old, subresource)
+        problems += schema.validate_custom(new, rt.schema)
+        return problems + schema.validate_cel(new, rt.schema, old)
+
+
+GENERIC = Strategy()
+CRDS = CustomResourceDefinitionStrategy()
+CUSTOM_RESOURCES = CustomResourceStrategy()
+_ADMISSION_REGISTRATION = AdmissionRegistrationStrategy()
+_RETURNS_DELETED_OBJECT = ReturnsDeletedObject()
+# By (group, plural); every kind not listed is the generic registry.
+BY_KIND: dict[tuple[str, str], Strategy] = {
+    ("", "pods"): PodStrategy(),
+    ("events.k8s.io", "events"): EventsV1Strategy(),
+    ("", "nodes"): NodeStrategy(),
+    ("", "namespaces"): NamespaceStrategy(),
+    ("", "serviceaccounts"): _RETURNS_DELETED_OBJECT,
+    ("storage.k8s.io", "storageclasses"): _RETURNS_DELETED_OBJECT,
+    CRD_KEY: CRDS,
+    **{
+        (admissionregistration.GROUP, plural): _ADMISSION_REGISTRATION
+        for plural in (
+            *admissionregistration.WEBHOOK_CONFIGURATIONS,
+            admissionregistration.POLICIES,
+            admissionregistration.BINDINGS,
+        )
+    },
+}
+
+
+def strategy_for(rt: ResourceType) -> Strategy:
+    """The strategy of ``rt``'s kind: the same for every version it is served in."""
+    if rt.custom:
+        return CUSTOM_RESOURCES
+    return BY_KIND.get((rt.group, rt.plural), GENERIC)
