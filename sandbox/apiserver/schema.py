@@ -188,14 +188,14 @@ def validate_custom(
     if not schema:
         return []
     errors: list[FieldError] = []
-    root = _Correlation(obj, ABSENT if old is None else old, None)
+    root = _Correlation(obj, ABSENT if old is None else old, schema, None)
     props = schema.get("properties") or {}
     for key, sub in props.items():
         if key in ("metadata", "apiVersion", "kind"):
             continue
         if key in obj:
             old_item = old[key] if old is not None and key in old else ABSENT
-            _validate(obj[key], sub, key, errors, root.child(obj[key], old_item))
+            _validate(obj[key], sub, key, errors, root.child(obj[key], old_item, sub))
     missing = [FieldError.required(key) for key in schema.get("required") or [] if key not in obj]
     if missing and not root.ratchets():
         errors.extend(missing)
@@ -295,7 +295,7 @@ def _validate_value(
         if isinstance(items, dict):
             for i, item in enumerate(value):
                 old_item = _old_item(item, here.old, schema)
-                _validate(item, items, f"{path}[{i}]", errors, here.child(item, old_item))
+                _validate(item, items, f"{path}[{i}]", errors, here.child(item, old_item, items))
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         for key in schema.get("required") or []:
@@ -307,7 +307,7 @@ def _validate_value(
             sub = props.get(key) if key in props else (additional if isinstance(additional, dict) else None)
             if sub is not None:
                 old_item = old[key] if isinstance(old, dict) and key in old else ABSENT
-                _validate(item, sub, f"{path}.{key}", errors, here.child(item, old_item))
+                _validate(item, sub, f"{path}.{key}", errors, here.child(item, old_item, sub))
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             errors.append(
                 FieldError(
@@ -517,6 +517,35 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _unchanged(value: Any, old: Any, schema: dict[str, Any]) -> bool:
+    """``CorrelatedObject.CachedDeepEqual``: equal child by child where children correlate, so a key
+    the schema does not declare (a preserved unknown field) or a ``listType: map`` item with no old
+    item of its keys makes the value changed; an atomic or set list is compared whole."""
+    if isinstance(value, dict) and isinstance(old, dict):
+        if len(value) != len(old):
+            return False
+        props = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = props.get(key) if key in props else (additional if isinstance(additional, dict) else None)
+            if key not in old or sub is None or not _unchanged(item, old[key], sub):
+                return False
+        return True
+    if isinstance(value, list) and isinstance(old, list):
+        if len(value) != len(old):
+            return False
+        items = schema.get("items")
+        keyed = schema.get("x-kubernetes-list-type") == "map" and schema.get("x-kubernetes-list-map-keys")
+        if not keyed or not isinstance(items, dict):
+            return _same(value, old)
+        for item in value:
+            old_item = _old_item(item, old, schema)
+            if old_item is ABSENT or not _unchanged(item, old_item, items):
+                return False
+        return True
+    return _same(value, old)
+
+
 class _Correlation:
     """One node of an update's object and the old value correlated with it (apiserver's
     ``common.CorrelatedObject``): a property or an additional property by its key, a ``listType: map``
@@ -528,16 +557,17 @@ class _Correlation:
     correlated ancestor's is, is a warning instead. Not ratcheted: rules reading ``oldSelf``, CEL
     evaluation and compile errors."""
 
-    __slots__ = ("_unchanged", "old", "parent", "value")
+    __slots__ = ("_unchanged", "old", "parent", "schema", "value")
 
-    def __init__(self, value: Any, old: Any, parent: _Correlation | None) -> None:
+    def __init__(self, value: Any, old: Any, schema: dict[str, Any], parent: _Correlation | None) -> None:
         self.value = value
         self.old = old
+        self.schema = schema
         self.parent = parent
         self._unchanged: bool | None = None
 
-    def child(self, value: Any, old: Any) -> _Correlation:
-        return _Correlation(value, old, self)
+    def child(self, value: Any, old: Any, schema: dict[str, Any]) -> _Correlation:
+        return _Correlation(value, old, schema, self)
 
     def ratchets(self) -> bool:
         node: _Correlation | None = self
@@ -546,7 +576,7 @@ class _Correlation:
         if node is None:
             return False
         if node._unchanged is None:
-            node._unchanged = _same(node.value, node.old)
+            node._unchanged = _unchanged(node.value, node.old, node.schema)
         return node._unchanged
 
 
@@ -568,7 +598,7 @@ def validate_cel(
         return []
     errors: list[FieldError] = []
     root_old = ABSENT if old is None else old
-    _cel_walk(_Correlation(obj, root_old, None), schema, "", errors, warnings)
+    _cel_walk(_Correlation(obj, root_old, schema, None), "", errors, warnings)
     return errors
 
 
@@ -583,14 +613,8 @@ def _old_item(item: Any, old: Any, schema: dict[str, Any]) -> Any:
     return next((o for o in old if isinstance(o, dict) and [o.get(k) for k in keys] == wanted), ABSENT)
 
 
-def _cel_walk(
-    here: _Correlation,
-    schema: dict[str, Any],
-    path: str,
-    errors: list[FieldError],
-    warnings: list[str] | None,
-) -> None:
-    value, old = here.value, here.old
+def _cel_walk(here: _Correlation, path: str, errors: list[FieldError], warnings: list[str] | None) -> None:
+    value, old, schema = here.value, here.old, here.schema
     if value is None:
         return  # only non-null values are validated (a rule on the parent checks presence)
     for rule in schema.get("x-kubernetes-validations") or []:
@@ -611,8 +635,8 @@ def _cel_walk(
                 continue
             old_item = old[key] if isinstance(old, dict) and key in old else ABSENT
             child = f"{path}.{key}" if path else key
-            _cel_walk(here.child(item, old_item), sub, child, errors, warnings)
+            _cel_walk(here.child(item, old_item, sub), child, errors, warnings)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             old_item = _old_item(item, old, schema)
-            _cel_walk(here.child(item, old_item), schema["items"], f"{path}[{index}]", errors, warnings)
+            _cel_walk(here.child(item, old_item, schema["items"]), f"{path}[{index}]", errors, warnings)

@@ -159,3 +159,23 @@ def test_a_remembered_rule_result_is_never_given_for_another_json_value() -> Non
     assert fields(validate_cel(obj({"n": 2}), schema, None)) == ["spec"]
     assert fields(validate_cel(obj({"n": True}), schema, None)) == ["spec"]
     assert fields(validate_cel(obj({"n": 1.0}), schema, None)) == ["spec"]
+
+
+def test_a_value_holding_a_field_its_schema_does_not_declare_never_counts_as_unchanged() -> None:
+    """CorrelatedObject.CachedDeepEqual compares child by child, and a preserved unknown field has no
+    schema to correlate by: the value is changed, so its errors stand."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"name": {"type": "string"}},
+                "x-kubernetes-validations": [NAME_RULE | {"rule": "self.name != 'forbidden'"}],
+            }
+        },
+    }
+    old = obj({"name": "forbidden", "extra": 1})
+    assert fields(validate_cel(obj({"name": "forbidden", "extra": 1}), schema, old, [])) == ["spec"]
+    declared = obj({"name": "forbidden"})
+    assert validate_cel(obj({"name": "forbidden"}), schema, declared, []) == []
