@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import logging
 import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from kubernetes.client import models as client_models
@@ -174,24 +177,45 @@ def _json_type(value: Any) -> str:
     return "null"
 
 
-def validate_custom(obj: dict[str, Any], schema: dict[str, Any] | None) -> list[FieldError]:
-    """The OpenAPI v3 checks kube-apiserver runs on custom objects (CEL rules: ``validate_cel``)."""
+def validate_custom(
+    obj: dict[str, Any], schema: dict[str, Any] | None, old: dict[str, Any] | None = None
+) -> list[FieldError]:
+    """The OpenAPI v3 checks kube-apiserver runs on custom objects (CEL rules: ``validate_cel``).
+
+    On an update (``old`` given) they are ratcheted as kube-apiserver's RatchetingSchemaValidator
+    does (see :class:`_Correlation`): an error at a value unchanged from the old object is dropped
+    (its warnings are not returned to the client)."""
     if not schema:
         return []
     errors: list[FieldError] = []
+    root = _Correlation(obj, ABSENT if old is None else old, schema, None)
     props = schema.get("properties") or {}
     for key, sub in props.items():
         if key in ("metadata", "apiVersion", "kind"):
             continue
         if key in obj:
-            _validate(obj[key], sub, key, errors)
-    for key in schema.get("required") or []:
-        if key not in obj:
-            errors.append(FieldError.required(key))
+            old_item = old[key] if old is not None and key in old else ABSENT
+            _validate(obj[key], sub, key, errors, root.child(obj[key], old_item, sub))
+    missing = [FieldError.required(key) for key in schema.get("required") or [] if key not in obj]
+    if missing and not root.ratchets():
+        errors.extend(missing)
     return errors
 
 
-def _validate(value: Any, schema: dict[str, Any], path: str, errors: list[FieldError]) -> None:
+def _validate(
+    value: Any, schema: dict[str, Any], path: str, errors: list[FieldError], here: _Correlation
+) -> None:
+    """The checks of the value at ``path`` and below, in kube-openapi's order; on an update, what they
+    found is dropped when ``here`` ratchets (every node below an unchanged value ratchets too)."""
+    start = len(errors)
+    _validate_value(value, schema, path, errors, here)
+    if len(errors) > start and here.ratchets():
+        del errors[start:]
+
+
+def _validate_value(
+    value: Any, schema: dict[str, Any], path: str, errors: list[FieldError], here: _Correlation
+) -> None:
     if value is None:
         if not schema.get("nullable"):
             errors.append(
@@ -270,18 +294,20 @@ def _validate(value: Any, schema: dict[str, Any], path: str, errors: list[FieldE
         items = schema.get("items")
         if isinstance(items, dict):
             for i, item in enumerate(value):
-                _validate(item, items, f"{path}[{i}]", errors)
+                old_item = _old_item(item, here.old, schema)
+                _validate(item, items, f"{path}[{i}]", errors, here.child(item, old_item, items))
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         for key in schema.get("required") or []:
             if key not in value:
                 errors.append(FieldError.required(f"{path}.{key}"))
         additional = schema.get("additionalProperties")
+        old = here.old
         for key, item in value.items():
-            if key in props:
-                _validate(item, props[key], f"{path}.{key}", errors)
-            elif isinstance(additional, dict):
-                _validate(item, additional, f"{path}.{key}", errors)
+            sub = props.get(key) if key in props else (additional if isinstance(additional, dict) else None)
+            if sub is not None:
+                old_item = old[key] if isinstance(old, dict) and key in old else ABSENT
+                _validate(item, sub, f"{path}.{key}", errors, here.child(item, old_item, sub))
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             errors.append(
                 FieldError(
@@ -376,37 +402,78 @@ def _cel_go_error(exc: Any) -> str:
     return text
 
 
-def _cel_error(
-    rule: dict[str, Any], schema: dict[str, Any], value: Any, old: Any, path: str
-) -> FieldError | None:
-    """What kube-apiserver's ``validateExpressions`` makes of one rule at ``path``: None when it holds
-    (or, a transition rule, has no old value to hold against), else the field error.
+def _evaluate(text: str, program: Any, value: Any, old: Any) -> tuple[bool, str]:
+    """``(holds, evaluation error)`` of one compiled rule on ``self`` (and ``oldSelf``), memoised.
 
-    Not only a rule that evaluates to false fails: one that does not compile (``rule compile
-    error``) or whose evaluation fails (a key read without ``has()``, a division by zero, arguments
-    no overload takes) rejects the write too, its value shown as the schema's type."""
+    A rule is a pure function of its text and the JSON values it is given (Kubernetes' CEL has no
+    clock and no I/O), so a result is looked up by the rule and the values' exact JSON (types and key
+    order kept: ``true`` is not ``1``, ``1`` not ``1.0``), never by anything looser: a hit is what
+    evaluating again would give. Most writes carry values the rules have seen (a status write keeps
+    the spec; a controller's update changes one field), and cel-python, a tree-walking interpreter,
+    costs milliseconds a rule, which kube-apiserver's compiled cel-go does not."""
+    key = (text, _json_key(value), None if old is ABSENT else _json_key(old))
+    with _RESULTS_LOCK:
+        found = _RESULTS.get(key)
+        if found is not None:
+            _RESULTS.move_to_end(key)
+            return found
+    result = _evaluate_now(program, value, old)
+    with _RESULTS_LOCK:
+        _RESULTS[key] = result
+        if len(_RESULTS) > _RESULTS_KEPT:
+            _RESULTS.popitem(last=False)
+    return result
+
+
+_RESULTS: OrderedDict[tuple[str, str, str | None], tuple[bool, str]] = OrderedDict()
+_RESULTS_LOCK = threading.Lock()
+_RESULTS_KEPT = 8192
+
+
+def _json_key(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _evaluate_now(program: Any, value: Any, old: Any) -> tuple[bool, str]:
     from celpy import celtypes
     from celpy.adapter import json_to_cel
     from celpy.evaluation import CELEvalError
 
-    text = rule["rule"]
-    shown = str(schema.get("type") or _json_type(value))
-    named = (rule.get("message") or "").strip() or text.strip()  # ruleErrorString
-    program, why = _cel_program(text)
-    if program is None:
-        return FieldError.invalid(path, shown, f"rule compile error: {' '.join(why.split())}")
-    uses_old = "oldSelf" in text
-    if uses_old and old is ABSENT:
-        return None  # transition rules are evaluated only against an existing value
     activation = {"self": json_to_cel(value)}
-    if uses_old:
+    if old is not ABSENT:
         activation["oldSelf"] = json_to_cel(old)
     try:
         result = program.evaluate(activation)
     except (CELEvalError, TypeError, ValueError, ArithmeticError, LookupError) as exc:
         result = exc if isinstance(exc, CELEvalError) else CELEvalError(str(exc))
     if isinstance(result, CELEvalError):
-        error = _cel_go_error(result)
+        return False, _cel_go_error(result)
+    # Only true holds (a rule is type-checked to a bool by kube-apiserver).
+    return isinstance(result, bool | celtypes.BoolType) and bool(result), ""
+
+
+def _cel_error(
+    rule: dict[str, Any], schema: dict[str, Any], value: Any, old: Any, path: str
+) -> tuple[FieldError | None, bool]:
+    """What kube-apiserver's ``validateExpressions`` makes of one rule at ``path``: the field error
+    (None when the rule holds or, a transition rule, has no old value to hold against) and whether it
+    may be ratcheted (a rule that evaluated to false and does not read ``oldSelf``).
+
+    Not only a rule that evaluates to false fails: one that does not compile (``rule compile
+    error``) or whose evaluation fails (a key read without ``has()``, a division by zero, arguments
+    no overload takes) rejects the write too, its value shown as the schema's type; kube-apiserver
+    never ratchets those."""
+    text = rule["rule"]
+    shown = str(schema.get("type") or _json_type(value))
+    named = (rule.get("message") or "").strip() or text.strip()  # ruleErrorString
+    program, why = _cel_program(text)
+    if program is None:
+        return FieldError.invalid(path, shown, f"rule compile error: {' '.join(why.split())}"), False
+    uses_old = "oldSelf" in text
+    if uses_old and old is ABSENT:
+        return None, False  # transition rules are evaluated only against an existing value
+    holds, error = _evaluate(text, program, value, old if uses_old else ABSENT)
+    if error:
         if error.startswith("no such overload"):
             detail = (
                 f"'{error}': call arguments did not match a supported operator, function or macro "
@@ -414,31 +481,124 @@ def _cel_error(
             )
         else:
             detail = f"{error} evaluating rule: {named}"
-        return FieldError.invalid(path, shown, detail)
-    if isinstance(result, bool | celtypes.BoolType) and bool(result):
-        return None  # only true holds (a rule is type-checked to a bool by kube-apiserver)
+        return FieldError.invalid(path, shown, detail), False
+    if holds:
+        return None, False
     where = f"{path}{rule['fieldPath']}" if rule.get("fieldPath") else path
     message = (rule.get("message") or "").strip() or f"failed rule: {named}"
     reason = rule.get("reason")
     if reason == "FieldValueRequired":
-        return FieldError.required(where, message)
-    if reason == "FieldValueForbidden":
-        return FieldError.forbidden(where, message)
-    if reason == "FieldValueDuplicate":
-        return FieldError.duplicate(where, shown)
-    return FieldError.invalid(where, shown, message)
+        failed = FieldError.required(where, message)
+    elif reason == "FieldValueForbidden":
+        failed = FieldError.forbidden(where, message)
+    elif reason == "FieldValueDuplicate":
+        failed = FieldError.duplicate(where, shown)
+    else:
+        failed = FieldError.invalid(where, shown, message)
+    return failed, not uses_old
+
+
+# ------------------------------------------------------------------------ validation ratcheting
+
+
+def _same(a: Any, b: Any) -> bool:
+    """reflect.DeepEqual on decoded JSON: ``true`` is not ``1`` (a whole number is one number:
+    apimachinery decodes ``1.0`` and ``1`` alike)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return (
+            isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return type(a) is type(b) and a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def _unchanged(value: Any, old: Any, schema: dict[str, Any]) -> bool:
+    """``CorrelatedObject.CachedDeepEqual``: equal child by child where children correlate, so a key
+    the schema does not declare (a preserved unknown field) or a ``listType: map`` item with no old
+    item of its keys makes the value changed; an atomic or set list is compared whole."""
+    if isinstance(value, dict) and isinstance(old, dict):
+        if len(value) != len(old):
+            return False
+        props = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = props.get(key) if key in props else (additional if isinstance(additional, dict) else None)
+            if key not in old or sub is None or not _unchanged(item, old[key], sub):
+                return False
+        return True
+    if isinstance(value, list) and isinstance(old, list):
+        if len(value) != len(old):
+            return False
+        items = schema.get("items")
+        keyed = schema.get("x-kubernetes-list-type") == "map" and schema.get("x-kubernetes-list-map-keys")
+        if not keyed or not isinstance(items, dict):
+            return _same(value, old)
+        for item in value:
+            old_item = _old_item(item, old, schema)
+            if old_item is ABSENT or not _unchanged(item, old_item, items):
+                return False
+        return True
+    return _same(value, old)
+
+
+class _Correlation:
+    """One node of an update's object and the old value correlated with it (apiserver's
+    ``common.CorrelatedObject``): a property or an additional property by its key, a ``listType: map``
+    item by its key values; an atomic or set list's items, a new key or a create's values correlate
+    with nothing (``old`` is ``ABSENT``).
+
+    KEP-4008 (CRDValidationRatcheting, GA in v1.33): on an update, an error at a node whose value is
+    deep-equal to its correlated old value, or, a node that correlates with nothing, whose nearest
+    correlated ancestor's is, is a warning instead. Not ratcheted: rules reading ``oldSelf``, CEL
+    evaluation and compile errors."""
+
+    __slots__ = ("_unchanged", "old", "parent", "schema", "value")
+
+    def __init__(self, value: Any, old: Any, schema: dict[str, Any], parent: _Correlation | None) -> None:
+        self.value = value
+        self.old = old
+        self.schema = schema
+        self.parent = parent
+        self._unchanged: bool | None = None
+
+    def child(self, value: Any, old: Any, schema: dict[str, Any]) -> _Correlation:
+        return _Correlation(value, old, schema, self)
+
+    def ratchets(self) -> bool:
+        node: _Correlation | None = self
+        while node is not None and node.old is ABSENT:
+            node = node.parent
+        if node is None:
+            return False
+        if node._unchanged is None:
+            node._unchanged = _unchanged(node.value, node.old, node.schema)
+        return node._unchanged
+
+
+# ------------------------------------------------------------------------ CEL validation rules (walk)
 
 
 def validate_cel(
-    obj: dict[str, Any], schema: dict[str, Any] | None, old: dict[str, Any] | None
+    obj: dict[str, Any],
+    schema: dict[str, Any] | None,
+    old: dict[str, Any] | None,
+    warnings: list[str] | None = None,
 ) -> list[FieldError]:
     """``x-kubernetes-validations`` at every level of the schema, as kube-apiserver evaluates them:
     ``self`` is the value there, ``oldSelf`` the previous one (transition rules only on update,
-    where the old value correlates: a map's key, a ``listType: map`` item with the same keys)."""
+    where the old value correlates: a map's key, a ``listType: map`` item with the same keys). On an
+    update, a failed rule that does not read ``oldSelf`` at an unchanged value is ratcheted (see
+    :class:`_Correlation`): a warning appended to ``warnings``, not an error."""
     if not schema:
         return []
     errors: list[FieldError] = []
-    _cel_walk(obj, ABSENT if old is None else old, schema, "", errors)
+    root_old = ABSENT if old is None else old
+    _cel_walk(_Correlation(obj, root_old, schema, None), "", errors, warnings)
     return errors
 
 
@@ -453,12 +613,18 @@ def _old_item(item: Any, old: Any, schema: dict[str, Any]) -> Any:
     return next((o for o in old if isinstance(o, dict) and [o.get(k) for k in keys] == wanted), ABSENT)
 
 
-def _cel_walk(value: Any, old: Any, schema: dict[str, Any], path: str, errors: list[FieldError]) -> None:
+def _cel_walk(here: _Correlation, path: str, errors: list[FieldError], warnings: list[str] | None) -> None:
+    value, old, schema = here.value, here.old, here.schema
     if value is None:
         return  # only non-null values are validated (a rule on the parent checks presence)
     for rule in schema.get("x-kubernetes-validations") or []:
-        error = _cel_error(rule, schema, value, old, path)
-        if error is not None:
+        error, may_ratchet = _cel_error(rule, schema, value, old, path)
+        if error is None:
+            continue
+        if may_ratchet and here.ratchets():
+            if warnings is not None:  # kube-apiserver's warning.AddWarning(ctx, "", err.Error())
+                warnings.append(error.text())
+        else:
             errors.append(error)
     if isinstance(value, dict):
         props = schema.get("properties") or {}
@@ -468,7 +634,9 @@ def _cel_walk(value: Any, old: Any, schema: dict[str, Any], path: str, errors: l
             if sub is None or (not path and key in ("apiVersion", "kind", "metadata")):
                 continue
             old_item = old[key] if isinstance(old, dict) and key in old else ABSENT
-            _cel_walk(item, old_item, sub, f"{path}.{key}" if path else key, errors)
+            child = f"{path}.{key}" if path else key
+            _cel_walk(here.child(item, old_item, sub), child, errors, warnings)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
-            _cel_walk(item, _old_item(item, old, schema), schema["items"], f"{path}[{index}]", errors)
+            old_item = _old_item(item, old, schema)
+            _cel_walk(here.child(item, old_item, schema["items"]), f"{path}[{index}]", errors, warnings)

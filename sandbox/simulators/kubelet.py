@@ -229,14 +229,19 @@ class NodeLifecycle(ReconcileLoop):
         self._boots: dict[str, eks_amis.Bootstrap] = {}
 
     def _instances(self) -> dict[str, dict[str, Any]]:
+        """The cluster's instances: tagged ``kubernetes.io/cluster/<name>=owned`` or
+        ``eks:eks-cluster-name=<name>``. One DescribeInstances a poll (a ``tag-key`` filter's values
+        are ORed; the tag values are then checked here), not one per tag: this loop polls every
+        ``resync`` seconds, and each DescribeInstances costs the emulated EC2 its serialisation."""
+        cluster_tag = f"kubernetes.io/cluster/{self.cluster_name}"
+        wanted = {cluster_tag: "owned", "eks:eks-cluster-name": self.cluster_name}
         found: dict[str, dict[str, Any]] = {}
-        for tag_filter in (
-            {"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]},
-            {"Name": "tag:eks:eks-cluster-name", "Values": [self.cluster_name]},
-        ):
-            for page in self.ec2.get_paginator("describe_instances").paginate(Filters=[tag_filter]):
-                for reservation in page["Reservations"]:
-                    for instance in reservation["Instances"]:
+        keys_filter = {"Name": "tag-key", "Values": list(wanted)}
+        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=[keys_filter]):
+            for reservation in page["Reservations"]:
+                for instance in reservation["Instances"]:
+                    tags = {t.get("Key"): t.get("Value") for t in instance.get("Tags") or []}
+                    if any(tags.get(key) == value for key, value in wanted.items()):
                         found[instance["InstanceId"]] = instance
         return found
 
