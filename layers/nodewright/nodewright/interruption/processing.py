@@ -196,11 +196,13 @@ class InterruptionProcessor:
     # ------------------------------------------------------------------ public
     @property
     def settings(self) -> Settings:
-        return self._container.settings
+        with self._lock:  # read on first need, maybe by the threads of a batch at once
+            return self._container.settings
 
     @property
     def ctx(self) -> Context:
-        return self._container.get()
+        with self._lock:  # connected on first need: once, whichever thread of a batch asks first
+            return self._container.get()
 
     def handle(
         self,
