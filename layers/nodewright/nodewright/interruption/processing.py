@@ -513,7 +513,12 @@ class InterruptionProcessor:
             return
         if self._replacing and self._replacing[-1].add(nodes):
             return
-        self._start_replacement(nodes, why, self._write_deadline)
+        # Those a replacement of this invocation already covered are not planned again (its passes
+        # may be over before the messages are handled: nothing was marked for a while).
+        covered = frozenset().union(*(run.covered() for run in self._replacing))
+        nodes = [n for n in nodes if n not in covered]
+        if nodes:
+            self._start_replacement(nodes, why, self._write_deadline)
 
     def _start_replacement(
         self,
@@ -707,6 +712,7 @@ class _Replacing:
         self.why = why
         self._lock = threading.Lock()
         self._handed: set[str] = set()
+        self._covered: set[str] = set()  # the nodes its passes planned for (or found planned)
         self._over = False
         self._give_up = threading.Event()
         self._passing = threading.Event()  # it holds the lease: its first pass has begun (or it ended)
@@ -728,6 +734,11 @@ class _Replacing:
             self._handed.update(nodes)
             self.nodes.extend(n for n in nodes if n not in self.nodes)
             return True
+
+    def covered(self) -> frozenset[str]:
+        """The nodes its passes have covered so far (all of them, once ``add`` says it is over)."""
+        with self._lock:
+            return frozenset(self._covered)
 
     def before_evictions(self, lease_wait_seconds: float) -> None:
         """Return once its first pass is done, or once it has waited ``lease_wait_seconds`` for a
@@ -770,9 +781,11 @@ class _Replacing:
                 )
                 first = first or result
                 with self._lock:
-                    # Handed over after its passes' last look: once more for them, unless it never
-                    # got the lease (then the provisioner's passes plan them).
-                    left, self._handed = sorted(self._handed), set()
+                    # Handed over after its passes' last look: once more for those its passes did
+                    # not cover, unless it never got the lease (then the provisioner's passes plan
+                    # them).
+                    self._covered |= result.covered
+                    left, self._handed = sorted(self._handed - self._covered), set()
                     if result.report is None or not left:
                         self._over = True
                         break
