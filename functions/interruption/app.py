@@ -4,13 +4,13 @@ Triggered by SQS in batches of up to 10 with ``ReportBatchItemFailures``: a mess
 transient reason (API server unreachable, throttling, the same event in progress in ``spot_events``)
 is the only one returned to the queue (an unreachable API server or AWS is said in one log line and
 one metric, not a traceback per message); malformed or foreign messages are logged, counted and
-acknowledged (see ``nodewright.interruption.processing``). After the batch, the drains it started —
+acknowledged (see ``nodewright.interruption.processing``). A batch's messages are handled at once,
+each in a thread of its own (``InterruptionProcessor.handle_batch``). After the batch, the drains it started —
 and any an earlier invocation left half-done — run until done or the invocation's time is nearly up.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,11 +39,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         (r.get("body") or "", _sent(SQSRecord(r))) for r in event.get("Records") or []
     )
     processor.replace_ahead(cordoned, lambda_context=context)
+    # The batch's messages are handled at once; the batch processor then reports each one's result
+    # (or its failure, which alone goes back to the queue).
+    records = [SQSRecord(r) for r in event.get("Records") or []]
+    handled = processor.handle_batch(
+        [(r.message_id, r.body or "", _sent(r)) for r in records], lambda_context=context
+    )
 
     def handle_record(record: SQSRecord) -> dict[str, Any]:
-        return processor.handle(
-            record.body, received_at=time.monotonic(), sent=_sent(record), lambda_context=context
-        ).as_dict()
+        return handled.result(record.message_id).as_dict()
 
     response = process_partial_response(
         event=event, record_handler=handle_record, processor=batch, context=context

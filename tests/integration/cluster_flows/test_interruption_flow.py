@@ -401,3 +401,55 @@ def test_the_lease_holder_asks_at_the_provisioners_rate_and_gives_it_back(
         deployment.INTERRUPTION_KUBE_CLIENT_QPS,
         deployment.INTERRUPTION_KUBE_CLIENT_BURST,
     ), "given back with the lease"
+
+
+class _CountingPasses:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, ctx, node_names, *, guard=None):
+        self.calls.append(list(node_names))
+        return self
+
+    def summary(self):
+        return {"created": [f"replacement-{len(self.calls)}"]}
+
+
+def test_a_replacement_follows_up_on_the_contexts_clock(world, ctx, clock) -> None:
+    """The follow-up's quiet wait and its bound were measured in real time while its write guard
+    measured the invocation's deadline on the context's clock: one clock for both."""
+    _owned_node_with_pods(world)
+    passes = _CountingPasses()
+
+    interruption.replace_displaced(ctx, ["node-a"], "evt", passes, None, wait=True)
+
+    assert passes.calls == [["node-a"]]
+    assert sum(clock.slept) >= interruption.REPLACEMENT_QUIET_SECONDS, "quiet for a while, on ctx.clock"
+
+
+def test_a_holder_after_the_one_that_planned_its_nodes_plans_nothing_and_returns(world, ctx, clock) -> None:
+    """In a storm each container's replacement waits for the writers' lease in turn; one that got
+    it after the holder that planned its nodes made a pass that planned nothing, then a follow-up
+    that kept the others (and the provisioner) waiting. What a holder planned is kept in the state
+    table; a later holder plans only the nodes none did."""
+    from dataclasses import replace
+
+    from nodewright.cloud.state import InMemoryStateStore
+
+    ctx = replace(ctx, store=InMemoryStateStore(clock=lambda: clock.now().timestamp()))
+    _owned_node_with_pods(world)
+    world.node("node-b", "i-0bbbbbbbbbbbbbbb2")
+    world.nodeclaim("default-b", "i-0bbbbbbbbbbbbbbb2", "node-b")
+    passes = _CountingPasses()
+
+    first = interruption.replace_displaced(ctx, ["node-a"], "evt-a", passes, None, wait=True)
+    slept = len(clock.slept)
+    late = interruption.replace_displaced(ctx, ["node-a"], "evt-a-again", passes, None, wait=True)
+
+    assert first.report is not None
+    assert late.report is None, "no pass"
+    assert len(clock.slept) == slept, "no follow-up: it returned at once"
+    then = interruption.replace_displaced(ctx, ["node-a", "node-b"], "evt-b", passes, None, wait=True)
+    assert then.report is not None
+    assert passes.calls == [["node-a"], ["node-b"]], "node-a planned once, node-b when it came"
+    assert late.skipped == interruption.PLANNED_EARLIER

@@ -27,9 +27,10 @@ resumed, not replaced a second time.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,6 +42,7 @@ from nodewright.cluster import objects
 from nodewright.context import is_outage
 from nodewright.interruption.events import Action, EventKind, InterruptionEvent
 from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
+from nodewright.spec import deployment
 from nodewright.state.guard import WriteGuard
 from nodewright.state.world import INVOLUNTARY_ANNOTATION
 
@@ -76,6 +78,12 @@ REPLACEMENT_QUIET_SECONDS = 5.0
 # of the warning's handling (``processing.cordon_first``): the lease's holder plans its pods with
 # those of the NodeClaims already marked (``interrupted_nodes``), whichever container handles it.
 NOTICE_ANNOTATION = "nodewright.io/interruption-notice"
+# The state table's marker of the interrupted nodes a holder of the writers' lease has planned for
+# (``PlannedNodes``), kept as long as an interruption function's invocation lasts: its nodes are gone
+# by then.
+PLANNED_MARKER = "interruption-planned-nodes"
+PLANNED_KEEP_SECONDS = deployment.INTERRUPTION_TIMEOUT_SECONDS
+PLANNED_EARLIER = "planned by an earlier holder of the writers' lease"
 
 
 @dataclass
@@ -358,7 +366,8 @@ def replace_displaced(
 
     ``wait``: run beside the drain (``processing``), so a held lease is waited for, asked again
     every ``REPLACEMENT_LEASE_POLL_SECONDS`` until the write deadline or ``give_up()``; the pass
-    then plans whatever the holders before it left (nothing, when they covered these nodes).
+    then plans whatever the holders before it left: the nodes an earlier holder planned for
+    (``PlannedNodes``) are not planned again, and a holder left none returns at once.
     Without it (the drain waits for this) the lease is waited for ``REPLACEMENT_LEASE_WAIT_SECONDS``
     and, held elsewhere, the replacement is skipped: the provisioner's passes plan every going
     node's pods."""
@@ -381,14 +390,26 @@ def replace_displaced(
     rate = _holder_rate(ctx)
     try:
         seen = interrupted_nodes(ctx) | set(node_names)
+        planned = PlannedNodes.read(ctx)
+        todo = sorted(seen - planned.nodes)
+        if not todo:
+            # An earlier holder planned them all (a container that waited for the lease behind it):
+            # a pass would plan nothing, and its follow-up keep the others waiting on the lease.
+            ctx.logger.info(
+                "an earlier holder of the writers' lease planned for these nodes' pods",
+                extra={"nodes": node_names, "eventId": why},
+            )
+            return Replacement(skipped=PLANNED_EARLIER, covered=frozenset(seen))
         # Every interrupted node at once, those other containers were given included: one pass.
-        report = replace(ctx, sorted(seen), guard=guard)
+        report = replace(ctx, todo, guard=guard)
+        planned.add(ctx, todo)
         then: list[tuple[tuple[str, ...], ReplacementReport]] = []
         # Bounded: the provisioner's passes wait for the lease meanwhile (and, without ``wait``,
-        # this invocation's own drains); what is marked later, they plan.
-        follow_until = time.monotonic() + REPLACEMENT_FOLLOW_UP_SECONDS
-        last_new = time.monotonic()
-        while guard.why_stop() is None and time.monotonic() < follow_until:
+        # this invocation's own drains); what is marked later, they plan. On the context's clock,
+        # as the guard is.
+        follow_until = monotonic() + REPLACEMENT_FOLLOW_UP_SECONDS
+        last_new = monotonic()
+        while guard.why_stop() is None and monotonic() < follow_until:
             try:
                 now_going = interrupted_nodes(ctx) | (more() if more is not None else set())
             except Exception as exc:  # a look the API server did not answer: its passes stand
@@ -398,13 +419,14 @@ def replace_displaced(
                 break
             marked_since = tuple(sorted(now_going - seen))
             if not marked_since:
-                if time.monotonic() - last_new >= quiet:
+                if monotonic() - last_new >= quiet:
                     break
-                time.sleep(min(REPLACEMENT_LEASE_POLL_SECONDS, quiet))
+                ctx.clock.sleep(min(REPLACEMENT_LEASE_POLL_SECONDS, quiet))
                 continue
             seen |= now_going
             then.append((marked_since, replace(ctx, list(marked_since), guard=guard)))
-            last_new = time.monotonic()
+            planned.add(ctx, marked_since)
+            last_new = monotonic()
     except Exception as exc:  # the drain must go on: evicted pods go pending and get capacity anyway
         if is_outage(exc):  # the handler reports the outage once; no traceback for it here
             ctx.logger.warning(
@@ -418,6 +440,54 @@ def replace_displaced(
         lease.release()
         rate()
     return Replacement(report=report, then=tuple(then), covered=frozenset(seen))
+
+
+@dataclass
+class PlannedNodes:
+    """The interrupted nodes whose pods a holder of the writers' lease has planned for, with when,
+    kept in the state table (one marker, ``PLANNED_MARKER``; rewritten only by the lease's holder):
+    in a storm every container's replacement waits for the lease in turn, and one that got it after
+    the holder that planned its nodes made a pass that planned nothing, then a follow-up that kept
+    the others (and the provisioner) waiting. Kept for ``PLANNED_KEEP_SECONDS``, past its nodes'
+    end. Without a store (the CLI, tests), or when the table does not answer, nothing is known to
+    be planned and every holder plans, as a pass that finds capacity in flight creates none."""
+
+    at: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> set[str]:
+        return set(self.at)
+
+    @classmethod
+    def read(cls, ctx: Context) -> PlannedNodes:
+        if ctx.store is None:
+            return cls()
+        now = ctx.clock.now().timestamp()
+        try:
+            raw = json.loads(ctx.store.get_marker(PLANNED_MARKER) or "{}")
+        except Exception as exc:  # a table that does not answer: plan as if nothing were planned
+            ctx.logger.warning("planned nodes not read; planning for every node", extra={"error": str(exc)})
+            return cls()
+        if not isinstance(raw, dict):
+            return cls()
+        return cls(
+            {
+                str(node): float(at)
+                for node, at in raw.items()
+                if isinstance(at, int | float) and now - float(at) < PLANNED_KEEP_SECONDS
+            }
+        )
+
+    def add(self, ctx: Context, nodes: Iterable[str]) -> None:
+        """Say ``nodes`` are planned for (after their pass); a write that fails only loses that."""
+        if ctx.store is None:
+            return
+        now = ctx.clock.now().timestamp()
+        self.at.update(dict.fromkeys(nodes, now))
+        try:
+            ctx.store.put_marker(PLANNED_MARKER, json.dumps(self.at), ttl=PLANNED_KEEP_SECONDS)
+        except Exception as exc:
+            ctx.logger.warning("planned nodes not noted", extra={"error": str(exc)})
 
 
 def _holder_rate(ctx: Context) -> Callable[[], None]:

@@ -34,7 +34,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ from nodewright.context import remaining_seconds
 from nodewright.interruption import flow
 from nodewright.interruption.events import Action, InterruptionEvent, MalformedMessage, parse_message
 from nodewright.interruption.flow import Disposition, EventOutcome, OwnershipIndex, Replacer
+from nodewright.spec import deployment
 from nodewright.termination import drivers
 
 if TYPE_CHECKING:
@@ -87,6 +89,12 @@ WRITE_MARGIN_SECONDS = 3.0
 # cluster. As many as one SQS batch's nodes; what no container claims, the provisioner's passes
 # step (and the next scans claim).
 CLAIMS_PER_SCAN = 10
+# A batch's messages handled at once (``handle_batch``): all of an SQS batch.
+BATCH_CONCURRENCY = deployment.QUEUE_BATCH_SIZE
+# Set in ``handle_batch``'s threads (each runs in a copy of the invocation's context).
+_IN_BATCH_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "nodewright_interruption_batch_thread", default=False
+)
 
 
 class EventInProgress(RuntimeError):
@@ -100,6 +108,23 @@ class Replayed:
     """What the idempotency step gives back for an event handled before: the stored record."""
 
     record: dict[str, Any]
+
+
+@dataclass
+class HandledBatch:
+    """What ``handle_batch`` made of each message of a batch, by message id: its result, or the
+    exception its handling raised (transient trouble: only that message goes back to the queue)."""
+
+    outcomes: dict[str, MessageResult | Exception] = field(default_factory=dict)
+
+    def result(self, message_id: str) -> MessageResult:
+        """The message's result; raises what its handling raised (one never handled: a failure)."""
+        outcome = self.outcomes.get(message_id)
+        if outcome is None:
+            raise RuntimeError(f"message {message_id} was not handled")
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
 
 @dataclass
@@ -162,16 +187,22 @@ class InterruptionProcessor:
         self.driver_identity = f"interruption/{uuid.uuid4().hex[:12]}"
         self._driver: drivers.Driver | None = None  # this invocation's claims: until it ends
         self._recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        # A batch's messages are handled in threads of their own (``handle_batch``): what they share
+        # here (the records above, the ownership index, the idempotency wrapper, the metrics) is
+        # read and written under this lock.
+        self._lock = threading.RLock()
         self.logger = observability.logger()
 
     # ------------------------------------------------------------------ public
     @property
     def settings(self) -> Settings:
-        return self._container.settings
+        with self._lock:  # read on first need, maybe by the threads of a batch at once
+            return self._container.settings
 
     @property
     def ctx(self) -> Context:
-        return self._container.get()
+        with self._lock:  # connected on first need: once, whichever thread of a batch asks first
+            return self._container.get()
 
     def handle(
         self,
@@ -187,7 +218,7 @@ class InterruptionProcessor:
         unusable event ``time``, as does the time of this call when it is not given.
         """
         received_at = self._clock() if received_at is None else received_at
-        self.logger.set_correlation_id(None)  # never leave the previous message's id on this one
+        self._correlate(None)  # never leave the previous message's id on this one
         now = self._wall_clock()
         try:
             event = parse_message(
@@ -197,7 +228,7 @@ class InterruptionProcessor:
             self.logger.warning("malformed interruption message acknowledged", extra={"error": str(exc)})
             self._count("MalformedMessages")
             return MessageResult(Disposition.MALFORMED, error=str(exc))
-        self.logger.set_correlation_id(event.event_id)
+        self._correlate(event.event_id)
         if event.notes:
             self.logger.warning("interruption message tolerated", extra={"notes": list(event.notes)})
             self._count("MessagesTolerated")
@@ -209,8 +240,10 @@ class InterruptionProcessor:
             )
             self._count("IgnoredMessages")
             return MessageResult(Disposition.IGNORED, event)
-        if event.event_id in self._recent:
-            return self._duplicate(event, self._recent[event.event_id])
+        with self._lock:
+            seen = self._recent.get(event.event_id)
+        if seen is not None:
+            return self._duplicate(event, seen)
         if not self._owned(event):
             self.logger.info(
                 "instances not owned by this cluster (no NodeClaim); acknowledged",
@@ -220,17 +253,71 @@ class InterruptionProcessor:
             return MessageResult(Disposition.NOT_OWNED, event)
         handled = self._handle_idempotently(event, lambda_context)
         record = handled.record if isinstance(handled, Replayed) else handled.record()
-        self._recent[event.event_id] = record
-        while len(self._recent) > RECENT_EVENTS:
-            self._recent.popitem(last=False)
+        with self._lock:
+            self._recent[event.event_id] = record
+            while len(self._recent) > RECENT_EVENTS:
+                self._recent.popitem(last=False)
         if isinstance(handled, Replayed):
             return self._duplicate(event, record)
-        self._started.extend((t, received_at) for t in handled.terminations if t.nodeclaim)
-        if handled.displaced_nodes:
-            self._displaced.extend(handled.displaced_nodes)
-            self._displaced_by.append(event.event_id)
-            self._displaced_records.append(record)
+        with self._lock:
+            self._started.extend((t, received_at) for t in handled.terminations if t.nodeclaim)
+            if handled.displaced_nodes:
+                self._displaced.extend(handled.displaced_nodes)
+                self._displaced_by.append(event.event_id)
+                self._displaced_records.append(record)
         return self._report(handled, record, received_at)
+
+    def handle_batch(
+        self,
+        messages: Sequence[tuple[str, str | bytes | dict[str, Any], datetime | None]],
+        *,
+        lambda_context: Any = None,
+    ) -> HandledBatch:
+        """Handle a batch's messages at once (``messages``: each one's id, body and when it was
+        sent), each in a thread of its own, and give back what each came to, for the batch
+        processor to report message by message (``HandledBatch.result``). One after another, the
+        tenth message of a batch was acted on (its NodeClaim marked) after the nine before it, and
+        the batch's drains began only after the last: in a 100-node storm the NodeClaims were
+        marked p50 87-111 s after their warning, and most nodes were not drained by the two-minute
+        deadline. Each message's work is ``handle``'s, through the same idempotency step (one act
+        per event id, whichever thread, container or path comes first): handling them at once
+        changes when, not what. Messages of the same event go to one thread, one after another,
+        so a second copy is a duplicate, as before, rather than an event in progress sent back
+        to the queue."""
+        groups: dict[str, list[tuple[str, str | bytes | dict[str, Any], datetime | None]]] = {}
+        for message_id, body, sent in messages:
+            key = self._event_key(body, sent) or f"message/{message_id}"
+            groups.setdefault(key, []).append((message_id, body, sent))
+        batch = HandledBatch()
+
+        def handle_each(group: list[tuple[str, str | bytes | dict[str, Any], datetime | None]]) -> None:
+            _IN_BATCH_THREAD.set(True)
+            for message_id, body, sent in group:
+                try:
+                    batch.outcomes[message_id] = self.handle(body, sent=sent, lambda_context=lambda_context)
+                except Exception as exc:  # this message's alone: the batch processor reports it
+                    batch.outcomes[message_id] = exc
+
+        work = list(groups.values())
+        if len(work) == 1:
+            contextvars.copy_context().run(handle_each, work[0])
+        elif work:
+            threads = min(BATCH_CONCURRENCY, len(work))
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="message") as pool:
+                for group in work:
+                    pool.submit(contextvars.copy_context().run, handle_each, group)
+        return batch
+
+    def _event_key(self, body: str | bytes | dict[str, Any], sent: datetime | None) -> str | None:
+        """The id of the event a message acts on (None: one that does not act, or unreadable)."""
+        now = self._wall_clock()
+        try:
+            event = parse_message(
+                body, rebalance_mode=self.settings.rebalance_mode, received=sent or now, now=now
+            )
+        except MalformedMessage:
+            return None
+        return None if event.action is Action.IGNORE else event.event_id
 
     def cordon_first(
         self, messages: Iterable[tuple[str | bytes | dict[str, Any], datetime | None]]
@@ -426,7 +513,12 @@ class InterruptionProcessor:
             return
         if self._replacing and self._replacing[-1].add(nodes):
             return
-        self._start_replacement(nodes, why, self._write_deadline)
+        # Those a replacement of this invocation already covered are not planned again (its passes
+        # may be over before the messages are handled: nothing was marked for a while).
+        covered = frozenset().union(*(run.covered() for run in self._replacing))
+        nodes = [n for n in nodes if n not in covered]
+        if nodes:
+            self._start_replacement(nodes, why, self._write_deadline)
 
     def _start_replacement(
         self,
@@ -504,6 +596,10 @@ class InterruptionProcessor:
 
     def _idempotent_handler(self) -> Callable[..., EventOutcome | Replayed] | None:
         """``_handle_once`` wrapped in Powertools Idempotency, built on first need (None: no table)."""
+        with self._lock:
+            return self._idempotent_built()
+
+    def _idempotent_built(self) -> Callable[..., EventOutcome | Replayed] | None:
         if self._idempotent is not None:
             return self._idempotent
         persistence = self._persistence
@@ -543,13 +639,14 @@ class InterruptionProcessor:
         and Node again. The age is measured on the wall clock: a frozen container's monotonic
         clock may not advance, and an index kept across an hour-long freeze would not know the
         instances launched meanwhile."""
-        now = self.ctx.clock.now().timestamp()
-        if self._index is None or (
-            not self._index.owns_any(event.instance_ids)
-            and not 0 <= now - self._index.read_at <= OWNERSHIP_TTL_SECONDS
-        ):
-            self._index = OwnershipIndex.read(self.ctx)
-        return self._index.owns_any(event.instance_ids)
+        with self._lock:  # one read for a batch's messages, not one per thread
+            now = self.ctx.clock.now().timestamp()
+            if self._index is None or (
+                not self._index.owns_any(event.instance_ids)
+                and not 0 <= now - self._index.read_at <= OWNERSHIP_TTL_SECONDS
+            ):
+                self._index = OwnershipIndex.read(self.ctx)
+            return self._index.owns_any(event.instance_ids)
 
     def _report(self, outcome: EventOutcome, record: dict[str, Any], received_at: float) -> MessageResult:
         disposition = outcome.disposition
@@ -564,14 +661,26 @@ class InterruptionProcessor:
     def _count(self, name: str, *, kind: str | None = None) -> None:
         metrics = observability.metrics()
         if kind is None:
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+            with self._lock:  # Powertools' metric set is one dict, flushed when full
+                metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
             return
         # A per-metric dimension needs its own EMF document; the others share the handler's flush.
         with single_metric(name=name, unit=MetricUnit.Count, value=1, namespace=metrics.namespace) as metric:
             metric.add_dimension(name="Kind", value=kind)
 
     def _timing(self, name: str, seconds: float) -> None:
-        observability.metrics().add_metric(name=name, unit=MetricUnit.Seconds, value=round(seconds, 3))
+        with self._lock:
+            observability.metrics().add_metric(name=name, unit=MetricUnit.Seconds, value=round(seconds, 3))
+
+    def _correlate(self, event_id: str | None) -> None:
+        """The message's event id on every log line of its handling. In a thread of ``handle_batch``
+        it is kept in that thread's context (a copy of the invocation's), so the messages handled
+        at once do not put their ids on each other's lines; otherwise on the logger, for the lines
+        after it too (the drive of the one event ``spot_events`` handles), until the next."""
+        if _IN_BATCH_THREAD.get():
+            self.logger.thread_safe_append_keys(correlation_id=event_id)
+        else:
+            self.logger.set_correlation_id(event_id)
 
 
 class _Replacing:
@@ -603,6 +712,7 @@ class _Replacing:
         self.why = why
         self._lock = threading.Lock()
         self._handed: set[str] = set()
+        self._covered: set[str] = set()  # the nodes its passes planned for (or found planned)
         self._over = False
         self._give_up = threading.Event()
         self._passing = threading.Event()  # it holds the lease: its first pass has begun (or it ended)
@@ -624,6 +734,11 @@ class _Replacing:
             self._handed.update(nodes)
             self.nodes.extend(n for n in nodes if n not in self.nodes)
             return True
+
+    def covered(self) -> frozenset[str]:
+        """The nodes its passes have covered so far (all of them, once ``add`` says it is over)."""
+        with self._lock:
+            return frozenset(self._covered)
 
     def before_evictions(self, lease_wait_seconds: float) -> None:
         """Return once its first pass is done, or once it has waited ``lease_wait_seconds`` for a
@@ -666,9 +781,11 @@ class _Replacing:
                 )
                 first = first or result
                 with self._lock:
-                    # Handed over after its passes' last look: once more for them, unless it never
-                    # got the lease (then the provisioner's passes plan them).
-                    left, self._handed = sorted(self._handed), set()
+                    # Handed over after its passes' last look: once more for those its passes did
+                    # not cover, unless it never got the lease (then the provisioner's passes plan
+                    # them).
+                    self._covered |= result.covered
+                    left, self._handed = sorted(self._handed - self._covered), set()
                     if result.report is None or not left:
                         self._over = True
                         break
