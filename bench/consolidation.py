@@ -192,7 +192,7 @@ def _decide(world: Any) -> tuple[Any, float, float, int]:
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
         pods=world.pods,
-        nodepools=pools,
+        nodepools=world.nodepool_models(pools),
         last_pod_event={},
         now=world.taken_at,
     ).disrupt
@@ -206,7 +206,7 @@ def _decide(world: Any) -> tuple[Any, float, float, int]:
     room = budget_room(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
-        nodepools=pools,
+        nodepools=world.nodepool_models(pools),
         reason=consolidation.UNDERUTILIZED,
         now=world.taken_at,
     )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from nodewright.api.models import Budget
+from nodewright.api.models import Budget, NodePool
 from nodewright.disruption.decide import (
     EMPTY,
     EXPIRED,
@@ -103,7 +103,7 @@ def run(
         nodeclaims=claims,
         nodes=nodes if nodes is not None else [node(c["metadata"]["name"]) for c in claims],
         pods=pods or [],
-        nodepools=pools if pools is not None else [nodepool()],
+        nodepools=[NodePool.from_dict(p) for p in (pools if pools is not None else [nodepool()])],
         last_pod_event=last_pod_event or {},
         now=now,
     )

@@ -64,7 +64,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.api.models import INITIALIZED, NodePool
+from nodewright.api.models import INITIALIZED
 from nodewright.cluster import objects
 from nodewright.disruption.decide import (
     NODE_DO_NOT_DISRUPT,
@@ -73,13 +73,13 @@ from nodewright.disruption.decide import (
     replacement_held,
 )
 from nodewright.disruption.execute import replacements_in_flight
-from nodewright.state import nodepools
 from nodewright.state.cost import disruption_cost
 from nodewright.state.pods import as_pending, is_currently_reschedulable, is_disruptable, is_reschedulable
 from nodewright.state.pods import key as pod_key
 from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
+    from nodewright.api.models import NodePool
     from nodewright.scheduling import NewClaim
     from nodewright.scheduling.requirements import Requirements
     from nodewright.scheduling.results import CandidateType
@@ -199,7 +199,7 @@ def candidates(
     --consolidate``) takes ``consolidateAfter`` and the nomination wait as passed; ``Never`` still
     holds.
     """
-    pools = {objects.name_of(p): p for p in usable}
+    pools = {p.name: p for p in world.nodepool_models(usable)}
     found: list[Candidate] = []
     why_not: dict[str, str] = {}
     now = world.taken_at
@@ -221,9 +221,9 @@ def candidates(
         if initialized is None:
             continue
         if reason == UNDERUTILIZED:
-            if nodepools.is_static(pool):
+            if pool.spec.is_static:
                 continue  # a static NodePool is never consolidated (its replicas say how many)
-            disruption = NodePool.from_dict(pool).spec.disruption
+            disruption = pool.spec.disruption
             after = disruption.consolidate_after_seconds
             if after is None:
                 why_not[name] = consolidation_disabled(pool_name)
@@ -712,12 +712,13 @@ def choose(
 
     found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
     ordered = by_disruption_cost(found)
-    thresholds = thresholds_of(usable)
+    pools = world.nodepool_models(usable)
+    thresholds = thresholds_of(pools)
     # Karpenter says a disabled consolidation as Unconsolidatable, the vetoes as DisruptionBlocked.
-    disabled = {consolidation_disabled(objects.name_of(p)) for p in usable}
+    disabled = {consolidation_disabled(p.name) for p in pools}
     why_not = {name: why for name, why in blocked.items() if why in disabled}
     blocked = {name: why for name, why in blocked.items() if why not in disabled}
-    scored = balanced.totals(world, balanced.balanced_pools(usable))
+    scored = balanced.totals(world, balanced.balanced_pools(pools))
     command = repack.wave(
         sim, ordered, pending, room, thresholds, balanced_totals=scored, spot_to_spot=spot_to_spot
     )
@@ -756,17 +757,17 @@ def budget_message(pool: str, reason: str) -> str:
     return f"budget: NodePool {pool} allows no more nodes to be disrupting at once for {reason}"
 
 
-def thresholds_of(usable: Iterable[Obj]) -> dict[str, float]:
+def thresholds_of(usable: Iterable[NodePool]) -> dict[str, float]:
     """NodePool → its price-improvement threshold in percent (``PRICE_IMPROVEMENT_ANNOTATION``;
     0 when absent or unreadable: any strictly cheaper replacement)."""
     found = {}
     for pool in usable:
-        raw = objects.annotations_of(pool).get(PRICE_IMPROVEMENT_ANNOTATION)
+        raw = pool.metadata.annotations.get(PRICE_IMPROVEMENT_ANNOTATION)
         try:
             value = float(raw) if raw is not None else 0.0
         except ValueError:
             value = 0.0
-        found[objects.name_of(pool)] = min(100.0, max(0.0, value))
+        found[pool.name] = min(100.0, max(0.0, value))
     return found
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,7 +45,6 @@ from nodewright.api.durations import DurationError, parse_duration
 from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, Budget, NodePool
 from nodewright.cluster import objects
 from nodewright.disruption.execute import replacements_in_flight
-from nodewright.state.nodepools import is_static
 from nodewright.state.pods import (
     FOREVER,
     do_not_disrupt_until,
@@ -140,14 +139,15 @@ def decide(
     nodeclaims: list[dict[str, Any]],
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]],
-    nodepools: list[dict[str, Any]],
+    nodepools: Sequence[NodePool],
     last_pod_event: Mapping[str, datetime],
     now: datetime,
     ignore_waits: bool = False,
 ) -> Decision:
     """The expired NodeClaims, then the empty nodes each NodePool's budget allows (see the module).
 
-    ``nodepools`` must be valid ones (the caller drops what validation refuses); ``last_pod_event``
+    ``nodepools`` must be valid ones (the caller drops what validation refuses), typed
+    (``World.nodepool_models``); ``last_pod_event``
     maps a NodeClaim to the last time a pod came to or left its node, as far as anyone observed.
     ``ignore_waits`` (``nodewright plan --consolidate``) takes ``consolidateAfter`` and the
     nomination wait as passed, as ``consolidation.candidates`` does; ``Never`` still holds.
@@ -156,11 +156,7 @@ def decide(
     held: dict[str, str] = {}
     next_check: datetime | None = None
     # Static NodePools' nodes are never empty-consolidated: their replicas say how many there are.
-    pools = {
-        objects.name_of(p): NodePool.from_dict(p)
-        for p in nodepools
-        if not objects.is_deleting(p) and not is_static(p)
-    }
+    pools = {p.name: p for p in nodepools if not p.is_deleting and not p.spec.is_static}
     nodes_by_instance = nodes_by_instance_id(nodes)
     movable = reschedulable_by_node(pods)
     on_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -244,7 +240,7 @@ def budget_room(
     *,
     nodeclaims: list[dict[str, Any]],
     nodes: list[dict[str, Any]],
-    nodepools: list[dict[str, Any]],
+    nodepools: Sequence[NodePool],
     reason: str,
     now: datetime,
 ) -> dict[str, int | None]:
@@ -254,9 +250,9 @@ def budget_room(
     counts = _pool_counts(nodeclaims, nodes_by_instance_id(nodes), set())
     room: dict[str, int | None] = {}
     for pool in nodepools:
-        name = objects.name_of(pool)
+        name = pool.name
         total, disrupting = counts.get(name, (0, 0))
-        allowed = allowed_disruptions(NodePool.from_dict(pool).spec.disruption.budgets, reason, total, now)
+        allowed = allowed_disruptions(pool.spec.disruption.budgets, reason, total, now)
         room[name] = None if allowed is None else max(0, allowed - disrupting)
     return room
 

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import hashing
-from nodewright.api.models import DRIFTED, LAUNCHED
+from nodewright.api.models import DRIFTED, LAUNCHED, NodePool
 from nodewright.cluster import objects
 from nodewright.cluster.patches import NodeClaimPatches
 from nodewright.state.world import World, nodepool_name
@@ -68,12 +68,12 @@ def static_reason(
     return None
 
 
-def requirements_reason(claim: Mapping[str, Any], nodepool: Mapping[str, Any]) -> str | None:
+def requirements_reason(claim: Mapping[str, Any], nodepool: NodePool) -> str | None:
     """``RequirementsDrifted`` when the NodeClaim's labels no longer satisfy the NodePool's requirements."""
+    from nodewright.scheduling.model import requirements_from_model
     from nodewright.scheduling.requirements import Requirements
 
-    template = ((nodepool.get("spec") or {}).get("template") or {}).get("spec") or {}
-    wanted = Requirements.from_k8s(template.get("requirements"))
+    wanted = requirements_from_model(nodepool.spec.template.spec.requirements)
     conflict = Requirements.from_labels(objects.labels_of(claim)).conflict(wanted)
     return REQUIREMENTS_DRIFTED if conflict else None
 
@@ -115,7 +115,8 @@ def mark(
     the pass's NodeClaim writes, sent by the caller (without it, written before returning)."""
     own = patches is None
     pending = NodeClaimPatches() if patches is None else patches
-    pools = {objects.name_of(p): p for p in usable}
+    pools = {objects.name_of(p): p for p in usable}  # as stored: the drift hashes read the JSON
+    typed = {p.name: p for p in world.nodepool_models(usable)}
     judged = [
         claim
         for claim in world.nodeclaims
@@ -132,7 +133,9 @@ def mark(
             pending.annotate(name, stale)
             claim.setdefault("metadata", {}).setdefault("annotations", {}).update(stale)
         reason = (
-            static_reason(claim, pool, nodeclass) or requirements_reason(claim, pool) or dynamic.get(name)
+            static_reason(claim, pool, nodeclass)
+            or requirements_reason(claim, typed[nodepool_name(claim)])
+            or dynamic.get(name)
         )
         _record(ctx, claim, reason, pending)
         if reason:

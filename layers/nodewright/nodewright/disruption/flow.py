@@ -312,7 +312,7 @@ def reconcile(
         nodeclaims=world.nodeclaims,
         nodes=world.nodes,
         pods=world.pods,
-        nodepools=usable,
+        nodepools=world.nodepool_models(usable),
         last_pod_event=last_events,
         now=world.taken_at,
     )
@@ -421,9 +421,8 @@ def _graceful_work(world: World, usable: list[Obj], drifted: dict[str, str]) -> 
     if any(objects.has_taint(n, labels.DISRUPTED_TAINT_KEY) for n in world.nodes):
         return True
     return any(
-        ((p.get("spec") or {}).get("disruption") or {}).get("consolidationPolicy", "WhenEmptyOrUnderutilized")
-        in consolidation.UNDERUTILIZED_POLICIES
-        for p in usable
+        p.spec.disruption.consolidation_policy in consolidation.UNDERUTILIZED_POLICIES
+        for p in world.nodepool_models(usable)
     ) and bool(world.nodeclaims)
 
 
@@ -506,7 +505,11 @@ def _consolidation_state(
 
 def _budget_room(world: World, usable: list[Obj], reason: str) -> dict[str, int | None]:
     return budget_room(
-        nodeclaims=world.nodeclaims, nodes=world.nodes, nodepools=usable, reason=reason, now=world.taken_at
+        nodeclaims=world.nodeclaims,
+        nodes=world.nodes,
+        nodepools=world.nodepool_models(usable),
+        reason=reason,
+        now=world.taken_at,
     )
 
 
@@ -532,9 +535,11 @@ def _drift_command(
         if budget is not None and budget <= 0:
             why_not[candidate.name] = consolidation.budget_message(candidate.nodepool, consolidation.DRIFTED)
             continue
-        pool = world.nodepool(candidate.nodepool) or {}
-        if nodepools.is_static(pool):  # Karpenter's StaticDrift: one for one, from the NodePool's template
-            replacement, why = nodepools.static_drift_replacement(world, pool)
+        pool = world.nodepool_model(candidate.nodepool)
+        raw = world.nodepool(candidate.nodepool)
+        if pool is not None and raw is not None and pool.spec.is_static:
+            # Karpenter's StaticDrift: one for one, from the NodePool's template
+            replacement, why = nodepools.static_drift_replacement(world, raw)
             if replacement is not None:
                 return consolidation.Command(consolidation.DRIFTED, "drift", [candidate], [replacement])
             why_not[candidate.name] = why
@@ -689,12 +694,10 @@ def mark_consolidatable(
     initialized NodeClaim of a NodePool whose ``consolidateAfter`` is not Never has had no pod event
     for ``consolidateAfter`` (counted from its initialization when it had none); removed otherwise.
     Into ``patches`` only when it changes."""
-    from nodewright.api.models import CONSOLIDATABLE, INITIALIZED, NodePool
+    from nodewright.api.models import CONSOLIDATABLE, INITIALIZED
     from nodewright.termination import conditions
 
-    after_of = {
-        objects.name_of(p): NodePool.from_dict(p).spec.disruption.consolidate_after_seconds for p in usable
-    }
+    after_of = {p.name: p.spec.disruption.consolidate_after_seconds for p in world.nodepool_models(usable)}
     for claim in world.nodeclaims:
         pool = nodepool_name(claim)
         if pool not in after_of or objects.is_deleting(claim):

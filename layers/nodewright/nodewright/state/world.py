@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
+from nodewright.api.models import NodePool
 from nodewright.cluster.objects import is_deleting, name_of, node_instance_id, nodeclaim_instance_id
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ class World:
     nodeoverlays: list[Obj] = field(default_factory=list)
     # What the pass asked of the cloud, shared with worlds derived from this one.
     _cloud_facts: _CloudFacts = field(default_factory=_CloudFacts, init=False, repr=False)
+    # The NodePools typed (``nodepool_model``), each parsed once; shared with worlds derived from
+    # this one, which hold the same NodePools.
+    _nodepool_models: dict[str, NodePool] = field(default_factory=dict, init=False, repr=False)
 
     # -- objects by name -------------------------------------------------------------------------------
     def nodepool(self, name: str) -> Obj | None:
@@ -87,6 +91,29 @@ class World:
 
     def nodeclass(self, name: str) -> Obj | None:
         return self._nodeclasses_by_name.get(name)
+
+    def nodepool_model(self, name: str) -> NodePool | None:
+        """The NodePool ``name`` as the typed ``api.models.NodePool`` (Karpenter v1's defaults
+        applied), parsed on first ask and once per pass: what every reader of its fields reads.
+        Ask it of a NodePool that passed validation (``state.nodepools.triage``): the model assumes
+        the API server's schema."""
+        typed = self._nodepool_models.get(name)
+        if typed is None:
+            raw = self.nodepool(name)
+            if raw is None:
+                return None
+            typed = self._nodepool_models[name] = NodePool.from_dict(raw)
+        return typed
+
+    def nodepool_models(self, pools: Iterable[Mapping[str, Any]]) -> list[NodePool]:
+        """The typed models of ``pools`` (this world's, e.g. a triage's usable ones), in their order;
+        a NodePool not of this world is parsed on its own."""
+        found = []
+        for pool in pools:
+            name = name_of(pool)
+            typed = self.nodepool_model(name) if self.nodepool(name) is pool else None
+            found.append(typed if typed is not None else NodePool.from_dict(dict(pool)))
+        return found
 
     def nodepool_of(self, obj: Mapping[str, Any]) -> Obj | None:
         """The NodePool a NodeClaim or Node belongs to (its ``karpenter.sh/nodepool`` label)."""
@@ -309,6 +336,7 @@ class World:
             pods=[p for p in self.pods if (p.get("spec") or {}).get("nodeName") not in names],
         )
         derived._cloud_facts = self._cloud_facts  # the cloud is asked once per pass
+        derived._nodepool_models = self._nodepool_models  # the same NodePools
         return derived
 
     # -- indexes -------------------------------------------------------------------------------------
