@@ -193,8 +193,8 @@ def consolidation_what_if(
     }
     # The flow's order (flow.reconcile): expiration and emptiness first ...
     decision = decide(
-        nodeclaims=world.nodeclaims,
-        nodes=world.nodes,
+        nodeclaims=world.claim_views,
+        nodes=world.node_views,
         pods=world.pods,
         nodepools=world.nodepool_models(usable),
         last_pod_event=last_events,
@@ -208,8 +208,8 @@ def consolidation_what_if(
     # ... then, unless an empty node goes this pass or a command is in flight, consolidation.
     if not emptied and not in_flight:
         room = budget_room(
-            nodeclaims=world.nodeclaims,
-            nodes=world.nodes,
+            nodeclaims=world.claim_views,
+            nodes=world.node_views,
             nodepools=world.nodepool_models(usable),
             reason=consolidation.UNDERUTILIZED,
             now=world.taken_at,

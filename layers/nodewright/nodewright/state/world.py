@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import labels
 from nodewright.api.models import NodePool
 from nodewright.cluster.objects import is_deleting, name_of, node_instance_id, nodeclaim_instance_id
+from nodewright.state.views import ClaimView, NodeView, node_views_by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
@@ -131,6 +132,21 @@ class World:
         """The registered Node of a NodeClaim (the same EC2 instance); None before it registers."""
         instance = nodeclaim_instance_id(claim)
         return self._nodes_by_instance_id.get(instance) if instance else None
+
+    @cached_property
+    def claim_views(self) -> list[ClaimView]:
+        """Every NodeClaim as the typed ``state.views.ClaimView``, in ``nodeclaims`` order, each read
+        once per pass."""
+        return [ClaimView.of(c) for c in self.nodeclaims]
+
+    @cached_property
+    def node_views(self) -> list[NodeView]:
+        """Every Node as the typed ``state.views.NodeView``, in ``nodes`` order, each read once per pass."""
+        return [NodeView.of(n) for n in self.nodes]
+
+    def node_view_of(self, claim: ClaimView) -> NodeView | None:
+        """The registered Node of a NodeClaim, as the typed ``state.views.NodeView`` (``node_of``)."""
+        return self._node_views_by_instance_id.get(claim.instance_id) if claim.instance_id else None
 
     def pods_on(self, node: Mapping[str, Any] | str) -> list[Obj]:
         """Every pod bound to the node (a Node object or its name), whatever its phase."""
@@ -343,6 +359,10 @@ class World:
     @cached_property
     def _nodepools_by_name(self) -> dict[str, Obj]:
         return {name_of(p): p for p in self.nodepools}
+
+    @cached_property
+    def _node_views_by_instance_id(self) -> dict[str, NodeView]:
+        return node_views_by_instance_id(self.node_views)
 
     @cached_property
     def _nodeclasses_by_name(self) -> dict[str, Obj]:
