@@ -314,6 +314,12 @@ def taint_from_k8s(d: Mapping[str, Any]) -> Taint:
     return Taint(d["key"], d.get("value") or "", d.get("effect") or NO_SCHEDULE)
 
 
+def taint_from_model(t: api.Taint) -> Taint:
+    """A typed taint (a NodePool's template: ``api.models.Taint``), read as ``taint_from_k8s`` reads
+    its JSON."""
+    return Taint(t.key, t.value or "", t.effect or NO_SCHEDULE)
+
+
 def _container_requests(container: Mapping[str, Any]) -> Resources:
     resources = container.get("resources") or {}
     # As the API server defaults them: limits stand in for missing requests.

@@ -274,7 +274,8 @@ def static_template(world: World, pool: Mapping[str, Any]) -> tuple[Any, str]:
     from nodewright.scheduling.static import static_claim
     from nodewright.state.snapshot import nodepool_input
 
-    return static_claim(nodepool_input(pool, world, {}))
+    (typed,) = world.nodepool_models([pool])
+    return static_claim(nodepool_input(typed, world, {}))
 
 
 def static_drift_replacement(world: World, pool: Mapping[str, Any]) -> tuple[Any, str]:

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.api.models import NodePool
-from nodewright.cluster.objects import is_deleting, name_of, node_instance_id, nodeclaim_instance_id
+from nodewright.cluster.objects import (
+    annotations_of,
+    is_deleting,
+    labels_of,
+    name_of,
+    node_instance_id,
+    nodeclaim_instance_id,
+)
 from nodewright.state.views import ClaimView, NodeView, node_views_by_instance_id
 
 if TYPE_CHECKING:
@@ -220,7 +227,7 @@ class World:
     def price_of(self, claim: Mapping[str, Any]) -> float | None:
         """$/h of a launched NodeClaim (or Node) from its type, zone and capacity-type labels, read
         from the shared price table (one cached state-store read, never the instance catalog)."""
-        found = (claim.get("metadata") or {}).get("labels") or {}
+        found = labels_of(claim)
         instance_type, zone = found.get(labels.INSTANCE_TYPE, ""), found.get(labels.ZONE, "")
         capacity_type = found.get(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_ON_DEMAND)
         if not instance_type:
@@ -383,7 +390,7 @@ class World:
 
 
 def _involuntary(obj: Mapping[str, Any]) -> bool:
-    return ((obj.get("metadata") or {}).get("annotations") or {}).get(INVOLUNTARY_ANNOTATION) == "true"
+    return annotations_of(obj).get(INVOLUNTARY_ANNOTATION) == "true"
 
 
 def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
@@ -394,7 +401,7 @@ def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
 
 def nodepool_name(obj: Mapping[str, Any]) -> str:
     """The ``karpenter.sh/nodepool`` label of a NodeClaim or Node ('' when absent)."""
-    return str(((obj.get("metadata") or {}).get("labels") or {}).get(labels.NODEPOOL) or "")
+    return str(labels_of(obj).get(labels.NODEPOOL) or "")
 
 
 def nodeclass_name(obj: Mapping[str, Any]) -> str:
