@@ -189,10 +189,10 @@ def _decide(world: Any) -> tuple[Any, float, float, int]:
     started, cpu_started = time.perf_counter(), time.process_time()
     pools = world.nodepools
     empty = decide(
-        nodeclaims=world.nodeclaims,
-        nodes=world.nodes,
+        nodeclaims=world.claim_views,
+        nodes=world.node_views,
         pods=world.pods,
-        nodepools=pools,
+        nodepools=world.nodepool_models(pools),
         last_pod_event={},
         now=world.taken_at,
     ).disrupt
@@ -204,9 +204,9 @@ def _decide(world: Any) -> tuple[Any, float, float, int]:
         return command, time.perf_counter() - started, time.process_time() - cpu_started, len(empty)
     sim = Simulation(world, pools)
     room = budget_room(
-        nodeclaims=world.nodeclaims,
-        nodes=world.nodes,
-        nodepools=pools,
+        nodeclaims=world.claim_views,
+        nodes=world.node_views,
+        nodepools=world.nodepool_models(pools),
         reason=consolidation.UNDERUTILIZED,
         now=world.taken_at,
     )

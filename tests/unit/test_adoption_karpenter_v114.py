@@ -11,6 +11,7 @@ import pytest
 import yaml
 from fakes import FakeClock, FakeCloudProvider, FakeCluster, fake_context
 from nodewright.api import hashing
+from nodewright.api.models import NodePool
 from nodewright.api.validation import nodeclaim_launch_problems, validate_document
 from nodewright.disruption import drift
 from nodewright.provisioning import lifecycle
@@ -61,7 +62,7 @@ def test_karpenter_hash_annotations_are_adopted_not_taken_for_drift() -> None:
     assert claim["metadata"]["annotations"][hashing.NODECLASS_HASH_VERSION] == "v6"
 
     assert drift.static_reason(claim, pool, nodeclass) is None
-    assert drift.requirements_reason(claim, pool) is None  # Gte 3 holds generation 5
+    assert drift.requirements_reason(claim, NodePool.from_dict(pool)) is None  # Gte 3 holds generation 5
     stale = drift.stale_hashes(claim, pool, nodeclass)
     assert stale == hashing.nodeclaim_annotations(pool, nodeclass)
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from nodewright.api.models import Budget
+from nodewright.api.models import Budget, NodePool
 from nodewright.disruption.decide import (
     EMPTY,
     EXPIRED,
@@ -17,6 +17,7 @@ from nodewright.disruption.decide import (
     decide,
     pods_fingerprint,
 )
+from nodewright.state.views import ClaimView, NodeView
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)  # a Thursday
 
@@ -100,10 +101,13 @@ def run(
     now: datetime = NOW,
 ) -> Any:
     return decide(
-        nodeclaims=claims,
-        nodes=nodes if nodes is not None else [node(c["metadata"]["name"]) for c in claims],
+        nodeclaims=[ClaimView.of(c) for c in claims],
+        nodes=[
+            NodeView.of(n)
+            for n in (nodes if nodes is not None else [node(c["metadata"]["name"]) for c in claims])
+        ],
         pods=pods or [],
-        nodepools=pools if pools is not None else [nodepool()],
+        nodepools=[NodePool.from_dict(p) for p in (pools if pools is not None else [nodepool()])],
         last_pod_event=last_pod_event or {},
         now=now,
     )

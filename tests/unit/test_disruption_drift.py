@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fakes import FakeClock, FakeCloudProvider, FakeCluster, RecordingLogger, RecordingMetrics, instance
 from nodewright.api import hashing
+from nodewright.api.models import NodePool
 from nodewright.context import Context
 from nodewright.disruption import drift
 from nodewright.settings import Settings
@@ -76,7 +77,7 @@ def edited(document: dict[str, Any], path: list[str], value: Any) -> dict[str, A
 
 def test_a_nodeclaim_made_from_the_nodepool_as_it_is_has_not_drifted() -> None:
     assert drift.static_reason(claim(), NODEPOOL, NODECLASS) is None
-    assert drift.requirements_reason(claim(), NODEPOOL) is None
+    assert drift.requirements_reason(claim(), NodePool.from_dict(NODEPOOL)) is None
 
 
 @pytest.mark.parametrize(
@@ -136,9 +137,9 @@ def test_requirements_drift_when_the_labels_no_longer_fit_not_when_they_widen() 
         ["spec", "template", "spec", "requirements"],
         [{"key": "example.com/tier", "operator": "In", "values": ["gold"]}],
     )
-    assert drift.requirements_reason(claim(), narrowed) == drift.REQUIREMENTS_DRIFTED
-    assert drift.requirements_reason(claim(), widened) is None
-    assert drift.requirements_reason(claim(), missing) == drift.REQUIREMENTS_DRIFTED
+    assert drift.requirements_reason(claim(), NodePool.from_dict(narrowed)) == drift.REQUIREMENTS_DRIFTED
+    assert drift.requirements_reason(claim(), NodePool.from_dict(widened)) is None
+    assert drift.requirements_reason(claim(), NodePool.from_dict(missing)) == drift.REQUIREMENTS_DRIFTED
 
 
 def test_a_nodeclaim_of_a_nodepool_with_custom_multi_valued_requirements_has_not_drifted_at_birth() -> None:
@@ -157,9 +158,9 @@ def test_a_nodeclaim_of_a_nodepool_with_custom_multi_valued_requirements_has_not
     assert born["metadata"]["labels"]["node.kubernetes.io/instance-type47"] == "t3.large"
     # The well-known labels are written when the instance is launched (launch.record_launch).
     born["metadata"]["labels"].update({"karpenter.sh/capacity-type": "spot"})
-    assert drift.requirements_reason(born, pool) is None
+    assert drift.requirements_reason(born, NodePool.from_dict(pool)) is None
     unlabelled = claim()
-    assert drift.requirements_reason(unlabelled, pool) == drift.REQUIREMENTS_DRIFTED
+    assert drift.requirements_reason(unlabelled, NodePool.from_dict(pool)) == drift.REQUIREMENTS_DRIFTED
 
 
 @pytest.fixture

@@ -276,12 +276,23 @@ class Disruption(Model):
         return parse_duration(self.consolidate_after)
 
 
+def static_replicas(value: object) -> int | None:
+    """A NodePool's ``spec.replicas`` when it is a count (a static NodePool); None otherwise."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @dataclass
 class NodePoolSpec(Model):
     template: NodeClaimTemplate = field(default_factory=NodeClaimTemplate)
     disruption: Disruption = field(default_factory=Disruption)
     limits: dict[str, str | int] = field(default_factory=dict)
     weight: int | None = None
+    replicas: int | None = None
+
+    @property
+    def is_static(self) -> bool:
+        """Karpenter's ``IsStaticNodePool``: ``replicas`` is set (``state.nodepools.is_static``)."""
+        return static_replicas(self.replicas) is not None
 
 
 @dataclass
@@ -302,6 +313,10 @@ class NodePool(Model):
     @property
     def name(self) -> str:
         return self.metadata.name
+
+    @property
+    def is_deleting(self) -> bool:
+        return bool(self.metadata.deletion_timestamp)
 
 
 # --- NodeClaim ---------------------------------------------------------------------------------

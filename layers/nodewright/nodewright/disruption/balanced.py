@@ -36,6 +36,7 @@ from nodewright.state.pods import is_reschedulable
 from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
+    from nodewright.api.models import NodePool
     from nodewright.disruption.consolidation import Candidate, Command
     from nodewright.state.interfaces import Obj
 
@@ -72,13 +73,9 @@ class Score:
         )
 
 
-def balanced_pools(usable: Iterable[Obj]) -> set[str]:
+def balanced_pools(usable: Iterable[NodePool]) -> set[str]:
     """The usable NodePools whose policy is Balanced."""
-    return {
-        objects.name_of(p)
-        for p in usable
-        if ((p.get("spec") or {}).get("disruption") or {}).get("consolidationPolicy") == BALANCED
-    }
+    return {p.name for p in usable if p.spec.disruption.consolidation_policy == BALANCED}
 
 
 def node_cost(pods: Iterable[Obj]) -> float:

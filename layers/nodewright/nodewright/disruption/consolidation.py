@@ -64,7 +64,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.api.models import INITIALIZED, NodePool
 from nodewright.cluster import objects
 from nodewright.disruption.decide import (
     NODE_DO_NOT_DISRUPT,
@@ -73,18 +72,19 @@ from nodewright.disruption.decide import (
     replacement_held,
 )
 from nodewright.disruption.execute import replacements_in_flight
-from nodewright.state import nodepools
 from nodewright.state.cost import disruption_cost
 from nodewright.state.pods import as_pending, is_currently_reschedulable, is_disruptable, is_reschedulable
 from nodewright.state.pods import key as pod_key
-from nodewright.state.world import World, nodepool_name
+from nodewright.state.world import World
 
 if TYPE_CHECKING:
+    from nodewright.api.models import NodePool
     from nodewright.scheduling import NewClaim
     from nodewright.scheduling.requirements import Requirements
     from nodewright.scheduling.results import CandidateType
     from nodewright.state.interfaces import Obj
     from nodewright.state.snapshot import Simulation
+    from nodewright.state.views import NodeView
 
 UNDERUTILIZED = "Underutilized"
 # The policies that consolidate underutilized nodes (Balanced: only the moves its score approves).
@@ -199,31 +199,31 @@ def candidates(
     --consolidate``) takes ``consolidateAfter`` and the nomination wait as passed; ``Never`` still
     holds.
     """
-    pools = {objects.name_of(p): p for p in usable}
+    pools = {p.name: p for p in world.nodepool_models(usable)}
     found: list[Candidate] = []
     why_not: dict[str, str] = {}
     now = world.taken_at
     replacing = replacements_in_flight(world.nodeclaims)
-    for claim in world.nodeclaims:
-        name, pool_name = objects.name_of(claim), nodepool_name(claim)
+    for claim in world.claim_views:
+        name, pool_name = claim.name, claim.nodepool
         pool = pools.get(pool_name)
-        node = world.node_of(claim)
-        if pool is None or node is None or objects.is_deleting(claim) or objects.is_deleting(node):
+        node = world.node_view_of(claim)
+        if pool is None or node is None or claim.deleting or node.deleting:
             continue
         if reason == DRIFTED and name not in (drifted or {}):
             continue
-        if objects.has_taint(node, labels.DISRUPTED_TAINT_KEY):
+        if node.has_taint(labels.DISRUPTED_TAINT_KEY):
             continue  # part of a command already (or being terminated)
         if name in replacing:
             why_not[name] = replacement_held(replacing[name])
             continue
-        initialized = _initialized_at(claim)
+        initialized = claim.initialized_at
         if initialized is None:
             continue
         if reason == UNDERUTILIZED:
-            if nodepools.is_static(pool):
+            if pool.spec.is_static:
                 continue  # a static NodePool is never consolidated (its replicas say how many)
-            disruption = NodePool.from_dict(pool).spec.disruption
+            disruption = pool.spec.disruption
             after = disruption.consolidate_after_seconds
             if after is None:
                 why_not[name] = consolidation_disabled(pool_name)
@@ -236,37 +236,39 @@ def candidates(
                 or now < initialized + timedelta(seconds=NOMINATION_SECONDS)
             ):
                 continue  # not consolidatable yet
-        price = world.price_of(claim)
-        if reason == UNDERUTILIZED and not objects.labels_of(claim).get(labels.CAPACITY_TYPE):
+        price = world.price_of(claim.raw)
+        if reason == UNDERUTILIZED and not claim.labels.get(labels.CAPACITY_TYPE):
             # Karpenter prices a candidate by its offering (type, capacity type, zone): none, no command
             why_not[name] = (
                 f'NodeClaim has no "{labels.CAPACITY_TYPE}" label: what removing it saves is unknown'
             )
             continue
         if reason == UNDERUTILIZED and price is None:
-            kind = objects.labels_of(claim).get(labels.INSTANCE_TYPE) or "(none)"
+            kind = claim.labels.get(labels.INSTANCE_TYPE) or "(none)"
             why_not[name] = f"instance type {kind} has no price: what removing it saves is unknown"
             continue
-        eventual = reason == DRIFTED and bool((claim.get("spec") or {}).get("terminationGracePeriod"))
+        eventual = reason == DRIFTED and bool(claim.termination_grace_period)
         problem = _blocked(world, node, eventual=eventual)
         if problem:
             why_not[name] = problem
             continue
-        pods = [p for p in world.pods_on(node) if is_reschedulable(p)]
-        found.append(Candidate(claim, node, pool_name, pods, price, disruption_cost(pods, claim, now)))
+        pods = [p for p in world.pods_on(node.name) if is_reschedulable(p)]
+        found.append(
+            Candidate(claim.raw, node.raw, pool_name, pods, price, disruption_cost(pods, claim.raw, now))
+        )
     return found, why_not
 
 
-def _blocked(world: World, node: Obj, *, eventual: bool) -> str | None:
+def _blocked(world: World, node: NodeView, *, eventual: bool) -> str | None:
     """Why a node must not be disrupted gracefully (Karpenter's ``ValidateNodeDisruptable`` and
     ``ValidatePodsDisruptable``): do-not-disrupt on the node; else a do-not-disrupt pod, or a pod the
     Eviction API would refuse now (``state.pdbs``) — not for an ``eventual`` disruption, whose
     drain the NodeClaim's terminationGracePeriod bounds."""
-    if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
+    if node.annotations.get(labels.DO_NOT_DISRUPT) == "true":
         return NODE_DO_NOT_DISRUPT
     if eventual:
         return None
-    pods = world.pods_on(node)
+    pods = world.pods_on(node.name)
     for pod in pods:
         if not is_disruptable(pod, world.taken_at):
             return pod_do_not_disrupt(pod_key(pod))
@@ -275,15 +277,6 @@ def _blocked(world: World, node: Obj, *, eventual: bool) -> str | None:
         if why:
             return why
     return None
-
-
-def _initialized_at(claim: Obj) -> datetime | None:
-    cond = objects.condition(claim, INITIALIZED)
-    if not cond or cond.get("status") != "True":
-        return None
-    return objects.parse_time(cond.get("lastTransitionTime")) or objects.parse_time(
-        (claim.get("metadata") or {}).get("creationTimestamp")
-    )
 
 
 # --- one simulation ---------------------------------------------------------------------------------
@@ -712,12 +705,13 @@ def choose(
 
     found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
     ordered = by_disruption_cost(found)
-    thresholds = thresholds_of(usable)
+    pools = world.nodepool_models(usable)
+    thresholds = thresholds_of(pools)
     # Karpenter says a disabled consolidation as Unconsolidatable, the vetoes as DisruptionBlocked.
-    disabled = {consolidation_disabled(objects.name_of(p)) for p in usable}
+    disabled = {consolidation_disabled(p.name) for p in pools}
     why_not = {name: why for name, why in blocked.items() if why in disabled}
     blocked = {name: why for name, why in blocked.items() if why not in disabled}
-    scored = balanced.totals(world, balanced.balanced_pools(usable))
+    scored = balanced.totals(world, balanced.balanced_pools(pools))
     command = repack.wave(
         sim, ordered, pending, room, thresholds, balanced_totals=scored, spot_to_spot=spot_to_spot
     )
@@ -756,17 +750,17 @@ def budget_message(pool: str, reason: str) -> str:
     return f"budget: NodePool {pool} allows no more nodes to be disrupting at once for {reason}"
 
 
-def thresholds_of(usable: Iterable[Obj]) -> dict[str, float]:
+def thresholds_of(usable: Iterable[NodePool]) -> dict[str, float]:
     """NodePool → its price-improvement threshold in percent (``PRICE_IMPROVEMENT_ANNOTATION``;
     0 when absent or unreadable: any strictly cheaper replacement)."""
     found = {}
     for pool in usable:
-        raw = objects.annotations_of(pool).get(PRICE_IMPROVEMENT_ANNOTATION)
+        raw = pool.metadata.annotations.get(PRICE_IMPROVEMENT_ANNOTATION)
         try:
             value = float(raw) if raw is not None else 0.0
         except ValueError:
             value = 0.0
-        found[objects.name_of(pool)] = min(100.0, max(0.0, value))
+        found[pool.name] = min(100.0, max(0.0, value))
     return found
 
 

@@ -1,4 +1,4 @@
-"""Which nodes a disruption pass removes now, and why the others stay (pure: dicts and a time in).
+"""Which nodes a disruption pass removes now, and why the others stay (pure: typed views and a time in).
 
 Karpenter v1's rules for the two methods built so far, in the order they run:
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,10 +42,9 @@ from croniter import croniter
 
 from nodewright.api import labels
 from nodewright.api.durations import DurationError, parse_duration
-from nodewright.api.models import DEFAULT_EXPIRE_AFTER, INITIALIZED, Budget, NodePool
+from nodewright.api.models import DEFAULT_EXPIRE_AFTER, Budget, NodePool
 from nodewright.cluster import objects
 from nodewright.disruption.execute import replacements_in_flight
-from nodewright.state.nodepools import is_static
 from nodewright.state.pods import (
     FOREVER,
     do_not_disrupt_until,
@@ -54,7 +53,7 @@ from nodewright.state.pods import (
     reschedulable_by_node,
 )
 from nodewright.state.pods import key as pod_key
-from nodewright.state.world import nodepool_name, nodes_by_instance_id
+from nodewright.state.views import ClaimView, NodeView, node_views_by_instance_id
 
 EXPIRED = "Expired"
 EMPTY = "Empty"
@@ -137,17 +136,19 @@ def budget_active(budget: Budget, now: datetime) -> bool:
 
 def decide(
     *,
-    nodeclaims: list[dict[str, Any]],
-    nodes: list[dict[str, Any]],
+    nodeclaims: Sequence[ClaimView],
+    nodes: Sequence[NodeView],
     pods: list[dict[str, Any]],
-    nodepools: list[dict[str, Any]],
+    nodepools: Sequence[NodePool],
     last_pod_event: Mapping[str, datetime],
     now: datetime,
     ignore_waits: bool = False,
 ) -> Decision:
     """The expired NodeClaims, then the empty nodes each NodePool's budget allows (see the module).
 
-    ``nodepools`` must be valid ones (the caller drops what validation refuses); ``last_pod_event``
+    ``nodepools`` must be valid ones (the caller drops what validation refuses); the NodeClaims,
+    Nodes and NodePools are the world's typed ones (``World.claim_views``, ``World.node_views``,
+    ``World.nodepool_models``); ``last_pod_event``
     maps a NodeClaim to the last time a pod came to or left its node, as far as anyone observed.
     ``ignore_waits`` (``nodewright plan --consolidate``) takes ``consolidateAfter`` and the
     nomination wait as passed, as ``consolidation.candidates`` does; ``Never`` still holds.
@@ -156,51 +157,47 @@ def decide(
     held: dict[str, str] = {}
     next_check: datetime | None = None
     # Static NodePools' nodes are never empty-consolidated: their replicas say how many there are.
-    pools = {
-        objects.name_of(p): NodePool.from_dict(p)
-        for p in nodepools
-        if not objects.is_deleting(p) and not is_static(p)
-    }
-    nodes_by_instance = nodes_by_instance_id(nodes)
+    pools = {p.name: p for p in nodepools if not p.is_deleting and not p.spec.is_static}
+    nodes_by_instance = node_views_by_instance_id(nodes)
     movable = reschedulable_by_node(pods)
     on_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for pod in pods:
         if bound := node_name(pod):
             on_node[bound].append(pod)
-    live = [c for c in nodeclaims if not objects.is_deleting(c)]
-    replacing = replacements_in_flight(nodeclaims)
+    live = [c for c in nodeclaims if not c.deleting]
+    replacing = replacements_in_flight(c.raw for c in nodeclaims)
 
     expired = set()
-    for claim in sorted(live, key=_created_order):
+    for claim in sorted(live, key=lambda c: (c.creation_timestamp, c.name)):
         seconds = _expire_after_seconds(claim)
-        created = objects.parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
+        created = claim.created
         if seconds is not None and created is not None and now >= created + timedelta(seconds=seconds):
-            node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
-            disrupt.append(Candidate(claim, node, nodepool_name(claim), EXPIRED))
-            expired.add(objects.name_of(claim))
+            node = nodes_by_instance.get(claim.instance_id or "")
+            disrupt.append(Candidate(claim.raw, node.raw if node else None, claim.nodepool, EXPIRED))
+            expired.add(claim.name)
 
     empty_by_pool: dict[str, list[tuple[datetime, Candidate]]] = defaultdict(list)
     for claim in live:
-        name, pool_name = objects.name_of(claim), nodepool_name(claim)
+        name, pool_name = claim.name, claim.nodepool
         pool = pools.get(pool_name)
-        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
-        if name in expired or pool is None or node is None or movable.get(objects.name_of(node)):
+        node = nodes_by_instance.get(claim.instance_id or "")
+        if name in expired or pool is None or node is None or movable.get(node.name):
             continue
         policy = pool.spec.disruption.consolidation_policy
         after = pool.spec.disruption.consolidate_after_seconds
         if policy not in CONSOLIDATING_POLICIES or after is None:
             continue
-        initialized = _initialized_at(claim)
+        initialized = claim.initialized_at
         if initialized is None:  # the provisioner's lifecycle has not seen it ready yet
             held[name] = "empty, but not initialized yet"
             continue
         if name in replacing:
             held[name] = replacement_held(replacing[name])
             continue
-        if objects.annotations_of(node).get(labels.DO_NOT_DISRUPT) == "true":
+        if node.annotations.get(labels.DO_NOT_DISRUPT) == "true":
             held[name] = NODE_DO_NOT_DISRUPT
             continue
-        protected = next((p for p in on_node[objects.name_of(node)] if not is_disruptable(p, now)), None)
+        protected = next((p for p in on_node[node.name] if not is_disruptable(p, now)), None)
         if protected is not None:
             held[name] = pod_do_not_disrupt(pod_key(protected))
             until = do_not_disrupt_until(protected)
@@ -215,7 +212,7 @@ def decide(
             held[name] = f"empty; eligible at {eligible_at.isoformat()}"
             next_check = min(filter(None, (next_check, eligible_at)))
             continue
-        empty_by_pool[pool_name].append((quiet_since, Candidate(claim, node, pool_name, EMPTY)))
+        empty_by_pool[pool_name].append((quiet_since, Candidate(claim.raw, node.raw, pool_name, EMPTY)))
 
     counts = _pool_counts(nodeclaims, nodes_by_instance, expired)
     for pool_name in sorted(empty_by_pool):
@@ -242,69 +239,52 @@ def replacement_held(candidates: list[str]) -> str:
 
 def budget_room(
     *,
-    nodeclaims: list[dict[str, Any]],
-    nodes: list[dict[str, Any]],
-    nodepools: list[dict[str, Any]],
+    nodeclaims: Sequence[ClaimView],
+    nodes: Sequence[NodeView],
+    nodepools: Sequence[NodePool],
     reason: str,
     now: datetime,
 ) -> dict[str, int | None]:
     """NodePool → how many more of its nodes may start being disrupted for ``reason`` now (None:
     unbounded): the most restrictive active budget for the reason, less the nodes already
     disrupting (deleting, not Ready, or in a command)."""
-    counts = _pool_counts(nodeclaims, nodes_by_instance_id(nodes), set())
+    counts = _pool_counts(nodeclaims, node_views_by_instance_id(nodes), set())
     room: dict[str, int | None] = {}
     for pool in nodepools:
-        name = objects.name_of(pool)
+        name = pool.name
         total, disrupting = counts.get(name, (0, 0))
-        allowed = allowed_disruptions(NodePool.from_dict(pool).spec.disruption.budgets, reason, total, now)
+        allowed = allowed_disruptions(pool.spec.disruption.budgets, reason, total, now)
         room[name] = None if allowed is None else max(0, allowed - disrupting)
     return room
 
 
 def _pool_counts(
-    nodeclaims: list[dict[str, Any]],
-    nodes_by_instance: Mapping[str, dict[str, Any]],
+    nodeclaims: Sequence[ClaimView],
+    nodes_by_instance: Mapping[str, NodeView],
     expired: set[str],
 ) -> dict[str, tuple[int, int]]:
     """Per NodePool: (nodes, nodes disrupting) — deleting, expiring now, not Ready, or tainted
     ``karpenter.sh/disrupted`` by a command in flight."""
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for claim in nodeclaims:
-        node = nodes_by_instance.get(objects.nodeclaim_instance_id(claim) or "")
+        node = nodes_by_instance.get(claim.instance_id or "")
         if node is None:
             continue  # not a node yet: neither counted nor disrupting
-        entry = totals[nodepool_name(claim)]
+        entry = totals[claim.nodepool]
         entry[0] += 1
         if (
-            objects.is_deleting(claim)
-            or objects.name_of(claim) in expired
-            or not _node_ready(node)
-            or objects.has_taint(node, labels.DISRUPTED_TAINT_KEY)  # in a command already
+            claim.deleting
+            or claim.name in expired
+            or not node.is_true("Ready")
+            or node.has_taint(labels.DISRUPTED_TAINT_KEY)  # in a command already
         ):
             entry[1] += 1
     return {pool: (total, disrupting) for pool, (total, disrupting) in totals.items()}
 
 
-def _created_order(claim: Mapping[str, Any]) -> tuple[str, str]:
-    return (str((claim.get("metadata") or {}).get("creationTimestamp") or ""), objects.name_of(dict(claim)))
-
-
-def _expire_after_seconds(claim: Mapping[str, Any]) -> float | None:
-    raw = (claim.get("spec") or {}).get("expireAfter") or DEFAULT_EXPIRE_AFTER
+def _expire_after_seconds(claim: ClaimView) -> float | None:
+    raw = claim.expire_after or DEFAULT_EXPIRE_AFTER
     try:
         return parse_duration(raw)
     except DurationError:
         return None  # the API server's schema refuses it; never expire on a value we cannot read
-
-
-def _initialized_at(claim: dict[str, Any]) -> datetime | None:
-    cond = objects.condition(claim, INITIALIZED)
-    if not cond or cond.get("status") != "True":
-        return None
-    return objects.parse_time(cond.get("lastTransitionTime")) or objects.parse_time(
-        (claim.get("metadata") or {}).get("creationTimestamp")
-    )
-
-
-def _node_ready(node: dict[str, Any]) -> bool:
-    return (objects.condition(node, "Ready") or {}).get("status") == "True"

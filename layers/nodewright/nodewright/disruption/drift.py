@@ -31,14 +31,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import hashing
-from nodewright.api.models import DRIFTED, LAUNCHED
+from nodewright.api.models import DRIFTED, LAUNCHED, NodePool
 from nodewright.cluster import objects
 from nodewright.cluster.patches import NodeClaimPatches
-from nodewright.state.world import World, nodepool_name
+from nodewright.state.world import World
 
 if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.state.interfaces import Obj
+    from nodewright.state.views import ClaimView
 
 NODEPOOL_DRIFTED = "NodePoolDrifted"
 NODECLASS_DRIFTED = "NodeClassDrift"  # the AWS provider's name (its other reasons: cloud/provider.py)
@@ -68,12 +69,12 @@ def static_reason(
     return None
 
 
-def requirements_reason(claim: Mapping[str, Any], nodepool: Mapping[str, Any]) -> str | None:
+def requirements_reason(claim: Mapping[str, Any], nodepool: NodePool) -> str | None:
     """``RequirementsDrifted`` when the NodeClaim's labels no longer satisfy the NodePool's requirements."""
+    from nodewright.scheduling.model import requirements_from_model
     from nodewright.scheduling.requirements import Requirements
 
-    template = ((nodepool.get("spec") or {}).get("template") or {}).get("spec") or {}
-    wanted = Requirements.from_k8s(template.get("requirements"))
+    wanted = requirements_from_model(nodepool.spec.template.spec.requirements)
     conflict = Requirements.from_labels(objects.labels_of(claim)).conflict(wanted)
     return REQUIREMENTS_DRIFTED if conflict else None
 
@@ -115,24 +116,27 @@ def mark(
     the pass's NodeClaim writes, sent by the caller (without it, written before returning)."""
     own = patches is None
     pending = NodeClaimPatches() if patches is None else patches
-    pools = {objects.name_of(p): p for p in usable}
+    pools = {objects.name_of(p): p for p in usable}  # as stored: the drift hashes read the JSON
+    typed = {p.name: p for p in world.nodepool_models(usable)}
     judged = [
-        claim
-        for claim in world.nodeclaims
-        if nodepool_name(claim) in pools and not objects.is_deleting(claim) and _launched(claim)
+        view
+        for view in world.claim_views
+        if view.nodepool in pools and not view.deleting and view.is_true(LAUNCHED)
     ]
     dynamic = _dynamic(ctx, world, judged)
     verdicts: dict[str, str] = {}
-    for claim in judged:
-        name = objects.name_of(claim)
-        pool = pools[nodepool_name(claim)]
+    for view in judged:
+        claim, name = view.raw, view.name  # the hashes and the writes take the object as stored
+        pool = pools[view.nodepool]
         nodeclass = world.nodeclass_of(claim)
         stale = stale_hashes(claim, pool, nodeclass)
         if stale and not drifted(claim):
             pending.annotate(name, stale)
             claim.setdefault("metadata", {}).setdefault("annotations", {}).update(stale)
         reason = (
-            static_reason(claim, pool, nodeclass) or requirements_reason(claim, pool) or dynamic.get(name)
+            static_reason(claim, pool, nodeclass)
+            or requirements_reason(claim, typed[view.nodepool])
+            or dynamic.get(name)
         )
         _record(ctx, claim, reason, pending)
         if reason:
@@ -142,11 +146,7 @@ def mark(
     return verdicts
 
 
-def _launched(claim: Mapping[str, Any]) -> bool:
-    return (objects.condition(claim, LAUNCHED) or {}).get("status") == "True"
-
-
-def _dynamic(ctx: Context, world: World, claims: list[Obj]) -> dict[str, str]:
+def _dynamic(ctx: Context, world: World, claims: list[ClaimView]) -> dict[str, str]:
     """NodeClaim → dynamic drift reason, from one DescribeInstances at most every ``DYNAMIC_EVERY``
     (sooner when an EC2NodeClass changed)."""
     key = ctx.settings.cluster_name
@@ -163,19 +163,19 @@ def _dynamic(ctx: Context, world: World, claims: list[Obj]) -> dict[str, str]:
     if claims:
         instances = {i.id: i for i in ctx.cloud.list()}
         for claim in claims:
-            instance = instances.get(objects.nodeclaim_instance_id(claim) or "")
-            nodeclass = world.nodeclass_of(claim)
+            instance = instances.get(claim.instance_id or "")
+            nodeclass = world.nodeclass_of(claim.raw)
             if instance is None or nodeclass is None:
                 continue
             try:
                 reason = ctx.cloud.drift_reason(instance, nodeclass)
             except Exception as exc:  # one EC2NodeClass whose selectors fail must not stop the rest
                 ctx.logger.warning(
-                    "dynamic drift not judged", extra={"nodeclaim": objects.name_of(claim), "error": str(exc)}
+                    "dynamic drift not judged", extra={"nodeclaim": claim.name, "error": str(exc)}
                 )
                 continue
             if reason:
-                found[objects.name_of(claim)] = reason
+                found[claim.name] = reason
     _dynamic_cache[key] = (world.taken_at, versions, found)
     return found
 

@@ -66,7 +66,7 @@ from nodewright.state.pods import (
     is_reschedulable,
 )
 from nodewright.state.pods import key as pod_key
-from nodewright.state.world import World, nodepool_name, observe
+from nodewright.state.world import World, observe
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -309,10 +309,10 @@ def reconcile(
     if report.marks_left:
         ctx.logger.info("NodeClaim marks left for the next pass", extra={"nodeclaims": report.marks_left})
     decision = decide(
-        nodeclaims=world.nodeclaims,
-        nodes=world.nodes,
+        nodeclaims=world.claim_views,
+        nodes=world.node_views,
         pods=world.pods,
-        nodepools=usable,
+        nodepools=world.nodepool_models(usable),
         last_pod_event=last_events,
         now=world.taken_at,
     )
@@ -388,9 +388,9 @@ def protection_ends(world: World) -> datetime | None:
     a live NodeClaim elapses (None: none will)."""
     ends = [
         until
-        for claim in world.nodeclaims
-        if not objects.is_deleting(claim) and (node := world.node_of(claim)) is not None
-        for pod in world.pods_on(node)
+        for claim in world.claim_views
+        if not claim.deleting and (node := world.node_view_of(claim)) is not None
+        for pod in world.pods_on(node.name)
         if is_active(pod)
         and (until := do_not_disrupt_until(pod)) is not None
         and world.taken_at < until < FOREVER
@@ -402,9 +402,9 @@ def _say_invalid_do_not_disrupt(ctx: Context, world: World, report: PassReport) 
     """Karpenter's ``InvalidDoNotDisruptAnnotation`` Warning on each pod of a managed node whose
     ``karpenter.sh/do-not-disrupt`` value is ignored (deduplicated per container, as why-nots are)."""
     now = _forget_old_why_nots(ctx)
-    for claim in world.nodeclaims:
-        node = world.node_of(claim)
-        for pod in world.pods_on(node) if node is not None else ():
+    for claim in world.claim_views:
+        node = world.node_view_of(claim)
+        for pod in world.pods_on(node.name) if node is not None else ():
             why = invalid_do_not_disrupt(pod)
             seen = (pod_key(pod), why or "")
             if why is None or seen in _recent_why_not:
@@ -416,14 +416,13 @@ def _say_invalid_do_not_disrupt(ctx: Context, world: World, report: PassReport) 
 
 def _graceful_work(world: World, usable: list[Obj], drifted: dict[str, str]) -> bool:
     """Whether drift or consolidation could have anything to do (else the pass takes no lease)."""
-    if drifted or any(execute.COMMAND_ANNOTATION in objects.annotations_of(c) for c in world.nodeclaims):
+    if drifted or any(execute.COMMAND_ANNOTATION in c.annotations for c in world.claim_views):
         return True
-    if any(objects.has_taint(n, labels.DISRUPTED_TAINT_KEY) for n in world.nodes):
+    if any(n.has_taint(labels.DISRUPTED_TAINT_KEY) for n in world.node_views):
         return True
     return any(
-        ((p.get("spec") or {}).get("disruption") or {}).get("consolidationPolicy", "WhenEmptyOrUnderutilized")
-        in consolidation.UNDERUTILIZED_POLICIES
-        for p in usable
+        p.spec.disruption.consolidation_policy in consolidation.UNDERUTILIZED_POLICIES
+        for p in world.nodepool_models(usable)
     ) and bool(world.nodeclaims)
 
 
@@ -506,7 +505,11 @@ def _consolidation_state(
 
 def _budget_room(world: World, usable: list[Obj], reason: str) -> dict[str, int | None]:
     return budget_room(
-        nodeclaims=world.nodeclaims, nodes=world.nodes, nodepools=usable, reason=reason, now=world.taken_at
+        nodeclaims=world.claim_views,
+        nodes=world.node_views,
+        nodepools=world.nodepool_models(usable),
+        reason=reason,
+        now=world.taken_at,
     )
 
 
@@ -526,15 +529,18 @@ def _drift_command(
     )
     room = _budget_room(world, usable, consolidation.DRIFTED)
     sim, pending = question or consolidation.simulation(world, usable)
-    order = sorted(found, key=lambda c: (bool(c.pods), _created(c.nodeclaim), c.name))
+    created = {c.name: c.creation_timestamp for c in world.claim_views}
+    order = sorted(found, key=lambda c: (bool(c.pods), created.get(c.name, ""), c.name))
     for candidate in order:
         budget = room.get(candidate.nodepool)
         if budget is not None and budget <= 0:
             why_not[candidate.name] = consolidation.budget_message(candidate.nodepool, consolidation.DRIFTED)
             continue
-        pool = world.nodepool(candidate.nodepool) or {}
-        if nodepools.is_static(pool):  # Karpenter's StaticDrift: one for one, from the NodePool's template
-            replacement, why = nodepools.static_drift_replacement(world, pool)
+        pool = world.nodepool_model(candidate.nodepool)
+        raw = world.nodepool(candidate.nodepool)
+        if pool is not None and raw is not None and pool.spec.is_static:
+            # Karpenter's StaticDrift: one for one, from the NodePool's template
+            replacement, why = nodepools.static_drift_replacement(world, raw)
             if replacement is not None:
                 return consolidation.Command(consolidation.DRIFTED, "drift", [candidate], [replacement])
             why_not[candidate.name] = why
@@ -547,10 +553,6 @@ def _drift_command(
         why_not[candidate.name] = verdict.why_not
     _why_not(ctx, world, why_not, report, reason="DisruptionBlocked")
     return None
-
-
-def _created(claim: Obj) -> str:
-    return str((claim.get("metadata") or {}).get("creationTimestamp") or "")
 
 
 # Consolidation commands wait VALIDATION_SECONDS and must still hold before they act (per container).
@@ -662,14 +664,14 @@ def record_pod_events(ctx: Context, world: World, patches: NodeClaimPatches) -> 
     """NodeClaim → its last pod event (see the module docstring); the ones that changed go into
     ``patches``."""
     last: dict[str, datetime] = {}
-    for claim in world.nodeclaims:
-        node = world.node_of(claim)
-        if node is None or objects.is_deleting(claim):
+    for claim in world.claim_views:
+        node = world.node_view_of(claim)
+        if node is None or claim.deleting:
             continue
-        name = objects.name_of(claim)
-        digest = pods_fingerprint(p for p in world.pods_on(node) if is_reschedulable(p))
-        recorded = objects.parse_time((claim.get("status") or {}).get("lastPodEventTime"))
-        if objects.annotations_of(claim).get(FINGERPRINT_ANNOTATION) != digest:
+        name = claim.name
+        digest = pods_fingerprint(p for p in world.pods_on(node.name) if is_reschedulable(p))
+        recorded = claim.last_pod_event
+        if claim.annotations.get(FINGERPRINT_ANNOTATION) != digest:
             recorded = world.taken_at
             patches.status(name, {"lastPodEventTime": objects.format_time(recorded)})
             patches.annotate(name, {FINGERPRINT_ANNOTATION: digest})
@@ -689,23 +691,19 @@ def mark_consolidatable(
     initialized NodeClaim of a NodePool whose ``consolidateAfter`` is not Never has had no pod event
     for ``consolidateAfter`` (counted from its initialization when it had none); removed otherwise.
     Into ``patches`` only when it changes."""
-    from nodewright.api.models import CONSOLIDATABLE, INITIALIZED, NodePool
+    from nodewright.api.models import CONSOLIDATABLE, INITIALIZED
     from nodewright.termination import conditions
 
-    after_of = {
-        objects.name_of(p): NodePool.from_dict(p).spec.disruption.consolidate_after_seconds for p in usable
-    }
-    for claim in world.nodeclaims:
-        pool = nodepool_name(claim)
-        if pool not in after_of or objects.is_deleting(claim):
+    after_of = {p.name: p.spec.disruption.consolidate_after_seconds for p in world.nodepool_models(usable)}
+    for claim in world.claim_views:
+        if claim.nodepool not in after_of or claim.deleting:
             continue
-        name, after = objects.name_of(claim), after_of[pool]
-        initialized = objects.condition(claim, INITIALIZED) or {}
-        since = last_events.get(name) or objects.parse_time(initialized.get("lastTransitionTime"))
-        present = conditions.conditions_of(claim)
+        name, after = claim.name, after_of[claim.nodepool]
+        since = last_events.get(name) or claim.true_since(INITIALIZED)
+        present = conditions.conditions_of(claim.raw)
         if (
             after is None
-            or initialized.get("status") != "True"
+            or not claim.is_true(INITIALIZED)
             or since is None
             or world.taken_at - since < timedelta(seconds=after)
         ):

@@ -23,7 +23,6 @@ from nodewright.api.models import INITIALIZED, NodePool
 from nodewright.cluster import objects
 from nodewright.disruption import consolidation, execute
 from nodewright.disruption.decide import EMPTY, budget_room, decide
-from nodewright.state import nodepools
 from nodewright.state.world import nodepool_name
 
 if TYPE_CHECKING:
@@ -194,10 +193,10 @@ def consolidation_what_if(
     }
     # The flow's order (flow.reconcile): expiration and emptiness first ...
     decision = decide(
-        nodeclaims=world.nodeclaims,
-        nodes=world.nodes,
+        nodeclaims=world.claim_views,
+        nodes=world.node_views,
         pods=world.pods,
-        nodepools=usable,
+        nodepools=world.nodepool_models(usable),
         last_pod_event=last_events,
         now=world.taken_at,
         ignore_waits=True,
@@ -209,9 +208,9 @@ def consolidation_what_if(
     # ... then, unless an empty node goes this pass or a command is in flight, consolidation.
     if not emptied and not in_flight:
         room = budget_room(
-            nodeclaims=world.nodeclaims,
-            nodes=world.nodes,
-            nodepools=usable,
+            nodeclaims=world.claim_views,
+            nodes=world.node_views,
+            nodepools=world.nodepool_models(usable),
             reason=consolidation.UNDERUTILIZED,
             now=world.taken_at,
         )
@@ -267,10 +266,10 @@ def _why_stays(world: World, claim: Obj, usable: set[str], *, emptied: bool, in_
         return "part of a disruption command already"
     if (objects.condition(claim, INITIALIZED) or {}).get("status") != "True":
         return "not initialized yet"
-    pool = world.nodepool(pool_name) or {}
-    if nodepools.is_static(pool):
+    pool = world.nodepool_model(pool_name) or NodePool()
+    if pool.spec.is_static:
         return "a static NodePool's node: its replicas say how many there are"
-    policy = NodePool.from_dict(pool).spec.disruption.consolidation_policy
+    policy = pool.spec.disruption.consolidation_policy
     if policy != "WhenEmptyOrUnderutilized":
         return f"NodePool {pool_name} consolidates only empty nodes ({policy}), and this one has pods"
     if emptied:

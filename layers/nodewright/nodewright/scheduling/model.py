@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels as wk
 from nodewright.api.tolerations import Toleration
 from nodewright.scheduling.instancetypes import InstanceType
 from nodewright.scheduling.requirements import IN, Requirement, Requirements
 from nodewright.scheduling.resources import PODS, Resources, add, parse_resources, pod_requests
+
+if TYPE_CHECKING:
+    from nodewright.api import models as api
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -301,8 +304,20 @@ def _node_selector_terms(terms: Iterable[Mapping[str, Any]] | None) -> tuple[Req
     return tuple(Requirements.from_k8s(t.get("matchExpressions")) for t in terms or ())
 
 
+def requirements_from_model(terms: Iterable[api.Requirement]) -> Requirements:
+    """The ``Requirements`` of typed node selector requirements (a NodePool's template, a
+    NodeClaim's: ``api.models.Requirement``), read as ``Requirements.from_k8s`` reads their JSON."""
+    return Requirements(Requirement.create(t.key, t.operator, t.values, t.min_values) for t in terms)
+
+
 def taint_from_k8s(d: Mapping[str, Any]) -> Taint:
     return Taint(d["key"], d.get("value") or "", d.get("effect") or NO_SCHEDULE)
+
+
+def taint_from_model(t: api.Taint) -> Taint:
+    """A typed taint (a NodePool's template: ``api.models.Taint``), read as ``taint_from_k8s`` reads
+    its JSON."""
+    return Taint(t.key, t.value or "", t.effect or NO_SCHEDULE)
 
 
 def _container_requests(container: Mapping[str, Any]) -> Resources:

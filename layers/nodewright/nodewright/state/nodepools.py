@@ -26,6 +26,7 @@ from nodewright.api.features import (
     summary,
 )
 from nodewright.api.labels import DISRUPTED_TAINT_KEY
+from nodewright.api.models import static_replicas
 from nodewright.cluster.objects import has_taint, is_deleting, name_of, set_condition
 from nodewright.state.world import World, nodeclass_name, nodepool_name
 
@@ -212,8 +213,7 @@ def charged_capacity(world: World, claim: Mapping[str, Any], candidate_limit: in
 
 def replicas(pool: Mapping[str, Any]) -> int | None:
     """A static NodePool's ``spec.replicas``; None for a dynamic one."""
-    value = (pool.get("spec") or {}).get("replicas")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return static_replicas((pool.get("spec") or {}).get("replicas"))
 
 
 def is_static(pool: Mapping[str, Any]) -> bool:
@@ -274,7 +274,8 @@ def static_template(world: World, pool: Mapping[str, Any]) -> tuple[Any, str]:
     from nodewright.scheduling.static import static_claim
     from nodewright.state.snapshot import nodepool_input
 
-    return static_claim(nodepool_input(pool, world, {}))
+    (typed,) = world.nodepool_models([pool])
+    return static_claim(nodepool_input(typed, world, {}))
 
 
 def static_drift_replacement(world: World, pool: Mapping[str, Any]) -> tuple[Any, str]:

@@ -26,9 +26,10 @@ from nodewright.api.models import INITIALIZED
 from nodewright.cluster.objects import condition, is_deleting, name_of
 from nodewright.state import nodepools
 from nodewright.state.pods import is_terminal
-from nodewright.state.world import World, nodeclass_name
+from nodewright.state.world import World
 
 if TYPE_CHECKING:
+    from nodewright.api.models import NodePool
     from nodewright.scheduling import InstanceType, Plan, Snapshot
 
 
@@ -79,9 +80,9 @@ class Simulation:
         # A static NodePool's nodes are capacity like any other, but no plan adds a node to it: its
         # replicas alone say how many it has (Karpenter's provisioner skips static NodePools).
         self.nodepools = [
-            nodepool_input(pool, world, usage.get(name_of(pool), {}))
-            for pool in pools
-            if not nodepools.is_static(pool)
+            nodepool_input(pool, world, usage.get(pool.name, {}))
+            for pool in world.nodepool_models(pools)
+            if not pool.spec.is_static
         ]
         self.daemonsets = [model.daemonset_from_k8s(d) for d in world.daemonsets]
         self.claims = [model.pvc_from_k8s(c) for c in world.persistent_volume_claims]
@@ -133,31 +134,25 @@ def fresh_plan(world: World, pods: list[dict[str, Any]], pools: list[dict[str, A
     return scheduling.plan(snapshot)
 
 
-def nodepool_input(pool: Mapping[str, Any], world: World, in_use: Mapping[str, float]) -> Any:
-    """A v1 NodePool as the scheduler's ``NodePoolInput`` (limits and usage in canonical units)."""
+def nodepool_input(pool: NodePool, world: World, in_use: Mapping[str, float]) -> Any:
+    """A v1 NodePool (typed: ``World.nodepool_model``) as the scheduler's ``NodePoolInput`` (limits
+    and usage in canonical units)."""
     from nodewright.scheduling import model
-    from nodewright.scheduling.requirements import Requirements
     from nodewright.scheduling.resources import parse_resources
 
-    spec = pool.get("spec") or {}
-    template = spec.get("template") or {}
-    template_spec = template.get("spec") or {}
-    name = name_of(pool)
-    nodeclass = world.nodeclass(nodeclass_name(pool))
+    template = pool.spec.template
+    name, nodeclass_ref = pool.name, template.spec.node_class_ref.name
+    nodeclass = world.nodeclass(nodeclass_ref)
     return model.NodePoolInput(
         name=name,
-        requirements=Requirements.from_k8s(template_spec.get("requirements")),
+        requirements=model.requirements_from_model(template.spec.requirements),
         instance_types=world.pool_instance_types(name),
         node_price=world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0,
-        weight=int(spec.get("weight") or 0),
-        labels={
-            **((template.get("metadata") or {}).get("labels") or {}),
-            labels.NODEPOOL: name,
-            labels.EC2NODECLASS: nodeclass_name(pool),
-        },
-        taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("taints") or ()),
-        startup_taints=tuple(model.taint_from_k8s(t) for t in template_spec.get("startupTaints") or ()),
-        limits=parse_resources(spec.get("limits")),
+        weight=int(pool.spec.weight or 0),
+        labels={**template.metadata.labels, labels.NODEPOOL: name, labels.EC2NODECLASS: nodeclass_ref},
+        taints=tuple(model.taint_from_model(t) for t in template.spec.taints),
+        startup_taints=tuple(model.taint_from_model(t) for t in template.spec.startup_taints),
+        limits=parse_resources(pool.spec.limits),
         in_use={k: int(v) for k, v in in_use.items()},
     )
 

@@ -32,7 +32,16 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
-from nodewright.cluster.objects import is_deleting, name_of, node_instance_id, nodeclaim_instance_id
+from nodewright.api.models import NodePool
+from nodewright.cluster.objects import (
+    annotations_of,
+    is_deleting,
+    labels_of,
+    name_of,
+    node_instance_id,
+    nodeclaim_instance_id,
+)
+from nodewright.state.views import ClaimView, NodeView, node_views_by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
@@ -80,6 +89,9 @@ class World:
     nodeoverlays: list[Obj] = field(default_factory=list)
     # What the pass asked of the cloud, shared with worlds derived from this one.
     _cloud_facts: _CloudFacts = field(default_factory=_CloudFacts, init=False, repr=False)
+    # The NodePools typed (``nodepool_model``), each parsed once; shared with worlds derived from
+    # this one, which hold the same NodePools.
+    _nodepool_models: dict[str, NodePool] = field(default_factory=dict, init=False, repr=False)
 
     # -- objects by name -------------------------------------------------------------------------------
     def nodepool(self, name: str) -> Obj | None:
@@ -87,6 +99,29 @@ class World:
 
     def nodeclass(self, name: str) -> Obj | None:
         return self._nodeclasses_by_name.get(name)
+
+    def nodepool_model(self, name: str) -> NodePool | None:
+        """The NodePool ``name`` as the typed ``api.models.NodePool`` (Karpenter v1's defaults
+        applied), parsed on first ask and once per pass: what every reader of its fields reads.
+        Ask it of a NodePool that passed validation (``state.nodepools.triage``): the model assumes
+        the API server's schema."""
+        typed = self._nodepool_models.get(name)
+        if typed is None:
+            raw = self.nodepool(name)
+            if raw is None:
+                return None
+            typed = self._nodepool_models[name] = NodePool.from_dict(raw)
+        return typed
+
+    def nodepool_models(self, pools: Iterable[Mapping[str, Any]]) -> list[NodePool]:
+        """The typed models of ``pools`` (this world's, e.g. a triage's usable ones), in their order;
+        a NodePool not of this world is parsed on its own."""
+        found = []
+        for pool in pools:
+            name = name_of(pool)
+            typed = self.nodepool_model(name) if self.nodepool(name) is pool else None
+            found.append(typed if typed is not None else NodePool.from_dict(dict(pool)))
+        return found
 
     def nodepool_of(self, obj: Mapping[str, Any]) -> Obj | None:
         """The NodePool a NodeClaim or Node belongs to (its ``karpenter.sh/nodepool`` label)."""
@@ -104,6 +139,21 @@ class World:
         """The registered Node of a NodeClaim (the same EC2 instance); None before it registers."""
         instance = nodeclaim_instance_id(claim)
         return self._nodes_by_instance_id.get(instance) if instance else None
+
+    @cached_property
+    def claim_views(self) -> list[ClaimView]:
+        """Every NodeClaim as the typed ``state.views.ClaimView``, in ``nodeclaims`` order, each read
+        once per pass."""
+        return [ClaimView.of(c) for c in self.nodeclaims]
+
+    @cached_property
+    def node_views(self) -> list[NodeView]:
+        """Every Node as the typed ``state.views.NodeView``, in ``nodes`` order, each read once per pass."""
+        return [NodeView.of(n) for n in self.nodes]
+
+    def node_view_of(self, claim: ClaimView) -> NodeView | None:
+        """The registered Node of a NodeClaim, as the typed ``state.views.NodeView`` (``node_of``)."""
+        return self._node_views_by_instance_id.get(claim.instance_id) if claim.instance_id else None
 
     def pods_on(self, node: Mapping[str, Any] | str) -> list[Obj]:
         """Every pod bound to the node (a Node object or its name), whatever its phase."""
@@ -177,7 +227,7 @@ class World:
     def price_of(self, claim: Mapping[str, Any]) -> float | None:
         """$/h of a launched NodeClaim (or Node) from its type, zone and capacity-type labels, read
         from the shared price table (one cached state-store read, never the instance catalog)."""
-        found = (claim.get("metadata") or {}).get("labels") or {}
+        found = labels_of(claim)
         instance_type, zone = found.get(labels.INSTANCE_TYPE, ""), found.get(labels.ZONE, "")
         capacity_type = found.get(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_ON_DEMAND)
         if not instance_type:
@@ -309,12 +359,17 @@ class World:
             pods=[p for p in self.pods if (p.get("spec") or {}).get("nodeName") not in names],
         )
         derived._cloud_facts = self._cloud_facts  # the cloud is asked once per pass
+        derived._nodepool_models = self._nodepool_models  # the same NodePools
         return derived
 
     # -- indexes -------------------------------------------------------------------------------------
     @cached_property
     def _nodepools_by_name(self) -> dict[str, Obj]:
         return {name_of(p): p for p in self.nodepools}
+
+    @cached_property
+    def _node_views_by_instance_id(self) -> dict[str, NodeView]:
+        return node_views_by_instance_id(self.node_views)
 
     @cached_property
     def _nodeclasses_by_name(self) -> dict[str, Obj]:
@@ -335,7 +390,7 @@ class World:
 
 
 def _involuntary(obj: Mapping[str, Any]) -> bool:
-    return ((obj.get("metadata") or {}).get("annotations") or {}).get(INVOLUNTARY_ANNOTATION) == "true"
+    return annotations_of(obj).get(INVOLUNTARY_ANNOTATION) == "true"
 
 
 def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
@@ -346,7 +401,7 @@ def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
 
 def nodepool_name(obj: Mapping[str, Any]) -> str:
     """The ``karpenter.sh/nodepool`` label of a NodeClaim or Node ('' when absent)."""
-    return str(((obj.get("metadata") or {}).get("labels") or {}).get(labels.NODEPOOL) or "")
+    return str(labels_of(obj).get(labels.NODEPOOL) or "")
 
 
 def nodeclass_name(obj: Mapping[str, Any]) -> str:

@@ -1,0 +1,134 @@
+"""Typed views of the NodeClaims and Nodes a pass observes: what the flows read of them, as
+attributes, each object read once per ``World`` (``World.claim_views``, ``World.node_view_of``).
+
+A view is for reading only. Its ``raw`` is the object as the API server returned it, which every
+write (patches, events, terminations) still takes. The fields a pass never changes (names, the
+NodePool label, the instance, timestamps, the termination settings) are read when the view is made;
+the ones a pass's own marks change in place (annotations, status conditions: ``drift.mark``,
+``termination.conditions``) are read through ``raw`` when asked, so a view never disagrees with what
+the pass has written. These are small hand-written readers, not ``api.models.NodeClaim.from_dict``:
+a pass over 5,000 nodes reads every NodeClaim and Node, and only these fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from nodewright.api import labels
+from nodewright.api.models import INITIALIZED
+from nodewright.cluster.objects import condition, has_taint, instance_id_from_provider_id, parse_time
+
+if TYPE_CHECKING:
+    from nodewright.state.interfaces import Obj
+
+
+def _meta(obj: Obj) -> dict[str, Any]:
+    found: dict[str, Any] = obj.get("metadata") or {}
+    return found
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _View:
+    """What NodeClaims and Nodes share: the object, its name, whether it is being deleted."""
+
+    raw: Obj
+    name: str
+    deleting: bool
+
+    @property
+    def labels(self) -> dict[str, str]:
+        found: dict[str, str] = _meta(self.raw).get("labels") or {}
+        return found
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        found: dict[str, str] = _meta(self.raw).get("annotations") or {}
+        return found
+
+    def is_true(self, kind: str) -> bool:
+        """Whether the status condition of type ``kind`` is True (read through ``raw``)."""
+        return (condition(self.raw, kind) or {}).get("status") == "True"
+
+    def true_since(self, kind: str) -> datetime | None:
+        """When the condition ``kind`` turned True (its lastTransitionTime); None when it is not True
+        or its time is missing or unreadable."""
+        found = condition(self.raw, kind)
+        if not found or found.get("status") != "True":
+            return None
+        return parse_time(found.get("lastTransitionTime"))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClaimView(_View):
+    """A NodeClaim as the disruption flow reads it."""
+
+    nodepool: str  # its karpenter.sh/nodepool label ('' when absent)
+    instance_id: str | None  # status.instanceID, else the instance of status.providerID
+    creation_timestamp: str  # as written ('' when absent): the flows order NodeClaims by it
+    created: datetime | None
+    expire_after: str | None  # spec.expireAfter as written (None: unset, Karpenter's default applies)
+    termination_grace_period: str | None  # spec.terminationGracePeriod as written
+
+    @classmethod
+    def of(cls, claim: Obj) -> ClaimView:
+        meta = _meta(claim)
+        spec = claim.get("spec") or {}
+        status = claim.get("status") or {}
+        stamp = str(meta.get("creationTimestamp") or "")
+        return cls(
+            raw=claim,
+            name=str(meta.get("name", "")),
+            deleting=bool(meta.get("deletionTimestamp")),
+            nodepool=str((meta.get("labels") or {}).get(labels.NODEPOOL) or ""),
+            instance_id=status.get("instanceID") or instance_id_from_provider_id(status.get("providerID")),
+            creation_timestamp=stamp,
+            created=parse_time(stamp),
+            expire_after=spec.get("expireAfter") or None,
+            termination_grace_period=spec.get("terminationGracePeriod") or None,
+        )
+
+    @property
+    def last_pod_event(self) -> datetime | None:
+        """``status.lastPodEventTime`` (read through ``raw``: a pass records it)."""
+        return parse_time((self.raw.get("status") or {}).get("lastPodEventTime"))
+
+    @property
+    def initialized_at(self) -> datetime | None:
+        """When it became ``Initialized`` (its creation when that time is missing); None while it
+        is not."""
+        if not self.is_true(INITIALIZED):
+            return None
+        return self.true_since(INITIALIZED) or self.created
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeView(_View):
+    """A Node as the disruption flow reads it."""
+
+    instance_id: str | None  # the EC2 instance of spec.providerID
+
+    @classmethod
+    def of(cls, node: Obj) -> NodeView:
+        meta = _meta(node)
+        return cls(
+            raw=node,
+            name=str(meta.get("name", "")),
+            deleting=bool(meta.get("deletionTimestamp")),
+            instance_id=instance_id_from_provider_id((node.get("spec") or {}).get("providerID")),
+        )
+
+    def has_taint(self, key: str) -> bool:
+        """Whether the Node carries a taint with ``key``."""
+        return has_taint(self.raw, key)
+
+
+def node_views_by_instance_id(nodes: Iterable[NodeView]) -> dict[str, NodeView]:
+    """Nodes by the EC2 instance in their providerID (``state.world.nodes_by_instance_id``'s rule):
+    one without (not yet set by the kubelet, or not EC2) matches no NodeClaim."""
+    return {node.instance_id: node for node in nodes if node.instance_id}
+
+
+__all__ = ["ClaimView", "NodeView", "node_views_by_instance_id"]
