@@ -91,6 +91,9 @@ WRITE_MARGIN_SECONDS = 3.0
 CLAIMS_PER_SCAN = 10
 # A batch's messages handled at once (``handle_batch``): all of an SQS batch.
 BATCH_CONCURRENCY = deployment.QUEUE_BATCH_SIZE
+# The container's one Powertools metric set (``observability.metrics()``) is a plain dict that a
+# batch's threads add to at once: one lock for it, whichever processor counts.
+_METRICS_LOCK = threading.Lock()
 # Set in ``handle_batch``'s threads (each runs in a copy of the invocation's context).
 _IN_BATCH_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "nodewright_interruption_batch_thread", default=False
@@ -661,7 +664,7 @@ class InterruptionProcessor:
     def _count(self, name: str, *, kind: str | None = None) -> None:
         metrics = observability.metrics()
         if kind is None:
-            with self._lock:  # Powertools' metric set is one dict, flushed when full
+            with _METRICS_LOCK:  # Powertools' metric set is one dict, flushed when full
                 metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
             return
         # A per-metric dimension needs its own EMF document; the others share the handler's flush.
@@ -669,7 +672,7 @@ class InterruptionProcessor:
             metric.add_dimension(name="Kind", value=kind)
 
     def _timing(self, name: str, seconds: float) -> None:
-        with self._lock:
+        with _METRICS_LOCK:
             observability.metrics().add_metric(name=name, unit=MetricUnit.Seconds, value=round(seconds, 3))
 
     def _correlate(self, event_id: str | None) -> None:
