@@ -39,32 +39,35 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         (r.get("body") or "", _sent(SQSRecord(r))) for r in event.get("Records") or []
     )
     processor.replace_ahead(cordoned, lambda_context=context)
-    # The batch's messages are handled at once; the batch processor then reports each one's result
-    # (or its failure, which alone goes back to the queue).
-    records = [SQSRecord(r) for r in event.get("Records") or []]
-    handled = processor.handle_batch(
-        [(r.message_id, r.body or "", _sent(r)) for r in records], lambda_context=context
-    )
-
-    def handle_record(record: SQSRecord) -> dict[str, Any]:
-        return handled.result(record.message_id).as_dict()
-
-    response = process_partial_response(
-        event=event, record_handler=handle_record, processor=batch, context=context
-    )
-    # Records that failed because the API server or AWS is unreachable go back to the queue (SQS
-    # redelivery is their retry). The drains of the acknowledged ones still run: a spot warning's
-    # two minutes do not wait for the next invocation. The outage is said once.
-    outage = next((e for _, e, _ in batch.exceptions if e is not None and is_outage(e)), None)
     try:
-        processor.drive(budget_seconds=remaining_seconds(context))
-    except Exception as exc:  # the batch's answer stands: acknowledged messages stay acknowledged
-        if not is_outage(exc):
-            raise
-        outage = outage or exc
-    if outage is not None:
-        report_outage(log, emf, outage)
-    return dict(response)
+        # The batch's messages are handled at once; the batch processor then reports each one's result
+        # (or its failure, which alone goes back to the queue).
+        records = [SQSRecord(r) for r in event.get("Records") or []]
+        handled = processor.handle_batch(
+            [(r.message_id, r.body or "", _sent(r)) for r in records], lambda_context=context
+        )
+
+        def handle_record(record: SQSRecord) -> dict[str, Any]:
+            return handled.result(record.message_id).as_dict()
+
+        response = process_partial_response(
+            event=event, record_handler=handle_record, processor=batch, context=context
+        )
+        # Records that failed because the API server or AWS is unreachable go back to the queue (SQS
+        # redelivery is their retry). The drains of the acknowledged ones still run: a spot warning's
+        # two minutes do not wait for the next invocation. The outage is said once.
+        outage = next((e for _, e, _ in batch.exceptions if e is not None and is_outage(e)), None)
+        try:
+            processor.drive(budget_seconds=remaining_seconds(context))
+        except Exception as exc:  # the batch's answer stands: acknowledged messages stay acknowledged
+            if not is_outage(exc):
+                raise
+            outage = outage or exc
+        if outage is not None:
+            report_outage(log, emf, outage)
+        return dict(response)
+    finally:
+        processor.end_replacement()  # when the drive did not end it: nothing outlives the invocation
 
 
 def _sent(record: SQSRecord) -> datetime | None:

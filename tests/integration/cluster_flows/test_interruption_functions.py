@@ -234,6 +234,9 @@ def test_an_api_server_lost_after_the_batch_keeps_the_batch_answer(
     response = interruption.handler(sqs_batch(json.dumps(spot_event("spot-then-down"))), FakeLambdaContext())
 
     assert response == {"batchItemFailures": []}, "the message was handled: it must not be redelivered"
+    assert not [t for t in threading.enumerate() if t.name == "replacement"], (
+        "the drive raised before ending the replacement: the handler ends it (nothing outlives an invocation)"
+    )
     out = capsys.readouterr().out
     assert out.count("Kubernetes API server unavailable") == 1
     assert '"ApiServerUnavailable"' in out

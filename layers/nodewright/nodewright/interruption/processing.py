@@ -534,6 +534,14 @@ class InterruptionProcessor:
             _Replacing(self.ctx, nodes, why, self._replace, write_deadline, notices=notices or [])
         )
 
+    def end_replacement(self) -> None:
+        """End this invocation's replacement if ``drive`` did not (something raised before it, or
+        in it before its ``finally``): no thread of an invocation may outlive it, since Lambda
+        freezes the container once the handler returns and the thread would wake, mid-wait for the
+        lease, in a later invocation. Nothing to do when ``drive`` ended it."""
+        if self._replacing:
+            self._replacement_done()
+
     def _replacement_done(self) -> None:
         """Wait for the replacements (the drains are done or out of time: they need not wait for the
         lease any longer), say what they did, and tell the messages' records (spot_events answers
