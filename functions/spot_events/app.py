@@ -27,20 +27,26 @@ processor = InterruptionProcessor(container)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     container.start_invocation(context)
     try:
-        result = processor.handle(event, received_at=time.monotonic(), lambda_context=context)
-    except EventInProgress as exc:
-        log.info("event in progress in the queue path; leaving it to that path", extra={"error": str(exc)})
-        return {"disposition": "in-progress-elsewhere"}
-    except Exception as exc:  # API server or AWS unreachable: the event's queue copy is retried by SQS
-        outage = report_outage(log, emf, exc)
-        if outage is None:
-            raise
-        return outage
-    try:
-        processor.drive(budget_seconds=remaining_seconds(context))
-    except Exception as exc:  # the event stays handled (its cordon is recorded); the answer says what stopped
-        outage = report_outage(log, emf, exc)
-        if outage is None:
-            raise
-        return {**result.as_dict(), **outage}
-    return result.as_dict()
+        try:
+            result = processor.handle(event, received_at=time.monotonic(), lambda_context=context)
+        except EventInProgress as exc:
+            log.info(
+                "event in progress in the queue path; leaving it to that path", extra={"error": str(exc)}
+            )
+            return {"disposition": "in-progress-elsewhere"}
+        except Exception as exc:  # API server or AWS unreachable: the event's queue copy is retried by SQS
+            outage = report_outage(log, emf, exc)
+            if outage is None:
+                raise
+            return outage
+        try:
+            processor.drive(budget_seconds=remaining_seconds(context))
+        except Exception as exc:
+            # The event stays handled (its cordon is recorded); the answer says what stopped.
+            outage = report_outage(log, emf, exc)
+            if outage is None:
+                raise
+            return {**result.as_dict(), **outage}
+        return result.as_dict()
+    finally:
+        processor.end_replacement()  # when the drive did not end it: nothing outlives the invocation
