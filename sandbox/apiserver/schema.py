@@ -194,8 +194,7 @@ def validate_custom(
         if key in ("metadata", "apiVersion", "kind"):
             continue
         if key in obj:
-            old_item = old[key] if old is not None and key in old else ABSENT
-            _validate(obj[key], sub, key, errors, root.child(obj[key], old_item, sub))
+            _validate(obj[key], sub, key, errors, root.child(obj[key], _old_at(old, key), sub))
     missing = [FieldError.required(key) for key in schema.get("required") or [] if key not in obj]
     if missing and not root.ratchets():
         errors.extend(missing)
@@ -304,10 +303,9 @@ def _validate_value(
         additional = schema.get("additionalProperties")
         old = here.old
         for key, item in value.items():
-            sub = props.get(key) if key in props else (additional if isinstance(additional, dict) else None)
+            sub = _key_schema(props, additional, key)
             if sub is not None:
-                old_item = old[key] if isinstance(old, dict) and key in old else ABSENT
-                _validate(item, sub, f"{path}.{key}", errors, here.child(item, old_item, sub))
+                _validate(item, sub, f"{path}.{key}", errors, here.child(item, _old_at(old, key), sub))
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             errors.append(
                 FieldError(
@@ -501,6 +499,20 @@ def _cel_error(
 # ------------------------------------------------------------------------ validation ratcheting
 
 
+def _key_schema(props: dict[str, Any], additional: Any, key: str) -> dict[str, Any] | None:
+    """The schema of a map's ``key``: its property's, else ``additionalProperties`` when that is a
+    schema; None when the schema does not declare it (a preserved unknown field)."""
+    if key in props:
+        found: dict[str, Any] = props[key]
+        return found
+    return additional if isinstance(additional, dict) else None
+
+
+def _old_at(old: Any, key: str) -> Any:
+    """The old value that correlates with a map's ``key`` (``ABSENT``: none, a create or a new key)."""
+    return old[key] if isinstance(old, dict) and key in old else ABSENT
+
+
 def _same(a: Any, b: Any) -> bool:
     """reflect.DeepEqual on decoded JSON: ``true`` is not ``1`` (a whole number is one number:
     apimachinery decodes ``1.0`` and ``1`` alike)."""
@@ -527,7 +539,7 @@ def _unchanged(value: Any, old: Any, schema: dict[str, Any]) -> bool:
         props = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
         for key, item in value.items():
-            sub = props.get(key) if key in props else (additional if isinstance(additional, dict) else None)
+            sub = _key_schema(props, additional, key)
             if key not in old or sub is None or not _unchanged(item, old[key], sub):
                 return False
         return True
@@ -633,9 +645,8 @@ def _cel_walk(here: _Correlation, path: str, errors: list[FieldError], warnings:
             sub = props.get(key) or (additional if isinstance(additional, dict) else None)
             if sub is None or (not path and key in ("apiVersion", "kind", "metadata")):
                 continue
-            old_item = old[key] if isinstance(old, dict) and key in old else ABSENT
             child = f"{path}.{key}" if path else key
-            _cel_walk(here.child(item, old_item, sub), child, errors, warnings)
+            _cel_walk(here.child(item, _old_at(old, key), sub), child, errors, warnings)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             old_item = _old_item(item, old, schema)
