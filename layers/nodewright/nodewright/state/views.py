@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.api.models import INITIALIZED
-from nodewright.cluster.objects import condition, has_taint, instance_id_from_provider_id, parse_time
+from nodewright.cluster.objects import (
+    condition,
+    has_taint,
+    node_instance_id,
+    nodeclaim_instance_id,
+    parse_time,
+)
 
 if TYPE_CHECKING:
     from nodewright.state.interfaces import Obj
@@ -76,14 +82,13 @@ class ClaimView(_View):
     def of(cls, claim: Obj) -> ClaimView:
         meta = _meta(claim)
         spec = claim.get("spec") or {}
-        status = claim.get("status") or {}
         stamp = str(meta.get("creationTimestamp") or "")
         return cls(
             raw=claim,
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             nodepool=str((meta.get("labels") or {}).get(labels.NODEPOOL) or ""),
-            instance_id=status.get("instanceID") or instance_id_from_provider_id(status.get("providerID")),
+            instance_id=nodeclaim_instance_id(claim),
             creation_timestamp=stamp,
             created=parse_time(stamp),
             expire_after=spec.get("expireAfter") or None,
@@ -117,7 +122,7 @@ class NodeView(_View):
             raw=node,
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
-            instance_id=instance_id_from_provider_id((node.get("spec") or {}).get("providerID")),
+            instance_id=node_instance_id(node),
         )
 
     def has_taint(self, key: str) -> bool:
@@ -126,8 +131,10 @@ class NodeView(_View):
 
 
 def node_views_by_instance_id(nodes: Iterable[NodeView]) -> dict[str, NodeView]:
-    """Nodes by the EC2 instance in their providerID (``state.world.nodes_by_instance_id``'s rule):
-    one without (not yet set by the kubelet, or not EC2) matches no NodeClaim."""
+    """Nodes by the EC2 instance in their providerID, the one rule a NodeClaim finds its Node by
+    (``World.node_of``, ``World.node_view_of``, ``state.world.nodes_by_instance_id``): a Node
+    without one (not yet set by the kubelet, or not EC2) matches no NodeClaim, in particular none
+    that has not launched yet."""
     return {node.instance_id: node for node in nodes if node.instance_id}
 
 

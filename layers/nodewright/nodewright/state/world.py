@@ -138,7 +138,8 @@ class World:
     def node_of(self, claim: Mapping[str, Any]) -> Obj | None:
         """The registered Node of a NodeClaim (the same EC2 instance); None before it registers."""
         instance = nodeclaim_instance_id(claim)
-        return self._nodes_by_instance_id.get(instance) if instance else None
+        node = self._node_views_by_instance_id.get(instance) if instance else None
+        return node.raw if node is not None else None
 
     @cached_property
     def claim_views(self) -> list[ClaimView]:
@@ -376,10 +377,6 @@ class World:
         return {name_of(c): c for c in self.nodeclasses}
 
     @cached_property
-    def _nodes_by_instance_id(self) -> dict[str, Obj]:
-        return nodes_by_instance_id(self.nodes)
-
-    @cached_property
     def _pods_by_node(self) -> dict[str, list[Obj]]:
         by_node: dict[str, list[Obj]] = defaultdict(list)
         for pod in self.pods:
@@ -394,9 +391,11 @@ def _involuntary(obj: Mapping[str, Any]) -> bool:
 
 
 def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
-    """Nodes by the EC2 instance in their providerID; nodes without one (not yet set by the
-    kubelet, or not EC2) match no NodeClaim, in particular none that has not launched yet."""
-    return {instance: node for node in nodes if (instance := node_instance_id(node))}
+    """Nodes by the EC2 instance in their providerID (``state.views.node_views_by_instance_id``'s
+    rule, for callers holding plain Nodes rather than a World)."""
+    return {
+        instance: view.raw for instance, view in node_views_by_instance_id(map(NodeView.of, nodes)).items()
+    }
 
 
 def nodepool_name(obj: Mapping[str, Any]) -> str:
