@@ -21,7 +21,6 @@ from nodewright.api import labels
 from nodewright.api.models import INITIALIZED
 from nodewright.cluster.objects import (
     condition,
-    has_taint,
     node_instance_id,
     nodeclaim_instance_id,
     parse_time,
@@ -54,9 +53,15 @@ class _View:
         found: dict[str, str] = _meta(self.raw).get("annotations") or {}
         return found
 
+    def condition_status(self, kind: str) -> str | None:
+        """The status of the condition of type ``kind`` as written ("True", "False", "Unknown"; None
+        when it has none), read through ``raw``."""
+        status: str | None = (condition(self.raw, kind) or {}).get("status")
+        return status
+
     def is_true(self, kind: str) -> bool:
         """Whether the status condition of type ``kind`` is True (read through ``raw``)."""
-        return (condition(self.raw, kind) or {}).get("status") == "True"
+        return self.condition_status(kind) == "True"
 
     def true_since(self, kind: str) -> datetime | None:
         """When the condition ``kind`` turned True (its lastTransitionTime); None when it is not True
@@ -77,11 +82,17 @@ class ClaimView(_View):
     created: datetime | None
     expire_after: str | None  # spec.expireAfter as written (None: unset, Karpenter's default applies)
     termination_grace_period: str | None  # spec.terminationGracePeriod as written
+    provider_id: str | None  # status.providerID (None until launched)
+    requirements: list[dict[str, Any]]  # spec.requirements
+    taints: list[dict[str, Any]]  # spec.taints
+    startup_taints: list[dict[str, Any]]  # spec.startupTaints
+    allocatable: dict[str, Any] | None  # status.allocatable (None until launched)
 
     @classmethod
     def of(cls, claim: Obj) -> ClaimView:
         meta = _meta(claim)
         spec = claim.get("spec") or {}
+        status = claim.get("status") or {}
         stamp = str(meta.get("creationTimestamp") or "")
         return cls(
             raw=claim,
@@ -93,6 +104,11 @@ class ClaimView(_View):
             created=parse_time(stamp),
             expire_after=spec.get("expireAfter") or None,
             termination_grace_period=spec.get("terminationGracePeriod") or None,
+            provider_id=status.get("providerID") or None,
+            requirements=spec.get("requirements") or [],
+            taints=spec.get("taints") or [],
+            startup_taints=spec.get("startupTaints") or [],
+            allocatable=status.get("allocatable") or None,
         )
 
     @property
@@ -114,6 +130,8 @@ class NodeView(_View):
     """A Node as the disruption flow reads it."""
 
     instance_id: str | None  # the EC2 instance of spec.providerID
+    taints: list[dict[str, Any]]  # spec.taints
+    allocatable: dict[str, Any] | None  # status.allocatable (None until the kubelet reports it)
 
     @classmethod
     def of(cls, node: Obj) -> NodeView:
@@ -123,11 +141,13 @@ class NodeView(_View):
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             instance_id=node_instance_id(node),
+            taints=(node.get("spec") or {}).get("taints") or [],
+            allocatable=(node.get("status") or {}).get("allocatable") or None,
         )
 
     def has_taint(self, key: str) -> bool:
-        """Whether the Node carries a taint with ``key``."""
-        return has_taint(self.raw, key)
+        """Whether the Node carries a taint with ``key`` (``cluster.objects.has_taint``'s rule)."""
+        return any(t.get("key") == key for t in self.taints)
 
 
 def node_views_by_instance_id(nodes: Iterable[NodeView]) -> dict[str, NodeView]:
