@@ -83,6 +83,7 @@ class ClaimView(_View):
     expire_after: str | None  # spec.expireAfter as written (None: unset, Karpenter's default applies)
     termination_grace_period: str | None  # spec.terminationGracePeriod as written
     provider_id: str | None  # status.providerID (None until launched)
+    node_name: str | None  # status.nodeName (None until its Node registers)
     requirements: list[dict[str, Any]]  # spec.requirements
     taints: list[dict[str, Any]]  # spec.taints
     startup_taints: list[dict[str, Any]]  # spec.startupTaints
@@ -105,6 +106,7 @@ class ClaimView(_View):
             expire_after=spec.get("expireAfter") or None,
             termination_grace_period=spec.get("terminationGracePeriod") or None,
             provider_id=status.get("providerID") or None,
+            node_name=status.get("nodeName") or None,
             requirements=spec.get("requirements") or [],
             taints=spec.get("taints") or [],
             startup_taints=spec.get("startupTaints") or [],
