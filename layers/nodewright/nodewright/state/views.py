@@ -53,6 +53,15 @@ class _View:
         found: dict[str, str] = _meta(self.raw).get("annotations") or {}
         return found
 
+    @property
+    def finalizers(self) -> list[str]:
+        found: list[str] = _meta(self.raw).get("finalizers") or []
+        return list(found)
+
+    def status_to_write(self) -> dict[str, Any]:
+        """A copy of the object's status as written, for a writer to change and patch back whole."""
+        return dict(self.raw.get("status") or {})
+
     def condition_status(self, kind: str) -> str | None:
         """The status of the condition of type ``kind`` as written ("True", "False", "Unknown"; None
         when it has none), read through ``raw``."""
@@ -74,7 +83,7 @@ class _View:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ClaimView(_View):
-    """A NodeClaim as the disruption flow reads it."""
+    """A NodeClaim as the flows read it."""
 
     nodepool: str  # its karpenter.sh/nodepool label ('' when absent)
     instance_id: str | None  # status.instanceID, else the instance of status.providerID
@@ -87,6 +96,7 @@ class ClaimView(_View):
     requirements: list[dict[str, Any]]  # spec.requirements
     taints: list[dict[str, Any]]  # spec.taints
     startup_taints: list[dict[str, Any]]  # spec.startupTaints
+    requests: dict[str, Any]  # spec.resources.requests
     allocatable: dict[str, Any] | None  # status.allocatable (None until launched)
 
     @classmethod
@@ -110,6 +120,7 @@ class ClaimView(_View):
             requirements=spec.get("requirements") or [],
             taints=spec.get("taints") or [],
             startup_taints=spec.get("startupTaints") or [],
+            requests=(spec.get("resources") or {}).get("requests") or {},
             allocatable=status.get("allocatable") or None,
         )
 
@@ -129,22 +140,25 @@ class ClaimView(_View):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeView(_View):
-    """A Node as the disruption flow reads it."""
+    """A Node as the flows read it."""
 
     instance_id: str | None  # the EC2 instance of spec.providerID
     taints: list[dict[str, Any]]  # spec.taints
     allocatable: dict[str, Any] | None  # status.allocatable (None until the kubelet reports it)
+    capacity: dict[str, Any] | None  # status.capacity (None until the kubelet reports it)
 
     @classmethod
     def of(cls, node: Obj) -> NodeView:
         meta = _meta(node)
+        status = node.get("status") or {}
         return cls(
             raw=node,
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             instance_id=node_instance_id(node),
             taints=(node.get("spec") or {}).get("taints") or [],
-            allocatable=(node.get("status") or {}).get("allocatable") or None,
+            allocatable=status.get("allocatable") or None,
+            capacity=status.get("capacity") or None,
         )
 
     def has_taint(self, key: str) -> bool:
