@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright import termination
 from nodewright.cluster import objects
+from nodewright.state.world import nodes_by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.cleanup import CloudRemoval
@@ -221,7 +222,7 @@ def _terminations(ctx: Context, drain_until: datetime) -> list[termination.Termi
     Nodewright instance that no NodeClaim names, each bounded by ``drain_until``."""
     now = ctx.clock.now()
     nodes = ctx.cluster.list_nodes()
-    by_instance = {instance: n for n in nodes if (instance := objects.node_instance_id(n))}
+    by_instance = nodes_by_instance_id(nodes)
     by_name = {objects.name_of(n): n for n in nodes}
     asked = termination.TerminationRequest(REASON, involuntary=True, deadline=drain_until)
     terms = []

@@ -44,7 +44,7 @@ from nodewright.cluster import objects
 from nodewright.cluster.errors import NotFound
 from nodewright.cluster.resources import NODECLAIMS, NODES
 from nodewright.spec import deployment
-from nodewright.state.world import INVOLUNTARY_ANNOTATION
+from nodewright.state.world import INVOLUNTARY_ANNOTATION, nodes_by_instance_id
 from nodewright.termination import conditions, drivers
 from nodewright.termination.drain import DrainPass, drain_pass
 from nodewright.termination.volumes import blocking_attachments
@@ -467,9 +467,9 @@ def in_progress(
     (``node_deletions``), as two lists. ``skip``: NodeClaim (or Node) names already being driven;
     NodeClaims another container than ``driver`` has claimed (``drivers``) are left to it."""
     now = ctx.clock.now()
-    by_instance = {objects.node_instance_id(n): n for n in nodes}
+    by_instance = nodes_by_instance_id(nodes)
     resumed = [
-        resume(claim, by_instance.get(objects.nodeclaim_instance_id(claim)), now)
+        resume(claim, by_instance.get(objects.nodeclaim_instance_id(claim) or ""), now)
         for claim in nodeclaims
         if _held_for_termination(claim)
         and objects.name_of(claim) not in skip
