@@ -43,3 +43,26 @@ def test_a_deleting_nodeclaim_is_resumed_with_the_node_of_its_instance() -> None
     assert [(t.nodeclaim, t.node, t.instance_id) for t in found] == [
         ("default-a", "node-a", "i-0aaaaaaaaaaaaaaa1")
     ]
+
+
+def test_the_interruption_ownership_index_knows_no_instance_for_objects_without_one() -> None:
+    """Its NodeClaims and Nodes are found by the same rule: an unlaunched NodeClaim and a Node
+    without a providerID share no instance (``replace_ahead`` took such a Node for the NodeClaim's)."""
+    from nodewright.interruption.flow import OwnershipIndex
+
+    clock = FakeClock()
+    cluster = FakeCluster(clock)
+    ctx = fake_context(cluster, FakeCloudProvider(clock), clock)
+    cluster.add("NodeClaim", {"metadata": {"name": "default-a", "deletionTimestamp": "2026-12-02T11:50:00Z"}})
+    cluster.add("Node", {"metadata": {"name": "node-x"}, "spec": {}})
+    cluster.add(
+        "Node",
+        {"metadata": {"name": "node-b"}, "spec": {"providerID": "aws:///us-west-2a/i-0bbbbbbbbbbbbbbb2"}},
+    )
+
+    index = OwnershipIndex.read(ctx)
+
+    assert index.claims == {}
+    assert {instance: node["metadata"]["name"] for instance, node in index.nodes.items()} == {
+        "i-0bbbbbbbbbbbbbbb2": "node-b"
+    }

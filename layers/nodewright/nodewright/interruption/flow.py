@@ -44,7 +44,7 @@ from nodewright.interruption.events import Action, EventKind, InterruptionEvent
 from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
 from nodewright.spec import deployment
 from nodewright.state.guard import WriteGuard
-from nodewright.state.world import INVOLUNTARY_ANNOTATION
+from nodewright.state.world import INVOLUNTARY_ANNOTATION, nodeclaims_by_instance_id, nodes_by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -177,15 +177,15 @@ class EventOutcome:
 class OwnershipIndex:
     """Instance id → NodeClaim and Node, read in two list calls; shared by the messages of a batch."""
 
-    claims: dict[str | None, dict[str, Any]]
-    nodes: dict[str | None, dict[str, Any]]
+    claims: dict[str, Obj]
+    nodes: dict[str, Obj]
     read_at: float
 
     @classmethod
     def read(cls, ctx: Context) -> OwnershipIndex:
         return cls(
-            claims={objects.nodeclaim_instance_id(c): c for c in ctx.cluster.list_nodeclaims()},
-            nodes={objects.node_instance_id(n): n for n in ctx.cluster.list_nodes()},
+            claims=nodeclaims_by_instance_id(ctx.cluster.list_nodeclaims()),
+            nodes=nodes_by_instance_id(ctx.cluster.list_nodes()),
             read_at=ctx.clock.now().timestamp(),  # wall clock: see InterruptionProcessor._owned
         )
 

@@ -401,6 +401,12 @@ def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
     }
 
 
+def nodeclaims_by_instance_id(nodeclaims: Iterable[Obj]) -> dict[str, Obj]:
+    """NodeClaims by their EC2 instance (``cluster.objects.nodeclaim_instance_id``); one not
+    launched yet has none and is found by no instance."""
+    return {instance: claim for claim in nodeclaims if (instance := nodeclaim_instance_id(claim))}
+
+
 def nodepool_name(obj: Mapping[str, Any]) -> str:
     """The ``karpenter.sh/nodepool`` label of a NodeClaim or Node ('' when absent)."""
     return str(labels_of(obj).get(labels.NODEPOOL) or "")

@@ -44,7 +44,7 @@ from nodewright.cluster import objects
 from nodewright.cluster.errors import NotFound
 from nodewright.cluster.resources import NODECLAIMS, NODES
 from nodewright.spec import deployment
-from nodewright.state.world import INVOLUNTARY_ANNOTATION, nodes_by_instance_id
+from nodewright.state.world import INVOLUNTARY_ANNOTATION, nodeclaims_by_instance_id, nodes_by_instance_id
 from nodewright.termination import conditions, drivers
 from nodewright.termination.drain import DrainPass, drain_pass
 from nodewright.termination.volumes import blocking_attachments
@@ -496,9 +496,7 @@ def node_deletions(
     removed. NodeClaims already deleting are resumed by ``in_progress`` and are not returned here,
     nor are those (or Nodes) named in ``skip``.
     """
-    claims_by_instance = {
-        instance: claim for claim in nodeclaims if (instance := objects.nodeclaim_instance_id(claim))
-    }
+    claims_by_instance = nodeclaims_by_instance_id(nodeclaims)
     terms = []
     for node in nodes:
         if not _held_for_termination(node):
