@@ -4,6 +4,7 @@ its Node by (``state.views.node_views_by_instance_id``)."""
 from __future__ import annotations
 
 from fakes import FakeClock, FakeCloudProvider, FakeCluster, fake_context
+from nodewright.state.views import ClaimView, NodeView
 from nodewright.termination.terminate import in_progress
 
 
@@ -20,7 +21,7 @@ def test_a_deleting_nodeclaim_that_never_launched_is_not_given_a_node_without_a_
     # A Node whose kubelet has not set its providerID yet: no instance, so no NodeClaim's.
     unrelated = {"metadata": {"name": "node-x"}, "spec": {}}
 
-    found, _ = in_progress(ctx, [unrelated], [never_launched])
+    found, _ = in_progress(ctx, [NodeView.of(unrelated)], [ClaimView.of(never_launched)])
 
     assert [(t.nodeclaim, t.node) for t in found] == [("default-a", None)]
 
@@ -38,7 +39,7 @@ def test_a_deleting_nodeclaim_is_resumed_with_the_node_of_its_instance() -> None
     }
     node = {"metadata": {"name": "node-a"}, "spec": {"providerID": "aws:///us-west-2a/i-0aaaaaaaaaaaaaaa1"}}
 
-    found, _ = in_progress(ctx, [node], [claim])
+    found, _ = in_progress(ctx, [NodeView.of(node)], [ClaimView.of(claim)])
 
     assert [(t.nodeclaim, t.node, t.instance_id) for t in found] == [
         ("default-a", "node-a", "i-0aaaaaaaaaaaaaaa1")

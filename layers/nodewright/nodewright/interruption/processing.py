@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from nodewright.context import ContainerContext, Context
     from nodewright.settings import Settings
     from nodewright.state.guard import WriteGuard
+    from nodewright.state.views import ClaimView
 
 IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
 # An instance launched less than this long before a look may be missed by the ownership index (EC2
@@ -501,16 +502,11 @@ class InterruptionProcessor:
         others, claimed elsewhere or lost to a racing claim, are left to their drivers."""
         now = self.ctx.clock.now()
         driver = drivers.Driver(self.driver_identity, now + timedelta(seconds=budget_seconds))
-        deleting = [
-            c
-            for c in world.nodeclaims
-            if objects.is_deleting(c)
-            and labels.TERMINATION_FINALIZER in ((c.get("metadata") or {}).get("finalizers") or ())
-        ]
-        free = [c for c in deleting if not drivers.held_elsewhere(c, driver.holder, now)]
+        deleting = [c for c in world.claim_views if c.held_by(labels.TERMINATION_FINALIZER)]
+        free = [c.raw for c in deleting if not drivers.held_elsewhere(c.raw, driver.holder, now)]
         random.shuffle(free)
         ours = set(drivers.claim_each(self.ctx, free, driver, limit=CLAIMS_PER_SCAN))
-        return _without(world, [c for c in deleting if objects.name_of(c) not in ours])
+        return _without(world, [c for c in deleting if c.name not in ours])
 
     def _replace_displaced(self) -> None:
         """Replacement capacity for the pods of every node this invocation's messages cordoned, in
@@ -864,29 +860,26 @@ def _left_behind(world: termination.NodesAndClaims, now: datetime) -> terminatio
     its message's redelivery is a duplicate once the cordon was recorded."""
     young = [
         claim
-        for claim in world.nodeclaims
-        if (since := objects.parse_time((claim.get("metadata") or {}).get("deletionTimestamp")))
-        and (now - since).total_seconds() < DRIVEN_ELSEWHERE_SECONDS
+        for claim in world.claim_views
+        if claim.deleted_at and (now - claim.deleted_at).total_seconds() < DRIVEN_ELSEWHERE_SECONDS
     ]
     return _without(world, young)
 
 
-def _without(
-    world: termination.NodesAndClaims, nodeclaims: list[dict[str, Any]]
-) -> termination.NodesAndClaims:
+def _without(world: termination.NodesAndClaims, nodeclaims: list[ClaimView]) -> termination.NodesAndClaims:
     """``world`` without ``nodeclaims`` and their Nodes (a Node whose NodeClaim is missing from the
     world would look like one deleted by hand without a NodeClaim)."""
     if not nodeclaims:
         return world
-    skipped = {objects.name_of(c) for c in nodeclaims}
-    their_nodes = {(c.get("status") or {}).get("nodeName") for c in nodeclaims}
-    their_instances = {objects.nodeclaim_instance_id(c) for c in nodeclaims}
+    skipped = {c.name for c in nodeclaims}
+    their_nodes = {c.node_name for c in nodeclaims} - {None}
+    their_instances = {c.instance_id for c in nodeclaims} - {None}
     return termination.NodesAndClaims(
-        nodeclaims=[c for c in world.nodeclaims if objects.name_of(c) not in skipped],
+        nodeclaims=[c.raw for c in world.claim_views if c.name not in skipped],
         nodes=[
-            n
-            for n in world.nodes
-            if objects.name_of(n) not in their_nodes and objects.node_instance_id(n) not in their_instances
+            n.raw
+            for n in world.node_views
+            if n.name not in their_nodes and n.instance_id not in their_instances
         ],
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nodewright.api import labels
 from nodewright.api.models import INITIALIZED
@@ -41,7 +41,7 @@ class _View:
 
     raw: Obj
     name: str
-    deleting: bool
+    deleting: bool  # it has a deletionTimestamp
 
     @property
     def labels(self) -> dict[str, str]:
@@ -61,6 +61,14 @@ class _View:
     def status_to_write(self) -> dict[str, Any]:
         """A copy of the object's status as written, for a writer to change and patch back whole."""
         return dict(self.raw.get("status") or {})
+
+    def held_by(self, finalizer: str) -> bool:
+        """Whether it is being deleted and ``finalizer`` still holds it."""
+        return self.deleting and finalizer in (_meta(self.raw).get("finalizers") or ())
+
+    def conditions_to_write(self) -> list[dict[str, Any]]:
+        """A copy of each status condition, for a writer to keep current and patch back."""
+        return [dict(c) for c in (self.raw.get("status") or {}).get("conditions") or []]
 
     def condition_status(self, kind: str) -> str | None:
         """The status of the condition of type ``kind`` as written ("True", "False", "Unknown"; None
@@ -89,6 +97,7 @@ class ClaimView(_View):
     instance_id: str | None  # status.instanceID, else the instance of status.providerID
     creation_timestamp: str  # as written ('' when absent): the flows order NodeClaims by it
     created: datetime | None
+    deleted_at: datetime | None  # its deletionTimestamp (None when absent or unreadable)
     expire_after: str | None  # spec.expireAfter as written (None: unset, Karpenter's default applies)
     termination_grace_period: str | None  # spec.terminationGracePeriod as written
     provider_id: str | None  # status.providerID (None until launched)
@@ -113,6 +122,7 @@ class ClaimView(_View):
             instance_id=nodeclaim_instance_id(claim),
             creation_timestamp=stamp,
             created=parse_time(stamp),
+            deleted_at=parse_time(meta.get("deletionTimestamp")),
             expire_after=spec.get("expireAfter") or None,
             termination_grace_period=spec.get("terminationGracePeriod") or None,
             provider_id=status.get("providerID") or None,
@@ -144,34 +154,42 @@ class NodeView(_View):
 
     instance_id: str | None  # the EC2 instance of spec.providerID
     taints: list[dict[str, Any]]  # spec.taints
+    unschedulable: bool  # spec.unschedulable (cordoned)
     allocatable: dict[str, Any] | None  # status.allocatable (None until the kubelet reports it)
     capacity: dict[str, Any] | None  # status.capacity (None until the kubelet reports it)
 
     @classmethod
     def of(cls, node: Obj) -> NodeView:
         meta = _meta(node)
+        spec = node.get("spec") or {}
         status = node.get("status") or {}
         return cls(
             raw=node,
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             instance_id=node_instance_id(node),
-            taints=(node.get("spec") or {}).get("taints") or [],
+            taints=spec.get("taints") or [],
+            unschedulable=bool(spec.get("unschedulable")),
             allocatable=status.get("allocatable") or None,
             capacity=status.get("capacity") or None,
         )
 
-    def has_taint(self, key: str) -> bool:
-        """Whether the Node carries a taint with ``key`` (``cluster.objects.has_taint``'s rule)."""
-        return any(t.get("key") == key for t in self.taints)
+    def has_taint(self, key: str, effect: str | None = None) -> bool:
+        """Whether the Node carries a taint with ``key`` (and ``effect``, when given):
+        ``cluster.objects.has_taint``'s rule."""
+        return any(t.get("key") == key and (effect is None or t.get("effect") == effect) for t in self.taints)
 
 
-def node_views_by_instance_id(nodes: Iterable[NodeView]) -> dict[str, NodeView]:
-    """Nodes by the EC2 instance in their providerID, the one rule a NodeClaim finds its Node by
-    (``World.node_of``, ``World.node_view_of``, ``state.world.nodes_by_instance_id``): a Node
-    without one (not yet set by the kubelet, or not EC2) matches no NodeClaim, in particular none
-    that has not launched yet."""
-    return {node.instance_id: node for node in nodes if node.instance_id}
+_Instanced = TypeVar("_Instanced", ClaimView, NodeView)
 
 
-__all__ = ["ClaimView", "NodeView", "node_views_by_instance_id"]
+def by_instance_id(views: Iterable[_Instanced]) -> dict[str, _Instanced]:
+    """NodeClaims or Nodes by their EC2 instance, the one rule a NodeClaim finds its Node by (and an
+    instance its NodeClaim and Node: ``World.node_of``, ``World.node_view_of``,
+    ``state.world.nodes_by_instance_id`` and ``nodeclaims_by_instance_id``): one without an
+    instance (a NodeClaim not launched yet, a Node whose kubelet has not set its providerID, or
+    not EC2) is found by no instance, so never matches another without one."""
+    return {view.instance_id: view for view in views if view.instance_id}
+
+
+__all__ = ["ClaimView", "NodeView", "by_instance_id"]

@@ -38,7 +38,7 @@ from nodewright.cluster.objects import (
     name_of,
     nodeclaim_instance_id,
 )
-from nodewright.state.views import ClaimView, NodeView, node_views_by_instance_id
+from nodewright.state.views import ClaimView, NodeView, by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
@@ -371,7 +371,7 @@ class World:
 
     @cached_property
     def _node_views_by_instance_id(self) -> dict[str, NodeView]:
-        return node_views_by_instance_id(self.node_views)
+        return by_instance_id(self.node_views)
 
     @cached_property
     def _nodeclasses_by_name(self) -> dict[str, Obj]:
@@ -394,17 +394,15 @@ def _involuntary(view: ClaimView | NodeView) -> bool:
 
 
 def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
-    """Nodes by the EC2 instance in their providerID (``state.views.node_views_by_instance_id``'s
-    rule, for callers holding plain Nodes rather than a World)."""
-    return {
-        instance: view.raw for instance, view in node_views_by_instance_id(map(NodeView.of, nodes)).items()
-    }
+    """Nodes by their EC2 instance (``state.views.by_instance_id``'s rule), for callers holding
+    plain Nodes rather than a World."""
+    return {instance: view.raw for instance, view in by_instance_id(map(NodeView.of, nodes)).items()}
 
 
 def nodeclaims_by_instance_id(nodeclaims: Iterable[Obj]) -> dict[str, Obj]:
-    """NodeClaims by their EC2 instance (``cluster.objects.nodeclaim_instance_id``); one not
-    launched yet has none and is found by no instance."""
-    return {instance: claim for claim in nodeclaims if (instance := nodeclaim_instance_id(claim))}
+    """NodeClaims by their EC2 instance (``state.views.by_instance_id``'s rule), for callers holding
+    plain NodeClaims rather than a World."""
+    return {instance: view.raw for instance, view in by_instance_id(map(ClaimView.of, nodeclaims)).items()}
 
 
 def nodepool_name(obj: Mapping[str, Any]) -> str:
