@@ -48,6 +48,7 @@ from nodewright.api.models import DISRUPTION_REASON, INITIALIZED, LAUNCHED
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.provisioning import launch_replacements
+from nodewright.state.views import NodeView
 from nodewright.state.world import World, nodes_by_instance_id
 from nodewright.termination import conditions
 
@@ -323,7 +324,7 @@ def _say_once(ctx: Context, involved: Obj, reason: str, message: str) -> None:
 
 def _untaint(ctx: Context, node_name: str) -> None:
     def mutate(node: Obj) -> Obj | None:
-        taints = list((node.get("spec") or {}).get("taints") or [])
+        taints = NodeView.of(node).taints
         kept = [t for t in taints if t.get("key") != labels.DISRUPTED_TAINT_KEY]
         return None if len(kept) == len(taints) else {"spec": {"taints": kept}}
 
