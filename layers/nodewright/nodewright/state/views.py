@@ -6,8 +6,11 @@ write (patches, events, terminations) still takes. The fields a pass never chang
 NodePool label, the instance, timestamps, the termination settings) are read when the view is made;
 the ones a pass's own marks change in place (annotations, status conditions: ``drift.mark``,
 ``termination.conditions``) are read through ``raw`` when asked, so a view never disagrees with what
-the pass has written. These are small hand-written readers, not ``api.models.NodeClaim.from_dict``:
-a pass over 5,000 nodes reads every NodeClaim and Node, and only these fields.
+the pass has written; a writer patching a whole status or condition list back starts from a copy
+(``status_to_write``, ``conditions_to_write``). These are small hand-written readers, not
+``api.models.NodeClaim.from_dict``: a pass over 5,000 nodes reads every NodeClaim and Node, and
+only these fields. NodeClaims and Nodes are matched by their instance by one rule,
+``by_instance_id``.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ class _View:
 
     def held_by(self, finalizer: str) -> bool:
         """Whether it is being deleted and ``finalizer`` still holds it."""
-        return self.deleting and finalizer in (_meta(self.raw).get("finalizers") or ())
+        return self.deleting and finalizer in self.finalizers
 
     def conditions_to_write(self) -> list[dict[str, Any]]:
         """A copy of each status condition, for a writer to keep current and patch back."""
