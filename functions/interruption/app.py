@@ -33,19 +33,17 @@ batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=F
 @trace
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     container.start_invocation(context)
+    # Each message is parsed once, here; what it is goes on to the cordon and to its handling.
+    records = [SQSRecord(r) for r in event.get("Records") or []]
+    parsed = processor.parse_batch((r.message_id, r.body or "", _sent(r)) for r in records)
     # Every node the batch's warnings name is cordoned before the first message is handled, and
     # their replacement begins (beside the messages' handling and then the drains).
-    cordoned = processor.cordon_first(
-        (r.get("body") or "", _sent(SQSRecord(r))) for r in event.get("Records") or []
-    )
+    cordoned = processor.cordon_first(message for _, message in parsed)
     processor.replace_ahead(cordoned, lambda_context=context)
     try:
         # The batch's messages are handled at once; the batch processor then reports each one's result
         # (or its failure, which alone goes back to the queue).
-        records = [SQSRecord(r) for r in event.get("Records") or []]
-        handled = processor.handle_batch(
-            [(r.message_id, r.body or "", _sent(r)) for r in records], lambda_context=context
-        )
+        handled = processor.handle_batch(parsed, lambda_context=context)
 
         def handle_record(record: SQSRecord) -> dict[str, Any]:
             return handled.result(record.message_id).as_dict()

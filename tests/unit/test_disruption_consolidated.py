@@ -6,6 +6,7 @@ the pass's time for its NodeClaim marks and its "why not" events (the rest in la
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 
 import pytest
 from fakes import FakeCluster, FakeLease
@@ -13,7 +14,7 @@ from nodewright.cloud.state import InMemoryStateStore
 from nodewright.cluster import objects
 from nodewright.context import Context
 from nodewright.disruption import consolidated, consolidation, flow
-from nodewright.state.world import observe
+from nodewright.state.world import World, observe
 from test_disruption_consolidation import add_node, add_pod, env, one_pass  # noqa: F401 - env: fixture
 
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
@@ -211,3 +212,75 @@ def test_a_spared_pass_builds_no_simulation(stored, monkeypatch: pytest.MonkeyPa
     ctx.clock.advance(60)
     assert consolidation_of(one_pass(ctx)) == flow.SKIPPED
     assert built == [], "the simulation (every bound pod parsed) is the spared search's cost"
+
+
+def _digest_world() -> World:
+    """Objects as an API server may return them, with the fields the digest reads present, empty
+    and absent."""
+    claim = {
+        "metadata": {
+            "name": "a",
+            "labels": {"karpenter.sh/nodepool": "default"},
+            "annotations": {"karpenter.sh/do-not-disrupt": "true", "other": "x"},
+            "creationTimestamp": "2026-01-20T12:00:00Z",
+        },
+        "spec": {"nodeClassRef": {"name": "default"}},
+        "status": {
+            "providerID": "aws:///us-west-2a/i-0aaaaaaaaaaaaaaa1",
+            "conditions": [{"type": "Initialized", "status": "True"}],
+        },
+    }
+    bare_claim = {"metadata": {"name": "b", "deletionTimestamp": "2026-01-20T12:05:00Z"}}
+    node = {
+        "metadata": {"name": "node-a", "labels": {"kubernetes.io/hostname": "node-a"}, "annotations": {}},
+        "spec": {
+            "providerID": "aws:///us-west-2a/i-0aaaaaaaaaaaaaaa1",
+            "unschedulable": True,
+            "taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}],
+        },
+        "status": {"allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    bare_node = {"metadata": {"name": "node-b", "labels": {}}}
+    pods = [
+        {
+            "metadata": {"name": "p", "namespace": "web", "uid": "u-1", "annotations": DO_NOT_DISRUPT},
+            "spec": {"nodeName": "node-a"},
+            "status": {"phase": "Running"},
+        },
+        {"metadata": {"name": "q"}},
+    ]
+    pdb = {
+        "metadata": {"name": "budget", "namespace": "web"},
+        "spec": {"maxUnavailable": 1},
+        "status": {"disruptionsAllowed": 1, "expectedPods": 2},
+    }
+    daemonset = {
+        "metadata": {"name": "agent", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {}}},
+    }
+    pool = {"metadata": {"name": "default"}, "spec": {"template": {"spec": {}}}}
+    return World(
+        taken_at=datetime(2026, 1, 20, 12, 10, tzinfo=UTC),
+        nodeclaims=[claim, bare_claim],
+        nodes=[node, bare_node],
+        pods=pods,
+        nodepools=[pool],
+        nodeclasses=[],
+        daemonsets=[daemonset],
+        pdbs=[pdb],
+    )
+
+
+def test_the_digest_of_a_cluster_stays_the_same_across_versions() -> None:
+    """A new version reading the objects differently must not change the digest of the same
+    cluster: a marker written before a deployment still spares the next pass."""
+    world = _digest_world()
+    found = consolidated.digest(
+        world,
+        world.nodepools,
+        candidates=["a"],
+        vetoed=["b"],
+        room={"default": 1},
+        spot_to_spot=False,
+    )
+    assert found == "a338297aed982ffa47c1f18e60377620"

@@ -9,6 +9,7 @@ import pytest
 from fakes import FakeClock, FakeCloudProvider, FakeCluster, fake_context
 from nodewright.api import labels as wk
 from nodewright.provisioning import lifecycle, nodeclaims
+from nodewright.state.views import ClaimView, NodeView
 
 POOL: dict[str, Any] = {
     "metadata": {"name": "default", "uid": "pool-uid"},
@@ -66,7 +67,9 @@ def registered_node(taints: list[dict[str, Any]], node_labels: dict[str, str]) -
             "spec": {"providerID": "aws:///us-west-2a/i-1", "taints": taints},
         },
     )
-    lifecycle.register(ctx, cluster.objects["NodeClaim"]["default-abcde"], node, clock.now())
+    lifecycle.register(
+        ctx, ClaimView.of(cluster.objects["NodeClaim"]["default-abcde"]), NodeView.of(node), clock.now()
+    )
     return cluster.objects["Node"]["node-1"]
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from fakes import T0, FakeClock, FakeCloudProvider, FakeCluster, fake_context
+from nodewright.state.views import ClaimView
 from nodewright.termination.drivers import DRIVER_ANNOTATION, Driver, holder_of
 from nodewright.termination.terminate import in_progress
 
@@ -46,7 +47,7 @@ def test_a_pass_leaves_a_termination_to_the_container_that_claimed_it(
     clock = FakeClock()
     ctx = fake_context(FakeCluster(clock), FakeCloudProvider(clock), clock)
 
-    found, deletions = in_progress(ctx, [], [deleting_claim(annotation)], driver=driver)
+    found, deletions = in_progress(ctx, [], [ClaimView.of(deleting_claim(annotation))], driver=driver)
 
     assert [t.nodeclaim for t in found] == (["default-a"] if resumed else [])
     assert deletions == []

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright import termination
 from nodewright.cluster import objects
+from nodewright.state.views import ClaimView, NodeView, by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.cleanup import CloudRemoval
@@ -220,29 +221,34 @@ def _terminations(ctx: Context, drain_until: datetime) -> list[termination.Termi
     """A termination for every NodeClaim (resumed when already deleting) and for every Node of a
     Nodewright instance that no NodeClaim names, each bounded by ``drain_until``."""
     now = ctx.clock.now()
-    nodes = ctx.cluster.list_nodes()
-    by_instance = {instance: n for n in nodes if (instance := objects.node_instance_id(n))}
-    by_name = {objects.name_of(n): n for n in nodes}
+    nodes = [NodeView.of(n) for n in ctx.cluster.list_nodes()]
+    by_instance = by_instance_id(nodes)
+    by_name = {n.name: n for n in nodes}
     asked = termination.TerminationRequest(REASON, involuntary=True, deadline=drain_until)
     terms = []
-    for claim in ctx.cluster.list_nodeclaims():
-        instance_id = objects.nodeclaim_instance_id(claim)
-        node = by_instance.get(instance_id or "") or by_name.get(
-            (claim.get("status") or {}).get("nodeName", "")
-        )
-        if objects.is_deleting(claim):
+    for claim in map(ClaimView.of, ctx.cluster.list_nodeclaims()):
+        instance_id = claim.instance_id
+        node = by_instance.get(instance_id or "") or by_name.get(claim.node_name or "")
+        if claim.deleting:
             terms.append(termination.resume(claim, node, now))
         else:
             terms.append(
-                termination.request(ctx, nodeclaim=claim, node=node, instance_id=instance_id, asked=asked)
+                termination.request(
+                    ctx,
+                    nodeclaim=claim.raw,
+                    node=node.raw if node else None,
+                    instance_id=instance_id,
+                    asked=asked,
+                )
             )
     named = {t.node for t in terms}
     ours = {instance.id for instance in ctx.cloud.list()}
     for node in nodes:
-        instance_id = objects.node_instance_id(node)
-        if objects.name_of(node) not in named and instance_id in ours:
+        if node.name not in named and node.instance_id in ours:
             terms.append(
-                termination.request(ctx, nodeclaim=None, node=node, instance_id=instance_id, asked=asked)
+                termination.request(
+                    ctx, nodeclaim=None, node=node.raw, instance_id=node.instance_id, asked=asked
+                )
             )
     for term in terms:  # the node goes regardless, by the removal's deadline at the latest
         term.hasten(drain_until)

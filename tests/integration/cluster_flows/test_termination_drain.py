@@ -42,7 +42,8 @@ def _node_with_claim(world, name="node-a", instance="i-0aaaaaaaaaaaaaaa1", **cla
 
 def _pending(ctx):
     """What the next pass of any function finds to drive (the termination controller's look)."""
-    found, deletions = terminate.in_progress(ctx, ctx.cluster.list_nodes(), ctx.cluster.list_nodeclaims())
+    observed = termination.observe(ctx)
+    found, deletions = terminate.in_progress(ctx, observed.node_views, observed.claim_views)
     return found + deletions
 
 

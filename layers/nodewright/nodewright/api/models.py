@@ -21,12 +21,12 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import cache
 from typing import Any, ClassVar, Self, Union, cast
 
 from nodewright.api import labels
 from nodewright.api.durations import parse_duration
+from nodewright.api.times import now_rfc3339
 
 KARPENTER_V1 = "karpenter.sh/v1"
 AWS_V1 = "karpenter.k8s.aws/v1"
@@ -182,10 +182,6 @@ class NodeClassRef(Model):
     name: str = ""
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass
 class Condition(Model):
     """A status condition; a new one is stamped with the current time (the API requires one)."""
@@ -194,7 +190,7 @@ class Condition(Model):
     status: str = "Unknown"
     reason: str = ""
     message: str = ""
-    last_transition_time: str = field(default_factory=_now)
+    last_transition_time: str = field(default_factory=now_rfc3339)
     observed_generation: int | None = None
 
 

@@ -505,7 +505,7 @@ class CloudProvider:
         unavailable = frozenset(self.unavailable_offerings())
         data, prices = self.catalog.data(), self.catalog.prices()
         inputs = (
-            json.dumps(nc.raw.get("spec") or {}, sort_keys=True, default=str),
+            json.dumps(nc.spec, sort_keys=True, default=str),
             tuple(subnets),
             tuple(images),
             tuple(reservations),

@@ -28,6 +28,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from nodewright.api.times import format_time
 from nodewright.cloud.cache import TTLCache
 from nodewright.observability import logger
 
@@ -100,7 +101,7 @@ class CapacityReservation:
             "state": self.state(now),
         }
         if self.end_time is not None:
-            item["endTime"] = self.end_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            item["endTime"] = format_time(self.end_time)
         if self.interruptible:
             item["interruptible"] = True
         return item

@@ -4,35 +4,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+# The API's timestamps (``api.times``), re-exported (the ``as`` says so to mypy) for the callers
+# that read them with the objects.
+from nodewright.api.times import format_time as format_time  # noqa: PLC0414
+from nodewright.api.times import now_micro as now_micro  # noqa: PLC0414
+from nodewright.api.times import now_rfc3339 as now_rfc3339  # noqa: PLC0414
+from nodewright.api.times import parse_time as parse_time  # noqa: PLC0414
+
 _INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
-
-
-def now_rfc3339() -> str:
-    """``metav1.Time``: second precision, UTC, ``Z``."""
-    return format_time(datetime.now(UTC))
-
-
-def format_time(moment: datetime) -> str:
-    """``metav1.Time`` of ``moment``: second precision, UTC, ``Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def now_micro() -> str:
-    """``metav1.MicroTime`` (Lease renewTime/acquireTime)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    """An API timestamp (Time or MicroTime) as an aware datetime; None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:

@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.cluster import objects
+from nodewright.state.pods import is_terminating, node_name
 from nodewright.state.pods import key as pod_key
 
 if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.state.interfaces import Obj
+    from nodewright.state.views import ClaimView, NodeView
     from nodewright.state.world import World
 
 # Karpenter's forced re-evaluation: a consolidated cluster is searched again after five minutes.
@@ -67,64 +69,70 @@ def digest(
     for pool in sorted(usable, key=objects.name_of):
         add("nodepool", objects.name_of(pool), pool.get("spec"))
     add("room", dict(room))
-    for claim in sorted(world.nodeclaims, key=objects.name_of):
-        meta = claim.get("metadata") or {}
-        initialized = (objects.condition(claim, "Initialized") or {}).get("status")
+    for claim in sorted(world.claim_views, key=_name):
         add(
             "nodeclaim",
-            meta.get("name"),
-            objects.nodeclaim_instance_id(claim),
-            initialized,
-            objects.is_deleting(claim),
-            meta.get("labels"),
-            _relevant_annotations(meta),
+            _written(claim.raw, "metadata", "name"),
+            claim.instance_id,
+            claim.condition_status("Initialized"),
+            claim.deleting,
+            _written(claim.raw, "metadata", "labels"),
+            _relevant_annotations(claim.annotations),
         )
-    for node in sorted(world.nodes, key=objects.name_of):
-        meta = node.get("metadata") or {}
-        spec, status = node.get("spec") or {}, node.get("status") or {}
-        ready = (objects.condition(node, "Ready") or {}).get("status")
+    for node in sorted(world.node_views, key=_name):
         add(
             "node",
-            meta.get("name"),
-            spec.get("providerID"),
-            bool(spec.get("unschedulable")),
-            spec.get("taints"),
-            objects.is_deleting(node),
-            meta.get("labels"),
-            _relevant_annotations(meta),
-            status.get("allocatable"),
-            ready,
+            _written(node.raw, "metadata", "name"),
+            _written(node.raw, "spec", "providerID"),
+            bool(_written(node.raw, "spec", "unschedulable")),
+            _written(node.raw, "spec", "taints"),
+            node.deleting,
+            _written(node.raw, "metadata", "labels"),
+            _relevant_annotations(node.annotations),
+            _written(node.raw, "status", "allocatable"),
+            node.condition_status("Ready"),
         )
     for pod in sorted(world.pods, key=pod_key):
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         add(
             "pod",
-            meta.get("uid") or pod_key(pod),
-            spec.get("nodeName") or "",
-            (pod.get("status") or {}).get("phase"),
-            objects.is_deleting(pod),
-            (meta.get("annotations") or {}).get(labels.DO_NOT_DISRUPT),
+            _written(pod, "metadata", "uid") or pod_key(pod),
+            node_name(pod) or "",
+            _written(pod, "status", "phase"),
+            is_terminating(pod),
+            _written(pod, "metadata", "annotations", labels.DO_NOT_DISRUPT),
         )
     for pdb in sorted(world.pdbs, key=pod_key):
-        status = pdb.get("status") or {}
-        allowed, expected = status.get("disruptionsAllowed"), status.get("expectedPods")
+        allowed = _written(pdb, "status", "disruptionsAllowed")
+        expected = _written(pdb, "status", "expectedPods")
         add("pdb", pod_key(pdb), pdb.get("spec"), allowed, expected)
     for daemonset in sorted(world.daemonsets, key=pod_key):
-        template = (daemonset.get("spec") or {}).get("template") or {}
-        add("daemonset", pod_key(daemonset), template.get("spec"))
+        add("daemonset", pod_key(daemonset), _written(daemonset, "spec", "template", "spec"))
     add("candidates", sorted(candidates))
     add("vetoed", sorted(vetoed))
     return h.hexdigest()[:32]
 
 
-def _relevant_annotations(meta: Mapping[str, Any]) -> dict[str, Any]:
+def _name(view: ClaimView | NodeView) -> str:
+    return view.name
+
+
+def _written(obj: Mapping[str, Any], *path: str) -> Any:
+    """The value at ``path`` as the API server returned it (None where a step is absent or empty):
+    the digest hashes what is stored, not what a reader makes of it (an absent list and an empty
+    one, say), so that the digest of the same objects never changes with how the flows read them."""
+    found: Any = obj
+    for step in path:
+        found = found.get(step) if found else None
+    return found
+
+
+def _relevant_annotations(found: Mapping[str, str]) -> dict[str, Any]:
     """The annotations candidacy reads: do-not-disrupt, and nodewright's own disruption marks
     (a command in flight, an involuntary termination); not the pod-event digest, which a pass
     rewrites itself."""
     from nodewright.disruption.execute import COMMAND_ANNOTATION
     from nodewright.state.world import INVOLUNTARY_ANNOTATION
 
-    found = meta.get("annotations") or {}
     return {
         k: found[k] for k in (labels.DO_NOT_DISRUPT, COMMAND_ANNOTATION, INVOLUNTARY_ANNOTATION) if k in found
     }

@@ -254,7 +254,7 @@ def candidates(
             continue
         pods = [p for p in world.pods_on(node.name) if is_reschedulable(p)]
         found.append(
-            Candidate(claim.raw, node.raw, pool_name, pods, price, disruption_cost(pods, claim.raw, now))
+            Candidate(claim.raw, node.raw, pool_name, pods, price, disruption_cost(pods, claim, now))
         )
     return found, why_not
 

@@ -53,7 +53,7 @@ from nodewright.state.pods import (
     reschedulable_by_node,
 )
 from nodewright.state.pods import key as pod_key
-from nodewright.state.views import ClaimView, NodeView, node_views_by_instance_id
+from nodewright.state.views import ClaimView, NodeView, by_instance_id
 
 EXPIRED = "Expired"
 EMPTY = "Empty"
@@ -158,7 +158,7 @@ def decide(
     next_check: datetime | None = None
     # Static NodePools' nodes are never empty-consolidated: their replicas say how many there are.
     pools = {p.name: p for p in nodepools if not p.is_deleting and not p.spec.is_static}
-    nodes_by_instance = node_views_by_instance_id(nodes)
+    nodes_by_instance = by_instance_id(nodes)
     movable = reschedulable_by_node(pods)
     on_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for pod in pods:
@@ -248,7 +248,7 @@ def budget_room(
     """NodePool → how many more of its nodes may start being disrupted for ``reason`` now (None:
     unbounded): the most restrictive active budget for the reason, less the nodes already
     disrupting (deleting, not Ready, or in a command)."""
-    counts = _pool_counts(nodeclaims, node_views_by_instance_id(nodes), set())
+    counts = _pool_counts(nodeclaims, by_instance_id(nodes), set())
     room: dict[str, int | None] = {}
     for pool in nodepools:
         name = pool.name

@@ -48,7 +48,8 @@ from nodewright.api.models import DISRUPTION_REASON, INITIALIZED, LAUNCHED
 from nodewright.checkpoints import checkpoint
 from nodewright.cluster import objects
 from nodewright.provisioning import launch_replacements
-from nodewright.state.world import World
+from nodewright.state.views import NodeView
+from nodewright.state.world import World, nodes_by_instance_id
 from nodewright.termination import conditions
 
 if TYPE_CHECKING:
@@ -282,11 +283,11 @@ def _terminate(ctx: Context, claims: list[Obj], nodes: list[Obj], why: str, *, r
     """Ask for each candidate's termination (voluntary: PDBs and do-not-disrupt hold the drain, which
     the NodeClaim's terminationGracePeriod, if any, bounds), with Karpenter's ``DisruptionTerminating``
     events."""
-    node_of = {objects.node_instance_id(n): n for n in nodes}
+    node_of = nodes_by_instance_id(nodes)
     asked = termination.TerminationRequest(why, involuntary=False)
     for claim in claims:
         instance = objects.nodeclaim_instance_id(claim)
-        node = node_of.get(instance)
+        node = node_of.get(instance) if instance else None
         termination.request(ctx, nodeclaim=claim, node=node, instance_id=instance, asked=asked)
         say_terminating(ctx, claim, node, reason)
 
@@ -323,7 +324,7 @@ def _say_once(ctx: Context, involved: Obj, reason: str, message: str) -> None:
 
 def _untaint(ctx: Context, node_name: str) -> None:
     def mutate(node: Obj) -> Obj | None:
-        taints = list((node.get("spec") or {}).get("taints") or [])
+        taints = NodeView.of(node).taints
         kept = [t for t in taints if t.get("key") != labels.DISRUPTED_TAINT_KEY]
         return None if len(kept) == len(taints) else {"spec": {"taints": kept}}
 

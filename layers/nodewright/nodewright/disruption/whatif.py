@@ -186,11 +186,7 @@ def consolidation_what_if(
             result.unpriced.append(f"{name} ({kind})")
         else:
             result.cost_per_hour += price
-    last_events = {
-        objects.name_of(c): when
-        for c in world.nodeclaims
-        if (when := objects.parse_time((c.get("status") or {}).get("lastPodEventTime"))) is not None
-    }
+    last_events = {c.name: when for c in world.claim_views if (when := c.last_pod_event) is not None}
     # The flow's order (flow.reconcile): expiration and emptiness first ...
     decision = decide(
         nodeclaims=world.claim_views,

@@ -56,6 +56,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from nodewright.api.times import format_time
 from nodewright.spec import deployment
 
 M = TypeVar("M", bound=BaseModel)
@@ -574,4 +575,5 @@ def _health_time(value: str | None) -> datetime | None:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment else None
+    """``api.times.format_time``, None for no time."""
+    return format_time(moment) if moment else None

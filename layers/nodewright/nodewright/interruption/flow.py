@@ -44,9 +44,12 @@ from nodewright.interruption.events import Action, EventKind, InterruptionEvent
 from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
 from nodewright.spec import deployment
 from nodewright.state.guard import WriteGuard
-from nodewright.state.world import INVOLUNTARY_ANNOTATION
+from nodewright.state.views import ClaimView, NodeView
+from nodewright.state.world import INVOLUNTARY_ANNOTATION, nodeclaims_by_instance_id, nodes_by_instance_id
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from nodewright.context import Context
     from nodewright.state.interfaces import Lease, Obj
 
@@ -177,20 +180,26 @@ class EventOutcome:
 class OwnershipIndex:
     """Instance id → NodeClaim and Node, read in two list calls; shared by the messages of a batch."""
 
-    claims: dict[str | None, dict[str, Any]]
-    nodes: dict[str | None, dict[str, Any]]
+    claims: dict[str, Obj]
+    nodes: dict[str, Obj]
     read_at: float
 
     @classmethod
     def read(cls, ctx: Context) -> OwnershipIndex:
         return cls(
-            claims={objects.nodeclaim_instance_id(c): c for c in ctx.cluster.list_nodeclaims()},
-            nodes={objects.node_instance_id(n): n for n in ctx.cluster.list_nodes()},
+            claims=nodeclaims_by_instance_id(ctx.cluster.list_nodeclaims()),
+            nodes=nodes_by_instance_id(ctx.cluster.list_nodes()),
             read_at=ctx.clock.now().timestamp(),  # wall clock: see InterruptionProcessor._owned
         )
 
     def owns_any(self, instance_ids: tuple[str, ...]) -> bool:
         return any(i in self.claims for i in instance_ids)
+
+
+def _resume(target: Target, now: datetime) -> termination.Termination:
+    """The termination under way of a target's NodeClaim (``termination.resume``)."""
+    node = NodeView.of(target.node) if target.node else None
+    return termination.resume(ClaimView.of(target.nodeclaim or {}), node, now)
 
 
 def find_targets(
@@ -218,7 +227,7 @@ def find_targets(
                 claim = None  # not the instance's (a namesake created since the list)
             node = ctx.cluster.find_node(objects.name_of(node)) if node is not None else None
         if node is None and claim is not None:
-            node_name = (claim.get("status") or {}).get("nodeName")
+            node_name = ClaimView.of(claim).node_name
             node = ctx.cluster.find_node(node_name) if node_name else None
         targets.append(Target(instance_id, claim, node))
     return targets
@@ -281,10 +290,10 @@ def reconcile(
             # as the warnings' drives ended, and the nodes waited minutes for the provisioner's
             # passes). One step here, not a drive: a gone instance's termination finishes in it.
             now = ctx.clock.now()
-            told = [termination.resume(t.nodeclaim or {}, t.node, now) for t in elsewhere]
+            told = [_resume(t, now) for t in elsewhere]
             termination.reconcile(ctx, None, asked=told)
         going = ours
-    resumed = [termination.resume(t.nodeclaim or {}, t.node, ctx.clock.now()) for t in going]
+    resumed = [_resume(t, ctx.clock.now()) for t in going]
     outcome.resumed = [t.instance_id for t in going]
     outcome.terminations.extend(termination.reconcile(ctx, None, asked=resumed).terminations)
     if not fresh:
@@ -528,12 +537,12 @@ def interrupted_nodes(ctx: Context) -> set[str]:
     on (``NOTICE_ANNOTATION``, until its deadline). One list of NodeClaims."""
     now = ctx.clock.now()
     found = set()
-    for claim in ctx.cluster.list_nodeclaims():
-        node = (claim.get("status") or {}).get("nodeName")
+    for claim in map(ClaimView.of, ctx.cluster.list_nodeclaims()):
+        node = claim.node_name
         if not node:
             continue
-        annotations = objects.annotations_of(claim)
-        involuntary = objects.is_deleting(claim) and annotations.get(INVOLUNTARY_ANNOTATION) == "true"
+        annotations = claim.annotations
+        involuntary = claim.deleting and annotations.get(INVOLUNTARY_ANNOTATION) == "true"
         notice = objects.parse_time(annotations.get(NOTICE_ANNOTATION))
         if involuntary or (notice is not None and now < notice):
             found.add(node)

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from nodewright.context import ContainerContext, Context
     from nodewright.settings import Settings
     from nodewright.state.guard import WriteGuard
+    from nodewright.state.views import ClaimView
 
 IDEMPOTENCY_KEY_PREFIX = "nodewright-interruption"
 # An instance launched less than this long before a look may be missed by the ownership index (EC2
@@ -98,6 +99,10 @@ _METRICS_LOCK = threading.Lock()
 _IN_BATCH_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "nodewright_interruption_batch_thread", default=False
 )
+
+
+# A message as ``InterruptionProcessor.parse`` made it: its typed event, or why it can never be one.
+Parsed = InterruptionEvent | MalformedMessage
 
 
 class EventInProgress(RuntimeError):
@@ -207,6 +212,27 @@ class InterruptionProcessor:
         with self._lock:  # connected on first need: once, whichever thread of a batch asks first
             return self._container.get()
 
+    def parse(self, message: str | bytes | dict[str, Any], *, sent: datetime | None = None) -> Parsed:
+        """One message as its typed event, or the ``MalformedMessage`` it is (given back, not raised:
+        a batch parses every message once, up front, and hands the result to ``cordon_first`` and
+        ``handle_batch``). ``sent``: when the message entered the queue (SQS ``SentTimestamp``);
+        stands in for an unusable event ``time``, as does the time of this call when it is not
+        given; the message's age is judged at the time of this call."""
+        now = self._wall_clock()
+        try:
+            return parse_message(
+                message, rebalance_mode=self.settings.rebalance_mode, received=sent or now, now=now
+            )
+        except MalformedMessage as exc:
+            return exc
+
+    def parse_batch(
+        self, messages: Iterable[tuple[str, str | bytes | dict[str, Any], datetime | None]]
+    ) -> list[tuple[str, Parsed]]:
+        """A batch's messages (each one's id, body and when it was sent), each ``parse``d once:
+        what ``cordon_first`` and ``handle_batch`` take."""
+        return [(message_id, self.parse(body, sent=sent)) for message_id, body, sent in messages]
+
     def handle(
         self,
         message: str | bytes | dict[str, Any],
@@ -217,20 +243,24 @@ class InterruptionProcessor:
     ) -> MessageResult:
         """Parse and act on one message; raises only for transient trouble (see the module docstring).
 
-        ``sent``: when the message entered the queue (SQS ``SentTimestamp``); stands in for an
-        unusable event ``time``, as does the time of this call when it is not given.
+        ``sent``: see ``parse``.
         """
         received_at = self._clock() if received_at is None else received_at
+        return self.handle_parsed(
+            self.parse(message, sent=sent), received_at=received_at, lambda_context=lambda_context
+        )
+
+    def handle_parsed(
+        self, parsed: Parsed, *, received_at: float | None = None, lambda_context: Any = None
+    ) -> MessageResult:
+        """Act on one ``parse``d message (``handle``'s work after the parse)."""
+        received_at = self._clock() if received_at is None else received_at
         self._correlate(None)  # never leave the previous message's id on this one
-        now = self._wall_clock()
-        try:
-            event = parse_message(
-                message, rebalance_mode=self.settings.rebalance_mode, received=sent or now, now=now
-            )
-        except MalformedMessage as exc:
-            self.logger.warning("malformed interruption message acknowledged", extra={"error": str(exc)})
+        if isinstance(parsed, MalformedMessage):
+            self.logger.warning("malformed interruption message acknowledged", extra={"error": str(parsed)})
             self._count("MalformedMessages")
-            return MessageResult(Disposition.MALFORMED, error=str(exc))
+            return MessageResult(Disposition.MALFORMED, error=str(parsed))
+        event = parsed
         self._correlate(event.event_id)
         if event.notes:
             self.logger.warning("interruption message tolerated", extra={"notes": list(event.notes)})
@@ -271,33 +301,30 @@ class InterruptionProcessor:
         return self._report(handled, record, received_at)
 
     def handle_batch(
-        self,
-        messages: Sequence[tuple[str, str | bytes | dict[str, Any], datetime | None]],
-        *,
-        lambda_context: Any = None,
+        self, messages: Sequence[tuple[str, Parsed]], *, lambda_context: Any = None
     ) -> HandledBatch:
-        """Handle a batch's messages at once (``messages``: each one's id, body and when it was
-        sent), each in a thread of its own, and give back what each came to, for the batch
-        processor to report message by message (``HandledBatch.result``). One after another, the
-        tenth message of a batch was acted on (its NodeClaim marked) after the nine before it, and
-        the batch's drains began only after the last: in a 100-node storm the NodeClaims were
+        """Handle a batch's messages at once (``messages``: each one's id and what ``parse`` made of
+        it, ``parse_batch``), each in a thread of its own, and give back what each came to, for the
+        batch processor to report message by message (``HandledBatch.result``). One after another,
+        the tenth message of a batch was acted on (its NodeClaim marked) after the nine before it,
+        and the batch's drains began only after the last: in a 100-node storm the NodeClaims were
         marked p50 87-111 s after their warning, and most nodes were not drained by the two-minute
         deadline. Each message's work is ``handle``'s, through the same idempotency step (one act
         per event id, whichever thread, container or path comes first): handling them at once
         changes when, not what. Messages of the same event go to one thread, one after another,
         so a second copy is a duplicate, as before, rather than an event in progress sent back
         to the queue."""
-        groups: dict[str, list[tuple[str, str | bytes | dict[str, Any], datetime | None]]] = {}
-        for message_id, body, sent in messages:
-            key = self._event_key(body, sent) or f"message/{message_id}"
-            groups.setdefault(key, []).append((message_id, body, sent))
+        groups: dict[str, list[tuple[str, Parsed]]] = {}
+        for message_id, parsed in messages:
+            key = _event_key(parsed) or f"message/{message_id}"
+            groups.setdefault(key, []).append((message_id, parsed))
         batch = HandledBatch()
 
-        def handle_each(group: list[tuple[str, str | bytes | dict[str, Any], datetime | None]]) -> None:
+        def handle_each(group: list[tuple[str, Parsed]]) -> None:
             _IN_BATCH_THREAD.set(True)
-            for message_id, body, sent in group:
+            for message_id, parsed in group:
                 try:
-                    batch.outcomes[message_id] = self.handle(body, sent=sent, lambda_context=lambda_context)
+                    batch.outcomes[message_id] = self.handle_parsed(parsed, lambda_context=lambda_context)
                 except Exception as exc:  # this message's alone: the batch processor reports it
                     batch.outcomes[message_id] = exc
 
@@ -311,22 +338,9 @@ class InterruptionProcessor:
                     pool.submit(contextvars.copy_context().run, handle_each, group)
         return batch
 
-    def _event_key(self, body: str | bytes | dict[str, Any], sent: datetime | None) -> str | None:
-        """The id of the event a message acts on (None: one that does not act, or unreadable)."""
-        now = self._wall_clock()
-        try:
-            event = parse_message(
-                body, rebalance_mode=self.settings.rebalance_mode, received=sent or now, now=now
-            )
-        except MalformedMessage:
-            return None
-        return None if event.action is Action.IGNORE else event.event_id
-
-    def cordon_first(
-        self, messages: Iterable[tuple[str | bytes | dict[str, Any], datetime | None]]
-    ) -> list[str]:
+    def cordon_first(self, messages: Iterable[Parsed]) -> list[str]:
         """Cordon the node of every instance of ours that a batch's replace-and-drain messages name
-        (``messages``: each body with when it was sent), before the first message is handled:
+        (``messages``: what ``parse`` made of each), before the first message is handled:
         ``handle`` does each message's whole work (idempotency record, offering, NodeClaim, event)
         before the next one's, so the tenth node of a batch would take new pods for as long as
         the nine before it took (measured in ``nodewright bench interruption``: handler → cordon
@@ -336,15 +350,10 @@ class InterruptionProcessor:
         node again and reports, per message, what fails. Returns the nodes cordoned."""
         names: list[str] = []
         notices: list[tuple[str, str, str]] = []  # node, its NodeClaim, the warning's deadline
-        now = self._wall_clock()
         try:
-            for body, sent in messages:
-                try:
-                    event = parse_message(
-                        body, rebalance_mode=self.settings.rebalance_mode, received=sent or now, now=now
-                    )
-                except MalformedMessage:
-                    continue  # handle() says so
+            for event in messages:
+                if isinstance(event, MalformedMessage):
+                    continue  # handle_parsed() says so
                 if event.action is not Action.REPLACE_AND_DRAIN or event.event_id in self._recent:
                     continue
                 if not self._owned(event):
@@ -493,16 +502,11 @@ class InterruptionProcessor:
         others, claimed elsewhere or lost to a racing claim, are left to their drivers."""
         now = self.ctx.clock.now()
         driver = drivers.Driver(self.driver_identity, now + timedelta(seconds=budget_seconds))
-        deleting = [
-            c
-            for c in world.nodeclaims
-            if objects.is_deleting(c)
-            and labels.TERMINATION_FINALIZER in ((c.get("metadata") or {}).get("finalizers") or ())
-        ]
-        free = [c for c in deleting if not drivers.held_elsewhere(c, driver.holder, now)]
+        deleting = [c for c in world.claim_views if c.held_by(labels.TERMINATION_FINALIZER)]
+        free = [c.raw for c in deleting if not drivers.held_elsewhere(c.raw, driver.holder, now)]
         random.shuffle(free)
         ours = set(drivers.claim_each(self.ctx, free, driver, limit=CLAIMS_PER_SCAN))
-        return _without(world, [c for c in deleting if objects.name_of(c) not in ours])
+        return _without(world, [c for c in deleting if c.name not in ours])
 
     def _replace_displaced(self) -> None:
         """Replacement capacity for the pods of every node this invocation's messages cordoned, in
@@ -839,6 +843,13 @@ class _Replacing:
         return self._result or flow.Replacement(error="the replacement did not finish")
 
 
+def _event_key(parsed: Parsed) -> str | None:
+    """The id of the event a message acts on (None: one that does not act, or unreadable)."""
+    if isinstance(parsed, MalformedMessage) or parsed.action is Action.IGNORE:
+        return None
+    return parsed.event_id
+
+
 def _left_behind(world: termination.NodesAndClaims, now: datetime) -> termination.NodesAndClaims:
     """What the resume scan may drive: not the terminations asked for less than
     ``DRIVEN_ELSEWHERE_SECONDS`` ago (their NodeClaim's deletionTimestamp), nor their Nodes — the
@@ -849,29 +860,26 @@ def _left_behind(world: termination.NodesAndClaims, now: datetime) -> terminatio
     its message's redelivery is a duplicate once the cordon was recorded."""
     young = [
         claim
-        for claim in world.nodeclaims
-        if (since := objects.parse_time((claim.get("metadata") or {}).get("deletionTimestamp")))
-        and (now - since).total_seconds() < DRIVEN_ELSEWHERE_SECONDS
+        for claim in world.claim_views
+        if claim.deleted_at and (now - claim.deleted_at).total_seconds() < DRIVEN_ELSEWHERE_SECONDS
     ]
     return _without(world, young)
 
 
-def _without(
-    world: termination.NodesAndClaims, nodeclaims: list[dict[str, Any]]
-) -> termination.NodesAndClaims:
+def _without(world: termination.NodesAndClaims, nodeclaims: list[ClaimView]) -> termination.NodesAndClaims:
     """``world`` without ``nodeclaims`` and their Nodes (a Node whose NodeClaim is missing from the
     world would look like one deleted by hand without a NodeClaim)."""
     if not nodeclaims:
         return world
-    skipped = {objects.name_of(c) for c in nodeclaims}
-    their_nodes = {(c.get("status") or {}).get("nodeName") for c in nodeclaims}
-    their_instances = {objects.nodeclaim_instance_id(c) for c in nodeclaims}
+    skipped = {c.name for c in nodeclaims}
+    their_nodes = {c.node_name for c in nodeclaims} - {None}
+    their_instances = {c.instance_id for c in nodeclaims} - {None}
     return termination.NodesAndClaims(
-        nodeclaims=[c for c in world.nodeclaims if objects.name_of(c) not in skipped],
+        nodeclaims=[c.raw for c in world.claim_views if c.name not in skipped],
         nodes=[
-            n
-            for n in world.nodes
-            if objects.name_of(n) not in their_nodes and objects.node_instance_id(n) not in their_instances
+            n.raw
+            for n in world.node_views
+            if n.name not in their_nodes and n.instance_id not in their_instances
         ],
     )
 

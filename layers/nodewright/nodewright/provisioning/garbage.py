@@ -87,17 +87,17 @@ def reconcile(ctx: Context, world: World, *, force: bool = False) -> GarbageRepo
         termination.finish_leaked(ctx, instance.id)
         report.leaked_terminated.append(instance.id)
     live_instance_ids = {instance.id for instance in instances}
-    for claim in world.nodeclaims:
-        instance_id = nodeclaims.instance_id(claim)
+    for claim in world.claim_views:
+        instance_id = claim.instance_id
         if (
             instance_id
             and instance_id not in live_instance_ids
-            and not nodeclaims.is_deleting(claim)
+            and not claim.deleting
             and launched_before(claim, world.taken_at - LEAK_GRACE)
         ):
-            name = nodeclaims.name_of(claim)
+            name = claim.name
             ctx.cluster.record_event(
-                claim,
+                claim.raw,
                 "InstanceTerminated",
                 f"instance {instance_id} of NodeClaim {name} is gone",
                 event_type="Warning",

@@ -30,6 +30,7 @@ from nodewright.api import labels
 from nodewright.checkpoints import checkpoint
 from nodewright.provisioning import nodeclaims
 from nodewright.provisioning.nodeclaims import INITIALIZED, LAUNCHED, REGISTERED
+from nodewright.state.views import ClaimView, NodeView
 from nodewright.state.world import World
 
 if TYPE_CHECKING:
@@ -51,42 +52,40 @@ class LifecycleReport:
 def reconcile(ctx: Context, world: World) -> LifecycleReport:
     """Move every NodeClaim one step along its lifecycle; see the module docstring."""
     report = LifecycleReport()
-    for claim in world.nodeclaims:
-        name = nodeclaims.name_of(claim)
-        node = world.node_of(claim)
-        if nodeclaims.is_deleting(claim):
+    for claim in world.claim_views:
+        name = claim.name
+        node = world.node_view_of(claim)
+        if claim.deleting:
             continue  # the termination controller's
-        if not nodeclaims.is_true(claim, LAUNCHED):
+        if not claim.is_true(LAUNCHED):
             # The launch step owns it (launch, or adopt the instance a crash left) until the
             # registration timeout: a NodeClaim whose launch keeps failing must not hold its
             # pods' place for ever.
-            if _created_before(claim, world.taken_at - REGISTRATION_TTL):
+            if claim.created and claim.created < world.taken_at - REGISTRATION_TTL:
                 _give_up_registration(ctx, claim, launched=False)
                 report.timed_out.append(name)
-        elif not nodeclaims.is_true(claim, REGISTERED):
+        elif not claim.is_true(REGISTERED):
             if node is not None:
                 register(ctx, claim, node, world.taken_at)
                 report.registered.append(name)
             elif launched_before(claim, world.taken_at - REGISTRATION_TTL):
                 _give_up_registration(ctx, claim)
                 report.timed_out.append(name)
-        elif not nodeclaims.is_true(claim, INITIALIZED) and node is not None and _initialized(claim, node):
+        elif not claim.is_true(INITIALIZED) and node is not None and _initialized(claim, node):
             initialize(ctx, claim, node, world.taken_at)
             report.initialized.append(name)
     return report
 
 
-def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: datetime) -> None:
+def register(ctx: Context, claim: ClaimView, node: NodeView, now: datetime) -> None:
     """Sync the NodeClaim's labels and taints onto its Node and mark both registered."""
-    node_name = nodeclaims.name_of(node)
-    claim_meta = claim.get("metadata") or {}
-    spec = claim.get("spec") or {}
-    node_labels = {**(claim_meta.get("labels") or {}), labels.NODE_REGISTERED: "true"}
+    node_name = node.name
+    node_labels = {**claim.labels, labels.NODE_REGISTERED: "true"}
     # The NodePool's template annotations reach the Node (Karpenter syncs the NodeClaim's); the
     # bookkeeping ones (static-drift hashes, disruption state) stay on the NodeClaim.
     node_annotations = {
         key: value
-        for key, value in (claim_meta.get("annotations") or {}).items()
+        for key, value in claim.annotations.items()
         if labels.label_domain(key) not in labels.BOOKKEEPING_ANNOTATION_DOMAINS
     }
 
@@ -95,17 +94,13 @@ def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: dat
         startup taint at this very moment, and a stale list written back would restore it. A Node
         labelled ``karpenter.sh/do-not-sync-taints=true`` registered with its taints (the user data
         Nodewright writes, as Karpenter's AWS provider does): only the unregistered taint goes."""
-        current_meta = current.get("metadata") or {}
-        taints = [
-            t
-            for t in (current.get("spec") or {}).get("taints") or []
-            if t.get("key") != labels.UNREGISTERED_TAINT_KEY
-        ]
-        if (current_meta.get("labels") or {}).get(labels.DO_NOT_SYNC_TAINTS) != "true":
+        now_node = NodeView.of(current)
+        taints = [t for t in now_node.taints if t.get("key") != labels.UNREGISTERED_TAINT_KEY]
+        if now_node.labels.get(labels.DO_NOT_SYNC_TAINTS) != "true":
             present = {(t.get("key"), t.get("effect")) for t in taints}
-            taints += [t for t in spec.get("taints") or [] if (t.get("key"), t.get("effect")) not in present]
-        finalizers = list(current_meta.get("finalizers") or [])
-        if labels.TERMINATION_FINALIZER not in finalizers and not nodeclaims.is_deleting(current):
+            taints += [t for t in claim.taints if (t.get("key"), t.get("effect")) not in present]
+        finalizers = now_node.finalizers
+        if labels.TERMINATION_FINALIZER not in finalizers and not now_node.deleting:
             finalizers.append(labels.TERMINATION_FINALIZER)  # (the API server refuses it on a deleting node)
         metadata = {"labels": node_labels, "finalizers": finalizers}
         if node_annotations:
@@ -114,41 +109,33 @@ def register(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: dat
 
     ctx.cluster.update_node(node_name, sync)
     checkpoint("lifecycle.node-registered")
-    status = dict(claim.get("status") or {})
+    status = claim.status_to_write()
     status["nodeName"] = node_name
     status["conditions"] = nodeclaims.set_condition(
         status.get("conditions") or [], REGISTERED, True, reason="Registered", now=now
     )
-    ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
-    ctx.logger.info("NodeClaim registered", extra={"nodeclaim": nodeclaims.name_of(claim), "node": node_name})
+    ctx.cluster.patch_nodeclaim_status(claim.name, status)
+    ctx.logger.info("NodeClaim registered", extra={"nodeclaim": claim.name, "node": node_name})
 
 
-def _initialized(claim: dict[str, Any], node: dict[str, Any]) -> bool:
+def _initialized(claim: ClaimView, node: NodeView) -> bool:
     """Ready, no startupTaint (nor not-ready taint) left, and every requested extended resource reported."""
-    node_status = node.get("status") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in node_status.get("conditions") or []
-    )
-    if not ready:
+    if not node.is_true("Ready"):
         return False
-    startup = {(t.get("key"), t.get("effect")) for t in (claim.get("spec") or {}).get("startupTaints") or []}
-    for taint in (node.get("spec") or {}).get("taints") or []:
+    startup = {(t.get("key"), t.get("effect")) for t in claim.startup_taints}
+    for taint in node.taints:
         if (taint.get("key"), taint.get("effect")) in startup or taint.get("key") == NOT_READY_TAINT:
             return False
-    allocatable = node_status.get("allocatable") or {}
-    requests = ((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}
-    extended = [r for r in requests if "/" in r]
+    allocatable = node.allocatable or {}
+    extended = [r for r in claim.requests if "/" in r]
     return all(str(allocatable.get(r, "0")) not in ("0", "") for r in extended)
 
 
-def initialize(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: datetime) -> None:
-    node_status = node.get("status") or {}
-    ctx.cluster.patch_node(
-        nodeclaims.name_of(node), {"metadata": {"labels": {labels.NODE_INITIALIZED: "true"}}}
-    )
-    status = dict(claim.get("status") or {})
-    status["capacity"] = dict(node_status.get("capacity") or status.get("capacity") or {})
-    status["allocatable"] = dict(node_status.get("allocatable") or status.get("allocatable") or {})
+def initialize(ctx: Context, claim: ClaimView, node: NodeView, now: datetime) -> None:
+    ctx.cluster.patch_node(node.name, {"metadata": {"labels": {labels.NODE_INITIALIZED: "true"}}})
+    status = claim.status_to_write()
+    status["capacity"] = dict(node.capacity or status.get("capacity") or {})
+    status["allocatable"] = dict(node.allocatable or status.get("allocatable") or {})
     status["conditions"] = nodeclaims.set_condition(
         status.get("conditions") or [], INITIALIZED, True, reason="Initialized", now=now
     )
@@ -157,23 +144,18 @@ def initialize(ctx: Context, claim: dict[str, Any], node: dict[str, Any], now: d
     status["conditions"] = nodeclaims.set_condition(
         status["conditions"], "Ready", True, reason="Ready", now=now
     )
-    ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
+    ctx.cluster.patch_nodeclaim_status(claim.name, status)
 
 
-def launched_before(claim: dict[str, Any], moment: datetime) -> bool:
+def launched_before(claim: ClaimView, moment: datetime) -> bool:
     """Whether the NodeClaim was launched (created, when it says no launch time) before ``moment``."""
-    cond = nodeclaims.condition(claim, LAUNCHED) or {}
-    launched = nodeclaims.timestamp(cond.get("lastTransitionTime")) or nodeclaims.created_at(claim)
+    cond = nodeclaims.condition(claim.raw, LAUNCHED) or {}
+    launched = nodeclaims.timestamp(cond.get("lastTransitionTime")) or claim.created
     return bool(launched and launched < moment)
 
 
-def _created_before(claim: dict[str, Any], moment: datetime) -> bool:
-    created = nodeclaims.created_at(claim)
-    return bool(created and created < moment)
-
-
-def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool = True) -> None:
-    name = nodeclaims.name_of(claim)
+def _give_up_registration(ctx: Context, claim: ClaimView, *, launched: bool = True) -> None:
+    name = claim.name
     minutes = int(REGISTRATION_TTL.total_seconds() // 60)
     if launched:
         message = (
@@ -181,9 +163,9 @@ def _give_up_registration(ctx: Context, claim: dict[str, Any], *, launched: bool
             "is terminated (check the node role's access entry, user data, subnets)"
         )
     else:
-        cond = nodeclaims.condition(claim, LAUNCHED) or {}
+        cond = nodeclaims.condition(claim.raw, LAUNCHED) or {}
         why = cond.get("message") or "no launch succeeded"
         message = f"NodeClaim {name}: not launched within {minutes} minutes of its creation ({why}); deleted"
-    ctx.cluster.record_event(claim, "RegistrationTimeout", message, event_type="Warning")
+    ctx.cluster.record_event(claim.raw, "RegistrationTimeout", message, event_type="Warning")
     ctx.logger.warning("NodeClaim registration timed out", extra={"nodeclaim": name})
     ctx.cluster.delete_nodeclaim(name)  # asks for its termination: the instance is terminated

@@ -36,6 +36,7 @@ from nodewright.state.world import World
 if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.state.interfaces import Obj
+    from nodewright.state.views import ClaimView
 
 
 @dataclass
@@ -112,15 +113,15 @@ def surplus(world: World, pool: Mapping[str, Any]) -> list[Obj]:
     if excess <= 0:
         return []
 
-    def order(claim: Obj) -> tuple[int, float, str]:
-        node = world.node_of(claim)
-        if not (claim.get("status") or {}).get("providerID") or node is None:
-            return (0, 0.0, name_of(claim))  # not launched (or not registered) yet
-        pods = [p for p in world.pods_on(node) if not is_terminal(p)]
+    def order(claim: ClaimView) -> tuple[int, float, str]:
+        node = world.node_view_of(claim)
+        if not claim.provider_id or node is None:
+            return (0, 0.0, claim.name)  # not launched (or not registered) yet
+        pods = [p for p in world.pods_on(node.name) if not is_terminal(p)]
         held = any(has_do_not_disrupt(p, world.taken_at) for p in pods)
         if all(is_daemon(p) for p in pods) and not held:
-            return (1, 0.0, name_of(claim))  # empty: nothing but DaemonSet pods
+            return (1, 0.0, claim.name)  # empty: nothing but DaemonSet pods
         cost = disruption_cost(pods, claim, world.taken_at)
-        return (3 if held else 2, cost, name_of(claim))
+        return (3 if held else 2, cost, claim.name)
 
-    return sorted(nodes.active, key=order)[:excess]
+    return [claim.raw for claim in sorted(nodes.active, key=order)[:excess]]

@@ -30,6 +30,7 @@ from nodewright.cloud.pricetable import PriceTable
 from nodewright.provisioning import nodeclaims, planning, static
 from nodewright.state import nodepools
 from nodewright.state.pods import key as pod_key
+from nodewright.state.pods import node_name
 from nodewright.state.world import World, observe
 
 
@@ -218,7 +219,7 @@ InstanceTypes = Callable[[Mapping[str, Any]], list[Any]]
 def what_if(paths: Iterable[str | Path], instance_types: InstanceTypes, region: str) -> WhatIf:
     """Plan the manifests in ``paths``; ``instance_types(nodeclass)`` is the catalog for a v1 EC2NodeClass."""
     world, result = manifest_world(paths, instance_types, region)
-    pending = [p for p in world.pods if not (p.get("spec") or {}).get("nodeName")]
+    pending = [p for p in world.pods if not node_name(p)]
     return plan_world(world, pending, region, result)
 
 

@@ -27,12 +27,13 @@ from nodewright.api.features import (
 )
 from nodewright.api.labels import DISRUPTED_TAINT_KEY
 from nodewright.api.models import static_replicas
-from nodewright.cluster.objects import has_taint, is_deleting, name_of, set_condition
+from nodewright.cluster.objects import is_deleting, name_of, set_condition
 from nodewright.state.world import World, nodeclass_name, nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.state.interfaces import Obj
+    from nodewright.state.views import ClaimView
 
 VALIDATION_SUCCEEDED = "ValidationSucceeded"
 NODECLASS_READY = "NodeClassReady"
@@ -237,9 +238,9 @@ class StaticNodes:
     being deleted nor replaced), ``drifting`` (their node tainted ``karpenter.sh/disrupted`` by a
     disruption command that replaces them first), ``deleting``. ``limits.nodes`` bounds all three."""
 
-    active: list[Obj] = field(default_factory=list)
-    drifting: list[Obj] = field(default_factory=list)
-    deleting: list[Obj] = field(default_factory=list)
+    active: list[ClaimView] = field(default_factory=list)
+    drifting: list[ClaimView] = field(default_factory=list)
+    deleting: list[ClaimView] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -248,13 +249,13 @@ class StaticNodes:
 
 def static_nodes(world: World, pool_name: str) -> StaticNodes:
     found = StaticNodes()
-    for claim in world.nodeclaims:
-        if nodepool_name(claim) != pool_name:
+    for claim in world.claim_views:
+        if claim.nodepool != pool_name:
             continue
-        node = world.node_of(claim)
-        if is_deleting(claim):
+        node = world.node_view_of(claim)
+        if claim.deleting:
             found.deleting.append(claim)
-        elif node is not None and has_taint(node, DISRUPTED_TAINT_KEY):
+        elif node is not None and node.has_taint(DISRUPTED_TAINT_KEY):
             found.drifting.append(claim)
         else:
             found.active.append(claim)

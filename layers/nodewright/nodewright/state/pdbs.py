@@ -34,8 +34,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from nodewright.state.pods import is_evictable
+from nodewright.state.pods import is_evictable, is_ready
 from nodewright.state.pods import key as pod_key
+from nodewright.state.pods import labels_of as pod_labels
+from nodewright.state.pods import namespace_of as pod_namespace
 
 if TYPE_CHECKING:
     from nodewright.scheduling.model import LabelSelector
@@ -107,10 +109,8 @@ class PdbLimits:
 
     def covering(self, pod: Obj) -> list[Budget]:
         """The PDBs whose selector matches the pod, in its namespace."""
-        meta = pod.get("metadata") or {}
-        found = meta.get("labels") or {}
-        namespace = str(meta.get("namespace") or "default")
-        return [b for b in self._by_namespace.get(namespace, ()) if b.selector.matches(found)]
+        found = pod_labels(pod)
+        return [b for b in self._by_namespace.get(pod_namespace(pod), ()) if b.selector.matches(found)]
 
     def eviction_blocker(self, pod: Obj) -> str | None:
         """Why the Eviction API would refuse the pod now (None: it would not, or the drain will not
@@ -148,7 +148,7 @@ class PdbLimits:
         covering = self.covering(pod)  # first: most pods of most clusters have none, and it is cheap
         if not covering or not is_evictable(pod, self.now):
             return None
-        if len(covering) == 1 and covering[0].always_allow_unhealthy and not _ready(pod):
+        if len(covering) == 1 and covering[0].always_allow_unhealthy and not is_ready(pod):
             return None
         return covering
 
@@ -163,13 +163,6 @@ def _several(pod: Obj, covering: list[Budget]) -> str:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) else 0
-
-
-def _ready(pod: Obj) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or ()
-    )
 
 
 __all__ = ["Budget", "PdbLimits", "UnreadablePdb", "budget_of"]

@@ -316,6 +316,27 @@ def node_name(pod: Pod) -> str | None:
     return _spec(pod).get("nodeName") or None
 
 
+def priority(pod: Pod) -> Any:
+    """``spec.priority`` as written (the priority admission plugin's integer; None when absent)."""
+    return _spec(pod).get("priority")
+
+
+def labels_of(pod: Pod) -> Mapping[str, str]:
+    return _meta(pod).get("labels") or {}
+
+
+def namespace_of(pod: Pod) -> str:
+    """Its namespace (``default`` when absent, as the API server defaults it)."""
+    return str(_meta(pod).get("namespace") or "default")
+
+
+def is_ready(pod: Pod) -> bool:
+    """Condition ``Ready`` True."""
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in _status(pod).get("conditions") or ()
+    )
+
+
 def grace_seconds(pod: Pod) -> int:
     """``spec.terminationGracePeriodSeconds`` (the API server's default 30 when absent)."""
     value = _spec(pod).get("terminationGracePeriodSeconds")

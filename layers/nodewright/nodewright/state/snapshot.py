@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright.api import labels
 from nodewright.api.models import INITIALIZED
-from nodewright.cluster.objects import condition, is_deleting, name_of
 from nodewright.state import nodepools
 from nodewright.state.pods import is_terminal
+from nodewright.state.pods import node_name as bound_node
 from nodewright.state.world import World
 
 if TYPE_CHECKING:
     from nodewright.api.models import NodePool
     from nodewright.scheduling import InstanceType, Plan, Snapshot
+    from nodewright.state.views import ClaimView, NodeView
 
 
 class Simulation:
@@ -47,35 +48,34 @@ class Simulation:
         self._specs: model.SpecsByVersion | None = None if asked_once else {}
         bound: dict[str, list[Any]] = {}
         for pod in world.pods:
-            node_name = (pod.get("spec") or {}).get("nodeName")
+            node_name = bound_node(pod)
             if node_name and not is_terminal(pod):
                 bound.setdefault(node_name, []).append(model.pod_from_k8s(pod, self._specs))
         # Registered nodes by name, then NodeClaims still in flight (named after the NodeClaim).
-        live_claims = [c for c in world.nodeclaims if not is_deleting(c)]
+        live_claims = [c for c in world.claim_views if not c.deleting]
         settling = {
-            name_of(node): claim
+            node.name: claim
             for claim in live_claims
-            if (node := world.node_of(claim)) is not None and not _initialized(claim)
+            if (node := world.node_view_of(claim)) is not None and not claim.is_true(INITIALIZED)
         }
         self.nodes: list[tuple[str, Any]] = []
-        for node in world.nodes:
-            name = name_of(node)
-            counted = as_capacity(node, settling.get(name))
-            self.nodes.append((name, model.node_from_k8s(counted, bound.get(name, ()))))
+        for node in world.node_views:
+            counted = as_capacity(node, settling.get(node.name))
+            self.nodes.append((node.name, model.node_from_k8s(counted, bound.get(node.name, ()))))
         self.nodes += [
-            (name_of(claim), in_flight_node(claim, world))
+            (claim.name, in_flight_node(claim, world))
             for claim in live_claims
-            if world.node_of(claim) is None
+            if world.node_view_of(claim) is None
         ]
         # Capacity that is not there yet, by the name a plan places pods on: the NodeClaim's own
         # while no Node has registered, else the Node's.
         self.uninitialized: dict[str, str] = {}
         for claim in live_claims:
-            node = world.node_of(claim)
+            node = world.node_view_of(claim)
             if node is None:
-                self.uninitialized[name_of(claim)] = f"nodeclaim/{name_of(claim)}"
-            elif not _initialized(claim):
-                self.uninitialized[name_of(node)] = f"nodeclaim/{name_of(claim)}, node/{name_of(node)}"
+                self.uninitialized[claim.name] = f"nodeclaim/{claim.name}"
+            elif not claim.is_true(INITIALIZED):
+                self.uninitialized[node.name] = f"nodeclaim/{claim.name}, node/{node.name}"
         usage = nodepools.usage(world, MAX_CANDIDATE_TYPES)
         # A static NodePool's nodes are capacity like any other, but no plan adds a node to it: its
         # replicas alone say how many it has (Karpenter's provisioner skips static NodePools).
@@ -176,57 +176,45 @@ EPHEMERAL_TAINTS = frozenset(
 )
 
 
-def as_capacity(node: Mapping[str, Any], settling_claim: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def as_capacity(node: NodeView, settling_claim: ClaimView | None) -> Mapping[str, Any]:
     """The node as the simulation counts it: the node of a NodeClaim not yet initialized (Karpenter's
     ``StateNode.Taints``) without the ephemeral taints and the NodeClaim's startupTaints, which
     only mean "still starting", and with its NodeClaim's allocatable until the kubelet reports its
     own. Else the pods nominated to it would look unplaceable and every pass between registration
     and readiness would launch another node for them."""
     if settling_claim is None:
-        return node
-    startup = {
-        (t.get("key"), t.get("effect")) for t in (settling_claim.get("spec") or {}).get("startupTaints") or ()
-    }
-    taints = (node.get("spec") or {}).get("taints") or ()
-    kept = [t for t in taints if (t.get("key"), t.get("effect")) not in EPHEMERAL_TAINTS | startup]
-    status = node.get("status") or {}
+        return node.raw
+    startup = {(t.get("key"), t.get("effect")) for t in settling_claim.startup_taints}
+    kept = [t for t in node.taints if (t.get("key"), t.get("effect")) not in EPHEMERAL_TAINTS | startup]
+    raw = node.raw
     # Until the kubelet reports it, the node holds what its NodeClaim was launched with (Karpenter's too).
-    allocatable = status.get("allocatable") or (settling_claim.get("status") or {}).get("allocatable")
+    allocatable = node.allocatable or settling_claim.allocatable
     return {
-        **node,
-        "spec": {**(node.get("spec") or {}), "taints": kept},
-        "status": {**status, "allocatable": allocatable or {}},
+        **raw,
+        "spec": {**(raw.get("spec") or {}), "taints": kept},
+        "status": {**(raw.get("status") or {}), "allocatable": allocatable or {}},
     }
 
 
-def _initialized(claim: Mapping[str, Any]) -> bool:
-    return (condition(claim, INITIALIZED) or {}).get("status") == "True"
-
-
-def in_flight_node(claim: Mapping[str, Any], world: World) -> Any:
+def in_flight_node(claim: ClaimView, world: World) -> Any:
     """A NodeClaim without a registered Node, as capacity: its recorded allocatable once launched,
     before that the least any of its candidate types would give (what every candidate can hold)."""
     from nodewright.scheduling import model
     from nodewright.scheduling.requirements import Requirements
     from nodewright.scheduling.resources import parse_resources
 
-    spec = claim.get("spec") or {}
-    recorded = (claim.get("status") or {}).get("allocatable")
-    if recorded:
-        allocatable = parse_resources(recorded)
+    if claim.allocatable:
+        allocatable = parse_resources(claim.allocatable)
     else:
-        candidates = candidates_for(world, claim)
+        candidates = candidates_for(world, claim.raw)
         keys = set().union(*(c.allocatable for c in candidates)) if candidates else set()
         allocatable = {k: min(c.allocatable.get(k, 0) for c in candidates) for k in keys}
-    node_labels = {
-        **Requirements.from_k8s(spec.get("requirements")).labels(),
-        **((claim.get("metadata") or {}).get("labels") or {}),
-    }
+    node_labels = {**Requirements.from_k8s(claim.requirements).labels(), **claim.labels}
     return model.Node(
-        name=name_of(claim),
+        name=claim.name,
         labels=node_labels,
         allocatable=allocatable,
-        taints=tuple(model.taint_from_k8s(t) for t in spec.get("taints") or ()),
+        taints=tuple(model.taint_from_k8s(t) for t in claim.taints),
         in_flight=True,
     )
 

@@ -6,8 +6,11 @@ write (patches, events, terminations) still takes. The fields a pass never chang
 NodePool label, the instance, timestamps, the termination settings) are read when the view is made;
 the ones a pass's own marks change in place (annotations, status conditions: ``drift.mark``,
 ``termination.conditions``) are read through ``raw`` when asked, so a view never disagrees with what
-the pass has written. These are small hand-written readers, not ``api.models.NodeClaim.from_dict``:
-a pass over 5,000 nodes reads every NodeClaim and Node, and only these fields.
+the pass has written; a writer patching a whole status or condition list back starts from a copy
+(``status_to_write``, ``conditions_to_write``). These are small hand-written readers, not
+``api.models.NodeClaim.from_dict``: a pass over 5,000 nodes reads every NodeClaim and Node, and
+only these fields. NodeClaims and Nodes are matched by their instance by one rule,
+``by_instance_id``.
 """
 
 from __future__ import annotations
@@ -15,11 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nodewright.api import labels
 from nodewright.api.models import INITIALIZED
-from nodewright.cluster.objects import condition, has_taint, instance_id_from_provider_id, parse_time
+from nodewright.cluster.objects import (
+    condition,
+    node_instance_id,
+    nodeclaim_instance_id,
+    parse_time,
+)
 
 if TYPE_CHECKING:
     from nodewright.state.interfaces import Obj
@@ -36,7 +44,7 @@ class _View:
 
     raw: Obj
     name: str
-    deleting: bool
+    deleting: bool  # it has a deletionTimestamp
 
     @property
     def labels(self) -> dict[str, str]:
@@ -48,9 +56,32 @@ class _View:
         found: dict[str, str] = _meta(self.raw).get("annotations") or {}
         return found
 
+    @property
+    def finalizers(self) -> list[str]:
+        found: list[str] = _meta(self.raw).get("finalizers") or []
+        return list(found)
+
+    def status_to_write(self) -> dict[str, Any]:
+        """A copy of the object's status as written, for a writer to change and patch back whole."""
+        return dict(self.raw.get("status") or {})
+
+    def held_by(self, finalizer: str) -> bool:
+        """Whether it is being deleted and ``finalizer`` still holds it."""
+        return self.deleting and finalizer in self.finalizers
+
+    def conditions_to_write(self) -> list[dict[str, Any]]:
+        """A copy of each status condition, for a writer to keep current and patch back."""
+        return [dict(c) for c in (self.raw.get("status") or {}).get("conditions") or []]
+
+    def condition_status(self, kind: str) -> str | None:
+        """The status of the condition of type ``kind`` as written ("True", "False", "Unknown"; None
+        when it has none), read through ``raw``."""
+        status: str | None = (condition(self.raw, kind) or {}).get("status")
+        return status
+
     def is_true(self, kind: str) -> bool:
         """Whether the status condition of type ``kind`` is True (read through ``raw``)."""
-        return (condition(self.raw, kind) or {}).get("status") == "True"
+        return self.condition_status(kind) == "True"
 
     def true_since(self, kind: str) -> datetime | None:
         """When the condition ``kind`` turned True (its lastTransitionTime); None when it is not True
@@ -63,14 +94,22 @@ class _View:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ClaimView(_View):
-    """A NodeClaim as the disruption flow reads it."""
+    """A NodeClaim as the flows read it."""
 
     nodepool: str  # its karpenter.sh/nodepool label ('' when absent)
     instance_id: str | None  # status.instanceID, else the instance of status.providerID
     creation_timestamp: str  # as written ('' when absent): the flows order NodeClaims by it
     created: datetime | None
+    deleted_at: datetime | None  # its deletionTimestamp (None when absent or unreadable)
     expire_after: str | None  # spec.expireAfter as written (None: unset, Karpenter's default applies)
     termination_grace_period: str | None  # spec.terminationGracePeriod as written
+    provider_id: str | None  # status.providerID (None until launched)
+    node_name: str | None  # status.nodeName (None until its Node registers)
+    requirements: list[dict[str, Any]]  # spec.requirements
+    taints: list[dict[str, Any]]  # spec.taints
+    startup_taints: list[dict[str, Any]]  # spec.startupTaints
+    requests: dict[str, Any]  # spec.resources.requests
+    allocatable: dict[str, Any] | None  # status.allocatable (None until launched)
 
     @classmethod
     def of(cls, claim: Obj) -> ClaimView:
@@ -83,11 +122,19 @@ class ClaimView(_View):
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             nodepool=str((meta.get("labels") or {}).get(labels.NODEPOOL) or ""),
-            instance_id=status.get("instanceID") or instance_id_from_provider_id(status.get("providerID")),
+            instance_id=nodeclaim_instance_id(claim),
             creation_timestamp=stamp,
             created=parse_time(stamp),
+            deleted_at=parse_time(meta.get("deletionTimestamp")),
             expire_after=spec.get("expireAfter") or None,
             termination_grace_period=spec.get("terminationGracePeriod") or None,
+            provider_id=status.get("providerID") or None,
+            node_name=status.get("nodeName") or None,
+            requirements=spec.get("requirements") or [],
+            taints=spec.get("taints") or [],
+            startup_taints=spec.get("startupTaints") or [],
+            requests=(spec.get("resources") or {}).get("requests") or {},
+            allocatable=status.get("allocatable") or None,
         )
 
     @property
@@ -106,29 +153,46 @@ class ClaimView(_View):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeView(_View):
-    """A Node as the disruption flow reads it."""
+    """A Node as the flows read it."""
 
     instance_id: str | None  # the EC2 instance of spec.providerID
+    taints: list[dict[str, Any]]  # spec.taints
+    unschedulable: bool  # spec.unschedulable (cordoned)
+    allocatable: dict[str, Any] | None  # status.allocatable (None until the kubelet reports it)
+    capacity: dict[str, Any] | None  # status.capacity (None until the kubelet reports it)
 
     @classmethod
     def of(cls, node: Obj) -> NodeView:
         meta = _meta(node)
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
         return cls(
             raw=node,
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
-            instance_id=instance_id_from_provider_id((node.get("spec") or {}).get("providerID")),
+            instance_id=node_instance_id(node),
+            taints=spec.get("taints") or [],
+            unschedulable=bool(spec.get("unschedulable")),
+            allocatable=status.get("allocatable") or None,
+            capacity=status.get("capacity") or None,
         )
 
-    def has_taint(self, key: str) -> bool:
-        """Whether the Node carries a taint with ``key``."""
-        return has_taint(self.raw, key)
+    def has_taint(self, key: str, effect: str | None = None) -> bool:
+        """Whether the Node carries a taint with ``key`` (and ``effect``, when given):
+        ``cluster.objects.has_taint``'s rule."""
+        return any(t.get("key") == key and (effect is None or t.get("effect") == effect) for t in self.taints)
 
 
-def node_views_by_instance_id(nodes: Iterable[NodeView]) -> dict[str, NodeView]:
-    """Nodes by the EC2 instance in their providerID (``state.world.nodes_by_instance_id``'s rule):
-    one without (not yet set by the kubelet, or not EC2) matches no NodeClaim."""
-    return {node.instance_id: node for node in nodes if node.instance_id}
+_Instanced = TypeVar("_Instanced", ClaimView, NodeView)
 
 
-__all__ = ["ClaimView", "NodeView", "node_views_by_instance_id"]
+def by_instance_id(views: Iterable[_Instanced]) -> dict[str, _Instanced]:
+    """NodeClaims or Nodes by their EC2 instance, the one rule a NodeClaim finds its Node by (and an
+    instance its NodeClaim and Node: ``World.node_of``, ``World.node_view_of``,
+    ``state.world.nodes_by_instance_id`` and ``nodeclaims_by_instance_id``): one without an
+    instance (a NodeClaim not launched yet, a Node whose kubelet has not set its providerID, or
+    not EC2) is found by no instance, so never matches another without one."""
+    return {view.instance_id: view for view in views if view.instance_id}
+
+
+__all__ = ["ClaimView", "NodeView", "by_instance_id"]

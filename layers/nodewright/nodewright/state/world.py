@@ -34,14 +34,11 @@ from typing import TYPE_CHECKING, Any
 from nodewright.api import labels
 from nodewright.api.models import NodePool
 from nodewright.cluster.objects import (
-    annotations_of,
-    is_deleting,
     labels_of,
     name_of,
-    node_instance_id,
     nodeclaim_instance_id,
 )
-from nodewright.state.views import ClaimView, NodeView, node_views_by_instance_id
+from nodewright.state.views import ClaimView, NodeView, by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
@@ -138,7 +135,8 @@ class World:
     def node_of(self, claim: Mapping[str, Any]) -> Obj | None:
         """The registered Node of a NodeClaim (the same EC2 instance); None before it registers."""
         instance = nodeclaim_instance_id(claim)
-        return self._nodes_by_instance_id.get(instance) if instance else None
+        node = self._node_views_by_instance_id.get(instance) if instance else None
+        return node.raw if node is not None else None
 
     @cached_property
     def claim_views(self) -> list[ClaimView]:
@@ -308,19 +306,19 @@ class World:
         (``displaced_pods``), as Karpenter's provisioner schedules the pods of deleting nodes: the
         capacity launched ahead for them is then never handed to other pods.
         """
-        going = {name_of(n) for n in self.nodes if is_deleting(n)}
-        for claim in self.nodeclaims:
-            if is_deleting(claim) and (node := self.node_of(claim)) is not None:
-                going.add(name_of(node))
+        going = {n.name for n in self.node_views if n.deleting}
+        for claim in self.claim_views:
+            if claim.deleting and (node := self.node_view_of(claim)) is not None:
+                going.add(node.name)
         return going
 
     def forced_node_names(self) -> set[str]:
         """The going nodes whose termination evicts every pod regardless (``INVOLUNTARY_ANNOTATION``
         on the NodeClaim, or on the Node when it has none)."""
-        forced = {name_of(n) for n in self.nodes if is_deleting(n) and _involuntary(n)}
-        for claim in self.nodeclaims:
-            if _involuntary(claim) and (node := self.node_of(claim)) is not None:
-                forced.add(name_of(node))
+        forced = {n.name for n in self.node_views if n.deleting and _involuntary(n)}
+        for claim in self.claim_views:
+            if _involuntary(claim) and (node := self.node_view_of(claim)) is not None:
+                forced.add(node.name)
         return forced
 
     def displaced_pods(self, going: Iterable[str], *, forced: Iterable[str] = ()) -> list[Obj]:
@@ -346,20 +344,24 @@ class World:
         names = set(going)
         if not names:
             return self
-        gone_instances = {node_instance_id(n) for n in self.nodes if name_of(n) in names} - {None}
+        from nodewright.state.pods import node_name
+
+        gone_instances = {n.instance_id for n in self.node_views if n.name in names} - {None}
+        claims = [
+            c for c in self.claim_views if c.node_name not in names and c.instance_id not in gone_instances
+        ]
+        nodes = [n for n in self.node_views if n.name not in names]
         derived = replace(
             self,
-            nodeclaims=[
-                c
-                for c in self.nodeclaims
-                if (c.get("status") or {}).get("nodeName") not in names
-                and nodeclaim_instance_id(c) not in gone_instances
-            ],
-            nodes=[n for n in self.nodes if name_of(n) not in names],
-            pods=[p for p in self.pods if (p.get("spec") or {}).get("nodeName") not in names],
+            nodeclaims=[c.raw for c in claims],
+            nodes=[n.raw for n in nodes],
+            pods=[p for p in self.pods if node_name(p) not in names],
         )
         derived._cloud_facts = self._cloud_facts  # the cloud is asked once per pass
         derived._nodepool_models = self._nodepool_models  # the same NodePools
+        # The same objects: their views are this world's (where ``cached_property`` keeps them).
+        derived.__dict__["claim_views"] = claims
+        derived.__dict__["node_views"] = nodes
         return derived
 
     # -- indexes -------------------------------------------------------------------------------------
@@ -369,34 +371,38 @@ class World:
 
     @cached_property
     def _node_views_by_instance_id(self) -> dict[str, NodeView]:
-        return node_views_by_instance_id(self.node_views)
+        return by_instance_id(self.node_views)
 
     @cached_property
     def _nodeclasses_by_name(self) -> dict[str, Obj]:
         return {name_of(c): c for c in self.nodeclasses}
 
     @cached_property
-    def _nodes_by_instance_id(self) -> dict[str, Obj]:
-        return nodes_by_instance_id(self.nodes)
-
-    @cached_property
     def _pods_by_node(self) -> dict[str, list[Obj]]:
+        from nodewright.state.pods import node_name
+
         by_node: dict[str, list[Obj]] = defaultdict(list)
         for pod in self.pods:
-            bound = (pod.get("spec") or {}).get("nodeName")
+            bound = node_name(pod)
             if bound:
                 by_node[str(bound)].append(pod)
         return by_node
 
 
-def _involuntary(obj: Mapping[str, Any]) -> bool:
-    return annotations_of(obj).get(INVOLUNTARY_ANNOTATION) == "true"
+def _involuntary(view: ClaimView | NodeView) -> bool:
+    return view.annotations.get(INVOLUNTARY_ANNOTATION) == "true"
 
 
 def nodes_by_instance_id(nodes: Iterable[Obj]) -> dict[str, Obj]:
-    """Nodes by the EC2 instance in their providerID; nodes without one (not yet set by the
-    kubelet, or not EC2) match no NodeClaim, in particular none that has not launched yet."""
-    return {instance: node for node in nodes if (instance := node_instance_id(node))}
+    """Nodes by their EC2 instance (``state.views.by_instance_id``'s rule), for callers holding
+    plain Nodes rather than a World."""
+    return {instance: view.raw for instance, view in by_instance_id(map(NodeView.of, nodes)).items()}
+
+
+def nodeclaims_by_instance_id(nodeclaims: Iterable[Obj]) -> dict[str, Obj]:
+    """NodeClaims by their EC2 instance (``state.views.by_instance_id``'s rule), for callers holding
+    plain NodeClaims rather than a World."""
+    return {instance: view.raw for instance, view in by_instance_id(map(ClaimView.of, nodeclaims)).items()}
 
 
 def nodepool_name(obj: Mapping[str, Any]) -> str:

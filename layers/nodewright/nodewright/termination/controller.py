@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nodewright.state.views import ClaimView, NodeView
 from nodewright.termination.terminate import Termination, drive, in_progress, step
 
 if TYPE_CHECKING:
@@ -29,13 +31,14 @@ if TYPE_CHECKING:
 
 
 class Observed(Protocol):
-    """What the controller reads of a pass's observation: a ``state.world.World``, or ``observe``'s."""
+    """What the controller reads of a pass's observation: a ``state.world.World``, or ``observe``'s:
+    its NodeClaims and Nodes as the typed views (``state.views``), each read once."""
 
     @property
-    def nodeclaims(self) -> Sequence[Obj]: ...
+    def claim_views(self) -> Sequence[ClaimView]: ...
 
     @property
-    def nodes(self) -> Sequence[Obj]: ...
+    def node_views(self) -> Sequence[NodeView]: ...
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,14 @@ class NodesAndClaims:
 
     nodeclaims: Sequence[Obj]
     nodes: Sequence[Obj]
+
+    @cached_property
+    def claim_views(self) -> list[ClaimView]:
+        return [ClaimView.of(c) for c in self.nodeclaims]
+
+    @cached_property
+    def node_views(self) -> list[NodeView]:
+        return [NodeView.of(n) for n in self.nodes]
 
 
 def observe(ctx: Context) -> NodesAndClaims:
@@ -88,7 +99,7 @@ def reconcile(
     deletions: list[Termination] = []
     if world is not None:
         skip = frozenset(name for t in asked if (name := t.nodeclaim or t.node))
-        found, deletions = in_progress(ctx, world.nodes, world.nodeclaims, skip=skip, driver=driver)
+        found, deletions = in_progress(ctx, world.node_views, world.claim_views, skip=skip, driver=driver)
     terms = [*asked, *found, *deletions]
     if budget_seconds > 0:
         drive(ctx, terms, budget_seconds=budget_seconds)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from nodewright.cluster import objects
@@ -47,7 +47,7 @@ class Driver:
     until: datetime
 
     def annotation(self) -> str:
-        return f"{self.holder} {self.until.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        return f"{self.holder} {objects.format_time(self.until)}"
 
 
 def holder_of(nodeclaim: Obj, now: datetime) -> str | None:

@@ -44,6 +44,8 @@ from nodewright.cluster import objects
 from nodewright.cluster.errors import NotFound
 from nodewright.cluster.resources import NODECLAIMS, NODES
 from nodewright.spec import deployment
+from nodewright.state import pods as podrules
+from nodewright.state.views import ClaimView, NodeView, by_instance_id
 from nodewright.state.world import INVOLUNTARY_ANNOTATION
 from nodewright.termination import conditions, drivers
 from nodewright.termination.drain import DrainPass, drain_pass
@@ -143,9 +145,10 @@ def request(
     """Ask for a node's termination: cordon and taint it, record ``asked`` and mark the NodeClaim for
     deletion (see the module docstring). A NodeClaim already being deleted keeps what it recorded;
     the returned termination carries ``asked``."""
-    claim_name = objects.name_of(nodeclaim) if nodeclaim else None
+    claim = ClaimView.of(nodeclaim) if nodeclaim else None
+    claim_name = claim.name if claim else None
     node_name = objects.name_of(node) if node else None
-    deadline = _earliest(asked.deadline, _grace_deadline(nodeclaim, ctx.clock.now()))
+    deadline = _earliest(asked.deadline, _grace_deadline(claim, ctx.clock.now()))
     term = Termination(
         claim_name,
         node_name,
@@ -155,7 +158,7 @@ def request(
         asked.instance_going,
         asked.reason,
     )
-    term.conditions = _conditions(nodeclaim)
+    term.conditions = claim.conditions_to_write() if claim else []
     if node_name:
         cordon(ctx, node_name)
         term.history.append("cordoned")
@@ -170,7 +173,7 @@ def request(
     if asked.driver is not None:
         annotations[drivers.DRIVER_ANNOTATION] = asked.driver.annotation()
     if claim_name:
-        if not objects.is_deleting(nodeclaim or {}):
+        if not (claim and claim.deleting):
             # A NodeClaim without our finalizer would vanish at delete and take the record with it.
             ctx.cluster.add_finalizer(NODECLAIMS, claim_name, labels.TERMINATION_FINALIZER)
             ctx.cluster.patch_nodeclaim(claim_name, {"metadata": {"annotations": annotations}})
@@ -194,20 +197,20 @@ def cordon(ctx: Context, node_name: str) -> None:
     ctx.cluster.taint_node(node_name, [DISRUPTED_TAINT], cordon=True)
 
 
-def resume(nodeclaim: Obj, node: Obj | None, now: datetime) -> Termination:
+def resume(nodeclaim: ClaimView, node: NodeView | None, now: datetime) -> Termination:
     """The termination of a NodeClaim being deleted, rebuilt from what ``request`` recorded (the
     default request when it was simply deleted)."""
-    annotations = objects.annotations_of(nodeclaim)
+    annotations = nodeclaim.annotations
     deadline = objects.parse_time(annotations.get(DEADLINE_ANNOTATION)) or _grace_deadline(nodeclaim, now)
     return Termination(
-        nodeclaim=objects.name_of(nodeclaim),
-        node=objects.name_of(node) if node else (nodeclaim.get("status") or {}).get("nodeName"),
-        instance_id=objects.nodeclaim_instance_id(nodeclaim),
+        nodeclaim=nodeclaim.name,
+        node=node.name if node else nodeclaim.node_name,
+        instance_id=nodeclaim.instance_id,
         deadline=deadline,
         involuntary=annotations.get(INVOLUNTARY_ANNOTATION) == "true",
         instance_going=annotations.get(INSTANCE_GOING_ANNOTATION) == "true",
         reason=annotations.get(REASON_ANNOTATION, DELETED_REASON),
-        conditions=_conditions(nodeclaim),
+        conditions=nodeclaim.conditions_to_write(),
     )
 
 
@@ -221,8 +224,8 @@ def step(ctx: Context, term: Termination) -> Termination:
         return term
     node = ctx.cluster.find_node(term.node) if term.node else None
     if node is not None:
-        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-        if not cordoned or not objects.has_taint(node, labels.DISRUPTED_TAINT_KEY, "NoSchedule"):
+        now_node = NodeView.of(node)
+        if not now_node.unschedulable or not now_node.has_taint(labels.DISRUPTED_TAINT_KEY, "NoSchedule"):
             ctx.cluster.taint_node(term.node or "", [DISRUPTED_TAINT], cordon=True)  # resumed before cordon
         term.last_pass = drain_pass(
             ctx.cluster,
@@ -300,10 +303,6 @@ def _condition(
         )
     except NotFound:
         return False
-
-
-def _conditions(nodeclaim: dict[str, Any] | None) -> list[dict[str, Any]]:
-    return [dict(c) for c in ((nodeclaim or {}).get("status") or {}).get("conditions") or []]
 
 
 def _finish(ctx: Context, term: Termination, *, instance_gone: bool = False) -> None:
@@ -384,10 +383,7 @@ def _finish_without_instance(ctx: Context, term: Termination) -> None:
     included, which wait for the old pod to be gone — recreate them; then let the objects go."""
     if term.node:
         for pod in ctx.cluster.list_pods_on_node(term.node):
-            meta = pod.get("metadata") or {}
-            ctx.cluster.delete_pod(
-                meta.get("namespace") or "default", meta.get("name", ""), grace_period_seconds=0
-            )
+            ctx.cluster.delete_pod(podrules.namespace_of(pod), objects.name_of(pod), grace_period_seconds=0)
         ctx.cluster.delete_node(term.node)
     term.history.append("instance-gone")
     if term.nodeclaim:
@@ -456,8 +452,8 @@ def drive(ctx: Context, terms: Sequence[Termination], *, budget_seconds: float) 
 
 def in_progress(
     ctx: Context,
-    nodes: Sequence[Obj],
-    nodeclaims: Sequence[Obj],
+    nodes: Sequence[NodeView],
+    nodeclaims: Sequence[ClaimView],
     *,
     skip: frozenset[str] = frozenset(),
     driver: str | None = None,
@@ -467,25 +463,23 @@ def in_progress(
     (``node_deletions``), as two lists. ``skip``: NodeClaim (or Node) names already being driven;
     NodeClaims another container than ``driver`` has claimed (``drivers``) are left to it."""
     now = ctx.clock.now()
-    by_instance = {objects.node_instance_id(n): n for n in nodes}
+    by_instance = by_instance_id(nodes)
     resumed = [
-        resume(claim, by_instance.get(objects.nodeclaim_instance_id(claim)), now)
+        resume(claim, by_instance.get(claim.instance_id or ""), now)
         for claim in nodeclaims
-        if _held_for_termination(claim)
-        and objects.name_of(claim) not in skip
-        and not drivers.held_elsewhere(claim, driver, now)
+        if claim.held_by(labels.TERMINATION_FINALIZER)
+        and claim.name not in skip
+        and not drivers.held_elsewhere(claim.raw, driver, now)
     ]
     return resumed, node_deletions(ctx, nodes, nodeclaims, skip=skip)
 
 
-def _held_for_termination(obj: Obj) -> bool:
-    meta = obj.get("metadata") or {}
-    finalizers = meta.get("finalizers") or []
-    return bool(meta.get("deletionTimestamp")) and labels.TERMINATION_FINALIZER in finalizers
-
-
 def node_deletions(
-    ctx: Context, nodes: Sequence[Obj], nodeclaims: Sequence[Obj], *, skip: frozenset[str] = frozenset()
+    ctx: Context,
+    nodes: Sequence[NodeView],
+    nodeclaims: Sequence[ClaimView],
+    *,
+    skip: frozenset[str] = frozenset(),
 ) -> list[Termination]:
     """Nodes deleted by hand (``kubectl delete node``), held by our finalizer, become terminations.
 
@@ -496,32 +490,30 @@ def node_deletions(
     removed. NodeClaims already deleting are resumed by ``in_progress`` and are not returned here,
     nor are those (or Nodes) named in ``skip``.
     """
-    claims_by_instance = {
-        instance: claim for claim in nodeclaims if (instance := objects.nodeclaim_instance_id(claim))
-    }
+    claims_by_instance = by_instance_id(nodeclaims)
     terms = []
     for node in nodes:
-        if not _held_for_termination(node):
+        if not node.held_by(labels.TERMINATION_FINALIZER):
             continue
-        instance_id = objects.node_instance_id(node)
+        instance_id = node.instance_id
         claim = claims_by_instance.get(instance_id or "")
-        if claim is not None and objects.is_deleting(claim):
+        if claim is not None and claim.deleting:
             continue  # its NodeClaim's termination drains it
-        if (objects.name_of(claim) if claim is not None else objects.name_of(node)) in skip:
+        if (claim.name if claim is not None else node.name) in skip:
             continue
-        reason = f"Node {objects.name_of(node)} deleted"
+        reason = f"Node {node.name} deleted"
         if claim is not None:
             terms.append(
                 request(
                     ctx,
-                    nodeclaim=claim,
-                    node=node,
+                    nodeclaim=claim.raw,
+                    node=node.raw,
                     instance_id=instance_id,
                     asked=TerminationRequest(reason, involuntary=False),
                 )
             )
         else:
-            terms.append(Termination(None, objects.name_of(node), instance_id, reason=reason))
+            terms.append(Termination(None, node.name, instance_id, reason=reason))
     return terms
 
 
@@ -539,18 +531,18 @@ def _next_deletion(term: Termination) -> float:
     return max(MIN_WAIT_SECONDS, last.next_deletion_in_seconds)
 
 
-def _grace_deadline(nodeclaim: Obj | None, now: datetime) -> datetime | None:
+def _grace_deadline(nodeclaim: ClaimView | None, now: datetime) -> datetime | None:
     """deletion time + ``spec.terminationGracePeriod``; None when the NodeClaim sets none (wait for PDBs)."""
     if not nodeclaim:
         return None
-    raw = (nodeclaim.get("spec") or {}).get("terminationGracePeriod")
+    raw = nodeclaim.termination_grace_period
     try:
         seconds = parse_duration(raw) if raw else None
     except DurationError:
         return None
     if seconds is None:
         return None
-    start = objects.parse_time((nodeclaim.get("metadata") or {}).get("deletionTimestamp")) or now
+    start = nodeclaim.deleted_at or now
     return start + timedelta(seconds=seconds)
 
 
