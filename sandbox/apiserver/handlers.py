@@ -305,15 +305,12 @@ class ResourceHandlers:
         if meta.get("resourceVersion"):
             raise errors.internal("resourceVersion should not be set on objects to be created")
         name = meta.get("name") or ""
-        problems = admission.validate_name(rt, name)
+        problems = strategy.validate_name(name)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
         strategy.apply_defaults(rt, obj)
         strategy.admit_create(self, rt, obj)
-        admission.reset_status_on_create(rt, obj)
-        admission.fill_zero_values(rt, obj)
-        admission.admit_storage_protection(rt, obj)
         meta["creationTimestamp"] = admission.now()
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
@@ -325,6 +322,7 @@ class ResourceHandlers:
         problems = strategy.validate(rt, obj)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
+        strategy.canonicalize(rt, obj)
         self._call_webhooks(t, ctx, "CREATE", obj, None)
         if managed is None:
             managed = managedfields.record_update(
@@ -587,7 +585,7 @@ class ResourceHandlers:
         rt = t.rt
         strategy = strategy_for(rt)
         meta, old_meta = new["metadata"], old["metadata"]
-        admission.fill_zero_values(rt, new)
+        strategy.canonicalize(rt, new)
         if managed is None:
             managed = managedfields.record_update(
                 old,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from . import admission, admissionregistration, conversion, errors, eventsv1, schema
+from . import admission, admissionregistration, conversion, errors, eventsv1, rbac, schema, webhooks
 from .errors import FieldError
 from .resources import CRD_KEY, STATUS_SUBRESOURCE, ResourceType
 
@@ -63,6 +63,10 @@ class Strategy:
     return_deleted_object = False
     # Strategic merge patch needs the Go types' patch strategies, which only built-in kinds have.
     strategic_merge_patch = True
+    # The status PrepareForCreate gives a new object (None: the kind keeps what the client sent).
+    status_on_create: dict[str, Any] | None = None
+    # Status integers Go serialises even when zero (no omitempty): clients' models require them.
+    zero_status_fields: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ versions (the codec)
 
@@ -99,18 +103,33 @@ class Strategy:
         """Drop the fields the kind does not know, answering their paths (for Warn or Strict)."""
         return schema.prune_builtin(obj, rt.group, rt.kind)
 
+    def validate_name(self, name: str) -> list[FieldError]:
+        """ValidateObjectMeta's check of the name (most kinds: a DNS-1123 subdomain)."""
+        return admission.validate_name(name)
+
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        """The scheme's defaulting, run on every create and update body."""
-        admission.default_object(rt, obj)
+        """The scheme's defaulting (SetDefaults_<Kind>), run on every create and update body."""
 
     def admit_create(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> None:
         """The kind's mutating admission plugins on a create (after defaulting, before validation)."""
 
     def prepare_for_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        """PrepareForCreate beyond the status reset, metadata and generation every kind gets."""
+        """PrepareForCreate: the status a new object starts with (metadata and generation are the
+        verb's, as every kind's)."""
+        if self.status_on_create is not None:
+            obj["status"] = copy.deepcopy(self.status_on_create)
 
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
-        return admission.validate_object(rt, obj)
+        """Validate: the object's metadata, and whatever the kind checks of the rest."""
+        return admission.validate_metadata(obj)
+
+    def canonicalize(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """Canonicalize, after validation on a create and an update: here, the zero-valued status
+        fields the real API server always serialises."""
+        if self.zero_status_fields:
+            status = obj.setdefault("status", {})
+            for name in self.zero_status_fields:
+                status.setdefault(name, 0)
 
     def begin_create(self, handlers: ResourceHandlers, obj: dict[str, Any]) -> None:
         """Store.BeginCreate: a check against what is stored, under the store lock."""
@@ -155,7 +174,8 @@ class Strategy:
     def validate_update(
         self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
     ) -> list[FieldError]:
-        return admission.validate_object(rt, new) + admission.validate_immutable(rt, new, old)
+        """ValidateUpdate: the object as on a create, and what the kind forbids to change."""
+        return self.validate(rt, new)
 
     def after_update(self, handlers: ResourceHandlers, stored: dict[str, Any]) -> None:
         """Store.AfterUpdate (not called on a dry run, nor when the update deleted the object)."""
@@ -207,11 +227,20 @@ class PodStrategy(Strategy):
 
     return_deleted_object = True
 
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_pod(obj)
+
     def admit_create(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> None:
         namespace = obj["metadata"]["namespace"]
         if handlers.namespace_active(namespace):
             # After NamespaceLifecycle: a missing namespace stays its 404.
             admission.admit_service_account(obj, namespace, handlers.service_account)
+
+    def prepare_for_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        obj["status"] = {"phase": "Pending", "qosClass": admission.qos_class(obj.get("spec") or {})}
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admission.validate_pod_spec(obj.get("spec") or {}, "spec")
 
     def prepare_for_status_update(
         self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]
@@ -228,10 +257,10 @@ class PodStrategy(Strategy):
     def validate_update(
         self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
     ) -> list[FieldError]:
-        problems = admission.validate_object(rt, new)
+        problems = self.validate(rt, new)
         if subresource is None:
             problems += admission.validate_pod_update(new, old)
-        return problems + admission.validate_immutable(rt, new, old)
+        return problems
 
     def should_delete_during_update(self, obj: dict[str, Any]) -> bool:
         """A pod goes once its grace period is 0 too (the kubelet's final delete)."""
@@ -252,15 +281,38 @@ class PodStrategy(Strategy):
 
 
 class NodeStrategy(Strategy):
-    """pkg/registry/core/node, with the TaintNodesByCondition admission plugin."""
+    """pkg/registry/core/node, with the TaintNodesByCondition admission plugin. A node keeps the
+    status it is created with (the kubelet registers with one)."""
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_node_status(obj)
 
     def admit_create(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.admit_node_create(obj)
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        taints = (obj.get("spec") or {}).get("taints") or []
+        return super().validate(rt, obj) + admission.validate_taints(taints, "spec.taints")
+
+    def validate_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> list[FieldError]:
+        problems = super().validate_update(rt, new, old, subresource)
+        return problems + admission.validate_provider_id_update(new, old)
 
 
 class NamespaceStrategy(Strategy):
     """pkg/registry/core/namespace: spec.finalizers change through /finalize only, and the REST's own
     Delete marks the namespace Terminating for the namespace controller to empty and finalize."""
+
+    status_on_create = {"phase": "Active"}
+
+    def validate_name(self, name: str) -> list[FieldError]:
+        """ValidateNamespaceName: a DNS-1123 label."""
+        return admission.validate_label_name(name)
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_namespace(obj)
 
     def prepare_for_update(
         self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
@@ -312,6 +364,183 @@ class EventsV1Strategy(Strategy):
     def to_storage(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         return eventsv1.to_core(obj)
 
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + eventsv1.validate(obj, through_events_v1=True)
+
+
+class EventStrategy(Strategy):
+    """pkg/registry/core/event: core/v1 Events (what events.k8s.io/v1 Events are stored as)."""
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_event(obj)
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + eventsv1.validate(obj, through_events_v1=False)
+
+
+class StorageProtectedStrategy(Strategy):
+    """PersistentVolumes and claims: they start Pending, and the StorageObjectInUseProtection
+    admission plugin gives each its protection finalizer, which its controller lets go."""
+
+    status_on_create = {"phase": "Pending"}
+    protection_finalizer = ""
+
+    def admit_create(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> None:
+        finalizers = obj["metadata"].setdefault("finalizers", [])
+        if self.protection_finalizer not in finalizers:
+            finalizers.append(self.protection_finalizer)
+
+
+class PersistentVolumeStrategy(StorageProtectedStrategy):
+    """pkg/registry/core/persistentvolume."""
+
+    protection_finalizer = "kubernetes.io/pv-protection"
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_persistent_volume(obj)
+
+
+class PersistentVolumeClaimStrategy(StorageProtectedStrategy):
+    """pkg/registry/core/persistentvolumeclaim."""
+
+    protection_finalizer = "kubernetes.io/pvc-protection"
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_persistent_volume_claim(obj)
+
+
+class ServiceStrategy(Strategy):
+    """pkg/registry/core/service: a new service's status is an empty load balancer."""
+
+    status_on_create = {"loadBalancer": {}}
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_service(obj)
+
+
+class StorageClassStrategy(Strategy):
+    """pkg/registry/storage/storageclass (its store returns the deleted object)."""
+
+    return_deleted_object = True
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_storage_class(obj)
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admission.validate_storage_class(obj)
+
+
+class VolumeAttachmentStrategy(Strategy):
+    """pkg/registry/storage/volumeattachment."""
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admission.validate_volume_attachment(obj)
+
+
+class LeaseStrategy(Strategy):
+    """pkg/registry/coordination/lease."""
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admission.validate_lease(obj)
+
+
+class WorkloadStrategy(Strategy):
+    """pkg/registry/apps/*: a pod template under an immutable selector; status starts empty."""
+
+    status_on_create: dict[str, Any] | None = {}
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admission.validate_workload(obj.get("spec") or {})
+
+    def validate_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> list[FieldError]:
+        problems = super().validate_update(rt, new, old, subresource)
+        return problems + admission.validate_selector_immutable(new, old)
+
+
+class DeploymentStrategy(WorkloadStrategy):
+    """pkg/registry/apps/deployment."""
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_deployment(obj)
+
+
+class ReplicaSetStrategy(WorkloadStrategy):
+    """pkg/registry/apps/replicaset."""
+
+    zero_status_fields = ("replicas",)
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_replica_set(obj)
+
+
+class StatefulSetStrategy(WorkloadStrategy):
+    """pkg/registry/apps/statefulset."""
+
+    zero_status_fields = ("replicas", "availableReplicas")
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_stateful_set(obj)
+
+
+class DaemonSetStrategy(WorkloadStrategy):
+    """pkg/registry/apps/daemonset."""
+
+    zero_status_fields = (
+        "currentNumberScheduled",
+        "desiredNumberScheduled",
+        "numberMisscheduled",
+        "numberReady",
+    )
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_daemon_set(obj)
+
+
+class JobStrategy(Strategy):
+    """pkg/registry/batch/job: defaults with the generated selector (which names the uid)."""
+
+    status_on_create: dict[str, Any] | None = {}
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_job(obj)
+
+
+class CronJobStrategy(Strategy):
+    """pkg/registry/batch/cronjob."""
+
+    status_on_create: dict[str, Any] | None = {}
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admission.default_cron_job(obj)
+
+
+class PodDisruptionBudgetStrategy(Strategy):
+    """pkg/registry/policy/poddisruptionbudget."""
+
+    status_on_create: dict[str, Any] | None = {}
+    zero_status_fields = ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods")
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admission.validate_pod_disruption_budget(obj)
+
+
+class RoleStrategy(Strategy):
+    """pkg/registry/rbac/role and clusterrole."""
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + rbac.validate(rt.key, obj)
+
+
+class RoleBindingStrategy(RoleStrategy):
+    """pkg/registry/rbac/rolebinding and clusterrolebinding: the roleRef cannot change."""
+
+    def validate_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> list[FieldError]:
+        return super().validate_update(rt, new, old, subresource) + rbac.validate_binding_update(new, old)
+
 
 class ReturnsDeletedObject(Strategy):
     """A kind whose store sets ReturnDeletedObject and differs in nothing else."""
@@ -322,8 +551,27 @@ class ReturnsDeletedObject(Strategy):
 class AdmissionRegistrationStrategy(Strategy):
     """admissionregistration.k8s.io: the generation follows the webhooks or the policy's spec."""
 
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admissionregistration.default(rt.plural, obj)
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admissionregistration.validate(rt.plural, obj)
+
     def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
         return admissionregistration.spec_changed(rt.plural, new, old)
+
+
+class ValidatingWebhookConfigurationStrategy(AdmissionRegistrationStrategy):
+    """The configurations the emulator calls: their matchConditions compile when written."""
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return admission.validate_metadata(obj) + webhooks.validate_configuration(obj)
+
+
+class ValidatingAdmissionPolicyStrategy(AdmissionRegistrationStrategy):
+    """A policy's status (its type checking) is the controller's: it starts empty."""
+
+    status_on_create: dict[str, Any] | None = {}
 
 
 class CustomResourceDefinitionStrategy(Strategy):
@@ -338,6 +586,9 @@ class CustomResourceDefinitionStrategy(Strategy):
 
     def prepare_for_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         obj["status"] = admission.crd_status(obj, None)
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admission.validate_crd(obj)
 
     def begin_create(self, handlers: ResourceHandlers, obj: dict[str, Any]) -> None:
         """Another CRD already serving the same group and plural cannot be accepted."""
@@ -521,6 +772,11 @@ class CustomResourceStrategy(Strategy):
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         schema.apply_defaults(obj, rt.schema)
 
+    def prepare_for_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """With a status subresource, a create's status is dropped."""
+        if STATUS_SUBRESOURCE in rt.subresources:
+            obj.pop("status", None)
+
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         problems = super().validate(rt, obj)
         problems += schema.validate_custom(obj, rt.schema)
@@ -547,7 +803,7 @@ class CustomResourceStrategy(Strategy):
     def validate_update(
         self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
     ) -> list[FieldError]:
-        problems = super().validate_update(rt, new, old, subresource)
+        problems = admission.validate_metadata(new)
         # Both ratcheted as kube-apiserver's (KEP-4008): an error at a value the update left unchanged
         # is not the writer's; the ratcheted CEL failures' Warning headers are not sent (yet).
         problems += schema.validate_custom(new, rt.schema, old)
@@ -558,24 +814,38 @@ GENERIC = Strategy()
 CRDS = CustomResourceDefinitionStrategy()
 CUSTOM_RESOURCES = CustomResourceStrategy()
 _ADMISSION_REGISTRATION = AdmissionRegistrationStrategy()
-_RETURNS_DELETED_OBJECT = ReturnsDeletedObject()
+_ROLES = RoleStrategy()
+_ROLE_BINDINGS = RoleBindingStrategy()
 # By (group, plural); every kind not listed is the generic registry.
 BY_KIND: dict[tuple[str, str], Strategy] = {
     ("", "pods"): PodStrategy(),
-    ("events.k8s.io", "events"): EventsV1Strategy(),
     ("", "nodes"): NodeStrategy(),
     ("", "namespaces"): NamespaceStrategy(),
-    ("", "serviceaccounts"): _RETURNS_DELETED_OBJECT,
-    ("storage.k8s.io", "storageclasses"): _RETURNS_DELETED_OBJECT,
+    eventsv1.CORE_KEY: EventStrategy(),
+    eventsv1.KEY: EventsV1Strategy(),
+    ("", "persistentvolumes"): PersistentVolumeStrategy(),
+    ("", "persistentvolumeclaims"): PersistentVolumeClaimStrategy(),
+    ("", "services"): ServiceStrategy(),
+    ("", "serviceaccounts"): ReturnsDeletedObject(),
+    ("storage.k8s.io", "storageclasses"): StorageClassStrategy(),
+    ("storage.k8s.io", "volumeattachments"): VolumeAttachmentStrategy(),
+    ("apps", "deployments"): DeploymentStrategy(),
+    ("apps", "replicasets"): ReplicaSetStrategy(),
+    ("apps", "statefulsets"): StatefulSetStrategy(),
+    ("apps", "daemonsets"): DaemonSetStrategy(),
+    ("batch", "jobs"): JobStrategy(),
+    ("batch", "cronjobs"): CronJobStrategy(),
+    ("policy", "poddisruptionbudgets"): PodDisruptionBudgetStrategy(),
+    ("coordination.k8s.io", "leases"): LeaseStrategy(),
+    rbac.ROLES: _ROLES,
+    rbac.CLUSTERROLES: _ROLES,
+    rbac.ROLEBINDINGS: _ROLE_BINDINGS,
+    rbac.CLUSTERROLEBINDINGS: _ROLE_BINDINGS,
+    webhooks.CONFIGURATIONS: ValidatingWebhookConfigurationStrategy(),
+    (admissionregistration.GROUP, admissionregistration.MUTATING_WEBHOOKS): _ADMISSION_REGISTRATION,
+    (admissionregistration.GROUP, admissionregistration.POLICIES): ValidatingAdmissionPolicyStrategy(),
+    (admissionregistration.GROUP, admissionregistration.BINDINGS): _ADMISSION_REGISTRATION,
     CRD_KEY: CRDS,
-    **{
-        (admissionregistration.GROUP, plural): _ADMISSION_REGISTRATION
-        for plural in (
-            *admissionregistration.WEBHOOK_CONFIGURATIONS,
-            admissionregistration.POLICIES,
-            admissionregistration.BINDINGS,
-        )
-    },
 }
 
 
