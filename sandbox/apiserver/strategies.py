@@ -527,14 +527,18 @@ class PodDisruptionBudgetStrategy(Strategy):
 
 
 class RoleStrategy(Strategy):
-    """pkg/registry/rbac/role and clusterrole."""
+    """pkg/registry/rbac/role and clusterrole (a Role's rules cannot name non-resource URLs)."""
 
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
-        return super().validate(rt, obj) + rbac.validate(rt.key, obj)
+        return super().validate(rt, obj) + rbac.validate_role(obj, namespaced=rt.namespaced)
 
 
-class RoleBindingStrategy(RoleStrategy):
-    """pkg/registry/rbac/rolebinding and clusterrolebinding: the roleRef cannot change."""
+class RoleBindingStrategy(Strategy):
+    """pkg/registry/rbac/rolebinding and clusterrolebinding (only a RoleBinding may name a Role);
+    the roleRef cannot change."""
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + rbac.validate_binding(obj, namespaced=rt.namespaced)
 
     def validate_update(
         self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
@@ -548,30 +552,56 @@ class ReturnsDeletedObject(Strategy):
     return_deleted_object = True
 
 
-class AdmissionRegistrationStrategy(Strategy):
-    """admissionregistration.k8s.io: the generation follows the webhooks or the policy's spec."""
+class MutatingWebhookConfigurationStrategy(Strategy):
+    """pkg/registry/admissionregistration/mutatingwebhookconfiguration: stored and served, not
+    called; it has no spec, so the generation follows its webhooks."""
 
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        admissionregistration.default(rt.plural, obj)
+        admissionregistration.default_webhook_configuration(obj, mutating=True)
 
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
-        return super().validate(rt, obj) + admissionregistration.validate(rt.plural, obj)
+        problems = super().validate(rt, obj)
+        return problems + admissionregistration.validate_webhook_configuration(obj, mutating=True)
 
     def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
-        return admissionregistration.spec_changed(rt.plural, new, old)
+        return new.get("webhooks") != old.get("webhooks")
 
 
-class ValidatingWebhookConfigurationStrategy(AdmissionRegistrationStrategy):
-    """The configurations the emulator calls: their matchConditions compile when written."""
+class ValidatingWebhookConfigurationStrategy(Strategy):
+    """pkg/registry/admissionregistration/validatingwebhookconfiguration: the configurations the
+    emulator calls (webhooks.py); their matchConditions compile when written."""
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admissionregistration.default_webhook_configuration(obj, mutating=False)
 
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
-        return admission.validate_metadata(obj) + webhooks.validate_configuration(obj)
+        return super().validate(rt, obj) + webhooks.validate_configuration(obj)
+
+    def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+        return new.get("webhooks") != old.get("webhooks")
 
 
-class ValidatingAdmissionPolicyStrategy(AdmissionRegistrationStrategy):
-    """A policy's status (its type checking) is the controller's: it starts empty."""
+class ValidatingAdmissionPolicyStrategy(Strategy):
+    """pkg/registry/admissionregistration/validatingadmissionpolicy: stored and served, not
+    applied; its status (the type checking) is the controller's, so it starts empty."""
 
     status_on_create: dict[str, Any] | None = {}
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admissionregistration.default_policy(obj)
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admissionregistration.validate_policy(obj)
+
+
+class ValidatingAdmissionPolicyBindingStrategy(Strategy):
+    """pkg/registry/admissionregistration/validatingadmissionpolicybinding."""
+
+    def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        admissionregistration.default_binding(obj)
+
+    def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+        return super().validate(rt, obj) + admissionregistration.validate_binding(obj)
 
 
 class CustomResourceDefinitionStrategy(Strategy):
@@ -813,7 +843,6 @@ class CustomResourceStrategy(Strategy):
 GENERIC = Strategy()
 CRDS = CustomResourceDefinitionStrategy()
 CUSTOM_RESOURCES = CustomResourceStrategy()
-_ADMISSION_REGISTRATION = AdmissionRegistrationStrategy()
 _ROLES = RoleStrategy()
 _ROLE_BINDINGS = RoleBindingStrategy()
 # By (group, plural); every kind not listed is the generic registry.
@@ -842,9 +871,12 @@ BY_KIND: dict[tuple[str, str], Strategy] = {
     rbac.ROLEBINDINGS: _ROLE_BINDINGS,
     rbac.CLUSTERROLEBINDINGS: _ROLE_BINDINGS,
     webhooks.CONFIGURATIONS: ValidatingWebhookConfigurationStrategy(),
-    (admissionregistration.GROUP, admissionregistration.MUTATING_WEBHOOKS): _ADMISSION_REGISTRATION,
+    (
+        admissionregistration.GROUP,
+        admissionregistration.MUTATING_WEBHOOKS,
+    ): MutatingWebhookConfigurationStrategy(),
     (admissionregistration.GROUP, admissionregistration.POLICIES): ValidatingAdmissionPolicyStrategy(),
-    (admissionregistration.GROUP, admissionregistration.BINDINGS): _ADMISSION_REGISTRATION,
+    (admissionregistration.GROUP, admissionregistration.BINDINGS): ValidatingAdmissionPolicyBindingStrategy(),
     CRD_KEY: CRDS,
 }
 
