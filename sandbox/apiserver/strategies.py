@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from . import admission, admissionregistration, conversion, errors, eventsv1, rbac, schema, webhooks
+from . import admission, admissionregistration, conversion, errors, eventsv1, printers, rbac, schema, webhooks
 from .errors import FieldError
 from .resources import CRD_KEY, STATUS_SUBRESOURCE, ResourceType
 
@@ -67,6 +67,8 @@ class Strategy:
     status_on_create: dict[str, Any] | None = None
     # Status integers Go serialises even when zero (no omitempty): clients' models require them.
     zero_status_fields: tuple[str, ...] = ()
+    # What ``kubectl get`` prints of the kind (its store's TableConvertor): printers.py.
+    columns: list[printers.Column] = printers.DEFAULT
 
     # ------------------------------------------------------------------ versions (the codec)
 
@@ -93,6 +95,16 @@ class Strategy:
         """What a list page answers of the ``selected`` stored objects (of the ``scanned`` ones the
         page read), before :meth:`present`."""
         return selected
+
+    # ------------------------------------------------------------------ printing (TableConvertor)
+
+    def table_columns(self, rt: ResourceType) -> list[printers.Column]:
+        """The columns of a Table of ``rt``."""
+        return self.columns
+
+    def printed(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object the columns read, from one as the client sees it."""
+        return obj
 
     # ------------------------------------------------------------------ create
 
@@ -225,6 +237,8 @@ def _pod_bound_and_active(pod: dict[str, Any]) -> bool:
 class PodStrategy(Strategy):
     """pkg/registry/core/pod: ServiceAccount admission, graceful deletion, the spec's immutability."""
 
+    columns = printers.PODS
+
     return_deleted_object = True
 
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -284,6 +298,8 @@ class NodeStrategy(Strategy):
     """pkg/registry/core/node, with the TaintNodesByCondition admission plugin. A node keeps the
     status it is created with (the kubelet registers with one)."""
 
+    columns = printers.NODES
+
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.default_node_status(obj)
 
@@ -304,6 +320,8 @@ class NodeStrategy(Strategy):
 class NamespaceStrategy(Strategy):
     """pkg/registry/core/namespace: spec.finalizers change through /finalize only, and the REST's own
     Delete marks the namespace Terminating for the namespace controller to empty and finalize."""
+
+    columns = printers.NAMESPACES
 
     status_on_create = {"phase": "Active"}
 
@@ -356,6 +374,8 @@ class NamespaceStrategy(Strategy):
 class EventsV1Strategy(Strategy):
     """events.k8s.io/v1 Events are core Events in storage, converted on the way (eventsv1.py)."""
 
+    columns = printers.EVENTS
+
     def present(
         self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False
     ) -> dict[str, Any]:
@@ -364,12 +384,18 @@ class EventsV1Strategy(Strategy):
     def to_storage(self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         return eventsv1.to_core(obj)
 
+    def printed(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Printed by core Events' columns, from the core/v1 shape."""
+        return eventsv1.to_core(obj)
+
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         return super().validate(rt, obj) + eventsv1.validate(obj, through_events_v1=True)
 
 
 class EventStrategy(Strategy):
     """pkg/registry/core/event: core/v1 Events (what events.k8s.io/v1 Events are stored as)."""
+
+    columns = printers.EVENTS
 
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.default_event(obj)
@@ -440,6 +466,8 @@ class VolumeAttachmentStrategy(Strategy):
 class LeaseStrategy(Strategy):
     """pkg/registry/coordination/lease."""
 
+    columns = printers.LEASES
+
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         return super().validate(rt, obj) + admission.validate_lease(obj)
 
@@ -462,12 +490,16 @@ class WorkloadStrategy(Strategy):
 class DeploymentStrategy(WorkloadStrategy):
     """pkg/registry/apps/deployment."""
 
+    columns = printers.DEPLOYMENTS
+
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.default_deployment(obj)
 
 
 class ReplicaSetStrategy(WorkloadStrategy):
     """pkg/registry/apps/replicaset."""
+
+    columns = printers.REPLICASETS
 
     zero_status_fields = ("replicas",)
 
@@ -486,6 +518,8 @@ class StatefulSetStrategy(WorkloadStrategy):
 
 class DaemonSetStrategy(WorkloadStrategy):
     """pkg/registry/apps/daemonset."""
+
+    columns = printers.DAEMONSETS
 
     zero_status_fields = (
         "currentNumberScheduled",
@@ -518,6 +552,8 @@ class CronJobStrategy(Strategy):
 
 class PodDisruptionBudgetStrategy(Strategy):
     """pkg/registry/policy/poddisruptionbudget."""
+
+    columns = printers.PODDISRUPTIONBUDGETS
 
     status_on_create: dict[str, Any] | None = {}
     zero_status_fields = ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods")
@@ -556,6 +592,8 @@ class MutatingWebhookConfigurationStrategy(Strategy):
     """pkg/registry/admissionregistration/mutatingwebhookconfiguration: stored and served, not
     called; it has no spec, so the generation follows its webhooks."""
 
+    columns = printers.WEBHOOK_CONFIGURATIONS
+
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admissionregistration.default_webhook_configuration(obj, mutating=True)
 
@@ -571,6 +609,8 @@ class ValidatingWebhookConfigurationStrategy(Strategy):
     """pkg/registry/admissionregistration/validatingwebhookconfiguration: the configurations the
     emulator calls (webhooks.py); their matchConditions compile when written."""
 
+    columns = printers.WEBHOOK_CONFIGURATIONS
+
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admissionregistration.default_webhook_configuration(obj, mutating=False)
 
@@ -585,6 +625,8 @@ class ValidatingAdmissionPolicyStrategy(Strategy):
     """pkg/registry/admissionregistration/validatingadmissionpolicy: stored and served, not
     applied; its status (the type checking) is the controller's, so it starts empty."""
 
+    columns = printers.VALIDATING_ADMISSION_POLICIES
+
     status_on_create: dict[str, Any] | None = {}
 
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -597,6 +639,8 @@ class ValidatingAdmissionPolicyStrategy(Strategy):
 class ValidatingAdmissionPolicyBindingStrategy(Strategy):
     """pkg/registry/admissionregistration/validatingadmissionpolicybinding."""
 
+    columns = printers.VALIDATING_ADMISSION_POLICY_BINDINGS
+
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admissionregistration.default_binding(obj)
 
@@ -608,6 +652,8 @@ class CustomResourceDefinitionStrategy(Strategy):
     """apiextensions-apiserver's CRD strategy and REST: the status it computes (accepted names,
     conditions, stored versions), its paths served from the first write, and the cleanup of its
     custom objects before it goes."""
+
+    columns = printers.CUSTOM_RESOURCE_DEFINITIONS
 
     return_deleted_object = True
 
@@ -784,6 +830,10 @@ class CustomResourceStrategy(Strategy):
                 if after is not before and target_schema:
                     schema.prune_custom(after, target_schema)
         return out
+
+    def table_columns(self, rt: ResourceType) -> list[printers.Column]:
+        """The CRD's additionalPrinterColumns (of ``rt``'s version)."""
+        return printers.custom_columns(rt)
 
     def check_create_allowed(self, handlers: ResourceHandlers, rt: ResourceType) -> None:
         crd = handlers.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from sandbox.apiserver.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sandbox.apiserver.printers import _jsonpath
 from sandbox.apiserver.selectors import (
     SelectorError,
     match_selector_object,
@@ -14,7 +15,6 @@ from sandbox.apiserver.selectors import (
     parse_label_selector,
 )
 from sandbox.apiserver.storage import Store, TooOld
-from sandbox.apiserver.tables import _jsonpath
 
 
 @pytest.mark.parametrize(
