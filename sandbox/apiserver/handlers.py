@@ -565,7 +565,7 @@ class ResourceHandlers:
                 )
         if not meta.get("finalizers"):
             meta.pop("finalizers", None)
-        if rt.has_generation and strategy.spec_changed(rt, new, old):
+        if rt.has_generation and strategy.spec_changed(rt, new, old, t.subresource):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
         problems = strategy.validate_update(rt, new, old, t.subresource)
         if problems:

@@ -179,7 +179,9 @@ class Strategy:
                 del result[key]
         return result
 
-    def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+    def spec_changed(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> bool:
         """Whether an update bumps ``metadata.generation`` (kinds that keep one)."""
         return new.get("spec") != old.get("spec")
 
@@ -495,6 +497,29 @@ class DeploymentStrategy(WorkloadStrategy):
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.default_deployment(obj)
 
+    def prepare_for_status_update(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]
+    ) -> dict[str, Any]:
+        """deploymentStatusStrategy keeps the labels too (its reset fields: spec and
+        metadata.labels); other metadata, annotations included, a /status write may change."""
+        result = super().prepare_for_status_update(rt, new, old)
+        labels = old["metadata"].get("labels")
+        if labels is None:
+            result["metadata"].pop("labels", None)
+        else:
+            result["metadata"]["labels"] = copy.deepcopy(labels)
+        return result
+
+    def spec_changed(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> bool:
+        """An update of the deployment bumps the generation for its annotations too (they are
+        copied to its ReplicaSets); a /status write never does."""
+        if subresource is not None:
+            return False
+        annotations = (new["metadata"].get("annotations") or {}) != (old["metadata"].get("annotations") or {})
+        return annotations or super().spec_changed(rt, new, old, subresource)
+
 
 class ReplicaSetStrategy(WorkloadStrategy):
     """pkg/registry/apps/replicaset."""
@@ -601,7 +626,9 @@ class MutatingWebhookConfigurationStrategy(Strategy):
         problems = super().validate(rt, obj)
         return problems + admissionregistration.validate_webhook_configuration(obj, mutating=True)
 
-    def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+    def spec_changed(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> bool:
         return new.get("webhooks") != old.get("webhooks")
 
 
@@ -617,7 +644,9 @@ class ValidatingWebhookConfigurationStrategy(Strategy):
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         return super().validate(rt, obj) + webhooks.validate_configuration(obj)
 
-    def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+    def spec_changed(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> bool:
         return new.get("webhooks") != old.get("webhooks")
 
 
@@ -874,7 +903,9 @@ class CustomResourceStrategy(Strategy):
         result["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
         return result
 
-    def spec_changed(self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> bool:
+    def spec_changed(
+        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> bool:
         ignore = {"metadata", "status", "apiVersion", "kind"}
         return {k: v for k, v in new.items() if k not in ignore} != {
             k: v for k, v in old.items() if k not in ignore
