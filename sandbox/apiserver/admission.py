@@ -198,11 +198,9 @@ def default_pod(pod: dict[str, Any]) -> None:
 
 
 def default_namespace(namespace: dict[str, Any]) -> None:
-    """SetDefaults_Namespace's name label, and the ``kubernetes`` finalizer the namespace strategy
-    adds (the namespace controller removes it once it has emptied the namespace)."""
+    """SetDefaults_Namespace: the name label every namespace carries."""
     meta = namespace["metadata"]
     meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
-    namespace.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
 
 
 def default_event(event: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ from .errors import ApiError, FieldError
 from .resources import Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .storage import Store
-from .strategies import CRDS, strategy_for
+from .strategies import CRDS, strategy_for, validate_delete_options
 
 
 @dataclass
@@ -657,6 +657,7 @@ class ResourceHandlers:
             options["propagationPolicy"] = query["propagationPolicy"]
         if (options.get("dryRun") or []) == ["All"]:
             ctx.dry_run = True
+        validate_delete_options(options)
         return options
 
     def delete(self, t: Target, ctx: Context, options: dict[str, Any] | None = None) -> Response:

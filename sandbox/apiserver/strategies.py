@@ -26,11 +26,24 @@ if TYPE_CHECKING:
     from .handlers import ResourceHandlers
 
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+KUBERNETES_FINALIZER = "kubernetes"
 ORPHAN_FINALIZER = "orphan"
 FOREGROUND_FINALIZER = "foregroundDeletion"
 PROPAGATION_POLICIES = ["Foreground", "Background", "Orphan"]
 # The object fields a /status write leaves alone on a built-in kind, whatever the body says.
 _NOT_SPEC = ("metadata", "status", "kind", "apiVersion")
+
+
+def validate_delete_options(options: dict[str, Any]) -> None:
+    """ValidateDeleteOptions, which the DELETE handler runs before any kind's REST sees them."""
+    policy = options.get("propagationPolicy")
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        raise errors.invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            [FieldError.unsupported("propagationPolicy", policy, PROPAGATION_POLICIES)],
+        )
 
 
 def gc_finalizers(existing: list[str], options: dict[str, Any]) -> list[str]:
@@ -39,13 +52,7 @@ def gc_finalizers(existing: list[str], options: dict[str, Any]) -> list[str]:
     Foreground, neither for Background (the default of every resource served here)."""
     policy = options.get("propagationPolicy")
     orphan_dependents = options.get("orphanDependents")
-    if policy is not None and policy not in PROPAGATION_POLICIES:
-        raise errors.invalid(
-            "DeleteOptions",
-            "meta.k8s.io",
-            "",
-            [FieldError.unsupported("propagationPolicy", policy, PROPAGATION_POLICIES)],
-        )
+    validate_delete_options(options)
     if orphan_dependents is not None:
         orphan, foreground = bool(orphan_dependents), False
     elif policy is not None:
@@ -324,6 +331,7 @@ class NamespaceStrategy(Strategy):
     Delete marks the namespace Terminating for the namespace controller to empty and finalize."""
 
     columns = printers.NAMESPACES
+    return_deleted_object = True
 
     status_on_create = {"phase": "Active"}
 
@@ -333,6 +341,14 @@ class NamespaceStrategy(Strategy):
 
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.default_namespace(obj)
+
+    def prepare_for_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """Active, and the ``kubernetes`` finalizer whatever finalizers the client sent (the
+        namespace controller removes it once it has emptied the namespace)."""
+        super().prepare_for_create(rt, obj)
+        finalizers = obj.setdefault("spec", {}).setdefault("finalizers", [])
+        if KUBERNETES_FINALIZER not in finalizers:
+            finalizers.append(KUBERNETES_FINALIZER)
 
     def prepare_for_update(
         self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
@@ -358,13 +374,21 @@ class NamespaceStrategy(Strategy):
         options: dict[str, Any],
         dry_run: bool,
     ) -> dict[str, Any] | None:
-        """The first delete stamps deletionTimestamp and phase Terminating (a namespace with no
-        finalizers at all goes at once); a later one answers the namespace as it is."""
+        """The first delete stamps deletionTimestamp and phase Terminating, and the propagation
+        policy's garbage-collector finalizer (``orphan``, ``foregroundDeletion``) as the generic
+        store would; a namespace with no finalizers at all goes at once. A later delete answers
+        the namespace as it is while its spec's finalizers hold it, else is the store's."""
         meta = obj["metadata"]
         if meta.get("deletionTimestamp"):
-            return obj
+            if (obj.get("spec") or {}).get("finalizers"):
+                return obj
+            return handlers.store_delete(rt, obj, options, dry_run)
         meta["deletionTimestamp"] = admission.now()
-        meta["deletionGracePeriodSeconds"] = 0
+        finalizers = gc_finalizers(meta.get("finalizers") or [], options)
+        if finalizers:
+            meta["finalizers"] = finalizers
+        else:
+            meta.pop("finalizers", None)
         obj.setdefault("status", {})["phase"] = "Terminating"
         if dry_run:
             return obj

@@ -1018,6 +1018,43 @@ def test_namespace_deletion_waits_for_finalize(api: client.ApiClient) -> None:
     assert caught.value.status == 404
 
 
+def test_namespace_deletion_honours_the_propagation_policy(api: client.ApiClient) -> None:
+    """pkg/registry/core/namespace/storage REST.Delete: the first delete gives the namespace the
+    garbage collector's finalizer of its policy (``orphan``, ``foregroundDeletion``); an unknown
+    policy is refused before (ValidateDeleteOptions), and a namespace always gets ``kubernetes``."""
+    core = client.CoreV1Api(api)
+    name = f"orph-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": name}, "spec": {"finalizers": ["example.com/hold"]}})
+    assert core.read_namespace(name).spec.finalizers == ["example.com/hold", "kubernetes"]
+    with pytest.raises(ApiException) as caught:
+        core.delete_namespace(name, propagation_policy="Sometimes")
+    assert caught.value.status == 422
+    core.delete_namespace(name, propagation_policy="Orphan")
+    terminating = core.read_namespace(name)
+    assert terminating.status.phase == "Terminating"
+    assert terminating.metadata.finalizers == ["orphan"]
+    assert terminating.metadata.deletion_grace_period_seconds is None
+    terminating.spec.finalizers = []
+    core.replace_namespace_finalize(name, terminating)
+    assert core.read_namespace(name).metadata.finalizers == ["orphan"]  # the garbage collector's now
+    core.patch_namespace(name, {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as caught:
+        core.read_namespace(name)
+    assert caught.value.status == 404
+
+    foreground = f"fg-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": foreground}})
+    core.delete_namespace(foreground, propagation_policy="Foreground")
+    held = core.read_namespace(foreground)
+    assert held.metadata.finalizers == ["foregroundDeletion"]
+    held.spec.finalizers = []
+    core.replace_namespace_finalize(foreground, held)
+    core.patch_namespace(foreground, {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as caught:
+        core.read_namespace(foreground)
+    assert caught.value.status == 404
+
+
 def test_crd_serving_two_versions_without_conversion_prunes_to_the_storage_schema(
     api: client.ApiClient,
 ) -> None:
