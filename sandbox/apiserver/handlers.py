@@ -567,7 +567,7 @@ class ResourceHandlers:
             meta.pop("finalizers", None)
         if rt.has_generation and strategy.spec_changed(rt, new, old, t.subresource):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
-        problems = strategy.validate_update(rt, new, old, t.subresource)
+        problems = strategy.validate_update(rt, new, old, t.subresource, ctx.warnings)
         if problems:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
         return _Update(t, ctx, new, old, stored_old, managed)

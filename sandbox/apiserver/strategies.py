@@ -193,9 +193,15 @@ class Strategy:
         return new.get("spec") != old.get("spec")
 
     def validate_update(
-        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str | None,
+        warnings: list[str],
     ) -> list[FieldError]:
-        """ValidateUpdate: the object as on a create, and what the kind forbids to change."""
+        """ValidateUpdate: the object as on a create, and what the kind forbids to change;
+        ``warnings`` collects what the request answers in Warning headers."""
         return self.validate(rt, new)
 
     def after_update(self, handlers: ResourceHandlers, stored: dict[str, Any]) -> None:
@@ -278,7 +284,12 @@ class PodStrategy(Strategy):
         return result
 
     def validate_update(
-        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str | None,
+        warnings: list[str],
     ) -> list[FieldError]:
         problems = self.validate(rt, new)
         if subresource is None:
@@ -320,9 +331,14 @@ class NodeStrategy(Strategy):
         return super().validate(rt, obj) + admission.validate_taints(taints, "spec.taints")
 
     def validate_update(
-        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str | None,
+        warnings: list[str],
     ) -> list[FieldError]:
-        problems = super().validate_update(rt, new, old, subresource)
+        problems = super().validate_update(rt, new, old, subresource, warnings)
         return problems + admission.validate_provider_id_update(new, old)
 
 
@@ -507,9 +523,14 @@ class WorkloadStrategy(Strategy):
         return super().validate(rt, obj) + admission.validate_workload(obj.get("spec") or {})
 
     def validate_update(
-        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str | None,
+        warnings: list[str],
     ) -> list[FieldError]:
-        problems = super().validate_update(rt, new, old, subresource)
+        problems = super().validate_update(rt, new, old, subresource, warnings)
         return problems + admission.validate_selector_immutable(new, old)
 
 
@@ -626,9 +647,16 @@ class RoleBindingStrategy(Strategy):
         return super().validate(rt, obj) + rbac.validate_binding(obj, namespaced=rt.namespaced)
 
     def validate_update(
-        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str | None,
+        warnings: list[str],
     ) -> list[FieldError]:
-        return super().validate_update(rt, new, old, subresource) + rbac.validate_binding_update(new, old)
+        return super().validate_update(rt, new, old, subresource, warnings) + rbac.validate_binding_update(
+            new, old
+        )
 
 
 class ReturnsDeletedObject(Strategy):
@@ -742,12 +770,17 @@ class CustomResourceDefinitionStrategy(Strategy):
         handlers.registry.install_crd(stored)
 
     def validate_update(
-        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str | None,
+        warnings: list[str],
     ) -> list[FieldError]:
         """Also the immutable group and plural, and the status: a /status write may set
         storedVersions (how a storage migration drops a version); any other write keeps the
         recorded ones. The status is computed here, once the spec it reads has been validated."""
-        problems = super().validate_update(rt, new, old, subresource)
+        problems = super().validate_update(rt, new, old, subresource, warnings)
         problems += self._immutable(new, old)
         if subresource == STATUS_SUBRESOURCE:
             problems += admission.validate_stored_versions(new, new.get("status"))
@@ -936,13 +969,19 @@ class CustomResourceStrategy(Strategy):
         }
 
     def validate_update(
-        self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str | None,
+        warnings: list[str],
     ) -> list[FieldError]:
         problems = admission.validate_metadata(new)
         # Both ratcheted as kube-apiserver's (KEP-4008): an error at a value the update left unchanged
-        # is not the writer's; the ratcheted CEL failures' Warning headers are not sent (yet).
+        # is not the writer's. A ratcheted CEL failure is still a Warning (the CEL validator's
+        # warning.AddWarning); a ratcheted schema error is dropped silently, as there.
         problems += schema.validate_custom(new, rt.schema, old)
-        return problems + schema.validate_cel(new, rt.schema, old)
+        return problems + schema.validate_cel(new, rt.schema, old, warnings)
 
 
 GENERIC = Strategy()
