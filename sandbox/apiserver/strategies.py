@@ -23,7 +23,7 @@ from .errors import FieldError
 from .resources import CRD_KEY, STATUS_SUBRESOURCE, ResourceType
 
 if TYPE_CHECKING:
-    from .handlers import ResourceHandlers
+    from .handlers import Context, ResourceHandlers, Response, Target
 
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 KUBERNETES_FINALIZER = "kubernetes"
@@ -112,6 +112,12 @@ class Strategy:
     def printed(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The object the columns read, from one as the client sees it."""
         return obj
+
+    # ------------------------------------------------------------------ subresources
+
+    def scale(self, handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
+        """The kind's ScaleREST (scale.py); asked only of the kinds serving ``/scale``."""
+        raise errors.internal(f"{t.rt.plural} has no scale subresource")
 
     # ------------------------------------------------------------------ create
 
@@ -519,6 +525,11 @@ class WorkloadStrategy(Strategy):
 
     status_on_create: dict[str, Any] | None = {}
 
+    def scale(self, handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
+        from . import scale  # serves HTTP, so it imports handlers.py, which imports this module
+
+        return scale.workload_scale(handlers, t, ctx)
+
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         return super().validate(rt, obj) + admission.validate_workload(obj.get("spec") or {})
 
@@ -920,6 +931,12 @@ class CustomResourceStrategy(Strategy):
     def table_columns(self, rt: ResourceType) -> list[printers.Column]:
         """The CRD's additionalPrinterColumns (of ``rt``'s version)."""
         return printers.custom_columns(rt)
+
+    def scale(self, handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
+        """The CRD's scale subresource, at its replica paths."""
+        from . import scale  # serves HTTP, so it imports handlers.py, which imports this module
+
+        return scale.custom_scale(handlers, t, ctx)
 
     def check_create_allowed(self, handlers: ResourceHandlers, rt: ResourceType) -> None:
         crd = handlers.store.peek(CRD_KEY, "", f"{rt.plural}.{rt.group}")
