@@ -261,9 +261,7 @@ class ResourceHandlers:
     def parse_selectors(self, rt: ResourceType, query: dict[str, str]) -> tuple[Any, Any]:
         try:
             labels = parse_label_selector(query.get("labelSelector"))
-            fields = parse_field_selector(
-                query.get("fieldSelector"), (rt.group, rt.plural), rt.selectable_fields
-            )
+            fields = parse_field_selector(query.get("fieldSelector"), strategy_for(rt).selectable_fields(rt))
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
         return labels, fields

@@ -18,7 +18,18 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from . import admission, admissionregistration, conversion, errors, eventsv1, printers, rbac, schema, webhooks
+from . import (
+    admission,
+    admissionregistration,
+    conversion,
+    errors,
+    eventsv1,
+    printers,
+    rbac,
+    schema,
+    selectors,
+    webhooks,
+)
 from .errors import FieldError
 from .resources import CRD_KEY, STATUS_SUBRESOURCE, ResourceType
 
@@ -76,6 +87,8 @@ class Strategy:
     zero_status_fields: tuple[str, ...] = ()
     # What ``kubectl get`` prints of the kind (its store's TableConvertor): printers.py.
     columns: list[printers.Column] = printers.DEFAULT
+    # The fields a field selector may name beyond metadata's (ToSelectableFields): selectors.py.
+    field_labels: dict[str, selectors.FieldGetter] = {}
 
     # ------------------------------------------------------------------ versions (the codec)
 
@@ -102,6 +115,12 @@ class Strategy:
         """What a list page answers of the ``selected`` stored objects (of the ``scanned`` ones the
         page read), before :meth:`present`."""
         return selected
+
+    # ------------------------------------------------------------------ selection (GetAttrs)
+
+    def selectable_fields(self, rt: ResourceType) -> dict[str, selectors.FieldGetter]:
+        """The fields of ``rt``'s objects a field selector may name."""
+        return {**selectors.COMMON_FIELDS, **self.field_labels}
 
     # ------------------------------------------------------------------ printing (TableConvertor)
 
@@ -259,6 +278,7 @@ class PodStrategy(Strategy):
     """pkg/registry/core/pod: ServiceAccount admission, graceful deletion, the spec's immutability."""
 
     columns = printers.PODS
+    field_labels = selectors.POD_FIELDS
 
     return_deleted_object = True
 
@@ -325,6 +345,7 @@ class NodeStrategy(Strategy):
     status it is created with (the kubelet registers with one)."""
 
     columns = printers.NODES
+    field_labels = selectors.NODE_FIELDS
 
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.default_node_status(obj)
@@ -353,6 +374,7 @@ class NamespaceStrategy(Strategy):
     Delete marks the namespace Terminating for the namespace controller to empty and finalize."""
 
     columns = printers.NAMESPACES
+    field_labels = selectors.PHASE_FIELDS
     return_deleted_object = True
 
     status_on_create = {"phase": "Active"}
@@ -423,6 +445,7 @@ class EventsV1Strategy(Strategy):
     """events.k8s.io/v1 Events are core Events in storage, converted on the way (eventsv1.py)."""
 
     columns = printers.EVENTS
+    field_labels = selectors.EVENTS_V1_FIELDS
 
     def present(
         self, handlers: ResourceHandlers, rt: ResourceType, obj: dict[str, Any], *, in_list: bool = False
@@ -444,6 +467,7 @@ class EventStrategy(Strategy):
     """pkg/registry/core/event: core/v1 Events (what events.k8s.io/v1 Events are stored as)."""
 
     columns = printers.EVENTS
+    field_labels = selectors.EVENT_FIELDS
 
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.default_event(obj)
@@ -478,6 +502,7 @@ class PersistentVolumeClaimStrategy(StorageProtectedStrategy):
     """pkg/registry/core/persistentvolumeclaim."""
 
     protection_finalizer = "kubernetes.io/pvc-protection"
+    field_labels = selectors.PHASE_FIELDS
 
     def apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         admission.default_persistent_volume_claim(obj)
@@ -581,6 +606,7 @@ class ReplicaSetStrategy(WorkloadStrategy):
     """pkg/registry/apps/replicaset."""
 
     columns = printers.REPLICASETS
+    field_labels = selectors.REPLICASET_FIELDS
 
     zero_status_fields = ("replicas",)
 
@@ -931,6 +957,13 @@ class CustomResourceStrategy(Strategy):
     def table_columns(self, rt: ResourceType) -> list[printers.Column]:
         """The CRD's additionalPrinterColumns (of ``rt``'s version)."""
         return printers.custom_columns(rt)
+
+    def selectable_fields(self, rt: ResourceType) -> dict[str, selectors.FieldGetter]:
+        """metadata's, and the CRD's selectableFields (of ``rt``'s version)."""
+        fields = super().selectable_fields(rt)
+        for name in rt.selectable_fields:
+            fields.setdefault(name, selectors.field_path(*name.split(".")))
+        return fields
 
     def scale(self, handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
         """The CRD's scale subresource, at its replica paths."""
