@@ -723,7 +723,8 @@ class MutatingWebhookConfigurationStrategy(Strategy):
 
 class ValidatingWebhookConfigurationStrategy(Strategy):
     """pkg/registry/admissionregistration/validatingwebhookconfiguration: the configurations the
-    emulator calls (webhooks.py); their matchConditions compile when written."""
+    emulator calls (webhooks.py), validated as the mutating ones are, their matchConditions also
+    compiled when written (as the emulator will evaluate them)."""
 
     columns = printers.WEBHOOK_CONFIGURATIONS
 
@@ -731,7 +732,10 @@ class ValidatingWebhookConfigurationStrategy(Strategy):
         admissionregistration.default_webhook_configuration(obj, mutating=False)
 
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
-        return super().validate(rt, obj) + webhooks.validate_configuration(obj)
+        problems = super().validate(rt, obj)
+        problems += admissionregistration.validate_webhook_configuration(obj, mutating=False)
+        reported = {problem.field for problem in problems}
+        return problems + [p for p in webhooks.validate_configuration(obj) if p.field not in reported]
 
     def spec_changed(
         self, rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
