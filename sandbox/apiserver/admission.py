@@ -1,6 +1,6 @@
 """Server-side defaults, admission plugins and validation of the built-in kinds: the functions
 kube-apiserver keeps in ``pkg/apis/<group>/v1/defaults.go``, ``pkg/apis/<group>/validation`` and
-``plugin/pkg/admission``; each kind's strategy (strategies.py) says which of them it runs.
+``plugin/pkg/admission``; each kind's strategy (strategies/) says which of them it runs.
 
 Clients rely on these: a created Pod comes back with restartPolicy, tolerations and qosClass; a Node
 gains the not-ready taint; a Namespace its ``kubernetes.io/metadata.name`` label; a Deployment its

@@ -4,7 +4,7 @@ Each write is a read-check-write under the store lock, then the object semantics
 generic registry applies: preconditions and resourceVersion conflicts, defaults and validation,
 status/spec separation between the main resource and ``/status``, generation bumps, finalizers and
 graceful deletion. Where a kind differs (a pod's grace period, a namespace's delete, a CRD's status,
-a custom resource's schema and versions...), the verb asks the kind's strategy (strategies.py), as
+a custom resource's schema and versions...), the verb asks the kind's strategy (strategies/), as
 kube-apiserver's generic store asks ``pkg/registry/<group>/<kind>/strategy.go``. Validating webhooks
 are called with no lock held (an update is then stored only if the object has not changed meanwhile,
 else rebuilt: GuaranteedUpdate), so a slow webhook costs its own request only, as on kube-apiserver.

@@ -1,7 +1,7 @@
 """What ``kubectl get`` prints of each kind: the columns of kube-apiserver's printers
 (``pkg/printers/internalversion``) for the kinds this project shows, and a CRD's
 ``additionalPrinterColumns`` for custom objects. Each kind's strategy names its columns
-(strategies.py, ``table_columns``); tables.py renders them as a ``meta.k8s.io/v1 Table``.
+(strategies/, ``table_columns``); tables.py renders them as a ``meta.k8s.io/v1 Table``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``/scale`` subresource: the autoscaling/v1 Scale view of a kind that serves one, as
 kube-apiserver's ScaleREST of each workload (pkg/registry/apps/<kind>/storage) and
 apiextensions-apiserver's of custom resources serve it. Each kind's strategy names its ScaleREST
-(strategies.py, ``scale``).
+(strategies/, ``scale``).
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def field_path(*parts: str) -> Callable[[dict[str, Any]], str]:
 
 FieldGetter = Callable[[dict[str, Any]], str]
 
-# The fields every kind's GetAttrs exposes; each kind's strategy adds its own (strategies.py,
+# The fields every kind's GetAttrs exposes; each kind's strategy adds its own (strategies/,
 # ``field_labels``: kube-apiserver's ToSelectableFields / AddFieldLabelConversionFunc).
 COMMON_FIELDS: dict[str, FieldGetter] = {
     "metadata.name": field_path("metadata", "name"),
