@@ -171,6 +171,35 @@ def test_a_deployment_update_of_its_annotations_bumps_its_generation(kube: Kube,
     assert annotated["metadata"]["generation"] == 2
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"orphanDependents": True, "propagationPolicy": "Foreground"},
+            'propagationPolicy: Invalid value: "Foreground": '
+            "orphanDependents and deletionPropagation cannot be both set",
+        ),
+        (
+            {"propagationPolicy": "Sometimes"},
+            'propagationPolicy: Unsupported value: "Sometimes": '
+            'supported values: "Foreground", "Background", "Orphan", "nil"',
+        ),
+    ],
+    ids=["both-set", "unknown-policy"],
+)
+def test_delete_options_are_validated_before_the_delete(
+    kube: Kube, ns: str, options: dict[str, Any], message: str
+) -> None:
+    """apimachinery ValidateDeleteOptions, run by the DELETE handler for every kind."""
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    kube.create(path, {"metadata": {"name": "kept"}})
+    with pytest.raises(ApiException) as caught:
+        kube._call("DELETE", f"{path}/kept", body={"kind": "DeleteOptions", "apiVersion": "v1", **options})
+    assert caught.value.status == 422
+    assert status_of(caught.value)["message"] == f'DeleteOptions.meta.k8s.io "" is invalid: {message}'
+    assert kube.get_or_none(f"{path}/kept") is not None
+
+
 def test_a_node_and_a_host_path_get_the_fields_go_always_serialises(kube: Kube, ns: str) -> None:
     node = kube.create("/api/v1/nodes", {"metadata": {"name": f"n-{ns}"}})
     assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}

@@ -35,15 +35,24 @@ _NOT_SPEC = ("metadata", "status", "kind", "apiVersion")
 
 
 def validate_delete_options(options: dict[str, Any]) -> None:
-    """ValidateDeleteOptions, which the DELETE handler runs before any kind's REST sees them."""
+    """ValidateDeleteOptions, which the DELETE handler runs before any kind's REST sees them: one
+    of orphanDependents and propagationPolicy, a known policy, dryRun only ``All``."""
     policy = options.get("propagationPolicy")
-    if policy is not None and policy not in PROPAGATION_POLICIES:
-        raise errors.invalid(
-            "DeleteOptions",
-            "meta.k8s.io",
-            "",
-            [FieldError.unsupported("propagationPolicy", policy, PROPAGATION_POLICIES)],
+    problems = []
+    if options.get("orphanDependents") is not None and policy is not None:
+        problems.append(
+            FieldError.invalid(
+                "propagationPolicy", policy, "orphanDependents and deletionPropagation cannot be both set"
+            )
         )
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        problems.append(FieldError.unsupported("propagationPolicy", policy, [*PROPAGATION_POLICIES, "nil"]))
+    for value in options.get("dryRun") or []:
+        if value != "All":
+            problems.append(FieldError.unsupported("dryRun", options["dryRun"], ["All"]))
+            break
+    if problems:
+        raise errors.invalid("DeleteOptions", "meta.k8s.io", "", problems)
 
 
 def gc_finalizers(existing: list[str], options: dict[str, Any]) -> list[str]:
