@@ -314,13 +314,7 @@ class Router:
         if not isinstance(body, dict):
             raise errors.bad_request(f"the body of a create must be a {t.rt.kind} object")
         identity = ctx.request.identity or ANONYMOUS
-        kind = t.rt.kind
-        if kind == "SelfSubjectRulesReview":
-            answer = rbac.rules_review(self.authorizer, body, identity)
-        elif kind == "SelfSubjectReview":
-            answer = rbac.self_subject_review(identity)
-        else:
-            answer = rbac.access_review(self.authorizer, body, identity, kind, t.namespace or "")
+        answer = strategy_for(t.rt).review(self.authorizer, t, body, identity)
         return Response(201, answer)
 
     @staticmethod

@@ -27,6 +27,9 @@ from .access import (
     MutatingWebhookConfigurationStrategy,
     RoleBindingStrategy,
     RoleStrategy,
+    SelfSubjectReviewStrategy,
+    SelfSubjectRulesReviewStrategy,
+    SubjectAccessReviewStrategy,
     ValidatingAdmissionPolicyBindingStrategy,
     ValidatingAdmissionPolicyStrategy,
     ValidatingWebhookConfigurationStrategy,
@@ -65,6 +68,7 @@ CRDS = CustomResourceDefinitionStrategy()
 CUSTOM_RESOURCES = CustomResourceStrategy()
 _ROLES = RoleStrategy()
 _ROLE_BINDINGS = RoleBindingStrategy()
+_ACCESS_REVIEWS = SubjectAccessReviewStrategy()
 # By (group, plural); every kind not listed is the generic registry.
 BY_KIND: dict[tuple[str, str], Strategy] = {
     ("", "pods"): PodStrategy(),
@@ -98,6 +102,12 @@ BY_KIND: dict[tuple[str, str], Strategy] = {
     (admissionregistration.GROUP, admissionregistration.POLICIES): ValidatingAdmissionPolicyStrategy(),
     (admissionregistration.GROUP, admissionregistration.BINDINGS): ValidatingAdmissionPolicyBindingStrategy(),
     CRD_KEY: CRDS,
+    **{
+        ("authorization.k8s.io", plural): _ACCESS_REVIEWS
+        for plural in ("subjectaccessreviews", "selfsubjectaccessreviews", "localsubjectaccessreviews")
+    },
+    ("authorization.k8s.io", "selfsubjectrulesreviews"): SelfSubjectRulesReviewStrategy(),
+    ("authentication.k8s.io", "selfsubjectreviews"): SelfSubjectReviewStrategy(),
 }
 
 

@@ -12,7 +12,7 @@ from ..resources import ResourceType
 from .base import Strategy
 
 if TYPE_CHECKING:
-    pass
+    from ..handlers import Target
 
 
 class RoleStrategy(Strategy):
@@ -108,3 +108,31 @@ class ValidatingAdmissionPolicyBindingStrategy(Strategy):
 
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         return super().validate(rt, obj) + admissionregistration.validate_binding(obj)
+
+
+class SubjectAccessReviewStrategy(Strategy):
+    """pkg/registry/authorization/{subject,selfsubject,localsubject}accessreview: whether the
+    subject (the caller, for the self kind) may do the attributes' verb, answered from RBAC."""
+
+    def review(
+        self, authorizer: rbac.Authorizer, t: Target, body: dict[str, Any], identity: rbac.Identity
+    ) -> dict[str, Any]:
+        return rbac.access_review(authorizer, body, identity, t.rt.kind, t.namespace or "")
+
+
+class SelfSubjectRulesReviewStrategy(Strategy):
+    """pkg/registry/authorization/selfsubjectrulesreview: the caller's rules in a namespace."""
+
+    def review(
+        self, authorizer: rbac.Authorizer, t: Target, body: dict[str, Any], identity: rbac.Identity
+    ) -> dict[str, Any]:
+        return rbac.rules_review(authorizer, body, identity)
+
+
+class SelfSubjectReviewStrategy(Strategy):
+    """pkg/registry/authentication/selfsubjectreview: who the caller is."""
+
+    def review(
+        self, authorizer: rbac.Authorizer, t: Target, body: dict[str, Any], identity: rbac.Identity
+    ) -> dict[str, Any]:
+        return rbac.self_subject_review(identity)

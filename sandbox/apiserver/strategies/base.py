@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .. import admission, errors, printers, schema, selectors
+from .. import admission, errors, printers, rbac, schema, selectors
 from ..errors import FieldError
 from ..resources import STATUS_SUBRESOURCE, ResourceType
 
@@ -129,6 +129,15 @@ class Strategy:
     def printed(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The object the columns read, from one as the client sees it."""
         return obj
+
+    # ------------------------------------------------------------------ create-only reviews
+
+    def review(
+        self, authorizer: rbac.Authorizer, t: Target, body: dict[str, Any], identity: rbac.Identity
+    ) -> dict[str, Any]:
+        """The answer of a review kind's create-only REST (never stored); asked only of the
+        virtual kinds (access.py)."""
+        raise errors.method_not_allowed()
 
     # ------------------------------------------------------------------ subresources
 
