@@ -29,17 +29,10 @@ class RoleBindingStrategy(Strategy):
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         return super().validate(rt, obj) + rbac.validate_binding(obj, namespaced=rt.namespaced)
 
-    def validate_update(
-        self,
-        rt: ResourceType,
-        new: dict[str, Any],
-        old: dict[str, Any],
-        subresource: str | None,
-        warnings: list[str],
+    def validate_immutable(
+        self, new: dict[str, Any], old: dict[str, Any], subresource: str | None
     ) -> list[FieldError]:
-        return super().validate_update(rt, new, old, subresource, warnings) + rbac.validate_binding_update(
-            new, old
-        )
+        return rbac.validate_binding_update(new, old)
 
 
 class MutatingWebhookConfigurationStrategy(Strategy):

@@ -234,7 +234,13 @@ class Strategy:
     ) -> list[FieldError]:
         """ValidateUpdate: the object as on a create, and what the kind forbids to change;
         ``warnings`` collects what the request answers in Warning headers."""
-        return self.validate(rt, new)
+        return self.validate(rt, new) + self.validate_immutable(new, old, subresource)
+
+    def validate_immutable(
+        self, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> list[FieldError]:
+        """The part of ValidateUpdate that compares: what the kind forbids an update to change."""
+        return []
 
     def after_update(self, handlers: ResourceHandlers, stored: dict[str, Any]) -> None:
         """Store.AfterUpdate (not called on a dry run, nor when the update deleted the object)."""

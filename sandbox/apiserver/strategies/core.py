@@ -59,18 +59,11 @@ class PodStrategy(Strategy):
             result["metadata"]["ownerReferences"] = copy.deepcopy(owners)
         return result
 
-    def validate_update(
-        self,
-        rt: ResourceType,
-        new: dict[str, Any],
-        old: dict[str, Any],
-        subresource: str | None,
-        warnings: list[str],
+    def validate_immutable(
+        self, new: dict[str, Any], old: dict[str, Any], subresource: str | None
     ) -> list[FieldError]:
-        problems = self.validate(rt, new)
-        if subresource is None:
-            problems += admission.validate_pod_update(new, old)
-        return problems
+        """The spec, but for images and the like (its /status write keeps the spec anyway)."""
+        return admission.validate_pod_update(new, old) if subresource is None else []
 
     def should_delete_during_update(self, obj: dict[str, Any]) -> bool:
         """A pod goes once its grace period is 0 too (the kubelet's final delete)."""
@@ -107,16 +100,10 @@ class NodeStrategy(Strategy):
         taints = (obj.get("spec") or {}).get("taints") or []
         return super().validate(rt, obj) + admission.validate_taints(taints, "spec.taints")
 
-    def validate_update(
-        self,
-        rt: ResourceType,
-        new: dict[str, Any],
-        old: dict[str, Any],
-        subresource: str | None,
-        warnings: list[str],
+    def validate_immutable(
+        self, new: dict[str, Any], old: dict[str, Any], subresource: str | None
     ) -> list[FieldError]:
-        problems = super().validate_update(rt, new, old, subresource, warnings)
-        return problems + admission.validate_provider_id_update(new, old)
+        return admission.validate_provider_id_update(new, old)
 
 
 class NamespaceStrategy(Strategy):

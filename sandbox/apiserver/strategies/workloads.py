@@ -29,16 +29,10 @@ class WorkloadStrategy(Strategy):
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         return super().validate(rt, obj) + admission.validate_workload(obj.get("spec") or {})
 
-    def validate_update(
-        self,
-        rt: ResourceType,
-        new: dict[str, Any],
-        old: dict[str, Any],
-        subresource: str | None,
-        warnings: list[str],
+    def validate_immutable(
+        self, new: dict[str, Any], old: dict[str, Any], subresource: str | None
     ) -> list[FieldError]:
-        problems = super().validate_update(rt, new, old, subresource, warnings)
-        return problems + admission.validate_selector_immutable(new, old)
+        return admission.validate_selector_immutable(new, old)
 
 
 class DeploymentStrategy(WorkloadStrategy):
