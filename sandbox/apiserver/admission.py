@@ -1,4 +1,6 @@
-"""Server-side defaults, admission and validation of the built-in kinds (kube-apiserver's strategies).
+"""Server-side defaults, admission plugins and validation of the built-in kinds: the functions
+kube-apiserver keeps in ``pkg/apis/<group>/v1/defaults.go``, ``pkg/apis/<group>/validation`` and
+``plugin/pkg/admission``; each kind's strategy (strategies/) says which of them it runs.
 
 Clients rely on these: a created Pod comes back with restartPolicy, tolerations and qosClass; a Node
 gains the not-ready taint; a Namespace its ``kubernetes.io/metadata.name`` label; a Deployment its
@@ -18,10 +20,8 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from . import admissionregistration, eventsv1, webhooks
 from . import errors as api_errors
 from .errors import FieldError
-from .resources import ResourceType
 from .selectors import match_selector_object, valid_label_key, valid_label_value
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -135,7 +135,7 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
             volume["hostPath"].setdefault("type", "")  # SetDefaults_HostPathVolumeSource: HostPathUnset
 
 
-def _qos_class(spec: dict[str, Any]) -> str:
+def qos_class(spec: dict[str, Any]) -> str:
     """v1qos.GetPodQOS over cpu and memory of every (init) container."""
     requests: dict[str, Any] = {}
     limits: dict[str, Any] = {}
@@ -197,93 +197,101 @@ def default_pod(pod: dict[str, Any]) -> None:
             )
 
 
-def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
-    """Scheme defaults plus the admission plugins a stock kube-apiserver runs."""
-    key = (rt.group, rt.plural)
-    if key == ("", "pods"):
-        default_pod(obj)
-    elif key == ("", "namespaces"):
-        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
-        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-    elif key == ("", "nodes"):
-        _default_node_status(obj)
-    elif key == ("", "events"):
-        # Fields without omitempty in core/v1 Event: always serialised.
-        for name in ("reportingComponent", "reportingInstance"):
-            obj.setdefault(name, "")
-        for name in ("firstTimestamp", "lastTimestamp", "eventTime"):
-            obj.setdefault(name, None)
-        obj.setdefault("source", {})
-    elif key == ("", "persistentvolumes"):
-        spec = obj.setdefault("spec", {})
-        if isinstance(spec.get("hostPath"), dict):
-            spec["hostPath"].setdefault("type", "")
-        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
-        spec.setdefault("volumeMode", "Filesystem")
-    elif key == ("", "persistentvolumeclaims"):
-        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
-    elif key == ("storage.k8s.io", "storageclasses"):
-        obj.setdefault("reclaimPolicy", "Delete")
-        obj.setdefault("volumeBindingMode", "Immediate")
-    elif key == ("apps", "deployments"):
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        strategy = spec.setdefault("strategy", {})
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy["type"] == "RollingUpdate":
-            rolling = strategy.setdefault("rollingUpdate", {})
-            rolling.setdefault("maxUnavailable", "25%")
-            rolling.setdefault("maxSurge", "25%")
-        spec.setdefault("revisionHistoryLimit", 10)
-        spec.setdefault("progressDeadlineSeconds", 600)
-        _default_template(spec)
-    elif key == ("apps", "replicasets"):
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        _default_template(spec)
-    elif key == ("apps", "statefulsets"):
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        spec.setdefault("podManagementPolicy", "OrderedReady")
-        strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
-        if strategy.get("type") == "RollingUpdate":
-            strategy.setdefault("rollingUpdate", {"partition": 0})
-        spec.setdefault("revisionHistoryLimit", 10)
-        spec.setdefault(
-            "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
-        )
-        _default_template(spec)
-    elif key == ("apps", "daemonsets"):
-        spec = obj.setdefault("spec", {})
-        strategy = spec.setdefault("updateStrategy", {})
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy["type"] == "RollingUpdate":
-            rolling = strategy.setdefault("rollingUpdate", {})
-            rolling.setdefault("maxUnavailable", 1)
-            rolling.setdefault("maxSurge", 0)
-        spec.setdefault("revisionHistoryLimit", 10)
-        _default_template(spec)
-    elif key == ("batch", "jobs"):
-        _default_job(obj)
-    elif key == ("batch", "cronjobs"):
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("concurrencyPolicy", "Allow")
-        spec.setdefault("suspend", False)
-        spec.setdefault("successfulJobsHistoryLimit", 3)
-        spec.setdefault("failedJobsHistoryLimit", 1)
-        job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
-        job_spec.setdefault("backoffLimit", 6)
-        _default_template(job_spec)
-    elif admissionregistration.is_admissionregistration(*key):
-        admissionregistration.default(rt.plural, obj)
-    elif key == ("", "services"):
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        for port in spec.get("ports") or []:
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
+def default_namespace(namespace: dict[str, Any]) -> None:
+    """SetDefaults_Namespace: the name label every namespace carries."""
+    meta = namespace["metadata"]
+    meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+
+
+def default_event(event: dict[str, Any]) -> None:
+    """Fields without omitempty in core/v1 Event: always serialised."""
+    for name in ("reportingComponent", "reportingInstance"):
+        event.setdefault(name, "")
+    for name in ("firstTimestamp", "lastTimestamp", "eventTime"):
+        event.setdefault(name, None)
+    event.setdefault("source", {})
+
+
+def default_persistent_volume(volume: dict[str, Any]) -> None:
+    spec = volume.setdefault("spec", {})
+    if isinstance(spec.get("hostPath"), dict):
+        spec["hostPath"].setdefault("type", "")
+    spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    spec.setdefault("volumeMode", "Filesystem")
+
+
+def default_persistent_volume_claim(claim: dict[str, Any]) -> None:
+    claim.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+
+
+def default_storage_class(storage_class: dict[str, Any]) -> None:
+    storage_class.setdefault("reclaimPolicy", "Delete")
+    storage_class.setdefault("volumeBindingMode", "Immediate")
+
+
+def default_service(service: dict[str, Any]) -> None:
+    spec = service.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    for port in spec.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
+
+
+def default_deployment(deployment: dict[str, Any]) -> None:
+    spec = deployment.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _default_template(spec)
+
+
+def default_replica_set(replica_set: dict[str, Any]) -> None:
+    spec = replica_set.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    _default_template(spec)
+
+
+def default_stateful_set(stateful_set: dict[str, Any]) -> None:
+    spec = stateful_set.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+    if strategy.get("type") == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {"partition": 0})
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
+    _default_template(spec)
+
+
+def default_daemon_set(daemon_set: dict[str, Any]) -> None:
+    spec = daemon_set.setdefault("spec", {})
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    _default_template(spec)
+
+
+def default_cron_job(cron_job: dict[str, Any]) -> None:
+    spec = cron_job.setdefault("spec", {})
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
+    job_spec.setdefault("backoffLimit", 6)
+    _default_template(job_spec)
 
 
 NODE_INFO_FIELDS = (
@@ -300,7 +308,7 @@ NODE_INFO_FIELDS = (
 )
 
 
-def _default_node_status(node: dict[str, Any]) -> None:
+def default_node_status(node: dict[str, Any]) -> None:
     """NodeStatus fields Go always serialises: ``daemonEndpoints`` (Port 0) and every ``nodeInfo`` string."""
     status = node.setdefault("status", {})
     endpoint = status.setdefault("daemonEndpoints", {}).setdefault("kubeletEndpoint", {})
@@ -310,7 +318,7 @@ def _default_node_status(node: dict[str, Any]) -> None:
         info.setdefault(name, "")
 
 
-def _default_job(job: dict[str, Any]) -> None:
+def default_job(job: dict[str, Any]) -> None:
     """SetDefaults_Job and the job strategy's generated selector (batch.kubernetes.io/controller-uid)."""
     spec = job.setdefault("spec", {})
     parallelism = spec.setdefault("parallelism", 1)
@@ -338,59 +346,6 @@ def _default_template(spec: dict[str, Any]) -> None:
     template = spec.get("template")
     if isinstance(template, dict):
         default_pod_spec(template.setdefault("spec", {}))
-
-
-def reset_status_on_create(rt: ResourceType, obj: dict[str, Any]) -> None:
-    """PrepareForCreate: resources with a status subresource ignore the status a client sends."""
-    key = (rt.group, rt.plural)
-    if key == ("", "pods"):
-        obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj.get("spec") or {})}
-    elif key == ("", "namespaces"):
-        obj["status"] = {"phase": "Active"}
-    elif key in (("", "persistentvolumes"), ("", "persistentvolumeclaims")):
-        obj["status"] = {"phase": "Pending"}
-    elif key == ("policy", "poddisruptionbudgets") or rt.group in ("apps", "batch"):
-        obj["status"] = {}  # the zero counts are filled in by fill_zero_values
-    elif key == ("", "services"):
-        obj["status"] = {"loadBalancer": {}}
-    elif key == (admissionregistration.GROUP, admissionregistration.POLICIES):
-        obj["status"] = {}
-    elif rt.custom and "status" in rt.subresources:
-        obj.pop("status", None)
-
-
-# Status integers Go serialises even when zero (no omitempty): clients' models require them.
-_ZERO_STATUS_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("apps", "replicasets"): ("replicas",),
-    ("apps", "statefulsets"): ("replicas", "availableReplicas"),
-    ("apps", "daemonsets"): (
-        "currentNumberScheduled",
-        "desiredNumberScheduled",
-        "numberMisscheduled",
-        "numberReady",
-    ),
-    ("policy", "poddisruptionbudgets"): (
-        "disruptionsAllowed",
-        "currentHealthy",
-        "desiredHealthy",
-        "expectedPods",
-    ),
-}
-
-
-def fill_zero_values(rt: ResourceType, obj: dict[str, Any]) -> None:
-    """Give every stored object the zero-valued fields the real API server always serialises."""
-    fields = _ZERO_STATUS_FIELDS.get((rt.group, rt.plural))
-    if fields:
-        status = obj.setdefault("status", {})
-        for name in fields:
-            status.setdefault(name, 0)
-
-
-STORAGE_PROTECTION = {
-    ("", "persistentvolumes"): "kubernetes.io/pv-protection",
-    ("", "persistentvolumeclaims"): "kubernetes.io/pvc-protection",
-}
 
 
 DEFAULT_SERVICE_ACCOUNT = "default"
@@ -432,15 +387,6 @@ def admit_service_account(
         meta.get("name", ""),
         f'error looking up service account {namespace}/{name}: serviceaccount "{name}" not found',
     )
-
-
-def admit_storage_protection(rt: ResourceType, obj: dict[str, Any]) -> None:
-    """StorageObjectInUseProtection: a PV or PVC stays until its protection controller lets it go."""
-    finalizer = STORAGE_PROTECTION.get((rt.group, rt.plural))
-    if finalizer:
-        finalizers = obj["metadata"].setdefault("finalizers", [])
-        if finalizer not in finalizers:
-            finalizers.append(finalizer)
 
 
 def admit_node_create(node: dict[str, Any]) -> None:
@@ -538,15 +484,21 @@ def crd_status(crd: dict[str, Any], old_status: dict[str, Any] | None) -> dict[s
 # -------------------------------------------------------------------------------- validation
 
 
-def validate_name(rt: ResourceType, name: str) -> list[FieldError]:
+def validate_name(name: str) -> list[FieldError]:
+    """ValidateObjectMeta's name check of most kinds: a DNS-1123 subdomain."""
     if not name:
         return [FieldError.required("metadata.name", "name or generateName is required")]
-    if rt.plural == "namespaces":
-        if not _LABEL.match(name) or len(name) > 63:
-            return [FieldError.invalid("metadata.name", name, _LABEL_MSG)]
-        return []
     if len(name) > 253 or not _SUBDOMAIN.match(name):
         return [FieldError.invalid("metadata.name", name, _SUBDOMAIN_MSG)]
+    return []
+
+
+def validate_label_name(name: str) -> list[FieldError]:
+    """The name check of kinds whose names are DNS-1123 labels (namespaces)."""
+    if not name:
+        return [FieldError.required("metadata.name", "name or generateName is required")]
+    if not _LABEL.match(name) or len(name) > 63:
+        return [FieldError.invalid("metadata.name", name, _LABEL_MSG)]
     return []
 
 
@@ -576,65 +528,7 @@ def validate_metadata(obj: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
-def validate_object(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
-    """Per-kind validation for create and update (the checks that matter to this project)."""
-    errors = validate_metadata(obj)
-    key = (rt.group, rt.plural)
-    if key == ("", "pods"):
-        errors += _validate_pod_spec(obj.get("spec") or {}, "spec")
-    elif key == ("", "nodes"):
-        errors += _validate_taints((obj.get("spec") or {}).get("taints") or [], "spec.taints")
-    elif key in (
-        ("apps", "deployments"),
-        ("apps", "replicasets"),
-        ("apps", "daemonsets"),
-        ("apps", "statefulsets"),
-    ):
-        errors += _validate_workload(obj.get("spec") or {})
-    elif key == ("policy", "poddisruptionbudgets"):
-        spec = obj.get("spec") or {}
-        if "minAvailable" in spec and "maxUnavailable" in spec:
-            errors.append(
-                FieldError.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
-            )
-    elif key in (eventsv1.CORE_KEY, eventsv1.KEY):
-        errors += eventsv1.validate(obj, through_events_v1=key == eventsv1.KEY)
-    elif key == webhooks.CONFIGURATIONS:
-        errors += webhooks.validate_configuration(obj)
-    elif key == ("storage.k8s.io", "storageclasses"):
-        if not obj.get("provisioner"):
-            errors.append(FieldError.required("provisioner"))
-    elif key == ("storage.k8s.io", "volumeattachments"):
-        # pkg/apis/storage/validation ValidateVolumeAttachment: attacher, nodeName and exactly one source.
-        spec = obj.get("spec") or {}
-        for field in ("attacher", "nodeName"):
-            if not spec.get(field):
-                errors.append(FieldError.required(f"spec.{field}"))
-        source = spec.get("source") or {}
-        if bool(source.get("persistentVolumeName")) == bool(source.get("inlineVolumeSpec")):
-            errors.append(
-                FieldError.invalid(
-                    "spec.source",
-                    source,
-                    "must specify exactly one of persistentVolumeName and inlineVolumeSpec",
-                )
-            )
-    elif key == ("coordination.k8s.io", "leases"):
-        duration = (obj.get("spec") or {}).get("leaseDurationSeconds")
-        if duration is not None and (not isinstance(duration, int) or duration <= 0):
-            errors.append(FieldError.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
-    elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-        errors += _validate_crd(obj)
-    elif admissionregistration.is_admissionregistration(*key):
-        errors += admissionregistration.validate(rt.plural, obj)
-    elif rt.group == "rbac.authorization.k8s.io":
-        from .rbac import validate as validate_rbac
-
-        errors += validate_rbac(key, obj)
-    return errors
-
-
-def _validate_taints(taints: list[Any], path: str) -> list[FieldError]:
+def validate_taints(taints: list[Any], path: str) -> list[FieldError]:
     errors: list[FieldError] = []
     seen: set[tuple[str, str]] = set()
     for i, taint in enumerate(taints):
@@ -657,7 +551,7 @@ def _validate_taints(taints: list[Any], path: str) -> list[FieldError]:
     return errors
 
 
-def _validate_pod_spec(spec: dict[str, Any], path: str) -> list[FieldError]:
+def validate_pod_spec(spec: dict[str, Any], path: str) -> list[FieldError]:
     errors: list[FieldError] = []
     containers = spec.get("containers")
     if not containers:
@@ -738,7 +632,7 @@ def _validate_resources(resources: dict[str, Any], path: str) -> list[FieldError
     return errors
 
 
-def _validate_workload(spec: dict[str, Any]) -> list[FieldError]:
+def validate_workload(spec: dict[str, Any]) -> list[FieldError]:
     errors: list[FieldError] = []
     selector = spec.get("selector")
     if not selector:
@@ -758,11 +652,71 @@ def _validate_workload(spec: dict[str, Any]) -> list[FieldError]:
     replicas = spec.get("replicas")
     if isinstance(replicas, int) and replicas < 0:
         errors.append(FieldError.invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
-    errors += _validate_pod_spec(template.get("spec") or {}, "spec.template.spec")
+    errors += validate_pod_spec(template.get("spec") or {}, "spec.template.spec")
     return errors
 
 
-def _validate_crd(crd: dict[str, Any]) -> list[FieldError]:
+def validate_pod_disruption_budget(pdb: dict[str, Any]) -> list[FieldError]:
+    spec = pdb.get("spec") or {}
+    if "minAvailable" in spec and "maxUnavailable" in spec:
+        return [FieldError.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")]
+    return []
+
+
+def validate_storage_class(storage_class: dict[str, Any]) -> list[FieldError]:
+    if not storage_class.get("provisioner"):
+        return [FieldError.required("provisioner")]
+    return []
+
+
+def validate_volume_attachment(attachment: dict[str, Any]) -> list[FieldError]:
+    """pkg/apis/storage/validation ValidateVolumeAttachment: attacher, nodeName and exactly one source."""
+    errors: list[FieldError] = []
+    spec = attachment.get("spec") or {}
+    for field in ("attacher", "nodeName"):
+        if not spec.get(field):
+            errors.append(FieldError.required(f"spec.{field}"))
+    source = spec.get("source") or {}
+    if bool(source.get("persistentVolumeName")) == bool(source.get("inlineVolumeSpec")):
+        errors.append(
+            FieldError.invalid(
+                "spec.source",
+                source,
+                "must specify exactly one of persistentVolumeName and inlineVolumeSpec",
+            )
+        )
+    return errors
+
+
+def validate_lease(lease: dict[str, Any]) -> list[FieldError]:
+    duration = (lease.get("spec") or {}).get("leaseDurationSeconds")
+    if duration is not None and (not isinstance(duration, int) or duration <= 0):
+        return [FieldError.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0")]
+    return []
+
+
+def validate_selector_immutable(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    """A workload's selector cannot change after create (apps/v1)."""
+    new_selector = (new.get("spec") or {}).get("selector")
+    if new_selector != (old.get("spec") or {}).get("selector"):
+        return [FieldError.invalid("spec.selector", new_selector, "field is immutable")]
+    return []
+
+
+def validate_provider_id_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    """A node's providerID may only be set from empty."""
+    before = (old.get("spec") or {}).get("providerID")
+    after = (new.get("spec") or {}).get("providerID")
+    if before and after != before:
+        return [
+            FieldError.forbidden(
+                "spec.providerID", 'node updates may not change providerID except from "" to valid'
+            )
+        ]
+    return []
+
+
+def validate_crd(crd: dict[str, Any]) -> list[FieldError]:
     errors: list[FieldError] = []
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
@@ -894,31 +848,4 @@ def validate_pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldE
                 "spec.schedulingGates", "only deletion is allowed, but found new scheduling gate"
             )
         )
-    return errors
-
-
-def validate_immutable(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
-    """Fields kube-apiserver refuses to change after create (workload selectors, a node's providerID)."""
-    errors: list[FieldError] = []
-    key = (rt.group, rt.plural)
-    if rt.group == "apps":
-        new_selector = (new.get("spec") or {}).get("selector")
-        if new_selector != (old.get("spec") or {}).get("selector"):
-            errors.append(FieldError.invalid("spec.selector", new_selector, "field is immutable"))
-    if key in (
-        ("rbac.authorization.k8s.io", "rolebindings"),
-        ("rbac.authorization.k8s.io", "clusterrolebindings"),
-    ):
-        from .rbac import validate_binding_update
-
-        errors += validate_binding_update(new, old)
-    if key == ("", "nodes"):
-        before = (old.get("spec") or {}).get("providerID")
-        after = (new.get("spec") or {}).get("providerID")
-        if before and after != before:
-            errors.append(
-                FieldError.forbidden(
-                    "spec.providerID", 'node updates may not change providerID except from "" to valid'
-                )
-            )
     return errors

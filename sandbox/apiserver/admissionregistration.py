@@ -22,7 +22,6 @@ VALIDATING_WEBHOOKS = "validatingwebhookconfigurations"
 MUTATING_WEBHOOKS = "mutatingwebhookconfigurations"
 POLICIES = "validatingadmissionpolicies"
 BINDINGS = "validatingadmissionpolicybindings"
-WEBHOOK_CONFIGURATIONS = (VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS)
 
 FAILURE_POLICIES = ["Fail", "Ignore"]
 MATCH_POLICIES = ["Equivalent", "Exact"]
@@ -44,32 +43,32 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def is_admissionregistration(group: str, plural: str) -> bool:
-    return group == GROUP and plural in (*WEBHOOK_CONFIGURATIONS, POLICIES, BINDINGS)
-
-
 # ------------------------------------------------------------------------------------------ defaults
 
 
-def default(plural: str, obj: dict[str, Any]) -> None:
-    """SetDefaults_ValidatingWebhook / _MutatingWebhook / _Rule / _ServiceReference /
-    _ValidatingAdmissionPolicySpec / _MatchResources / _ParamRef."""
-    if plural in WEBHOOK_CONFIGURATIONS:
-        for hook in obj.get("webhooks") or []:
-            if isinstance(hook, dict):
-                _default_webhook(hook, mutating=plural == MUTATING_WEBHOOKS)
-    elif plural == POLICIES:
-        spec = obj.get("spec")
-        if isinstance(spec, dict):
-            spec.setdefault("failurePolicy", "Fail")
-            _default_match_resources(spec.get("matchConstraints"))
-    elif plural == BINDINGS:
-        spec = obj.get("spec")
-        if isinstance(spec, dict):
-            _default_match_resources(spec.get("matchResources"))
-            param_ref = spec.get("paramRef")
-            if isinstance(param_ref, dict):
-                param_ref.setdefault("parameterNotFoundAction", "Deny")
+def default_webhook_configuration(obj: dict[str, Any], *, mutating: bool) -> None:
+    """SetDefaults_ValidatingWebhook / _MutatingWebhook / _Rule / _ServiceReference."""
+    for hook in obj.get("webhooks") or []:
+        if isinstance(hook, dict):
+            _default_webhook(hook, mutating=mutating)
+
+
+def default_policy(obj: dict[str, Any]) -> None:
+    """SetDefaults_ValidatingAdmissionPolicySpec / _MatchResources."""
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        spec.setdefault("failurePolicy", "Fail")
+        _default_match_resources(spec.get("matchConstraints"))
+
+
+def default_binding(obj: dict[str, Any]) -> None:
+    """SetDefaults_MatchResources / _ParamRef of a binding."""
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        _default_match_resources(spec.get("matchResources"))
+        param_ref = spec.get("paramRef")
+        if isinstance(param_ref, dict):
+            param_ref.setdefault("parameterNotFoundAction", "Deny")
 
 
 def _default_webhook(hook: dict[str, Any], *, mutating: bool) -> None:
@@ -105,17 +104,15 @@ def _default_rules(rules: Any) -> None:
 # ---------------------------------------------------------------------------------------- validation
 
 
-def validate(plural: str, obj: dict[str, Any]) -> list[FieldError]:
-    if plural in WEBHOOK_CONFIGURATIONS:
-        return _validate_webhook_configuration(obj, mutating=plural == MUTATING_WEBHOOKS)
-    if plural == POLICIES:
-        return _validate_policy(obj.get("spec") or {})
-    if plural == BINDINGS:
-        return _validate_binding(obj.get("spec") or {})
-    return []
+def validate_policy(obj: dict[str, Any]) -> list[FieldError]:
+    return _validate_policy(obj.get("spec") or {})
 
 
-def _validate_webhook_configuration(obj: dict[str, Any], *, mutating: bool) -> list[FieldError]:
+def validate_binding(obj: dict[str, Any]) -> list[FieldError]:
+    return _validate_binding(obj.get("spec") or {})
+
+
+def validate_webhook_configuration(obj: dict[str, Any], *, mutating: bool) -> list[FieldError]:
     errors: list[FieldError] = []
     names: set[str] = set()
     for i, hook in enumerate(obj.get("webhooks") or []):
@@ -516,11 +513,3 @@ def _validate_param_ref(param_ref: dict[str, Any]) -> list[FieldError]:
             FieldError.unsupported("spec.paramRef.parameterNotFoundAction", action, PARAM_NOT_FOUND_ACTIONS)
         )
     return errors
-
-
-def spec_changed(plural: str, new: dict[str, Any], old: dict[str, Any]) -> bool:
-    """Whether an update bumps ``metadata.generation``: a webhook configuration's webhooks (its
-    strategy compares them; it has no spec), a policy's or binding's spec."""
-    if plural in WEBHOOK_CONFIGURATIONS:
-        return new.get("webhooks") != old.get("webhooks")
-    return new.get("spec") != old.get("spec")

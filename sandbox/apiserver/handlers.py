@@ -4,7 +4,7 @@ Each write is a read-check-write under the store lock, then the object semantics
 generic registry applies: preconditions and resourceVersion conflicts, defaults and validation,
 status/spec separation between the main resource and ``/status``, generation bumps, finalizers and
 graceful deletion. Where a kind differs (a pod's grace period, a namespace's delete, a CRD's status,
-a custom resource's schema and versions...), the verb asks the kind's strategy (strategies.py), as
+a custom resource's schema and versions...), the verb asks the kind's strategy (strategies/), as
 kube-apiserver's generic store asks ``pkg/registry/<group>/<kind>/strategy.go``. Validating webhooks
 are called with no lock held (an update is then stored only if the object has not changed meanwhile,
 else rebuilt: GuaranteedUpdate), so a slow webhook costs its own request only, as on kube-apiserver.
@@ -36,7 +36,7 @@ from .errors import ApiError, FieldError
 from .resources import Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .storage import Store
-from .strategies import CRDS, strategy_for
+from .strategies import CRDS, strategy_for, validate_delete_options
 
 
 @dataclass
@@ -261,9 +261,7 @@ class ResourceHandlers:
     def parse_selectors(self, rt: ResourceType, query: dict[str, str]) -> tuple[Any, Any]:
         try:
             labels = parse_label_selector(query.get("labelSelector"))
-            fields = parse_field_selector(
-                query.get("fieldSelector"), (rt.group, rt.plural), rt.selectable_fields
-            )
+            fields = parse_field_selector(query.get("fieldSelector"), strategy_for(rt).selectable_fields(rt))
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
         return labels, fields
@@ -305,15 +303,12 @@ class ResourceHandlers:
         if meta.get("resourceVersion"):
             raise errors.internal("resourceVersion should not be set on objects to be created")
         name = meta.get("name") or ""
-        problems = admission.validate_name(rt, name)
+        problems = strategy.validate_name(name)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
         meta["uid"] = str(uuid.uuid4())  # before the defaults: a Job's generated selector names it
         strategy.apply_defaults(rt, obj)
         strategy.admit_create(self, rt, obj)
-        admission.reset_status_on_create(rt, obj)
-        admission.fill_zero_values(rt, obj)
-        admission.admit_storage_protection(rt, obj)
         meta["creationTimestamp"] = admission.now()
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
@@ -325,6 +320,7 @@ class ResourceHandlers:
         problems = strategy.validate(rt, obj)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
+        strategy.canonicalize(rt, obj)
         self._call_webhooks(t, ctx, "CREATE", obj, None)
         if managed is None:
             managed = managedfields.record_update(
@@ -567,9 +563,9 @@ class ResourceHandlers:
                 )
         if not meta.get("finalizers"):
             meta.pop("finalizers", None)
-        if rt.has_generation and strategy.spec_changed(rt, new, old):
+        if rt.has_generation and strategy.spec_changed(rt, new, old, t.subresource):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
-        problems = strategy.validate_update(rt, new, old, t.subresource)
+        problems = strategy.validate_update(rt, new, old, t.subresource, ctx.warnings)
         if problems:
             raise errors.invalid(rt.kind, rt.group, old_meta["name"], problems)
         return _Update(t, ctx, new, old, stored_old, managed)
@@ -587,7 +583,7 @@ class ResourceHandlers:
         rt = t.rt
         strategy = strategy_for(rt)
         meta, old_meta = new["metadata"], old["metadata"]
-        admission.fill_zero_values(rt, new)
+        strategy.canonicalize(rt, new)
         if managed is None:
             managed = managedfields.record_update(
                 old,
@@ -659,6 +655,7 @@ class ResourceHandlers:
             options["propagationPolicy"] = query["propagationPolicy"]
         if (options.get("dryRun") or []) == ["All"]:
             ctx.dry_run = True
+        validate_delete_options(options)
         return options
 
     def delete(self, t: Target, ctx: Context, options: dict[str, Any] | None = None) -> Response:

@@ -472,50 +472,53 @@ def bootstrap_policy() -> list[tuple[tuple[str, str], dict[str, Any]]]:
     return out
 
 
-def validate(key: tuple[str, str], obj: dict[str, Any]) -> list[errors.FieldError]:
-    """The checks of pkg/apis/rbac/validation that users meet in practice."""
+def validate_role(obj: dict[str, Any], *, namespaced: bool) -> list[errors.FieldError]:
+    """The checks of pkg/apis/rbac/validation of a Role (``namespaced``) or ClusterRole that users
+    meet in practice."""
     problems: list[errors.FieldError] = []
-    if key in (ROLES, CLUSTERROLES):
-        for i, rule in enumerate(obj.get("rules") or []):
-            if not rule.get("verbs"):
-                problems.append(
-                    errors.FieldError.required(f"rules[{i}].verbs", "verbs must contain at least one value")
-                )
-            if rule.get("nonResourceURLs"):
-                if key == ROLES:
-                    problems.append(
-                        errors.FieldError.invalid(
-                            f"rules[{i}].nonResourceURLs",
-                            rule["nonResourceURLs"],
-                            "namespaced rules cannot apply to non-resource URLs",
-                        )
-                    )
-            elif "apiGroups" not in rule:
-                problems.append(
-                    errors.FieldError.required(
-                        f"rules[{i}].apiGroups", "resource rules must supply at least one api group"
-                    )
-                )
-    if key in (ROLEBINDINGS, CLUSTERROLEBINDINGS):
-        ref = obj.get("roleRef") or {}
-        allowed = ["Role", "ClusterRole"] if key == ROLEBINDINGS else ["ClusterRole"]
-        if ref.get("kind") not in allowed:
-            problems.append(errors.FieldError.unsupported("roleRef.kind", ref.get("kind"), allowed))
-        if ref.get("apiGroup") != RBAC_GROUP:
+    for i, rule in enumerate(obj.get("rules") or []):
+        if not rule.get("verbs"):
             problems.append(
-                errors.FieldError.unsupported("roleRef.apiGroup", ref.get("apiGroup"), [RBAC_GROUP])
+                errors.FieldError.required(f"rules[{i}].verbs", "verbs must contain at least one value")
             )
-        if not ref.get("name"):
-            problems.append(errors.FieldError.required("roleRef.name"))
-        for i, subject in enumerate(obj.get("subjects") or []):
-            if subject.get("kind") not in ("User", "Group", "ServiceAccount"):
+        if rule.get("nonResourceURLs"):
+            if namespaced:
                 problems.append(
-                    errors.FieldError.unsupported(
-                        f"subjects[{i}].kind", subject.get("kind"), ["ServiceAccount", "User", "Group"]
+                    errors.FieldError.invalid(
+                        f"rules[{i}].nonResourceURLs",
+                        rule["nonResourceURLs"],
+                        "namespaced rules cannot apply to non-resource URLs",
                     )
                 )
-            if not subject.get("name"):
-                problems.append(errors.FieldError.required(f"subjects[{i}].name"))
+        elif "apiGroups" not in rule:
+            problems.append(
+                errors.FieldError.required(
+                    f"rules[{i}].apiGroups", "resource rules must supply at least one api group"
+                )
+            )
+    return problems
+
+
+def validate_binding(obj: dict[str, Any], *, namespaced: bool) -> list[errors.FieldError]:
+    """The checks of a RoleBinding (``namespaced``: it may name a Role) or ClusterRoleBinding."""
+    problems: list[errors.FieldError] = []
+    ref = obj.get("roleRef") or {}
+    allowed = ["Role", "ClusterRole"] if namespaced else ["ClusterRole"]
+    if ref.get("kind") not in allowed:
+        problems.append(errors.FieldError.unsupported("roleRef.kind", ref.get("kind"), allowed))
+    if ref.get("apiGroup") != RBAC_GROUP:
+        problems.append(errors.FieldError.unsupported("roleRef.apiGroup", ref.get("apiGroup"), [RBAC_GROUP]))
+    if not ref.get("name"):
+        problems.append(errors.FieldError.required("roleRef.name"))
+    for i, subject in enumerate(obj.get("subjects") or []):
+        if subject.get("kind") not in ("User", "Group", "ServiceAccount"):
+            problems.append(
+                errors.FieldError.unsupported(
+                    f"subjects[{i}].kind", subject.get("kind"), ["ServiceAccount", "User", "Group"]
+                )
+            )
+        if not subject.get("name"):
+            problems.append(errors.FieldError.required(f"subjects[{i}].name"))
     return problems
 
 

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-# The subresource a kind's status strategy serves (strategies.py: prepare_for_status_update).
+# The subresource a kind's status strategy serves (strategies/base.py: prepare_for_status_update).
 STATUS_SUBRESOURCE = "status"
 
 

@@ -6,17 +6,16 @@ serves (e.g. after the last CRD of a group is deleted) answer Go's plain-text ``
 
 from __future__ import annotations
 
-import copy
 import hmac
 from collections.abc import Callable
-from typing import Any
 
-from . import discovery, errors, eviction, openapi, patching, rbac, tables, watch
+from . import discovery, errors, eviction, openapi, rbac, tables, watch
 from .errors import ApiError
 from .flowcontrol import FlowControl, Rejected
 from .handlers import Context, Request, ResourceHandlers, Response, Target, decode_body
 from .resources import Registry
 from .storage import Store
+from .strategies import strategy_for
 
 # How a request without credentials is treated. ``eks``: Amazon EKS from Kubernetes 1.32 (anonymous
 # authentication restricted to the health checks: any other path is a 401; the user guide's "Anonymous
@@ -294,7 +293,7 @@ class Router:
                 raise errors.method_not_allowed()
             return eviction.evict(self.handlers, t, ctx)
         if sub == "scale":
-            return self._scale(t, ctx)
+            return self._with_warnings(ctx, strategy_for(rt).scale(self.handlers, t, ctx))
         if method == "GET":
             if request.query.get("watch") in ("true", "1"):
                 return watch.watch(self.handlers, t, request, self.stopping)
@@ -315,182 +314,10 @@ class Router:
         if not isinstance(body, dict):
             raise errors.bad_request(f"the body of a create must be a {t.rt.kind} object")
         identity = ctx.request.identity or ANONYMOUS
-        kind = t.rt.kind
-        if kind == "SelfSubjectRulesReview":
-            answer = rbac.rules_review(self.authorizer, body, identity)
-        elif kind == "SelfSubjectReview":
-            answer = rbac.self_subject_review(identity)
-        else:
-            answer = rbac.access_review(self.authorizer, body, identity, kind, t.namespace or "")
+        answer = strategy_for(t.rt).review(self.authorizer, t, body, identity)
         return Response(201, answer)
-
-    def _scale(self, t: Target, ctx: Context) -> Response:
-        """The autoscaling/v1 Scale view of a workload (``kubectl scale`` patches it)."""
-        if t.rt.scale_paths is not None:
-            return self._custom_scale(t, ctx, t.rt.scale_paths)
-        method = ctx.request.method
-        if method == "GET":
-            return Response(200, scale_of(self.handlers.get(t).body))
-        if method not in ("PUT", "PATCH"):
-            raise errors.method_not_allowed()
-        with self.store.lock:
-            current = self.store.get(t.rt.key, t.namespace or "", t.name or "")
-            if current is None:
-                raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
-            scale = scale_of(current)
-            body = decode_body(ctx.request)
-            if method == "PUT":
-                wanted = body
-            else:
-                content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
-                try:
-                    wanted = (
-                        patching.json_patch(scale, body)
-                        if content_type == patching.JSON_PATCH
-                        else patching.merge_patch(scale, body)
-                    )
-                except patching.PatchError as exc:
-                    raise ApiError(422, "Invalid", str(exc), {}) from exc
-            replicas = ((wanted or {}).get("spec") or {}).get("replicas")
-            if not isinstance(replicas, int) or replicas < 0:
-                raise errors.invalid(
-                    "Scale",
-                    "autoscaling",
-                    t.name or "",
-                    [
-                        errors.FieldError.invalid(
-                            "spec.replicas", replicas, "must be greater than or equal to 0"
-                        )
-                    ],
-                )
-            rv = ((wanted.get("metadata") or {}).get("resourceVersion")) if method == "PUT" else None
-            if rv and rv != current["metadata"]["resourceVersion"]:
-                raise errors.stale(t.rt.plural, t.rt.group, t.name or "")
-            if current["spec"].get("replicas") != replicas:
-                current["spec"]["replicas"] = replicas
-                current["metadata"]["generation"] = int(current["metadata"].get("generation") or 0) + 1
-                current = self.store.write(t.rt.key, current)
-        return Response(200, scale_of(current))
-
-    def _custom_scale(self, t: Target, ctx: Context, paths: tuple[str, str, str]) -> Response:
-        """A custom resource's Scale, as apiextensions-apiserver's ``ScaleREST`` serves it: read from the
-        CRD's replica paths; an update sets ``specReplicasPath`` and stores the custom resource through
-        its own update path (schema, CEL rules with ``oldSelf``, generation, webhooks, conflicts)."""
-        method = ctx.request.method
-        spec_path = paths[0]
-        if method == "GET":
-            scale, found = custom_scale_of(self.handlers.get(t).body, paths)
-            if not found:
-                raise errors.internal(f'the spec replicas field "{spec_path}" does not exist')
-            return Response(200, scale)
-        if method not in ("PUT", "PATCH"):
-            raise errors.method_not_allowed()
-        body = decode_body(ctx.request)
-        content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
-
-        def attempt(stored: dict[str, Any] | None) -> Any:
-            """ScaleREST's update, one GuaranteedUpdate attempt (the store lock held)."""
-            if stored is None:
-                raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
-            presented = self.handlers._present(t.rt, stored)
-            scale, found = custom_scale_of(presented, paths)
-            if not found:
-                scale["spec"]["replicas"] = _NO_SPEC_REPLICAS  # ScaleREST's "was not set" sentinel
-            if method == "PUT":
-                wanted = body
-            else:
-                try:
-                    wanted = (
-                        patching.json_patch(scale, body)
-                        if content_type == patching.JSON_PATCH
-                        else patching.merge_patch(scale, body)
-                    )
-                except patching.PatchError as exc:
-                    raise ApiError(422, "Invalid", str(exc), {}) from exc
-            if not isinstance(wanted, dict):
-                raise errors.bad_request("the body of a scale update must be a Scale object")
-            replicas = (wanted.get("spec") or {}).get("replicas", 0)
-            if isinstance(replicas, bool) or not isinstance(replicas, int):
-                raise errors.bad_request(
-                    "json: cannot unmarshal into Go struct field ScaleSpec.spec.replicas of type int32"
-                )
-            if replicas == _NO_SPEC_REPLICAS:
-                raise errors.bad_request(f'the spec replicas field "{spec_path}" cannot be empty')
-            updated = copy.deepcopy(presented)
-            target = updated
-            *parents, leaf = _split_path(spec_path)
-            for part in parents:
-                target = target.setdefault(part, {})
-            target[leaf] = replicas
-            precondition = (wanted.get("metadata") or {}).get("resourceVersion")
-            if precondition:
-                updated["metadata"]["resourceVersion"] = precondition
-            return self.handlers._prepare_update(
-                t, ctx, updated, stored, "update" if method == "PUT" else "patch", presented_old=presented
-            )
-
-        response = self.handlers._guaranteed_update(t, ctx, attempt)
-        scale, _ = custom_scale_of(response.body, paths)
-        return self._with_warnings(ctx, Response(200, scale))
 
     @staticmethod
     def _with_warnings(ctx: Context, response: Response) -> Response:
         response.warnings.extend(ctx.warnings)
         return response
-
-
-_NO_SPEC_REPLICAS = -2147483648  # the smallest int32: ScaleREST's mark of a Scale without spec replicas
-
-
-def _split_path(path: str) -> list[str]:
-    return path.removeprefix(".").split(".")
-
-
-def _nested(obj: Any, path: str) -> Any:
-    for part in _split_path(path):
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
-
-
-def custom_scale_of(cr: dict[str, Any], paths: tuple[str, str, str]) -> tuple[dict[str, Any], bool]:
-    """The autoscaling/v1 Scale of a custom resource (``scaleFromCustomResource``), and whether its
-    ``specReplicasPath`` holds a value. A missing status replicas is 0, a missing selector omitted."""
-    spec_path, status_path, selector_path = paths
-    meta = cr.get("metadata") or {}
-    spec_replicas = _nested(cr, spec_path)
-    found = isinstance(spec_replicas, int) and not isinstance(spec_replicas, bool)
-    status_replicas = _nested(cr, status_path)
-    status: dict[str, Any] = {"replicas": status_replicas if isinstance(status_replicas, int) else 0}
-    selector = _nested(cr, selector_path) if selector_path else None
-    if isinstance(selector, str) and selector:
-        status["selector"] = selector
-    metadata = {
-        key: meta[key]
-        for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-        if meta.get(key)
-    }
-    # ScaleSpec.replicas is omitempty: a Scale of 0 replicas has an empty spec.
-    spec = {"replicas": spec_replicas} if found and spec_replicas else {}
-    scale = {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": metadata, "spec": spec}
-    return {**scale, "status": status}, found
-
-
-def scale_of(workload: dict[str, Any]) -> dict[str, Any]:
-    meta = workload["metadata"]
-    selector = (workload.get("spec") or {}).get("selector") or {}
-    labels = ",".join(f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items()))
-    return {
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-            "creationTimestamp": meta.get("creationTimestamp"),
-        },
-        "spec": {"replicas": (workload.get("spec") or {}).get("replicas", 0)},
-        "status": {"replicas": (workload.get("status") or {}).get("replicas", 0), "selector": labels},
-    }

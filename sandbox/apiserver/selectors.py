@@ -7,7 +7,7 @@ server does for ``?labelSelector=a=b=c`` or an unsupported ``?fieldSelector=spec
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,7 +223,7 @@ def match_selector_object(selector: dict[str, Any] | None, labels: dict[str, str
 # ---------------------------------------------------------------- field selectors
 
 
-def _path(*parts: str) -> Callable[[dict[str, Any]], str]:
+def field_path(*parts: str) -> Callable[[dict[str, Any]], str]:
     def get(obj: dict[str, Any]) -> str:
         cur: Any = obj
         for part in parts:
@@ -237,53 +237,61 @@ def _path(*parts: str) -> Callable[[dict[str, Any]], str]:
     return get
 
 
-_COMMON = {"metadata.name": _path("metadata", "name"), "metadata.namespace": _path("metadata", "namespace")}
+FieldGetter = Callable[[dict[str, Any]], str]
 
-# The fields each resource's strategy exposes (GetAttrs / AddFieldLabelConversionFunc in kube-apiserver).
-FIELD_LABELS: dict[tuple[str, str], dict[str, Callable[[dict[str, Any]], str]]] = {
-    ("", "pods"): {
-        "spec.nodeName": _path("spec", "nodeName"),
-        "spec.restartPolicy": _path("spec", "restartPolicy"),
-        "spec.schedulerName": _path("spec", "schedulerName"),
-        "spec.serviceAccountName": _path("spec", "serviceAccountName"),
-        "spec.hostNetwork": lambda o: "true" if (o.get("spec") or {}).get("hostNetwork") else "false",
-        "status.phase": _path("status", "phase"),
-        "status.podIP": _path("status", "podIP"),
-        "status.nominatedNodeName": _path("status", "nominatedNodeName"),
-    },
-    ("", "nodes"): {
-        "spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"
-    },
-    ("", "namespaces"): {"status.phase": _path("status", "phase")},
-    ("", "events"): {
-        "involvedObject.kind": _path("involvedObject", "kind"),
-        "involvedObject.namespace": _path("involvedObject", "namespace"),
-        "involvedObject.name": _path("involvedObject", "name"),
-        "involvedObject.uid": _path("involvedObject", "uid"),
-        "involvedObject.apiVersion": _path("involvedObject", "apiVersion"),
-        "involvedObject.resourceVersion": _path("involvedObject", "resourceVersion"),
-        "involvedObject.fieldPath": _path("involvedObject", "fieldPath"),
-        "reason": _path("reason"),
-        "reportingComponent": _path("reportingComponent"),
-        "source": _path("source", "component"),
-        "type": _path("type"),
-    },
-    # events.k8s.io/v1's labels (its field label conversion), read from the stored core/v1 shape.
-    ("events.k8s.io", "events"): {
-        "regarding.kind": _path("involvedObject", "kind"),
-        "regarding.namespace": _path("involvedObject", "namespace"),
-        "regarding.name": _path("involvedObject", "name"),
-        "regarding.uid": _path("involvedObject", "uid"),
-        "regarding.apiVersion": _path("involvedObject", "apiVersion"),
-        "regarding.resourceVersion": _path("involvedObject", "resourceVersion"),
-        "regarding.fieldPath": _path("involvedObject", "fieldPath"),
-        "reason": _path("reason"),
-        "reportingController": _path("reportingComponent"),
-        "type": _path("type"),
-    },
-    ("", "persistentvolumeclaims"): {"status.phase": _path("status", "phase")},
-    ("apps", "replicasets"): {"status.replicas": _path("status", "replicas")},
+# The fields every kind's GetAttrs exposes; each kind's strategy adds its own (strategies/,
+# ``field_labels``: kube-apiserver's ToSelectableFields / AddFieldLabelConversionFunc).
+COMMON_FIELDS: dict[str, FieldGetter] = {
+    "metadata.name": field_path("metadata", "name"),
+    "metadata.namespace": field_path("metadata", "namespace"),
 }
+
+POD_FIELDS: dict[str, FieldGetter] = {
+    "spec.nodeName": field_path("spec", "nodeName"),
+    "spec.restartPolicy": field_path("spec", "restartPolicy"),
+    "spec.schedulerName": field_path("spec", "schedulerName"),
+    "spec.serviceAccountName": field_path("spec", "serviceAccountName"),
+    "spec.hostNetwork": lambda o: "true" if (o.get("spec") or {}).get("hostNetwork") else "false",
+    "status.phase": field_path("status", "phase"),
+    "status.podIP": field_path("status", "podIP"),
+    "status.nominatedNodeName": field_path("status", "nominatedNodeName"),
+}
+
+NODE_FIELDS: dict[str, FieldGetter] = {
+    "spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"
+}
+
+PHASE_FIELDS: dict[str, FieldGetter] = {"status.phase": field_path("status", "phase")}
+
+EVENT_FIELDS: dict[str, FieldGetter] = {
+    "involvedObject.kind": field_path("involvedObject", "kind"),
+    "involvedObject.namespace": field_path("involvedObject", "namespace"),
+    "involvedObject.name": field_path("involvedObject", "name"),
+    "involvedObject.uid": field_path("involvedObject", "uid"),
+    "involvedObject.apiVersion": field_path("involvedObject", "apiVersion"),
+    "involvedObject.resourceVersion": field_path("involvedObject", "resourceVersion"),
+    "involvedObject.fieldPath": field_path("involvedObject", "fieldPath"),
+    "reason": field_path("reason"),
+    "reportingComponent": field_path("reportingComponent"),
+    "source": field_path("source", "component"),
+    "type": field_path("type"),
+}
+
+# events.k8s.io/v1's labels (its field label conversion), read from the stored core/v1 shape.
+EVENTS_V1_FIELDS: dict[str, FieldGetter] = {
+    "regarding.kind": field_path("involvedObject", "kind"),
+    "regarding.namespace": field_path("involvedObject", "namespace"),
+    "regarding.name": field_path("involvedObject", "name"),
+    "regarding.uid": field_path("involvedObject", "uid"),
+    "regarding.apiVersion": field_path("involvedObject", "apiVersion"),
+    "regarding.resourceVersion": field_path("involvedObject", "resourceVersion"),
+    "regarding.fieldPath": field_path("involvedObject", "fieldPath"),
+    "reason": field_path("reason"),
+    "reportingController": field_path("reportingComponent"),
+    "type": field_path("type"),
+}
+
+REPLICASET_FIELDS: dict[str, FieldGetter] = {"status.replicas": field_path("status", "replicas")}
 
 
 @dataclass(frozen=True)
@@ -314,16 +322,11 @@ class FieldSelector:
         return next((r.value for r in self.requirements if r.field == field and r.op == "="), None)
 
 
-def parse_field_selector(
-    text: str | None, resource_key: tuple[str, str], extra_fields: tuple[str, ...] = ()
-) -> FieldSelector:
-    """Parse ``a=b,c!=d``; a field the resource does not support raises SelectorError (a 400)."""
+def parse_field_selector(text: str | None, supported: Mapping[str, FieldGetter]) -> FieldSelector:
+    """Parse ``a=b,c!=d`` over the ``supported`` fields (the kind's); another field raises
+    SelectorError (a 400)."""
     if not text or not text.strip():
         return FieldSelector([])
-    supported = dict(_COMMON)
-    supported.update(FIELD_LABELS.get(resource_key, {}))
-    for f in extra_fields:
-        supported.setdefault(f, _path(*f.split(".")))
     reqs: list[FieldRequirement] = []
     for raw_part in _split_unescaped(text):
         part = raw_part.strip()

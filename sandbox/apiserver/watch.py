@@ -124,8 +124,8 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            if rt.custom and handlers.registry.lookup(rt.group, rt.version, rt.plural) is None:
-                return  # the CRD is gone: the API server ends its watches
+            if handlers.registry.lookup(rt.group, rt.version, rt.plural) is None:
+                return  # no longer served (its CRD is gone): the API server ends its watches
             if bookmarks and time.monotonic() - last_sent >= BOOKMARK_EVERY:
                 last_sent = time.monotonic()
                 bookmark = {

@@ -271,6 +271,17 @@ def test_an_invalid_mutating_webhook_configuration_is_refused_with_the_api_s_mes
     assert f"webhooks[0].{field}: {message}" in refused.value.message, refused.value.message
 
 
+def test_a_validating_webhook_configuration_is_validated_as_a_mutating_one_is(layer: Cluster) -> None:
+    """ValidateValidatingWebhookConfiguration checks the same webhook fields (reinvocationPolicy apart)."""
+    body = mutating(name="v.example.com")
+    del body["webhooks"][0]["sideEffects"]
+    with pytest.raises(Invalid) as refused:
+        layer.request("POST", f"{GROUP}/validatingwebhookconfigurations", body=body)
+    assert "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun" in (
+        refused.value.message
+    )
+
+
 def test_a_policy_without_validations_and_a_binding_without_actions_are_refused(layer: Cluster) -> None:
     empty = {"metadata": {"name": "empty"}, "spec": {"matchConstraints": {"resourceRules": []}}}
     with pytest.raises(Invalid) as refused:

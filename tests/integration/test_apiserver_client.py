@@ -1018,6 +1018,43 @@ def test_namespace_deletion_waits_for_finalize(api: client.ApiClient) -> None:
     assert caught.value.status == 404
 
 
+def test_namespace_deletion_honours_the_propagation_policy(api: client.ApiClient) -> None:
+    """pkg/registry/core/namespace/storage REST.Delete: the first delete gives the namespace the
+    garbage collector's finalizer of its policy (``orphan``, ``foregroundDeletion``); an unknown
+    policy is refused before (ValidateDeleteOptions), and a namespace always gets ``kubernetes``."""
+    core = client.CoreV1Api(api)
+    name = f"orph-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": name}, "spec": {"finalizers": ["example.com/hold"]}})
+    assert core.read_namespace(name).spec.finalizers == ["example.com/hold", "kubernetes"]
+    with pytest.raises(ApiException) as caught:
+        core.delete_namespace(name, propagation_policy="Sometimes")
+    assert caught.value.status == 422
+    core.delete_namespace(name, propagation_policy="Orphan")
+    terminating = core.read_namespace(name)
+    assert terminating.status.phase == "Terminating"
+    assert terminating.metadata.finalizers == ["orphan"]
+    assert terminating.metadata.deletion_grace_period_seconds is None
+    terminating.spec.finalizers = []
+    core.replace_namespace_finalize(name, terminating)
+    assert core.read_namespace(name).metadata.finalizers == ["orphan"]  # the garbage collector's now
+    core.patch_namespace(name, {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as caught:
+        core.read_namespace(name)
+    assert caught.value.status == 404
+
+    foreground = f"fg-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": foreground}})
+    core.delete_namespace(foreground, propagation_policy="Foreground")
+    held = core.read_namespace(foreground)
+    assert held.metadata.finalizers == ["foregroundDeletion"]
+    held.spec.finalizers = []
+    core.replace_namespace_finalize(foreground, held)
+    core.patch_namespace(foreground, {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as caught:
+        core.read_namespace(foreground)
+    assert caught.value.status == 404
+
+
 def test_crd_serving_two_versions_without_conversion_prunes_to_the_storage_schema(
     api: client.ApiClient,
 ) -> None:
@@ -1049,6 +1086,60 @@ def test_crd_serving_two_versions_without_conversion_prunes_to_the_storage_schem
     as_v1 = objs.get_cluster_custom_object(group, "v1", "pools", "p")
     assert as_v1["apiVersion"] == f"{group}/v1"
     assert as_v1["spec"] == {"kept": "a"}
+
+
+def test_a_ratcheted_cel_failure_is_accepted_with_a_warning_header(
+    api: client.ApiClient, server: ApiServer
+) -> None:
+    """KEP-4008: a rule added after the object was written fails at a value the update leaves
+    unchanged; kube-apiserver's CEL validator accepts the update and says so in a Warning
+    (warning.AddWarning(ctx, "", err.Error()))."""
+    group = "ratchet.nodewright.dev"
+    ext = client.ApiextensionsV1Api(api)
+    spec_schema = {"type": "object", "properties": {"name": {"type": "string"}, "note": {"type": "string"}}}
+    schema = {"type": "object", "properties": {"spec": spec_schema}}
+    ext.create_custom_resource_definition(
+        {
+            "metadata": {"name": f"gadgets.{group}"},
+            "spec": {
+                "group": group,
+                "scope": "Cluster",
+                "names": {"plural": "gadgets", "kind": "Gadget"},
+                "versions": [
+                    {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+                ],
+            },
+        }
+    )
+    objs = client.CustomObjectsApi(api)
+    body = {
+        "apiVersion": f"{group}/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g"},
+        "spec": {"name": "forbidden"},
+    }
+    objs.create_cluster_custom_object(group, "v1", "gadgets", body)
+    crd = api.sanitize_for_serialization(ext.read_custom_resource_definition(f"gadgets.{group}"))
+    name_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "name"
+    ]
+    name_schema["x-kubernetes-validations"] = [
+        {"rule": "self != 'forbidden'", "message": "name is restricted"}
+    ]
+    ext.replace_custom_resource_definition(f"gadgets.{group}", crd)
+    path = f"/apis/{group}/v1/gadgets/g"
+    code, headers, _ = raw(server, "PATCH", path, {"spec": {"note": "n"}}, "application/merge-patch+json")
+    assert code == 200
+    assert headers.get("Warning") == '299 - "spec.name: Invalid value: \\"string\\": name is restricted"'
+    code, _, answer = raw(
+        server, "PATCH", path, {"spec": {"name": "forbidden2"}}, "application/merge-patch+json"
+    )
+    assert code == 200  # a changed value is checked: this one passes
+    code, _, answer = raw(
+        server, "PATCH", path, {"spec": {"name": "forbidden"}}, "application/merge-patch+json"
+    )
+    assert code == 422
+    assert "name is restricted" in json.loads(answer)["message"]
 
 
 def test_immutable_fields_are_422(api: client.ApiClient, ns: str) -> None:

@@ -125,6 +125,81 @@ def test_removing_the_last_finalizer_answers_with_the_object_of_the_request(kube
     assert kube.get_or_none(f"{path}/cm") is None
 
 
+def _deployment(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "metadata": {"name": name, "labels": {"team": "a"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": POD},
+        },
+    }
+
+
+def test_a_deployment_status_write_keeps_its_spec_and_labels_but_takes_annotations(
+    kube: Kube, ns: str
+) -> None:
+    """pkg/registry/apps/deployment deploymentStatusStrategy: its reset fields are spec and
+    metadata.labels; the deployment controller writes the revision annotation through /status
+    so that the generation stays."""
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    kube.create(path, _deployment("web"))
+    answer = kube.patch(
+        f"{path}/web/status",
+        {
+            "metadata": {"labels": {"team": "b"}, "annotations": {"deployment.kubernetes.io/revision": "1"}},
+            "spec": {"replicas": 5},
+            "status": {"observedGeneration": 1},
+        },
+    )
+    assert answer["metadata"]["labels"] == {"team": "a"}
+    assert answer["metadata"]["annotations"] == {"deployment.kubernetes.io/revision": "1"}
+    assert answer["spec"]["replicas"] == 1
+    assert answer["status"]["observedGeneration"] == 1
+    assert answer["metadata"]["generation"] == 1
+
+
+def test_a_deployment_update_of_its_annotations_bumps_its_generation(kube: Kube, ns: str) -> None:
+    """deploymentStrategy.PrepareForUpdate: annotations are copied to the ReplicaSets, so an
+    annotation change is a new generation as a spec change is; a label change is not."""
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    kube.create(path, _deployment("api"))
+    relabelled = kube.patch(f"{path}/api", {"metadata": {"labels": {"team": "b"}}})
+    assert relabelled["metadata"]["generation"] == 1
+    annotated = kube.patch(f"{path}/api", {"metadata": {"annotations": {"example.com/note": "x"}}})
+    assert annotated["metadata"]["generation"] == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"orphanDependents": True, "propagationPolicy": "Foreground"},
+            'propagationPolicy: Invalid value: "Foreground": '
+            "orphanDependents and deletionPropagation cannot be both set",
+        ),
+        (
+            {"propagationPolicy": "Sometimes"},
+            'propagationPolicy: Unsupported value: "Sometimes": '
+            'supported values: "Foreground", "Background", "Orphan", "nil"',
+        ),
+    ],
+    ids=["both-set", "unknown-policy"],
+)
+def test_delete_options_are_validated_before_the_delete(
+    kube: Kube, ns: str, options: dict[str, Any], message: str
+) -> None:
+    """apimachinery ValidateDeleteOptions, run by the DELETE handler for every kind."""
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    kube.create(path, {"metadata": {"name": "kept"}})
+    with pytest.raises(ApiException) as caught:
+        kube._call("DELETE", f"{path}/kept", body={"kind": "DeleteOptions", "apiVersion": "v1", **options})
+    assert caught.value.status == 422
+    assert status_of(caught.value)["message"] == f'DeleteOptions.meta.k8s.io "" is invalid: {message}'
+    assert kube.get_or_none(f"{path}/kept") is not None
+
+
 def test_a_node_and_a_host_path_get_the_fields_go_always_serialises(kube: Kube, ns: str) -> None:
     node = kube.create("/api/v1/nodes", {"metadata": {"name": f"n-{ns}"}})
     assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}

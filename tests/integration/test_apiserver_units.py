@@ -7,14 +7,17 @@ from typing import Any
 import pytest
 
 from sandbox.apiserver.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sandbox.apiserver.printers import _jsonpath
+from sandbox.apiserver.resources import BUILTINS
 from sandbox.apiserver.selectors import (
+    FieldGetter,
     SelectorError,
     match_selector_object,
     parse_field_selector,
     parse_label_selector,
 )
 from sandbox.apiserver.storage import Store, TooOld
-from sandbox.apiserver.tables import _jsonpath
+from sandbox.apiserver.strategies import strategy_for
 
 
 @pytest.mark.parametrize(
@@ -44,15 +47,21 @@ def test_invalid_label_selectors_raise(bad: str) -> None:
         parse_label_selector(bad)
 
 
+def _fields_of(plural: str) -> dict[str, FieldGetter]:
+    """What the core kind's strategy lets a field selector name."""
+    rt = next(r for r in BUILTINS if r.group == "" and r.plural == plural)
+    return strategy_for(rt).selectable_fields(rt)
+
+
 def test_field_selector_support_is_per_resource() -> None:
-    pods = parse_field_selector("spec.nodeName=n1,status.phase!=Failed", ("", "pods"))
+    pods = parse_field_selector("spec.nodeName=n1,status.phase!=Failed", _fields_of("pods"))
     assert pods.matches(
         {"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
     )
     assert pods.value_of("spec.nodeName") == "n1"
     with pytest.raises(SelectorError, match=r"field label not supported: spec\.nodeName"):
-        parse_field_selector("spec.nodeName=n1", ("", "nodes"))
-    assert parse_field_selector("spec.unschedulable=true", ("", "nodes")).matches(
+        parse_field_selector("spec.nodeName=n1", _fields_of("nodes"))
+    assert parse_field_selector("spec.unschedulable=true", _fields_of("nodes")).matches(
         {"spec": {"unschedulable": True}}
     )
 
