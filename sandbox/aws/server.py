@@ -64,8 +64,9 @@ def preload_moto_ec2() -> None:
 
 
 def _enforcing_server(host: str, port: int, enforcement: Any) -> Any:
-    """moto's ThreadedMotoServer whose WSGI app sits behind the IAM middleware (``enforcement``:
-    a started ``sandbox.iam.Enforcement``; None: moto as it is, every request allowed)."""
+    """moto's ThreadedMotoServer whose WSGI app sits behind ``sandbox.aws.front`` and the IAM
+    middleware (``enforcement``: a started ``sandbox.iam.Enforcement``; None: every request
+    allowed)."""
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
@@ -74,9 +75,11 @@ def _enforcing_server(host: str, port: int, enforcement: Any) -> Any:
     )
     from werkzeug.serving import make_server
 
+    from sandbox.aws.front import MotoFront
+
     class Server(ThreadedMotoServer):
         def _server_entry(self) -> None:
-            app: Any = DomainDispatcherApplication(create_backend_app)
+            app: Any = MotoFront(DomainDispatcherApplication(create_backend_app))
             if enforcement is not None:
                 from sandbox.iam.enforcement import IamMiddleware
 

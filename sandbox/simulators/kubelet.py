@@ -55,6 +55,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from sandbox.aws import eks_amis
+from sandbox.aws.front import EC2_CHANGES
 from sandbox.simulators.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, core, group, record_event
 from sandbox.simulators.loop import ReconcileLoop
 from sandbox.simulators.scheduler import now
@@ -66,6 +67,7 @@ UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 KUBELET_VERSION = "v1.31.0-eks-sandbox"
 EPHEMERAL_STORAGE_GI = 20
 GONE_STATES = ("stopping", "stopped", "shutting-down", "terminated")
+TRANSITIONAL_STATES = ("pending",)  # running soon: looked at again at the busy rate
 
 
 # --- the node a given instance type makes ------------------------------------------------------
@@ -200,7 +202,10 @@ class Registry:
 
 
 class NodeLifecycle(ReconcileLoop):
-    """EC2 instance → Node; polls EC2 every ``resync`` seconds."""
+    """EC2 instance → Node. Woken by every mutating EC2 call (``sandbox.aws.front.EC2_CHANGES``): it
+    looks every ``resync`` seconds while something is under way (an instance booting or stopping, a
+    node initializing or being retired) and otherwise every ``idle_resync`` seconds, for what changes
+    on EC2's own clock inside a read (a capacity block's end)."""
 
     name = "kubelet-nodes"
 
@@ -215,8 +220,11 @@ class NodeLifecycle(ReconcileLoop):
         boot_delay: float = 1.0,
         init_delay: float = 0.5,
         resync: float = 0.2,
+        idle_resync: float = 2.0,
     ) -> None:
         super().__init__(kube, resync)
+        self.idle_resync = idle_resync
+        self._under_way = True
         self.ec2 = ec2
         self.cluster_name = cluster_name
         self.region = region
@@ -309,8 +317,20 @@ class NodeLifecycle(ReconcileLoop):
             ][0]
         return self._types[instance_type]
 
+    def start(self) -> None:
+        EC2_CHANGES.subscribe(self.wake)
+        super().start()
+
+    def signal_stop(self) -> None:
+        EC2_CHANGES.unsubscribe(self.wake)
+        super().signal_stop()
+
+    def next_resync(self) -> float:
+        return self.resync if self._under_way else self.idle_resync
+
     def reconcile(self) -> None:
         clock = time.monotonic()
+        under_way = False
         for instance_id, instance in self._instances().items():
             state = instance["State"]["Name"]
             owned = self.registry.nodes.get(instance_id)
@@ -318,17 +338,20 @@ class NodeLifecycle(ReconcileLoop):
                 if owned is None and instance_id not in self.registry.done:
                     if self._silent(instance_id) or not self._joins(instance):
                         continue
+                    under_way = True
                     first = self._first_running.setdefault(instance_id, clock)
                     if clock - first >= self.boot_delay:
                         self._register(instance)
-                elif (
-                    owned is not None
-                    and not owned.initialized
-                    and clock - owned.registered_at >= self.init_delay
-                ):
-                    self._initialize(owned)
+                elif owned is not None and not owned.initialized:
+                    under_way = True
+                    if clock - owned.registered_at >= self.init_delay:
+                        self._initialize(owned)
             elif state in GONE_STATES and owned is not None:
+                under_way = True
                 self._retire(owned, clock)
+            elif state in TRANSITIONAL_STATES:
+                under_way = True
+        self._under_way = under_way
 
     def _silent(self, instance_id: str) -> bool:
         """Whether this instance's kubelet never joins the cluster (an injected fault)."""

@@ -75,6 +75,11 @@ class ReconcileLoop:
     def wake(self) -> None:
         self._wake.set()
 
+    def next_resync(self) -> float:
+        """How long to wait for a wake-up before the next pass; a loop with nothing due may wait
+        longer than ``resync``."""
+        return self.resync
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
@@ -87,7 +92,7 @@ class ReconcileLoop:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s pass failed: %s", self.name, self.last_error)
             took = time.monotonic() - began
-            if self._wake.wait(self.resync) and not self._stop.is_set():
+            if self._wake.wait(self.next_resync()) and not self._stop.is_set():
                 # A pass relists everything, so events arriving faster than passes end are batched:
                 # as long a pause as the pass took (a real controller's informer does O(1) per event).
                 self._stop.wait(min(max(DEBOUNCE_SECONDS, took), MAX_DEBOUNCE_SECONDS))

@@ -1,14 +1,15 @@
 """``nodewright bench interruption`` at a small size, so the benchmark cannot rot: its throughput run
 and a three-node storm through the stack as deployed, every figure the issue asks for present and
-the correctness ones right. Its timing goals (the exit code also says whether they were met) are
-the bench's business, not this test's."""
+the correctness ones right, run as a user runs it (``--json --save`` in a subprocess: only JSON on
+stdout, the saved run what the report reads). Its timing goals (the exit code says whether they were
+met) are the bench's business, not this test's."""
 
 from __future__ import annotations
 
-import argparse
-import json
+from pathlib import Path
 
 import pytest
+from json_commands import run_json_command
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -23,17 +24,10 @@ STORM_KEYS = (
 )
 
 
-def test_bench_interruption_small_run_acts_on_every_node_once_and_reports_figures(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from bench import interruption
-
-    parser = argparse.ArgumentParser()
-    interruption.configure(parser)
-    args = parser.parse_args(["--messages", "50", "--nodes", "3", "--pods", "2", "--json"])
-
-    interruption.run(args)
-    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+def test_bench_interruption_small_run_acts_on_every_node_once_and_reports_figures(tmp_path: Path) -> None:
+    _, (figures,) = run_json_command(
+        "bench interruption", ["--messages", "50", "--nodes", "3", "--pods", "2"], tmp_path, timeout=280
+    )
     assert figures["failedMessages"] == 0, "the foreign mix is acknowledged, malformed bodies included"
     assert figures["messagesPerSecond"] > 0
     missing = [key for key in STORM_KEYS if key not in figures]

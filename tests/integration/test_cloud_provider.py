@@ -16,7 +16,7 @@ import pytest
 from moto import mock_aws
 from nodewright.api.hashing import nodeclass_hash
 from nodewright.cloud import aws, eks
-from nodewright.cloud.catalog import CatalogData, clear_caches, fetch_catalog, prime_catalog
+from nodewright.cloud.catalog import CatalogData, clear_caches, prime_catalog
 from nodewright.cloud.errors import (
     INVALID_REQUEST,
     InsufficientCapacityError,
@@ -40,13 +40,6 @@ TABLE = "nodewright-state"
 K8S_VERSION = "1.31"
 AMD64_AMI = "ami-0aaaaaaaaaaaaaaa1"
 ARM64_AMI = "ami-0bbbbbbbbbbbbbbb2"
-
-
-@pytest.fixture(scope="session")
-def moto_catalog() -> CatalogData:
-    """moto's ~1,400 instance types, described once per session (one call takes 5-7 s)."""
-    with mock_aws():
-        return fetch_catalog(boto3.client("ec2", region_name=REGION))
 
 
 @dataclass

@@ -15,7 +15,7 @@ import pytest
 from nodewright.cloud.cache import TTLCache
 from nodewright.cloud.errors import NoSubnetError
 from nodewright.cloud.provider import CloudProvider
-from test_cloud_provider import Env, env, moto_catalog, nodeclass, request  # noqa: F401 - the fixtures
+from test_cloud_provider import Env, env, nodeclass, request  # noqa: F401 - the fixtures
 
 THREADS = 6
 BARRIER_TIMEOUT_SECONDS = 60.0

@@ -15,11 +15,11 @@ from nodewright.cloud.pricetable import WINDOWS_LICENSE_PER_VCPU
 from nodewright.cloud.provider import CloudProvider
 from nodewright.scheduling.instancetypes import GB
 from nodewright.scheduling.resources import EPHEMERAL_STORAGE, GIB
-from test_cloud_provider import K8S_VERSION, REGION, Env, env, moto_catalog, nodeclass, request
+from test_cloud_provider import K8S_VERSION, REGION, Env, env, nodeclass, request
 
 from sandbox.aws import eks_amis
 
-__all__ = ["env", "moto_catalog"]  # the fixtures, shared with test_cloud_provider
+__all__ = ["env"]  # the fixtures, shared with test_cloud_provider
 
 
 def by_name(env: Env, **spec: Any) -> dict[str, Any]:

@@ -12,11 +12,11 @@ from nodewright.api import labels as wk
 from nodewright.api.overlays import from_manifest
 from nodewright.cloud.provider import CloudProvider
 from nodewright.state.overlays import PoolFacts, resolve
-from test_cloud_provider import Env, FleetSpy, env, moto_catalog, nodeclass, request
+from test_cloud_provider import Env, FleetSpy, env, nodeclass, request
 
 from sandbox.aws import ec2_reservations
 
-__all__ = ["env", "moto_catalog"]
+__all__ = ["env"]
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ import pytest
 from nodewright.cloud import reservations
 from nodewright.cloud.errors import InsufficientCapacityError
 from nodewright.cloud.provider import CloudProvider
-from test_cloud_provider import Env, FleetSpy, env, moto_catalog, nodeclass, request
+from test_cloud_provider import Env, FleetSpy, env, nodeclass, request
 
 from sandbox.aws import ec2_reservations
 
-__all__ = ["env", "moto_catalog"]
+__all__ = ["env"]
 
 TERMS = [{"tags": {"team": "ml"}}]
 

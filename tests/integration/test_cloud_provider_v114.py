@@ -14,11 +14,11 @@ import boto3
 import pytest
 from nodewright.cloud.errors import PlacementGroupError
 from nodewright.cloud.provider import CloudProvider
-from test_cloud_provider import AMD64_AMI, Env, FleetSpy, env, moto_catalog, nodeclass, request
+from test_cloud_provider import AMD64_AMI, Env, FleetSpy, env, nodeclass, request
 
 from sandbox.aws import ec2_placement
 
-__all__ = ["env", "moto_catalog"]  # the fixtures, shared with test_cloud_provider
+__all__ = ["env"]  # the fixtures, shared with test_cloud_provider
 
 
 @pytest.fixture

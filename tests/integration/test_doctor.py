@@ -8,6 +8,7 @@ moto's own DescribeCluster answer plus the fields moto lacks.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,10 +63,23 @@ class World:
         return self.clients[service]
 
 
+@functools.cache
+def _node_managed_policies() -> str:
+    """moto's copies of the AWS managed policies the node role is given, and no other: the doctor
+    reads which are attached, never another managed policy, while moto parses all of its ~1,300
+    every time it builds an IAM backend (each test's start and its reset), most of each test's
+    time."""
+    from moto.iam import aws_managed_policies
+
+    every = json.loads(aws_managed_policies.aws_managed_policies_data)
+    return json.dumps({name: every[name] for name in NODE_POLICIES})
+
+
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     monkeypatch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+    monkeypatch.setattr("moto.iam.models.aws_managed_policies_data", _node_managed_policies())
     with mock_aws():
         clients = {
             s: boto3.client(s, region_name=REGION)
