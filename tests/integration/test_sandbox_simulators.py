@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -683,7 +682,10 @@ def test_a_deleted_claim_waits_for_the_pod_that_uses_it(sb, kube) -> None:
     kube.create(core("pods", "default"), pod)
     path = core("persistentvolumeclaims", "default", "in-use")
     kube.delete(path)
-    time.sleep(2)  # a few controller passes
+    # Two whole passes of the controllers after the delete (the first may have begun before it):
+    # counted, not slept, so a loaded machine cannot make the check pass before any pass ran.
+    after = sb.controllers.passes
+    wait_for("two controller passes", lambda: sb.controllers.passes >= after + 2)
     assert kube.get(path)["metadata"]["deletionTimestamp"]
     kube.delete(core("pods", "default", "uses-claim"), grace_period_seconds=0)
     wait_for("the claim to go once unused", lambda: kube.get_or_none(path) is None)
