@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sandbox import Sandbox
 from sandbox.aws.eks_amis import nodeadm_user_data
+from sandbox.simulators.controllers import AttachDetachController
 from sandbox.simulators.kube import Kube, core, group
 
 CLUSTER = "sims"
@@ -26,6 +26,15 @@ wait_for = functools.partial(waiting.wait_for, timeout=10, every=0.1)
 def sb() -> Iterator[Sandbox]:
     with Sandbox(cluster_name=CLUSTER, boot_delay=0.2, init_delay=0.3) as sandbox:
         sandbox.apply_crds()
+        # The garbage collector has no watch: it passes every `resync` seconds, and a Foreground
+        # cascade takes four passes (owner, ReplicaSet, pods, finalizers) where the real one reacts
+        # to each event. Passing every half second keeps that order and asserts the same outcomes.
+        sandbox.garbage_collector.resync = 0.5
+        # The simulated unmount-and-detach delay: the test asserts the order (attached while
+        # mounted, gone after the pod), not the delay's length.
+        for controller in sandbox.controllers.controllers:
+            if isinstance(controller, AttachDetachController):
+                controller.detach_seconds = 1.0
         yield sandbox
 
 
@@ -673,7 +682,10 @@ def test_a_deleted_claim_waits_for_the_pod_that_uses_it(sb, kube) -> None:
     kube.create(core("pods", "default"), pod)
     path = core("persistentvolumeclaims", "default", "in-use")
     kube.delete(path)
-    time.sleep(2)  # a few controller passes
+    # Two whole passes of the controllers after the delete (the first may have begun before it):
+    # counted, not slept, so a loaded machine cannot make the check pass before any pass ran.
+    after = sb.controllers.passes
+    wait_for("two controller passes", lambda: sb.controllers.passes >= after + 2)
     assert kube.get(path)["metadata"]["deletionTimestamp"]
     kube.delete(core("pods", "default", "uses-claim"), grace_period_seconds=0)
     wait_for("the claim to go once unused", lambda: kube.get_or_none(path) is None)

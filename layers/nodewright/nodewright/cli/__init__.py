@@ -13,6 +13,7 @@ Lambda layer) those commands simply do not exist.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import pkgutil
 import sys
@@ -37,8 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.cache
 def _plugin_commands() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
-    """``register`` callables of the ``nodewright.cli`` entry points whose package is installed."""
+    """``register`` callables of the ``nodewright.cli`` entry points whose package is installed.
+    Read once per process: scanning every installed distribution's metadata costs tens of
+    milliseconds, paid on each in-process ``main`` (the CLI tests call it hundreds of times)."""
     from importlib.metadata import entry_points
 
     found = []
