@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import email
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import aws_clients
 import boto3
 import pytest
 from moto import mock_aws
@@ -53,23 +53,9 @@ class Env:
     security_group: str
 
 
-@functools.cache
-def _session() -> boto3.session.Session:
-    """One boto3 session for the fixture's own clients: each new session parses botocore's endpoint
-    data and every service model again (mock_aws drops boto3's default session at each start), which
-    was about a third of each test's time."""
-    return boto3.session.Session()
-
-
-def _client(service: str) -> Any:
-    return _session().client(service, region_name=REGION)
-
-
 @pytest.fixture
 def env(moto_catalog: CatalogData, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    # moto's EKS checks a role ARN's partition against a boto3 Session it builds for each cluster
-    # (parsing botocore's endpoint data: a fifth of each test); the shared session gives the same list.
-    monkeypatch.setattr("moto.eks.utils.Session", _session)
+    aws_clients.share_with_moto(monkeypatch)
     fleet_network.install()  # fleet instances get their launch template's security groups, as on EC2
     with mock_aws():
         aws.reset_clients()
@@ -77,7 +63,7 @@ def env(moto_catalog: CatalogData, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         eks.clear_cache()
         prime_catalog((REGION, None), moto_catalog)
         settings = Settings(cluster_name=CLUSTER, region=REGION, state_table=TABLE)
-        ec2 = _client("ec2")
+        ec2 = aws_clients.client("ec2", REGION)
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         discovery = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
         subnets = {}
@@ -101,14 +87,14 @@ def env(moto_catalog: CatalogData, monkeypatch: pytest.MonkeyPatch) -> Iterator[
             VpcId=vpc,
             TagSpecifications=[{"ResourceType": "security-group", "Tags": discovery}],
         )["GroupId"]
-        _client("eks").create_cluster(
+        aws_clients.client("eks", REGION).create_cluster(
             name=CLUSTER,
             version=K8S_VERSION,
             roleArn="arn:aws:iam::123456789012:role/eks",
             resourcesVpcConfig={"subnetIds": list(subnets.values())},
         )
-        _client("iam").create_role(RoleName="NodeRole", AssumeRolePolicyDocument="{}")
-        create_state_table(_client("dynamodb"), TABLE)
+        aws_clients.client("iam", REGION).create_role(RoleName="NodeRole", AssumeRolePolicyDocument="{}")
+        create_state_table(aws_clients.client("dynamodb", REGION), TABLE)
         al2023 = f"/aws/service/eks/optimized-ami/{K8S_VERSION}/amazon-linux-2023"
         inject_ssm_parameters(
             REGION,
