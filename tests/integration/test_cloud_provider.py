@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import aws_clients
 import boto3
 import pytest
 from moto import mock_aws
@@ -53,7 +54,8 @@ class Env:
 
 
 @pytest.fixture
-def env(moto_catalog: CatalogData) -> Iterator[Env]:
+def env(moto_catalog: CatalogData, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    aws_clients.share_with_moto(monkeypatch)
     fleet_network.install()  # fleet instances get their launch template's security groups, as on EC2
     with mock_aws():
         aws.reset_clients()
@@ -61,7 +63,7 @@ def env(moto_catalog: CatalogData) -> Iterator[Env]:
         eks.clear_cache()
         prime_catalog((REGION, None), moto_catalog)
         settings = Settings(cluster_name=CLUSTER, region=REGION, state_table=TABLE)
-        ec2 = boto3.client("ec2", region_name=REGION)
+        ec2 = aws_clients.client("ec2", REGION)
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         discovery = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
         subnets = {}
@@ -85,16 +87,14 @@ def env(moto_catalog: CatalogData) -> Iterator[Env]:
             VpcId=vpc,
             TagSpecifications=[{"ResourceType": "security-group", "Tags": discovery}],
         )["GroupId"]
-        boto3.client("eks", region_name=REGION).create_cluster(
+        aws_clients.client("eks", REGION).create_cluster(
             name=CLUSTER,
             version=K8S_VERSION,
             roleArn="arn:aws:iam::123456789012:role/eks",
             resourcesVpcConfig={"subnetIds": list(subnets.values())},
         )
-        boto3.client("iam", region_name=REGION).create_role(
-            RoleName="NodeRole", AssumeRolePolicyDocument="{}"
-        )
-        create_state_table(boto3.client("dynamodb", region_name=REGION), TABLE)
+        aws_clients.client("iam", REGION).create_role(RoleName="NodeRole", AssumeRolePolicyDocument="{}")
+        create_state_table(aws_clients.client("dynamodb", REGION), TABLE)
         al2023 = f"/aws/service/eks/optimized-ami/{K8S_VERSION}/amazon-linux-2023"
         inject_ssm_parameters(
             REGION,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
+import aws_clients
 import pytest
 import yaml
 from botocore.stub import Stubber
@@ -81,8 +81,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     monkeypatch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
     monkeypatch.setattr("moto.iam.models.aws_managed_policies_data", _node_managed_policies())
     with mock_aws():
+        aws_clients.share_with_moto(monkeypatch)
         clients = {
-            s: boto3.client(s, region_name=REGION)
+            s: aws_clients.client(s, REGION)
             for s in ("ec2", "iam", "sqs", "sns", "cloudformation", "sts", "elbv2", "acm")
         }
         ec2, iam = clients["ec2"], clients["iam"]
@@ -147,7 +148,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         clients["sns"].subscribe(
             TopicArn=topic, Protocol="sqs", Endpoint=f"arn:aws:sqs:{REGION}:{ACCOUNT}:interruptions"
         )
-        eks = boto3.client("eks", region_name=REGION)
+        eks = aws_clients.client("eks", REGION)
         eks.create_cluster(
             name=CLUSTER,
             version="1.31",
@@ -279,7 +280,7 @@ def deploy_stack(world: World) -> None:
 
 def stubbed_eks(world: World, entries: dict[str, dict[str, Any]]) -> Any:
     """EKS with what moto lacks: accessConfig and access entries (botocore's Stubber)."""
-    client = boto3.client("eks", region_name=REGION)
+    client = aws_clients.client("eks", REGION)
     stub = Stubber(client)
     stub.add_response("describe_cluster", {"cluster": world.described}, {"name": CLUSTER})
     stub.add_response("list_access_entries", {"accessEntries": list(entries)}, {"clusterName": CLUSTER})
@@ -712,7 +713,7 @@ def test_credentials_refused_after_version_are_a_problem_per_check_with_the_fix(
 
 
 def test_aws_unreadable_still_runs_the_kubernetes_checks(aws: World, installed: Cluster) -> None:
-    eks = boto3.client("eks", region_name=REGION)
+    eks = aws_clients.client("eks", REGION)
     stub = Stubber(eks)
     stub.add_client_error("describe_cluster", "AccessDeniedException", "not authorized", 403)
     stub.activate()
