@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
 from sandbox.shared_data import shared_data_dir
+
+if TYPE_CHECKING:
+    from nodewright.cloud.catalog import CatalogData
 
 # `make test` (and CI) draws the same examples on every run, so a red run can be replayed and a
 # green one does not depend on luck; `pytest --hypothesis-profile=explore` draws new ones to hunt
@@ -75,3 +79,18 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("../shared/data is absent: this case needs the reference data (real prices/events)")
     return path
+
+
+@pytest.fixture(scope="session")
+def moto_catalog() -> CatalogData:
+    """moto's ~1,400 instance types (us-east-1), described once per test process through the
+    production reader (one DescribeInstanceTypes takes 5-7 s, 25 s on a loaded machine). Here, not
+    in the module that uses it: a session fixture imported into several modules is computed once per
+    module; and not in a tests/integration/conftest.py, which would take the module name ``conftest``
+    that the infra tests import their constants from."""
+    import boto3
+    from moto import mock_aws
+    from nodewright.cloud.catalog import fetch_catalog
+
+    with mock_aws():
+        return fetch_catalog(boto3.client("ec2", region_name="us-east-1"))
