@@ -28,19 +28,7 @@ def workload_scale(handlers: ResourceHandlers, t: Target, ctx: Context) -> Respo
         if current is None:
             raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
         scale = scale_of(current)
-        body = decode_body(ctx.request)
-        if method == "PUT":
-            wanted = body
-        else:
-            content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
-            try:
-                wanted = (
-                    patching.json_patch(scale, body)
-                    if content_type == patching.JSON_PATCH
-                    else patching.merge_patch(scale, body)
-                )
-            except patching.PatchError as exc:
-                raise ApiError(422, "Invalid", str(exc), {}) from exc
+        wanted = _requested(ctx, scale, decode_body(ctx.request))
         replicas = ((wanted or {}).get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or replicas < 0:
             raise errors.invalid(
@@ -75,7 +63,6 @@ def custom_scale(handlers: ResourceHandlers, t: Target, ctx: Context) -> Respons
     if method not in ("PUT", "PATCH"):
         raise errors.method_not_allowed()
     body = decode_body(ctx.request)
-    content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
 
     def attempt(stored: dict[str, Any] | None) -> Any:
         """ScaleREST's update, one GuaranteedUpdate attempt (the store lock held)."""
@@ -85,17 +72,7 @@ def custom_scale(handlers: ResourceHandlers, t: Target, ctx: Context) -> Respons
         scale, found = custom_scale_of(presented, paths)
         if not found:
             scale["spec"]["replicas"] = _NO_SPEC_REPLICAS  # ScaleREST's "was not set" sentinel
-        if method == "PUT":
-            wanted = body
-        else:
-            try:
-                wanted = (
-                    patching.json_patch(scale, body)
-                    if content_type == patching.JSON_PATCH
-                    else patching.merge_patch(scale, body)
-                )
-            except patching.PatchError as exc:
-                raise ApiError(422, "Invalid", str(exc), {}) from exc
+        wanted = _requested(ctx, scale, body)
         if not isinstance(wanted, dict):
             raise errors.bad_request("the body of a scale update must be a Scale object")
         replicas = (wanted.get("spec") or {}).get("replicas", 0)
@@ -121,6 +98,20 @@ def custom_scale(handlers: ResourceHandlers, t: Target, ctx: Context) -> Respons
     response = handlers._guaranteed_update(t, ctx, attempt)
     scale, _ = custom_scale_of(response.body, paths)
     return Response(200, scale)
+
+
+def _requested(ctx: Context, scale: dict[str, Any], body: Any) -> Any:
+    """The Scale an update asks for: a PUT's body, or the PATCH (JSON patch, else merge patch)
+    applied to the current ``scale``; a patch that cannot apply is a 422."""
+    if ctx.request.method == "PUT":
+        return body
+    content_type = ctx.request.headers.get("content-type", "").split(";")[0].strip()
+    try:
+        if content_type == patching.JSON_PATCH:
+            return patching.json_patch(scale, body)
+        return patching.merge_patch(scale, body)
+    except patching.PatchError as exc:
+        raise ApiError(422, "Invalid", str(exc), {}) from exc
 
 
 _NO_SPEC_REPLICAS = -2147483648  # the smallest int32: ScaleREST's mark of a Scale without spec replicas
