@@ -421,7 +421,8 @@ class Chaos:
         self.remember(look, waiting, faults)
         self.cost_history.append(
             f"step {self.report.steps} ({self.last_disturbance}): faults {faults or '-'};"
-            f" ${look.cluster_per_hour:.4f}/h vs fresh ${look.fresh_per_hour:.4f}/h ({look.cost_ratio:.2f}x);"
+            f" ${look.cluster_per_hour:.4f}/h vs fresh ${look.fresh_per_hour:.4f}/h ({look.cost_ratio:.2f}x),"
+            f" ${look.held_per_hour:.4f}/h held by nodes that never register;"
             f" {len(seen.nodeclaims)} NodeClaims, {len(waiting)} pods waiting"
         )
         for violation in violations:
@@ -523,6 +524,9 @@ class Chaos:
                 requests = [c.get("resources", {}).get("requests", {}) for c in bound["spec"]["containers"]]
                 on_node.setdefault(node, []).append(f"{bound['metadata']['name']} {requests}")
         nodes = {n["metadata"]["name"]: n for n in admin.list(NODES)}
+        registry = self.rig.sandbox.kubelet.registry
+        with registry.lock:
+            never = set(registry.never_register)
         claims = []
         for claim in admin.list(NODECLAIMS):
             labels_ = claim["metadata"].get("labels") or {}
@@ -530,11 +534,13 @@ class Chaos:
             node_spec = (nodes.get(node_name) or {}).get("spec") or {}
             conditions = (claim.get("status") or {}).get("conditions", [])
             deleting = bool(claim["metadata"].get("deletionTimestamp"))
+            instance = str((claim.get("status") or {}).get("providerID", "")).rsplit("/", 1)[-1]
             claims.append(
                 f"{claim['metadata']['name']}: {labels_.get('node.kubernetes.io/instance-type')}"
                 f" {labels_.get('karpenter.sh/capacity-type')} {labels_.get('topology.kubernetes.io/zone')}"
                 f" node {node_name or '-'} unschedulable {node_spec.get('unschedulable')}"
                 f" taints {node_spec.get('taints')} deleting {deleting}"
+                f"{' NEVER REGISTERS (a fault)' if instance in never else ''}"
                 f"\n  conditions {[(c['type'], c['status'], c.get('reason')) for c in conditions]}"
                 f"\n  annotations {claim['metadata'].get('annotations')}"
                 f"\n  pods {sorted(on_node.get(node_name, []))}"

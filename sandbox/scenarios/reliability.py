@@ -492,7 +492,10 @@ class CapacityLook:
     like Karpenter, waits for it until the registration timeout), and those whose topology counts
     them (:func:`counted_with`); ``unhostable``: the waiting pods it
     cannot place, with the reason (limits reached, every fitting offering out of capacity, no
-    NodePool can ever host them). ``cluster_per_hour``: what the NodeClaims cost (instance and EBS);
+    NodePool can ever host them). ``cluster_per_hour``: what the NodeClaims cost (instance and EBS),
+    leaving out ``held_per_hour``, what the NodeClaims whose instance will never register cost: the
+    fault holds that money as it holds their pods (the product, like Karpenter, keeps such a
+    NodeClaim until its 15-minute registration timeout, three times the consolidation window);
     ``fresh_per_hour``: ``state.snapshot.fresh_plan`` of every workload pod, running or waiting."""
 
     placeable: set[str]
@@ -503,6 +506,7 @@ class CapacityLook:
     unpriced: list[str]
     # Where the look puts each placeable pod: "node/x", "nodeclaim/y" or "new <types> in <zones>".
     where: dict[str, str] = field(default_factory=dict)
+    held_per_hour: float = 0.0
 
     @property
     def cost_ratio(self) -> float:
@@ -543,14 +547,18 @@ def look_at_capacity(
         shape = f"new {','.join(new.instance_types[:3])} {'/'.join(new.capacity_types)}"
         where.update({pod_key(p): f"{shape} in {','.join(new.zones)}" for p in new.pods})
     placeable = set(where) - held
-    cluster_per_hour, unpriced = 0.0, []
+    cluster_per_hour, held_per_hour, unpriced = 0.0, 0.0, []
     for claim in world.nodeclaims:
         price = world.price_of(claim)
         nodeclass = world.nodeclass_of(claim)
         if price is None:
             unpriced.append(claim["metadata"]["name"])
             continue
-        cluster_per_hour += price + (world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0)
+        price += world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0
+        if claim["metadata"]["name"] in stuck:
+            held_per_hour += price
+        else:
+            cluster_per_hour += price
     fresh = fresh_plan(world, [p for p in world.pods if is_workload(p)], usable)
     return CapacityLook(
         placeable=placeable,
@@ -560,6 +568,7 @@ def look_at_capacity(
         fresh_per_hour=fresh.cost_per_hour,
         unpriced=unpriced,
         where=where,
+        held_per_hour=held_per_hour,
     )
 
 
@@ -602,8 +611,8 @@ def check_service(
       or with a fault starts the pod's clock again; a pod no NodePool can host never counts.
     * **cost-above-fresh-plan**: the cluster's $/h above ``COST_RATIO_LIMIT`` times the fresh plan for
       longer than ``CONSOLIDATION_WINDOW_SECONDS`` without a fault in effect (a look with a fault, or
-      at or under the bound, starts the clock again). Unpriced NodeClaims (not launched yet) are
-      left out of the cluster's side.
+      at or under the bound, starts the clock again). Unpriced NodeClaims (not launched yet) and
+      those a fault keeps from registering are left out of the cluster's side.
 
     Each lasting episode counts once."""
     out: list[Violation] = []
