@@ -23,6 +23,7 @@ was violated or the run did not converge.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import random
@@ -658,7 +659,11 @@ def run_chaos(
     from sandbox.scenarios.reliability import Rig
 
     started = time.monotonic()
-    with Rig("chaos", log=io.StringIO()) as rig:
+    # The whole run's stdout is the functions' log, not only each invocation's: a thread of a killed
+    # invocation runs on to its next checkpoint (sandbox.scenarios.reliability.Crashes) and may log
+    # between invocations, which put a JSON log line before ``chaos --json``'s figures.
+    log = io.StringIO()
+    with Rig("chaos", log=log) as rig, contextlib.redirect_stdout(log):
         chaos = Chaos(rig, seed, dossier)
         chaos.setup()
         for index in range(steps):
