@@ -660,10 +660,10 @@ def run_chaos(
 
     started = time.monotonic()
     # The whole run's stdout is the functions' log, not only each invocation's: a thread of a killed
-    # invocation runs on to its next checkpoint (sandbox.scenarios.reliability.Crashes) and may log
+    # invocation runs on to its next request (sandbox.scenarios.reliability.Crashes) and may log
     # between invocations, which put a JSON log line before ``chaos --json``'s figures.
     log = io.StringIO()
-    with Rig("chaos", log=log) as rig, contextlib.redirect_stdout(log):
+    with contextlib.redirect_stdout(log), Rig("chaos", log=log) as rig:  # its stop unwinds such threads
         chaos = Chaos(rig, seed, dossier)
         chaos.setup()
         for index in range(steps):
