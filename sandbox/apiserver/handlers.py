@@ -79,6 +79,17 @@ class _Update:
     old: dict[str, Any]  # in the request's version
     stored_old: dict[str, Any]  # as stored: the write lands only if this is still what is stored
     managed: list[dict[str, Any]] | None
+    admitted: Admitted | None = None  # what admission is asked about, when not ``new`` and ``old``
+
+
+@dataclass
+class Admitted:
+    """The objects admission sees when they are not the ones stored: a subresource of a kind of its
+    own (the Scale of a /scale write), as kube-apiserver's admission attributes carry them."""
+
+    kind: dict[str, str]  # group, version, kind
+    new: dict[str, Any]
+    old: dict[str, Any]
 
 
 class Context:
@@ -461,7 +472,11 @@ class ResourceHandlers:
                 configurations, _ = self.store.list(webhooks.CONFIGURATIONS)
                 if not configurations:
                     return self._finish_update(outcome)
-            self._call_webhooks(t, ctx, "UPDATE", outcome.new, outcome.old)
+            admitted = outcome.admitted
+            if admitted is None:
+                self._call_webhooks(t, ctx, "UPDATE", outcome.new, outcome.old)
+            else:
+                self._call_webhooks(t, ctx, "UPDATE", admitted.new, admitted.old, kind=admitted.kind)
             with self.store.lock:
                 current = self.store.peek(t.rt.key, t.namespace or "", t.name or "")
                 started_from = outcome.stored_old["metadata"]["resourceVersion"]
@@ -614,7 +629,14 @@ class ResourceHandlers:
         return Response(200, self._present(rt, stored))
 
     def _call_webhooks(
-        self, t: Target, ctx: Context, operation: str, new: dict[str, Any], old: dict[str, Any] | None
+        self,
+        t: Target,
+        ctx: Context,
+        operation: str,
+        new: dict[str, Any],
+        old: dict[str, Any] | None,
+        *,
+        kind: dict[str, str] | None = None,
     ) -> None:
         """The validating admission webhooks (sandbox/apiserver/webhooks.py) of this write."""
         configurations, _ = self.store.list(webhooks.CONFIGURATIONS)
@@ -632,6 +654,7 @@ class ResourceHandlers:
             namespace=self.store.peek(("", "namespaces"), "", namespace) if namespace else None,
             user=identity.user if identity is not None else "",
             dry_run=ctx.dry_run,
+            kind=kind,
         )
 
     # ------------------------------------------------------------------ delete
