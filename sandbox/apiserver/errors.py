@@ -233,6 +233,25 @@ def forbidden(resource: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
+def namespace_terminating(resource: str, group: str, name: str, namespace: str) -> ApiError:
+    """NamespaceLifecycle's refusal of new content in a terminating namespace."""
+    error = forbidden(
+        resource,
+        group,
+        name,
+        f"unable to create new content in namespace {namespace} because it is being terminated",
+    )
+    assert error.details is not None
+    error.details["causes"] = [
+        {
+            "reason": "NamespaceTerminating",
+            "message": f"namespace {namespace} is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
+    return error
+
+
 def internal(message: str) -> ApiError:
     return ApiError(
         500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]}

@@ -151,20 +151,18 @@ class ResourceHandlers:
     def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.peek(("", "serviceaccounts"), namespace, name)
 
-    def _ns_check(self, rt: ResourceType, namespace: str, name: str) -> None:
-        """Creating in a missing namespace is 404; in a terminating one, 403."""
+    def admit_to_namespace(self, rt: ResourceType, namespace: str, name: str) -> None:
+        """The NamespaceLifecycle admission plugin on a CREATE (subresources too: an eviction, a
+        binding), before the REST or validation see it: a missing namespace is 404; a terminating
+        one, 403 with the ``NamespaceTerminating`` cause clients look for. ``name``: the request's,
+        else the object's (its generateName when it has no name yet)."""
         if not rt.namespaced:
             return
         ns = self.store.peek(("", "namespaces"), "", namespace)
         if ns is None:
             raise errors.not_found("namespaces", "", namespace)
-        if (ns.get("metadata") or {}).get("deletionTimestamp"):
-            raise errors.forbidden(
-                rt.plural,
-                rt.group,
-                name,
-                f"unable to create new content in namespace {namespace} because it is being terminated",
-            )
+        if (ns.get("status") or {}).get("phase") == "Terminating":
+            raise errors.namespace_terminating(rt.plural, rt.group, name or "Unknown", namespace)
 
     def _unknown_fields(self, ctx: Context, rt: ResourceType, obj: dict[str, Any], op: str) -> None:
         unknown = strategy_for(rt).prune(rt, obj)
@@ -307,9 +305,12 @@ class ResourceHandlers:
             meta["namespace"] = t.namespace or body_ns or "default"
         else:
             meta.pop("namespace", None)
+        self._unknown_fields(ctx, rt, obj, "create")
+        self.admit_to_namespace(
+            rt, meta.get("namespace", ""), meta.get("name") or meta.get("generateName") or ""
+        )
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + admission.random_suffix()
-        self._unknown_fields(ctx, rt, obj, "create")
         submitted = copy.deepcopy(obj)  # what the creator set, before defaults: the fields it owns
         if meta.get("resourceVersion"):
             raise errors.internal("resourceVersion should not be set on objects to be created")
@@ -344,7 +345,6 @@ class ResourceHandlers:
         obj = self._to_storage(rt, obj)
         meta = obj["metadata"]
         with self.store.lock:
-            self._ns_check(rt, meta.get("namespace", ""), name)
             if self.store.peek(rt.key, meta.get("namespace", ""), name) is not None:
                 raise errors.already_exists(rt.plural, rt.group, name)
             strategy.begin_create(self, obj)
