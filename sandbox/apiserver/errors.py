@@ -29,6 +29,7 @@ class ApiError(Exception):
         self.details = details
         self.plain = plain
         self.headers = headers or {}
+        self.warnings: list[str] = []  # recorded before the error: sent with it as Warning headers
 
     def status(self) -> dict[str, Any]:
         """The ``Status`` object, as the API server serialises it (details omitted when empty)."""

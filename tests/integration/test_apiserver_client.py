@@ -478,6 +478,17 @@ def test_unknown_fields_are_dropped_with_warning_or_rejected_when_strict(
     assert 'strict decoding error: unknown field "spec.bogus"' in json.loads(body)["message"]
 
 
+def test_warnings_recorded_before_an_error_are_sent_with_it(server: ApiServer, ns: str) -> None:
+    """kube-apiserver's warning recorder (filters.WithWarningRecorder) adds each Warning header to the
+    response as the warning is recorded: the unknown-field warning of decoding comes back with the 422
+    validation answers afterwards."""
+    manifest = pod_manifest("Bad_Name")
+    manifest["spec"]["bogus"] = 1
+    code, headers, body = raw(server, "POST", f"/api/v1/namespaces/{ns}/pods", manifest)
+    assert code == 422, body
+    assert headers.get("Warning") == '299 - "unknown field \\"spec.bogus\\""'
+
+
 # ------------------------------------------------------------------------------------ selectors
 
 
