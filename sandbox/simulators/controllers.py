@@ -659,7 +659,7 @@ NAMESPACED_KINDS: list[Callable[[str], str]] = [
 
 class NamespaceController:
     """Empties a terminating namespace, then removes the ``kubernetes`` finalizer through ``/finalize``
-    (the namespace goes once no spec finalizer is left: the API server's ShouldDeleteNamespaceDuringUpdate)."""
+    (the namespace goes once no spec finalizer is left: ShouldDeleteNamespaceDuringUpdate)."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
