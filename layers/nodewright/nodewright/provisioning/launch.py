@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright import termination
 from nodewright.api import labels
+from nodewright.api.models import NodePool, ObjectMeta
 from nodewright.api.overlays import PRICE_OVERLAY_APPLIED
 from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.checkpoints import checkpoint
@@ -159,14 +160,16 @@ class _Stop:
 
 def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan) -> Obj:
     """Create the NodeClaim for one planned node (a fresh random name on the rare name collision)."""
-    pool = world.nodepool(claim_plan.nodepool) or {"metadata": {"name": claim_plan.nodepool}}
+    name = claim_plan.nodepool
+    pool = world.nodepool_model(name) or NodePool(metadata=ObjectMeta(name=name))
+    nodeclass = world.nodeclass(pool.spec.template.spec.node_class_ref.name)
     for _attempt in range(5):
         body = nodeclaims.build(
-            name=nodeclaims.new_name(claim_plan.nodepool),
+            name=nodeclaims.new_name(name),
             nodepool=pool,
             requirements=claim_plan.requirements,
             requests=claim_plan.requests,
-            nodeclass=world.nodeclass_of(pool),
+            nodeclass=nodeclass,
             min_values_relaxed=claim_plan.min_values_relaxed,
             price_overlay=claim_plan.price_overlay,
         )
