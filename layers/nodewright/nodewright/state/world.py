@@ -37,8 +37,9 @@ from nodewright.cluster.objects import (
     labels_of,
     name_of,
     nodeclaim_instance_id,
+    nodeclass_name,
 )
-from nodewright.state.views import ClaimView, NodeView, by_instance_id
+from nodewright.state.views import ClaimView, NodeView, PoolView, by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
@@ -119,6 +120,16 @@ class World:
             typed = self.nodepool_model(name) if self.nodepool(name) is pool else None
             found.append(typed if typed is not None else NodePool.from_dict(dict(pool)))
         return found
+
+    @cached_property
+    def pool_views(self) -> list[PoolView]:
+        """Every NodePool as the typed ``state.views.PoolView`` (what the triage reads of it, valid
+        or not), in ``nodepools`` order, each read once per pass."""
+        return [PoolView.of(p) for p in self.nodepools]
+
+    def pool_view(self, name: str) -> PoolView | None:
+        """The NodePool ``name`` as its ``state.views.PoolView``."""
+        return self._pool_views_by_name.get(name)
 
     def nodepool_of(self, obj: Mapping[str, Any]) -> Obj | None:
         """The NodePool a NodeClaim or Node belongs to (its ``karpenter.sh/nodepool`` label)."""
@@ -362,12 +373,17 @@ class World:
         # The same objects: their views are this world's (where ``cached_property`` keeps them).
         derived.__dict__["claim_views"] = claims
         derived.__dict__["node_views"] = nodes
+        derived.__dict__["pool_views"] = self.pool_views
         return derived
 
     # -- indexes -------------------------------------------------------------------------------------
     @cached_property
     def _nodepools_by_name(self) -> dict[str, Obj]:
         return {name_of(p): p for p in self.nodepools}
+
+    @cached_property
+    def _pool_views_by_name(self) -> dict[str, PoolView]:
+        return {p.name: p for p in self.pool_views}
 
     @cached_property
     def _node_views_by_instance_id(self) -> dict[str, NodeView]:
@@ -408,15 +424,6 @@ def nodeclaims_by_instance_id(nodeclaims: Iterable[Obj]) -> dict[str, Obj]:
 def nodepool_name(obj: Mapping[str, Any]) -> str:
     """The ``karpenter.sh/nodepool`` label of a NodeClaim or Node ('' when absent)."""
     return str(labels_of(obj).get(labels.NODEPOOL) or "")
-
-
-def nodeclass_name(obj: Mapping[str, Any]) -> str:
-    """The EC2NodeClass name a NodeClaim (``spec.nodeClassRef``) or a NodePool
-    (``spec.template.spec.nodeClassRef``) refers to; '' when the reference is missing."""
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == "NodePool" or "template" in spec:
-        spec = (spec.get("template") or {}).get("spec") or {}
-    return str((spec.get("nodeClassRef") or {}).get("name") or "")
 
 
 @contextlib.contextmanager
