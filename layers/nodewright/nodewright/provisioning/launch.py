@@ -32,6 +32,7 @@ from nodewright.cluster.errors import Conflict
 from nodewright.context import is_outage
 from nodewright.provisioning import nodeclaims, parallel, planning
 from nodewright.provisioning.nodeclaims import LAUNCHED
+from nodewright.state.views import ClaimView
 from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ def launch_one(ctx: Context, world: World, claim: Obj, *, fresh: bool) -> Launch
     if problems:
         return refuse_invalid(ctx, claim, problems)
     try:
-        candidates = planning.candidates_for(world, claim)
+        candidates = planning.candidates_for(world, ClaimView.of(claim))
         return launch_claim(ctx, claim, world.nodeclass_of(claim) or {}, candidates, fresh=fresh)
     except Exception as exc:  # isolation: one NodeClaim's failure must not stop the others
         if is_outage(exc):  # not this NodeClaim's failure: the handler reports it once, no traceback

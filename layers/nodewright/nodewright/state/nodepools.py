@@ -196,7 +196,7 @@ def charged_capacity(world: World, claim: ClaimView, candidate_limit: int) -> di
 
     if claim.capacity:
         return {k: float(v) for k, v in parse_resources(claim.capacity).items()}
-    candidates = world.candidates_for(claim.raw, candidate_limit)
+    candidates = world.candidates_for(claim, candidate_limit)
     keys: set[str] = set().union(*(c.capacity for c in candidates)) if candidates else set()
     return {k: float(max(c.capacity.get(k, 0) for c in candidates)) for k in keys}
 

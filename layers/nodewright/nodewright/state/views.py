@@ -106,6 +106,7 @@ class ClaimView(_View):
     """A NodeClaim as the flows read it."""
 
     nodepool: str  # its karpenter.sh/nodepool label ('' when absent)
+    nodeclass: str  # spec.nodeClassRef.name ('' when absent)
     instance_id: str | None  # status.instanceID, else the instance of status.providerID
     creation_timestamp: str  # as written ('' when absent): the flows order NodeClaims by it
     created: datetime | None
@@ -132,6 +133,7 @@ class ClaimView(_View):
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             nodepool=str((meta.get("labels") or {}).get(labels.NODEPOOL) or ""),
+            nodeclass=nodeclass_name(claim),
             instance_id=nodeclaim_instance_id(claim),
             creation_timestamp=stamp,
             created=parse_time(stamp),
@@ -205,6 +207,7 @@ class PoolView(_View):
     nodeclass: str  # spec.template.spec.nodeClassRef.name ('' when absent)
     replicas: int | None  # spec.replicas when it is a count (a static NodePool), else None
     limits: dict[str, Any]  # spec.limits as written
+    template_labels: dict[str, str]  # spec.template.metadata.labels as written
 
     @classmethod
     def of(cls, pool: Obj) -> PoolView:
@@ -219,6 +222,7 @@ class PoolView(_View):
             nodeclass=nodeclass_name(pool),
             replicas=static_replicas(spec.get("replicas")),
             limits=spec.get("limits") or {},
+            template_labels=((spec.get("template") or {}).get("metadata") or {}).get("labels") or {},
         )
 
 

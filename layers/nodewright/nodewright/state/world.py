@@ -204,29 +204,25 @@ class World:
             from nodewright.state.overlays import PoolFacts, resolve
 
             pools = {
-                name_of(p): PoolFacts(
-                    (((p.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {},
-                    self.instance_types(nodeclass_name(p)),
-                )
-                for p in self.nodepools
-                if self.nodeclass_of(p) is not None
+                p.name: PoolFacts(p.template_labels, self.instance_types(p.nodeclass))
+                for p in self.pool_views
+                if p.nodeclass and self.nodeclass(p.nodeclass) is not None
             }
             facts.overlays = resolve([from_manifest(o) for o in self.nodeoverlays], pools)
         return facts.overlays
 
-    def candidates_for(self, claim: Mapping[str, Any], limit: int) -> list[InstanceType]:
+    def candidates_for(self, claim: ClaimView, limit: int) -> list[InstanceType]:
         """A NodeClaim's candidate types: its ``node.kubernetes.io/instance-type In`` list in its
         order (cheapest first), those its NodePool (its EC2NodeClass, as the overlays change it) still
         offers, at most ``limit``."""
-        pool = nodepool_name(claim)
-        types = (
-            self.pool_instance_types(pool)
-            if pool and self.nodepool(pool)
-            else self.instance_types(nodeclass_name(claim))
-        )
+        pool = claim.nodepool
+        if pool and self.nodepool(pool):
+            types = self.pool_instance_types(pool)
+        else:
+            types = self.instance_types(claim.nodeclass)
         by_name = {t.name: t for t in types}
         allowed: list[str] = []
-        for requirement in (claim.get("spec") or {}).get("requirements") or []:
+        for requirement in claim.requirements:
             if requirement.get("key") == labels.INSTANCE_TYPE and requirement.get("operator") == "In":
                 allowed = [str(v) for v in requirement.get("values") or []]
         if not allowed:
