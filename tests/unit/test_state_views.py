@@ -143,3 +143,13 @@ def test_a_nodepool_view_reads_what_the_triage_judges_even_of_an_invalid_nodepoo
     )
     assert w.pool_view("gpu") is gpu
     assert w.without_nodes(["n"]).pool_views is w.pool_views
+
+
+def test_a_nodeclaim_view_reads_what_the_launch_and_the_limits_read() -> None:
+    raw = claim(capacity={"cpu": "2"})
+    raw["metadata"]["uid"] = "claim-uid"
+    raw["spec"]["nodeClassRef"] = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    view = ClaimView.of(raw)
+    assert (view.uid, view.nodeclass, view.capacity) == ("claim-uid", "default", {"cpu": "2"})
+    unlaunched = ClaimView.of({"metadata": {"name": "b"}})
+    assert (unlaunched.uid, unlaunched.nodeclass, unlaunched.capacity) == ("", "", None)

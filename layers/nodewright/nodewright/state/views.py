@@ -107,6 +107,7 @@ class ClaimView(_View):
 
     nodepool: str  # its karpenter.sh/nodepool label ('' when absent)
     nodeclass: str  # spec.nodeClassRef.name ('' when absent)
+    uid: str  # metadata.uid ('' until the API server has stored it)
     instance_id: str | None  # status.instanceID, else the instance of status.providerID
     creation_timestamp: str  # as written ('' when absent): the flows order NodeClaims by it
     created: datetime | None
@@ -134,6 +135,7 @@ class ClaimView(_View):
             deleting=bool(meta.get("deletionTimestamp")),
             nodepool=str((meta.get("labels") or {}).get(labels.NODEPOOL) or ""),
             nodeclass=nodeclass_name(claim),
+            uid=str(meta.get("uid") or ""),
             instance_id=nodeclaim_instance_id(claim),
             creation_timestamp=stamp,
             created=parse_time(stamp),
