@@ -22,6 +22,10 @@ for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile n
 Karpenter logs as a fleet error, aws/karpenter-provider-aws#3051) instead of an instance without
 a role. The IAM side (``iam:PassRole`` on the profile's role, ``iam:PassedToService``) is
 ``sandbox.iam.authorization``'s.
+
+And it makes a subnet's private IPs safe to hand out to concurrent launches, as EC2's are: moto
+draws them from one generator per subnet, which a second thread entering raises ``ValueError:
+generator already executing`` (a provisioning pass's parallel launches met it).
 """
 
 from __future__ import annotations
@@ -34,7 +38,13 @@ from typing import Any
 from sandbox.aws import fleet_storage
 
 _lock = threading.Lock()
+# moto hands out a subnet's private IPs from one generator per subnet; two launches into the subnet
+# at once (a pass's parallel launches, served by the server's threads) make the second raise
+# ``ValueError: generator already executing``, which EC2 never answers. Its IP bookkeeping is
+# serialised under this lock.
+_subnet_ips = threading.RLock()
 _original: dict[str, Callable[..., Any]] = {}
+_SUBNET_IP_METHODS = ("get_available_subnet_ip", "request_ip", "del_subnet_ip")
 _holders: list[object] = []  # one entry per install() not yet undone
 
 
@@ -198,9 +208,19 @@ def _create_fleet_response(self: Any) -> Any:
     return result
 
 
+def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
+    def under_lock(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _subnet_ips:
+            return method(self, *args, **kwargs)
+
+    return under_lock
+
+
 def install() -> None:
-    """Patch moto's ``Fleet`` and its CreateFleet answer (idempotent; each needs its :func:`uninstall`)."""
+    """Patch moto's ``Fleet``, its CreateFleet answer and its subnets' IP bookkeeping (idempotent;
+    each needs its :func:`uninstall`)."""
     from moto.ec2.models.fleets import Fleet
+    from moto.ec2.models.subnets import Subnet
     from moto.ec2.responses.fleets import Fleets
 
     with _lock:
@@ -209,12 +229,16 @@ def install() -> None:
             _original["response"] = Fleets.create_fleet
             Fleet.__init__ = _fleet_init
             Fleets.create_fleet = _create_fleet_response
+            for name in _SUBNET_IP_METHODS:
+                _original[name] = getattr(Subnet, name)
+                setattr(Subnet, name, _serialised(_original[name]))
         _holders.append(object())
 
 
 def uninstall() -> None:
     """Undo one :func:`install`; moto's own ``Fleet`` is back when the last holder leaves."""
     from moto.ec2.models.fleets import Fleet
+    from moto.ec2.models.subnets import Subnet
     from moto.ec2.responses.fleets import Fleets
 
     with _lock:
@@ -224,3 +248,5 @@ def uninstall() -> None:
         if not _holders:
             Fleet.__init__ = _original.pop("init")
             Fleets.create_fleet = _original.pop("response")
+            for name in _SUBNET_IP_METHODS:
+                setattr(Subnet, name, _original.pop(name))

@@ -30,6 +30,7 @@ import random
 import sys
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -176,6 +177,18 @@ def traceback_errors(log: str) -> list[str]:
                 found.append(following.split('"', 1)[0].strip()[:160])
                 break
     return found
+
+
+def pods_by_node(
+    pods: list[dict[str, Any]], describe: Callable[[dict[str, Any]], str]
+) -> dict[str, list[str]]:
+    """Each node's bound pods, as ``describe`` writes one (the dossiers' "what is on it")."""
+    on_node: dict[str, list[str]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            on_node.setdefault(node, []).append(describe(pod))
+    return on_node
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -482,10 +495,7 @@ class Chaos:
             f"{c['metadata']['name']}: {json.dumps(c.get('status') or {}, sort_keys=True)[:600]}"
             for c in admin.list(NODECLAIMS)
         ]
-        on_node: dict[str, list[str]] = {}
-        for bound in admin.list(PODS):
-            if (bound.get("spec") or {}).get("nodeName"):
-                on_node.setdefault(bound["spec"]["nodeName"], []).append(bound["metadata"]["name"])
+        on_node = pods_by_node(admin.list(PODS), lambda pod: pod["metadata"]["name"])
         nodes = [
             f"{n['metadata']['name']}: zone {n['metadata'].get('labels', {}).get(labels.ZONE)},"
             f" unschedulable {n['spec'].get('unschedulable')}, taints {n['spec'].get('taints')},"
@@ -518,12 +528,12 @@ class Chaos:
 
         self.dossier.mkdir(parents=True, exist_ok=True)
         admin = self.rig.admin
-        on_node: dict[str, list[str]] = {}
-        for bound in admin.list(PODS):
-            node = (bound.get("spec") or {}).get("nodeName")
-            if node:
-                requests = [c.get("resources", {}).get("requests", {}) for c in bound["spec"]["containers"]]
-                on_node.setdefault(node, []).append(f"{bound['metadata']['name']} {requests}")
+
+        def with_requests(pod: dict[str, Any]) -> str:
+            requests = [c.get("resources", {}).get("requests", {}) for c in pod["spec"]["containers"]]
+            return f"{pod['metadata']['name']} {requests}"
+
+        on_node = pods_by_node(admin.list(PODS), with_requests)
         nodes = {n["metadata"]["name"]: n for n in admin.list(NODES)}
         registry = self.rig.sandbox.kubelet.registry
         with registry.lock:

@@ -411,3 +411,59 @@ def _listed(ec2: Any, instance_id: str) -> bool:
         if exc.response["Error"]["Code"] == "InvalidInstanceID.NotFound":
             return False
         raise
+
+
+def test_concurrent_fleets_into_one_subnet_each_get_an_instance_and_their_own_ip() -> None:
+    """EC2 serves concurrent launches into one subnet; moto hands out a subnet's IPs from one Python
+    generator, and a thread entering it while another is inside raises ``ValueError: generator
+    already executing`` (a pass's parallel launches met it, in-process and so in the sandbox's
+    server, which is moto in the same process). Threads switch as often as the interpreter allows,
+    so without ``fleet_network``'s lock the interleaving comes within a few dozen fleets."""
+    import sys
+    import threading
+
+    from moto import mock_aws
+
+    threads, fleets_each = 12, 8
+    start = threading.Barrier(threads, timeout=60.0)
+    failures: list[str] = []
+    instances: list[str] = []
+    fleet_network.install()
+    interval = sys.getswitchinterval()
+    try:
+        with mock_aws():
+            ec2 = boto3.client("ec2", region_name="us-east-1")
+            vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+            subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/20", AvailabilityZone="us-east-1a")
+            template = ec2.create_launch_template(
+                LaunchTemplateName="concurrent", LaunchTemplateData={"ImageId": "ami-12c6146b"}
+            )["LaunchTemplate"]["LaunchTemplateId"]
+            overrides = [{"InstanceType": "m5.large", "SubnetId": subnet["Subnet"]["SubnetId"]}]
+
+            def launch() -> None:
+                start.wait()
+                for _ in range(fleets_each):
+                    try:
+                        result = fleet(ec2, template, overrides)
+                    except Exception as error:  # kept, for the assertion to show
+                        failures.append(repr(error))
+                        continue
+                    failures.extend(e["ErrorMessage"] for e in result.get("Errors") or [])
+                    instances.extend(i for group in result["Instances"] for i in group["InstanceIds"])
+
+            sys.setswitchinterval(1e-6)
+            workers = [threading.Thread(target=launch) for _ in range(threads)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            sys.setswitchinterval(interval)
+            described = ec2.describe_instances(InstanceIds=instances)["Reservations"]
+    finally:
+        sys.setswitchinterval(interval)
+        fleet_network.uninstall()
+
+    assert failures == []
+    assert len(set(instances)) == threads * fleets_each
+    addresses = {i["PrivateIpAddress"] for r in described for i in r["Instances"]}
+    assert len(addresses) == len(instances)  # no two instances share an address

@@ -223,3 +223,16 @@ def test_a_run_names_the_exception_each_traceback_ended_with_plain_or_inside_a_j
         "TypeError: bad operand",
     ]
     assert len(found) == (plain + chained + as_json).count("Traceback"), "one per traceback, none twice"
+
+
+def test_a_dossier_lists_each_nodes_bound_pods_and_leaves_unbound_ones_out() -> None:
+    from sandbox.scenarios.chaos import pods_by_node
+
+    pods = [
+        {"metadata": {"name": "a"}, "spec": {"nodeName": "n1"}},
+        {"metadata": {"name": "b"}, "spec": {}},
+        {"metadata": {"name": "c"}, "spec": {"nodeName": "n2"}},
+        {"metadata": {"name": "d"}, "spec": {"nodeName": "n1"}},
+    ]
+
+    assert pods_by_node(pods, lambda p: p["metadata"]["name"].upper()) == {"n1": ["A", "D"], "n2": ["C"]}
