@@ -19,7 +19,18 @@
   disruptionsAllowed 0 and DisruptionAllowed False/SyncFailed, and no observedGeneration.
 * Namespace deletion: deletes a terminating namespace's objects, then finalizes it.
 * ServiceAccounts: each active namespace's ``default`` ServiceAccount (pods need it to be admitted).
-* Storage protection: a deleting PVC waits for the pods using it, a deleting PV for its claim.
+* Ephemeral volumes (kube-controller-manager's ephemeral-volume controller): each generic ephemeral
+  volume of a pod not being deleted gets its PVC ``<pod>-<volume>`` from the volume's template,
+  controlled by the pod (``controller`` and ``blockOwnerDeletion``), so the garbage collector
+  deletes it after the pod; a same-named PVC the pod does not control is left alone, with a
+  ``FailedBinding`` Warning on the pod, and the scheduler refuses the pod while it is there.
+* Provisioning (a CSI driver's external-provisioner and the PV controller's binding): a claim of a
+  class with a provisioner gets a PersistentVolume in the zone of the node the scheduler selected
+  (``volume.kubernetes.io/selected-node``, WaitForFirstConsumer) or, binding Immediate, of the
+  class's first allowed zone; the PV carries the zone as its node affinity, and both are Bound.
+  A released volume (its claim gone) of reclaim policy Delete is deleted.
+* Storage protection: a deleting PVC waits for the pods using it (through a claim or as their
+  ephemeral volume's), a deleting PV for its claim.
 * Attach/detach (kube-controller-manager's attach-detach controller with a CSI driver's
   external-attacher): a VolumeAttachment ``csi-<sha256(handle+driver+node)>`` for every CSI
   PersistentVolume a pod bound to a node mounts through its claim (generic ephemeral volumes too),
@@ -61,6 +72,12 @@ from sandbox.simulators.scheduler import (
     matches_node_affinity,
     now,
     untolerated_taint,
+)
+from sandbox.simulators.volumebinding import (
+    SELECTED_NODE,
+    claim_names,
+    controlled_by,
+    ephemeral_claim_name,
 )
 
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery's rand.String alphabet
@@ -743,14 +760,16 @@ class StorageProtectionController:
         self.kube = kube
 
     @staticmethod
-    def _claims_in_use(pods: list[Obj]) -> set[tuple[str, str]]:
-        return {
-            (pod["metadata"]["namespace"], volume["persistentVolumeClaim"]["claimName"])
+    def _in_use(claim: Obj, pods: list[Obj]) -> bool:
+        """``podUsesPVC``: a pod not terminated mounts it, through a ``persistentVolumeClaim`` or as
+        the ephemeral volume it controls (a same-named claim it does not own is not its volume)."""
+        meta = claim["metadata"]
+        return any(
+            name == meta["name"] and (not ephemeral or controlled_by(claim, pod))
             for pod in pods
-            if not is_terminal(pod)
-            for volume in (pod.get("spec") or {}).get("volumes") or []
-            if volume.get("persistentVolumeClaim")
-        }
+            if pod["metadata"]["namespace"] == meta["namespace"] and not is_terminal(pod)
+            for name, ephemeral in claim_names(pod)
+        )
 
     def reconcile(self, snap: Snapshot) -> None:
         claims, _ = self.kube.list(core("persistentvolumeclaims"))
@@ -758,10 +777,10 @@ class StorageProtectionController:
         if deleting:
             # As the real controller asks the API server before releasing: the pass's snapshot may
             # predate a pod that started using the claim.
-            in_use = self._claims_in_use(self.kube.list(core("pods"))[0])
+            pods, _ = self.kube.list(core("pods"))
             for claim in deleting:
                 meta = claim["metadata"]
-                if (meta["namespace"], meta["name"]) not in in_use:
+                if not self._in_use(claim, pods):
                     path = core("persistentvolumeclaims", meta["namespace"], meta["name"])
                     self._release(path, claim, "pvc")
         volumes, _ = self.kube.list(core("persistentvolumes"))
@@ -785,6 +804,200 @@ class StorageProtectionController:
         except ApiException as exc:
             if exc.status not in (404, 409, 422):
                 raise
+
+
+class EphemeralVolumeController:
+    """Each generic ephemeral volume's PVC, made from its template (see the module docstring)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        wanted = [
+            (pod, volume)
+            for pod in snap.pods
+            if not pod["metadata"].get("deletionTimestamp")
+            for volume in (pod.get("spec") or {}).get("volumes") or []
+            if volume.get("ephemeral") is not None
+        ]
+        if not wanted:
+            return
+        claims, _ = self.kube.list(core("persistentvolumeclaims"))
+        existing = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in claims}
+        for pod, volume in wanted:
+            meta = pod["metadata"]
+            name = ephemeral_claim_name(pod, volume)
+            claim = existing.get((meta["namespace"], name))
+            if claim is None:
+                self._create(pod, volume, name)
+            elif not controlled_by(claim, pod):
+                message = (
+                    f"ephemeral volume {volume.get('name')}: PVC {meta['namespace']}/{name} was not "
+                    f"created for pod {meta['namespace']}/{meta['name']} (pod is not owner)"
+                )
+                record_event(
+                    self.kube,
+                    {"apiVersion": "v1", "kind": "Pod", **pod},
+                    "FailedBinding",
+                    message,
+                    component="ephemeral_volume",
+                    event_type="Warning",
+                )
+
+    def _create(self, pod: Obj, volume: Obj, name: str) -> None:
+        template = (volume.get("ephemeral") or {}).get("volumeClaimTemplate") or {}
+        template_meta = template.get("metadata") or {}
+        metadata: Obj = {"name": name, "ownerReferences": [owner_reference(pod, "v1", "Pod")]}
+        for key in ("labels", "annotations"):
+            if template_meta.get(key):
+                metadata[key] = dict(template_meta[key])
+        body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": metadata,
+            "spec": json.loads(json.dumps(template.get("spec") or {})),
+        }
+        try:
+            self.kube.create(core("persistentvolumeclaims", pod["metadata"]["namespace"]), body)
+        except ApiException as exc:
+            if exc.status not in (403, 409):  # a terminating namespace, or made meanwhile
+                raise
+
+
+ZONE = "topology.kubernetes.io/zone"
+STORAGE_CLASSES = group("storage.k8s.io/v1", "storageclasses")
+
+
+class VolumeProvisioner:
+    """A CSI external-provisioner with the PV controller's binding (see the module docstring)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def reconcile(self, snap: Snapshot) -> None:
+        claims, _ = self.kube.list(core("persistentvolumeclaims"))
+        volumes, _ = self.kube.list(core("persistentvolumes"))
+        self._reclaim(claims, volumes)
+        unbound = [
+            c
+            for c in claims
+            if not (c.get("spec") or {}).get("volumeName") and not c["metadata"].get("deletionTimestamp")
+        ]
+        if not unbound:
+            return
+        classes = {s["metadata"]["name"]: s for s in self.kube.list(STORAGE_CLASSES)[0]}
+        zones = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in snap.nodes}
+        for claim in unbound:
+            storage_class = classes.get((claim.get("spec") or {}).get("storageClassName") or "")
+            if storage_class is None or storage_class.get("provisioner") in (
+                None,
+                "",
+                "kubernetes.io/no-provisioner",
+            ):
+                continue
+            if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
+                selected = (claim["metadata"].get("annotations") or {}).get(SELECTED_NODE)
+                zone = zones.get(selected) if selected else None
+            else:
+                zone = _first_allowed_zone(storage_class)
+            if zone:
+                self._provision(claim, storage_class, zone)
+
+    def _provision(self, claim: Obj, storage_class: Obj, zone: str) -> None:
+        meta = claim["metadata"]
+        spec = claim.get("spec") or {}
+        name = f"pvc-{meta['uid']}"
+        volume: Obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {
+                "name": name,
+                "annotations": {"pv.kubernetes.io/provisioned-by": storage_class["provisioner"]},
+            },
+            "spec": {
+                "capacity": {
+                    "storage": ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+                },
+                "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": storage_class.get("reclaimPolicy") or "Delete",
+                "storageClassName": storage_class["metadata"]["name"],
+                "csi": {
+                    "driver": storage_class["provisioner"],
+                    "volumeHandle": f"vol-{secrets.token_hex(8)}",
+                },
+                "claimRef": {
+                    "kind": "PersistentVolumeClaim",
+                    "namespace": meta["namespace"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                },
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+                        ]
+                    }
+                },
+            },
+        }
+        try:
+            created = self.kube.create(core("persistentvolumes"), volume)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            created = self.kube.get(core("persistentvolumes", name=name))  # an earlier pass's: bind it
+        _patch_status(self.kube, core("persistentvolumes", name=name), created, {"phase": "Bound"})
+        path = core("persistentvolumeclaims", meta["namespace"], meta["name"])
+        patch = {
+            "metadata": {
+                "resourceVersion": meta["resourceVersion"],
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+            },
+            "spec": {"volumeName": name},
+        }
+        try:
+            bound = self.kube.patch(path, patch, MERGE_PATCH)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+            return
+        _patch_status(
+            self.kube,
+            path,
+            bound,
+            {
+                "phase": "Bound",
+                "accessModes": volume["spec"]["accessModes"],
+                "capacity": volume["spec"]["capacity"],
+            },
+        )
+
+    def _reclaim(self, claims: list[Obj], volumes: list[Obj]) -> None:
+        """A provisioned volume whose claim is gone is Released, and deleted (reclaim policy Delete)."""
+        uids = {c["metadata"]["uid"] for c in claims}
+        for volume in volumes:
+            spec = volume.get("spec") or {}
+            ref = spec.get("claimRef") or {}
+            meta = volume["metadata"]
+            if (
+                not ref.get("uid")
+                or ref["uid"] in uids
+                or spec.get("persistentVolumeReclaimPolicy", "Delete") != "Delete"
+                or meta.get("deletionTimestamp")
+            ):
+                continue
+            path = core("persistentvolumes", name=meta["name"])
+            if (volume.get("status") or {}).get("phase") != "Released":
+                _patch_status(self.kube, path, volume, {"phase": "Released"})
+            self.kube.delete_ignoring_missing(path)
+
+
+def _first_allowed_zone(storage_class: Obj) -> str | None:
+    for term in storage_class.get("allowedTopologies") or []:
+        for expression in term.get("matchLabelExpressions") or []:
+            if expression.get("key") == ZONE and expression.get("values"):
+                return str(expression["values"][0])
+    return None
 
 
 VOLUME_ATTACHMENTS = group("storage.k8s.io/v1", "volumeattachments")
@@ -817,15 +1030,8 @@ class AttachDetachController:
             node = (pod.get("spec") or {}).get("nodeName")
             if not node or is_terminal(pod):
                 continue
-            meta = pod["metadata"]
-            for volume in (pod.get("spec") or {}).get("volumes") or []:
-                if claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"):
-                    name = claim
-                elif volume.get("ephemeral") is not None:
-                    name = f"{meta['name']}-{volume.get('name')}"
-                else:
-                    continue
-                pv = volume_of.get((meta["namespace"], name))
+            for name, _ in claim_names(pod):
+                pv = volume_of.get((pod["metadata"]["namespace"], name))
                 if pv in csi:
                     wanted.add((pv, node))
         return wanted
@@ -1013,6 +1219,8 @@ class ControllerManager(ReconcileLoop):
             ServiceAccountsController(kube),
             PodGarbageCollector(kube),
             NodeLifecycleController(kube),
+            EphemeralVolumeController(kube),
+            VolumeProvisioner(kube),
             StorageProtectionController(kube),
             AttachDetachController(kube),
             DeploymentController(kube),

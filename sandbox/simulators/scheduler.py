@@ -5,8 +5,9 @@ NodeUnschedulable (cordoned nodes), NodeName, NodeAffinity (nodeSelector and req
 affinity, matchExpressions and matchFields), TaintToleration (NoSchedule/NoExecute taints,
 including ``node.kubernetes.io/not-ready``), NodeResourcesFit (requests, init containers and
 overhead against allocatable minus the pods already bound, plus the pod count), PodTopologySpread
-(``DoNotSchedule`` constraints, domains from the nodes that pass the pod's node affinity) and
-InterPodAffinity (required affinity and anti-affinity on any topology key, both directions).
+(``DoNotSchedule`` constraints, domains from the nodes that pass the pod's node affinity),
+InterPodAffinity (required affinity and anti-affinity on any topology key, both directions) and
+VolumeBinding (claims, generic ephemeral volumes' included: ``sandbox/simulators/volumebinding.py``).
 Score: least allocated (the default), ties broken by node name so runs are repeatable.
 
 When no node fits, the pod gets ``PodScheduled=False``, reason ``Unschedulable`` and the real
@@ -39,15 +40,18 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 from sandbox.apiserver.admission import cluster_now
-from sandbox.simulators.kube import STRATEGIC_MERGE_PATCH, Kube, core
+from sandbox.simulators.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, core
 from sandbox.simulators.loop import ReconcileLoop
 from sandbox.simulators.recorder import CLIENT_BURST, CLIENT_QPS, RateLimiter, Recorder, truncate_note
+
+if TYPE_CHECKING:
+    from sandbox.simulators.volumebinding import Volumes
 
 DEFAULT_SCHEDULER = "default-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
@@ -195,6 +199,7 @@ class ClusterState:
     # (bound pod with required anti-affinity, its node)
     repelling: list[tuple[Pod, Node]] = field(default_factory=list)
     _by_name: dict[str, Node] = field(default_factory=dict)  # filled when a repelling pod is first added
+    volumes: Volumes | None = None  # the pass's claims, PVs and classes (None: no pod mounts any)
 
     @classmethod
     def build(cls, nodes: list[Node], pods: list[Pod]) -> ClusterState:
@@ -341,6 +346,8 @@ def filter_node(pod: Pod, node: Node, state: ClusterState) -> list[str]:
             reasons.append(f"Insufficient {resource}")
     if reasons:
         return reasons
+    if state.volumes is not None and (reasons := state.volumes.node_reasons(pod, node)):
+        return reasons
     if not _spread_ok(pod, node, state):
         return ["node(s) didn't match pod topology spread constraints"]
     if not _affinity_ok(pod, node, state):
@@ -364,6 +371,8 @@ def choose_node(pod: Pod, state: ClusterState) -> tuple[str | None, str]:
     """(node name, "") when the pod fits somewhere, else (None, the FailedScheduling message)."""
     if not state.nodes:
         return None, "no nodes available to schedule pods"
+    if state.volumes is not None and (unresolvable := state.volumes.prefilter(pod)):
+        return None, f"0/{len(state.nodes)} nodes are available: {unresolvable}."
     feasible: list[Node] = []
     failures: Counter = Counter()
     for node in state.nodes:
@@ -404,7 +413,7 @@ class Scheduler(ReconcileLoop):
     """Binds pods through the ``pods/binding`` subresource, as kube-scheduler does."""
 
     name = "scheduler"
-    watch_paths = (core("pods"), core("nodes"))
+    watch_paths = (core("pods"), core("nodes"), core("persistentvolumeclaims"))
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
@@ -430,13 +439,50 @@ class Scheduler(ReconcileLoop):
         nodes, _ = self.kube.list(core("nodes"))
         pods, _ = self.kube.list(core("pods"))
         state = ClusterState.build(nodes, pods)
+        state.volumes = self._volumes()
         for pod in sorted((p for p in pods if is_pending_for_us(p)), key=_pod_order):
             node_name, message = choose_node(pod, state)
             if node_name:
+                if state.volumes is not None and self._volumes_wait(pod, node_name, state.volumes):
+                    continue
                 if self._bind(pod, node_name):
                     state.assume(pod, node_name)
             else:
                 self._mark_unschedulable(pod, message)
+
+    def _volumes(self) -> Volumes:
+        from sandbox.simulators.volumebinding import Volumes
+
+        claims, _ = self.kube.list(core("persistentvolumeclaims"))
+        volumes, _ = self.kube.list(core("persistentvolumes"))
+        classes, _ = self.kube.list("/apis/storage.k8s.io/v1/storageclasses")
+        return Volumes.build(claims, volumes, classes)
+
+    def _volumes_wait(self, pod: Pod, node_name: str, volumes: Volumes) -> bool:
+        """VolumeBinding's PreBind: the pod's unbound WaitForFirstConsumer claims get the chosen node
+        (the provisioner makes their volumes there); the pod waits for them to be bound."""
+        from sandbox.simulators.volumebinding import SELECTED_NODE
+
+        unbound = volumes.unbound_delayed(pod)
+        for claim in unbound:
+            meta = claim["metadata"]
+            if (meta.get("annotations") or {}).get(SELECTED_NODE):
+                continue
+            self.limiter.wait(self._stop)
+            patch = {
+                "metadata": {
+                    "resourceVersion": meta["resourceVersion"],
+                    "annotations": {SELECTED_NODE: node_name},
+                }
+            }
+            try:
+                self.kube.patch(
+                    core("persistentvolumeclaims", meta["namespace"], meta["name"]), patch, MERGE_PATCH
+                )
+            except ApiException as exc:
+                if exc.status not in (404, 409):
+                    raise
+        return bool(unbound)
 
     def _bind(self, pod: Pod, node_name: str) -> bool:
         meta = pod["metadata"]

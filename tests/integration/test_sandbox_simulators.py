@@ -16,6 +16,7 @@ from sandbox.simulators.controllers import AttachDetachController
 from sandbox.simulators.kube import Kube, core, group
 
 CLUSTER = "sims"
+ZONE = "topology.kubernetes.io/zone"
 
 
 # The suite's one wait (tests/waiting.py), with this module's default timeout and poll interval.
@@ -730,3 +731,103 @@ def test_every_active_namespace_gets_its_default_service_account_as_kube_control
     kube.create(group("apps/v1", "deployments", "fresh"), deployment("in-fresh", 1, namespace="fresh"))
     (pod,) = wait_for("its pod", lambda: pods_of(kube, "in-fresh", "fresh"))
     assert pod["spec"]["serviceAccountName"] == "default"
+
+
+def _scratch_pod(name: str, storage_class: str) -> dict:
+    template = {
+        "spec": {
+            "storageClassName": storage_class,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        }
+    }
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [{"name": "app", "image": "pause:3.9", "resources": {"requests": {"cpu": "100m"}}}],
+            "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}],
+        },
+    }
+
+
+def test_an_ephemeral_volume_gets_a_pod_owned_claim_provisioned_in_the_pods_zone_and_goes_with_the_pod(
+    sb, kube, ec2
+) -> None:
+    """The ephemeral-volume controller makes ``<pod>-<volume>`` controlled by the pod; the scheduler
+    places the pod only where the class may provision (its allowedTopologies), the provisioner makes
+    the volume in that node's zone; deleting the pod takes the claim (garbage collector) and the
+    volume (reclaim policy Delete) with it."""
+    zone = "us-east-1c"
+    kube.create(
+        group("storage.k8s.io/v1", "storageclasses"),
+        {
+            "metadata": {"name": "zonal-c"},
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": [zone]}]}],
+        },
+    )
+    if not any(ready(n) and n["metadata"]["labels"].get(ZONE) == zone for n in kube.list(core("nodes"))[0]):
+        instance_id = launch(sb, ec2, "m5.large", zone)
+        wait_for("a ready node in the class's zone", lambda: ready(node_of(kube, instance_id)), timeout=30)
+    pod = kube.create(core("pods", "default"), _scratch_pod("scratchy", "zonal-c"))
+    claim_path = core("persistentvolumeclaims", "default", "scratchy-scratch")
+    claim = wait_for("the ephemeral volume's claim", lambda: kube.get_or_none(claim_path))
+    assert claim["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": "scratchy",
+            "uid": pod["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    bound = wait_for(
+        "the pod bound",
+        lambda: (p := kube.get(core("pods", "default", "scratchy")))["spec"].get("nodeName") and p,
+    )
+    node = kube.get(core("nodes", name=bound["spec"]["nodeName"]))
+    assert node["metadata"]["labels"][ZONE] == zone
+    claim = kube.get(claim_path)
+    assert claim["status"]["phase"] == "Bound"
+    volume = kube.get(core("persistentvolumes", name=claim["spec"]["volumeName"]))
+    (term,) = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": ZONE, "operator": "In", "values": [zone]}]
+    kube.delete(core("pods", "default", "scratchy"), grace_period_seconds=0)
+    wait_for("the claim gone with its pod", lambda: kube.get_or_none(claim_path) is None, timeout=30)
+    path = core("persistentvolumes", name=volume["metadata"]["name"])
+    wait_for("its volume deleted", lambda: kube.get_or_none(path) is None, timeout=30)
+
+
+def test_a_same_named_claim_the_pod_does_not_own_blocks_it_until_removed(sb, kube) -> None:
+    """As kube-controller-manager and kube-scheduler: the claim is not used, the pod gets a
+    FailedBinding Warning and stays unschedulable; once the claim is gone its own is made."""
+    kube.create(
+        core("persistentvolumeclaims", "default"),
+        {
+            "metadata": {"name": "blocked-scratch"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
+    pod = kube.create(core("pods", "default"), _scratch_pod("blocked", "zonal-c"))
+
+    def condition() -> dict | None:
+        status = kube.get(core("pods", "default", "blocked")).get("status") or {}
+        return next((c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"), None)
+
+    scheduled = wait_for("PodScheduled=False", condition)
+    assert scheduled["message"].endswith(
+        "PVC default/blocked-scratch was not created for pod default/blocked (pod is not owner)."
+    )
+    events, _ = kube.list(core("events", "default"), fieldSelector="involvedObject.name=blocked")
+    assert any(e["reason"] == "FailedBinding" and "(pod is not owner)" in e["message"] for e in events)
+    kube.delete(core("persistentvolumeclaims", "default", "blocked-scratch"))
+    path = core("persistentvolumeclaims", "default", "blocked-scratch")
+    owned = wait_for(
+        "the pod's own claim",
+        lambda: (c := kube.get_or_none(path)) and (c["metadata"].get("ownerReferences") or []) and c,
+        timeout=30,
+    )
+    assert owned["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    kube.delete(core("pods", "default", "blocked"), grace_period_seconds=0)

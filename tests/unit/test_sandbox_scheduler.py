@@ -12,6 +12,7 @@ from sandbox.simulators.scheduler import (
     is_pending_for_us,
     pod_requests,
 )
+from sandbox.simulators.volumebinding import Volumes
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -225,3 +226,108 @@ def test_only_unbound_default_scheduler_pods_are_ours() -> None:
     terminating = pod("p")
     terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert not is_pending_for_us(terminating)
+
+
+# --- VolumeBinding: claims and generic ephemeral volumes --------------------------------------
+
+
+def zonal_class(name: str, zone: str, mode: str = "WaitForFirstConsumer") -> dict:
+    return {
+        "metadata": {"name": name},
+        "provisioner": "ebs.csi.aws.com",
+        "volumeBindingMode": mode,
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": [zone]}]}],
+    }
+
+
+def with_scratch(p: dict, storage_class: str = "zonal") -> dict:
+    template = {"spec": {"storageClassName": storage_class, "accessModes": ["ReadWriteOnce"]}}
+    p["metadata"]["uid"] = f"uid-{p['metadata']['name']}"
+    p["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}]
+    return p
+
+
+def claim(
+    name: str, owner: dict | None = None, volume: str | None = None, storage_class: str = "zonal"
+) -> dict:
+    meta: dict = {"name": name, "namespace": "default"}
+    if owner is not None:
+        refs = [
+            {
+                "kind": "Pod",
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
+        meta["ownerReferences"] = refs
+    return {"metadata": meta, "spec": {"storageClassName": storage_class, "volumeName": volume}}
+
+
+def zonal_volume(name: str, zone: str) -> dict:
+    term = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+    return {"metadata": {"name": name}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [term]}}}}
+
+
+def volume_state(claims: list, volumes: list | None = None, classes: list | None = None) -> ClusterState:
+    state = ClusterState.build([node("a", zone="us-east-1a"), node("b", zone="us-east-1b")], [])
+    state.volumes = Volumes.build(claims, volumes or [], classes or [zonal_class("zonal", "us-east-1b")])
+    return state
+
+
+def test_a_pod_waits_for_the_ephemeral_volume_controller_to_create_its_claim() -> None:
+    assert choose_node(with_scratch(pod("p")), volume_state([])) == (
+        None,
+        "0/2 nodes are available: waiting for ephemeral volume controller to create the "
+        'persistentvolumeclaim "p-scratch".',
+    )
+
+
+def test_a_same_named_claim_the_pod_does_not_control_is_refused() -> None:
+    p = with_scratch(pod("p"))
+    stale = claim("p-scratch", owner=with_scratch(pod("earlier-p")))
+    assert choose_node(p, volume_state([stale])) == (
+        None,
+        "0/2 nodes are available: "
+        "PVC default/p-scratch was not created for pod default/p (pod is not owner).",
+    )
+    assert choose_node(p, volume_state([claim("p-scratch")]))[0] is None  # no owner at all
+
+
+def test_an_unbound_ephemeral_claim_goes_only_where_its_class_may_provision() -> None:
+    p = with_scratch(pod("p"))
+    state = volume_state([claim("p-scratch", owner=p)])
+    assert filter_node(p, state.nodes[0], state) == [
+        "node(s) didn't find available persistent volumes to bind"
+    ]
+    assert choose_node(p, state) == ("b", "")
+    assert [c["metadata"]["name"] for c in state.volumes.unbound_delayed(p)] == ["p-scratch"]  # type: ignore[union-attr]
+
+
+def test_a_bound_ephemeral_claim_pins_the_pod_to_its_volumes_zone() -> None:
+    p = with_scratch(pod("p"), storage_class="anywhere")
+    classes = [
+        {
+            "metadata": {"name": "anywhere"},
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    ]
+    state = volume_state(
+        [claim("p-scratch", owner=p, volume="pv-1", storage_class="anywhere")],
+        [zonal_volume("pv-1", "us-east-1a")],
+        classes,
+    )
+    assert filter_node(p, state.nodes[1], state) == ["node(s) had volume node affinity conflict"]
+    assert choose_node(p, state) == ("a", "")
+
+
+def test_an_unbound_claim_of_an_immediate_class_keeps_the_pod_pending() -> None:
+    p = pod("p", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
+    state = volume_state(
+        [claim("data", storage_class="now")], classes=[zonal_class("now", "us-east-1a", "Immediate")]
+    )
+    assert choose_node(p, state) == (
+        None,
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+    )

@@ -38,6 +38,18 @@ BOOKKEEPING_ANNOTATION_DOMAINS: frozenset[str] = frozenset(
     }
 )
 
+# On a pod as a simulation plans it once evicted (``state.pods.as_pending``; never written to the API
+# server): the node it leaves. What the plan places is its replacement, a new pod whose generic
+# ephemeral volumes get new claims, so its current claims' volumes do not bind it.
+DISPLACED_FROM = "nodewright.io/displaced-from"
+
+
+def ephemeral_claim_name(pod_name: str, volume_name: str) -> str:
+    """The PersistentVolumeClaim of a pod's generic ephemeral volume, as the ephemeral-volume
+    controller names it (``ephemeral.VolumeClaimName``): ``<pod name>-<volume name>``."""
+    return f"{pod_name}-{volume_name}"
+
+
 # karpenter.k8s.aws
 EC2NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
 INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"

@@ -123,6 +123,16 @@ class HostPort:
 
 
 @dataclass(frozen=True, slots=True)
+class EphemeralVolume:
+    """A generic ephemeral volume: the ephemeral-volume controller makes its claim, named
+    ``<pod>-<name>`` (``wk.ephemeral_claim_name``), from a template of ``storage_class`` (None: the
+    template names none, and the claim gets the default class; "": no class)."""
+
+    name: str
+    storage_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PodSpec:
     """Everything that decides where a pod may go; equal specs form one equivalence class."""
 
@@ -137,6 +147,7 @@ class PodSpec:
     affinity: tuple[PodAffinityTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     claims: tuple[str, ...] = ()  # PVC names, for volume topology
+    ephemeral: tuple[EphemeralVolume, ...] = ()  # generic ephemeral volumes (their claims are per pod)
     is_daemonset: bool = False
 
     @property
@@ -154,6 +165,10 @@ class Pod:
     name: str
     spec: PodSpec
     node_name: str | None = None
+    uid: str | None = None  # what its ephemeral volumes' claims are controlled by
+    # Planned for a pod about to be evicted (``wk.DISPLACED_FROM``): what is placed is its
+    # replacement, whose ephemeral volumes get new claims.
+    displaced: bool = False
 
     @property
     def key(self) -> str:
@@ -249,6 +264,7 @@ class PersistentVolumeClaim:
     name: str
     volume_name: str | None = None
     storage_class: str | None = None
+    controller_uid: str | None = None  # its controller ownerReference's (an ephemeral volume's pod)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +279,10 @@ class StorageClass:
     name: str
     wait_for_first_consumer: bool = False
     allowed_topologies: tuple[Requirements, ...] = ()
+    # ``storageclass.kubernetes.io/is-default-class``, and when it was made: the newest default is
+    # the one the DefaultStorageClass admission plugin gives a claim that names no class.
+    default: bool = False
+    created: str = ""
 
 
 @dataclass(slots=True)
@@ -390,6 +410,14 @@ def pod_spec_from_k8s(
         for v in spec.get("volumes") or ()
         if v.get("persistentVolumeClaim")
     )
+    ephemeral = tuple(
+        EphemeralVolume(
+            v["name"],
+            (((v["ephemeral"].get("volumeClaimTemplate") or {}).get("spec")) or {}).get("storageClassName"),
+        )
+        for v in spec.get("volumes") or ()
+        if v.get("ephemeral") is not None
+    )
     return PodSpec(
         namespace=metadata.get("namespace") or "default",
         requests=tuple(sorted(requests.items())),
@@ -402,6 +430,7 @@ def pod_spec_from_k8s(
         affinity=(*_pod_affinity_terms(affinity, False), *_pod_affinity_terms(affinity, True)),
         host_ports=ports,
         claims=claims,
+        ephemeral=ephemeral,
         is_daemonset=is_daemonset,
     )
 
@@ -429,7 +458,14 @@ def pod_from_k8s(d: Mapping[str, Any], specs: SpecsByVersion | None = None) -> P
         parsed = pod_spec_from_k8s(metadata, spec)
         if specs is not None and version is not None:
             specs[version] = parsed
-    return Pod(metadata.get("namespace") or "default", metadata["name"], parsed, spec.get("nodeName"))
+    return Pod(
+        metadata.get("namespace") or "default",
+        metadata["name"],
+        parsed,
+        spec.get("nodeName"),
+        metadata.get("uid"),
+        wk.DISPLACED_FROM in (metadata.get("annotations") or {}),
+    )
 
 
 def pods_from_k8s(
@@ -474,11 +510,15 @@ def daemonset_from_k8s(d: Mapping[str, Any]) -> DaemonSetInput:
 
 def pvc_from_k8s(d: Mapping[str, Any]) -> PersistentVolumeClaim:
     spec = d.get("spec") or {}
+    controller: Mapping[str, Any] = next(
+        (r for r in d["metadata"].get("ownerReferences") or () if r.get("controller")), {}
+    )
     return PersistentVolumeClaim(
         d["metadata"].get("namespace") or "default",
         d["metadata"]["name"],
         spec.get("volumeName"),
         spec.get("storageClassName"),
+        controller.get("uid"),
     )
 
 
@@ -490,6 +530,9 @@ def pv_from_k8s(d: Mapping[str, Any]) -> PersistentVolume:
     )
 
 
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+
+
 def storage_class_from_k8s(d: Mapping[str, Any]) -> StorageClass:
     topologies = tuple(
         Requirements(
@@ -498,8 +541,13 @@ def storage_class_from_k8s(d: Mapping[str, Any]) -> StorageClass:
         )
         for t in d.get("allowedTopologies") or ()
     )
+    metadata = d["metadata"]
     return StorageClass(
-        d["metadata"]["name"], d.get("volumeBindingMode") == "WaitForFirstConsumer", topologies
+        metadata["name"],
+        d.get("volumeBindingMode") == "WaitForFirstConsumer",
+        topologies,
+        (metadata.get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true",
+        str(metadata.get("creationTimestamp") or ""),
     )
 
 

@@ -75,27 +75,53 @@ class _Volumes:
     def requirements(self, pod: Pod) -> Requirements | str:
         """A pod's node requirements from its volumes, or the reason it cannot be scheduled.
 
-        A bound PV contributes its node affinity; an unbound claim of a WaitForFirstConsumer
-        class contributes the class's allowed topologies.
+        A claim bound to a PV contributes the PV's node affinity; an unbound claim of a
+        WaitForFirstConsumer class contributes the class's allowed topologies. A generic ephemeral
+        volume's claim (``<pod>-<volume>``) counts as such a claim once made; before it is made, and
+        for a displaced pod (its replacement gets a new one), the claim to come is the template's:
+        its class's (or the default class's) allowed topologies. A same-named claim the pod does
+        not control is one kube-scheduler refuses the pod for until it is gone.
         """
         result = Requirements()
         for name in pod.spec.claims:
             claim = self.claims.get((pod.namespace, name))
             if claim is None:
                 return f"PersistentVolumeClaim {pod.namespace}/{name} not found"
-            if claim.volume_name:
-                volume = self.volumes.get(claim.volume_name)
-                if volume and volume.node_affinity:
-                    result = result.intersect(volume.node_affinity[0])
-            elif claim.storage_class:
-                storage_class = self.storage_classes.get(claim.storage_class)
-                if (
-                    storage_class
-                    and storage_class.wait_for_first_consumer
-                    and storage_class.allowed_topologies
-                ):
-                    result = result.intersect(storage_class.allowed_topologies[0])
+            result = result.intersect(self._claim_requirements(claim))
+        for volume in pod.spec.ephemeral:
+            name = wk.ephemeral_claim_name(pod.name, volume.name)
+            claim = None if pod.displaced else self.claims.get((pod.namespace, name))
+            if claim is None:
+                class_name = self._default_class if volume.storage_class is None else volume.storage_class
+                result = result.intersect(self._class_requirements(class_name))
+                continue
+            if pod.uid is not None and claim.controller_uid != pod.uid:
+                return (
+                    f"PVC {pod.namespace}/{name} was not created for pod {pod.namespace}/{pod.name} "
+                    "(pod is not owner)"
+                )
+            result = result.intersect(self._claim_requirements(claim))
         return result
+
+    def _claim_requirements(self, claim: PersistentVolumeClaim) -> Requirements:
+        if claim.volume_name:
+            volume = self.volumes.get(claim.volume_name)
+            return volume.node_affinity[0] if volume and volume.node_affinity else Requirements()
+        return self._class_requirements(claim.storage_class)
+
+    def _class_requirements(self, name: str | None) -> Requirements:
+        """Where a claim of class ``name`` may be provisioned (Karpenter: the first allowed term)."""
+        storage_class = self.storage_classes.get(name) if name else None
+        if storage_class and storage_class.wait_for_first_consumer and storage_class.allowed_topologies:
+            return storage_class.allowed_topologies[0]
+        return Requirements()
+
+    @property
+    def _default_class(self) -> str | None:
+        """The class the DefaultStorageClass admission plugin gives a claim naming none: the newest
+        of the classes marked default."""
+        defaults = [s for s in self.storage_classes.values() if s.default]
+        return max(defaults, key=lambda s: (s.created, s.name)).name if defaults else None
 
 
 def pod_classes(snapshot: Snapshot, unschedulable: dict[str, str]) -> list[PodClass]:
@@ -109,7 +135,7 @@ def pod_classes(snapshot: Snapshot, unschedulable: dict[str, str]) -> list[PodCl
     for pod in snapshot.pods:
         if pod.spec.is_daemonset or pod.node_name:
             continue
-        volume = volumes.requirements(pod) if pod.spec.claims else Requirements()
+        volume = volumes.requirements(pod) if pod.spec.claims or pod.spec.ephemeral else Requirements()
         if isinstance(volume, str):
             unschedulable[pod.key] = volume
             continue

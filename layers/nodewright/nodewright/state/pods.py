@@ -158,13 +158,21 @@ def as_pending(pod: Pod) -> dict[str, Any]:
     """The pod as the scheduler would see it once evicted: unbound and Unschedulable (what a
     simulation of its node going away plans for).
 
-    A new pod dict with its own ``spec`` (without ``nodeName``) and ``status``; the parts it does not
-    change (metadata, containers, ...) are the observed pod's own, read-only as every observed
-    object is. Not a deep copy: a consolidation pass makes one for every pod of every candidate
-    node (10,000 at 1,000 nodes), and copying each whole pod was a sixth of that pass's CPU."""
+    A bound pod is marked ``labels.DISPLACED_FROM`` (the node it leaves): what is planned is its
+    replacement, whose generic ephemeral volumes get new claims (``scheduling.podclass``).
+
+    A new pod dict with its own ``spec`` (without ``nodeName``), ``status`` and, when marked,
+    ``metadata``; the parts it does not change (containers, labels, ...) are the observed pod's
+    own, read-only as every observed object is. Not a deep copy: a consolidation pass makes one for
+    every pod of every candidate node (10,000 at 1,000 nodes), and copying each whole pod was a
+    sixth of that pass's CPU."""
     spec = {key: value for key, value in (pod.get("spec") or {}).items() if key != "nodeName"}
+    meta = pod.get("metadata") or {}
+    if left := (pod.get("spec") or {}).get("nodeName"):
+        meta = {**meta, "annotations": {**(meta.get("annotations") or {}), labels.DISPLACED_FROM: str(left)}}
     return {
         **pod,
+        "metadata": meta,
         "spec": spec,
         "status": {
             "phase": "Pending",
@@ -332,13 +340,13 @@ def namespace_of(pod: Pod) -> str:
 
 def claim_names(pod: Pod) -> list[str]:
     """The PersistentVolumeClaims (in its namespace) the pod mounts: each ``persistentVolumeClaim``
-    volume's, and each generic ephemeral volume's, which the API server names ``<pod>-<volume>``."""
+    volume's, and each generic ephemeral volume's (``labels.ephemeral_claim_name``)."""
     names = []
     for volume in _spec(pod).get("volumes") or ():
         if (claim := volume.get("persistentVolumeClaim")) and claim.get("claimName"):
             names.append(str(claim["claimName"]))
         elif volume.get("ephemeral") is not None:
-            names.append(f"{_meta(pod).get('name')}-{volume.get('name')}")
+            names.append(labels.ephemeral_claim_name(str(_meta(pod).get("name")), str(volume.get("name"))))
     return names
 
 
