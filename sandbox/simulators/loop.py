@@ -44,6 +44,7 @@ class ReconcileLoop:
         self._cache: dict[str, dict[str, dict[str, Any]]] = {}  # informed path → uid → object
         self._cache_lock = threading.Lock()
         self.passes = 0
+        self.last_pass_seconds = 0.0
         self.errors = 0
         self.last_error: str | None = None
 
@@ -98,7 +99,7 @@ class ReconcileLoop:
                 self.errors += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s pass failed: %s", self.name, self.last_error)
-            took = time.monotonic() - began
+            took = self.last_pass_seconds = time.monotonic() - began
             if self._wake.wait(self.next_resync()) and not self._stop.is_set():
                 # A pass relists everything, so events arriving faster than passes end are batched:
                 # as long a pause as the pass took (a real controller's informer does O(1) per event).
