@@ -29,6 +29,7 @@ class ApiError(Exception):
         self.details = details
         self.plain = plain
         self.headers = headers or {}
+        self.warnings: list[str] = []  # recorded before the error: sent with it as Warning headers
 
     def status(self) -> dict[str, Any]:
         """The ``Status`` object, as the API server serialises it (details omitted when empty)."""
@@ -231,6 +232,25 @@ def forbidden(resource: str, group: str, name: str, why: str) -> ApiError:
         f'{qualified(resource, group)} "{name}" is forbidden: {why}',
         _details(name, group, resource),
     )
+
+
+def namespace_terminating(resource: str, group: str, name: str, namespace: str) -> ApiError:
+    """NamespaceLifecycle's refusal of new content in a terminating namespace."""
+    error = forbidden(
+        resource,
+        group,
+        name,
+        f"unable to create new content in namespace {namespace} because it is being terminated",
+    )
+    assert error.details is not None
+    error.details["causes"] = [
+        {
+            "reason": "NamespaceTerminating",
+            "message": f"namespace {namespace} is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
+    return error
 
 
 def internal(message: str) -> ApiError:

@@ -56,6 +56,7 @@ def bind(handlers: ResourceHandlers, t: Target, ctx: Context, pod_name: str | No
     if not isinstance(body, dict):
         raise errors.bad_request("the body of a binding must be a Binding object")
     body_name = (body.get("metadata") or {}).get("name") or ""
+    handlers.admit_to_namespace(t.rt, t.namespace or "", pod_name or body_name)
     if pod_name and body_name and body_name != pod_name:
         # pkg/registry/core/pod/storage: BindingREST.Create
         raise errors.bad_request("name in URL does not match name in Binding object")
@@ -102,6 +103,7 @@ def evict(handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
     if not isinstance(body, dict):
         raise errors.bad_request("the body of an eviction must be an Eviction object")
     name = t.name or ""
+    handlers.admit_to_namespace(t.rt, t.namespace or "", name)
     body_name = (body.get("metadata") or {}).get("name")
     if body_name and body_name != name:
         raise errors.bad_request("name in URL does not match name in Eviction object")

@@ -79,6 +79,17 @@ class _Update:
     old: dict[str, Any]  # in the request's version
     stored_old: dict[str, Any]  # as stored: the write lands only if this is still what is stored
     managed: list[dict[str, Any]] | None
+    admitted: Admitted | None = None  # what admission is asked about, when not ``new`` and ``old``
+
+
+@dataclass
+class Admitted:
+    """The objects admission sees when they are not the ones stored: a subresource of a kind of its
+    own (the Scale of a /scale write), as kube-apiserver's admission attributes carry them."""
+
+    kind: dict[str, str]  # group, version, kind
+    new: dict[str, Any]
+    old: dict[str, Any]
 
 
 class Context:
@@ -140,20 +151,18 @@ class ResourceHandlers:
     def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.peek(("", "serviceaccounts"), namespace, name)
 
-    def _ns_check(self, rt: ResourceType, namespace: str, name: str) -> None:
-        """Creating in a missing namespace is 404; in a terminating one, 403."""
+    def admit_to_namespace(self, rt: ResourceType, namespace: str, name: str) -> None:
+        """The NamespaceLifecycle admission plugin on a CREATE (subresources too: an eviction, a
+        binding), before the REST or validation see it: a missing namespace is 404; a terminating
+        one, 403 with the ``NamespaceTerminating`` cause clients look for. ``name``: the request's,
+        else the object's (its generateName when it has no name yet)."""
         if not rt.namespaced:
             return
         ns = self.store.peek(("", "namespaces"), "", namespace)
         if ns is None:
             raise errors.not_found("namespaces", "", namespace)
-        if (ns.get("metadata") or {}).get("deletionTimestamp"):
-            raise errors.forbidden(
-                rt.plural,
-                rt.group,
-                name,
-                f"unable to create new content in namespace {namespace} because it is being terminated",
-            )
+        if (ns.get("status") or {}).get("phase") == "Terminating":
+            raise errors.namespace_terminating(rt.plural, rt.group, name or "Unknown", namespace)
 
     def _unknown_fields(self, ctx: Context, rt: ResourceType, obj: dict[str, Any], op: str) -> None:
         unknown = strategy_for(rt).prune(rt, obj)
@@ -296,9 +305,12 @@ class ResourceHandlers:
             meta["namespace"] = t.namespace or body_ns or "default"
         else:
             meta.pop("namespace", None)
+        self._unknown_fields(ctx, rt, obj, "create")
+        self.admit_to_namespace(
+            rt, meta.get("namespace", ""), meta.get("name") or meta.get("generateName") or ""
+        )
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + admission.random_suffix()
-        self._unknown_fields(ctx, rt, obj, "create")
         submitted = copy.deepcopy(obj)  # what the creator set, before defaults: the fields it owns
         if meta.get("resourceVersion"):
             raise errors.internal("resourceVersion should not be set on objects to be created")
@@ -333,7 +345,6 @@ class ResourceHandlers:
         obj = self._to_storage(rt, obj)
         meta = obj["metadata"]
         with self.store.lock:
-            self._ns_check(rt, meta.get("namespace", ""), name)
             if self.store.peek(rt.key, meta.get("namespace", ""), name) is not None:
                 raise errors.already_exists(rt.plural, rt.group, name)
             strategy.begin_create(self, obj)
@@ -461,7 +472,11 @@ class ResourceHandlers:
                 configurations, _ = self.store.list(webhooks.CONFIGURATIONS)
                 if not configurations:
                     return self._finish_update(outcome)
-            self._call_webhooks(t, ctx, "UPDATE", outcome.new, outcome.old)
+            admitted = outcome.admitted
+            if admitted is None:
+                self._call_webhooks(t, ctx, "UPDATE", outcome.new, outcome.old)
+            else:
+                self._call_webhooks(t, ctx, "UPDATE", admitted.new, admitted.old, kind=admitted.kind)
             with self.store.lock:
                 current = self.store.peek(t.rt.key, t.namespace or "", t.name or "")
                 started_from = outcome.stored_old["metadata"]["resourceVersion"]
@@ -614,7 +629,14 @@ class ResourceHandlers:
         return Response(200, self._present(rt, stored))
 
     def _call_webhooks(
-        self, t: Target, ctx: Context, operation: str, new: dict[str, Any], old: dict[str, Any] | None
+        self,
+        t: Target,
+        ctx: Context,
+        operation: str,
+        new: dict[str, Any],
+        old: dict[str, Any] | None,
+        *,
+        kind: dict[str, str] | None = None,
     ) -> None:
         """The validating admission webhooks (sandbox/apiserver/webhooks.py) of this write."""
         configurations, _ = self.store.list(webhooks.CONFIGURATIONS)
@@ -632,6 +654,7 @@ class ResourceHandlers:
             namespace=self.store.peek(("", "namespaces"), "", namespace) if namespace else None,
             user=identity.user if identity is not None else "",
             dry_run=ctx.dry_run,
+            kind=kind,
         )
 
     # ------------------------------------------------------------------ delete

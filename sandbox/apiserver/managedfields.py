@@ -403,6 +403,78 @@ def _remove(obj: dict[str, Any], path: Path) -> None:
         parent[:] = [v for v in parent if json.dumps(v, sort_keys=True) != arg]
 
 
+# ------------------------------------------------------------------------------ the scale subresource
+
+SCALE_API_VERSION = "autoscaling/v1"
+SCALE_REPLICAS: Path = (("f", "spec"), ("f", "replicas"))
+
+
+def replicas_path(dotted: str) -> Path:
+    """A replicas path (``.spec.replicas``, a CRD's ``specReplicasPath``) as a field path."""
+    return tuple(("f", part) for part in dotted.removeprefix(".").split("."))
+
+
+def to_scale(parent_entries: list[dict[str, Any]], replicas: Path) -> list[dict[str, Any]]:
+    """``ScaleHandler.ToSubresource``: the parent's entries that own ``replicas``, as entries of the
+    Scale (``autoscaling/v1``, owning its ``spec.replicas`` and nothing else)."""
+    scale_entries = []
+    for entry in parent_entries:
+        if replicas in from_fields_v1(entry.get("fieldsV1") or {}):
+            converted = {**entry, "apiVersion": SCALE_API_VERSION, "fieldsV1": to_fields_v1({SCALE_REPLICAS})}
+            scale_entries.append(converted)
+    return scale_entries
+
+
+def from_scale(
+    parent_entries: list[dict[str, Any]],
+    scale_entries: list[dict[str, Any]],
+    replicas: Path,
+    api_version: str,
+) -> list[dict[str, Any]]:
+    """``ScaleHandler.ToParent``: the parent's entries once the field manager has run on the Scale.
+    A parent entry that no longer owns the Scale's replicas loses ``replicas`` (and goes if that was
+    all it owned); a Scale entry new to the parent becomes one owning ``replicas`` in the parent's
+    ``api_version``, with no ``time`` (ToParent takes the parent's time for it, which it has not)."""
+    unmatched = list(scale_entries)
+    entries = []
+    for entry in parent_entries:
+        owned = from_fields_v1(entry.get("fieldsV1") or {})
+        if replicas not in owned:
+            entries.append(entry)
+            continue
+        twin = next(
+            (
+                s
+                for s in unmatched
+                if _same(s, entry.get("manager", ""), entry.get("operation", ""), _sub(entry))
+            ),
+            None,
+        )
+        if twin is not None:
+            unmatched.remove(twin)
+            entries.append(entry)
+        elif owned - {replicas}:
+            entries.append({**entry, "fieldsV1": to_fields_v1(owned - {replicas})})
+    for entry in unmatched:
+        if SCALE_REPLICAS not in from_fields_v1(entry.get("fieldsV1") or {}):
+            continue
+        new = {
+            "manager": entry.get("manager"),
+            "operation": entry.get("operation"),
+            "apiVersion": api_version,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": to_fields_v1({replicas}),
+        }
+        if _sub(entry):
+            new["subresource"] = _sub(entry)
+        entries.append(new)
+    return entries
+
+
+def _sub(entry: dict[str, Any]) -> str:
+    return str(entry.get("subresource") or "")
+
+
 def manager_of(query: dict[str, str], user_agent: str) -> str:
     """The request's field manager: ``fieldManager``, else the User-Agent's product name."""
     return query.get("fieldManager") or (user_agent.split("/", 1)[0] or "unknown")[:128]

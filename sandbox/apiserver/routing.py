@@ -81,7 +81,7 @@ class Router:
             if exc.plain:
                 plain = "text/plain; charset=utf-8"
                 return Response(exc.code, exc.message, headers=headers, content_type=plain)
-            return Response(exc.code, exc.status(), headers=headers)
+            return Response(exc.code, exc.status(), headers=headers, warnings=exc.warnings)
         response.headers.update(classified)
         return response
 
@@ -254,6 +254,35 @@ class Router:
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         ctx = Context(request)
+        try:
+            return self._serve(
+                request,
+                ctx,
+                group=group,
+                version=version,
+                namespace=namespace,
+                plural=plural,
+                name=name,
+                sub=sub,
+            )
+        except ApiError as exc:
+            # The warning recorder writes each Warning header as it is recorded (filters.
+            # WithWarningRecorder): an error answered afterwards carries them.
+            exc.warnings = [*ctx.warnings, *exc.warnings]
+            raise
+
+    def _serve(
+        self,
+        request: Request,
+        ctx: Context,
+        *,
+        group: str,
+        version: str,
+        namespace: str | None,
+        plural: str,
+        name: str | None,
+        sub: str | None,
+    ) -> Response:
         if group == "" and plural == "bindings" and namespace and name is None and request.method == "POST":
             pods = self.registry.lookup("", "v1", "pods")
             assert pods is not None

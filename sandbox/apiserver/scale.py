@@ -9,95 +9,139 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from . import errors, patching
+from . import admission, errors, managedfields, patching
 from .errors import ApiError
-from .handlers import Context, ResourceHandlers, Response, Target, decode_body
+from .handlers import Admitted, Context, ResourceHandlers, Response, Target, _Update, decode_body
+from .resources import ResourceType
+
+# The kind admission is asked about on a /scale write (toScaleUpdateValidation).
+SCALE_KIND = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
 
 
 def workload_scale(handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
     """The ScaleREST of Deployments, ReplicaSets and StatefulSets: their autoscaling/v1 Scale
-    (``kubectl scale`` patches it); a new spec.replicas bumps the generation."""
-    store = handlers.store
-    method = ctx.request.method
-    if method == "GET":
+    (``kubectl scale`` patches it)."""
+    if ctx.request.method == "GET":
         return Response(200, scale_of(handlers.get(t).body))
-    if method not in ("PUT", "PATCH"):
-        raise errors.method_not_allowed()
-    with store.lock:
-        current = store.get(t.rt.key, t.namespace or "", t.name or "")
-        if current is None:
-            raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
-        scale = scale_of(current)
-        wanted = _requested(ctx, scale, decode_body(ctx.request))
-        replicas = ((wanted or {}).get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or replicas < 0:
-            raise errors.invalid(
-                "Scale",
-                "autoscaling",
-                t.name or "",
-                [errors.FieldError.invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
-            )
-        rv = ((wanted.get("metadata") or {}).get("resourceVersion")) if method == "PUT" else None
-        if rv and rv != current["metadata"]["resourceVersion"]:
-            raise errors.stale(t.rt.plural, t.rt.group, t.name or "")
-        if current["spec"].get("replicas") != replicas:
-            current["spec"]["replicas"] = replicas
-            current["metadata"]["generation"] = int(current["metadata"].get("generation") or 0) + 1
-            current = store.write(t.rt.key, current)
-    return Response(200, scale_of(current))
+    return _update(handlers, t, ctx)
 
 
 def custom_scale(handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
     """A custom resource's Scale, as apiextensions-apiserver's ``ScaleREST`` serves it: read from the
-    CRD's replica paths; an update sets ``specReplicasPath`` and stores the custom resource through
-    its own update path (schema, CEL rules with ``oldSelf``, generation, webhooks, conflicts)."""
+    CRD's replica paths; an update sets ``specReplicasPath``."""
     paths = t.rt.scale_paths
     assert paths is not None  # only a CRD with a scale subresource serves /scale
-    method = ctx.request.method
-    spec_path = paths[0]
-    if method == "GET":
+    if ctx.request.method == "GET":
         scale, found = custom_scale_of(handlers.get(t).body, paths)
         if not found:
-            raise errors.internal(f'the spec replicas field "{spec_path}" does not exist')
+            raise errors.internal(f'the spec replicas field "{paths[0]}" does not exist')
         return Response(200, scale)
+    return _update(handlers, t, ctx)
+
+
+def _update(handlers: ResourceHandlers, t: Target, ctx: Context) -> Response:
+    """A PUT or PATCH of the Scale, as both ScaleRESTs do it: the Scale asked for becomes an update
+    of the parent through the parent's own update (``scaleUpdatedObjectInfo``): its preconditions,
+    strategy (generation, status kept), validation, dry run and GuaranteedUpdate; the field manager
+    runs on the Scale and gives the parent's replicas to the scaler (``ScaleHandler``); admission is
+    asked about the old and new Scales, on the ``scale`` subresource."""
+    method = ctx.request.method
     if method not in ("PUT", "PATCH"):
         raise errors.method_not_allowed()
+    rt = t.rt
+    custom = rt.scale_paths is not None
+    spec_path = rt.scale_paths[0] if rt.scale_paths else ".spec.replicas"
+    replicas_path = managedfields.replicas_path(spec_path)
     body = decode_body(ctx.request)
+    parent = Target(rt, t.namespace, t.name, None)  # the parent's strategy, as its store's Update runs it
 
-    def attempt(stored: dict[str, Any] | None) -> Any:
-        """ScaleREST's update, one GuaranteedUpdate attempt (the store lock held)."""
+    def attempt(stored: dict[str, Any] | None) -> _Update:
+        """One GuaranteedUpdate attempt (the store lock held)."""
         if stored is None:
-            raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
-        presented = handlers._present(t.rt, stored)
-        scale, found = custom_scale_of(presented, paths)
+            raise errors.not_found(rt.plural, rt.group, t.name or "")
+        presented = handlers._present(rt, stored)
+        parent_entries = presented["metadata"].get("managedFields") or []
+        old_scale, found = _scale(rt, presented)
         if not found:
-            scale["spec"]["replicas"] = _NO_SPEC_REPLICAS  # ScaleREST's "was not set" sentinel
-        wanted = _requested(ctx, scale, body)
+            old_scale["spec"]["replicas"] = _NO_SPEC_REPLICAS  # ScaleREST's "was not set" sentinel
+        scale_entries = managedfields.to_scale(parent_entries, replicas_path)
+        if scale_entries:
+            old_scale["metadata"]["managedFields"] = scale_entries
+        wanted = _requested(ctx, old_scale, body)
         if not isinstance(wanted, dict):
             raise errors.bad_request("the body of a scale update must be a Scale object")
-        replicas = (wanted.get("spec") or {}).get("replicas", 0)
+        meta = wanted.get("metadata") or {}
+        if meta.get("name") not in (None, "", t.name):
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({t.name})"
+            )
+        replicas = (wanted.get("spec") or {}).get("replicas", 0)  # omitempty: absent is 0
         if isinstance(replicas, bool) or not isinstance(replicas, int):
             raise errors.bad_request(
                 "json: cannot unmarshal into Go struct field ScaleSpec.spec.replicas of type int32"
             )
-        if replicas == _NO_SPEC_REPLICAS:
-            raise errors.bad_request(f'the spec replicas field "{spec_path}" cannot be empty')
         updated = copy.deepcopy(presented)
+        if custom:
+            if replicas == _NO_SPEC_REPLICAS:
+                raise errors.bad_request(f'the spec replicas field "{spec_path}" cannot be empty')
+            if meta.get("resourceVersion"):  # a precondition only when the client gave one
+                updated["metadata"]["resourceVersion"] = meta["resourceVersion"]
+        else:
+            _validate_scale(t, replicas)
+            uid = meta.get("uid")
+            if uid and uid != presented["metadata"].get("uid"):
+                raise errors.conflict(
+                    f"{rt.plural}/scale",
+                    rt.group,
+                    t.name or "",
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {presented['metadata'].get('uid')}",
+                )
+            # The Scale's resourceVersion is the parent's precondition: none, an unconditional update.
+            updated["metadata"].pop("resourceVersion", None)
+            if meta.get("resourceVersion"):
+                updated["metadata"]["resourceVersion"] = meta["resourceVersion"]
         target = updated
-        *parents, leaf = _split_path(spec_path)
-        for part in parents:
+        for _, part in replicas_path[:-1]:
             target = target.setdefault(part, {})
-        target[leaf] = replicas
-        precondition = (wanted.get("metadata") or {}).get("resourceVersion")
-        if precondition:
-            updated["metadata"]["resourceVersion"] = precondition
-        return handlers._prepare_update(
-            t, ctx, updated, stored, "update" if method == "PUT" else "patch", presented_old=presented
+        target[replicas_path[-1][1]] = replicas
+        recorded = managedfields.record_update(
+            old_scale,
+            wanted,
+            handlers._manager(ctx),
+            managedfields.SCALE_API_VERSION,
+            None,
+            now=admission.now(),
+            subresource="scale",
         )
+        managed = managedfields.from_scale(parent_entries, recorded, replicas_path, rt.api_version)
+        op = "update" if method == "PUT" else "patch"
+        update = handlers._prepare_update(
+            parent, ctx, updated, stored, op, managed=managed, presented_old=presented
+        )
+        update.admitted = Admitted(SCALE_KIND, _scale(rt, update.new)[0], _scale(rt, update.old)[0])
+        return update
 
     response = handlers._guaranteed_update(t, ctx, attempt)
-    scale, _ = custom_scale_of(response.body, paths)
-    return Response(200, scale)
+    return Response(200, _scale(rt, response.body)[0])
+
+
+def _validate_scale(t: Target, replicas: int) -> None:
+    """ValidateScale (the workloads' ScaleREST; a custom resource's schema has its own say)."""
+    if replicas < 0:
+        raise errors.invalid(
+            "Scale",
+            "autoscaling",
+            t.name or "",
+            [errors.FieldError.invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
+        )
+
+
+def _scale(rt: ResourceType, obj: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The Scale of ``obj`` (as the client sees it), and whether its spec replicas are set."""
+    if rt.scale_paths is not None:
+        return custom_scale_of(obj, rt.scale_paths)
+    return scale_of(obj), True
 
 
 def _requested(ctx: Context, scale: dict[str, Any], body: Any) -> Any:
@@ -153,7 +197,9 @@ def custom_scale_of(cr: dict[str, Any], paths: tuple[str, str, str]) -> tuple[di
 
 
 def scale_of(workload: dict[str, Any]) -> dict[str, Any]:
+    """The autoscaling/v1 Scale of a workload (``scaleFromDeployment`` and its siblings)."""
     meta = workload["metadata"]
+    replicas = (workload.get("spec") or {}).get("replicas", 0)
     selector = (workload.get("spec") or {}).get("selector") or {}
     labels = ",".join(f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items()))
     return {
@@ -166,6 +212,6 @@ def scale_of(workload: dict[str, Any]) -> dict[str, Any]:
             "resourceVersion": meta.get("resourceVersion"),
             "creationTimestamp": meta.get("creationTimestamp"),
         },
-        "spec": {"replicas": (workload.get("spec") or {}).get("replicas", 0)},
+        "spec": {"replicas": replicas} if replicas else {},  # ScaleSpec.replicas is omitempty
         "status": {"replicas": (workload.get("status") or {}).get("replicas", 0), "selector": labels},
     }

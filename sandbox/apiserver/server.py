@@ -198,7 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         for name, value in response.headers.items():
             self.send_header(name, value)
-        for warning in response.warnings:
+        for warning in dict.fromkeys(response.warnings):  # the recorder sends a text once
             escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
             self.send_header("Warning", f'299 - "{escaped}"')
 

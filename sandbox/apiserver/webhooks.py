@@ -60,8 +60,10 @@ def validate(
     namespace: dict[str, Any] | None,
     user: str,
     dry_run: bool,
+    kind: dict[str, str] | None = None,
 ) -> None:
-    """Call every matching webhook of ``configurations``; raise the ApiError a refusal becomes."""
+    """Call every matching webhook of ``configurations``; raise the ApiError a refusal becomes.
+    ``kind``: the objects' own kind when it is not ``rt``'s (a /scale write's Scale)."""
     target = new if new is not None else old or {}
     for configuration in configurations:
         for webhook in configuration.get("webhooks") or []:
@@ -71,7 +73,7 @@ def validate(
                 continue
             name = webhook.get("name", "")
             fail_closed = webhook.get("failurePolicy", "Fail") == "Fail"
-            request = _request(rt, subresource, operation, new, old, user=user, dry_run=dry_run)
+            request = _request(rt, subresource, operation, new, old, user=user, dry_run=dry_run, kind=kind)
             try:
                 if not _conditions_hold(webhook, new, old, request):
                     continue
@@ -159,9 +161,10 @@ def _request(
     *,
     user: str,
     dry_run: bool,
+    kind: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     meta = (new or old or {}).get("metadata") or {}
-    kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+    kind = kind or {"group": rt.group, "version": rt.version, "kind": rt.kind}
     resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
     request: dict[str, Any] = {
         "uid": str(uuid.uuid4()),

@@ -23,6 +23,7 @@ was violated or the run did not converge.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import random
@@ -70,6 +71,7 @@ SETTLE_ROUNDS = 25
 # polls while messages wait, so a backlog (a burst of state changes) does not wait a step per ten.
 QUEUE_BATCHES_PER_ROUND = 3
 DOSSIER_ROUNDS = 8  # a dossier holds a pod's last looks and the functions' logs of this many rounds
+COST_DOSSIER_LOOKS = 40  # a cost dossier holds this many looks: longer than the consolidation window
 # The workload: (deployment, pod kind as in the scheduling benchmark's mixes, max replicas).
 DEPLOYMENTS = (
     ("chaos-generic", "generic", 10),
@@ -189,8 +191,9 @@ class Chaos:
 
     def __init__(self, rig: Any, seed: int, dossier: Path | None = None) -> None:
         self.rig = rig
-        self.dossier = dossier  # a directory: each pending-with-capacity violation's story, for analysis
+        self.dossier = dossier  # a directory: each service violation's story, for analysis
         self.history: dict[str, deque[str]] = {}  # waiting pod → its last looks, one line each
+        self.cost_history: deque[str] = deque(maxlen=COST_DOSSIER_LOOKS)  # the last looks' $/h, one line each
         self.recent_logs: deque[str] = deque(maxlen=DOSSIER_ROUNDS)
         self.last_disturbance = "setup"
         self.waits: dict[str, Counter[str]] = {}  # waiting pod → what the looks said of it, counted
@@ -417,7 +420,16 @@ class Chaos:
         waiting = {pod_key(p) for p in pending_pods(seen)}
         violations, figures = check_service(look, waiting, seen.at, rig.tracker, faults)
         self.remember(look, waiting, faults)
+        self.cost_history.append(
+            f"step {self.report.steps} ({self.last_disturbance}): faults {faults or '-'};"
+            f" ${look.cluster_per_hour:.4f}/h vs fresh ${look.fresh_per_hour:.4f}/h ({look.cost_ratio:.2f}x),"
+            f" ${look.held_per_hour:.4f}/h held by nodes that never register;"
+            f" {len(seen.nodeclaims)} NodeClaims, {len(waiting)} pods waiting"
+        )
         for violation in violations:
+            if violation.invariant == "cost-above-fresh-plan":
+                self.write_cost_dossier(look)
+                continue
             pod = violation.detail.split(" ", 1)[0]
             violation.detail += f"; the look puts it {look.where.get(pod, 'nowhere')}"
             self.write_dossier(pod, look, waiting)
@@ -496,6 +508,59 @@ class Chaos:
         cluster = ["Their events:", *said, "", "NodeClaims:", *claims, "", "Nodes:", *nodes]
         text = "\n".join([*story, "", *cluster, "", *self.recent_logs])
         (self.dossier / f"step-{self.report.steps}-{pod.replace('/', '_')}.txt").write_text(text)
+
+    def write_cost_dossier(self, look: Any) -> None:
+        """A cost-above-fresh-plan episode's story: the last looks' $/h, what each NodeClaim is and
+        holds, the disruption function's logs of the last rounds (what it considered and why not)."""
+        if self.dossier is None:
+            return
+        from nodewright.cluster.resources import NODECLAIMS, NODES, PODS
+
+        self.dossier.mkdir(parents=True, exist_ok=True)
+        admin = self.rig.admin
+        on_node: dict[str, list[str]] = {}
+        for bound in admin.list(PODS):
+            node = (bound.get("spec") or {}).get("nodeName")
+            if node:
+                requests = [c.get("resources", {}).get("requests", {}) for c in bound["spec"]["containers"]]
+                on_node.setdefault(node, []).append(f"{bound['metadata']['name']} {requests}")
+        nodes = {n["metadata"]["name"]: n for n in admin.list(NODES)}
+        registry = self.rig.sandbox.kubelet.registry
+        with registry.lock:
+            never = set(registry.never_register)
+        claims = []
+        for claim in admin.list(NODECLAIMS):
+            labels_ = claim["metadata"].get("labels") or {}
+            node_name = (claim.get("status") or {}).get("nodeName", "")
+            node_spec = (nodes.get(node_name) or {}).get("spec") or {}
+            conditions = (claim.get("status") or {}).get("conditions", [])
+            deleting = bool(claim["metadata"].get("deletionTimestamp"))
+            instance = str((claim.get("status") or {}).get("providerID", "")).rsplit("/", 1)[-1]
+            claims.append(
+                f"{claim['metadata']['name']}: {labels_.get('node.kubernetes.io/instance-type')}"
+                f" {labels_.get('karpenter.sh/capacity-type')} {labels_.get('topology.kubernetes.io/zone')}"
+                f" node {node_name or '-'} unschedulable {node_spec.get('unschedulable')}"
+                f" taints {node_spec.get('taints')} deleting {deleting}"
+                f"{' NEVER REGISTERS (a fault)' if instance in never else ''}"
+                f"\n  conditions {[(c['type'], c['status'], c.get('reason')) for c in conditions]}"
+                f"\n  annotations {claim['metadata'].get('annotations')}"
+                f"\n  pods {sorted(on_node.get(node_name, []))}"
+            )
+        text = "\n".join(
+            [
+                f"cost-above-fresh-plan at step {self.report.steps}: ${look.cluster_per_hour:.4f}/h,"
+                f" fresh plan ${look.fresh_per_hour:.4f}/h",
+                "",
+                "The last looks:",
+                *self.cost_history,
+                "",
+                "NodeClaims:",
+                *claims,
+                "",
+                *self.recent_logs,
+            ]
+        )
+        (self.dossier / f"step-{self.report.steps}-cost.txt").write_text(text)
 
     def record(self, violations: list[Any]) -> None:
         for violation in violations:
@@ -594,7 +659,11 @@ def run_chaos(
     from sandbox.scenarios.reliability import Rig
 
     started = time.monotonic()
-    with Rig("chaos", log=io.StringIO()) as rig:
+    # The whole run's stdout is the functions' log, not only each invocation's: a thread of a killed
+    # invocation runs on to its next request (sandbox.scenarios.reliability.Crashes) and may log
+    # between invocations, which put a JSON log line before ``chaos --json``'s figures.
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log), Rig("chaos", log=log) as rig:  # its stop unwinds such threads
         chaos = Chaos(rig, seed, dossier)
         chaos.setup()
         for index in range(steps):

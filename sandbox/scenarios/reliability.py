@@ -10,7 +10,12 @@
   invocation can be **killed** at a named checkpoint of the layer (``nodewright.checkpoints``): the
   thread is frozen there for good, so nothing after the point runs (no ``finally``, no lease given
   back), exactly as when Lambda kills the process; the container is thrown away and the next
-  invocation starts a fresh one.
+  invocation starts a fresh one. Lambda stops every thread of the process at once; a Python thread
+  cannot be stopped from outside, so the invocation's other threads (a pass's concurrent launches,
+  the interruption's replacement) stop at their next request to the API server or AWS, or at
+  their next checkpoint, whichever comes first: nothing they would send after the kill reaches
+  either. When the rig stops, the frozen threads are unwound (every request they try then fails),
+  so the process can exit.
 * :func:`observe` and :func:`check` are the invariants every scenario ends on: no leaked instance,
   no NodeClaim without an instance for longer than the registration timeout, never two instances
   for one NodeClaim, NodePool limits held, NodeClaims, instances and nodes consistent.
@@ -98,26 +103,81 @@ class _Invocation:
         self._box.set(value)
 
 
+class InvocationKilled(BaseException):
+    """Raised in a killed invocation's frozen threads when the rig stops, to unwind them (and in any
+    request they then try). A BaseException, so the product's ``except Exception`` never takes it
+    for an error of its own to handle."""
+
+
 class Crashes:
-    """The checkpoint hook: kills (freezes) the invocation that reaches an armed point."""
+    """The checkpoint hook: kills (freezes) the invocation that reaches an armed point, and with it
+    every thread of that invocation at its next request (see the module docstring)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._armed: dict[str, int] = {}  # point → hits to let pass first
-        self._never = threading.Event()  # never set: a killed invocation waits on it for good
+        self._never = threading.Event()  # set only when the rig stops: frozen threads then unwind
+        self._frozen: list[threading.Thread] = []
         self.current = _Invocation()
         self.killed: Counter[str] = Counter()
         self.reached: Counter[str] = Counter()
+        self._urlopen: Any = None
+        self._excepthook: Any = None
 
     def install(self) -> None:
+        """The checkpoint hook, and the same check before every HTTP request of this process
+        (urllib3 carries both the kubernetes client's and botocore's)."""
+        import urllib3.connectionpool
         from nodewright import checkpoints
 
+        self._never = threading.Event()  # a rig reused after a stop freezes its kills again
         checkpoints.set_hook(self._hook)
+        pool = urllib3.connectionpool.HTTPConnectionPool
+        original = self._urlopen = pool.urlopen
+        crashes = self
+
+        def urlopen(connections: Any, *args: Any, **kwargs: Any) -> Any:
+            crashes.stop_if_killed()
+            return original(connections, *args, **kwargs)
+
+        pool.urlopen = urlopen  # type: ignore[method-assign,assignment]
+        self._excepthook = threading.excepthook
+
+        def excepthook(args: Any) -> None:  # an unwound thread is not a failure to print
+            if not isinstance(args.exc_value, InvocationKilled):
+                self._excepthook(args)
+
+        threading.excepthook = excepthook
 
     def uninstall(self) -> None:
+        """Unwind the frozen threads (each request they try on the way fails), then put back what
+        :meth:`install` replaced."""
+        import urllib3.connectionpool
         from nodewright import checkpoints
 
         checkpoints.set_hook(None)
+        self._never.set()
+        for thread in self._frozen:
+            thread.join(5.0)
+        self._frozen.clear()
+        if self._urlopen is not None:
+            urllib3.connectionpool.HTTPConnectionPool.urlopen = self._urlopen  # type: ignore[method-assign]
+            self._urlopen = None
+        if self._excepthook is not None:
+            threading.excepthook = self._excepthook
+            self._excepthook = None
+
+    def stop_if_killed(self) -> None:
+        """Freeze the calling thread if the invocation it works for was killed."""
+        box = self.current.box
+        if box is not None and box.get("killed"):
+            self._freeze()
+
+    def _freeze(self) -> None:
+        with self._lock:
+            self._frozen.append(threading.current_thread())
+        self._never.wait()  # the container is gone: nothing after this point runs until the rig stops
+        raise InvocationKilled
 
     def arm(self, point: str, *, after: int = 0) -> None:
         """Kill the next invocation that reaches ``point`` (after letting ``after`` hits pass)."""
@@ -149,7 +209,7 @@ class Crashes:
                 self.killed[point] += 1
                 box["killed"] = point
                 box["done"].set()
-        self._never.wait()  # the container is gone: nothing after this point ever runs
+        self._freeze()
 
 
 @dataclass
@@ -196,6 +256,8 @@ class Functions:
                 box["result"] = module.handler(event, context)
             except Exception as exc:  # Lambda logs it and keeps the container
                 box["error"] = f"{type(exc).__name__}: {exc}"
+            except InvocationKilled:  # unwound when the rig stopped: it was over long before
+                pass
             finally:
                 self.crashes.current.box = None
                 box["done"].set()
@@ -492,7 +554,10 @@ class CapacityLook:
     like Karpenter, waits for it until the registration timeout), and those whose topology counts
     them (:func:`counted_with`); ``unhostable``: the waiting pods it
     cannot place, with the reason (limits reached, every fitting offering out of capacity, no
-    NodePool can ever host them). ``cluster_per_hour``: what the NodeClaims cost (instance and EBS);
+    NodePool can ever host them). ``cluster_per_hour``: what the NodeClaims cost (instance and EBS),
+    leaving out ``held_per_hour``, what the NodeClaims whose instance will never register cost: the
+    fault holds that money as it holds their pods (the product, like Karpenter, keeps such a
+    NodeClaim until its 15-minute registration timeout, three times the consolidation window);
     ``fresh_per_hour``: ``state.snapshot.fresh_plan`` of every workload pod, running or waiting."""
 
     placeable: set[str]
@@ -503,6 +568,7 @@ class CapacityLook:
     unpriced: list[str]
     # Where the look puts each placeable pod: "node/x", "nodeclaim/y" or "new <types> in <zones>".
     where: dict[str, str] = field(default_factory=dict)
+    held_per_hour: float = 0.0
 
     @property
     def cost_ratio(self) -> float:
@@ -543,14 +609,18 @@ def look_at_capacity(
         shape = f"new {','.join(new.instance_types[:3])} {'/'.join(new.capacity_types)}"
         where.update({pod_key(p): f"{shape} in {','.join(new.zones)}" for p in new.pods})
     placeable = set(where) - held
-    cluster_per_hour, unpriced = 0.0, []
+    cluster_per_hour, held_per_hour, unpriced = 0.0, 0.0, []
     for claim in world.nodeclaims:
         price = world.price_of(claim)
         nodeclass = world.nodeclass_of(claim)
         if price is None:
             unpriced.append(claim["metadata"]["name"])
             continue
-        cluster_per_hour += price + (world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0)
+        price += world.cloud.node_price(nodeclass) if world.cloud and nodeclass else 0.0
+        if claim["metadata"]["name"] in stuck:
+            held_per_hour += price
+        else:
+            cluster_per_hour += price
     fresh = fresh_plan(world, [p for p in world.pods if is_workload(p)], usable)
     return CapacityLook(
         placeable=placeable,
@@ -560,6 +630,7 @@ def look_at_capacity(
         fresh_per_hour=fresh.cost_per_hour,
         unpriced=unpriced,
         where=where,
+        held_per_hour=held_per_hour,
     )
 
 
@@ -602,8 +673,8 @@ def check_service(
       or with a fault starts the pod's clock again; a pod no NodePool can host never counts.
     * **cost-above-fresh-plan**: the cluster's $/h above ``COST_RATIO_LIMIT`` times the fresh plan for
       longer than ``CONSOLIDATION_WINDOW_SECONDS`` without a fault in effect (a look with a fault, or
-      at or under the bound, starts the clock again). Unpriced NodeClaims (not launched yet) are
-      left out of the cluster's side.
+      at or under the bound, starts the clock again). Unpriced NodeClaims (not launched yet) and
+      those a fault keeps from registering are left out of the cluster's side.
 
     Each lasting episode counts once."""
     out: list[Violation] = []

@@ -658,7 +658,8 @@ NAMESPACED_KINDS: list[Callable[[str], str]] = [
 
 
 class NamespaceController:
-    """Empties a terminating namespace, then removes the ``kubernetes`` finalizer through ``/finalize``."""
+    """Empties a terminating namespace, then removes the ``kubernetes`` finalizer through ``/finalize``
+    (the namespace goes once no spec finalizer is left: ShouldDeleteNamespaceDuringUpdate)."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
@@ -697,8 +698,10 @@ class NamespaceController:
                     if not item["metadata"].get("deletionTimestamp"):
                         self.kube.delete_ignoring_missing(f"{path}/{item['metadata']['name']}")
             finalizers = (namespace.get("spec") or {}).get("finalizers") or []
-            if remaining == 0 and finalizers:
-                body = {**namespace, "spec": {**(namespace.get("spec") or {}), "finalizers": []}}
+            if remaining == 0 and "kubernetes" in finalizers:
+                # finalizeNamespace removes its own token only: other spec finalizers still hold it.
+                kept = [f for f in finalizers if f != "kubernetes"]
+                body = {**namespace, "spec": {**(namespace.get("spec") or {}), "finalizers": kept}}
                 try:
                     self.kube.replace(core("namespaces", name=meta["name"], sub="finalize"), body)
                 except ApiException as exc:

@@ -478,6 +478,17 @@ def test_unknown_fields_are_dropped_with_warning_or_rejected_when_strict(
     assert 'strict decoding error: unknown field "spec.bogus"' in json.loads(body)["message"]
 
 
+def test_warnings_recorded_before_an_error_are_sent_with_it(server: ApiServer, ns: str) -> None:
+    """kube-apiserver's warning recorder (filters.WithWarningRecorder) adds each Warning header to the
+    response as the warning is recorded: the unknown-field warning of decoding comes back with the 422
+    validation answers afterwards."""
+    manifest = pod_manifest("Bad_Name")
+    manifest["spec"]["bogus"] = 1
+    code, headers, body = raw(server, "POST", f"/api/v1/namespaces/{ns}/pods", manifest)
+    assert code == 422, body
+    assert headers.get("Warning") == '299 - "unknown field \\"spec.bogus\\""'
+
+
 # ------------------------------------------------------------------------------------ selectors
 
 
@@ -1053,6 +1064,87 @@ def test_namespace_deletion_honours_the_propagation_policy(api: client.ApiClient
     with pytest.raises(ApiException) as caught:
         core.read_namespace(foreground)
     assert caught.value.status == 404
+
+
+def test_a_namespace_is_only_marked_terminating_by_its_first_delete(api: client.ApiClient) -> None:
+    """pkg/registry/core/namespace/storage REST.Delete: the first delete only stamps deletionTimestamp
+    and phase Terminating (a GuaranteedUpdate), even with no finalizers left to wait for; only a
+    later delete, once spec.finalizers is empty, is the store's and removes it."""
+    core = client.CoreV1Api(api)
+    name = f"bare-{uuid.uuid4().hex[:6]}"
+    created = core.create_namespace({"metadata": {"name": name}})
+    created.spec.finalizers = []
+    core.replace_namespace_finalize(name, created)  # an active namespace may drop them: it stays
+    assert core.read_namespace(name).status.phase == "Active"
+    answer = Kube(api)._call("DELETE", f"/api/v1/namespaces/{name}")
+    assert (answer["kind"], answer["status"]["phase"]) == ("Namespace", "Terminating")
+    assert core.read_namespace(name).metadata.deletion_timestamp is not None
+    core.delete_namespace(name)
+    with pytest.raises(ApiException) as caught:
+        core.read_namespace(name)
+    assert caught.value.status == 404
+
+
+def test_the_immortal_namespaces_may_not_be_deleted(api: client.ApiClient) -> None:
+    """The NamespaceLifecycle admission plugin refuses a delete of default, kube-system, kube-public."""
+    core = client.CoreV1Api(api)
+    for name in ("default", "kube-system", "kube-public"):
+        with pytest.raises(ApiException) as caught:
+            core.delete_namespace(name)
+        assert caught.value.status == 403
+        assert (
+            status_of(caught.value)["message"]
+            == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+        )
+        assert core.read_namespace(name).status.phase == "Active"
+
+
+def test_no_new_content_in_a_terminating_namespace_not_even_an_eviction_or_a_binding(
+    api: client.ApiClient, ns: str
+) -> None:
+    """NamespaceLifecycle refuses every CREATE in a Terminating namespace, subresources (an Eviction,
+    a Binding) too, before the REST or validation look at it: a 403 with the NamespaceTerminating
+    cause (what kubectl drain and the workload controllers look for)."""
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(ns, pod_manifest("p"))
+    core.delete_namespace(ns)  # no namespace controller here: it stays Terminating
+
+    def refused(call: object, resource: str, name: str) -> None:
+        with pytest.raises(ApiException) as caught:
+            call()  # type: ignore[operator]
+        assert caught.value.status == 403
+        body = status_of(caught.value)
+        assert body["message"] == (
+            f'{resource} "{name}" is forbidden: unable to create new content in namespace {ns} '
+            "because it is being terminated"
+        )
+        assert body["details"]["causes"] == [
+            {
+                "reason": "NamespaceTerminating",
+                "message": f"namespace {ns} is being terminated",
+                "field": "metadata.namespace",
+            }
+        ]
+
+    refused(
+        lambda: core.create_namespaced_config_map(ns, {"metadata": {"name": "late"}}), "configmaps", "late"
+    )
+    # Admission comes before validation: an invalid object is refused as content, not as invalid.
+    refused(
+        lambda: core.create_namespaced_config_map(ns, {"metadata": {"name": "Bad_Name"}}),
+        "configmaps",
+        "Bad_Name",
+    )
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": ns}}
+    refused(lambda: core.create_namespaced_pod_eviction("p", ns, eviction), "pods", "p")
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p"},
+        "target": {"kind": "Node", "name": "n1"},
+    }
+    refused(lambda: core.create_namespaced_pod_binding("p", ns, binding), "pods", "p")
+    assert core.read_namespaced_pod("p", ns).spec.node_name is None
 
 
 def test_crd_serving_two_versions_without_conversion_prunes_to_the_storage_schema(

@@ -1,5 +1,6 @@
-"""The scale subresource of a custom resource, as kube-apiserver serves it (apiextensions-apiserver's
-``customresource.ScaleREST``), checked with the project's NodePool CRD and the real kubectl.
+"""The scale subresource as kube-apiserver serves it: a custom resource's (apiextensions-apiserver's
+``customresource.ScaleREST``), checked with the project's NodePool CRD and the real kubectl, and the
+workloads' (``pkg/registry/apps/{deployment,replicaset,statefulset}/storage``, ``ScaleREST``).
 
 Facts from kube-apiserver's ``registry/customresource/etcd.go``: the Scale reads ``spec.replicas``
 from ``specReplicasPath``, ``status.replicas`` from ``statusReplicasPath`` (0 when absent) and
@@ -7,11 +8,23 @@ from ``specReplicasPath``, ``status.replicas`` from ``statusReplicasPath`` (0 wh
 ``specReplicasPath`` is a 500 "the spec replicas field ... does not exist"; an update writes the
 replicas into the custom resource and stores it through the custom resource's own strategy, so its
 schema, CEL rules (transition rules with ``oldSelf`` too) and generation apply as to any update.
+
+Facts from the workloads' ``ScaleREST.Update``: the Scale is turned into an update of the parent
+through the parent's store (``scaleUpdatedObjectInfo.UpdatedObject``): ``ValidateScale`` first (a
+negative ``spec.replicas`` is a 422 on ``Scale.autoscaling``), a UID that is not the parent's is a
+409 on ``deployments/scale``, the Scale's ``metadata.resourceVersion`` becomes the parent's
+precondition (a stale one, in a PUT or a PATCH, is a 409), then the parent's strategy and
+validation. Admission sees the Scale (``toScaleUpdateValidation``): the webhooks are asked about
+``autoscaling/v1 Scale`` on ``deployments`` with ``subResource: scale``. The field manager runs on
+the Scale and ``managedfields.ScaleHandler`` moves ownership of the replicas to the parent: the
+scaler gets an entry with ``subresource: scale`` (no ``time``: ``ToParent`` takes the parent's, which
+a new entry has not) and whoever owned the replicas before loses them.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +34,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from sandbox.apiserver import ApiServer
-from sandbox.apiserver.testing import kubectl
+from sandbox.apiserver.testing import JsonWebhookServer, kubectl
 from sandbox.shared_data import REPO_ROOT
+from sandbox.simulators import Kube
 
 NODEPOOLS = ("karpenter.sh", "v1", "nodepools")
 
@@ -159,3 +173,214 @@ def test_kubectl_get_nodepool_shows_the_scaled_pool(
     out = kubectl(kubeconfig, "get", "nodepool", "static-e", "-o", "jsonpath={.spec.replicas}")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "0"
+
+
+# ---------------------------------------------------------------------- Deployments, ReplicaSets...
+
+APPS = "/apis/apps/v1/namespaces/default"
+POD = {"containers": [{"name": "c", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7"}]}
+
+
+@pytest.fixture
+def kube(kubeconfig: Path) -> Iterator[Kube]:
+    api = config.new_client_from_config(str(kubeconfig))
+    yield Kube(api)
+    api.close()
+
+
+def _workload(kube: Kube, plural: str, replicas: int = 1, manager: str = "creator") -> dict[str, Any]:
+    name = f"w-{uuid.uuid4().hex[:6]}"
+    labels = {"app": name}
+    body: dict[str, Any] = {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": POD},
+        },
+    }
+    if plural == "statefulsets":
+        body["spec"]["serviceName"] = name
+    return kube._call("POST", f"{APPS}/{plural}", body=body, query={"fieldManager": manager})  # type: ignore[no-any-return]
+
+
+def _error(raised: pytest.ExceptionInfo[ApiException]) -> dict[str, Any]:
+    return json.loads(raised.value.body)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("plural", ["deployments", "replicasets", "statefulsets"])
+def test_a_negative_workload_scale_is_invalid_on_the_scale(kube: Kube, plural: str) -> None:
+    created = _workload(kube, plural)
+    name = created["metadata"]["name"]
+    with pytest.raises(ApiException) as raised:
+        kube.patch(f"{APPS}/{plural}/{name}/scale", {"spec": {"replicas": -1}})
+    assert raised.value.status == 422
+    body = _error(raised)
+    assert body["message"] == (
+        f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: -1: '
+        "must be greater than or equal to 0"
+    )
+    assert (body["details"]["kind"], body["details"]["group"]) == ("Scale", "autoscaling")
+    assert [c["field"] for c in body["details"]["causes"]] == ["spec.replicas"]
+    assert kube.get(f"{APPS}/{plural}/{name}")["spec"]["replicas"] == 1
+
+
+def test_a_stale_resource_version_in_a_scale_patch_is_a_conflict(kube: Kube) -> None:
+    created = _workload(kube, "deployments")
+    name = created["metadata"]["name"]
+    path = f"{APPS}/deployments/{name}"
+    kube.patch(path, {"metadata": {"labels": {"a": "b"}}})
+    stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "spec": {"replicas": 4}}
+    with pytest.raises(ApiException) as raised:
+        kube.patch(f"{path}/scale", stale)
+    assert raised.value.status == 409
+    assert _error(raised)["message"] == (
+        f'Operation cannot be fulfilled on deployments.apps "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
+    assert kube.get(path)["spec"]["replicas"] == 1
+    # No resourceVersion at all is an unconditional update (deployments allow one).
+    scale = kube.replace(f"{path}/scale", {"metadata": {"name": name}, "spec": {"replicas": 2}})
+    assert scale["spec"]["replicas"] == 2
+
+
+def test_a_scale_naming_another_uid_is_a_conflict_on_the_scale(kube: Kube) -> None:
+    created = _workload(kube, "deployments")
+    name, uid = created["metadata"]["name"], created["metadata"]["uid"]
+    other = str(uuid.uuid4())
+    with pytest.raises(ApiException) as raised:
+        kube.replace(
+            f"{APPS}/deployments/{name}/scale",
+            {"metadata": {"name": name, "uid": other}, "spec": {"replicas": 3}},
+        )
+    assert raised.value.status == 409
+    assert _error(raised)["message"] == (
+        f'Operation cannot be fulfilled on deployments/scale.apps "{name}": '
+        f"Precondition failed: UID in precondition: {other}, UID in object meta: {uid}"
+    )
+
+
+def test_a_dry_run_scale_answers_the_new_scale_and_stores_nothing(kube: Kube) -> None:
+    created = _workload(kube, "deployments")
+    path = f"{APPS}/deployments/{created['metadata']['name']}"
+    answer = kube._call(
+        "PATCH",
+        f"{path}/scale",
+        body={"spec": {"replicas": 7}},
+        query={"dryRun": "All"},
+        content_type="application/merge-patch+json",
+    )
+    assert answer["spec"]["replicas"] == 7
+    stored = kube.get(path)
+    assert stored["spec"]["replicas"] == 1
+    assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+@pytest.mark.parametrize("plural", ["deployments", "replicasets", "statefulsets"])
+def test_the_scaler_owns_the_replicas_through_the_scale_subresource(kube: Kube, plural: str) -> None:
+    created = _workload(kube, plural)
+    path = f"{APPS}/{plural}/{created['metadata']['name']}"
+    creator = {e["manager"]: e for e in created["metadata"]["managedFields"]}["creator"]
+    assert "f:replicas" in creator["fieldsV1"]["f:spec"]
+    kube._call(
+        "PATCH",
+        f"{path}/scale",
+        body={"spec": {"replicas": 3}},
+        query={"fieldManager": "hpa"},
+        content_type="application/merge-patch+json",
+    )
+    stored = kube.get(path)
+    assert stored["spec"]["replicas"] == 3
+    owners = {e["manager"]: e for e in stored["metadata"]["managedFields"]}
+    assert owners["hpa"] == {
+        "manager": "hpa",
+        "operation": "Update",
+        "apiVersion": "apps/v1",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        "subresource": "scale",
+    }
+    assert "f:replicas" not in owners["creator"]["fieldsV1"]["f:spec"]
+    assert "f:selector" in owners["creator"]["fieldsV1"]["f:spec"]
+
+
+def test_a_generation_bump_and_the_parents_strategy_come_with_a_scale(kube: Kube) -> None:
+    created = _workload(kube, "deployments")
+    path = f"{APPS}/deployments/{created['metadata']['name']}"
+    kube._call("PUT", f"{path}/status", body={**created, "status": {"observedGeneration": 1, "replicas": 1}})
+    scale = kube.patch(f"{path}/scale", {"spec": {"replicas": 5}})
+    assert (scale["spec"], scale["status"]["replicas"]) == ({"replicas": 5}, 1)
+    stored = kube.get(path)
+    assert stored["metadata"]["generation"] == created["metadata"]["generation"] + 1
+    assert stored["status"]["replicas"] == 1  # the main resource's strategy keeps the status
+
+
+class ScaleRecorder(JsonWebhookServer):
+    """A webhook that records each AdmissionReview and allows it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            lambda review: {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": review["request"]["uid"], "allowed": True},
+            }
+        )
+
+
+@pytest.fixture
+def scale_hook(kube: Kube) -> Iterator[ScaleRecorder]:
+    recorder = ScaleRecorder()
+    name = f"scale-hook-{uuid.uuid4().hex[:6]}"
+    configuration = {
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "scale.example.com",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "clientConfig": {"url": recorder.url, "caBundle": recorder.ca_bundle},
+                "rules": [
+                    {
+                        "apiGroups": ["apps", "karpenter.sh"],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["deployments/scale", "nodepools/scale"],
+                    }
+                ],
+            }
+        ],
+    }
+    path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+    kube.create(path, configuration)
+    yield recorder
+    kube.delete(f"{path}/{name}")
+    recorder.close()
+
+
+def test_webhooks_are_asked_about_the_scale_not_the_deployment(kube: Kube, scale_hook: ScaleRecorder) -> None:
+    created = _workload(kube, "deployments")
+    name = created["metadata"]["name"]
+    kube.patch(f"{APPS}/deployments/{name}/scale", {"spec": {"replicas": 2}})
+    assert len(scale_hook.requests) == 1
+    request = scale_hook.requests[0]["request"]
+    assert request["kind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    assert request["requestKind"] == request["kind"]
+    assert request["resource"] == {"group": "apps", "version": "v1", "resource": "deployments"}
+    assert (request["subResource"], request["requestSubResource"]) == ("scale", "scale")
+    assert (request["object"]["kind"], request["object"]["spec"]) == ("Scale", {"replicas": 2})
+    assert (request["oldObject"]["kind"], request["oldObject"]["spec"]) == ("Scale", {"replicas": 1})
+
+
+def test_webhooks_are_asked_about_a_custom_resources_scale(
+    custom: client.CustomObjectsApi, kube: Kube, scale_hook: ScaleRecorder
+) -> None:
+    _create(custom, _nodepool("static-hook", replicas=1))
+    group, version, plural = NODEPOOLS
+    custom.patch_cluster_custom_object_scale(group, version, plural, "static-hook", {"spec": {"replicas": 2}})
+    assert len(scale_hook.requests) == 1
+    request = scale_hook.requests[0]["request"]
+    assert request["kind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    assert request["resource"] == {"group": "karpenter.sh", "version": "v1", "resource": "nodepools"}
+    assert request["subResource"] == "scale"
+    assert (request["object"]["kind"], request["object"]["spec"]) == ("Scale", {"replicas": 2})

@@ -123,6 +123,21 @@ def test_the_cluster_is_priced_against_a_fresh_plan_of_the_same_pods(cluster) ->
     assert found.cost_ratio > 1.2
 
 
+def test_a_node_that_never_registers_is_held_by_the_fault_out_of_the_clusters_cost(cluster) -> None:
+    """The product, like Karpenter, keeps a NodeClaim whose instance never joins until its 15-minute
+    registration timeout: its $/h is the fault's, not a consolidation the product failed to make."""
+    add_node(cluster, "a", "m5.large")
+    add_node(cluster, "b", "m5.large")
+    add_pod(cluster, "on-a", "node-a", cpu="250m")
+    claim = cluster.objects["NodeClaim"]["b"]
+    del cluster.objects["Node"][claim["status"]["nodeName"]]  # launched, never joined
+    counted = look(cluster)
+    held = look(cluster, never={claim["status"]["instanceID"]})
+    assert held.held_per_hour == pytest.approx(counted.cluster_per_hour / 2)
+    assert held.cluster_per_hour == pytest.approx(counted.cluster_per_hour / 2)
+    assert held.fresh_per_hour == counted.fresh_per_hour
+
+
 def _look(placeable: set[str] | None = None, cluster: float = 1.0, fresh: float = 1.0) -> CapacityLook:
     return CapacityLook(set(placeable or ()), set(), {}, cluster, fresh, [])
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from nodewright.cluster.client import _slim_pod
 from nodewright.scheduling import model
-from nodewright.termination.volumes import _claim_keys
+from nodewright.state.pods import claim_names
 
 TOKEN_VOLUME = {
     "name": "kube-api-access-x7k2p",
@@ -48,4 +48,4 @@ def test_a_listed_pod_keeps_its_claims_and_drops_the_token_and_config_volumes() 
 
     assert [v["name"] for v in listed["spec"]["volumes"]] == ["data", "scratch"]
     assert model.pod_from_k8s(listed).spec.claims == model.pod_from_k8s(whole).spec.claims == ("data-db-0",)
-    assert _claim_keys(listed) == _claim_keys(whole) == [("data", "data-db-0"), ("data", "db-0-scratch")]
+    assert claim_names(listed) == claim_names(whole) == ["data-db-0", "db-0-scratch"]

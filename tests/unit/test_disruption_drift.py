@@ -154,7 +154,9 @@ def test_a_nodeclaim_of_a_nodepool_with_custom_multi_valued_requirements_has_not
         {"key": "example.com/team", "operator": "Exists"},
     ]
     pool = edited(NODEPOOL, ["spec", "template", "spec", "requirements"], requirements)
-    born = nodeclaims.build(name="default-a", nodepool=pool, requirements=requirements, requests={})
+    born = nodeclaims.build(
+        name="default-a", nodepool=NodePool.from_dict(pool), requirements=requirements, requests={}
+    )
     assert born["metadata"]["labels"]["node.kubernetes.io/instance-type47"] == "t3.large"
     # The well-known labels are written when the instance is launched (launch.record_launch).
     born["metadata"]["labels"].update({"karpenter.sh/capacity-type": "spot"})

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fakes import FakeClock, FakeCloudProvider, FakeCluster, fake_context
 from nodewright.api import labels as wk
+from nodewright.api.models import NodePool
 from nodewright.provisioning import lifecycle, nodeclaims
 from nodewright.state.views import ClaimView, NodeView
 
@@ -31,7 +32,10 @@ POOL: dict[str, Any] = {
 
 def build(requirements: list[dict[str, Any]]) -> dict[str, Any]:
     return nodeclaims.build(
-        name="default-abcde", nodepool=POOL, requirements=requirements, requests={"cpu": "1"}
+        name="default-abcde",
+        nodepool=NodePool.from_dict(POOL),
+        requirements=requirements,
+        requests={"cpu": "1"},
     )
 
 
@@ -41,6 +45,49 @@ def test_a_new_nodeclaim_is_labelled_with_its_ec2nodeclass_and_tenancy() -> None
     assert claim_labels[wk.NODEPOOL] == "default"
     assert claim_labels["node-role.kubernetes.io/worker"] == ""
     assert claim_labels[wk.INSTANCE_TENANCY] == "default"
+
+
+def test_a_new_nodeclaim_carries_its_nodepools_template_spec_and_owner() -> None:
+    """The spec, annotations and owner a NodeClaim is created with, from a NodePool as the API server
+    stores it (the CRD's defaults written): the template's, then the plan's requirements and requests."""
+    pool = {
+        **POOL,
+        "spec": {
+            "template": {
+                **POOL["spec"]["template"],
+                "spec": {
+                    **POOL["spec"]["template"]["spec"],
+                    "startupTaints": [{"key": "init", "effect": "NoExecute", "value": "1"}],
+                    "expireAfter": "720h",
+                    "terminationGracePeriod": "2h",
+                },
+            }
+        },
+    }
+    wanted = [{"key": "example.com/team", "operator": "In", "values": ["a"]}]
+    born = nodeclaims.build(
+        name="default-abcde", nodepool=NodePool.from_dict(pool), requirements=wanted, requests={"cpu": "1"}
+    )
+    assert born["spec"] == {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"},
+        "requirements": wanted,
+        "resources": {"requests": {"cpu": "1"}},
+        "taints": [{"key": "example.com/gpu", "effect": "NoSchedule"}],
+        "startupTaints": [{"key": "init", "effect": "NoExecute", "value": "1"}],
+        "expireAfter": "720h",
+        "terminationGracePeriod": "2h",
+    }
+    assert born["metadata"]["annotations"]["example.com/owner"] == "platform"
+    assert born["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "name": "default",
+            "uid": "pool-uid",
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert born["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
 
 
 @pytest.mark.parametrize(

@@ -103,3 +103,53 @@ def test_a_nodepool_not_of_the_world_is_parsed_on_its_own() -> None:
     assert typed.spec.is_static
     assert own is not None
     assert not own.spec.is_static
+
+
+def test_a_nodepool_view_reads_what_the_triage_judges_even_of_an_invalid_nodepool() -> None:
+    """The triage reads every NodePool before it is validated, so not through the model (which
+    assumes the schema): a missing spec reads as absent, and replicas that are not a count as a
+    dynamic NodePool (``api.models.static_replicas``), as validation will say."""
+    written = pool(
+        "gpu",
+        weight=20,
+        replicas=3,
+        limits={"nodes": "5"},
+        template={"spec": {"nodeClassRef": {"name": "gpu-class"}}},
+    )
+    written["metadata"]["generation"] = 4
+    w = world(
+        nodepools=[
+            written,
+            pool("odd", replicas="3"),
+            {"metadata": {"name": "bare"}},
+        ]
+    )
+    gpu, odd, bare = w.pool_views
+    assert (gpu.name, gpu.weight, gpu.replicas, gpu.limits, gpu.nodeclass, gpu.generation) == (
+        "gpu",
+        20,
+        3,
+        {"nodes": "5"},
+        "gpu-class",
+        4,
+    )
+    assert (odd.replicas, odd.weight, odd.nodeclass) == (None, 0, "")
+    assert (bare.replicas, bare.limits, bare.nodeclass, bare.generation, bare.conditions) == (
+        None,
+        {},
+        "",
+        None,
+        [],
+    )
+    assert w.pool_view("gpu") is gpu
+    assert w.without_nodes(["n"]).pool_views is w.pool_views
+
+
+def test_a_nodeclaim_view_reads_what_the_launch_and_the_limits_read() -> None:
+    raw = claim(capacity={"cpu": "2"})
+    raw["metadata"]["uid"] = "claim-uid"
+    raw["spec"]["nodeClassRef"] = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    view = ClaimView.of(raw)
+    assert (view.uid, view.nodeclass, view.capacity) == ("claim-uid", "default", {"cpu": "2"})
+    unlaunched = ClaimView.of({"metadata": {"name": "b"}})
+    assert (unlaunched.uid, unlaunched.nodeclass, unlaunched.capacity) == ("", "", None)

@@ -6,6 +6,7 @@ from typing import Any
 
 from fakes import T0, FakeClock, FakeCloudProvider
 from nodewright.cloud.pricetable import PriceTable
+from nodewright.state.views import ClaimView
 from nodewright.state.world import World
 
 REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
@@ -122,8 +123,8 @@ def test_the_cloud_is_asked_once_per_pass_for_types_and_prices() -> None:
             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge", "m5.large"]}
         ],
     )
-    assert [t.name for t in seen.candidates_for(claim, limit=60)] == ["m5.xlarge", "m5.large"]
-    assert [t.name for t in seen.candidates_for(claim, limit=1)] == ["m5.xlarge"]
+    assert [t.name for t in seen.candidates_for(ClaimView.of(claim), limit=60)] == ["m5.xlarge", "m5.large"]
+    assert [t.name for t in seen.candidates_for(ClaimView.of(claim), limit=1)] == ["m5.xlarge"]
     assert [t.name for t in seen.without_nodes([]).instance_types("default")] == ["m5.large", "m5.xlarge"]
     assert cloud.asked == ["default"], "derived worlds share what this pass already asked"
     assert seen.instance_types("gone") == []
@@ -191,7 +192,7 @@ def test_overlays_change_a_nodepools_types_its_nodeclaims_candidates_and_their_p
         {"node.kubernetes.io/instance-type": "m5.xlarge", "karpenter.sh/capacity-type": "on-demand"}
     )
     assert seen.price_of(claim) == 0.048, "consolidation prices the node as its NodePool's overlays do"
-    (candidate,) = [t for t in seen.candidates_for(claim, limit=60) if t.name == "m5.xlarge"]
+    (candidate,) = [t for t in seen.candidates_for(ClaimView.of(claim), limit=60) if t.name == "m5.xlarge"]
     assert candidate is overlaid["m5.xlarge"]
     assert seen.without_nodes(["x"]).pool_instance_types("default")[1] is overlaid["m5.xlarge"]
     assert cloud.asked == ["default"]

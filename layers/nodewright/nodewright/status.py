@@ -45,9 +45,9 @@ from nodewright.api.features import (
     not_acted_on,
     summary,
 )
-from nodewright.cluster.objects import is_deleting, name_of, set_condition
+from nodewright.cluster.objects import is_deleting, name_of, nodeclass_name, set_condition
 from nodewright.state import nodepools
-from nodewright.state.world import World, nodeclass_name, nodepool_name
+from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
     from nodewright.context import Context

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .. import admission, eventsv1, printers, selectors
+from .. import admission, errors, eventsv1, printers, selectors
 from ..errors import FieldError
 from ..resources import ResourceType
 from .base import KUBERNETES_FINALIZER, Strategy, gc_finalizers
@@ -155,11 +155,15 @@ class NamespaceStrategy(Strategy):
         options: dict[str, Any],
         dry_run: bool,
     ) -> dict[str, Any] | None:
-        """The first delete stamps deletionTimestamp and phase Terminating, and the propagation
-        policy's garbage-collector finalizer (``orphan``, ``foregroundDeletion``) as the generic
-        store would; a namespace with no finalizers at all goes at once. A later delete answers
-        the namespace as it is while its spec's finalizers hold it, else is the store's."""
+        """REST.Delete: the first delete only marks the namespace (a GuaranteedUpdate: deletionTimestamp,
+        phase Terminating, and the propagation policy's garbage-collector finalizer, ``orphan`` or
+        ``foregroundDeletion``), even with no finalizers left: the namespace controller empties it and
+        finalizes it, and it goes then. A later delete answers the namespace as it is while its spec's
+        finalizers hold it, else is the store's. The immortal namespaces are refused first
+        (NamespaceLifecycle)."""
         meta = obj["metadata"]
+        if meta["name"] in IMMORTAL_NAMESPACES:
+            raise errors.forbidden(rt.plural, rt.group, meta["name"], "this namespace may not be deleted")
         if meta.get("deletionTimestamp"):
             if (obj.get("spec") or {}).get("finalizers"):
                 return obj
@@ -173,9 +177,11 @@ class NamespaceStrategy(Strategy):
         obj.setdefault("status", {})["phase"] = "Terminating"
         if dry_run:
             return obj
-        if self.should_delete_during_update(obj):
-            return handlers.store.remove(rt.key, "", meta["name"])
         return handlers.store.write(rt.key, obj)
+
+
+# NamespaceLifecycle's: kube-apiserver refuses to delete them.
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 class EventStrategy(Strategy):

@@ -19,7 +19,7 @@ from moto import mock_aws
 from nodewright.cloud.aws import reset_clients
 from nodewright.cluster import ApiUnavailable
 from nodewright.cluster.resources import PODS
-from nodewright.interruption import flow
+from nodewright.interruption import flow, processing
 
 from sandbox.runtime import events
 
@@ -57,6 +57,36 @@ def state_table(monkeypatch) -> Any:
         )
         yield ddb
         reset_clients()
+
+
+@pytest.mark.usefixtures("owned_node")
+def test_a_message_the_parser_fails_on_unexpectedly_fails_alone_and_the_batch_goes_on(
+    world, make_processor, functions, monkeypatch, capsys
+) -> None:
+    """A parser bug (an exception other than MalformedMessage) is that message's failure alone: SQS
+    redelivers it and, at last, the dead-letter queue holds it; the spot warning beside it in the
+    batch is acted on. Failing the whole batch would send every good message of it there too."""
+    interruption, _ = functions
+    replacement = CountingReplacement()
+    interruption.processor = make_processor(replacement, state=False)
+    real_parse = processing.parse_message
+
+    def buggy_parse(message: Any, **kwargs: Any) -> Any:
+        if "parser-bug" in str(message):
+            raise KeyError("detail")  # as a parser bug would
+        return real_parse(message, **kwargs)
+
+    monkeypatch.setattr(processing, "parse_message", buggy_parse)
+    batch = sqs_batch(
+        json.dumps({**spot_event("parser-bug"), "detail-type": "parser-bug"}), json.dumps(spot_event())
+    )
+
+    response = interruption.handler(batch, FakeLambdaContext())
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-0"}]}
+    assert replacement.calls == [["node-a"]]
+    assert world.cluster.find_node("node-a") is None, "the good message's drain ran to the end"
+    assert "KeyError" in capsys.readouterr().out, "the parser's failure is logged with its traceback"
 
 
 @pytest.mark.usefixtures("owned_node")

@@ -25,7 +25,10 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodewright.api.models import NodePool
 
 NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
@@ -45,9 +48,14 @@ DYNAMIC_NODECLASS_FIELDS = frozenset(
 )
 
 
-def nodepool_hash(nodepool: Mapping[str, Any]) -> str:
-    """The hash of a NodePool's template, requirements left out (see the module)."""
-    template = dict((nodepool.get("spec") or {}).get("template") or {})
+def nodepool_hash(nodepool: Mapping[str, Any] | NodePool) -> str:
+    """The hash of a NodePool's template, requirements left out (see the module): of the NodePool as
+    stored, or of the typed ``api.models.NodePool`` read from it, which hash the same (the stored
+    template is hashed as that model reads it)."""
+    if isinstance(nodepool, Mapping):
+        template = dict((nodepool.get("spec") or {}).get("template") or {})
+    else:
+        template = nodepool.spec.template.to_dict()
     return _remembered(("nodepool", template), _nodepool_hash)
 
 
@@ -75,7 +83,9 @@ def _nodeclass_hash(spec: dict[str, Any]) -> str:
     return _digest({k: v for k, v in spec.items() if k not in DYNAMIC_NODECLASS_FIELDS})
 
 
-def nodeclaim_annotations(nodepool: Mapping[str, Any], nodeclass: Mapping[str, Any] | None) -> dict[str, str]:
+def nodeclaim_annotations(
+    nodepool: Mapping[str, Any] | NodePool, nodeclass: Mapping[str, Any] | None
+) -> dict[str, str]:
     """The hash annotations a new NodeClaim carries (the EC2NodeClass's only when it is known)."""
     found = {NODEPOOL_HASH: nodepool_hash(nodepool), NODEPOOL_HASH_VERSION: HASH_VERSION}
     if nodeclass:

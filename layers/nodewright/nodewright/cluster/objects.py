@@ -35,6 +35,15 @@ def node_instance_id(node: Mapping[str, Any]) -> str | None:
     return instance_id_from_provider_id((node.get("spec") or {}).get("providerID"))
 
 
+def nodeclass_name(obj: Mapping[str, Any]) -> str:
+    """The EC2NodeClass name a NodeClaim (``spec.nodeClassRef``) or a NodePool
+    (``spec.template.spec.nodeClassRef``) refers to; '' when the reference is missing."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "NodePool" or "template" in spec:
+        spec = (spec.get("template") or {}).get("spec") or {}
+    return str((spec.get("nodeClassRef") or {}).get("name") or "")
+
+
 def name_of(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 

@@ -537,10 +537,10 @@ def _drift_command(
             why_not[candidate.name] = consolidation.budget_message(candidate.nodepool, consolidation.DRIFTED)
             continue
         pool = world.nodepool_model(candidate.nodepool)
-        raw = world.nodepool(candidate.nodepool)
-        if pool is not None and raw is not None and pool.spec.is_static:
+        view = world.pool_view(candidate.nodepool)
+        if pool is not None and view is not None and pool.spec.is_static:
             # Karpenter's StaticDrift: one for one, from the NodePool's template
-            replacement, why = nodepools.static_drift_replacement(world, raw)
+            replacement, why = nodepools.static_drift_replacement(world, view)
             if replacement is not None:
                 return consolidation.Command(consolidation.DRIFTED, "drift", [candidate], [replacement])
             why_not[candidate.name] = why

@@ -101,8 +101,20 @@ _IN_BATCH_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 
 
-# A message as ``InterruptionProcessor.parse`` made it: its typed event, or why it can never be one.
-Parsed = InterruptionEvent | MalformedMessage
+@dataclass(frozen=True)
+class UnparsedMessage:
+    """A message the parser failed on with something other than ``MalformedMessage``: a bug in the
+    parser or a shape it did not foresee, not known to be the message's fault. Handling it raises
+    ``error``, so its record alone fails (SQS redelivers it, then the dead-letter queue keeps it);
+    the batch's other messages are handled. Were the parse's exception raised for the batch, every
+    good message in it would follow the bad one to the dead-letter queue."""
+
+    error: Exception
+
+
+# A message as ``InterruptionProcessor.parse`` made it: its typed event, why it can never be one, or
+# the parser's own failure on it.
+Parsed = InterruptionEvent | MalformedMessage | UnparsedMessage
 
 
 class EventInProgress(RuntimeError):
@@ -225,6 +237,9 @@ class InterruptionProcessor:
             )
         except MalformedMessage as exc:
             return exc
+        except Exception as exc:  # the parser's bug: this message's failure alone (UnparsedMessage)
+            self.logger.exception("interruption message could not be parsed; it goes back to the queue")
+            return UnparsedMessage(exc)
 
     def parse_batch(
         self, messages: Iterable[tuple[str, str | bytes | dict[str, Any], datetime | None]]
@@ -256,6 +271,8 @@ class InterruptionProcessor:
         """Act on one ``parse``d message (``handle``'s work after the parse)."""
         received_at = self._clock() if received_at is None else received_at
         self._correlate(None)  # never leave the previous message's id on this one
+        if isinstance(parsed, UnparsedMessage):
+            raise parsed.error
         if isinstance(parsed, MalformedMessage):
             self.logger.warning("malformed interruption message acknowledged", extra={"error": str(parsed)})
             self._count("MalformedMessages")
@@ -352,7 +369,7 @@ class InterruptionProcessor:
         notices: list[tuple[str, str, str]] = []  # node, its NodeClaim, the warning's deadline
         try:
             for event in messages:
-                if isinstance(event, MalformedMessage):
+                if isinstance(event, MalformedMessage | UnparsedMessage):
                     continue  # handle_parsed() says so
                 if event.action is not Action.REPLACE_AND_DRAIN or event.event_id in self._recent:
                     continue
@@ -845,7 +862,7 @@ class _Replacing:
 
 def _event_key(parsed: Parsed) -> str | None:
     """The id of the event a message acts on (None: one that does not act, or unreadable)."""
-    if isinstance(parsed, MalformedMessage) or parsed.action is Action.IGNORE:
+    if isinstance(parsed, MalformedMessage | UnparsedMessage) or parsed.action is Action.IGNORE:
         return None
     return parsed.event_id
 

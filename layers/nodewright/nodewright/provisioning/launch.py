@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodewright import termination
 from nodewright.api import labels
+from nodewright.api.models import NodePool, ObjectMeta
 from nodewright.api.overlays import PRICE_OVERLAY_APPLIED
 from nodewright.api.validation import nodeclaim_launch_problems
 from nodewright.checkpoints import checkpoint
@@ -31,6 +32,7 @@ from nodewright.cluster.errors import Conflict
 from nodewright.context import is_outage
 from nodewright.provisioning import nodeclaims, parallel, planning
 from nodewright.provisioning.nodeclaims import LAUNCHED
+from nodewright.state.views import ClaimView
 from nodewright.state.world import World, nodepool_name
 
 if TYPE_CHECKING:
@@ -159,14 +161,16 @@ class _Stop:
 
 def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan) -> Obj:
     """Create the NodeClaim for one planned node (a fresh random name on the rare name collision)."""
-    pool = world.nodepool(claim_plan.nodepool) or {"metadata": {"name": claim_plan.nodepool}}
+    name = claim_plan.nodepool
+    pool = world.nodepool_model(name) or NodePool(metadata=ObjectMeta(name=name))
+    nodeclass = world.nodeclass(pool.spec.template.spec.node_class_ref.name)
     for _attempt in range(5):
         body = nodeclaims.build(
-            name=nodeclaims.new_name(claim_plan.nodepool),
+            name=nodeclaims.new_name(name),
             nodepool=pool,
             requirements=claim_plan.requirements,
             requests=claim_plan.requests,
-            nodeclass=world.nodeclass_of(pool),
+            nodeclass=nodeclass,
             min_values_relaxed=claim_plan.min_values_relaxed,
             price_overlay=claim_plan.price_overlay,
         )
@@ -181,14 +185,17 @@ def create_nodeclaim(ctx: Context, world: World, claim_plan: planning.ClaimPlan)
 def launch_one(ctx: Context, world: World, claim: Obj, *, fresh: bool) -> Launched | LaunchFailure | None:
     """Validate, then launch one NodeClaim; whatever goes wrong fails this NodeClaim, never the pass.
 
-    None: an invalid NodeClaim already refused by an earlier pass (nothing new to report).
+    None: an invalid NodeClaim already refused by an earlier pass (nothing new to report). A valid
+    one is read through its ``ClaimView`` from here on; an invalid one, and one that fails, through
+    the object, whatever it holds.
     """
     problems = nodeclaim_launch_problems(claim)
     if problems:
         return refuse_invalid(ctx, claim, problems)
     try:
-        candidates = planning.candidates_for(world, claim)
-        return launch_claim(ctx, claim, world.nodeclass_of(claim) or {}, candidates, fresh=fresh)
+        view = ClaimView.of(claim)
+        candidates = planning.candidates_for(world, view)
+        return launch_claim(ctx, view, world.nodeclass(view.nodeclass) or {}, candidates, fresh=fresh)
     except Exception as exc:  # isolation: one NodeClaim's failure must not stop the others
         if is_outage(exc):  # not this NodeClaim's failure: the handler reports it once, no traceback
             raise
@@ -197,7 +204,7 @@ def launch_one(ctx: Context, world: World, claim: Obj, *, fresh: bool) -> Launch
 
 def launch_claim(
     ctx: Context,
-    claim: dict[str, Any],
+    claim: ClaimView,
     nodeclass: dict[str, Any],
     candidates: Sequence[Any],
     *,
@@ -210,8 +217,7 @@ def launch_claim(
     from nodewright.cloud import errors as cloud_errors
     from nodewright.cloud.provider import LaunchResult
 
-    name = nodeclaims.name_of(claim)
-    pool = nodepool_name(claim)
+    name = claim.name
     existing = None if fresh else ctx.cloud.find_by_nodeclaim(name)
     if existing is not None:
         result, adopted = LaunchResult.from_instance(existing), True
@@ -238,7 +244,7 @@ def launch_claim(
     checkpoint("provisioning.launch-recorded")
     return Launched(
         nodeclaim=name,
-        nodepool=pool,
+        nodepool=claim.nodepool,
         instance_id=result.instance_id,
         instance_type=result.instance_type,
         zone=result.zone,
@@ -249,15 +255,13 @@ def launch_claim(
 
 
 def _launch_request(
-    claim: dict[str, Any], nodeclass: dict[str, Any], candidates: Sequence[Any], *, fresh: bool
+    claim: ClaimView, nodeclass: dict[str, Any], candidates: Sequence[Any], *, fresh: bool
 ) -> Any:
     """The cloud provider's LaunchRequest: candidates, the zones and capacity types the claim allows;
     ``fresh``: the NodeClaim was created by this pass (no instance to look for)."""
     from nodewright.cloud.provider import LaunchRequest
 
-    meta = claim.get("metadata") or {}
-    spec = claim.get("spec") or {}
-    requirements = spec.get("requirements") or []
+    requirements = claim.requirements
     capacity_types = allowed_values(
         requirements,
         labels.CAPACITY_TYPE,
@@ -266,20 +270,20 @@ def _launch_request(
     zones = allowed_values(requirements, labels.ZONE, None)
     reservations = allowed_values(requirements, labels.CAPACITY_RESERVATION_ID, None)
     return LaunchRequest(
-        nodeclaim_name=meta["name"],
-        nodeclaim_uid=str(meta.get("uid") or meta["name"]),
-        nodepool_name=nodepool_name(claim),
+        nodeclaim_name=claim.name,
+        nodeclaim_uid=claim.uid or claim.name,
+        nodepool_name=claim.nodepool,
         nodeclass=nodeclass,
         instance_types=list(candidates),
         zones=frozenset(zones) if zones is not None else None,
         # Karpenter's default when a NodePool says nothing about capacity type: on-demand.
         capacity_types=frozenset(capacity_types or {labels.CAPACITY_TYPE_ON_DEMAND}),
-        labels=dict(meta.get("labels") or {}),
-        taints=list(spec.get("taints") or []),
-        startup_taints=list(spec.get("startupTaints") or []),
-        kubelet=_kubelet_overrides(claim) or None,
+        labels=dict(claim.labels),
+        taints=list(claim.taints),
+        startup_taints=list(claim.startup_taints),
+        kubelet=_kubelet_overrides(claim.raw) or None,
         reservation_ids=frozenset(reservations) if reservations is not None else None,
-        prioritized=(meta.get("annotations") or {}).get(PRICE_OVERLAY_APPLIED) == "true",
+        prioritized=claim.annotations.get(PRICE_OVERLAY_APPLIED) == "true",
         fresh=fresh,
     )
 
@@ -314,10 +318,10 @@ def allowed_values(
 
 
 def record_launch(
-    ctx: Context, claim: dict[str, Any], result: LaunchResult, candidates: Sequence[InstanceType]
+    ctx: Context, claim: ClaimView, result: LaunchResult, candidates: Sequence[InstanceType]
 ) -> None:
     """Labels for the chosen type/zone/capacity type; status: providerID, instanceID, capacity, Launched."""
-    name = nodeclaims.name_of(claim)
+    name = claim.name
     chosen = next((t for t in candidates if t.name == result.instance_type), None)
     type_labels = dict(chosen.labels) if chosen is not None else {}
     new_labels = {
@@ -340,7 +344,7 @@ def record_launch(
             }
         )
     ctx.cluster.patch_nodeclaim(name, {"metadata": {"labels": new_labels}})
-    status = dict(claim.get("status") or {})
+    status = claim.status_to_write()
     status.update(
         {
             "providerID": nodeclaims.make_provider_id(result.zone, result.instance_id),
@@ -423,13 +427,11 @@ def _mark_not_launched(ctx: Context, claim: dict[str, Any], reason: str, message
     ctx.cluster.patch_nodeclaim_status(nodeclaims.name_of(claim), status)
 
 
-def _fail(
-    ctx: Context, claim: dict[str, Any], code: str, message: str, failure_class: str = ""
-) -> LaunchFailure:
+def _fail(ctx: Context, claim: ClaimView, code: str, message: str, failure_class: str = "") -> LaunchFailure:
     """A launch that cannot succeed: event, log, and the NodeClaim goes (no instance exists).
     ``failure_class``: when several codes made it fail (``cloud.errors.launch_failure_class``)."""
-    name = nodeclaims.name_of(claim)
-    ctx.cluster.record_event(claim, "LaunchFailed", message, event_type="Warning")
+    name = claim.name
+    ctx.cluster.record_event(claim.raw, "LaunchFailed", message, event_type="Warning")
     ctx.logger.warning("launch failed", extra={"nodeclaim": name, "code": code, "error": message})
     termination.finish_unlaunched(ctx, name)
-    return LaunchFailure(name, nodepool_name(claim), code, message, failure_class)
+    return LaunchFailure(name, claim.nodepool, code, message, failure_class)

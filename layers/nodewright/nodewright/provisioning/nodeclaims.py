@@ -16,7 +16,7 @@ from typing import Any
 from nodewright.api import labels
 from nodewright.api.conversion_review import KUBELET_ANNOTATION
 from nodewright.api.hashing import nodeclaim_annotations
-from nodewright.api.models import INITIALIZED, LAUNCHED, REGISTERED
+from nodewright.api.models import INITIALIZED, LAUNCHED, REGISTERED, NodePool
 from nodewright.api.overlays import PRICE_OVERLAY_APPLIED
 from nodewright.cluster.objects import condition, format_time, is_deleting, name_of, set_condition
 from nodewright.cluster.objects import nodeclaim_instance_id as instance_id
@@ -57,14 +57,15 @@ def new_name(nodepool: str) -> str:
 def build(
     *,
     name: str,
-    nodepool: Mapping[str, Any],
+    nodepool: NodePool,
     requirements: list[dict[str, Any]],
     requests: Mapping[str, str],
     nodeclass: Mapping[str, Any] | None = None,
     min_values_relaxed: bool = False,
     price_overlay: bool = False,
 ) -> dict[str, Any]:
-    """A NodeClaim for ``nodepool`` (its v1 dict) with the plan's requirements and resource requests.
+    """A NodeClaim for ``nodepool`` (the typed NodePool, ``World.nodepool_model``) with the plan's
+    requirements and resource requests.
 
     Annotated with the static-drift hashes of the NodePool and its EC2NodeClass (``api.hashing``),
     and, as Karpenter annotates every NodeClaim it creates, ``karpenter.sh/nodeclaim-min-values-relaxed``:
@@ -76,38 +77,32 @@ def build(
     (``Requirements.node_labels``, Karpenter's ``Requirements.Labels()``: a value pinned by a
     single-valued ``In``, and one allowed value of every custom key), so the node the kubelet
     registers carries them from the start and satisfies its NodePool (requirement drift).
+
+    The spec is the template's as the model reads it, Karpenter v1's defaults applied (as the API
+    server applies the CRD's to the stored NodePool and to the NodeClaim written).
     """
 
-    pool_meta = nodepool.get("metadata") or {}
-    template = (nodepool.get("spec") or {}).get("template") or {}
-    template_meta = template.get("metadata") or {}
-    template_spec = template.get("spec") or {}
+    template = nodepool.spec.template
     claim_requirements = Requirements.from_k8s(requirements)
-    claim_labels: dict[str, str] = {
-        **dict(template_meta.get("labels") or {}),
-        **claim_requirements.node_labels(),
-    }
-    claim_labels[labels.NODEPOOL] = pool_meta["name"]
-    node_class = (template_spec.get("nodeClassRef") or {}).get("name")
+    claim_labels: dict[str, str] = {**template.metadata.labels, **claim_requirements.node_labels()}
+    claim_labels[labels.NODEPOOL] = nodepool.name
+    node_class = template.spec.node_class_ref.name
     if node_class:
-        claim_labels[labels.EC2NODECLASS] = str(node_class)  # as Karpenter labels every NodeClaim and Node
+        claim_labels[labels.EC2NODECLASS] = node_class  # as Karpenter labels every NodeClaim and Node
     claim_labels[labels.INSTANCE_TENANCY] = _tenancy(claim_requirements)
     spec: dict[str, Any] = {
-        "nodeClassRef": dict(template_spec.get("nodeClassRef") or {}),
+        **template.spec.to_dict(),
         "requirements": requirements,
         "resources": {"requests": dict(requests)},
     }
-    for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
-        if template_spec.get(key) is not None:
-            spec[key] = template_spec[key]
     annotations = {
-        **dict(template_meta.get("annotations") or {}),
+        **template.metadata.annotations,
         **nodeclaim_annotations(nodepool, nodeclass),
         labels.NODECLAIM_MIN_VALUES_RELAXED: "true" if min_values_relaxed else "false",
     }
     if price_overlay:  # a NodeOverlay priced a candidate: the launch ranks by those prices
         annotations[PRICE_OVERLAY_APPLIED] = "true"
-    kubelet = (pool_meta.get("annotations") or {}).get(KUBELET_ANNOTATION)
+    kubelet = nodepool.metadata.annotations.get(KUBELET_ANNOTATION)
     if kubelet:
         annotations[KUBELET_ANNOTATION] = kubelet  # a v1beta1 NodePool's kubelet, applied at launch
     metadata: dict[str, Any] = {
@@ -116,13 +111,13 @@ def build(
         "annotations": annotations,
         "finalizers": [labels.TERMINATION_FINALIZER],
     }
-    if pool_meta.get("uid"):
+    if nodepool.metadata.uid:
         metadata["ownerReferences"] = [
             {
                 "apiVersion": API_VERSION,
                 "kind": "NodePool",
-                "name": pool_meta["name"],
-                "uid": pool_meta["uid"],
+                "name": nodepool.name,
+                "uid": nodepool.metadata.uid,
                 "blockOwnerDeletion": True,
             }
         ]

@@ -22,11 +22,10 @@ and this pass replaces it; no pending pod is ever planned onto a new node of a s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from nodewright.cluster.objects import is_deleting, name_of
+from nodewright.cluster.objects import name_of
 from nodewright.provisioning import planning
 from nodewright.state import nodepools
 from nodewright.state.cost import disruption_cost
@@ -36,7 +35,7 @@ from nodewright.state.world import World
 if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.state.interfaces import Obj
-    from nodewright.state.views import ClaimView
+    from nodewright.state.views import ClaimView, PoolView
 
 
 @dataclass
@@ -56,13 +55,13 @@ def reconcile(ctx: Context, world: World, pools: nodepools.PoolTriage) -> Static
     if not ctx.settings.static_capacity:
         return report  # FieldsNotActedOn says so on each static NodePool (state.nodepools.triage)
     report.to_create = plan(world, pools, report)
-    for pool in world.nodepools:
-        if nodepools.is_static(pool) and not is_deleting(pool):
+    for pool in world.pool_views:
+        if nodepools.is_static(pool) and not pool.deleting:
             for claim in surplus(world, pool):
                 name = name_of(claim)
                 wanted = nodepools.replicas(pool)
                 ctx.cluster.record_event(
-                    claim, "Deprovisioning", f"NodePool {name_of(pool)} scaled down to {wanted} replicas"
+                    claim, "Deprovisioning", f"NodePool {pool.name} scaled down to {wanted} replicas"
                 )
                 ctx.cluster.delete_nodeclaim(name)
                 report.deleted.append(name)
@@ -85,10 +84,11 @@ def plan(
     why a NodePool that is short gets none goes into ``report.held``."""
     report = report if report is not None else StaticReport()
     wanted: list[planning.ClaimPlan] = []
-    for pool in pools.usable:
-        if not nodepools.is_static(pool):
+    for usable in pools.usable:
+        pool = world.pool_view(name_of(usable))
+        if pool is None or not nodepools.is_static(pool):
             continue
-        name = name_of(pool)
+        name = pool.name
         nodes = nodepools.static_nodes(world, name)
         short = (nodepools.replicas(pool) or 0) - len(nodes.active) - len(nodes.drifting)
         if short <= 0:
@@ -105,10 +105,10 @@ def plan(
     return wanted
 
 
-def surplus(world: World, pool: Mapping[str, Any]) -> list[Obj]:
+def surplus(world: World, pool: PoolView) -> list[Obj]:
     """The active NodeClaims of a static NodePool beyond its replicas, in Karpenter's deprovisioning
     order (see the module)."""
-    nodes = nodepools.static_nodes(world, name_of(dict(pool)))
+    nodes = nodepools.static_nodes(world, pool.name)
     excess = len(nodes.active) - (nodepools.replicas(pool) or 0)
     if excess <= 0:
         return []

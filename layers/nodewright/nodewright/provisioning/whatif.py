@@ -287,10 +287,10 @@ def plan_world(world: World, pending: list[dict[str, Any]], region: str, result:
     scaled = static.StaticReport()
     replicas = static.plan(world, verdicts, scaled)
     result.static_held = scaled.held
-    result.static_nodepools = sorted(nodeclaims.name_of(p) for p in world.nodepools if nodepools.is_static(p))
+    result.static_nodepools = sorted(p.name for p in world.pool_views if nodepools.is_static(p))
     result.static_scale_down = [
         nodeclaims.name_of(claim)
-        for pool in world.nodepools
+        for pool in world.pool_views
         if nodepools.is_static(pool)
         for claim in static.surplus(world, pool)
     ]

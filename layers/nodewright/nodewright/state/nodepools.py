@@ -26,14 +26,13 @@ from nodewright.api.features import (
     summary,
 )
 from nodewright.api.labels import DISRUPTED_TAINT_KEY
-from nodewright.api.models import static_replicas
-from nodewright.cluster.objects import is_deleting, name_of, set_condition
-from nodewright.state.world import World, nodeclass_name, nodepool_name
+from nodewright.cluster.objects import condition, name_of, set_condition
+from nodewright.state.world import World
 
 if TYPE_CHECKING:
     from nodewright.context import Context
     from nodewright.state.interfaces import Obj
-    from nodewright.state.views import ClaimView
+    from nodewright.state.views import ClaimView, PoolView
 
 VALIDATION_SUCCEEDED = "ValidationSucceeded"
 NODECLASS_READY = "NodeClassReady"
@@ -80,14 +79,13 @@ def triage(world: World, validate: Validator | None = None, *, static_capacity: 
     result = PoolTriage()
     nodeclass_errors = {name_of(c): validate(c) for c in world.nodeclasses}
     now = world.taken_at
-    for pool in sorted(world.nodepools, key=_weight_order):
-        name = name_of(pool)
-        if is_deleting(pool):
+    for pool in sorted(world.pool_views, key=_weight_order):
+        name = pool.name
+        if pool.deleting:
             result.skipped[name] = f"NodePool {name} is being deleted"
             continue
-        errors = validate(pool)
-        class_name = nodeclass_name(pool)
-        class_reason, class_problem = _nodeclass_problem(world, class_name, nodeclass_errors)
+        errors = validate(pool.raw)
+        class_reason, class_problem = _nodeclass_problem(world, pool.nodeclass, nodeclass_errors)
         status = _Conditions(pool, now)
         put = status.put
         if errors:
@@ -99,7 +97,7 @@ def triage(world: World, validate: Validator | None = None, *, static_capacity: 
         put(NODECLASS_READY, not class_problem, class_reason, class_problem)
         if class_problem and name not in result.skipped:
             result.skipped[name] = f"NodePool {name}: {class_problem}"
-        inert = not_acted_on(pool)
+        inert = not_acted_on(pool.raw)
         if not static_capacity and is_static(pool):
             inert.append(STATIC_CAPACITY_OFF)
         put(
@@ -114,16 +112,16 @@ def triage(world: World, validate: Validator | None = None, *, static_capacity: 
         if _changed(pool, conditions):
             result.changed.append(name)
         if ready:
-            result.usable.append(pool)
+            result.usable.append(pool.raw)
     return result
 
 
 class _Conditions:
-    """An object's status conditions being set at one moment, each stamped with its generation."""
+    """A NodePool's status conditions being set at one moment, each stamped with its generation."""
 
-    def __init__(self, obj: Mapping[str, Any], now: datetime) -> None:
-        self.conditions: list[Obj] = list((obj.get("status") or {}).get("conditions") or [])
-        self.generation = (obj.get("metadata") or {}).get("generation")
+    def __init__(self, pool: PoolView, now: datetime) -> None:
+        self.conditions: list[Obj] = pool.conditions_to_write()
+        self.generation = pool.generation
         self.now = now
 
     def put(self, kind: str, ok: bool, reason: str, message: str = "") -> None:
@@ -147,10 +145,7 @@ def _nodeclass_problem(world: World, name: str, errors: Mapping[str, list[str]])
         )
     if errors[name]:
         return "NodeClassNotReady", f"EC2NodeClass {name!r} is invalid: " + "; ".join(errors[name])
-    nodeclass = world.nodeclass(name) or {}
-    ready = next(
-        (c for c in (nodeclass.get("status") or {}).get("conditions") or [] if c.get("type") == READY), None
-    )
+    ready = condition(world.nodeclass(name) or {}, READY)
     if ready is not None and ready.get("status") == "False":
         return (
             "NodeClassNotReady",
@@ -163,15 +158,14 @@ def record(ctx: Context, world: World, verdicts: PoolTriage) -> None:
     """Write changed conditions to the NodePools' status; an event when a NodePool becomes unusable,
     and one when the fields it sets but Nodewright does not act on change."""
     for name in verdicts.changed:
-        pool = world.nodepool(name) or {"kind": "NodePool", "metadata": {"name": name}}
+        view = world.pool_view(name)
+        pool = view.raw if view is not None else {"kind": "NodePool", "metadata": {"name": name}}
         ctx.cluster.patch_nodepool_status(name, {"conditions": verdicts.conditions[name]})
         if name in verdicts.skipped:
             ctx.cluster.record_event(pool, "InvalidNodePool", verdicts.skipped[name], event_type="Warning")
             ctx.logger.warning("NodePool skipped", extra={"nodepool": name, "reason": verdicts.skipped[name]})
         inert = _message(verdicts.conditions[name], FIELDS_NOT_ACTED_ON, only_true=True)
-        if inert and inert != _message(
-            (pool.get("status") or {}).get("conditions") or [], FIELDS_NOT_ACTED_ON
-        ):
+        if inert and inert != _message(view.conditions if view is not None else [], FIELDS_NOT_ACTED_ON):
             ctx.cluster.record_event(pool, FIELDS_NOT_ACTED_ON, inert, event_type="Warning")
 
 
@@ -186,24 +180,22 @@ def usage(world: World, candidate_limit: int) -> dict[str, dict[str, float]]:
     """Resources each NodePool already holds: every live NodeClaim counts, launched or in flight
     (``charged_capacity``), and one ``nodes`` each."""
     by_pool: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for claim in world.nodeclaims:
-        pool = nodepool_name(claim)
-        if not pool or is_deleting(claim):
+    for claim in world.claim_views:
+        if not claim.nodepool or claim.deleting:
             continue
         for resource, amount in charged_capacity(world, claim, candidate_limit).items():
-            by_pool[pool][resource] += amount
-        by_pool[pool]["nodes"] += 1
+            by_pool[claim.nodepool][resource] += amount
+        by_pool[claim.nodepool]["nodes"] += 1
     return {pool: dict(resources) for pool, resources in by_pool.items()}
 
 
-def charged_capacity(world: World, claim: Mapping[str, Any], candidate_limit: int) -> dict[str, float]:
+def charged_capacity(world: World, claim: ClaimView, candidate_limit: int) -> dict[str, float]:
     """What a NodeClaim counts against its NodePool's limits: its capacity once launched, before
     that the largest candidate's (Karpenter charges in-flight claims with the largest type)."""
     from nodewright.scheduling.resources import parse_resources
 
-    recorded = (claim.get("status") or {}).get("capacity")
-    if recorded:
-        return {k: float(v) for k, v in parse_resources(recorded).items()}
+    if claim.capacity:
+        return {k: float(v) for k, v in parse_resources(claim.capacity).items()}
     candidates = world.candidates_for(claim, candidate_limit)
     keys: set[str] = set().union(*(c.capacity for c in candidates)) if candidates else set()
     return {k: float(max(c.capacity.get(k, 0) for c in candidates)) for k in keys}
@@ -212,23 +204,23 @@ def charged_capacity(world: World, claim: Mapping[str, Any], candidate_limit: in
 # --- static NodePools (``spec.replicas``) ---------------------------------------------------------
 
 
-def replicas(pool: Mapping[str, Any]) -> int | None:
+def replicas(pool: PoolView) -> int | None:
     """A static NodePool's ``spec.replicas``; None for a dynamic one."""
-    return static_replicas((pool.get("spec") or {}).get("replicas"))
+    return pool.replicas
 
 
-def is_static(pool: Mapping[str, Any]) -> bool:
+def is_static(pool: PoolView) -> bool:
     """Karpenter's ``IsStaticNodePool``: ``spec.replicas`` is set. Such a NodePool keeps that many
     nodes whatever the pods; no plan places pending pods on a new NodeClaim of it, consolidation and
     emptiness leave its nodes alone (``provisioning.static`` runs it)."""
     return replicas(pool) is not None
 
 
-def node_limit(pool: Mapping[str, Any]) -> int | None:
+def node_limit(pool: PoolView) -> int | None:
     """``spec.limits.nodes`` (the only limit a static NodePool may have), or None."""
     from nodewright.scheduling.resources import NODES, parse_resources
 
-    limit = parse_resources((pool.get("spec") or {}).get("limits")).get(NODES)
+    limit = parse_resources(pool.limits).get(NODES)
     return None if limit is None else int(limit)
 
 
@@ -262,28 +254,28 @@ def static_nodes(world: World, pool_name: str) -> StaticNodes:
     return found
 
 
-def static_room(pool: Mapping[str, Any], nodes: StaticNodes, wanted: int) -> int:
+def static_room(pool: PoolView, nodes: StaticNodes, wanted: int) -> int:
     """How many of ``wanted`` more NodeClaims ``limits.nodes`` lets the NodePool have (Karpenter's
     ``ReserveNodeCount``: active, drifting and deleting ones all count until they are gone)."""
     limit = node_limit(pool)
     return wanted if limit is None else max(0, min(wanted, limit - nodes.total))
 
 
-def static_template(world: World, pool: Mapping[str, Any]) -> tuple[Any, str]:
+def static_template(world: World, pool: PoolView) -> tuple[Any, str]:
     """The NodeClaim (the scheduling core's ``NewClaim``) one more replica of a static NodePool is,
     or None and why none can be launched (``scheduling.static.static_claim``)."""
     from nodewright.scheduling.static import static_claim
     from nodewright.state.snapshot import nodepool_input
 
-    (typed,) = world.nodepool_models([pool])
+    (typed,) = world.nodepool_models([pool.raw])
     return static_claim(nodepool_input(typed, world, {}))
 
 
-def static_drift_replacement(world: World, pool: Mapping[str, Any]) -> tuple[Any, str]:
+def static_drift_replacement(world: World, pool: PoolView) -> tuple[Any, str]:
     """The one-for-one replacement of a drifted node of a static NodePool (Karpenter's ``StaticDrift``),
     or None and why it waits: while the NodePool scales down (more nodes than replicas), or when
     ``limits.nodes`` leaves no room for the replacement beside the node it replaces."""
-    name = name_of(dict(pool))
+    name = pool.name
     nodes = static_nodes(world, name)
     wanted = replicas(pool) or 0
     if len(nodes.active) + len(nodes.drifting) > wanted:
@@ -295,21 +287,17 @@ def static_drift_replacement(world: World, pool: Mapping[str, Any]) -> tuple[Any
 
 def orphaned_claims(world: World) -> list[Obj]:
     """NodeClaims whose NodePool is gone or being deleted: they are deleted gracefully."""
-    live = {name_of(p) for p in world.nodepools if not is_deleting(p)}
-    return [
-        claim
-        for claim in world.nodeclaims
-        if not is_deleting(claim) and (pool := nodepool_name(claim)) and pool not in live
-    ]
+    live = {p.name for p in world.pool_views if not p.deleting}
+    return [c.raw for c in world.claim_views if not c.deleting and c.nodepool and c.nodepool not in live]
 
 
-def _weight_order(pool: Mapping[str, Any]) -> tuple[int, str]:
+def _weight_order(pool: PoolView) -> tuple[int, str]:
     """Higher ``spec.weight`` first, then by name, so plans are deterministic."""
-    return (-int((pool.get("spec") or {}).get("weight") or 0), name_of(dict(pool)))
+    return (-pool.weight, pool.name)
 
 
-def _changed(pool: Mapping[str, Any], conditions: Iterable[Mapping[str, Any]]) -> bool:
+def _changed(pool: PoolView, conditions: Iterable[Mapping[str, Any]]) -> bool:
     def essence(conds: Iterable[Mapping[str, Any]]) -> set[tuple[Any, ...]]:
         return {(c.get("type"), c.get("status"), c.get("reason"), c.get("message") or "") for c in conds}
 
-    return essence((pool.get("status") or {}).get("conditions") or []) != essence(conditions)
+    return essence(pool.conditions) != essence(conditions)

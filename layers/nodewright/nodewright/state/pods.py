@@ -330,6 +330,18 @@ def namespace_of(pod: Pod) -> str:
     return str(_meta(pod).get("namespace") or "default")
 
 
+def claim_names(pod: Pod) -> list[str]:
+    """The PersistentVolumeClaims (in its namespace) the pod mounts: each ``persistentVolumeClaim``
+    volume's, and each generic ephemeral volume's, which the API server names ``<pod>-<volume>``."""
+    names = []
+    for volume in _spec(pod).get("volumes") or ():
+        if (claim := volume.get("persistentVolumeClaim")) and claim.get("claimName"):
+            names.append(str(claim["claimName"]))
+        elif volume.get("ephemeral") is not None:
+            names.append(f"{_meta(pod).get('name')}-{volume.get('name')}")
+    return names
+
+
 def is_ready(pod: Pod) -> bool:
     """Condition ``Ready`` True."""
     return any(

@@ -157,7 +157,7 @@ def nodepool_input(pool: NodePool, world: World, in_use: Mapping[str, float]) ->
     )
 
 
-def candidates_for(world: World, claim: Mapping[str, Any]) -> list[InstanceType]:
+def candidates_for(world: World, claim: ClaimView) -> list[InstanceType]:
     """The NodeClaim's candidate types, cheapest first, at most ``MAX_CANDIDATE_TYPES``."""
     from nodewright.scheduling.results import MAX_CANDIDATE_TYPES
 
@@ -206,7 +206,7 @@ def in_flight_node(claim: ClaimView, world: World) -> Any:
     if claim.allocatable:
         allocatable = parse_resources(claim.allocatable)
     else:
-        candidates = candidates_for(world, claim.raw)
+        candidates = candidates_for(world, claim)
         keys = set().union(*(c.allocatable for c in candidates)) if candidates else set()
         allocatable = {k: min(c.allocatable.get(k, 0) for c in candidates) for k in keys}
     node_labels = {**Requirements.from_k8s(claim.requirements).labels(), **claim.labels}

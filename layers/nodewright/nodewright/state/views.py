@@ -1,5 +1,6 @@
-"""Typed views of the NodeClaims and Nodes a pass observes: what the flows read of them, as
-attributes, each object read once per ``World`` (``World.claim_views``, ``World.node_view_of``).
+"""Typed views of the NodeClaims, Nodes and NodePools a pass observes: what the flows read of them, as
+attributes, each object read once per ``World`` (``World.claim_views``, ``World.node_view_of``,
+``World.pool_views``).
 
 A view is for reading only. Its ``raw`` is the object as the API server returned it, which every
 write (patches, events, terminations) still takes. The fields a pass never changes (names, the
@@ -21,11 +22,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nodewright.api import labels
-from nodewright.api.models import INITIALIZED
+from nodewright.api.models import INITIALIZED, static_replicas
 from nodewright.cluster.objects import (
     condition,
     node_instance_id,
     nodeclaim_instance_id,
+    nodeclass_name,
     parse_time,
 )
 
@@ -69,9 +71,16 @@ class _View:
         """Whether it is being deleted and ``finalizer`` still holds it."""
         return self.deleting and finalizer in self.finalizers
 
+    @property
+    def conditions(self) -> list[dict[str, Any]]:
+        """The status conditions as written (read through ``raw``); a writer starts from
+        ``conditions_to_write``."""
+        found: list[dict[str, Any]] = (self.raw.get("status") or {}).get("conditions") or []
+        return found
+
     def conditions_to_write(self) -> list[dict[str, Any]]:
         """A copy of each status condition, for a writer to keep current and patch back."""
-        return [dict(c) for c in (self.raw.get("status") or {}).get("conditions") or []]
+        return [dict(c) for c in self.conditions]
 
     def condition_status(self, kind: str) -> str | None:
         """The status of the condition of type ``kind`` as written ("True", "False", "Unknown"; None
@@ -97,6 +106,8 @@ class ClaimView(_View):
     """A NodeClaim as the flows read it."""
 
     nodepool: str  # its karpenter.sh/nodepool label ('' when absent)
+    nodeclass: str  # spec.nodeClassRef.name ('' when absent)
+    uid: str  # metadata.uid ('' until the API server has stored it)
     instance_id: str | None  # status.instanceID, else the instance of status.providerID
     creation_timestamp: str  # as written ('' when absent): the flows order NodeClaims by it
     created: datetime | None
@@ -110,6 +121,7 @@ class ClaimView(_View):
     startup_taints: list[dict[str, Any]]  # spec.startupTaints
     requests: dict[str, Any]  # spec.resources.requests
     allocatable: dict[str, Any] | None  # status.allocatable (None until launched)
+    capacity: dict[str, Any] | None  # status.capacity (None until launched)
 
     @classmethod
     def of(cls, claim: Obj) -> ClaimView:
@@ -122,6 +134,8 @@ class ClaimView(_View):
             name=str(meta.get("name", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             nodepool=str((meta.get("labels") or {}).get(labels.NODEPOOL) or ""),
+            nodeclass=nodeclass_name(claim),
+            uid=str(meta.get("uid") or ""),
             instance_id=nodeclaim_instance_id(claim),
             creation_timestamp=stamp,
             created=parse_time(stamp),
@@ -135,6 +149,7 @@ class ClaimView(_View):
             startup_taints=spec.get("startupTaints") or [],
             requests=(spec.get("resources") or {}).get("requests") or {},
             allocatable=status.get("allocatable") or None,
+            capacity=status.get("capacity") or None,
         )
 
     @property
@@ -183,6 +198,36 @@ class NodeView(_View):
         return any(t.get("key") == key and (effect is None or t.get("effect") == effect) for t in self.taints)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PoolView(_View):
+    """A NodePool as the triage reads it (``state.nodepools``): what it reads of every NodePool,
+    valid or not, to judge it. A NodePool that passed the triage is read through the typed
+    ``api.models.NodePool`` (``World.nodepool_model``), which assumes the API server's schema."""
+
+    generation: int | None  # metadata.generation (what its conditions observe)
+    weight: int  # spec.weight (0 when absent)
+    nodeclass: str  # spec.template.spec.nodeClassRef.name ('' when absent)
+    replicas: int | None  # spec.replicas when it is a count (a static NodePool), else None
+    limits: dict[str, Any]  # spec.limits as written
+    template_labels: dict[str, str]  # spec.template.metadata.labels as written
+
+    @classmethod
+    def of(cls, pool: Obj) -> PoolView:
+        meta = _meta(pool)
+        spec = pool.get("spec") or {}
+        return cls(
+            raw=pool,
+            name=str(meta.get("name", "")),
+            deleting=bool(meta.get("deletionTimestamp")),
+            generation=meta.get("generation"),
+            weight=int(spec.get("weight") or 0),
+            nodeclass=nodeclass_name(pool),
+            replicas=static_replicas(spec.get("replicas")),
+            limits=spec.get("limits") or {},
+            template_labels=((spec.get("template") or {}).get("metadata") or {}).get("labels") or {},
+        )
+
+
 _Instanced = TypeVar("_Instanced", ClaimView, NodeView)
 
 
@@ -195,4 +240,4 @@ def by_instance_id(views: Iterable[_Instanced]) -> dict[str, _Instanced]:
     return {view.instance_id: view for view in views if view.instance_id}
 
 
-__all__ = ["ClaimView", "NodeView", "by_instance_id"]
+__all__ = ["ClaimView", "NodeView", "PoolView", "by_instance_id"]

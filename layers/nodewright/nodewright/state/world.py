@@ -37,8 +37,9 @@ from nodewright.cluster.objects import (
     labels_of,
     name_of,
     nodeclaim_instance_id,
+    nodeclass_name,
 )
-from nodewright.state.views import ClaimView, NodeView, by_instance_id
+from nodewright.state.views import ClaimView, NodeView, PoolView, by_instance_id
 
 if TYPE_CHECKING:
     from nodewright.cloud.pricetable import PriceTable
@@ -120,6 +121,16 @@ class World:
             found.append(typed if typed is not None else NodePool.from_dict(dict(pool)))
         return found
 
+    @cached_property
+    def pool_views(self) -> list[PoolView]:
+        """Every NodePool as the typed ``state.views.PoolView`` (what the triage reads of it, valid
+        or not), in ``nodepools`` order, each read once per pass."""
+        return [PoolView.of(p) for p in self.nodepools]
+
+    def pool_view(self, name: str) -> PoolView | None:
+        """The NodePool ``name`` as its ``state.views.PoolView``."""
+        return self._pool_views_by_name.get(name)
+
     def nodepool_of(self, obj: Mapping[str, Any]) -> Obj | None:
         """The NodePool a NodeClaim or Node belongs to (its ``karpenter.sh/nodepool`` label)."""
         name = nodepool_name(obj)
@@ -193,29 +204,25 @@ class World:
             from nodewright.state.overlays import PoolFacts, resolve
 
             pools = {
-                name_of(p): PoolFacts(
-                    (((p.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {},
-                    self.instance_types(nodeclass_name(p)),
-                )
-                for p in self.nodepools
-                if self.nodeclass_of(p) is not None
+                p.name: PoolFacts(p.template_labels, self.instance_types(p.nodeclass))
+                for p in self.pool_views
+                if p.nodeclass and self.nodeclass(p.nodeclass) is not None
             }
             facts.overlays = resolve([from_manifest(o) for o in self.nodeoverlays], pools)
         return facts.overlays
 
-    def candidates_for(self, claim: Mapping[str, Any], limit: int) -> list[InstanceType]:
+    def candidates_for(self, claim: ClaimView, limit: int) -> list[InstanceType]:
         """A NodeClaim's candidate types: its ``node.kubernetes.io/instance-type In`` list in its
         order (cheapest first), those its NodePool (its EC2NodeClass, as the overlays change it) still
         offers, at most ``limit``."""
-        pool = nodepool_name(claim)
-        types = (
-            self.pool_instance_types(pool)
-            if pool and self.nodepool(pool)
-            else self.instance_types(nodeclass_name(claim))
-        )
+        pool = claim.nodepool
+        if pool and self.nodepool(pool):
+            types = self.pool_instance_types(pool)
+        else:
+            types = self.instance_types(claim.nodeclass)
         by_name = {t.name: t for t in types}
         allowed: list[str] = []
-        for requirement in (claim.get("spec") or {}).get("requirements") or []:
+        for requirement in claim.requirements:
             if requirement.get("key") == labels.INSTANCE_TYPE and requirement.get("operator") == "In":
                 allowed = [str(v) for v in requirement.get("values") or []]
         if not allowed:
@@ -362,12 +369,17 @@ class World:
         # The same objects: their views are this world's (where ``cached_property`` keeps them).
         derived.__dict__["claim_views"] = claims
         derived.__dict__["node_views"] = nodes
+        derived.__dict__["pool_views"] = self.pool_views
         return derived
 
     # -- indexes -------------------------------------------------------------------------------------
     @cached_property
     def _nodepools_by_name(self) -> dict[str, Obj]:
         return {name_of(p): p for p in self.nodepools}
+
+    @cached_property
+    def _pool_views_by_name(self) -> dict[str, PoolView]:
+        return {p.name: p for p in self.pool_views}
 
     @cached_property
     def _node_views_by_instance_id(self) -> dict[str, NodeView]:
@@ -408,15 +420,6 @@ def nodeclaims_by_instance_id(nodeclaims: Iterable[Obj]) -> dict[str, Obj]:
 def nodepool_name(obj: Mapping[str, Any]) -> str:
     """The ``karpenter.sh/nodepool`` label of a NodeClaim or Node ('' when absent)."""
     return str(labels_of(obj).get(labels.NODEPOOL) or "")
-
-
-def nodeclass_name(obj: Mapping[str, Any]) -> str:
-    """The EC2NodeClass name a NodeClaim (``spec.nodeClassRef``) or a NodePool
-    (``spec.template.spec.nodeClassRef``) refers to; '' when the reference is missing."""
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == "NodePool" or "template" in spec:
-        spec = (spec.get("template") or {}).get("spec") or {}
-    return str((spec.get("nodeClassRef") or {}).get("name") or "")
 
 
 @contextlib.contextmanager

@@ -49,7 +49,7 @@ from nodewright.state.views import ClaimView, NodeView, by_instance_id
 from nodewright.state.world import INVOLUNTARY_ANNOTATION
 from nodewright.termination import conditions, drivers
 from nodewright.termination.drain import DrainPass, drain_pass
-from nodewright.termination.volumes import blocking_attachments
+from nodewright.termination.volumes import attached_to, blocking_attachments
 
 if TYPE_CHECKING:
     from nodewright.context import Context
@@ -259,9 +259,7 @@ def _volumes_detached(ctx: Context, term: Termination, node: dict[str, Any]) -> 
         return True
     name = term.node or ""
     now = ctx.clock.now()
-    attached = [
-        va for va in ctx.cluster.list_volume_attachments() if (va.get("spec") or {}).get("nodeName") == name
-    ]
+    attached = [a.raw for a in attached_to(name, ctx.cluster.list_volume_attachments())]
     waiting = (  # the pods and their claims are read only when something is attached
         blocking_attachments(
             name,

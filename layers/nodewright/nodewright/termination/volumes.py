@@ -19,12 +19,37 @@ The wait is bounded by the NodeClaim's ``terminationGracePeriod``, as the drain 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from nodewright.state.pods import is_drainable
+from nodewright.scheduling.model import pvc_from_k8s
+from nodewright.state.pods import claim_names, is_drainable, namespace_of
 
 Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A VolumeAttachment as the termination reads it."""
+
+    raw: Obj
+    node_name: str | None  # spec.nodeName
+    persistent_volume: str | None  # spec.source.persistentVolumeName (None: an inline volume)
+
+    @classmethod
+    def of(cls, attachment: Obj) -> Attachment:
+        spec = attachment.get("spec") or {}
+        return cls(
+            raw=attachment,
+            node_name=spec.get("nodeName"),
+            persistent_volume=(spec.get("source") or {}).get("persistentVolumeName") or None,
+        )
+
+
+def attached_to(node_name: str, attachments: Iterable[Obj]) -> list[Attachment]:
+    """The VolumeAttachments bound to the node ``node_name``."""
+    return [a for a in map(Attachment.of, attachments) if a.node_name == node_name]
 
 
 def blocking_attachments(
@@ -36,37 +61,16 @@ def blocking_attachments(
 ) -> list[Obj]:
     """The VolumeAttachments bound to ``node_name`` that the instance must wait for (see the module);
     ``pods``: the pods bound to the node; ``claims``: the PersistentVolumeClaims they may use."""
-    on_node = [va for va in attachments if (va.get("spec") or {}).get("nodeName") == node_name]
+    on_node = attached_to(node_name, attachments)
     if not on_node:
         return []
-    claims_by_key = {
-        ((c.get("metadata") or {}).get("namespace") or "default", (c.get("metadata") or {}).get("name")): c
-        for c in claims
-    }
+    volumes = {(c.namespace, c.name): c.volume_name for c in map(pvc_from_k8s, claims)}
     staying = set()
     for pod in pods:
         if is_drainable(pod, now):
             continue
-        for claim_key in _claim_keys(pod):
-            volume = ((claims_by_key.get(claim_key) or {}).get("spec") or {}).get("volumeName")
-            if volume:
+        namespace = namespace_of(pod)
+        for claim in claim_names(pod):
+            if volume := volumes.get((namespace, claim)):
                 staying.add(volume)
-    return [
-        va
-        for va in on_node
-        if (pv := ((va.get("spec") or {}).get("source") or {}).get("persistentVolumeName"))
-        and pv not in staying
-    ]
-
-
-def _claim_keys(pod: Obj) -> list[tuple[str, str]]:
-    """(namespace, claim name) of each PersistentVolumeClaim the pod mounts."""
-    meta = pod.get("metadata") or {}
-    namespace = meta.get("namespace") or "default"
-    keys = []
-    for volume in (pod.get("spec") or {}).get("volumes") or ():
-        if (claim := volume.get("persistentVolumeClaim")) and claim.get("claimName"):
-            keys.append((namespace, str(claim["claimName"])))
-        elif volume.get("ephemeral") is not None:
-            keys.append((namespace, f"{meta.get('name')}-{volume.get('name')}"))
-    return keys
+    return [a.raw for a in on_node if a.persistent_volume and a.persistent_volume not in staying]
