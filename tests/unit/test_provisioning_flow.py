@@ -1096,6 +1096,34 @@ def test_nominated_events_go_out_at_karpenter_s_rate_and_the_rest_in_later_passe
     assert len([e for e in cluster.events if e[2] == "Nominated"]) == 25
 
 
+class MovingClock(FakeClock):
+    """A clock that moves a microsecond at every read, as the real one does between two reads."""
+
+    def monotonic(self) -> float:
+        self.mono += 1e-6
+        return self.mono
+
+
+def test_a_nominated_event_goes_out_on_a_clock_that_moves_between_reads(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limiter's check read ``now`` for its deadline, then the bucket read ``now`` again: on any
+    clock that moved in between (the real one always does) the token was "due" after the deadline
+    and every ``Nominated`` event was dropped, the first of an empty bucket too (``bench latency``,
+    which waited for them, hung). Karpenter's recorder takes a token if one is there (client-go's
+    ``TryAccept``), whatever the clock."""
+    ctx, cluster, _cloud = world
+    clock = MovingClock()
+    bucket = TokenBucket(flow.NOMINATED_EVENTS_PER_SECOND, flow.NOMINATED_EVENTS_BURST, clock=clock)
+    monkeypatch.setattr(flow, "_nominated_events", bucket)
+    cluster.add("Pod", pending_pod("p0"))
+
+    report = flow.provision(ctx)
+
+    assert list(report.nominated) == ["default/p0"]
+    assert [e[1] for e in cluster.events if e[2] == "Nominated"] == ["p0"]
+
+
 # --- pods of deleting nodes that can never be evicted (issue 24, defect 1) -----------------------
 
 PDB_BLOCKERS: dict[str, list[dict[str, Any]]] = {

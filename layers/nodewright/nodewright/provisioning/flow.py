@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import termination
-from nodewright.cluster.errors import ClientThrottled
 from nodewright.cluster.ratelimit import TokenBucket
 from nodewright.provisioning import garbage, lifecycle, nodeclaims, planning, static
 from nodewright.provisioning.launch import Launched, Launches, LaunchFailure, create_and_launch
@@ -221,22 +220,12 @@ def record_pod_events(
             report.stopped = guard.out_of_time()
         if report.stopped is not None:
             return
-        if reason == "Nominated" and not _nomination_allowed():
+        if reason == "Nominated" and not _nominated_events.try_accept():
             continue
         _recent_events[dedup] = now
         ctx.cluster.record_event(pod, reason, message, event_type=kind)
         if kind == "Warning":
             ctx.logger.info("pod cannot be placed", extra={"pod": key, "reason": report.unschedulable[key]})
-
-
-def _nomination_allowed() -> bool:
-    """Whether Karpenter's nomination rate limit lets one more ``Nominated`` event through now."""
-    bucket = _nominated_events
-    try:
-        bucket.reserve("Nominated event", deadline=bucket.clock.monotonic())
-    except ClientThrottled:
-        return False
-    return True
 
 
 def publish_metrics(ctx: Context, report: PassReport) -> None:
