@@ -47,6 +47,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--verbose", action="store_true", help="say how the setup and the storm go, on stderr"
     )
     parser.add_argument("--keep-logs", type=Path, metavar="DIR", help="copy the functions' logs to DIR")
+    parser.add_argument(
+        "--setup-timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="give up when the storm's nodes and pods are not all up after this long (default 900)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -118,7 +125,9 @@ def _throughput(messages: int) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     figures: dict[str, Any] = _throughput(args.messages) if args.messages else {}
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.verbose else None
-    storm = Storm(args.nodes, args.pods, say=say, keep_logs=args.keep_logs).run()
+    storm = Storm(args.nodes, args.pods, say=say, keep_logs=args.keep_logs).run(
+        setup_timeout=args.setup_timeout
+    )
     figures.update(storm)
     samples = {k: figures.pop(k) for k in ("cordonedSeconds", "drainedSeconds")}
     print_figures(figures, args.json, sort_keys=False)

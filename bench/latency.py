@@ -1,9 +1,9 @@
 """Pending pod → CreateFleet request latency of the real provisioner handler in the sandbox (p50/p99).
 
 Each burst creates ``--pods`` pods (1 CPU / 1 GiB, nothing fits them), records when each was
-created and when the CreateFleet request for the NodeClaim it was nominated to left the process
-(a botocore hook on the provider's own EC2 client), then deletes the pods and NodeClaims and waits
-until the cluster is empty again. Bursts start at staggered moments, so they sample every phase of
+created and when the CreateFleet request for the NodeClaim whose node it is then bound to left the
+process (a botocore hook on the provider's own EC2 client), then deletes the pods and NodeClaims and
+waits until the cluster is empty again. Bursts start at staggered moments, so they sample every phase of
 the provisioner's poll. One warm-up burst (the first catalog load) is not counted.
 
 From ``BURST_PODS`` pods on, a burst needs many nodes: its pods keep apart in groups
@@ -419,8 +419,13 @@ def burst_pod(name: str, index: int, count: int) -> dict[str, Any]:
 
 
 def burst(story: Any, name: str, count: int, launches: Launches | None = None) -> list[float]:
-    """Create ``count`` pods, wait for their CreateFleet requests, clean up; the latencies."""
-    from nodewright.cluster.resources import EVENTS, NODECLAIMS, NODES, PODS
+    """Create ``count`` pods, wait until each is bound to a node whose NodeClaim's CreateFleet was
+    seen, clean up; the latencies (each pod's creation to that CreateFleet). The launch is read from
+    the binding and the NodeClaims (``claims_of_pods``), not from ``Nominated`` events: those go out
+    at Karpenter's rate and may legitimately never come for a pod."""
+    from nodewright.cluster.resources import NODECLAIMS, NODES, PODS
+
+    from sandbox.harness import claims_of_pods
 
     cluster = story.cluster
     created: dict[str, float] = {}
@@ -429,25 +434,22 @@ def burst(story: Any, name: str, count: int, launches: Launches | None = None) -
         cluster.create(PODS, pod, namespace="default")
         created[pod["metadata"]["name"]] = time.monotonic()
 
-    def nominated() -> dict[str, str]:
-        found = {}
-        for event in cluster.list(EVENTS, namespace="default"):
-            pod = event["involvedObject"]["name"]
-            if pod in created and event.get("reason") == "Nominated" and "nodeclaim/" in event["message"]:
-                found[pod] = event["message"].rsplit("nodeclaim/", 1)[1]
-        return found
+    def placed() -> dict[str, str]:
+        pods = [p for p in cluster.list(PODS, namespace="default") if p["metadata"]["name"] in created]
+        return claims_of_pods(pods, cluster.list(NODECLAIMS))
 
     def launched() -> bool:
-        claims = nominated()
+        claims = placed()
         fleets = {claim for _, claim in story.fleet_calls}
         return len(claims) == count and set(claims.values()) <= fleets
 
-    story.wait_for(f"burst {name} launched", launched, timeout=120)
+    if not story.wait_for(f"burst {name} launched", launched, timeout=120):
+        raise RuntimeError(f"burst {name}: {len(placed())} of {count} pods on a launched node after 120 s")
     fleet_at: dict[str, float] = {}
     for moment, claim in story.fleet_calls:
         fleet_at.setdefault(claim, moment)
-    claims = nominated()
-    latencies = [fleet_at[claim] - created[pod] for pod, claim in claims.items() if claim in fleet_at]
+    claims = placed()
+    latencies = [fleet_at[claim] - created[pod] for pod, claim in claims.items()]
     if launches is not None and count >= BURST_PODS:
         story.wait_for(
             f"burst {name}'s CreateFleet answered",
@@ -459,9 +461,11 @@ def burst(story: Any, name: str, count: int, launches: Launches | None = None) -
         cluster.delete(PODS, pod_name, namespace="default", grace_period_seconds=0)
     for claim in cluster.list(NODECLAIMS):
         cluster.delete(NODECLAIMS, claim["metadata"]["name"])
-    story.wait_for(
+    cleaned = story.wait_for(
         f"burst {name} cleaned up",
         lambda: not cluster.list(NODECLAIMS) and not cluster.list(NODES),
         timeout=120,
     )
+    if not cleaned:  # the next burst's pods would land on what is left and time an old launch
+        raise RuntimeError(f"burst {name}: NodeClaims or nodes still there 120 s after its clean-up")
     return latencies

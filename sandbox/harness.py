@@ -212,6 +212,23 @@ class SandboxRun:
         return False
 
 
+def claims_of_pods(pods: list[dict[str, Any]], claims: list[dict[str, Any]]) -> dict[str, str]:
+    """Each bound pod's name → the NodeClaim whose node it is bound to (the claim's
+    ``status.nodeName``): which launch gave a pod its capacity, read from the scheduler's binding.
+    Not from the ``Nominated`` events: they go out at Karpenter's rate (5/s, burst 10), and one held
+    back for a pod that is bound before the next pass is never sent."""
+    claim_of_node = {
+        node: claim["metadata"]["name"]
+        for claim in claims
+        if (node := (claim.get("status") or {}).get("nodeName"))
+    }
+    return {
+        pod["metadata"]["name"]: claim_of_node[node]
+        for pod in pods
+        if (node := (pod.get("spec") or {}).get("nodeName")) in claim_of_node
+    }
+
+
 def seed_objects(story: SandboxRun) -> tuple[list[dict[str, Any]], list[str]]:
     """The seeds' EC2NodeClass and NodePools in v1 form (``nodewright convert``), with the gaps filled."""
     from nodewright.api.convert import convert_document

@@ -35,6 +35,7 @@ from sandbox.harness import (
     SEEDS,
     SandboxRun,
     WithoutMetricLines,
+    claims_of_pods,
     percentile,
     quiet_functions,
     seed_objects,
@@ -594,24 +595,21 @@ class Watcher:
 
 
 def pending_to_launch(
-    story: SandboxRun, pending_since: dict[str, float], claims: list[dict[str, Any]]
+    story: SandboxRun,
+    pending_since: dict[str, float],
+    pods: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
 ) -> list[float]:
-    """Per pod: seconds from first seen pending to the CreateFleet request of the NodeClaim it was
-    nominated to (from the ``Nominated`` events)."""
-    from nodewright.cluster.resources import EVENTS
-
+    """Per pod: seconds from first seen pending to the CreateFleet request of the NodeClaim whose
+    node it is bound to (``claims_of_pods``)."""
     fleet_at: dict[str, float] = {}
     for moment, claim in story.fleet_calls:
         fleet_at.setdefault(claim, moment)
-    latencies = []
-    for event in story.cluster.list(EVENTS, namespace="default"):
-        if event.get("reason") != "Nominated" or "nodeclaim/" not in event.get("message", ""):
-            continue
-        claim = event["message"].rsplit("nodeclaim/", 1)[1]
-        pod = event["involvedObject"]["name"]
-        if claim in fleet_at and pod in pending_since:
-            latencies.append(max(0.0, fleet_at[claim] - pending_since[pod]))
-    return latencies
+    return [
+        max(0.0, fleet_at[claim] - pending_since[pod])
+        for pod, claim in claims_of_pods(pods, claims).items()
+        if claim in fleet_at and pod in pending_since
+    ]
 
 
 def offering_prices(story: SandboxRun) -> dict[tuple[str, str, str], float]:
@@ -663,7 +661,7 @@ def render_summary(
         price = offerings.get((name, zone, capacity_type), 0.0)
         cost += price * count
         lines.append(f"  {name:<14} {zone:<12} {capacity_type:<10} {count:>5} {price:>9.4f}")
-    latencies = pending_to_launch(story, pending_since, claims)
+    latencies = pending_to_launch(story, pending_since, pods, claims)
     lines += [
         "",
         f"Cluster cost: ${cost:.4f}/h for {sum(groups.values())} node(s)",

@@ -1,9 +1,13 @@
 """A level-triggered reconcile loop in a thread, woken by watches.
 
-Every simulator reconciles from fresh lists (so it never drifts from the API server's truth).
-Between passes it sleeps until a watch on any resource it cares about reports an event, or
-``resync`` seconds pass. One watcher thread per watched path keeps a long watch open and only
-sets the wake-up flag; stopping shuts those streams down, so nothing lingers after :meth:`stop`.
+Every simulator reconciles from fresh lists (so it never drifts from the API server's truth), or,
+for the paths it names in ``informed_paths``, from an informer's cache: the objects of a full list
+kept up to date by the watch's events (``cached``), as a real controller or kubelet reads its
+informer rather than listing the cluster on every change. Between passes it sleeps until a watch on
+any resource it cares about reports an event, or ``resync`` seconds pass. One watcher thread per
+watched path keeps a long watch open, sets the wake-up flag and, for an informed path, applies the
+event to the cache (a watch that ends or expires lists again); stopping shuts those streams down,
+so nothing lingers after :meth:`stop`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class ReconcileLoop:
 
     name = "loop"
     watch_paths: tuple[str, ...] = ()
+    informed_paths: tuple[str, ...] = ()  # watched paths whose objects ``cached`` holds
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         self.kube = kube
@@ -36,7 +41,10 @@ class ReconcileLoop:
         self._threads: list[threading.Thread] = []
         self._streams: set[Any] = set()
         self._streams_lock = threading.Lock()
+        self._cache: dict[str, dict[str, dict[str, Any]]] = {}  # informed path → uid → object
+        self._cache_lock = threading.Lock()
         self.passes = 0
+        self.last_pass_seconds = 0.0
         self.errors = 0
         self.last_error: str | None = None
 
@@ -91,7 +99,7 @@ class ReconcileLoop:
                 self.errors += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s pass failed: %s", self.name, self.last_error)
-            took = time.monotonic() - began
+            took = self.last_pass_seconds = time.monotonic() - began
             if self._wake.wait(self.next_resync()) and not self._stop.is_set():
                 # A pass relists everything, so events arriving faster than passes end are batched:
                 # as long a pause as the pass took (a real controller's informer does O(1) per event).
@@ -103,6 +111,33 @@ class ReconcileLoop:
         if self._stop.is_set():
             stream.shutdown()
 
+    def cached(self, path: str) -> list[dict[str, Any]] | None:
+        """The informed ``path``'s objects as its watch has seen them (None until its first list)."""
+        with self._cache_lock:
+            objects = self._cache.get(path)
+            return None if objects is None else list(objects.values())
+
+    def _list_for_watch(self, path: str) -> str:
+        """The resourceVersion to watch ``path`` from; an informed path's cache filled from a full list."""
+        if path not in self.informed_paths:
+            return self.kube.list(path, limit=1)[1]
+        items, resource_version = self.kube.list(path)
+        with self._cache_lock:
+            self._cache[path] = {item["metadata"]["uid"]: item for item in items}
+        return resource_version
+
+    def _inform(self, path: str, event: dict[str, Any]) -> None:
+        obj = event.get("object") or {}
+        uid = (obj.get("metadata") or {}).get("uid")
+        if path not in self.informed_paths or not uid:
+            return
+        with self._cache_lock:
+            objects = self._cache.setdefault(path, {})
+            if event.get("type") == "DELETED":
+                objects.pop(uid, None)
+            elif event.get("type") in ("ADDED", "MODIFIED"):
+                objects[uid] = obj
+
     def _watch(self, path: str) -> None:
         while not self._stop.is_set():
             opened: list[Any] = []
@@ -112,10 +147,13 @@ class ReconcileLoop:
                 self._track(stream)
 
             try:
-                _, resource_version = self.kube.list(path, limit=1)
+                resource_version = self._list_for_watch(path)
+                if path in self.informed_paths:
+                    self._wake.set()  # the cache is (again) a full list: a pass reads it
                 for event in self.kube.watch(path, resource_version, WATCH_SECONDS, on_open=track):
                     if event.get("type") == "ERROR":  # e.g. 410 Gone: relist and watch again
                         break
+                    self._inform(path, event)
                     self._wake.set()
             except Exception as exc:  # a dropped stream, a server restart, a stop: relist or end
                 if not self._stop.is_set():

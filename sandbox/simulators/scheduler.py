@@ -191,7 +191,9 @@ class ClusterState:
 
     What every (pod, node) check would otherwise recompute is kept as it changes: each node's used
     requests, and the bound pods whose required anti-affinity repels others (a burst of 500 pending
-    pods made every pass sum and scan all bound pods once per pod and node)."""
+    pods made every pass sum and scan all bound pods once per pod and node); and, for the pass,
+    each node's allocatable and each pod's requests parsed once, as kube-scheduler keeps them in
+    its NodeInfo and PodInfo (600 pending pods over 200 nodes parsed them 120,000 times a pass)."""
 
     nodes: list[Node]
     bound: dict[str, list[Pod]] = field(default_factory=dict)  # node name -> active pods bound to it
@@ -200,6 +202,8 @@ class ClusterState:
     repelling: list[tuple[Pod, Node]] = field(default_factory=list)
     _by_name: dict[str, Node] = field(default_factory=dict)  # filled when a repelling pod is first added
     volumes: Volumes | None = None  # the pass's claims, PVs and classes (None: no pod mounts any)
+    _allocatable: dict[str, dict[str, Decimal]] = field(default_factory=dict)  # node name -> parsed
+    _requests: dict[int, tuple[Pod, Counter]] = field(default_factory=dict)  # id(pod) -> (pod, parsed)
 
     @classmethod
     def build(cls, nodes: list[Node], pods: list[Pod]) -> ClusterState:
@@ -211,6 +215,21 @@ class ClusterState:
                 state._add(pod, node_name)
         return state
 
+    def allocatable(self, node: Node) -> dict[str, Decimal]:
+        """``node_allocatable(node)``, parsed once a pass (read only)."""
+        name = node["metadata"]["name"]
+        if name not in self._allocatable:
+            self._allocatable[name] = node_allocatable(node)
+        return self._allocatable[name]
+
+    def requests(self, pod: Pod) -> Counter:
+        """``pod_requests(pod)``, parsed once a pass (read only); the pod is kept with it, so its id
+        stays its own for the pass."""
+        found = self._requests.get(id(pod))
+        if found is None or found[0] is not pod:
+            found = self._requests[id(pod)] = (pod, pod_requests(pod))
+        return found[1]
+
     def used(self, node_name: str) -> Counter:
         """The requests of the pods bound to ``node_name`` (read only: the state's own count)."""
         return self._used.get(node_name) or Counter()
@@ -221,7 +240,7 @@ class ClusterState:
 
     def _add(self, pod: Pod, node_name: str) -> None:
         self.bound.setdefault(node_name, []).append(pod)
-        self._used.setdefault(node_name, Counter()).update(pod_requests(pod))
+        self._used.setdefault(node_name, Counter()).update(self.requests(pod))
         if _terms(pod, "podAntiAffinity"):
             if not self._by_name:
                 self._by_name = {n["metadata"]["name"]: n for n in self.nodes}
@@ -336,12 +355,12 @@ def filter_node(pod: Pod, node: Node, state: ClusterState) -> list[str]:
     if taint is not None:
         return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"]
     name = node["metadata"]["name"]
-    allocatable = node_allocatable(node)
+    allocatable = state.allocatable(node)
     used = state.used(name)
     reasons = []
     if len(state.bound.get(name, [])) + 1 > allocatable.get("pods", Decimal(110)):
         reasons.append("Too many pods")
-    for resource, amount in sorted(pod_requests(pod).items()):
+    for resource, amount in sorted(state.requests(pod).items()):
         if amount > 0 and used[resource] + amount > allocatable.get(resource, Decimal(0)):
             reasons.append(f"Insufficient {resource}")
     if reasons:
@@ -359,8 +378,8 @@ def filter_node(pod: Pod, node: Node, state: ClusterState) -> list[str]:
 
 def _score(pod: Pod, node: Node, state: ClusterState) -> float:
     """LeastAllocated: the mean free fraction of cpu and memory after placing the pod."""
-    allocatable = node_allocatable(node)
-    used = state.used(node["metadata"]["name"]) + pod_requests(pod)
+    allocatable = state.allocatable(node)
+    used = state.used(node["metadata"]["name"]) + state.requests(pod)
     fractions = [
         float(1 - used[r] / allocatable[r]) for r in ("cpu", "memory") if allocatable.get(r, Decimal(0)) > 0
     ]

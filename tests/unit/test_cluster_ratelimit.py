@@ -77,6 +77,18 @@ def test_a_wait_past_the_deadline_is_refused_at_once_and_takes_no_token() -> Non
     assert bucket.wait("second", deadline=clock.monotonic() + 1.0) == pytest.approx(1.0)
 
 
+def test_try_accept_takes_a_token_that_is_there_and_refuses_without_waiting_when_none_is() -> None:
+    """client-go's ``TryAccept`` (Karpenter's recorder drops a rate-limited event through it): the
+    burst goes through at once, then one per ``1/qps``; a refusal takes nothing and never sleeps."""
+    clock = FakeClock()
+    bucket = TokenBucket(qps=5, burst=10, clock=clock)
+    assert [bucket.try_accept() for _ in range(11)] == [True] * 10 + [False]
+    clock.advance(0.2)
+    assert [bucket.try_accept(), bucket.try_accept()] == [True, False]
+    assert clock.slept == []
+    assert (bucket.requests, bucket.waits) == (11, 0)
+
+
 def test_the_bucket_is_shared_safely_by_threads() -> None:
     """Many threads at once never get more than burst + rate x time through (counted, not timed)."""
     clock = FakeClock()

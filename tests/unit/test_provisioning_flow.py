@@ -25,11 +25,13 @@ from fakes import (
 from nodewright.api import labels
 from nodewright.cloud.provider import LaunchResult
 from nodewright.cluster.objects import format_time
+from nodewright.cluster.ratelimit import TokenBucket
 from nodewright.context import Context
 from nodewright.provisioning import flow, garbage, lifecycle, nodeclaims, planning
 from nodewright.settings import Settings
 from nodewright.state import nodepools
 from nodewright.state.guard import WriteGuard
+from nodewright.state.world import observe
 from test_scheduling_support import catalog
 
 
@@ -74,6 +76,11 @@ def world(monkeypatch: pytest.MonkeyPatch) -> tuple[Context, FakeCluster, FakeCl
     monkeypatch.setattr(planning, "plan", StandInPlanner())
     garbage.reset_gc_clock(templates=True)
     monkeypatch.setattr(flow, "_recent_events", {})
+    monkeypatch.setattr(
+        flow,
+        "_nominated_events",
+        TokenBucket(flow.NOMINATED_EVENTS_PER_SECOND, flow.NOMINATED_EVENTS_BURST, clock=clock),
+    )
     return ctx, cluster, cloud
 
 
@@ -1061,6 +1068,60 @@ def test_a_pass_past_its_deadline_sends_no_pod_events(world: Any) -> None:
     assert report.nominated, "the pods were planned"
     assert [e for e in cluster.events if e[2] in ("Nominated", "FailedScheduling")] == []
     assert flow._recent_events == {}, "none counts as sent: the next pass sends them"
+
+
+def test_nominated_events_go_out_at_karpenter_s_rate_and_the_rest_in_later_passes(world: Any) -> None:
+    """A pass over n new pods wrote n ``Nominated`` events before it ended (a 500-node setup: 88 s of
+    a 168 s pass); Karpenter lets 5 a second through (burst 10) and drops the others."""
+    ctx, cluster, _cloud = world
+    for i in range(25):
+        cluster.add("Pod", pending_pod(f"p{i}"))
+
+    def nominated() -> set[str]:
+        return {e[1] for e in cluster.events if e[2] == "Nominated"}
+
+    report = flow.provision(ctx)
+
+    assert len(report.nominated) == 25, "every pod was planned"
+    assert len(nominated()) == flow.NOMINATED_EVENTS_BURST
+    # Later passes that find the pods still pending and nominated (the planner's in-flight claim).
+    world_now = observe(ctx)
+    pending = world_now.provisionable_pods()
+    ctx.clock.advance(1.0)
+    flow.record_pod_events(ctx, world_now, pending, report)
+    assert len(nominated()) == flow.NOMINATED_EVENTS_BURST + 5, "none sent twice; 5 more a second"
+    ctx.clock.advance(60.0)
+    flow.record_pod_events(ctx, world_now, pending, report)
+    assert nominated() == {f"p{i}" for i in range(25)}
+    assert len([e for e in cluster.events if e[2] == "Nominated"]) == 25
+
+
+class MovingClock(FakeClock):
+    """A clock that moves a microsecond at every read, as the real one does between two reads."""
+
+    def monotonic(self) -> float:
+        self.mono += 1e-6
+        return self.mono
+
+
+def test_a_nominated_event_goes_out_on_a_clock_that_moves_between_reads(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limiter's check read ``now`` for its deadline, then the bucket read ``now`` again: on any
+    clock that moved in between (the real one always does) the token was "due" after the deadline
+    and every ``Nominated`` event was dropped, the first of an empty bucket too (``bench latency``,
+    which waited for them, hung). Karpenter's recorder takes a token if one is there (client-go's
+    ``TryAccept``), whatever the clock."""
+    ctx, cluster, _cloud = world
+    clock = MovingClock()
+    bucket = TokenBucket(flow.NOMINATED_EVENTS_PER_SECOND, flow.NOMINATED_EVENTS_BURST, clock=clock)
+    monkeypatch.setattr(flow, "_nominated_events", bucket)
+    cluster.add("Pod", pending_pod("p0"))
+
+    report = flow.provision(ctx)
+
+    assert list(report.nominated) == ["default/p0"]
+    assert [e[1] for e in cluster.events if e[2] == "Nominated"] == ["p0"]
 
 
 # --- pods of deleting nodes that can never be evicted (issue 24, defect 1) -----------------------

@@ -24,7 +24,8 @@ from nodewright.context import Clock, SystemClock
 
 
 class TokenBucket:
-    """``burst`` tokens, refilled at ``qps`` per second; ``wait`` takes one (see the module docstring).
+    """``burst`` tokens, refilled at ``qps`` per second; ``wait`` takes one (see the module docstring),
+    ``try_accept`` one only if it is there now.
 
     ``requests``, ``waits`` and ``waited_seconds`` count what went through: how many requests, how
     many of them were held back and for how long in total (benches report them; tests assert on them).
@@ -65,6 +66,20 @@ class TokenBucket:
                 self.waits += 1
                 self.waited_seconds += wait
             return wait
+
+    def try_accept(self) -> bool:
+        """Take a token if one is there now, else take nothing and say no: client-go's ``TryAccept``,
+        through which Karpenter's event recorder drops a rate-limited event instead of waiting.
+        (Not ``reserve`` with ``now`` as its deadline: ``now`` read again inside is later, and on a
+        moving clock a token there now would be refused.)"""
+        with self._lock:
+            self._refill()
+            if self._tokens < 1.0:
+                return False
+            self._tokens -= 1.0
+            self.requests += 1
+            self._count(self.clock.now().timestamp())
+            return True
 
     def set_rate(self, qps: float, burst: int) -> tuple[float, int]:
         """Refill at ``qps`` with room for ``burst`` from now on (the tokens already there are kept,
