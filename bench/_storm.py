@@ -20,7 +20,7 @@ What is measured, from outside the functions:
   replacement or a provisioning pass) created it;
 * events acted on more than once (the functions' ``interruption handled`` log lines);
 * the functions' API server requests by second (each container logs its client's count,
-  ``nodewright.cluster.ratelimit.TokenBucket.by_second``, once per invocation) and DynamoDB writes
+  ``nodewright.ratelimit.TokenBucket.by_second``, once per invocation) and DynamoDB writes
   (the sandbox's IAM enforcement counts every call it allows).
 """
 

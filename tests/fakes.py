@@ -24,8 +24,8 @@ from nodewright.cloud.reservations import CapacityReservation
 from nodewright.cluster.client import EvictionOutcome, EvictionResult
 from nodewright.cluster.errors import Conflict
 from nodewright.cluster.objects import format_time
-from nodewright.cluster.ratelimit import TokenBucket
 from nodewright.cluster.resources import Resource
+from nodewright.ratelimit import TokenBucket
 
 if TYPE_CHECKING:
     from nodewright.context import Context

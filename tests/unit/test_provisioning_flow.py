@@ -25,9 +25,9 @@ from fakes import (
 from nodewright.api import labels
 from nodewright.cloud.provider import LaunchResult
 from nodewright.cluster.objects import format_time
-from nodewright.cluster.ratelimit import TokenBucket
 from nodewright.context import Context
 from nodewright.provisioning import flow, garbage, lifecycle, nodeclaims, planning
+from nodewright.ratelimit import TokenBucket
 from nodewright.settings import Settings
 from nodewright.state import nodepools
 from nodewright.state.guard import WriteGuard

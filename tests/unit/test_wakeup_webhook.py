@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fakes import FakeClock
+from nodewright.ratelimit import TokenBucket
 from nodewright.wakeup import events
 from nodewright.wakeup.webhook import (
     BURST,
@@ -18,7 +20,6 @@ from nodewright.wakeup.webhook import (
     SECRET_MAX_AGE_SECONDS,
     SECRET_MISS_REFRESH_SECONDS,
     PathSecrets,
-    TokenBucket,
     Webhook,
 )
 
@@ -42,14 +43,6 @@ class Recorder:
 
     def add_metric(self, name: str, unit: Any, value: float) -> None:
         self.metrics.append(name)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.mono = 100.0
-
-    def __call__(self) -> float:
-        return self.mono
 
 
 def failed_scheduling(**changes: Any) -> dict[str, Any]:
@@ -92,18 +85,17 @@ def admission_review(uid: str = "uid-1", **request: Any) -> str:
 
 
 @pytest.fixture
-def hook() -> tuple[Webhook, list[dict[str, Any]], Recorder, Clock]:
+def hook() -> tuple[Webhook, list[dict[str, Any]], Recorder, FakeClock]:
     sent: list[dict[str, Any]] = []
     recorder = Recorder()
-    clock = Clock()
+    clock = FakeClock(T0)
     webhook = Webhook(
         secrets=lambda: PathSecrets(SECRET),
         wake=sent.append,
         logger=recorder,
         metrics=recorder,
-        monotonic=clock,
-        now=lambda: T0,
-        limiter=TokenBucket(50.0, BURST, clock),
+        clock=clock,
+        limiter=TokenBucket(50.0, BURST, clock=clock),
     )
     return webhook, sent, recorder, clock
 
@@ -303,8 +295,7 @@ def test_a_failed_wakeup_is_counted_and_the_review_still_allowed_and_the_next_on
         wake=refuse,
         logger=recorder,
         metrics=recorder,
-        monotonic=clock,
-        now=lambda: T0,
+        clock=clock,
     )
     first = webhook.serve("POST", f"/{SECRET}/admit", admission_review())
     second = webhook.serve("POST", f"/{SECRET}/admit", admission_review())
@@ -323,9 +314,7 @@ def test_an_unreadable_or_short_secret_refuses_everything_with_503(hook: Any) ->
         raise RuntimeError("AccessDenied")
 
     for source in (unreadable, lambda: PathSecrets("short")):
-        webhook = Webhook(
-            secrets=source, wake=sent.append, logger=recorder, metrics=recorder, monotonic=clock
-        )
+        webhook = Webhook(secrets=source, wake=sent.append, logger=recorder, metrics=recorder, clock=clock)
         assert webhook.serve("POST", "/short/admit", admission_review()).status == 503
     assert sent == []
 
@@ -352,7 +341,7 @@ def test_a_conversion_review_on_the_convert_path_is_converted_with_the_stacks_no
         logger=recorder,
         metrics=recorder,
         node_role="NodewrightNode-demo",
-        monotonic=clock,
+        clock=clock,
     )
     review = {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -442,23 +431,14 @@ class Rotating:
         return self.secrets
 
 
-class WallClock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def rotating_hook(source: Rotating, clock: Clock, wall: WallClock, recorder: Recorder) -> Webhook:
+def rotating_hook(source: Rotating, clock: FakeClock, recorder: Recorder) -> Webhook:
     return Webhook(
         secrets=source,
         wake=lambda event: None,
         logger=recorder,
         metrics=recorder,
-        monotonic=clock,
-        now=wall,
-        limiter=TokenBucket(1000.0, 1000, clock),
+        clock=clock,
+        limiter=TokenBucket(1000.0, 1000, clock=clock),
         coalesce_seconds=0.0,
     )
 
@@ -469,14 +449,14 @@ def _status(webhook: Webhook, secret: str) -> int:
 
 def test_during_the_rotation_window_both_secrets_are_accepted_and_after_it_only_the_new_one() -> None:
     source = Rotating(PathSecrets(NEW, OLD, T0 - timedelta(minutes=5)))
-    clock, wall, recorder = Clock(), WallClock(), Recorder()
-    webhook = rotating_hook(source, clock, wall, recorder)
+    clock, recorder = FakeClock(T0), Recorder()
+    webhook = rotating_hook(source, clock, recorder)
 
     assert _status(webhook, NEW) == 200
     assert _status(webhook, OLD) == 200  # the API server has not been given the new path yet
     assert recorder.metrics.count("PreviousSecretRequests") == 1
 
-    wall.now = T0 - timedelta(minutes=5) + ROTATION_WINDOW
+    clock.moment = T0 - timedelta(minutes=5) + ROTATION_WINDOW
     assert _status(webhook, OLD) == 404
     assert _status(webhook, NEW) == 200
 
@@ -485,8 +465,8 @@ def test_a_warm_container_follows_a_rotation_without_a_redeploy() -> None:
     """Reread every SECRET_MAX_AGE_SECONDS, and sooner (at most every SECRET_MISS_REFRESH_SECONDS)
     when the API server already calls a path this container does not know."""
     source = Rotating(PathSecrets(OLD))
-    clock, wall, recorder = Clock(), WallClock(), Recorder()
-    webhook = rotating_hook(source, clock, wall, recorder)
+    clock, recorder = FakeClock(T0), Recorder()
+    webhook = rotating_hook(source, clock, recorder)
     assert _status(webhook, OLD) == 200
 
     source.secrets = PathSecrets(NEW, OLD, T0)  # put-secret-value, then install-webhooks at once
@@ -504,8 +484,8 @@ def test_a_warm_container_follows_a_rotation_without_a_redeploy() -> None:
 
 def test_a_strangers_guesses_reread_the_secret_at_most_once_per_miss_interval() -> None:
     source = Rotating(PathSecrets(NEW))
-    clock, wall, recorder = Clock(), WallClock(), Recorder()
-    webhook = rotating_hook(source, clock, wall, recorder)
+    clock, recorder = FakeClock(T0), Recorder()
+    webhook = rotating_hook(source, clock, recorder)
     for guess in range(200):  # 200 guesses over 20 s
         assert _status(webhook, f"{guess:048d}") == 404
         clock.mono += 0.1
@@ -515,8 +495,8 @@ def test_a_strangers_guesses_reread_the_secret_at_most_once_per_miss_interval() 
 
 def test_a_container_that_cannot_reread_the_secret_keeps_serving_with_what_it_read() -> None:
     source = Rotating(PathSecrets(NEW))
-    clock, wall, recorder = Clock(), WallClock(), Recorder()
-    webhook = rotating_hook(source, clock, wall, recorder)
+    clock, recorder = FakeClock(T0), Recorder()
+    webhook = rotating_hook(source, clock, recorder)
     assert _status(webhook, NEW) == 200
 
     source.fail = True

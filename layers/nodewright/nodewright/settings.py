@@ -18,7 +18,7 @@ MIN_VALUES_STRICT = "Strict"
 MIN_VALUES_BEST_EFFORT = "BestEffort"
 MIN_VALUES_POLICIES = (MIN_VALUES_STRICT, MIN_VALUES_BEST_EFFORT)
 _TRUE = ("1", "true", "yes")
-# The client-side request rate limit of each function container (nodewright.cluster.ratelimit), in
+# The client-side request rate limit of each function container (nodewright.ratelimit), in
 # Karpenter's variables (KUBE_CLIENT_QPS/KUBE_CLIENT_BURST, 200/300 for its one controller process).
 # Here every warm container of every function has a bucket of its own, so the rate the API server
 # sees is the containers at work times this: the provisioner and the disruption pass at 50/s, and

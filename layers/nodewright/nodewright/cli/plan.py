@@ -314,7 +314,7 @@ def live_cluster(kubeconfig: str) -> Any:
     from nodewright.cluster.auth import kubeconfig_configuration
     from nodewright.cluster.client import Cluster
     from nodewright.cluster.errors import ClusterConfigError
-    from nodewright.cluster.ratelimit import TokenBucket
+    from nodewright.ratelimit import TokenBucket
     from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
 
     try:

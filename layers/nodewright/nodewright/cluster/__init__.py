@@ -40,7 +40,7 @@ clock may not advance), well inside EKS's 15-minute window, and once more after 
 Errors (``nodewright.cluster.errors``): ``NotFound``, ``Conflict`` (``already_exists``), ``Invalid``,
 ``ApiError`` (``status``, ``reason``, ``message``), ``ApiUnavailable``, ``ServerBusy`` (429/5xx: both
 of those), ``ClientThrottled`` (an ``ApiUnavailable``: the client's own request rate limit,
-``nodewright.cluster.ratelimit``, would hold a call past the invocation's deadline);
+``nodewright.ratelimit``, would hold a call past the invocation's deadline);
 ``err.transient`` says whether waiting and retrying can help (5xx, 429, unreachable, lease held by
 another writer).
 
@@ -68,7 +68,7 @@ from nodewright.cluster.errors import (
     ServerBusy,
 )
 from nodewright.cluster.lease import LeaseLost, LeaseUnavailable, WriterLease
-from nodewright.cluster.ratelimit import TokenBucket
+from nodewright.ratelimit import TokenBucket
 
 if TYPE_CHECKING:
     from nodewright.settings import Settings

@@ -32,7 +32,6 @@ from nodewright.api.labels import EVENT_COMPONENT
 from nodewright.cluster import auth, objects
 from nodewright.cluster.errors import ApiError, ApiUnavailable, Conflict, NotFound, ServerBusy, error_for
 from nodewright.cluster.lease import DEFAULT_DURATION_SECONDS, WriterLease
-from nodewright.cluster.ratelimit import TokenBucket
 from nodewright.cluster.resources import (
     DAEMONSETS,
     EC2NODECLASSES,
@@ -51,6 +50,7 @@ from nodewright.cluster.resources import (
 )
 from nodewright.context import Clock, SystemClock
 from nodewright.observability import logger
+from nodewright.ratelimit import TokenBucket
 
 PATCH_CONTENT_TYPES = {
     "merge": "application/merge-patch+json",

@@ -67,7 +67,7 @@ class ApiUnavailable(ClusterError):
 
 
 class ClientThrottled(ApiUnavailable):
-    """The client's own request rate limit (``cluster.ratelimit``) would hold a call past the
+    """The client's own request rate limit (``nodewright.ratelimit``) would hold a call past the
     invocation's deadline: not started, as a call the deadline leaves no time for is not."""
 
 

@@ -37,8 +37,8 @@ from nodewright.state.pods import key as pod_key
 
 if TYPE_CHECKING:
     from nodewright.cluster.client import EvictionResult
-    from nodewright.cluster.ratelimit import TokenBucket
     from nodewright.cluster.resources import Resource
+    from nodewright.ratelimit import TokenBucket
     from nodewright.state.interfaces import Cluster, Lease, Obj
 
 PENDING_STATUS = {

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from nodewright import termination
-from nodewright.cluster.ratelimit import TokenBucket
 from nodewright.provisioning import garbage, lifecycle, nodeclaims, planning, static
 from nodewright.provisioning.launch import Launched, Launches, LaunchFailure, create_and_launch
+from nodewright.ratelimit import TokenBucket
 from nodewright.state import nodepools
 from nodewright.state.guard import WriteGuard
 from nodewright.state.pods import key as pod_key

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     )
     from nodewright.cloud.reservations import CapacityReservation
     from nodewright.cluster.client import EvictionResult
-    from nodewright.cluster.ratelimit import TokenBucket
     from nodewright.cluster.resources import Resource
+    from nodewright.ratelimit import TokenBucket
     from nodewright.scheduling import InstanceType
 
 Obj = dict[str, Any]

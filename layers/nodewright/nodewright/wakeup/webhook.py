@@ -39,13 +39,14 @@ from __future__ import annotations
 import hmac
 import json
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from nodewright.api.labels import EVENT_COMPONENT, FAILED_SCHEDULING
+from nodewright.context import Clock, SystemClock
+from nodewright.ratelimit import TokenBucket
 from nodewright.wakeup.events import POD_UNSCHEDULABLE, wakeup_event
 
 ADMIT = "admit"
@@ -111,32 +112,6 @@ def refusal(status: int, message: str) -> Answer:
 NOT_FOUND = refusal(404, "Not Found")
 
 
-@dataclass
-class TokenBucket:
-    """``rate`` requests per second with bursts of ``burst``, per container; thread-safe."""
-
-    rate: float
-    burst: float
-    monotonic: Callable[[], float] = time.monotonic
-    _tokens: float = field(init=False)
-    _at: float = field(init=False)
-    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        self._tokens = self.burst
-        self._at = self.monotonic()
-
-    def take(self) -> bool:
-        with self._lock:
-            now = self.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
-            self._at = now
-            if self._tokens < 1:
-                return False
-            self._tokens -= 1
-            return True
-
-
 class Webhook:
     """One container's webhook: its secrets (read on the first request, reread as the module says),
     the wake-up it sends, the rate limit and the coalescing clock.
@@ -154,8 +129,7 @@ class Webhook:
         metrics: Any,
         node_role: str | None = None,
         region: str = "",
-        monotonic: Callable[[], float] = time.monotonic,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock | None = None,
         limiter: TokenBucket | None = None,
         coalesce_seconds: float = COALESCE_SECONDS,
     ) -> None:
@@ -169,9 +143,8 @@ class Webhook:
         self._metrics = metrics
         self._node_role = node_role
         self._region = region
-        self._monotonic = monotonic
-        self._now = now
-        self._limiter = limiter or TokenBucket(RATE_PER_SECOND, BURST, monotonic)
+        self._clock = clock = clock or SystemClock()
+        self._limiter = limiter or TokenBucket(RATE_PER_SECOND, BURST, clock=clock)
         self._coalesce = coalesce_seconds
         self._last_wake: float | None = None
         self._wake_lock = threading.Lock()
@@ -190,7 +163,7 @@ class Webhook:
                 return failed
 
     def _serve(self, method: str, path: str, body: str) -> Answer:
-        if not self._limiter.take():
+        if not self._limiter.try_accept():
             return self._refuse("RateLimited", refusal(429, "Too Many Requests"))
         try:
             action = self._route(path)
@@ -228,7 +201,7 @@ class Webhook:
     def _accepted(self, *, miss: bool) -> tuple[str, str | None]:
         """(current, previous while the rotation window is open); reread when too old."""
         with self._secrets_lock:
-            age = self._monotonic() - self._secrets_read_at
+            age = self._clock.monotonic() - self._secrets_read_at
             due = SECRET_MISS_REFRESH_SECONDS if miss else SECRET_MAX_AGE_SECONDS
             if self._secrets is None or age >= due:
                 try:
@@ -242,10 +215,10 @@ class Webhook:
                         raise
                     # Keep serving with what was read last; say so (never the values).
                     self._log.error("the webhook secret cannot be reread", extra={"error": _error_text(exc)})
-                self._secrets_read_at = self._monotonic()
+                self._secrets_read_at = self._clock.monotonic()
             secrets = self._secrets
         since = secrets.current_since
-        in_window = since is not None and self._now() - since < ROTATION_WINDOW
+        in_window = since is not None and self._clock.now() - since < ROTATION_WINDOW
         return secrets.current, secrets.previous if in_window else None
 
     def _admit(self, review: Any) -> Answer:
@@ -282,13 +255,13 @@ class Webhook:
         from aws_lambda_powertools.metrics import MetricUnit
 
         with self._wake_lock:
-            now = self._monotonic()
+            now = self._clock.monotonic()
             if self._last_wake is not None and now - self._last_wake < self._coalesce:
                 self._metrics.add_metric(name="WakeupsCoalesced", unit=MetricUnit.Count, value=1)
                 return
             self._last_wake = now
         try:
-            self._wake(wakeup_event(self._now(), self._region, reason))
+            self._wake(wakeup_event(self._clock.now(), self._region, reason))
         except Exception as exc:  # the schedule still provisions; the next unschedulable pod tries again
             with self._wake_lock:
                 self._last_wake = None

@@ -1,4 +1,4 @@
-"""The client-side request rate limit: a token bucket every request to the API server takes a token from.
+"""Token buckets: the client-side request rate limit every request to the API server takes a token from.
 
 client-go throttles each client with ``flowcontrol.NewTokenBucketRateLimiter(QPS, Burst)`` (5/10 by
 default; Karpenter's controller sets ``KUBE_CLIENT_QPS``/``KUBE_CLIENT_BURST``, 200/300): up to
@@ -12,6 +12,12 @@ goroutines. A waiter reserves its token under the lock and sleeps outside it, as
 ``golang.org/x/time/rate``'s ``Wait`` does: concurrent callers are served in the order they asked,
 and a wait that would end past the caller's deadline is refused at once, taking nothing (client-go:
 "rate: Wait(n=1) would exceed context deadline").
+
+The same bucket limits what is not a request: ``try_accept`` takes a token only if one is there now,
+as client-go's ``TryAccept`` does for Karpenter's rate-limited events (``Nominated``, in
+``provisioning.flow``) and for the wake-up webhook's requests per container (``wakeup.webhook``).
+It lives outside ``nodewright.cluster`` because the webhook's cold start, which kube-apiserver waits
+on, must not import the kubernetes client.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from nodewright.cluster.errors import ClientThrottled
 from nodewright.context import Clock, SystemClock
 
 
@@ -54,6 +59,8 @@ class TokenBucket:
             now = self._refill()
             wait = 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.qps
             if deadline is not None and now + wait > deadline:
+                from nodewright.cluster.errors import ClientThrottled  # here: see the module docstring
+
                 raise ClientThrottled(
                     f"{what}: not started, the client's request rate limit ({self.qps:g}/s, burst "
                     f"{self.burst}; KUBE_CLIENT_QPS/KUBE_CLIENT_BURST) would hold it {wait:.1f}s, "
