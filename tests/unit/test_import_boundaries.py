@@ -207,3 +207,22 @@ def test_the_finish_check_lets_asking_pass() -> None:
         "ctx.cluster.delete(PODS, name, namespace='default')\n"
     )
     assert finishes(source, "nodewright.disruption.flow") == []
+
+
+def test_the_webhooks_module_imports_neither_the_kubernetes_client_nor_boto3() -> None:
+    """The webhook function's cold start is on kube-apiserver's path (a CRD conversion, the wake-up):
+    its module, token bucket included (``nodewright.ratelimit``), must not pull in the kubernetes
+    client, boto3 or ``nodewright.cluster``. Checked in a fresh interpreter, where nothing is
+    imported already."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, nodewright.wakeup.webhook; "
+        "print(sorted({m.split('.')[0] if not m.startswith('nodewright') else m for m in sys.modules "
+        "if m.startswith(('kubernetes', 'boto3', 'botocore', 'nodewright.cluster'))}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, cwd=LAYER.parent
+    ).stdout
+    assert out.strip() == "[]"
