@@ -467,3 +467,66 @@ def test_concurrent_fleets_into_one_subnet_each_get_an_instance_and_their_own_ip
     assert len(set(instances)) == threads * fleets_each
     addresses = {i["PrivateIpAddress"] for r in described for i in r["Instances"]}
     assert len(addresses) == len(instances)  # no two instances share an address
+
+
+def test_a_queue_polled_by_many_while_messages_arrive_hands_each_message_to_one_consumer_and_loses_none() -> (
+    None
+):
+    """SQS: a received message is no one else's until its visibility timeout ends, and a message is
+    gone only when deleted. moto's receive and delete ran outside the queue's lock: messages handed
+    to two pollers at once, 500s, and messages sent during a delete lost (``sandbox.aws.sqs_queues``).
+    Threads switch as often as the interpreter allows, as in the fleet test above."""
+    import sys
+    import threading
+    from collections import Counter
+
+    from moto import mock_aws
+
+    from sandbox.aws import sqs_queues
+
+    sqs_queues.install()
+    senders, receivers, each = 3, 6, 100
+    received: Counter[str] = Counter()
+    failures: list[str] = []
+    sent = threading.Event()
+    interval = sys.getswitchinterval()
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="interruptions")["QueueUrl"]
+
+        def send(sender: int) -> None:
+            for index in range(each):
+                sqs.send_message(QueueUrl=url, MessageBody=f"{sender}-{index}")
+
+        def receive() -> None:
+            while True:
+                try:
+                    got = sqs.receive_message(
+                        QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=60
+                    ).get("Messages", [])
+                    for message in got:
+                        received[message["Body"]] += 1
+                        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                except Exception as error:  # kept, for the assertion to show
+                    failures.append(repr(error))
+                    continue
+                if not got and sent.is_set():
+                    return
+
+        sending = [threading.Thread(target=send, args=(s,)) for s in range(senders)]
+        polling = [threading.Thread(target=receive) for _ in range(receivers)]
+        sys.setswitchinterval(1e-6)
+        try:
+            for thread in sending + polling:
+                thread.start()
+            for thread in sending:
+                thread.join()
+            sent.set()
+            for thread in polling:
+                thread.join()
+        finally:
+            sys.setswitchinterval(interval)
+
+    assert failures == []
+    assert {body for body, times in received.items() if times > 1} == set()
+    assert len(received) == senders * each
