@@ -6,7 +6,9 @@
   Lambda container does. Its stdout/stderr (the Powertools JSON logs and EMF metrics) go to
   ``<logs>/<function>.log``, its CloudWatch log group. A handler that raises is logged and the
   container is kept; one that outlives its timeout is killed ("Task timed out") and the next
-  invocation starts a fresh container; a crashed container is replaced on the next trigger.
+  invocation starts a fresh container; one whose memory passes the function's memory size is
+  killed as Lambda kills it ("Runtime exited with error: signal: killed", ``Runtime.OutOfMemory``
+  in its log); a crashed container is replaced on the next trigger.
 * **Triggers**, one object each (``start``/``stop``), as the stack wires them (nodewright/spec/deployment.py):
   the EventBridge schedules (provisioner and disruption every minute, pricing every 12 hours; a
   tick while the previous invocation still runs is throttled, as reserved concurrency 1 does);
@@ -34,6 +36,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -54,6 +57,8 @@ RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market tak
 INIT_SECONDS = 10
 # Its Shutdown phase: the runtime has 500 ms to exit (no extensions) before SIGKILL.
 SHUTDOWN_SECONDS = 0.5
+# How often a container looks at its peak memory (VmHWM: a spike between two looks still counts).
+MEMORY_CHECK_SECONDS = 0.05
 # Lambda's SQS event source mapping on a standard queue (AWS Lambda developer guide, "Configuring
 # scaling behavior for SQS event source mappings"): five batches at once when messages appear, then
 # up to 300 more concurrent batches a minute while messages remain, never past the stack's maximum.
@@ -89,10 +94,46 @@ class Invocation:
     event: Any = None
 
 
+def _peak_memory_mb() -> float:
+    """This process's peak resident memory (VmHWM), MiB: what Lambda reports as Max Memory Used."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _enforce_memory(memory_mb: int) -> None:
+    """Lambda's memory size is a hard limit: a container past it is killed, mid-invocation or in
+    its Init phase, with ``Runtime.OutOfMemory`` in its log. Without this the sandbox let a function
+    use what the machine had."""
+
+    def watch() -> None:
+        while True:
+            used = _peak_memory_mb()
+            if used > memory_mb:
+                print(
+                    f"Runtime.OutOfMemory: Runtime exited with error: signal: killed"
+                    f" (Max Memory Used: {used:.0f} MB of {memory_mb} MB)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(MEMORY_CHECK_SECONDS)
+
+    threading.Thread(target=watch, name="lambda-memory-limit", daemon=True).start()
+
+
 def _worker_main(
-    name: str, function_name: str, env: dict[str, str], log_path: str, conn: Any, *app_path: str
+    name: str,
+    function_name: str,
+    env: dict[str, str],
+    log_path: str,
+    conn: Any,
+    *app_path: str,
+    memory_mb: int,
 ) -> None:
-    """A Lambda container: the function's environment and log file, app.py imported once."""
+    """A Lambda container: the function's environment, memory size and log file, app.py imported once."""
     os.environ.clear()
     os.environ.update(env)
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -100,6 +141,7 @@ def _worker_main(
     os.dup2(log, 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (the process's own stdout)
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    _enforce_memory(memory_mb)
     from sandbox.runtime.lambdas import LambdaContext, load_function
 
     app = load_function(name, app_path[0] if app_path else None)
@@ -162,6 +204,7 @@ class Worker:
                 child,
                 *([str(self.app_path)] if self.app_path else []),
             ),
+            kwargs={"memory_mb": self.spec.memory_mb},
             name=f"lambda-{self.spec.name}",
             daemon=True,
         )
@@ -226,8 +269,17 @@ class Worker:
                 else:
                     status, payload = "timeout", None
             except (EOFError, OSError):  # the container crashed (or the sandbox is stopping)
+                process = self._process
+                if process is not None:
+                    process.join(timeout=0.2)  # a container that died: reaped, its exit code known
                 self._discard()
-                status, payload = "crashed", "Runtime exited without providing a reason"
+                killed = process is not None and process.exitcode == -signal.SIGKILL
+                status = "crashed"
+                payload = (
+                    "Runtime exited with error: signal: killed"
+                    if killed
+                    else "Runtime exited without providing a reason"
+                )
             if status == "timeout":
                 self._discard()
                 payload = f"Task timed out after {timeout} seconds"

@@ -31,6 +31,9 @@ APP = textwrap.dedent(
             raise ValueError("bad input")
         if event.get("crash"):
             os._exit(3)
+        if event.get("allocate_mb"):
+            held = bytearray(event["allocate_mb"] * 1024 * 1024)  # touched: resident, not just reserved
+            time.sleep(event.get("hold", 0))
         return {"env": os.environ.get("ONLY_HERE"), "pid": os.getpid(),
                 "remaining": context.get_remaining_time_in_millis(), "memory": context.memory_limit_in_mb}
     """
@@ -103,6 +106,21 @@ def test_a_crashed_container_is_replaced_on_the_next_trigger(worker: Worker) -> 
     assert not crashed.ok
     assert "Runtime exited" in crashed.error
     assert worker.invoke({}).ok
+    assert worker.cold_starts == 2
+
+
+def test_a_container_past_its_memory_size_is_killed_as_lambda_kills_it_and_replaced(worker: Worker) -> None:
+    """Lambda's memory size is a hard limit (the probe's is 256 MB): past it the container is killed
+    mid-invocation and the next invocation starts a fresh one; under it nothing happens."""
+    within = worker.invoke({"allocate_mb": 64})
+    assert within.ok, within
+    over = worker.invoke({"allocate_mb": 300, "hold": 1})
+    assert not over.ok
+    assert over.error == "Runtime exited with error: signal: killed"
+    assert "Runtime.OutOfMemory" in worker.log_path.read_text()
+    again = worker.invoke({})
+    assert again.ok, again
+    assert again.result["pid"] != within.result["pid"]
     assert worker.cold_starts == 2
 
 
