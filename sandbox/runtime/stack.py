@@ -6,7 +6,8 @@
   Lambda container does. Its stdout/stderr (the Powertools JSON logs and EMF metrics) go to
   ``<logs>/<function>.log``, its CloudWatch log group. A handler that raises is logged and the
   container is kept; one that outlives its timeout is killed ("Task timed out") and the next
-  invocation starts a fresh container; one whose memory passes the function's memory size is
+  invocation starts a fresh container; between invocations it is frozen (SIGSTOP), threads and
+  all, as Lambda freezes an execution environment; one whose memory passes the function's memory size is
   killed as Lambda kills it ("Runtime exited with error: signal: killed", ``Runtime.OutOfMemory``
   in its log); a crashed container is replaced on the next trigger.
 * **Triggers**, one object each (``start``/``stop``), as the stack wires them (nodewright/spec/deployment.py):
@@ -263,9 +264,13 @@ class Worker:
                     handler_at = time.time()
                     if self.on_handler is not None:
                         self.on_handler(taken_at, cold, handler_at, event)
+                    if not cold:
+                        self._signal(signal.SIGCONT)  # thawed for this invocation
                     conn.send((event, budget, self.spec.memory_mb))
                     answered = conn.poll(budget + 2)  # a little slack for the pipe on a loaded machine
                     status, payload = conn.recv() if answered else ("timeout", None)
+                    if status in {"ok", "error"}:
+                        self._signal(signal.SIGSTOP)  # frozen until the next one
                 else:
                     status, payload = "timeout", None
             except (EOFError, OSError):  # the container crashed (or the sandbox is stopping)
@@ -298,6 +303,16 @@ class Worker:
         finally:
             self._lock.release()
 
+    def _signal(self, sent: signal.Signals) -> None:
+        """Freeze (SIGSTOP) or thaw (SIGCONT) the container, as Lambda freezes an execution
+        environment between invocations: the threads a handler left running (a pool, a renewal, a
+        watch) stop with it, and a flow that counted on them between invocations fails here as it
+        would in an account."""
+        process = self._process
+        if process is not None and process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, sent)
+
     def stop(self) -> None:
         self.shut_down()
         self.finish_shutdown(time.monotonic() + SHUTDOWN_SECONDS)
@@ -309,6 +324,7 @@ class Worker:
         if self.busy:
             self._discard()
         elif self._conn is not None:
+            self._signal(signal.SIGCONT)  # thawed to be told, as Lambda's Shutdown event is
             with contextlib.suppress(Exception):
                 self._conn.send(None)
 

@@ -109,6 +109,24 @@ def test_a_crashed_container_is_replaced_on_the_next_trigger(worker: Worker) -> 
     assert worker.cold_starts == 2
 
 
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (T: stopped by a signal)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_container_is_frozen_between_invocations_and_thawed_for_the_next(worker: Worker) -> None:
+    """Lambda freezes an execution environment between invocations, the threads a handler left
+    running included: a product that counted on them (a renewal, a watch) between invocations would
+    work in a sandbox that let them run and fail in an account."""
+    first = worker.invoke({})
+    assert first.ok, first
+    assert _state(first.result["pid"]) == "T"  # frozen: nothing of it runs until the next invocation
+    second = worker.invoke({})
+    assert second.ok, second  # thawed: a stopped process could not have answered
+    assert second.result["pid"] == first.result["pid"]
+    assert _state(second.result["pid"]) == "T"
+
+
 def test_a_container_past_its_memory_size_is_killed_as_lambda_kills_it_and_replaced(worker: Worker) -> None:
     """Lambda's memory size is a hard limit (the probe's is 256 MB): past it the container is killed
     mid-invocation and the next invocation starts a fresh one; under it nothing happens."""
