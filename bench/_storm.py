@@ -372,14 +372,21 @@ class Storm:
         }
 
     def _steady(self, runtime: Any, timeout: float = 180.0) -> None:
-        """Wait for the provisioner's first scheduled invocation to finish, as in a stack deployed
-        all along, where it has run every minute: its warm container has paged the instance catalog
-        and kept it in the state table, so the storm's cold containers start from that snapshot
-        (``cloud.catalog``) rather than each paging EC2 because the sandbox is one minute old."""
+        """Wait for the provisioner's first scheduled invocation to have made a pass, as in a stack
+        deployed all along, where it runs every minute: its container is warm and has its instance
+        catalog, kept in the state table, so the storm's cold containers start from that snapshot
+        (``cloud.catalog``) rather than each paging EC2 because the sandbox is one minute old. Its
+        first pass is enough: after a launch the invocation goes on polling for most of its minute
+        (waiting for its end cost about 50 s of every storm), and a deployed stack's provisioner
+        is in such an invocation at almost any moment."""
+        log = runtime.logs_dir / "provisioner.log"
         deadline = time.monotonic() + timeout
-        while not any(i.function == "provisioner" for i in list(runtime.invocations)):
+        while not (
+            any(line.get("message") == "provisioning pass" for line in _log_lines(log))
+            or any(i.function == "provisioner" for i in list(runtime.invocations))
+        ):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"setup: the provisioner's first invocation not over after {timeout:.0f}s")
+                raise RuntimeError(f"setup: the provisioner's first pass not done after {timeout:.0f}s")
             time.sleep(0.5)
 
     def _wait_drained(self, names: list[str], deadline: float) -> None:
@@ -389,6 +396,19 @@ class Storm:
             if not left:
                 return
             time.sleep(1)
+
+    def _wait_quiet(self, runtime: Any, timeout: float = 30.0) -> None:
+        """The interruption functions' last invocations finish their batches and log their figures
+        (read from their logs afterwards): wait until none of their containers is busy."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            containers = [
+                *(runtime.workers.get(f) for f in INTERRUPTION_FUNCTIONS),
+                *(w for f in INTERRUPTION_FUNCTIONS for w in list(runtime.pools.get(f, []))),
+            ]
+            if not any(w is not None and w.busy for w in containers):
+                return
+            time.sleep(0.5)
 
     def run(self, *, setup_timeout: float = 900.0, settle: Any = None) -> dict[str, Any]:
         """The storm and its figures. ``settle(sb, admin, claims)``: called after the storm, with the
@@ -435,8 +455,7 @@ class Storm:
                 self._warn(sb, runtime, nodes)
                 self.warned_by = time.time()
                 self._wait_drained(names, first + NOTICE_SECONDS + 10)
-                # The last invocations finish their batches and log their figures.
-                time.sleep(5)
+                self._wait_quiet(runtime)
                 if settle is not None:
                     settle(sb, admin, claims)
                 stop.set()

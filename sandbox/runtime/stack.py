@@ -184,6 +184,7 @@ class Worker:
         self._process: Any = None
         self._conn: Any = None
         self.cold_starts = 0
+        self._deleted = False  # the function deleted with its stack: nothing starts a container again
         # Told (when taken, cold or not, when the handler got it, the event) as each invocation's
         # handler starts: the storm bench's stages, known before a two-minute invocation ends.
         self.on_handler: Callable[[float, bool, float, Any], None] | None = None
@@ -249,6 +250,8 @@ class Worker:
         started, taken_at = time.monotonic(), time.time()
         handler_at = 0.0
         try:
+            if self._deleted:  # a trigger still delivering when the runtime stopped: Lambda refuses it
+                return Invocation(self.spec.name, False, 0.0, error="Function not found", started=started)
             cold = self._process is None or not self._process.is_alive()
             if cold:
                 self._discard()
@@ -317,6 +320,14 @@ class Worker:
         self.shut_down()
         self.finish_shutdown(time.monotonic() + SHUTDOWN_SECONDS)
 
+    def delete(self) -> None:
+        """The function deleted (the runtime stopping): its containers shut down and none starts
+        again. Without this a trigger whose invocation the shutdown abandoned took the next event
+        it held and cold-started a container for it, and the runtime's stop waited out that whole
+        invocation (a provisioner's: about 50 s, seen in the stack removal e2e's setup)."""
+        self._deleted = True
+        self.shut_down()
+
     def shut_down(self) -> None:
         """Lambda's Shutdown phase, begun: an idle container is asked to exit; a busy one is killed
         and its invocation abandoned, as Lambda abandons one when its environment goes (so Ctrl-C
@@ -341,6 +352,9 @@ class Trigger:
 
     def start(self, runtime: Runtime) -> None:
         raise NotImplementedError
+
+    def halt(self) -> None:
+        """Take no more work (the runtime stopping); ``stop`` then ends what is left."""
 
     def stop(self) -> None:
         raise NotImplementedError
@@ -372,6 +386,9 @@ class _Loop(Trigger):
 
     def tick(self) -> None:
         raise NotImplementedError
+
+    def halt(self) -> None:
+        self._stop.set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -460,6 +477,9 @@ class _Pollers(Trigger):
         """Take work and run it in ``worker``; say ``found(True)`` as soon as there is some (the
         poller is busy from then on), ``found(False)`` when a look finds none."""
         raise NotImplementedError
+
+    def halt(self) -> None:
+        self._stop.set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -828,11 +848,10 @@ class Runtime:
     def stop(self) -> None:
         self._stopping = True
         for trigger in self.triggers:
-            if isinstance(trigger, _Loop):
-                trigger._stop.set()
+            trigger.halt()
         # Containers first, all at once: a trigger's thread blocked in an invocation returns when its
         # container goes, so joining the triggers after it waits for nothing.
-        self._shut_down_workers()
+        self._shut_down_workers(delete=True)
         for trigger in self.triggers:
             trigger.stop()
         self.triggers = []
@@ -842,10 +861,13 @@ class Runtime:
                 client.close()
         self.sqs = self.poller = self.ec2 = None
 
-    def _shut_down_workers(self) -> None:
+    def _shut_down_workers(self, *, delete: bool = False) -> None:
         workers = [*self.workers.values(), *(w for pool in self.pools.values() for w in pool)]
         for worker in workers:
-            worker.shut_down()
+            if delete:
+                worker.delete()
+            else:
+                worker.shut_down()
         deadline = time.monotonic() + SHUTDOWN_SECONDS
         for worker in workers:
             worker.finish_shutdown(deadline)

@@ -519,10 +519,13 @@ class LambdaApi(Trigger):
                 self.delivered += 1
             runtime.record(done)
 
-    def stop(self) -> None:
+    def halt(self) -> None:
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
+
+    def stop(self) -> None:
+        self.halt()
         if self._thread is not None:
             self._thread.join(timeout=60)
         if self._server is not None:

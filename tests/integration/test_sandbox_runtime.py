@@ -201,6 +201,38 @@ def test_stopping_a_busy_container_abandons_its_invocation(tmp_path: Path) -> No
         running.join(1)
 
 
+def test_a_deleted_function_abandons_its_invocation_and_starts_no_container_for_the_next(
+    tmp_path: Path,
+) -> None:
+    """The runtime's stop deletes its functions: the invocation in flight is abandoned and a trigger
+    still holding an event (the wake-up's queue) is refused at once, instead of cold-starting a
+    container whose whole invocation the stop then waited out."""
+    import threading
+
+    long = _worker(tmp_path, 300)
+    assert long.invoke({}).ok  # warm
+    ended: list[Invocation | None] = []
+    running = threading.Thread(target=lambda: ended.append(long.invoke({"sleep": 250})))
+    running.start()
+    try:
+        while not long.busy:
+            running.join(0.01)
+        long.delete()
+        running.join(60)
+        assert ended
+        assert ended[0] is not None
+        assert not ended[0].ok
+        cold_starts = long.cold_starts
+        refused = long.invoke({"sleep": 250})
+        assert refused is not None
+        assert not refused.ok
+        assert refused.error == "Function not found"
+        assert long.cold_starts == cold_starts, "no container started for the refused event"
+    finally:
+        long.stop()
+        running.join(1)
+
+
 def test_stopping_a_container_while_it_is_being_spawned_abandons_its_invocation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
