@@ -14,6 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from nodewright.spec.deployment import FunctionSpec
+from waiting import wait_for
 
 from sandbox.runtime import events
 from sandbox.runtime.stack import Invocation, QueueSource, Worker
@@ -120,11 +121,13 @@ def test_a_container_is_frozen_between_invocations_and_thawed_for_the_next(worke
     work in a sandbox that let them run and fail in an account."""
     first = worker.invoke({})
     assert first.ok, first
-    assert _state(first.result["pid"]) == "T"  # frozen: nothing of it runs until the next invocation
+    pid = first.result["pid"]
+    # A signal is delivered after kill() returns: frozen once the kernel has stopped it.
+    wait_for("the container frozen", lambda: _state(pid) == "T", timeout=10, every=0.01)
     second = worker.invoke({})
     assert second.ok, second  # thawed: a stopped process could not have answered
-    assert second.result["pid"] == first.result["pid"]
-    assert _state(second.result["pid"]) == "T"
+    assert second.result["pid"] == pid
+    wait_for("the container frozen again", lambda: _state(pid) == "T", timeout=10, every=0.01)
 
 
 def test_a_container_past_its_memory_size_is_killed_as_lambda_kills_it_and_replaced(worker: Worker) -> None:
