@@ -274,6 +274,7 @@ def test_the_webhook_emits_the_declared_dimension_sets(emf: Any) -> None:
     from datetime import UTC, datetime
 
     from aws_lambda_powertools import Metrics
+    from fakes import FakeClock
     from nodewright.wakeup.webhook import PathSecrets, Webhook
 
     emitter = Metrics(namespace=metrics.NAMESPACE)
@@ -283,14 +284,13 @@ def test_the_webhook_emits_the_declared_dimension_sets(emf: Any) -> None:
     def secrets() -> PathSecrets:
         return next(reads)  # then StopIteration: the reread fails and the last secrets are kept
 
-    clock = [0.0]
+    clock = FakeClock(now)
     webhook = Webhook(
         secrets=secrets,
         wake=lambda event: None,
         logger=logging.getLogger("t"),
         metrics=emitter,
-        now=lambda: now,
-        monotonic=lambda: clock[0],
+        clock=clock,
     )
     failed_scheduling = {  # what the wake-up's configuration sends: kube-scheduler's Event
         "apiVersion": "events.k8s.io/v1",
@@ -316,7 +316,7 @@ def test_the_webhook_emits_the_declared_dimension_sets(emf: Any) -> None:
     webhook.serve("POST", "/" + "x" * 48 + "/admit", review)
     webhook.serve("POST", "/" + "x" * 48 + "/admit", review)
     webhook.serve("POST", "/" + "y" * 48 + "/admit", review)  # the path the rotation replaced
-    clock[0] = 3600.0
+    clock.mono += 3600.0
     webhook.serve("POST", "/guess/admit", "{}")  # a miss rereads the secret: it fails
     emitter.flush_metrics()
     seen = emf()
