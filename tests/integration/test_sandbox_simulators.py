@@ -789,8 +789,13 @@ def test_an_ephemeral_volume_gets_a_pod_owned_claim_provisioned_in_the_pods_zone
     )
     node = kube.get(core("nodes", name=bound["spec"]["nodeName"]))
     assert node["metadata"]["labels"][ZONE] == zone
-    claim = kube.get(claim_path)
-    assert claim["status"]["phase"] == "Bound"
+    # The claim's phase is the provisioner's write after its volumeName (two writes, as the PV
+    # controller's): the pod may be bound between them.
+    claim = wait_for(
+        "the claim's phase Bound",
+        lambda: (c := kube.get(claim_path)).get("status", {}).get("phase") == "Bound" and c,
+        timeout=30,
+    )
     volume = kube.get(core("persistentvolumes", name=claim["spec"]["volumeName"]))
     (term,) = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [{"key": ZONE, "operator": "In", "values": [zone]}]
@@ -820,8 +825,12 @@ def test_a_same_named_claim_the_pod_does_not_own_blocks_it_until_removed(sb, kub
     assert scheduled["message"].endswith(
         "PVC default/blocked-scratch was not created for pod default/blocked (pod is not owner)."
     )
-    events, _ = kube.list(core("events", "default"), fieldSelector="involvedObject.name=blocked")
-    assert any(e["reason"] == "FailedBinding" and "(pod is not owner)" in e["message"] for e in events)
+
+    def failed_binding() -> bool:  # the controller's Warning, written apart from the scheduler's condition
+        events, _ = kube.list(core("events", "default"), fieldSelector="involvedObject.name=blocked")
+        return any(e["reason"] == "FailedBinding" and "(pod is not owner)" in e["message"] for e in events)
+
+    wait_for("the ephemeral-volume controller's FailedBinding Warning", failed_binding, timeout=30)
     kube.delete(core("persistentvolumeclaims", "default", "blocked-scratch"))
     path = core("persistentvolumeclaims", "default", "blocked-scratch")
     owned = wait_for(
