@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -180,28 +181,33 @@ def test_a_cold_starts_init_phase_does_not_count_against_the_functions_timeout(t
         slow.stop()
 
 
-def test_stopping_a_busy_container_abandons_its_invocation(tmp_path: Path) -> None:
+def _abandoned_by(worker: Worker, end: Callable[[], None]) -> Invocation:
+    """A warm ``worker``'s 250 s invocation, ended by ``end`` (a stop, a delete) while it runs: its answer."""
     import threading
 
-    long = _worker(tmp_path, 300)
-    assert long.invoke({}).ok  # warm
+    assert worker.invoke({}).ok  # warm
     ended: list[Invocation | None] = []
-    running = threading.Thread(target=lambda: ended.append(long.invoke({"sleep": 250})))
+    running = threading.Thread(target=lambda: ended.append(worker.invoke({"sleep": 250})))
     running.start()
+    while not worker.busy:  # the invocation holds the container from its first instruction
+        running.join(0.01)
+    end()
+    running.join(60)
+    assert not running.is_alive()
+    assert ended
+    assert ended[0] is not None
+    return ended[0]
+
+
+def test_stopping_a_busy_container_abandons_its_invocation(tmp_path: Path) -> None:
+    long = _worker(tmp_path, 300)
     try:
-        while not long.busy:  # the invocation holds the container from its first instruction
-            running.join(0.01)
-        long.stop()
-        running.join(60)
-        assert not running.is_alive()
-        assert ended
-        assert ended[0] is not None
+        ended = _abandoned_by(long, long.stop)
         # Ended by the stop (its container killed), not by the 300 s timeout nor the 250 s sleep.
-        assert not ended[0].ok
-        assert ended[0].error == "Runtime exited without providing a reason"
+        assert not ended.ok
+        assert ended.error == "Runtime exited without providing a reason"
     finally:
         long.stop()
-        running.join(1)
 
 
 def test_a_deleted_function_abandons_its_invocation_and_starts_no_container_for_the_next(
@@ -210,21 +216,9 @@ def test_a_deleted_function_abandons_its_invocation_and_starts_no_container_for_
     """The runtime's stop deletes its functions: the invocation in flight is abandoned and a trigger
     still holding an event (the wake-up's queue) is refused at once, instead of cold-starting a
     container whose whole invocation the stop then waited out."""
-    import threading
-
     long = _worker(tmp_path, 300)
-    assert long.invoke({}).ok  # warm
-    ended: list[Invocation | None] = []
-    running = threading.Thread(target=lambda: ended.append(long.invoke({"sleep": 250})))
-    running.start()
     try:
-        while not long.busy:
-            running.join(0.01)
-        long.delete()
-        running.join(60)
-        assert ended
-        assert ended[0] is not None
-        assert not ended[0].ok
+        assert not _abandoned_by(long, long.delete).ok
         cold_starts = long.cold_starts
         refused = long.invoke({"sleep": 250})
         assert refused is not None
@@ -233,7 +227,6 @@ def test_a_deleted_function_abandons_its_invocation_and_starts_no_container_for_
         assert long.cold_starts == cold_starts, "no container started for the refused event"
     finally:
         long.stop()
-        running.join(1)
 
 
 def test_stopping_a_container_while_it_is_being_spawned_abandons_its_invocation(
