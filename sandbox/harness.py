@@ -65,8 +65,9 @@ def quiet_functions() -> Iterator[None]:
 
 
 class WithoutMetricLines(io.TextIOBase):
-    """stdout minus the functions' EMF metric lines: Powertools' ``single_metric`` prints them even
-    with ``POWERTOOLS_METRICS_DISABLED`` (3.37), and they would drown the story."""
+    """stdout minus EMF metric lines, which would drown the story. The layer's own metrics honour
+    ``POWERTOOLS_METRICS_DISABLED`` (``observability.emit_metric``); Powertools' ``single_metric``
+    prints even then (3.37), so a library's use of it (a cold-start metric) is kept out too."""
 
     def __init__(self, out: Any) -> None:
         self.out = out

@@ -1,7 +1,7 @@
 """The metric contract (infra/metrics.py) matches what the code emits, names and dimension sets.
 
 Names: every literal metric name in the layer and the functions (``add_metric(name=...)``,
-``single_metric(name=...)`` and the flows' ``_count("...")``/``_timing("...")`` helpers).
+``emit_metric(name=...)`` and the flows' ``_count("...")``/``_timing("...")`` helpers).
 Dimensions: the real emitters run and their EMF output is read back, because CloudWatch
 matches a query on the exact dimension set (Powertools adds ``service`` to every metric).
 """
@@ -18,10 +18,8 @@ from infra_synth import Synth
 from infra import metrics
 from sandbox.shared_data import REPO_ROOT
 
-# add_metric(name="X"), single_metric(name="X"), and the flows' helpers _count("X") / _count(ctx, "X").
-EMITS = re.compile(
-    r'(?:add_metric|single_metric)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*(?:ctx,\s*)?"(\w+)"'
-)
+# add_metric(name="X"), emit_metric(name="X"), and the flows' helpers _count("X") / _count(ctx, "X").
+EMITS = re.compile(r'(?:add_metric|emit_metric)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*(?:ctx,\s*)?"(\w+)"')
 SERVICE = "nodewright-demo"
 
 

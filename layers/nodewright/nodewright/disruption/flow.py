@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
 
 from nodewright import checkpoints, termination
 from nodewright.api import labels
@@ -56,6 +56,7 @@ from nodewright.disruption.decide import (
     decide,
     pods_fingerprint,
 )
+from nodewright.observability import emit_metric
 from nodewright.state import nodepools
 from nodewright.state.guard import WriteGuard
 from nodewright.state.pods import (
@@ -765,15 +766,21 @@ def publish_metrics(ctx: Context, report: DisruptionReport) -> None:
     )
     namespace = getattr(metrics, "namespace", None)
     for reason, count in sorted(Counter(r.reason for r in report.disrupted).items()):
-        with single_metric(
-            name="DisruptionActions", unit=MetricUnit.Count, value=count, namespace=namespace
-        ) as metric:
-            metric.add_dimension(name="Reason", value=reason)
+        emit_metric(
+            name="DisruptionActions",
+            unit=MetricUnit.Count,
+            value=count,
+            dimensions={"Reason": reason},
+            namespace=namespace,
+        )
     for method, count in sorted(Counter(d.method for d in report.decisions).items()):
-        with single_metric(
-            name="DisruptionDecisions", unit=MetricUnit.Count, value=count, namespace=namespace
-        ) as metric:
-            metric.add_dimension(name="Method", value=method)
+        emit_metric(
+            name="DisruptionDecisions",
+            unit=MetricUnit.Count,
+            value=count,
+            dimensions={"Method": method},
+            namespace=namespace,
+        )
     if report.decision_seconds:
         metrics.add_metric(
             name="DisruptionDecisionSeconds", unit=MetricUnit.Seconds, value=round(report.decision_seconds, 4)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
 
 from nodewright import observability, termination
 from nodewright.api import labels
@@ -697,8 +697,9 @@ class InterruptionProcessor:
                 metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
             return
         # A per-metric dimension needs its own EMF document; the others share the handler's flush.
-        with single_metric(name=name, unit=MetricUnit.Count, value=1, namespace=metrics.namespace) as metric:
-            metric.add_dimension(name="Kind", value=kind)
+        observability.emit_metric(
+            name=name, unit=MetricUnit.Count, value=1, dimensions={"Kind": kind}, namespace=metrics.namespace
+        )
 
     def _timing(self, name: str, seconds: float) -> None:
         with _METRICS_LOCK:

@@ -19,9 +19,10 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
 
 from nodewright import termination
+from nodewright.observability import emit_metric
 from nodewright.provisioning import garbage, lifecycle, nodeclaims, planning, static
 from nodewright.provisioning.launch import Launched, Launches, LaunchFailure, create_and_launch
 from nodewright.ratelimit import TokenBucket
@@ -251,19 +252,26 @@ def publish_launches(ctx: Context, report: PassReport) -> None:
     namespace = getattr(ctx.metrics, "namespace", None)
     launched = Counter((x.instance_type, x.zone, x.capacity_type) for x in report.launched if not x.adopted)
     for (instance_type, zone, capacity_type), count in sorted(launched.items()):
-        with single_metric(
-            name="NodeClaimsLaunched", unit=MetricUnit.Count, value=count, namespace=namespace
-        ) as metric:
-            metric.add_dimension(name="InstanceType", value=instance_type)
-            metric.add_dimension(name="Zone", value=zone)
-            metric.add_dimension(name="CapacityType", value=capacity_type)
+        emit_metric(
+            name="NodeClaimsLaunched",
+            unit=MetricUnit.Count,
+            value=count,
+            dimensions={"InstanceType": instance_type, "Zone": zone, "CapacityType": capacity_type},
+            namespace=namespace,
+        )
     for code, count in sorted(Counter(f.code for f in report.failures).items()):
-        with single_metric(
-            name="LaunchErrors", unit=MetricUnit.Count, value=count, namespace=namespace
-        ) as metric:
-            metric.add_dimension(name="ErrorCode", value=code)
+        emit_metric(
+            name="LaunchErrors",
+            unit=MetricUnit.Count,
+            value=count,
+            dimensions={"ErrorCode": code},
+            namespace=namespace,
+        )
     for failure_class, count in sorted(Counter(f.failure_class for f in report.failures).items()):
-        with single_metric(
-            name="LaunchFailures", unit=MetricUnit.Count, value=count, namespace=namespace
-        ) as metric:
-            metric.add_dimension(name="Class", value=failure_class)
+        emit_metric(
+            name="LaunchFailures",
+            unit=MetricUnit.Count,
+            value=count,
+            dimensions={"Class": failure_class},
+            namespace=namespace,
+        )

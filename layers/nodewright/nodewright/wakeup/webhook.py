@@ -299,12 +299,17 @@ class Webhook:
         return Answer(200, answer)
 
     def _refuse(self, reason: str, answer: Answer) -> Answer:
-        from aws_lambda_powertools.metrics import MetricUnit, single_metric
+        from aws_lambda_powertools.metrics import MetricUnit
 
-        with single_metric(
-            name="WebhookRefused", unit=MetricUnit.Count, value=1, namespace=self._metrics.namespace
-        ) as metric:
-            metric.add_dimension(name="Reason", value=reason)
+        from nodewright.observability import emit_metric
+
+        emit_metric(
+            name="WebhookRefused",
+            unit=MetricUnit.Count,
+            value=1,
+            dimensions={"Reason": reason},
+            namespace=self._metrics.namespace,
+        )
         self._log.info("request refused", extra={"status": answer.status, "reason": reason})
         return answer
 
