@@ -217,10 +217,9 @@ def _scheduled_provisioner_pass(cluster: Any) -> dict[str, Any]:
     """One scheduled provisioner invocation with garbage collection due (as a minute later).
 
     Its container goes idle 5 s after the last activity (``IDLE_AFTER_SECONDS``, a setting; 600 s
-    deployed). With the deployed 600 s the invocation after the release polled on to its 25 s
-    deadline for nothing; the one before it still does (the NodeClaim waiting for EC2 is a
-    termination in progress, which counts as activity), and every pass of it is held to the
-    assertions that follow. The release is a termination too: passes still follow it."""
+    deployed), so neither invocation polls on to its 25 s deadline: the NodeClaim waiting for EC2
+    is a termination that only waits, not activity (``TerminationReport.progressed``), and the
+    release, which is progress, is that pass's last work."""
     from nodewright.provisioning import garbage
 
     garbage.reset_gc_clock()

@@ -8,7 +8,6 @@ import sys
 
 import pytest
 from aws_lambda_powertools.metrics import MetricUnit
-
 from nodewright import observability
 
 
@@ -40,7 +39,9 @@ def test_a_dimensioned_metric_is_one_emf_line_in_one_write(monkeypatch: pytest.M
         namespace="Test",
     )
 
-    assert len(out.writes) == 1 and out.writes[0].endswith("\n") and out.writes[0].count("\n") == 1
+    assert len(out.writes) == 1
+    assert out.writes[0].endswith("\n")
+    assert out.writes[0].count("\n") == 1
     document = json.loads(out.writes[0])
     (directive,) = document["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == "Test"
@@ -59,6 +60,8 @@ def test_metrics_disabled_writes_no_metric_line(monkeypatch: pytest.MonkeyPatch)
     out = RecordingStdout()
     monkeypatch.setattr(sys, "stdout", out)
 
-    observability.emit_metric(name="PassesCompleted", unit=MetricUnit.Count, value=1, dimensions={"Function": "x"})
+    observability.emit_metric(
+        name="PassesCompleted", unit=MetricUnit.Count, value=1, dimensions={"Function": "x"}
+    )
 
     assert out.writes == []

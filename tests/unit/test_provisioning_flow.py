@@ -518,6 +518,44 @@ def test_a_pod_no_nodepool_can_place_does_not_keep_the_loop_awake_forever(loopin
     assert report.passes[0].unschedulable == {"default/stuck": "no NodePool is usable"}
 
 
+def test_a_drain_a_pdb_blocks_does_not_keep_the_loop_awake_but_is_stepped_again_next_pass(
+    looping: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NodeClaim being deleted whose last pod a PodDisruptionBudget will not let go (for days, as
+    operators see with maxUnavailable 0): each pass tries the eviction and waits. That counted as
+    activity, and the provisioner looped, billed, as long as the PDB held; waiting is not work."""
+    from nodewright.cluster.client import EvictionOutcome, EvictionResult
+    from nodewright.provisioning import loop
+
+    ctx, cluster, _clock, pass_times = looping
+    cluster.objects["NodePool"].clear()  # its pod's replacement capacity: long since launched or refused
+    _running_on(cluster, "guarded", "draining", deleting="claim")
+    claim = cluster.objects["NodeClaim"]["claim-draining"]
+    claim["metadata"]["finalizers"] = [labels.TERMINATION_FINALIZER]
+    claim["metadata"]["creationTimestamp"] = format_time(T0 - timedelta(hours=3))
+    tries: list[str] = []
+
+    def blocked(pod: dict[str, Any]) -> EvictionResult:
+        tries.append(pod["metadata"]["name"])
+        return EvictionResult(EvictionOutcome.BLOCKED, 429, "would violate the PodDisruptionBudget", 5.0)
+
+    monkeypatch.setattr(cluster, "evict", blocked)
+
+    first = loop.run(ctx, remaining_seconds=90)
+    second = loop.run(ctx, remaining_seconds=90)  # the next scheduled invocation
+
+    assert first.idle
+    assert second.idle
+    assert [len(first.passes), len(second.passes)] == [1, 1], "one pass per invocation"
+    assert len(pass_times) == 2
+    assert tries == ["guarded", "guarded"], "the eviction asked again on each pass"
+    assert "claim-draining" in cluster.objects["NodeClaim"], "still held, as the PDB asks"
+    (term,) = first.passes[0].termination.terminations
+    assert term.last_pass is not None
+    assert term.last_pass.blocked == ["default/guarded"]
+    assert first.passes[0].termination.progressed == []
+
+
 def test_a_pod_that_just_became_pending_keeps_the_loop_awake(looping: Any) -> None:
     from nodewright.provisioning import loop
 

@@ -156,14 +156,17 @@ def _active(result: PassReport, idle_after: float) -> bool:
 
     New capacity and its lifecycle count, and so does a pod pending for less than ``idle_after``.
     A pod that has stayed unplaceable for longer (no NodePool fits it) does not: it is still
-    retried once a minute, but it cannot keep the function looping, and billed, forever.
+    retried once a minute, but it cannot keep the function looping, and billed, forever. Nor can a
+    termination that only waits (a drain a PodDisruptionBudget blocks): it counted while it existed,
+    and one blocked for days kept the provisioner looping, and billed, all that time; it is still
+    stepped once a minute, and counts again on the pass that evicts, deletes or finishes.
     """
     life = result.lifecycle
     moving = (
         result.created
         or result.launched
         or life.registered
-        or result.termination.terminations
+        or result.termination.progressed
         or result.garbage.orphans_deleted
         or result.static_deleted
     )

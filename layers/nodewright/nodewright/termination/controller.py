@@ -79,6 +79,17 @@ class TerminationReport:
     def finished(self) -> list[Termination]:
         return [t for t in self.terminations if t.done]
 
+    @property
+    def progressed(self) -> list[Termination]:
+        """Those this reconcile moved on: finished, or pods evicted or deleted by their last pass.
+        One that only waited (on a PodDisruptionBudget, a pod's grace period, a volume, EC2 taking
+        the instance) did not: a drain a PDB blocks for days is not work to stay awake for."""
+        return [
+            t
+            for t in self.terminations
+            if t.done or (t.last_pass and (t.last_pass.evicted or t.last_pass.deleted))
+        ]
+
     def summary(self) -> list[dict[str, Any]]:
         return [t.summary() for t in self.terminations]
 
