@@ -318,7 +318,7 @@ class Storm:
         finally:
             ec2.close()
         chunks = [ids[start : start + 10] for start in range(0, len(ids), 10)]
-        buses = [sb.aws_client("events") for _ in range(min(WARNING_CALLS_AT_ONCE, len(chunks)))]
+        buses = [sb.event_source_client() for _ in range(min(WARNING_CALLS_AT_ONCE, len(chunks)))]
         free = list(buses)
         lock = threading.Lock()
 

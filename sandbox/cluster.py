@@ -34,7 +34,15 @@ from sandbox.apiserver import ApiServer
 from sandbox.aws import faults as faults_module
 from sandbox.aws import fleet_network
 from sandbox.aws.prices import SpotHistory
-from sandbox.aws.server import ACCOUNT_ID, AwsSeed, MotoServer, aws_client, preload_moto_ec2, seed
+from sandbox.aws.server import (
+    ACCOUNT_ID,
+    AwsSeed,
+    MotoServer,
+    aws_client,
+    event_source_client,
+    preload_moto_ec2,
+    seed,
+)
 from sandbox.iam.enforcement import Enforcement
 from sandbox.install import rbac_namespaces
 from sandbox.shared_data import REPO_ROOT
@@ -384,6 +392,10 @@ class Sandbox:
     def aws_client(self, service: str) -> Any:
         """A boto3 client for the moto server (the caller closes it)."""
         return aws_client(service, self.aws_endpoint, self.region)
+
+    def event_source_client(self) -> Any:
+        """EventBridge as AWS's own services put on it: each event once (``event_source_client``)."""
+        return event_source_client(self.aws_endpoint, self.region)
 
     def apply_rbac(self, path: Path = RBAC_FILE) -> list[str]:
         """Apply ``deploy/rbac.yaml`` as it is; see :func:`apply_rbac`."""

@@ -217,6 +217,22 @@ def aws_client(service: str, endpoint: str, region: str, credentials: dict[str, 
     )
 
 
+def event_source_client(endpoint: str, region: str) -> Any:
+    """An EventBridge client for what AWS itself puts on the default bus (EC2's spot warnings and
+    state changes, AWS Health): each happening put once. EC2 emits a warning once; a client that
+    retries a PutEvents whose answer timed out puts it again under a new event id, which no
+    idempotency record can tell from another warning (a 100-node storm on a loaded moto saw one
+    call of ten warnings retried: 110 distinct warnings acted on). So no retry, and a read timeout
+    longer than any load: a put that fails, fails loudly."""
+    return _session(region).client(
+        "events",
+        endpoint_url=endpoint,
+        config=Config(
+            retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=600
+        ),
+    )
+
+
 @dataclass
 class AwsSeed:
     """What was created, by name, for the environment of the functions and for tests."""

@@ -49,7 +49,7 @@ from typing import Any
 
 from nodewright.spec import deployment
 
-from sandbox.aws.server import aws_client
+from sandbox.aws.server import aws_client, event_source_client
 from sandbox.runtime import events
 
 RECLAIM_TAG = "sandbox:reclaim-at"  # epoch seconds at which the spot market takes the instance back
@@ -652,7 +652,7 @@ class InstanceStateChanges(_Loop):
         assert self.runtime is not None
         runtime = self.runtime
         if self._bus is None:
-            self._bus = runtime.sandbox.aws_client("events")
+            self._bus = runtime.sandbox.event_source_client()
         pages = runtime.ec2.get_paginator("describe_instances").paginate(
             Filters=[
                 {"Name": "tag:eks:eks-cluster-name", "Values": [runtime.cluster_name]},
@@ -914,7 +914,7 @@ def interrupt(sandbox_env: dict[str, str], node: str, kind: str, kubeconfig: str
         )
     endpoint, region = sandbox_env["AWS_ENDPOINT_URL"], sandbox_env["AWS_REGION"]
     event = events.interruption_event(kind, instance_id, region)
-    bus = aws_client("events", endpoint, region)
+    bus = event_source_client(endpoint, region)
     ec2 = aws_client("ec2", endpoint, region)
     try:
         if kind == "spot":
