@@ -25,8 +25,10 @@ from nodewright.settings import AwsCredentials, Settings
 # the caller down when AWS throttles. 5 attempts: botocore's backoff waits up to 2, 4, 8 and 16 s
 # between them, so a throttled call gives up within about 30 s, inside a 55 s invocation that
 # must still report; 8 attempts (up to 90 s of backoff) let one CreateFleet outlive the function.
+# ``total_max_attempts``, not ``max_attempts``, which counts the retries after the first (5 of
+# them would make 6 attempts; tests/unit/test_cloud_retries.py counts them).
 RETRY_CONFIG = Config(
-    retries={"mode": "adaptive", "max_attempts": 5},
+    retries={"mode": "adaptive", "total_max_attempts": 5},
     user_agent_extra="nodewright",
     connect_timeout=5,
     read_timeout=30,
@@ -44,7 +46,7 @@ _lock = threading.Lock()
 # For a caller that must answer within a second or two (the wake-up webhook, whose caller, the API
 # server, waits at most 2 s): short timeouts, one retry.
 QUICK_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 2},
+    retries={"mode": "standard", "total_max_attempts": 2},
     user_agent_extra="nodewright",
     connect_timeout=1,
     read_timeout=2,
