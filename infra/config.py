@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 # Each function container's API server request rate limit (Karpenter's KUBE_CLIENT_QPS/KUBE_CLIENT_BURST):
-# the defaults are the layer's, where the numbers are reasoned (a plain module, as nodewright.spec).
-from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS
+# the defaults are the layer's, where the numbers are reasoned (a plain module, as nodewright.spec),
+# as is the wake-up webhook's secret reread interval's.
+from nodewright.settings import KUBE_CLIENT_BURST, KUBE_CLIENT_QPS, WEBHOOK_SECRET_MAX_AGE_SECONDS
 
 REBALANCE_MODES = ("replace", "event-only")
 # How the API server reaches the wake-up and CRD conversion webhook (infra/capabilities/wakeup.py):
@@ -25,6 +26,9 @@ WAKEUP_MODES = (WAKEUP_PUBLIC, WAKEUP_PRIVATE, WAKEUP_OFF)
 # Karpenter's --min-values-policy; the layer's settings.MIN_VALUES_POLICIES (infra imports no layer code).
 MIN_VALUES_POLICIES = ("Strict", "BestEffort")
 ARCHITECTURES = ("arm64", "x86_64")
+# -c webhookSecretMaxAge at most an hour: a withdrawn secret (the rotation window closed early) stays
+# accepted that long; below a second each request of a busy container would be a GetSecretValue.
+MAX_WEBHOOK_SECRET_MAX_AGE_SECONDS = 3600
 # EKS cluster names: 1-100 characters, alphanumerics, hyphens and underscores, starting alphanumeric.
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
 _ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
@@ -107,6 +111,9 @@ class NodewrightConfig:
     # work times these.
     kube_client_qps: float = KUBE_CLIENT_QPS
     kube_client_burst: int = KUBE_CLIENT_BURST
+    # How often a warm wake-up webhook container rereads its secret path (-c webhookSecretMaxAge,
+    # seconds; WEBHOOK_SECRET_MAX_AGE_SECONDS): how long a withdrawn previous secret stays accepted.
+    webhook_secret_max_age_seconds: float = WEBHOOK_SECRET_MAX_AGE_SECONDS
     # VPC placement of the functions that talk to the cluster (private or CIDR-restricted
     # endpoints); empty: outside any VPC (the cluster endpoint must be public to Lambda).
     vpc_id: str | None = None
@@ -156,6 +163,11 @@ class NodewrightConfig:
         if self.kube_client_burst < 1:
             raise ConfigError(
                 f"kubeClientBurst {self.kube_client_burst}: use a whole number of requests, 1 or more"
+            )
+        if not 1 <= self.webhook_secret_max_age_seconds <= MAX_WEBHOOK_SECRET_MAX_AGE_SECONDS:
+            raise ConfigError(
+                f"webhookSecretMaxAge {self.webhook_secret_max_age_seconds:g}: use 1-"
+                f"{MAX_WEBHOOK_SECRET_MAX_AGE_SECONDS} seconds"
             )
         if self.architecture not in ARCHITECTURES:
             raise ConfigError(f"architecture {self.architecture!r}: use one of {', '.join(ARCHITECTURES)}")
@@ -266,6 +278,9 @@ class NodewrightConfig:
         kube_client_burst = _number(get("kubeClientBurst"), "kubeClientBurst", KUBE_CLIENT_BURST)
         if not kube_client_burst.is_integer():
             raise ConfigError(f"kubeClientBurst {get('kubeClientBurst')!r} is not a whole number of requests")
+        secret_max_age = _number(
+            get("webhookSecretMaxAge"), "webhookSecretMaxAge", WEBHOOK_SECRET_MAX_AGE_SECONDS
+        )
         layer_dir = get("layerAssetDir")
         functions_dir = get("functionsDir")
         return cls(
@@ -286,6 +301,7 @@ class NodewrightConfig:
             static_capacity=_flag(get("staticCapacity"), "staticCapacity"),
             kube_client_qps=kube_client_qps,
             kube_client_burst=int(kube_client_burst),
+            webhook_secret_max_age_seconds=secret_max_age,
             vpc_id=get("vpcId") or None,
             subnet_ids=_split(get("subnetIds")),
             security_group_ids=_split(get("securityGroupIds")),

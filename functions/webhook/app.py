@@ -39,6 +39,7 @@ def webhook() -> Any:
             metrics=emf,
             node_role=settings.node_role,
             region=settings.region,
+            secret_max_age_seconds=settings.webhook_secret_max_age_seconds,
         )
     return _webhook
 

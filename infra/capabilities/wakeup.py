@@ -88,7 +88,8 @@ class Wakeup(Construct):
             "the secret is part of the URL the API server's webhook configurations hold, which a "
             "rotation Lambda cannot rewrite: an operator rotates it with put-secret-value and then "
             "`nodewright install-webhooks --apply` (docs/deploy.md); the webhook accepts AWSCURRENT "
-            "and AWSPREVIOUS meanwhile and rereads them within a minute, so nothing is refused"
+            "and AWSPREVIOUS meanwhile and rereads them every minute (-c webhookSecretMaxAge), so "
+            "nothing is refused"
         )
         acknowledge.nag(self.secret, "AwsSolutions-SMG4", rotation_reason)
         acknowledge.checkov(
@@ -139,6 +140,7 @@ class Wakeup(Construct):
                 **environment,
                 "WAKE_FUNCTION": self.alias.function_arn,
                 "WEBHOOK_SECRET_ARN": self.secret.secret_arn,
+                "WEBHOOK_SECRET_MAX_AGE_SECONDS": f"{config.webhook_secret_max_age_seconds:g}",
             },
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from nodewright.api import webhooks
 from nodewright.cluster.resources import CRDS, NODECLAIMS, VALIDATING_WEBHOOKS
-from test_wakeup_sandbox import IMAGE, SEED_NODECLASS, SEED_NODEPOOL, TICK_SECONDS
+from test_wakeup_sandbox import IDLE_AFTER_SECONDS, IMAGE, SEED_NODECLASS, SEED_NODEPOOL, TICK_SECONDS
 from waiting import wait_for
 
 from sandbox.apiserver.testing import KUBECTL, kubectl
@@ -45,7 +45,7 @@ def private() -> Iterator[tuple[Any, Runtime, Any]]:
             sb,
             functions=("provisioner", "webhook"),
             schedules={"provisioner": TICK_SECONDS},
-            env={"IDLE_AFTER_SECONDS": "30"},
+            env={"IDLE_AFTER_SECONDS": str(IDLE_AFTER_SECONDS)},
             wakeup_mode="private",
         ).start()
         try:

@@ -46,7 +46,12 @@ pytestmark = [
 ]
 IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
 TICK_SECONDS = 60
-IDLE_AFTER_SECONDS = 30
+# The provisioner goes idle this long after the last activity (IDLE_AFTER_SECONDS, a setting: 600 s
+# deployed). A woken invocation's report, which the wake-up stories read, comes when it goes idle.
+IDLE_AFTER_SECONDS = 10
+# How often a warm webhook container rereads its secret (WEBHOOK_SECRET_MAX_AGE_SECONDS, a setting:
+# -c webhookSecretMaxAge, a minute by default): the rotation story waits for it once.
+SECRET_MAX_AGE_SECONDS = 3
 BURST_LABEL = "nodewright.test/burst"
 SEED_NODECLASS = str(SEEDS / "v1beta1-ec2nodeclass-default.yaml")
 SEED_NODEPOOL = str(SEEDS / "v1beta1-nodepool-default.yaml")
@@ -59,13 +64,17 @@ def idle() -> Iterator[tuple[Any, Runtime]]:
     # The seeds' cluster name: their subnet and security group selectors name it.
     with Sandbox(cluster_name=CLUSTER, boot_delay=0.2, init_delay=0.2) as sb:
         sb.apply_crds()
-        # The deployed schedule; the provisioner goes idle 30 s after the last activity instead of
-        # 600 s (IDLE_AFTER_SECONDS, a setting), so each story starts from an idle provisioner soon.
+        # The deployed schedule; the provisioner goes idle 10 s after the last activity instead of
+        # 600 s, so each story starts from an idle provisioner soon, and the webhook rereads its
+        # secret every few seconds instead of every minute (both settings, above).
         runtime = Runtime(
             sb,
             functions=("provisioner", "webhook"),
             schedules={"provisioner": TICK_SECONDS},
-            env={"IDLE_AFTER_SECONDS": str(IDLE_AFTER_SECONDS)},
+            env={
+                "IDLE_AFTER_SECONDS": str(IDLE_AFTER_SECONDS),
+                "WEBHOOK_SECRET_MAX_AGE_SECONDS": str(SECRET_MAX_AGE_SECONDS),
+            },
         ).start()
         try:
             # Unconverted: the CRDs serve v1beta1 through the webhook. Retried while the webhook's
@@ -341,7 +350,6 @@ def test_the_secret_rotates_without_an_outage(idle: tuple[Any, Runtime]) -> None
     from nodewright.api import webhooks
     from nodewright.cluster import install
     from nodewright.cluster.resources import CRDS, VALIDATING_WEBHOOKS
-    from nodewright.wakeup.webhook import SECRET_MAX_AGE_SECONDS
 
     from sandbox.runtime.wakeup import FunctionUrl, make_secret
 

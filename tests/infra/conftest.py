@@ -65,9 +65,9 @@ def default_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
 @pytest.fixture(scope="session")
 def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every optional context value set: e-mail alarms, tracing, x86_64, event-only, 2 s polls, a
-    20/s (burst 40) API request rate, an existing node role by ARN with an IAM path, the functions in
-    a VPC (security group created), a KMS key for node volumes, SSM parameters an EC2NodeClass's AMI
-    terms name, an explicit account and region."""
+    20/s (burst 40) API request rate, the webhook's secret reread every 15 s, an existing node role
+    by ARN with an IAM path, the functions in a VPC (security group created), a KMS key for node
+    volumes, SSM parameters an EC2NodeClass's AMI terms name, an explicit account and region."""
     context = {
         **fast_context,
         "alarmEmail": "oncall@example.com",
@@ -81,6 +81,7 @@ def variant_synth(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPat
         "staticCapacity": "true",
         "kubeClientQPS": "20",
         "kubeClientBurst": "40",
+        "webhookSecretMaxAge": "15",
         "nodeRoleArn": VARIANT_NODE_ROLE_ARN,
         "vpcId": "vpc-0123456789abcdef0",
         "subnetIds": "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2",

@@ -121,6 +121,42 @@ def without_wakeup(fast_context: dict[str, Any], tmp_path_factory: pytest.TempPa
     return synth_app({**fast_context, "wakeup": "false"}, tmp_path_factory.mktemp("cdk.out"))
 
 
+@pytest.mark.parametrize(("synth", "seconds"), [("default_synth", 60.0), ("variant_synth", 15.0)])
+def test_the_webhook_rereads_its_secret_as_often_as_the_context_says(
+    synth: str, seconds: float, request: pytest.FixtureRequest
+) -> None:
+    """``-c webhookSecretMaxAge`` (a minute when absent) reaches the webhook's settings."""
+    from nodewright.settings import Settings
+
+    _, webhook = _one_starting(
+        request.getfixturevalue(synth), "AWS::Lambda::Function", "AutoscalerWakeupwebhook"
+    )
+    env = webhook["Properties"]["Environment"]["Variables"]
+    settings = Settings.from_env(
+        {
+            "CLUSTER_NAME": "demo",
+            "AWS_REGION": "us-east-1",
+            "WEBHOOK_SECRET_MAX_AGE_SECONDS": env["WEBHOOK_SECRET_MAX_AGE_SECONDS"],
+        }
+    )
+    assert settings.webhook_secret_max_age_seconds == seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("soon", "webhookSecretMaxAge 'soon' is not a number"),
+        ("0", "webhookSecretMaxAge 0: use 1-3600 seconds"),
+        ("86400", "webhookSecretMaxAge 86400: use 1-3600 seconds"),
+    ],
+)
+def test_a_secret_reread_interval_out_of_range_is_refused_at_synth(value: str, message: str) -> None:
+    from infra.config import ConfigError, NodewrightConfig
+
+    with pytest.raises(ConfigError, match=message):
+        NodewrightConfig.from_context({"clusterName": "demo", "webhookSecretMaxAge": value}.get)
+
+
 def test_wakeup_false_leaves_the_whole_path_out(without_wakeup: Synth) -> None:
     template = without_wakeup.template
     kinds = {r["Type"] for r in template["Resources"].values()}

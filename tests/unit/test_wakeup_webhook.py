@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from fakes import FakeClock
 from nodewright.ratelimit import TokenBucket
+from nodewright.settings import WEBHOOK_SECRET_MAX_AGE_SECONDS, Settings, SettingsError
 from nodewright.wakeup import events
 from nodewright.wakeup.webhook import (
     BURST,
     MAX_BODY_BYTES,
     ROTATION_WINDOW,
-    SECRET_MAX_AGE_SECONDS,
     SECRET_MISS_REFRESH_SECONDS,
     PathSecrets,
     Webhook,
@@ -431,7 +431,12 @@ class Rotating:
         return self.secrets
 
 
-def rotating_hook(source: Rotating, clock: FakeClock, recorder: Recorder) -> Webhook:
+def rotating_hook(
+    source: Rotating,
+    clock: FakeClock,
+    recorder: Recorder,
+    max_age: float = WEBHOOK_SECRET_MAX_AGE_SECONDS,
+) -> Webhook:
     return Webhook(
         secrets=source,
         wake=lambda event: None,
@@ -440,6 +445,7 @@ def rotating_hook(source: Rotating, clock: FakeClock, recorder: Recorder) -> Web
         clock=clock,
         limiter=TokenBucket(1000.0, 1000, clock=clock),
         coalesce_seconds=0.0,
+        secret_max_age_seconds=max_age,
     )
 
 
@@ -462,7 +468,7 @@ def test_during_the_rotation_window_both_secrets_are_accepted_and_after_it_only_
 
 
 def test_a_warm_container_follows_a_rotation_without_a_redeploy() -> None:
-    """Reread every SECRET_MAX_AGE_SECONDS, and sooner (at most every SECRET_MISS_REFRESH_SECONDS)
+    """Reread every WEBHOOK_SECRET_MAX_AGE_SECONDS, and sooner (at most every SECRET_MISS_REFRESH_SECONDS)
     when the API server already calls a path this container does not know."""
     source = Rotating(PathSecrets(OLD))
     clock, recorder = FakeClock(T0), Recorder()
@@ -477,9 +483,39 @@ def test_a_warm_container_follows_a_rotation_without_a_redeploy() -> None:
     assert _status(webhook, OLD) == 200  # the window is open
 
     source.secrets = PathSecrets(NEW)  # the window closed early: the AWSPREVIOUS label removed
-    clock.mono += SECRET_MAX_AGE_SECONDS
+    clock.mono += WEBHOOK_SECRET_MAX_AGE_SECONDS
     assert _status(webhook, OLD) == 404
     assert _status(webhook, NEW) == 200
+
+
+def test_a_withdrawn_previous_secret_is_refused_after_the_configured_reread_interval() -> None:
+    """The stack's interval (WEBHOOK_SECRET_MAX_AGE_SECONDS), not the default: a container keeps the
+    previous secret until its interval is up, and refuses it from then on."""
+    source = Rotating(PathSecrets(NEW, OLD, T0))
+    clock, recorder = FakeClock(T0), Recorder()
+    webhook = rotating_hook(source, clock, recorder, max_age=5.0)
+    assert _status(webhook, OLD) == 200
+
+    source.secrets = PathSecrets(NEW)  # the AWSPREVIOUS label removed
+    clock.mono += 4.9
+    assert _status(webhook, OLD) == 200  # read 4.9 s ago: not reread yet
+    assert source.reads == 1
+    clock.mono += 0.1
+    assert _status(webhook, OLD) == 404
+    assert _status(webhook, NEW) == 200
+    assert source.reads == 2
+
+
+def test_the_reread_interval_is_a_setting_a_minute_by_default_and_a_bad_one_is_refused() -> None:
+    env = {"CLUSTER_NAME": "demo", "AWS_REGION": "us-east-1"}
+    assert Settings.from_env(env).webhook_secret_max_age_seconds == WEBHOOK_SECRET_MAX_AGE_SECONDS == 60.0
+    shorter = Settings.from_env({**env, "WEBHOOK_SECRET_MAX_AGE_SECONDS": "2.5"})
+    assert shorter.webhook_secret_max_age_seconds == 2.5
+    for bad in ("0", "-1", "soon", "nan"):
+        with pytest.raises(
+            SettingsError, match=f"WEBHOOK_SECRET_MAX_AGE_SECONDS='{bad}': use a number above"
+        ):
+            Settings.from_env({**env, "WEBHOOK_SECRET_MAX_AGE_SECONDS": bad})
 
 
 def test_a_strangers_guesses_reread_the_secret_at_most_once_per_miss_interval() -> None:
@@ -500,7 +536,7 @@ def test_a_container_that_cannot_reread_the_secret_keeps_serving_with_what_it_re
     assert _status(webhook, NEW) == 200
 
     source.fail = True
-    clock.mono += SECRET_MAX_AGE_SECONDS
+    clock.mono += WEBHOOK_SECRET_MAX_AGE_SECONDS
     assert _status(webhook, NEW) == 200
     assert any("cannot be reread" in line and "ThrottlingException" in line for line in recorder.lines)
     assert not any(NEW in line for line in recorder.lines)

@@ -37,6 +37,12 @@ KUBE_CLIENT_BURST = 100
 # KUBE_CLIENT_BURST, so the request rate limit does not hold them back. EC2 throttles CreateFleet per
 # account and Region; botocore's adaptive retries back off when it does.
 LAUNCH_CONCURRENCY = 20
+# How often a warm wake-up webhook container rereads its URL's secret path (nodewright.wakeup.webhook):
+# a rotation's new secret is also read on the first request for a path it does not know, so this
+# bounds how long a container goes on accepting a version the operator withdrew (the AWSPREVIOUS
+# label removed to close the rotation window early) and costs one GetSecretValue per container per
+# interval. The stack sets it (-c webhookSecretMaxAge, infra/config.py); this is its default.
+WEBHOOK_SECRET_MAX_AGE_SECONDS = 60.0
 
 
 class SettingsError(ValueError):
@@ -62,7 +68,8 @@ class AwsCredentials:
 
 
 def _positive(env: Mapping[str, str], name: str, default: float, *, integer: bool = False) -> float:
-    """A rate setting: a number above zero (a whole one when ``integer``), ``default`` when absent."""
+    """A rate or interval setting: a number above zero (a whole one when ``integer``), ``default``
+    when absent."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -113,6 +120,8 @@ class Settings:
     # and the Secrets Manager secret holding its URL's secret path.
     wake_function: str | None = None
     webhook_secret: str | None = None
+    # How often a warm webhook container rereads that secret (see WEBHOOK_SECRET_MAX_AGE_SECONDS above).
+    webhook_secret_max_age_seconds: float = WEBHOOK_SECRET_MAX_AGE_SECONDS
     # Karpenter's --min-values-policy (see MIN_VALUES_POLICIES), read by every plan through the World.
     min_values_policy: str = MIN_VALUES_STRICT
     # Karpenter's SpotToSpotConsolidation feature gate, off by default as there: a node whose
@@ -178,6 +187,9 @@ class Settings:
             static_capacity=_gate(env, "STATIC_CAPACITY"),
             wake_function=env.get("WAKE_FUNCTION") or None,
             webhook_secret=env.get("WEBHOOK_SECRET_ARN") or None,
+            webhook_secret_max_age_seconds=_positive(
+                env, "WEBHOOK_SECRET_MAX_AGE_SECONDS", WEBHOOK_SECRET_MAX_AGE_SECONDS
+            ),
             service_endpoints={
                 key.removeprefix(SERVICE_ENDPOINT_PREFIX).lower(): value
                 for key, value in env.items()

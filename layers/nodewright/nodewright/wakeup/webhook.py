@@ -27,7 +27,8 @@ rotation, ``AWSPREVIOUS`` (``PutSecretValue`` moves the labels itself). Both are
 current version is younger than ``ROTATION_WINDOW`` (the API server keeps calling the old path
 until ``install-webhooks --apply`` gives it the new one); then the previous one is refused, and an
 operator can end the window at once by removing the ``AWSPREVIOUS`` label (docs/deploy.md). A
-container rereads both at least every ``SECRET_MAX_AGE_SECONDS``, and at most every
+container rereads both at least every ``secret_max_age_seconds`` (a setting the stack sets,
+``settings.WEBHOOK_SECRET_MAX_AGE_SECONDS``: a minute by default), and at most every
 ``SECRET_MISS_REFRESH_SECONDS`` when a path matches neither (the new configuration reached the API
 server before this container's cache expired), so warm containers follow a rotation without a
 redeploy and a stranger's guesses cost at most one read per that interval. A container that cannot
@@ -47,6 +48,7 @@ from typing import Any
 from nodewright.api.labels import EVENT_COMPONENT, FAILED_SCHEDULING
 from nodewright.context import Clock, SystemClock
 from nodewright.ratelimit import TokenBucket
+from nodewright.settings import WEBHOOK_SECRET_MAX_AGE_SECONDS
 from nodewright.wakeup.events import POD_UNSCHEDULABLE, wakeup_event
 
 ADMIT = "admit"
@@ -61,9 +63,9 @@ BURST = 100
 # within Karpenter's batching window (1 s idle) after it, so a closer wake-up adds nothing.
 COALESCE_SECONDS = 1.0
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
-# The secret: reread at least this often by a warm container, and at most this often when a path
-# matches none of the known ones; the previous one accepted while the current is younger than this.
-SECRET_MAX_AGE_SECONDS = 60.0
+# The secret (reread at least every settings.webhook_secret_max_age_seconds by a warm container): at
+# most this often when a path matches none of the known ones; the previous one accepted while the
+# current is younger than the window.
 SECRET_MISS_REFRESH_SECONDS = 10.0
 ROTATION_WINDOW = timedelta(hours=24)
 MIN_SECRET_LENGTH = 32
@@ -116,8 +118,9 @@ class Webhook:
     """One container's webhook: its secrets (read on the first request, reread as the module says),
     the wake-up it sends, the rate limit and the coalescing clock.
 
-    ``secrets`` reads the URL's secret path segments (:class:`PathSecrets`); ``wake`` sends one
-    wake-up event (an asynchronous Lambda invocation); ``metrics`` is Powertools Metrics.
+    ``secrets`` reads the URL's secret path segments (:class:`PathSecrets`), reread every
+    ``secret_max_age_seconds``; ``wake`` sends one wake-up event (an asynchronous Lambda
+    invocation); ``metrics`` is Powertools Metrics.
     """
 
     def __init__(
@@ -132,8 +135,10 @@ class Webhook:
         clock: Clock | None = None,
         limiter: TokenBucket | None = None,
         coalesce_seconds: float = COALESCE_SECONDS,
+        secret_max_age_seconds: float = WEBHOOK_SECRET_MAX_AGE_SECONDS,
     ) -> None:
         self._secret_source = secrets
+        self._secret_max_age = secret_max_age_seconds
         self._secrets: PathSecrets | None = None
         self._secrets_read_at = 0.0
         self._secrets_lock = threading.Lock()
@@ -202,7 +207,7 @@ class Webhook:
         """(current, previous while the rotation window is open); reread when too old."""
         with self._secrets_lock:
             age = self._clock.monotonic() - self._secrets_read_at
-            due = SECRET_MISS_REFRESH_SECONDS if miss else SECRET_MAX_AGE_SECONDS
+            due = SECRET_MISS_REFRESH_SECONDS if miss else self._secret_max_age
             if self._secrets is None or age >= due:
                 try:
                     self._secrets = _checked(self._secret_source())
