@@ -118,6 +118,7 @@ def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
     from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
     from sandbox.harness import SandboxRun, percentile, seed_objects
+    from sandbox.runtime.lambdas import load_function
 
     import_seconds = handler_import_seconds()
     latencies: list[float] = []
@@ -128,8 +129,9 @@ def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
         for obj in objects:
             if obj["kind"] == "EC2NodeClass" or obj["metadata"]["name"] == "default":
                 story.cluster.create(EC2NODECLASSES if obj["kind"] == "EC2NodeClass" else NODEPOOLS, obj)
-        idle = idle_invocation_seconds(story, 6)
-        idle_disruption = idle_disruption_seconds(story, 6)
+        provisioner, disruption = load_function("provisioner"), load_function("disruption")
+        idle = idle_invocation_seconds(provisioner, 6, [provisioner, disruption])
+        idle_disruption = idle_disruption_seconds(disruption, 6, [provisioner, disruption])
         launches = Launches(story)
         story.start_provisioner()
         poll = story.settings.poll_interval_seconds
@@ -236,31 +238,38 @@ def handler_import_seconds(runs: int = 5) -> float:
     return statistics.median(times)
 
 
-def _rate_limit_refilled() -> None:
-    """Wait until the API client's token bucket is full again, as it is a minute after the previous
-    scheduled invocation. Back to back, the idle passes drained it and each then waited for tokens
-    (the disruption pass measured 0.32 s warm instead of 0.02 s), a cost no deployed schedule pays."""
-    from nodewright.settings import Settings
+def _rate_limit_refilled(apps: list[Any]) -> None:
+    """Wait until the API client token buckets of these handlers' containers are full again, as
+    they are a minute after the previous scheduled invocation. Back to back, the idle passes drained
+    them and each then waited for tokens (the disruption pass measured 0.32 s warm instead of
+    0.02 s), a cost no deployed schedule pays. A wait on the buckets themselves, not a fixed
+    ``burst / qps``: an idle pass takes a few tokens, back in a fraction of a second. Every handler
+    run so far is looked at: in this one process its containers share a bucket (``cluster.connect``
+    keeps one per settings), so the disruption handler's cold run finds full the one the
+    provisioner drew from, as its own container would in Lambda."""
+    for app in apps:
+        if not app.container.connected:
+            continue  # its container builds its client, and the bucket, on first use
+        limiter = app.container.get().cluster.limiter
+        while limiter is not None and (left := limiter.seconds_until_full()) > 0:
+            time.sleep(left)
 
-    settings = Settings.from_env()
-    time.sleep(settings.kube_client_burst / settings.kube_client_qps)
 
-
-def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
-    """Durations of handler invocations on a cluster with nothing pending (the first one is cold).
+def idle_invocation_seconds(app: Any, runs: int, handlers: list[Any]) -> list[float]:
+    """Durations of the provisioner ``app``'s invocations on a cluster with nothing pending (the
+    first one is cold), each after the buckets of ``handlers`` refilled.
 
     Each includes the leaked-instance check (DescribeInstances), as a real invocation a minute
     after the previous one would."""
     from nodewright.provisioning import garbage
 
     from sandbox.runtime.events import scheduled_event
-    from sandbox.runtime.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext
 
-    app = load_function("provisioner")
     durations = []
     for index in range(runs):
         garbage.reset_gc_clock()  # invocations come a minute apart: each one lists EC2 for leaks
-        _rate_limit_refilled()
+        _rate_limit_refilled(handlers)
         started = time.monotonic()
         report = app.handler(scheduled_event(f"idle-{index}"), LambdaContext(70))
         durations.append(time.monotonic() - started)
@@ -269,15 +278,15 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
     return durations
 
 
-def idle_disruption_seconds(story: Any, runs: int) -> list[float]:
-    """Durations of disruption handler invocations with nothing to remove (the first one is cold)."""
+def idle_disruption_seconds(app: Any, runs: int, handlers: list[Any]) -> list[float]:
+    """Durations of the disruption ``app``'s invocations with nothing to remove (the first one is
+    cold), each after the buckets of ``handlers`` refilled."""
     from sandbox.runtime.events import scheduled_event
-    from sandbox.runtime.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext
 
-    app = load_function("disruption")
     durations = []
     for index in range(runs):
-        _rate_limit_refilled()
+        _rate_limit_refilled(handlers)
         started = time.monotonic()
         report = app.handler(scheduled_event(f"idle-disruption-{index}"), LambdaContext(55))
         durations.append(time.monotonic() - started)
