@@ -50,6 +50,7 @@ IMPORT_PROBE = (
     "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(time.perf_counter() - t)"
 )
 
+IDLE_RUNS = 6  # idle invocations of each handler: one cold, five warm
 BURST_PODS = 20  # from this many pods a burst, its pods need PODS_PER_NODE to a node
 PODS_PER_NODE = 5
 BURST_GROUP = "bench.nodewright.io/group"
@@ -73,6 +74,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"pods per burst; from {BURST_PODS} on, the pods need {PODS_PER_NODE} to a node (100 pods: "
         "20 nodes) and the figures add batch closed → last CreateFleet",
     )
+    parser.add_argument(
+        "--idle-runs",
+        type=_idle_runs,
+        default=IDLE_RUNS,
+        help=f"idle invocations of each handler, the first cold (default {IDLE_RUNS}; at least 2: the "
+        "warm figure is the median of the others)",
+    )
     parser.add_argument("--memory-mb", type=int, default=512, help="Lambda memory size for the cost figures")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument(
@@ -84,6 +92,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--only-wakeup", action="store_true", help="with --from-idle: skip the schedule-only run"
     )
+
+
+def _idle_runs(text: str) -> int:
+    runs = int(text)
+    if runs < 2:
+        raise argparse.ArgumentTypeError(f"{runs}: one cold invocation and at least one warm one are needed")
+    return runs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,8 +145,8 @@ def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
             if obj["kind"] == "EC2NodeClass" or obj["metadata"]["name"] == "default":
                 story.cluster.create(EC2NODECLASSES if obj["kind"] == "EC2NodeClass" else NODEPOOLS, obj)
         provisioner, disruption = load_function("provisioner"), load_function("disruption")
-        idle = idle_invocation_seconds(provisioner, 6, [provisioner, disruption])
-        idle_disruption = idle_disruption_seconds(disruption, 6, [provisioner, disruption])
+        idle = idle_invocation_seconds(provisioner, args.idle_runs, [provisioner, disruption])
+        idle_disruption = idle_disruption_seconds(disruption, args.idle_runs, [provisioner, disruption])
         launches = Launches(story)
         story.start_provisioner()
         poll = story.settings.poll_interval_seconds
@@ -151,6 +166,7 @@ def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
         "p99Seconds": round(percentile(latencies, 99), 3),
         "maxSeconds": round(max(latencies, default=float("nan")), 3),
         "handlerImportSeconds": round(import_seconds, 3),
+        "idleRuns": args.idle_runs,  # per handler, the first cold
         "idleInvocationSeconds": {"cold": round(idle[0], 3), "warmMedian": round(warm_idle, 3)},
         "monthlyCostUSD": monthly_cost(warm_idle, args.memory_mb),
         "disruptionIdleInvocationSeconds": {
