@@ -50,6 +50,7 @@ IMPORT_PROBE = (
     "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(time.perf_counter() - t)"
 )
 
+IDLE_RUNS = 6  # idle invocations of each handler: one cold, five warm
 BURST_PODS = 20  # from this many pods a burst, its pods need PODS_PER_NODE to a node
 PODS_PER_NODE = 5
 BURST_GROUP = "bench.nodewright.io/group"
@@ -73,6 +74,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"pods per burst; from {BURST_PODS} on, the pods need {PODS_PER_NODE} to a node (100 pods: "
         "20 nodes) and the figures add batch closed → last CreateFleet",
     )
+    parser.add_argument(
+        "--idle-runs",
+        type=_idle_runs,
+        default=IDLE_RUNS,
+        help=f"idle invocations of each handler, the first cold (default {IDLE_RUNS}; at least 2: the "
+        "warm figure is the median of the others)",
+    )
     parser.add_argument("--memory-mb", type=int, default=512, help="Lambda memory size for the cost figures")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument(
@@ -84,6 +92,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--only-wakeup", action="store_true", help="with --from-idle: skip the schedule-only run"
     )
+
+
+def _idle_runs(text: str) -> int:
+    runs = int(text)
+    if runs < 2:
+        raise argparse.ArgumentTypeError(f"{runs}: one cold invocation and at least one warm one are needed")
+    return runs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,6 +133,7 @@ def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
     from nodewright.cluster.resources import EC2NODECLASSES, NODEPOOLS
 
     from sandbox.harness import SandboxRun, percentile, seed_objects
+    from sandbox.runtime.lambdas import load_function
 
     import_seconds = handler_import_seconds()
     latencies: list[float] = []
@@ -128,8 +144,9 @@ def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
         for obj in objects:
             if obj["kind"] == "EC2NodeClass" or obj["metadata"]["name"] == "default":
                 story.cluster.create(EC2NODECLASSES if obj["kind"] == "EC2NodeClass" else NODEPOOLS, obj)
-        idle = idle_invocation_seconds(story, 6)
-        idle_disruption = idle_disruption_seconds(story, 6)
+        provisioner, disruption = load_function("provisioner"), load_function("disruption")
+        idle = idle_invocation_seconds(provisioner, args.idle_runs, [provisioner, disruption])
+        idle_disruption = idle_disruption_seconds(disruption, args.idle_runs, [provisioner, disruption])
         launches = Launches(story)
         story.start_provisioner()
         poll = story.settings.poll_interval_seconds
@@ -149,6 +166,7 @@ def _measure_warm(args: argparse.Namespace) -> dict[str, Any]:
         "p99Seconds": round(percentile(latencies, 99), 3),
         "maxSeconds": round(max(latencies, default=float("nan")), 3),
         "handlerImportSeconds": round(import_seconds, 3),
+        "idleRuns": args.idle_runs,  # per handler, the first cold
         "idleInvocationSeconds": {"cold": round(idle[0], 3), "warmMedian": round(warm_idle, 3)},
         "monthlyCostUSD": monthly_cost(warm_idle, args.memory_mb),
         "disruptionIdleInvocationSeconds": {
@@ -236,31 +254,38 @@ def handler_import_seconds(runs: int = 5) -> float:
     return statistics.median(times)
 
 
-def _rate_limit_refilled() -> None:
-    """Wait until the API client's token bucket is full again, as it is a minute after the previous
-    scheduled invocation. Back to back, the idle passes drained it and each then waited for tokens
-    (the disruption pass measured 0.32 s warm instead of 0.02 s), a cost no deployed schedule pays."""
-    from nodewright.settings import Settings
+def _rate_limit_refilled(apps: list[Any]) -> None:
+    """Wait until the API client token buckets of these handlers' containers are full again, as
+    they are a minute after the previous scheduled invocation. Back to back, the idle passes drained
+    them and each then waited for tokens (the disruption pass measured 0.32 s warm instead of
+    0.02 s), a cost no deployed schedule pays. A wait on the buckets themselves, not a fixed
+    ``burst / qps``: an idle pass takes a few tokens, back in a fraction of a second. Every handler
+    run so far is looked at: in this one process its containers share a bucket (``cluster.connect``
+    keeps one per settings), so the disruption handler's cold run finds full the one the
+    provisioner drew from, as its own container would in Lambda."""
+    for app in apps:
+        if not app.container.connected:
+            continue  # its container builds its client, and the bucket, on first use
+        limiter = app.container.get().cluster.limiter
+        while limiter is not None and (left := limiter.seconds_until_full()) > 0:
+            time.sleep(left)
 
-    settings = Settings.from_env()
-    time.sleep(settings.kube_client_burst / settings.kube_client_qps)
 
-
-def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
-    """Durations of handler invocations on a cluster with nothing pending (the first one is cold).
+def idle_invocation_seconds(app: Any, runs: int, handlers: list[Any]) -> list[float]:
+    """Durations of the provisioner ``app``'s invocations on a cluster with nothing pending (the
+    first one is cold), each after the buckets of ``handlers`` refilled.
 
     Each includes the leaked-instance check (DescribeInstances), as a real invocation a minute
     after the previous one would."""
     from nodewright.provisioning import garbage
 
     from sandbox.runtime.events import scheduled_event
-    from sandbox.runtime.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext
 
-    app = load_function("provisioner")
     durations = []
     for index in range(runs):
         garbage.reset_gc_clock()  # invocations come a minute apart: each one lists EC2 for leaks
-        _rate_limit_refilled()
+        _rate_limit_refilled(handlers)
         started = time.monotonic()
         report = app.handler(scheduled_event(f"idle-{index}"), LambdaContext(70))
         durations.append(time.monotonic() - started)
@@ -269,15 +294,15 @@ def idle_invocation_seconds(story: Any, runs: int) -> list[float]:
     return durations
 
 
-def idle_disruption_seconds(story: Any, runs: int) -> list[float]:
-    """Durations of disruption handler invocations with nothing to remove (the first one is cold)."""
+def idle_disruption_seconds(app: Any, runs: int, handlers: list[Any]) -> list[float]:
+    """Durations of the disruption ``app``'s invocations with nothing to remove (the first one is
+    cold), each after the buckets of ``handlers`` refilled."""
     from sandbox.runtime.events import scheduled_event
-    from sandbox.runtime.lambdas import LambdaContext, load_function
+    from sandbox.runtime.lambdas import LambdaContext
 
-    app = load_function("disruption")
     durations = []
     for index in range(runs):
-        _rate_limit_refilled()
+        _rate_limit_refilled(handlers)
         started = time.monotonic()
         report = app.handler(scheduled_event(f"idle-disruption-{index}"), LambdaContext(55))
         durations.append(time.monotonic() - started)

@@ -37,7 +37,7 @@ CASES: list[tuple[str, list[str], bool]] = [
     ("bench scheduling", ["--pods", "30", "--no-bound"], False),
     ("bench consolidation", ["--nodes", "6", "--pods", "30", "--passes", "1"], False),
     ("bench pass", ["--nodes", "10", "--pods", "50", "--pending", "2"], False),
-    ("bench latency", ["--bursts", "1", "--pods", "1"], False),
+    ("bench latency", ["--bursts", "1", "--pods", "1", "--idle-runs", "2"], False),
     ("bench sandbox", ["--runs", "1"], False),
 ]
 # Commands whose own test runs them through run_json_command (one run checks the figures and the

@@ -40,6 +40,21 @@ def test_tokens_come_back_at_the_rate_and_never_beyond_the_burst() -> None:
     assert bucket.waits == 2
 
 
+def test_the_seconds_until_full_are_what_the_requests_owe_and_take_nothing() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=10, burst=5, clock=clock)
+    assert bucket.seconds_until_full() == 0.0
+    for _ in range(7):  # two past the burst: the bucket owes them too
+        bucket.reserve("x")
+    assert bucket.seconds_until_full() == pytest.approx(0.7)
+    clock.advance(0.3)
+    assert bucket.seconds_until_full() == pytest.approx(0.4)
+    assert bucket.requests == 7, "looking takes no token"
+    clock.advance(0.4)
+    assert bucket.seconds_until_full() == pytest.approx(0.0)
+    assert [bucket.reserve("x") for _ in range(6)][-1] > 0, "full: the burst again, then paced"
+
+
 def test_a_new_rate_paces_from_then_on_and_the_old_one_comes_back() -> None:
     clock = FakeClock()
     bucket = TokenBucket(qps=5, burst=2, clock=clock)

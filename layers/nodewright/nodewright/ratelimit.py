@@ -100,6 +100,14 @@ class TokenBucket:
             self._tokens = min(self._tokens, float(self.burst))
             return previous
 
+    def seconds_until_full(self) -> float:
+        """The seconds until ``burst`` tokens are there again at the current rate (0.0: full now),
+        taking nothing: what the requests so far still owe the bucket. ``bench latency`` waits this
+        out between idle invocations, which a deployed schedule spaces a minute apart."""
+        with self._lock:
+            self._refill()
+            return (self.burst - self._tokens) / self.qps
+
     def _refill(self) -> float:
         """Add the tokens earned since the last look, at the current rate, up to the burst (the
         caller holds the lock); returns now on the clock."""
