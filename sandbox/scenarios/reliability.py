@@ -212,6 +212,31 @@ class Crashes:
         self._freeze()
 
 
+def lose_process_state() -> None:
+    """What Lambda's kill takes with the container's process: the layer's process-wide caches, the
+    per-identity ``CloudProvider`` and the module-level ``TTLCache``s, and with them any
+    single-flight load a thread frozen mid-call holds (``cloud.cache.TTLCache.get_or_load``). In
+    this one process they outlived the kill: the killed interruption container's replacement thread
+    froze inside its DescribeSubnets, and every later container of the function waited on that load
+    for good (a 300-step chaos run hung at step 80). Warm containers of the other functions keep the
+    provider they hold; the module-level caches start empty for all of them (colder than Lambda,
+    never kinder)."""
+    from nodewright.cloud import catalog, eks, reservations
+    from nodewright.cloud.cache import TTLCache
+    from nodewright.cloud.provider import CloudProvider
+
+    with CloudProvider._shared_lock:
+        CloudProvider._shared.clear()
+    for module, name in (
+        (catalog, "_CATALOGS"),
+        (catalog, "_PRICES"),
+        (eks, "_described"),
+        (reservations, "_QUERIES"),
+    ):
+        cache = getattr(module, name)
+        setattr(module, name, TTLCache(cache.ttl_seconds, cache.clock))
+
+
 @dataclass
 class Outcome:
     function: str
@@ -278,6 +303,7 @@ class Functions:
         )
         if outcome.killed_at:
             self.discard(name)
+            lose_process_state()
         self.outcomes.append(outcome)
         return outcome
 

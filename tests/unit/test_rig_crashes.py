@@ -89,3 +89,40 @@ def test_a_killed_invocations_other_thread_never_sends_its_next_request_and_is_u
     assert ended == ["InvocationKilled"]
     assert _Counting.served == 1, "nothing the dead invocation tried after its kill reached the server"
     assert urllib3.connectionpool.HTTPConnectionPool.urlopen is original
+
+
+def test_a_killed_containers_frozen_load_does_not_hold_up_the_next_container() -> None:
+    """In Lambda the kill takes the process and its caches; in the rig's one process a thread frozen
+    inside a cache's single-flight load held it for every later container, and a chaos run hung."""
+    from nodewright.cloud import catalog
+    from nodewright.cloud.provider import CloudProvider
+
+    from sandbox.scenarios.reliability import lose_process_state
+
+    key = ("rig-test", "frozen-load")
+    in_load, never = threading.Event(), threading.Event()
+
+    def dead_load() -> object:
+        in_load.set()
+        never.wait()  # as a thread the kill froze at its request
+        return "from the dead container"
+
+    dead = threading.Thread(target=catalog._CATALOGS.get_or_load, args=(key, dead_load), daemon=True)
+    dead.start()
+    assert in_load.wait(5)
+    CloudProvider._shared[key] = object()  # type: ignore[index,assignment]
+    answers: list[object] = []
+    try:
+        lose_process_state()
+        fresh = threading.Thread(
+            target=lambda: answers.append(catalog._CATALOGS.get_or_load(key, lambda: "loaded again")),
+            daemon=True,
+        )
+        fresh.start()
+        fresh.join(5)
+        assert answers == ["loaded again"], "the next container loads for itself"
+        assert key not in CloudProvider._shared, "its provider is built anew"
+    finally:
+        never.set()
+        dead.join(5)
+        catalog._CATALOGS.forget(key)
