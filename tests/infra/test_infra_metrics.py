@@ -18,8 +18,11 @@ from infra_synth import Synth
 from infra import metrics
 from sandbox.shared_data import REPO_ROOT
 
-# add_metric(name="X"), emit_metric(name="X"), and the flows' helpers _count("X") / _count(ctx, "X").
-EMITS = re.compile(r'(?:add_metric|emit_metric)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*(?:ctx,\s*)?"(\w+)"')
+# add_metric(name="X"), emit_metric(name="X"), emit_counts(name="X"), and the flows' helpers
+# _count("X") / _count(ctx, "X").
+EMITS = re.compile(
+    r'(?:add_metric|emit_metric|emit_counts)\(\s*name="(\w+)"|\b_(?:count|timing)\(\s*(?:ctx,\s*)?"(\w+)"'
+)
 SERVICE = "nodewright-demo"
 
 

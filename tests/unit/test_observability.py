@@ -65,3 +65,30 @@ def test_metrics_disabled_writes_no_metric_line(monkeypatch: pytest.MonkeyPatch)
     )
 
     assert out.writes == []
+
+
+def test_counts_are_one_document_per_dimension_value_in_a_stable_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    out = RecordingStdout()
+    monkeypatch.setattr(sys, "stdout", out)
+
+    observability.emit_counts(
+        name="LaunchErrors",
+        dimensions=("ErrorCode", "Zone"),
+        counts={
+            ("InsufficientInstanceCapacity", "b"): 2,
+            ("Unsupported", "a"): 1,
+            ("InsufficientInstanceCapacity", "a"): 3,
+        },
+        namespace="Test",
+    )
+
+    documents = [json.loads(w) for w in out.writes]
+    assert [(d["ErrorCode"], d["Zone"], d["LaunchErrors"]) for d in documents] == [
+        ("InsufficientInstanceCapacity", "a", [3.0]),
+        ("InsufficientInstanceCapacity", "b", [2.0]),
+        ("Unsupported", "a", [1.0]),
+    ]
+    assert all(d["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["ErrorCode", "Zone"]] for d in documents)

@@ -23,6 +23,7 @@ from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 NAMESPACE = "Nodewright"
 F = TypeVar("F", bound=Callable[..., Any])
+Key = TypeVar("Key", bound=tuple[str, ...])  # one value per dimension of a metric
 
 
 class _CurrentStdout(io.TextIOBase):
@@ -90,6 +91,25 @@ def emit_metric(
     line = json.dumps(metric.serialize_metric_set(), separators=(",", ":")) + "\n"
     sys.stdout.write(line)
     sys.stdout.flush()
+
+
+def emit_counts(
+    *,
+    name: str,
+    dimensions: tuple[str, ...],
+    counts: Mapping[Key, int],
+    namespace: str | None = None,
+) -> None:
+    """One ``Count`` of ``name`` per key of ``counts`` (the values of ``dimensions``, in that
+    order), each by ``emit_metric``, in a stable order."""
+    for values, count in sorted(counts.items()):
+        emit_metric(
+            name=name,
+            unit=MetricUnit.Count,
+            value=count,
+            dimensions=dict(zip(dimensions, values, strict=True)),
+            namespace=namespace,
+        )
 
 
 def record_pass_completed(function: str) -> None:

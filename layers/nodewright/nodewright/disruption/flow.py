@@ -56,7 +56,7 @@ from nodewright.disruption.decide import (
     decide,
     pods_fingerprint,
 )
-from nodewright.observability import emit_metric
+from nodewright.observability import emit_counts
 from nodewright.state import nodepools
 from nodewright.state.guard import WriteGuard
 from nodewright.state.pods import (
@@ -765,22 +765,10 @@ def publish_metrics(ctx: Context, report: DisruptionReport) -> None:
         name="DisruptionSavingsPerHour", unit=MetricUnit.NoUnit, value=round(report.savings_per_hour, 4)
     )
     namespace = getattr(metrics, "namespace", None)
-    for reason, count in sorted(Counter(r.reason for r in report.disrupted).items()):
-        emit_metric(
-            name="DisruptionActions",
-            unit=MetricUnit.Count,
-            value=count,
-            dimensions={"Reason": reason},
-            namespace=namespace,
-        )
-    for method, count in sorted(Counter(d.method for d in report.decisions).items()):
-        emit_metric(
-            name="DisruptionDecisions",
-            unit=MetricUnit.Count,
-            value=count,
-            dimensions={"Method": method},
-            namespace=namespace,
-        )
+    reasons = Counter((r.reason,) for r in report.disrupted)
+    emit_counts(name="DisruptionActions", dimensions=("Reason",), counts=reasons, namespace=namespace)
+    methods = Counter((d.method,) for d in report.decisions)
+    emit_counts(name="DisruptionDecisions", dimensions=("Method",), counts=methods, namespace=namespace)
     if report.decision_seconds:
         metrics.add_metric(
             name="DisruptionDecisionSeconds", unit=MetricUnit.Seconds, value=round(report.decision_seconds, 4)

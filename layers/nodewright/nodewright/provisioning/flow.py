@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from nodewright import termination
-from nodewright.observability import emit_metric
+from nodewright.observability import emit_counts
 from nodewright.provisioning import garbage, lifecycle, nodeclaims, planning, static
 from nodewright.provisioning.launch import Launched, Launches, LaunchFailure, create_and_launch
 from nodewright.ratelimit import TokenBucket
@@ -251,27 +251,13 @@ def publish_launches(ctx: Context, report: PassReport) -> None:
     series per ``cloud.errors.LAUNCH_FAILURE_CLASSES`` value, which the alarms watch)."""
     namespace = getattr(ctx.metrics, "namespace", None)
     launched = Counter((x.instance_type, x.zone, x.capacity_type) for x in report.launched if not x.adopted)
-    for (instance_type, zone, capacity_type), count in sorted(launched.items()):
-        emit_metric(
-            name="NodeClaimsLaunched",
-            unit=MetricUnit.Count,
-            value=count,
-            dimensions={"InstanceType": instance_type, "Zone": zone, "CapacityType": capacity_type},
-            namespace=namespace,
-        )
-    for code, count in sorted(Counter(f.code for f in report.failures).items()):
-        emit_metric(
-            name="LaunchErrors",
-            unit=MetricUnit.Count,
-            value=count,
-            dimensions={"ErrorCode": code},
-            namespace=namespace,
-        )
-    for failure_class, count in sorted(Counter(f.failure_class for f in report.failures).items()):
-        emit_metric(
-            name="LaunchFailures",
-            unit=MetricUnit.Count,
-            value=count,
-            dimensions={"Class": failure_class},
-            namespace=namespace,
-        )
+    emit_counts(
+        name="NodeClaimsLaunched",
+        dimensions=("InstanceType", "Zone", "CapacityType"),
+        counts=launched,
+        namespace=namespace,
+    )
+    codes = Counter((f.code,) for f in report.failures)
+    emit_counts(name="LaunchErrors", dimensions=("ErrorCode",), counts=codes, namespace=namespace)
+    classes = Counter((f.failure_class,) for f in report.failures)
+    emit_counts(name="LaunchFailures", dimensions=("Class",), counts=classes, namespace=namespace)
