@@ -214,19 +214,31 @@ def test_spot_warning_replaces_drains_within_the_notice_and_acts_once(cluster: A
 
 
 def _scheduled_provisioner_pass(cluster: Any) -> dict[str, Any]:
-    """One scheduled provisioner invocation with garbage collection due (as a minute later).
+    """One scheduled provisioner invocation with garbage collection due (as a minute later) that
+    ran its pass: held the writers' lease. The runtime stopped above may have abandoned a
+    provisioner invocation holding it (as Lambda abandons one at shutdown), and the lease is then
+    held until it expires (``LEASE_SECONDS``); an invocation meanwhile skips its pass (CI saw
+    one), and a skipped pass asserts nothing. So invocations follow one another, as the schedule's
+    would, until one held it.
 
     Its container goes idle 5 s after the last activity (``IDLE_AFTER_SECONDS``, a setting; 600 s
-    deployed), so neither invocation polls on to its 25 s deadline: the NodeClaim waiting for EC2
-    is a termination that only waits, not activity (``TerminationReport.progressed``), and the
-    release, which is progress, is that pass's last work."""
+    deployed), so no invocation polls on to its 25 s deadline: the NodeClaim waiting for EC2 is a
+    termination that only waits, not activity (``TerminationReport.progressed``), and the release,
+    which is progress, is that pass's last work."""
     from nodewright.provisioning import garbage
+    from nodewright.provisioning.loop import LEASE_SECONDS
 
-    garbage.reset_gc_clock()
-    with mock.patch.dict(os.environ, {"IDLE_AFTER_SECONDS": "5"}):
-        result = load_function("provisioner").handler(
-            {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}},
-            LambdaContext(25, "nodewright-provisioner"),
-        )
-    cluster.set_call_deadline(None)
-    return result
+    def invocation() -> dict[str, Any]:
+        garbage.reset_gc_clock()
+        with mock.patch.dict(os.environ, {"IDLE_AFTER_SECONDS": "5"}):
+            result: dict[str, Any] = load_function("provisioner").handler(
+                events.scheduled_event(rule="provisioner"), LambdaContext(25, "nodewright-provisioner")
+            )
+        cluster.set_call_deadline(None)
+        return result
+
+    return wait_for(
+        "a scheduled provisioner invocation that held the writers' lease",
+        lambda: (result := invocation())["leaseHeld"] and result,
+        timeout=LEASE_SECONDS + 60,
+    )

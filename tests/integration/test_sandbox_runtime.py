@@ -359,7 +359,10 @@ def test_ec2_announces_each_of_the_clusters_instances_going_once_on_the_default_
     reclaimed, running, foreign = launch("c1"), launch("c1"), launch("other")
     ec2.terminate_instances(InstanceIds=[reclaimed, foreign])
     runtime = SimpleNamespace(
-        ec2=ec2, cluster_name="c1", region="us-east-1", sandbox=SimpleNamespace(aws_client=lambda _: bus)
+        ec2=ec2,
+        cluster_name="c1",
+        region="us-east-1",
+        sandbox=SimpleNamespace(event_source_client=lambda: bus),
     )
     trigger = InstanceStateChanges()
     trigger.runtime = runtime  # type: ignore[assignment]
