@@ -198,7 +198,20 @@ def _session(region: str) -> boto3.session.Session:
     )
 
 
-def aws_client(service: str, endpoint: str, region: str, credentials: dict[str, str] | None = None) -> Any:
+# The sandbox's own clients: botocore's standard retries (three after the first attempt).
+SANDBOX_CLIENT_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30
+)
+
+
+def aws_client(
+    service: str,
+    endpoint: str,
+    region: str,
+    credentials: dict[str, str] | None = None,
+    *,
+    config: Config = SANDBOX_CLIENT_CONFIG,
+) -> Any:
     """A boto3 client for the moto server as the sandbox's own identity (standard retries): seeding,
     the simulators, the tests' own look at AWS; with ``credentials`` (``Sandbox.credentials``), as
     that function's role instead (what Lambda does with it on the function's behalf)."""
@@ -213,8 +226,13 @@ def aws_client(service: str, endpoint: str, region: str, credentials: dict[str, 
     return session.client(
         service,
         endpoint_url=endpoint,
-        config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30),
+        config=config,
     )
+
+
+EVENT_SOURCE_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=600
+)
 
 
 def event_source_client(endpoint: str, region: str) -> Any:
@@ -224,13 +242,7 @@ def event_source_client(endpoint: str, region: str) -> Any:
     idempotency record can tell from another warning (a 100-node storm on a loaded moto saw one
     call of ten warnings retried: 110 distinct warnings acted on). So no retry, and a read timeout
     longer than any load: a put that fails, fails loudly."""
-    return _session(region).client(
-        "events",
-        endpoint_url=endpoint,
-        config=Config(
-            retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=600
-        ),
-    )
+    return aws_client("events", endpoint, region, config=EVENT_SOURCE_CONFIG)
 
 
 @dataclass
