@@ -116,9 +116,12 @@ class MotoServer:
 
     def reset(self) -> None:
         """Drop every moto backend's state (moto's own reset endpoint); the next sandbox starts clean."""
+        from sandbox.aws.front import forget_client_tokens
+
         request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST", data=b"")
         with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=5):
             pass
+        forget_client_tokens()
 
     def stop(self) -> None:
         server = self._server._server  # ThreadedMotoServer.stop() shuts down but never closes the socket

@@ -231,6 +231,43 @@ def test_ice_on_the_first_override_launches_the_second_and_reports_the_first(
     assert "us-east-1a" in error["ErrorMessage"]
 
 
+def test_a_create_fleet_retried_with_its_client_token_launches_one_instance_as_on_ec2(
+    moto, ec2, launch_template
+) -> None:
+    """botocore resends a CreateFleet whose answer it gave up reading with the same ClientToken; EC2
+    launches once and answers the retry with the first fleet (moto alone launched a second)."""
+    aws = moto[1]
+    overrides = [{"InstanceType": "c5.large", "SubnetId": aws.subnets["us-east-1b"]}]
+
+    spec = {"LaunchTemplateId": launch_template, "Version": "$Latest"}
+
+    def create(token: str, instance_type: str = "c5.large") -> dict:
+        return ec2.create_fleet(
+            ClientToken=token,
+            Type="instant",
+            TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"},
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": spec,
+                    "Overrides": [{**overrides[0], "InstanceType": instance_type}],
+                }
+            ],
+        )
+
+    first, again = create("claim-uid-0"), create("claim-uid-0")
+    assert again["FleetId"] == first["FleetId"]
+    assert again["Instances"] == first["Instances"]
+    launched = ec2.describe_instances(Filters=[{"Name": "instance-type", "Values": ["c5.large"]}])
+    ids = [i["InstanceId"] for r in launched["Reservations"] for i in r["Instances"]]
+    assert first["Instances"][0]["InstanceIds"][0] in ids
+    assert create("claim-uid-1")["FleetId"] != first["FleetId"]  # another token: another fleet
+    with pytest.raises(ClientError) as refused:
+        create("claim-uid-0", "c5.xlarge")
+    assert refused.value.response["Error"]["Code"] == "IdempotentParameterMismatch"
+    after = ec2.describe_instances(Filters=[{"Name": "instance-type", "Values": ["c5.large", "c5.xlarge"]}])
+    assert len([i for r in after["Reservations"] for i in r["Instances"]]) == len(ids) + 1
+
+
 def test_ice_is_per_capacity_type_and_zone(moto, ec2, launch_template) -> None:
     aws, injector = moto[1], moto[2]
     injector.insufficient_capacity("m5.large", "us-east-1a", "spot")
