@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from json_commands import run_json_command
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# About 50 s on a quiet 2-core machine; past 280 s with two suites running at once. The timeouts guard
+# against a hang, nothing more.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 STORM_KEYS = (
     "nodes",
@@ -26,7 +28,7 @@ STORM_KEYS = (
 
 def test_bench_interruption_small_run_acts_on_every_node_once_and_reports_figures(tmp_path: Path) -> None:
     _, (figures,) = run_json_command(
-        "bench interruption", ["--messages", "50", "--nodes", "3", "--pods", "2"], tmp_path, timeout=280
+        "bench interruption", ["--messages", "50", "--nodes", "3", "--pods", "2"], tmp_path, timeout=840
     )
     assert figures["failedMessages"] == 0, "the foreign mix is acknowledged, malformed bodies included"
     assert figures["messagesPerSecond"] > 0
