@@ -184,6 +184,15 @@ AWS_UNAVAILABLE = MetricSpec(
     "invocations that ended because AWS could not be reached (endpoint down, no credentials)",
     "nodewright/context.py report_outage",
 )
+INVOCATIONS_OUT_OF_TIME = MetricSpec(
+    "InvocationsOutOfTime",
+    "Count",
+    "Sum",
+    (),
+    "invocations that ended because their time ran out before their work (the client's rate limit "
+    "would have held a call past the deadline); the API server was reachable",
+    "nodewright/context.py report_outage",
+)
 DUPLICATE_MESSAGES = MetricSpec(
     "DuplicateMessages", "Count", "Sum", (), "events already handled (by the other path)", INTERRUPTION
 )
@@ -326,6 +335,7 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     STALE_MESSAGES,
     API_SERVER_UNAVAILABLE,
     AWS_UNAVAILABLE,
+    INVOCATIONS_OUT_OF_TIME,
     DUPLICATE_MESSAGES,
     PRICE_REFRESH_ERRORS,
     ON_DEMAND_PRICES,

@@ -47,6 +47,9 @@ ICE_ALARM_PER_15_MINUTES = 10
 LAUNCH_OTHER_PER_15_MINUTES = 3
 # Every invocation that cannot reach the API server counts once; a few in 5 minutes is an outage.
 API_SERVER_UNAVAILABLE_PER_5_MINUTES = 3
+# An invocation whose time ran out carries on in the next one; several in a quarter hour mean the
+# work does not fit the function's time (a slow pass, a client request rate too low for it).
+OUT_OF_TIME_PER_15_MINUTES = 3
 # Functions that run every minute alarm on repeated errors; one failed tick is retried by
 # the next one. The others alarm on any error.
 REPEATED_ERRORS_ONLY = {"provisioner": 3, "disruption": 3, "webhook": 3}
@@ -164,6 +167,15 @@ class Monitoring(Construct):
             description=f"Nodewright {cluster_name}: the functions could not reach AWS "
             f"{API_SERVER_UNAVAILABLE_PER_5_MINUTES}+ times in 5 minutes (no credentials from the "
             "execution role, no route to the endpoints from the VPC, or an outage)",
+        )
+        self._alarm(
+            "InvocationsOutOfTime",
+            self._metric(m.INVOCATIONS_OUT_OF_TIME, Duration.minutes(15)),
+            threshold=OUT_OF_TIME_PER_15_MINUTES,
+            description=f"Nodewright {cluster_name}: invocations ran out of time before their work "
+            f"{OUT_OF_TIME_PER_15_MINUTES}+ times in 15 minutes (the API server was reachable): a pass "
+            "slower than the function's timeout allows, or a client request rate (kubeClientQPS) too "
+            "low for the work; see the functions' logs",
         )
         self._launch_alarms(cluster_name)
         if wakeup:
@@ -450,6 +462,7 @@ class Monitoring(Construct):
                         m.MESSAGES_TOLERATED,
                         m.API_SERVER_UNAVAILABLE,
                         m.AWS_UNAVAILABLE,
+                        m.INVOCATIONS_OUT_OF_TIME,
                     )
                 ],
             ),

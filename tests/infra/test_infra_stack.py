@@ -48,8 +48,9 @@ def test_resource_counts_match_the_design(default_synth: Synth) -> None:
         "AWS::EKS::AccessEntry": 6,
         "AWS::CloudWatch::Dashboard": 1,
         # 2 DLQs, 6 functions x (errors, throttles), 2 heartbeats, pending, queue age, latency, five
-        # launch failure classes, API server unreachable, AWS unreachable, the webhook's secret
-        "AWS::CloudWatch::Alarm": 27,
+        # launch failure classes, API server unreachable, AWS unreachable, invocations out of time,
+        # the webhook's secret
+        "AWS::CloudWatch::Alarm": 28,
         "AWS::IAM::Role": 8,  # one per function (webhook too), the removal's, the node role
         "AWS::CloudFormation::CustomResource": 1,
         "AWS::SNS::Topic": 0,  # only with alarmEmail
@@ -366,6 +367,9 @@ def test_alarms_cover_dlqs_errors_throttles_heartbeats_pending_pods_queue_latenc
     assert len(by_metric["Throttles"]) == 6
     (unreachable,) = by_metric[metrics.API_SERVER_UNAVAILABLE.name]
     assert (unreachable["Threshold"], unreachable["Period"], unreachable["Statistic"]) == (3, 300, "Sum")
+    (out_of_time,) = by_metric[metrics.INVOCATIONS_OUT_OF_TIME.name]
+    assert (out_of_time["Threshold"], out_of_time["Period"], out_of_time["Statistic"]) == (3, 900, "Sum")
+    assert "API server was reachable" in out_of_time["AlarmDescription"]
     (latency,) = by_metric[metrics.INTERRUPTION_HANDLING_SECONDS.name]
     assert (latency["Threshold"], latency["ComparisonOperator"]) == (60, "GreaterThanThreshold")
     (queue_age,) = by_metric["ApproximateAgeOfOldestMessage"]

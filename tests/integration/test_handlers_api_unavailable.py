@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError, NoCredentialsError
 from fakes import FakeClock, FakeCloudProvider, FakeCluster, FakeLambdaContext
-from nodewright.cluster import ApiUnavailable
+from nodewright.cluster import ApiUnavailable, ClientThrottled
 from nodewright.context import ContainerContext, Context
 from nodewright.settings import Settings
 
@@ -80,6 +80,44 @@ def test_a_scheduled_function_with_the_api_server_down_reports_once_and_ends(
     assert "Traceback" not in out
     assert '"ApiServerUnavailable":[1.0]' in out
     assert cluster.call_deadline is not None, "the invocation bounded its calls"
+
+
+class OutOfTimeCluster(FakeCluster):
+    """Every call is refused by the client's own rate limiter: the invocation's deadline leaves no
+    time for it (the API server itself would answer)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        attribute = super().__getattribute__(name)
+        if name.startswith(("list_", "find_", "patch_", "create_", "delete_", "writer_lease")):
+
+            def refused(*_: Any, **__: Any) -> Any:
+                raise ClientThrottled(
+                    f"{name}: not started, the client's request rate limit (50/s, burst 100) would hold "
+                    "it 0.0s, past the invocation's deadline in 0.0s"
+                )
+
+            return refused
+        return attribute
+
+
+@pytest.mark.parametrize("function", ["provisioner", "disruption"])
+def test_an_invocation_whose_time_ran_out_says_so_and_not_that_the_api_server_is_unreachable(
+    function: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ApiServerUnreachable alarm sends an operator to endpoint access and access entries; an
+    invocation that only ran out of time has its own line, metric and alarm."""
+    clock = FakeClock()
+    module = wired(function, OutOfTimeCluster(clock), FakeCloudProvider(clock), clock)
+
+    answer = module.handler(SCHEDULED, FakeLambdaContext(f"nodewright-{function}", remaining_ms=20_000))
+
+    assert answer["error"] == "OutOfTime"
+    out = capsys.readouterr().out
+    assert out.count("the invocation's time ran out before its work") == 1
+    assert '"InvocationsOutOfTime":[1.0]' in out
+    assert "ApiServerUnavailable" not in out
+    assert "Kubernetes API server unavailable" not in out
+    assert "Traceback" not in out
 
 
 class UnreachableCloud(FakeCloudProvider):

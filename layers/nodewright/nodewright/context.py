@@ -172,6 +172,22 @@ def report_api_unavailable(logger: Any, metrics: Any, error: BaseException) -> d
     return {"error": "ApiServerUnavailable", "message": str(error)}
 
 
+def report_out_of_time(logger: Any, metrics: Any, error: BaseException) -> dict[str, Any]:
+    """One log line and the ``InvocationsOutOfTime`` metric (its own alarm) when the invocation's time
+    ran out before its work: the client's rate limiter refused a call the deadline leaves no time for
+    (``cluster.ClientThrottled``). The API server was there; reporting it unreachable would send an
+    operator to check endpoint access and access entries for what is a pass slower than the function's
+    timeout allows, or a client request rate too low for the work."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    logger.warning(
+        "the invocation's time ran out before its work; the next invocation goes on",
+        extra={"error": str(error)},
+    )
+    metrics.add_metric(name="InvocationsOutOfTime", unit=MetricUnit.Count, value=1)
+    return {"error": "OutOfTime", "message": str(error)}
+
+
 def is_outage(error: BaseException) -> bool:
     """Whether ``error`` says the API server (``ApiUnavailable``) or AWS (``cloud.errors.
     aws_unreachable``) cannot be reached: the invocation can do nothing about it, and says so once
@@ -185,11 +201,13 @@ def is_outage(error: BaseException) -> bool:
 def report_outage(logger: Any, metrics: Any, error: BaseException) -> dict[str, Any] | None:
     """The one-line report of an outage (``is_outage``); None for any other error, which the
     caller raises. Every handler ends an outage this way, so the alarms on
-    ``ApiServerUnavailable`` and ``AwsUnavailable`` see it."""
-    from nodewright.cluster.errors import ApiUnavailable
+    ``ApiServerUnavailable``, ``AwsUnavailable`` and ``InvocationsOutOfTime`` see it."""
+    from nodewright.cluster.errors import ApiUnavailable, ClientThrottled
 
     if not is_outage(error):
         return None
+    if isinstance(error, ClientThrottled):  # an ApiUnavailable to every caller but this report
+        return report_out_of_time(logger, metrics, error)
     if isinstance(error, ApiUnavailable):
         return report_api_unavailable(logger, metrics, error)
     return report_aws_unavailable(logger, metrics, error)
