@@ -19,7 +19,8 @@ every request is still held to its caller's policy first):
   answers what the first did; with other parameters it fails with ``IdempotentParameterMismatch``.
   Here the first successful answer to a token is kept (per region and token, until moto is reset) and
   served again with a fresh request id; a retry arriving while the first request is still being
-  answered waits for that answer. An error is never kept: the retry is tried afresh.
+  answered waits for that answer. An error is never kept: a retry after one is tried afresh, with
+  whatever parameters it has.
 """
 
 from __future__ import annotations
@@ -75,11 +76,11 @@ _ANSWERS_LOCK = threading.Lock()
 
 
 class _Token:
-    """One client token: the request that first used it and, once answered with success, its answer."""
+    """One client token: once a request with it succeeded, that request and its answer."""
 
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.lock = threading.Lock()  # held while the token's request is answered
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # held while a request with the token is answered
+        self.body = b""
         self.answer: Answer | None = None
 
 
@@ -137,18 +138,18 @@ class MotoFront:
     ) -> Iterable[bytes]:
         """A request with a client token: answered once, then the same answer (module docstring)."""
         with _TOKENS_LOCK:
-            entry = _TOKENS.setdefault((_region(environ), action, token), _Token(body))
-        if entry.body != body:
-            return _mismatch(start_response, token)
+            entry = _TOKENS.setdefault((_region(environ), action, token), _Token())
         with entry.lock:
             if entry.answer is not None:
+                if entry.body != body:
+                    return _mismatch(start_response, token)
                 return _replay(start_response, entry.answer)
             try:
                 answer = self._answer(environ)
             finally:
                 EC2_CHANGES.notify()
             if answer[0].startswith("200"):
-                entry.answer = answer
+                entry.body, entry.answer = body, answer
         start_response(answer[0], answer[1])
         return [answer[2]]
 
