@@ -591,6 +591,7 @@ class FlowControl:
                 raise self._reject(level, request, QUEUE_FULL, headers)
             queue.append(request)
             level.waiting += 1
+            self._cond.notify_all()  # a change of state (``wait_for``), even when no seat frees for it
             self._dispatch(level)
             level.stats.peak_waiting = max(level.stats.peak_waiting, level.waiting)  # those that wait
             deadline = self.clock() + limit_seconds

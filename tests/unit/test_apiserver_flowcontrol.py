@@ -306,6 +306,27 @@ def test_a_small_servers_lists_take_one_seat(tickets: list[Ticket]) -> None:
     queued.ticket.release()
 
 
+def test_a_request_that_queues_without_a_seat_wakes_whoever_waits_for_a_change(tickets: list[Ticket]) -> None:
+    """``wait_for`` wakes on changes of state; a request that queued and found no seat is one. Without
+    a notification the watcher slept through the request's time in the queue (a loaded CI run: the
+    request queued just after the watcher's first look)."""
+    control = FlowControl(5, count=lambda key: 1000)  # global-default: 1 seat
+    tickets.append(control.admit(attrs(FUNCTIONS, path="/api/v1/pods"), {}))
+    waiters: list[Waiter] = []
+
+    def queued() -> bool:
+        if not waiters:  # first look, under the lock: the request can only queue once it is let go
+            waiters.append(Waiter(control, attrs(FUNCTIONS, path="/api/v1/nodes/n1")))
+        return control.waiting("global-default") == 1
+
+    # Unwoken, the watcher slept past the request's 15 s in the queue (rejected then) and saw 0.
+    assert control.wait_for(queued, WAIT)
+    tickets.pop().release()
+    assert waiters[0].done()
+    assert waiters[0].ticket is not None
+    waiters[0].ticket.release()
+
+
 def test_shuffle_sharding_deals_distinct_queues_from_the_flow() -> None:
     for flow in ("a", "b", "arn:aws:sts::1:assumed-role/x/y"):
         hand = deal(flow_hash("global-default", flow), 128, 6)
