@@ -358,6 +358,14 @@ def interrupt_a_spot_node(story: SandboxRun, watcher: Watcher) -> tuple[bool, st
             # The replacement pass ran out of the invocation's time (a loaded machine): say so, rather than
             # claim the pods fit elsewhere; the provisioner's next pass places them.
             launched = f"nothing yet: the replacement pass stopped early ({replacement['stoppedEarly']})"
+        elif not replacement.get("pendingPods") and timeline.evicted:
+            # A loaded machine: the provisioner's termination controller drained the deleting NodeClaim
+            # before this invocation's replacement pass read the node (Karpenter orders them no better
+            # for an interruption); its pods are placed as any pending pod is.
+            launched = (
+                f"nothing: the node's {len(timeline.evicted)} pod(s) were evicted before the replacement "
+                "pass read it (the termination controller got there first)"
+            )
         else:
             launched = (
                 f"nothing: the scheduling core placed the node's {replacement.get('pendingPods', 0)} pod(s) "

@@ -64,6 +64,11 @@ def test_the_demo_launches_for_inflate_and_lands_each_seed_pod_on_its_pool(
     elif "before any eviction: nothing yet: the replacement pass stopped early" in story:
         # A loaded machine: the pass ran out of the invocation's time, and the story says so.
         assert "replacement NodeClaim" not in story
+    elif "were evicted before the replacement pass read it" in story:
+        # A loaded machine: the termination controller drained the node first; the story must show
+        # the eviction before the handler returned, and no replacement launched for it.
+        assert story.index(" evicted (") < story.index("spot_events returned"), story[:3000]
+        assert "replacement NodeClaim" not in story
     else:
         # The node's pods, all placed on existing capacity: how many depends on the layout part one
         # produced, so it is read from the story, not assumed to be 1 (a loaded run failed the "1"
