@@ -5,7 +5,7 @@ pod and find the node it runs on (the wait on a condition is tests/waiting.py's)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -68,6 +68,20 @@ def provision(seconds: float = 8.0) -> dict[str, Any]:
         answer = app.handler(scheduled_event(), context)
     release()
     return answer
+
+
+def until_a_report(invoke: Callable[[], dict[str, Any]], attempts: int = 5) -> dict[str, Any]:
+    """The first answer of ``invoke()`` (one handler invocation) that is a pass's report. One that ended
+    on an outage report (``{"error": ...}``: on a loaded machine, out of time, its rate limiter having
+    refused a call its deadline left no time for) decided nothing; as the next scheduled invocation
+    would, the handler is invoked again, at most ``attempts`` times, then the test fails naming them."""
+    outages: list[dict[str, Any]] = []
+    while len(outages) < attempts:
+        answer = invoke()
+        if "error" not in answer:
+            return answer
+        outages.append(answer)
+    pytest.fail(f"{attempts} invocations in a row ended on an outage report: {outages}")
 
 
 def next_pass() -> None:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from handler_calls import disrupt, handlers_against, node_of, pod, provision
+from handler_calls import disrupt, handlers_against, node_of, pod, provision, until_a_report
 from nodewright.api import labels
 from nodewright.cloud import reservations
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
@@ -25,7 +25,9 @@ from sandbox.aws import ec2_reservations
 from sandbox.aws.server import aws_client
 from sandbox.scenarios.workloads import nodeclass, nodepool
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# A guard against a hang, as the other sandbox modules have: two suites at once stretched a test
+# of this module past the default 300 s.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 RESERVED_POOL = [
     {"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["reserved", "on-demand"]},
@@ -73,11 +75,11 @@ def test_a_pod_lands_in_an_on_demand_capacity_reservation_and_its_node_carries_i
     wait_for("the pod unschedulable", lambda: len(kube.list_pending_pods()) == 1)
 
     # One launch for the pod, however many passes it takes (see test_nodeoverlay_sandbox.land).
-    launched = [provision()["launched"]]
+    launched = [until_a_report(provision)["launched"]]
     wait_for(
         "the pod Running",
         lambda: node_of(kube, "trainer") is not None,
-        step=lambda: launched.append(provision()["launched"]),
+        step=lambda: launched.append(until_a_report(provision)["launched"]),
     )
     assert sum(launched) == 1, launched
 
@@ -126,7 +128,9 @@ def test_a_capacity_blocks_end_drains_its_node_ahead_of_time(kube: Any, sandbox:
     # A reservation bought a moment ago is seen once the minute the reservation queries are kept
     # is over: the warm container's cached answers expire (rather than the test waiting that minute).
     reservations.clear_caches()
-    wait_for("a NodeClaim launched into the block", lambda: provision()["launched"] >= 1, timeout=150)
+    wait_for(
+        "a NodeClaim launched into the block", lambda: until_a_report(provision)["launched"] >= 1, timeout=150
+    )
     wait_for("the pod Running in the block", lambda: node_of(kube, "block-job") is not None, step=provision)
     node = node_of(kube, "block-job")
     assert node is not None

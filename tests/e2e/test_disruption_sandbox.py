@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from handler_calls import live_instances, next_pass
+from handler_calls import live_instances, next_pass, until_a_report
 from nodewright.api import labels
 from nodewright.cluster.resources import (
     EC2NODECLASSES,
@@ -122,19 +122,16 @@ def provision(seconds: float = 4.0) -> dict[str, Any]:
 
 
 def disrupt(seconds: float = 12.0) -> dict[str, Any]:
-    """One scheduled invocation of the real disruption handler that may loop for ``seconds``: its
-    report. An invocation that ended on an outage report (on a loaded machine, the client's rate
-    limiter refuses a call its short deadline leaves no time for) decided nothing; as the next
-    scheduled one would, the disruption handler is invoked again, at most five times."""
+    """The report of a scheduled invocation of the real disruption handler that may loop for
+    ``seconds`` (one that ended out of time is followed by another: ``handler_calls.until_a_report``)."""
     app = load_function("disruption")
-    outages: list[dict[str, Any]] = []
-    while len(outages) < 5:
+
+    def once() -> dict[str, Any]:
         answer = app.handler(scheduled_event(), LambdaContext(flow.SAFETY_MARGIN_SECONDS + seconds))
         _release_call_deadline()
-        if "error" not in answer:
-            return answer
-        outages.append(answer)
-    pytest.fail(f"five disruption invocations in a row ended on an outage: {outages}")
+        return answer
+
+    return until_a_report(once)
 
 
 def disrupt_until(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import disrupt, handlers_against, node_of, pod, provision
+from handler_calls import disrupt, handlers_against, node_of, pod, provision, until_a_report
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEOVERLAYS, NODEPOOLS, PODS
 from waiting import wait_for
@@ -66,11 +66,11 @@ def land(kube: Any, name: str) -> dict[str, Any]:
     )
     # One launch for the pod, over however many passes it takes to run (on a loaded machine the
     # first pass may end, its time spent, before it launched).
-    launched = [provision()["launched"]]
+    launched = [until_a_report(provision)["launched"]]
     wait_for(
         f"{name} Running",
         lambda: node_of(kube, name) is not None,
-        step=lambda: launched.append(provision()["launched"]),
+        step=lambda: launched.append(until_a_report(provision)["launched"]),
     )
     assert sum(launched) == 1, launched
     found = node_of(kube, name)
