@@ -8,6 +8,7 @@ this module is the one place that knows how.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,9 +33,10 @@ def load_function(name: str, path: str | Path | None = None) -> ModuleType:
         raise FileNotFoundError(f"no Lambda handler at {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    from sandbox.cluster import running
-
-    sandbox = running()
+    # A sandbox runs in this process only if its module was imported here (not in a container the
+    # runtime started, which need not import the emulator and moto to learn that).
+    cluster = sys.modules.get("sandbox.cluster")
+    sandbox = cluster.running() if cluster is not None else None
     container = getattr(module, "container", None)
     if sandbox is not None and container is not None:
         container.run_as(sandbox.credentials(name))

@@ -3,7 +3,8 @@
 * Each function runs in its own **worker**: a child process with the function's own environment
   (what the CDK stack sets, plus the sandbox's endpoints and the functions' RBAC identity) that
   imports ``functions/<name>/app.py`` once and then serves invocations one at a time, as a warm
-  Lambda container does. Its stdout/stderr (the Powertools JSON logs and EMF metrics) go to
+  Lambda container does. A container is forked from a server that has made the libraries' imports
+  and waits out their time in its Init phase (``preload.py`` says why). Its stdout/stderr (the Powertools JSON logs and EMF metrics) go to
   ``<logs>/<function>.log``, its CloudWatch log group. A handler that raises is logged and the
   container is kept; one that outlives its timeout is killed ("Task timed out") and the next
   invocation starts a fresh container; between invocations it is frozen (SIGSTOP), threads and
@@ -125,6 +126,22 @@ def _enforce_memory(memory_mb: int) -> None:
     threading.Thread(target=watch, name="lambda-memory-limit", daemon=True).start()
 
 
+def _containers() -> Any:
+    """Where containers come from: a fork server that has made the imports every container makes
+    (``sandbox/runtime/preload.py`` says why and what stays as on AWS). Set on every start, as the
+    fork server reads the list when it starts (the first container of the process)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["sandbox.runtime.preload"])
+    return context
+
+
+def _wait_out_the_imports_a_fork_skipped() -> None:
+    """A container forked with the imports made keeps the Init phase they would have taken it."""
+    preload = sys.modules.get("sandbox.runtime.preload")
+    if preload is not None:
+        time.sleep(preload.IMPORT_SECONDS)
+
+
 def _worker_main(
     name: str,
     function_name: str,
@@ -145,6 +162,7 @@ def _worker_main(
     _enforce_memory(memory_mb)
     from sandbox.runtime.lambdas import LambdaContext, load_function
 
+    _wait_out_the_imports_a_fork_skipped()
     app = load_function(name, app_path[0] if app_path else None)
     conn.send(("ready", None))  # the Init phase is over
     while True:
@@ -194,7 +212,7 @@ class Worker:
         return self._lock.locked()
 
     def _start(self) -> None:
-        context = multiprocessing.get_context("spawn")
+        context = _containers()
         parent, child = context.Pipe()
         process = context.Process(
             target=_worker_main,
