@@ -1,5 +1,5 @@
-"""What the sandbox e2e scenarios of capacity reservations and NodeOverlays do with the real handlers:
-set the environment they run in, invoke the provisioner and the disruption function in-process, make a
+"""What the sandbox e2e scenarios do with the real handlers: set the environment they run in, invoke
+the provisioner and the disruption function in-process (and again when one ended out of time), make a
 pod and find the node it runs on (the wait on a condition is tests/waiting.py's)."""
 
 from __future__ import annotations
@@ -91,11 +91,12 @@ def next_pass() -> None:
     provision(seconds=1)
 
 
-def disrupt() -> dict[str, Any]:
+def disrupt(seconds: float = 8.0) -> dict[str, Any]:
+    """One scheduled disruption invocation whose loop may last ``seconds``."""
     from nodewright.disruption import flow
 
     app = load_function("disruption")
-    answer = app.handler(scheduled_event(), LambdaContext(flow.SAFETY_MARGIN_SECONDS + 8))
+    answer = app.handler(scheduled_event(), LambdaContext(flow.SAFETY_MARGIN_SECONDS + seconds))
     release()
     return answer
 

@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from handler_calls import live_instances, next_pass, until_a_report
+from handler_calls import disrupt as disrupt_once
+from handler_calls import live_instances, next_pass, provision, until_a_report
 from nodewright.api import labels
 from nodewright.cluster.resources import (
     EC2NODECLASSES,
@@ -41,8 +42,6 @@ from nodewright.disruption import consolidation, drift, flow
 from waiting import wait_for
 
 from sandbox.apiserver.testing import kubectl
-from sandbox.runtime.events import scheduled_event
-from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, inflate, nodeclass, nodepool
 
 # Each test takes 15-80 s on a quiet machine; a loaded one (CI, shared cores) needs the margin.
@@ -104,34 +103,10 @@ def cluster(env: Any) -> Iterator[Any]:
 # --- helpers -----------------------------------------------------------------------------------------
 
 
-def _release_call_deadline() -> None:
-    """A handler bounds the container's shared client to its invocation; the test goes on using it."""
-    from nodewright.cluster import connect
-    from nodewright.settings import Settings
-
-    connect(Settings.from_env()).set_call_deadline(None)
-
-
-def provision(seconds: float = 4.0) -> dict[str, Any]:
-    """One provisioner invocation whose loop lasts ``seconds`` (the invocation keeps a real timeout)."""
-    app = load_function("provisioner")
-    with provisioner_invocation(seconds) as context:
-        answer = app.handler(scheduled_event(), context)
-    _release_call_deadline()
-    return answer
-
-
 def disrupt(seconds: float = 12.0) -> dict[str, Any]:
     """The report of a scheduled invocation of the real disruption handler that may loop for
     ``seconds`` (one that ended out of time is followed by another: ``handler_calls.until_a_report``)."""
-    app = load_function("disruption")
-
-    def once() -> dict[str, Any]:
-        answer = app.handler(scheduled_event(), LambdaContext(flow.SAFETY_MARGIN_SECONDS + seconds))
-        _release_call_deadline()
-        return answer
-
-    return until_a_report(once)
+    return until_a_report(lambda: disrupt_once(seconds))
 
 
 def disrupt_until(

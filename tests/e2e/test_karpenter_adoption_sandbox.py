@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from handler_calls import disrupt, provision
 from nodewright.api import hashing
 from nodewright.api import labels as wk
 from nodewright.cloud.userdata import kubelet_may_set
@@ -24,8 +25,6 @@ from waiting import wait_for
 
 from sandbox.apiserver.testing import kubectl
 from sandbox.aws.eks_amis import nodeadm_user_data
-from sandbox.runtime.events import scheduled_event
-from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.scenarios.workloads import DEPLOYMENTS, REPLICASETS, nodeclass
 
 pytestmark = [
@@ -62,30 +61,6 @@ def env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("POLL_INTERVAL_SECONDS", "1")
     sandbox.warm_catalog()
     return sandbox
-
-
-def _release_call_deadline() -> None:
-    from nodewright.cluster import connect
-    from nodewright.settings import Settings
-
-    connect(Settings.from_env()).set_call_deadline(None)
-
-
-def provision(seconds: float = 2.0) -> dict[str, Any]:
-    with provisioner_invocation(seconds) as context:
-        answer = load_function("provisioner").handler(scheduled_event(), context)
-    _release_call_deadline()
-    return answer
-
-
-def disrupt(seconds: float = 3.0) -> dict[str, Any]:
-    from nodewright.disruption import flow
-
-    answer = load_function("disruption").handler(
-        scheduled_event(), LambdaContext(flow.SAFETY_MARGIN_SECONDS + seconds)
-    )
-    _release_call_deadline()
-    return answer
 
 
 def karpenter_nodepool() -> dict[str, Any]:
@@ -292,8 +267,8 @@ def test_a_cluster_karpenter_ran_is_adopted_without_replacing_a_node(env: Any) -
     )
 
     for _ in range(3):  # three minutes of both schedules
-        provision()
-        disrupt()
+        provision(seconds=2)
+        disrupt(seconds=3)
 
     claim = kube.get(NODECLAIMS, CLAIM)
     assert claim["metadata"].get("deletionTimestamp") is None

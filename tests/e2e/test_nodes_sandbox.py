@@ -21,16 +21,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from handler_calls import next_pass
+from handler_calls import disrupt, next_pass, provision
 from kubernetes.utils.quantity import parse_quantity
 from nodewright.api import labels
 from nodewright.cluster.resources import EC2NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
-from nodewright.disruption import flow as disruption_flow
 from waiting import wait_for
 
 from sandbox.apiserver.testing import kubectl
-from sandbox.runtime.events import scheduled_event
-from sandbox.runtime.lambdas import LambdaContext, load_function, provisioner_invocation
 from sandbox.scenarios.workloads import nodeclass, nodepool
 
 pytestmark = [
@@ -65,31 +62,6 @@ def kube(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     client = sandbox.admin_cluster()
     yield client
     reset_connections()
-
-
-def _release_call_deadline() -> None:
-    """A handler bounds the container's shared client to its invocation; the test goes on using it."""
-    from nodewright.cluster import connect
-    from nodewright.settings import Settings
-
-    connect(Settings.from_env()).set_call_deadline(None)
-
-
-def provision(seconds: float = 15.0) -> dict[str, Any]:
-    """One provisioner invocation whose loop lasts ``seconds`` (the invocation keeps its real timeout)."""
-    app = load_function("provisioner")
-    with provisioner_invocation(seconds) as context:
-        answer = app.handler(scheduled_event(), context)
-    _release_call_deadline()
-    return answer
-
-
-def disrupt(seconds: float = 12.0) -> dict[str, Any]:
-    """One scheduled invocation of the disruption handler: it drives terminations and writes status."""
-    app = load_function("disruption")
-    answer = app.handler(scheduled_event(), LambdaContext(disruption_flow.SAFETY_MARGIN_SECONDS + seconds))
-    _release_call_deadline()
-    return answer
 
 
 def named_nodeclass(sandbox: Any, name: str, **spec: Any) -> dict[str, Any]:
@@ -253,7 +225,7 @@ def test_kubectl_scale_nodepool_adds_and_removes_nodes_of_a_static_nodepool(
     assert len(answer.get("staticDeleted") or []) == 2, answer
 
     def one_left() -> bool:
-        disrupt()  # drains and terminates the deleted NodeClaims, writes the NodePool's status
+        disrupt(12)  # drains and terminates the deleted NodeClaims, writes the NodePool's status
         claims, nodes = static_nodes(kube)
         all_claims = [
             c for c in kube.list(NODECLAIMS) if c["metadata"]["labels"].get(labels.NODEPOOL) == "static"
