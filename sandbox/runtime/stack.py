@@ -4,13 +4,14 @@
   (what the CDK stack sets, plus the sandbox's endpoints and the functions' RBAC identity) that
   imports ``functions/<name>/app.py`` once and then serves invocations one at a time, as a warm
   Lambda container does. A container is forked from a server that has made the libraries' imports
-  and waits out their time in its Init phase (``preload.py`` says why). Its stdout/stderr (the Powertools JSON logs and EMF metrics) go to
-  ``<logs>/<function>.log``, its CloudWatch log group. A handler that raises is logged and the
-  container is kept; one that outlives its timeout is killed ("Task timed out") and the next
-  invocation starts a fresh container; between invocations it is frozen (SIGSTOP), threads and
-  all, as Lambda freezes an execution environment; one whose memory passes the function's memory size is
-  killed as Lambda kills it ("Runtime exited with error: signal: killed", ``Runtime.OutOfMemory``
-  in its log); a crashed container is replaced on the next trigger.
+  and waits out their time in its Init phase (``preload.py`` says why). Its stdout/stderr (the
+  Powertools JSON logs and EMF metrics) go to ``<logs>/<function>.log``, its CloudWatch log group. A
+  handler that raises is logged and the container is kept; one that outlives its timeout is killed
+  ("Task timed out") and the next invocation starts a fresh container; between invocations it is
+  frozen (SIGSTOP), threads and all, as Lambda freezes an execution environment; one whose memory
+  passes the function's memory size is killed as Lambda kills it ("Runtime exited with error:
+  signal: killed", ``Runtime.OutOfMemory`` in its log); a crashed container is replaced on the next
+  trigger.
 * **Triggers**, one object each (``start``/``stop``), as the stack wires them (nodewright/spec/deployment.py):
   the EventBridge schedules (provisioner and disruption every minute, pricing every 12 hours; a
   tick while the previous invocation still runs is throttled, as reserved concurrency 1 does);
