@@ -172,12 +172,11 @@ def _worker(tmp_path: Path, timeout_seconds: int, **env: str) -> Worker:
 
 PRELOAD_PROBE = textwrap.dedent(
     """
-    import resource, sys
+    import sys
 
     def handler(event, context):
         preload = sys.modules.get("sandbox.runtime.preload")
-        return {"importSeconds": preload.IMPORT_SECONDS if preload else None,
-                "product": sorted(m for m in sys.modules if m.split(".")[0] == "nodewright")}
+        return {"importSeconds": preload.IMPORT_SECONDS if preload else None}
     """
 )
 
