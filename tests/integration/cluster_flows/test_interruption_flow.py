@@ -453,3 +453,50 @@ def test_a_holder_after_the_one_that_planned_its_nodes_plans_nothing_and_returns
     assert then.report is not None
     assert passes.calls == [["node-a"], ["node-b"]], "node-a planned once, node-b when it came"
     assert late.skipped == interruption.PLANNED_EARLIER
+
+
+def test_a_waiter_whose_nodes_a_holder_planned_leaves_without_taking_the_lease(world, ctx, clock) -> None:
+    """A 100-node storm: ninety waiters took the writers' lease one after another to plan nothing,
+    and the provisioner's pass for the pods evicted meanwhile waited behind them. A waiter reads
+    the holders' marker while the lease is held elsewhere, its handed nodes included."""
+    from dataclasses import replace
+
+    from nodewright.cloud.state import InMemoryStateStore
+
+    ctx = replace(ctx, store=InMemoryStateStore(clock=lambda: clock.now().timestamp()))
+    _owned_node_with_pods(world)
+    interruption.PlannedNodes().add(ctx, ["node-a", "node-b"])
+    assert world.cluster.writer_lease("provisioner", duration_seconds=60).acquire()
+    passes = _CountingPasses()
+
+    result = interruption.replace_displaced(
+        ctx, ["node-a"], "evt-a", passes, None, wait=True, more=lambda: {"node-b"}
+    )
+
+    assert passes.calls == []
+    assert result.skipped == interruption.PLANNED_EARLIER
+    assert result.covered == {"node-a", "node-b"}, "the handed node is covered too"
+
+
+def test_a_waiter_with_a_node_none_planned_keeps_waiting_for_the_lease(
+    world, ctx, clock, monkeypatch
+) -> None:
+    from dataclasses import replace
+
+    from nodewright.cloud.state import InMemoryStateStore
+
+    ctx = replace(ctx, store=InMemoryStateStore(clock=lambda: clock.now().timestamp()))
+    _owned_node_with_pods(world)
+    interruption.PlannedNodes().add(ctx, ["node-a"])
+    assert world.cluster.writer_lease("provisioner", duration_seconds=60).acquire()
+    polls: list[float] = []
+    monkeypatch.setattr(interruption.time, "sleep", polls.append)
+    passes = _CountingPasses()
+
+    result = interruption.replace_displaced(
+        ctx, ["node-a", "node-b"], "evt-b", passes, None, wait=True, give_up=lambda: len(polls) >= 2
+    )
+
+    assert polls == [interruption.REPLACEMENT_LEASE_POLL_SECONDS] * 2, "asked again until told to give up"
+    assert passes.calls == []
+    assert result.skipped == "writers' lease held by another invocation"

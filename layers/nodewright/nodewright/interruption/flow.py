@@ -376,7 +376,12 @@ def replace_displaced(
     ``wait``: run beside the drain (``processing``), so a held lease is waited for, asked again
     every ``REPLACEMENT_LEASE_POLL_SECONDS`` until the write deadline or ``give_up()``; the pass
     then plans whatever the holders before it left: the nodes an earlier holder planned for
-    (``PlannedNodes``) are not planned again, and a holder left none returns at once.
+    (``PlannedNodes``) are not planned again, and a holder left none returns at once. A waiter
+    whose nodes (those ``more`` handed it meanwhile included) a holder has planned for stops
+    waiting without taking the lease: in a 100-node storm ninety waiters took it a second each to
+    plan nothing, one after another, and the provisioner's pass for the pods evicted meanwhile
+    (pending, their successors not yet marked unschedulable at the holder's pass) waited behind
+    them until its invocation ended.
     Without it (the drain waits for this) the lease is waited for ``REPLACEMENT_LEASE_WAIT_SECONDS``
     and, held elsewhere, the replacement is skipped: the provisioner's passes plan every going
     node's pods."""
@@ -388,7 +393,25 @@ def replace_displaced(
         duration_seconds=REPLACEMENT_LEASE_SECONDS,
         wait_seconds=0.0 if wait else REPLACEMENT_LEASE_WAIT_SECONDS,
     )
-    if not _acquire(lease, wait=wait, until=lambda: monotonic() >= deadline or bool(give_up and give_up())):
+    mine = set(node_names)
+    planned_elsewhere = False
+
+    def stop_waiting() -> bool:
+        nonlocal planned_elsewhere
+        if monotonic() >= deadline or (give_up is not None and give_up()):
+            return True
+        if more is not None:
+            mine.update(more())
+        planned_elsewhere = mine <= PlannedNodes.read(ctx).nodes
+        return planned_elsewhere
+
+    if not _acquire(lease, wait=wait, until=stop_waiting):
+        if planned_elsewhere:
+            ctx.logger.info(
+                "an earlier holder of the writers' lease planned for these nodes' pods",
+                extra={"nodes": sorted(mine), "eventId": why},
+            )
+            return Replacement(skipped=PLANNED_EARLIER, covered=frozenset(mine))
         ctx.logger.info(
             "another writer holds the lease: its passes plan for these nodes' pods",
             extra={"nodes": node_names, "eventId": why},
@@ -398,7 +421,7 @@ def replace_displaced(
     quiet = REPLACEMENT_QUIET_SECONDS if wait else 0.0
     rate = _holder_rate(ctx)
     try:
-        seen = interrupted_nodes(ctx) | set(node_names)
+        seen = interrupted_nodes(ctx) | mine
         planned = PlannedNodes.read(ctx)
         todo = sorted(seen - planned.nodes)
         if not todo:
