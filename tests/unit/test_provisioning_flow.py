@@ -1332,6 +1332,27 @@ def test_with_the_overlay_gate_a_nodeclaim_priced_by_an_overlay_says_so_and_laun
     assert cloud.requests[-1].instance_types[0].offerings[0].price == 0.001
 
 
+def test_a_closed_batch_refused_the_lease_is_planned_once_the_lease_is_free_not_after_another_window(
+    looping: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 100-node spot reclaim: pods evicted one after another kept each batching window open its
+    ten seconds, and a pass refused the lease (the replacements' holders had it) waited a new window
+    before asking again; the last replacements came 33 s after their warnings."""
+    from nodewright.provisioning import loop
+
+    ctx, cluster, clock, pass_times = looping
+    add_settled_claim(cluster)
+    for i in range(60):  # one new pod every 0.5 s from t=4.5 s on: never 1 s of quiet
+        clock.script.append((1004.5 + i * 0.5, lambda i=i: cluster.add("Pod", pending_pod(f"stream-{i}"))))
+    free = cluster.lease.acquire
+    # Another writer holds the lease from t=10 s to t=15 s: the batch closes at 14.5 s, refused.
+    monkeypatch.setattr(cluster.lease, "acquire", lambda: not 1010.0 <= clock.mono < 1015.0 and free())
+
+    loop.run(ctx, remaining_seconds=40)
+
+    assert pass_times[1] == pytest.approx(15.5, abs=0.3), "asked again a second later, and planned"
+
+
 def test_a_loop_that_finds_the_lease_held_asks_again_about_once_a_second_not_at_once(
     looping: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
