@@ -786,6 +786,22 @@ def test_a_second_interruption_plans_the_pods_of_the_node_already_going_with_its
     assert {n["metadata"]["name"] for n in planned_world.nodes}.isdisjoint({"interrupted", "rebalanced"})
 
 
+def test_a_replacement_pass_after_its_nodes_drained_plans_the_pods_pending_since(world: Any) -> None:
+    """A replacement holder's follow-up pass, once the interrupted node's pods are all evicted: their
+    successors, pending now, are what it plans (it returned without planning when no pod was left
+    on the nodes)."""
+    from nodewright.provisioning import replace_for_displaced
+
+    ctx, cluster, _cloud = world
+    cluster.add("Node", {"metadata": {"name": "drained"}, "spec": {"providerID": "p"}})
+    cluster.add("Pod", pending_pod("successor"))
+
+    report = replace_for_displaced(ctx, ["drained"], guard=None)
+
+    assert len(report.created) == 1
+    assert report.pending_keys == {"default/successor"}
+
+
 @pytest.mark.parametrize("deleting", ["claim", "node"])
 def test_a_pass_plans_the_pods_of_a_node_being_deleted_as_pending(world: Any, deleting: str) -> None:
     ctx, cluster, _cloud = world

@@ -25,6 +25,8 @@ class CountingReplacement:
         self.calls: list[list[str]] = []
         self.during: Any = None  # run while "in progress" (to deliver the same event on the other path)
 
+    pending_keys: frozenset[str] = frozenset()
+
     def __call__(self, ctx, node_names, *, guard=None):
         self.calls.append(list(node_names))
         if self.during:

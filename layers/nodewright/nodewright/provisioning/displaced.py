@@ -49,7 +49,7 @@ def replace_for_displaced(ctx: Context, node_names: Iterable[str], *, guard: Wri
     remaining = world.without_nodes(going)
     planned = pending + displaced
     report = PassReport(pending_pods=len(planned), pending_keys=frozenset(pod_key(p) for p in planned))
-    if not displaced:
+    if not displaced and not pending:
         return report
     pools = nodepools.triage(remaining)
     plan = planning.plan(remaining, planned, pools.usable)
