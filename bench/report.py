@@ -462,6 +462,25 @@ def stall_section(results: Results) -> str:
     )
 
 
+def _storm_row(run: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A headline row for one saved storm; one whose nodes were not all acted on says how many were."""
+    f = run["figures"]
+    nodes = f["nodes"]
+
+    def of(count: int) -> str:
+        return "" if count == nodes else f"{count} of {nodes}, "
+
+    return (
+        f"AZ-wide spot reclaim of {nodes} nodes: warning → cordoned, → replacement, last drained",
+        f"{of(f['cordoned'])}p99 {_or_none(f['cordonedP99Seconds'], unit=' s')}; "
+        f"{of(f['replacementRequested'])}p99 {_or_none(f['replacementRequestedP99Seconds'], unit=' s')}; "
+        f"{of(f['drained'])}last {_or_none(f['lastDrainedSeconds'], '.0f', ' s')}; "
+        f"peak {f['apiRequestsPerSecondPeak']} API requests/s",
+        "≤ 30 s, ≤ 30 s, ≤ 120 s (500 nodes)",
+        _cmd(run),
+    )
+
+
 def _or_none(value: float | None, spec: str = ".1f", unit: str = "") -> str:
     """A storm figure, or "none" when nothing was measured (no node replaced within the run)."""
     return "none" if value is None else format(value, spec) + unit
@@ -805,20 +824,14 @@ def headline_section(results: Results) -> str:
                 _cmd("nodewright bench interruption --nodes 500 --messages 0"),
             )
         )
-    else:
-        f = biggest["figures"]
-        rows.append(
-            (
-                f"AZ-wide spot reclaim of {f['nodes']} nodes: warning → cordoned, → replacement, "
-                "last drained",
-                f"p99 {_or_none(f['cordonedP99Seconds'], unit=' s')}, "
-                f"p99 {_or_none(f['replacementRequestedP99Seconds'], unit=' s')}, "
-                f"{_or_none(f['lastDrainedSeconds'], '.0f', ' s')}; "
-                f"peak {f['apiRequestsPerSecondPeak']} API requests/s",
-                "≤ 30 s, ≤ 30 s, ≤ 120 s (500 nodes)",
-                _cmd(biggest),
-            )
-        )
+    # The biggest storm every node of which drained, and the biggest of all when that one did not
+    # get through: where the goals hold, and where they do not yet.
+    whole = [r for r in storms if r["figures"].get("drained") == r["figures"]["nodes"]]
+    biggest_whole = max(whole, key=lambda r: r["figures"]["nodes"], default=None)
+    if biggest_whole is not None:
+        rows.append(_storm_row(biggest_whole))
+    if biggest is not None and biggest is not biggest_whole:
+        rows.append(_storm_row(biggest))
     row(
         "a pass over 5,000 nodes / 50,000 pods: provisioning, disruption",
         "≤ 20 s each, in 512 / 1024 MB",

@@ -91,6 +91,7 @@ FIXTURE: dict[str, list[dict[str, Any]]] = {
                 "cordonedP50Seconds": 0.75,
                 "cordonedP99Seconds": 1.5,
                 "cordonedMaxSeconds": 1.6,
+                "replacementRequested": 100,
                 "replacementRequestedP99Seconds": 4.5,
                 "replacementRequestedMaxSeconds": 5.0,
                 "drained": 100,
@@ -100,7 +101,28 @@ FIXTURE: dict[str, list[dict[str, Any]]] = {
                 "dynamodbWrites": 400,
                 "cordonedSeconds": [0.5, 0.75, 1.5],
             },
-        }
+        },
+        {
+            "command": "nodewright bench interruption --messages 0 --nodes 500",
+            "figures": {
+                "nodes": 500,
+                "podsPerNode": 5,
+                "warningsSpreadSeconds": 50.0,
+                "cordoned": 300,
+                "cordonedP50Seconds": 60.0,
+                "cordonedP99Seconds": 130.0,
+                "cordonedMaxSeconds": 135.0,
+                "replacementRequested": 10,
+                "replacementRequestedP99Seconds": 65.0,
+                "replacementRequestedMaxSeconds": 65.0,
+                "drained": 5,
+                "lastDrainedSeconds": 116.0,
+                "handledTwice": 0,
+                "apiRequestsPerSecondPeak": 38,
+                "dynamodbWrites": 600,
+                "cordonedSeconds": [30.0, 60.0, 130.0],
+            },
+        },
     ],
     "chaos": [
         {
@@ -237,8 +259,13 @@ def test_the_report_renders_every_section_from_the_saved_runs(
     assert "p50 1.75 s, p99 3.50 s" in rows["pod → NodeClaim from an idle provisioner, with the wake-up"]
     assert "66.5 vs 70 pods/s" in rows["kube-scheduler with the wake-up's URL unreachable"]
     assert "250.5 msg/s" in rows["interruption: SQS messages handled"]
-    reclaim = "AZ-wide spot reclaim of 100 nodes: warning → cordoned, → replacement, last drained"
-    assert "p99 1.5 s, p99 4.5 s, 86 s; peak 240 API requests/s" in rows[reclaim], "the biggest storm saved"
+    reclaim = "AZ-wide spot reclaim of {} nodes: warning → cordoned, → replacement, last drained"
+    # The biggest storm whose every node drained, and the biggest, saying how many of its nodes got how far.
+    assert "| p99 1.5 s; p99 4.5 s; last 86 s; peak 240 API requests/s |" in rows[reclaim.format(100)]
+    assert (
+        "| 300 of 500, p99 130.0 s; 10 of 500, p99 65.0 s; 5 of 500, last 116 s; peak 38 API requests/s |"
+        in rows[reclaim.format(500)]
+    )
     assert "not measured yet" in rows["a pass over 5,000 nodes / 50,000 pods: provisioning, disruption"]
     assert "$0.03/month" in rows["idle cost (provisioner + disruption, Lambda arm64)"]
     assert "0 in 300 steps, converged: True" in rows["chaos: seeded faults, invariant violations"]
