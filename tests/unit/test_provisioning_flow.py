@@ -1398,3 +1398,9 @@ def test_a_loop_that_finds_the_lease_held_asks_again_about_once_a_second_not_at_
     assert pass_times == []
     spent = clock.mono - 1000.0
     assert 2 <= len(asked) <= spent / loop.LEASE_RETRY_SECONDS + 1, (len(asked), spent)
+    waits = [
+        r
+        for r in ctx.logger.records
+        if r == ("info", "another writer holds the lease; the pass waits for it")
+    ]
+    assert len(waits) == 1, "said once a wait, not once an ask"

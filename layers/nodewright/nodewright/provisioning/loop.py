@@ -165,10 +165,13 @@ def _pass_under(lease: Lease, ctx: Context, deadline: float) -> bool:
     warnings). Karpenter's provisioner, which needs no lease, plans a closed batch at once; pods
     that arrive meanwhile are in the pass anyway, which lists them afresh."""
     clock = ctx.clock
+    told = False
     while True:
         if lease.acquire():
             return True
-        ctx.logger.info("another writer holds the lease; the pass waits for it")
+        if not told:  # once a wait, not once a second
+            ctx.logger.info("another writer holds the lease; the pass waits for it")
+            told = True
         left = deadline - clock.monotonic()
         if left <= 0:
             return False
