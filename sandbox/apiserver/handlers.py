@@ -57,6 +57,9 @@ class Response:
     content_type: str = "application/json"
     stream: Iterator[bytes] | None = None
     warnings: list[str] = field(default_factory=list)
+    # Called by the server once the answer is written: APF's seats (``Router.handle``) are held
+    # until then, as kube-apiserver's filter holds them while the handler encodes and writes it.
+    sent: Callable[[], None] | None = None
 
 
 @dataclass

@@ -58,8 +58,9 @@ class Router:
 
     def handle(self, request: Request) -> Response:
         """kube-apiserver's filter order: authentication, impersonation, API Priority and Fairness
-        (a request holds its seats until it is answered; a watch until its stream is ready), then
-        authorization and the handler. Every response APF classified carries its PF headers."""
+        (a request holds its seats until its answer is written: ``Response.sent``; a watch until its
+        stream is ready), then authorization and the handler. Every response APF classified carries
+        its PF headers."""
         classified: dict[str, str] = {}
         try:
             identity = self._impersonate(request, self._authenticate(request))
@@ -74,7 +75,12 @@ class Router:
                 self.authorizer.authorize(attributes)
                 request.identity = identity
                 response = self._dispatch(request)
-            finally:
+            except BaseException:
+                ticket.release()
+                raise
+            if response.stream is None:
+                response.sent = ticket.release
+            else:
                 ticket.release()
         except ApiError as exc:
             headers = {**classified, **exc.headers}

@@ -167,10 +167,14 @@ class _Handler(BaseHTTPRequestHandler):
                     "code": 500,
                 },
             )
-        if response.stream is not None:
-            self._stream(response)
-        else:
-            self._send(response)
+        try:
+            if response.stream is not None:
+                self._stream(response)
+            else:
+                self._send(response)
+        finally:
+            if response.sent is not None:
+                response.sent()
         log.debug(
             "%s %s -> %s in %.1f ms",
             self.command,

@@ -1,7 +1,7 @@
 """The product against an API server whose API Priority and Fairness is deliberately small and busy:
 the functions' priority level (global-default, where their IAM-mapped identity lands) gets one seat
-and no queue, and another tenant of that level (a noisy neighbour listing pods as fast as the server
-answers) keeps it busy, so the functions' requests are answered 429 ``Too many requests`` with
+and no queue, and another tenant of that level (a noisy neighbour listing pods every 50 ms) keeps
+it busy, as do the functions' own concurrent requests, so some are answered 429 ``Too many requests`` with
 ``Retry-After`` as a saturated kube-apiserver answers them. The simulators (kube-scheduler, kubelets,
 controllers) and the test's own client are system:masters: exempt, as on a real cluster.
 
@@ -62,8 +62,12 @@ def sandbox() -> Iterator[Any]:
 
 
 class NoisyNeighbour:
-    """Another global-default client (a CI job, a dashboard) listing pods back to back on one
-    keep-alive connection until stopped: a load generator, not a wait."""
+    """Another global-default client (a CI job, a dashboard) listing pods on one keep-alive
+    connection until stopped, PAUSE_SECONDS apart: a load generator, not a wait. Back to back, it
+    held the level's one seat nearly all the time (a seat is held until the answer is written), and
+    the functions took minutes to get their work through."""
+
+    PAUSE_SECONDS = 0.05
 
     USER = "noisy-neighbour"
 
@@ -94,6 +98,7 @@ class NoisyNeighbour:
                 response = conn.getresponse()
                 response.read()
                 self.answers[response.status] += 1
+                self.stop.wait(self.PAUSE_SECONDS)
         finally:
             conn.close()
 
@@ -124,6 +129,13 @@ def test_the_functions_meet_429s_and_still_converge(sandbox: Any) -> None:
 
         # The first pass pages moto's whole DescribeInstanceTypes before it may write: give it time.
         answers = [provision(seconds=15)]
+        # How often a function's request finds the seat taken depends on how the threads interleave
+        # (a loaded machine changes it): the provisioner runs until it has met a 429, then converges.
+        wait_for(
+            "the functions answered 429 Too many requests",
+            lambda: control.stats("global-default").rejected_flows[AUTOSCALER_USER] > 0,
+            step=lambda: answers.append(provision(seconds=1)),
+        )
         wait_for(
             f"all {REPLICAS} inflate pods Running",
             lambda: running(kube) == REPLICAS,
@@ -150,4 +162,3 @@ def test_the_functions_meet_429s_and_still_converge(sandbox: Any) -> None:
         f"APF global-default: {stats.dispatched} served, rejected {dict(stats.rejected_flows)}; "
         f"the neighbour's answers {dict(neighbour.answers)}"
     )
-    assert stats.rejected_flows[AUTOSCALER_USER] > 0, "the functions never met a 429"

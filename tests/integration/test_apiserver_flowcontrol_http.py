@@ -21,6 +21,7 @@ from nodewright import cluster as cluster_module
 from nodewright.cluster import ServerBusy, client
 from nodewright.cluster.resources import LEASES, NODES
 from nodewright.settings import Settings
+from waiting import wait_for
 
 from sandbox.apiserver import ApiServer, rbac
 from sandbox.apiserver.flowcontrol import DEFAULT_PRIORITY_LEVELS, FlowControl, Ticket
@@ -145,7 +146,11 @@ def test_a_streaming_watch_holds_no_seat(server: ApiServer, reader: str) -> None
 
         assert status == 200, body
         assert json.loads(body)["kind"] == "NodeList"
-        assert server.flow_control.seats_in_use("global-default") == 0
+        wait_for(  # the list's seat is freed once its answer is written, just after the client reads it
+            "no seat in use with only the watch open",
+            lambda: server.flow_control.seats_in_use("global-default") == 0,
+            timeout=10,
+        )
     finally:
         conn.close()
 
