@@ -195,12 +195,11 @@ class Storm:
         from nodewright.cluster import reset_connections
         from nodewright.provisioning import provision
 
-        from sandbox.harness import environment
+        from sandbox.harness import environment, quiet_functions
         from sandbox.runtime.lambdas import load_function
 
-        quiet = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
         try:
-            with environment({**sb.env(), **quiet}):
+            with quiet_functions("ERROR"), environment(sb.env()):
                 ctx = load_function("provisioner").container.get()
                 deadline = time.monotonic() + timeout
                 while True:

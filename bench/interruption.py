@@ -29,7 +29,7 @@ from typing import Any
 
 from bench._report import print_figures, save
 from bench._storm import NOTICE_SECONDS, Storm
-from sandbox.harness import environment
+from sandbox.harness import environment, quiet_functions
 from sandbox.runtime import events
 
 # The storm's goals (issue 30).
@@ -91,10 +91,10 @@ def _throughput(messages: int) -> dict[str, Any]:
     connects and builds the clients, then is measured again with the rest)."""
     from sandbox import Sandbox
 
-    quiet = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
     with (
         Sandbox(cluster_name="bench-interruption", boot_delay=0.1, init_delay=0.1) as sb,
-        environment({**sb.env(), **quiet}),
+        quiet_functions(),
+        environment(sb.env()),
     ):
         sb.apply_crds()
         from nodewright.cluster import reset_connections

@@ -46,22 +46,24 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def quiet_functions() -> Iterator[None]:
-    """The functions' JSON logs and EMF metrics would drown the story: keep warnings only.
+def quiet_functions(level: str = "WARNING") -> Iterator[None]:
+    """The functions' JSON logs and EMF metrics would drown the story: keep ``level`` and above.
 
     A context manager that puts the environment and the shared logger back when it ends: a bench
     run inside a test worker (``tests/e2e/test_bench_scheduler_stall.py``) left
     ``POWERTOOLS_METRICS_DISABLED`` set, and every later test in that worker that reads a
-    function's EMF line failed."""
+    function's EMF line failed. The shared logger is made (and its level read) before the environment
+    changes: made first inside it, by a function loaded there, it would keep the quiet level for the
+    worker's life (a storm bench's setup once did, and a later test's warning line went missing)."""
     from nodewright.observability import logger
 
-    level = logger().log_level
-    logger().setLevel("WARNING")
+    previous = logger().log_level
+    logger().setLevel(level)
     try:
-        with environment({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}):
+        with environment({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": level}):
             yield
     finally:
-        logger().setLevel(level)
+        logger().setLevel(previous)
 
 
 class WithoutMetricLines(io.TextIOBase):
