@@ -12,9 +12,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade 'pip>=24' 'uv>=0.13,<0.14'
 	@# One resolve for everything: installed one by one, kubernetes pulls python-dateutil 4 and breaks botocore.
-	@# uv installs what pip would from the same constraints (every package pinned) in about 10 s, where
+	@# uv installs what pip would from the same constraints (every package pinned) in about 30 s, where
 	@# pip takes about 60; pip stays in the venv for the layer's cross-platform build (infra/layer_build.py).
-	$(BIN)/uv pip install --python $(BIN)/python --quiet -c constraints.txt -e '.[dev]'
+	@# --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set, every Python process the
+	@# suite starts would otherwise compile botocore, moto and kubernetes again.
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 # The Node packages of package-lock.json: the CDK CLI, and the IAM policy evaluator the sandbox
@@ -40,12 +42,15 @@ demo: $(STAMP) $(NODE_STAMP)
 # cores part idle; every test waits on conditions, so load slows it and never fails it. The groups
 # go out longest first (tests/conftest.py). mypy (a minute of one core from a fresh clone) runs
 # beside pytest, in those waits; either failing fails the target, mypy's output printed after.
+# PYTHONDONTWRITEBYTECODE is emptied for pytest (CI machines set it): the workers and the processes
+# they start (CLI runs, Lambda containers) then share the project's bytecode and pytest's rewritten
+# test modules (gitignored __pycache__) instead of each compiling them again.
 TYPED := layers/nodewright/nodewright functions/*/app.py tests/fakes.py sandbox bench infra
 test: $(STAMP) $(NODE_STAMP) kubectl
 	$(BIN)/ruff check .
 	rm -rf $(IAM_RECORDS) && mkdir -p .nodewright
 	$(BIN)/mypy $(TYPED) > .nodewright/mypy.log 2>&1 & typing=$$!; \
-	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 6 --dist loadgroup --no-loadscope-reorder --durations=25; \
+	PYTHONDONTWRITEBYTECODE= NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 6 --dist loadgroup --no-loadscope-reorder --durations=25; \
 	tests=$$?; wait $$typing; typed=$$?; echo "mypy $(TYPED):"; cat .nodewright/mypy.log; \
 	exit $$(( tests != 0 ? tests : typed ))
 
