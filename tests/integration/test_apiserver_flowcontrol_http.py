@@ -89,13 +89,22 @@ def hold_the_seat(server: ApiServer) -> Ticket:
 
 
 def get(server: ApiServer, path: str, token: str) -> tuple[int, dict[str, str], bytes]:
+    """The answer, once the seat the request took is free again: the server frees it when it has
+    written the answer, which can be just after the client has read it."""
+    seats = server.flow_control.seats_in_use("global-default")
     conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
     try:
         conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
         response = conn.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
+        answer = response.status, dict(response.getheaders()), response.read()
     finally:
         conn.close()
+    wait_for(
+        "the request's seat freed",
+        lambda: server.flow_control.seats_in_use("global-default") <= seats,
+        timeout=10,
+    )
+    return answer
 
 
 def test_a_full_priority_level_answers_kube_apiservers_429(server: ApiServer, reader: str) -> None:
@@ -146,11 +155,7 @@ def test_a_streaming_watch_holds_no_seat(server: ApiServer, reader: str) -> None
 
         assert status == 200, body
         assert json.loads(body)["kind"] == "NodeList"
-        wait_for(  # the list's seat is freed once its answer is written, just after the client reads it
-            "no seat in use with only the watch open",
-            lambda: server.flow_control.seats_in_use("global-default") == 0,
-            timeout=10,
-        )
+        assert server.flow_control.seats_in_use("global-default") == 0
     finally:
         conn.close()
 
