@@ -45,7 +45,8 @@ os.environ.setdefault("POWERTOOLS_DEV", "false")
 #   was the suite's critical path;
 # - the groups go out longest first (as a scheduler packs jobs: the short ones fill the end), by
 #   the seconds each test took in a recorded run (tests/durations.json, written by
-#   `pytest --record-durations`; a test not in it is counted at its folder's typical time).
+#   `pytest --record-durations`; a test not in it counts as short, as the file leaves out those
+#   under half a second; with no file, each test counts at its folder's typical time).
 # xdist hands each worker its next group while the last tests of its current one run, so the order
 # matters most at the start: the long stories (mostly waits on the product's real clocks, the CPU
 # part idle) begin at once, and the CPU-bound unit and integration modules fill the gaps and the end.
