@@ -124,7 +124,6 @@ class Sandbox:
         self._tmp: Path | None = None
         self._api_clients: list[Any] = []
         self._ec2: Any = None
-        self._catalog: Any = None
         self.iam = Enforcement(cluster_name, region, ACCOUNT_ID)
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -380,15 +379,13 @@ class Sandbox:
         invocation under test."""
         from nodewright.cloud.catalog import fetch_catalog, prime_catalog
 
-        if self._catalog is None:
-            self._catalog = _warm_catalogs.get(self.region)
-        if self._catalog is None:
+        if self.region not in _warm_catalogs:
             ec2 = self.aws_client("ec2")
             try:
-                self._catalog = _warm_catalogs[self.region] = fetch_catalog(ec2)
+                _warm_catalogs[self.region] = fetch_catalog(ec2)
             finally:
                 ec2.close()
-        prime_catalog((self.region, self.aws_endpoint), self._catalog)
+        prime_catalog((self.region, self.aws_endpoint), _warm_catalogs[self.region])
 
     def admin_cluster(self) -> Any:
         """The layer's ``Cluster`` with the administrator's kubeconfig (the user's side of a scenario)."""
