@@ -116,7 +116,24 @@ def test_kubectl_work_gets_nodes_an_interruption_drains_one_and_empty_nodes_go(r
     )
     assert any(source == "provisioner" and text.startswith("launched NodeClaim") for source, text in said)
     assert "provisioner" in runtime.workers
-    assert runtime.workers["provisioner"].cold_starts == 1  # one warm container all along
+
+    # One warm container all along, but for one Lambda itself replaces: after an invocation that
+    # timed out or crashed (on a machine loaded by two suites at once, a 55 s invocation's last pass
+    # can outlast its 8 s margin; seen once in a concurrent run). The failure is recorded as its
+    # invocation returns, an instant after the next one may have started its container.
+    def replaced() -> list[Any]:
+        return [
+            i
+            for i in runtime.invocations
+            if i.function == "provisioner" and i.error.startswith(("Task timed out", "Runtime exited"))
+        ]
+
+    wait_for(
+        "a cold start for the first invocation and for each container lost",
+        lambda: runtime.workers["provisioner"].cold_starts == 1 + len(replaced()),
+        10,
+        every=0.2,
+    )
 
     victim = json.loads(kubectl(config, "get", "nodes", "-o", "json").stdout)["items"][0]["metadata"]["name"]
     event = interrupt(sb.env(), victim, "spot", str(config))
