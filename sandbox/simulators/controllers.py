@@ -150,16 +150,18 @@ def _patch_status(kube: Kube, path: str, obj: Obj, status: Obj) -> None:
 
 
 class Snapshot:
-    """One list of each kind per pass, shared by the controllers."""
+    """One view of each kind per pass, shared by the controllers: read from the controller
+    manager's informers (``ReconcileLoop.view``), as kube-controller-manager's controllers read their
+    shared informers' caches rather than listing the cluster on every change."""
 
-    def __init__(self, kube: Kube) -> None:
-        self.pods, _ = kube.list(core("pods"))
-        self.nodes, _ = kube.list(core("nodes"))
-        self.replicasets, _ = kube.list(group("apps/v1", "replicasets"))
-        self.deployments, _ = kube.list(group("apps/v1", "deployments"))
-        self.daemonsets, _ = kube.list(group("apps/v1", "daemonsets"))
-        self.pdbs, _ = kube.list(group("policy/v1", "poddisruptionbudgets"))
-        self.namespaces, _ = kube.list(core("namespaces"))
+    def __init__(self, read: Callable[[str], list[Obj]]) -> None:
+        self.pods = read(core("pods"))
+        self.nodes = read(core("nodes"))
+        self.replicasets = read(group("apps/v1", "replicasets"))
+        self.deployments = read(group("apps/v1", "deployments"))
+        self.daemonsets = read(group("apps/v1", "daemonsets"))
+        self.pdbs = read(group("policy/v1", "poddisruptionbudgets"))
+        self.namespaces = read(core("namespaces"))
 
     def owned_by(self, uid: str, items: list[Obj]) -> list[Obj]:
         return [item for item in items if controller_uid(item) == uid]
@@ -1211,6 +1213,9 @@ class ControllerManager(ReconcileLoop):
         group("apps/v1", "daemonsets"),
         group("policy/v1", "poddisruptionbudgets"),
     )
+    # What the Snapshot reads. The volume controllers still list claims and volumes on each pass:
+    # they release and reclaim on what they read, where a lagging cache could delete a volume.
+    informed_paths = tuple(path for path in watch_paths if path != core("serviceaccounts"))
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
@@ -1231,7 +1236,7 @@ class ControllerManager(ReconcileLoop):
         ]
 
     def reconcile(self) -> None:
-        snap = Snapshot(self.kube)
+        snap = Snapshot(self.view)
         for controller in self.controllers:
             try:
                 controller.reconcile(snap)

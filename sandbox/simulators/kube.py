@@ -64,6 +64,9 @@ class Kube:
     def __init__(self, api_client: client.ApiClient, request_timeout: float = 10.0) -> None:
         self.api_client = api_client
         self.request_timeout = request_timeout
+        # Told (method, path, answer) after each successful write: a ReconcileLoop's informer
+        # waits for its own writes to come back through its watch (loop.ReconcileLoop.view).
+        self.write_listeners: list[Callable[[str, str, dict[str, Any]], None]] = []
 
     def _call(
         self,
@@ -99,7 +102,11 @@ class Kube:
             raise ApiException.from_response(
                 http_resp=response, body=data.decode(errors="replace"), data=None
             )
-        return json.loads(data) if data else {}
+        answer = json.loads(data) if data else {}
+        if method != "GET" and isinstance(answer, dict):
+            for listener in self.write_listeners:
+                listener(method, path, answer)
+        return answer
 
     def get(self, path: str, **query: Any) -> dict[str, Any]:
         return self._call("GET", path, query=query)

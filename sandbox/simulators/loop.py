@@ -8,6 +8,13 @@ any resource it cares about reports an event, or ``resync`` seconds pass. One wa
 watched path keeps a long watch open, sets the wake-up flag and, for an informed path, applies the
 event to the cache (a watch that ends or expires lists again); stopping shuts those streams down,
 so nothing lingers after :meth:`stop`.
+
+An informer's cache lags the loop's own writes (the watch brings them back a little later), and a
+controller that read its own create as missing would create again: client-go's controllers keep
+*expectations* for this. :meth:`view` is that here: it waits until the cache holds at least the
+resourceVersion of the loop's last write to the path, and leaves out an object the loop deleted until
+the cache has seen it go (or change again); past ``WRITES_SEEN_SECONDS`` it lists afresh.
+resourceVersions are compared as integers, as Kubernetes 1.35 made them comparable (KEP-5504).
 """
 
 from __future__ import annotations
@@ -24,6 +31,23 @@ log = logging.getLogger("sandbox.simulators")
 WATCH_SECONDS = 30
 DEBOUNCE_SECONDS = 0.01  # let a burst of events (a deployment's 10 pods) arrive before reconciling
 MAX_DEBOUNCE_SECONDS = 0.5
+WRITES_SEEN_SECONDS = 2.0  # how long a pass waits for its informer to show its own last writes
+
+
+def _version(obj: dict[str, Any]) -> int:
+    value = (obj.get("metadata") or {}).get("resourceVersion") or "0"
+    return int(value) if str(value).isdigit() else 0
+
+
+def list_path(path: str) -> str:
+    """The cluster-wide list path of the resource a request ``path`` names:
+    ``/apis/apps/v1/namespaces/default/replicasets/web/scale`` → ``/apis/apps/v1/replicasets``."""
+    parts = path.strip("/").split("/")
+    prefix = 2 if parts[0] == "api" else 3
+    rest = parts[prefix:]
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        rest = rest[2:]  # a namespaced object's, not the namespace's own subresource
+    return "/" + "/".join(parts[:prefix] + rest[:1])
 
 
 class ReconcileLoop:
@@ -43,6 +67,12 @@ class ReconcileLoop:
         self._streams_lock = threading.Lock()
         self._cache: dict[str, dict[str, dict[str, Any]]] = {}  # informed path → uid → object
         self._cache_lock = threading.Lock()
+        self._cache_changed = threading.Condition(self._cache_lock)
+        self._seen: dict[str, int] = {}  # informed path → the newest resourceVersion its cache holds
+        self._written: dict[str, int] = {}  # informed path → the newest this loop's writes answered
+        self._deleted: dict[str, dict[str, int]] = {}  # informed path → uid → the delete's answer's
+        if self.informed_paths:
+            kube.write_listeners.append(self._wrote)
         self.passes = 0
         self.last_pass_seconds = 0.0
         self.errors = 0
@@ -117,13 +147,50 @@ class ReconcileLoop:
             objects = self._cache.get(path)
             return None if objects is None else list(objects.values())
 
+    def view(self, path: str) -> list[dict[str, Any]]:
+        """An informed ``path``'s objects as this loop last wrote them (see the module docstring): the
+        cache once it holds the loop's own writes, else a fresh list."""
+        deadline = time.monotonic() + WRITES_SEEN_SECONDS
+        with self._cache_changed:
+            while not self._stop.is_set():
+                objects = self._cache.get(path)
+                if objects is not None and self._seen.get(path, 0) >= self._written.get(path, 0):
+                    deleted = self._deleted.get(path) or {}
+                    return [
+                        obj
+                        for uid, obj in objects.items()
+                        if uid not in deleted or _version(obj) > deleted[uid]
+                    ]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cache_changed.wait(left)
+        return self.kube.list(path)[0]
+
+    def _wrote(self, method: str, path: str, answer: dict[str, Any]) -> None:
+        """Told of each write of this loop's client (``Kube.write_listeners``): what ``view`` waits for."""
+        informed = list_path(path)
+        if informed not in self.informed_paths:
+            return
+        version, uid = _version(answer), (answer.get("metadata") or {}).get("uid")
+        with self._cache_lock:
+            self._written[informed] = max(self._written.get(informed, 0), version)
+            if method == "DELETE" and uid and uid in self._cache.get(informed, {}):
+                self._deleted.setdefault(informed, {})[uid] = version
+
     def _list_for_watch(self, path: str) -> str:
         """The resourceVersion to watch ``path`` from; an informed path's cache filled from a full list."""
         if path not in self.informed_paths:
             return self.kube.list(path, limit=1)[1]
         items, resource_version = self.kube.list(path)
-        with self._cache_lock:
+        with self._cache_changed:
             self._cache[path] = {item["metadata"]["uid"]: item for item in items}
+            listed = _version({"metadata": {"resourceVersion": resource_version}})
+            self._seen[path] = max(self._seen.get(path, 0), listed)
+            deleted = self._deleted.get(path) or {}
+            for uid in [uid for uid in deleted if uid not in self._cache[path]]:
+                del deleted[uid]  # gone, and the list says so
+            self._cache_changed.notify_all()
         return resource_version
 
     def _inform(self, path: str, event: dict[str, Any]) -> None:
@@ -131,12 +198,15 @@ class ReconcileLoop:
         uid = (obj.get("metadata") or {}).get("uid")
         if path not in self.informed_paths or not uid:
             return
-        with self._cache_lock:
+        with self._cache_changed:
             objects = self._cache.setdefault(path, {})
             if event.get("type") == "DELETED":
                 objects.pop(uid, None)
+                (self._deleted.get(path) or {}).pop(uid, None)
             elif event.get("type") in ("ADDED", "MODIFIED"):
                 objects[uid] = obj
+            self._seen[path] = max(self._seen.get(path, 0), _version(obj))
+            self._cache_changed.notify_all()
 
     def _watch(self, path: str) -> None:
         while not self._stop.is_set():
