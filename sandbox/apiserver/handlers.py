@@ -32,6 +32,7 @@ from . import (
     protobuf,
     webhooks,
 )
+from .encoding import EncodedObjects
 from .errors import ApiError, FieldError
 from .resources import Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -60,6 +61,8 @@ class Response:
     # Called by the server once the answer is written: APF's seats (``Router.handle``) are held
     # until then, as kube-apiserver's filter holds them while the handler encodes and writes it.
     sent: Callable[[], None] | None = None
+    # A list answer whose items may be sent from their kept encodings (encoding.py): the resource.
+    items_of: str | None = None
 
 
 @dataclass
@@ -140,6 +143,7 @@ class ResourceHandlers:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
         self.registry = registry
+        self.encoded = EncodedObjects()
 
     # ------------------------------------------------------------------ helpers
 
@@ -256,7 +260,8 @@ class ResourceHandlers:
             "metadata": meta,
             "items": [self._present(t.rt, o, in_list=True) for o in items],
         }
-        return Response(200, body)
+        shown_as = None if t.rt.custom else f"{t.rt.group}/{t.rt.version}/{t.rt.plural}"
+        return Response(200, body, items_of=shown_as)
 
     @staticmethod
     def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:

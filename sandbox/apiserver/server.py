@@ -212,6 +212,8 @@ class _Handler(BaseHTTPRequestHandler):
             payload = body.encode()
         elif isinstance(body, bytes):
             payload = body
+        elif response.items_of and isinstance(body, dict) and isinstance(body.get("items"), list):
+            payload = self.server.router.handlers.encoded.list_body(response.items_of, body)
         else:
             payload = json.dumps(body, separators=(",", ":")).encode()
         self._headers(response)

@@ -57,6 +57,14 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
         sent_columns = True
         return table
 
+    resource = None if as_table or rt.custom else f"{rt.group}/{rt.version}/{rt.plural}"
+
+    def line(event_type: str, obj: dict[str, Any]) -> bytes:
+        """The event of the object as stored: its encoding kept for every watcher (encoding.py)."""
+        if resource is None:
+            return _line(event_type, present(obj))
+        return handlers.encoded.watch_line(resource, event_type, handlers._present(rt, obj))
+
     def matches(obj: dict[str, Any] | None) -> bool:
         if obj is None:
             return False
@@ -69,7 +77,7 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
     initial: list[bytes] = []
     if not rv_text or rv_text == "0":
         items, start = store.list(rt.key, t.namespace)
-        initial = [_line("ADDED", present(o)) for o in items if matches(o)]
+        initial = [line("ADDED", o) for o in items if matches(o)]
     else:
         start = int(rv_text)
 
@@ -97,7 +105,7 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
             return _line("DELETED", present(previous))
         else:
             kind = None
-        return _line(kind, present(change.obj)) if kind else None
+        return line(kind, change.obj) if kind else None
 
     def stream() -> Iterator[bytes]:
         yield from initial
