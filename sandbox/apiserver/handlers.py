@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import builtins
-import copy
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ from . import (
     protobuf,
     webhooks,
 )
-from .encoding import EncodedObjects
+from .encoding import EncodedObjects, copy_json
 from .errors import ApiError, FieldError
 from .resources import Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -319,7 +318,7 @@ class ResourceHandlers:
         )
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + admission.random_suffix()
-        submitted = copy.deepcopy(obj)  # what the creator set, before defaults: the fields it owns
+        submitted = copy_json(obj)  # what the creator set, before defaults: the fields it owns
         if meta.get("resourceVersion"):
             raise errors.internal("resourceVersion should not be set on objects to be created")
         name = meta.get("name") or ""
@@ -357,7 +356,7 @@ class ResourceHandlers:
                 raise errors.already_exists(rt.plural, rt.group, name)
             strategy.begin_create(self, obj)
             if ctx.dry_run:
-                stored = copy.deepcopy(obj)
+                stored = copy_json(obj)
             else:
                 stored = self.store.write(rt.key, obj)
                 strategy.after_create(self, stored)
@@ -378,7 +377,7 @@ class ResourceHandlers:
         def attempt(old: dict[str, Any] | None) -> Response | _Update:
             if old is None:
                 raise errors.not_found(t.rt.plural, t.rt.group, t.name or "")
-            return self._prepare_update(t, ctx, copy.deepcopy(obj), old, "update")
+            return self._prepare_update(t, ctx, copy_json(obj), old, "update")
 
         return self._guaranteed_update(t, ctx, attempt)
 

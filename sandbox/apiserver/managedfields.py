@@ -19,10 +19,10 @@ are atomic, as their Go type says.
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
+from .encoding import copy_json
 from .patching import MERGE_KEYS
 
 Path = tuple[tuple[str, Any], ...]  # ("f", name) | ("k", ((key, value), ...)) | ("v", value)
@@ -233,7 +233,7 @@ def from_fields_v1(tree: dict[str, Any], prefix: Path = ()) -> set[Path]:
 
 
 def _entries(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    return copy.deepcopy((obj.get("metadata") or {}).get("managedFields") or [])
+    return copy_json((obj.get("metadata") or {}).get("managedFields") or [])
 
 
 def _same(entry: dict[str, Any], manager: str, operation: str, subresource: str) -> bool:
@@ -340,7 +340,7 @@ def apply(
     if conflicts and not force:
         raise Conflict(conflicts)
     others = _without(others, taken)
-    merged = _merge(copy.deepcopy(live), config, schema, "")
+    merged = _merge(copy_json(live), config, schema, "")
     previously = from_fields_v1(mine["fieldsV1"]) if mine else set()
     still_owned = set().union(*(from_fields_v1(e.get("fieldsV1") or {}) for e in others)) if others else set()
     dropped = previously - applied - still_owned
@@ -378,13 +378,13 @@ def _merge(live: Any, config: Any, schema: dict[str, Any] | None, name: str) -> 
                     None,
                 )
                 if index is None:
-                    result.append(copy.deepcopy(item))
+                    result.append(copy_json(item))
                 else:
                     result[index] = _merge(result[index], item, item_schema, "")
             return result
         if kind == "set":
             return [*live, *(v for v in config if v not in live)]
-    return copy.deepcopy(config)
+    return copy_json(config)
 
 
 def _remove(obj: dict[str, Any], path: Path) -> None:

@@ -9,8 +9,9 @@ honoured.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from .encoding import copy_json
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -50,8 +51,8 @@ MERGE_KEYS: dict[str, str | None] = {
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return copy_json(patch)
+    result = copy_json(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -69,10 +70,10 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
 def _smp_map(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     directive = patch.get("$patch")
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: copy_json(v) for k, v in patch.items() if k != "$patch"}
     if directive == "delete":
         return {}
-    result = copy.deepcopy(target)
+    result = copy_json(target)
     retain = patch.get("$retainKeys")
     orders: dict[str, list[Any]] = {}
     for key, value in patch.items():
@@ -97,7 +98,7 @@ def _smp_map(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
             current = result.get(key)
             result[key] = _smp_list(current if isinstance(current, list) else [], value, MERGE_KEYS[key])
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = copy_json(value)
     if isinstance(retain, list):
         result = {k: v for k, v in result.items() if k in retain}
     for field, order in orders.items():
@@ -120,7 +121,7 @@ def _smp_list(target: list[Any], patch: list[Any], merge_key: str | None) -> lis
             if value not in merged:
                 merged.append(value)
         return _normalize_order(merged, patch, target, None)
-    original = copy.deepcopy(target)
+    original = copy_json(target)
     plain: list[dict[str, Any]] = []
     replace = False
     for item in patch:
@@ -240,7 +241,7 @@ def json_patch(doc: Any, operations: Any) -> Any:
         raise PatchError(
             "json: cannot unmarshal object into Go value of type jsonpatch.Patch", bad_request=True
         )
-    doc = copy.deepcopy(doc)
+    doc = copy_json(doc)
     for op in operations:
         if not isinstance(op, dict):
             raise PatchError(
@@ -260,7 +261,7 @@ def json_patch(doc: Any, operations: Any) -> Any:
         elif kind in ("add", "replace"):
             if "value" not in op:
                 raise PatchError(f'{kind} operation does not apply: doc is missing value: "{path}"')
-            doc = _put(doc, path, copy.deepcopy(op["value"]), insert=kind == "add")
+            doc = _put(doc, path, copy_json(op["value"]), insert=kind == "add")
         elif kind == "remove":
             doc, _ = _take(doc, path)
         elif kind in ("move", "copy"):
@@ -270,7 +271,7 @@ def json_patch(doc: Any, operations: Any) -> Any:
             if kind == "move":
                 doc, value = _take(doc, source)
             else:
-                value = copy.deepcopy(_walk(doc, _split_pointer(source), source))
+                value = copy_json(_walk(doc, _split_pointer(source), source))
             doc = _put(doc, path, value, insert=True)
         else:
             raise PatchError(f"Unexpected kind: {kind}")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import bisect
 import builtins
-import copy
 import itertools
 import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
+
+from .encoding import copy_json
 
 Key = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped
@@ -69,7 +70,7 @@ class Store:
         """A private deep copy of the stored object (callers may modify it)."""
         with self.lock:
             found = self._data.get(key, {}).get((namespace, name))
-            return copy.deepcopy(found) if found is not None else None
+            return copy_json(found) if found is not None else None
 
     def peek(self, key: Key, namespace: str, name: str) -> dict[str, Any] | None:
         """The stored object itself: read-only."""
@@ -110,7 +111,7 @@ class Store:
             if old is None:
                 bisect.insort(self._order.setdefault(key, []), k)
             self._record(Change(self._rv, key, "MODIFIED" if old is not None else "ADDED", obj, old))
-            return copy.deepcopy(obj)
+            return copy_json(obj)
 
     def remove(self, key: Key, namespace: str, name: str) -> dict[str, Any] | None:
         """Delete the object; the DELETED event carries it with the deletion's resourceVersion."""
@@ -121,10 +122,10 @@ class Store:
             order = self._order[key]
             del order[bisect.bisect_left(order, (namespace, name))]
             self._rv += 1
-            gone = copy.deepcopy(old)
+            gone = copy_json(old)
             gone["metadata"]["resourceVersion"] = str(self._rv)
             self._record(Change(self._rv, key, "DELETED", gone, old))
-            return copy.deepcopy(gone)
+            return copy_json(gone)
 
     def _record(self, change: Change) -> None:
         self._history.setdefault(change.key, deque(maxlen=self.history)).append(change)

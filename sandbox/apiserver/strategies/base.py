@@ -4,10 +4,10 @@ strategy), and the delete options and garbage-collector finalizers every delete 
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from .. import admission, errors, printers, rbac, schema, selectors
+from ..encoding import copy_json
 from ..errors import FieldError
 from ..resources import STATUS_SUBRESOURCE, ResourceType
 
@@ -168,7 +168,7 @@ class Strategy:
         """PrepareForCreate: the status a new object starts with (metadata and generation are the
         verb's, as every kind's)."""
         if self.status_on_create is not None:
-            obj["status"] = copy.deepcopy(self.status_on_create)
+            obj["status"] = copy_json(self.status_on_create)
 
     def validate(self, rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         """Validate: the object's metadata, and whatever the kind checks of the rest."""
@@ -199,7 +199,7 @@ class Strategy:
             return self.prepare_for_status_update(rt, new, old)
         if STATUS_SUBRESOURCE in rt.subresources:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = copy_json(old["status"])
             else:
                 new.pop("status", None)
         return new
@@ -209,10 +209,10 @@ class Strategy:
     ) -> dict[str, Any]:
         """The status strategy's PrepareForUpdate: a /status write changes status (built-ins also
         take metadata changes, as their status strategies do)."""
-        result = copy.deepcopy(new)
+        result = copy_json(new)
         for key, value in old.items():
             if key not in _NOT_SPEC:
-                result[key] = copy.deepcopy(value)
+                result[key] = copy_json(value)
         for key in list(result):
             if key not in old and key not in _NOT_SPEC:
                 del result[key]
