@@ -154,7 +154,8 @@ class Snapshot:
     manager's informers (``ReconcileLoop.view``), as kube-controller-manager's controllers read their
     shared informers' caches rather than listing the cluster on every change."""
 
-    def __init__(self, read: Callable[[str], list[Obj]]) -> None:
+    def __init__(self, read: Callable[[str], list[Obj]], kube: Kube) -> None:
+        self.kube = kube
         self.pods = read(core("pods"))
         self.nodes = read(core("nodes"))
         self.replicasets = read(group("apps/v1", "replicasets"))
@@ -162,6 +163,21 @@ class Snapshot:
         self.daemonsets = read(group("apps/v1", "daemonsets"))
         self.pdbs = read(group("policy/v1", "poddisruptionbudgets"))
         self.namespaces = read(core("namespaces"))
+        self.accounts = read(core("serviceaccounts"))
+
+    # Claims, volumes and attachments are listed (not informed: the volume controllers release and
+    # reclaim on what they read), once a pass, when a controller first asks.
+    @functools.cached_property
+    def claims(self) -> list[Obj]:
+        return self.kube.list(core("persistentvolumeclaims"))[0]
+
+    @functools.cached_property
+    def volumes(self) -> list[Obj]:
+        return self.kube.list(core("persistentvolumes"))[0]
+
+    @functools.cached_property
+    def attachments(self) -> list[Obj]:
+        return self.kube.list(VOLUME_ATTACHMENTS)[0]
 
     def owned_by(self, uid: str, items: list[Obj]) -> list[Obj]:
         return [item for item in items if controller_uid(item) == uid]
@@ -737,11 +753,10 @@ class ServiceAccountsController:
         self.kube = kube
 
     def reconcile(self, snap: Snapshot) -> None:
-        self.ensure(snap.namespaces)
+        self.ensure(snap.namespaces, snap.accounts)
 
-    def ensure(self, namespaces: list[Obj]) -> None:
-        accounts, _ = self.kube.list(core("serviceaccounts"), fieldSelector="metadata.name=default")
-        have = {sa["metadata"]["namespace"] for sa in accounts}
+    def ensure(self, namespaces: list[Obj], accounts: list[Obj]) -> None:
+        have = {sa["metadata"]["namespace"] for sa in accounts if sa["metadata"]["name"] == "default"}
         for namespace in namespaces:
             meta = namespace["metadata"]
             if meta.get("deletionTimestamp") or meta["name"] in have:
@@ -774,8 +789,7 @@ class StorageProtectionController:
         )
 
     def reconcile(self, snap: Snapshot) -> None:
-        claims, _ = self.kube.list(core("persistentvolumeclaims"))
-        deleting = [c for c in claims if c["metadata"].get("deletionTimestamp")]
+        deleting = [c for c in snap.claims if c["metadata"].get("deletionTimestamp")]
         if deleting:
             # As the real controller asks the API server before releasing: the pass's snapshot may
             # predate a pod that started using the claim.
@@ -785,8 +799,7 @@ class StorageProtectionController:
                 if not self._in_use(claim, pods):
                     path = core("persistentvolumeclaims", meta["namespace"], meta["name"])
                     self._release(path, claim, "pvc")
-        volumes, _ = self.kube.list(core("persistentvolumes"))
-        for volume in volumes:
+        for volume in snap.volumes:
             meta = volume["metadata"]
             if meta.get("deletionTimestamp") and (volume.get("status") or {}).get("phase") != "Bound":
                 self._release(core("persistentvolumes", name=meta["name"]), volume, "pv")
@@ -824,8 +837,7 @@ class EphemeralVolumeController:
         ]
         if not wanted:
             return
-        claims, _ = self.kube.list(core("persistentvolumeclaims"))
-        existing = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in claims}
+        existing = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in snap.claims}
         for pod, volume in wanted:
             meta = pod["metadata"]
             name = ephemeral_claim_name(pod, volume)
@@ -877,9 +889,8 @@ class VolumeProvisioner:
         self.kube = kube
 
     def reconcile(self, snap: Snapshot) -> None:
-        claims, _ = self.kube.list(core("persistentvolumeclaims"))
-        volumes, _ = self.kube.list(core("persistentvolumes"))
-        self._reclaim(claims, volumes)
+        claims = snap.claims
+        self._reclaim(claims, snap.volumes)
         unbound = [
             c
             for c in claims
@@ -1022,10 +1033,9 @@ class AttachDetachController:
         """(PersistentVolume, node) of every CSI volume a pod bound to a node (not finished) mounts."""
         if not csi:
             return set()
-        claims, _ = self.kube.list(core("persistentvolumeclaims"))
         volume_of = {
             (c["metadata"]["namespace"], c["metadata"]["name"]): (c.get("spec") or {}).get("volumeName")
-            for c in claims
+            for c in snap.claims
         }
         wanted = set()
         for pod in snap.pods:
@@ -1039,17 +1049,15 @@ class AttachDetachController:
         return wanted
 
     def reconcile(self, snap: Snapshot) -> None:
-        volumes, _ = self.kube.list(core("persistentvolumes"))
         csi = {
             v["metadata"]["name"]: (v["spec"]["csi"]["volumeHandle"], v["spec"]["csi"]["driver"])
-            for v in volumes
+            for v in snap.volumes
             if ((v.get("spec") or {}).get("csi") or {}).get("driver")
         }
-        attachments, _ = self.kube.list(VOLUME_ATTACHMENTS)
         wanted = self._wanted(snap, csi)
         have: dict[tuple[str, str], Obj] = {}
         clock = time.monotonic()
-        for va in attachments:
+        for va in snap.attachments:
             spec = va.get("spec") or {}
             key = ((spec.get("source") or {}).get("persistentVolumeName") or "", spec.get("nodeName") or "")
             name = va["metadata"]["name"]
@@ -1155,6 +1163,7 @@ class ServiceAccounts(ReconcileLoop):
 
     name = "serviceaccounts"
     watch_paths = (core("namespaces"), core("serviceaccounts"))
+    informed_paths = watch_paths
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
@@ -1162,8 +1171,7 @@ class ServiceAccounts(ReconcileLoop):
         self.synced = threading.Event()
 
     def reconcile(self) -> None:
-        namespaces, _ = self.kube.list(core("namespaces"))
-        self.controller.ensure(namespaces)
+        self.controller.ensure(self.view(core("namespaces")), self.view(core("serviceaccounts")))
         self.synced.set()
 
     def __enter__(self) -> ServiceAccounts:
@@ -1212,10 +1220,22 @@ class ControllerManager(ReconcileLoop):
         group("apps/v1", "replicasets"),
         group("apps/v1", "daemonsets"),
         group("policy/v1", "poddisruptionbudgets"),
+        core("persistentvolumeclaims"),
+        core("persistentvolumes"),
     )
-    # What the Snapshot reads. The volume controllers still list claims and volumes on each pass:
-    # they release and reclaim on what they read, where a lagging cache could delete a volume.
-    informed_paths = tuple(path for path in watch_paths if path != core("serviceaccounts"))
+    # What the Snapshot reads from informers. Claims, volumes and attachments are listed once a pass
+    # (Snapshot.claims): the volume controllers release and reclaim on what they read, where a
+    # lagging cache could delete a volume; their watches only wake the loop.
+    informed_paths = (
+        core("pods"),
+        core("nodes"),
+        core("namespaces"),
+        core("serviceaccounts"),
+        group("apps/v1", "deployments"),
+        group("apps/v1", "replicasets"),
+        group("apps/v1", "daemonsets"),
+        group("policy/v1", "poddisruptionbudgets"),
+    )
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
@@ -1236,7 +1256,7 @@ class ControllerManager(ReconcileLoop):
         ]
 
     def reconcile(self) -> None:
-        snap = Snapshot(self.view)
+        snap = Snapshot(self.view, self.kube)
         for controller in self.controllers:
             try:
                 controller.reconcile(snap)

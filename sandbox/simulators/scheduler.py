@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 DEFAULT_SCHEDULER = "default-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+# How long a pod this scheduler bound counts on its node while the informer still shows it pending.
+ASSUMED_SECONDS = 30.0
 Pod = dict[str, Any]
 Node = dict[str, Any]
 
@@ -433,10 +435,16 @@ class Scheduler(ReconcileLoop):
 
     name = "scheduler"
     watch_paths = (core("pods"), core("nodes"), core("persistentvolumeclaims"))
+    # Pods and nodes from the informers, as kube-scheduler's cache; claims and volumes still listed.
+    informed_paths = (core("pods"), core("nodes"))
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
         self.bound_count = 0
+        # kube-scheduler's assumed pods: uid → (node, when bound). A binding answers a Status, not
+        # the pod, so no resourceVersion to wait for: the pod counts on its node until the informer
+        # shows it bound or gone.
+        self._assumed: dict[str, tuple[str, float]] = {}
         # time.monotonic() of each PodScheduled=False status write that returned (the benchmark's count)
         self.marked_unschedulable: list[float] = []
         self.recorder = Recorder(kube, DEFAULT_SCHEDULER)
@@ -455,8 +463,8 @@ class Scheduler(ReconcileLoop):
         self.recorder.stop(timeout)
 
     def reconcile(self) -> None:
-        nodes, _ = self.kube.list(core("nodes"))
-        pods, _ = self.kube.list(core("pods"))
+        nodes = self.view(core("nodes"))
+        pods = self._with_assumed(self.view(core("pods")))
         state = ClusterState.build(nodes, pods)
         state.volumes = self._volumes()
         for pod in sorted((p for p in pods if is_pending_for_us(p)), key=_pod_order):
@@ -468,6 +476,24 @@ class Scheduler(ReconcileLoop):
                     state.assume(pod, node_name)
             else:
                 self._mark_unschedulable(pod, message)
+
+    def _with_assumed(self, pods: list[Pod]) -> list[Pod]:
+        """The informer's pods, each this scheduler bound shown on its node until the informer has
+        caught up (then, or once the pod is gone, it is forgotten)."""
+        now_ = time.monotonic()
+        shown: list[Pod] = []
+        still: dict[str, tuple[str, float]] = {}
+        for pod in pods:
+            uid = pod["metadata"].get("uid", "")
+            assumed = self._assumed.get(uid)
+            spec = pod.get("spec") or {}
+            if assumed is not None and not spec.get("nodeName") and now_ - assumed[1] < ASSUMED_SECONDS:
+                still[uid] = assumed
+                shown.append({**pod, "spec": {**spec, "nodeName": assumed[0]}})
+            else:
+                shown.append(pod)
+        self._assumed = still
+        return shown
 
     def _volumes(self) -> Volumes:
         from sandbox.simulators.volumebinding import Volumes
@@ -519,6 +545,7 @@ class Scheduler(ReconcileLoop):
                 return False
             raise
         self.bound_count += 1
+        self._assumed[meta.get("uid", "")] = (node_name, time.monotonic())
         self.recorder.eventf(
             pod,
             "Normal",
