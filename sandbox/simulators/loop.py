@@ -39,6 +39,13 @@ def _version(obj: dict[str, Any]) -> int:
     return int(value) if str(value).isdigit() else 0
 
 
+def _shown(cached: dict[str, Any], deleted: tuple[int, bool]) -> bool:
+    """Whether ``view`` shows an object this loop deleted: once the cache holds the delete's answer
+    (a terminating object) or anything newer; an object deleted at once only if it changed since."""
+    version, terminating = deleted
+    return _version(cached) > version or (terminating and _version(cached) == version)
+
+
 def list_path(path: str) -> str:
     """The cluster-wide list path of the resource a request ``path`` names:
     ``/apis/apps/v1/namespaces/default/replicasets/web/scale`` → ``/apis/apps/v1/replicasets``."""
@@ -70,7 +77,9 @@ class ReconcileLoop:
         self._cache_changed = threading.Condition(self._cache_lock)
         self._seen: dict[str, int] = {}  # informed path → the newest resourceVersion its cache holds
         self._written: dict[str, int] = {}  # informed path → the newest this loop's writes answered
-        self._deleted: dict[str, dict[str, int]] = {}  # informed path → uid → the delete's answer's
+        # informed path → uid → the answer to this loop's delete of it (its resourceVersion, and
+        # whether it is still there, terminating)
+        self._deleted: dict[str, dict[str, tuple[int, bool]]] = {}
         if self.informed_paths:
             kube.write_listeners.append(self._wrote)
         self.passes = 0
@@ -131,8 +140,9 @@ class ReconcileLoop:
                 log.warning("%s pass failed: %s", self.name, self.last_error)
             took = self.last_pass_seconds = time.monotonic() - began
             if self._wake.wait(self.next_resync()) and not self._stop.is_set():
-                # A pass relists everything, so events arriving faster than passes end are batched:
-                # as long a pause as the pass took (a real controller's informer does O(1) per event).
+                # A pass reads (or lists) everything, so events arriving faster than passes end are
+                # batched: as long a pause as the pass took (a real controller's work queue does
+                # O(1) per event).
                 self._stop.wait(min(max(DEBOUNCE_SECONDS, took), MAX_DEBOUNCE_SECONDS))
 
     def _track(self, stream: Any) -> None:
@@ -156,11 +166,7 @@ class ReconcileLoop:
                 objects = self._cache.get(path)
                 if objects is not None and self._seen.get(path, 0) >= self._written.get(path, 0):
                     deleted = self._deleted.get(path) or {}
-                    return [
-                        obj
-                        for uid, obj in objects.items()
-                        if uid not in deleted or _version(obj) > deleted[uid]
-                    ]
+                    return [o for uid, o in objects.items() if uid not in deleted or _shown(o, deleted[uid])]
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -176,7 +182,8 @@ class ReconcileLoop:
         with self._cache_lock:
             self._written[informed] = max(self._written.get(informed, 0), version)
             if method == "DELETE" and uid and uid in self._cache.get(informed, {}):
-                self._deleted.setdefault(informed, {})[uid] = version
+                terminating = bool(answer["metadata"].get("deletionTimestamp"))
+                self._deleted.setdefault(informed, {})[uid] = (version, terminating)
 
     def _list_for_watch(self, path: str) -> str:
         """The resourceVersion to watch ``path`` from; an informed path's cache filled from a full list."""
