@@ -1211,18 +1211,6 @@ class ControllerManager(ReconcileLoop):
     ServiceAccount, so pods can be admitted (``Sandbox`` waits for it before it is up)."""
 
     name = "controller-manager"
-    watch_paths = (
-        core("pods"),
-        core("nodes"),
-        core("namespaces"),
-        core("serviceaccounts"),
-        group("apps/v1", "deployments"),
-        group("apps/v1", "replicasets"),
-        group("apps/v1", "daemonsets"),
-        group("policy/v1", "poddisruptionbudgets"),
-        core("persistentvolumeclaims"),
-        core("persistentvolumes"),
-    )
     # What the Snapshot reads from informers. Claims, volumes and attachments are listed once a pass
     # (Snapshot.claims): the volume controllers release and reclaim on what they read, where a
     # lagging cache could delete a volume; their watches only wake the loop.
@@ -1236,6 +1224,7 @@ class ControllerManager(ReconcileLoop):
         group("apps/v1", "daemonsets"),
         group("policy/v1", "poddisruptionbudgets"),
     )
+    watch_paths = (*informed_paths, core("persistentvolumeclaims"), core("persistentvolumes"))
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
