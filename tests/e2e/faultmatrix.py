@@ -33,13 +33,18 @@ def requirements(capacity_types: tuple[str, ...] = ("spot", "on-demand")) -> lis
     ]
 
 
-def start(rig: Rig, replicas: int, *, cpu: str = "1", **pool: Any) -> None:
+def start(
+    rig: Rig, replicas: int, *, cpu: str = "1", node_selector: dict[str, str] | None = None, **pool: Any
+) -> None:
     """The default NodePool (``pool``: its requirements and spec fields) and ``replicas`` inflate
-    pods asking ``cpu`` each."""
+    pods asking ``cpu`` each (with ``node_selector`` from their first version, when given)."""
     reqs = pool.pop("requirements", None) or requirements()
     rig.admin.create(EC2NODECLASSES, nodeclass(rig.sandbox))
     rig.admin.create(NODEPOOLS, nodepool("default", reqs, **pool))
-    rig.admin.create(DEPLOYMENTS, inflate(replicas, cpu), namespace="default")
+    deployment = inflate(replicas, cpu)
+    if node_selector:
+        deployment["spec"]["template"]["spec"]["nodeSelector"] = node_selector
+    rig.admin.create(DEPLOYMENTS, deployment, namespace="default")
 
 
 def running(rig: Rig, count: int) -> bool:

@@ -62,12 +62,16 @@ def test_a_wave_killed_at_any_step_of_its_command_converges(rig: Any, point: str
     every pod placed). Uses the fault matrix's rig (``conftest.rig``). (Four m5.2xlarge with one
     1-CPU pod each, the first scenario, is no wave's: deleting three of them saves more.)"""
     types = {"key": labels.INSTANCE_TYPE, "operator": "In", "values": ["m5.large", "m5.xlarge", "m5.2xlarge"]}
-    start(rig, PODS, cpu="2500m", requirements=[ON_DEMAND, types], disruption={"consolidateAfter": "Never"})
-    rig.admin.patch(
-        DEPLOYMENTS,
-        "inflate",
-        {"spec": {"template": {"spec": {"nodeSelector": {labels.INSTANCE_TYPE: "m5.xlarge"}}}}},
-        namespace="default",
+    # The selector from the deployment's first version: patched in after, it raced the rollout (a
+    # first pass could place the first version's pods on an m5.2xlarge, empty for good after the
+    # rollout with consolidateAfter Never).
+    start(
+        rig,
+        PODS,
+        cpu="2500m",
+        node_selector={labels.INSTANCE_TYPE: "m5.xlarge"},
+        requirements=[ON_DEMAND, types],
+        disruption={"consolidateAfter": "Never"},
     )
     assert rig.converge(lambda: one_pod_on_each(rig), rounds=12), layout(rig)
     # The pods free to move: they go and come back without the node selector (one per node still:
