@@ -15,11 +15,20 @@ answer differently for the same stored object after the CRD changes.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .resources import ResourceType
 
 # Past this many kept objects the whole map is dropped and refilled as objects are sent again (the
 # 5,000-node bench's 50,000 pods fit; a stale entry is replaced on its next send anyway).
 KEPT_OBJECTS = 200_000
+
+
+def kept_as(rt: ResourceType) -> str | None:
+    """The name ``rt``'s objects' encodings are kept under (its group, version and resource: each
+    version presents the stored object its own way), or None for a custom resource."""
+    return None if rt.custom else f"{rt.group}/{rt.version}/{rt.plural}"
 
 
 def dumps(obj: Any) -> bytes:

@@ -31,7 +31,7 @@ from . import (
     protobuf,
     webhooks,
 )
-from .encoding import EncodedObjects, copy_json
+from .encoding import EncodedObjects, copy_json, kept_as
 from .errors import ApiError, FieldError
 from .resources import Registry, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -259,8 +259,7 @@ class ResourceHandlers:
             "metadata": meta,
             "items": [self._present(t.rt, o, in_list=True) for o in items],
         }
-        shown_as = None if t.rt.custom else f"{t.rt.group}/{t.rt.version}/{t.rt.plural}"
-        return Response(200, body, items_of=shown_as)
+        return Response(200, body, items_of=kept_as(t.rt))
 
     @staticmethod
     def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import errors, tables
+from .encoding import kept_as
 from .handlers import Request, ResourceHandlers, Response, Target
 from .storage import Change, TooOld
 
@@ -57,7 +58,7 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
         sent_columns = True
         return table
 
-    resource = None if as_table or rt.custom else f"{rt.group}/{rt.version}/{rt.plural}"
+    resource = None if as_table else kept_as(rt)
 
     def line(event_type: str, obj: dict[str, Any]) -> bytes:
         """The event of the object as stored: its encoding kept for every watcher (encoding.py)."""
