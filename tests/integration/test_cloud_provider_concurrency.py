@@ -144,6 +144,23 @@ def test_instance_types_are_built_again_only_when_what_they_are_made_of_changes(
     assert {t.allocatable["pods"] for t in edited} == {10}  # another spec: built for it
 
 
+def test_instance_types_outlive_a_subnet_losing_free_addresses(env: Env) -> None:  # noqa: F811
+    """Every launch and every pod's IP takes a subnet's address: the list is made of the subnets'
+    zones, so a subnet described again with fewer free addresses must not cost a rebuild."""
+    provider = CloudProvider(env.settings)
+    terms = nodeclass()["spec"]["subnetSelectorTerms"]
+    first = provider.instance_types(nodeclass())
+    before = {s.id: s.available_ips for s in provider.network.subnets("default", terms)}
+    env.ec2.create_network_interface(SubnetId=env.subnets["us-east-1a"])  # a pod's or a node's address
+    provider.network._subnets.clear()  # the subnets' cache expired: described again
+
+    after = {s.id: s.available_ips for s in provider.network.subnets("default", terms)}
+    again = provider.instance_types(nodeclass())
+
+    assert after[env.subnets["us-east-1a"]] == before[env.subnets["us-east-1a"]] - 1
+    assert all(a is b for a, b in zip(again, first, strict=True))
+
+
 def test_instance_types_outlive_the_clock_and_a_price_table_read_again_with_the_same_prices(
     env: Env,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,

@@ -489,7 +489,7 @@ class CloudProvider:
 
         Built again only when what they are made of changed (as Karpenter's instance type provider
         keys its cache on the EC2NodeClass, the unavailable offerings and the prices): the EC2NodeClass's
-        spec, its subnets, AMIs and reservations, the unavailable offerings, the catalog this container
+        spec, its subnets' zones, AMIs and reservations, the unavailable offerings, the catalog this container
         holds and the prices in its price table (compared by value: the table is read again every
         minute, and the same prices must not cost a rebuild), and, when it selects reservations, at
         most ``INSTANCE_TYPES_CACHE_SECONDS`` old (a Capacity Block's ``expiring`` state follows the
@@ -506,7 +506,10 @@ class CloudProvider:
         data, prices = self.catalog.data(), self.catalog.prices()
         inputs = (
             json.dumps(nc.spec, sort_keys=True, default=str),
-            tuple(subnets),
+            # The zones the subnets cover, not the subnets: a subnet's free addresses change with
+            # every launch and every pod's IP, and keyed on them the list was built again on nearly
+            # every pass (Karpenter's key hashes the subnets' zones too).
+            tuple(sorted({(s.zone, s.zone_id) for s in subnets})),
             tuple(images),
             tuple(reservations),
             unavailable,
