@@ -48,7 +48,11 @@ def obj_key(obj: dict[str, Any]) -> ObjKey:
 class Store:
     def __init__(self, history: int = 1000, first_rv: int = 1000) -> None:
         self.lock = threading.RLock()
-        self._changed = threading.Condition(self.lock)
+        self._changed = threading.Condition(self.lock)  # any write
+        # Per resource, for watches: a write wakes only the watches of its resource, as
+        # kube-apiserver's watch cache dispatches each event to its resource's watchers (every watch
+        # woken by every write cost a sandbox's API server a thread switch per watch per write).
+        self._resource_changed: dict[Key, threading.Condition] = {}
         self._rv = first_rv
         self._data: dict[Key, dict[ObjKey, dict[str, Any]]] = {}
         # Each resource's keys in namespace/name order, kept as objects come and go, so a page of a
@@ -131,6 +135,9 @@ class Store:
         self._history.setdefault(change.key, deque(maxlen=self.history)).append(change)
         self._history_rvs.setdefault(change.key, deque(maxlen=self.history)).append(change.rv)
         self._changed.notify_all()
+        waiting = self._resource_changed.get(change.key)
+        if waiting is not None:
+            waiting.notify_all()
 
     def changes_after(self, rv: int, key: Key) -> builtins.list[Change]:
         """Every change of ``key`` after ``rv``; :class:`TooOld` when its history no longer reaches back."""
@@ -138,8 +145,8 @@ class Store:
 
     def progress(self, rv: int, key: Key) -> tuple[builtins.list[Change], int]:
         """``changes_after`` and the resourceVersion the answer is complete through (the store's,
-        at the time): a watch resumes from there, so other resources' writes after its own last
-        change do not wake it again and again (``wait_for_change`` compares with the global one)."""
+        at the time): a watch resumes from there (it then waits, with ``wait_for_change``, for its
+        own resource's next change)."""
         with self.lock:
             return self._changes_after(rv, key), self._rv
 
@@ -156,12 +163,19 @@ class Store:
         start = bisect.bisect_right(rvs, rv)
         return list(itertools.islice(changes, start, None))
 
-    def wait_for_change(self, after_rv: int, timeout: float) -> bool:
-        """Block until something newer than ``after_rv`` is written, the store closes, or ``timeout``."""
+    def wait_for_change(self, after_rv: int, timeout: float, key: Key | None = None) -> bool:
+        """Block until something newer than ``after_rv`` is written (to ``key``'s resource, if given),
+        the store closes, or ``timeout``."""
         with self.lock:
-            if self._rv > after_rv or self._closed:
-                return True
-            return self._changed.wait_for(lambda: self._rv > after_rv or self._closed, timeout)
+            if key is None:
+                return self._changed.wait_for(lambda: self._rv > after_rv or self._closed, timeout)
+            waiting = self._resource_changed.setdefault(key, threading.Condition(self.lock))
+            return waiting.wait_for(lambda: self._newest(key) > after_rv or self._closed, timeout)
+
+    def _newest(self, key: Key) -> int:
+        """The resourceVersion of ``key``'s last change (0 if none); the caller holds ``self.lock``."""
+        rvs = self._history_rvs.get(key)
+        return rvs[-1] if rvs else 0
 
     @property
     def closed(self) -> bool:
@@ -172,3 +186,5 @@ class Store:
         with self.lock:
             self._closed = True
             self._changed.notify_all()
+            for waiting in self._resource_changed.values():
+                waiting.notify_all()

@@ -143,6 +143,6 @@ def watch(handlers: ResourceHandlers, t: Target, request: Request, stopping: Cal
                     "metadata": {"resourceVersion": str(last)},
                 }
                 yield _line("BOOKMARK", bookmark)
-            store.wait_for_change(last, min(remaining, 0.5))
+            store.wait_for_change(last, min(remaining, 0.5), rt.key)
 
     return Response(200, stream=stream())
