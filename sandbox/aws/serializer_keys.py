@@ -14,6 +14,11 @@ The possible names depend only on the object's class, the key and the shape (the
 ``type(obj).__name__``, the class's ``Meta``, and the shape's name, parent and serialization), and
 the transformer on the key path alone: both are kept after their first use. The value is still
 read from the object each time, in the same order of names, so the answer is moto's own.
+
+moto then writes the XML with ``xmltodict.unparse``, which checks every element's name character
+by character (xmltodict 1.0: about two fifths of writing a DescribeInstances answer). The names are
+the botocore shapes' members, a few hundred in all: a name found valid is remembered, and one that
+is not is still refused, each time, by xmltodict's own check.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import xmltodict
 from moto.core.constants import MISSING
 from moto.core.serialize import DEFAULT_ALIAS_PROVIDERS, AttributePicker
 from moto.core.utils import get_value
 
+_moto_pick = AttributePicker.__call__  # moto's own, for comparing answers (tests)
 _Key = tuple[type, type, str, Any]
 _names: dict[_Key, tuple[str, ...]] = {}
 # id of a transformers map and a key path → (the map, kept so the id stays its own; the transformer)
@@ -57,7 +64,20 @@ def _pick(self: Any, context: Any) -> Any:
     return value
 
 
+_check_name = xmltodict._validate_name
+_valid_names: set[tuple[str, str]] = set()
+
+
+def _validate_name(value: Any, kind: str) -> None:
+    if isinstance(value, str) and (value, kind) in _valid_names:
+        return
+    _check_name(value, kind)  # raises for a name xmltodict refuses
+    if isinstance(value, str):
+        _valid_names.add((value, kind))
+
+
 def install() -> None:
-    """Patch moto's ``AttributePicker.__call__`` (idempotent; the answer is moto's own, so the patch
-    stays for the process)."""
+    """Patch moto's ``AttributePicker.__call__`` and xmltodict's name check (idempotent; the answer
+    is moto's own, so the patches stay for the process)."""
     AttributePicker.__call__ = _pick  # type: ignore[method-assign]
+    xmltodict._validate_name = _validate_name
