@@ -98,12 +98,13 @@ class MotoServer:
     ``enforcement`` every request a function signs is held to its IAM policy (sandbox.iam)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, enforcement: Any = None) -> None:
-        from sandbox.aws import ec2_reservations, ec2_tags, serializer_keys, sqs_queues
+        from sandbox.aws import action_names, ec2_reservations, ec2_tags, serializer_keys, sqs_queues
 
         ec2_reservations.install()  # EC2's capacity reservations, before fleet_network wraps Fleet
         ec2_tags.install()  # a resource's tags read by its id, not by scanning every tag (O(n²))
         sqs_queues.install()  # a queue's receives and deletes under its lock: polled by many at once
         serializer_keys.install()  # each attribute's name found once per class, key and shape
+        action_names.install()  # a response class's methods listed once, not on every request
         self._server = _enforcing_server(host, port, enforcement)
         self.endpoint = ""
 
