@@ -12,11 +12,17 @@ the rest, as the real one (pkg/controller/garbagecollector) does:
 * dependents of an owner carrying ``orphan`` lose their ownerReference to it, then the finalizer goes.
 
 Every resource discovery lists with ``list`` and ``delete`` takes part, custom resources included
-(so deleting a NodePool reaches the NodeClaims that reference it).
+(so deleting a NodePool reaches the NodeClaims that reference it). As the real one keeps a
+(metadata) informer per such resource, started and stopped as discovery finds resources come and
+go, this one keeps an informer per resource (``ReconcileLoop``'s, with its expectations for its own
+deletes and patches) and passes on their events, at most every ``debounce`` seconds: it reads
+every object of every resource in a pass, where the real one updates its graph per event. Listing
+every resource every two seconds instead was a twentieth of a sandbox story's CPU.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +58,34 @@ class Kind:
 
 class GarbageCollector(ReconcileLoop):
     name = "garbage-collector"
+    debounce = 0.25
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)
         self._kinds: list[Kind] = []
         self._discovered_at = 0.0
+        self.informed_paths = ()  # follows discovery (``_keep_informers``)
+        kube.write_listeners.append(self._wrote)
+
+    def start(self) -> None:
+        super().start()  # the pass thread; a watch per resource follows discovery
+        self._keep_informers(self.kinds())
+
+    def watching(self, path: str) -> bool:
+        return path in self.informed_paths
+
+    def _keep_informers(self, kinds: list[Kind]) -> None:
+        """Keep an informer on each discovered resource: start a watch for a new one; a removed one's
+        watch ends (``watching``) once its stream does."""
+        paths = tuple(kind.path() for kind in kinds)
+        new = [path for path in paths if path not in self.informed_paths]
+        self.informed_paths = paths
+        for path in new:
+            thread = threading.Thread(
+                target=self._watch, args=(path,), name=f"sandbox-{self.name}-watch", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
 
     def kinds(self) -> list[Kind]:
         """Resources that can be listed and deleted, from discovery (cached a few seconds)."""
@@ -85,10 +114,12 @@ class GarbageCollector(ReconcileLoop):
         return found
 
     def reconcile(self) -> None:
+        kinds = self.kinds()
+        self._keep_informers(kinds)
         objects: dict[str, tuple[Kind, dict[str, Any]]] = {}
-        for kind in self.kinds():
+        for kind in kinds:
             try:
-                items, _ = self.kube.list(kind.path())
+                items = self.view(kind.path())
             except ApiException:
                 continue  # a CRD removed meanwhile
             for item in items:

@@ -64,6 +64,10 @@ class ReconcileLoop:
     watch_paths: tuple[str, ...] = ()
     informed_paths: tuple[str, ...] = ()  # watched paths whose objects ``cached`` holds
 
+    # The least pause after a wake-up before the next pass (the pass's own length counts too): a
+    # loop whose pass reads every object of many kinds waits for more events to batch.
+    debounce = DEBOUNCE_SECONDS
+
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         self.kube = kube
         self.resync = resync
@@ -143,7 +147,7 @@ class ReconcileLoop:
                 # A pass reads (or lists) everything, so events arriving faster than passes end are
                 # batched: as long a pause as the pass took (a real controller's work queue does
                 # O(1) per event).
-                self._stop.wait(min(max(DEBOUNCE_SECONDS, took), MAX_DEBOUNCE_SECONDS))
+                self._stop.wait(min(max(self.debounce, took), MAX_DEBOUNCE_SECONDS))
 
     def _track(self, stream: Any) -> None:
         with self._streams_lock:
@@ -215,8 +219,12 @@ class ReconcileLoop:
             self._seen[path] = max(self._seen.get(path, 0), _version(obj))
             self._cache_changed.notify_all()
 
+    def watching(self, path: str) -> bool:
+        """Whether ``path``'s watch goes on (a loop whose resources come and go ends some)."""
+        return True
+
     def _watch(self, path: str) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self.watching(path):
             opened: list[Any] = []
 
             def track(stream: Any, opened: list[Any] = opened) -> None:

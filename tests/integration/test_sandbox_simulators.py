@@ -27,10 +27,6 @@ wait_for = functools.partial(waiting.wait_for, timeout=10, every=0.1)
 def sb() -> Iterator[Sandbox]:
     with Sandbox(cluster_name=CLUSTER, boot_delay=0.2, init_delay=0.3) as sandbox:
         sandbox.apply_crds()
-        # The garbage collector has no watch: it passes every `resync` seconds, and a Foreground
-        # cascade takes four passes (owner, ReplicaSet, pods, finalizers) where the real one reacts
-        # to each event. Passing every half second keeps that order and asserts the same outcomes.
-        sandbox.garbage_collector.resync = 0.5
         # The simulated unmount-and-detach delay: the test asserts the order (attached while
         # mounted, gone after the pod), not the delay's length.
         for controller in sandbox.controllers.controllers:
