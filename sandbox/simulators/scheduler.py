@@ -435,7 +435,8 @@ class Scheduler(ReconcileLoop):
 
     name = "scheduler"
     watch_paths = (core("pods"), core("nodes"), core("persistentvolumeclaims"))
-    # Pods and nodes from the informers, as kube-scheduler's cache; claims and volumes still listed.
+    # Pods and nodes from the informers, as kube-scheduler's cache; claims, volumes and classes
+    # listed, in a pass with a pending pod that mounts a claim.
     informed_paths = (core("pods"), core("nodes"))
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
@@ -463,11 +464,15 @@ class Scheduler(ReconcileLoop):
         self.recorder.stop(timeout)
 
     def reconcile(self) -> None:
+        from sandbox.simulators.volumebinding import claim_names
+
         nodes = self.view(core("nodes"))
         pods = self._with_assumed(self.view(core("pods")))
         state = ClusterState.build(nodes, pods)
-        state.volumes = self._volumes()
-        for pod in sorted((p for p in pods if is_pending_for_us(p)), key=_pod_order):
+        pending = sorted((p for p in pods if is_pending_for_us(p)), key=_pod_order)
+        if any(next(claim_names(pod), None) for pod in pending):
+            state.volumes = self._volumes()  # VolumeBinding reads them only for a pod that mounts a claim
+        for pod in pending:
             node_name, message = choose_node(pod, state)
             if node_name:
                 if state.volumes is not None and self._volumes_wait(pod, node_name, state.volumes):
