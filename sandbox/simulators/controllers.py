@@ -164,20 +164,12 @@ class Snapshot:
         self.pdbs = read(group("policy/v1", "poddisruptionbudgets"))
         self.namespaces = read(core("namespaces"))
         self.accounts = read(core("serviceaccounts"))
-
-    # Claims, volumes and attachments are listed (not informed: the volume controllers release and
-    # reclaim on what they read), once a pass, when a controller first asks.
-    @functools.cached_property
-    def claims(self) -> list[Obj]:
-        return self.kube.list(core("persistentvolumeclaims"))[0]
-
-    @functools.cached_property
-    def volumes(self) -> list[Obj]:
-        return self.kube.list(core("persistentvolumes"))[0]
-
-    @functools.cached_property
-    def attachments(self) -> list[Obj]:
-        return self.kube.list(VOLUME_ATTACHMENTS)[0]
+        # What the volume controllers release, reclaim and detach on: before a volume goes, its
+        # claim's absence is confirmed with the API server (``VolumeProvisioner._reclaim``), as the
+        # real PV controller does, since the cache may not show a claim created a moment ago.
+        self.claims = read(core("persistentvolumeclaims"))
+        self.volumes = read(core("persistentvolumes"))
+        self.attachments = read(VOLUME_ATTACHMENTS)
 
     def owned_by(self, uid: str, items: list[Obj]) -> list[Obj]:
         return [item for item in items if controller_uid(item) == uid]
@@ -986,7 +978,9 @@ class VolumeProvisioner:
         )
 
     def _reclaim(self, claims: list[Obj], volumes: list[Obj]) -> None:
-        """A provisioned volume whose claim is gone is Released, and deleted (reclaim policy Delete)."""
+        """A provisioned volume whose claim is gone is Released, and deleted (reclaim policy Delete).
+        Gone means gone from the API server: the informer's absence is checked with a GET first, as
+        the PV controller does before it releases a volume."""
         uids = {c["metadata"]["uid"] for c in claims}
         for volume in volumes:
             spec = volume.get("spec") or {}
@@ -999,6 +993,11 @@ class VolumeProvisioner:
                 or meta.get("deletionTimestamp")
             ):
                 continue
+            claim = self.kube.get_or_none(
+                core("persistentvolumeclaims", ref.get("namespace"), ref.get("name"))
+            )
+            if claim is not None and claim["metadata"].get("uid") == ref["uid"]:
+                continue  # there after all: the cache had not caught up
             path = core("persistentvolumes", name=meta["name"])
             if (volume.get("status") or {}).get("phase") != "Released":
                 _patch_status(self.kube, path, volume, {"phase": "Released"})
@@ -1211,9 +1210,7 @@ class ControllerManager(ReconcileLoop):
     ServiceAccount, so pods can be admitted (``Sandbox`` waits for it before it is up)."""
 
     name = "controller-manager"
-    # What the Snapshot reads from informers. Claims, volumes and attachments are listed once a pass
-    # (Snapshot.claims): the volume controllers release and reclaim on what they read, where a
-    # lagging cache could delete a volume; their watches only wake the loop.
+    # What the Snapshot reads, from informers.
     informed_paths = (
         core("pods"),
         core("nodes"),
@@ -1223,8 +1220,11 @@ class ControllerManager(ReconcileLoop):
         group("apps/v1", "replicasets"),
         group("apps/v1", "daemonsets"),
         group("policy/v1", "poddisruptionbudgets"),
+        core("persistentvolumeclaims"),
+        core("persistentvolumes"),
+        VOLUME_ATTACHMENTS,
     )
-    watch_paths = (*informed_paths, core("persistentvolumeclaims"), core("persistentvolumes"))
+    watch_paths = informed_paths
 
     def __init__(self, kube: Kube, resync: float = 1.0) -> None:
         super().__init__(kube, resync)

@@ -836,3 +836,54 @@ def test_a_same_named_claim_the_pod_does_not_own_blocks_it_until_removed(sb, kub
     )
     assert owned["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
     kube.delete(core("pods", "default", "blocked"), grace_period_seconds=0)
+
+
+def test_a_volume_whose_claim_the_cache_has_not_shown_yet_is_not_reclaimed(sb, kube) -> None:
+    """The controller manager reads claims from its informer: a claim created a moment ago may be
+    missing from it. Before a volume is released and deleted, its claim's absence is confirmed with
+    the API server (as the PV controller does); a claim that is really gone still takes its volume."""
+    from sandbox.simulators.controllers import VolumeProvisioner
+
+    claim = kube.create(
+        core("persistentvolumeclaims", "default"),
+        {
+            "metadata": {"name": "fresh"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
+
+    def volume(name: str, claim_name: str, uid: str) -> dict:
+        return kube.create(
+            core("persistentvolumes"),
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",  # the controller manager leaves it be
+                    "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{name}"},
+                    "claimRef": {
+                        "kind": "PersistentVolumeClaim",
+                        "namespace": "default",
+                        "name": claim_name,
+                        "uid": uid,
+                    },
+                },
+            },
+        )
+
+    kept = volume("pv-of-a-fresh-claim", "fresh", claim["metadata"]["uid"])
+    gone = volume("pv-of-a-gone-claim", "gone", "uid-of-a-deleted-claim")
+    as_delete = [
+        {**v, "spec": {**v["spec"], "persistentVolumeReclaimPolicy": "Delete"}} for v in (kept, gone)
+    ]
+
+    VolumeProvisioner(kube)._reclaim([], as_delete)  # an informer that has not shown "fresh" yet
+
+    fresh = kube.get(core("persistentvolumes", name="pv-of-a-fresh-claim"))
+    assert "deletionTimestamp" not in fresh["metadata"]
+    assert (fresh.get("status") or {}).get("phase") != "Released"
+    deleted = kube.get_or_none(core("persistentvolumes", name="pv-of-a-gone-claim"))
+    assert deleted is None or deleted["metadata"].get("deletionTimestamp")  # pv-protection may hold it
+    kube.delete(core("persistentvolumes", name="pv-of-a-fresh-claim"))
+    kube.delete(core("persistentvolumeclaims", "default", "fresh"))
