@@ -69,7 +69,8 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 KUBELET_VERSION = "v1.31.0-eks-sandbox"
 EPHEMERAL_STORAGE_GI = 20
-GONE_STATES = ("stopping", "stopped", "shutting-down", "terminated")
+NOT_TERMINATED_GONE = ("stopping", "stopped", "shutting-down")
+GONE_STATES = (*NOT_TERMINATED_GONE, "terminated")
 TRANSITIONAL_STATES = ("pending",)  # running soon: looked at again at the busy rate
 EVENT_QPS = 50.0  # the kubelet's --event-qps default
 EVENT_BURST = 100  # --event-burst
@@ -243,15 +244,23 @@ class NodeLifecycle(ReconcileLoop):
         self._boots: dict[str, eks_amis.Bootstrap] = {}
 
     def _instances(self) -> dict[str, dict[str, Any]]:
-        """The cluster's instances: tagged ``kubernetes.io/cluster/<name>=owned`` or
+        """The cluster's instances not yet terminated: tagged ``kubernetes.io/cluster/<name>=owned`` or
         ``eks:eks-cluster-name=<name>``. One DescribeInstances a poll (a ``tag-key`` filter's values
         are ORed; the tag values are then checked here), not one per tag: this loop polls every
-        ``resync`` seconds, and each DescribeInstances costs the emulated EC2 its serialisation."""
+        ``resync`` seconds, and each DescribeInstances costs the emulated EC2 its serialisation.
+        Terminated instances stay visible for an hour and were half of what it serialised; a node's
+        instance that is no longer listed is gone (``reconcile``)."""
         cluster_tag = f"kubernetes.io/cluster/{self.cluster_name}"
         wanted = {cluster_tag: "owned", "eks:eks-cluster-name": self.cluster_name}
         found: dict[str, dict[str, Any]] = {}
-        keys_filter = {"Name": "tag-key", "Values": list(wanted)}
-        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=[keys_filter]):
+        filters = [
+            {"Name": "tag-key", "Values": list(wanted)},
+            {
+                "Name": "instance-state-name",
+                "Values": [*TRANSITIONAL_STATES, "running", *NOT_TERMINATED_GONE],
+            },
+        ]
+        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
             for reservation in page["Reservations"]:
                 for instance in reservation["Instances"]:
                     tags = {t.get("Key"): t.get("Value") for t in instance.get("Tags") or []}
@@ -343,7 +352,15 @@ class NodeLifecycle(ReconcileLoop):
     def reconcile(self) -> None:
         clock = time.monotonic()
         under_way = False
-        for instance_id, instance in self._instances().items():
+        instances = self._instances()
+        with self.registry.lock:
+            vanished = [
+                owned for instance_id, owned in self.registry.nodes.items() if instance_id not in instances
+            ]
+        for gone in vanished:  # terminated (no longer listed): its node goes, as for a listed gone one
+            under_way = True
+            self._retire(gone, clock)
+        for instance_id, instance in instances.items():
             state = instance["State"]["Name"]
             owned = self.registry.nodes.get(instance_id)
             if state == "running":
