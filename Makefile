@@ -37,13 +37,11 @@ IAM_RECORDS := $(CURDIR)/.nodewright/iam-decisions
 demo: $(STAMP) $(NODE_STAMP)
 	NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/nodewright demo
 
-# Eight pytest workers on two cores: most of the e2e suite's time is the product's real waits (the
+# Six pytest workers on two cores: most of the e2e suite's time is the product's real waits (the
 # two-minute spot notice, consolidateAfter, idle delays, kube-scheduler's rate limits), with the
-# cores part idle; every test waits on conditions, so load slows it and never fails it. Six left
-# the cores a third idle once the sandbox's CPU fell (9:13 against 8:32 with eight, clean clones of
-# the same commit; eight cost 70 more CPU seconds of workers' start-ups). The groups go out longest
-# first (tests/conftest.py). mypy (25 s of one core from a fresh clone) runs beside pytest, in
-# those waits; either failing fails the target, mypy's output printed after.
+# cores part idle; every test waits on conditions, so load slows it and never fails it. The groups
+# go out longest first (tests/conftest.py). mypy (a minute of one core from a fresh clone) runs
+# beside pytest, in those waits; either failing fails the target, mypy's output printed after.
 # PYTHONDONTWRITEBYTECODE is emptied for pytest (CI machines set it): the workers and the processes
 # they start (CLI runs, Lambda containers) then share the project's bytecode and pytest's rewritten
 # test modules (gitignored __pycache__) instead of each compiling them again.
@@ -52,7 +50,7 @@ test: $(STAMP) $(NODE_STAMP) kubectl
 	$(BIN)/ruff check .
 	rm -rf $(IAM_RECORDS) && mkdir -p .nodewright
 	$(BIN)/mypy $(TYPED) > .nodewright/mypy.log 2>&1 & typing=$$!; \
-	PYTHONDONTWRITEBYTECODE= NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 8 --dist loadgroup --no-loadscope-reorder --durations=25; \
+	PYTHONDONTWRITEBYTECODE= NODEWRIGHT_IAM_RECORDS=$(IAM_RECORDS) $(BIN)/pytest -n 6 --dist loadgroup --no-loadscope-reorder --durations=25; \
 	tests=$$?; wait $$typing; typed=$$?; echo "mypy $(TYPED):"; cat .nodewright/mypy.log; \
 	exit $$(( tests != 0 ? tests : typed ))
 

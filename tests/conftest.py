@@ -34,7 +34,7 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "NodewrightTest")
 os.environ.setdefault("POWERTOOLS_DEV", "false")
 
 
-# How `make test` (pytest -n 8 --dist loadgroup --no-loadscope-reorder) spreads the suite over its
+# How `make test` (pytest -n 6 --dist loadgroup --no-loadscope-reorder) spreads the suite over its
 # workers, decided here for every test rather than by markers in each module:
 # - one xdist group per test module: a module's tests share its module-scoped fixtures (a sandbox,
 #   a moto server, a fault rig), which start once on one worker instead of once per worker that
