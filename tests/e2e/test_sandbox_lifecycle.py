@@ -133,7 +133,10 @@ def functions_acting_on(sandbox: Sandbox) -> tuple[str, list[str], str]:
     return info["username"], info.get("groups", []), refused
 
 
-def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
+def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    # The sandbox's folder (nodewright-sandbox-<cluster> in the temp folder) is the test's own: two
+    # suites on one machine each ran a sandbox 'cli', and one's stop removed the other's folder.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
     process = subprocess.Popen(
         [
             Path(sys.executable).with_name("nodewright"),
@@ -147,7 +150,7 @@ def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env=env,
     )
     lines: list[str] = []
     try:
@@ -175,6 +178,7 @@ def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
             capture_output=True,
             text=True,
             check=False,
+            env=env,
         )
         assert found.returncode == 0
         assert Path(found.stdout.strip()).is_file()
@@ -182,6 +186,7 @@ def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
             [nodewright, "sandbox", "interrupt", "no-such-node", "--cluster-name", "cli"],
             capture_output=True,
             check=False,
+            env=env,
             text=True,
         )
         assert missing.returncode == 2
@@ -199,6 +204,7 @@ def test_cli_sandbox_up_prints_how_to_reach_it_and_stops_on_ctrl_c() -> None:
         [Path(sys.executable).with_name("nodewright"), "sandbox", "kubeconfig", "--cluster-name", "cli"],
         capture_output=True,
         check=False,
+        env=env,
         text=True,
     )
     assert gone.returncode == 2
