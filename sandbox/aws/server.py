@@ -104,7 +104,7 @@ class MotoServer:
         ec2_tags.install()  # a resource's tags read by its id, not by scanning every tag (O(n²))
         sqs_queues.install()  # a queue's receives and deletes under its lock: polled by many at once
         serializer_keys.install()  # each attribute's name found once per class, key and shape
-        action_names.install()  # a response class's methods listed once, not on every request
+        action_names.install()  # whether an action exists: one getattr, not a list of the class's methods
         self._server = _enforcing_server(host, port, enforcement)
         self.endpoint = ""
 

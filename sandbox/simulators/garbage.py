@@ -22,7 +22,6 @@ every resource every two seconds instead was a twentieth of a sandbox story's CP
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -81,11 +80,7 @@ class GarbageCollector(ReconcileLoop):
         new = [path for path in paths if path not in self.informed_paths]
         self.informed_paths = paths
         for path in new:
-            thread = threading.Thread(
-                target=self._watch, args=(path,), name=f"sandbox-{self.name}-watch", daemon=True
-            )
-            self._threads.append(thread)
-            thread.start()
+            self._start_watch(path)
 
     def kinds(self) -> list[Kind]:
         """Resources that can be listed and deleted, from discovery (cached a few seconds)."""

@@ -97,12 +97,17 @@ class ReconcileLoop:
 
     def start(self) -> None:
         self._threads = [threading.Thread(target=self._run, name=f"sandbox-{self.name}", daemon=True)]
-        self._threads += [
-            threading.Thread(target=self._watch, args=(path,), name=f"sandbox-{self.name}-watch", daemon=True)
-            for path in self.watch_paths
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._threads[0].start()
+        for path in self.watch_paths:
+            self._start_watch(path)
+
+    def _start_watch(self, path: str) -> None:
+        """A thread keeping ``path``'s watch open (and its cache, for an informed path)."""
+        thread = threading.Thread(
+            target=self._watch, args=(path,), name=f"sandbox-{self.name}-watch", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
 
     def signal_stop(self) -> None:
         """Ask the loop to end without waiting (stop many loops at once, then join them)."""
