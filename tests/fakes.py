@@ -475,7 +475,8 @@ class FakeCloudProvider:
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str = "") -> None:
         self.unavailable.append((instance_type, zone, capacity_type, reason))
 
-    def cleanup_launch_templates(self) -> builtins.list[str]:
+    def cleanup_launch_templates(self, live: Iterable[Instance]) -> builtins.list[str]:
+        assert [i.id for i in live] == list(self.instances), "the pass's one listing of the instances"
         self.template_cleanups += 1
         deleted, self.unused_templates = self.unused_templates, []
         return deleted

@@ -26,6 +26,7 @@ from nodewright.cloud.errors import (
     NoSubnetError,
     launch_failure_class,
 )
+from nodewright.cloud.launchtemplates import used_by
 from nodewright.cloud.nodeclass import NodeClass
 from nodewright.cloud.pricetable import PriceTable
 from nodewright.cloud.provider import CloudProvider, LaunchRequest, parse_provider_id
@@ -417,13 +418,18 @@ def test_launch_template_is_reused_per_configuration_and_carries_the_nodeclass_s
     assert len(env.ec2.describe_launch_templates()["LaunchTemplates"]) == 2
 
 
-def test_cleanup_deletes_only_templates_no_live_instance_uses(env: Env) -> None:
+@pytest.mark.parametrize(
+    "listed_by", ["the cleanup", "garbage collection"], ids=["listed-by-cleanup", "listed-by-gc"]
+)
+def test_cleanup_deletes_only_templates_no_live_instance_uses(env: Env, listed_by: str) -> None:
     provider = CloudProvider(env.settings)
     kept = provider.create(request("keep-1"))
     gone = provider.create(request("gone-1", nodeclass=nodeclass(metadataOptions={"httpTokens": "optional"})))
     provider.delete(gone.instance_id)
     later = datetime.now(UTC) + timedelta(hours=2)
-    deleted = provider.templates.cleanup(now=later)
+    # Garbage collection hands the cleanup the instances it listed (CloudProvider.cleanup_launch_templates).
+    in_use = used_by(i.tags for i in provider.list()) if listed_by == "garbage collection" else None
+    deleted = provider.templates.cleanup(in_use=in_use, now=later)
     names = [t["LaunchTemplateName"] for t in env.ec2.describe_launch_templates()["LaunchTemplates"]]
     assert deleted
     assert set(deleted).isdisjoint(names)

@@ -341,6 +341,43 @@ def test_leaked_instances_are_terminated_after_the_grace_period_only(world: Any)
     assert set(cloud.instances) == {"i-young"}
 
 
+def test_pending_pods_are_launched_for_before_garbage_collection_lists_the_instances(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx, cluster, cloud = world
+    cluster.add("Pod", pending_pod("inflate-1"))
+    old = instance(
+        "i-old", "m5.large", "us-west-2a", "on-demand", "gone", launch_time=T0 - timedelta(minutes=10)
+    )
+    cloud.instances = {"i-old": old}
+    order: list[str] = []
+    create, listing = cloud.create, cloud.list
+    monkeypatch.setattr(cloud, "create", lambda request: order.append("CreateFleet") or create(request))
+    monkeypatch.setattr(cloud, "list", lambda: order.append("DescribeInstances") or listing())
+
+    report = flow.provision(ctx)
+
+    assert order == ["CreateFleet", "DescribeInstances"]
+    assert report.garbage.leaked_terminated == ["i-old"]
+    (launched,) = report.launched
+    assert launched.instance_id in cloud.instances, "the pass's own launch, listed after it, is no leak"
+
+
+def test_a_pass_whose_time_is_up_leaves_garbage_collection_to_the_next(world: Any) -> None:
+    ctx, _cluster, cloud = world
+    old = instance(
+        "i-old", "m5.large", "us-west-2a", "on-demand", "gone", launch_time=T0 - timedelta(minutes=10)
+    )
+    cloud.instances = {"i-old": old}
+    out_of_time = WriteGuard(
+        None, deadline=ctx.clock.monotonic(), lease_seconds=30, monotonic=ctx.clock.monotonic
+    )
+
+    assert flow.provision(ctx, out_of_time).garbage.leaked_terminated == []
+    assert set(cloud.instances) == {"i-old"}
+    assert flow.provision(ctx).garbage.leaked_terminated == ["i-old"]
+
+
 def test_a_second_instance_tagged_with_a_live_nodeclaim_is_a_leak_once_registration_would_have_failed(
     world: Any,
 ) -> None:
@@ -866,7 +903,7 @@ def test_a_failing_launch_template_cleanup_does_not_stop_the_pass(world: Any) ->
     ctx, cluster, cloud = world
     cluster.add("Pod", pending_pod("inflate-1"))
 
-    def throttled() -> list[str]:
+    def throttled(live: object) -> list[str]:
         raise RuntimeError("Throttling: Rate exceeded")
 
     cloud.cleanup_launch_templates = throttled

@@ -335,17 +335,19 @@ class LaunchTemplates:
 
     def cleanup(
         self,
-        in_use: Iterable[str] = (),
+        in_use: Iterable[str] | None = None,
         min_age: timedelta = timedelta(hours=1),
         now: datetime | None = None,
     ) -> list[str]:
         """Delete this cluster's templates that no live instance uses and that are older than ``min_age``.
 
-        ``in_use`` adds names the caller knows are needed (e.g. a launch in progress). The
-        age guard keeps a template another invocation has just created for its launch.
+        ``in_use``: the templates (names or ids) the live instances use, from a DescribeInstances the
+        caller has just made (garbage collection's: ``used_by``); None: the cluster's live
+        instances are listed here. The age guard keeps a template another invocation has just
+        created for its launch.
         """
         now = now or datetime.now(UTC)
-        keep = set(in_use) | self._used_by_instances()
+        keep = set(in_use) if in_use is not None else self._used_by_instances()
         deleted = []
         paginator = self._ec2.get_paginator("describe_launch_templates")
         mine = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [self.cluster_name]}]
@@ -418,9 +420,13 @@ class LaunchTemplates:
                 yield from reservation.get("Instances", [])
 
     def _used_by_instances(self) -> set[str]:
-        used: set[str] = set()
-        for instance in self._live_instances():
-            for tag in instance.get("Tags", []):
-                if tag["Key"] in (LAUNCH_TEMPLATE_TAG, "aws:ec2launchtemplate:id"):
-                    used.add(tag["Value"])
-        return used
+        return used_by({t["Key"]: t["Value"] for t in i.get("Tags", [])} for i in self._live_instances())
+
+
+def used_by(instance_tags: Iterable[Mapping[str, str]]) -> set[str]:
+    """The launch templates (names and ids) instances with these tags were launched from: ours tag
+    theirs with the name (``LAUNCH_TEMPLATE_TAG``), EC2 with the id."""
+    used: set[str] = set()
+    for tags in instance_tags:
+        used.update(v for k in (LAUNCH_TEMPLATE_TAG, "aws:ec2launchtemplate:id") if (v := tags.get(k)))
+    return used

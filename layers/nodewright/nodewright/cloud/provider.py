@@ -37,7 +37,7 @@ from nodewright.cloud.errors import (
     PlacementGroupError,
     SelectorNoMatchError,
 )
-from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec
+from nodewright.cloud.launchtemplates import LaunchTemplates, TemplateSpec, used_by
 from nodewright.cloud.network import NetworkResolver, Subnet
 from nodewright.cloud.nodeclass import NodeClass
 from nodewright.cloud.pricetable import PriceTable
@@ -1096,9 +1096,11 @@ class CloudProvider:
         return self.reservations.by_ids(ids)
 
     # -- launch templates ------------------------------------------------------------------------
-    def cleanup_launch_templates(self) -> builtins.list[str]:
-        """Delete this cluster's launch templates that no live instance uses (older than an hour)."""
-        return self.templates.cleanup()
+    def cleanup_launch_templates(self, live: Iterable[Instance]) -> builtins.list[str]:
+        """Delete this cluster's launch templates that none of the ``live`` instances (``list()``'s:
+        only Nodewright's instances launch from them, each tagged with its NodeClaim at launch)
+        uses, older than an hour."""
+        return self.templates.cleanup(in_use=used_by(i.tags for i in live))
 
     _metrics_lock = threading.Lock()
 

@@ -6,9 +6,9 @@ Read in this order:
   adaptive loop with Karpenter's batching (1 s quiet, 10 s at most);
 - ``flow.provision(ctx, guard)`` — one pass: its controllers in order over one ``World``, each
   ``reconcile(ctx, world)`` with a typed report: ``lifecycle`` (Registered → Initialized,
-  registration timeouts) → termination (``nodewright.termination``) → ``garbage`` (orphaned
-  NodeClaims, vanished and leaked instances, unused launch templates) → provisioning
-  (``flow.reconcile``: NodePools → static NodePools → plan → create and launch → pod events);
+  registration timeouts) → termination (``nodewright.termination``) → provisioning
+  (``flow.reconcile``: NodePools → static NodePools → plan → create and launch → pod events) →
+  ``garbage`` (orphaned NodeClaims, vanished and leaked instances, unused launch templates);
   lifecycle and garbage collection ask for terminations by deleting NodeClaims, never finish one;
 - ``planning`` (the bridge to the pure scheduling core and the catalog), ``nodeclaims`` (the
   objects), ``launch`` (``create_and_launch``, the one create-and-launch routine under the write

@@ -2,10 +2,14 @@
 observed ``World`` (``provision``), each ``reconcile(ctx, world)`` with a typed report:
 
     observe → lifecycle (``lifecycle``: registration, initialization, timeouts) → termination
-    (``nodewright.termination``: every NodeClaim and Node being deleted, one step each) → garbage
-    collection (``garbage``: orphans, vanished and leaked instances, launch templates) →
+    (``nodewright.termination``: every NodeClaim and Node being deleted, one step each) →
     provisioning (``reconcile`` here: NodePools → static NodePools → plan → NodeClaims created →
-    launch → pod events) → metrics
+    launch → pod events) → garbage collection (``garbage``: orphans, vanished and leaked
+    instances, launch templates) → metrics
+
+Garbage collection comes after provisioning, as in Karpenter it is a controller of its own that
+pending pods never wait for: over a big cluster its DescribeInstances is the pass's longest step
+(5,000 instances: seconds of CPU to read), and a pass whose time is up leaves it to the next.
 
 Each NodeClaim is created before it is launched (the NodeClaims of a pass concurrently): the object
 is the record of intent, and the next pass finishes whatever a crash interrupted
@@ -94,8 +98,8 @@ def provision(ctx: Context, guard: WriteGuard | None = None) -> PassReport:
     world = observe(ctx)
     registered = lifecycle.reconcile(ctx, world)
     terminated = termination.reconcile(ctx, world)
-    collected = garbage.reconcile(ctx, world)
     provisioned = reconcile(ctx, world, guard=guard)
+    collected = garbage.GarbageReport() if guard and guard.out_of_time() else garbage.reconcile(ctx, world)
     report = replace(provisioned, lifecycle=registered, termination=terminated, garbage=collected)
     publish_metrics(ctx, report)
     ctx.logger.info("provisioning pass", extra=report.summary())
