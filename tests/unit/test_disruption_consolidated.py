@@ -132,6 +132,83 @@ def test_a_search_that_finds_a_command_leaves_the_cluster_unconsolidated(stored)
     assert len(second.decisions) == 1
 
 
+def test_a_search_the_invocations_time_cuts_short_marks_nothing_and_the_next_pass_searches(
+    stored, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx, cluster, _cloud = stored
+    add_node(cluster, "a", "m5.xlarge")
+    add_node(cluster, "b", "m5.xlarge")
+    add_pod(cluster, "web-1", "node-a")
+    add_pod(cluster, "web-2", "node-b")
+    evaluated: list[int] = []
+    evaluate = consolidation.evaluate
+    monkeypatch.setattr(
+        consolidation,
+        "evaluate",
+        lambda sim, chosen, *a, **k: evaluated.append(len(chosen)) or evaluate(sim, chosen, *a, **k),
+    )
+    # The pass may write for COMMAND_START_SECONDS more: no time left to search.
+    no_time = flow.reconcile(
+        ctx,
+        observe(ctx),
+        lease=FakeLease(),
+        write_deadline=ctx.clock.monotonic() + flow.COMMAND_START_SECONDS,
+    )
+
+    assert no_time.consolidation == flow.CUT_SHORT
+    assert evaluated == [], "no method searched past the pass's time"
+    assert ctx.store is not None
+    assert ctx.store.get_marker(consolidated.MARKER_KEY) is None, "not a search that found nothing"
+    ctx.clock.advance(60)
+    with_time = one_pass(ctx)
+    assert consolidation_of(with_time) == flow.SEARCHED
+    assert evaluated
+    assert any("validating" in why for why in with_time.held.values())
+
+
+def test_the_methods_share_the_search_time_each_within_its_own_limit(
+    env,  # noqa: F811 - the fixture imported above
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx, cluster, _cloud = env
+    for name in "abc":
+        add_node(cluster, name, "m5.xlarge")
+        add_pod(cluster, f"web-{name}", f"node-{name}", **DO_NOT_DISRUPT if name == "c" else {})
+    now = [0.0]
+    monkeypatch.setattr(consolidation, "search_clock", lambda: now[0])
+    given: dict[str, float] = {}
+
+    def method(name: str, spends: float) -> object:
+        def run(*args: object, seconds: float, **kwargs: object) -> None:
+            given[name] = seconds
+            now[0] += spends
+
+        return run
+
+    from nodewright.disruption import repack
+
+    monkeypatch.setattr(repack, "wave", method("repack", 7.0))
+    monkeypatch.setattr(consolidation, "multi_node", method("multi", 30.0))
+    monkeypatch.setattr(consolidation, "single_node", method("single", 0.0))
+    world = observe(ctx)
+    usable = [cluster.objects["NodePool"]["default"]]
+    sim, pending = consolidation.simulation(world, usable)
+
+    choice = consolidation.choose(
+        sim, world, usable, {}, pending=pending, room={}, ignore_waits=True, seconds=25.0
+    )
+
+    assert given == {"repack": repack.WAVE_SECONDS, "multi": 18.0, "single": 0.0}
+    assert choice.cut_short
+    unbounded = consolidation.choose(sim, world, usable, {}, pending=pending, room={}, ignore_waits=True)
+    assert given == {
+        "repack": repack.WAVE_SECONDS,
+        "multi": consolidation.MULTI_NODE_SECONDS,
+        "single": consolidation.SINGLE_NODE_SECONDS,
+    }
+    assert not unbounded.cut_short
+
+
 def slow_writes(ctx: Context, cluster: FakeCluster, *methods: str) -> None:
     """Each call of these cluster methods takes one second of the pass's clock."""
     for method in methods:

@@ -227,6 +227,10 @@ def test_a_guard_that_says_stop_mid_way_leaves_the_rest_for_the_next_pass(many: 
                 self.asked += 1
                 return "the writers' lease could not be renewed" if self.asked > 3 else None
 
+        def out_of_time(self) -> str | None:  # WriteGuard's: the stop said already, never renewing
+            with self.lock:
+                return "the writers' lease could not be renewed" if self.asked > 3 else None
+
     report = flow.provision(ctx, StopsAfter())  # type: ignore[arg-type]
 
     assert report.stopped == "the writers' lease could not be renewed"

@@ -48,7 +48,9 @@ pods weighted by deletion cost and priority, times the share of the node's lifet
 multi-node binary-searches the longest prefix of at most ``MULTI_NODE_MAX`` candidates (within the
 budgets) that one command can remove; single-node tries the rest one at a time, cheapest to
 disrupt first. All skip empty candidates: they are emptiness's, within the ``Empty`` budgets.
-All stop at their time limit (counted on ``search_clock``). In a ``Balanced`` NodePool every
+All stop at their time limit (counted on ``search_clock``), and all three within the pass's search
+time (``choose(seconds=)``: the disruption flow's invocation ends; a search it cuts short does not
+count as one that found nothing). In a ``Balanced`` NodePool every
 command must also pass Karpenter's score (``balanced``). A command is re-validated
 ``VALIDATION_SECONDS`` later before it acts (``flow``).
 """
@@ -609,7 +611,7 @@ def multi_node(
             left[candidate.nodepool] = budget - 1
         if len(allowed) == MULTI_NODE_MAX:
             break
-    if len(allowed) < 2:
+    if len(allowed) < 2 or seconds <= 0:
         return None
     stop = search_clock() + seconds
     low, high = 1, len(allowed) - 1
@@ -684,6 +686,9 @@ class Choice:
     why_not: dict[str, str]  # NodeClaim → why no command removes it (consolidateAfter: Never, and the
     # evaluated ones when none was found): Unconsolidatable
     evaluated: int  # candidates past the vetoes
+    # The pass's ``seconds`` ran out before the methods had their own time limits' worth: what they
+    # did not try is not known to hold nothing (the flow then does not mark the cluster consolidated).
+    cut_short: bool = False
 
 
 def choose(
@@ -696,12 +701,22 @@ def choose(
     room: Mapping[str, int | None],
     ignore_waits: bool = False,
     spot_to_spot: bool = False,
+    seconds: float = float("inf"),
 ) -> Choice:
     """Many→several (``repack.wave``), then Karpenter's multi-node, then single-node consolidation over
     the candidates (the disruption flow's choice after drift, and ``nodewright plan --consolidate``'s),
     every command of a ``Balanced`` NodePool scored (``balanced``); ``spot_to_spot``: Karpenter's
-    ``SpotToSpotConsolidation`` feature gate (the stack's setting)."""
+    ``SpotToSpotConsolidation`` feature gate (the stack's setting).
+
+    ``seconds``: how long the whole search may take (on ``search_clock``), each method within its
+    own limit and what is left of it: the disruption flow's invocation ends, and over a big cluster
+    the three limits together (60 s) outlast a 55 s function."""
     from nodewright.disruption import balanced, repack
+
+    stop = search_clock() + seconds
+
+    def left(limit: float) -> float:
+        return max(0.0, min(limit, stop - search_clock()))
 
     found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
     ordered = by_disruption_cost(found)
@@ -713,10 +728,25 @@ def choose(
     blocked = {name: why for name, why in blocked.items() if why not in disabled}
     scored = balanced.totals(world, balanced.balanced_pools(pools))
     command = repack.wave(
-        sim, ordered, pending, room, thresholds, balanced_totals=scored, spot_to_spot=spot_to_spot
+        sim,
+        ordered,
+        pending,
+        room,
+        thresholds,
+        balanced_totals=scored,
+        spot_to_spot=spot_to_spot,
+        seconds=left(repack.WAVE_SECONDS),
     )
     if command is None:
-        command = multi_node(sim, ordered, pending, room, thresholds, spot_to_spot=spot_to_spot)
+        command = multi_node(
+            sim,
+            ordered,
+            pending,
+            room,
+            thresholds,
+            spot_to_spot=spot_to_spot,
+            seconds=left(MULTI_NODE_SECONDS),
+        )
         if command is not None and balanced.refusal(command, scored):
             command = None  # Karpenter's multi-node gives up on a refused prefix; single-node goes on
     if command is None:
@@ -738,8 +768,10 @@ def choose(
             min_values=min_values_of,
             spot_to_spot=spot_to_spot,
             refuse=lambda found: balanced.refusal(found, scored),
+            seconds=left(SINGLE_NODE_SECONDS),
         )
-    return Choice(command, blocked, why_not, len(ordered))
+    cut_short = command is None and any(c.pods for c in ordered) and search_clock() >= stop
+    return Choice(command, blocked, why_not, len(ordered), cut_short=cut_short)
 
 
 def consolidation_disabled(pool: str) -> str:

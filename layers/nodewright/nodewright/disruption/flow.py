@@ -92,6 +92,10 @@ EVENT_SECONDS = 3.0
 # PassReport.consolidation
 SEARCHED = "searched"
 SKIPPED = "skipped: nothing changed since a search that found nothing"
+CUT_SHORT = "searched until the invocation's time ran out: searched again next pass"
+# A consolidation search stops this long before the pass's write deadline, so that a command found
+# at its end still has time to start (taint, replacement NodeClaims, launch) in this invocation.
+COMMAND_START_SECONDS = 5.0
 LEASE_IDENTITY = "disruption"
 LEASE_SECONDS = 30
 
@@ -168,7 +172,8 @@ class PassReport:
     lease_skipped: bool = False
     decision_seconds: float = 0.0
     # What became of the consolidation search: SEARCHED, SKIPPED (nothing changed since a search
-    # found nothing: ``consolidated``), or "" (not reached: drift acted, a command is in flight, ...).
+    # found nothing: ``consolidated``), CUT_SHORT (the invocation's time ran out first), or "" (not
+    # reached: drift acted, a command is in flight, ...).
     consolidation: str = ""
     marks_left: int = 0  # NodeClaims whose marks wait for the next pass (MARK_SECONDS)
     event_seconds: float = EVENT_SECONDS  # what is left of the pass's time for "why not" events
@@ -367,6 +372,7 @@ def _graceful(
         last_events=last_events,
         report=report,
         consolidate=not execute.commands_in_flight(world),
+        search_seconds=guard.seconds_left() - COMMAND_START_SECONDS,
     )
     report.decision_seconds += time.perf_counter() - started
     stop = time.monotonic() + DRIFT_SECONDS
@@ -445,10 +451,13 @@ def _choose(
     last_events: dict[str, datetime],
     report: PassReport,
     consolidate: bool,
+    search_seconds: float = float("inf"),
 ) -> consolidation.Command | None:
     """Drift, then (when ``consolidate``) multi-node, then single-node consolidation (see
     ``consolidation``), all asking one simulation of the cluster, built only when one of them runs
-    (it parses every bound pod: most of a pass over an unchanged cluster)."""
+    (it parses every bound pod: most of a pass over an unchanged cluster). ``search_seconds``: how
+    long the consolidation search may take in this pass (its methods' limits together outlast a
+    function's invocation over a big cluster); a search it cuts short marks nothing consolidated."""
     question: tuple[Simulation, list[Obj]] | None = None
     if report.drifted:
         question = consolidation.simulation(world, usable)
@@ -475,12 +484,17 @@ def _choose(
         pending=pending,
         room=room,
         spot_to_spot=ctx.settings.spot_to_spot_consolidation,
+        seconds=search_seconds,
     )
     _why_not(ctx, world, choice.blocked, report, reason="DisruptionBlocked")  # said whatever happens
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
     if choice.command is None:
         _why_not(ctx, world, choice.why_not, report)
-        consolidated.mark(ctx, state, world.taken_at, {**choice.blocked, **choice.why_not})
+        if choice.cut_short:  # not a search that found nothing: the next pass searches again
+            report.consolidation = CUT_SHORT
+            ctx.logger.info("consolidation search cut short by the invocation's time")
+        else:
+            consolidated.mark(ctx, state, world.taken_at, {**choice.blocked, **choice.why_not})
         return None
     return _validated(ctx, world, choice.command, report)
 

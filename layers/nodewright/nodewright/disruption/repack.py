@@ -89,7 +89,7 @@ def wave(
     from nodewright.disruption import consolidation
 
     movable = [c for c in ordered if c.pods]  # empty nodes are emptiness's, within its budgets
-    if len(movable) < WAVE_MIN or not any(room.get(c.nodepool, 1) != 0 for c in movable):
+    if seconds <= 0 or len(movable) < WAVE_MIN or not any(room.get(c.nodepool, 1) != 0 for c in movable):
         return None
     stop = consolidation.search_clock() + seconds
     waste, requests, targets = _waste(sim, movable, pending)

@@ -58,6 +58,10 @@ class WriteGuard:
                 self.stopped = TIME_IS_UP
             return self.stopped
 
+    def seconds_left(self) -> float:
+        """Until the deadline (``monotonic`` seconds; negative once past)."""
+        return self._deadline - self._monotonic()
+
     def _check(self) -> str | None:
         now = self._monotonic()
         if now >= self._deadline:
