@@ -291,6 +291,26 @@ def test_a_spared_pass_builds_no_simulation(stored, monkeypatch: pytest.MonkeyPa
     assert built == [], "the simulation (every bound pod parsed) is the spared search's cost"
 
 
+def test_a_searching_pass_walks_the_candidates_once(stored, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, cluster, _cloud = stored
+    add_node(cluster, "a", "m5.xlarge")
+    add_node(cluster, "b", "m5.xlarge")
+    add_pod(cluster, "web-1", "node-a")
+    add_pod(cluster, "web-2", "node-b")
+    walked: list[int] = []
+    candidates = consolidation.candidates
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        walked.append(1)
+        return candidates(*args, **kwargs)
+
+    monkeypatch.setattr(consolidation, "candidates", counted)
+    report = one_pass(ctx)
+    assert consolidation_of(report) == flow.SEARCHED
+    assert any("validating" in why for why in report.held.values()), "the search found its command"
+    assert walked == [1], "the digest and the search share one walk of every node's pods"
+
+
 def _digest_world() -> World:
     """Objects as an API server may return them, with the fields the digest reads present, empty
     and absent."""

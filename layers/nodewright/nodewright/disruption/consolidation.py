@@ -702,6 +702,7 @@ def choose(
     ignore_waits: bool = False,
     spot_to_spot: bool = False,
     seconds: float = float("inf"),
+    found: tuple[list[Candidate], dict[str, str]] | None = None,
 ) -> Choice:
     """Many→several (``repack.wave``), then Karpenter's multi-node, then single-node consolidation over
     the candidates (the disruption flow's choice after drift, and ``nodewright plan --consolidate``'s),
@@ -710,7 +711,9 @@ def choose(
 
     ``seconds``: how long the whole search may take (on ``search_clock``), each method within its
     own limit and what is left of it: the disruption flow's invocation ends, and over a big cluster
-    the three limits together (60 s) outlast a 55 s function."""
+    the three limits together (60 s) outlast a 55 s function. ``found``: what ``candidates`` gives
+    for these arguments, when the caller has it already (the flow's consolidated-state digest
+    needs it first: over 5,000 nodes it is a walk of every pod)."""
     from nodewright.disruption import balanced, repack
 
     stop = search_clock() + seconds
@@ -718,8 +721,8 @@ def choose(
     def left(limit: float) -> float:
         return max(0.0, min(limit, stop - search_clock()))
 
-    found, blocked = candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
-    ordered = by_disruption_cost(found)
+    listed, blocked = found or candidates(world, usable, last_pod_event, ignore_waits=ignore_waits)
+    ordered = by_disruption_cost(listed)
     pools = world.nodepool_models(usable)
     thresholds = thresholds_of(pools)
     # Karpenter says a disabled consolidation as Unconsolidatable, the vetoes as DisruptionBlocked.

@@ -467,7 +467,8 @@ def _choose(
     if not consolidate:
         return None
     room = _budget_room(world, usable, consolidation.UNDERUTILIZED)
-    state = _consolidation_state(ctx, world, usable, last_events, room)
+    found = consolidation.candidates(world, usable, last_events)
+    state = _consolidation_state(ctx, world, usable, found, room)
     recalled = consolidated.recall(ctx, state, world.taken_at)
     if recalled is not None:
         report.consolidation = SKIPPED
@@ -485,6 +486,7 @@ def _choose(
         room=room,
         spot_to_spot=ctx.settings.spot_to_spot_consolidation,
         seconds=search_seconds,
+        found=found,
     )
     _why_not(ctx, world, choice.blocked, report, reason="DisruptionBlocked")  # said whatever happens
     _count(ctx, "ConsolidationCandidates", choice.evaluated)
@@ -503,15 +505,16 @@ def _consolidation_state(
     ctx: Context,
     world: World,
     usable: list[Obj],
-    last_events: dict[str, datetime],
+    found: tuple[list[consolidation.Candidate], dict[str, str]],
     room: dict[str, int | None],
 ) -> str:
-    """The digest of what this pass's consolidation search depends on (``consolidated.digest``)."""
-    found, held = consolidation.candidates(world, usable, last_events)
+    """The digest of what this pass's consolidation search depends on (``consolidated.digest``),
+    from its candidates and vetoes (``found``: ``consolidation.candidates``)."""
+    listed, held = found
     return consolidated.digest(
         world,
         usable,
-        candidates=(c.name for c in found),
+        candidates=(c.name for c in listed),
         vetoed=held,
         room=room,
         spot_to_spot=ctx.settings.spot_to_spot_consolidation,
