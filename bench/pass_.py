@@ -28,8 +28,8 @@ which shares this machine), API requests its client made; per process, peak RSS 
 included: what Lambda's memory limit holds; not ``ru_maxrss``, which Linux carries over from the
 forked parent). Where a pass's wall time goes besides its CPU: ``…ApiServerSeconds`` in API server
 requests (the rate limiter's waits included, also given apart) and ``…AwsSeconds`` in AWS calls,
-each summed over the pass's threads (the first passes' too). Goal (issue 30): each pass ≤ 20 s, within the stack's memory
-(512 MB provisioner, 1 GB disruption).
+each summed over the pass's threads (the first passes' too). Goal (issue 30): each pass ≤ 20 s,
+within the stack's memory (512 MB provisioner, 1 GB disruption).
 """
 
 from __future__ import annotations
