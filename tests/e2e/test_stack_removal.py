@@ -4,7 +4,7 @@ The cluster is a deployed one: the wake-up and the CRD conversion installed as `
 install-webhooks`` installs them (sandbox/runtime/wakeup.py), the seeds' v1beta1 EC2NodeClass and NodePool
 applied unconverted (stored as v1), nodes Nodewright launched running a deployment under a
 PodDisruptionBudget and a ``karpenter.sh/do-not-disrupt`` pod that keeps away from it (two nodes at
-least), and the cluster's own managed node group (two instances) where the workload can go. Then
+least), and the cluster's own managed node group (a node more than web pods) where the workload can go. Then
 CloudFormation deletes the stack: the functions and their triggers go first (the runtime stops, the
 function URL with it), and the removal custom resource's real handler (``functions/cleanup``) runs
 in a container of its own, with the environment the stack gives it and the Kubernetes identity of
@@ -212,8 +212,11 @@ def _nodewright_nodes(admin: Any) -> set[str]:
 
 
 def _system_node_group(sb: Any) -> list[str]:
-    """The cluster's own managed node group (not Nodewright's), two instances: the workload's way out
-    (the pinned pod keeps away from the web pods there too)."""
+    """The cluster's own managed node group (not Nodewright's): the workload's way out. The pinned
+    pod keeps away from the web pods there too, and the scheduler spreads pods (LeastAllocated), so
+    the web pods may land on as many nodes as there are of them before the pinned one comes back:
+    one node more than web pods leaves it a place whatever the order (with two, a run where both
+    took web pods first left it pending)."""
     ec2 = sb.aws_client("ec2")
     try:
         subnet = sb.aws.subnets[sorted(sb.aws.subnets)[0]]
@@ -225,8 +228,8 @@ def _system_node_group(sb: Any) -> list[str]:
         answer = ec2.run_instances(
             ImageId=sb.aws.images["al2023/x86_64"],
             InstanceType="m5.xlarge",
-            MinCount=2,
-            MaxCount=2,
+            MinCount=WEB_REPLICAS + 1,
+            MaxCount=WEB_REPLICAS + 1,
             SubnetId=subnet,
             # What EKS gives a managed node group's nodes: nodeadm joining the cluster, its label.
             UserData=nodeadm_user_data(sb.cluster_name, labels={"eks.amazonaws.com/nodegroup": "system"}),
