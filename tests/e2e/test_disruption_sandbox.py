@@ -601,7 +601,8 @@ def two_nodes_of(kube: Any, pool: str) -> dict[str, str]:
 
 def drained_then_terminated(reports: list[dict[str, Any]], claims: set[str]) -> None:
     """Each NodeClaim's termination drained its node before it terminated the instance (graceful),
-    never found the instance gone first."""
+    never found the instance gone first. ``reports``: both functions' (the termination controller
+    runs in each: whichever pass comes to a deleting NodeClaim first drives it)."""
     for claim in claims:
         steps = [t["steps"] for r in reports for t in r["terminations"] if t["nodeclaim"] == claim]
         assert any(
@@ -692,7 +693,7 @@ def test_deleting_a_nodepool_drains_and_removes_its_nodeclaims_and_instances(clu
     while not gone(cluster, env):  # both functions, as their schedules run them
         if time.monotonic() > deadline:
             pytest.fail(f"the NodePool's nodes were not drained and removed within 90s: {reports}")
-        provision(seconds=1)
+        reports.append(provision(seconds=1))
         reports.append(disrupt())
 
     drained_then_terminated(reports, set(claim_of.values()))

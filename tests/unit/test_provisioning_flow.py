@@ -289,6 +289,20 @@ def test_issue16_defect4_kubectl_delete_node_is_followed_by_the_provisioner_too(
     assert claim["status"]["instanceID"] in cloud.terminated
 
 
+def test_the_invocation_reports_the_terminations_its_passes_drove(world: Any) -> None:
+    from nodewright.provisioning import loop
+
+    ctx, cluster, _cloud = world
+    name, _claim = _registered_node(ctx, cluster)
+    cluster.delete_node("ip-10-0-0-1")
+
+    summary = loop.run(ctx, remaining_seconds=20).summary()
+
+    [driven] = summary["terminations"]  # as the disruption function reports its own
+    assert driven["nodeclaim"] == name
+    assert driven["steps"], driven
+
+
 def test_issue16_defect3_a_vanished_instance_releases_its_node_and_nodeclaim_in_one_provisioner_pass(
     world: Any,
 ) -> None:

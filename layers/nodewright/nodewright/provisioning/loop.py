@@ -95,6 +95,9 @@ class InvocationReport:
             "staticDeleted": [c for p in self.passes for c in p.static_deleted],
             "failures": sum(len(p.failures) for p in self.passes),
             "pendingPods": self.passes[-1].pending_pods if self.passes else 0,
+            # What its termination controller drove, as the disruption function reports it: a
+            # termination is driven by whichever function's pass comes to it first.
+            "terminations": [t for p in self.passes for t in p.termination.summary()],
         }
 
 
