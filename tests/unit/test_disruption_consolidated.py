@@ -274,18 +274,24 @@ def test_why_not_events_are_said_for_event_seconds_a_pass_and_the_rest_by_a_late
     assert on_nodes == {f"node-{name}" for name in names}, "each Node told with its NodeClaim"
 
 
+def calls_of(monkeypatch: pytest.MonkeyPatch, function: str) -> list[int]:
+    """A 1 for each call of ``consolidation.<function>`` from now on (the function still runs)."""
+    calls: list[int] = []
+    real = getattr(consolidation, function)
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(consolidation, function, counted)
+    return calls
+
+
 def test_a_spared_pass_builds_no_simulation(stored, monkeypatch: pytest.MonkeyPatch) -> None:
     ctx, cluster, _cloud = stored
     two_protected_nodes(cluster)
     one_pass(ctx)
-    built: list[int] = []
-    simulation = consolidation.simulation
-
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-        built.append(1)
-        return simulation(*args, **kwargs)
-
-    monkeypatch.setattr(consolidation, "simulation", counted)
+    built = calls_of(monkeypatch, "simulation")
     ctx.clock.advance(60)
     assert consolidation_of(one_pass(ctx)) == flow.SKIPPED
     assert built == [], "the simulation (every bound pod parsed) is the spared search's cost"
@@ -297,14 +303,7 @@ def test_a_searching_pass_walks_the_candidates_once(stored, monkeypatch: pytest.
     add_node(cluster, "b", "m5.xlarge")
     add_pod(cluster, "web-1", "node-a")
     add_pod(cluster, "web-2", "node-b")
-    walked: list[int] = []
-    candidates = consolidation.candidates
-
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-        walked.append(1)
-        return candidates(*args, **kwargs)
-
-    monkeypatch.setattr(consolidation, "candidates", counted)
+    walked = calls_of(monkeypatch, "candidates")
     report = one_pass(ctx)
     assert consolidation_of(report) == flow.SEARCHED
     assert any("validating" in why for why in report.held.values()), "the search found its command"
