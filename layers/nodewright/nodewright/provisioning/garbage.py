@@ -72,8 +72,9 @@ def reconcile(ctx: Context, world: World, *, force: bool = False) -> GarbageRepo
     report = GarbageReport()
     report.orphans_deleted = _delete_orphans(ctx, nodepools.orphaned_claims(world))
     key = ctx.settings.cluster_name
+    leaks_due = _due(_last_gc, key, world.taken_at, GC_INTERVAL, force=force)
     templates_due = _due(_last_template_gc, key, world.taken_at, TEMPLATE_GC_INTERVAL, force=force)
-    if not _due(_last_gc, key, world.taken_at, GC_INTERVAL, force=force) and not templates_due:
+    if not (leaks_due or templates_due):
         return report
     instances = ctx.cloud.list()
     if templates_due:
