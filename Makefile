@@ -40,7 +40,7 @@ demo: $(STAMP) $(NODE_STAMP)
 # Six pytest workers on two cores: most of the e2e suite's time is the product's real waits (the
 # two-minute spot notice, consolidateAfter, idle delays, kube-scheduler's rate limits), with the
 # cores part idle; every test waits on conditions, so load slows it and never fails it. The groups
-# go out longest first (tests/conftest.py). mypy (a minute of one core from a fresh clone) runs
+# go out longest first (tests/conftest.py). mypy (25 s of one core from a fresh clone) runs
 # beside pytest, in those waits; either failing fails the target, mypy's output printed after.
 # PYTHONDONTWRITEBYTECODE is emptied for pytest (CI machines set it): the workers and the processes
 # they start (CLI runs, Lambda containers) then share the project's bytecode and pytest's rewritten
